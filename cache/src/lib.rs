@@ -1,0 +1,1 @@
+//! cache crate (placeholder)

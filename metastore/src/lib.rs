@@ -1,0 +1,1 @@
+//! metastore crate (placeholder)

@@ -1,0 +1,1 @@
+//! sdk crate (placeholder)

@@ -87,7 +87,7 @@ async fn main() {
     let handle: ObjectStoreHandle = store_from_url("s3://bench/cold", &env).unwrap();
 
     let data: Bytes = (0..OBJECT).map(|i| (i.wrapping_mul(31) >> 3) as u8).collect::<Vec<u8>>().into();
-    let keys: Vec<Path> = (0..objects).map(|i| handle.prefix.child(format!("{i:020}.seg"))).collect();
+    let keys: Vec<Path> = (0..objects).map(|i| handle.prefix.clone().join(format!("{i:020}.seg"))).collect();
     let start = Instant::now();
     for key in &keys {
         let mut upload = handle.store.put_multipart(key).await.unwrap();

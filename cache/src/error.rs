@@ -85,8 +85,4 @@ impl CacheError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, CacheError::Store { source, .. } if matches!(source.as_ref(), object_store::Error::NotFound { .. }))
     }
-
-    pub(crate) fn store(key: &object_store::path::Path, source: object_store::Error) -> Self {
-        CacheError::Store { key: key.to_string(), source: Arc::new(source) }
-    }
 }

@@ -77,7 +77,7 @@ impl SegmentId {
 
     /// The key of the data (`.seg`) or index (`.idx`) object under `prefix`.
     pub fn key(&self, prefix: &Path, kind: ObjectKind) -> Path {
-        partition_prefix(prefix, self.topic_id, self.partition).child(self.file_name(kind))
+        partition_prefix(prefix, self.topic_id, self.partition).join(self.file_name(kind))
     }
 
     /// The key of the record data object.
@@ -98,17 +98,17 @@ impl SegmentId {
 
 /// `{prefix}/topics/{topic-id}`: everything of one topic (topic deletion lists this).
 pub fn topic_prefix(prefix: &Path, topic_id: Uuid) -> Path {
-    prefix.child(TOPICS_DIR).child(topic_id.hyphenated().to_string())
+    prefix.clone().join(TOPICS_DIR).join(topic_id.hyphenated().to_string())
 }
 
 /// `{prefix}/topics/{topic-id}/{partition}`: everything of one partition.
 pub fn partition_prefix(prefix: &Path, topic_id: Uuid, partition: i32) -> Path {
-    topic_prefix(prefix, topic_id).child(partition.to_string())
+    topic_prefix(prefix, topic_id).join(partition.to_string())
 }
 
 /// `{prefix}/tombstones`: the prefix a bucket lifecycle rule should expire.
 pub fn tombstone_root(prefix: &Path) -> Path {
-    prefix.child(TOMBSTONES_DIR)
+    prefix.clone().join(TOMBSTONES_DIR)
 }
 
 /// The tombstone key for a live key: the same relative path under `{prefix}/tombstones/`.
@@ -120,7 +120,7 @@ pub fn tombstone_key(prefix: &Path, key: &Path) -> Result<Path, CacheError> {
     })?;
     let mut out = tombstone_root(prefix);
     for part in rest {
-        out = out.child(part);
+        out = out.join(part);
     }
     Ok(out)
 }
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(parse_key(&prefix, &dead), None);
         assert_eq!(parse_key(&Path::from("other"), &live), None);
         assert_eq!(parse_key(&prefix, &Path::from("a/topics/not-a-uuid/0/x.seg")), None);
-        assert_eq!(parse_key(&prefix, &prefix.child("topics").child(topic().to_string()).child("0").child("1-2.seg")), None);
+        assert_eq!(parse_key(&prefix, &prefix.clone().join("topics").join(topic().to_string()).join("0").join("1-2.seg")), None);
     }
 
     #[test]

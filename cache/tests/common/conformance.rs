@@ -45,7 +45,7 @@ pub fn store_seeder(handle: &ObjectStoreHandle) -> Seeder {
 
 /// Deterministic, position-dependent bytes so misplaced ranges are caught.
 pub fn pattern(len: usize, seed: u8) -> Bytes {
-    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[(i % 4)] ^ seed).collect::<Vec<u8>>().into()
+    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed).collect::<Vec<u8>>().into()
 }
 
 pub struct Report {
@@ -89,7 +89,7 @@ struct Ctx {
 impl Ctx {
     /// A fresh prefix for one check, under the store's prefix.
     fn base(&self, check: &str) -> Path {
-        self.handle.prefix.child(format!("conformance-{}", self.run)).child(check)
+        self.handle.prefix.clone().join(format!("conformance-{}", self.run)).join(check)
     }
 }
 
@@ -148,7 +148,7 @@ async fn get_bytes(ctx: &Ctx, path: &Path) -> Result<Bytes> {
 
 async fn whole_object_reads_back(ctx: &Ctx, name: &str) -> Result<()> {
     for (i, len) in [1usize, 4096, 300_000].into_iter().enumerate() {
-        let path = ctx.base(name).child(format!("obj-{i}"));
+        let path = ctx.base(name).join(format!("obj-{i}"));
         let data = pattern(len, i as u8);
         (ctx.seed)(path.clone(), data.clone()).await?;
         ensure!(get_bytes(ctx, &path).await? == data, "{len}-byte object came back different");
@@ -157,7 +157,7 @@ async fn whole_object_reads_back(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn ranged_reads(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("obj");
+    let path = ctx.base(name).join("obj");
     let len = 1_000_003usize;
     let data = pattern(len, 7);
     (ctx.seed)(path.clone(), data.clone()).await?;
@@ -170,7 +170,7 @@ async fn ranged_reads(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn head_reports_size(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("obj");
+    let path = ctx.base(name).join("obj");
     (ctx.seed)(path.clone(), pattern(12_345, 1)).await?;
     let meta = ctx.handle.store.head(&path).await?;
     ensure!(meta.size == 12_345, "head said {} bytes", meta.size);
@@ -179,7 +179,7 @@ async fn head_reports_size(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn missing_is_not_found(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("never-written");
+    let path = ctx.base(name).join("never-written");
     for (what, result) in [
         ("get", ctx.handle.store.get(&path).await.map(|_| ())),
         ("head", ctx.handle.store.head(&path).await.map(|_| ())),
@@ -196,13 +196,13 @@ async fn missing_is_not_found(ctx: &Ctx, name: &str) -> Result<()> {
 
 async fn listing_by_segments(ctx: &Ctx, name: &str) -> Result<()> {
     let base = ctx.base(name);
-    let inside = [base.child("p1").child("a"), base.child("p1").child("deep").child("b")];
-    let outside = base.child("p10").child("c");
+    let inside = [base.clone().join("p1").join("a"), base.clone().join("p1").join("deep").join("b")];
+    let outside = base.clone().join("p10").join("c");
     for p in inside.iter().chain([&outside]) {
         (ctx.seed)(p.clone(), pattern(10, 0)).await?;
     }
     let mut listed: Vec<Path> =
-        ctx.handle.store.list(Some(&base.child("p1"))).map_ok(|m| m.location).try_collect().await?;
+        ctx.handle.store.list(Some(&base.clone().join("p1"))).map_ok(|m| m.location).try_collect().await?;
     listed.sort();
     let mut expected = inside.to_vec();
     expected.sort();
@@ -251,7 +251,7 @@ async fn segment_keys_list_and_parse(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn concurrent_ranged_reads(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("obj");
+    let path = ctx.base(name).join("obj");
     let data = pattern(2 << 20, 9);
     (ctx.seed)(path.clone(), data.clone()).await?;
     let reads = (0..16u64).map(|i| {
@@ -269,7 +269,7 @@ async fn concurrent_ranged_reads(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn delete_is_idempotent(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("obj");
+    let path = ctx.base(name).join("obj");
     (ctx.seed)(path.clone(), pattern(10, 0)).await?;
     ctx.handle.store.delete(&path).await?;
     match ctx.handle.store.head(&path).await {
@@ -285,7 +285,7 @@ async fn delete_is_idempotent(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn reupload_replaces(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("obj");
+    let path = ctx.base(name).join("obj");
     ctx.handle.store.put(&path, pattern(1000, 1).into()).await?;
     let second = pattern(2000, 2);
     ctx.handle.store.put(&path, second.clone().into()).await?;
@@ -294,7 +294,7 @@ async fn reupload_replaces(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn multipart_assembles(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("big.seg");
+    let path = ctx.base(name).join("big.seg");
     // S3 requires parts of at least 5 MiB except the last.
     let part = 5 << 20;
     let data = pattern(2 * part + 12_345, 5);
@@ -309,7 +309,7 @@ async fn multipart_assembles(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn multipart_abort(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("aborted.seg");
+    let path = ctx.base(name).join("aborted.seg");
     let mut upload = ctx.handle.store.put_multipart(&path).await?;
     upload.put_part(pattern(5 << 20, 3).into()).await?;
     upload.abort().await?;
@@ -337,7 +337,7 @@ async fn tombstone_move(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn conditional_create(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("once");
+    let path = ctx.base(name).join("once");
     let create = PutOptions { mode: PutMode::Create, ..Default::default() };
     ctx.handle.store.put_opts(&path, pattern(10, 1).into(), create.clone()).await?;
     match ctx.handle.store.put_opts(&path, pattern(10, 2).into(), create).await {
@@ -350,7 +350,7 @@ async fn conditional_create(ctx: &Ctx, name: &str) -> Result<()> {
 }
 
 async fn cold_cache_reads(ctx: &Ctx, name: &str) -> Result<()> {
-    let path = ctx.base(name).child("obj.seg");
+    let path = ctx.base(name).join("obj.seg");
     let data = pattern(700_001, 6);
     (ctx.seed)(path.clone(), data.clone()).await?;
     let config = cache::CacheConfig { block_size: 64 << 10, memory_bytes: 4 << 20, ..Default::default() };

@@ -15,7 +15,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use cache::object_store::path::Path;
-use cache::{store_from_url, CacheConfig, CacheStats, ColdCache, DiskTierConfig, ObjectStoreExt, ObjectStoreHandle, StoreEnv};
+use cache::{
+    store_from_url, CacheConfig, CacheStats, ColdCache, DiskTierConfig, ObjectStoreExt,
+    ObjectStoreHandle, StoreEnv,
+};
 
 const OBJECT: u64 = 16 << 20;
 const READ: u64 = 1 << 20;
@@ -70,7 +73,10 @@ async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` / test discovery: nothing to list.
     }
-    let total_mib: u64 = std::env::var("COLD_READ_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
+    let total_mib: u64 = std::env::var("COLD_READ_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128);
     let objects = (total_mib << 20).div_ceil(OBJECT).max(1);
     println!("command: cargo bench -p cache --bench cold_read   (COLD_READ_BENCH_MIB={total_mib})");
     println!("store: moto_server (S3 API, in memory) on 127.0.0.1; {objects} objects x 16 MiB; reads of 1 MiB; blocks of 1 MiB");
@@ -86,21 +92,48 @@ async fn main() {
     ]);
     let handle: ObjectStoreHandle = store_from_url("s3://bench/cold", &env).unwrap();
 
-    let data: Bytes = (0..OBJECT).map(|i| (i.wrapping_mul(31) >> 3) as u8).collect::<Vec<u8>>().into();
-    let keys: Vec<Path> = (0..objects).map(|i| handle.prefix.clone().join(format!("{i:020}.seg"))).collect();
+    let data: Bytes = (0..OBJECT)
+        .map(|i| (i.wrapping_mul(31) >> 3) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let keys: Vec<Path> = (0..objects)
+        .map(|i| handle.prefix.clone().join(format!("{i:020}.seg")))
+        .collect();
     let start = Instant::now();
     for key in &keys {
         let mut upload = handle.store.put_multipart(key).await.unwrap();
         for part in 0..(OBJECT / (8 << 20)) {
-            upload.put_part(data.slice((part * (8 << 20)) as usize..((part + 1) * (8 << 20)) as usize).into()).await.unwrap();
+            upload
+                .put_part(
+                    data.slice((part * (8 << 20)) as usize..((part + 1) * (8 << 20)) as usize)
+                        .into(),
+                )
+                .await
+                .unwrap();
         }
         upload.complete().await.unwrap();
     }
     let secs = start.elapsed().as_secs_f64();
-    println!("{:<34} {:>8.1} MiB/s  {:>7.3} s  (multipart, 8 MiB parts, one upload at a time)", "upload", mib_per_s(objects * OBJECT, secs), secs);
+    println!(
+        "{:<34} {:>8.1} MiB/s  {:>7.3} s  (multipart, 8 MiB parts, one upload at a time)",
+        "upload",
+        mib_per_s(objects * OBJECT, secs),
+        secs
+    );
 
-    let memory = CacheConfig { memory_bytes: ((objects * OBJECT) as usize) + (64 << 20), ..Default::default() };
-    let no_read_ahead = ColdCache::open(CacheConfig { read_ahead_blocks: 0, ..memory.clone() }, handle.clone()).await.unwrap();
+    let memory = CacheConfig {
+        memory_bytes: ((objects * OBJECT) as usize) + (64 << 20),
+        ..Default::default()
+    };
+    let no_read_ahead = ColdCache::open(
+        CacheConfig {
+            read_ahead_blocks: 0,
+            ..memory.clone()
+        },
+        handle.clone(),
+    )
+    .await
+    .unwrap();
     pass("cold, no read-ahead", &no_read_ahead, &keys).await;
     no_read_ahead.close().await.unwrap();
     drop(no_read_ahead);
@@ -114,7 +147,11 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let disk = CacheConfig {
         memory_bytes: 32 << 20,
-        disk: Some(DiskTierConfig { dir: dir.path().to_path_buf(), capacity_bytes: ((objects * OBJECT) as usize) * 2 + (256 << 20), recover: false }),
+        disk: Some(DiskTierConfig {
+            dir: dir.path().to_path_buf(),
+            capacity_bytes: ((objects * OBJECT) as usize) * 2 + (256 << 20),
+            recover: false,
+        }),
         ..Default::default()
     };
     let tiered = ColdCache::open(disk, handle.clone()).await.unwrap();

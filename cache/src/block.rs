@@ -21,7 +21,11 @@ pub struct BlockKey {
 
 impl BlockKey {
     pub fn new(object: Arc<str>, block_size: u64, index: u64) -> Self {
-        BlockKey { object, block_size, index }
+        BlockKey {
+            object,
+            block_size,
+            index,
+        }
     }
 
     pub fn index(&self) -> u64 {
@@ -44,10 +48,14 @@ impl Code for BlockKey {
         let len = u32::try_from(object.len())
             .ok()
             .filter(|len| *len <= MAX_KEY_LEN)
-            .ok_or_else(|| FoyerError::new(ErrorKind::BufferSizeLimit, "object key too long to cache"))?;
+            .ok_or_else(|| {
+                FoyerError::new(ErrorKind::BufferSizeLimit, "object key too long to cache")
+            })?;
         writer.write_all(&len.to_le_bytes()).map_err(io)?;
         writer.write_all(object).map_err(io)?;
-        writer.write_all(&self.block_size.to_le_bytes()).map_err(io)?;
+        writer
+            .write_all(&self.block_size.to_le_bytes())
+            .map_err(io)?;
         writer.write_all(&self.index.to_le_bytes()).map_err(io)
     }
 
@@ -56,7 +64,10 @@ impl Code for BlockKey {
         reader.read_exact(&mut len).map_err(io)?;
         let len = u32::from_le_bytes(len);
         if len > MAX_KEY_LEN {
-            return Err(FoyerError::new(ErrorKind::Parse, "cached object key length out of range"));
+            return Err(FoyerError::new(
+                ErrorKind::Parse,
+                "cached object key length out of range",
+            ));
         }
         let mut object = vec![0u8; len as usize];
         reader.read_exact(&mut object).map_err(io)?;
@@ -67,7 +78,11 @@ impl Code for BlockKey {
         let block_size = u64::from_le_bytes(word);
         reader.read_exact(&mut word).map_err(io)?;
         let index = u64::from_le_bytes(word);
-        Ok(BlockKey { object: Arc::from(object), block_size, index })
+        Ok(BlockKey {
+            object: Arc::from(object),
+            block_size,
+            index,
+        })
     }
 
     fn estimated_size(&self) -> usize {
@@ -92,12 +107,13 @@ impl CachedBlock {
     pub fn len(&self) -> usize {
         self.0.len()
     }
-
 }
 
 impl Code for CachedBlock {
     fn encode(&self, writer: &mut impl Write) -> foyer::Result<()> {
-        writer.write_all(&(self.0.len() as u64).to_le_bytes()).map_err(io)?;
+        writer
+            .write_all(&(self.0.len() as u64).to_le_bytes())
+            .map_err(io)?;
         writer.write_all(&self.0).map_err(io)
     }
 
@@ -106,7 +122,10 @@ impl Code for CachedBlock {
         reader.read_exact(&mut len).map_err(io)?;
         let len = u64::from_le_bytes(len);
         if len > MAX_BLOCK_LEN {
-            return Err(FoyerError::new(ErrorKind::Parse, "cached block length out of range"));
+            return Err(FoyerError::new(
+                ErrorKind::Parse,
+                "cached block length out of range",
+            ));
         }
         let mut data = vec![0u8; len as usize];
         reader.read_exact(&mut data).map_err(io)?;

@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use foyer::{
-    BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder, HybridCachePolicy, RecoverMode,
-    Source,
+    BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder,
+    HybridCachePolicy, RecoverMode, Source,
 };
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore};
@@ -91,10 +91,16 @@ impl CacheConfig {
     fn validate(&self) -> Result<(), CacheError> {
         let invalid = |reason: String| Err(CacheError::InvalidConfig { reason });
         if !(MIN_BLOCK..=MAX_BLOCK).contains(&self.block_size) {
-            return invalid(format!("block_size {} must be within {MIN_BLOCK}..={MAX_BLOCK} bytes", self.block_size));
+            return invalid(format!(
+                "block_size {} must be within {MIN_BLOCK}..={MAX_BLOCK} bytes",
+                self.block_size
+            ));
         }
         if (self.memory_bytes as u64) < self.block_size {
-            return invalid(format!("memory_bytes {} cannot hold one {}-byte block", self.memory_bytes, self.block_size));
+            return invalid(format!(
+                "memory_bytes {} cannot hold one {}-byte block",
+                self.memory_bytes, self.block_size
+            ));
         }
         if let Some(disk) = &self.disk {
             let engine_block = engine_block_size(self.block_size);
@@ -113,7 +119,9 @@ impl CacheConfig {
 /// foyer's disk engine writes entries into large blocks; one must hold a whole
 /// cached block plus its header.
 fn engine_block_size(block_size: u64) -> usize {
-    let needed = (block_size as usize).saturating_mul(2).next_multiple_of(4096);
+    let needed = (block_size as usize)
+        .saturating_mul(2)
+        .next_multiple_of(4096);
     needed.max(16 << 20)
 }
 
@@ -232,25 +240,41 @@ impl ColdCache {
         let builder = match &config.disk {
             None => builder,
             Some(disk) => {
-                std::fs::create_dir_all(&disk.dir)
-                    .map_err(|source| CacheError::Directory { path: disk.dir.display().to_string(), source })?;
+                std::fs::create_dir_all(&disk.dir).map_err(|source| CacheError::Directory {
+                    path: disk.dir.display().to_string(),
+                    source,
+                })?;
                 let device = FsDeviceBuilder::new(&disk.dir)
                     .with_capacity(disk.capacity_bytes)
                     .build()
-                    .map_err(|e| CacheError::Cache { message: format!("disk tier at {}: {e}", disk.dir.display()) })?;
+                    .map_err(|e| CacheError::Cache {
+                        message: format!("disk tier at {}: {e}", disk.dir.display()),
+                    })?;
                 builder
-                    .with_engine_config(BlockEngineConfig::new(device).with_block_size(engine_block_size(config.block_size)))
-                    .with_recover_mode(if disk.recover { RecoverMode::Quiet } else { RecoverMode::None })
+                    .with_engine_config(
+                        BlockEngineConfig::new(device)
+                            .with_block_size(engine_block_size(config.block_size)),
+                    )
+                    .with_recover_mode(if disk.recover {
+                        RecoverMode::Quiet
+                    } else {
+                        RecoverMode::None
+                    })
             }
         };
-        let cache = builder.build().await.map_err(|e| CacheError::Cache { message: format!("opening the cache: {e}") })?;
+        let cache = builder.build().await.map_err(|e| CacheError::Cache {
+            message: format!("opening the cache: {e}"),
+        })?;
         Ok(ColdCache {
             inner: Arc::new(Inner {
                 cache,
                 store: store.store,
                 block_size: config.block_size,
                 counters: Arc::new(Counters::default()),
-                read_ahead: Mutex::new(ReadAheadPolicy::new(config.read_ahead_blocks, config.read_ahead_cursors)),
+                read_ahead: Mutex::new(ReadAheadPolicy::new(
+                    config.read_ahead_blocks,
+                    config.read_ahead_cursors,
+                )),
                 read_ahead_permits: Arc::new(Semaphore::new(config.read_ahead_in_flight.max(1))),
                 tracker: TaskTracker::new(),
                 runtime: tokio::runtime::Handle::current(),
@@ -268,7 +292,12 @@ impl ColdCache {
     ///
     /// The bytes are exactly the object's bytes; a range inside one block is
     /// a zero-copy slice of the cached block.
-    pub async fn read_range(&self, key: &Path, range: Range<u64>, object_size: u64) -> Result<Bytes, CacheError> {
+    pub async fn read_range(
+        &self,
+        key: &Path,
+        range: Range<u64>,
+        object_size: u64,
+    ) -> Result<Bytes, CacheError> {
         if range.start > range.end || range.end > object_size {
             return Err(CacheError::RangeOutOfBounds {
                 key: key.to_string(),
@@ -313,7 +342,11 @@ impl ColdCache {
         };
         bump(&self.inner.counters.bytes_served, out.len() as u64);
         let total_blocks = object_size.div_ceil(bs);
-        let plan = self.inner.read_ahead.lock().on_read(&object, first, last, total_blocks);
+        let plan = self
+            .inner
+            .read_ahead
+            .lock()
+            .on_read(&object, first, last, total_blocks);
         self.spawn_read_ahead(&object, key, plan, object_size);
         Ok(out)
     }
@@ -331,7 +364,9 @@ impl ColdCache {
         let bs = self.inner.block_size;
         let object: Arc<str> = Arc::from(key.as_ref());
         for index in 0..object_size.div_ceil(bs) {
-            self.inner.cache.remove(&BlockKey::new(Arc::clone(&object), bs, index));
+            self.inner
+                .cache
+                .remove(&BlockKey::new(Arc::clone(&object), bs, index));
         }
         self.inner.read_ahead.lock().forget(key.as_ref());
     }
@@ -363,10 +398,22 @@ impl ColdCache {
     /// Waits for background work and flushes the disk tier.
     pub async fn close(&self) -> Result<(), CacheError> {
         self.read_ahead_idle().await;
-        self.inner.cache.close().await.map_err(|e| CacheError::Cache { message: format!("closing the cache: {e}") })
+        self.inner
+            .cache
+            .close()
+            .await
+            .map_err(|e| CacheError::Cache {
+                message: format!("closing the cache: {e}"),
+            })
     }
 
-    fn spawn_read_ahead(&self, object: &Arc<str>, key: &Path, blocks: Range<u64>, object_size: u64) {
+    fn spawn_read_ahead(
+        &self,
+        object: &Arc<str>,
+        key: &Path,
+        blocks: Range<u64>,
+        object_size: u64,
+    ) {
         let bs = self.inner.block_size;
         for index in blocks {
             let block_key = BlockKey::new(Arc::clone(object), bs, index);
@@ -393,7 +440,12 @@ impl ColdCache {
     }
 
     /// One block through the cache: memory, disk, or one (shared) ranged GET.
-    async fn block(&self, block_key: BlockKey, key: &Path, object_size: u64) -> Result<(Bytes, Source), CacheError> {
+    async fn block(
+        &self,
+        block_key: BlockKey,
+        key: &Path,
+        object_size: u64,
+    ) -> Result<(Bytes, Source), CacheError> {
         let bs = self.inner.block_size;
         let index = block_key.index();
         let start = index * bs;
@@ -406,7 +458,10 @@ impl ColdCache {
             .cache
             .get_or_fetch(&block_key, move || async move {
                 bump(&counters.gets, 1);
-                let fetched = match store.get_opts(&path, GetOptions::new().with_range(Some(start..end))).await {
+                let fetched = match store
+                    .get_opts(&path, GetOptions::new().with_range(Some(start..end)))
+                    .await
+                {
                     Ok(result) => result.bytes().await,
                     Err(e) => Err(e),
                 };
@@ -416,22 +471,38 @@ impl ColdCache {
                 })?;
                 bump(&counters.get_bytes, bytes.len() as u64);
                 if bytes.len() as u64 != end - start {
-                    return Err(FetchFailure::Size { expected: end - start, got: bytes.len() as u64 });
+                    return Err(FetchFailure::Size {
+                        expected: end - start,
+                        got: bytes.len() as u64,
+                    });
                 }
                 Ok(CachedBlock::new(bytes))
             })
             .await
             .map_err(|e| match e.downcast_ref::<FetchFailure>() {
-                Some(FetchFailure::Store(source)) => CacheError::Store { key: key.to_string(), source: Arc::clone(source) },
-                Some(FetchFailure::Size { expected, got }) => {
-                    CacheError::SizeMismatch { key: key.to_string(), block: index, expected: *expected, got: *got }
-                }
-                None => CacheError::Cache { message: format!("reading block {index} of {key}: {e}") },
+                Some(FetchFailure::Store(source)) => CacheError::Store {
+                    key: key.to_string(),
+                    source: Arc::clone(source),
+                },
+                Some(FetchFailure::Size { expected, got }) => CacheError::SizeMismatch {
+                    key: key.to_string(),
+                    block: index,
+                    expected: *expected,
+                    got: *got,
+                },
+                None => CacheError::Cache {
+                    message: format!("reading block {index} of {key}: {e}"),
+                },
             })?;
         let bytes = entry.value().bytes().clone();
         if bytes.len() as u64 != end - start {
             // A block cached under a different object size: the caller's size is wrong.
-            return Err(CacheError::SizeMismatch { key: key.to_string(), block: index, expected: end - start, got: bytes.len() as u64 });
+            return Err(CacheError::SizeMismatch {
+                key: key.to_string(),
+                block: index,
+                expected: end - start,
+                got: bytes.len() as u64,
+            });
         }
         Ok((bytes, entry.source()))
     }

@@ -31,12 +31,22 @@ pub enum CacheError {
 
     /// A read asked for bytes outside the object.
     #[error("range {start}..{end} is outside object {key} of {object_size} bytes")]
-    RangeOutOfBounds { key: String, start: u64, end: u64, object_size: u64 },
+    RangeOutOfBounds {
+        key: String,
+        start: u64,
+        end: u64,
+        object_size: u64,
+    },
 
     /// The store returned fewer or more bytes than the block needs: the object
     /// is not the size the caller said it is (it was replaced or truncated).
     #[error("object {key} returned {got} bytes for block {block} where {expected} were expected")]
-    SizeMismatch { key: String, block: u64, expected: u64, got: u64 },
+    SizeMismatch {
+        key: String,
+        block: u64,
+        expected: u64,
+        got: u64,
+    },
 
     /// The object store failed a request (after the client's own retries).
     #[error("object store request for {key} failed: {source}")]

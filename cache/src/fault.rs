@@ -32,8 +32,8 @@ use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
 };
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -116,7 +116,12 @@ pub struct FaultRule {
 impl FaultRule {
     /// A rule hitting every operation, every time, until cleared.
     pub fn new(fault: Fault) -> Self {
-        FaultRule { fault, ops: Op::ALL.to_vec(), path_contains: None, remaining: None }
+        FaultRule {
+            fault,
+            ops: Op::ALL.to_vec(),
+            path_contains: None,
+            remaining: None,
+        }
     }
 
     /// Only these operations.
@@ -140,7 +145,10 @@ impl FaultRule {
     fn matches(&self, op: Op, path: &Path) -> bool {
         self.remaining != Some(0)
             && self.ops.contains(&op)
-            && self.path_contains.as_deref().is_none_or(|text| path.as_ref().contains(text))
+            && self
+                .path_contains
+                .as_deref()
+                .is_none_or(|text| path.as_ref().contains(text))
     }
 }
 
@@ -283,12 +291,22 @@ impl FaultController {
         if state.history.len() == HISTORY_LIMIT {
             state.history.pop_front();
         }
-        state.history.push_back(Call { op, path: path.clone(), range, faulted: fault.is_some() });
+        state.history.push_back(Call {
+            op,
+            path: path.clone(),
+            range,
+            faulted: fault.is_some(),
+        });
         (fault, state.latency)
     }
 
     /// Runs the admission for one call: delays, hangs or fails it.
-    async fn gate(&self, op: Op, path: &Path, range: Option<Range<u64>>) -> object_store::Result<()> {
+    async fn gate(
+        &self,
+        op: Op,
+        path: &Path,
+        range: Option<Range<u64>>,
+    ) -> object_store::Result<()> {
         let (fault, latency) = self.admit(op, path, range);
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
@@ -312,8 +330,12 @@ impl FaultController {
         let mut changes = self.generation.subscribe();
         self.state.lock().hanging += 1;
         loop {
-            let still_hung =
-                self.state.lock().rules.iter().any(|r| r.fault == Fault::Hang && r.ops.contains(&op) && r.matches(op, path));
+            let still_hung = self
+                .state
+                .lock()
+                .rules
+                .iter()
+                .any(|r| r.fault == Fault::Hang && r.ops.contains(&op) && r.matches(op, path));
             if !still_hung || changes.changed().await.is_err() {
                 break;
             }
@@ -334,8 +356,12 @@ impl fmt::Display for InjectedFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InjectedFault::Status(code) => write!(f, "injected fault: server answered HTTP {code}"),
-            InjectedFault::TimedOut(after) => write!(f, "injected fault: request timed out after {after:?}"),
-            InjectedFault::Unreachable => write!(f, "injected fault: connection refused (store unreachable)"),
+            InjectedFault::TimedOut(after) => {
+                write!(f, "injected fault: request timed out after {after:?}")
+            }
+            InjectedFault::Unreachable => {
+                write!(f, "injected fault: connection refused (store unreachable)")
+            }
         }
     }
 }
@@ -344,7 +370,10 @@ impl std::error::Error for InjectedFault {}
 
 fn injected(op: Op, path: &Path, fault: InjectedFault) -> object_store::Error {
     tracing::debug!(?op, %path, %fault, "object store fault injected");
-    object_store::Error::Generic { store: "FaultInjectingStore", source: Box::new(fault) }
+    object_store::Error::Generic {
+        store: "FaultInjectingStore",
+        source: Box::new(fault),
+    }
 }
 
 /// Whether `err` came from an injected fault (as opposed to the inner store).
@@ -361,7 +390,10 @@ pub struct FaultInjectingStore {
 
 impl FaultInjectingStore {
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        FaultInjectingStore { inner, controller: FaultController::default() }
+        FaultInjectingStore {
+            inner,
+            controller: FaultController::default(),
+        }
     }
 
     /// The handle tests use to inject faults and read counters.
@@ -386,7 +418,12 @@ fn range_of(options: &GetOptions) -> Option<Range<u64>> {
 
 #[async_trait]
 impl ObjectStore for FaultInjectingStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
         self.controller.gate(Op::Put, location, None).await?;
         self.inner.put_opts(location, payload, opts).await
     }
@@ -396,20 +433,38 @@ impl ObjectStore for FaultInjectingStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.controller.gate(Op::CreateMultipart, location, None).await?;
+        self.controller
+            .gate(Op::CreateMultipart, location, None)
+            .await?;
         let inner = self.inner.put_multipart_opts(location, opts).await?;
-        Ok(Box::new(FaultInjectingUpload { inner, path: location.clone(), controller: self.controller.clone() }))
+        Ok(Box::new(FaultInjectingUpload {
+            inner,
+            path: location.clone(),
+            controller: self.controller.clone(),
+        }))
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         let op = if options.head { Op::Head } else { Op::Get };
-        self.controller.gate(op, location, range_of(&options)).await?;
+        self.controller
+            .gate(op, location, range_of(&options))
+            .await?;
         self.inner.get_opts(location, options).await
     }
 
-    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
         for range in ranges {
-            self.controller.gate(Op::Get, location, Some(range.clone())).await?;
+            self.controller
+                .gate(Op::Get, location, Some(range.clone()))
+                .await?;
         }
         self.inner.get_ranges(location, ranges).await
     }
@@ -429,7 +484,8 @@ impl ObjectStore for FaultInjectingStore {
                 async move {
                     let location = location?;
                     controller.gate(Op::Delete, &location, None).await?;
-                    let mut out = inner.delete_stream(stream::once(async move { Ok(location) }).boxed());
+                    let mut out =
+                        inner.delete_stream(stream::once(async move { Ok(location) }).boxed());
                     match out.next().await {
                         Some(result) => result,
                         None => Err(object_store::Error::Generic {
@@ -458,16 +514,28 @@ impl ObjectStore for FaultInjectingStore {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.controller.gate(Op::List, &prefix.cloned().unwrap_or_default(), None).await?;
+        self.controller
+            .gate(Op::List, &prefix.cloned().unwrap_or_default(), None)
+            .await?;
         self.inner.list_with_delimiter(prefix).await
     }
 
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.controller.gate(Op::Copy, to, None).await?;
         self.inner.copy_opts(from, to, options).await
     }
 
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
         self.controller.gate(Op::Rename, to, None).await?;
         self.inner.rename_opts(from, to, options).await
     }
@@ -496,12 +564,16 @@ impl MultipartUpload for FaultInjectingUpload {
     }
 
     async fn complete(&mut self) -> object_store::Result<PutResult> {
-        self.controller.gate(Op::CompleteMultipart, &self.path, None).await?;
+        self.controller
+            .gate(Op::CompleteMultipart, &self.path, None)
+            .await?;
         self.inner.complete().await
     }
 
     async fn abort(&mut self) -> object_store::Result<()> {
-        self.controller.gate(Op::AbortMultipart, &self.path, None).await?;
+        self.controller
+            .gate(Op::AbortMultipart, &self.path, None)
+            .await?;
         self.inner.abort().await
     }
 }
@@ -524,7 +596,10 @@ mod tests {
         let p = Path::from("a");
         c.inject(FaultRule::new(Fault::Status(503)).on(&[Op::Put]).times(2));
         for _ in 0..2 {
-            let err = s.put(&p, Bytes::from_static(b"x").into()).await.unwrap_err();
+            let err = s
+                .put(&p, Bytes::from_static(b"x").into())
+                .await
+                .unwrap_err();
             assert!(is_injected(&err), "{err}");
             assert!(err.to_string().contains("503"), "{err}");
         }
@@ -532,19 +607,32 @@ mod tests {
         assert_eq!(c.calls(Op::Put), 3);
         assert_eq!(c.injected(), 2);
         // GETs were never affected.
-        assert_eq!(s.get(&p).await.unwrap().bytes().await.unwrap(), Bytes::from_static(b"x"));
+        assert_eq!(
+            s.get(&p).await.unwrap().bytes().await.unwrap(),
+            Bytes::from_static(b"x")
+        );
     }
 
     #[tokio::test]
     async fn rules_can_target_reads_writes_and_paths() {
         let (s, c) = store();
-        s.put(&Path::from("keep/a"), Bytes::from_static(b"1").into()).await.unwrap();
-        s.put(&Path::from("drop/b"), Bytes::from_static(b"2").into()).await.unwrap();
-        c.inject(FaultRule::new(Fault::Status(500)).on(&Op::READS).on_paths_containing("drop"));
+        s.put(&Path::from("keep/a"), Bytes::from_static(b"1").into())
+            .await
+            .unwrap();
+        s.put(&Path::from("drop/b"), Bytes::from_static(b"2").into())
+            .await
+            .unwrap();
+        c.inject(
+            FaultRule::new(Fault::Status(500))
+                .on(&Op::READS)
+                .on_paths_containing("drop"),
+        );
         assert!(s.get(&Path::from("keep/a")).await.is_ok());
         assert!(s.get(&Path::from("drop/b")).await.is_err());
         assert!(s.head(&Path::from("drop/b")).await.is_err());
-        s.put(&Path::from("drop/c"), Bytes::from_static(b"3").into()).await.unwrap();
+        s.put(&Path::from("drop/c"), Bytes::from_static(b"3").into())
+            .await
+            .unwrap();
         c.clear();
         assert!(s.get(&Path::from("drop/b")).await.is_ok());
     }
@@ -554,7 +642,10 @@ mod tests {
         let (s, c) = store();
         let p = Path::from("x");
         c.unreachable_for(Duration::from_secs(60));
-        let err = s.put(&p, Bytes::from_static(b"x").into()).await.unwrap_err();
+        let err = s
+            .put(&p, Bytes::from_static(b"x").into())
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("unreachable"), "{err}");
         let listed: Vec<_> = s.list(None).collect().await;
         assert!(listed[0].is_err());
@@ -565,7 +656,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn timeouts_fail_after_the_delay() {
         let (s, c) = store();
-        c.inject(FaultRule::new(Fault::Timeout { after: Duration::from_secs(30) }).on(&[Op::Get]));
+        c.inject(
+            FaultRule::new(Fault::Timeout {
+                after: Duration::from_secs(30),
+            })
+            .on(&[Op::Get]),
+        );
         let started = Instant::now();
         let err = s.get(&Path::from("x")).await.unwrap_err();
         assert!(err.to_string().contains("timed out"), "{err}");
@@ -594,9 +690,15 @@ mod tests {
     async fn multipart_parts_and_completion_pass_the_gate() {
         let (s, c) = store();
         let p = Path::from("mp");
-        c.inject(FaultRule::new(Fault::Status(503)).on(&[Op::CompleteMultipart]).times(1));
+        c.inject(
+            FaultRule::new(Fault::Status(503))
+                .on(&[Op::CompleteMultipart])
+                .times(1),
+        );
         let mut up = s.put_multipart(&p).await.unwrap();
-        up.put_part(Bytes::from(vec![1u8; 10]).into()).await.unwrap();
+        up.put_part(Bytes::from(vec![1u8; 10]).into())
+            .await
+            .unwrap();
         assert!(up.complete().await.is_err());
         up.complete().await.unwrap();
         assert_eq!(c.calls(Op::PutPart), 1);
@@ -610,7 +712,11 @@ mod tests {
         let p = Path::from("r");
         s.put(&p, Bytes::from(vec![0u8; 100]).into()).await.unwrap();
         s.get_range(&p, 10..20).await.unwrap();
-        let gets: Vec<_> = c.history().into_iter().filter(|call| call.op == Op::Get).collect();
+        let gets: Vec<_> = c
+            .history()
+            .into_iter()
+            .filter(|call| call.op == Op::Get)
+            .collect();
         assert_eq!(gets.len(), 1);
         assert_eq!(gets[0].range, Some(10..20));
     }

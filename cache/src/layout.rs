@@ -55,24 +55,43 @@ pub struct SegmentId {
 
 impl SegmentId {
     /// Checks the offsets and partition: all non-negative, `last_offset >= base_offset`.
-    pub fn new(topic_id: Uuid, partition: i32, base_offset: i64, last_offset: i64) -> Result<Self, CacheError> {
+    pub fn new(
+        topic_id: Uuid,
+        partition: i32,
+        base_offset: i64,
+        last_offset: i64,
+    ) -> Result<Self, CacheError> {
         if partition < 0 {
-            return Err(CacheError::InvalidKey { reason: format!("partition {partition} is negative") });
+            return Err(CacheError::InvalidKey {
+                reason: format!("partition {partition} is negative"),
+            });
         }
         if base_offset < 0 {
-            return Err(CacheError::InvalidKey { reason: format!("base offset {base_offset} is negative") });
+            return Err(CacheError::InvalidKey {
+                reason: format!("base offset {base_offset} is negative"),
+            });
         }
         if last_offset < base_offset {
             return Err(CacheError::InvalidKey {
                 reason: format!("last offset {last_offset} is below base offset {base_offset}"),
             });
         }
-        Ok(SegmentId { topic_id, partition, base_offset, last_offset })
+        Ok(SegmentId {
+            topic_id,
+            partition,
+            base_offset,
+            last_offset,
+        })
     }
 
     /// `{base:020}-{last:020}.{ext}`
     pub fn file_name(&self, kind: ObjectKind) -> String {
-        format!("{:020}-{:020}.{}", self.base_offset, self.last_offset, kind.extension())
+        format!(
+            "{:020}-{:020}.{}",
+            self.base_offset,
+            self.last_offset,
+            kind.extension()
+        )
     }
 
     /// The key of the data (`.seg`) or index (`.idx`) object under `prefix`.
@@ -98,7 +117,10 @@ impl SegmentId {
 
 /// `{prefix}/topics/{topic-id}`: everything of one topic (topic deletion lists this).
 pub fn topic_prefix(prefix: &Path, topic_id: Uuid) -> Path {
-    prefix.clone().join(TOPICS_DIR).join(topic_id.hyphenated().to_string())
+    prefix
+        .clone()
+        .join(TOPICS_DIR)
+        .join(topic_id.hyphenated().to_string())
 }
 
 /// `{prefix}/topics/{topic-id}/{partition}`: everything of one partition.
@@ -115,9 +137,11 @@ pub fn tombstone_root(prefix: &Path) -> Path {
 ///
 /// Fails if `key` is not under `prefix` (it would not be ours to delete).
 pub fn tombstone_key(prefix: &Path, key: &Path) -> Result<Path, CacheError> {
-    let rest = key.prefix_match(prefix).ok_or_else(|| CacheError::InvalidKey {
-        reason: format!("{key} is not under the store prefix {prefix}"),
-    })?;
+    let rest = key
+        .prefix_match(prefix)
+        .ok_or_else(|| CacheError::InvalidKey {
+            reason: format!("{key} is not under the store prefix {prefix}"),
+        })?;
     let mut out = tombstone_root(prefix);
     for part in rest {
         out = out.join(part);
@@ -181,7 +205,11 @@ mod tests {
         let prefix = Path::from("p");
         let mut keys: Vec<Path> = [(0, 9), (10, 99), (100, 1_000_000), (1_000_001, i64::MAX)]
             .iter()
-            .map(|&(b, l)| SegmentId::new(topic(), 0, b, l).unwrap().segment_key(&prefix))
+            .map(|&(b, l)| {
+                SegmentId::new(topic(), 0, b, l)
+                    .unwrap()
+                    .segment_key(&prefix)
+            })
             .collect();
         let in_offset_order = keys.clone();
         keys.sort();
@@ -205,8 +233,22 @@ mod tests {
         let dead = tombstone_key(&prefix, &live).unwrap();
         assert_eq!(parse_key(&prefix, &dead), None);
         assert_eq!(parse_key(&Path::from("other"), &live), None);
-        assert_eq!(parse_key(&prefix, &Path::from("a/topics/not-a-uuid/0/x.seg")), None);
-        assert_eq!(parse_key(&prefix, &prefix.clone().join("topics").join(topic().to_string()).join("0").join("1-2.seg")), None);
+        assert_eq!(
+            parse_key(&prefix, &Path::from("a/topics/not-a-uuid/0/x.seg")),
+            None
+        );
+        assert_eq!(
+            parse_key(
+                &prefix,
+                &prefix
+                    .clone()
+                    .join("topics")
+                    .join(topic().to_string())
+                    .join("0")
+                    .join("1-2.seg")
+            ),
+            None
+        );
     }
 
     #[test]

@@ -99,12 +99,20 @@ impl fmt::Debug for ObjectStoreHandle {
 impl ObjectStoreHandle {
     /// Wraps an existing store (tests wrap stores in fault injectors or counters).
     pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, backend: Backend) -> Self {
-        ObjectStoreHandle { store, prefix, backend }
+        ObjectStoreHandle {
+            store,
+            prefix,
+            backend,
+        }
     }
 
     /// The same prefix and backend over another store, e.g. a wrapper of this one.
     pub fn with_store(&self, store: Arc<dyn ObjectStore>) -> Self {
-        ObjectStoreHandle { store, prefix: self.prefix.clone(), backend: self.backend }
+        ObjectStoreHandle {
+            store,
+            prefix: self.prefix.clone(),
+            backend: self.backend,
+        }
     }
 
     /// A fresh in-memory store, for tests.
@@ -130,12 +138,23 @@ pub struct StoreEnv {
 impl StoreEnv {
     /// The process environment (only UTF-8 variables).
     pub fn from_process() -> Self {
-        StoreEnv { vars: std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect() }
+        StoreEnv {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
     }
 
     /// An explicit set of variables.
-    pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
-        StoreEnv { vars: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect() }
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        StoreEnv {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
     }
 
     /// Adds or replaces one variable.
@@ -197,7 +216,11 @@ impl StoreOptions {
 
     fn retry(&self) -> RetryConfig {
         RetryConfig {
-            backoff: BackoffConfig { init_backoff: self.init_backoff, max_backoff: self.max_backoff, base: 2.0 },
+            backoff: BackoffConfig {
+                init_backoff: self.init_backoff,
+                max_backoff: self.max_backoff,
+                base: 2.0,
+            },
             max_retries: self.max_retries,
             retry_timeout: self.retry_timeout,
         }
@@ -210,41 +233,72 @@ pub fn store_from_url(url: &str, env: &StoreEnv) -> Result<ObjectStoreHandle, Ca
 }
 
 /// Builds the store named by `url`, configured from `env` and `options`.
-pub fn store_from_url_with(url: &str, env: &StoreEnv, options: &StoreOptions) -> Result<ObjectStoreHandle, CacheError> {
-    let invalid = |reason: &str| CacheError::InvalidUrl { url: url.to_string(), reason: reason.to_string() };
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("expected SCHEME://..., e.g. s3://bucket/prefix"))?;
-    let configure = |source| CacheError::Configure { url: url.to_string(), source };
+pub fn store_from_url_with(
+    url: &str,
+    env: &StoreEnv,
+    options: &StoreOptions,
+) -> Result<ObjectStoreHandle, CacheError> {
+    let invalid = |reason: &str| CacheError::InvalidUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| invalid("expected SCHEME://..., e.g. s3://bucket/prefix"))?;
+    let configure = |source| CacheError::Configure {
+        url: url.to_string(),
+        source,
+    };
     match scheme.to_ascii_lowercase().as_str() {
         "memory" => {
             let prefix = parse_prefix(rest).map_err(|r| invalid(&r))?;
-            Ok(ObjectStoreHandle::new(Arc::new(InMemory::new()), prefix, Backend::Memory))
+            Ok(ObjectStoreHandle::new(
+                Arc::new(InMemory::new()),
+                prefix,
+                Backend::Memory,
+            ))
         }
         "file" => {
             if !rest.starts_with('/') {
-                return Err(invalid("a file URL needs an absolute path: file:///abs/dir"));
+                return Err(invalid(
+                    "a file URL needs an absolute path: file:///abs/dir",
+                ));
             }
             local_folder(std::path::Path::new(rest))
         }
         "s3" | "s3a" => {
             let (bucket, prefix) = split_bucket(rest).map_err(|r| invalid(&r))?;
-            let mut builder = AmazonS3Builder::new().with_client_options(options.client_options()).with_retry(options.retry());
+            let mut builder = AmazonS3Builder::new()
+                .with_client_options(options.client_options())
+                .with_retry(options.retry());
             for (key, value) in env.with_prefix("AWS_") {
                 if let Ok(key) = key.parse::<AmazonS3ConfigKey>() {
                     builder = builder.with_config(key, value);
                 }
             }
-            let store = builder.with_bucket_name(bucket).build().map_err(configure)?;
+            let store = builder
+                .with_bucket_name(bucket)
+                .build()
+                .map_err(configure)?;
             Ok(ObjectStoreHandle::new(Arc::new(store), prefix, Backend::S3))
         }
         "gs" | "gcs" => {
             let (bucket, prefix) = split_bucket(rest).map_err(|r| invalid(&r))?;
-            let mut builder =
-                GoogleCloudStorageBuilder::new().with_client_options(options.client_options()).with_retry(options.retry());
+            let mut builder = GoogleCloudStorageBuilder::new()
+                .with_client_options(options.client_options())
+                .with_retry(options.retry());
             if let Some(host) = env.get("STORAGE_EMULATOR_HOST") {
-                let base = if host.contains("://") { host.to_string() } else { format!("http://{host}") };
+                let base = if host.contains("://") {
+                    host.to_string()
+                } else {
+                    format!("http://{host}")
+                };
                 builder = builder
                     .with_base_url(base.trim_end_matches('/'))
-                    .with_config(GoogleConfigKey::Client(object_store::ClientConfigKey::AllowHttp), "true")
+                    .with_config(
+                        GoogleConfigKey::Client(object_store::ClientConfigKey::AllowHttp),
+                        "true",
+                    )
                     .with_bearer_token("emulator");
             }
             for (key, value) in env.with_prefix("GOOGLE_") {
@@ -252,30 +306,58 @@ pub fn store_from_url_with(url: &str, env: &StoreEnv, options: &StoreOptions) ->
                     builder = builder.with_config(key, value);
                 }
             }
-            let store = builder.with_bucket_name(bucket).build().map_err(configure)?;
-            Ok(ObjectStoreHandle::new(Arc::new(store), prefix, Backend::Gcs))
+            let store = builder
+                .with_bucket_name(bucket)
+                .build()
+                .map_err(configure)?;
+            Ok(ObjectStoreHandle::new(
+                Arc::new(store),
+                prefix,
+                Backend::Gcs,
+            ))
         }
         "az" | "azure" => {
             let (container, prefix) = split_bucket(rest).map_err(|r| invalid(&r))?;
-            let mut builder = MicrosoftAzureBuilder::new().with_client_options(options.client_options()).with_retry(options.retry());
+            let mut builder = MicrosoftAzureBuilder::new()
+                .with_client_options(options.client_options())
+                .with_retry(options.retry());
             for (key, value) in env.with_prefix("AZURE_") {
                 if let Ok(key) = key.parse::<AzureConfigKey>() {
                     builder = builder.with_config(key, value);
                 }
             }
-            let store = builder.with_container_name(container).build().map_err(configure)?;
-            Ok(ObjectStoreHandle::new(Arc::new(store), prefix, Backend::Azure))
+            let store = builder
+                .with_container_name(container)
+                .build()
+                .map_err(configure)?;
+            Ok(ObjectStoreHandle::new(
+                Arc::new(store),
+                prefix,
+                Backend::Azure,
+            ))
         }
-        other => Err(invalid(&format!("unknown scheme {other:?}; use file, memory, s3, gs or az"))),
+        other => Err(invalid(&format!(
+            "unknown scheme {other:?}; use file, memory, s3, gs or az"
+        ))),
     }
 }
 
 fn local_folder(dir: &std::path::Path) -> Result<ObjectStoreHandle, CacheError> {
-    std::fs::create_dir_all(dir).map_err(|source| CacheError::Directory { path: dir.display().to_string(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| CacheError::Directory {
+        path: dir.display().to_string(),
+        source,
+    })?;
     let store = LocalFileSystem::new_with_prefix(dir)
-        .map_err(|source| CacheError::Configure { url: format!("file://{}", dir.display()), source })?
+        .map_err(|source| CacheError::Configure {
+            url: format!("file://{}", dir.display()),
+            source,
+        })?
         .with_automatic_cleanup(true);
-    Ok(ObjectStoreHandle::new(Arc::new(store), Path::default(), Backend::Local))
+    Ok(ObjectStoreHandle::new(
+        Arc::new(store),
+        Path::default(),
+        Backend::Local,
+    ))
 }
 
 fn split_bucket(rest: &str) -> Result<(&str, Path), String> {
@@ -333,7 +415,13 @@ mod tests {
 
     #[test]
     fn malformed_urls_are_rejected_with_a_reason() {
-        for url in ["bucket/prefix", "ftp://x/y", "s3:///prefix", "file://relative/dir", "s3://b/bad\u{0}"] {
+        for url in [
+            "bucket/prefix",
+            "ftp://x/y",
+            "s3:///prefix",
+            "file://relative/dir",
+            "s3://b/bad\u{0}",
+        ] {
             let err = store_from_url(url, &s3_env()).unwrap_err();
             assert!(matches!(err, CacheError::InvalidUrl { .. }), "{url}: {err}");
         }
@@ -341,7 +429,9 @@ mod tests {
 
     #[test]
     fn unknown_environment_variables_are_ignored() {
-        let env = s3_env().set("AWS_NOT_A_REAL_SETTING", "1").set("AWS_PROFILE", "x");
+        let env = s3_env()
+            .set("AWS_NOT_A_REAL_SETTING", "1")
+            .set("AWS_PROFILE", "x");
         assert!(store_from_url("s3://bucket", &env).is_ok());
     }
 }

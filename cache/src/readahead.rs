@@ -39,21 +39,40 @@ pub struct ReadAheadPolicy {
 impl ReadAheadPolicy {
     /// `window` blocks ahead (0 disables read-ahead); at most `capacity` cursors remembered.
     pub fn new(window: u64, capacity: usize) -> Self {
-        ReadAheadPolicy { window, capacity: capacity.max(1), cursors: HashMap::new(), order: VecDeque::new(), next_stamp: 0 }
+        ReadAheadPolicy {
+            window,
+            capacity: capacity.max(1),
+            cursors: HashMap::new(),
+            order: VecDeque::new(),
+            next_stamp: 0,
+        }
     }
 
     /// Reports a read of blocks `first..=last` of `object` (which has `total_blocks`
     /// blocks) and returns the blocks to fetch ahead, possibly empty.
-    pub fn on_read(&mut self, object: &Arc<str>, first: u64, last: u64, total_blocks: u64) -> Range<u64> {
+    pub fn on_read(
+        &mut self,
+        object: &Arc<str>,
+        first: u64,
+        last: u64,
+        total_blocks: u64,
+    ) -> Range<u64> {
         let last = last.max(first);
         let previous = self
             .cursors
             .remove(&(Arc::clone(object), first))
-            .or_else(|| first.checked_sub(1).and_then(|prev| self.cursors.remove(&(Arc::clone(object), prev))));
+            .or_else(|| {
+                first
+                    .checked_sub(1)
+                    .and_then(|prev| self.cursors.remove(&(Arc::clone(object), prev)))
+            });
         let (plan, ahead_until) = match previous {
             Some(cursor) if self.window > 0 => {
                 let start = (last + 1).max(cursor.ahead_until);
-                let end = last.saturating_add(1).saturating_add(self.window).min(total_blocks);
+                let end = last
+                    .saturating_add(1)
+                    .saturating_add(self.window)
+                    .min(total_blocks);
                 if start < end {
                     (start..end, end)
                 } else {
@@ -79,10 +98,13 @@ impl ReadAheadPolicy {
     fn remember(&mut self, key: CursorKey, ahead_until: u64) {
         let stamp = self.next_stamp;
         self.next_stamp += 1;
-        self.cursors.insert(key.clone(), Cursor { ahead_until, stamp });
+        self.cursors
+            .insert(key.clone(), Cursor { ahead_until, stamp });
         self.order.push_back((key, stamp));
         while self.cursors.len() > self.capacity {
-            let Some((old, old_stamp)) = self.order.pop_front() else { break };
+            let Some((old, old_stamp)) = self.order.pop_front() else {
+                break;
+            };
             if self.cursors.get(&old).is_some_and(|c| c.stamp == old_stamp) {
                 self.cursors.remove(&old);
             }
@@ -90,7 +112,8 @@ impl ReadAheadPolicy {
         // Stale entries (cursors that moved on) pile up in `order`; compact them.
         if self.order.len() > self.capacity.saturating_mul(4) {
             let cursors = &self.cursors;
-            self.order.retain(|(k, s)| cursors.get(k).is_some_and(|c| c.stamp == *s));
+            self.order
+                .retain(|(k, s)| cursors.get(k).is_some_and(|c| c.stamp == *s));
         }
     }
 }

@@ -21,7 +21,16 @@ async fn azure_backend_passes_the_object_store_conformance_suite() {
     let handle = store_from_url("az://aerostream/cluster-1", &env).unwrap();
     assert_eq!(handle.backend, Backend::Azure);
     let seed = conformance::store_seeder(&handle);
-    conformance::run("azure (azurite)", handle, Caps { writes: true, conditional_create: true }, seed)
-        .await
-        .assert_passed();
+    conformance::run(
+        "azure (azurite)",
+        handle,
+        Caps {
+            writes: true,
+            conditional_create: true,
+            server_side_copy: true,
+        },
+        seed,
+    )
+    .await
+    .assert_passed();
 }

@@ -10,7 +10,18 @@ use common::conformance::{self, Caps};
 async fn memory_backend_passes_the_object_store_conformance_suite() {
     let handle = store_from_url("memory:///conformance", &StoreEnv::default()).unwrap();
     let seed = conformance::store_seeder(&handle);
-    conformance::run("memory", handle, Caps { writes: true, conditional_create: true }, seed).await.assert_passed();
+    conformance::run(
+        "memory",
+        handle,
+        Caps {
+            writes: true,
+            conditional_create: true,
+            server_side_copy: true,
+        },
+        seed,
+    )
+    .await
+    .assert_passed();
 }
 
 #[tokio::test]
@@ -19,5 +30,16 @@ async fn local_folder_backend_passes_the_object_store_conformance_suite() {
     let url = format!("file://{}", dir.path().join("objects").display());
     let handle = store_from_url(&url, &StoreEnv::default()).unwrap();
     let seed = conformance::store_seeder(&handle);
-    conformance::run("local", handle, Caps { writes: true, conditional_create: true }, seed).await.assert_passed();
+    conformance::run(
+        "local",
+        handle,
+        Caps {
+            writes: true,
+            conditional_create: true,
+            server_side_copy: true,
+        },
+        seed,
+    )
+    .await
+    .assert_passed();
 }

@@ -21,5 +21,16 @@ async fn s3_backend_passes_the_object_store_conformance_suite() {
     let handle = store_from_url("s3://aerostream/cluster-1", &env).unwrap();
     assert_eq!(handle.backend, Backend::S3);
     let seed = conformance::store_seeder(&handle);
-    conformance::run("s3 (moto)", handle, Caps { writes: true, conditional_create: true }, seed).await.assert_passed();
+    conformance::run(
+        "s3 (moto)",
+        handle,
+        Caps {
+            writes: true,
+            conditional_create: true,
+            server_side_copy: true,
+        },
+        seed,
+    )
+    .await
+    .assert_passed();
 }

@@ -52,13 +52,20 @@ pub fn free_port() -> Result<u16> {
 /// Finds `name` on PATH or at one of `extra` locations.
 fn find_binary(name: &str, extra: &[PathBuf]) -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect::<Vec<_>>())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default();
     extra.iter().cloned().chain(on_path).find(|p| p.is_file())
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 fn spawn(name: &'static str, program: &Path, args: &[String], port: u16) -> Result<Server> {
@@ -72,17 +79,28 @@ fn spawn(name: &'static str, program: &Path, args: &[String], port: u16) -> Resu
         .stderr(log)
         .spawn()
         .with_context(|| format!("starting {name} from {}", program.display()))?;
-    let mut server = Server { name, port, child, dir };
+    let mut server = Server {
+        name,
+        port,
+        child,
+        dir,
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return Ok(server);
         }
         if let Some(status) = server.child.try_wait()? {
-            bail!("{name} exited with {status} before listening on {port}:\n{}", server.log());
+            bail!(
+                "{name} exited with {status} before listening on {port}:\n{}",
+                server.log()
+            );
         }
         if Instant::now() > deadline {
-            bail!("{name} did not listen on port {port} within 60 s:\n{}", server.log());
+            bail!(
+                "{name} did not listen on port {port} within 60 s:\n{}",
+                server.log()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -94,14 +112,27 @@ pub fn moto() -> Result<Server> {
         anyhow!("moto_server is not installed: run `pip install \"moto[server]\" boto3` (tests/requirements.txt)")
     })?;
     let port = free_port()?;
-    spawn("moto_server", &bin, &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()], port)
+    spawn(
+        "moto_server",
+        &bin,
+        &[
+            "-H".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+        ],
+        port,
+    )
 }
 
 /// Creates a bucket on an S3-compatible server that does not check signatures (moto).
 pub fn create_bucket(server: &Server, bucket: &str) -> Result<()> {
     let (status, body) = http(server.port, "PUT", &format!("/{bucket}"), &[], b"")?;
     if !(200..300).contains(&status) {
-        bail!("creating bucket {bucket} on {}: HTTP {status}: {body}", server.name);
+        bail!(
+            "creating bucket {bucket} on {}: HTTP {status}: {body}",
+            server.name
+        );
     }
     Ok(())
 }
@@ -109,7 +140,10 @@ pub fn create_bucket(server: &Server, bucket: &str) -> Result<()> {
 /// Azurite's blob service. Install: `npm install azurite` (in tests/js), or
 /// point AZURITE_BLOB_BIN at the `azurite-blob` script.
 pub fn azurite() -> Result<Server> {
-    let mut extra: Vec<PathBuf> = std::env::var_os("AZURITE_BLOB_BIN").map(PathBuf::from).into_iter().collect();
+    let mut extra: Vec<PathBuf> = std::env::var_os("AZURITE_BLOB_BIN")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
     extra.push(workspace_root().join("tests/js/node_modules/.bin/azurite-blob"));
     let bin = find_binary("azurite-blob", &extra).ok_or_else(|| {
         anyhow!(
@@ -129,7 +163,7 @@ pub fn azurite() -> Result<Server> {
             "azurite-data".into(),
             "--skipApiVersionCheck".into(),
             "--loose".into(),
-            "--inMemoryPersistence".into(),
+            "--disableTelemetry".into(),
         ],
         port,
     )
@@ -138,22 +172,39 @@ pub fn azurite() -> Result<Server> {
 /// Azurite's well-known development account.
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
 pub const AZURITE_KEY: &str =
-    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K5SZFPTOtr/KBHBeksoGMGw==";
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
-/// Creates a blob container through the Azure SDK for Python (pip `azure-storage-blob`).
+/// Creates a blob container with a Shared Key signed REST call (Python standard library only).
 pub fn create_container(server: &Server, container: &str) -> Result<()> {
-    let conn = format!(
-        "DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};BlobEndpoint=http://127.0.0.1:{}/{AZURITE_ACCOUNT};",
-        server.port
-    );
-    let script = "import sys\nfrom azure.storage.blob import BlobServiceClient\nBlobServiceClient.from_connection_string(sys.argv[1]).create_container(sys.argv[2])\n";
+    let script = r#"
+import base64, hashlib, hmac, sys, urllib.error, urllib.request
+from email.utils import formatdate
+port, account, key, container = sys.argv[1:5]
+date, version = formatdate(usegmt=True), "2021-08-06"
+to_sign = "PUT" + "\n" * 12 + f"x-ms-date:{date}\nx-ms-version:{version}\n/{account}/{account}/{container}\nrestype:container"
+sig = base64.b64encode(hmac.new(base64.b64decode(key), to_sign.encode(), hashlib.sha256).digest()).decode()
+request = urllib.request.Request(f"http://127.0.0.1:{port}/{account}/{container}?restype=container", method="PUT",
+    headers={"x-ms-date": date, "x-ms-version": version, "Authorization": f"SharedKey {account}:{sig}"})
+try:
+    urllib.request.urlopen(request, timeout=30)
+except urllib.error.HTTPError as e:
+    if e.code != 409:
+        raise
+"#;
     let out = Command::new("python3")
-        .args(["-c", script, &conn, container])
+        .args([
+            "-c",
+            script,
+            &server.port.to_string(),
+            AZURITE_ACCOUNT,
+            AZURITE_KEY,
+            container,
+        ])
         .output()
         .context("running python3 to create the Azurite container")?;
     if !out.status.success() {
         bail!(
-            "creating container {container} failed (needs `pip install azure-storage-blob`): {}",
+            "creating container {container} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -199,8 +250,13 @@ pub fn fake_gcs() -> Result<Server> {
 /// Creates a bucket on fake-gcs-server through its JSON API.
 pub fn fake_gcs_create_bucket(server: &Server, bucket: &str) -> Result<()> {
     let body = format!("{{\"name\":\"{bucket}\"}}");
-    let (status, text) =
-        http(server.port, "POST", "/storage/v1/b?project=test", &[("Content-Type", "application/json")], body.as_bytes())?;
+    let (status, text) = http(
+        server.port,
+        "POST",
+        "/storage/v1/b?project=test",
+        &[("Content-Type", "application/json")],
+        body.as_bytes(),
+    )?;
     if !(200..300).contains(&status) {
         bail!("creating bucket {bucket} on fake-gcs-server: HTTP {status}: {text}");
     }
@@ -213,12 +269,20 @@ pub fn fake_gcs_upload(server: &Server, bucket: &str, name: &str, data: &[u8]) -
     let encoded: String = name
         .bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect();
     let path = format!("/upload/storage/v1/b/{bucket}/o?uploadType=media&name={encoded}");
-    let (status, text) = http(server.port, "POST", &path, &[("Content-Type", "application/octet-stream")], data)?;
+    let (status, text) = http(
+        server.port,
+        "POST",
+        &path,
+        &[("Content-Type", "application/octet-stream")],
+        data,
+    )?;
     if !(200..300).contains(&status) {
         bail!("uploading {name} to fake-gcs-server: HTTP {status}: {text}");
     }
@@ -226,7 +290,13 @@ pub fn fake_gcs_upload(server: &Server, bucket: &str, name: &str, data: &[u8]) -
 }
 
 /// A minimal HTTP/1.1 request on loopback; returns status and body text.
-pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, String)> {
+pub fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut request = format!(
@@ -247,6 +317,9 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| anyhow!("malformed HTTP response: {text:.200}"))?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((status, body))
 }

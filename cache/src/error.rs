@@ -79,6 +79,9 @@ impl CacheError {
                     | object_store::Error::PermissionDenied { .. }
                     | object_store::Error::Unauthenticated { .. }
                     | object_store::Error::UnknownConfigurationKey { .. }
+                    | object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. }
+                    | object_store::Error::NotModified { .. }
             ),
             CacheError::Cache { .. } => true,
             CacheError::InvalidUrl { .. }

@@ -97,8 +97,9 @@ pub enum Fault {
     Status(u16),
     /// The request took `after` and then failed as timed out.
     Timeout { after: Duration },
-    /// The request never completes until the rule is removed (then it proceeds
-    /// normally). Models a hung connection: the caller's own deadline must fire.
+    /// The request waits until [`FaultController::clear`] or
+    /// [`FaultController::release_hung`] is called, then proceeds normally.
+    /// Models a hung connection: the caller's own deadline must fire.
     Hang,
     /// The connection is refused at once.
     Unreachable,
@@ -180,8 +181,8 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct FaultController {
     state: Arc<Mutex<State>>,
-    /// Bumped whenever rules change, so hanging calls re-check.
-    generation: Arc<watch::Sender<u64>>,
+    /// Bumped to release every call hanging on a [`Fault::Hang`].
+    releases: Arc<watch::Sender<u64>>,
 }
 
 impl Default for FaultController {
@@ -196,7 +197,7 @@ impl Default for FaultController {
                 hanging: 0,
                 history: VecDeque::new(),
             })),
-            generation: Arc::new(watch::Sender::new(0)),
+            releases: Arc::new(watch::Sender::new(0)),
         }
     }
 }
@@ -205,14 +206,12 @@ impl FaultController {
     /// Adds a rule; earlier rules take precedence over later ones.
     pub fn inject(&self, rule: FaultRule) {
         self.state.lock().rules.push(rule);
-        self.bump();
     }
 
     /// Every call fails as unreachable until `window` has passed (tokio time,
     /// so a test with paused time can jump over it).
     pub fn unreachable_for(&self, window: Duration) {
         self.state.lock().unreachable_until = Some(Instant::now() + window);
-        self.bump();
     }
 
     /// Adds this delay before every call.
@@ -228,7 +227,7 @@ impl FaultController {
         state.unreachable_until = None;
         state.latency = Duration::ZERO;
         drop(state);
-        self.bump();
+        self.release_hung();
     }
 
     /// How many calls of `op` the store has seen (faulted ones included).
@@ -259,8 +258,9 @@ impl FaultController {
         state.history.clear();
     }
 
-    fn bump(&self) {
-        self.generation.send_modify(|g| *g += 1);
+    /// Lets every call hanging right now proceed (rules stay; later calls may hang again).
+    pub fn release_hung(&self) {
+        self.releases.send_modify(|g| *g += 1);
     }
 
     /// Records the call and decides its fate.
@@ -307,6 +307,8 @@ impl FaultController {
         path: &Path,
         range: Option<Range<u64>>,
     ) -> object_store::Result<()> {
+        // Subscribed before admission, so a release racing with this call is not missed.
+        let releases = self.releases.subscribe();
         let (fault, latency) = self.admit(op, path, range);
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
@@ -320,26 +322,17 @@ impl FaultController {
                 Err(injected(op, path, InjectedFault::TimedOut(after)))
             }
             Some(Fault::Hang) => {
-                self.hang_while_ruled(op, path).await;
+                self.hang_until_released(releases).await;
                 Ok(())
             }
         }
     }
 
-    async fn hang_while_ruled(&self, op: Op, path: &Path) {
-        let mut changes = self.generation.subscribe();
+    /// Waits until the hung calls are released (by `clear` or `release_hung`).
+    async fn hang_until_released(&self, mut releases: watch::Receiver<u64>) {
         self.state.lock().hanging += 1;
-        loop {
-            let still_hung = self
-                .state
-                .lock()
-                .rules
-                .iter()
-                .any(|r| r.fault == Fault::Hang && r.ops.contains(&op) && r.matches(op, path));
-            if !still_hung || changes.changed().await.is_err() {
-                break;
-            }
-        }
+        // An error means the controller is gone: nobody can release us, so stop hanging.
+        let _ = releases.changed().await;
         self.state.lock().hanging -= 1;
     }
 }
@@ -669,23 +662,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn hung_calls_resume_when_the_rule_is_cleared() {
+    async fn hung_calls_resume_when_released() {
         let (s, c) = store();
         let p = Path::from("h");
         s.put(&p, Bytes::from_static(b"v").into()).await.unwrap();
-        c.inject(FaultRule::new(Fault::Hang).on(&[Op::Get]));
+        c.inject(FaultRule::new(Fault::Hang).on(&[Op::Get]).times(1));
         let s2 = s.clone();
         let p2 = p.clone();
         let task = tokio::spawn(async move { s2.get(&p2).await.map(|_| ()) });
         while c.hanging() == 0 {
             tokio::task::yield_now().await;
         }
+        // The rule hung one call only: the next GET goes straight through.
+        s.get(&p).await.unwrap();
         assert!(!task.is_finished());
-        c.clear();
+        c.release_hung();
         task.await.unwrap().unwrap();
         assert_eq!(c.hanging(), 0);
     }
-
     #[tokio::test]
     async fn multipart_parts_and_completion_pass_the_gate() {
         let (s, c) = store();

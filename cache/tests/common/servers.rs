@@ -108,10 +108,14 @@ fn spawn(name: &'static str, program: &Path, args: &[String], port: u16) -> Resu
 
 /// moto's S3 server (in memory). Install: `pip install "moto[server]"`.
 pub fn moto() -> Result<Server> {
+    moto_on(free_port()?)
+}
+
+/// moto on a given port, e.g. to restart it where clients expect it.
+pub fn moto_on(port: u16) -> Result<Server> {
     let bin = find_binary("moto_server", &[]).ok_or_else(|| {
         anyhow!("moto_server is not installed: run `pip install \"moto[server]\" boto3` (tests/requirements.txt)")
     })?;
-    let port = free_port()?;
     spawn(
         "moto_server",
         &bin,

@@ -16,8 +16,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use cache::object_store::path::Path;
 use cache::{
-    store_from_url, CacheConfig, CacheStats, ColdCache, DiskTierConfig, ObjectStoreExt,
-    ObjectStoreHandle, StoreEnv,
+    store_from_url, upload_file, CacheConfig, CacheStats, ColdCache, DiskTierConfig,
+    ObjectStoreHandle, StoreEnv, UploadOptions,
 };
 
 const OBJECT: u64 = 16 << 20;
@@ -96,29 +96,27 @@ async fn main() {
         .map(|i| (i.wrapping_mul(31) >> 3) as u8)
         .collect::<Vec<u8>>()
         .into();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("segment.log");
+    std::fs::write(&file, &data).unwrap();
     let keys: Vec<Path> = (0..objects)
         .map(|i| handle.prefix.clone().join(format!("{i:020}.seg")))
         .collect();
+    let options = UploadOptions::default();
     let start = Instant::now();
     for key in &keys {
-        let mut upload = handle.store.put_multipart(key).await.unwrap();
-        for part in 0..(OBJECT / (8 << 20)) {
-            upload
-                .put_part(
-                    data.slice((part * (8 << 20)) as usize..((part + 1) * (8 << 20)) as usize)
-                        .into(),
-                )
-                .await
-                .unwrap();
-        }
-        upload.complete().await.unwrap();
+        upload_file(handle.store.as_ref(), key, &file, &options)
+            .await
+            .unwrap();
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "{:<34} {:>8.1} MiB/s  {:>7.3} s  (multipart, 8 MiB parts, one upload at a time)",
+        "{:<34} {:>8.1} MiB/s  {:>7.3} s  (upload_file: multipart, {} MiB parts, {} in flight, one file at a time)",
         "upload",
         mib_per_s(objects * OBJECT, secs),
-        secs
+        secs,
+        options.part_size >> 20,
+        options.max_concurrent_parts
     );
 
     let memory = CacheConfig {

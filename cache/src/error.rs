@@ -25,6 +25,14 @@ pub enum CacheError {
         source: std::io::Error,
     },
 
+    /// A local file to upload could not be read.
+    #[error("could not read {path}: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// An object key violates the layout (negative offsets, last before base, ...).
     #[error("invalid object key: {reason}")]
     InvalidKey { reason: String },
@@ -83,7 +91,7 @@ impl CacheError {
                     | object_store::Error::Precondition { .. }
                     | object_store::Error::NotModified { .. }
             ),
-            CacheError::Cache { .. } => true,
+            CacheError::Cache { .. } | CacheError::File { .. } => true,
             CacheError::InvalidUrl { .. }
             | CacheError::Configure { .. }
             | CacheError::Directory { .. }

@@ -70,8 +70,11 @@ async fn pass(label: &str, cold: &ColdCache, keys: &[Path]) -> (f64, CacheStats)
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return; // `cargo bench -- --list` / test discovery: nothing to list.
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` does not, and
+    // must not start a server and move hundreds of MiB.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("cold_read: run with `cargo bench -p cache --bench cold_read`; skipped under cargo test");
+        return;
     }
     let total_mib: u64 = std::env::var("COLD_READ_BENCH_MIB")
         .ok()

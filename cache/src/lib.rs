@@ -14,6 +14,9 @@
 //! - [`fault::FaultInjectingStore`]: wraps any store and fails on command
 //!   (HTTP 500/503, timeouts, hangs, unreachable windows), and counts calls.
 //! - [`readahead::ReadAheadPolicy`]: a pure engine deciding what to fetch ahead.
+//! - [`upload::upload_file`]: one sealed file to one key (single PUT or
+//!   bounded multipart, aborted on failure); [`upload::RetrySchedule`] is the
+//!   pure backoff-with-jitter arithmetic for retrying whole uploads.
 //!
 //! Example:
 //! ```

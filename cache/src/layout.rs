@@ -3,6 +3,7 @@
 //! ```text
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.seg
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.idx
+//! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.tix   (time index)
 //! {prefix}/tombstones/topics/{topic-id}/{partition}/...   (deleted objects, expired by a lifecycle rule)
 //! ```
 //!
@@ -24,6 +25,8 @@ pub const TOMBSTONES_DIR: &str = "tombstones";
 pub const SEGMENT_EXT: &str = "seg";
 /// Extension of a segment's offset index object.
 pub const INDEX_EXT: &str = "idx";
+/// Extension of a segment's time index object.
+pub const TIME_INDEX_EXT: &str = "tix";
 
 /// Which of the two objects of a sealed segment a key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,6 +35,8 @@ pub enum ObjectKind {
     Segment,
     /// The sparse offset index of the segment.
     Index,
+    /// The sparse time index of the segment (ListOffsets by timestamp).
+    TimeIndex,
 }
 
 impl ObjectKind {
@@ -40,6 +45,7 @@ impl ObjectKind {
         match self {
             ObjectKind::Segment => SEGMENT_EXT,
             ObjectKind::Index => INDEX_EXT,
+            ObjectKind::TimeIndex => TIME_INDEX_EXT,
         }
     }
 }
@@ -109,6 +115,11 @@ impl SegmentId {
         self.key(prefix, ObjectKind::Index)
     }
 
+    /// The key of the time index object.
+    pub fn time_index_key(&self, prefix: &Path) -> Path {
+        self.key(prefix, ObjectKind::TimeIndex)
+    }
+
     /// Whether `offset` lies in this segment.
     pub fn contains(&self, offset: i64) -> bool {
         (self.base_offset..=self.last_offset).contains(&offset)
@@ -168,6 +179,7 @@ pub fn parse_key(prefix: &Path, key: &Path) -> Option<(SegmentId, ObjectKind)> {
     let kind = match ext {
         SEGMENT_EXT => ObjectKind::Segment,
         INDEX_EXT => ObjectKind::Index,
+        TIME_INDEX_EXT => ObjectKind::TimeIndex,
         _ => return None,
     };
     let (base, last) = stem.split_once('-')?;
@@ -220,7 +232,7 @@ mod tests {
     fn keys_parse_back_to_the_same_segment() {
         let prefix = Path::from("a/b");
         let id = SegmentId::new(topic(), 7, 42, 4242).unwrap();
-        for kind in [ObjectKind::Segment, ObjectKind::Index] {
+        for kind in [ObjectKind::Segment, ObjectKind::Index, ObjectKind::TimeIndex] {
             assert_eq!(parse_key(&prefix, &id.key(&prefix, kind)), Some((id, kind)));
         }
     }

@@ -232,7 +232,11 @@ mod tests {
     fn keys_parse_back_to_the_same_segment() {
         let prefix = Path::from("a/b");
         let id = SegmentId::new(topic(), 7, 42, 4242).unwrap();
-        for kind in [ObjectKind::Segment, ObjectKind::Index, ObjectKind::TimeIndex] {
+        for kind in [
+            ObjectKind::Segment,
+            ObjectKind::Index,
+            ObjectKind::TimeIndex,
+        ] {
             assert_eq!(parse_key(&prefix, &id.key(&prefix, kind)), Some((id, kind)));
         }
     }

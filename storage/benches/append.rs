@@ -9,7 +9,8 @@
 //! ```
 //! Options: `--total-bytes N` (per run, default 4GiB), `--batch-bytes A,B`
 //! (default 16KiB,1MiB), `--record-bytes N` (default 1KiB), `--segment-bytes
-//! N` (default 128MiB), `--modes paced,unpaced`, `--dir D` (default a temp
+//! N` (default 128MiB), `--chunk-bytes N` (paced writeback chunk, default
+//! 8MiB), `--modes paced,unpaced`, `--dir D` (default a temp
 //! dir under the system temp dir), `--no-fio`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -29,6 +30,7 @@ struct Args {
     batches: Vec<u64>,
     record: u64,
     segment: u64,
+    chunk: u64,
     modes: Vec<bool>,
     dir: Option<PathBuf>,
     fio: bool,
@@ -36,10 +38,17 @@ struct Args {
 
 fn parse_size(s: &str) -> u64 {
     let s = s.trim();
-    let (num, mult) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)]
-        .iter()
-        .find_map(|(suf, m)| s.strip_suffix(suf).map(|n| (n, *m)))
-        .unwrap_or((s, 1));
+    let (num, mult) = [
+        ("GiB", 1u64 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ]
+    .iter()
+    .find_map(|(suf, m)| s.strip_suffix(suf).map(|n| (n, *m)))
+    .unwrap_or((s, 1));
     let v: f64 = num.parse().unwrap_or_else(|_| panic!("bad size {s}"));
     (v * mult as f64) as u64
 }
@@ -50,6 +59,7 @@ fn parse_args() -> Args {
         batches: vec![16 << 10, 1 << 20],
         record: 1 << 10,
         segment: 128 << 20,
+        chunk: WritebackConfig::default().chunk_bytes,
         modes: vec![true, false],
         dir: None,
         fio: true,
@@ -62,6 +72,7 @@ fn parse_args() -> Args {
             "--batch-bytes" => a.batches = val().split(',').map(parse_size).collect(),
             "--record-bytes" => a.record = parse_size(&val()),
             "--segment-bytes" => a.segment = parse_size(&val()),
+            "--chunk-bytes" => a.chunk = parse_size(&val()),
             "--modes" => a.modes = val().split(',').map(|m| m.trim() == "paced").collect(),
             "--dir" => a.dir = Some(PathBuf::from(val())),
             "--no-fio" => a.fio = false,
@@ -119,6 +130,7 @@ fn run(dir: &Path, batch_bytes: u64, paced: bool, a: &Args) -> RunResult {
         max_message_bytes: (batch_bytes * 2).max(1 << 20) as u32,
         writeback: WritebackConfig {
             paced,
+            chunk_bytes: a.chunk,
             ..WritebackConfig::default()
         },
         ..LogConfig::default()
@@ -213,13 +225,18 @@ fn device_bandwidth(dir: &Path, bytes: u64) -> Option<(String, f64)> {
         .ok()?;
     let secs = start.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&file);
-    dd.status
-        .success()
-        .then(|| (format!("dd bs=1M count={size_mib} conv=fdatasync"), (size_mib << 20) as f64 / secs / 1e6))
+    dd.status.success().then(|| {
+        (
+            format!("dd bs=1M count={size_mib} conv=fdatasync"),
+            (size_mib << 20) as f64 / secs / 1e6,
+        )
+    })
 }
 
 fn proc_value(path: &str) -> String {
-    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into())
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 fn mem_available_kib() -> Option<u64> {
@@ -235,21 +252,38 @@ fn mem_available_kib() -> Option<u64> {
 
 fn main() {
     let a = parse_args();
-    let base = a.dir.clone().unwrap_or_else(|| std::env::temp_dir().join("aerostream-append-bench"));
+    let base = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("aerostream-append-bench"));
     std::fs::create_dir_all(&base).unwrap();
     println!("AeroStream storage append benchmark");
-    println!("  dir {}  record {}  segment {}  total per run {}", base.display(), human(a.record), human(a.segment), human(a.total));
+    println!(
+        "  dir {}  record {}  segment {}  writeback chunk {}  total per run {}",
+        base.display(),
+        human(a.record),
+        human(a.segment),
+        human(a.chunk),
+        human(a.total)
+    );
     let ratio = proc_value("/proc/sys/vm/dirty_ratio");
     let bg = proc_value("/proc/sys/vm/dirty_background_ratio");
     let avail = mem_available_kib().unwrap_or(0);
-    let limit = ratio.parse::<u64>().map(|r| avail * 1024 * r / 100).unwrap_or(0);
+    let limit = ratio
+        .parse::<u64>()
+        .map(|r| avail * 1024 * r / 100)
+        .unwrap_or(0);
     println!(
         "  vm.dirty_ratio {ratio}%  vm.dirty_background_ratio {bg}%  MemAvailable {:.1} GiB  => dirty limit ~{:.1} GiB (run writes {:.1}x that)",
         avail as f64 / (1 << 20) as f64,
         limit as f64 / (1u64 << 30) as f64,
         if limit > 0 { a.total as f64 / limit as f64 } else { 0.0 }
     );
-    let device = if a.fio { device_bandwidth(&base, a.total.min(4 << 30)) } else { None };
+    let device = if a.fio {
+        device_bandwidth(&base, a.total.min(4 << 30))
+    } else {
+        None
+    };
     match &device {
         Some((how, bw)) => println!("  device: {how}: {bw:.0} MB/s"),
         None => println!("  device bandwidth: not measured"),
@@ -264,7 +298,9 @@ fn main() {
         for &paced in &a.modes {
             let r = run(&base.join("log"), b, paced, &a);
             let tput = mbps(r.bytes, r.elapsed);
-            let dev = device.as_ref().map_or(String::from("-"), |(_, bw)| format!("{:.0}%", 100.0 * tput / bw));
+            let dev = device.as_ref().map_or(String::from("-"), |(_, bw)| {
+                format!("{:.0}%", 100.0 * tput / bw)
+            });
             println!(
                 "{:<32} {:>9.0} {:>9.0} {:>7} {:>9} {:>9} {:>9} {:>10} {:>5}",
                 r.label,
@@ -283,7 +319,10 @@ fn main() {
     println!();
     for pair in results.chunks(2) {
         if let [p, u] = pair {
-            let (pp, up) = (p.hist.value_at_quantile(0.999), u.hist.value_at_quantile(0.999));
+            let (pp, up) = (
+                p.hist.value_at_quantile(0.999),
+                u.hist.value_at_quantile(0.999),
+            );
             println!(
                 "{}: p99.9 paced/unpaced = {pp}/{up} us ({:.2}x); appends {} / {}",
                 human(p.bytes / p.appends.max(1)).trim(),

@@ -1,1 +1,3 @@
-//! gateway crate (placeholder)
+//! gateway: the Kafka wire front end of AeroStream.
+
+pub mod group;

@@ -1,0 +1,3 @@
+//! Classic consumer groups: the pure [`engine`] and its async [`coordinator`] driver.
+
+pub mod engine;

@@ -240,7 +240,9 @@ fn static_member_restart_fences_its_previous_incarnation() {
     let mut e = engine();
     e.join(0, join_req("", Some("host-1")), 1);
     let first = join_reply(&e.tick(DELAY), 1);
-    let out = e.sync(DELAY, sync_req(&first.member_id, 1, vec![]), 2);
+    let mut sync = sync_req(&first.member_id, 1, vec![]);
+    sync.group_instance_id = Some("host-1".into());
+    let out = e.sync(DELAY, sync, 2);
     assert_eq!(sync_reply(&out, 2).error, None);
     // The process restarts and joins again with the same instance id and no member id.
     // It is the only member, so the rebalance completes at once.

@@ -1,3 +1,4 @@
 //! Classic consumer groups: the pure [`engine`] and its async [`coordinator`] driver.
 
+pub mod coordinator;
 pub mod engine;

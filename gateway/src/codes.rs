@@ -18,6 +18,11 @@ pub fn log_error(e: &LogError) -> ResponseError {
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         LogError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
         LogError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+        LogError::UnsupportedFormat(_) => ResponseError::UnsupportedForMessageFormat,
+        LogError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
+        LogError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        LogError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        LogError::Storage(_) => ResponseError::KafkaStorageError,
         LogError::Io(_) => ResponseError::KafkaStorageError,
     }
 }

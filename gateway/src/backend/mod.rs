@@ -10,6 +10,7 @@
 //! Errors cross the seams as [`LogError`] and [`CatalogError`]; `crate::codes`
 //! maps each variant to one Kafka error code.
 
+pub mod disk;
 pub mod memory;
 
 use std::collections::BTreeMap;
@@ -125,6 +126,16 @@ pub enum LogError {
     UnknownProducerId { producer_id: i64 },
     #[error("timestamp {timestamp} is invalid: {reason}")]
     InvalidTimestamp { timestamp: i64, reason: String },
+    #[error("record batch uses an unsupported format: {0}")]
+    UnsupportedFormat(String),
+    #[error("record batch uses an unsupported compression codec: {0}")]
+    UnsupportedCompression(String),
+    #[error("leader epoch {received} is older than {latest}")]
+    FencedLeaderEpoch { received: i32, latest: i32 },
+    #[error("invalid log configuration: {0}")]
+    InvalidConfig(String),
+    #[error("the log is unusable: {0}")]
+    Storage(String),
     #[error("storage I/O failed: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -40,7 +40,9 @@ fn check_epoch(requested: i32, current: i32) -> Result<(), ResponseError> {
     }
 }
 
-pub(super) async fn list_offsets(b: &Broker, _ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub(super) async fn list_offsets(b: &Broker, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    // The leader epoch field exists from v4 on.
+    let has_epoch = ctx.api_version >= 4;
     let mut topics = Vec::new();
     for t in req.topics {
         let topic = b.catalog.topic(t.name.as_str());
@@ -53,7 +55,7 @@ pub(super) async fn list_offsets(b: &Broker, _ctx: &RequestContext, req: ListOff
                 .with_leader_epoch(-1);
             let located = locate(b, topic.as_ref(), p.partition_index)
                 .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch)));
-            let (h, epoch) = match located {
+            let (h, epoch) = match located.map(|(h, e)| (h, if has_epoch { e } else { -1 })) {
                 Ok(x) => x,
                 Err(e) => {
                     parts.push(resp.with_error_code(e.code()));

@@ -8,3 +8,5 @@ pub mod state;
 pub mod types;
 
 pub use error::MetaError;
+pub mod raft_types;
+mod store;

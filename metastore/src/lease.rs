@@ -50,7 +50,7 @@ pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64)
             let live_isr: Vec<AgentId> = p.isr.iter().copied().filter(live).collect();
             let leader_ok = p.leader.is_some_and(|l| live(&l));
             let next = if leader_ok {
-                (live_isr != p.isr).then(|| (p.leader, live_isr))
+                (live_isr != p.isr).then_some((p.leader, live_isr))
             } else {
                 let successor = p.replicas.iter().copied().find(|a| live_isr.contains(a));
                 match successor {

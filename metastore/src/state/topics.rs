@@ -440,7 +440,8 @@ mod tests {
     fn create_topic_errors() {
         let mut s = with_agents(2);
         create(&mut s, "orders", 1, 1);
-        let cases: Vec<(CreateTopic, fn(&MetaError) -> bool)> = vec![
+        type Expect = fn(&MetaError) -> bool;
+        let cases: Vec<(CreateTopic, Expect)> = vec![
             (CreateTopic::new("orders", 1, 1), |e| {
                 matches!(e, MetaError::TopicAlreadyExists { .. })
             }),

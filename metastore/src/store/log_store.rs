@@ -90,6 +90,7 @@ fn gone() -> StorageError {
 
 impl LogStore {
     /// Opens the log in `dir` (creating it), recovering what the last run left.
+    #[allow(clippy::result_large_err)] // openraft's error type, returned as openraft expects
     pub(crate) fn open(
         dir: &Path,
         segment_bytes: u64,

@@ -123,6 +123,7 @@ fn snapshot_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 impl StateMachineStore {
     /// Loads the newest readable snapshot in `dir`, if any.
+    #[allow(clippy::result_large_err)] // openraft's error type, returned as openraft expects
     pub(crate) fn open(
         dir: &Path,
         events: broadcast::Sender<MetaEvent>,

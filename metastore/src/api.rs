@@ -26,8 +26,9 @@ use crate::options::MetastoreConfig;
 use crate::raft_types::{MetaNode, NodeId};
 use crate::state::MetaState;
 use crate::types::{
-    AgentId, AgentInfo, AgentRegistration, ClusterInfo, CommittedOffset, ConfigOp, CreateTopic, DeletedTopic,
-    ElectionType, LeaderAndEpoch, MembershipInfo, MetaEvent, OffsetCommit, SegmentEntry, TopicInfo,
+    AgentId, AgentInfo, AgentRegistration, ClusterInfo, CommittedOffset, ConfigOp, CreateTopic,
+    DeletedTopic, ElectionType, LeaderAndEpoch, MembershipInfo, MetaEvent, OffsetCommit,
+    SegmentEntry, TopicInfo,
 };
 
 /// A running metastore node. Cheap to clone; clones share the node.
@@ -38,12 +39,16 @@ pub struct Metastore {
 
 impl std::fmt::Debug for Metastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metastore").field("node_id", &self.node.id).finish()
+        f.debug_struct("Metastore")
+            .field("node_id", &self.node.id)
+            .finish()
     }
 }
 
 fn unexpected(out: CommandOutput) -> MetaError {
-    MetaError::Storage { reason: format!("state machine returned an unexpected {out:?}") }
+    MetaError::Storage {
+        reason: format!("state machine returned an unexpected {out:?}"),
+    }
 }
 
 impl Metastore {
@@ -54,7 +59,9 @@ impl Metastore {
         let single = matches!(&config.bootstrap, crate::options::Bootstrap::SingleNode)
             || matches!(&config.bootstrap, crate::options::Bootstrap::Members(m) if m.len() == 1);
         let timeout = config.request_timeout;
-        let ms = Metastore { node: Node::start(config).await? };
+        let ms = Metastore {
+            node: Node::start(config).await?,
+        };
         if single {
             ms.wait_ready(timeout).await?;
         }
@@ -87,13 +94,18 @@ impl Metastore {
             if self.node.is_stopped() {
                 return Err(MetaError::ShuttingDown);
             }
-            let step = tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + Duration::from_millis(20)));
+            let step = tokio::time::sleep_until(
+                deadline.min(tokio::time::Instant::now() + Duration::from_millis(20)),
+            );
             tokio::select! {
                 _ = step => {}
                 _ = metrics.changed() => {}
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(MetaError::Timeout { what: "waiting for a metastore leader".into(), maybe_applied: false });
+                return Err(MetaError::Timeout {
+                    what: "waiting for a metastore leader".into(),
+                    maybe_applied: false,
+                });
             }
         }
     }
@@ -108,13 +120,19 @@ impl Metastore {
         let n = commands.len();
         match self.node.on_leader(ForwardRequest::Write(commands)).await? {
             ForwardResponse::Written { results, .. } if results.len() == n => Ok(results),
-            other => Err(MetaError::Storage { reason: format!("write answered with {other:?}") }),
+            other => Err(MetaError::Storage {
+                reason: format!("write answered with {other:?}"),
+            }),
         }
     }
 
     async fn submit_one(&self, command: Command) -> CommandResult {
         let mut results = self.submit(vec![command]).await?;
-        results.pop().unwrap_or_else(|| Err(MetaError::Storage { reason: "write returned no result".into() }))
+        results.pop().unwrap_or_else(|| {
+            Err(MetaError::Storage {
+                reason: "write returned no result".into(),
+            })
+        })
     }
 
     async fn topic_command(&self, command: Command) -> Result<TopicInfo, MetaError> {
@@ -135,8 +153,17 @@ impl Metastore {
         }
     }
 
-    pub async fn create_topic(&self, req: CreateTopic, validate_only: bool) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::CreateTopic { id: Uuid::new_v4(), spec: req, validate_only }).await
+    pub async fn create_topic(
+        &self,
+        req: CreateTopic,
+        validate_only: bool,
+    ) -> Result<TopicInfo, MetaError> {
+        self.topic_command(Command::CreateTopic {
+            id: Uuid::new_v4(),
+            spec: req,
+            validate_only,
+        })
+        .await
     }
 
     /// CreateTopics with several topics: one Raft entry, one result per topic.
@@ -145,7 +172,14 @@ impl Metastore {
         reqs: Vec<CreateTopic>,
         validate_only: bool,
     ) -> Result<Vec<Result<TopicInfo, MetaError>>, MetaError> {
-        let cmds = reqs.into_iter().map(|spec| Command::CreateTopic { id: Uuid::new_v4(), spec, validate_only }).collect();
+        let cmds = reqs
+            .into_iter()
+            .map(|spec| Command::CreateTopic {
+                id: Uuid::new_v4(),
+                spec,
+                validate_only,
+            })
+            .collect();
         let results = self.submit(cmds).await?;
         Ok(results
             .into_iter()
@@ -157,11 +191,24 @@ impl Metastore {
     }
 
     pub async fn delete_topic(&self, name: &str) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::DeleteTopic { name: name.to_owned() }).await
+        self.topic_command(Command::DeleteTopic {
+            name: name.to_owned(),
+        })
+        .await
     }
 
-    pub async fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::CreatePartitions { name: name.to_owned(), total, validate_only }).await
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> Result<TopicInfo, MetaError> {
+        self.topic_command(Command::CreatePartitions {
+            name: name.to_owned(),
+            total,
+            validate_only,
+        })
+        .await
     }
 
     pub async fn alter_topic_configs(
@@ -171,7 +218,13 @@ impl Metastore {
         replace_all: bool,
         validate_only: bool,
     ) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::AlterTopicConfigs { name: name.to_owned(), ops, replace_all, validate_only }).await
+        self.topic_command(Command::AlterTopicConfigs {
+            name: name.to_owned(),
+            ops,
+            replace_all,
+            validate_only,
+        })
+        .await
     }
 
     /// Stores a group's offsets; one result per offset, in order. Concurrent
@@ -181,19 +234,38 @@ impl Metastore {
         group: &str,
         offsets: Vec<OffsetCommit>,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
-        match self.submit_one(Command::CommitOffsets { group: group.to_owned(), offsets }).await? {
+        match self
+            .submit_one(Command::CommitOffsets {
+                group: group.to_owned(),
+                offsets,
+            })
+            .await?
+        {
             CommandOutput::OffsetResults(r) => Ok(r),
             other => Err(unexpected(other)),
         }
     }
 
     pub async fn delete_group(&self, group: &str) -> Result<(), MetaError> {
-        self.unit_command(Command::DeleteGroup { group: group.to_owned() }).await
+        self.unit_command(Command::DeleteGroup {
+            group: group.to_owned(),
+        })
+        .await
     }
 
     /// Removes some of a group's offsets; returns how many existed.
-    pub async fn delete_offsets(&self, group: &str, partitions: Vec<(String, i32)>) -> Result<usize, MetaError> {
-        match self.submit_one(Command::DeleteOffsets { group: group.to_owned(), partitions }).await? {
+    pub async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<usize, MetaError> {
+        match self
+            .submit_one(Command::DeleteOffsets {
+                group: group.to_owned(),
+                partitions,
+            })
+            .await?
+        {
             CommandOutput::Count(n) => Ok(n),
             other => Err(unexpected(other)),
         }
@@ -201,15 +273,24 @@ impl Metastore {
 
     /// A block of `count` producer ids no one else will get.
     pub async fn allocate_producer_ids(&self, count: u32) -> Result<Range<i64>, MetaError> {
-        match self.submit_one(Command::AllocateProducerIds { count }).await? {
+        match self
+            .submit_one(Command::AllocateProducerIds { count })
+            .await?
+        {
             CommandOutput::ProducerIds { first, count } => Ok(first..first + i64::from(count)),
             other => Err(unexpected(other)),
         }
     }
 
     /// Registers (or re-registers) an agent; it holds a lease from now on.
-    pub async fn register_agent(&self, registration: AgentRegistration) -> Result<AgentInfo, MetaError> {
-        match self.submit_one(Command::RegisterAgent { registration }).await? {
+    pub async fn register_agent(
+        &self,
+        registration: AgentRegistration,
+    ) -> Result<AgentInfo, MetaError> {
+        match self
+            .submit_one(Command::RegisterAgent { registration })
+            .await?
+        {
             CommandOutput::Agent(a) => Ok(a),
             other => Err(unexpected(other)),
         }
@@ -223,7 +304,11 @@ impl Metastore {
     /// Registers an agent and keeps heartbeating every `every` until the
     /// returned handle is stopped or dropped. Re-registers if the cluster
     /// forgot the agent.
-    pub fn keep_agent_alive(&self, registration: AgentRegistration, every: Duration) -> AgentKeepAlive {
+    pub fn keep_agent_alive(
+        &self,
+        registration: AgentRegistration,
+        every: Duration,
+    ) -> AgentKeepAlive {
         let ms = self.clone();
         let task = tokio::spawn(async move {
             let id = registration.id;
@@ -253,8 +338,18 @@ impl Metastore {
         partition: i32,
         election: ElectionType,
     ) -> Result<LeaderAndEpoch, MetaError> {
-        let id = self.topic(topic).map(|t| t.id).ok_or_else(|| MetaError::UnknownTopic { name: topic.to_owned() })?;
-        self.leader_command(Command::ElectLeader { topic_id: id, partition, election }).await
+        let id = self
+            .topic(topic)
+            .map(|t| t.id)
+            .ok_or_else(|| MetaError::UnknownTopic {
+                name: topic.to_owned(),
+            })?;
+        self.leader_command(Command::ElectLeader {
+            topic_id: id,
+            partition,
+            election,
+        })
+        .await
     }
 
     /// Kafka AlterPartition: the leader at `leader_epoch` sets the ISR.
@@ -266,20 +361,43 @@ impl Metastore {
         leader_epoch: i32,
         isr: Vec<AgentId>,
     ) -> Result<LeaderAndEpoch, MetaError> {
-        self.leader_command(Command::AlterIsr { topic_id, partition, leader, leader_epoch, isr }).await
+        self.leader_command(Command::AlterIsr {
+            topic_id,
+            partition,
+            leader,
+            leader_epoch,
+            isr,
+        })
+        .await
     }
 
     /// Records high watermarks (only forward moves count); returns how many moved.
-    pub async fn checkpoint_high_watermarks(&self, entries: Vec<(Uuid, i32, i64)>) -> Result<usize, MetaError> {
-        match self.submit_one(Command::CheckpointHighWatermarks { entries }).await? {
+    pub async fn checkpoint_high_watermarks(
+        &self,
+        entries: Vec<(Uuid, i32, i64)>,
+    ) -> Result<usize, MetaError> {
+        match self
+            .submit_one(Command::CheckpointHighWatermarks { entries })
+            .await?
+        {
             CommandOutput::Count(n) => Ok(n),
             other => Err(unexpected(other)),
         }
     }
 
     /// Adds a sealed object to a partition's manifest. Retrying the same entry is harmless.
-    pub async fn commit_segment(&self, topic_id: Uuid, partition: i32, entry: SegmentEntry) -> Result<(), MetaError> {
-        self.unit_command(Command::CommitSegment { topic_id, partition, entry }).await
+    pub async fn commit_segment(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        entry: SegmentEntry,
+    ) -> Result<(), MetaError> {
+        self.unit_command(Command::CommitSegment {
+            topic_id,
+            partition,
+            entry,
+        })
+        .await
     }
 
     /// Drops manifest entries wholly below `below_offset`; returns them so
@@ -290,7 +408,14 @@ impl Metastore {
         partition: i32,
         below_offset: i64,
     ) -> Result<Vec<SegmentEntry>, MetaError> {
-        match self.submit_one(Command::TrimSegments { topic_id, partition, below_offset }).await? {
+        match self
+            .submit_one(Command::TrimSegments {
+                topic_id,
+                partition,
+                below_offset,
+            })
+            .await?
+        {
             CommandOutput::Segments(s) => Ok(s),
             other => Err(unexpected(other)),
         }
@@ -298,7 +423,8 @@ impl Metastore {
 
     /// Forgets a deleted topic's manifest once its objects are deleted.
     pub async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError> {
-        self.unit_command(Command::ForgetDeletedTopic { topic_id }).await
+        self.unit_command(Command::ForgetDeletedTopic { topic_id })
+            .await
     }
 
     // ---- local reads -----------------------------------------------------------
@@ -326,7 +452,9 @@ impl Metastore {
             s.group(group)
                 .map(|g| {
                     g.iter()
-                        .flat_map(|(t, parts)| parts.iter().map(move |(p, o)| ((t.clone(), *p), o.clone())))
+                        .flat_map(|(t, parts)| {
+                            parts.iter().map(move |(p, o)| ((t.clone(), *p), o.clone()))
+                        })
                         .collect()
                 })
                 .unwrap_or_default()
@@ -357,10 +485,17 @@ impl Metastore {
         let info = MembershipInfo {
             voters: voters.iter().copied().collect(),
             learners: membership.learner_ids().collect(),
-            addrs: membership.nodes().map(|(id, n)| (*id, n.addr.clone())).collect(),
+            addrs: membership
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect(),
         };
-        let (cluster_id, agents) =
-            self.read(|s| (s.cluster_id().unwrap_or_default().to_owned(), s.agents().cloned().collect()));
+        let (cluster_id, agents) = self.read(|s| {
+            (
+                s.cluster_id().unwrap_or_default().to_owned(),
+                s.agents().cloned().collect(),
+            )
+        });
         ClusterInfo {
             cluster_id,
             node_id: self.node.id,
@@ -394,7 +529,10 @@ impl Metastore {
 
     /// After this returns, local reads see every write acknowledged before it was called.
     pub async fn linearizable_barrier(&self) -> Result<(), MetaError> {
-        self.node.on_leader(ForwardRequest::ReadIndex).await.map(|_| ())
+        self.node
+            .on_leader(ForwardRequest::ReadIndex)
+            .await
+            .map(|_| ())
     }
 
     // ---- membership -----------------------------------------------------------
@@ -411,14 +549,27 @@ impl Metastore {
 
     /// Adds a non-voting member that receives the log (a read replica).
     /// Returns once the change is committed; the learner catches up in the background.
-    pub async fn add_learner(&self, id: NodeId, raft_addr: impl Into<String>) -> Result<(), MetaError> {
-        let change = ChangeMembers::AddNodes([(id, MetaNode { addr: raft_addr.into() })].into());
+    pub async fn add_learner(
+        &self,
+        id: NodeId,
+        raft_addr: impl Into<String>,
+    ) -> Result<(), MetaError> {
+        let change = ChangeMembers::AddNodes(
+            [(
+                id,
+                MetaNode {
+                    addr: raft_addr.into(),
+                },
+            )]
+            .into(),
+        );
         self.change_membership(change, true).await
     }
 
     /// Makes these learners voters.
     pub async fn promote_voters(&self, ids: BTreeSet<NodeId>) -> Result<(), MetaError> {
-        self.change_membership(ChangeMembers::AddVoterIds(ids), true).await
+        self.change_membership(ChangeMembers::AddVoterIds(ids), true)
+            .await
     }
 
     /// Removes a node from the cluster (voter or learner).
@@ -426,14 +577,23 @@ impl Metastore {
         let voters = self.cluster().membership.voters;
         if voters.contains(&id) {
             // not retained: the voter leaves the node list too
-            self.change_membership(ChangeMembers::RemoveVoters([id].into()), false).await
+            self.change_membership(ChangeMembers::RemoveVoters([id].into()), false)
+                .await
         } else {
-            self.change_membership(ChangeMembers::RemoveNodes([id].into()), false).await
+            self.change_membership(ChangeMembers::RemoveNodes([id].into()), false)
+                .await
         }
     }
 
-    async fn change_membership(&self, change: ChangeMembers<NodeId, MetaNode>, retain: bool) -> Result<(), MetaError> {
-        self.node.on_leader(ForwardRequest::ChangeMembership { change, retain }).await.map(|_| ())
+    async fn change_membership(
+        &self,
+        change: ChangeMembers<NodeId, MetaNode>,
+        retain: bool,
+    ) -> Result<(), MetaError> {
+        self.node
+            .on_leader(ForwardRequest::ChangeMembership { change, retain })
+            .await
+            .map(|_| ())
     }
 
     /// Link faults for tests of partitions and failover.

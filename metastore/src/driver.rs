@@ -47,7 +47,9 @@ pub(crate) async fn run(node: Arc<Node>) {
         let now = wall_clock_ms();
         let since = *leader_since.get_or_insert(now);
         if node.applied.read().state.cluster_id().is_none() {
-            let cmd = Command::SetClusterId { cluster_id: new_cluster_id() };
+            let cmd = Command::SetClusterId {
+                cluster_id: new_cluster_id(),
+            };
             if let Err(e) = node.proposer.propose(vec![cmd]).await {
                 tracing::debug!(error = ?e, "could not assign the cluster id yet");
                 continue;
@@ -89,7 +91,9 @@ mod tests {
     fn cluster_ids_look_like_kafkas() {
         let a = new_cluster_id();
         assert_eq!(a.len(), 22);
-        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert!(a
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
         assert_ne!(a, new_cluster_id());
     }
 }

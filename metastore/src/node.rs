@@ -26,8 +26,8 @@ use crate::error::MetaError;
 use crate::network::local::LocalRouter;
 use crate::network::quic::QuicTransport;
 use crate::network::{
-    call_with_timeout, Envelope, ForwardRequest, ForwardResponse, Network, NetworkFaults, RpcHandler, RpcRequest,
-    RpcResponse, Transport, TransportError,
+    call_with_timeout, Envelope, ForwardRequest, ForwardResponse, Network, NetworkFaults,
+    RpcHandler, RpcRequest, RpcResponse, Transport, TransportError,
 };
 use crate::options::{Bootstrap, MetastoreConfig, Transport as TransportChoice};
 use crate::proposer::{ProposeError, Proposer};
@@ -64,9 +64,18 @@ impl Freshness {
 struct NoNetwork;
 
 impl Transport for NoNetwork {
-    fn call(&self, _addr: &str, envelope: Envelope) -> BoxFuture<'_, Result<RpcResponse, TransportError>> {
+    fn call(
+        &self,
+        _addr: &str,
+        envelope: Envelope,
+    ) -> BoxFuture<'_, Result<RpcResponse, TransportError>> {
         let node = envelope.to;
-        Box::pin(async move { Err(TransportError::NotSent { node, reason: "embedded metastore has no network".into() }) })
+        Box::pin(async move {
+            Err(TransportError::NotSent {
+                node,
+                reason: "embedded metastore has no network".into(),
+            })
+        })
     }
 }
 
@@ -91,11 +100,15 @@ pub(crate) struct Node {
 }
 
 fn lock_dir(dir: &std::path::Path) -> Result<Flock<File>, MetaError> {
-    std::fs::create_dir_all(dir).map_err(|e| MetaError::storage(&format!("cannot create {}", dir.display()), e))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| MetaError::storage(&format!("cannot create {}", dir.display()), e))?;
     let path = dir.join("LOCK");
-    let file = File::create(&path).map_err(|e| MetaError::storage(&format!("cannot open {}", path.display()), e))?;
-    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| MetaError::InvalidSettings {
-        reason: format!("{} is in use by another metastore ({errno})", dir.display()),
+    let file = File::create(&path)
+        .map_err(|e| MetaError::storage(&format!("cannot open {}", path.display()), e))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        MetaError::InvalidSettings {
+            reason: format!("{} is in use by another metastore ({errno})", dir.display()),
+        }
     })
 }
 
@@ -111,7 +124,9 @@ fn raft_config(config: &MetastoreConfig) -> Result<Config, MetaError> {
         max_in_snapshot_log_to_keep: config.snapshot_every.min(1_000),
         ..Config::default()
     };
-    cfg.validate().map_err(|e| MetaError::InvalidSettings { reason: e.to_string() })
+    cfg.validate().map_err(|e| MetaError::InvalidSettings {
+        reason: e.to_string(),
+    })
 }
 
 impl Node {
@@ -119,29 +134,51 @@ impl Node {
         config.validate()?;
         let id = config.node_id;
         let dir_lock = lock_dir(&config.dir)?;
-        let storage_err = |e: crate::raft_types::StorageError| MetaError::storage("opening the raft store", e);
-        let (log_store, wal_exit) = LogStore::open(&config.dir.join("raft"), config.wal_segment_bytes).map_err(storage_err)?;
+        let storage_err =
+            |e: crate::raft_types::StorageError| MetaError::storage("opening the raft store", e);
+        let (log_store, wal_exit) =
+            LogStore::open(&config.dir.join("raft"), config.wal_segment_bytes)
+                .map_err(storage_err)?;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let sm = StateMachineStore::open(&config.dir.join("snapshots"), events.clone()).map_err(storage_err)?;
+        let sm = StateMachineStore::open(&config.dir.join("snapshots"), events.clone())
+            .map_err(storage_err)?;
         let applied = sm.shared();
 
         let (transport, quic, router, addr, raft_addr): (Arc<dyn Transport>, _, _, String, _) =
             match std::mem::take(&mut config.transport) {
-                TransportChoice::Embedded => (Arc::new(NoNetwork), None, None, "embedded".to_owned(), None),
+                TransportChoice::Embedded => {
+                    (Arc::new(NoNetwork), None, None, "embedded".to_owned(), None)
+                }
                 TransportChoice::Quic(mut settings) => {
                     let q = Arc::new(QuicTransport::bind(&mut settings)?);
-                    let bound = q.local_addr().map_err(|e| MetaError::storage("raft endpoint", e))?;
-                    let addr = settings.advertise.clone().unwrap_or_else(|| bound.to_string());
+                    let bound = q
+                        .local_addr()
+                        .map_err(|e| MetaError::storage("raft endpoint", e))?;
+                    let addr = settings
+                        .advertise
+                        .clone()
+                        .unwrap_or_else(|| bound.to_string());
                     (q.clone(), Some(q), None, addr, Some(bound))
                 }
-                TransportChoice::InProcess(r) => (Arc::new(r.clone()), None, Some(r), LocalRouter::addr(id), None),
+                TransportChoice::InProcess(r) => (
+                    Arc::new(r.clone()),
+                    None,
+                    Some(r),
+                    LocalRouter::addr(id),
+                    None,
+                ),
             };
         let faults = Arc::new(NetworkFaults::default());
-        let network = Network { id, transport: transport.clone(), faults: faults.clone() };
+        let network = Network {
+            id,
+            transport: transport.clone(),
+            faults: faults.clone(),
+        };
         let raft = Raft::new(id, Arc::new(raft_config(&config)?), network, log_store, sm)
             .await
             .map_err(|e| MetaError::storage("starting raft", e))?;
-        let (proposer, proposer_task) = Proposer::spawn(raft.clone(), config.max_batch, config.max_in_flight);
+        let (proposer, proposer_task) =
+            Proposer::spawn(raft.clone(), config.max_batch, config.max_in_flight);
 
         let node = Arc::new(Node {
             id,
@@ -176,20 +213,29 @@ impl Node {
     }
 
     async fn bootstrap(&self, bootstrap: &Bootstrap, addr: String) -> Result<(), MetaError> {
-        let initialized = self.raft.is_initialized().await.map_err(|e| MetaError::storage("raft", e))?;
+        let initialized = self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| MetaError::storage("raft", e))?;
         if initialized {
             return Ok(());
         }
         let members: std::collections::BTreeMap<NodeId, MetaNode> = match bootstrap {
             Bootstrap::SingleNode => [(self.id, MetaNode { addr })].into(),
-            Bootstrap::Members(m) => m.iter().map(|(id, a)| (*id, MetaNode { addr: a.clone() })).collect(),
+            Bootstrap::Members(m) => m
+                .iter()
+                .map(|(id, a)| (*id, MetaNode { addr: a.clone() }))
+                .collect(),
             Bootstrap::Join => return Ok(()),
         };
         match self.raft.initialize(members).await {
             Ok(()) => Ok(()),
             // a peer got there first and already replicated to us
             Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(()),
-            Err(e) => Err(MetaError::Membership { reason: e.to_string() }),
+            Err(e) => Err(MetaError::Membership {
+                reason: e.to_string(),
+            }),
         }
     }
 
@@ -227,12 +273,21 @@ impl Node {
     }
 
     fn member_addr(&self, id: NodeId) -> Option<String> {
-        self.raft.metrics().borrow().membership_config.membership().get_node(&id).map(|n| n.addr.clone())
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.addr.clone())
     }
 
     /// Runs `req` on the leader, wherever it is, waiting out elections up to
     /// the request timeout.
-    pub(crate) async fn on_leader(&self, req: ForwardRequest) -> Result<ForwardResponse, MetaError> {
+    pub(crate) async fn on_leader(
+        &self,
+        req: ForwardRequest,
+    ) -> Result<ForwardResponse, MetaError> {
         let deadline = Instant::now() + self.request_timeout;
         let mut metrics = self.raft.metrics();
         let idempotent = !matches!(req, ForwardRequest::Write(_));
@@ -243,16 +298,24 @@ impl Node {
             let leader = metrics.borrow_and_update().current_leader;
             let remaining = deadline.saturating_duration_since(Instant::now());
             let attempt = match leader {
-                Some(l) if l == self.id => match tokio::time::timeout(remaining, self.serve_forward(req.clone())).await {
-                    Ok(r) => Some(r),
-                    // a leader cut off from its quorum keeps the entry pending: it may still commit
-                    Err(_) if !idempotent => {
-                        return Err(MetaError::Timeout { what: "write on this leader".into(), maybe_applied: true })
+                Some(l) if l == self.id => {
+                    match tokio::time::timeout(remaining, self.serve_forward(req.clone())).await {
+                        Ok(r) => Some(r),
+                        // a leader cut off from its quorum keeps the entry pending: it may still commit
+                        Err(_) if !idempotent => {
+                            return Err(MetaError::Timeout {
+                                what: "write on this leader".into(),
+                                maybe_applied: true,
+                            })
+                        }
+                        Err(_) => None,
                     }
-                    Err(_) => None,
-                },
+                }
                 Some(l) => match self.member_addr(l) {
-                    Some(addr) => Some(self.forward(l, &addr, req.clone(), remaining, idempotent).await),
+                    Some(addr) => Some(
+                        self.forward(l, &addr, req.clone(), remaining, idempotent)
+                            .await,
+                    ),
                     None => None,
                 },
                 None => None,
@@ -264,9 +327,14 @@ impl Node {
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(MetaError::NotLeader { node_id: self.id, leader });
+                return Err(MetaError::NotLeader {
+                    node_id: self.id,
+                    leader,
+                });
             }
-            let _ = tokio::time::timeout(remaining.min(Duration::from_millis(50)), metrics.changed()).await;
+            let _ =
+                tokio::time::timeout(remaining.min(Duration::from_millis(50)), metrics.changed())
+                    .await;
         }
     }
 
@@ -279,31 +347,63 @@ impl Node {
         timeout: Duration,
         idempotent: bool,
     ) -> Result<ForwardResponse, MetaError> {
-        let envelope = Envelope { from: self.id, to, body: RpcRequest::Forward(req) };
-        let res = call_with_timeout(self.transport.as_ref(), &self.faults, addr, envelope, timeout).await;
+        let envelope = Envelope {
+            from: self.id,
+            to,
+            body: RpcRequest::Forward(req),
+        };
+        let res = call_with_timeout(
+            self.transport.as_ref(),
+            &self.faults,
+            addr,
+            envelope,
+            timeout,
+        )
+        .await;
         let resp = match res {
             // the leader stopped while handling it: the write may or may not have landed
             Ok(RpcResponse::Forward(Err(MetaError::ShuttingDown))) if !idempotent => {
-                return Err(MetaError::Timeout { what: format!("write forwarded to node {to}, which stopped"), maybe_applied: true })
+                return Err(MetaError::Timeout {
+                    what: format!("write forwarded to node {to}, which stopped"),
+                    maybe_applied: true,
+                })
             }
             Ok(RpcResponse::Forward(Err(MetaError::ShuttingDown))) => {
-                return Err(MetaError::NotLeader { node_id: self.id, leader: Some(to) })
+                return Err(MetaError::NotLeader {
+                    node_id: self.id,
+                    leader: Some(to),
+                })
             }
             Ok(RpcResponse::Forward(r)) => r?,
             Ok(RpcResponse::Refused(_)) | Err(TransportError::NotSent { .. }) => {
-                return Err(MetaError::NotLeader { node_id: self.id, leader: Some(to) })
+                return Err(MetaError::NotLeader {
+                    node_id: self.id,
+                    leader: Some(to),
+                })
             }
             Err(TransportError::Lost { .. }) if idempotent => {
-                return Err(MetaError::NotLeader { node_id: self.id, leader: Some(to) })
+                return Err(MetaError::NotLeader {
+                    node_id: self.id,
+                    leader: Some(to),
+                })
             }
             Err(e @ TransportError::Lost { .. }) => {
-                return Err(MetaError::Timeout { what: format!("write forwarded to node {to} ({e})"), maybe_applied: true })
+                return Err(MetaError::Timeout {
+                    what: format!("write forwarded to node {to} ({e})"),
+                    maybe_applied: true,
+                })
             }
-            Ok(other) => return Err(MetaError::Network { node_id: to, reason: format!("unexpected answer {other:?}") }),
+            Ok(other) => {
+                return Err(MetaError::Network {
+                    node_id: to,
+                    reason: format!("unexpected answer {other:?}"),
+                })
+            }
         };
         // read-your-writes: let the local replica catch up with what the leader applied
         let index = match &resp {
-            ForwardResponse::Written { log_index, .. } | ForwardResponse::MembershipChanged { log_index } => Some(*log_index),
+            ForwardResponse::Written { log_index, .. }
+            | ForwardResponse::MembershipChanged { log_index } => Some(*log_index),
             ForwardResponse::ReadIndex { index } => *index,
         };
         if let Some(index) = index {
@@ -313,7 +413,11 @@ impl Node {
     }
 
     pub(crate) async fn wait_applied(&self, index: u64, timeout: Duration) {
-        let waited = self.raft.wait(Some(timeout)).applied_index_at_least(Some(index), "catch up").await;
+        let waited = self
+            .raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "catch up")
+            .await;
         if let Err(e) = waited {
             tracing::debug!(node = self.id, index, error = %e, "local replica did not catch up in time");
         }
@@ -321,34 +425,58 @@ impl Node {
 
     /// Handles a forwarded request as if this node were the leader.
     async fn serve_forward(&self, req: ForwardRequest) -> Result<ForwardResponse, MetaError> {
-        let not_leader = |leader: Option<NodeId>| MetaError::NotLeader { node_id: self.id, leader };
+        let not_leader = |leader: Option<NodeId>| MetaError::NotLeader {
+            node_id: self.id,
+            leader,
+        };
         match req {
             ForwardRequest::Write(commands) => {
                 if commands.is_empty() || commands.len() > MAX_FORWARDED_COMMANDS {
-                    return Err(MetaError::invalid_request(format!("{} commands in one write", commands.len())));
+                    return Err(MetaError::invalid_request(format!(
+                        "{} commands in one write",
+                        commands.len()
+                    )));
                 }
                 match self.proposer.propose(commands).await {
-                    Ok(w) => Ok(ForwardResponse::Written { log_index: w.log_index, results: w.results }),
+                    Ok(w) => Ok(ForwardResponse::Written {
+                        log_index: w.log_index,
+                        results: w.results,
+                    }),
                     Err(ProposeError::NotLeader { leader }) => Err(not_leader(leader)),
                     Err(ProposeError::Failed(e)) => Err(e),
                 }
             }
             ForwardRequest::ReadIndex => match self.raft.ensure_linearizable().await {
-                Ok(log_id) => Ok(ForwardResponse::ReadIndex { index: log_id.map(|l| l.index) }),
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(not_leader(f.leader_id)),
+                Ok(log_id) => Ok(ForwardResponse::ReadIndex {
+                    index: log_id.map(|l| l.index),
+                }),
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                    Err(not_leader(f.leader_id))
+                }
                 Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q))) => {
-                    Err(MetaError::Timeout { what: format!("confirming leadership ({q})"), maybe_applied: false })
+                    Err(MetaError::Timeout {
+                        what: format!("confirming leadership ({q})"),
+                        maybe_applied: false,
+                    })
                 }
                 Err(RaftError::Fatal(_)) => Err(MetaError::ShuttingDown),
             },
-            ForwardRequest::ChangeMembership { change, retain } => match self.raft.change_membership(change, retain).await {
-                Ok(r) => Ok(ForwardResponse::MembershipChanged { log_index: r.log_id.index }),
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(not_leader(f.leader_id)),
-                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(c))) => {
-                    Err(MetaError::Membership { reason: c.to_string() })
+            ForwardRequest::ChangeMembership { change, retain } => {
+                match self.raft.change_membership(change, retain).await {
+                    Ok(r) => Ok(ForwardResponse::MembershipChanged {
+                        log_index: r.log_id.index,
+                    }),
+                    Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                        Err(not_leader(f.leader_id))
+                    }
+                    Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(c))) => {
+                        Err(MetaError::Membership {
+                            reason: c.to_string(),
+                        })
+                    }
+                    Err(RaftError::Fatal(_)) => Err(MetaError::ShuttingDown),
                 }
-                Err(RaftError::Fatal(_)) => Err(MetaError::ShuttingDown),
-            },
+            }
         }
     }
 
@@ -379,7 +507,10 @@ impl RpcHandler for Node {
                 return RpcResponse::Refused("link cut by fault injection".into());
             }
             if envelope.to != self.id {
-                return RpcResponse::Refused(format!("this is node {}, not node {}", self.id, envelope.to));
+                return RpcResponse::Refused(format!(
+                    "this is node {}, not node {}",
+                    self.id, envelope.to
+                ));
             }
             match envelope.body {
                 RpcRequest::AppendEntries(req) => {
@@ -396,7 +527,9 @@ impl RpcHandler for Node {
                     RpcResponse::AppendEntries(res)
                 }
                 RpcRequest::Vote(req) => RpcResponse::Vote(self.raft.vote(req).await),
-                RpcRequest::InstallSnapshot(req) => RpcResponse::InstallSnapshot(self.raft.install_snapshot(req).await),
+                RpcRequest::InstallSnapshot(req) => {
+                    RpcResponse::InstallSnapshot(self.raft.install_snapshot(req).await)
+                }
                 RpcRequest::Forward(req) => RpcResponse::Forward(self.serve_forward(req).await),
             }
         })

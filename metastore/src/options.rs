@@ -47,14 +47,22 @@ pub struct RaftTiming {
 impl Default for RaftTiming {
     /// Robust on busy machines; failover well under a second.
     fn default() -> RaftTiming {
-        RaftTiming { heartbeat_ms: 100, election_min_ms: 400, election_max_ms: 800 }
+        RaftTiming {
+            heartbeat_ms: 100,
+            election_min_ms: 400,
+            election_max_ms: 800,
+        }
     }
 }
 
 impl RaftTiming {
     /// Tuned for fast failover on a quiet network: elections after 150-300 ms of silence.
     pub fn fast() -> RaftTiming {
-        RaftTiming { heartbeat_ms: 50, election_min_ms: 150, election_max_ms: 300 }
+        RaftTiming {
+            heartbeat_ms: 50,
+            election_min_ms: 150,
+            election_max_ms: 300,
+        }
     }
 }
 
@@ -103,13 +111,19 @@ impl Default for MetastoreConfig {
 impl MetastoreConfig {
     /// A one-node metastore embedded in the agent, storing under `dir`.
     pub fn embedded(dir: impl Into<PathBuf>) -> MetastoreConfig {
-        MetastoreConfig { dir: dir.into(), ..MetastoreConfig::default() }
+        MetastoreConfig {
+            dir: dir.into(),
+            ..MetastoreConfig::default()
+        }
     }
 
     pub(crate) fn validate(&self) -> Result<(), MetaError> {
         let bad = |reason: String| Err(MetaError::InvalidSettings { reason });
         let t = self.timing;
-        if t.heartbeat_ms == 0 || t.election_min_ms <= t.heartbeat_ms || t.election_max_ms <= t.election_min_ms {
+        if t.heartbeat_ms == 0
+            || t.election_min_ms <= t.heartbeat_ms
+            || t.election_max_ms <= t.election_min_ms
+        {
             return bad(format!(
                 "raft timing needs 0 < heartbeat ({}) < election min ({}) < election max ({})",
                 t.heartbeat_ms, t.election_min_ms, t.election_max_ms
@@ -122,13 +136,17 @@ impl MetastoreConfig {
             return bad("max_batch, max_in_flight and snapshot_every must be positive".into());
         }
         match (&self.bootstrap, &self.transport) {
-            (Bootstrap::Members(m), _) if !m.contains_key(&self.node_id) => {
-                bad(format!("node {} is not among the initial members {:?}", self.node_id, m.keys()))
-            }
+            (Bootstrap::Members(m), _) if !m.contains_key(&self.node_id) => bad(format!(
+                "node {} is not among the initial members {:?}",
+                self.node_id,
+                m.keys()
+            )),
             (Bootstrap::Members(m), Transport::Embedded) if m.len() > 1 => {
                 bad("a cluster of several members needs a network transport".into())
             }
-            (Bootstrap::Join, Transport::Embedded) => bad("joining a cluster needs a network transport".into()),
+            (Bootstrap::Join, Transport::Embedded) => {
+                bad("joining a cluster needs a network transport".into())
+            }
             _ => Ok(()),
         }
     }

@@ -28,7 +28,9 @@ pub(crate) struct Written {
 pub(crate) enum ProposeError {
     /// This node is not the leader (any more). The commands were not
     /// applied: either never appended, or appended and then truncated.
-    NotLeader { leader: Option<NodeId> },
+    NotLeader {
+        leader: Option<NodeId>,
+    },
     Failed(MetaError),
 }
 
@@ -45,12 +47,18 @@ pub(crate) struct Proposer {
 
 /// Milliseconds since the Unix epoch on this machine's clock.
 pub(crate) fn wall_clock_ms() -> i64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl Proposer {
-    pub(crate) fn spawn(raft: Raft, max_batch: usize, max_in_flight: usize) -> (Proposer, JoinHandle<()>) {
+    pub(crate) fn spawn(
+        raft: Raft,
+        max_batch: usize,
+        max_in_flight: usize,
+    ) -> (Proposer, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(max_batch.max(1) * 4);
         let task = tokio::spawn(run(raft, rx, max_batch, max_in_flight));
         (Proposer { tx }, task)
@@ -58,15 +66,21 @@ impl Proposer {
 
     pub(crate) async fn propose(&self, commands: Vec<Command>) -> Result<Written, ProposeError> {
         let (reply, wait) = oneshot::channel();
-        self.tx.send(Pending { commands, reply }).await.map_err(|_| ProposeError::Failed(MetaError::ShuttingDown))?;
-        wait.await.map_err(|_| ProposeError::Failed(MetaError::ShuttingDown))?
+        self.tx
+            .send(Pending { commands, reply })
+            .await
+            .map_err(|_| ProposeError::Failed(MetaError::ShuttingDown))?;
+        wait.await
+            .map_err(|_| ProposeError::Failed(MetaError::ShuttingDown))?
     }
 }
 
 async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, max_batch: usize, max_in_flight: usize) {
     let slots = Arc::new(Semaphore::new(max_in_flight));
     while let Some(first) = rx.recv().await {
-        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let mut count = first.commands.len();
         let mut batch = vec![first];
         while count < max_batch {
@@ -93,7 +107,10 @@ async fn propose_batch(raft: &Raft, batch: Vec<Pending>, count: usize) {
         waiters.push((p.commands.len(), p.reply));
         commands.extend(p.commands);
     }
-    let proposal = Proposal { now_ms: wall_clock_ms(), commands };
+    let proposal = Proposal {
+        now_ms: wall_clock_ms(),
+        commands,
+    };
     match raft.client_write(proposal).await {
         Ok(resp) => {
             let log_index = resp.log_id.index;
@@ -101,7 +118,10 @@ async fn propose_batch(raft: &Raft, batch: Vec<Pending>, count: usize) {
             for (n, reply) in waiters {
                 let mine: Vec<CommandResult> = results.by_ref().take(n).collect();
                 let answer = if mine.len() == n {
-                    Ok(Written { log_index, results: mine })
+                    Ok(Written {
+                        log_index,
+                        results: mine,
+                    })
                 } else {
                     Err(ProposeError::Failed(MetaError::Storage {
                         reason: format!("entry {log_index} returned fewer results than commands"),
@@ -118,13 +138,23 @@ async fn propose_batch(raft: &Raft, batch: Vec<Pending>, count: usize) {
     }
 }
 
-fn map_write_error(e: &RaftError<NodeId, ClientWriteError<NodeId, crate::raft_types::MetaNode>>) -> ProposeError {
+fn map_write_error(
+    e: &RaftError<NodeId, ClientWriteError<NodeId, crate::raft_types::MetaNode>>,
+) -> ProposeError {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ProposeError::NotLeader { leader: f.leader_id },
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ProposeError::NotLeader {
+            leader: f.leader_id,
+        },
         RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
-            ProposeError::Failed(MetaError::Membership { reason: c.to_string() })
+            ProposeError::Failed(MetaError::Membership {
+                reason: c.to_string(),
+            })
         }
-        RaftError::Fatal(openraft::error::Fatal::Stopped) => ProposeError::Failed(MetaError::ShuttingDown),
-        RaftError::Fatal(f) => ProposeError::Failed(MetaError::Storage { reason: f.to_string() }),
+        RaftError::Fatal(openraft::error::Fatal::Stopped) => {
+            ProposeError::Failed(MetaError::ShuttingDown)
+        }
+        RaftError::Fatal(f) => ProposeError::Failed(MetaError::Storage {
+            reason: f.to_string(),
+        }),
     }
 }

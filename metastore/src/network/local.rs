@@ -19,7 +19,9 @@ pub struct LocalRouter {
 
 impl std::fmt::Debug for LocalRouter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalRouter").field("nodes", &self.nodes.read().keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("LocalRouter")
+            .field("nodes", &self.nodes.read().keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -43,12 +45,19 @@ impl LocalRouter {
 }
 
 impl Transport for LocalRouter {
-    fn call(&self, _addr: &str, envelope: Envelope) -> BoxFuture<'_, Result<RpcResponse, TransportError>> {
+    fn call(
+        &self,
+        _addr: &str,
+        envelope: Envelope,
+    ) -> BoxFuture<'_, Result<RpcResponse, TransportError>> {
         let handler = self.nodes.read().get(&envelope.to).cloned();
         Box::pin(async move {
             match handler {
                 Some(h) => Ok(h.handle(envelope).await),
-                None => Err(TransportError::NotSent { node: envelope.to, reason: "node is not running".into() }),
+                None => Err(TransportError::NotSent {
+                    node: envelope.to,
+                    reason: "node is not running".into(),
+                }),
             }
         })
     }

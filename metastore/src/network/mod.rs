@@ -26,8 +26,8 @@ use openraft::error::{
 };
 use openraft::network::{Backoff, RPCOption, RPCTypes, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::ChangeMembers;
 use parking_lot::RwLock;
@@ -60,7 +60,9 @@ pub enum RpcRequest {
 pub enum RpcResponse {
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
-    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
     Forward(Result<ForwardResponse, MetaError>),
     /// The receiver would not handle the call (wrong node id, link cut by a fault).
     Refused(String),
@@ -74,14 +76,24 @@ pub enum ForwardRequest {
     /// The leader's committed index after confirming its leadership (read index).
     ReadIndex,
     /// A membership change.
-    ChangeMembership { change: ChangeMembers<NodeId, MetaNode>, retain: bool },
+    ChangeMembership {
+        change: ChangeMembers<NodeId, MetaNode>,
+        retain: bool,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ForwardResponse {
-    Written { log_index: u64, results: Vec<CommandResult> },
-    ReadIndex { index: Option<u64> },
-    MembershipChanged { log_index: u64 },
+    Written {
+        log_index: u64,
+        results: Vec<CommandResult>,
+    },
+    ReadIndex {
+        index: Option<u64>,
+    },
+    MembershipChanged {
+        log_index: u64,
+    },
 }
 
 /// Why a call failed on the way.
@@ -97,7 +109,11 @@ pub enum TransportError {
 
 /// Carries envelopes to peers.
 pub trait Transport: Send + Sync + 'static {
-    fn call(&self, addr: &str, envelope: Envelope) -> BoxFuture<'_, Result<RpcResponse, TransportError>>;
+    fn call(
+        &self,
+        addr: &str,
+        envelope: Envelope,
+    ) -> BoxFuture<'_, Result<RpcResponse, TransportError>>;
 }
 
 /// Handles envelopes that reach a node.
@@ -145,11 +161,17 @@ pub(crate) async fn call_with_timeout(
 ) -> Result<RpcResponse, TransportError> {
     let node = envelope.to;
     if faults.blocks(node) {
-        return Err(TransportError::NotSent { node, reason: "link cut by fault injection".into() });
+        return Err(TransportError::NotSent {
+            node,
+            reason: "link cut by fault injection".into(),
+        });
     }
     match tokio::time::timeout(timeout, transport.call(addr, envelope)).await {
         Ok(r) => r,
-        Err(_) => Err(TransportError::Lost { node, reason: format!("no answer within {timeout:?}") }),
+        Err(_) => Err(TransportError::Lost {
+            node,
+            reason: format!("no answer within {timeout:?}"),
+        }),
     }
 }
 
@@ -165,7 +187,11 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &MetaNode) -> PeerClient {
-        PeerClient { net: self.clone(), target, addr: node.addr.clone() }
+        PeerClient {
+            net: self.clone(),
+            target,
+            addr: node.addr.clone(),
+        }
     }
 }
 
@@ -179,26 +205,54 @@ pub(crate) struct PeerClient {
 type RpcErr<E = openraft::error::Infallible> = RPCError<NodeId, MetaNode, RaftError<NodeId, E>>;
 
 impl PeerClient {
-    async fn send<E: std::error::Error>(&self, body: RpcRequest, option: &RPCOption, action: RPCTypes) -> Result<RpcResponse, RpcErr<E>> {
-        let envelope = Envelope { from: self.net.id, to: self.target, body };
+    async fn send<E: std::error::Error>(
+        &self,
+        body: RpcRequest,
+        option: &RPCOption,
+        action: RPCTypes,
+    ) -> Result<RpcResponse, RpcErr<E>> {
+        let envelope = Envelope {
+            from: self.net.id,
+            to: self.target,
+            body,
+        };
         let ttl = option.hard_ttl();
-        let res = call_with_timeout(self.net.transport.as_ref(), &self.net.faults, &self.addr, envelope, ttl).await;
+        let res = call_with_timeout(
+            self.net.transport.as_ref(),
+            &self.net.faults,
+            &self.addr,
+            envelope,
+            ttl,
+        )
+        .await;
         match res {
-            Ok(RpcResponse::Refused(reason)) => Err(RPCError::Unreachable(Unreachable::new(&TransportError::NotSent {
-                node: self.target,
-                reason,
-            }))),
+            Ok(RpcResponse::Refused(reason)) => Err(RPCError::Unreachable(Unreachable::new(
+                &TransportError::NotSent {
+                    node: self.target,
+                    reason,
+                },
+            ))),
             Ok(r) => Ok(r),
-            Err(e @ TransportError::NotSent { .. }) => Err(RPCError::Unreachable(Unreachable::new(&e))),
+            Err(e @ TransportError::NotSent { .. }) => {
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
             Err(TransportError::Lost { reason, .. }) if reason.starts_with("no answer") => {
-                Err(RPCError::Timeout(Timeout { action, id: self.net.id, target: self.target, timeout: ttl }))
+                Err(RPCError::Timeout(Timeout {
+                    action,
+                    id: self.net.id,
+                    target: self.target,
+                    timeout: ttl,
+                }))
             }
             Err(e @ TransportError::Lost { .. }) => Err(RPCError::Network(NetworkError::new(&e))),
         }
     }
 
     fn unexpected<E: std::error::Error>(&self, got: &RpcResponse) -> RpcErr<E> {
-        let e = TransportError::Lost { node: self.target, reason: format!("unexpected answer {got:?}") };
+        let e = TransportError::Lost {
+            node: self.target,
+            reason: format!("unexpected answer {got:?}"),
+        };
         RPCError::Network(NetworkError::new(&e))
     }
 }
@@ -209,8 +263,17 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcErr> {
-        match self.send(RpcRequest::AppendEntries(rpc), &option, RPCTypes::AppendEntries).await? {
-            RpcResponse::AppendEntries(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
+        match self
+            .send(
+                RpcRequest::AppendEntries(rpc),
+                &option,
+                RPCTypes::AppendEntries,
+            )
+            .await?
+        {
+            RpcResponse::AppendEntries(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
             other => Err(self.unexpected(&other)),
         }
     }
@@ -220,15 +283,33 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RpcErr<InstallSnapshotError>> {
-        match self.send(RpcRequest::InstallSnapshot(rpc), &option, RPCTypes::InstallSnapshot).await? {
-            RpcResponse::InstallSnapshot(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
+        match self
+            .send(
+                RpcRequest::InstallSnapshot(rpc),
+                &option,
+                RPCTypes::InstallSnapshot,
+            )
+            .await?
+        {
+            RpcResponse::InstallSnapshot(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
             other => Err(self.unexpected(&other)),
         }
     }
 
-    async fn vote(&mut self, rpc: VoteRequest<NodeId>, option: RPCOption) -> Result<VoteResponse<NodeId>, RpcErr> {
-        match self.send(RpcRequest::Vote(rpc), &option, RPCTypes::Vote).await? {
-            RpcResponse::Vote(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcErr> {
+        match self
+            .send(RpcRequest::Vote(rpc), &option, RPCTypes::Vote)
+            .await?
+        {
+            RpcResponse::Vote(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
             other => Err(self.unexpected(&other)),
         }
     }

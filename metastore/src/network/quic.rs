@@ -35,11 +35,21 @@ pub struct QuicSettings {
 
 impl QuicSettings {
     pub fn bind(addr: SocketAddr) -> QuicSettings {
-        QuicSettings { bind: addr, advertise: None, tls: RaftTls::default(), socket: None }
+        QuicSettings {
+            bind: addr,
+            advertise: None,
+            tls: RaftTls::default(),
+            socket: None,
+        }
     }
 
     pub fn from_socket(socket: UdpSocket) -> std::io::Result<QuicSettings> {
-        Ok(QuicSettings { bind: socket.local_addr()?, advertise: None, tls: RaftTls::default(), socket: Some(socket) })
+        Ok(QuicSettings {
+            bind: socket.local_addr()?,
+            advertise: None,
+            tls: RaftTls::default(),
+            socket: Some(socket),
+        })
     }
 }
 
@@ -50,7 +60,9 @@ pub struct QuicTransport {
 }
 
 fn io_err(e: impl std::fmt::Display) -> MetaError {
-    MetaError::InvalidSettings { reason: format!("raft endpoint: {e}") }
+    MetaError::InvalidSettings {
+        reason: format!("raft endpoint: {e}"),
+    }
 }
 
 impl QuicTransport {
@@ -58,13 +70,22 @@ impl QuicTransport {
         let (server, client) = tls::configs(&settings.tls)?;
         let socket = match settings.socket.take() {
             Some(s) => s,
-            None => UdpSocket::bind(settings.bind).map_err(|e| io_err(format!("cannot bind {}: {e}", settings.bind)))?,
+            None => UdpSocket::bind(settings.bind)
+                .map_err(|e| io_err(format!("cannot bind {}: {e}", settings.bind)))?,
         };
         let runtime = Arc::new(quinn::TokioRuntime);
-        let mut endpoint =
-            quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(server), socket, runtime).map_err(io_err)?;
+        let mut endpoint = quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(server),
+            socket,
+            runtime,
+        )
+        .map_err(io_err)?;
         endpoint.set_default_client_config(client);
-        Ok(QuicTransport { endpoint, conns: Mutex::new(HashMap::new()) })
+        Ok(QuicTransport {
+            endpoint,
+            conns: Mutex::new(HashMap::new()),
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -98,7 +119,11 @@ impl QuicTransport {
         self.conns.lock().clear();
     }
 
-    async fn connection(&self, addr: SocketAddr, node: NodeId) -> Result<quinn::Connection, TransportError> {
+    async fn connection(
+        &self,
+        addr: SocketAddr,
+        node: NodeId,
+    ) -> Result<quinn::Connection, TransportError> {
         let cached = self.conns.lock().get(&addr).cloned();
         if let Some(c) = cached {
             if c.close_reason().is_none() {
@@ -118,12 +143,19 @@ impl QuicTransport {
 
     fn forget(&self, addr: SocketAddr, conn: &quinn::Connection) {
         let mut conns = self.conns.lock();
-        if conns.get(&addr).is_some_and(|c| c.stable_id() == conn.stable_id()) {
+        if conns
+            .get(&addr)
+            .is_some_and(|c| c.stable_id() == conn.stable_id())
+        {
             conns.remove(&addr);
         }
     }
 
-    async fn call_inner(&self, addr: &str, envelope: Envelope) -> Result<RpcResponse, TransportError> {
+    async fn call_inner(
+        &self,
+        addr: &str,
+        envelope: Envelope,
+    ) -> Result<RpcResponse, TransportError> {
         let node = envelope.to;
         let not_sent = |reason: String| TransportError::NotSent { node, reason };
         let lost = |reason: String| TransportError::Lost { node, reason };
@@ -154,7 +186,11 @@ impl QuicTransport {
 }
 
 impl Transport for QuicTransport {
-    fn call(&self, addr: &str, envelope: Envelope) -> BoxFuture<'_, Result<RpcResponse, TransportError>> {
+    fn call(
+        &self,
+        addr: &str,
+        envelope: Envelope,
+    ) -> BoxFuture<'_, Result<RpcResponse, TransportError>> {
         let addr = addr.to_owned();
         Box::pin(async move { self.call_inner(&addr, envelope).await })
     }
@@ -171,7 +207,12 @@ async fn resolve(addr: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{addr} resolves to nothing"))
 }
 
-async fn serve_stream(id: NodeId, handler: Arc<dyn RpcHandler>, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
+async fn serve_stream(
+    id: NodeId,
+    handler: Arc<dyn RpcHandler>,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) {
     let request = match recv.read_to_end(MAX_FRAME).await {
         Ok(b) => b,
         Err(e) => {
@@ -181,7 +222,9 @@ async fn serve_stream(id: NodeId, handler: Arc<dyn RpcHandler>, mut send: quinn:
     };
     let answer = match serde_json::from_slice::<Envelope>(&request) {
         Err(e) => RpcResponse::Refused(format!("undecodable request: {e}")),
-        Ok(env) if env.to != id => RpcResponse::Refused(format!("this is node {id}, not node {}", env.to)),
+        Ok(env) if env.to != id => {
+            RpcResponse::Refused(format!("this is node {id}, not node {}", env.to))
+        }
         Ok(env) => handler.handle(env).await,
     };
     match serde_json::to_vec(&answer) {

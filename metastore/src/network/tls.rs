@@ -30,7 +30,12 @@ pub enum RaftTls {
     SelfSigned,
     /// Mutual TLS: each node presents `cert_chain` (whose leaf names
     /// [`SERVER_NAME`]) and accepts only peers whose certificate chains to `ca`.
-    Mutual { ca: CertificateDer<'static>, cert_chain: Vec<CertificateDer<'static>>, /** PKCS#8 DER */ key: Vec<u8> },
+    Mutual {
+        ca: CertificateDer<'static>,
+        cert_chain: Vec<CertificateDer<'static>>,
+        /** PKCS#8 DER */
+        key: Vec<u8>,
+    },
 }
 
 impl std::fmt::Debug for RaftTls {
@@ -43,7 +48,9 @@ impl std::fmt::Debug for RaftTls {
 }
 
 fn tls_err(e: impl std::fmt::Display) -> MetaError {
-    MetaError::InvalidSettings { reason: format!("raft TLS: {e}") }
+    MetaError::InvalidSettings {
+        reason: format!("raft TLS: {e}"),
+    }
 }
 
 fn transport() -> Arc<quinn::TransportConfig> {
@@ -57,14 +64,18 @@ fn transport() -> Arc<quinn::TransportConfig> {
 }
 
 /// Server and client configurations for one node's endpoint.
-pub(crate) fn configs(tls: &RaftTls) -> Result<(quinn::ServerConfig, quinn::ClientConfig), MetaError> {
+pub(crate) fn configs(
+    tls: &RaftTls,
+) -> Result<(quinn::ServerConfig, quinn::ClientConfig), MetaError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let versions = &[&rustls::version::TLS13];
     let (mut server, mut client) = match tls {
         RaftTls::SelfSigned => {
-            let made = rcgen::generate_simple_self_signed(vec![SERVER_NAME.to_owned()]).map_err(tls_err)?;
+            let made = rcgen::generate_simple_self_signed(vec![SERVER_NAME.to_owned()])
+                .map_err(tls_err)?;
             let cert = made.cert.der().clone();
-            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
+            let key =
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
             let server = rustls::ServerConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(versions)
                 .map_err(tls_err)?
@@ -79,32 +90,48 @@ pub(crate) fn configs(tls: &RaftTls) -> Result<(quinn::ServerConfig, quinn::Clie
                 .with_no_client_auth();
             (server, client)
         }
-        RaftTls::Mutual { ca, cert_chain, key } => {
+        RaftTls::Mutual {
+            ca,
+            cert_chain,
+            key,
+        } => {
             let mut roots = RootCertStore::empty();
             roots.add(ca.clone()).map_err(tls_err)?;
             let roots = Arc::new(roots);
             let verifier =
-                WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone()).build().map_err(tls_err)?;
+                WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+                    .build()
+                    .map_err(tls_err)?;
             let server = rustls::ServerConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(versions)
                 .map_err(tls_err)?
                 .with_client_cert_verifier(verifier)
-                .with_single_cert(cert_chain.clone(), PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())))
+                .with_single_cert(
+                    cert_chain.clone(),
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())),
+                )
                 .map_err(tls_err)?;
             let client = rustls::ClientConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(versions)
                 .map_err(tls_err)?
                 .with_root_certificates(roots)
-                .with_client_auth_cert(cert_chain.clone(), PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())))
+                .with_client_auth_cert(
+                    cert_chain.clone(),
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())),
+                )
                 .map_err(tls_err)?;
             (server, client)
         }
     };
     server.alpn_protocols = vec![ALPN.to_vec()];
     client.alpn_protocols = vec![ALPN.to_vec()];
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(server).map_err(tls_err)?));
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(
+        QuicServerConfig::try_from(server).map_err(tls_err)?,
+    ));
     server.transport_config(transport());
-    let mut client = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(client).map_err(tls_err)?));
+    let mut client = quinn::ClientConfig::new(Arc::new(
+        QuicClientConfig::try_from(client).map_err(tls_err)?,
+    ));
     client.transport_config(transport());
     Ok((server, client))
 }
@@ -132,7 +159,12 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -141,7 +173,12 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

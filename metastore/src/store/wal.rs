@@ -238,15 +238,22 @@ impl Wal {
         Ok((wal, rec))
     }
 
-    fn active_writer(&mut self, next_index: u64) -> io::Result<&mut BufWriter<File>> {
-        let roll = match self.segments.last() {
-            None => true,
-            Some(s) => s.len >= self.segment_bytes && !s.entries.is_empty(),
+    /// The writer of the last segment. With `next_entry`, rolls to a new
+    /// segment named after that entry when the last one is full; without,
+    /// never rolls (a segment's name must be the index of its first entry).
+    fn active_writer(&mut self, next_entry: Option<u64>) -> io::Result<&mut BufWriter<File>> {
+        let roll = match (self.segments.last(), next_entry) {
+            (None, Some(_)) => true,
+            (Some(s), Some(_)) => s.len >= self.segment_bytes && !s.entries.is_empty(),
+            (_, None) => false,
         };
-        if roll {
+        if let (true, Some(next_index)) = (roll, next_entry) {
             self.flush_and_sync()?;
             let path = self.dir.join(segment_name(next_index));
-            let f = OpenOptions::new().create(true).append(true).open(&path)?;
+            let f = OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(&path)?;
             fsutil::sync_dir(&self.dir)?;
             self.segments.push(Segment {
                 first_index: next_index,
@@ -273,7 +280,7 @@ impl Wal {
     pub(crate) fn append_entry(&mut self, index: u64, payload: &[u8]) -> io::Result<()> {
         let mut buf = Vec::with_capacity(HEADER + payload.len());
         encode(KIND_ENTRY, index, payload, &mut buf);
-        self.active_writer(index)?.write_all(&buf)?;
+        self.active_writer(Some(index))?.write_all(&buf)?;
         let seg = self
             .segments
             .last_mut()
@@ -292,8 +299,7 @@ impl Wal {
         }
         let mut buf = Vec::with_capacity(HEADER + payload.len());
         encode(KIND_COMMITTED, 0, payload, &mut buf);
-        let next = self.segments.last().map(|s| s.first_index).unwrap_or(0);
-        self.active_writer(next)?.write_all(&buf)?;
+        self.active_writer(None)?.write_all(&buf)?;
         if let Some(seg) = self.segments.last_mut() {
             seg.len += buf.len() as u64;
         }
@@ -495,6 +501,24 @@ mod tests {
         let (_, rec) = Wal::open(dir.path(), 1 << 20, None).unwrap();
         assert_eq!(rec.committed.as_deref(), Some(&b"c3"[..]));
         assert_eq!(indexes(&rec), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn committed_hints_on_a_full_segment_do_not_clobber_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = write(dir.path(), 64, 1..=6);
+        for _ in 0..10 {
+            wal.append_committed(b"hint").unwrap();
+        }
+        for i in 7..=12 {
+            wal.append_entry(i, &payload(i)).unwrap();
+            wal.append_committed(b"hint").unwrap();
+        }
+        wal.sync().unwrap();
+        wal.remove_segments_upto(3).unwrap();
+        drop(wal);
+        let (_, rec) = Wal::open(dir.path(), 64, Some(3)).unwrap();
+        assert_eq!(indexes(&rec), (4..=12).collect::<Vec<_>>());
     }
 
     #[test]

@@ -5,13 +5,14 @@
 mod config;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use config::{ServeArgs, Settings};
 use gateway::backend::disk::DiskLogFactory;
-use gateway::backend::memory::MemoryCatalog;
+use gateway::backend::meta::MetastoreCatalog;
 use gateway::broker::BrokerConfig;
 use gateway::group::engine::GroupLimits;
 use gateway::{Gateway, GatewayOptions};
@@ -57,7 +58,18 @@ fn main() -> anyhow::Result<()> {
 async fn serve(s: Settings) -> anyhow::Result<()> {
     std::fs::create_dir_all(&s.data_dir).with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
     let logs = DiskLogFactory::new(s.data_dir.join("log")).context("cannot open the log directory")?;
-    let catalog = Arc::new(MemoryCatalog::new(s.node_id));
+    let node_id = u64::try_from(s.node_id).context("--node-id must not be negative")?;
+    let meta = metastore::Metastore::start(metastore::MetastoreConfig {
+        node_id,
+        dir: s.data_dir.join("meta"),
+        ..metastore::MetastoreConfig::default()
+    })
+    .await
+    .context("cannot start the metastore")?;
+    meta.wait_ready(Duration::from_secs(30))
+        .await
+        .context("the metastore did not become ready")?;
+    let catalog = Arc::new(MetastoreCatalog::new(meta.clone()));
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
         advertised: s.advertised_kafka_addr.clone(),
@@ -79,6 +91,26 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let gw = Gateway::start(opts, catalog, Arc::new(logs))
         .await
         .context("cannot start the Kafka gateway")?;
+    // Partitions are led by live agents: register this node (with its real
+    // Kafka address) before clients learn about it, then keep the lease alive.
+    let advertised = s
+        .advertised_kafka_addr
+        .as_ref()
+        .map(|(h, p)| format!("{h}:{p}"))
+        .unwrap_or_else(|| gw.kafka_addr().to_string());
+    let registration = metastore::AgentRegistration {
+        id: node_id,
+        addrs: metastore::AgentAddrs {
+            kafka: Some(advertised),
+            native: None,
+            quic: None,
+        },
+        rack: None,
+    };
+    meta.register_agent(registration.clone())
+        .await
+        .context("cannot register this node with the metastore")?;
+    let keep_alive = meta.keep_agent_alive(registration, Duration::from_millis(500));
     tracing::info!(
         kafka = %gw.kafka_addr(),
         http = ?gw.http_addr(),
@@ -90,6 +122,10 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     wait_for_signal().await?;
     tracing::info!("shutting down");
     gw.shutdown().await;
+    keep_alive.stop();
+    if let Err(e) = meta.shutdown().await {
+        tracing::warn!(error = %e, "metastore shutdown failed");
+    }
     tracing::info!("stopped cleanly");
     Ok(())
 }

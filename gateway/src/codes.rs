@@ -36,6 +36,11 @@ pub fn catalog_error(e: &CatalogError) -> ResponseError {
         CatalogError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         CatalogError::InvalidConfig { .. } => ResponseError::InvalidConfig,
         CatalogError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        CatalogError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        CatalogError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        CatalogError::GroupIdNotFound(_) => ResponseError::GroupIdNotFound,
+        CatalogError::InvalidGroupId(_) => ResponseError::InvalidGroupId,
+        CatalogError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
         CatalogError::Unavailable(_) => ResponseError::RequestTimedOut,
         CatalogError::Internal(_) => ResponseError::UnknownServerError,
     }

@@ -12,6 +12,7 @@
 
 pub mod disk;
 pub mod memory;
+pub mod meta;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -245,6 +246,16 @@ pub enum CatalogError {
     InvalidConfig { key: String, reason: String },
     #[error("invalid topic name '{name}': {reason}")]
     InvalidTopicName { name: String, reason: String },
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("group '{0}' does not exist")]
+    GroupIdNotFound(String),
+    #[error("invalid group id: {0}")]
+    InvalidGroupId(String),
+    #[error("offset metadata of {len} bytes exceeds {max} bytes")]
+    OffsetMetadataTooLarge { len: usize, max: usize },
     #[error("the metadata store is unavailable: {0}")]
     Unavailable(String),
     #[error("the metadata store failed: {0}")]

@@ -13,7 +13,8 @@ def admin(broker):
 
 
 def create_topic(broker, name, partitions=1, config=None):
-    fs = admin(broker).create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10)
+    a = admin(broker)  # must outlive the future
+    fs = a.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10)
     fs[name].result(timeout=15)
 
 

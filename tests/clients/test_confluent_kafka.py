@@ -22,7 +22,8 @@ def test_every_codec_round_trips_keys_values_headers_in_order(broker, topic_name
 
 
 def test_metadata_auto_creates_a_topic_with_one_partition(broker, topic_name):
-    md = admin(broker).list_topics(topic=topic_name, timeout=10)
+    a = admin(broker)
+    md = a.list_topics(topic=topic_name, timeout=10)
     t = md.topics[topic_name]
     assert t.error is None
     assert list(t.partitions) == [0]
@@ -77,7 +78,8 @@ def test_group_rebalances_across_two_then_three_members(broker, topic_name):
         assert _poll_until(members, balanced), f"{size} members split 6 partitions evenly: {_assignments(members)}"
         a = _assignments(members)
         assert sum(len(x) for x in a) == 6, "no partition is assigned twice"
-    desc = admin(broker).describe_consumer_groups([conf["group.id"]])[conf["group.id"]].result(timeout=10)
+    a = admin(broker)
+    desc = a.describe_consumer_groups([conf["group.id"]])[conf["group.id"]].result(timeout=10)
     assert len(desc.members) == 3
     assert str(desc.state).upper().endswith("STABLE")
     for c in members:

@@ -32,8 +32,6 @@ struct Item {
     handle: Result<PartitionHandle, ResponseError>,
     last_hw: i64,
     last_log_start: i64,
-    /// Listed in this request (always answered, even in an incremental session).
-    requested: bool,
 }
 
 struct Outcome {
@@ -173,7 +171,6 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                 handle,
                 last_hw: -1,
                 last_log_start: -1,
-                requested: true,
             });
         }
     }
@@ -223,7 +220,6 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                                 handle,
                                 last_hw: sp.last_high_watermark,
                                 last_log_start: sp.last_log_start,
-                                requested: false,
                             });
                         }
                     }
@@ -256,8 +252,8 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     let mut records = Vec::new();
     let mut sent = Vec::new();
     for (it, o) in items.iter().zip(outcomes) {
-        let news = it.requested
-            || o.error.is_some()
+        // Kafka's rule: a session partition is listed when something changed for it.
+        let news = o.error.is_some()
             || !o.records.is_empty()
             || o.high_watermark != it.last_hw
             || o.log_start != it.last_log_start;

@@ -106,10 +106,19 @@ impl Settings {
             Some(path) => read_file(path)?,
             None => FileSettings::default(),
         };
-        let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
-        let advertised = args.advertised_kafka_addr.clone().or(file.advertised_kafka_addr);
+        let cores = std::thread::available_parallelism()
+            .map(|c| c.get())
+            .unwrap_or(1);
+        let advertised = args
+            .advertised_kafka_addr
+            .clone()
+            .or(file.advertised_kafka_addr);
         let s = Settings {
-            data_dir: args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data")),
+            data_dir: args
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| PathBuf::from("./data")),
             kafka_addr: args
                 .kafka_addr
                 .or(file.kafka_addr)
@@ -121,7 +130,10 @@ impl Settings {
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9001))),
             node_id: args.node_id.or(file.node_id).unwrap_or(1),
             shards: args.shards.or(file.shards).unwrap_or(cores),
-            auto_create_topics: args.auto_create_topics.or(file.auto_create_topics).unwrap_or(true),
+            auto_create_topics: args
+                .auto_create_topics
+                .or(file.auto_create_topics)
+                .unwrap_or(true),
             num_partitions: args.num_partitions.or(file.num_partitions).unwrap_or(1),
             max_request_bytes: args
                 .max_request_bytes
@@ -135,17 +147,25 @@ impl Settings {
                 .group_min_session_timeout_ms
                 .or(file.group_min_session_timeout_ms)
                 .unwrap_or(6000),
-            log: args.log.clone().or(file.log).unwrap_or_else(|| "info".into()),
+            log: args
+                .log
+                .clone()
+                .or(file.log)
+                .unwrap_or_else(|| "info".into()),
         };
         anyhow::ensure!(s.shards >= 1, "--shards must be at least 1");
         anyhow::ensure!(s.num_partitions >= 1, "--num-partitions must be at least 1");
-        anyhow::ensure!(s.max_request_bytes >= 1024, "--max-request-bytes must be at least 1024");
+        anyhow::ensure!(
+            s.max_request_bytes >= 1024,
+            "--max-request-bytes must be at least 1024"
+        );
         Ok(s)
     }
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileSettings> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("config file {} is invalid", path.display()))
 }
 
@@ -157,7 +177,11 @@ mod tests {
     #[test]
     fn flags_win_over_the_file_and_the_file_over_defaults() {
         let mut f = tempfile::NamedTempFile::new().expect("tmp");
-        writeln!(f, "node_id = 7\nshards = 3\nkafka_addr = \"127.0.0.1:19092\"").expect("write");
+        writeln!(
+            f,
+            "node_id = 7\nshards = 3\nkafka_addr = \"127.0.0.1:19092\""
+        )
+        .expect("write");
         let args = ServeArgs {
             config: Some(f.path().to_path_buf()),
             shards: Some(2),
@@ -188,7 +212,13 @@ mod tests {
 
     #[test]
     fn advertised_address_splits_host_and_port() {
-        assert_eq!(parse_host_port("broker-1:9093").expect("ok"), ("broker-1".to_string(), 9093));
-        assert_eq!(parse_host_port("[::1]:9093").expect("ok"), ("::1".to_string(), 9093));
+        assert_eq!(
+            parse_host_port("broker-1:9093").expect("ok"),
+            ("broker-1".to_string(), 9093)
+        );
+        assert_eq!(
+            parse_host_port("[::1]:9093").expect("ok"),
+            ("::1".to_string(), 9093)
+        );
     }
 }

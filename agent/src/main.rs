@@ -18,7 +18,11 @@ use gateway::group::engine::GroupLimits;
 use gateway::{Gateway, GatewayOptions};
 
 #[derive(Parser)]
-#[command(name = "aerostream", version, about = "AeroStream: a Kafka-compatible streaming broker")]
+#[command(
+    name = "aerostream",
+    version,
+    about = "AeroStream: a Kafka-compatible streaming broker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -42,7 +46,9 @@ fn main() -> anyhow::Result<()> {
     let Command::Serve(args) = command;
     let settings = Settings::resolve(&args)?;
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log).unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&settings.log).unwrap_or_else(|_| "info".into()),
+        )
         .with_target(false)
         .init();
     // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
@@ -56,8 +62,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(s: Settings) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&s.data_dir).with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
-    let logs = DiskLogFactory::new(s.data_dir.join("log")).context("cannot open the log directory")?;
+    std::fs::create_dir_all(&s.data_dir)
+        .with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
+    let logs =
+        DiskLogFactory::new(s.data_dir.join("log")).context("cannot open the log directory")?;
     let node_id = u64::try_from(s.node_id).context("--node-id must not be negative")?;
     let meta = metastore::Metastore::start(metastore::MetastoreConfig {
         node_id,
@@ -118,7 +126,11 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         "aerostream is serving"
     );
     // A line scripts can wait for.
-    println!("aerostream listening kafka={} http={}", gw.kafka_addr(), gw.http_addr().map(|a| a.to_string()).unwrap_or_default());
+    println!(
+        "aerostream listening kafka={} http={}",
+        gw.kafka_addr(),
+        gw.http_addr().map(|a| a.to_string()).unwrap_or_default()
+    );
     wait_for_signal().await?;
     tracing::info!("shutting down");
     gw.shutdown().await;

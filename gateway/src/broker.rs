@@ -75,15 +75,45 @@ impl Metrics {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut s = String::new();
         for (name, help, v) in [
-            ("aerostream_kafka_requests_total", "Kafka requests handled", g(&self.requests)),
-            ("aerostream_kafka_request_errors_total", "Kafka requests answered with a top-level error", g(&self.request_errors)),
-            ("aerostream_kafka_malformed_requests_total", "Connections closed for malformed requests", g(&self.malformed_requests)),
-            ("aerostream_connections_opened_total", "Kafka connections accepted", g(&self.connections_opened)),
-            ("aerostream_connections_closed_total", "Kafka connections closed", g(&self.connections_closed)),
-            ("aerostream_produced_bytes_total", "Record bytes appended", g(&self.produced_bytes)),
-            ("aerostream_fetched_bytes_total", "Record bytes sent to consumers", g(&self.fetched_bytes)),
+            (
+                "aerostream_kafka_requests_total",
+                "Kafka requests handled",
+                g(&self.requests),
+            ),
+            (
+                "aerostream_kafka_request_errors_total",
+                "Kafka requests answered with a top-level error",
+                g(&self.request_errors),
+            ),
+            (
+                "aerostream_kafka_malformed_requests_total",
+                "Connections closed for malformed requests",
+                g(&self.malformed_requests),
+            ),
+            (
+                "aerostream_connections_opened_total",
+                "Kafka connections accepted",
+                g(&self.connections_opened),
+            ),
+            (
+                "aerostream_connections_closed_total",
+                "Kafka connections closed",
+                g(&self.connections_closed),
+            ),
+            (
+                "aerostream_produced_bytes_total",
+                "Record bytes appended",
+                g(&self.produced_bytes),
+            ),
+            (
+                "aerostream_fetched_bytes_total",
+                "Record bytes sent to consumers",
+                g(&self.fetched_bytes),
+            ),
         ] {
-            s.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"));
+            s.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+            ));
         }
         s.push_str(&format!(
             "# HELP aerostream_open_partitions Partition logs open on this node\n# TYPE aerostream_open_partitions gauge\naerostream_open_partitions {open_partitions}\n"
@@ -110,7 +140,12 @@ pub struct Broker {
 }
 
 impl Broker {
-    pub fn new(config: BrokerConfig, catalog: Arc<dyn Catalog>, partitions: Arc<Partitions>, groups: Coordinator) -> Self {
+    pub fn new(
+        config: BrokerConfig,
+        catalog: Arc<dyn Catalog>,
+        partitions: Arc<Partitions>,
+        groups: Coordinator,
+    ) -> Self {
         Broker {
             fetch_sessions: FetchSessions::new(config.fetch_session_slots),
             config,
@@ -128,19 +163,30 @@ impl Broker {
     pub async fn next_producer_id(&self) -> Result<i64, CatalogError> {
         let mut ids = self.producer_ids.lock().await;
         if ids.is_empty() {
-            *ids = self.catalog.allocate_producer_ids(PRODUCER_ID_BLOCK).await?;
+            *ids = self
+                .catalog
+                .allocate_producer_ids(PRODUCER_ID_BLOCK)
+                .await?;
         }
-        ids.next()
-            .ok_or_else(|| CatalogError::Internal("the catalog allocated an empty producer id block".into()))
+        ids.next().ok_or_else(|| {
+            CatalogError::Internal("the catalog allocated an empty producer id block".into())
+        })
     }
 
     /// The task of a topic's partition, if the partition exists.
-    pub fn partition(&self, topic: &TopicMeta, index: i32) -> Option<Result<PartitionHandle, LogError>> {
+    pub fn partition(
+        &self,
+        topic: &TopicMeta,
+        index: i32,
+    ) -> Option<Result<PartitionHandle, LogError>> {
         if index < 0 || index as usize >= topic.partitions.len() {
             return None;
         }
         let settings = topic_config::log_settings(&topic.configs);
-        Some(self.partitions.get_or_open(&topic.name, topic.id, index, &settings))
+        Some(
+            self.partitions
+                .get_or_open(&topic.name, topic.id, index, &settings),
+        )
     }
 
     /// Creates a topic the way Kafka's auto-creation does (default partitions

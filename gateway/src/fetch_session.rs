@@ -89,7 +89,11 @@ impl FetchSessions {
         let mut g = self.lock();
         if g.sessions.len() >= self.slots {
             // Evict the least recently used session.
-            let oldest = g.sessions.iter().min_by_key(|(_, s)| s.last_used).map(|(id, _)| *id);
+            let oldest = g
+                .sessions
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(id, _)| *id);
             if let Some(id) = oldest {
                 g.sessions.remove(&id);
             }
@@ -137,9 +141,9 @@ impl FetchSessions {
         s.next_epoch = s.next_epoch.wrapping_add(1).max(1);
         s.last_used = clock;
         s.partitions.retain(|p| {
-            !forgotten
-                .iter()
-                .any(|(tid, name, part)| p.partition == *part && (p.topic_id == *tid || p.topic == *name))
+            !forgotten.iter().any(|(tid, name, part)| {
+                p.partition == *part && (p.topic_id == *tid || p.topic == *name)
+            })
         });
         for u in updates {
             match s
@@ -208,8 +212,14 @@ mod tests {
     fn wrong_epoch_or_unknown_session_is_refused() {
         let s = FetchSessions::new(10);
         let id = s.create(vec![part(0, 0)]).expect("session");
-        assert_eq!(s.update(id, 5, vec![], &[]), Err(SessionError::InvalidEpoch));
-        assert_eq!(s.update(id + 1, 1, vec![], &[]), Err(SessionError::NotFound));
+        assert_eq!(
+            s.update(id, 5, vec![], &[]),
+            Err(SessionError::InvalidEpoch)
+        );
+        assert_eq!(
+            s.update(id + 1, 1, vec![], &[]),
+            Err(SessionError::NotFound)
+        );
         s.close(id);
         assert_eq!(s.update(id, 1, vec![], &[]), Err(SessionError::NotFound));
     }

@@ -50,7 +50,11 @@ pub struct Gateway {
 impl Gateway {
     /// Binds the listeners and starts serving. Must be called inside a tokio
     /// runtime, which then hosts the control work (group coordinator, HTTP).
-    pub async fn start(opts: GatewayOptions, catalog: Arc<dyn Catalog>, logs: Arc<dyn LogFactory>) -> std::io::Result<Gateway> {
+    pub async fn start(
+        opts: GatewayOptions,
+        catalog: Arc<dyn Catalog>,
+        logs: Arc<dyn LogFactory>,
+    ) -> std::io::Result<Gateway> {
         let shards = Shards::start(opts.shards)?;
         let first = server::reuseport_listener(opts.kafka_addr)?;
         let kafka_addr = first.local_addr()?;

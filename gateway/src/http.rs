@@ -37,7 +37,11 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, mut stop: watch::
             let (status, ctype, body) = match path {
                 "/health" | "/healthz" => {
                     if broker.is_shutting_down() {
-                        ("503 Service Unavailable", "text/plain", "shutting down\n".to_string())
+                        (
+                            "503 Service Unavailable",
+                            "text/plain",
+                            "shutting down\n".to_string(),
+                        )
                     } else {
                         ("200 OK", "text/plain", "ok\n".to_string())
                     }

@@ -100,7 +100,11 @@ impl PartitionHandle {
     }
 
     /// Appends batches; returns where they landed and the log start offset.
-    pub async fn append(&self, records: BytesMut, leader_epoch: i32) -> Result<Result<(Appended, i64), LogError>, Closed> {
+    pub async fn append(
+        &self,
+        records: BytesMut,
+        leader_epoch: i32,
+    ) -> Result<Result<(Appended, i64), LogError>, Closed> {
         self.ask(|reply| Command::Append {
             records,
             leader_epoch,
@@ -109,7 +113,11 @@ impl PartitionHandle {
         .await
     }
 
-    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<Result<ReadResult, LogError>, Closed> {
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<Result<ReadResult, LogError>, Closed> {
         self.ask(|reply| Command::Read {
             offset,
             max_bytes,
@@ -118,7 +126,10 @@ impl PartitionHandle {
         .await
     }
 
-    pub async fn offsets(&self, query: OffsetQuery) -> Result<Result<Option<TimestampOffset>, LogError>, Closed> {
+    pub async fn offsets(
+        &self,
+        query: OffsetQuery,
+    ) -> Result<Result<Option<TimestampOffset>, LogError>, Closed> {
         self.ask(|reply| Command::Offsets { query, reply }).await
     }
 
@@ -128,7 +139,8 @@ impl PartitionHandle {
     }
 
     pub async fn delete_before(&self, offset: i64) -> Result<Result<i64, LogError>, Closed> {
-        self.ask(|reply| Command::DeleteBefore { offset, reply }).await
+        self.ask(|reply| Command::DeleteBefore { offset, reply })
+            .await
     }
 
     pub async fn epoch_end(&self, epoch: i32) -> Result<Option<(i32, i64)>, Closed> {
@@ -136,7 +148,10 @@ impl PartitionHandle {
     }
 
     pub async fn set_settings(&self, settings: LogSettings) -> Result<(), Closed> {
-        self.tx.send(Command::Settings(settings)).await.map_err(|_| Closed)
+        self.tx
+            .send(Command::Settings(settings))
+            .await
+            .map_err(|_| Closed)
     }
 
     /// A watch of the high watermark; long-polling fetches wait on it.
@@ -150,7 +165,11 @@ impl PartitionHandle {
 }
 
 /// The task that owns one partition log.
-async fn run(mut log: Box<dyn PartitionLog>, mut rx: mpsc::Receiver<Command>, hw: watch::Sender<i64>) {
+async fn run(
+    mut log: Box<dyn PartitionLog>,
+    mut rx: mpsc::Receiver<Command>,
+    hw: watch::Sender<i64>,
+) {
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -184,11 +203,13 @@ async fn run(mut log: Box<dyn PartitionLog>, mut rx: mpsc::Receiver<Command>, hw
                 reply,
             } => {
                 let high_watermark = *hw.borrow();
-                let result = log.read(offset, max_bytes, high_watermark).map(|records| ReadResult {
-                    records,
-                    high_watermark,
-                    log_start_offset: log.log_start_offset(),
-                });
+                let result =
+                    log.read(offset, max_bytes, high_watermark)
+                        .map(|records| ReadResult {
+                            records,
+                            high_watermark,
+                            log_start_offset: log.log_start_offset(),
+                        });
                 let _ = reply.send(result);
             }
             Command::Offsets { query, reply } => {
@@ -319,7 +340,9 @@ impl Partitions {
         for ((topic_id, p), h) in all {
             match h.close().await {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(%topic_id, partition = p, error = %e, "closing partition failed"),
+                Ok(Err(e)) => {
+                    tracing::error!(%topic_id, partition = p, error = %e, "closing partition failed")
+                }
                 Err(Closed) => {}
             }
         }

@@ -19,9 +19,18 @@ use crate::kafka::frame::read_frame;
 /// several shards can listen on one address.
 pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType};
-    let family = if addr.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
-    let fd = socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK, None)
-        .map_err(std::io::Error::from)?;
+    let family = if addr.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    let fd = socket::socket(
+        family,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
     socket::setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(std::io::Error::from)?;
     socket::setsockopt(&fd, sockopt::ReusePort, &true).map_err(std::io::Error::from)?;
     let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
@@ -30,14 +39,22 @@ pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpList
         SocketAddr::V6(a) => socket::bind(raw, &socket::SockaddrIn6::from(a)),
     }
     .map_err(std::io::Error::from)?;
-    socket::listen(&fd, socket::Backlog::new(1024).map_err(std::io::Error::from)?).map_err(std::io::Error::from)?;
+    socket::listen(
+        &fd,
+        socket::Backlog::new(1024).map_err(std::io::Error::from)?,
+    )
+    .map_err(std::io::Error::from)?;
     // SAFETY: `fd` is a valid, owned, listening socket; ownership moves into the listener.
     Ok(unsafe { std::net::TcpListener::from_raw_fd(fd.into_raw_fd()) })
 }
 
 /// Accepts connections until `stop` turns true, then returns; connections
 /// already open finish their in-flight request and close.
-pub async fn serve(listener: std::net::TcpListener, broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: std::net::TcpListener,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -63,7 +80,12 @@ pub async fn serve(listener: std::net::TcpListener, broker: Arc<Broker>, mut sto
     }
 }
 
-async fn connection(mut stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+async fn connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+) {
     let host = format!("/{}", peer.ip());
     let max = broker.config.max_request_bytes;
     loop {

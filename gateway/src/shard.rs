@@ -17,7 +17,9 @@ impl Shards {
     /// Starts `n` shards (at least one).
     pub fn start(n: usize) -> std::io::Result<Shards> {
         let n = n.max(1);
-        let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
+        let cores = std::thread::available_parallelism()
+            .map(|c| c.get())
+            .unwrap_or(1);
         let mut handles = Vec::with_capacity(n);
         let mut stops = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
@@ -30,19 +32,25 @@ impl Shards {
             let (tx, rx) = oneshot::channel::<()>();
             stops.push(tx);
             let pin = n <= cores;
-            let t = std::thread::Builder::new().name(format!("shard-{i}")).spawn(move || {
-                if pin {
-                    pin_to_core(i);
-                }
-                rt.block_on(async {
-                    let _ = rx.await;
-                });
-                // Give spawned tasks (connections, partition closes) a moment to finish.
-                rt.shutdown_timeout(std::time::Duration::from_secs(2));
-            })?;
+            let t = std::thread::Builder::new()
+                .name(format!("shard-{i}"))
+                .spawn(move || {
+                    if pin {
+                        pin_to_core(i);
+                    }
+                    rt.block_on(async {
+                        let _ = rx.await;
+                    });
+                    // Give spawned tasks (connections, partition closes) a moment to finish.
+                    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+                })?;
             threads.push(t);
         }
-        Ok(Shards { handles, stops, threads })
+        Ok(Shards {
+            handles,
+            stops,
+            threads,
+        })
     }
 
     pub fn handles(&self) -> Vec<Handle> {

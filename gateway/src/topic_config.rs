@@ -65,8 +65,18 @@ pub const CATALOGUE: &[ConfigDef] = &[
     def("local.retention.ms", "-2", ConfigType::Long, -2),
     def("max.compaction.lag.ms", LONG_MAX, ConfigType::Long, 1),
     def("max.message.bytes", "1048588", ConfigType::Int, 0),
-    def("message.timestamp.after.max.ms", LONG_MAX, ConfigType::Long, 0),
-    def("message.timestamp.before.max.ms", LONG_MAX, ConfigType::Long, 0),
+    def(
+        "message.timestamp.after.max.ms",
+        LONG_MAX,
+        ConfigType::Long,
+        0,
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        LONG_MAX,
+        ConfigType::Long,
+        0,
+    ),
     ConfigDef {
         name: "message.timestamp.type",
         default: "CreateTime",
@@ -85,7 +95,12 @@ pub const CATALOGUE: &[ConfigDef] = &[
     def("segment.index.bytes", "10485760", ConfigType::Int, 4),
     def("segment.jitter.ms", "0", ConfigType::Long, 0),
     def("segment.ms", "604800000", ConfigType::Long, 1),
-    def("unclean.leader.election.enable", "false", ConfigType::Boolean, 0),
+    def(
+        "unclean.leader.election.enable",
+        "false",
+        ConfigType::Boolean,
+        0,
+    ),
 ];
 
 /// Looks up a known config.
@@ -166,7 +181,9 @@ pub fn validate_topic_name(name: &str) -> Result<(), CatalogError> {
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
     {
-        return Err(bad("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+        return Err(bad(
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ));
     }
     Ok(())
 }
@@ -218,7 +235,12 @@ mod tests {
     #[test]
     fn catalogue_is_sorted_and_every_default_is_valid() {
         for pair in CATALOGUE.windows(2) {
-            assert!(pair[0].name < pair[1].name, "{} before {}", pair[0].name, pair[1].name);
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} before {}",
+                pair[0].name,
+                pair[1].name
+            );
         }
         for d in CATALOGUE {
             validate(d.name, d.default).unwrap_or_else(|e| panic!("{}: {e}", d.name));

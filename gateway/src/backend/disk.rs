@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{Appended, LogError, LogFactory, LogSettings, PartitionLog, Records, TimestampOffset, TimestampType};
+use super::{
+    Appended, LogError, LogFactory, LogSettings, PartitionLog, Records, TimestampOffset,
+    TimestampType,
+};
 
 /// Translates a storage error; exhaustive so new storage errors get a deliberate mapping.
 pub fn from_storage(e: storage::StorageError) -> LogError {
@@ -14,7 +17,9 @@ pub fn from_storage(e: storage::StorageError) -> LogError {
     match e {
         S::CorruptBatch { .. } => LogError::Corrupt(e.to_string()),
         S::InvalidRecord { .. } => LogError::InvalidRecord(e.to_string()),
-        S::UnsupportedMagic { .. } | S::TransactionsUnsupported { .. } => LogError::UnsupportedFormat(e.to_string()),
+        S::UnsupportedMagic { .. } | S::TransactionsUnsupported { .. } => {
+            LogError::UnsupportedFormat(e.to_string())
+        }
         S::UnsupportedCompression { .. } => LogError::UnsupportedCompression(e.to_string()),
         S::RecordTooLarge { size, max } => LogError::RecordTooLarge { size, max },
         S::OutOfOrderSequence {
@@ -35,7 +40,9 @@ pub fn from_storage(e: storage::StorageError) -> LogError {
             got: received,
             current,
         },
-        S::StaleLeaderEpoch { received, latest } => LogError::FencedLeaderEpoch { received, latest },
+        S::StaleLeaderEpoch { received, latest } => {
+            LogError::FencedLeaderEpoch { received, latest }
+        }
         S::OffsetOutOfRange {
             offset,
             log_start,
@@ -52,7 +59,10 @@ pub fn from_storage(e: storage::StorageError) -> LogError {
 
 fn log_config(s: &LogSettings) -> storage::LogConfig {
     storage::LogConfig {
-        segment_bytes: s.segment_bytes.clamp(storage::config::MIN_SEGMENT_BYTES, storage::config::MAX_SEGMENT_BYTES),
+        segment_bytes: s.segment_bytes.clamp(
+            storage::config::MIN_SEGMENT_BYTES,
+            storage::config::MAX_SEGMENT_BYTES,
+        ),
         segment_ms: s.segment_ms,
         max_message_bytes: s.max_message_bytes,
         flush_messages: s.flush_messages,
@@ -73,8 +83,16 @@ pub struct DiskLog {
 }
 
 impl PartitionLog for DiskLog {
-    fn append(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<Appended, LogError> {
-        let outcome = self.log.append(records, leader_epoch, now_ms).map_err(from_storage)?;
+    fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<Appended, LogError> {
+        let outcome = self
+            .log
+            .append(records, leader_epoch, now_ms)
+            .map_err(from_storage)?;
         let info = outcome.info();
         Ok(Appended {
             base_offset: info.base_offset,
@@ -85,7 +103,10 @@ impl PartitionLog for DiskLog {
     }
 
     fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Records, LogError> {
-        let slice = self.log.read(offset, max_bytes, upper_bound).map_err(from_storage)?;
+        let slice = self
+            .log
+            .read(offset, max_bytes, upper_bound)
+            .map_err(from_storage)?;
         if slice.is_empty() {
             return Ok(Records::empty());
         }
@@ -181,8 +202,15 @@ impl DiskLogFactory {
 }
 
 impl LogFactory for DiskLogFactory {
-    fn open(&self, topic: &str, _topic_id: Uuid, partition: i32, settings: &LogSettings) -> Result<Box<dyn PartitionLog>, LogError> {
-        let log = storage::PartitionLog::open(&self.dir(topic, partition), log_config(settings)).map_err(from_storage)?;
+    fn open(
+        &self,
+        topic: &str,
+        _topic_id: Uuid,
+        partition: i32,
+        settings: &LogSettings,
+    ) -> Result<Box<dyn PartitionLog>, LogError> {
+        let log = storage::PartitionLog::open(&self.dir(topic, partition), log_config(settings))
+            .map_err(from_storage)?;
         Ok(Box::new(DiskLog {
             log,
             retention_bytes: settings.retention_bytes,

@@ -102,7 +102,9 @@ fn check_batches(records: &[u8], max: usize) -> Result<Vec<Checked>, LogError> {
     while at < records.len() {
         let rest = &records[at..];
         if rest.len() < hdr::SIZE {
-            return Err(LogError::Corrupt(format!("truncated batch header at byte {at}")));
+            return Err(LogError::Corrupt(format!(
+                "truncated batch header at byte {at}"
+            )));
         }
         let declared = be_i32(rest, hdr::LENGTH);
         let len = usize::try_from(declared)
@@ -114,7 +116,10 @@ fn check_batches(records: &[u8], max: usize) -> Result<Vec<Checked>, LogError> {
             return Err(LogError::RecordTooLarge { size: len, max });
         }
         if rest[hdr::MAGIC] != 2 {
-            return Err(LogError::InvalidRecord(format!("magic {} is not 2", rest[hdr::MAGIC])));
+            return Err(LogError::InvalidRecord(format!(
+                "magic {} is not 2",
+                rest[hdr::MAGIC]
+            )));
         }
         let crc = u32::from_be_bytes([rest[17], rest[18], rest[19], rest[20]]);
         if crc32c::crc32c(&rest[hdr::ATTRIBUTES..len]) != crc {
@@ -122,7 +127,9 @@ fn check_batches(records: &[u8], max: usize) -> Result<Vec<Checked>, LogError> {
         }
         let delta = be_i32(rest, hdr::LAST_OFFSET_DELTA);
         if delta < 0 {
-            return Err(LogError::InvalidRecord(format!("last offset delta {delta}")));
+            return Err(LogError::InvalidRecord(format!(
+                "last offset delta {delta}"
+            )));
         }
         out.push(Checked {
             at,
@@ -141,7 +148,12 @@ fn check_batches(records: &[u8], max: usize) -> Result<Vec<Checked>, LogError> {
 }
 
 impl PartitionLog for MemoryLog {
-    fn append(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<Appended, LogError> {
+    fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<Appended, LogError> {
         let max = self.settings.max_message_bytes as usize;
         let checked = check_batches(records, max)?;
         // Idempotence is judged on the first batch; clients send one batch per partition.
@@ -185,11 +197,13 @@ impl PartitionLog for MemoryLog {
         for c in &checked {
             let b = &mut records[c.at..c.at + c.len];
             b[hdr::BASE_OFFSET..hdr::BASE_OFFSET + 8].copy_from_slice(&self.end.to_be_bytes());
-            b[hdr::LEADER_EPOCH..hdr::LEADER_EPOCH + 4].copy_from_slice(&leader_epoch.to_be_bytes());
+            b[hdr::LEADER_EPOCH..hdr::LEADER_EPOCH + 4]
+                .copy_from_slice(&leader_epoch.to_be_bytes());
             if append_time {
                 let attrs = be_i16(b, hdr::ATTRIBUTES) | 0x08;
                 b[hdr::ATTRIBUTES..hdr::ATTRIBUTES + 2].copy_from_slice(&attrs.to_be_bytes());
-                b[hdr::MAX_TIMESTAMP..hdr::MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());
+                b[hdr::MAX_TIMESTAMP..hdr::MAX_TIMESTAMP + 8]
+                    .copy_from_slice(&now_ms.to_be_bytes());
                 let crc = crc32c::crc32c(&b[hdr::ATTRIBUTES..]);
                 b[hdr::CRC..hdr::CRC + 4].copy_from_slice(&crc.to_be_bytes());
             }
@@ -235,7 +249,11 @@ impl PartitionLog for MemoryLog {
             });
         }
         let mut out = Vec::new();
-        for b in self.batches.iter().filter(|b| b.last >= offset && b.base < upper_bound) {
+        for b in self
+            .batches
+            .iter()
+            .filter(|b| b.last >= offset && b.base < upper_bound)
+        {
             if !out.is_empty() && out.len() + b.bytes.len() > max_bytes {
                 break;
             }
@@ -303,7 +321,11 @@ impl PartitionLog for MemoryLog {
 
     fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)> {
         let idx = self.epochs.iter().rposition(|(e, _)| *e <= epoch)?;
-        let end = self.epochs.get(idx + 1).map(|(_, o)| *o).unwrap_or(self.end);
+        let end = self
+            .epochs
+            .get(idx + 1)
+            .map(|(_, o)| *o)
+            .unwrap_or(self.end);
         Some((self.epochs[idx].0, end))
     }
 
@@ -321,7 +343,13 @@ impl PartitionLog for MemoryLog {
 pub struct MemoryLogFactory;
 
 impl LogFactory for MemoryLogFactory {
-    fn open(&self, _: &str, _: Uuid, _: i32, settings: &LogSettings) -> Result<Box<dyn PartitionLog>, LogError> {
+    fn open(
+        &self,
+        _: &str,
+        _: Uuid,
+        _: i32,
+        settings: &LogSettings,
+    ) -> Result<Box<dyn PartitionLog>, LogError> {
         Ok(Box::new(MemoryLog::new(settings.clone())))
     }
 
@@ -388,7 +416,11 @@ impl Catalog for MemoryCatalog {
         self.lock().topics.values().find(|t| t.id == id).cloned()
     }
 
-    async fn create_topic(&self, topic: NewTopic, validate_only: bool) -> Result<TopicMeta, CatalogError> {
+    async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicMeta, CatalogError> {
         topic_config::validate_topic_name(&topic.name)?;
         if topic.partitions < 1 {
             return Err(CatalogError::InvalidPartitions(format!(
@@ -428,7 +460,12 @@ impl Catalog for MemoryCatalog {
             .ok_or_else(|| CatalogError::UnknownTopic(name.to_string()))
     }
 
-    async fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<TopicMeta, CatalogError> {
+    async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> Result<TopicMeta, CatalogError> {
         let mut st = self.lock();
         let topic = st
             .topics
@@ -441,7 +478,8 @@ impl Catalog for MemoryCatalog {
             )));
         }
         let mut meta = topic.clone();
-        meta.partitions.extend((have..total).map(|i| self.partition(i)));
+        meta.partitions
+            .extend((have..total).map(|i| self.partition(i)));
         if !validate_only {
             *topic = meta.clone();
         }
@@ -460,7 +498,11 @@ impl Catalog for MemoryCatalog {
             .topics
             .get_mut(name)
             .ok_or_else(|| CatalogError::UnknownTopic(name.to_string()))?;
-        let mut configs = if replace_all { BTreeMap::new() } else { topic.configs.clone() };
+        let mut configs = if replace_all {
+            BTreeMap::new()
+        } else {
+            topic.configs.clone()
+        };
         for op in ops {
             match op {
                 ConfigOp::Set(k, v) => {
@@ -507,7 +549,11 @@ impl Catalog for MemoryCatalog {
         Ok(())
     }
 
-    async fn delete_offsets(&self, group: &str, partitions: Vec<(String, i32)>) -> Result<(), CatalogError> {
+    async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), CatalogError> {
         if let Some(offsets) = self.lock().offsets.get_mut(group) {
             for p in partitions {
                 offsets.remove(&p);

@@ -16,16 +16,26 @@ pub fn from_meta(e: MetaError) -> CatalogError {
     match e {
         MetaError::TopicAlreadyExists { name } => CatalogError::TopicAlreadyExists(name),
         MetaError::UnknownTopic { name } => CatalogError::UnknownTopic(name),
-        MetaError::UnknownTopicId { .. } | MetaError::UnknownPartition { .. } => CatalogError::UnknownTopic(text),
-        MetaError::InvalidTopicName { name, reason } => CatalogError::InvalidTopicName { name, reason },
+        MetaError::UnknownTopicId { .. } | MetaError::UnknownPartition { .. } => {
+            CatalogError::UnknownTopic(text)
+        }
+        MetaError::InvalidTopicName { name, reason } => {
+            CatalogError::InvalidTopicName { name, reason }
+        }
         MetaError::InvalidPartitions { reason } => CatalogError::InvalidPartitions(reason),
-        MetaError::InvalidReplicationFactor { reason } => CatalogError::InvalidReplicationFactor(reason),
-        MetaError::InvalidReplicaAssignment { reason } => CatalogError::InvalidReplicaAssignment(reason),
+        MetaError::InvalidReplicationFactor { reason } => {
+            CatalogError::InvalidReplicationFactor(reason)
+        }
+        MetaError::InvalidReplicaAssignment { reason } => {
+            CatalogError::InvalidReplicaAssignment(reason)
+        }
         MetaError::InvalidConfig { key, reason } => CatalogError::InvalidConfig { key, reason },
         MetaError::InvalidRequest { reason } => CatalogError::InvalidRequest(reason),
         MetaError::GroupIdNotFound { group } => CatalogError::GroupIdNotFound(group),
         MetaError::InvalidGroupId { reason } => CatalogError::InvalidGroupId(reason),
-        MetaError::OffsetMetadataTooLarge { len, max } => CatalogError::OffsetMetadataTooLarge { len, max },
+        MetaError::OffsetMetadataTooLarge { len, max } => {
+            CatalogError::OffsetMetadataTooLarge { len, max }
+        }
         MetaError::NotLeader { .. }
         | MetaError::Timeout { .. }
         | MetaError::Network { .. }
@@ -95,7 +105,11 @@ impl Catalog for MetastoreCatalog {
         self.ms.topic_by_id(id).map(topic)
     }
 
-    async fn create_topic(&self, t: NewTopic, validate_only: bool) -> Result<TopicMeta, CatalogError> {
+    async fn create_topic(
+        &self,
+        t: NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicMeta, CatalogError> {
         let req = metastore::CreateTopic {
             name: t.name,
             partitions: t.partitions,
@@ -103,14 +117,27 @@ impl Catalog for MetastoreCatalog {
             configs: t.configs,
             assignments: Vec::new(),
         };
-        self.ms.create_topic(req, validate_only).await.map(topic).map_err(from_meta)
+        self.ms
+            .create_topic(req, validate_only)
+            .await
+            .map(topic)
+            .map_err(from_meta)
     }
 
     async fn delete_topic(&self, name: &str) -> Result<TopicMeta, CatalogError> {
-        self.ms.delete_topic(name).await.map(topic).map_err(from_meta)
+        self.ms
+            .delete_topic(name)
+            .await
+            .map(topic)
+            .map_err(from_meta)
     }
 
-    async fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<TopicMeta, CatalogError> {
+    async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> Result<TopicMeta, CatalogError> {
         self.ms
             .create_partitions(name, total, validate_only)
             .await
@@ -155,7 +182,11 @@ impl Catalog for MetastoreCatalog {
                 commit_time_ms: o.commit_time_ms,
             })
             .collect();
-        let results = self.ms.commit_offsets(group, commits).await.map_err(from_meta)?;
+        let results = self
+            .ms
+            .commit_offsets(group, commits)
+            .await
+            .map_err(from_meta)?;
         // One failure fails the request: the handler has already vetted each entry.
         results.into_iter().try_for_each(|r| r.map_err(from_meta))
     }
@@ -189,11 +220,22 @@ impl Catalog for MetastoreCatalog {
         }
     }
 
-    async fn delete_offsets(&self, group: &str, partitions: Vec<(String, i32)>) -> Result<(), CatalogError> {
-        self.ms.delete_offsets(group, partitions).await.map(|_| ()).map_err(from_meta)
+    async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), CatalogError> {
+        self.ms
+            .delete_offsets(group, partitions)
+            .await
+            .map(|_| ())
+            .map_err(from_meta)
     }
 
     async fn allocate_producer_ids(&self, count: u32) -> Result<Range<i64>, CatalogError> {
-        self.ms.allocate_producer_ids(count).await.map_err(from_meta)
+        self.ms
+            .allocate_producer_ids(count)
+            .await
+            .map_err(from_meta)
     }
 }

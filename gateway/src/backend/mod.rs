@@ -153,7 +153,12 @@ pub struct TimestampOffset {
 pub trait PartitionLog: Send + 'static {
     /// Validates and appends one or more concatenated v2 record batches,
     /// stamping base offsets and the leader epoch in place.
-    fn append(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<Appended, LogError>;
+    fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<Appended, LogError>;
     /// Whole batches from the one containing `offset`, at least one batch if any
     /// is below `upper_bound` (even when larger than `max_bytes`).
     fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Records, LogError>;
@@ -270,9 +275,18 @@ pub trait Catalog: Send + Sync + 'static {
     fn topics(&self) -> Vec<TopicMeta>;
     fn topic(&self, name: &str) -> Option<TopicMeta>;
     fn topic_by_id(&self, id: Uuid) -> Option<TopicMeta>;
-    async fn create_topic(&self, topic: NewTopic, validate_only: bool) -> Result<TopicMeta, CatalogError>;
+    async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicMeta, CatalogError>;
     async fn delete_topic(&self, name: &str) -> Result<TopicMeta, CatalogError>;
-    async fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<TopicMeta, CatalogError>;
+    async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> Result<TopicMeta, CatalogError>;
     async fn alter_configs(
         &self,
         name: &str,
@@ -289,6 +303,10 @@ pub trait Catalog: Send + Sync + 'static {
     /// Groups that have committed offsets.
     fn offset_groups(&self) -> Vec<String>;
     async fn delete_group(&self, group: &str) -> Result<(), CatalogError>;
-    async fn delete_offsets(&self, group: &str, partitions: Vec<(String, i32)>) -> Result<(), CatalogError>;
+    async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), CatalogError>;
     async fn allocate_producer_ids(&self, count: u32) -> Result<Range<i64>, CatalogError>;
 }

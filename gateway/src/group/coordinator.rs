@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Duration, Instant};
 
 use super::engine::{
-    GroupDescription, GroupEngine, GroupError, GroupLimits, GroupState, JoinRequest, JoinResponse, Reply, ReplyId,
-    SyncRequest, SyncResponse,
+    GroupDescription, GroupEngine, GroupError, GroupLimits, GroupState, JoinRequest, JoinResponse,
+    Reply, ReplyId, SyncRequest, SyncResponse,
 };
 
 enum Msg {
@@ -64,7 +64,10 @@ impl Coordinator {
         Coordinator { tx }
     }
 
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Msg) -> Result<T, CoordinatorGone> {
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Msg,
+    ) -> Result<T, CoordinatorGone> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(make(tx)).await.map_err(|_| CoordinatorGone)?;
         rx.await.map_err(|_| CoordinatorGone)
@@ -100,7 +103,12 @@ impl Coordinator {
         group: String,
         members: Vec<(String, Option<String>)>,
     ) -> Result<Vec<Result<(), GroupError>>, CoordinatorGone> {
-        self.ask(|reply| Msg::Leave { group, members, reply }).await
+        self.ask(|reply| Msg::Leave {
+            group,
+            members,
+            reply,
+        })
+        .await
     }
 
     pub async fn validate_commit(
@@ -120,7 +128,10 @@ impl Coordinator {
         .await
     }
 
-    pub async fn describe(&self, group: String) -> Result<Option<GroupDescription>, CoordinatorGone> {
+    pub async fn describe(
+        &self,
+        group: String,
+    ) -> Result<Option<GroupDescription>, CoordinatorGone> {
         self.ask(|r| Msg::Describe(group, r)).await
     }
 
@@ -168,10 +179,20 @@ async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>) {
                 generation,
                 reply,
             } => {
-                let _ = reply.send(engine.heartbeat(now(), &group, &member, instance.as_deref(), generation));
+                let _ = reply.send(engine.heartbeat(
+                    now(),
+                    &group,
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                ));
                 Vec::new()
             }
-            Msg::Leave { group, members, reply } => {
+            Msg::Leave {
+                group,
+                members,
+                reply,
+            } => {
                 let mut results = Vec::new();
                 let mut out = Vec::new();
                 for (member, instance) in members {
@@ -189,7 +210,12 @@ async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>) {
                 generation,
                 reply,
             } => {
-                let _ = reply.send(engine.validate_commit(&group, &member, instance.as_deref(), generation));
+                let _ = reply.send(engine.validate_commit(
+                    &group,
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                ));
                 Vec::new()
             }
             Msg::Describe(group, reply) => {

@@ -366,7 +366,10 @@ impl GroupEngine {
     pub fn join(&mut self, now_ms: i64, req: JoinRequest, reply: ReplyId) -> Vec<Reply> {
         let immediate = |resp: JoinResponse| vec![Reply::Join(reply, resp)];
         if req.group_id.is_empty() {
-            return immediate(JoinResponse::error(GroupError::InvalidGroupId, req.member_id));
+            return immediate(JoinResponse::error(
+                GroupError::InvalidGroupId,
+                req.member_id,
+            ));
         }
         if req.session_timeout_ms < self.limits.min_session_timeout_ms
             || req.session_timeout_ms > self.limits.max_session_timeout_ms
@@ -382,7 +385,10 @@ impl GroupEngine {
             None
         };
         let limits = self.limits.clone();
-        let group = self.groups.entry(req.group_id.clone()).or_insert_with(Group::new);
+        let group = self
+            .groups
+            .entry(req.group_id.clone())
+            .or_insert_with(Group::new);
         if !group.supports(&req.protocol_type, &req.protocols) {
             return immediate(JoinResponse::error(
                 GroupError::InconsistentGroupProtocol,
@@ -399,7 +405,10 @@ impl GroupEngine {
                             if let Some(r) = old.pending_join.take() {
                                 out.push(Reply::Join(
                                     r,
-                                    JoinResponse::error(GroupError::FencedInstanceId, old_id.clone()),
+                                    JoinResponse::error(
+                                        GroupError::FencedInstanceId,
+                                        old_id.clone(),
+                                    ),
                                 ));
                             }
                             if let Some(r) = old.pending_sync.take() {
@@ -487,7 +496,10 @@ impl GroupEngine {
             rebalance_timeout_ms: req.rebalance_timeout_ms,
             protocol_type: req.protocol_type.clone(),
             protocols: req.protocols.clone(),
-            assignment: previous.as_ref().map(|p| p.assignment.clone()).unwrap_or_default(),
+            assignment: previous
+                .as_ref()
+                .map(|p| p.assignment.clone())
+                .unwrap_or_default(),
             pending_join: Some(reply),
             pending_sync: previous.as_ref().and_then(|p| p.pending_sync),
             heartbeat_deadline: now_ms + i64::from(req.session_timeout_ms),
@@ -526,11 +538,16 @@ impl GroupEngine {
         // Syncs parked for the generation that is being abandoned cannot complete.
         for m in group.members.values_mut() {
             if let Some(r) = m.pending_sync.take() {
-                out.push(Reply::Sync(r, SyncResponse::error(GroupError::RebalanceInProgress)));
+                out.push(Reply::Sync(
+                    r,
+                    SyncResponse::error(GroupError::RebalanceInProgress),
+                ));
             }
         }
         let delay = if group.state == GroupState::Empty {
-            limits.initial_rebalance_delay_ms.min(group.rebalance_timeout())
+            limits
+                .initial_rebalance_delay_ms
+                .min(group.rebalance_timeout())
         } else {
             group.rebalance_timeout()
         };
@@ -614,7 +631,10 @@ impl GroupEngine {
                 ));
             }
             if let Some(r) = m.pending_sync.take() {
-                out.push(Reply::Sync(r, SyncResponse::error(GroupError::UnknownMemberId)));
+                out.push(Reply::Sync(
+                    r,
+                    SyncResponse::error(GroupError::UnknownMemberId),
+                ));
             }
         }
         if group.leader.as_deref() == Some(member_id) {
@@ -663,8 +683,14 @@ impl GroupEngine {
         if req.generation_id != group.generation {
             return immediate(GroupError::IllegalGeneration);
         }
-        if req.protocol_type.as_ref().is_some_and(|t| Some(t) != group.protocol_type.as_ref())
-            || req.protocol_name.as_ref().is_some_and(|p| Some(p) != group.protocol.as_ref())
+        if req
+            .protocol_type
+            .as_ref()
+            .is_some_and(|t| Some(t) != group.protocol_type.as_ref())
+            || req
+                .protocol_name
+                .as_ref()
+                .is_some_and(|p| Some(p) != group.protocol.as_ref())
         {
             return immediate(GroupError::InconsistentGroupProtocol);
         }
@@ -740,9 +766,7 @@ impl GroupEngine {
         }
         match group.members.get(member_id) {
             None => Err(GroupError::UnknownMemberId),
-            Some(m) if m.instance_id.as_deref() != instance_id => {
-                Err(GroupError::FencedInstanceId)
-            }
+            Some(m) if m.instance_id.as_deref() != instance_id => Err(GroupError::FencedInstanceId),
             Some(_) => Ok(()),
         }
     }
@@ -812,7 +836,9 @@ impl GroupEngine {
         let limits = self.limits.clone();
         let mut out = Vec::new();
         for group in self.groups.values_mut() {
-            group.pending_members.retain(|_, deadline| *deadline > now_ms);
+            group
+                .pending_members
+                .retain(|_, deadline| *deadline > now_ms);
             let expired: Vec<String> = group
                 .members
                 .iter()

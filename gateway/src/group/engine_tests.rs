@@ -86,7 +86,10 @@ fn stable_pair(e: &mut GroupEngine) -> (String, String, i32) {
 #[test]
 fn first_member_waits_for_initial_delay_then_leads_generation_one() {
     let mut e = engine();
-    assert!(e.join(0, join_req("", None), 7).is_empty(), "join is parked");
+    assert!(
+        e.join(0, join_req("", None), 7).is_empty(),
+        "join is parked"
+    );
     assert_eq!(e.next_deadline(), Some(DELAY));
     assert!(e.tick(DELAY - 1).is_empty());
     let out = e.tick(DELAY);
@@ -125,7 +128,11 @@ fn only_the_leader_receives_the_member_list() {
     let a = join_reply(&out, 1);
     let b = join_reply(&out, 2);
     assert_eq!(a.leader, b.leader);
-    let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+    let (leader, follower) = if a.leader == a.member_id {
+        (a, b)
+    } else {
+        (b, a)
+    };
     assert_eq!(leader.members.len(), 2);
     assert!(follower.members.is_empty());
 }
@@ -273,7 +280,10 @@ fn session_timeout_outside_limits_is_rejected() {
     let mut req = join_req("", None);
     req.session_timeout_ms = 10;
     let out = e.join(0, req, 1);
-    assert_eq!(join_reply(&out, 1).error, Some(GroupError::InvalidSessionTimeout));
+    assert_eq!(
+        join_reply(&out, 1).error,
+        Some(GroupError::InvalidSessionTimeout)
+    );
 }
 
 #[test]
@@ -302,5 +312,8 @@ fn sync_from_an_old_generation_is_illegal() {
     let mut e = engine();
     let (leader, _, gen) = stable_pair(&mut e);
     let out = e.sync(4_000, sync_req(&leader, gen - 1, vec![]), 5);
-    assert_eq!(sync_reply(&out, 5).error, Some(GroupError::IllegalGeneration));
+    assert_eq!(
+        sync_reply(&out, 5).error,
+        Some(GroupError::IllegalGeneration)
+    );
 }

@@ -21,14 +21,19 @@ pub enum FrameError {
 const MIN_REQUEST: i32 = 8;
 
 /// Reads one frame. `Ok(None)` is a clean end of stream between frames.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Option<Bytes>, FrameError> {
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
     let mut size = [0u8; 4];
     match r.read_exact(&mut size[..1]).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    r.read_exact(&mut size[1..]).await.map_err(eof_is_truncation)?;
+    r.read_exact(&mut size[1..])
+        .await
+        .map_err(eof_is_truncation)?;
     let size = i32::from_be_bytes(size);
     if size < MIN_REQUEST {
         return Err(FrameError::BadSize(size));
@@ -66,7 +71,10 @@ mod tests {
     #[tokio::test]
     async fn truncated_frame_is_an_error_and_clean_eof_is_not() {
         let mut input: &[u8] = &[0, 0, 0, 10, 1, 2];
-        assert!(matches!(read_frame(&mut input, 1024).await, Err(FrameError::Truncated)));
+        assert!(matches!(
+            read_frame(&mut input, 1024).await,
+            Err(FrameError::Truncated)
+        ));
         let mut empty: &[u8] = &[];
         assert!(matches!(read_frame(&mut empty, 1024).await, Ok(None)));
     }
@@ -74,7 +82,10 @@ mod tests {
     #[tokio::test]
     async fn whole_frame_is_returned() {
         let mut input: &[u8] = &[0, 0, 0, 8, 0, 18, 0, 3, 0, 0, 0, 1];
-        let frame = read_frame(&mut input, 1024).await.expect("ok").expect("frame");
+        let frame = read_frame(&mut input, 1024)
+            .await
+            .expect("ok")
+            .expect("frame");
         assert_eq!(&frame[..], &[0, 18, 0, 3, 0, 0, 0, 1]);
     }
 }

@@ -107,8 +107,14 @@ impl ResponseFrame {
 }
 
 /// `sendfile(2)` of `len` bytes at `position` of `file` into the socket.
-async fn send_file(stream: &TcpStream, file: &std::fs::File, position: u64, len: usize) -> io::Result<()> {
-    let mut offset = i64::try_from(position).map_err(|_| io::Error::other("file position out of range"))?;
+async fn send_file(
+    stream: &TcpStream,
+    file: &std::fs::File,
+    position: u64,
+    len: usize,
+) -> io::Result<()> {
+    let mut offset =
+        i64::try_from(position).map_err(|_| io::Error::other("file position out of range"))?;
     let mut remaining = len;
     while remaining > 0 {
         stream.writable().await?;
@@ -211,20 +217,37 @@ mod tests {
 
     fn spliced_equals_full_encoding(version: i16, payloads: Vec<Bytes>) {
         let nonce = *b"\x01\x02\x03\x04\x05\x06\x07\x08";
-        let markers: Vec<Option<Bytes>> = (0..payloads.len()).map(|i| Some(marker(nonce, i))).collect();
+        let markers: Vec<Option<Bytes>> = (0..payloads.len())
+            .map(|i| Some(marker(nonce, i)))
+            .collect();
         let mut with_markers = BytesMut::new();
-        response(&markers).encode(&mut with_markers, version).expect("encode");
+        response(&markers)
+            .encode(&mut with_markers, version)
+            .expect("encode");
         let mut frame = ResponseFrame::new();
         let records = payloads.iter().cloned().map(Records::Bytes).collect();
-        splice_records(&mut frame, with_markers.freeze(), nonce, records, version >= 12).expect("splice");
+        splice_records(
+            &mut frame,
+            with_markers.freeze(),
+            nonce,
+            records,
+            version >= 12,
+        )
+        .expect("splice");
 
         let full: Vec<Option<Bytes>> = payloads.into_iter().map(Some).collect();
         let mut expected = BytesMut::new();
         expected.put_i32(0);
-        response(&full).encode(&mut expected, version).expect("encode");
+        response(&full)
+            .encode(&mut expected, version)
+            .expect("encode");
         let n = (expected.len() - 4) as i32;
         expected[..4].copy_from_slice(&n.to_be_bytes());
-        assert_eq!(frame.to_bytes().expect("bytes"), expected.freeze(), "version {version}");
+        assert_eq!(
+            frame.to_bytes().expect("bytes"),
+            expected.freeze(),
+            "version {version}"
+        );
     }
 
     #[test]

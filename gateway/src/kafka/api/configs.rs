@@ -5,8 +5,9 @@ use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{
-    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -25,65 +26,106 @@ const SOURCE_STATIC_BROKER: i8 = 4;
 fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
     let c = &b.config;
     vec![
-        ("auto.create.topics.enable", c.auto_create_topics.to_string(), ConfigType::Boolean),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+            ConfigType::Boolean,
+        ),
         ("broker.id", c.node_id.to_string(), ConfigType::Int),
-        ("default.replication.factor", c.default_replication_factor.to_string(), ConfigType::Int),
-        ("fetch.max.bytes", c.fetch_max_bytes.to_string(), ConfigType::Int),
-        ("group.initial.rebalance.delay.ms", c.group.initial_rebalance_delay_ms.to_string(), ConfigType::Int),
-        ("group.max.session.timeout.ms", c.group.max_session_timeout_ms.to_string(), ConfigType::Int),
-        ("group.min.session.timeout.ms", c.group.min_session_timeout_ms.to_string(), ConfigType::Int),
-        ("num.partitions", c.num_partitions.to_string(), ConfigType::Int),
-        ("socket.request.max.bytes", c.max_request_bytes.to_string(), ConfigType::Int),
+        (
+            "default.replication.factor",
+            c.default_replication_factor.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "fetch.max.bytes",
+            c.fetch_max_bytes.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "group.initial.rebalance.delay.ms",
+            c.group.initial_rebalance_delay_ms.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "group.max.session.timeout.ms",
+            c.group.max_session_timeout_ms.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "group.min.session.timeout.ms",
+            c.group.min_session_timeout_ms.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "num.partitions",
+            c.num_partitions.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "socket.request.max.bytes",
+            c.max_request_bytes.to_string(),
+            ConfigType::Int,
+        ),
     ]
 }
 
 fn wanted(keys: &Option<Vec<StrBytes>>, name: &str) -> bool {
-    keys.as_ref().is_none_or(|k| k.is_empty() || k.iter().any(|x| x.as_str() == name))
+    keys.as_ref()
+        .is_none_or(|k| k.is_empty() || k.iter().any(|x| x.as_str() == name))
 }
 
-pub(super) fn describe_configs(b: &Broker, ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub(super) fn describe_configs(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let v = ctx.api_version;
     let mut results = Vec::new();
     for r in req.resources {
         let result = DescribeConfigsResult::default()
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name.clone());
-        let entry = |name: &str, value: &str, source: i8, kind: ConfigType, default: Option<&str>| {
-            let mut synonyms = Vec::new();
-            if req.include_synonyms && v >= 1 {
-                if source == SOURCE_TOPIC {
-                    synonyms.push(
-                        DescribeConfigsSynonym::default()
-                            .with_name(s(name))
-                            .with_value(Some(s(value)))
-                            .with_source(source),
-                    );
+        let entry =
+            |name: &str, value: &str, source: i8, kind: ConfigType, default: Option<&str>| {
+                let mut synonyms = Vec::new();
+                if req.include_synonyms && v >= 1 {
+                    if source == SOURCE_TOPIC {
+                        synonyms.push(
+                            DescribeConfigsSynonym::default()
+                                .with_name(s(name))
+                                .with_value(Some(s(value)))
+                                .with_source(source),
+                        );
+                    }
+                    if let Some(d) = default {
+                        synonyms.push(
+                            DescribeConfigsSynonym::default()
+                                .with_name(s(name))
+                                .with_value(Some(s(d)))
+                                .with_source(SOURCE_DEFAULT),
+                        );
+                    }
                 }
-                if let Some(d) = default {
-                    synonyms.push(
-                        DescribeConfigsSynonym::default()
-                            .with_name(s(name))
-                            .with_value(Some(s(d)))
-                            .with_source(SOURCE_DEFAULT),
-                    );
-                }
-            }
-            DescribeConfigsResourceResult::default()
-                .with_name(s(name))
-                .with_value(Some(s(value)))
-                .with_read_only(source == SOURCE_STATIC_BROKER)
-                .with_config_source(source)
-                .with_is_sensitive(false)
-                .with_config_type(kind as i8)
-                .with_synonyms(synonyms)
-        };
+                DescribeConfigsResourceResult::default()
+                    .with_name(s(name))
+                    .with_value(Some(s(value)))
+                    .with_read_only(source == SOURCE_STATIC_BROKER)
+                    .with_config_source(source)
+                    .with_is_sensitive(false)
+                    .with_config_type(kind as i8)
+                    .with_synonyms(synonyms)
+            };
         match r.resource_type {
             RESOURCE_TOPIC => {
                 let Some(topic) = b.catalog.topic(r.resource_name.as_str()) else {
                     results.push(
                         result
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_error_message(Some(s(format!("topic '{}' does not exist", r.resource_name.as_str())))),
+                            .with_error_message(Some(s(format!(
+                                "topic '{}' does not exist",
+                                r.resource_name.as_str()
+                            )))),
                     );
                     continue;
                 };
@@ -103,7 +145,10 @@ pub(super) fn describe_configs(b: &Broker, ctx: &RequestContext, req: DescribeCo
                     results.push(
                         result
                             .with_error_code(ResponseError::InvalidRequest.code())
-                            .with_error_message(Some(s(format!("this is broker {}", b.config.node_id)))),
+                            .with_error_message(Some(s(format!(
+                                "this is broker {}",
+                                b.config.node_id
+                            )))),
                     );
                     continue;
                 }
@@ -117,7 +162,9 @@ pub(super) fn describe_configs(b: &Broker, ctx: &RequestContext, req: DescribeCo
             other => results.push(
                 result
                     .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(s(format!("resource type {other} has no configs here")))),
+                    .with_error_message(Some(s(format!(
+                        "resource type {other} has no configs here"
+                    )))),
             ),
         }
     }
@@ -136,11 +183,17 @@ async fn alter_topic(
     if resource_type != RESOURCE_TOPIC {
         return (
             ResponseError::InvalidRequest.code(),
-            Some(s("only topic configs can be altered; broker settings are static")),
+            Some(s(
+                "only topic configs can be altered; broker settings are static",
+            )),
         );
     }
     let result = match ops {
-        Ok(ops) => b.catalog.alter_configs(name, ops, replace_all, validate_only).await,
+        Ok(ops) => {
+            b.catalog
+                .alter_configs(name, ops, replace_all, validate_only)
+                .await
+        }
         Err(e) => Err(e),
     };
     match result {
@@ -156,7 +209,11 @@ async fn alter_topic(
     }
 }
 
-pub(super) async fn alter_configs(b: &Broker, _ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub(super) async fn alter_configs(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let mut responses = Vec::new();
     for r in req.resources {
         let ops = r
@@ -167,7 +224,15 @@ pub(super) async fn alter_configs(b: &Broker, _ctx: &RequestContext, req: AlterC
                 None => Ok(ConfigOp::Delete(c.name.to_string())),
             })
             .collect();
-        let (code, message) = alter_topic(b, r.resource_type, r.resource_name.as_str(), ops, true, req.validate_only).await;
+        let (code, message) = alter_topic(
+            b,
+            r.resource_type,
+            r.resource_name.as_str(),
+            ops,
+            true,
+            req.validate_only,
+        )
+        .await;
         responses.push(
             alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)
@@ -180,7 +245,13 @@ pub(super) async fn alter_configs(b: &Broker, _ctx: &RequestContext, req: AlterC
 }
 
 /// APPEND and SUBTRACT on list configs work on the comma-separated current value.
-fn list_op(b: &Broker, topic: &str, key: &str, value: &str, append: bool) -> Result<ConfigOp, CatalogError> {
+fn list_op(
+    b: &Broker,
+    topic: &str,
+    key: &str,
+    value: &str,
+    append: bool,
+) -> Result<ConfigOp, CatalogError> {
     let def = topic_config::validate_key(key)?;
     if def.kind != ConfigType::List {
         return Err(CatalogError::InvalidConfig {
@@ -193,7 +264,11 @@ fn list_op(b: &Broker, topic: &str, key: &str, value: &str, append: bool) -> Res
         .topic(topic)
         .and_then(|t| t.configs.get(key).cloned())
         .unwrap_or_else(|| def.default.to_string());
-    let mut items: Vec<String> = current.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect();
+    let mut items: Vec<String> = current
+        .split(',')
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect();
     for v in value.split(',').filter(|x| !x.is_empty()) {
         if append {
             if !items.iter().any(|i| i == v) {
@@ -232,7 +307,8 @@ pub(super) async fn incremental_alter_configs(
                 }
             })
             .collect();
-        let (code, message) = alter_topic(b, r.resource_type, &topic, ops, false, req.validate_only).await;
+        let (code, message) =
+            alter_topic(b, r.resource_type, &topic, ops, false, req.validate_only).await;
         responses.push(
             incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)

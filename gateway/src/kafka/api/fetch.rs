@@ -8,7 +8,9 @@ use std::time::Duration;
 use bytes::BytesMut;
 use futures::future::select_all;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
+};
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 use tokio::time::Instant;
@@ -58,7 +60,11 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
             }
         };
         // After the response budget is spent, later partitions report offsets only.
-        let budget = if total >= max_total { 0 } else { (max_total - total).min(it.max_bytes) };
+        let budget = if total >= max_total {
+            0
+        } else {
+            (max_total - total).min(it.max_bytes)
+        };
         let read = if budget == 0 && total > 0 {
             h.bounds().await.map(|(ls, hw)| {
                 Ok(crate::partition::ReadResult {
@@ -109,7 +115,12 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
 async fn wait_for_data(items: &[Item], deadline: Instant) {
     let mut watches: Vec<_> = items
         .iter()
-        .filter_map(|it| it.handle.as_ref().ok().map(|h| (h.high_watermark(), it.offset)))
+        .filter_map(|it| {
+            it.handle
+                .as_ref()
+                .ok()
+                .map(|h| (h.high_watermark(), it.offset))
+        })
         .collect();
     if watches.is_empty() {
         tokio::time::sleep_until(deadline).await;
@@ -122,16 +133,36 @@ async fn wait_for_data(items: &[Item], deadline: Instant) {
     let _ = tokio::time::timeout_at(deadline, changed).await;
 }
 
-fn resolve(b: &Broker, v: i16, name: &str, id: Uuid, partition: i32, leader_epoch: i32) -> (String, Uuid, Result<PartitionHandle, ResponseError>) {
-    let topic = if v >= 13 { b.catalog.topic_by_id(id) } else { b.catalog.topic(name) };
+fn resolve(
+    b: &Broker,
+    v: i16,
+    name: &str,
+    id: Uuid,
+    partition: i32,
+    leader_epoch: i32,
+) -> (String, Uuid, Result<PartitionHandle, ResponseError>) {
+    let topic = if v >= 13 {
+        b.catalog.topic_by_id(id)
+    } else {
+        b.catalog.topic(name)
+    };
     let Some(topic) = topic else {
-        let e = if v >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+        let e = if v >= 13 {
+            ResponseError::UnknownTopicId
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        };
         return (name.to_string(), id, Err(e));
     };
-    let current = topic.partitions.get(partition.max(0) as usize).map(|p| p.leader_epoch);
+    let current = topic
+        .partitions
+        .get(partition.max(0) as usize)
+        .map(|p| p.leader_epoch);
     let handle = match (b.partition(&topic, partition), current) {
         (None, _) | (_, None) => Err(ResponseError::UnknownTopicOrPartition),
-        (Some(_), Some(cur)) if leader_epoch >= 0 && leader_epoch < cur => Err(ResponseError::FencedLeaderEpoch),
+        (Some(_), Some(cur)) if leader_epoch >= 0 && leader_epoch < cur => {
+            Err(ResponseError::FencedLeaderEpoch)
+        }
         (Some(_), Some(cur)) if leader_epoch > cur => Err(ResponseError::UnknownLeaderEpoch),
         (Some(Err(e)), _) => Err(codes::log_error(&e)),
         (Some(Ok(h)), _) => Ok(h),
@@ -148,7 +179,9 @@ pub(super) struct FetchAnswer {
 
 fn top_error(e: ResponseError, session_id: i32) -> FetchAnswer {
     FetchAnswer {
-        response: FetchResponse::default().with_error_code(e.code()).with_session_id(session_id),
+        response: FetchResponse::default()
+            .with_error_code(e.code())
+            .with_session_id(session_id),
         records: Vec::new(),
         nonce: [0; 8],
     }
@@ -157,11 +190,22 @@ fn top_error(e: ResponseError, session_id: i32) -> FetchAnswer {
 /// Serves a Fetch; the records are returned separately, in response order.
 pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnswer {
     let v = ctx.api_version;
-    let mode = if v >= 7 { SessionMode::of(req.session_id, req.session_epoch) } else { SessionMode::Sessionless };
+    let mode = if v >= 7 {
+        SessionMode::of(req.session_id, req.session_epoch)
+    } else {
+        SessionMode::Sessionless
+    };
     let mut items = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {
-            let (name, id, handle) = resolve(b, v, t.topic.as_str(), t.topic_id, p.partition, p.current_leader_epoch);
+            let (name, id, handle) = resolve(
+                b,
+                v,
+                t.topic.as_str(),
+                t.topic_id,
+                p.partition,
+                p.current_leader_epoch,
+            );
             items.push(Item {
                 topic: name,
                 topic_id: id,
@@ -190,27 +234,41 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
             }
             0
         }
-        SessionMode::New => b.fetch_sessions.create(items.iter().map(to_session).collect()).unwrap_or(0),
+        SessionMode::New => b
+            .fetch_sessions
+            .create(items.iter().map(to_session).collect())
+            .unwrap_or(0),
         SessionMode::Incremental { id, epoch } => {
             let forgotten: Vec<(Uuid, String, i32)> = req
                 .forgotten_topics_data
                 .iter()
-                .flat_map(|f| f.partitions.iter().map(move |p| (f.topic_id, f.topic.to_string(), *p)))
+                .flat_map(|f| {
+                    f.partitions
+                        .iter()
+                        .map(move |p| (f.topic_id, f.topic.to_string(), *p))
+                })
                 .collect();
             let updates = items.iter().map(to_session).collect();
             match b.fetch_sessions.update(id, epoch, updates, &forgotten) {
-                Err(SessionError::NotFound) => return top_error(ResponseError::FetchSessionIdNotFound, 0),
-                Err(SessionError::InvalidEpoch) => return top_error(ResponseError::InvalidFetchSessionEpoch, 0),
+                Err(SessionError::NotFound) => {
+                    return top_error(ResponseError::FetchSessionIdNotFound, 0)
+                }
+                Err(SessionError::InvalidEpoch) => {
+                    return top_error(ResponseError::InvalidFetchSessionEpoch, 0)
+                }
                 Ok(all) => {
                     let mut merged = Vec::with_capacity(all.len());
                     for sp in all {
-                        if let Some(pos) = items.iter().position(|it| it.topic_id == sp.topic_id && it.partition == sp.partition) {
+                        if let Some(pos) = items.iter().position(|it| {
+                            it.topic_id == sp.topic_id && it.partition == sp.partition
+                        }) {
                             let mut it = items.remove(pos);
                             it.last_hw = sp.last_high_watermark;
                             it.last_log_start = sp.last_log_start;
                             merged.push(it);
                         } else {
-                            let (name, tid, handle) = resolve(b, 13, &sp.topic, sp.topic_id, sp.partition, -1);
+                            let (name, tid, handle) =
+                                resolve(b, 13, &sp.topic, sp.topic_id, sp.partition, -1);
                             merged.push(Item {
                                 topic: name,
                                 topic_id: tid,
@@ -230,7 +288,11 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         }
     };
 
-    let max_total = if v >= 3 && req.max_bytes > 0 { (req.max_bytes as usize).min(b.config.fetch_max_bytes) } else { b.config.fetch_max_bytes };
+    let max_total = if v >= 3 && req.max_bytes > 0 {
+        (req.max_bytes as usize).min(b.config.fetch_max_bytes)
+    } else {
+        b.config.fetch_max_bytes
+    };
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let (mut outcomes, mut total) = read_all(b, &items, max_total).await;
@@ -246,7 +308,9 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         }
     }
 
-    let nonce: [u8; 8] = Uuid::new_v4().as_bytes()[..8].try_into().unwrap_or([0x5a; 8]);
+    let nonce: [u8; 8] = Uuid::new_v4().as_bytes()[..8]
+        .try_into()
+        .unwrap_or([0x5a; 8]);
     let incremental = matches!(mode, SessionMode::Incremental { .. });
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut records = Vec::new();
@@ -271,9 +335,13 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
             .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
             .with_records(Some(marker(nonce, records.len())));
         records.push(o.records);
-        let same_topic = topics
-            .last()
-            .is_some_and(|t| if v >= 13 { t.topic_id == it.topic_id } else { t.topic.as_str() == it.topic });
+        let same_topic = topics.last().is_some_and(|t| {
+            if v >= 13 {
+                t.topic_id == it.topic_id
+            } else {
+                t.topic.as_str() == it.topic
+            }
+        });
         if !same_topic {
             topics.push(
                 FetchableTopicResponse::default()
@@ -289,15 +357,24 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         b.fetch_sessions.remember(session_id, &sent);
     }
     FetchAnswer {
-        response: FetchResponse::default().with_session_id(session_id).with_responses(topics),
+        response: FetchResponse::default()
+            .with_session_id(session_id)
+            .with_responses(topics),
         records,
         nonce,
     }
 }
 
 /// Encodes a Fetch response with the records spliced in.
-pub(super) fn encode(header: &RequestHeader, answer: FetchAnswer) -> Result<ResponseFrame, DispatchError> {
-    let FetchAnswer { response: resp, records, nonce } = answer;
+pub(super) fn encode(
+    header: &RequestHeader,
+    answer: FetchAnswer,
+) -> Result<ResponseFrame, DispatchError> {
+    let FetchAnswer {
+        response: resp,
+        records,
+        nonce,
+    } = answer;
     let version = header.request_api_version;
     let mut buf = BytesMut::with_capacity(256);
     ResponseHeader::default()

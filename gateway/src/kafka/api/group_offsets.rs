@@ -3,15 +3,19 @@
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
-use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
-    OffsetFetchResponseTopics,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
-    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
-    OffsetFetchResponse, TopicName,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 
@@ -24,7 +28,11 @@ use crate::partition::now_ms;
 /// `offset.metadata.max.bytes`.
 const MAX_METADATA: usize = 4096;
 
-pub(super) async fn offset_commit(b: &Broker, _ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub(super) async fn offset_commit(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
     let group = req.group_id.to_string();
     let check = b
         .groups
@@ -50,12 +58,15 @@ pub(super) async fn offset_commit(b: &Broker, _ctx: &RequestContext, req: Offset
         for p in &t.partitions {
             let error = if let Some(e) = group_error {
                 Some(e)
-            } else if topic
-                .as_ref()
-                .is_none_or(|tm| p.partition_index < 0 || p.partition_index as usize >= tm.partitions.len())
-            {
+            } else if topic.as_ref().is_none_or(|tm| {
+                p.partition_index < 0 || p.partition_index as usize >= tm.partitions.len()
+            }) {
                 Some(ResponseError::UnknownTopicOrPartition)
-            } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
+            } else if p
+                .committed_metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > MAX_METADATA)
+            {
                 Some(ResponseError::OffsetMetadataTooLarge)
             } else {
                 to_commit.push((
@@ -111,7 +122,11 @@ type Committed = BTreeMap<(String, i32), CommittedOffset>;
 /// (offset, leader epoch, metadata) for one partition; -1 when nothing is committed.
 fn lookup(c: &Committed, topic: &str, p: i32) -> (i64, i32, String) {
     match c.get(&(topic.to_string(), p)) {
-        Some(o) => (o.offset, o.leader_epoch, o.metadata.clone().unwrap_or_default()),
+        Some(o) => (
+            o.offset,
+            o.leader_epoch,
+            o.metadata.clone().unwrap_or_default(),
+        ),
         None => (-1, -1, String::new()),
     }
 }
@@ -130,12 +145,18 @@ fn requested(c: &Committed, topics: Option<Vec<(String, Vec<i32>)>>) -> Vec<(Str
     }
 }
 
-pub(super) async fn offset_fetch(b: &Broker, ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
+pub(super) async fn offset_fetch(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
     if ctx.api_version < 8 {
         let committed = b.catalog.committed_offsets(req.group_id.as_str());
-        let topics = req
-            .topics
-            .map(|ts| ts.into_iter().map(|t| (t.name.to_string(), t.partition_indexes)).collect());
+        let topics = req.topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes))
+                .collect()
+        });
         let topics = requested(&committed, topics)
             .into_iter()
             .map(|(name, parts)| {
@@ -163,9 +184,11 @@ pub(super) async fn offset_fetch(b: &Broker, ctx: &RequestContext, req: OffsetFe
         .into_iter()
         .map(|g| {
             let committed = b.catalog.committed_offsets(g.group_id.as_str());
-            let topics = g
-                .topics
-                .map(|ts| ts.into_iter().map(|t| (t.name.to_string(), t.partition_indexes)).collect());
+            let topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes))
+                    .collect()
+            });
             let topics = requested(&committed, topics)
                 .into_iter()
                 .map(|(name, parts)| {
@@ -196,16 +219,24 @@ pub(super) async fn offset_fetch(b: &Broker, ctx: &RequestContext, req: OffsetFe
     OffsetFetchResponse::default().with_groups(groups)
 }
 
-pub(super) async fn offset_delete(b: &Broker, _ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub(super) async fn offset_delete(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let group = req.group_id.to_string();
     let live_members = match b.groups.describe(group.clone()).await {
         Ok(Some(d)) => !d.members.is_empty(),
         Ok(None) => false,
-        Err(_) => return OffsetDeleteResponse::default().with_error_code(ResponseError::CoordinatorNotAvailable.code()),
+        Err(_) => {
+            return OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+        }
     };
     let committed = b.catalog.committed_offsets(&group);
     if committed.is_empty() && !live_members {
-        return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code());
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupIdNotFound.code());
     }
     let mut doomed = Vec::new();
     let mut topics = Vec::new();
@@ -230,11 +261,16 @@ pub(super) async fn offset_delete(b: &Broker, _ctx: &RequestContext, req: Offset
                     .with_error_code(code)
             })
             .collect();
-        topics.push(OffsetDeleteResponseTopic::default().with_name(t.name).with_partitions(parts));
+        topics.push(
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
     }
     if !doomed.is_empty() {
         if let Err(e) = b.catalog.delete_offsets(&group, doomed).await {
-            return OffsetDeleteResponse::default().with_error_code(codes::catalog_error(&e).code());
+            return OffsetDeleteResponse::default()
+                .with_error_code(codes::catalog_error(&e).code());
         }
     }
     OffsetDeleteResponse::default().with_topics(topics)

@@ -1,17 +1,17 @@
 //! FindCoordinator and the classic group membership APIs, translated to and
 //! from the group engine's types.
 
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{
-    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, SyncGroupRequest,
-    SyncGroupResponse,
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -26,7 +26,11 @@ fn opt(v: Option<kafka_protocol::protocol::StrBytes>) -> Option<String> {
     v.map(|x| x.to_string())
 }
 
-pub(super) fn find_coordinator(b: &Broker, ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub(super) fn find_coordinator(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
     let host = s(b.config.advertised_host.clone());
     let port = b.config.advertised_port;
     let node = BrokerId(b.config.node_id);
@@ -48,7 +52,11 @@ pub(super) fn find_coordinator(b: &Broker, ctx: &RequestContext, req: FindCoordi
     resp.with_coordinators(coordinators)
 }
 
-pub(super) async fn join_group(b: &Broker, ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
+pub(super) async fn join_group(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
     let v = ctx.api_version;
     let join = JoinRequest {
         group_id: req.group_id.to_string(),
@@ -57,7 +65,11 @@ pub(super) async fn join_group(b: &Broker, ctx: &RequestContext, req: JoinGroupR
         client_id: ctx.client_id.clone(),
         client_host: ctx.client_host.clone(),
         session_timeout_ms: req.session_timeout_ms,
-        rebalance_timeout_ms: if v >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms },
+        rebalance_timeout_ms: if v >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
         protocol_type: req.protocol_type.to_string(),
         protocols: req
             .protocols
@@ -95,7 +107,11 @@ pub(super) async fn join_group(b: &Broker, ctx: &RequestContext, req: JoinGroupR
         )
 }
 
-pub(super) async fn sync_group(b: &Broker, _ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
+pub(super) async fn sync_group(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
     let sync = SyncRequest {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),
@@ -119,7 +135,11 @@ pub(super) async fn sync_group(b: &Broker, _ctx: &RequestContext, req: SyncGroup
     }
 }
 
-pub(super) async fn heartbeat(b: &Broker, _ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+pub(super) async fn heartbeat(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
     let code = match b
         .groups
         .heartbeat(
@@ -137,7 +157,11 @@ pub(super) async fn heartbeat(b: &Broker, _ctx: &RequestContext, req: HeartbeatR
     HeartbeatResponse::default().with_error_code(code)
 }
 
-pub(super) async fn leave_group(b: &Broker, ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
+pub(super) async fn leave_group(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: LeaveGroupRequest,
+) -> LeaveGroupResponse {
     let batched = ctx.api_version >= 3;
     let members: Vec<(String, Option<String>)> = if batched {
         req.members
@@ -147,7 +171,11 @@ pub(super) async fn leave_group(b: &Broker, ctx: &RequestContext, req: LeaveGrou
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    let results = match b.groups.leave(req.group_id.to_string(), members.clone()).await {
+    let results = match b
+        .groups
+        .leave(req.group_id.to_string(), members.clone())
+        .await
+    {
         Ok(r) => r,
         Err(_) => return LeaveGroupResponse::default().with_error_code(GONE.code()),
     };
@@ -172,7 +200,11 @@ pub(super) async fn leave_group(b: &Broker, ctx: &RequestContext, req: LeaveGrou
     LeaveGroupResponse::default().with_members(responses)
 }
 
-pub(super) async fn describe_groups(b: &Broker, _ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+pub(super) async fn describe_groups(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
     let mut groups = Vec::new();
     for g in req.groups {
         let name = g.to_string();
@@ -213,7 +245,11 @@ pub(super) async fn describe_groups(b: &Broker, _ctx: &RequestContext, req: Desc
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) async fn list_groups(b: &Broker, _ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
+pub(super) async fn list_groups(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
     let live = match b.groups.list().await {
         Ok(l) => l,
         Err(_) => return ListGroupsResponse::default().with_error_code(GONE.code()),
@@ -230,7 +266,9 @@ pub(super) async fn list_groups(b: &Broker, _ctx: &RequestContext, req: ListGrou
     let states: Vec<String> = req.states_filter.iter().map(|x| x.to_string()).collect();
     let groups = all
         .into_iter()
-        .filter(|(_, state, _)| states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(state)))
+        .filter(|(_, state, _)| {
+            states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(state))
+        })
         .map(|(id, state, ptype)| {
             ListedGroup::default()
                 .with_group_id(GroupId(s(id)))
@@ -242,21 +280,33 @@ pub(super) async fn list_groups(b: &Broker, _ctx: &RequestContext, req: ListGrou
     ListGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) async fn delete_groups(b: &Broker, _ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub(super) async fn delete_groups(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
     let mut results = Vec::new();
     for g in req.groups_names {
         let name = g.to_string();
         let has_offsets = b.catalog.offset_groups().contains(&name);
         let code = match b.groups.delete(name.clone()).await {
             Err(_) => GONE.code(),
-            Ok(Err(GroupError::GroupIdNotFound)) if !has_offsets => ResponseError::GroupIdNotFound.code(),
-            Ok(Err(GroupError::GroupIdNotFound)) | Ok(Ok(())) => match b.catalog.delete_group(&name).await {
-                Ok(()) => 0,
-                Err(e) => codes::catalog_error(&e).code(),
-            },
+            Ok(Err(GroupError::GroupIdNotFound)) if !has_offsets => {
+                ResponseError::GroupIdNotFound.code()
+            }
+            Ok(Err(GroupError::GroupIdNotFound)) | Ok(Ok(())) => {
+                match b.catalog.delete_group(&name).await {
+                    Ok(()) => 0,
+                    Err(e) => codes::catalog_error(&e).code(),
+                }
+            }
             Ok(Err(e)) => codes::group_error(e).code(),
         };
-        results.push(DeletableGroupResult::default().with_group_id(g).with_error_code(code));
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(g)
+                .with_error_code(code),
+        );
     }
     DeleteGroupsResponse::default().with_results(results)
 }

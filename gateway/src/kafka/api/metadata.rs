@@ -5,8 +5,8 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest,
-    MetadataResponse, TopicName,
+    ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 
@@ -55,7 +55,11 @@ fn topic_error(name: Option<String>, id: uuid::Uuid, e: ResponseError) -> Metada
         .with_topic_authorized_operations(OPS_NOT_REQUESTED)
 }
 
-pub(super) async fn metadata(b: &Broker, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+pub(super) async fn metadata(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+) -> MetadataResponse {
     let v = ctx.api_version;
     // v0: an empty list means every topic; v1+: null means every topic.
     let all = match &req.topics {
@@ -76,11 +80,19 @@ pub(super) async fn metadata(b: &Broker, ctx: &RequestContext, req: MetadataRequ
                         None if allow_create => match b.auto_create(&name).await {
                             Ok(t) => topics.push(topic_entry(&t)),
                             Err(e @ CatalogError::InvalidTopicName { .. }) => {
-                                topics.push(topic_error(Some(name), uuid::Uuid::nil(), codes::catalog_error(&e)))
+                                topics.push(topic_error(
+                                    Some(name),
+                                    uuid::Uuid::nil(),
+                                    codes::catalog_error(&e),
+                                ))
                             }
                             Err(e) => {
                                 tracing::warn!(topic = %name, error = %e, "topic auto-creation failed");
-                                topics.push(topic_error(Some(name), uuid::Uuid::nil(), ResponseError::LeaderNotAvailable))
+                                topics.push(topic_error(
+                                    Some(name),
+                                    uuid::Uuid::nil(),
+                                    ResponseError::LeaderNotAvailable,
+                                ))
                             }
                         },
                         None => {
@@ -95,7 +107,11 @@ pub(super) async fn metadata(b: &Broker, ctx: &RequestContext, req: MetadataRequ
                 }
                 None => match b.catalog.topic_by_id(wanted.topic_id) {
                     Some(t) => topics.push(topic_entry(&t)),
-                    None => topics.push(topic_error(None, wanted.topic_id, ResponseError::UnknownTopicId)),
+                    None => topics.push(topic_error(
+                        None,
+                        wanted.topic_id,
+                        ResponseError::UnknownTopicId,
+                    )),
                 },
             }
         }
@@ -111,7 +127,11 @@ pub(super) async fn metadata(b: &Broker, ctx: &RequestContext, req: MetadataRequ
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
 }
 
-pub(super) fn describe_cluster(b: &Broker, _ctx: &RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse {
+pub(super) fn describe_cluster(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(s(b.catalog.cluster_id()))

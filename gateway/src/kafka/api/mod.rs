@@ -11,9 +11,7 @@ mod produce;
 mod topics;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
-};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 
@@ -38,14 +36,22 @@ pub enum DispatchError {
     #[error("{api:?} v{version} is not supported")]
     UnsupportedVersion { api: ApiKey, version: i16 },
     #[error("malformed {api:?} v{version} request: {reason}")]
-    Malformed { api: ApiKey, version: i16, reason: String },
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        reason: String,
+    },
     #[error("malformed request header: {0}")]
     BadHeader(String),
     #[error("encoding the response failed: {0}")]
     Encode(String),
 }
 
-fn encode_frame(header: &RequestHeader, api: ApiKey, body: &ResponseKind) -> Result<ResponseFrame, DispatchError> {
+fn encode_frame(
+    header: &RequestHeader,
+    api: ApiKey,
+    body: &ResponseKind,
+) -> Result<ResponseFrame, DispatchError> {
     let version = header.request_api_version;
     let mut buf = BytesMut::with_capacity(256);
     ResponseHeader::default()
@@ -76,7 +82,11 @@ fn api_versions_unsupported(correlation_id: i32) -> Result<ResponseFrame, Dispat
 
 /// Decodes and serves one request frame. `Ok(None)` means no response is due
 /// (produce with acks=0).
-pub async fn dispatch(broker: &Broker, client_host: &str, mut frame: Bytes) -> Result<Option<ResponseFrame>, DispatchError> {
+pub async fn dispatch(
+    broker: &Broker,
+    client_host: &str,
+    mut frame: Bytes,
+) -> Result<Option<ResponseFrame>, DispatchError> {
     Metrics::add(&broker.metrics.requests, 1);
     if frame.len() < 8 {
         return Err(DispatchError::BadHeader(format!("{} bytes", frame.len())));
@@ -96,13 +106,19 @@ pub async fn dispatch(broker: &Broker, client_host: &str, mut frame: Bytes) -> R
     }
     let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
         .map_err(|e| DispatchError::BadHeader(e.to_string()))?;
-    let request = RequestKind::decode(api, &mut frame, version).map_err(|e| DispatchError::Malformed {
-        api,
-        version,
-        reason: e.to_string(),
-    })?;
+    let request =
+        RequestKind::decode(api, &mut frame, version).map_err(|e| DispatchError::Malformed {
+            api,
+            version,
+            reason: e.to_string(),
+        })?;
     if frame.has_remaining() {
-        tracing::debug!(?api, version, left = frame.remaining(), "request has trailing bytes");
+        tracing::debug!(
+            ?api,
+            version,
+            left = frame.remaining(),
+            "request has trailing bytes"
+        );
     }
     let ctx = RequestContext {
         api_version: version,
@@ -126,7 +142,9 @@ pub async fn dispatch(broker: &Broker, client_host: &str, mut frame: Bytes) -> R
             return fetch::encode(&header, answer).map(Some);
         }
         RequestKind::ListOffsets(r) => offsets::list_offsets(broker, &ctx, r).await.into(),
-        RequestKind::OffsetForLeaderEpoch(r) => offsets::offset_for_leader_epoch(broker, &ctx, r).await.into(),
+        RequestKind::OffsetForLeaderEpoch(r) => offsets::offset_for_leader_epoch(broker, &ctx, r)
+            .await
+            .into(),
         RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &ctx, r).await.into(),
         RequestKind::InitProducerId(r) => offsets::init_producer_id(broker, &ctx, r).await.into(),
         RequestKind::CreateTopics(r) => topics::create_topics(broker, &ctx, r).await.into(),
@@ -134,7 +152,11 @@ pub async fn dispatch(broker: &Broker, client_host: &str, mut frame: Bytes) -> R
         RequestKind::CreatePartitions(r) => topics::create_partitions(broker, &ctx, r).await.into(),
         RequestKind::DescribeConfigs(r) => configs::describe_configs(broker, &ctx, r).into(),
         RequestKind::AlterConfigs(r) => configs::alter_configs(broker, &ctx, r).await.into(),
-        RequestKind::IncrementalAlterConfigs(r) => configs::incremental_alter_configs(broker, &ctx, r).await.into(),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            configs::incremental_alter_configs(broker, &ctx, r)
+                .await
+                .into()
+        }
         RequestKind::FindCoordinator(r) => groups::find_coordinator(broker, &ctx, r).into(),
         RequestKind::JoinGroup(r) => groups::join_group(broker, &ctx, r).await.into(),
         RequestKind::SyncGroup(r) => groups::sync_group(broker, &ctx, r).await.into(),

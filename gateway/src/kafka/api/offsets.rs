@@ -1,11 +1,18 @@
 //! ListOffsets, OffsetForLeaderEpoch, DeleteRecords and InitProducerId.
 
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::{
-    DeleteRecordsRequest, DeleteRecordsResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
-    ListOffsetsResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducerId,
+    DeleteRecordsRequest, DeleteRecordsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProducerId,
 };
 use kafka_protocol::ResponseError;
 
@@ -16,7 +23,11 @@ use crate::codes;
 use crate::partition::{OffsetQuery, PartitionHandle};
 
 /// Finds a partition's task and its current leader epoch, or the error to report.
-fn locate(b: &Broker, topic: Option<&TopicMeta>, index: i32) -> Result<(PartitionHandle, i32), ResponseError> {
+fn locate(
+    b: &Broker,
+    topic: Option<&TopicMeta>,
+    index: i32,
+) -> Result<(PartitionHandle, i32), ResponseError> {
     let topic = topic.ok_or(ResponseError::UnknownTopicOrPartition)?;
     let epoch = topic
         .partitions
@@ -40,7 +51,11 @@ fn check_epoch(requested: i32, current: i32) -> Result<(), ResponseError> {
     }
 }
 
-pub(super) async fn list_offsets(b: &Broker, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub(super) async fn list_offsets(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     // The leader epoch field exists from v4 on.
     let has_epoch = ctx.api_version >= 4;
     let mut topics = Vec::new();
@@ -53,8 +68,9 @@ pub(super) async fn list_offsets(b: &Broker, ctx: &RequestContext, req: ListOffs
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
-            let located = locate(b, topic.as_ref(), p.partition_index)
-                .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch)));
+            let located = locate(b, topic.as_ref(), p.partition_index).and_then(|(h, epoch)| {
+                check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
+            });
             let (h, epoch) = match located.map(|(h, e)| (h, if has_epoch { e } else { -1 })) {
                 Ok(x) => x,
                 Err(e) => {
@@ -88,7 +104,11 @@ pub(super) async fn list_offsets(b: &Broker, ctx: &RequestContext, req: ListOffs
             };
             parts.push(resp);
         }
-        topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(parts));
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
     }
     ListOffsetsResponse::default().with_topics(topics)
 }
@@ -119,12 +139,20 @@ pub(super) async fn offset_for_leader_epoch(
             };
             parts.push(resp);
         }
-        topics.push(OffsetForLeaderTopicResult::default().with_topic(t.topic).with_partitions(parts));
+        topics.push(
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic)
+                .with_partitions(parts),
+        );
     }
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
 
-pub(super) async fn delete_records(b: &Broker, _ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub(super) async fn delete_records(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let mut topics = Vec::new();
     for t in req.topics {
         let topic = b.catalog.topic(t.name.as_str());
@@ -159,12 +187,20 @@ pub(super) async fn delete_records(b: &Broker, _ctx: &RequestContext, req: Delet
             };
             parts.push(resp);
         }
-        topics.push(DeleteRecordsTopicResult::default().with_name(t.name).with_partitions(parts));
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
     }
     DeleteRecordsResponse::default().with_topics(topics)
 }
 
-pub(super) async fn init_producer_id(b: &Broker, _ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub(super) async fn init_producer_id(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let resp = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1)

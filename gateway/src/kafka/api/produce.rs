@@ -41,7 +41,11 @@ async fn produce_partition(
         Err(e) => return failed(index, codes::log_error(&e), Some(e.to_string())),
     };
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return failed(index, ResponseError::CorruptMessage, Some("no records".into()));
+        return failed(
+            index,
+            ResponseError::CorruptMessage,
+            Some("no records".into()),
+        );
     };
     if acks == -1 {
         let isr = topic
@@ -59,7 +63,10 @@ async fn produce_partition(
         .get(index as usize)
         .map(|p| p.leader_epoch)
         .unwrap_or(0);
-    match handle.append(BytesMut::from(&records[..]), leader_epoch).await {
+    match handle
+        .append(BytesMut::from(&records[..]), leader_epoch)
+        .await
+    {
         Err(_) => failed(index, ResponseError::NotLeaderOrFollower, None),
         Ok(Err(e)) => {
             tracing::debug!(topic = %topic.name, partition = index, error = %e, "produce refused");
@@ -79,7 +86,11 @@ async fn produce_partition(
 }
 
 /// Serves a Produce request; `None` when acks=0 asks for no response.
-pub(super) async fn produce(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceResponse> {
+pub(super) async fn produce(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
     let acks = req.acks;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {

@@ -22,7 +22,10 @@ use crate::partition::Partitions;
 
 fn broker_with(logs: Arc<dyn LogFactory>) -> Broker {
     let catalog: Arc<dyn Catalog> = Arc::new(MemoryCatalog::new(1));
-    let partitions = Arc::new(Partitions::new(vec![tokio::runtime::Handle::current()], logs));
+    let partitions = Arc::new(Partitions::new(
+        vec![tokio::runtime::Handle::current()],
+        logs,
+    ));
     let config = BrokerConfig::default();
     let groups = Coordinator::start(config.group.clone(), "test".into());
     Broker::new(config, catalog, partitions, groups)
@@ -46,14 +49,20 @@ fn frame<R: Encodable>(api: ApiKey, version: i16, req: &R) -> Option<Bytes> {
 }
 
 /// Sends a request and decodes the response body (after checking the correlation id).
-async fn call<Req: Encodable, Resp: Decodable>(b: &Broker, api: ApiKey, version: i16, req: &Req) -> Resp {
+async fn call<Req: Encodable, Resp: Decodable>(
+    b: &Broker,
+    api: ApiKey,
+    version: i16,
+    req: &Req,
+) -> Resp {
     let f = frame(api, version, req).expect("request encodes");
     let resp = dispatch(b, "/127.0.0.1", f)
         .await
         .expect("served")
         .expect("a response");
     let mut bytes = resp.to_bytes().expect("bytes").slice(4..);
-    let header = ResponseHeader::decode(&mut bytes, api.response_header_version(version)).expect("header");
+    let header =
+        ResponseHeader::decode(&mut bytes, api.response_header_version(version)).expect("header");
     assert_eq!(header.correlation_id, 7);
     Resp::decode(&mut bytes, version).expect("response decodes")
 }
@@ -93,12 +102,18 @@ fn batch(values: &[&str], producer: Option<(i64, i16, i32)>, compression: Compre
 }
 
 async fn create(b: &Broker, name: &str, partitions: i32) {
-    let req = CreateTopicsRequest::default().with_topics(vec![create_topics_request::CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(name.into())))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)]);
+    let req = CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.into())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1),
+    ]);
     let resp: CreateTopicsResponse = call(b, ApiKey::CreateTopics, 7, &req).await;
-    assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0].error_message);
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
 }
 
 fn produce_req(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
@@ -112,8 +127,13 @@ fn produce_req(topic: &str, partition: i32, records: Bytes, acks: i16) -> Produc
                 .with_records(Some(records))])])
 }
 
-async fn produce(b: &Broker, topic: &str, records: Bytes) -> produce_response::PartitionProduceResponse {
-    let resp: ProduceResponse = call(b, ApiKey::Produce, 9, &produce_req(topic, 0, records, -1)).await;
+async fn produce(
+    b: &Broker,
+    topic: &str,
+    records: Bytes,
+) -> produce_response::PartitionProduceResponse {
+    let resp: ProduceResponse =
+        call(b, ApiKey::Produce, 9, &produce_req(topic, 0, records, -1)).await;
     resp.responses[0].partition_responses[0].clone()
 }
 
@@ -136,7 +156,10 @@ fn values_of(records: Option<Bytes>) -> Vec<(i64, String)> {
     let mut out = Vec::new();
     for set in RecordBatchDecoder::decode_all(&mut bytes).expect("batches decode") {
         for r in set.records {
-            out.push((r.offset, String::from_utf8_lossy(&r.value.unwrap_or_default()).to_string()));
+            out.push((
+                r.offset,
+                String::from_utf8_lossy(&r.value.unwrap_or_default()).to_string(),
+            ));
         }
     }
     out
@@ -145,13 +168,20 @@ fn values_of(records: Option<Bytes>) -> Vec<(i64, String)> {
 #[tokio::test]
 async fn api_versions_advertises_every_api_and_answers_unknown_versions_in_v0() {
     let b = broker();
-    let resp: ApiVersionsResponse = call(&b, ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).await;
+    let resp: ApiVersionsResponse =
+        call(&b, ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).await;
     assert_eq!(resp.error_code, 0);
-    assert_eq!(resp.api_keys.len(), crate::kafka::versions::supported().len());
+    assert_eq!(
+        resp.api_keys.len(),
+        crate::kafka::versions::supported().len()
+    );
     // A client newer than us: the answer is v0-shaped with UNSUPPORTED_VERSION and our ranges.
     let mut f = BytesMut::new();
     f.extend_from_slice(&[0, 18, 0, 99, 0, 0, 0, 7, 0, 0]);
-    let resp = dispatch(&b, "/127.0.0.1", f.freeze()).await.expect("served").expect("response");
+    let resp = dispatch(&b, "/127.0.0.1", f.freeze())
+        .await
+        .expect("served")
+        .expect("response");
     let mut bytes = resp.to_bytes().expect("bytes").slice(4..);
     let _ = ResponseHeader::decode(&mut bytes, 0).expect("header");
     let v0 = ApiVersionsResponse::decode(&mut bytes, 0).expect("v0 body");
@@ -167,7 +197,9 @@ async fn every_advertised_version_of_every_api_answers_a_default_request() {
         ($api:expr, $req:expr) => {{
             let (lo, hi) = crate::kafka::versions::range($api).expect("advertised");
             for v in lo..=hi {
-                let Some(f) = frame($api, v, &$req) else { continue };
+                let Some(f) = frame($api, v, &$req) else {
+                    continue;
+                };
                 match dispatch(&b, "/127.0.0.1", f).await {
                     Ok(_) => {}
                     Err(super::DispatchError::Malformed { .. }) => {}
@@ -177,13 +209,20 @@ async fn every_advertised_version_of_every_api_answers_a_default_request() {
         }};
     }
     each_version!(ApiKey::Metadata, MetadataRequest::default());
-    each_version!(ApiKey::Produce, produce_req("t", 0, batch(&["a"], None, Compression::None), 1));
+    each_version!(
+        ApiKey::Produce,
+        produce_req("t", 0, batch(&["a"], None, Compression::None), 1)
+    );
     each_version!(ApiKey::Fetch, fetch_req("t", 0, 0, 1));
     each_version!(
         ApiKey::ListOffsets,
-        ListOffsetsRequest::default().with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("t")))
-            .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1)])])
+        ListOffsetsRequest::default().with_topics(vec![
+            list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1)
+                ])
+        ])
     );
     each_version!(ApiKey::FindCoordinator, FindCoordinatorRequest::default());
     each_version!(ApiKey::DescribeGroups, DescribeGroupsRequest::default());
@@ -197,13 +236,19 @@ async fn every_advertised_version_of_every_api_answers_a_default_request() {
     each_version!(ApiKey::DescribeConfigs, DescribeConfigsRequest::default());
     each_version!(ApiKey::DescribeCluster, DescribeClusterRequest::default());
     each_version!(ApiKey::DeleteRecords, DeleteRecordsRequest::default());
-    each_version!(ApiKey::OffsetForLeaderEpoch, OffsetForLeaderEpochRequest::default());
+    each_version!(
+        ApiKey::OffsetForLeaderEpoch,
+        OffsetForLeaderEpochRequest::default()
+    );
     each_version!(ApiKey::CreatePartitions, CreatePartitionsRequest::default());
     each_version!(ApiKey::DeleteTopics, DeleteTopicsRequest::default());
     each_version!(ApiKey::DeleteGroups, DeleteGroupsRequest::default());
     each_version!(ApiKey::OffsetDelete, OffsetDeleteRequest::default());
     each_version!(ApiKey::AlterConfigs, AlterConfigsRequest::default());
-    each_version!(ApiKey::IncrementalAlterConfigs, IncrementalAlterConfigsRequest::default());
+    each_version!(
+        ApiKey::IncrementalAlterConfigs,
+        IncrementalAlterConfigsRequest::default()
+    );
     each_version!(ApiKey::CreateTopics, CreateTopicsRequest::default());
 }
 
@@ -237,39 +282,92 @@ async fn produce_reports_per_partition_errors() {
     let huge = "x".repeat(2_000_000);
     let too_big = produce(&b, "t", batch(&[&huge], None, Compression::None)).await;
     assert_eq!(too_big.error_code, 10, "MESSAGE_TOO_LARGE");
-    let resp: ProduceResponse = call(&b, ApiKey::Produce, 9, &produce_req("t", 3, batch(&["x"], None, Compression::None), 1)).await;
-    assert_eq!(resp.responses[0].partition_responses[0].error_code, 3, "no partition 3");
+    let resp: ProduceResponse = call(
+        &b,
+        ApiKey::Produce,
+        9,
+        &produce_req("t", 3, batch(&["x"], None, Compression::None), 1),
+    )
+    .await;
+    assert_eq!(
+        resp.responses[0].partition_responses[0].error_code, 3,
+        "no partition 3"
+    );
 }
 
 #[tokio::test]
 async fn produce_with_acks_zero_gets_no_response() {
     let b = broker();
     create(&b, "t", 1).await;
-    let f = frame(ApiKey::Produce, 9, &produce_req("t", 0, batch(&["x"], None, Compression::None), 0)).expect("frame");
-    assert!(dispatch(&b, "/127.0.0.1", f).await.expect("served").is_none());
+    let f = frame(
+        ApiKey::Produce,
+        9,
+        &produce_req("t", 0, batch(&["x"], None, Compression::None), 0),
+    )
+    .expect("frame");
+    assert!(dispatch(&b, "/127.0.0.1", f)
+        .await
+        .expect("served")
+        .is_none());
     let resp: FetchResponse = call(&b, ApiKey::Fetch, 12, &fetch_req("t", 0, 0, 1)).await;
-    assert_eq!(resp.responses[0].partitions[0].high_watermark, 1, "the record was still appended");
+    assert_eq!(
+        resp.responses[0].partitions[0].high_watermark, 1,
+        "the record was still appended"
+    );
 }
 
 async fn idempotent_producer_retries_are_acknowledged_once(b: &Broker) {
     create(b, "idem", 1).await;
-    let init: InitProducerIdResponse = call(b, ApiKey::InitProducerId, 4, &InitProducerIdRequest::default()
-        .with_transactional_id(None)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1))
+    let init: InitProducerIdResponse = call(
+        b,
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    )
     .await;
     assert_eq!(init.error_code, 0);
     let pid = init.producer_id.0;
-    let first = produce(b, "idem", batch(&["a", "b"], Some((pid, 0, 0)), Compression::None)).await;
+    let first = produce(
+        b,
+        "idem",
+        batch(&["a", "b"], Some((pid, 0, 0)), Compression::None),
+    )
+    .await;
     assert_eq!((first.error_code, first.base_offset), (0, 0));
-    let retry = produce(b, "idem", batch(&["a", "b"], Some((pid, 0, 0)), Compression::None)).await;
-    assert_eq!((retry.error_code, retry.base_offset), (0, 0), "a retry is acknowledged with the original offset");
-    let gap = produce(b, "idem", batch(&["z"], Some((pid, 0, 5)), Compression::None)).await;
+    let retry = produce(
+        b,
+        "idem",
+        batch(&["a", "b"], Some((pid, 0, 0)), Compression::None),
+    )
+    .await;
+    assert_eq!(
+        (retry.error_code, retry.base_offset),
+        (0, 0),
+        "a retry is acknowledged with the original offset"
+    );
+    let gap = produce(
+        b,
+        "idem",
+        batch(&["z"], Some((pid, 0, 5)), Compression::None),
+    )
+    .await;
     assert_eq!(gap.error_code, 45, "OUT_OF_ORDER_SEQUENCE_NUMBER");
-    let next = produce(b, "idem", batch(&["c"], Some((pid, 0, 2)), Compression::None)).await;
+    let next = produce(
+        b,
+        "idem",
+        batch(&["c"], Some((pid, 0, 2)), Compression::None),
+    )
+    .await;
     assert_eq!((next.error_code, next.base_offset), (0, 2));
     let resp: FetchResponse = call(b, ApiKey::Fetch, 12, &fetch_req("idem", 0, 0, 1)).await;
-    assert_eq!(values_of(resp.responses[0].partitions[0].records.clone()).len(), 3, "nothing written twice");
+    assert_eq!(
+        values_of(resp.responses[0].partitions[0].records.clone()).len(),
+        3,
+        "nothing written twice"
+    );
 }
 
 #[tokio::test]
@@ -291,14 +389,18 @@ async fn fetch_waits_for_min_bytes_until_data_arrives() {
     let waiter = {
         let b = b.clone();
         tokio::spawn(async move {
-            let resp: FetchResponse = call(&b, ApiKey::Fetch, 12, &fetch_req("lp", 0, 30_000, 1)).await;
+            let resp: FetchResponse =
+                call(&b, ApiKey::Fetch, 12, &fetch_req("lp", 0, 30_000, 1)).await;
             resp
         })
     };
     tokio::task::yield_now().await;
     produce(&b, "lp", batch(&["late"], None, Compression::None)).await;
     let resp = waiter.await.expect("fetch task");
-    assert_eq!(values_of(resp.responses[0].partitions[0].records.clone()), vec![(0, "late".into())]);
+    assert_eq!(
+        values_of(resp.responses[0].partitions[0].records.clone()),
+        vec![(0, "late".into())]
+    );
 }
 
 #[tokio::test]
@@ -316,7 +418,10 @@ async fn fetch_past_the_log_end_is_offset_out_of_range() {
     let b = broker();
     create(&b, "t", 1).await;
     let resp: FetchResponse = call(&b, ApiKey::Fetch, 12, &fetch_req("t", 10, 0, 1)).await;
-    assert_eq!(resp.responses[0].partitions[0].error_code, 1, "OFFSET_OUT_OF_RANGE");
+    assert_eq!(
+        resp.responses[0].partitions[0].error_code, 1,
+        "OFFSET_OUT_OF_RANGE"
+    );
 }
 
 #[tokio::test]
@@ -324,7 +429,9 @@ async fn incremental_fetch_session_lists_only_partitions_with_news() {
     let b = broker();
     create(&b, "s", 1).await;
     produce(&b, "s", batch(&["a"], None, Compression::None)).await;
-    let mut req = fetch_req("s", 0, 0, 1).with_session_id(0).with_session_epoch(0);
+    let mut req = fetch_req("s", 0, 0, 1)
+        .with_session_id(0)
+        .with_session_epoch(0);
     let first: FetchResponse = call(&b, ApiKey::Fetch, 12, &req).await;
     assert_ne!(first.session_id, 0, "a session was created");
     assert_eq!(first.responses.len(), 1);
@@ -343,15 +450,17 @@ async fn incremental_fetch_session_lists_only_partitions_with_news() {
 async fn metadata_auto_creates_unknown_topics_unless_the_client_says_no() {
     let b = broker();
     let req = MetadataRequest::default()
-        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_static_str("fresh"))))]))
+        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+        )
+        .with_name(Some(TopicName(StrBytes::from_static_str("fresh"))))]))
         .with_allow_auto_topic_creation(true);
     let resp: MetadataResponse = call(&b, ApiKey::Metadata, 9, &req).await;
     assert_eq!(resp.topics[0].error_code, 0);
     assert_eq!(resp.topics[0].partitions.len(), 1);
     let req = MetadataRequest::default()
-        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_static_str("other"))))]))
+        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+        )
+        .with_name(Some(TopicName(StrBytes::from_static_str("other"))))]))
         .with_allow_auto_topic_creation(false);
     let resp: MetadataResponse = call(&b, ApiKey::Metadata, 9, &req).await;
     assert_eq!(resp.topics[0].error_code, 3);
@@ -367,7 +476,9 @@ async fn list_offsets_finds_offsets_by_time() {
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
                 .with_name(TopicName(StrBytes::from_static_str("time")))
-                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default().with_timestamp(ts)])])
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default().with_timestamp(ts),
+                ])])
     };
     let latest: ListOffsetsResponse = call(&b, ApiKey::ListOffsets, 7, &q(-1)).await;
     assert_eq!(latest.topics[0].partitions[0].offset, 3);

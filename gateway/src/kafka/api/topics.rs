@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
@@ -29,12 +31,20 @@ fn all_configs(t: &TopicMeta) -> Vec<CreatableTopicConfigs> {
             CreatableTopicConfigs::default()
                 .with_name(s(d.name))
                 .with_value(Some(s(set.map(String::as_str).unwrap_or(d.default))))
-                .with_config_source(if set.is_some() { SOURCE_TOPIC } else { SOURCE_DEFAULT })
+                .with_config_source(if set.is_some() {
+                    SOURCE_TOPIC
+                } else {
+                    SOURCE_DEFAULT
+                })
         })
         .collect()
 }
 
-pub(super) async fn create_topics(b: &Broker, _ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub(super) async fn create_topics(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut results = Vec::new();
     for t in req.topics {
         let name = t.name.to_string();
@@ -103,7 +113,11 @@ pub(super) async fn create_topics(b: &Broker, _ctx: &RequestContext, req: Create
     CreateTopicsResponse::default().with_topics(results)
 }
 
-pub(super) async fn delete_topics(b: &Broker, ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub(super) async fn delete_topics(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
     let wanted: Vec<(Option<String>, uuid::Uuid)> = if ctx.api_version >= 6 {
         req.topics
             .into_iter()
@@ -125,7 +139,11 @@ pub(super) async fn delete_topics(b: &Broker, ctx: &RequestContext, req: DeleteT
             .with_name(name.clone().map(|n| TopicName(s(n))))
             .with_topic_id(id);
         let Some(meta) = meta else {
-            let e = if name.is_some() { ResponseError::UnknownTopicOrPartition } else { ResponseError::UnknownTopicId };
+            let e = if name.is_some() {
+                ResponseError::UnknownTopicOrPartition
+            } else {
+                ResponseError::UnknownTopicId
+            };
             responses.push(result.with_error_code(e.code()));
             continue;
         };
@@ -159,7 +177,11 @@ pub(super) async fn create_partitions(
     let mut results = Vec::new();
     for t in req.topics {
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-        match b.catalog.create_partitions(t.name.as_str(), t.count, req.validate_only).await {
+        match b
+            .catalog
+            .create_partitions(t.name.as_str(), t.count, req.validate_only)
+            .await
+        {
             Ok(_) => results.push(result),
             Err(e) => results.push(
                 result

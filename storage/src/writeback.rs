@@ -7,13 +7,17 @@
 //! `balance_dirty_pages`; an `fsync` at segment roll then writes the whole
 //! segment at once. Both show up as multi-hundred-millisecond append stalls.
 //!
-//! With pacing, every `chunk_bytes` appended:
-//! 1. `sync_file_range(SYNC_FILE_RANGE_WRITE)` starts writeback of the chunk
-//!    just completed (asynchronous);
-//! 2. `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)` waits for the
-//!    chunk before it, which has had a whole chunk's worth of time to reach
-//!    the device. A writer faster than the device is slowed a little on
-//!    every chunk instead of a lot at once;
+//! With pacing:
+//! 1. every `chunk_bytes` appended, `sync_file_range(SYNC_FILE_RANGE_WRITE)`
+//!    starts writeback of that chunk (asynchronous), so the device is kept
+//!    busy long before the kernel's thresholds would wake the flusher;
+//! 2. after every append, bytes more than two chunks behind the end are
+//!    waited for with `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`.
+//!    The wait advances a little on every append instead of a whole chunk
+//!    at once, so a writer faster than the device is slowed by about one
+//!    device write of its own size per append rather than stalled for a
+//!    whole chunk now and then, and at most two chunks per partition are
+//!    ever dirty or in flight;
 //! 3. with `drop_behind`, ranges that are written back and older than
 //!    `keep_hot_bytes` are dropped from the page cache with
 //!    `posix_fadvise(DONTNEED)`: tail readers read the newest bytes, which
@@ -139,24 +143,25 @@ impl Pacer {
             return Ok(());
         }
         while size.saturating_sub(self.submitted) >= cfg.chunk_bytes {
-            let start = self.submitted;
-            sync_file_range(file, start, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
+            sync_file_range(file, self.submitted, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
             self.submitted += cfg.chunk_bytes;
-            if self.waited < start {
-                sync_file_range(
-                    file,
-                    self.waited,
-                    start - self.waited,
-                    SyncRangeFlags::WRITE_AND_WAIT,
-                )?;
-                self.waited = start;
-            }
-            if cfg.drop_behind {
-                let cold_end = self.waited.saturating_sub(cfg.keep_hot_bytes);
-                if cold_end > self.dropped {
-                    drop_cache(file, self.dropped, cold_end - self.dropped)?;
-                    self.dropped = cold_end;
-                }
+        }
+        let window = cfg.chunk_bytes.saturating_mul(2);
+        let wait_to = size.saturating_sub(window).min(self.submitted);
+        if wait_to > self.waited {
+            sync_file_range(
+                file,
+                self.waited,
+                wait_to - self.waited,
+                SyncRangeFlags::WRITE_AND_WAIT,
+            )?;
+            self.waited = wait_to;
+        }
+        if cfg.drop_behind {
+            let cold_end = self.waited.saturating_sub(cfg.keep_hot_bytes);
+            if cold_end > self.dropped {
+                drop_cache(file, self.dropped, cold_end - self.dropped)?;
+                self.dropped = cold_end;
             }
         }
         Ok(())
@@ -176,7 +181,7 @@ mod tests {
     use std::io::Write;
 
     #[test]
-    fn pacer_submits_whole_chunks_and_waits_on_the_previous_one() {
+    fn pacer_submits_whole_chunks_and_keeps_two_chunks_in_flight() {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&vec![7u8; 40 << 10]).unwrap();
         let cfg = WritebackConfig {
@@ -188,10 +193,16 @@ mod tests {
         let mut p = Pacer::default();
         p.after_append(&f, 12 << 10, &cfg).unwrap();
         assert_eq!((p.submitted, p.waited, p.dropped), (8 << 10, 0, 0));
+        p.after_append(&f, 21 << 10, &cfg).unwrap();
+        assert_eq!(
+            (p.submitted, p.waited),
+            (16 << 10, 5 << 10),
+            "waits creep forward"
+        );
         p.after_append(&f, 40 << 10, &cfg).unwrap();
         assert_eq!(p.submitted, 40 << 10);
-        assert_eq!(p.waited, 32 << 10);
-        assert_eq!(p.dropped, 24 << 10);
+        assert_eq!(p.waited, 24 << 10, "at most two chunks stay unwaited");
+        assert_eq!(p.dropped, 16 << 10);
     }
 
     #[test]

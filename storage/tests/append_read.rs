@@ -38,7 +38,10 @@ fn appends_get_dense_offsets_and_records_read_back_intact() {
     let got = read_all(&log, 0);
     let offsets: Vec<i64> = got.iter().map(|r| r.offset).collect();
     assert_eq!(offsets, (0..14).collect::<Vec<_>>());
-    let values: Vec<Vec<u8>> = got.iter().map(|r| r.value.clone().unwrap().to_vec()).collect();
+    let values: Vec<Vec<u8>> = got
+        .iter()
+        .map(|r| r.value.clone().unwrap().to_vec())
+        .collect();
     assert_eq!(values, expected);
 }
 
@@ -57,7 +60,9 @@ fn every_compression_codec_is_stored_as_sent_and_decodes() {
         let mut b = batch_with(20, 100, 1_000, *c, None, tag as u64);
         let sent = b.clone();
         let info = appended(log.append(&mut b, 3, 2_000).unwrap());
-        let slice = log.read(info.base_offset, 1 << 20, log.log_end_offset()).unwrap();
+        let slice = log
+            .read(info.base_offset, 1 << 20, log.log_end_offset())
+            .unwrap();
         let stored = slice.read_to_bytes().unwrap();
         assert_eq!(stored.len(), sent.len());
         // Only base offset (0..8) and leader epoch (12..16) may differ.
@@ -102,7 +107,11 @@ fn log_append_time_topic_stamps_max_timestamp_and_recomputes_crc() {
     assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
     assert_eq!(h.max_timestamp, 777_000);
     let sets = RecordBatchDecoder::decode_all(&mut bytes.clone()).unwrap();
-    assert_eq!(sets[0].records.len(), 3, "CRC recomputed, so the batch still decodes");
+    assert_eq!(
+        sets[0].records.len(),
+        3,
+        "CRC recomputed, so the batch still decodes"
+    );
 }
 
 #[test]
@@ -113,7 +122,10 @@ fn several_batches_in_one_payload_are_appended_together() {
     payload.extend(batch(3, 1));
     payload.extend(batch(4, 1));
     let info = appended(log.append(&mut payload, 0, 0).unwrap());
-    assert_eq!((info.base_offset, info.last_offset, info.record_count), (0, 8, 9));
+    assert_eq!(
+        (info.base_offset, info.last_offset, info.record_count),
+        (0, 8, 9)
+    );
     assert_eq!(read_all(&log, 0).len(), 9);
 }
 
@@ -200,7 +212,10 @@ fn batches_over_max_message_bytes_are_too_large() {
     let mut log = PartitionLog::open(d.path(), cfg).unwrap();
     let mut big = batch_with(10, 300, 0, Compression::None, None, 0);
     let err = log.append(&mut big, 0, 0).unwrap_err();
-    assert!(matches!(err, StorageError::RecordTooLarge { max: 2_000, .. }), "{err}");
+    assert!(
+        matches!(err, StorageError::RecordTooLarge { max: 2_000, .. }),
+        "{err}"
+    );
     let mut ok = batch_with(2, 300, 0, Compression::None, None, 0);
     log.append(&mut ok, 0, 0).unwrap();
 }
@@ -224,7 +239,10 @@ fn read_returns_whole_batches_up_to_max_bytes_but_at_least_one() {
     assert_eq!(s.len, lens[0] + lens[1]);
     assert_eq!((s.first_offset, s.next_offset), (0, 2));
     let s = log.read(3, 10, 10).unwrap();
-    assert_eq!(s.len, lens[3], "the first batch comes whole even above max_bytes");
+    assert_eq!(
+        s.len, lens[3],
+        "the first batch comes whole even above max_bytes"
+    );
     assert_eq!(s.next_offset, 4);
     let s = log.read(0, 1 << 30, 10).unwrap();
     assert_eq!(s.len, lens.iter().sum::<usize>());
@@ -244,7 +262,10 @@ fn read_stops_before_the_upper_bound_and_starts_at_the_batch_holding_the_offset(
     let s = log.read(10, 1 << 20, 10).unwrap();
     assert!(s.is_empty());
     let s = log.read(0, 1 << 20, 7).unwrap();
-    assert_eq!(s.next_offset, 5, "a batch straddling the bound is not returned");
+    assert_eq!(
+        s.next_offset, 5,
+        "a batch straddling the bound is not returned"
+    );
 }
 
 #[test]
@@ -257,7 +278,11 @@ fn read_at_log_end_is_empty_and_outside_the_log_is_out_of_range() {
     assert_eq!(s.next_offset, 3);
     assert!(matches!(
         log.read(4, 100, 10).unwrap_err(),
-        StorageError::OffsetOutOfRange { offset: 4, log_start: 0, log_end: 3 }
+        StorageError::OffsetOutOfRange {
+            offset: 4,
+            log_start: 0,
+            log_end: 3
+        }
     ));
     assert!(matches!(
         log.read(-1, 100, 10).unwrap_err(),
@@ -339,10 +364,18 @@ fn offset_for_timestamp_finds_the_first_record_at_or_after_it() {
         log.append(&mut b, 0, 0).unwrap();
     }
     assert!(log.segments().len() > 1);
-    let at = |ts| log.offset_for_timestamp(ts).unwrap().map(|t| (t.timestamp, t.offset));
+    let at = |ts| {
+        log.offset_for_timestamp(ts)
+            .unwrap()
+            .map(|t| (t.timestamp, t.offset))
+    };
     assert_eq!(at(-5), Some((0, 0)));
     assert_eq!(at(0), Some((0, 0)));
-    assert_eq!(at(5), Some((5, 5)), "exact record inside an uncompressed batch");
+    assert_eq!(
+        at(5),
+        Some((5, 5)),
+        "exact record inside an uncompressed batch"
+    );
     assert_eq!(at(10), Some((1_000, 10)));
     assert_eq!(at(123_004), Some((123_004, 1_234)));
     assert_eq!(at(199_009), Some((199_009, 1_999)));
@@ -355,10 +388,18 @@ fn offset_for_timestamp_finds_the_first_record_at_or_after_it() {
 fn offset_for_timestamp_in_compressed_batches_answers_the_batch_start() {
     let d = tempfile::tempdir().unwrap();
     let mut log = open(d.path());
-    log.append(&mut batch_with(10, 50, 100, Compression::Lz4, None, 0), 0, 0)
-        .unwrap();
-    log.append(&mut batch_with(10, 50, 200, Compression::Zstd, None, 0), 0, 0)
-        .unwrap();
+    log.append(
+        &mut batch_with(10, 50, 100, Compression::Lz4, None, 0),
+        0,
+        0,
+    )
+    .unwrap();
+    log.append(
+        &mut batch_with(10, 50, 200, Compression::Zstd, None, 0),
+        0,
+        0,
+    )
+    .unwrap();
     let t = log.offset_for_timestamp(205).unwrap().unwrap();
     assert_eq!((t.timestamp, t.offset), (209, 10));
 }
@@ -383,11 +424,17 @@ fn a_read_slice_stays_readable_after_retention_deletes_its_segment() {
     let d = tempfile::tempdir().unwrap();
     let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
     for _ in 0..100 {
-        log.append(&mut batch_with(2, 20_000, 0, Compression::None, None, 0), 0, 0)
-            .unwrap();
+        log.append(
+            &mut batch_with(2, 20_000, 0, Compression::None, None, 0),
+            0,
+            0,
+        )
+        .unwrap();
     }
     let slice = log.read(0, 1 << 16, log.log_end_offset()).unwrap();
-    let deleted = log.delete_records_before(log.segments()[1].base_offset).unwrap();
+    let deleted = log
+        .delete_records_before(log.segments()[1].base_offset)
+        .unwrap();
     assert!(deleted > 0);
     assert!(!log.segments()[0].path.ends_with("00000000000000000000.log"));
     let bytes = slice.read_to_bytes().unwrap();

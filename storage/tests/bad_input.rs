@@ -49,7 +49,10 @@ fn damage() -> impl Strategy<Value = Damage> {
         (any::<usize>(), 1u8..=255).prop_map(|(at, mask)| Damage::Flip { at, mask }),
         any::<usize>().prop_map(|at| Damage::Truncate { at }),
         proptest::collection::vec(any::<u8>(), 1..200).prop_map(|bytes| Damage::Append { bytes }),
-        (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..80))
+        (
+            any::<usize>(),
+            proptest::collection::vec(any::<u8>(), 1..80)
+        )
             .prop_map(|(at, bytes)| Damage::Overwrite { at, bytes }),
     ]
 }
@@ -82,7 +85,10 @@ fn damage_file(path: &Path, d: &Damage) {
 }
 
 fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     v.sort();
     v
 }

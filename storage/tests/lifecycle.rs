@@ -40,11 +40,19 @@ fn sequence_gaps_and_fenced_epochs_are_refused() {
     log.append(&mut idem_batch(1, 3, 0, 2), 0, 0).unwrap();
     assert!(matches!(
         log.append(&mut idem_batch(1, 3, 5, 1), 0, 0).unwrap_err(),
-        StorageError::OutOfOrderSequence { producer_id: 1, expected: 2, received: 5 }
+        StorageError::OutOfOrderSequence {
+            producer_id: 1,
+            expected: 2,
+            received: 5
+        }
     ));
     assert!(matches!(
         log.append(&mut idem_batch(1, 2, 2, 1), 0, 0).unwrap_err(),
-        StorageError::InvalidProducerEpoch { current: 3, received: 2, .. }
+        StorageError::InvalidProducerEpoch {
+            current: 3,
+            received: 2,
+            ..
+        }
     ));
     assert!(matches!(
         log.append(&mut idem_batch(1, 4, 7, 1), 0, 0).unwrap_err(),
@@ -99,7 +107,10 @@ fn leader_epochs_answer_offset_for_leader_epoch_across_reopen() {
     assert_eq!(log.epoch_end_offset(5), None);
     assert!(matches!(
         log.append(&mut batch(1, 0), 3, 0).unwrap_err(),
-        StorageError::StaleLeaderEpoch { received: 3, latest: 4 }
+        StorageError::StaleLeaderEpoch {
+            received: 3,
+            latest: 4
+        }
     ));
     drop(log);
     let log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
@@ -128,7 +139,11 @@ fn delete_records_raises_the_log_start_durably_and_drops_whole_segments() {
         log.read(target - 1, 100, 1_000).unwrap_err(),
         StorageError::OffsetOutOfRange { .. }
     ));
-    assert_eq!(log.delete_records_before(5).unwrap(), target, "never lowers");
+    assert_eq!(
+        log.delete_records_before(5).unwrap(),
+        target,
+        "never lowers"
+    );
     assert!(log.delete_records_before(log.log_end_offset() + 1).is_err());
     drop(log);
     let log = PartitionLog::open(d.path(), small_segments()).unwrap();
@@ -161,7 +176,10 @@ fn retention_by_size_deletes_oldest_sealed_segments_only_below_the_deletable_off
     let n = segs.len();
     assert!(n >= 5);
     // Nothing is deletable below offset 0 (nothing tiered yet).
-    assert!(log.enforce_retention(0, Some(1), None, 0).unwrap().is_empty());
+    assert!(log
+        .enforce_retention(0, Some(1), None, 0)
+        .unwrap()
+        .is_empty());
     // Allow the first two segments only.
     let gone = log
         .enforce_retention(0, Some(1), None, segs[2].base_offset)
@@ -170,11 +188,16 @@ fn retention_by_size_deletes_oldest_sealed_segments_only_below_the_deletable_off
     assert_eq!(log.log_start_offset(), segs[2].base_offset);
     // Keep about three segments' worth of bytes.
     let keep = segs[0].size * 3;
-    let gone = log.enforce_retention(0, Some(keep), None, i64::MAX).unwrap();
+    let gone = log
+        .enforce_retention(0, Some(keep), None, i64::MAX)
+        .unwrap();
     assert!(!gone.is_empty());
     let total: u64 = log.segments().iter().map(|s| s.size).sum();
     assert!(total >= keep, "retention must not go below retention.bytes");
-    assert!(!log.segments().last().unwrap().sealed, "the active segment stays");
+    assert!(
+        !log.segments().last().unwrap().sealed,
+        "the active segment stays"
+    );
 }
 
 #[test]
@@ -249,9 +272,15 @@ fn truncate_fully_restarts_the_log_at_a_new_offset() {
     let mut log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
     log.append(&mut batch(5, 0), 0, 0).unwrap();
     log.truncate_fully_and_start_at(1_000).unwrap();
-    assert_eq!((log.log_start_offset(), log.log_end_offset()), (1_000, 1_000));
+    assert_eq!(
+        (log.log_start_offset(), log.log_end_offset()),
+        (1_000, 1_000)
+    );
     log.append(&mut batch(1, 0), 0, 0).unwrap();
     drop(log);
     let log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
-    assert_eq!((log.log_start_offset(), log.log_end_offset()), (1_000, 1_001));
+    assert_eq!(
+        (log.log_start_offset(), log.log_end_offset()),
+        (1_000, 1_001)
+    );
 }

@@ -109,7 +109,10 @@ fn missing_or_garbage_index_files_are_rebuilt() {
     for (i, s) in segs.iter().enumerate() {
         let probe = s.base_offset + 4;
         let r = log.read(probe, 1, end).unwrap();
-        assert!(r.first_offset <= probe && probe < r.next_offset, "segment {i}");
+        assert!(
+            r.first_offset <= probe && probe < r.next_offset,
+            "segment {i}"
+        );
     }
     // Batch i holds timestamps 10i..10i+2 at offsets 3i..3i+2.
     let t = log.offset_for_timestamp(1_502).unwrap().unwrap();
@@ -124,8 +127,12 @@ fn damaged_checkpoints_snapshots_and_stray_files_do_not_stop_an_open() {
     let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
     for i in 0..50 {
         log.append(&mut idem_batch(4, 0, i * 2, 2), 1, 0).unwrap();
-        log.append(&mut batch_with(1, 40_000, 0, Compression::None, None, 0), 1, 0)
-            .unwrap();
+        log.append(
+            &mut batch_with(1, 40_000, 0, Compression::None, None, 0),
+            1,
+            0,
+        )
+        .unwrap();
     }
     let end = log.log_end_offset();
     log.close().unwrap();

@@ -25,7 +25,14 @@ pub fn value_for(tag: u64, i: usize, len: usize) -> Vec<u8> {
 
 /// One batch of `n` records with timestamps `ts, ts+1, ...` (base offset 0,
 /// as producers send it).
-pub fn batch_with(n: usize, value_len: usize, ts: i64, compression: Compression, idem: Option<Idem>, tag: u64) -> Vec<u8> {
+pub fn batch_with(
+    n: usize,
+    value_len: usize,
+    ts: i64,
+    compression: Compression,
+    idem: Option<Idem>,
+    tag: u64,
+) -> Vec<u8> {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: false,
@@ -61,7 +68,14 @@ pub fn batch(n: usize, ts: i64) -> Vec<u8> {
 }
 
 pub fn idem_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
-    batch_with(n, 16, 1_000, Compression::None, Some(Idem { pid, epoch, seq }), 0)
+    batch_with(
+        n,
+        16,
+        1_000,
+        Compression::None,
+        Some(Idem { pid, epoch, seq }),
+        0,
+    )
 }
 
 /// Decodes every record of the log from `from` to the end.
@@ -71,7 +85,10 @@ pub fn read_all(log: &PartitionLog, from: i64) -> Vec<Record> {
     let end = log.log_end_offset();
     while offset < end {
         let slice = log.read(offset, 1 << 20, end).unwrap();
-        assert!(!slice.is_empty(), "read at {offset} below end {end} returned nothing");
+        assert!(
+            !slice.is_empty(),
+            "read at {offset} below end {end} returned nothing"
+        );
         let mut bytes = slice.read_to_bytes().unwrap();
         for set in RecordBatchDecoder::decode_all(&mut bytes).unwrap() {
             out.extend(set.records.into_iter().filter(|r| r.offset >= offset));

@@ -502,7 +502,9 @@ async fn malformed_frames_close_the_connection_without_panicking() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512)
+    ))]
 
     #[test]
     fn random_frames_never_panic_the_dispatcher(

@@ -113,7 +113,7 @@ pub(super) fn describe_configs(
                     .with_read_only(source == SOURCE_STATIC_BROKER)
                     .with_config_source(source)
                     .with_is_sensitive(false)
-                    .with_config_type(kind as i8)
+                    .with_config_type(kind.kafka_code())
                     .with_synonyms(synonyms)
             };
         match r.resource_type {
@@ -129,7 +129,7 @@ pub(super) fn describe_configs(
                     );
                     continue;
                 };
-                let configs = topic_config::CATALOGUE
+                let configs = topic_config::catalogue()
                     .iter()
                     .filter(|d| wanted(&r.configuration_keys, d.name))
                     .map(|d| match topic.configs.get(d.name) {

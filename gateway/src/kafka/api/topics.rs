@@ -24,7 +24,7 @@ pub(super) const SOURCE_TOPIC: i8 = 1;
 pub(super) const SOURCE_DEFAULT: i8 = 5;
 
 fn all_configs(t: &TopicMeta) -> Vec<CreatableTopicConfigs> {
-    topic_config::CATALOGUE
+    topic_config::catalogue()
         .iter()
         .map(|d| {
             let set = t.configs.get(d.name);

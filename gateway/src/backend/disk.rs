@@ -201,16 +201,45 @@ impl DiskLogFactory {
     }
 }
 
+/// Name of the file that records which topic incarnation owns a partition directory.
+const TOPIC_ID_FILE: &str = "topic-id";
+
+/// Directories are named after the topic, so a topic deleted and recreated
+/// under the same name would find the old data if the process died between
+/// the delete and the removal of its files. The topic id written into each
+/// directory tells the incarnations apart; a stale directory is set aside.
+fn claim(dir: &Path, topic_id: Uuid) -> Result<(), LogError> {
+    let marker = dir.join(TOPIC_ID_FILE);
+    match std::fs::read_to_string(&marker) {
+        Ok(found) if found.trim() == topic_id.to_string() => return Ok(()),
+        Ok(found) => {
+            let aside = dir.with_extension(format!("{}.deleted", found.trim()));
+            tracing::warn!(
+                dir = %dir.display(),
+                stale = found.trim(),
+                "setting aside data of a deleted topic incarnation"
+            );
+            std::fs::rename(dir, &aside)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(LogError::Io(e)),
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(&marker, topic_id.to_string())?;
+    Ok(())
+}
+
 impl LogFactory for DiskLogFactory {
     fn open(
         &self,
         topic: &str,
-        _topic_id: Uuid,
+        topic_id: Uuid,
         partition: i32,
         settings: &LogSettings,
     ) -> Result<Box<dyn PartitionLog>, LogError> {
-        let log = storage::PartitionLog::open(&self.dir(topic, partition), log_config(settings))
-            .map_err(from_storage)?;
+        let dir = self.dir(topic, partition);
+        claim(&dir, topic_id)?;
+        let log = storage::PartitionLog::open(&dir, log_config(settings)).map_err(from_storage)?;
         Ok(Box::new(DiskLog {
             log,
             retention_bytes: settings.retention_bytes,
@@ -225,5 +254,46 @@ impl LogFactory for DiskLogFactory {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(LogError::Io(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> LogSettings {
+        crate::topic_config::log_settings(&Default::default())
+    }
+
+    #[test]
+    fn a_recreated_topic_never_sees_the_data_of_its_deleted_namesake() {
+        let root = tempfile::tempdir().expect("tmp");
+        let f = DiskLogFactory::new(root.path()).expect("factory");
+        let old = Uuid::new_v4();
+        let mut log = f.open("t", old, 0, &settings()).expect("open");
+        let mut rec = crate::backend::memory::tests_support::batch(b"old");
+        log.append(&mut rec, 0, 1).expect("append");
+        log.close().expect("close");
+        // The process died before the deleted topic's files were removed.
+        let log = f.open("t", Uuid::new_v4(), 0, &settings()).expect("reopen");
+        assert_eq!(log.log_end_offset(), 0, "fresh log for the new incarnation");
+        log.close().expect("close");
+        let same = f
+            .open("t", Uuid::nil(), 1, &settings())
+            .expect("other partition");
+        assert_eq!(same.log_end_offset(), 0);
+    }
+
+    #[test]
+    fn reopening_the_same_incarnation_keeps_its_data() {
+        let root = tempfile::tempdir().expect("tmp");
+        let f = DiskLogFactory::new(root.path()).expect("factory");
+        let id = Uuid::new_v4();
+        let mut log = f.open("t", id, 0, &settings()).expect("open");
+        let mut rec = crate::backend::memory::tests_support::batch(b"kept");
+        log.append(&mut rec, 0, 1).expect("append");
+        log.close().expect("close");
+        let log = f.open("t", id, 0, &settings()).expect("reopen");
+        assert_eq!(log.log_end_offset(), 1);
     }
 }

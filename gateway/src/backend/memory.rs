@@ -569,3 +569,31 @@ impl Catalog for MemoryCatalog {
         Ok(start..st.next_producer_id)
     }
 }
+
+/// Record batches for tests of log backends.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// A minimal uncompressed v2 batch holding one record with `value`.
+    pub fn batch(value: &[u8]) -> Vec<u8> {
+        let mut record = vec![0u8]; // attributes
+        record.push(0); // timestamp delta (varint 0)
+        record.push(0); // offset delta
+        record.push(1); // key length -1 (zigzag)
+        record.push((value.len() as u8) << 1); // value length (zigzag, short values only)
+        record.extend_from_slice(value);
+        record.push(0); // no headers
+        let mut rec = vec![(record.len() as u8) << 1];
+        rec.extend_from_slice(&record);
+        let mut b = vec![0u8; 61];
+        b[8..12].copy_from_slice(&((61 - 12 + rec.len()) as i32).to_be_bytes());
+        b[16] = 2;
+        b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+        b[51..53].copy_from_slice(&(-1i16).to_be_bytes());
+        b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+        b[57..61].copy_from_slice(&1i32.to_be_bytes());
+        b.extend_from_slice(&rec);
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+}

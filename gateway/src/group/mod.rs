@@ -2,3 +2,4 @@
 
 pub mod coordinator;
 pub mod engine;
+pub mod types;

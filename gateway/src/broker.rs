@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::Mutex as AsyncMutex;
 
@@ -63,6 +63,8 @@ pub struct Metrics {
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
     pub malformed_requests: AtomicU64,
+    /// Requests being served right now; shutdown waits for this to reach zero.
+    pub in_flight: AtomicU64,
 }
 
 impl Metrics {
@@ -136,7 +138,7 @@ pub struct Broker {
     producer_ids: AsyncMutex<Range<i64>>,
     /// Serialises topic auto-creation so concurrent Metadata requests create once.
     create_lock: AsyncMutex<()>,
-    shutting_down: Mutex<bool>,
+    shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
 impl Broker {
@@ -155,7 +157,7 @@ impl Broker {
             metrics: Metrics::default(),
             producer_ids: AsyncMutex::new(0..0),
             create_lock: AsyncMutex::new(()),
-            shutting_down: Mutex::new(false),
+            shutting_down: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -216,10 +218,16 @@ impl Broker {
     }
 
     pub fn begin_shutdown(&self) {
-        *self.shutting_down.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.shutting_down.send_replace(true);
     }
 
     pub fn is_shutting_down(&self) -> bool {
-        *self.shutting_down.lock().unwrap_or_else(|p| p.into_inner())
+        *self.shutting_down.borrow()
+    }
+
+    /// Resolves once shutdown has begun (long polls stop waiting then).
+    pub async fn shutdown_started(&self) {
+        let mut rx = self.shutting_down.subscribe();
+        let _ = rx.wait_for(|stopping| *stopping).await;
     }
 }

@@ -116,8 +116,19 @@ impl Gateway {
     pub async fn shutdown(mut self) {
         self.broker.begin_shutdown();
         let _ = self.stop.send(true);
-        // In-flight requests finish within the shards' grace period; logs close after.
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // Let requests already being served finish (long polls end early once
+        // shutdown begins), then close the logs under them.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self
+            .broker
+            .metrics
+            .in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         self.broker.partitions.close_all().await;
         if let Some(shards) = self.shards.take() {
             let _ = tokio::task::spawn_blocking(move || shards.stop()).await;

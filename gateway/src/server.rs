@@ -102,7 +102,16 @@ async fn connection(
                 break;
             }
         };
-        match dispatch(&broker, &host, frame).await {
+        broker
+            .metrics
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let served = dispatch(&broker, &host, frame).await;
+        broker
+            .metrics
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        match served {
             Ok(Some(resp)) => {
                 if let Err(e) = resp.write_to_tcp(&mut stream).await {
                     tracing::debug!(%peer, error = %e, "writing response failed");

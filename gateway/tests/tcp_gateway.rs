@@ -226,3 +226,58 @@ async fn health_and_metrics_answer_over_http() {
     assert!(n >= 1, "{line}");
     gw.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_a_waiting_long_poll_before_closing() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let created: CreateTopicsResponse = roundtrip(
+        &mut s,
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic())
+            .with_num_partitions(1)
+            .with_replication_factor(1)]),
+    )
+    .await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let poll = tokio::spawn(async move {
+        let resp: FetchResponse = roundtrip(
+            &mut s,
+            ApiKey::Fetch,
+            12,
+            &FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(600_000)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![
+                        FetchPartition::default().with_partition_max_bytes(1 << 20)
+                    ])]),
+        )
+        .await;
+        resp
+    });
+    // Wait until the fetch is parked in the broker.
+    while gw
+        .broker()
+        .metrics
+        .in_flight
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    gw.shutdown().await;
+    // A hang guard, not a speed check: the answer must come rather than wait ten minutes.
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(60), poll)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resp.responses[0].partitions[0].error_code, 0);
+}

@@ -112,7 +112,14 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
 }
 
 /// Waits until some partition's high watermark moves past its fetch offset, or the deadline.
-async fn wait_for_data(items: &[Item], deadline: Instant) {
+async fn wait_for_data(b: &Broker, items: &[Item], deadline: Instant) {
+    tokio::select! {
+        _ = wait_for_hw(items, deadline) => {}
+        _ = b.shutdown_started() => {}
+    }
+}
+
+async fn wait_for_hw(items: &[Item], deadline: Instant) {
     let mut watches: Vec<_> = items
         .iter()
         .filter_map(|it| {
@@ -301,7 +308,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         && Instant::now() < deadline
         && !b.is_shutting_down()
     {
-        wait_for_data(&items, deadline).await;
+        wait_for_data(b, &items, deadline).await;
         (outcomes, total) = read_all(b, &items, max_total).await;
         if total == 0 && Instant::now() >= deadline {
             break;

@@ -597,7 +597,8 @@ async fn populated_group_and_offset_answers_encode_in_every_advertised_version()
 
     let g = || GroupId(StrBytes::from_static_str("g"));
     let t = || TopicName(StrBytes::from_static_str("t"));
-    let requests: Vec<(ApiKey, Box<dyn Fn(i16) -> Option<Bytes>>)> = vec![
+    type MakeFrame = Box<dyn Fn(i16) -> Option<Bytes>>;
+    let requests: Vec<(ApiKey, MakeFrame)> = vec![
         (
             ApiKey::DescribeGroups,
             Box::new(move |v| {

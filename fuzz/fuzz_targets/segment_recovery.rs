@@ -51,7 +51,14 @@ const FILES: [&str; 6] = [
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else { return };
-    let dir = tempfile::tempdir().expect("temp dir");
+    // tmpfs keeps the many fsyncs of each iteration cheap.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("temp dir");
     let cfg = LogConfig {
         segment_bytes: 1 << 20,
         ..LogConfig::default()

@@ -12,12 +12,13 @@ use metastore::{
     QuicSettings, RaftTiming, Transport,
 };
 
-/// Timers loose enough for a busy two-core machine.
+/// Timers loose enough for a shared two-core machine under parallel builds
+/// (openraft also uses the heartbeat interval as the AppendEntries timeout).
 pub fn timing() -> RaftTiming {
     RaftTiming {
-        heartbeat_ms: 50,
-        election_min_ms: 300,
-        election_max_ms: 600,
+        heartbeat_ms: 150,
+        election_min_ms: 1000,
+        election_max_ms: 2000,
     }
 }
 
@@ -99,7 +100,7 @@ impl Cluster {
             addrs,
             nodes: BTreeMap::new(),
             router: None,
-            request_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
         };
         for (id, socket) in sockets {
             c.dirs.insert(id, tempfile::tempdir().unwrap());
@@ -186,8 +187,19 @@ impl Cluster {
         let transport = match &self.router {
             Some(r) => Transport::InProcess(r.clone()),
             None => {
+                // the stopped node's socket closes once its last tasks have unwound
                 let addr: SocketAddr = self.addrs[&id].parse().unwrap();
-                Transport::Quic(QuicSettings::from_socket(UdpSocket::bind(addr).unwrap()).unwrap())
+                let start = Instant::now();
+                let socket = loop {
+                    match UdpSocket::bind(addr) {
+                        Ok(s) => break s,
+                        Err(e) if start.elapsed() > Duration::from_secs(10) => {
+                            panic!("cannot rebind {addr}: {e}")
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                };
+                Transport::Quic(QuicSettings::from_socket(socket).unwrap())
             }
         };
         let ms = Metastore::start(self.config(id, transport)).await.unwrap();

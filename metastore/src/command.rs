@@ -112,6 +112,19 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Whether applying this command a second time changes nothing a
+    /// client could observe (so a retry needs no de-duplication).
+    pub fn is_idempotent(&self) -> bool {
+        matches!(
+            self,
+            Command::Heartbeat { .. }
+                | Command::CommitOffsets { .. }
+                | Command::CommitSegment { .. }
+        )
+    }
+}
+
 /// The payload of one Raft entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {

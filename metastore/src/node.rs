@@ -436,7 +436,7 @@ impl Node {
                         commands.len()
                     )));
                 }
-                match self.proposer.propose(Some(request), commands).await {
+                match self.proposer.propose(request, commands).await {
                     Ok(w) => Ok(ForwardResponse::Written {
                         log_index: w.log_index,
                         results: w.results,

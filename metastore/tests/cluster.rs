@@ -206,3 +206,45 @@ async fn learners_join_are_promoted_and_nodes_can_leave() {
     n1.shutdown().await.unwrap();
     n2.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_missed_purged_entries_catches_up_from_a_snapshot() {
+    let mut c = Cluster::quic_snapshotting(3, 20).await;
+    let leader = c.leader().await;
+    c.node(leader).register_agent(agent(1)).await.unwrap();
+    let behind = c.nodes.keys().copied().find(|id| *id != leader).unwrap();
+    c.kill(behind).await;
+    let _alive: Vec<_> = c
+        .nodes
+        .values()
+        .map(|m| m.keep_agent_alive(agent(1), Duration::from_millis(300)))
+        .collect();
+    for i in 0..120 {
+        c.node(leader)
+            .create_topic(CreateTopic::new(format!("s{i}"), 1, 1), false)
+            .await
+            .unwrap();
+    }
+    let lead = c.node(leader).clone();
+    eventually("the leader purges its log", Duration::from_secs(20), || {
+        lead.raft_metrics().purged.is_some_and(|p| p.index > 60)
+    })
+    .await;
+    let purged = lead.raft_metrics().purged.unwrap().index;
+
+    c.restart(behind).await;
+    let back = c.node(behind).clone();
+    eventually(
+        "the lagging node holds every topic",
+        Duration::from_secs(30),
+        || (0..120).all(|i| back.topic(&format!("s{i}")).is_some()),
+    )
+    .await;
+    let snap = back.raft_metrics().snapshot.map(|l| l.index);
+    assert!(
+        snap >= Some(purged),
+        "entries up to {purged} came as a snapshot, got {snap:?}"
+    );
+    assert_eq!(back.topics(), lead.topics());
+    c.shutdown().await;
+}

@@ -72,9 +72,10 @@ pub enum RpcResponse {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ForwardRequest {
     /// Commands to propose; the leader stamps them with its clock. The
-    /// request id stays the same across retries so they apply once.
+    /// request id stays the same across retries so they apply once; it is
+    /// left out when applying twice is harmless.
     Write {
-        request: uuid::Uuid,
+        request: Option<uuid::Uuid>,
         commands: Vec<Command>,
     },
     /// The leader's committed index after confirming its leadership (read index).

@@ -82,10 +82,16 @@ pub struct Cluster {
     pub nodes: BTreeMap<u64, Metastore>,
     router: Option<LocalRouter>,
     pub request_timeout: Duration,
+    pub snapshot_every: u64,
 }
 
 impl Cluster {
     pub async fn quic(n: u64) -> Cluster {
+        Cluster::quic_snapshotting(n, 10_000).await
+    }
+
+    /// A QUIC cluster that snapshots (and purges its log) every `snapshot_every` entries.
+    pub async fn quic_snapshotting(n: u64, snapshot_every: u64) -> Cluster {
         let mut sockets = BTreeMap::new();
         for id in 1..=n {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -101,6 +107,7 @@ impl Cluster {
             nodes: BTreeMap::new(),
             router: None,
             request_timeout: Duration::from_secs(30),
+            snapshot_every,
         };
         for (id, socket) in sockets {
             c.dirs.insert(id, tempfile::tempdir().unwrap());
@@ -121,6 +128,7 @@ impl Cluster {
             nodes: BTreeMap::new(),
             router: Some(router.clone()),
             request_timeout,
+            snapshot_every: 10_000,
         };
         for id in 1..=n {
             c.dirs.insert(id, tempfile::tempdir().unwrap());
@@ -141,6 +149,7 @@ impl Cluster {
             bootstrap: Bootstrap::Members(self.addrs.clone()),
             timing: timing(),
             request_timeout: self.request_timeout,
+            snapshot_every: self.snapshot_every,
             ..MetastoreConfig::default()
         }
     }

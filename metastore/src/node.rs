@@ -226,6 +226,14 @@ impl Node {
             r.register(id, node.clone());
         }
         node.bootstrap(&config.bootstrap, addr).await?;
+        // a lone voter need not wait out an election timeout to lead again after a restart
+        let lone = {
+            let m = node.raft.metrics().borrow().clone();
+            m.membership_config.membership().voter_ids().eq([id])
+        };
+        if lone {
+            let _ = node.raft.trigger().elect().await;
+        }
         let driver = tokio::spawn(crate::driver::run(node.clone()));
         node.tasks.lock().push(driver);
         tracing::info!(node = id, raft_addr = ?node.raft_addr, "metastore node started");

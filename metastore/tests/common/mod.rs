@@ -15,11 +15,7 @@ use metastore::{
 /// Timers loose enough for a shared two-core machine under parallel builds
 /// (openraft also uses the heartbeat interval as the AppendEntries timeout).
 pub fn timing() -> RaftTiming {
-    RaftTiming {
-        heartbeat_ms: 150,
-        election_min_ms: 1000,
-        election_max_ms: 2000,
-    }
+    RaftTiming::relaxed()
 }
 
 pub fn init_tracing() {

@@ -18,6 +18,9 @@ pub fn timing() -> RaftTiming {
     RaftTiming::relaxed()
 }
 
+/// Agents in tests that are not about leases keep them through slow moments.
+pub const AGENT_LEASE: Duration = Duration::from_secs(60);
+
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -39,6 +42,7 @@ pub fn agent(id: u64) -> AgentRegistration {
 pub fn embedded(dir: &Path) -> MetastoreConfig {
     MetastoreConfig {
         timing: timing(),
+        agent_lease: AGENT_LEASE,
         ..MetastoreConfig::embedded(dir)
     }
 }
@@ -144,6 +148,7 @@ impl Cluster {
             transport,
             bootstrap: Bootstrap::Members(self.addrs.clone()),
             timing: timing(),
+            agent_lease: AGENT_LEASE,
             request_timeout: self.request_timeout,
             snapshot_every: self.snapshot_every,
             ..MetastoreConfig::default()

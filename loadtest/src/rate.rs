@@ -1,0 +1,230 @@
+//! Pacing: when each message is due, and (for `rate: max`) what rate to
+//! offer next. Both are pure: the caller passes the time in.
+
+/// Spreads one producer's messages evenly in time.
+///
+/// Message `k` is due at `base_ns + (k - base_count) / rate`. A producer
+/// that falls behind sends the overdue messages back to back (the rate is
+/// an offered rate; the lateness shows up as publish delay, as in the
+/// OpenMessaging Benchmark), so the offered load does not silently drop
+/// when the client stalls.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    base_ns: u64,
+    base_count: u64,
+    rate: f64,
+}
+
+impl Pacer {
+    /// A pacer whose first message is due at `start_ns`; `rate` in msg/s.
+    pub fn new(start_ns: u64, rate: f64) -> Pacer {
+        Pacer {
+            base_ns: start_ns,
+            base_count: 0,
+            rate: rate.max(f64::MIN_POSITIVE),
+        }
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// How many messages (counted from the first) are due at `now_ns`.
+    pub fn due(&self, now_ns: u64) -> u64 {
+        if now_ns < self.base_ns {
+            return self.base_count;
+        }
+        let elapsed = (now_ns - self.base_ns) as f64 / 1e9;
+        self.base_count + (elapsed * self.rate).floor() as u64 + 1
+    }
+
+    /// When message `k` is due (the time it should have been sent).
+    pub fn intended_ns(&self, k: u64) -> u64 {
+        let steps = k.saturating_sub(self.base_count) as f64;
+        self.base_ns + (steps * 1e9 / self.rate) as u64
+    }
+
+    /// Changes the rate from `now_ns` on: message `next` becomes due now.
+    /// Any backlog of overdue messages is forgiven; the new rate applies to
+    /// what follows.
+    pub fn set_rate(&mut self, now_ns: u64, next: u64, rate: f64) {
+        self.base_ns = now_ns;
+        self.base_count = next;
+        self.rate = rate.max(f64::MIN_POSITIVE);
+    }
+}
+
+/// What happened during one control window, summed over all clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Observation {
+    /// Length of the window in seconds.
+    pub window_s: f64,
+    /// Messages handed to the client in the window.
+    pub sent: u64,
+    /// Messages acknowledged in the window.
+    pub acked: u64,
+    /// Distinct messages consumed in the window.
+    pub received: u64,
+    /// Sent but not yet acknowledged (or failed), at the end of the window.
+    pub unacked: u64,
+    /// Acknowledged but not yet consumed, at the end of the window.
+    pub backlog: u64,
+}
+
+/// Finds the highest rate a broker sustains with consumers keeping up.
+///
+/// Multiplicative increase while the window was healthy (nothing piling up
+/// unacknowledged or unconsumed beyond a fifth of a second of traffic), and
+/// on congestion a drop to 90% of what the broker actually acknowledged and
+/// delivered. The first climb doubles its step each healthy window (up to
+/// +50%); after the first congestion steps are capped at +10%, so the rate
+/// settles in a band just under capacity.
+#[derive(Debug, Clone)]
+pub struct RateController {
+    rate: f64,
+    ramp: f64,
+    max_ramp: f64,
+    floor: f64,
+    ceiling: f64,
+}
+
+const FIRST_RAMP: f64 = 0.25;
+const SETTLED_RAMP: f64 = 0.02;
+const SETTLED_MAX_RAMP: f64 = 0.1;
+
+impl RateController {
+    pub fn new(start: f64, floor: f64, ceiling: f64) -> RateController {
+        RateController {
+            rate: start.clamp(floor, ceiling),
+            ramp: FIRST_RAMP,
+            max_ramp: 0.5,
+            floor,
+            ceiling,
+        }
+    }
+
+    /// The rate currently offered, msg/s.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Whether a window with these figures counts as congested.
+    pub fn congested(&self, o: &Observation) -> bool {
+        let allowance = (self.rate * 0.2).max(2000.0) as u64;
+        o.backlog > allowance || o.unacked > allowance
+    }
+
+    /// Feeds one window; returns the rate to offer next.
+    pub fn observe(&mut self, o: &Observation) -> f64 {
+        if o.window_s <= 0.0 {
+            return self.rate;
+        }
+        let sent_rate = o.sent as f64 / o.window_s;
+        if self.congested(o) {
+            let delivered = (o.acked.min(o.received) as f64 / o.window_s).min(self.rate);
+            self.rate = (delivered * 0.9).clamp(self.floor, self.ceiling);
+            self.ramp = SETTLED_RAMP;
+            self.max_ramp = SETTLED_MAX_RAMP;
+        } else if sent_rate >= 0.9 * self.rate {
+            self.rate = (self.rate * (1.0 + self.ramp)).clamp(self.floor, self.ceiling);
+            self.ramp = (self.ramp * 2.0).min(self.max_ramp);
+        }
+        // Otherwise the producers could not offer the target at all (the
+        // load generator itself is short of CPU): hold, do not ramp further.
+        self.rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn pacer_spreads_messages_evenly() {
+        let p = Pacer::new(SEC, 1000.0);
+        assert_eq!(p.due(0), 0, "nothing is due before the start");
+        assert_eq!(p.due(SEC), 1, "the first message is due at the start");
+        assert_eq!(p.due(SEC + SEC / 2), 501);
+        assert_eq!(p.due(2 * SEC), 1001);
+        assert_eq!(p.intended_ns(0), SEC);
+        assert_eq!(p.intended_ns(500), SEC + SEC / 2);
+    }
+
+    #[test]
+    fn pacer_rate_change_forgives_backlog_and_applies_forward() {
+        let mut p = Pacer::new(0, 100.0);
+        // 10 s in, only 50 of ~1000 due messages were sent.
+        p.set_rate(10 * SEC, 50, 10.0);
+        assert_eq!(p.due(10 * SEC), 51);
+        assert_eq!(p.due(11 * SEC), 61);
+        assert_eq!(p.intended_ns(60), 11 * SEC);
+    }
+
+    /// A broker that acknowledges and delivers at most `capacity` msg/s;
+    /// whatever is offered beyond that piles up.
+    fn simulate(capacity: f64, windows: usize) -> Vec<f64> {
+        let mut c = RateController::new(5_000.0, 1_000.0, 10_000_000.0);
+        let mut queued = 0.0f64;
+        let mut rates = Vec::new();
+        for _ in 0..windows {
+            let offered = c.rate();
+            let total = queued + offered;
+            let done = total.min(capacity);
+            queued = total - done;
+            let o = Observation {
+                window_s: 1.0,
+                sent: offered as u64,
+                acked: done as u64,
+                received: done as u64,
+                unacked: queued as u64,
+                backlog: 0,
+            };
+            // A congested window lets the queue drain at the lower rate.
+            rates.push(c.observe(&o));
+        }
+        rates
+    }
+
+    #[test]
+    fn controller_settles_just_under_the_brokers_capacity() {
+        for capacity in [20_000.0, 150_000.0, 400_000.0] {
+            let rates = simulate(capacity, 60);
+            let tail = &rates[40..];
+            let avg = tail.iter().sum::<f64>() / tail.len() as f64;
+            assert!(
+                avg > 0.7 * capacity && avg < 1.1 * capacity,
+                "capacity {capacity}: settled at {avg} ({tail:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn controller_backs_off_when_consumers_fall_behind() {
+        let mut c = RateController::new(100_000.0, 1_000.0, 1e9);
+        let o = Observation {
+            window_s: 1.0,
+            sent: 100_000,
+            acked: 100_000,
+            received: 60_000,
+            unacked: 10,
+            backlog: 40_000,
+        };
+        let next = c.observe(&o);
+        assert!((next - 54_000.0).abs() < 1.0, "{next}");
+    }
+
+    #[test]
+    fn controller_holds_when_the_generator_cannot_offer_the_target() {
+        let mut c = RateController::new(100_000.0, 1_000.0, 1e9);
+        let o = Observation {
+            window_s: 1.0,
+            sent: 40_000,
+            acked: 40_000,
+            received: 40_000,
+            ..Observation::default()
+        };
+        assert_eq!(c.observe(&o), 100_000.0);
+    }
+}

@@ -4,7 +4,7 @@
 //! rate controller and the final report.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -32,15 +32,6 @@ impl RunClock {
     pub fn now_us(&self) -> u64 {
         self.origin.elapsed().as_micros() as u64
     }
-}
-
-/// Where the run is; samples count towards the report only in `Measure`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Phase {
-    Warmup = 0,
-    Measure = 1,
-    Drain = 2,
 }
 
 /// Whole-run counters (cumulative; the runner takes differences).
@@ -119,7 +110,13 @@ impl CounterSnapshot {
 pub struct RunShared {
     pub run_id: u32,
     pub clock: RunClock,
-    phase: AtomicU8,
+    /// Measurement window in µs of the run clock; `u64::MAX` while unset.
+    /// A message belongs to the measurement when it was *sent* inside the
+    /// window, so its publish and end-to-end latency count even when the
+    /// ack or the receipt comes after the window closed: a broker that
+    /// queues for seconds cannot hide its slowest messages in the drain.
+    window_start_us: AtomicU64,
+    window_end_us: AtomicU64,
     pub counters: Counters,
     pub ledger: Ledger,
     /// Partitions currently assigned over all consumers.
@@ -138,7 +135,8 @@ impl RunShared {
         Arc::new(RunShared {
             run_id,
             clock: RunClock::start(),
-            phase: AtomicU8::new(Phase::Warmup as u8),
+            window_start_us: AtomicU64::new(u64::MAX),
+            window_end_us: AtomicU64::new(u64::MAX),
             counters: Counters::default(),
             ledger: Ledger::new(producers),
             assigned: AtomicI64::new(0),
@@ -146,20 +144,20 @@ impl RunShared {
         })
     }
 
-    pub fn phase(&self) -> Phase {
-        match self.phase.load(Ordering::Acquire) {
-            0 => Phase::Warmup,
-            1 => Phase::Measure,
-            _ => Phase::Drain,
-        }
+    /// Opens the measurement window at `at_us`.
+    pub fn begin_measurement(&self, at_us: u64) {
+        self.window_start_us.store(at_us, Ordering::Release);
     }
 
-    pub fn set_phase(&self, p: Phase) {
-        self.phase.store(p as u8, Ordering::Release);
+    /// Closes the measurement window at `at_us`.
+    pub fn end_measurement(&self, at_us: u64) {
+        self.window_end_us.store(at_us, Ordering::Release);
     }
 
-    fn measuring(&self) -> bool {
-        self.phase() == Phase::Measure
+    /// Whether a message sent at `send_us` is part of the measurement.
+    pub fn in_measurement(&self, send_us: u64) -> bool {
+        send_us >= self.window_start_us.load(Ordering::Acquire)
+            && send_us < self.window_end_us.load(Ordering::Acquire)
     }
 
     /// Counts an error by its text (the report lists the distinct ones).
@@ -205,9 +203,9 @@ impl ProducerProbe {
     }
 
     /// A message was handed to the client `delay_us` after it was due.
-    pub fn on_send(&self, delay_us: u64) {
+    pub fn on_send(&self, send_us: u64, delay_us: u64) {
         self.shared.counters.sent.fetch_add(1, Ordering::Relaxed);
-        if self.shared.measuring() {
+        if self.shared.in_measurement(send_us) {
             relock(&self.hists).delay.record_us(delay_us);
         }
     }
@@ -234,7 +232,7 @@ impl ProducerProbe {
                 let latency = now.saturating_sub(stamp.send_us);
                 let mut h = relock(&self.hists);
                 h.window.record_us(latency);
-                if self.shared.measuring() {
+                if self.shared.in_measurement(stamp.send_us) {
                     h.total.record_us(latency);
                 }
             }
@@ -318,7 +316,7 @@ impl ConsumerProbe {
         let latency = now.saturating_sub(stamp.send_us);
         let mut h = relock(&self.hists);
         h.window.record_us(latency);
-        if self.shared.measuring() {
+        if self.shared.in_measurement(stamp.send_us) {
             h.total.record_us(latency);
         }
     }
@@ -352,18 +350,23 @@ mod tests {
     use crate::payload::PayloadWriter;
 
     #[test]
-    fn only_the_measurement_phase_counts_towards_totals() {
+    fn totals_count_messages_sent_inside_the_window_however_late_they_return() {
         let shared = RunShared::new(1, 1);
         let p = ProducerProbe::new(0, shared.clone());
+        let c = ConsumerProbe::new(0, shared.clone());
         let mut w = PayloadWriter::new(64, 1, 0);
-        p.on_ack(w.stamp(0, 0), Ok(()));
-        shared.set_phase(Phase::Measure);
-        p.on_ack(w.stamp(1, 0), Ok(()));
-        shared.set_phase(Phase::Drain);
-        p.on_ack(w.stamp(2, 0), Ok(()));
-        assert_eq!(p.totals().0.len(), 1);
-        assert_eq!(p.take_window().len(), 3);
-        assert_eq!(shared.counters.snapshot().acked, 3);
+        shared.begin_measurement(100);
+        shared.end_measurement(200);
+        // Sent before, inside (twice) and after the window; every ack and
+        // receipt happens now, long after the window closed.
+        for (seq, sent) in [(0, 50), (1, 100), (2, 199), (3, 200)] {
+            p.on_ack(w.stamp(seq, sent), Ok(()));
+            c.on_message(w.stamp(seq, sent));
+        }
+        assert_eq!(p.totals().0.len(), 2);
+        assert_eq!(c.total().len(), 2);
+        assert_eq!(p.take_window().len(), 4, "progress windows see everything");
+        assert_eq!(shared.counters.snapshot().acked, 4);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::driver::{ConsumerClient, Driver, ProducerClient, SendOutcome, TopicSpec};
 use crate::error::LoadError;
 use crate::payload::PayloadWriter;
-use crate::probe::{ConsumerProbe, CounterSnapshot, Phase, ProducerProbe, RunClock, RunShared};
+use crate::probe::{ConsumerProbe, CounterSnapshot, ProducerProbe, RunClock, RunShared};
 use crate::procstat::{self, ProcSample};
 use crate::rate::{Observation, Pacer, RateController};
 use crate::report::{ErrorCounts, Progress, RunResult, Throughput, Verdict};
@@ -65,6 +65,20 @@ const MAX_RATE_CEILING: f64 = 10_000_000.0;
 /// thread wake-ups cost more CPU than they buy precision below this.
 const LOOKAHEAD_NS: u64 = 200_000;
 const TICK: Duration = Duration::from_secs(1);
+/// A drain ends early when consumers receive nothing new for this long
+/// (or a quarter of the drain timeout, if that is shorter; at least 1 s).
+const DRAIN_STALL: Duration = Duration::from_secs(15);
+
+fn stall_limit(drain_timeout: Duration) -> Duration {
+    (drain_timeout / 4).clamp(Duration::from_secs(1), DRAIN_STALL)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DrainEnd {
+    Drained,
+    Stalled,
+    TimedOut,
+}
 
 fn per_producer(total: f64, producers: u32) -> f64 {
     total / f64::from(producers.max(1))
@@ -104,7 +118,7 @@ fn spawn_producer(
                     let send_us = clock.now_us();
                     match client.send(writer.stamp(seq, send_us)) {
                         Ok(SendOutcome::Queued) => {
-                            probe.on_send(now.saturating_sub(intended) / 1000);
+                            probe.on_send(send_us, now.saturating_sub(intended) / 1000);
                             seq += 1;
                         }
                         Ok(SendOutcome::Full) => std::thread::sleep(Duration::from_micros(500)),
@@ -323,7 +337,7 @@ pub fn run(
     let warmup_end = start_ns + w.warmup.as_nanos() as u64;
     let measure_end = warmup_end + w.duration.as_nanos() as u64;
     let mut measure_start: Option<(u64, CounterSnapshot)> = if w.warmup.is_zero() {
-        shared.set_phase(Phase::Measure);
+        shared.begin_measurement(start_ns / 1000);
         Some((start_ns, shared.counters.snapshot()))
     } else {
         None
@@ -345,12 +359,12 @@ pub fn run(
         let now = clock.now_ns();
         let snap = shared.counters.snapshot();
         if measure_start.is_none() && now >= warmup_end {
-            shared.set_phase(Phase::Measure);
+            shared.begin_measurement(now / 1000);
             measure_start = Some((now, snap));
             progress("warm-up done; measuring");
         }
         if now >= measure_end {
-            shared.set_phase(Phase::Drain);
+            shared.end_measurement(now / 1000);
             break (now, snap);
         }
         if now >= next_tick {
@@ -408,18 +422,27 @@ pub fn run(
         "producers stopped ({unflushed} unacknowledged); draining consumers"
     ));
 
-    // Drain: until every acknowledged message arrived, or the timeout.
+    // Drain: until every acknowledged message arrived, the timeout, or the
+    // consumers stall (nothing new for DRAIN_STALL while some are missing).
     let drain_start = clock.now_ns();
     let drain_deadline = drain_start + w.drain_timeout.as_nanos() as u64;
+    let stall = stall_limit(w.drain_timeout);
     let mut last_print = drain_start;
-    let drained = loop {
+    let mut last_progress = (drain_start, shared.counters.snapshot().received_new);
+    let drain_end = loop {
         let snap = shared.counters.snapshot();
         if snap.received_new >= snap.acked && shared.ledger.outstanding() == 0 {
-            break true;
+            break DrainEnd::Drained;
         }
         let now = clock.now_ns();
+        if snap.received_new > last_progress.1 {
+            last_progress = (now, snap.received_new);
+        }
         if now >= drain_deadline {
-            break false;
+            break DrainEnd::TimedOut;
+        }
+        if now >= last_progress.0 + stall.as_nanos() as u64 {
+            break DrainEnd::Stalled;
         }
         if now >= last_print + opts.progress_every.as_nanos() as u64 {
             progress(&format!(
@@ -431,6 +454,7 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
+    let drained = drain_end == DrainEnd::Drained;
     let drain_secs = (clock.now_ns() - drain_start) as f64 / 1e9;
     consumer_stop.store(true, Ordering::Relaxed);
     for t in consumer_threads {
@@ -479,8 +503,18 @@ pub fn run(
     let delivery_ok = audit.lost == 0 && errors.corrupt == 0;
     let clean = delivery_ok && errors.total() == 0;
     let message = if !delivery_ok {
+        let why = match drain_end {
+            DrainEnd::Stalled => format!(
+                "consumers received nothing new for {stall:?} while these were missing: lost"
+            ),
+            DrainEnd::TimedOut => format!(
+                "consumers were still catching up when the {:?} drain timeout expired: backlog, not proven loss",
+                w.drain_timeout
+            ),
+            DrainEnd::Drained => "consumers drained".to_string(),
+        };
         format!(
-            "FAILED: {} acknowledged messages were never received and {} arrived corrupt (e.g. producer/sequence {:?})",
+            "FAILED: {} acknowledged messages were not received ({why}); {} arrived corrupt; first missing (producer, sequence): {:?}",
             audit.lost, errors.corrupt, audit.lost_examples
         )
     } else if !clean {

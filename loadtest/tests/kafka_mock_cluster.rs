@@ -16,7 +16,8 @@ fn kafka_driver_delivers_and_audits_every_message_through_librdkafka() {
     cluster.create_topic("mock-topic", 4, 1).unwrap();
     let bootstrap = cluster.bootstrap_servers();
     let w = Workload::from_yaml(
-        "name: mock\npartitions: 4\nmessage_size: 256\nproducers: 2\nconsumers: 2\nrate: 1000\nacks: all\nwarmup: 1s\nduration: 3s\ndrain_timeout: 30s\n",
+        "name: mock\npartitions: 4\nmessage_size: 256\nproducers: 2\nconsumers: 2\nrate: 1000\nacks: all\nwarmup: 1s\nduration: 3s\ndrain_timeout: 30s\n\
+         consumer_config:\n  session.timeout.ms: \"6000\"\n  heartbeat.interval.ms: \"500\"\n",
     )
     .unwrap();
     let driver = Arc::new(KafkaDriver::new(&bootstrap, &w));

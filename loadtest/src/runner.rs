@@ -206,6 +206,17 @@ fn start_sampler(pid: Option<u32>, shared: Arc<RunShared>) -> Result<Sampler, Lo
     })
 }
 
+/// Raises every flag when dropped.
+struct StopOnDrop(Vec<Arc<AtomicBool>>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            f.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -272,6 +283,13 @@ pub fn run(
     // Consumers first, and wait for the group to cover every partition, so
     // warm-up starts with the read path live.
     let consumer_stop = Arc::new(AtomicBool::new(false));
+    let producer_stop = Arc::new(AtomicBool::new(false));
+    // If setup fails half-way, the threads already started must not run on.
+    let _stop_guard = StopOnDrop(vec![
+        consumer_stop.clone(),
+        producer_stop.clone(),
+        sampler.stop.clone(),
+    ]);
     let mut consumer_probes = Vec::new();
     let mut consumer_threads = Vec::new();
     for i in 0..w.consumers {
@@ -315,7 +333,6 @@ pub fn run(
     let rate_bits = Arc::new(AtomicU64::new(
         per_producer(total_rate, w.producers).to_bits(),
     ));
-    let producer_stop = Arc::new(AtomicBool::new(false));
     let mut producer_probes = Vec::new();
     let mut producer_threads = Vec::new();
     for i in 0..w.producers {

@@ -66,6 +66,7 @@ mkdir -p "$out"
     echo "aerostream: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($aerostream, --shards $shards)"
     [ -x "${tansu:-}" ] && echo "tansu: $("$tansu" --version 2>/dev/null || echo unknown) ($tansu)"
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
+    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs; figures are only comparable within one run)"
     echo "command: scripts/bench/side-by-side.sh ${workloads[*]} (BROKERS=\"${brokers[*]}\" DURATION=${DURATION:-file} WARMUP=${WARMUP:-file})"
 } >"$out/machine.txt"
 cat "$out/machine.txt"
@@ -134,6 +135,8 @@ for w in "${workloads[@]}"; do
         scratch=
     done
 done
+
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 
 shopt -s nullglob
 results=("$out"/*.json)

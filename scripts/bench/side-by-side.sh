@@ -19,12 +19,45 @@
 #   SHARDS          aerostream --shards (default: number of CPUs in BROKER_CPUS)
 #   DURATION, WARMUP  override every workload's measurement / warm-up time (e.g. 30s)
 #   RESULTS_DIR     output folder (default: benchmarks/results/<date>-<host>)
+#   AUTOGROUP_NICE  scheduler weight of the benchmark's session (default: -10;
+#                   empty to leave it alone). With autogroup scheduling every
+#                   session gets an equal CPU share whatever its processes'
+#                   nice values, so on a machine busy with other work (builds)
+#                   a broker pinned to one CPU may get a fraction of it and
+#                   every figure measures the contention instead.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 # shellcheck source=scripts/bench/lib.sh
 source scripts/bench/lib.sh
+
+# Build first, at normal priority.
+if [ -z "${BENCH_IN_SESSION:-}" ]; then
+    target_dir=${CARGO_TARGET_DIR:-$root/target}
+    need_build=()
+    [ -n "${AEROSTREAM_BIN:-}" ] || need_build+=(-p agent)
+    [ -n "${LOADTEST_BIN:-}" ] || need_build+=(-p loadtest)
+    if [ ${#need_build[@]} -gt 0 ]; then
+        echo "building ${need_build[*]} (release)"
+        cargo build --release "${need_build[@]}"
+    fi
+    export AEROSTREAM_BIN=${AEROSTREAM_BIN:-$target_dir/release/aerostream}
+    export LOADTEST_BIN=${LOADTEST_BIN:-$target_dir/release/loadtest}
+    # Run the measurements in a session of their own, with its weight raised.
+    if [ -n "${AUTOGROUP_NICE--10}" ] && [ -e /proc/self/autogroup ] && command -v setsid >/dev/null; then
+        export BENCH_IN_SESSION=1
+        exec setsid --wait "$0" "$@"
+    fi
+fi
+autogroup="not changed"
+if [ -n "${BENCH_IN_SESSION:-}" ]; then
+    if echo "${AUTOGROUP_NICE--10}" >/proc/self/autogroup 2>/dev/null; then
+        autogroup=$(cat /proc/self/autogroup)
+    else
+        autogroup="could not be raised (needs CAP_SYS_NICE)"
+    fi
+fi
 
 workloads=("$@")
 [ ${#workloads[@]} -gt 0 ] || workloads=(small-20k small-50k small-max)
@@ -38,16 +71,8 @@ for part in sys.argv[1].split(","):
 print(n)' "$1"; }
 shards=${SHARDS:-$(count_cpus "$broker_cpus")}
 
-target_dir=${CARGO_TARGET_DIR:-$root/target}
-need_build=()
-[ -n "${AEROSTREAM_BIN:-}" ] || need_build+=(-p agent)
-[ -n "${LOADTEST_BIN:-}" ] || need_build+=(-p loadtest)
-if [ ${#need_build[@]} -gt 0 ]; then
-    echo "building ${need_build[*]} (release)"
-    cargo build --release "${need_build[@]}"
-fi
-aerostream=${AEROSTREAM_BIN:-$target_dir/release/aerostream}
-loadtest=${LOADTEST_BIN:-$target_dir/release/loadtest}
+aerostream=$AEROSTREAM_BIN
+loadtest=$LOADTEST_BIN
 tansu=${TANSU_BIN:-$(command -v tansu || true)}
 for b in "${brokers[@]}"; do
     case $b in
@@ -66,6 +91,7 @@ mkdir -p "$out"
     echo "aerostream: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($aerostream, --shards $shards)"
     [ -x "${tansu:-}" ] && echo "tansu: $("$tansu" --version 2>/dev/null || echo unknown) ($tansu)"
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
+    echo "scheduler: benchmark session autogroup $autogroup"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs; figures are only comparable within one run)"
     echo "command: scripts/bench/side-by-side.sh ${workloads[*]} (BROKERS=\"${brokers[*]}\" DURATION=${DURATION:-file} WARMUP=${WARMUP:-file})"
 } >"$out/machine.txt"
@@ -87,7 +113,7 @@ start_broker() {
     local log="$out/$current-$name-broker.log"
     case $name in
         aerostream)
-            (cd "$scratch" && RUST_LOG=${RUST_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
+            (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
                 --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
                 --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$(free_port)" \
                 --shards "$shards") >>"$log" 2>&1 &

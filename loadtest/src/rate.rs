@@ -75,8 +75,7 @@ pub struct Observation {
 ///
 /// Multiplicative increase while the window was healthy (nothing piling up
 /// unacknowledged or unconsumed beyond a fifth of a second of traffic), and
-/// on congestion a drop to 90% of what the broker actually acknowledged and
-/// delivered. The first climb doubles its step each healthy window (up to
+/// on congestion a drop to 80% of the current offer. The first climb doubles its step each healthy window (up to
 /// +50%); after the first congestion steps are capped at +10%, so the rate
 /// settles in a band just under capacity.
 #[derive(Debug, Clone)]
@@ -121,8 +120,12 @@ impl RateController {
         }
         let sent_rate = o.sent as f64 / o.window_s;
         if self.congested(o) {
-            let delivered = (o.acked.min(o.received) as f64 / o.window_s).min(self.rate);
-            self.rate = (delivered * 0.9).clamp(self.floor, self.ceiling);
+            // Multiplicative decrease from the current offer. Not from what
+            // the window delivered: one stall (a segment roll, a GC pause)
+            // would then cut the rate by far more than the broker's real
+            // shortfall. Persistent congestion still backs off fast
+            // (0.8 per window).
+            self.rate = (self.rate * 0.8).clamp(self.floor, self.ceiling);
             self.ramp = SETTLED_RAMP;
             self.max_ramp = SETTLED_MAX_RAMP;
         } else if sent_rate >= 0.9 * self.rate {
@@ -212,7 +215,9 @@ mod tests {
             backlog: 40_000,
         };
         let next = c.observe(&o);
-        assert!((next - 54_000.0).abs() < 1.0, "{next}");
+        assert!((next - 80_000.0).abs() < 1.0, "{next}");
+        // Still congested: keeps backing off.
+        assert!((c.observe(&o) - 64_000.0).abs() < 1.0);
     }
 
     #[test]

@@ -65,17 +65,26 @@ pub struct Observation {
     pub acked: u64,
     /// Distinct messages consumed in the window.
     pub received: u64,
-    /// Sent but not yet acknowledged (or failed), at the end of the window.
+    /// Sent but not yet acknowledged (or failed), averaged over the window.
     pub unacked: u64,
-    /// Acknowledged but not yet consumed, at the end of the window.
+    /// Acknowledged but not yet consumed, averaged over the window. (An
+    /// average, not a point sample: a broker whose fetches answer in cycles
+    /// has a backlog that saw-tooths within each cycle.)
     pub backlog: u64,
 }
 
 /// Finds the highest rate a broker sustains with consumers keeping up.
 ///
-/// Multiplicative increase while the window was healthy (nothing piling up
-/// unacknowledged or unconsumed beyond a fifth of a second of traffic), and
-/// on congestion a drop to 80% of the current offer. The first climb doubles its step each healthy window (up to
+/// "Keeping up" is judged by the queues in front of the broker (sent but
+/// unacknowledged) and behind it (acknowledged but unconsumed): a window is
+/// congested when either queue *grew* by more than a tenth of the window's
+/// traffic while holding more than a tenth of a second of it, or when
+/// either holds more than a second of traffic. Growth rather than level is
+/// what matters: a broker whose consumers lag a steady half second (say,
+/// fetches that always wait out their long poll) still keeps up.
+///
+/// Multiplicative increase while healthy, a drop to 80% of the offer on
+/// congestion. The first climb doubles its step each healthy window (up to
 /// +50%); after the first congestion steps are capped at +10%, so the rate
 /// settles in a band just under capacity.
 #[derive(Debug, Clone)]
@@ -85,6 +94,8 @@ pub struct RateController {
     max_ramp: f64,
     floor: f64,
     ceiling: f64,
+    /// Previous window's (unacked, backlog) in seconds of traffic.
+    last: Option<(f64, f64)>,
 }
 
 const FIRST_RAMP: f64 = 0.25;
@@ -99,6 +110,7 @@ impl RateController {
             max_ramp: 0.5,
             floor,
             ceiling,
+            last: None,
         }
     }
 
@@ -107,10 +119,24 @@ impl RateController {
         self.rate
     }
 
-    /// Whether a window with these figures counts as congested.
+    /// Queue levels in seconds of traffic at the current offer.
+    fn lags(&self, o: &Observation) -> (f64, f64) {
+        let rate = self.rate.max(1.0);
+        (o.unacked as f64 / rate, o.backlog as f64 / rate)
+    }
+
+    /// Whether a window with these figures counts as congested, given the
+    /// previous window's queue levels (the first window only has levels).
     pub fn congested(&self, o: &Observation) -> bool {
-        let allowance = (self.rate * 0.2).max(2000.0) as u64;
-        o.backlog > allowance || o.unacked > allowance
+        let now = self.lags(o);
+        let prev = self.last.unwrap_or(now);
+        let growth_limit = 0.1 * o.window_s;
+        let queue = |level: u64, lag: f64, prev_lag: f64| {
+            let deep = lag > 1.0 && level > 2000;
+            let building = lag > 0.1 && level > 1000 && lag - prev_lag > growth_limit;
+            deep || building
+        };
+        queue(o.unacked, now.0, prev.0) || queue(o.backlog, now.1, prev.1)
     }
 
     /// Feeds one window; returns the rate to offer next.
@@ -119,7 +145,9 @@ impl RateController {
             return self.rate;
         }
         let sent_rate = o.sent as f64 / o.window_s;
-        if self.congested(o) {
+        let congested = self.congested(o);
+        self.last = Some(self.lags(o));
+        if congested {
             // Multiplicative decrease from the current offer. Not from what
             // the window delivered: one stall (a segment roll, a GC pause)
             // would then cut the rate by far more than the broker's real
@@ -206,18 +234,67 @@ mod tests {
     #[test]
     fn controller_backs_off_when_consumers_fall_behind() {
         let mut c = RateController::new(100_000.0, 1_000.0, 1e9);
-        let o = Observation {
+        let calm = Observation {
             window_s: 1.0,
             sent: 100_000,
             acked: 100_000,
-            received: 60_000,
+            received: 100_000,
             unacked: 10,
-            backlog: 40_000,
+            backlog: 100,
         };
-        let next = c.observe(&o);
-        assert!((next - 80_000.0).abs() < 1.0, "{next}");
-        // Still congested: keeps backing off.
-        assert!((c.observe(&o) - 64_000.0).abs() < 1.0);
+        let up = c.observe(&calm);
+        assert!(up > 100_000.0);
+        // Consumers fall 40k behind in one window: back off.
+        let behind = Observation {
+            received: 60_000,
+            backlog: 40_100,
+            ..calm
+        };
+        assert!((c.observe(&behind) - up * 0.8).abs() < 1.0);
+        // The backlog keeps growing: keep backing off.
+        let worse = Observation {
+            backlog: 80_000,
+            ..behind
+        };
+        assert!((c.observe(&worse) - up * 0.64).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_steady_consumer_lag_is_not_congestion() {
+        // Consumers half a second behind, every window, at 20k msg/s.
+        let mut c = RateController::new(20_000.0, 1_000.0, 1e9);
+        let mut rate = c.rate();
+        for _ in 0..5 {
+            let o = Observation {
+                window_s: 1.0,
+                sent: rate as u64,
+                acked: rate as u64,
+                received: rate as u64,
+                unacked: (rate * 0.05) as u64,
+                backlog: (rate * 0.5) as u64,
+            };
+            let next = c.observe(&o);
+            assert!(
+                next > rate,
+                "lag alone must not stop the climb: {rate} -> {next}"
+            );
+            rate = next;
+        }
+    }
+
+    #[test]
+    fn a_second_of_queued_traffic_is_congestion_even_if_steady() {
+        let mut c = RateController::new(10_000.0, 1_000.0, 1e9);
+        let o = Observation {
+            window_s: 1.0,
+            sent: 10_000,
+            acked: 10_000,
+            received: 10_000,
+            unacked: 12_000,
+            backlog: 0,
+        };
+        c.observe(&o);
+        assert!((c.observe(&o) - 6_400.0).abs() < 1.0);
     }
 
     #[test]

@@ -65,6 +65,31 @@ const MAX_RATE_CEILING: f64 = 10_000_000.0;
 /// thread wake-ups cost more CPU than they buy precision below this.
 const LOOKAHEAD_NS: u64 = 200_000;
 const TICK: Duration = Duration::from_secs(1);
+/// How often queue levels are sampled within a tick.
+const LEVEL_SAMPLE: Duration = Duration::from_millis(100);
+
+/// Running mean of (unacked, backlog) samples.
+#[derive(Debug, Default)]
+struct LevelAverage {
+    unacked: u64,
+    backlog: u64,
+    n: u64,
+}
+
+impl LevelAverage {
+    fn add(&mut self, unacked: u64, backlog: u64) {
+        self.unacked += unacked;
+        self.backlog += backlog;
+        self.n += 1;
+    }
+
+    fn take(&mut self) -> (u64, u64) {
+        let n = self.n.max(1);
+        let out = (self.unacked / n, self.backlog / n);
+        *self = LevelAverage::default();
+        out
+    }
+}
 /// A drain ends early when consumers receive nothing new for this long
 /// (or a quarter of the drain timeout, if that is shorter; at least 1 s).
 const DRAIN_STALL: Duration = Duration::from_secs(15);
@@ -272,6 +297,7 @@ pub fn run(
         partitions: w.partitions,
         replication_factor: opts.replication_factor,
         create: opts.create_topic,
+        configs: w.topic_config.clone(),
     })?;
     progress(&format!(
         "topic {topic} ready ({} partitions)",
@@ -362,19 +388,25 @@ pub fn run(
     let mut rate_history = Vec::new();
     let mut tick_prev = (start_ns, shared.counters.snapshot());
     let mut progress_prev = tick_prev;
+    // Queue levels averaged over each tick (see `Observation::backlog`).
+    let mut levels = LevelAverage::default();
     let measure_stop = loop {
         let next_tick = tick_prev.0 + TICK.as_nanos() as u64;
         let now = clock.now_ns();
-        let wake = next_tick.min(if measure_start.is_none() {
+        let boundary = if measure_start.is_none() {
             warmup_end
         } else {
             measure_end
-        });
+        };
+        let wake = next_tick
+            .min(boundary)
+            .min(now + LEVEL_SAMPLE.as_nanos() as u64);
         if wake > now {
             std::thread::sleep(Duration::from_nanos(wake - now));
         }
         let now = clock.now_ns();
         let snap = shared.counters.snapshot();
+        levels.add(snap.unacked(), backlog(&snap));
         if measure_start.is_none() && now >= warmup_end {
             shared.begin_measurement(now / 1000);
             measure_start = Some((now, snap));
@@ -385,6 +417,7 @@ pub fn run(
             break (now, snap);
         }
         if now >= next_tick {
+            let (unacked, backlog_avg) = levels.take();
             if let Some(c) = controller.as_mut() {
                 let d = snap.since(&tick_prev.1);
                 let next = c.observe(&Observation {
@@ -392,8 +425,8 @@ pub fn run(
                     sent: d.sent,
                     acked: d.acked,
                     received: d.received_new,
-                    unacked: snap.unacked(),
-                    backlog: backlog(&snap),
+                    unacked,
+                    backlog: backlog_avg,
                 });
                 rate_bits.store(per_producer(next, w.producers).to_bits(), Ordering::Relaxed);
                 rate_history.push(next);

@@ -58,6 +58,9 @@ pub struct Workload {
     pub duration: Duration,
     #[serde(with = "human_duration", default = "default_drain")]
     pub drain_timeout: Duration,
+    /// Topic configs set at creation (e.g. `segment.bytes`).
+    #[serde(default)]
+    pub topic_config: BTreeMap<String, String>,
     /// Extra client properties passed verbatim to every producer.
     #[serde(default)]
     pub producer_config: BTreeMap<String, String>,
@@ -463,6 +466,24 @@ duration: 1m
         for text in ["250ms", "7s", "3m", "2h", "0s"] {
             assert_eq!(format_duration(parse_duration(text).unwrap()), text);
         }
+    }
+
+    #[test]
+    fn topic_and_client_configs_are_read_as_string_maps() {
+        let text = format!(
+            "{SMALL}topic_config:\n  segment.bytes: \"1073741824\"\nproducer_config:\n  enable.idempotence: \"true\"\n"
+        );
+        let w = Workload::from_yaml(&text).unwrap();
+        assert_eq!(
+            w.topic_config.get("segment.bytes").map(String::as_str),
+            Some("1073741824")
+        );
+        assert_eq!(
+            w.producer_config
+                .get("enable.idempotence")
+                .map(String::as_str),
+            Some("true")
+        );
     }
 
     #[test]

@@ -95,11 +95,14 @@ impl Driver for KafkaDriver {
     fn prepare_topic(&self, topic: &TopicSpec) -> Result<(), LoadError> {
         let admin = self.admin()?;
         if topic.create {
-            let new = NewTopic::new(
+            let mut new = NewTopic::new(
                 &topic.name,
                 topic.partitions as i32,
                 TopicReplication::Fixed(i32::from(topic.replication_factor)),
             );
+            for (k, v) in &topic.configs {
+                new = new.set(k, v);
+            }
             let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
             let results = block_on(admin.create_topics([&new], &opts))
                 .map_err(|e| topic_err(&topic.name, e))?;

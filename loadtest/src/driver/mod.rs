@@ -38,6 +38,8 @@ pub struct TopicSpec {
     pub replication_factor: u16,
     /// Create it (false: it must already exist).
     pub create: bool,
+    /// Topic configs to set at creation.
+    pub configs: std::collections::BTreeMap<String, String>,
 }
 
 /// A way of reaching a broker.

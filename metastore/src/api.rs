@@ -118,7 +118,15 @@ impl Metastore {
             return Ok(Vec::new());
         }
         let n = commands.len();
-        match self.node.on_leader(ForwardRequest::Write(commands)).await? {
+        match self
+            .node
+            .on_leader(ForwardRequest::Write {
+                // writes that may apply twice harmlessly skip the dedup table
+                request: (!commands.iter().all(Command::is_idempotent)).then(Uuid::new_v4),
+                commands,
+            })
+            .await?
+        {
             ForwardResponse::Written { results, .. } if results.len() == n => Ok(results),
             other => Err(MetaError::Storage {
                 reason: format!("write answered with {other:?}"),

@@ -112,12 +112,37 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Whether applying this command a second time changes nothing a
+    /// client could observe (so a retry needs no de-duplication).
+    pub fn is_idempotent(&self) -> bool {
+        matches!(
+            self,
+            Command::Heartbeat { .. }
+                | Command::CommitOffsets { .. }
+                | Command::CommitSegment { .. }
+        )
+    }
+}
+
 /// The payload of one Raft entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
     /// The leader's wall clock when the batch was proposed (ms since epoch).
     pub now_ms: i64,
     pub commands: Vec<Command>,
+    /// How `commands` split into client requests, in order. Empty means one
+    /// request without an id.
+    #[serde(default)]
+    pub spans: Vec<Span>,
+}
+
+/// One client request's share of a [`Proposal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    /// Set for requests that may be retried: applied once per id.
+    pub request: Option<Uuid>,
+    pub commands: u32,
 }
 
 /// What a command returns when it succeeds.

@@ -50,7 +50,7 @@ pub(crate) async fn run(node: Arc<Node>) {
             let cmd = Command::SetClusterId {
                 cluster_id: new_cluster_id(),
             };
-            if let Err(e) = node.proposer.propose(vec![cmd]).await {
+            if let Err(e) = node.proposer.propose(None, vec![cmd]).await {
                 tracing::debug!(error = ?e, "could not assign the cluster id yet");
                 continue;
             }
@@ -65,7 +65,7 @@ pub(crate) async fn run(node: Arc<Node>) {
                 break;
             }
             let again = lease::fences_agents(&plan);
-            match node.proposer.propose(plan).await {
+            match node.proposer.propose(None, plan).await {
                 Ok(w) => {
                     for r in w.results.iter().filter_map(|r| r.as_ref().err()) {
                         tracing::debug!(error = %r, "lease decision refused");

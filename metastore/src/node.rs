@@ -60,6 +60,41 @@ impl Freshness {
     }
 }
 
+/// Resolves when this node's view of the leader is no longer `leader`.
+async fn leader_moves_from(
+    metrics: &mut tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, MetaNode>>,
+    leader: NodeId,
+) {
+    loop {
+        if metrics.borrow_and_update().current_leader != Some(leader) {
+            return;
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// How a failed attempt on the leader ended.
+enum Attempt {
+    /// Certainly not applied: safe to retry.
+    NotApplied,
+    /// Perhaps applied: retry only with the same request id.
+    Unknown,
+}
+
+impl Attempt {
+    fn into_error(self, node_id: NodeId, leader: Option<NodeId>) -> MetaError {
+        match self {
+            Attempt::NotApplied => MetaError::NotLeader { node_id, leader },
+            Attempt::Unknown => MetaError::Timeout {
+                what: "attempt on the leader".into(),
+                maybe_applied: true,
+            },
+        }
+    }
+}
+
 /// The network for a node without peers.
 struct NoNetwork;
 
@@ -206,6 +241,14 @@ impl Node {
             r.register(id, node.clone());
         }
         node.bootstrap(&config.bootstrap, addr).await?;
+        // a lone voter need not wait out an election timeout to lead again after a restart
+        let lone = {
+            let m = node.raft.metrics().borrow().clone();
+            m.membership_config.membership().voter_ids().eq([id])
+        };
+        if lone {
+            let _ = node.raft.trigger().elect().await;
+        }
         let driver = tokio::spawn(crate::driver::run(node.clone()));
         node.tasks.lock().push(driver);
         tracing::info!(node = id, raft_addr = ?node.raft_addr, "metastore node started");
@@ -283,14 +326,15 @@ impl Node {
     }
 
     /// Runs `req` on the leader, wherever it is, waiting out elections up to
-    /// the request timeout.
+    /// the request timeout. Writes carry a request id, so an attempt whose
+    /// outcome is unknown is simply retried: it applies once either way.
     pub(crate) async fn on_leader(
         &self,
         req: ForwardRequest,
     ) -> Result<ForwardResponse, MetaError> {
         let deadline = Instant::now() + self.request_timeout;
         let mut metrics = self.raft.metrics();
-        let idempotent = !matches!(req, ForwardRequest::Write(_));
+        let mut maybe_applied = false;
         loop {
             if self.is_stopped() {
                 return Err(MetaError::ShuttingDown);
@@ -300,33 +344,39 @@ impl Node {
             let attempt = match leader {
                 Some(l) if l == self.id => {
                     match tokio::time::timeout(remaining, self.serve_forward(req.clone())).await {
-                        Ok(r) => Some(r),
+                        Ok(r) => r,
                         // a leader cut off from its quorum keeps the entry pending: it may still commit
-                        Err(_) if !idempotent => {
-                            return Err(MetaError::Timeout {
-                                what: "write on this leader".into(),
-                                maybe_applied: true,
-                            })
-                        }
-                        Err(_) => None,
+                        Err(_) => Err(Attempt::Unknown.into_error(self.id, leader)),
                     }
                 }
                 Some(l) => match self.member_addr(l) {
-                    Some(addr) => Some(
-                        self.forward(l, &addr, req.clone(), remaining, idempotent)
-                            .await,
-                    ),
-                    None => None,
+                    // give up on a leader as soon as this node hears of another (or of
+                    // an election): the retry is safe, the request id dedupes it
+                    Some(addr) => tokio::select! {
+                        r = self.forward(l, &addr, req.clone(), remaining) => r,
+                        _ = leader_moves_from(&mut metrics, l) => Err(Attempt::Unknown.into_error(self.id, leader)),
+                    },
+                    None => Err(Attempt::NotApplied.into_error(self.id, leader)),
                 },
-                None => None,
+                None => Err(Attempt::NotApplied.into_error(self.id, leader)),
             };
             match attempt {
-                Some(Ok(resp)) => return Ok(resp),
-                Some(Err(MetaError::NotLeader { .. })) | None => {}
-                Some(Err(e)) => return Err(e),
+                Ok(resp) => return Ok(resp),
+                Err(MetaError::NotLeader { .. }) => {}
+                Err(MetaError::Timeout {
+                    maybe_applied: true,
+                    ..
+                }) => maybe_applied = true,
+                Err(e) => return Err(e),
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
+                if maybe_applied && matches!(req, ForwardRequest::Write { .. }) {
+                    return Err(MetaError::Timeout {
+                        what: "metastore write".into(),
+                        maybe_applied: true,
+                    });
+                }
                 return Err(MetaError::NotLeader {
                     node_id: self.id,
                     leader,
@@ -338,14 +388,14 @@ impl Node {
         }
     }
 
-    /// Sends `req` to the leader `to`. `NotLeader` means "try again".
+    /// Sends `req` to the leader `to`. `NotLeader` and `Timeout { maybe_applied: true }`
+    /// mean "try again, on whoever leads by then".
     async fn forward(
         &self,
         to: NodeId,
         addr: &str,
         req: ForwardRequest,
         timeout: Duration,
-        idempotent: bool,
     ) -> Result<ForwardResponse, MetaError> {
         let envelope = Envelope {
             from: self.id,
@@ -362,36 +412,13 @@ impl Node {
         .await;
         let resp = match res {
             // the leader stopped while handling it: the write may or may not have landed
-            Ok(RpcResponse::Forward(Err(MetaError::ShuttingDown))) if !idempotent => {
-                return Err(MetaError::Timeout {
-                    what: format!("write forwarded to node {to}, which stopped"),
-                    maybe_applied: true,
-                })
-            }
-            Ok(RpcResponse::Forward(Err(MetaError::ShuttingDown))) => {
-                return Err(MetaError::NotLeader {
-                    node_id: self.id,
-                    leader: Some(to),
-                })
+            Ok(RpcResponse::Forward(Err(MetaError::ShuttingDown)))
+            | Err(TransportError::Lost { .. }) => {
+                return Err(Attempt::Unknown.into_error(self.id, Some(to)))
             }
             Ok(RpcResponse::Forward(r)) => r?,
             Ok(RpcResponse::Refused(_)) | Err(TransportError::NotSent { .. }) => {
-                return Err(MetaError::NotLeader {
-                    node_id: self.id,
-                    leader: Some(to),
-                })
-            }
-            Err(TransportError::Lost { .. }) if idempotent => {
-                return Err(MetaError::NotLeader {
-                    node_id: self.id,
-                    leader: Some(to),
-                })
-            }
-            Err(e @ TransportError::Lost { .. }) => {
-                return Err(MetaError::Timeout {
-                    what: format!("write forwarded to node {to} ({e})"),
-                    maybe_applied: true,
-                })
+                return Err(Attempt::NotApplied.into_error(self.id, Some(to)))
             }
             Ok(other) => {
                 return Err(MetaError::Network {
@@ -430,14 +457,14 @@ impl Node {
             leader,
         };
         match req {
-            ForwardRequest::Write(commands) => {
+            ForwardRequest::Write { request, commands } => {
                 if commands.is_empty() || commands.len() > MAX_FORWARDED_COMMANDS {
                     return Err(MetaError::invalid_request(format!(
                         "{} commands in one write",
                         commands.len()
                     )));
                 }
-                match self.proposer.propose(commands).await {
+                match self.proposer.propose(request, commands).await {
                     Ok(w) => Ok(ForwardResponse::Written {
                         log_index: w.log_index,
                         results: w.results,

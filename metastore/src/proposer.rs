@@ -2,10 +2,10 @@
 //!
 //! Callers queue their commands; one task takes whatever is queued (up to
 //! `max_batch` commands) and proposes it as one [`Proposal`], stamped with
-//! the leader's clock. Up to `max_in_flight` proposals are pipelined; while
-//! they are all busy, new commands pile up and go out together in the next
-//! one. So under load many offset commits or heartbeats share one Raft entry
-//! and one fsync, and under light load a write goes out at once.
+//! the leader's clock. Up to `max_in_flight` proposals (default one) are in
+//! flight; while they are busy, new commands pile up and go out together in
+//! the next one. So under load many offset commits or heartbeats share one
+//! Raft entry and one fsync, and under light load a write goes out at once.
 
 use std::sync::Arc;
 
@@ -13,7 +13,9 @@ use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::command::{Command, CommandResult, Proposal};
+use uuid::Uuid;
+
+use crate::command::{Command, CommandResult, Proposal, Span};
 use crate::error::MetaError;
 use crate::raft_types::{NodeId, Raft};
 
@@ -35,6 +37,7 @@ pub(crate) enum ProposeError {
 }
 
 struct Pending {
+    request: Option<Uuid>,
     commands: Vec<Command>,
     reply: oneshot::Sender<Result<Written, ProposeError>>,
 }
@@ -64,10 +67,20 @@ impl Proposer {
         (Proposer { tx }, task)
     }
 
-    pub(crate) async fn propose(&self, commands: Vec<Command>) -> Result<Written, ProposeError> {
+    /// Proposes `commands`; with a `request` id they are applied at most
+    /// once however often the same request is proposed.
+    pub(crate) async fn propose(
+        &self,
+        request: Option<Uuid>,
+        commands: Vec<Command>,
+    ) -> Result<Written, ProposeError> {
         let (reply, wait) = oneshot::channel();
         self.tx
-            .send(Pending { commands, reply })
+            .send(Pending {
+                request,
+                commands,
+                reply,
+            })
             .await
             .map_err(|_| ProposeError::Failed(MetaError::ShuttingDown))?;
         wait.await
@@ -103,13 +116,20 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, max_batch: usize, max_
 async fn propose_batch(raft: &Raft, batch: Vec<Pending>, count: usize) {
     let mut commands = Vec::with_capacity(count);
     let mut waiters = Vec::with_capacity(batch.len());
+    let mut spans = Vec::with_capacity(batch.len());
     for p in batch {
-        waiters.push((p.commands.len(), p.reply));
+        let n = p.commands.len();
+        spans.push(Span {
+            request: p.request,
+            commands: u32::try_from(n).unwrap_or(u32::MAX),
+        });
+        waiters.push((n, p.reply));
         commands.extend(p.commands);
     }
     let proposal = Proposal {
         now_ms: wall_clock_ms(),
         commands,
+        spans,
     };
     match raft.client_write(proposal).await {
         Ok(resp) => {

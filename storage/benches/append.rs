@@ -10,7 +10,8 @@
 //! Options: `--total-bytes N` (per run, default 4GiB), `--batch-bytes A,B`
 //! (default 16KiB,1MiB), `--record-bytes N` (default 1KiB), `--segment-bytes
 //! N` (default 128MiB), `--chunk-bytes N` (paced writeback chunk, default
-//! 8MiB), `--modes paced,unpaced`, `--dir D` (default a temp
+//! 8MiB), `--rate-mbps R` (append at a fixed rate instead of as fast as
+//! possible), `--no-drop-behind`, `--modes paced,unpaced`, `--dir D` (default a temp
 //! dir under the system temp dir), `--no-fio`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -31,6 +32,8 @@ struct Args {
     record: u64,
     segment: u64,
     chunk: u64,
+    rate_mbps: Option<f64>,
+    drop_behind: bool,
     modes: Vec<bool>,
     dir: Option<PathBuf>,
     fio: bool,
@@ -60,6 +63,8 @@ fn parse_args() -> Args {
         record: 1 << 10,
         segment: 128 << 20,
         chunk: WritebackConfig::default().chunk_bytes,
+        rate_mbps: None,
+        drop_behind: true,
         modes: vec![true, false],
         dir: None,
         fio: true,
@@ -73,9 +78,11 @@ fn parse_args() -> Args {
             "--record-bytes" => a.record = parse_size(&val()),
             "--segment-bytes" => a.segment = parse_size(&val()),
             "--chunk-bytes" => a.chunk = parse_size(&val()),
+            "--rate-mbps" => a.rate_mbps = Some(val().parse().expect("--rate-mbps takes MB/s")),
             "--modes" => a.modes = val().split(',').map(|m| m.trim() == "paced").collect(),
             "--dir" => a.dir = Some(PathBuf::from(val())),
             "--no-fio" => a.fio = false,
+            "--no-drop-behind" => a.drop_behind = false,
             "--bench" => {}
             other => eprintln!("ignoring argument {other}"),
         }
@@ -131,6 +138,7 @@ fn run(dir: &Path, batch_bytes: u64, paced: bool, a: &Args) -> RunResult {
         writeback: WritebackConfig {
             paced,
             chunk_bytes: a.chunk,
+            drop_behind: a.drop_behind,
             ..WritebackConfig::default()
         },
         ..LogConfig::default()
@@ -143,6 +151,14 @@ fn run(dir: &Path, batch_bytes: u64, paced: bool, a: &Args) -> RunResult {
     let mut appends = 0u64;
     let start = Instant::now();
     while written < a.total {
+        if let Some(rate) = a.rate_mbps {
+            // Open-loop producer at a fixed rate: sleep until this append's
+            // scheduled time; latency is still measured per append call.
+            let due = Duration::from_secs_f64(written as f64 / (rate * 1e6));
+            if let Some(ahead) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(ahead);
+            }
+        }
         let t = Instant::now();
         log.append(&mut batch, 0, 1_700_000_000_000).unwrap();
         let us = t.elapsed().as_micros() as u64;
@@ -266,6 +282,9 @@ fn main() {
         human(a.chunk),
         human(a.total)
     );
+    if let Some(r) = a.rate_mbps {
+        println!("  producer rate fixed at {r} MB/s");
+    }
     let ratio = proc_value("/proc/sys/vm/dirty_ratio");
     let bg = proc_value("/proc/sys/vm/dirty_background_ratio");
     let avail = mem_available_kib().unwrap_or(0);

@@ -36,7 +36,8 @@
 //! use storage::{LogConfig, PartitionLog, AppendOutcome};
 //! # fn batch() -> Vec<u8> {
 //! #     // A minimal uncompressed v2 batch with one empty record.
-//! #     let record = [7u8 << 1, 0, 0, 0, 1, 1, 0, 0];
+//! #     // length 6, attributes, timestamp delta, offset delta, null key, null value, no headers
+//! #     let record = [6u8 << 1, 0, 0, 0, 1, 1, 0];
 //! #     let mut b = vec![0u8; 61];
 //! #     b[8..12].copy_from_slice(&((61 - 12 + record.len()) as i32).to_be_bytes());
 //! #     b[16] = 2;
@@ -44,7 +45,7 @@
 //! #     b[51..53].copy_from_slice(&(-1i16).to_be_bytes());
 //! #     b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
 //! #     b[57..61].copy_from_slice(&1i32.to_be_bytes());
-//! #     b.extend_from_slice(&record[..7]);
+//! #     b.extend_from_slice(&record);
 //! #     let crc = crc32c::crc32c(&b[21..]);
 //! #     b[17..21].copy_from_slice(&crc.to_be_bytes());
 //! #     b

@@ -229,6 +229,7 @@ impl GroupEngine {
             ));
         }
         let mut out = Vec::new();
+        let mut replaced: Option<Member> = None;
         let member_id = match new_id {
             Some(fresh) => {
                 if let Some(instance) = &req.group_instance_id {
@@ -253,6 +254,9 @@ impl GroupEngine {
                             if group.leader.as_deref() == Some(old_id.as_str()) {
                                 group.leader = Some(fresh.clone());
                             }
+                            // KIP-345: the new incarnation inherits the old one's place
+                            // (and assignment), so an unchanged follower needs no rebalance.
+                            replaced = Some(old);
                         }
                     }
                     group.static_members.insert(instance.clone(), fresh.clone());
@@ -307,7 +311,7 @@ impl GroupEngine {
             }
         };
 
-        let previous = group.members.remove(&member_id);
+        let previous = group.members.remove(&member_id).or(replaced);
         let protocols_changed = previous
             .as_ref()
             .map(|p| p.protocols != req.protocols || p.protocol_type != req.protocol_type)

@@ -317,3 +317,51 @@ fn sync_from_an_old_generation_is_illegal() {
         Some(GroupError::IllegalGeneration)
     );
 }
+
+#[test]
+fn restarted_static_follower_keeps_its_assignment_without_a_rebalance() {
+    let mut e = engine();
+    e.join(0, join_req("", Some("a")), 1);
+    e.join(0, join_req("", Some("b")), 2);
+    let out = e.tick(DELAY);
+    let (ra, rb) = (join_reply(&out, 1), join_reply(&out, 2));
+    let (leader, follower, follower_instance) = if ra.leader == ra.member_id {
+        (ra.member_id, rb.member_id, "b")
+    } else {
+        (rb.member_id, ra.member_id, "a")
+    };
+    let leader_instance = if follower_instance == "a" { "b" } else { "a" };
+    let mut fs = sync_req(&follower, 1, vec![]);
+    fs.group_instance_id = Some(follower_instance.into());
+    e.sync(DELAY, fs, 3);
+    let mut ls = sync_req(
+        &leader,
+        1,
+        vec![
+            (follower.clone(), Bytes::from_static(b"F")),
+            (leader.clone(), Bytes::from_static(b"L")),
+        ],
+    );
+    ls.group_instance_id = Some(leader_instance.into());
+    let out = e.sync(DELAY, ls, 4);
+    assert_eq!(sync_reply(&out, 3).assignment, Bytes::from_static(b"F"));
+    // The follower's process restarts: same instance id, no member id.
+    let out = e.join(5_000, join_req("", Some(follower_instance)), 5);
+    let again = join_reply(&out, 5);
+    assert_eq!(again.error, None);
+    assert_eq!(again.generation_id, 1, "no new generation");
+    assert_ne!(again.member_id, follower);
+    let mut fs = sync_req(&again.member_id, 1, vec![]);
+    fs.group_instance_id = Some(follower_instance.into());
+    let out = e.sync(5_001, fs, 6);
+    assert_eq!(
+        sync_reply(&out, 6).assignment,
+        Bytes::from_static(b"F"),
+        "same partitions as before"
+    );
+    assert_eq!(
+        e.heartbeat(5_002, "g", &leader, Some(leader_instance), 1),
+        Ok(()),
+        "the leader was not disturbed"
+    );
+}

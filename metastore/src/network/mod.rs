@@ -71,8 +71,13 @@ pub enum RpcResponse {
 /// Work a node hands to the leader.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ForwardRequest {
-    /// Commands to propose; the leader stamps them with its clock.
-    Write(Vec<Command>),
+    /// Commands to propose; the leader stamps them with its clock. The
+    /// request id stays the same across retries so they apply once; it is
+    /// left out when applying twice is harmless.
+    Write {
+        request: Option<uuid::Uuid>,
+        commands: Vec<Command>,
+    },
     /// The leader's committed index after confirming its leadership (read index).
     ReadIndex,
     /// A membership change.

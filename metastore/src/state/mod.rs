@@ -6,6 +6,7 @@
 //! and returns a typed [`MetaError`] that the gateway maps to a Kafka code.
 
 mod agents;
+mod dedup;
 mod groups;
 mod segments;
 mod topics;
@@ -17,7 +18,7 @@ use uuid::Uuid;
 
 pub use topics::{validate_topic_name, MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LEN};
 
-use crate::command::{Command, CommandOutput, CommandResult};
+use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
 use crate::error::MetaError;
 use crate::types::{
     AgentId, AgentInfo, CommittedOffset, DeletedTopic, MetaEvent, SegmentEntry, TopicInfo,
@@ -43,9 +44,56 @@ pub struct MetaState {
     pub(crate) next_producer_id: i64,
     /// Where the next round-robin replica assignment starts.
     pub(crate) assignment_cursor: u64,
+    /// Applied request ids, for retried writes.
+    #[serde(default)]
+    pub(crate) recent_requests: dedup::RecentRequests,
 }
 
 impl MetaState {
+    /// Applies one Raft entry: each request once, returning one result per command.
+    pub fn apply_proposal(
+        &mut self,
+        proposal: Proposal,
+        events: &mut Vec<MetaEvent>,
+    ) -> Vec<CommandResult> {
+        let now = proposal.now_ms;
+        let total = u32::try_from(proposal.commands.len()).unwrap_or(u32::MAX);
+        let spans = if proposal.spans.is_empty() {
+            vec![Span {
+                request: None,
+                commands: total,
+            }]
+        } else {
+            proposal.spans
+        };
+        let mut commands = proposal.commands.into_iter();
+        let mut out = Vec::with_capacity(total as usize);
+        for span in spans {
+            let mine: Vec<Command> = commands.by_ref().take(span.commands as usize).collect();
+            if let Some(cached) = span.request.and_then(|id| self.recent_requests.get(&id)) {
+                if cached.len() == mine.len() {
+                    out.extend(cached.iter().cloned());
+                    continue;
+                }
+            }
+            let results: Vec<CommandResult> = mine
+                .into_iter()
+                .map(|c| self.apply(now, c, events))
+                .collect();
+            if let Some(id) = span.request {
+                self.recent_requests.remember(now, id, results.clone());
+            }
+            out.extend(results);
+        }
+        // commands not covered by a span (malformed proposal) are refused, not dropped silently
+        out.extend(commands.map(|_| {
+            Err(MetaError::invalid_request(
+                "command outside any request span",
+            ))
+        }));
+        out
+    }
+
     /// Applies one command. On error nothing was changed.
     pub fn apply(
         &mut self,
@@ -344,6 +392,140 @@ mod tests {
         r.unwrap();
         assert!(ev.is_empty());
         assert_eq!(s.cluster_id(), Some("first"));
+    }
+
+    fn proposal(now_ms: i64, spans: Vec<Span>, commands: Vec<Command>) -> Proposal {
+        Proposal {
+            now_ms,
+            commands,
+            spans,
+        }
+    }
+
+    #[test]
+    fn a_retried_request_is_applied_once_and_gets_the_first_answer() {
+        let mut s = MetaState::default();
+        let id = Uuid::new_v4();
+        let span = vec![Span {
+            request: Some(id),
+            commands: 1,
+        }];
+        let mut ev = Vec::new();
+        let first = s.apply_proposal(
+            proposal(
+                T0,
+                span.clone(),
+                vec![Command::AllocateProducerIds { count: 10 }],
+            ),
+            &mut ev,
+        );
+        let retry = s.apply_proposal(
+            proposal(
+                T0 + 5,
+                span,
+                vec![Command::AllocateProducerIds { count: 10 }],
+            ),
+            &mut ev,
+        );
+        assert_eq!(first, retry);
+        assert_eq!(s.next_producer_id(), 10, "applied once");
+        let other = vec![Span {
+            request: Some(Uuid::new_v4()),
+            commands: 1,
+        }];
+        s.apply_proposal(
+            proposal(
+                T0 + 6,
+                other,
+                vec![Command::AllocateProducerIds { count: 10 }],
+            ),
+            &mut ev,
+        );
+        assert_eq!(s.next_producer_id(), 20);
+    }
+
+    #[test]
+    fn requests_are_forgotten_after_the_retention_window() {
+        let mut s = MetaState::default();
+        let id = Uuid::new_v4();
+        let span = vec![Span {
+            request: Some(id),
+            commands: 1,
+        }];
+        let mut ev = Vec::new();
+        s.apply_proposal(
+            proposal(
+                T0,
+                span.clone(),
+                vec![Command::AllocateProducerIds { count: 1 }],
+            ),
+            &mut ev,
+        );
+        let later = T0 + dedup::RETAIN_MS + 1;
+        s.apply_proposal(
+            proposal(
+                later,
+                vec![Span {
+                    request: Some(Uuid::new_v4()),
+                    commands: 1,
+                }],
+                vec![Command::AllocateProducerIds { count: 1 }],
+            ),
+            &mut ev,
+        );
+        assert_eq!(s.recent_requests.len(), 1, "the old id was evicted");
+        s.apply_proposal(
+            proposal(later, span, vec![Command::AllocateProducerIds { count: 1 }]),
+            &mut ev,
+        );
+        assert_eq!(s.next_producer_id(), 3);
+    }
+
+    #[test]
+    fn spans_split_a_batch_between_requests() {
+        let mut s = MetaState::default();
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let spans = vec![
+            Span {
+                request: Some(a),
+                commands: 2,
+            },
+            Span {
+                request: None,
+                commands: 1,
+            },
+            Span {
+                request: Some(b),
+                commands: 1,
+            },
+        ];
+        let cmds = vec![
+            Command::AllocateProducerIds { count: 1 },
+            Command::AllocateProducerIds { count: 0 },
+            Command::AllocateProducerIds { count: 1 },
+            Command::AllocateProducerIds { count: 1 },
+        ];
+        let mut ev = Vec::new();
+        let out = s.apply_proposal(proposal(T0, spans, cmds), &mut ev);
+        assert_eq!(out.len(), 4);
+        assert!(out[0].is_ok() && out[1].is_err() && out[2].is_ok() && out[3].is_ok());
+        assert_eq!(s.recent_requests.get(&a).map(Vec::len), Some(2));
+        let short = vec![Span {
+            request: None,
+            commands: 1,
+        }];
+        let out = s.apply_proposal(
+            proposal(
+                T0,
+                short,
+                vec![
+                    Command::AllocateProducerIds { count: 1 },
+                    Command::AllocateProducerIds { count: 1 },
+                ],
+            ),
+            &mut ev,
+        );
+        assert!(out[0].is_ok() && matches!(out[1], Err(MetaError::InvalidRequest { .. })));
     }
 
     #[test]

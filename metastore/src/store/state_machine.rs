@@ -232,13 +232,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 match entry.payload {
                     EntryPayload::Blank => results.push(ProposalResults::default()),
                     EntryPayload::Normal(proposal) => {
-                        let now = proposal.now_ms;
-                        let out = proposal
-                            .commands
-                            .into_iter()
-                            .map(|c| a.state.apply(now, c, &mut events))
-                            .collect();
-                        results.push(ProposalResults(out));
+                        results.push(ProposalResults(
+                            a.state.apply_proposal(proposal, &mut events),
+                        ));
                     }
                     EntryPayload::Membership(m) => {
                         a.membership = StoredMembership::new(Some(entry.log_id), m);

@@ -501,6 +501,34 @@ async fn malformed_frames_close_the_connection_without_panicking() {
     }
 }
 
+#[tokio::test]
+async fn frames_declaring_billions_of_array_elements_fail_without_aborting() {
+    // A few bytes that claim i32::MAX topics: the decoder reserves for the
+    // claim before it reads an element (see `crate::alloc`), then fails on
+    // the short buffer. The process must survive and the broker keep serving.
+    let b = broker();
+    let classic = [
+        &[0u8, 3, 0, 0, 0, 0, 0, 1, 0, 0][..],
+        &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1],
+    ]
+    .concat();
+    // Flexible versions use a compact array: unsigned varint of count + 1.
+    let compact = [
+        &[0u8, 3, 0, 12, 0, 0, 0, 2, 0, 0, 0][..],
+        &[0xff, 0xff, 0xff, 0xff, 0x07, 0, 0],
+    ]
+    .concat();
+    for bad in [classic, compact] {
+        assert!(dispatch(&b, "/127.0.0.1", Bytes::from(bad)).await.is_err());
+    }
+    let ok: MetadataResponse = call(&b, ApiKey::Metadata, 12, &MetadataRequest::default()).await;
+    assert_eq!(
+        ok.brokers.len(),
+        1,
+        "the broker still answers after the hostile frames"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512)
@@ -687,4 +715,88 @@ async fn populated_group_and_offset_answers_encode_in_every_advertised_version()
     .await;
     assert_eq!(d.groups[0].group_state.as_str(), "Stable");
     assert_eq!(&d.groups[0].members[0].member_assignment[..], b"assigned");
+}
+
+#[tokio::test]
+async fn delete_records_raises_the_log_start_and_leader_epochs_end_at_the_log_end() {
+    let b = broker();
+    create(&b, "dr", 1).await;
+    produce(&b, "dr", batch(&["a", "b"], None, Compression::None)).await;
+    produce(&b, "dr", batch(&["c"], None, Compression::None)).await;
+    let req = DeleteRecordsRequest::default().with_topics(vec![
+        delete_records_request::DeleteRecordsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("dr")))
+            .with_partitions(vec![
+                delete_records_request::DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(2),
+            ]),
+    ]);
+    let resp: DeleteRecordsResponse = call(&b, ApiKey::DeleteRecords, 2, &req).await;
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.low_watermark), (0, 2));
+    let fetched: FetchResponse = call(&b, ApiKey::Fetch, 12, &fetch_req("dr", 0, 0, 1)).await;
+    assert_eq!(
+        fetched.responses[0].partitions[0].error_code, 1,
+        "offset 0 is gone: OFFSET_OUT_OF_RANGE"
+    );
+    assert_eq!(fetched.responses[0].partitions[0].log_start_offset, 2);
+    let beyond = DeleteRecordsRequest::default().with_topics(vec![
+        delete_records_request::DeleteRecordsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("dr")))
+            .with_partitions(vec![
+                delete_records_request::DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(99),
+            ]),
+    ]);
+    let resp: DeleteRecordsResponse = call(&b, ApiKey::DeleteRecords, 2, &beyond).await;
+    assert_eq!(
+        resp.topics[0].partitions[0].error_code, 1,
+        "cannot delete past the end"
+    );
+
+    let epochs = OffsetForLeaderEpochRequest::default().with_topics(vec![
+        offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("dr")))
+            .with_partitions(vec![
+                offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(0)
+                    .with_leader_epoch(0),
+            ]),
+    ]);
+    let resp: OffsetForLeaderEpochResponse =
+        call(&b, ApiKey::OffsetForLeaderEpoch, 4, &epochs).await;
+    let e = &resp.topics[0].partitions[0];
+    assert_eq!((e.error_code, e.leader_epoch, e.end_offset), (0, 0, 3));
+}
+
+#[tokio::test]
+async fn create_partitions_only_grows_a_topic() {
+    let b = broker();
+    create(&b, "grow", 1).await;
+    let req = |n| {
+        CreatePartitionsRequest::default().with_topics(vec![
+            create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("grow")))
+                .with_count(n),
+        ])
+    };
+    let grown: CreatePartitionsResponse = call(&b, ApiKey::CreatePartitions, 3, &req(3)).await;
+    assert_eq!(grown.results[0].error_code, 0);
+    assert_eq!(b.catalog.topic("grow").map(|t| t.partitions.len()), Some(3));
+    let shrink: CreatePartitionsResponse = call(&b, ApiKey::CreatePartitions, 3, &req(2)).await;
+    assert_eq!(shrink.results[0].error_code, 37, "INVALID_PARTITIONS");
+    let resp: ProduceResponse = call(
+        &b,
+        ApiKey::Produce,
+        9,
+        &produce_req("grow", 2, batch(&["x"], None, Compression::None), 1),
+    )
+    .await;
+    assert_eq!(
+        resp.responses[0].partition_responses[0].error_code, 0,
+        "the new partition takes writes"
+    );
 }

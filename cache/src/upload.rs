@@ -1,0 +1,218 @@
+//! Uploading a sealed segment file, and the retry schedule for whole uploads.
+//!
+//! [`upload_file`] streams a local file to one object key: a single PUT below
+//! [`UploadOptions::multipart_threshold`], otherwise a multipart upload with at
+//! most [`UploadOptions::max_concurrent_parts`] parts in flight (memory stays
+//! bounded at about `part_size * max_concurrent_parts`). A failed multipart
+//! upload is aborted before the error is returned, so a retry starts clean;
+//! anything an abort cannot reach (a crash) is left to the bucket's
+//! "abort incomplete multipart uploads" lifecycle rule.
+//!
+//! Retrying a whole upload is the caller's decision (the uploader engine in
+//! `storage` owns its clock); [`RetrySchedule`] is the pure backoff-with-jitter
+//! arithmetic it uses.
+
+use std::path::Path as FsPath;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use object_store::path::Path;
+use object_store::{ObjectStore, PutPayload, WriteMultipart};
+use tokio::io::AsyncReadExt;
+
+use crate::CacheError;
+
+/// How a file is uploaded.
+#[derive(Debug, Clone)]
+pub struct UploadOptions {
+    /// Files at least this large go up as multipart uploads.
+    pub multipart_threshold: u64,
+    /// Size of each multipart part (S3 needs at least 5 MiB except the last).
+    pub part_size: usize,
+    /// Parts in flight at once for one file.
+    pub max_concurrent_parts: usize,
+}
+
+impl Default for UploadOptions {
+    fn default() -> Self {
+        UploadOptions {
+            multipart_threshold: 16 << 20,
+            part_size: 8 << 20,
+            max_concurrent_parts: 4,
+        }
+    }
+}
+
+/// What was uploaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uploaded {
+    pub key: Path,
+    /// Bytes uploaded (the file's length when it was read).
+    pub size: u64,
+    /// CRC-32C of the uploaded bytes, for the manifest entry.
+    pub crc32c: u32,
+    /// Number of parts (1 for a single PUT).
+    pub parts: u64,
+    pub e_tag: Option<String>,
+}
+
+/// Uploads the file at `file` to `key`. Sealed segments are immutable, so
+/// the bytes read are the bytes of the segment; the result says how many.
+pub async fn upload_file(
+    store: &dyn ObjectStore,
+    key: &Path,
+    file: &FsPath,
+    options: &UploadOptions,
+) -> Result<Uploaded, CacheError> {
+    let io_error = |source| CacheError::File {
+        path: file.display().to_string(),
+        source,
+    };
+    let mut reader = tokio::fs::File::open(file).await.map_err(io_error)?;
+    let len = reader.metadata().await.map_err(io_error)?.len();
+    let part_size = options.part_size.max(1);
+    if len < options.multipart_threshold || len == 0 {
+        let mut data = Vec::with_capacity(len as usize);
+        reader.read_to_end(&mut data).await.map_err(io_error)?;
+        let data = Bytes::from(data);
+        let crc = crc32c::crc32c(&data);
+        let size = data.len() as u64;
+        let result = store
+            .put_opts(key, PutPayload::from(data), Default::default())
+            .await
+            .map_err(|e| store_error(key, e))?;
+        return Ok(Uploaded {
+            key: key.clone(),
+            size,
+            crc32c: crc,
+            parts: 1,
+            e_tag: result.e_tag,
+        });
+    }
+
+    let upload = store
+        .put_multipart_opts(key, Default::default())
+        .await
+        .map_err(|e| store_error(key, e))?;
+    let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
+    let mut crc = 0u32;
+    let mut size = 0u64;
+    loop {
+        let chunk = match read_chunk(&mut reader, part_size).await {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                abort_quietly(writer, key).await;
+                return Err(io_error(e));
+            }
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        if let Err(e) = writer
+            .wait_for_capacity(options.max_concurrent_parts.max(1))
+            .await
+        {
+            abort_quietly(writer, key).await;
+            return Err(store_error(key, e));
+        }
+        crc = crc32c::crc32c_append(crc, &chunk);
+        size += chunk.len() as u64;
+        writer.put(chunk);
+    }
+    // `finish` aborts the upload itself when a part or the completion fails.
+    let result = writer.finish().await.map_err(|e| store_error(key, e))?;
+    Ok(Uploaded {
+        key: key.clone(),
+        size,
+        crc32c: crc,
+        parts: size.div_ceil(part_size as u64).max(1),
+        e_tag: result.e_tag,
+    })
+}
+
+fn store_error(key: &Path, source: object_store::Error) -> CacheError {
+    CacheError::Store {
+        key: key.to_string(),
+        source: std::sync::Arc::new(source),
+    }
+}
+
+async fn abort_quietly(writer: WriteMultipart, key: &Path) {
+    if let Err(e) = writer.abort().await {
+        tracing::warn!(%key, error = %e, "could not abort a failed multipart upload; the bucket lifecycle rule will");
+    }
+}
+
+/// Reads up to `size` bytes (fewer only at end of file).
+async fn read_chunk(reader: &mut tokio::fs::File, size: usize) -> std::io::Result<Bytes> {
+    let mut buf = BytesMut::zeroed(size);
+    let mut filled = 0;
+    while filled < size {
+        let n = reader.read(&mut buf[filled..]).await?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    buf.truncate(filled);
+    Ok(buf.freeze())
+}
+
+/// Exponential backoff with full jitter for retrying whole uploads.
+///
+/// Pure: the caller supplies the attempt number and a random `jitter` in
+/// `[0, 1)`, so tests (and a deterministic engine) control both.
+#[derive(Debug, Clone)]
+pub struct RetrySchedule {
+    pub initial: Duration,
+    pub max: Duration,
+    pub multiplier: f64,
+}
+
+impl Default for RetrySchedule {
+    fn default() -> Self {
+        RetrySchedule {
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(30),
+            multiplier: 2.0,
+        }
+    }
+}
+
+impl RetrySchedule {
+    /// The ceiling of the wait before retry number `attempt` (0 = first retry).
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let factor = self.multiplier.max(1.0).powi(attempt.min(64) as i32);
+        let secs = (self.initial.as_secs_f64() * factor).min(self.max.as_secs_f64());
+        Duration::from_secs_f64(secs)
+    }
+
+    /// The wait before retry number `attempt`: uniformly spread over
+    /// `[ceiling / 2, ceiling)` by `jitter`, so agents retrying after one
+    /// outage do not return in lockstep, yet never retry in a tight loop.
+    pub fn delay(&self, attempt: u32, jitter: f64) -> Duration {
+        let ceiling = self.ceiling(attempt);
+        ceiling.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_waits_grow_to_the_cap_and_stay_jittered() {
+        let s = RetrySchedule {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+            multiplier: 2.0,
+        };
+        assert_eq!(s.ceiling(0), Duration::from_millis(100));
+        assert_eq!(s.ceiling(3), Duration::from_millis(800));
+        assert_eq!(s.ceiling(20), Duration::from_secs(5));
+        assert_eq!(s.ceiling(u32::MAX), Duration::from_secs(5));
+        assert_eq!(s.delay(3, 0.0), Duration::from_millis(400));
+        assert!(s.delay(3, 0.999) < Duration::from_millis(800));
+        assert!(s.delay(3, 0.5) > s.delay(3, 0.1));
+    }
+}

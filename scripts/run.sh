@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds and runs a single-node AeroStream broker on its embedded defaults:
+# Kafka on 127.0.0.1:9092, data (log, metastore, object store) under ./data.
+# Extra arguments are passed to `aerostream serve` (see `--help`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install a Rust toolchain (https://rustup.rs) and re-run" >&2
+  exit 1
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+cargo build --release --locked -p agent --bin aerostream
+exec "$CARGO_TARGET_DIR/release/aerostream" serve "$@"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian/Ubuntu machine:
+# the Rust components, the Kafka clients the compatibility suite drives, and
+# the object-storage servers the tiering tests run against. Safe to re-run:
+# it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+# --- system packages -------------------------------------------------------
+APT_PACKAGES=(kcat python3-pip python3-venv nodejs npm gcc g++ make pkg-config curl ca-certificates)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  case "$p" in
+    nodejs) command -v node >/dev/null 2>&1 && continue ;;
+    npm) command -v npm >/dev/null 2>&1 && continue ;;
+    python3-pip) python3 -m pip --version >/dev/null 2>&1 && continue ;;
+    python3-venv) python3 -c 'import venv' >/dev/null 2>&1 && continue ;;
+  esac
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Rust ------------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install a Rust toolchain (https://rustup.rs) and re-run" >&2
+  exit 1
+fi
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+  done
+fi
+
+# --- Python clients and servers -------------------------------------------
+log "pip install -r tests/requirements.txt"
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r tests/requirements.txt
+
+# --- Node clients and servers ----------------------------------------------
+log "npm install (tests/js)"
+(cd tests/js && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+
+log "done"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole AeroStream test suite, exactly as CI runs it: installs what it
+# needs, checks formatting and lints, runs every crate's tests, then the
+# real-client, object-storage and load-generator suites against the real
+# `aerostream` binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/aerostream/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+mkdir -p "$CARGO_TARGET_DIR"
+
+started=$(date +%s)
+step() {
+  local name="$1"; shift
+  local t0; t0=$(date +%s)
+  printf '\n\033[1m==> %s\033[0m\n' "$name"
+  "$@"
+  printf '\033[1m<== %s (%ss)\033[0m\n' "$name" "$(( $(date +%s) - t0 ))"
+}
+
+step "setup" scripts/setup.sh
+step "cargo fmt --check" cargo fmt --all --check
+step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+step "cargo test" cargo test --workspace --locked
+for s in scripts/ci/[0-9]*.sh; do
+  [ -e "$s" ] || continue
+  step "$s" "$s"
+done
+
+printf '\nall tests passed in %ss\n' "$(( $(date +%s) - started ))"

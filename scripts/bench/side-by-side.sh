@@ -36,7 +36,10 @@ source scripts/bench/lib.sh
 if [ -z "${BENCH_IN_SESSION:-}" ]; then
     target_dir=${CARGO_TARGET_DIR:-$root/target}
     need_build=()
-    [ -n "${AEROSTREAM_BIN:-}" ] || need_build+=(-p agent)
+    if [ -z "${AEROSTREAM_BIN:-}" ]; then
+        need_build+=(-p agent)
+        export AEROSTREAM_BUILT_HERE=1
+    fi
     [ -n "${LOADTEST_BIN:-}" ] || need_build+=(-p loadtest)
     if [ ${#need_build[@]} -gt 0 ]; then
         echo "building ${need_build[*]} (release)"
@@ -88,7 +91,12 @@ mkdir -p "$out"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
     echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
     echo "kernel: $(uname -r)"
-    echo "aerostream: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($aerostream, --shards $shards)"
+    head=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+    if [ -n "${AEROSTREAM_BUILT_HERE:-}" ]; then
+        echo "aerostream: $head ($aerostream, --shards $shards)"
+    else
+        echo "aerostream: $aerostream given by AEROSTREAM_BIN, built $(date -u -r "$aerostream" +%Y-%m-%dT%H:%M:%SZ) (checkout at $head; the binary may be older), --shards $shards"
+    fi
     [ -x "${tansu:-}" ] && echo "tansu: $("$tansu" --version 2>/dev/null || echo unknown) ($tansu)"
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
     echo "scheduler: benchmark session autogroup $autogroup"

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: AeroStream and the peer broker tansu, started one
+# after the other on this machine with the same CPU pinning, driven by the
+# same `loadtest` workloads. Writes raw JSON, logs and a markdown table with
+# ratios to benchmarks/results/<date>-<machine>/.
+#
+# Usage: scripts/bench/side-by-side.sh [WORKLOAD...]
+#   WORKLOAD  names under loadtest/workloads/ (default: small-20k small-50k small-max)
+#
+# Environment:
+#   BROKERS         which brokers, in order (default: "aerostream tansu-memory tansu-sqlite")
+#   TANSU_BIN       tansu binary (default: `tansu` on PATH). It is not built
+#                   here; install it once with
+#                   cargo install tansu --version 0.6.0 --locked --features libsql,dynostore --root DIR
+#   AEROSTREAM_BIN  aerostream binary (default: built here with --release)
+#   LOADTEST_BIN    loadtest binary (default: built here with --release)
+#   BROKER_CPUS     taskset CPU list for the broker (default: 0)
+#   LOADGEN_CPUS    taskset CPU list for the load generator (default: 1, or 0 on one CPU)
+#   SHARDS          aerostream --shards (default: number of CPUs in BROKER_CPUS)
+#   DURATION, WARMUP  override every workload's measurement / warm-up time (e.g. 30s)
+#   RESULTS_DIR     output folder (default: benchmarks/results/<date>-<host>)
+#   AUTOGROUP_NICE  scheduler weight of the benchmark's session (default: -10;
+#                   empty to leave it alone). With autogroup scheduling every
+#                   session gets an equal CPU share whatever its processes'
+#                   nice values, so on a machine busy with other work (builds)
+#                   a broker pinned to one CPU may get a fraction of it and
+#                   every figure measures the contention instead.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
+
+# Build first, at normal priority.
+if [ -z "${BENCH_IN_SESSION:-}" ]; then
+    target_dir=${CARGO_TARGET_DIR:-$root/target}
+    need_build=()
+    if [ -z "${AEROSTREAM_BIN:-}" ]; then
+        need_build+=(-p agent)
+        export AEROSTREAM_BUILT_HERE=1
+    fi
+    [ -n "${LOADTEST_BIN:-}" ] || need_build+=(-p loadtest)
+    if [ ${#need_build[@]} -gt 0 ]; then
+        echo "building ${need_build[*]} (release)"
+        cargo build --release "${need_build[@]}"
+    fi
+    export AEROSTREAM_BIN=${AEROSTREAM_BIN:-$target_dir/release/aerostream}
+    export LOADTEST_BIN=${LOADTEST_BIN:-$target_dir/release/loadtest}
+    # Run the measurements in a session of their own, with its weight raised.
+    if [ -n "${AUTOGROUP_NICE--10}" ] && [ -e /proc/self/autogroup ] && command -v setsid >/dev/null; then
+        export BENCH_IN_SESSION=1
+        exec setsid --wait "$0" "$@"
+    fi
+fi
+autogroup="not changed"
+if [ -n "${BENCH_IN_SESSION:-}" ]; then
+    if echo "${AUTOGROUP_NICE--10}" >/proc/self/autogroup 2>/dev/null; then
+        autogroup=$(cat /proc/self/autogroup)
+    else
+        autogroup="could not be raised (needs CAP_SYS_NICE)"
+    fi
+fi
+
+workloads=("$@")
+[ ${#workloads[@]} -gt 0 ] || workloads=(small-20k small-50k small-max)
+read -r -a brokers <<<"${BROKERS:-aerostream tansu-memory tansu-sqlite}"
+broker_cpus=${BROKER_CPUS:-0}
+if [ "$(nproc)" -gt 1 ]; then loadgen_cpus=${LOADGEN_CPUS:-1}; else loadgen_cpus=${LOADGEN_CPUS:-0}; fi
+count_cpus() { python3 -c 'import sys
+n=0
+for part in sys.argv[1].split(","):
+    a,_,b=part.partition("-"); n += (int(b)-int(a)+1) if b else 1
+print(n)' "$1"; }
+shards=${SHARDS:-$(count_cpus "$broker_cpus")}
+
+aerostream=$AEROSTREAM_BIN
+loadtest=$LOADTEST_BIN
+tansu=${TANSU_BIN:-$(command -v tansu || true)}
+for b in "${brokers[@]}"; do
+    case $b in
+        tansu-*) [ -x "$tansu" ] || { echo "tansu not found: set TANSU_BIN (see the header of this script)" >&2; exit 1; } ;;
+    esac
+done
+
+out=${RESULTS_DIR:-benchmarks/results/$(date +%Y-%m-%d)-$(hostname -s)}
+mkdir -p "$out"
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(hostname -s)"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
+    echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+    echo "kernel: $(uname -r)"
+    head=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+    if [ -n "${AEROSTREAM_BUILT_HERE:-}" ]; then
+        echo "aerostream: $head ($aerostream, --shards $shards)"
+    else
+        echo "aerostream: $aerostream given by AEROSTREAM_BIN, built $(date -u -r "$aerostream" +%Y-%m-%dT%H:%M:%SZ) (checkout at $head; the binary may be older), --shards $shards"
+    fi
+    [ -x "${tansu:-}" ] && echo "tansu: $("$tansu" --version 2>/dev/null || echo unknown) ($tansu)"
+    echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
+    echo "scheduler: benchmark session autogroup $autogroup"
+    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs; figures are only comparable within one run)"
+    echo "command: scripts/bench/side-by-side.sh ${workloads[*]} (BROKERS=\"${brokers[*]}\" DURATION=${DURATION:-file} WARMUP=${WARMUP:-file})"
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+broker_pid=
+scratch=
+current=
+cleanup() {
+    [ -n "$broker_pid" ] && stop_pid "$broker_pid"
+    [ -n "$scratch" ] && rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+# start_broker NAME PORT: starts it pinned, in a fresh scratch folder.
+start_broker() {
+    local name=$1 port=$2
+    scratch=$(mktemp -d "${TMPDIR:-/tmp}/bench-$name.XXXXXX")
+    local log="$out/$current-$name-broker.log"
+    case $name in
+        aerostream)
+            (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
+                --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
+                --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$(free_port)" \
+                --shards "$shards") >>"$log" 2>&1 &
+            ;;
+        tansu-memory | tansu-sqlite)
+            local engine="memory://tansu/"
+            [ "$name" = tansu-sqlite ] && engine="sqlite://tansu.db"
+            (cd "$scratch" && RUST_LOG=${RUST_LOG:-warn} exec taskset -c "$broker_cpus" "$tansu" broker \
+                --kafka-listener-url "tcp://127.0.0.1:$port" \
+                --kafka-advertised-listener-url "tcp://127.0.0.1:$port" \
+                --storage-engine "$engine") >>"$log" 2>&1 &
+            ;;
+        *) echo "unknown broker $name" >&2; exit 1 ;;
+    esac
+    broker_pid=$!
+    wait_for_port "$port" "$broker_pid" 60
+}
+
+overrides=()
+[ -n "${DURATION:-}" ] && overrides+=(--duration "$DURATION")
+[ -n "${WARMUP:-}" ] && overrides+=(--warmup "$WARMUP")
+
+status=0
+for w in "${workloads[@]}"; do
+    current=$w
+    file=loadtest/workloads/$w.yaml
+    [ -f "$file" ] || { echo "no workload $file" >&2; exit 1; }
+    for b in "${brokers[@]}"; do
+        port=$(free_port)
+        echo "=== $w on $b (127.0.0.1:$port) ==="
+        start_broker "$b" "$port"
+        set +e
+        taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" \
+            --bootstrap "127.0.0.1:$port" --broker-label "$b" --broker-pid "$broker_pid" \
+            --json "$out/$w-$b.json" "${overrides[@]}" 2>&1 | tee "$out/$w-$b.log"
+        rc=${PIPESTATUS[0]}
+        set -e
+        if [ "$rc" -ne 0 ]; then
+            echo "!!! $w on $b: loadtest exited $rc" | tee -a "$out/failures.txt"
+            status=1
+        fi
+        stop_pid "$broker_pid"
+        broker_pid=
+        rm -rf "$scratch"
+        scratch=
+    done
+done
+
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+
+shopt -s nullglob
+results=("$out"/*.json)
+if [ ${#results[@]} -gt 0 ]; then
+    "$loadtest" compare --baseline aerostream --out "$out/table.md" "${results[@]}"
+    echo "results in $out (table.md, *.json, *.log)"
+fi
+exit $status

@@ -1,1 +1,154 @@
-fn main() {}
+//! `aerostream`: the AeroStream broker binary. This crate is the composition
+//! root only: it reads settings, builds the runtimes, wires the gateway to the
+//! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
+
+mod config;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use config::{ServeArgs, Settings};
+use gateway::backend::disk::DiskLogFactory;
+use gateway::backend::meta::MetastoreCatalog;
+use gateway::broker::BrokerConfig;
+use gateway::group::engine::GroupLimits;
+use gateway::{Gateway, GatewayOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "aerostream",
+    version,
+    about = "AeroStream: a Kafka-compatible streaming broker"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker node (the default command).
+    Serve(ServeArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // `aerostream` alone means `aerostream serve` (environment variables still apply).
+    let command = match cli.command {
+        Some(c) => c,
+        None => Cli::parse_from(["aerostream", "serve"])
+            .command
+            .context("serve is the default command")?,
+    };
+    let Command::Serve(args) = command;
+    let settings = Settings::resolve(&args)?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&settings.log).unwrap_or_else(|_| "info".into()),
+        )
+        .with_target(false)
+        .init();
+    // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
+    let control = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("control")
+        .enable_all()
+        .build()
+        .context("cannot start the control runtime")?;
+    control.block_on(serve(settings))
+}
+
+async fn serve(s: Settings) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&s.data_dir)
+        .with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
+    let logs =
+        DiskLogFactory::new(s.data_dir.join("log")).context("cannot open the log directory")?;
+    let node_id = u64::try_from(s.node_id).context("--node-id must not be negative")?;
+    let meta = metastore::Metastore::start(metastore::MetastoreConfig {
+        node_id,
+        dir: s.data_dir.join("meta"),
+        ..metastore::MetastoreConfig::default()
+    })
+    .await
+    .context("cannot start the metastore")?;
+    meta.wait_ready(Duration::from_secs(30))
+        .await
+        .context("the metastore did not become ready")?;
+    let catalog = Arc::new(MetastoreCatalog::new(meta.clone()));
+    let opts = GatewayOptions {
+        kafka_addr: s.kafka_addr,
+        advertised: s.advertised_kafka_addr.clone(),
+        http_addr: Some(s.http_addr),
+        shards: s.shards,
+        broker: BrokerConfig {
+            node_id: s.node_id,
+            max_request_bytes: s.max_request_bytes,
+            auto_create_topics: s.auto_create_topics,
+            num_partitions: s.num_partitions,
+            group: GroupLimits {
+                initial_rebalance_delay_ms: s.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms: s.group_min_session_timeout_ms,
+                ..GroupLimits::default()
+            },
+            ..BrokerConfig::default()
+        },
+    };
+    let gw = Gateway::start(opts, catalog, Arc::new(logs))
+        .await
+        .context("cannot start the Kafka gateway")?;
+    // Partitions are led by live agents: register this node (with its real
+    // Kafka address) before clients learn about it, then keep the lease alive.
+    let advertised = s
+        .advertised_kafka_addr
+        .as_ref()
+        .map(|(h, p)| format!("{h}:{p}"))
+        .unwrap_or_else(|| gw.kafka_addr().to_string());
+    let registration = metastore::AgentRegistration {
+        id: node_id,
+        addrs: metastore::AgentAddrs {
+            kafka: Some(advertised),
+            native: None,
+            quic: None,
+        },
+        rack: None,
+    };
+    meta.register_agent(registration.clone())
+        .await
+        .context("cannot register this node with the metastore")?;
+    let keep_alive = meta.keep_agent_alive(registration, Duration::from_millis(500));
+    tracing::info!(
+        kafka = %gw.kafka_addr(),
+        http = ?gw.http_addr(),
+        data_dir = %s.data_dir.display(),
+        "aerostream is serving"
+    );
+    // A line scripts can wait for.
+    println!(
+        "aerostream listening kafka={} http={}",
+        gw.kafka_addr(),
+        gw.http_addr().map(|a| a.to_string()).unwrap_or_default()
+    );
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    gw.shutdown().await;
+    keep_alive.stop();
+    if let Err(e) = meta.shutdown().await {
+        tracing::warn!(error = %e, "metastore shutdown failed");
+    }
+    tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

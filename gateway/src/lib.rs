@@ -1,1 +1,43 @@
-//! gateway crate (placeholder)
+//! gateway: the Kafka wire front end of AeroStream.
+//!
+//! A request's path: a shard's [`server`] accepts the connection and reads a
+//! size-capped frame ([`kafka::frame`]); [`kafka::api::dispatch`] decodes it
+//! with `kafka-protocol` and calls the handler for that API; handlers reach
+//! partition logs through [`partition::Partitions`] (one task per partition on
+//! its owning shard, bounded channels) and cluster metadata through the
+//! [`backend::Catalog`] seam; consumer groups go through the
+//! [`group::coordinator::Coordinator`] task that drives the pure
+//! [`group::engine::GroupEngine`]. Responses are frames of parts so fetched
+//! records are spliced in and, on plain TCP, sent with `sendfile(2)`.
+//!
+//! Seams: [`backend::PartitionLog`]/[`backend::LogFactory`] (the `storage`
+//! crate in production, [`backend::memory`] in tests) and [`backend::Catalog`]
+//! (the `metastore` crate in production, an in-memory catalog in tests).
+//!
+//! ```no_run
+//! # async fn run() -> std::io::Result<()> {
+//! use std::sync::Arc;
+//! use gateway::backend::memory::{MemoryCatalog, MemoryLogFactory};
+//! use gateway::{Gateway, GatewayOptions};
+//!
+//! let gw = Gateway::start(GatewayOptions::default(), Arc::new(MemoryCatalog::new(1)), Arc::new(MemoryLogFactory)).await?;
+//! println!("Kafka clients connect to {}", gw.kafka_addr());
+//! gw.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod backend;
+pub mod broker;
+pub mod codes;
+pub mod fetch_session;
+pub mod group;
+pub mod http;
+pub mod kafka;
+pub mod partition;
+pub mod server;
+pub mod shard;
+pub mod topic_config;
+
+mod gateway;
+
+pub use crate::gateway::{Gateway, GatewayOptions};

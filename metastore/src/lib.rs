@@ -1,1 +1,71 @@
-//! metastore crate (placeholder)
+//! The AeroStream metastore: cluster metadata replicated with Raft.
+//!
+//! Gateways hold no state of their own because the metastore holds the
+//! truth: which topics exist and how they are configured, which agent leads
+//! each partition under which epoch, which offsets live in which sealed
+//! object, what each consumer group has committed, which producer ids are
+//! taken. It runs as one node embedded in the agent by default, and as three
+//! or five voters (plus read-only learners) in a cluster.
+//!
+//! # Layers
+//!
+//! - [`types`], [`config`]: the data model as plain data, and the catalogue of
+//!   Kafka topic configs with defaults and validation.
+//! - [`state`]: the state machine. [`command::Command`]s are validated and
+//!   applied here without IO or clock, each returning a typed [`MetaError`].
+//! - [`lease`]: the lease engine (pure; `now` passed in) that fences silent
+//!   agents and re-elects partition leaders from the ISR.
+//! - `store`: openraft storage: a CRC'd, segmented, group-committed Raft
+//!   log and a snapshotted state machine on disk.
+//! - [`network`]: Raft RPCs and forwarded client requests over QUIC, or over
+//!   an in-process router in tests; behind one `Transport` seam.
+//! - [`Metastore`]: the handle: linearizable writes routed to the leader and
+//!   batched there, local reads with a staleness bound, a change stream.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), metastore::MetaError> {
+//! use metastore::{AgentAddrs, AgentRegistration, CreateTopic, Metastore, MetastoreConfig};
+//!
+//! let ms = Metastore::start(MetastoreConfig::embedded("data/meta")).await?;
+//! let mut changes = ms.subscribe();
+//! ms.register_agent(AgentRegistration {
+//!     id: 1,
+//!     addrs: AgentAddrs { kafka: Some("127.0.0.1:9092".into()), ..Default::default() },
+//!     rack: None,
+//! })
+//! .await?;
+//! let topic = ms.create_topic(CreateTopic::new("orders", 3, -1), false).await?;
+//! assert_eq!(topic.partitions[0].leader, Some(1));
+//! assert!(ms.topic("orders").is_some()); // read locally, already applied
+//! let _event = changes.recv().await; // AgentRegistered, then TopicCreated
+//! ms.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod api;
+pub mod command;
+pub mod config;
+mod driver;
+pub mod error;
+pub mod lease;
+pub mod network;
+mod node;
+pub mod options;
+mod proposer;
+pub mod raft_types;
+pub mod state;
+mod store;
+pub mod types;
+
+pub use api::{AgentKeepAlive, Metastore};
+pub use driver::new_cluster_id;
+pub use error::MetaError;
+pub use network::local::LocalRouter;
+pub use network::quic::QuicSettings;
+pub use network::tls::RaftTls;
+pub use network::NetworkFaults;
+pub use options::{Bootstrap, MetastoreConfig, RaftTiming, Transport};
+pub use types::*;

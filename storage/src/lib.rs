@@ -1,1 +1,86 @@
-//! storage crate (placeholder)
+//! The AeroStream partition log: every produced byte passes through here.
+//!
+//! Role: store Kafka v2 RecordBatches exactly as producers sent them, in
+//! segment files with sparse offset and time indexes, and hand byte ranges
+//! back to readers so the gateway can `sendfile(2)` them to consumers. It
+//! validates batches (framing, CRC-32C, sizes, idempotent producer
+//! sequences) without decoding records, stamps base offsets and leader
+//! epochs in place, paces writeback so appends see no flush storms, and
+//! recovers from a crash at any instant by cutting a torn tail.
+//!
+//! Seams:
+//! - [`PartitionLog`] is owned by one task (shard-per-core; no locks on the
+//!   append path). It is `Send`; readers on other tasks learn about new data
+//!   through [`PartitionLog::subscribe`] (a `watch` of the log end offset).
+//! - Reads return a [`ReadSlice`] (`Arc<File>`, position, length) for
+//!   zero-copy sends, or bytes via [`ReadSlice::read_to_bytes`].
+//! - [`PartitionLog::segments`], [`PartitionLog::enforce_retention`] and
+//!   [`PartitionLog::delete_records_before`] are the hooks tiering and
+//!   DeleteRecords use; [`PartitionLog::truncate_to`] and
+//!   [`PartitionLog::epoch_end_offset`] serve follower truncation.
+//! - [`batch`] exposes header parsing and validation for callers that must
+//!   check a batch without appending it.
+//! - Every failure is a [`StorageError`] variant; the gateway maps each to
+//!   a Kafka error code.
+//!
+//! Directory layout of one partition: `{base:020}.log` / `.index` /
+//! `.timeindex` per segment, `{offset:020}.snapshot` (producer state),
+//! `log-start-offset`, `leader-epoch-checkpoint`, and `clean-shutdown`
+//! while closed cleanly.
+//!
+//! Not supported yet: transactional batches (rejected with
+//! [`StorageError::TransactionsUnsupported`]), compaction, message format
+//! v0/v1 (rejected with [`StorageError::UnsupportedMagic`]).
+//!
+//! ```
+//! use storage::{LogConfig, PartitionLog, AppendOutcome};
+//! # fn batch() -> Vec<u8> {
+//! #     // A minimal uncompressed v2 batch with one empty record.
+//! #     // length 7, attributes, timestamp delta, offset delta, null key, null value, no headers
+//! #     let record = [7u8 << 1, 0, 0, 0, 1, 1, 0];
+//! #     let mut b = vec![0u8; 61];
+//! #     b[8..12].copy_from_slice(&((61 - 12 + record.len()) as i32).to_be_bytes());
+//! #     b[16] = 2;
+//! #     b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+//! #     b[51..53].copy_from_slice(&(-1i16).to_be_bytes());
+//! #     b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+//! #     b[57..61].copy_from_slice(&1i32.to_be_bytes());
+//! #     b.extend_from_slice(&record);
+//! #     let crc = crc32c::crc32c(&b[21..]);
+//! #     b[17..21].copy_from_slice(&crc.to_be_bytes());
+//! #     b
+//! # }
+//! # fn main() -> Result<(), storage::StorageError> {
+//! let dir = tempfile::tempdir().expect("temp dir");
+//! let mut log = PartitionLog::open(dir.path(), LogConfig::default())?;
+//! let mut records = batch(); // bytes of a ProduceRequest partition
+//! let AppendOutcome::Appended(info) = log.append(&mut records, 0, 1_700_000_000_000)? else {
+//!     unreachable!("not an idempotent producer")
+//! };
+//! assert_eq!(info.base_offset, 0);
+//! let slice = log.read(0, 1 << 20, log.log_end_offset())?;
+//! assert_eq!(slice.read_to_bytes().expect("pread"), records);
+//! log.close()?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod batch;
+pub mod config;
+mod epoch;
+pub mod error;
+mod files;
+mod index;
+mod log;
+mod producer;
+mod recovery;
+mod retention;
+pub mod segment;
+pub mod writeback;
+
+pub use batch::{BatchHeader, Compression, TimestampType};
+pub use config::LogConfig;
+pub use error::StorageError;
+pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
+pub use segment::SegmentInfo;
+pub use writeback::WritebackConfig;

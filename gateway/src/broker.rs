@@ -1,0 +1,233 @@
+//! The state every connection shares: settings, the catalog, the partition
+//! tasks, the group coordinator, producer ids and fetch sessions.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Mutex as AsyncMutex;
+
+use crate::backend::{Catalog, CatalogError, LogError, TopicMeta};
+use crate::fetch_session::FetchSessions;
+use crate::group::coordinator::Coordinator;
+use crate::group::engine::GroupLimits;
+use crate::partition::{PartitionHandle, Partitions};
+use crate::topic_config;
+
+/// Broker-level settings (Kafka's server.properties equivalents).
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    /// Host and port clients are told to connect to.
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    /// `socket.request.max.bytes`.
+    pub max_request_bytes: usize,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics: bool,
+    /// `num.partitions` for auto-created topics.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    pub group: GroupLimits,
+    /// `fetch.max.bytes`: upper bound of one fetch response.
+    pub fetch_max_bytes: usize,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub fetch_session_slots: usize,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 1,
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 9092,
+            max_request_bytes: 100 * 1024 * 1024,
+            auto_create_topics: true,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            group: GroupLimits::default(),
+            fetch_max_bytes: 55 * 1024 * 1024,
+            fetch_session_slots: 1000,
+        }
+    }
+}
+
+/// Request counters exported on /metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub requests: AtomicU64,
+    pub request_errors: AtomicU64,
+    pub connections_opened: AtomicU64,
+    pub connections_closed: AtomicU64,
+    pub produced_bytes: AtomicU64,
+    pub fetched_bytes: AtomicU64,
+    pub malformed_requests: AtomicU64,
+    /// Requests being served right now; shutdown waits for this to reach zero.
+    pub in_flight: AtomicU64,
+}
+
+impl Metrics {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self, open_partitions: usize) -> String {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut s = String::new();
+        for (name, help, v) in [
+            (
+                "aerostream_kafka_requests_total",
+                "Kafka requests handled",
+                g(&self.requests),
+            ),
+            (
+                "aerostream_kafka_request_errors_total",
+                "Kafka requests answered with a top-level error",
+                g(&self.request_errors),
+            ),
+            (
+                "aerostream_kafka_malformed_requests_total",
+                "Connections closed for malformed requests",
+                g(&self.malformed_requests),
+            ),
+            (
+                "aerostream_connections_opened_total",
+                "Kafka connections accepted",
+                g(&self.connections_opened),
+            ),
+            (
+                "aerostream_connections_closed_total",
+                "Kafka connections closed",
+                g(&self.connections_closed),
+            ),
+            (
+                "aerostream_produced_bytes_total",
+                "Record bytes appended",
+                g(&self.produced_bytes),
+            ),
+            (
+                "aerostream_fetched_bytes_total",
+                "Record bytes sent to consumers",
+                g(&self.fetched_bytes),
+            ),
+        ] {
+            s.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+            ));
+        }
+        s.push_str(&format!(
+            "# HELP aerostream_open_partitions Partition logs open on this node\n# TYPE aerostream_open_partitions gauge\naerostream_open_partitions {open_partitions}\n"
+        ));
+        s
+    }
+}
+
+/// Number of producer ids fetched from the catalog at a time.
+const PRODUCER_ID_BLOCK: u32 = 1000;
+
+/// Everything a request handler needs.
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub catalog: Arc<dyn Catalog>,
+    pub partitions: Arc<Partitions>,
+    pub groups: Coordinator,
+    pub fetch_sessions: FetchSessions,
+    pub metrics: Metrics,
+    producer_ids: AsyncMutex<Range<i64>>,
+    /// Serialises topic auto-creation so concurrent Metadata requests create once.
+    create_lock: AsyncMutex<()>,
+    shutting_down: tokio::sync::watch::Sender<bool>,
+}
+
+impl Broker {
+    pub fn new(
+        config: BrokerConfig,
+        catalog: Arc<dyn Catalog>,
+        partitions: Arc<Partitions>,
+        groups: Coordinator,
+    ) -> Self {
+        Broker {
+            fetch_sessions: FetchSessions::new(config.fetch_session_slots),
+            config,
+            catalog,
+            partitions,
+            groups,
+            metrics: Metrics::default(),
+            producer_ids: AsyncMutex::new(0..0),
+            create_lock: AsyncMutex::new(()),
+            shutting_down: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// A fresh producer id, from the current block or a newly allocated one.
+    pub async fn next_producer_id(&self) -> Result<i64, CatalogError> {
+        let mut ids = self.producer_ids.lock().await;
+        if ids.is_empty() {
+            *ids = self
+                .catalog
+                .allocate_producer_ids(PRODUCER_ID_BLOCK)
+                .await?;
+        }
+        ids.next().ok_or_else(|| {
+            CatalogError::Internal("the catalog allocated an empty producer id block".into())
+        })
+    }
+
+    /// The task of a topic's partition, if the partition exists.
+    pub fn partition(
+        &self,
+        topic: &TopicMeta,
+        index: i32,
+    ) -> Option<Result<PartitionHandle, LogError>> {
+        if index < 0 || index as usize >= topic.partitions.len() {
+            return None;
+        }
+        let settings = topic_config::log_settings(&topic.configs);
+        Some(
+            self.partitions
+                .get_or_open(&topic.name, topic.id, index, &settings),
+        )
+    }
+
+    /// Creates a topic the way Kafka's auto-creation does (default partitions
+    /// and replication factor), unless it appeared meanwhile.
+    pub async fn auto_create(&self, name: &str) -> Result<TopicMeta, CatalogError> {
+        let _guard = self.create_lock.lock().await;
+        if let Some(t) = self.catalog.topic(name) {
+            return Ok(t);
+        }
+        let topic = crate::backend::NewTopic {
+            name: name.to_string(),
+            partitions: self.config.num_partitions,
+            replication_factor: self.config.default_replication_factor,
+            configs: Default::default(),
+        };
+        match self.catalog.create_topic(topic, false).await {
+            Ok(t) => {
+                tracing::info!(topic = name, "auto-created topic");
+                Ok(t)
+            }
+            Err(CatalogError::TopicAlreadyExists(_)) => self
+                .catalog
+                .topic(name)
+                .ok_or_else(|| CatalogError::UnknownTopic(name.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.send_replace(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutting_down.borrow()
+    }
+
+    /// Resolves once shutdown has begun (long polls stop waiting then).
+    pub async fn shutdown_started(&self) {
+        let mut rx = self.shutting_down.subscribe();
+        let _ = rx.wait_for(|stopping| *stopping).await;
+    }
+}

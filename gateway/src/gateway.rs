@@ -1,0 +1,137 @@
+//! Wiring of one gateway: shards, listeners, the group coordinator and HTTP.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::backend::{Catalog, LogFactory};
+use crate::broker::{Broker, BrokerConfig};
+use crate::group::coordinator::Coordinator;
+use crate::partition::Partitions;
+use crate::server;
+use crate::shard::Shards;
+
+/// How to run a gateway.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// Kafka listener; port 0 picks a free port.
+    pub kafka_addr: SocketAddr,
+    /// Host and port given to clients; defaults to the bound Kafka address.
+    pub advertised: Option<(String, u16)>,
+    /// Health and metrics listener; `None` disables it.
+    pub http_addr: Option<SocketAddr>,
+    /// Number of shard runtimes.
+    pub shards: usize,
+    pub broker: BrokerConfig,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        GatewayOptions {
+            kafka_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertised: None,
+            http_addr: None,
+            shards: 1,
+            broker: BrokerConfig::default(),
+        }
+    }
+}
+
+/// A running gateway.
+pub struct Gateway {
+    broker: Arc<Broker>,
+    shards: Option<Shards>,
+    stop: watch::Sender<bool>,
+    kafka_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+}
+
+impl Gateway {
+    /// Binds the listeners and starts serving. Must be called inside a tokio
+    /// runtime, which then hosts the control work (group coordinator, HTTP).
+    pub async fn start(
+        opts: GatewayOptions,
+        catalog: Arc<dyn Catalog>,
+        logs: Arc<dyn LogFactory>,
+    ) -> std::io::Result<Gateway> {
+        let shards = Shards::start(opts.shards)?;
+        let first = server::reuseport_listener(opts.kafka_addr)?;
+        let kafka_addr = first.local_addr()?;
+        let mut listeners = vec![first];
+        for _ in 1..shards.len() {
+            listeners.push(server::reuseport_listener(kafka_addr)?);
+        }
+        let mut config = opts.broker.clone();
+        let (host, port) = opts
+            .advertised
+            .clone()
+            .unwrap_or_else(|| (kafka_addr.ip().to_string(), kafka_addr.port()));
+        config.advertised_host = host;
+        config.advertised_port = i32::from(port);
+        let partitions = Arc::new(Partitions::new(shards.handles(), logs));
+        let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+        let groups = Coordinator::start(config.group.clone(), prefix);
+        let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
+        let (stop, stop_rx) = watch::channel(false);
+        for (listener, handle) in listeners.into_iter().zip(shards.handles()) {
+            listener.set_nonblocking(true)?;
+            let b = broker.clone();
+            let rx = stop_rx.clone();
+            handle.spawn(server::serve(listener, b, rx));
+        }
+        let http_addr = match opts.http_addr {
+            Some(addr) => {
+                let l = tokio::net::TcpListener::bind(addr).await?;
+                let bound = l.local_addr()?;
+                tokio::spawn(crate::http::serve(l, broker.clone(), stop_rx.clone()));
+                Some(bound)
+            }
+            None => None,
+        };
+        tracing::info!(%kafka_addr, shards = shards.len(), "Kafka listener ready");
+        Ok(Gateway {
+            broker,
+            shards: Some(shards),
+            stop,
+            kafka_addr,
+            http_addr,
+        })
+    }
+
+    pub fn kafka_addr(&self) -> SocketAddr {
+        self.kafka_addr
+    }
+
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// Stops accepting, lets connections finish their in-flight request, then
+    /// closes every partition log (flush and clean-shutdown marker).
+    pub async fn shutdown(mut self) {
+        self.broker.begin_shutdown();
+        let _ = self.stop.send(true);
+        // Let requests already being served finish (long polls end early once
+        // shutdown begins), then close the logs under them.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self
+            .broker
+            .metrics
+            .in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        self.broker.partitions.close_all().await;
+        if let Some(shards) = self.shards.take() {
+            let _ = tokio::task::spawn_blocking(move || shards.stop()).await;
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The async driver of the group [`engine`](super::engine): one task owns the
+//! engine, receives requests over a channel, answers parked JoinGroup and
+//! SyncGroup requests through oneshots, and sleeps until the engine's next
+//! deadline. Time is a monotonic clock started with the task.
+
+use std::collections::HashMap;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Duration, Instant};
+
+use super::engine::{
+    GroupDescription, GroupEngine, GroupError, GroupLimits, GroupState, JoinRequest, JoinResponse,
+    Reply, ReplyId, SyncRequest, SyncResponse,
+};
+
+enum Msg {
+    Join(JoinRequest, oneshot::Sender<JoinResponse>),
+    Sync(SyncRequest, oneshot::Sender<SyncResponse>),
+    Heartbeat {
+        group: String,
+        member: String,
+        instance: Option<String>,
+        generation: i32,
+        reply: oneshot::Sender<Result<(), GroupError>>,
+    },
+    Leave {
+        group: String,
+        members: Vec<(String, Option<String>)>,
+        reply: oneshot::Sender<Vec<Result<(), GroupError>>>,
+    },
+    ValidateCommit {
+        group: String,
+        member: String,
+        instance: Option<String>,
+        generation: i32,
+        reply: oneshot::Sender<Result<(), GroupError>>,
+    },
+    Describe(String, oneshot::Sender<Option<GroupDescription>>),
+    List(oneshot::Sender<Vec<(String, GroupState, String)>>),
+    Delete(String, oneshot::Sender<Result<(), GroupError>>),
+}
+
+enum Parked {
+    Join(oneshot::Sender<JoinResponse>),
+    Sync(oneshot::Sender<SyncResponse>),
+}
+
+/// Error when the coordinator task has stopped (broker shutting down).
+#[derive(Debug, thiserror::Error)]
+#[error("the group coordinator is not running")]
+pub struct CoordinatorGone;
+
+/// Handle to the coordinator task.
+#[derive(Clone)]
+pub struct Coordinator {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl Coordinator {
+    /// Spawns the coordinator task on the current runtime.
+    pub fn start(limits: GroupLimits, id_prefix: String) -> Coordinator {
+        let (tx, rx) = mpsc::channel(1024);
+        tokio::spawn(run(GroupEngine::new(limits, id_prefix), rx));
+        Coordinator { tx }
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Msg,
+    ) -> Result<T, CoordinatorGone> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.map_err(|_| CoordinatorGone)?;
+        rx.await.map_err(|_| CoordinatorGone)
+    }
+
+    pub async fn join(&self, req: JoinRequest) -> Result<JoinResponse, CoordinatorGone> {
+        self.ask(|r| Msg::Join(req, r)).await
+    }
+
+    pub async fn sync(&self, req: SyncRequest) -> Result<SyncResponse, CoordinatorGone> {
+        self.ask(|r| Msg::Sync(req, r)).await
+    }
+
+    pub async fn heartbeat(
+        &self,
+        group: String,
+        member: String,
+        instance: Option<String>,
+        generation: i32,
+    ) -> Result<Result<(), GroupError>, CoordinatorGone> {
+        self.ask(|reply| Msg::Heartbeat {
+            group,
+            member,
+            instance,
+            generation,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn leave(
+        &self,
+        group: String,
+        members: Vec<(String, Option<String>)>,
+    ) -> Result<Vec<Result<(), GroupError>>, CoordinatorGone> {
+        self.ask(|reply| Msg::Leave {
+            group,
+            members,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn validate_commit(
+        &self,
+        group: String,
+        member: String,
+        instance: Option<String>,
+        generation: i32,
+    ) -> Result<Result<(), GroupError>, CoordinatorGone> {
+        self.ask(|reply| Msg::ValidateCommit {
+            group,
+            member,
+            instance,
+            generation,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn describe(
+        &self,
+        group: String,
+    ) -> Result<Option<GroupDescription>, CoordinatorGone> {
+        self.ask(|r| Msg::Describe(group, r)).await
+    }
+
+    pub async fn list(&self) -> Result<Vec<(String, GroupState, String)>, CoordinatorGone> {
+        self.ask(Msg::List).await
+    }
+
+    pub async fn delete(&self, group: String) -> Result<Result<(), GroupError>, CoordinatorGone> {
+        self.ask(|r| Msg::Delete(group, r)).await
+    }
+}
+
+async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>) {
+    let start = Instant::now();
+    let now = move || start.elapsed().as_millis() as i64;
+    let mut parked: HashMap<ReplyId, Parked> = HashMap::new();
+    let mut next_id: ReplyId = 0;
+    loop {
+        let wake = engine
+            .next_deadline()
+            .map(|d| start + Duration::from_millis(d.max(0) as u64))
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let msg = tokio::select! {
+            m = rx.recv() => match m { Some(m) => m, None => return },
+            _ = tokio::time::sleep_until(wake) => {
+                deliver(&mut parked, engine.tick(now()));
+                continue;
+            }
+        };
+        next_id += 1;
+        let id = next_id;
+        let replies = match msg {
+            Msg::Join(req, tx) => {
+                parked.insert(id, Parked::Join(tx));
+                engine.join(now(), req, id)
+            }
+            Msg::Sync(req, tx) => {
+                parked.insert(id, Parked::Sync(tx));
+                engine.sync(now(), req, id)
+            }
+            Msg::Heartbeat {
+                group,
+                member,
+                instance,
+                generation,
+                reply,
+            } => {
+                let _ = reply.send(engine.heartbeat(
+                    now(),
+                    &group,
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                ));
+                Vec::new()
+            }
+            Msg::Leave {
+                group,
+                members,
+                reply,
+            } => {
+                let mut results = Vec::new();
+                let mut out = Vec::new();
+                for (member, instance) in members {
+                    let (res, replies) = engine.leave(now(), &group, &member, instance.as_deref());
+                    results.push(res);
+                    out.extend(replies);
+                }
+                let _ = reply.send(results);
+                out
+            }
+            Msg::ValidateCommit {
+                group,
+                member,
+                instance,
+                generation,
+                reply,
+            } => {
+                let _ = reply.send(engine.validate_commit(
+                    &group,
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                ));
+                Vec::new()
+            }
+            Msg::Describe(group, reply) => {
+                let _ = reply.send(engine.describe(&group));
+                Vec::new()
+            }
+            Msg::List(reply) => {
+                let _ = reply.send(engine.list());
+                Vec::new()
+            }
+            Msg::Delete(group, reply) => {
+                let _ = reply.send(engine.delete(&group));
+                Vec::new()
+            }
+        };
+        deliver(&mut parked, replies);
+    }
+}
+
+fn deliver(parked: &mut HashMap<ReplyId, Parked>, replies: Vec<Reply>) {
+    for r in replies {
+        match r {
+            Reply::Join(id, resp) => {
+                if let Some(Parked::Join(tx)) = parked.remove(&id) {
+                    let _ = tx.send(resp);
+                }
+            }
+            Reply::Sync(id, resp) => {
+                if let Some(Parked::Sync(tx)) = parked.remove(&id) {
+                    let _ = tx.send(resp);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,834 @@
+//! The classic consumer-group protocol as a pure state machine.
+//!
+//! No IO and no clock: every call takes `now_ms`, and requests that must wait
+//! (JoinGroup until the join phase completes, SyncGroup until the leader sends
+//! the assignment) are parked under a caller-chosen [`ReplyId`]. Their answers
+//! come back later as [`Reply`] values from another call, typically
+//! [`GroupEngine::tick`] or the request that completes the phase. The driver
+//! in `coordinator.rs` maps reply ids to oneshot channels and sleeps until
+//! [`GroupEngine::next_deadline`].
+//!
+//! Group life cycle, as Apache Kafka's classic coordinator has it:
+//! `Empty -> PreparingRebalance -> CompletingRebalance -> Stable`, back to
+//! `PreparingRebalance` whenever membership or a member's protocols change,
+//! and back to `Empty` when the last member leaves or expires.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+
+pub use super::types::*;
+
+#[derive(Debug)]
+struct Member {
+    instance_id: Option<String>,
+    client_id: String,
+    client_host: String,
+    session_timeout_ms: i32,
+    rebalance_timeout_ms: i32,
+    protocol_type: String,
+    protocols: Vec<(String, Bytes)>,
+    assignment: Bytes,
+    pending_join: Option<ReplyId>,
+    pending_sync: Option<ReplyId>,
+    heartbeat_deadline: i64,
+}
+
+impl Member {
+    /// Members parked in a join or sync are kept alive by that request, not by heartbeats.
+    fn keeps_alive_by_heartbeat(&self) -> bool {
+        self.pending_join.is_none() && self.pending_sync.is_none()
+    }
+
+    fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(name, _)| name == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Debug)]
+struct Group {
+    state: GroupState,
+    generation: i32,
+    protocol_type: Option<String>,
+    protocol: Option<String>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, with the time they lapse.
+    pending_members: HashMap<String, i64>,
+    static_members: HashMap<String, String>,
+    /// When the current phase ends (join phase or sync phase), if one is running.
+    phase_deadline: Option<i64>,
+    /// A rebalance out of `Empty` waits for the initial delay even when all have joined.
+    initial_delay: bool,
+}
+
+impl Group {
+    fn new() -> Self {
+        Group {
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending_members: HashMap::new(),
+            static_members: HashMap::new(),
+            phase_deadline: None,
+            initial_delay: false,
+        }
+    }
+
+    fn rebalance_timeout(&self) -> i64 {
+        self.members
+            .values()
+            .map(|m| i64::from(m.rebalance_timeout_ms))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn supports(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if protocols.is_empty() || protocol_type.is_empty() {
+            return false;
+        }
+        if self.members.is_empty() {
+            return true;
+        }
+        if self.protocol_type.as_deref() != Some(protocol_type) {
+            return false;
+        }
+        protocols.iter().any(|(name, _)| {
+            self.members
+                .values()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        })
+    }
+
+    /// The protocol every member supports that most members list first.
+    fn select_protocol(&self) -> Option<String> {
+        let candidates: Vec<&String> = self
+            .members
+            .values()
+            .next()?
+            .protocols
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|name| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(n, _)| n == *name))
+            })
+            .collect();
+        let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
+        for member in self.members.values() {
+            if let Some((name, _)) = member
+                .protocols
+                .iter()
+                .find(|(n, _)| candidates.contains(&n))
+            {
+                *votes.entry(name).or_default() += 1;
+            }
+        }
+        let best = votes.values().copied().max()?;
+        candidates
+            .into_iter()
+            .find(|c| votes.get(c).copied() == Some(best))
+            .cloned()
+    }
+
+    fn all_joined(&self) -> bool {
+        self.members.values().all(|m| m.pending_join.is_some())
+    }
+
+    fn join_response_for(&self, member_id: &str) -> JoinResponse {
+        let is_leader = self.leader.as_deref() == Some(member_id);
+        let protocol = self.protocol.clone().unwrap_or_default();
+        let members = if is_leader {
+            self.members
+                .iter()
+                .map(|(id, m)| JoinedMember {
+                    member_id: id.clone(),
+                    group_instance_id: m.instance_id.clone(),
+                    metadata: m.metadata_for(&protocol),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        JoinResponse {
+            error: None,
+            generation_id: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol.clone(),
+            leader: self.leader.clone().unwrap_or_default(),
+            member_id: member_id.to_string(),
+            members,
+        }
+    }
+}
+
+/// Every classic group this coordinator owns.
+#[derive(Debug)]
+pub struct GroupEngine {
+    limits: GroupLimits,
+    groups: HashMap<String, Group>,
+    id_prefix: String,
+    next_member_seq: u64,
+}
+
+impl GroupEngine {
+    /// `id_prefix` makes member ids unique across coordinator restarts (pass a random string).
+    pub fn new(limits: GroupLimits, id_prefix: impl Into<String>) -> Self {
+        GroupEngine {
+            limits,
+            groups: HashMap::new(),
+            id_prefix: id_prefix.into(),
+            next_member_seq: 0,
+        }
+    }
+
+    fn new_member_id(&mut self, client_id: &str) -> String {
+        self.next_member_seq += 1;
+        format!("{client_id}-{}-{}", self.id_prefix, self.next_member_seq)
+    }
+
+    /// Handles a JoinGroup; the answer is either immediate or parked under `reply`.
+    pub fn join(&mut self, now_ms: i64, req: JoinRequest, reply: ReplyId) -> Vec<Reply> {
+        let immediate = |resp: JoinResponse| vec![Reply::Join(reply, resp)];
+        if req.group_id.is_empty() {
+            return immediate(JoinResponse::error(
+                GroupError::InvalidGroupId,
+                req.member_id,
+            ));
+        }
+        if req.session_timeout_ms < self.limits.min_session_timeout_ms
+            || req.session_timeout_ms > self.limits.max_session_timeout_ms
+        {
+            return immediate(JoinResponse::error(
+                GroupError::InvalidSessionTimeout,
+                req.member_id,
+            ));
+        }
+        let new_id = if req.member_id.is_empty() {
+            Some(self.new_member_id(&req.client_id))
+        } else {
+            None
+        };
+        let limits = self.limits.clone();
+        let group = self
+            .groups
+            .entry(req.group_id.clone())
+            .or_insert_with(Group::new);
+        if !group.supports(&req.protocol_type, &req.protocols) {
+            return immediate(JoinResponse::error(
+                GroupError::InconsistentGroupProtocol,
+                req.member_id,
+            ));
+        }
+        let mut out = Vec::new();
+        let mut replaced: Option<Member> = None;
+        let member_id = match new_id {
+            Some(fresh) => {
+                if let Some(instance) = &req.group_instance_id {
+                    // A static member coming back with a new incarnation replaces its old id.
+                    if let Some(old_id) = group.static_members.get(instance).cloned() {
+                        if let Some(mut old) = group.members.remove(&old_id) {
+                            if let Some(r) = old.pending_join.take() {
+                                out.push(Reply::Join(
+                                    r,
+                                    JoinResponse::error(
+                                        GroupError::FencedInstanceId,
+                                        old_id.clone(),
+                                    ),
+                                ));
+                            }
+                            if let Some(r) = old.pending_sync.take() {
+                                out.push(Reply::Sync(
+                                    r,
+                                    SyncResponse::error(GroupError::FencedInstanceId),
+                                ));
+                            }
+                            if group.leader.as_deref() == Some(old_id.as_str()) {
+                                group.leader = Some(fresh.clone());
+                            }
+                            // KIP-345: the new incarnation inherits the old one's place
+                            // (and assignment), so an unchanged follower needs no rebalance.
+                            replaced = Some(old);
+                        }
+                    }
+                    group.static_members.insert(instance.clone(), fresh.clone());
+                } else if req.require_known_member_id {
+                    group
+                        .pending_members
+                        .insert(fresh.clone(), now_ms + i64::from(req.session_timeout_ms));
+                    out.push(Reply::Join(
+                        reply,
+                        JoinResponse::error(GroupError::MemberIdRequired, fresh),
+                    ));
+                    return out;
+                }
+                if group.members.len() >= limits.max_size {
+                    out.push(Reply::Join(
+                        reply,
+                        JoinResponse::error(GroupError::GroupMaxSizeReached, fresh),
+                    ));
+                    return out;
+                }
+                fresh
+            }
+            None => {
+                let id = req.member_id.clone();
+                if group.pending_members.remove(&id).is_some() {
+                    if group.members.len() >= limits.max_size {
+                        out.push(Reply::Join(
+                            reply,
+                            JoinResponse::error(GroupError::GroupMaxSizeReached, id),
+                        ));
+                        return out;
+                    }
+                } else if let Some(existing) = group.members.get(&id) {
+                    if existing.instance_id != req.group_instance_id {
+                        out.push(Reply::Join(
+                            reply,
+                            JoinResponse::error(GroupError::FencedInstanceId, id),
+                        ));
+                        return out;
+                    }
+                } else {
+                    let error = match &req.group_instance_id {
+                        Some(inst) if group.static_members.contains_key(inst) => {
+                            GroupError::FencedInstanceId
+                        }
+                        _ => GroupError::UnknownMemberId,
+                    };
+                    out.push(Reply::Join(reply, JoinResponse::error(error, id)));
+                    return out;
+                }
+                id
+            }
+        };
+
+        let previous = group.members.remove(&member_id).or(replaced);
+        let protocols_changed = previous
+            .as_ref()
+            .map(|p| p.protocols != req.protocols || p.protocol_type != req.protocol_type)
+            .unwrap_or(true);
+        if let Some(prev) = &previous {
+            if let Some(r) = prev.pending_join {
+                // A second join from the same member supersedes the first.
+                out.push(Reply::Join(
+                    r,
+                    JoinResponse::error(GroupError::RebalanceInProgress, member_id.clone()),
+                ));
+            }
+        }
+        let member = Member {
+            instance_id: req.group_instance_id.clone(),
+            client_id: req.client_id.clone(),
+            client_host: req.client_host.clone(),
+            session_timeout_ms: req.session_timeout_ms,
+            rebalance_timeout_ms: req.rebalance_timeout_ms,
+            protocol_type: req.protocol_type.clone(),
+            protocols: req.protocols.clone(),
+            assignment: previous
+                .as_ref()
+                .map(|p| p.assignment.clone())
+                .unwrap_or_default(),
+            pending_join: Some(reply),
+            pending_sync: previous.as_ref().and_then(|p| p.pending_sync),
+            heartbeat_deadline: now_ms + i64::from(req.session_timeout_ms),
+        };
+        if group.members.is_empty() {
+            group.protocol_type = Some(req.protocol_type.clone());
+        }
+        group.members.insert(member_id.clone(), member);
+        if group.leader.is_none() {
+            group.leader = Some(member_id.clone());
+        }
+
+        match group.state {
+            GroupState::CompletingRebalance | GroupState::Stable
+                if !protocols_changed && group.leader.as_deref() != Some(member_id.as_str()) =>
+            {
+                // A follower rejoining with nothing new gets the current generation again.
+                if let Some(m) = group.members.get_mut(&member_id) {
+                    m.pending_join = None;
+                }
+                out.push(Reply::Join(reply, group.join_response_for(&member_id)));
+            }
+            GroupState::PreparingRebalance => {
+                out.extend(Self::maybe_complete_join(group, now_ms));
+            }
+            _ => {
+                out.extend(Self::prepare_rebalance(group, now_ms, &limits));
+                out.extend(Self::maybe_complete_join(group, now_ms));
+            }
+        }
+        out
+    }
+
+    fn prepare_rebalance(group: &mut Group, now_ms: i64, limits: &GroupLimits) -> Vec<Reply> {
+        let mut out = Vec::new();
+        // Syncs parked for the generation that is being abandoned cannot complete.
+        for m in group.members.values_mut() {
+            if let Some(r) = m.pending_sync.take() {
+                out.push(Reply::Sync(
+                    r,
+                    SyncResponse::error(GroupError::RebalanceInProgress),
+                ));
+            }
+        }
+        let delay = if group.state == GroupState::Empty {
+            limits
+                .initial_rebalance_delay_ms
+                .min(group.rebalance_timeout())
+        } else {
+            group.rebalance_timeout()
+        };
+        group.initial_delay = group.state == GroupState::Empty && delay > 0;
+        group.state = GroupState::PreparingRebalance;
+        group.phase_deadline = Some(now_ms + delay);
+        out
+    }
+
+    fn maybe_complete_join(group: &mut Group, now_ms: i64) -> Vec<Reply> {
+        if group.state != GroupState::PreparingRebalance {
+            return Vec::new();
+        }
+        let deadline_passed = group.phase_deadline.is_none_or(|d| now_ms >= d);
+        let waiting_initial = group.initial_delay && !deadline_passed;
+        if (group.all_joined() && !waiting_initial) || deadline_passed {
+            Self::complete_join(group, now_ms)
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Reply> {
+        // Members that did not rejoin in time are dropped from the new generation.
+        let missing: Vec<String> = group
+            .members
+            .iter()
+            .filter(|(_, m)| m.pending_join.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in missing {
+            Self::drop_member(group, &id);
+        }
+        group.generation += 1;
+        group.initial_delay = false;
+        if group.members.is_empty() {
+            group.state = GroupState::Empty;
+            group.protocol = None;
+            group.protocol_type = None;
+            group.leader = None;
+            group.phase_deadline = None;
+            return Vec::new();
+        }
+        if group
+            .leader
+            .as_ref()
+            .is_none_or(|l| !group.members.contains_key(l))
+        {
+            group.leader = group.members.keys().next().cloned();
+        }
+        group.protocol = group.select_protocol();
+        group.state = GroupState::CompletingRebalance;
+        group.phase_deadline = Some(now_ms + group.rebalance_timeout());
+        let ids: Vec<String> = group.members.keys().cloned().collect();
+        let mut out = Vec::new();
+        for id in ids {
+            let resp = group.join_response_for(&id);
+            if let Some(m) = group.members.get_mut(&id) {
+                m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
+                m.assignment = Bytes::new();
+                if let Some(r) = m.pending_join.take() {
+                    out.push(Reply::Join(r, resp));
+                }
+            }
+        }
+        out
+    }
+
+    fn drop_member(group: &mut Group, member_id: &str) -> Vec<Reply> {
+        let mut out = Vec::new();
+        if let Some(mut m) = group.members.remove(member_id) {
+            if let Some(inst) = &m.instance_id {
+                if group.static_members.get(inst).map(String::as_str) == Some(member_id) {
+                    group.static_members.remove(inst);
+                }
+            }
+            if let Some(r) = m.pending_join.take() {
+                out.push(Reply::Join(
+                    r,
+                    JoinResponse::error(GroupError::UnknownMemberId, member_id.to_string()),
+                ));
+            }
+            if let Some(r) = m.pending_sync.take() {
+                out.push(Reply::Sync(
+                    r,
+                    SyncResponse::error(GroupError::UnknownMemberId),
+                ));
+            }
+        }
+        if group.leader.as_deref() == Some(member_id) {
+            group.leader = None;
+        }
+        out
+    }
+
+    /// Removes a member and rebalances the rest.
+    fn remove_and_rebalance(
+        group: &mut Group,
+        member_id: &str,
+        now_ms: i64,
+        limits: &GroupLimits,
+    ) -> Vec<Reply> {
+        let mut out = Self::drop_member(group, member_id);
+        if group.leader.is_none() {
+            group.leader = group.members.keys().next().cloned();
+        }
+        match group.state {
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                out.extend(Self::prepare_rebalance(group, now_ms, limits));
+                out.extend(Self::maybe_complete_join(group, now_ms));
+            }
+            GroupState::PreparingRebalance => {
+                out.extend(Self::maybe_complete_join(group, now_ms));
+            }
+            GroupState::Empty => {}
+        }
+        if group.members.is_empty() && group.state == GroupState::PreparingRebalance {
+            out.extend(Self::complete_join(group, now_ms));
+        }
+        out
+    }
+
+    /// Handles a SyncGroup; the answer is either immediate or parked under `reply`.
+    pub fn sync(&mut self, now_ms: i64, req: SyncRequest, reply: ReplyId) -> Vec<Reply> {
+        let immediate = |e| vec![Reply::Sync(reply, SyncResponse::error(e))];
+        let Some(group) = self.groups.get_mut(&req.group_id) else {
+            return immediate(GroupError::UnknownMemberId);
+        };
+        if let Err(e) = Self::check_member(group, &req.member_id, req.group_instance_id.as_deref())
+        {
+            return immediate(e);
+        }
+        if req.generation_id != group.generation {
+            return immediate(GroupError::IllegalGeneration);
+        }
+        if req
+            .protocol_type
+            .as_ref()
+            .is_some_and(|t| Some(t) != group.protocol_type.as_ref())
+            || req
+                .protocol_name
+                .as_ref()
+                .is_some_and(|p| Some(p) != group.protocol.as_ref())
+        {
+            return immediate(GroupError::InconsistentGroupProtocol);
+        }
+        match group.state {
+            GroupState::Empty => immediate(GroupError::UnknownMemberId),
+            GroupState::PreparingRebalance => immediate(GroupError::RebalanceInProgress),
+            GroupState::Stable => {
+                let m = group.members.get_mut(&req.member_id);
+                let assignment = m
+                    .map(|m| {
+                        m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
+                        m.assignment.clone()
+                    })
+                    .unwrap_or_default();
+                vec![Reply::Sync(
+                    reply,
+                    SyncResponse {
+                        error: None,
+                        protocol_type: group.protocol_type.clone(),
+                        protocol_name: group.protocol.clone(),
+                        assignment,
+                    },
+                )]
+            }
+            GroupState::CompletingRebalance => {
+                let mut out = Vec::new();
+                if let Some(m) = group.members.get_mut(&req.member_id) {
+                    if let Some(prev) = m.pending_sync.replace(reply) {
+                        out.push(Reply::Sync(
+                            prev,
+                            SyncResponse::error(GroupError::RebalanceInProgress),
+                        ));
+                    }
+                    m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
+                }
+                if group.leader.as_deref() == Some(req.member_id.as_str()) {
+                    let mut given: HashMap<String, Bytes> = req.assignments.into_iter().collect();
+                    for (id, m) in group.members.iter_mut() {
+                        m.assignment = given.remove(id).unwrap_or_default();
+                    }
+                    group.state = GroupState::Stable;
+                    group.phase_deadline = None;
+                    for m in group.members.values_mut() {
+                        if let Some(r) = m.pending_sync.take() {
+                            out.push(Reply::Sync(
+                                r,
+                                SyncResponse {
+                                    error: None,
+                                    protocol_type: group.protocol_type.clone(),
+                                    protocol_name: group.protocol.clone(),
+                                    assignment: m.assignment.clone(),
+                                },
+                            ));
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    fn check_member(
+        group: &Group,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        if let Some(inst) = instance_id {
+            if let Some(current) = group.static_members.get(inst) {
+                if current != member_id {
+                    return Err(GroupError::FencedInstanceId);
+                }
+            }
+        }
+        match group.members.get(member_id) {
+            None => Err(GroupError::UnknownMemberId),
+            Some(m) if m.instance_id.as_deref() != instance_id => Err(GroupError::FencedInstanceId),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Handles a Heartbeat; always answered at once.
+    pub fn heartbeat(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
+        let group = self
+            .groups
+            .get_mut(group_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        Self::check_member(group, member_id, instance_id)?;
+        if group.state == GroupState::Empty {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if generation_id != group.generation {
+            return Err(GroupError::IllegalGeneration);
+        }
+        if let Some(m) = group.members.get_mut(member_id) {
+            m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
+        }
+        match group.state {
+            GroupState::PreparingRebalance => Err(GroupError::RebalanceInProgress),
+            _ => Ok(()),
+        }
+    }
+
+    /// Handles one member of a LeaveGroup. `member_id` may be empty when a static
+    /// member is named by its instance id alone.
+    pub fn leave(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> (Result<(), GroupError>, Vec<Reply>) {
+        let limits = self.limits.clone();
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return (Err(GroupError::UnknownMemberId), Vec::new());
+        };
+        let target = match instance_id {
+            Some(inst) => match group.static_members.get(inst) {
+                Some(current) if member_id.is_empty() || current == member_id => current.clone(),
+                Some(_) => return (Err(GroupError::FencedInstanceId), Vec::new()),
+                None => return (Err(GroupError::UnknownMemberId), Vec::new()),
+            },
+            None => member_id.to_string(),
+        };
+        if group.pending_members.remove(&target).is_some() {
+            return (Ok(()), Vec::new());
+        }
+        if !group.members.contains_key(&target) {
+            return (Err(GroupError::UnknownMemberId), Vec::new());
+        }
+        let out = Self::remove_and_rebalance(group, &target, now_ms, &limits);
+        (Ok(()), out)
+    }
+
+    /// Expires sessions and ends phases whose time is up.
+    pub fn tick(&mut self, now_ms: i64) -> Vec<Reply> {
+        let limits = self.limits.clone();
+        let mut out = Vec::new();
+        for group in self.groups.values_mut() {
+            group
+                .pending_members
+                .retain(|_, deadline| *deadline > now_ms);
+            let expired: Vec<String> = group
+                .members
+                .iter()
+                .filter(|(_, m)| m.keeps_alive_by_heartbeat() && m.heartbeat_deadline <= now_ms)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in expired {
+                out.extend(Self::remove_and_rebalance(group, &id, now_ms, &limits));
+            }
+            if group.phase_deadline.is_some_and(|d| d <= now_ms) {
+                match group.state {
+                    GroupState::PreparingRebalance => {
+                        out.extend(Self::complete_join(group, now_ms));
+                    }
+                    GroupState::CompletingRebalance => {
+                        // The leader never sent the assignment: start over without the laggards.
+                        let unsynced: Vec<String> = group
+                            .members
+                            .iter()
+                            .filter(|(_, m)| m.pending_sync.is_none())
+                            .map(|(id, _)| id.clone())
+                            .collect();
+                        for id in unsynced {
+                            out.extend(Self::drop_member(group, &id));
+                        }
+                        if group.leader.is_none() {
+                            group.leader = group.members.keys().next().cloned();
+                        }
+                        out.extend(Self::prepare_rebalance(group, now_ms, &limits));
+                        out.extend(Self::maybe_complete_join(group, now_ms));
+                    }
+                    GroupState::Stable | GroupState::Empty => group.phase_deadline = None,
+                }
+            }
+        }
+        out
+    }
+
+    /// The earliest time at which [`GroupEngine::tick`] has work to do.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.groups
+            .values()
+            .flat_map(|g| {
+                g.phase_deadline
+                    .into_iter()
+                    .chain(g.pending_members.values().copied())
+                    .chain(
+                        g.members
+                            .values()
+                            .filter(|m| m.keeps_alive_by_heartbeat())
+                            .map(|m| m.heartbeat_deadline),
+                    )
+            })
+            .min()
+    }
+
+    /// Checks an OffsetCommit against the group's membership, as Kafka does.
+    /// Commits with a negative generation and no member id are "simple" commits,
+    /// accepted while the group has no members.
+    pub fn validate_commit(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let Some(group) = self.groups.get(group_id) else {
+            return if generation_id < 0 {
+                Ok(())
+            } else {
+                Err(GroupError::IllegalGeneration)
+            };
+        };
+        if let Some(inst) = instance_id {
+            if group
+                .static_members
+                .get(inst)
+                .is_some_and(|current| current != member_id)
+            {
+                return Err(GroupError::FencedInstanceId);
+            }
+        }
+        if generation_id < 0 && group.state == GroupState::Empty {
+            return Ok(());
+        }
+        if !group.members.contains_key(member_id) {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if generation_id != group.generation {
+            return Err(GroupError::IllegalGeneration);
+        }
+        match group.state {
+            GroupState::CompletingRebalance => Err(GroupError::RebalanceInProgress),
+            _ => Ok(()),
+        }
+    }
+
+    /// Describes one group; `None` if the coordinator holds no state for it.
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let g = self.groups.get(group_id)?;
+        let protocol = g.protocol.clone().unwrap_or_default();
+        Some(GroupDescription {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: protocol.clone(),
+            members: g
+                .members
+                .iter()
+                .map(|(id, m)| MemberDescription {
+                    member_id: id.clone(),
+                    group_instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: m.metadata_for(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every group with in-memory state, with its state and protocol type.
+    pub fn list(&self) -> Vec<(String, GroupState, String)> {
+        let mut all: Vec<_> = self
+            .groups
+            .iter()
+            .map(|(id, g)| {
+                (
+                    id.clone(),
+                    g.state,
+                    g.protocol_type.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// Forgets a group that has no members; NON_EMPTY_GROUP otherwise.
+    pub fn delete(&mut self, group_id: &str) -> Result<(), GroupError> {
+        match self.groups.get(group_id) {
+            Some(g) if !g.members.is_empty() => Err(GroupError::NonEmptyGroup),
+            Some(_) => {
+                self.groups.remove(group_id);
+                Ok(())
+            }
+            None => Err(GroupError::GroupIdNotFound),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

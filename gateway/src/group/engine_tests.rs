@@ -1,0 +1,367 @@
+use super::*;
+
+const DELAY: i64 = 3_000;
+
+fn engine() -> GroupEngine {
+    GroupEngine::new(GroupLimits::default(), "t")
+}
+
+fn join_req(member: &str, instance: Option<&str>) -> JoinRequest {
+    JoinRequest {
+        group_id: "g".into(),
+        member_id: member.into(),
+        group_instance_id: instance.map(str::to_string),
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 20_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
+        require_known_member_id: false,
+    }
+}
+
+fn sync_req(member: &str, generation: i32, assignments: Vec<(String, Bytes)>) -> SyncRequest {
+    SyncRequest {
+        group_id: "g".into(),
+        member_id: member.into(),
+        group_instance_id: None,
+        generation_id: generation,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignments,
+    }
+}
+
+fn join_reply(replies: &[Reply], id: ReplyId) -> JoinResponse {
+    replies
+        .iter()
+        .find_map(|r| match r {
+            Reply::Join(rid, resp) if *rid == id => Some(resp.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no join reply for {id} in {replies:?}"))
+}
+
+fn sync_reply(replies: &[Reply], id: ReplyId) -> SyncResponse {
+    replies
+        .iter()
+        .find_map(|r| match r {
+            Reply::Sync(rid, resp) if *rid == id => Some(resp.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no sync reply for {id} in {replies:?}"))
+}
+
+/// Brings two members to a stable generation; returns (leader, follower, generation).
+fn stable_pair(e: &mut GroupEngine) -> (String, String, i32) {
+    assert!(e.join(0, join_req("", None), 1).is_empty());
+    assert!(e.join(10, join_req("", None), 2).is_empty());
+    let out = e.tick(DELAY);
+    let a = join_reply(&out, 1);
+    let b = join_reply(&out, 2);
+    assert_eq!(a.generation_id, 1);
+    let (leader, follower) = if a.leader == a.member_id {
+        (a.member_id.clone(), b.member_id.clone())
+    } else {
+        (b.member_id.clone(), a.member_id.clone())
+    };
+    assert!(e.sync(DELAY, sync_req(&follower, 1, vec![]), 3).is_empty());
+    let out = e.sync(
+        DELAY,
+        sync_req(
+            &leader,
+            1,
+            vec![
+                (leader.clone(), Bytes::from_static(b"A")),
+                (follower.clone(), Bytes::from_static(b"B")),
+            ],
+        ),
+        4,
+    );
+    assert_eq!(out.len(), 2);
+    (leader, follower, 1)
+}
+
+#[test]
+fn first_member_waits_for_initial_delay_then_leads_generation_one() {
+    let mut e = engine();
+    assert!(
+        e.join(0, join_req("", None), 7).is_empty(),
+        "join is parked"
+    );
+    assert_eq!(e.next_deadline(), Some(DELAY));
+    assert!(e.tick(DELAY - 1).is_empty());
+    let out = e.tick(DELAY);
+    let resp = join_reply(&out, 7);
+    assert_eq!(resp.error, None);
+    assert_eq!(resp.generation_id, 1);
+    assert_eq!(resp.leader, resp.member_id);
+    assert_eq!(resp.protocol_name.as_deref(), Some("range"));
+    assert_eq!(resp.members.len(), 1);
+    assert_eq!(resp.members[0].metadata, Bytes::from_static(b"meta"));
+}
+
+#[test]
+fn join_without_member_id_gets_member_id_required_then_joins_with_it() {
+    let mut e = engine();
+    let mut req = join_req("", None);
+    req.require_known_member_id = true;
+    let out = e.join(0, req, 1);
+    let first = join_reply(&out, 1);
+    assert_eq!(first.error, Some(GroupError::MemberIdRequired));
+    assert!(!first.member_id.is_empty());
+    let mut again = join_req(&first.member_id, None);
+    again.require_known_member_id = true;
+    assert!(e.join(5, again, 2).is_empty());
+    let resp = join_reply(&e.tick(DELAY + 5), 2);
+    assert_eq!(resp.member_id, first.member_id);
+    assert_eq!(resp.generation_id, 1);
+}
+
+#[test]
+fn only_the_leader_receives_the_member_list() {
+    let mut e = engine();
+    e.join(0, join_req("", None), 1);
+    e.join(0, join_req("", None), 2);
+    let out = e.tick(DELAY);
+    let a = join_reply(&out, 1);
+    let b = join_reply(&out, 2);
+    assert_eq!(a.leader, b.leader);
+    let (leader, follower) = if a.leader == a.member_id {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(leader.members.len(), 2);
+    assert!(follower.members.is_empty());
+}
+
+#[test]
+fn sync_hands_each_member_the_assignment_the_leader_chose() {
+    let mut e = engine();
+    e.join(0, join_req("", None), 1);
+    e.join(0, join_req("", None), 2);
+    let out = e.tick(DELAY);
+    let a = join_reply(&out, 1);
+    let b = join_reply(&out, 2);
+    let (leader, follower) = if a.leader == a.member_id {
+        (a.member_id, b.member_id)
+    } else {
+        (b.member_id, a.member_id)
+    };
+    assert!(e.sync(DELAY, sync_req(&follower, 1, vec![]), 10).is_empty());
+    let out = e.sync(
+        DELAY,
+        sync_req(
+            &leader,
+            1,
+            vec![
+                (leader.clone(), Bytes::from_static(b"L")),
+                (follower.clone(), Bytes::from_static(b"F")),
+            ],
+        ),
+        11,
+    );
+    assert_eq!(sync_reply(&out, 10).assignment, Bytes::from_static(b"F"));
+    assert_eq!(sync_reply(&out, 11).assignment, Bytes::from_static(b"L"));
+    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+}
+
+#[test]
+fn new_member_triggers_rebalance_seen_through_heartbeats() {
+    let mut e = engine();
+    let (leader, follower, gen) = stable_pair(&mut e);
+    assert_eq!(e.heartbeat(4_000, "g", &follower, None, gen), Ok(()));
+    assert!(e.join(4_000, join_req("", None), 20).is_empty());
+    assert_eq!(
+        e.heartbeat(4_100, "g", &follower, None, gen),
+        Err(GroupError::RebalanceInProgress)
+    );
+    assert!(e.join(4_200, join_req(&follower, None), 21).is_empty());
+    let out = e.join(4_300, join_req(&leader, None), 22);
+    assert_eq!(out.len(), 3, "all three rejoined: the join phase completes");
+    for id in [20, 21, 22] {
+        assert_eq!(join_reply(&out, id).generation_id, 2);
+    }
+}
+
+#[test]
+fn member_that_stops_heartbeating_is_removed_after_session_timeout() {
+    let mut e = engine();
+    let (leader, follower, gen) = stable_pair(&mut e);
+    let mut now = DELAY;
+    while now < DELAY + 12_000 {
+        now += 1_000;
+        let _ = e.heartbeat(now, "g", &leader, None, gen);
+        e.tick(now);
+    }
+    assert_eq!(
+        e.heartbeat(now, "g", &follower, None, gen),
+        Err(GroupError::UnknownMemberId)
+    );
+    let d = e.describe("g").expect("group exists");
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.state, GroupState::PreparingRebalance);
+}
+
+#[test]
+fn member_missing_the_rejoin_is_dropped_when_the_rebalance_times_out() {
+    let mut e = engine();
+    let (leader, follower, _) = stable_pair(&mut e);
+    let (res, _) = e.leave(4_000, "g", "not-a-member", None);
+    assert_eq!(res, Err(GroupError::UnknownMemberId));
+    assert!(e.join(4_000, join_req(&leader, None), 30).is_empty());
+    // the follower keeps heartbeating but never rejoins
+    let _ = e.heartbeat(10_000, "g", &follower, None, 1);
+    let out = e.tick(4_000 + 20_000);
+    let resp = join_reply(&out, 30);
+    assert_eq!(resp.generation_id, 2);
+    assert_eq!(resp.members.len(), 1);
+    assert_eq!(
+        e.heartbeat(24_001, "g", &follower, None, 2),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn last_member_leaving_returns_the_group_to_empty() {
+    let mut e = engine();
+    let (leader, follower, _) = stable_pair(&mut e);
+    assert_eq!(e.leave(4_000, "g", &follower, None).0, Ok(()));
+    assert_eq!(e.leave(4_000, "g", &leader, None).0, Ok(()));
+    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Empty));
+    assert_eq!(e.delete("g"), Ok(()));
+    assert_eq!(e.delete("g"), Err(GroupError::GroupIdNotFound));
+}
+
+#[test]
+fn deleting_a_group_with_members_is_refused() {
+    let mut e = engine();
+    stable_pair(&mut e);
+    assert_eq!(e.delete("g"), Err(GroupError::NonEmptyGroup));
+}
+
+#[test]
+fn static_member_restart_fences_its_previous_incarnation() {
+    let mut e = engine();
+    e.join(0, join_req("", Some("host-1")), 1);
+    let first = join_reply(&e.tick(DELAY), 1);
+    let mut sync = sync_req(&first.member_id, 1, vec![]);
+    sync.group_instance_id = Some("host-1".into());
+    let out = e.sync(DELAY, sync, 2);
+    assert_eq!(sync_reply(&out, 2).error, None);
+    // The process restarts and joins again with the same instance id and no member id.
+    // It is the only member, so the rebalance completes at once.
+    let out = e.join(5_000, join_req("", Some("host-1")), 3);
+    let err = e.heartbeat(5_001, "g", &first.member_id, Some("host-1"), 1);
+    assert_eq!(err, Err(GroupError::FencedInstanceId));
+    let second = join_reply(&out, 3);
+    assert_ne!(second.member_id, first.member_id);
+    assert_eq!(second.generation_id, 2);
+}
+
+#[test]
+fn member_with_no_common_protocol_is_rejected() {
+    let mut e = engine();
+    stable_pair(&mut e);
+    let mut req = join_req("", None);
+    req.protocols = vec![("roundrobin".into(), Bytes::new())];
+    let out = e.join(4_000, req, 9);
+    assert_eq!(
+        join_reply(&out, 9).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
+}
+
+#[test]
+fn session_timeout_outside_limits_is_rejected() {
+    let mut e = engine();
+    let mut req = join_req("", None);
+    req.session_timeout_ms = 10;
+    let out = e.join(0, req, 1);
+    assert_eq!(
+        join_reply(&out, 1).error,
+        Some(GroupError::InvalidSessionTimeout)
+    );
+}
+
+#[test]
+fn commits_are_checked_against_membership_and_generation() {
+    let mut e = engine();
+    assert_eq!(e.validate_commit("solo", "", None, -1), Ok(()));
+    let (leader, _, gen) = stable_pair(&mut e);
+    assert_eq!(e.validate_commit("g", &leader, None, gen), Ok(()));
+    assert_eq!(
+        e.validate_commit("g", &leader, None, gen + 1),
+        Err(GroupError::IllegalGeneration)
+    );
+    assert_eq!(
+        e.validate_commit("g", "stranger", None, gen),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        e.validate_commit("g", "", None, -1),
+        Err(GroupError::UnknownMemberId),
+        "a simple commit to a group with live members is refused"
+    );
+}
+
+#[test]
+fn sync_from_an_old_generation_is_illegal() {
+    let mut e = engine();
+    let (leader, _, gen) = stable_pair(&mut e);
+    let out = e.sync(4_000, sync_req(&leader, gen - 1, vec![]), 5);
+    assert_eq!(
+        sync_reply(&out, 5).error,
+        Some(GroupError::IllegalGeneration)
+    );
+}
+
+#[test]
+fn restarted_static_follower_keeps_its_assignment_without_a_rebalance() {
+    let mut e = engine();
+    e.join(0, join_req("", Some("a")), 1);
+    e.join(0, join_req("", Some("b")), 2);
+    let out = e.tick(DELAY);
+    let (ra, rb) = (join_reply(&out, 1), join_reply(&out, 2));
+    let (leader, follower, follower_instance) = if ra.leader == ra.member_id {
+        (ra.member_id, rb.member_id, "b")
+    } else {
+        (rb.member_id, ra.member_id, "a")
+    };
+    let leader_instance = if follower_instance == "a" { "b" } else { "a" };
+    let mut fs = sync_req(&follower, 1, vec![]);
+    fs.group_instance_id = Some(follower_instance.into());
+    e.sync(DELAY, fs, 3);
+    let mut ls = sync_req(
+        &leader,
+        1,
+        vec![
+            (follower.clone(), Bytes::from_static(b"F")),
+            (leader.clone(), Bytes::from_static(b"L")),
+        ],
+    );
+    ls.group_instance_id = Some(leader_instance.into());
+    let out = e.sync(DELAY, ls, 4);
+    assert_eq!(sync_reply(&out, 3).assignment, Bytes::from_static(b"F"));
+    // The follower's process restarts: same instance id, no member id.
+    let out = e.join(5_000, join_req("", Some(follower_instance)), 5);
+    let again = join_reply(&out, 5);
+    assert_eq!(again.error, None);
+    assert_eq!(again.generation_id, 1, "no new generation");
+    assert_ne!(again.member_id, follower);
+    let mut fs = sync_req(&again.member_id, 1, vec![]);
+    fs.group_instance_id = Some(follower_instance.into());
+    let out = e.sync(5_001, fs, 6);
+    assert_eq!(
+        sync_reply(&out, 6).assignment,
+        Bytes::from_static(b"F"),
+        "same partitions as before"
+    );
+    assert_eq!(
+        e.heartbeat(5_002, "g", &leader, Some(leader_instance), 1),
+        Ok(()),
+        "the leader was not disturbed"
+    );
+}

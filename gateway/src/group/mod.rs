@@ -1,0 +1,5 @@
+//! Classic consumer groups: the pure [`engine`] and its async [`coordinator`] driver.
+
+pub mod coordinator;
+pub mod engine;
+pub mod types;

@@ -1,0 +1,172 @@
+//! The vocabulary of the group engine: requests, answers, limits and states.
+
+use bytes::Bytes;
+
+/// Caller-chosen handle for a parked request.
+pub type ReplyId = u64;
+
+/// Error codes the group protocol answers with (a subset of Kafka's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupError {
+    InvalidGroupId,
+    InvalidSessionTimeout,
+    InconsistentGroupProtocol,
+    UnknownMemberId,
+    MemberIdRequired,
+    IllegalGeneration,
+    RebalanceInProgress,
+    FencedInstanceId,
+    GroupMaxSizeReached,
+    NonEmptyGroup,
+    GroupIdNotFound,
+}
+
+/// Limits that Kafka exposes as broker settings.
+#[derive(Debug, Clone)]
+pub struct GroupLimits {
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long a new group waits for more members.
+    pub initial_rebalance_delay_ms: i64,
+    pub max_size: usize,
+}
+
+impl Default for GroupLimits {
+    fn default() -> Self {
+        GroupLimits {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3_000,
+            max_size: usize::MAX,
+        }
+    }
+}
+
+/// State of a group, named as DescribeGroups reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+}
+
+impl GroupState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// A JoinGroup request, decoded.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: a dynamic member without an id first gets MEMBER_ID_REQUIRED.
+    pub require_known_member_id: bool,
+}
+
+/// One member as the leader sees it in its JoinGroup answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub metadata: Bytes,
+}
+
+/// The answer to a JoinGroup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinResponse {
+    pub error: Option<GroupError>,
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    pub members: Vec<JoinedMember>,
+}
+
+impl JoinResponse {
+    pub(super) fn error(error: GroupError, member_id: String) -> Self {
+        JoinResponse {
+            error: Some(error),
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: None,
+            leader: String::new(),
+            member_id,
+            members: Vec::new(),
+        }
+    }
+}
+
+/// A SyncGroup request, decoded.
+#[derive(Debug, Clone)]
+pub struct SyncRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// The answer to a SyncGroup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncResponse {
+    pub error: Option<GroupError>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+impl SyncResponse {
+    pub(super) fn error(error: GroupError) -> Self {
+        SyncResponse {
+            error: Some(error),
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Bytes::new(),
+        }
+    }
+}
+
+/// A parked request's answer, produced later.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Join(ReplyId, JoinResponse),
+    Sync(ReplyId, SyncResponse),
+}
+
+/// One member of a group, for DescribeGroups.
+#[derive(Debug, Clone)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+/// A group, for DescribeGroups.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}

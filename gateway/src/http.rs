@@ -1,0 +1,64 @@
+//! A small HTTP/1.1 listener for `/health` (also `/healthz`) and `/metrics`
+//! (Prometheus text). One request per connection; nothing else is served.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::broker::Broker;
+
+/// Serves until `stop` turns true.
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let (mut stream, _) = tokio::select! {
+            a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+            _ = stop.changed() => return,
+        };
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let mut used = 0;
+            // Read until the end of the request head (or the buffer is full).
+            loop {
+                match stream.read(&mut buf[used..]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        used += n;
+                        if buf[..used].windows(4).any(|w| w == b"\r\n\r\n") || used == buf.len() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let head = String::from_utf8_lossy(&buf[..used]);
+            let path = head.split_whitespace().nth(1).unwrap_or("/");
+            let (status, ctype, body) = match path {
+                "/health" | "/healthz" => {
+                    if broker.is_shutting_down() {
+                        (
+                            "503 Service Unavailable",
+                            "text/plain",
+                            "shutting down\n".to_string(),
+                        )
+                    } else {
+                        ("200 OK", "text/plain", "ok\n".to_string())
+                    }
+                }
+                "/metrics" => (
+                    "200 OK",
+                    "text/plain; version=0.0.4",
+                    broker.metrics.render(broker.partitions.len()),
+                ),
+                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+            };
+            let resp = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(resp.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}

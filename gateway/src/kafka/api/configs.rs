@@ -1,0 +1,321 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and a
+//! read-only view of the broker's own settings).
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::topics::{SOURCE_DEFAULT, SOURCE_TOPIC};
+use super::{msg, s, RequestContext};
+use crate::backend::{CatalogError, ConfigOp};
+use crate::broker::Broker;
+use crate::codes;
+use crate::topic_config::{self, ConfigType};
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+const SOURCE_STATIC_BROKER: i8 = 4;
+
+fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
+    let c = &b.config;
+    vec![
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+            ConfigType::Boolean,
+        ),
+        ("broker.id", c.node_id.to_string(), ConfigType::Int),
+        (
+            "default.replication.factor",
+            c.default_replication_factor.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "fetch.max.bytes",
+            c.fetch_max_bytes.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "group.initial.rebalance.delay.ms",
+            c.group.initial_rebalance_delay_ms.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "group.max.session.timeout.ms",
+            c.group.max_session_timeout_ms.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "group.min.session.timeout.ms",
+            c.group.min_session_timeout_ms.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "num.partitions",
+            c.num_partitions.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "socket.request.max.bytes",
+            c.max_request_bytes.to_string(),
+            ConfigType::Int,
+        ),
+    ]
+}
+
+fn wanted(keys: &Option<Vec<StrBytes>>, name: &str) -> bool {
+    keys.as_ref()
+        .is_none_or(|k| k.is_empty() || k.iter().any(|x| x.as_str() == name))
+}
+
+pub(super) fn describe_configs(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let v = ctx.api_version;
+    let mut results = Vec::new();
+    for r in req.resources {
+        let result = DescribeConfigsResult::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone());
+        let entry =
+            |name: &str, value: &str, source: i8, kind: ConfigType, default: Option<&str>| {
+                let mut synonyms = Vec::new();
+                if req.include_synonyms && v >= 1 {
+                    if source == SOURCE_TOPIC {
+                        synonyms.push(
+                            DescribeConfigsSynonym::default()
+                                .with_name(s(name))
+                                .with_value(Some(s(value)))
+                                .with_source(source),
+                        );
+                    }
+                    if let Some(d) = default {
+                        synonyms.push(
+                            DescribeConfigsSynonym::default()
+                                .with_name(s(name))
+                                .with_value(Some(s(d)))
+                                .with_source(SOURCE_DEFAULT),
+                        );
+                    }
+                }
+                DescribeConfigsResourceResult::default()
+                    .with_name(s(name))
+                    .with_value(Some(s(value)))
+                    .with_read_only(source == SOURCE_STATIC_BROKER)
+                    .with_config_source(source)
+                    .with_is_sensitive(false)
+                    .with_config_type(kind.kafka_code())
+                    .with_synonyms(synonyms)
+            };
+        match r.resource_type {
+            RESOURCE_TOPIC => {
+                let Some(topic) = b.catalog.topic(r.resource_name.as_str()) else {
+                    results.push(
+                        result
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_message(Some(s(format!(
+                                "topic '{}' does not exist",
+                                r.resource_name.as_str()
+                            )))),
+                    );
+                    continue;
+                };
+                let configs = topic_config::catalogue()
+                    .iter()
+                    .filter(|d| wanted(&r.configuration_keys, d.name))
+                    .map(|d| match topic.configs.get(d.name) {
+                        Some(val) => entry(d.name, val, SOURCE_TOPIC, d.kind, Some(d.default)),
+                        None => entry(d.name, d.default, SOURCE_DEFAULT, d.kind, Some(d.default)),
+                    })
+                    .collect();
+                results.push(result.with_configs(configs));
+            }
+            RESOURCE_BROKER => {
+                let name = r.resource_name.as_str();
+                if !name.is_empty() && name != b.config.node_id.to_string() {
+                    results.push(
+                        result
+                            .with_error_code(ResponseError::InvalidRequest.code())
+                            .with_error_message(Some(s(format!(
+                                "this is broker {}",
+                                b.config.node_id
+                            )))),
+                    );
+                    continue;
+                }
+                let configs = broker_configs(b)
+                    .into_iter()
+                    .filter(|(k, _, _)| wanted(&r.configuration_keys, k))
+                    .map(|(k, val, kind)| entry(k, &val, SOURCE_STATIC_BROKER, kind, None))
+                    .collect();
+                results.push(result.with_configs(configs));
+            }
+            other => results.push(
+                result
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(s(format!(
+                        "resource type {other} has no configs here"
+                    )))),
+            ),
+        }
+    }
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+/// Applies config changes to one topic and pushes the new settings to its partitions.
+async fn alter_topic(
+    b: &Broker,
+    resource_type: i8,
+    name: &str,
+    ops: Result<Vec<ConfigOp>, CatalogError>,
+    replace_all: bool,
+    validate_only: bool,
+) -> (i16, Option<StrBytes>) {
+    if resource_type != RESOURCE_TOPIC {
+        return (
+            ResponseError::InvalidRequest.code(),
+            Some(s(
+                "only topic configs can be altered; broker settings are static",
+            )),
+        );
+    }
+    let result = match ops {
+        Ok(ops) => {
+            b.catalog
+                .alter_configs(name, ops, replace_all, validate_only)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(meta) => {
+            if !validate_only {
+                b.partitions
+                    .update_settings(meta.id, &topic_config::log_settings(&meta.configs))
+                    .await;
+            }
+            (0, None)
+        }
+        Err(e) => (codes::catalog_error(&e).code(), msg(&e)),
+    }
+}
+
+pub(super) async fn alter_configs(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let mut responses = Vec::new();
+    for r in req.resources {
+        let ops = r
+            .configs
+            .iter()
+            .map(|c| match &c.value {
+                Some(v) => Ok(ConfigOp::Set(c.name.to_string(), v.to_string())),
+                None => Ok(ConfigOp::Delete(c.name.to_string())),
+            })
+            .collect();
+        let (code, message) = alter_topic(
+            b,
+            r.resource_type,
+            r.resource_name.as_str(),
+            ops,
+            true,
+            req.validate_only,
+        )
+        .await;
+        responses.push(
+            alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name),
+        );
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// APPEND and SUBTRACT on list configs work on the comma-separated current value.
+fn list_op(
+    b: &Broker,
+    topic: &str,
+    key: &str,
+    value: &str,
+    append: bool,
+) -> Result<ConfigOp, CatalogError> {
+    let def = topic_config::validate_key(key)?;
+    if def.kind != ConfigType::List {
+        return Err(CatalogError::InvalidConfig {
+            key: key.to_string(),
+            reason: "APPEND and SUBTRACT apply to list configs only".into(),
+        });
+    }
+    let current = b
+        .catalog
+        .topic(topic)
+        .and_then(|t| t.configs.get(key).cloned())
+        .unwrap_or_else(|| def.default.to_string());
+    let mut items: Vec<String> = current
+        .split(',')
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect();
+    for v in value.split(',').filter(|x| !x.is_empty()) {
+        if append {
+            if !items.iter().any(|i| i == v) {
+                items.push(v.to_string());
+            }
+        } else {
+            items.retain(|i| i != v);
+        }
+    }
+    Ok(ConfigOp::Set(key.to_string(), items.join(",")))
+}
+
+pub(super) async fn incremental_alter_configs(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut responses = Vec::new();
+    for r in req.resources {
+        let topic = r.resource_name.to_string();
+        let ops: Result<Vec<ConfigOp>, CatalogError> = r
+            .configs
+            .iter()
+            .map(|c| {
+                let key = c.name.to_string();
+                let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+                match c.config_operation {
+                    0 => Ok(ConfigOp::Set(key, value)),
+                    1 => Ok(ConfigOp::Delete(key)),
+                    2 => list_op(b, &topic, &key, &value, true),
+                    3 => list_op(b, &topic, &key, &value, false),
+                    op => Err(CatalogError::InvalidConfig {
+                        key,
+                        reason: format!("unknown operation {op}"),
+                    }),
+                }
+            })
+            .collect();
+        let (code, message) =
+            alter_topic(b, r.resource_type, &topic, ops, false, req.validate_only).await;
+        responses.push(
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name),
+        );
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,277 @@
+//! OffsetCommit, OffsetFetch and OffsetDelete: committed offsets live in the
+//! catalog (the metastore), membership checks in the group coordinator.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::ResponseError;
+
+use super::{s, RequestContext};
+use crate::backend::CommittedOffset;
+use crate::broker::Broker;
+use crate::codes;
+use crate::partition::now_ms;
+
+/// `offset.metadata.max.bytes`.
+const MAX_METADATA: usize = 4096;
+
+pub(super) async fn offset_commit(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let group = req.group_id.to_string();
+    let check = b
+        .groups
+        .validate_commit(
+            group.clone(),
+            req.member_id.to_string(),
+            req.group_instance_id.as_ref().map(|x| x.to_string()),
+            req.generation_id_or_member_epoch,
+        )
+        .await;
+    let group_error = match check {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(codes::group_error(e)),
+        Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+    };
+    let now = now_ms();
+    let mut to_commit = Vec::new();
+    let mut topics = Vec::new();
+    for t in &req.topics {
+        let name = t.name.to_string();
+        let topic = b.catalog.topic(&name);
+        let mut parts = Vec::new();
+        for p in &t.partitions {
+            let error = if let Some(e) = group_error {
+                Some(e)
+            } else if topic.as_ref().is_none_or(|tm| {
+                p.partition_index < 0 || p.partition_index as usize >= tm.partitions.len()
+            }) {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else if p
+                .committed_metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > MAX_METADATA)
+            {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                to_commit.push((
+                    (name.clone(), p.partition_index),
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                        commit_time_ms: now,
+                    },
+                ));
+                None
+            };
+            parts.push((p.partition_index, error));
+        }
+        topics.push((t.name.clone(), t.topic_id, parts));
+    }
+    let commit_error = if to_commit.is_empty() {
+        None
+    } else {
+        b.catalog
+            .commit_offsets(&group, to_commit)
+            .await
+            .err()
+            .map(|e| {
+                tracing::warn!(group = %group, error = %e, "committing offsets failed");
+                codes::catalog_error(&e)
+            })
+    };
+    let topics = topics
+        .into_iter()
+        .map(|(name, id, parts)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_topic_id(id)
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(index, error)| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_error_code(codes::code(error.or(commit_error)))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+type Committed = BTreeMap<(String, i32), CommittedOffset>;
+
+/// (offset, leader epoch, metadata) for one partition; -1 when nothing is committed.
+fn lookup(c: &Committed, topic: &str, p: i32) -> (i64, i32, String) {
+    match c.get(&(topic.to_string(), p)) {
+        Some(o) => (
+            o.offset,
+            o.leader_epoch,
+            o.metadata.clone().unwrap_or_default(),
+        ),
+        None => (-1, -1, String::new()),
+    }
+}
+
+/// Partitions asked for, or every committed partition when `topics` is null.
+fn requested(c: &Committed, topics: Option<Vec<(String, Vec<i32>)>>) -> Vec<(String, Vec<i32>)> {
+    match topics {
+        Some(t) => t,
+        None => {
+            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for (t, p) in c.keys() {
+                by_topic.entry(t.clone()).or_default().push(*p);
+            }
+            by_topic.into_iter().collect()
+        }
+    }
+}
+
+pub(super) async fn offset_fetch(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    if ctx.api_version < 8 {
+        let committed = b.catalog.committed_offsets(req.group_id.as_str());
+        let topics = req.topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes))
+                .collect()
+        });
+        let topics = requested(&committed, topics)
+            .into_iter()
+            .map(|(name, parts)| {
+                OffsetFetchResponseTopic::default()
+                    .with_partitions(
+                        parts
+                            .into_iter()
+                            .map(|p| {
+                                let (offset, epoch, meta) = lookup(&committed, &name, p);
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch)
+                                    .with_metadata(Some(s(meta)))
+                            })
+                            .collect(),
+                    )
+                    .with_name(TopicName(s(name)))
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_topics(topics);
+    }
+    let groups = req
+        .groups
+        .into_iter()
+        .map(|g| {
+            let committed = b.catalog.committed_offsets(g.group_id.as_str());
+            let topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let topics = requested(&committed, topics)
+                .into_iter()
+                .map(|(name, parts)| {
+                    let topic_id = b.catalog.topic(&name).map(|t| t.id).unwrap_or_default();
+                    OffsetFetchResponseTopics::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|p| {
+                                    let (offset, epoch, meta) = lookup(&committed, &name, p);
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(s(meta)))
+                                })
+                                .collect(),
+                        )
+                        .with_name(TopicName(s(name)))
+                })
+                .collect();
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_topics(topics)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+pub(super) async fn offset_delete(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
+    let group = req.group_id.to_string();
+    let live_members = match b.groups.describe(group.clone()).await {
+        Ok(Some(d)) => !d.members.is_empty(),
+        Ok(None) => false,
+        Err(_) => {
+            return OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+        }
+    };
+    let committed = b.catalog.committed_offsets(&group);
+    if committed.is_empty() && !live_members {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupIdNotFound.code());
+    }
+    let mut doomed = Vec::new();
+    let mut topics = Vec::new();
+    for t in req.topics {
+        let name = t.name.to_string();
+        let exists = b.catalog.topic(&name).is_some();
+        let parts = t
+            .partitions
+            .iter()
+            .map(|p| {
+                // A group with live members may be consuming the topic; Kafka refuses then.
+                let code = if !exists {
+                    ResponseError::UnknownTopicOrPartition.code()
+                } else if live_members {
+                    ResponseError::GroupSubscribedToTopic.code()
+                } else {
+                    doomed.push((name.clone(), p.partition_index));
+                    0
+                };
+                OffsetDeleteResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+            })
+            .collect();
+        topics.push(
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
+    }
+    if !doomed.is_empty() {
+        if let Err(e) = b.catalog.delete_offsets(&group, doomed).await {
+            return OffsetDeleteResponse::default()
+                .with_error_code(codes::catalog_error(&e).code());
+        }
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
+}

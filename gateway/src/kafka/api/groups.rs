@@ -1,0 +1,312 @@
+//! FindCoordinator and the classic group membership APIs, translated to and
+//! from the group engine's types.
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, SyncGroupRequest, SyncGroupResponse,
+};
+use kafka_protocol::ResponseError;
+
+use super::{s, RequestContext};
+use crate::broker::Broker;
+use crate::codes;
+use crate::group::engine::{GroupError, GroupState, JoinRequest, SyncRequest};
+
+const GONE: ResponseError = ResponseError::CoordinatorNotAvailable;
+
+fn opt(v: Option<kafka_protocol::protocol::StrBytes>) -> Option<String> {
+    v.map(|x| x.to_string())
+}
+
+pub(super) fn find_coordinator(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let host = s(b.config.advertised_host.clone());
+    let port = b.config.advertised_port;
+    let node = BrokerId(b.config.node_id);
+    let resp = FindCoordinatorResponse::default();
+    if ctx.api_version < 4 {
+        return resp.with_node_id(node).with_host(host).with_port(port);
+    }
+    let coordinators = req
+        .coordinator_keys
+        .into_iter()
+        .map(|key| {
+            CoordinatorEntry::default()
+                .with_key(key)
+                .with_node_id(node)
+                .with_host(host.clone())
+                .with_port(port)
+        })
+        .collect();
+    resp.with_coordinators(coordinators)
+}
+
+pub(super) async fn join_group(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
+    let v = ctx.api_version;
+    let join = JoinRequest {
+        group_id: req.group_id.to_string(),
+        member_id: req.member_id.to_string(),
+        group_instance_id: opt(req.group_instance_id),
+        client_id: ctx.client_id.clone(),
+        client_host: ctx.client_host.clone(),
+        session_timeout_ms: req.session_timeout_ms,
+        rebalance_timeout_ms: if v >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
+        protocol_type: req.protocol_type.to_string(),
+        protocols: req
+            .protocols
+            .into_iter()
+            .map(|p| (p.name.to_string(), p.metadata))
+            .collect(),
+        require_known_member_id: v >= 4,
+    };
+    let resp = match b.groups.join(join).await {
+        Ok(r) => r,
+        Err(_) => {
+            return JoinGroupResponse::default()
+                .with_error_code(GONE.code())
+                .with_generation_id(-1)
+                .with_member_id(req.member_id)
+        }
+    };
+    JoinGroupResponse::default()
+        .with_error_code(codes::code(resp.error.map(codes::group_error)))
+        .with_generation_id(resp.generation_id)
+        .with_protocol_type(resp.protocol_type.map(s))
+        .with_protocol_name(resp.protocol_name.map(s))
+        .with_leader(s(resp.leader))
+        .with_member_id(s(resp.member_id))
+        .with_members(
+            resp.members
+                .into_iter()
+                .map(|m| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(s(m.member_id))
+                        .with_group_instance_id(m.group_instance_id.map(s))
+                        .with_metadata(m.metadata)
+                })
+                .collect(),
+        )
+}
+
+pub(super) async fn sync_group(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
+    let sync = SyncRequest {
+        group_id: req.group_id.to_string(),
+        member_id: req.member_id.to_string(),
+        group_instance_id: opt(req.group_instance_id),
+        generation_id: req.generation_id,
+        protocol_type: opt(req.protocol_type),
+        protocol_name: opt(req.protocol_name),
+        assignments: req
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment))
+            .collect(),
+    };
+    match b.groups.sync(sync).await {
+        Ok(r) => SyncGroupResponse::default()
+            .with_error_code(codes::code(r.error.map(codes::group_error)))
+            .with_protocol_type(r.protocol_type.map(s))
+            .with_protocol_name(r.protocol_name.map(s))
+            .with_assignment(r.assignment),
+        Err(_) => SyncGroupResponse::default().with_error_code(GONE.code()),
+    }
+}
+
+pub(super) async fn heartbeat(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
+    let code = match b
+        .groups
+        .heartbeat(
+            req.group_id.to_string(),
+            req.member_id.to_string(),
+            opt(req.group_instance_id),
+            req.generation_id,
+        )
+        .await
+    {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => codes::group_error(e).code(),
+        Err(_) => GONE.code(),
+    };
+    HeartbeatResponse::default().with_error_code(code)
+}
+
+pub(super) async fn leave_group(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: LeaveGroupRequest,
+) -> LeaveGroupResponse {
+    let batched = ctx.api_version >= 3;
+    let members: Vec<(String, Option<String>)> = if batched {
+        req.members
+            .iter()
+            .map(|m| (m.member_id.to_string(), opt(m.group_instance_id.clone())))
+            .collect()
+    } else {
+        vec![(req.member_id.to_string(), None)]
+    };
+    let results = match b
+        .groups
+        .leave(req.group_id.to_string(), members.clone())
+        .await
+    {
+        Ok(r) => r,
+        Err(_) => return LeaveGroupResponse::default().with_error_code(GONE.code()),
+    };
+    if !batched {
+        let code = results
+            .first()
+            .and_then(|r| r.err())
+            .map(|e| codes::group_error(e).code())
+            .unwrap_or(0);
+        return LeaveGroupResponse::default().with_error_code(code);
+    }
+    let responses = members
+        .into_iter()
+        .zip(results)
+        .map(|((member, instance), r)| {
+            MemberResponse::default()
+                .with_member_id(s(member))
+                .with_group_instance_id(instance.map(s))
+                .with_error_code(r.err().map(|e| codes::group_error(e).code()).unwrap_or(0))
+        })
+        .collect();
+    LeaveGroupResponse::default().with_members(responses)
+}
+
+pub(super) async fn describe_groups(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let mut groups = Vec::new();
+    for g in req.groups {
+        let name = g.to_string();
+        let base = DescribedGroup::default()
+            .with_group_id(g)
+            .with_authorized_operations(i32::MIN);
+        let described = match b.groups.describe(name.clone()).await {
+            Ok(d) => d,
+            Err(_) => {
+                groups.push(base.with_error_code(GONE.code()));
+                continue;
+            }
+        };
+        let entry = match described {
+            Some(d) => base
+                .with_group_state(s(d.state.as_str()))
+                .with_protocol_type(s(d.protocol_type))
+                .with_protocol_data(s(d.protocol))
+                .with_members(
+                    d.members
+                        .into_iter()
+                        .map(|m| {
+                            DescribedGroupMember::default()
+                                .with_member_id(s(m.member_id))
+                                .with_group_instance_id(m.group_instance_id.map(s))
+                                .with_client_id(s(m.client_id))
+                                .with_client_host(s(m.client_host))
+                                .with_member_metadata(m.metadata)
+                                .with_member_assignment(m.assignment)
+                        })
+                        .collect(),
+                ),
+            None if b.catalog.offset_groups().contains(&name) => base.with_group_state(s("Empty")),
+            None => base.with_group_state(s("Dead")),
+        };
+        groups.push(entry);
+    }
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub(super) async fn list_groups(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let live = match b.groups.list().await {
+        Ok(l) => l,
+        Err(_) => return ListGroupsResponse::default().with_error_code(GONE.code()),
+    };
+    let mut all: Vec<(String, String, String)> = live
+        .into_iter()
+        .map(|(id, state, ptype)| (id, state.as_str().to_string(), ptype))
+        .collect();
+    for g in b.catalog.offset_groups() {
+        if !all.iter().any(|(id, _, _)| *id == g) {
+            all.push((g, GroupState::Empty.as_str().to_string(), String::new()));
+        }
+    }
+    let states: Vec<String> = req.states_filter.iter().map(|x| x.to_string()).collect();
+    let groups = all
+        .into_iter()
+        .filter(|(_, state, _)| {
+            states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(state))
+        })
+        .map(|(id, state, ptype)| {
+            ListedGroup::default()
+                .with_group_id(GroupId(s(id)))
+                .with_protocol_type(s(ptype))
+                .with_group_state(s(state))
+                .with_group_type(s("classic"))
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+pub(super) async fn delete_groups(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let mut results = Vec::new();
+    for g in req.groups_names {
+        let name = g.to_string();
+        let has_offsets = b.catalog.offset_groups().contains(&name);
+        let code = match b.groups.delete(name.clone()).await {
+            Err(_) => GONE.code(),
+            Ok(Err(GroupError::GroupIdNotFound)) if !has_offsets => {
+                ResponseError::GroupIdNotFound.code()
+            }
+            Ok(Err(GroupError::GroupIdNotFound)) | Ok(Ok(())) => {
+                match b.catalog.delete_group(&name).await {
+                    Ok(()) => 0,
+                    Err(e) => codes::catalog_error(&e).code(),
+                }
+            }
+            Ok(Err(e)) => codes::group_error(e).code(),
+        };
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(g)
+                .with_error_code(code),
+        );
+    }
+    DeleteGroupsResponse::default().with_results(results)
+}

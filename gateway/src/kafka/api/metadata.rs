@@ -1,0 +1,149 @@
+//! ApiVersions, Metadata (with Kafka-style topic auto-creation) and DescribeCluster.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+    MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::ResponseError;
+
+use super::{advertised, s, RequestContext};
+use crate::backend::{CatalogError, TopicMeta};
+use crate::broker::Broker;
+use crate::codes;
+use crate::topic_config;
+
+/// Kafka's "authorized operations not requested" value.
+const OPS_NOT_REQUESTED: i32 = i32::MIN;
+
+pub(super) fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(advertised())
+        .with_finalized_features_epoch(-1)
+}
+
+fn topic_entry(t: &TopicMeta) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(s(t.name.clone()))))
+        .with_topic_id(t.id)
+        .with_is_internal(false)
+        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+        .with_partitions(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    MetadataResponsePartition::default()
+                        .with_partition_index(p.index)
+                        .with_leader_id(BrokerId(p.leader))
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                        .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                })
+                .collect(),
+        )
+}
+
+fn topic_error(name: Option<String>, id: uuid::Uuid, e: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(name.map(|n| TopicName(s(n))))
+        .with_topic_id(id)
+        .with_error_code(e.code())
+        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+}
+
+pub(super) async fn metadata(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+) -> MetadataResponse {
+    let v = ctx.api_version;
+    // v0: an empty list means every topic; v1+: null means every topic.
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && v == 0,
+    };
+    let allow_create = b.config.auto_create_topics && (v < 4 || req.allow_auto_topic_creation);
+    let mut topics = Vec::new();
+    if all {
+        topics.extend(b.catalog.topics().iter().map(topic_entry));
+    } else {
+        for wanted in req.topics.unwrap_or_default() {
+            match wanted.name {
+                Some(name) => {
+                    let name = name.0.to_string();
+                    match b.catalog.topic(&name) {
+                        Some(t) => topics.push(topic_entry(&t)),
+                        None if allow_create => match b.auto_create(&name).await {
+                            Ok(t) => topics.push(topic_entry(&t)),
+                            Err(e @ CatalogError::InvalidTopicName { .. }) => {
+                                topics.push(topic_error(
+                                    Some(name),
+                                    uuid::Uuid::nil(),
+                                    codes::catalog_error(&e),
+                                ))
+                            }
+                            Err(e) => {
+                                tracing::warn!(topic = %name, error = %e, "topic auto-creation failed");
+                                topics.push(topic_error(
+                                    Some(name),
+                                    uuid::Uuid::nil(),
+                                    ResponseError::LeaderNotAvailable,
+                                ))
+                            }
+                        },
+                        None => {
+                            let code = if topic_config::validate_topic_name(&name).is_err() {
+                                ResponseError::InvalidTopicException
+                            } else {
+                                ResponseError::UnknownTopicOrPartition
+                            };
+                            topics.push(topic_error(Some(name), uuid::Uuid::nil(), code));
+                        }
+                    }
+                }
+                None => match b.catalog.topic_by_id(wanted.topic_id) {
+                    Some(t) => topics.push(topic_entry(&t)),
+                    None => topics.push(topic_error(
+                        None,
+                        wanted.topic_id,
+                        ResponseError::UnknownTopicId,
+                    )),
+                },
+            }
+        }
+    }
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(b.config.node_id))
+            .with_host(s(b.config.advertised_host.clone()))
+            .with_port(b.config.advertised_port)])
+        .with_cluster_id(Some(s(b.catalog.cluster_id())))
+        .with_controller_id(BrokerId(b.config.node_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
+}
+
+pub(super) fn describe_cluster(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let resp = DescribeClusterResponse::default()
+        .with_endpoint_type(1)
+        .with_cluster_id(s(b.catalog.cluster_id()))
+        .with_controller_id(BrokerId(b.config.node_id))
+        .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
+    if req.endpoint_type != 1 {
+        return resp
+            .with_error_code(ResponseError::UnsupportedEndpointType.code())
+            .with_error_message(Some(s("only broker endpoints are described")));
+    }
+    resp.with_brokers(vec![DescribeClusterBroker::default()
+        .with_broker_id(BrokerId(b.config.node_id))
+        .with_host(s(b.config.advertised_host.clone()))
+        .with_port(b.config.advertised_port)])
+}

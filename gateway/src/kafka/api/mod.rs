@@ -1,0 +1,201 @@
+//! One module per family of Kafka APIs. [`dispatch`] decodes a request frame
+//! with `kafka-protocol`, calls the handler and encodes its answer.
+
+mod configs;
+mod fetch;
+mod group_offsets;
+mod groups;
+mod metadata;
+mod offsets;
+mod produce;
+mod topics;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::ResponseError;
+
+use super::response::ResponseFrame;
+use super::versions;
+use crate::broker::{Broker, Metrics};
+
+/// Who sent a request, for handlers that record it.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub api_version: i16,
+    pub client_id: String,
+    /// Peer address as Kafka prints it, e.g. `/127.0.0.1`.
+    pub client_host: String,
+}
+
+/// Why a request frame could not be served; the connection is closed.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("{api:?} v{version} is not supported")]
+    UnsupportedVersion { api: ApiKey, version: i16 },
+    #[error("malformed {api:?} v{version} request: {reason}")]
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        reason: String,
+    },
+    #[error("malformed request header: {0}")]
+    BadHeader(String),
+    #[error("encoding the response failed: {0}")]
+    Encode(String),
+}
+
+fn encode_frame(
+    header: &RequestHeader,
+    api: ApiKey,
+    body: &ResponseKind,
+) -> Result<ResponseFrame, DispatchError> {
+    let version = header.request_api_version;
+    let mut buf = BytesMut::with_capacity(256);
+    ResponseHeader::default()
+        .with_correlation_id(header.correlation_id)
+        .encode(&mut buf, api.response_header_version(version))
+        .map_err(|e| DispatchError::Encode(e.to_string()))?;
+    body.encode(&mut buf, version)
+        .map_err(|e| DispatchError::Encode(e.to_string()))?;
+    let mut frame = ResponseFrame::new();
+    frame.push_bytes(buf.freeze());
+    Ok(frame)
+}
+
+/// The ApiVersions answer for a version newer than we know: v0 layout, as Kafka does.
+fn api_versions_unsupported(correlation_id: i32) -> Result<ResponseFrame, DispatchError> {
+    let body = metadata::api_versions_body(ResponseError::UnsupportedVersion.code());
+    let mut buf = BytesMut::with_capacity(256);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut buf, 0)
+        .map_err(|e| DispatchError::Encode(e.to_string()))?;
+    body.encode(&mut buf, 0)
+        .map_err(|e| DispatchError::Encode(e.to_string()))?;
+    let mut frame = ResponseFrame::new();
+    frame.push_bytes(buf.freeze());
+    Ok(frame)
+}
+
+/// Decodes and serves one request frame. `Ok(None)` means no response is due
+/// (produce with acks=0).
+pub async fn dispatch(
+    broker: &Broker,
+    client_host: &str,
+    mut frame: Bytes,
+) -> Result<Option<ResponseFrame>, DispatchError> {
+    Metrics::add(&broker.metrics.requests, 1);
+    if frame.len() < 8 {
+        return Err(DispatchError::BadHeader(format!("{} bytes", frame.len())));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api = ApiKey::try_from(raw_key).map_err(|_| DispatchError::UnknownApi(raw_key))?;
+    let Some((lo, hi)) = versions::range(api) else {
+        return Err(DispatchError::UnsupportedVersion { api, version });
+    };
+    if version < lo || version > hi {
+        if api == ApiKey::ApiVersions && version > hi {
+            return api_versions_unsupported(correlation_id).map(Some);
+        }
+        return Err(DispatchError::UnsupportedVersion { api, version });
+    }
+    let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
+        .map_err(|e| DispatchError::BadHeader(e.to_string()))?;
+    let request =
+        RequestKind::decode(api, &mut frame, version).map_err(|e| DispatchError::Malformed {
+            api,
+            version,
+            reason: e.to_string(),
+        })?;
+    if frame.has_remaining() {
+        tracing::debug!(
+            ?api,
+            version,
+            left = frame.remaining(),
+            "request has trailing bytes"
+        );
+    }
+    let ctx = RequestContext {
+        api_version: version,
+        client_id: header
+            .client_id
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        client_host: client_host.to_string(),
+    };
+    let body: ResponseKind = match request {
+        RequestKind::ApiVersions(_) => metadata::api_versions_body(0).into(),
+        RequestKind::Metadata(r) => metadata::metadata(broker, &ctx, r).await.into(),
+        RequestKind::DescribeCluster(r) => metadata::describe_cluster(broker, &ctx, r).into(),
+        RequestKind::Produce(r) => match produce::produce(broker, &ctx, r).await {
+            Some(resp) => resp.into(),
+            None => return Ok(None),
+        },
+        RequestKind::Fetch(r) => {
+            let answer = fetch::fetch(broker, &ctx, r).await;
+            return fetch::encode(&header, answer).map(Some);
+        }
+        RequestKind::ListOffsets(r) => offsets::list_offsets(broker, &ctx, r).await.into(),
+        RequestKind::OffsetForLeaderEpoch(r) => offsets::offset_for_leader_epoch(broker, &ctx, r)
+            .await
+            .into(),
+        RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &ctx, r).await.into(),
+        RequestKind::InitProducerId(r) => offsets::init_producer_id(broker, &ctx, r).await.into(),
+        RequestKind::CreateTopics(r) => topics::create_topics(broker, &ctx, r).await.into(),
+        RequestKind::DeleteTopics(r) => topics::delete_topics(broker, &ctx, r).await.into(),
+        RequestKind::CreatePartitions(r) => topics::create_partitions(broker, &ctx, r).await.into(),
+        RequestKind::DescribeConfigs(r) => configs::describe_configs(broker, &ctx, r).into(),
+        RequestKind::AlterConfigs(r) => configs::alter_configs(broker, &ctx, r).await.into(),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            configs::incremental_alter_configs(broker, &ctx, r)
+                .await
+                .into()
+        }
+        RequestKind::FindCoordinator(r) => groups::find_coordinator(broker, &ctx, r).into(),
+        RequestKind::JoinGroup(r) => groups::join_group(broker, &ctx, r).await.into(),
+        RequestKind::SyncGroup(r) => groups::sync_group(broker, &ctx, r).await.into(),
+        RequestKind::Heartbeat(r) => groups::heartbeat(broker, &ctx, r).await.into(),
+        RequestKind::LeaveGroup(r) => groups::leave_group(broker, &ctx, r).await.into(),
+        RequestKind::DescribeGroups(r) => groups::describe_groups(broker, &ctx, r).await.into(),
+        RequestKind::ListGroups(r) => groups::list_groups(broker, &ctx, r).await.into(),
+        RequestKind::DeleteGroups(r) => groups::delete_groups(broker, &ctx, r).await.into(),
+        RequestKind::OffsetCommit(r) => group_offsets::offset_commit(broker, &ctx, r).await.into(),
+        RequestKind::OffsetFetch(r) => group_offsets::offset_fetch(broker, &ctx, r).await.into(),
+        RequestKind::OffsetDelete(r) => group_offsets::offset_delete(broker, &ctx, r).await.into(),
+        _ => return Err(DispatchError::UnsupportedVersion { api, version }),
+    };
+    encode_frame(&header, api, &body).map(Some)
+}
+
+/// Every advertised API as the ApiVersions body lists it.
+pub(crate) fn advertised() -> Vec<kafka_protocol::messages::api_versions_response::ApiVersion> {
+    versions::supported()
+        .into_iter()
+        .map(|(k, lo, hi)| {
+            kafka_protocol::messages::api_versions_response::ApiVersion::default()
+                .with_api_key(k as i16)
+                .with_min_version(lo)
+                .with_max_version(hi)
+        })
+        .collect()
+}
+
+/// Shorthand for optional response strings.
+pub(crate) fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+/// An error message for a response field.
+pub(crate) fn msg(e: &impl std::fmt::Display) -> Option<StrBytes> {
+    Some(s(e.to_string()))
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

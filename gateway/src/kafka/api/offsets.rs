@@ -1,0 +1,226 @@
+//! ListOffsets, OffsetForLeaderEpoch, DeleteRecords and InitProducerId.
+
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    DeleteRecordsRequest, DeleteRecordsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProducerId,
+};
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::backend::TopicMeta;
+use crate::broker::Broker;
+use crate::codes;
+use crate::partition::{OffsetQuery, PartitionHandle};
+
+/// Finds a partition's task and its current leader epoch, or the error to report.
+fn locate(
+    b: &Broker,
+    topic: Option<&TopicMeta>,
+    index: i32,
+) -> Result<(PartitionHandle, i32), ResponseError> {
+    let topic = topic.ok_or(ResponseError::UnknownTopicOrPartition)?;
+    let epoch = topic
+        .partitions
+        .get(index.max(0) as usize)
+        .map(|p| p.leader_epoch)
+        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    match b.partition(topic, index) {
+        None => Err(ResponseError::UnknownTopicOrPartition),
+        Some(Err(e)) => Err(codes::log_error(&e)),
+        Some(Ok(h)) => Ok((h, epoch)),
+    }
+}
+
+fn check_epoch(requested: i32, current: i32) -> Result<(), ResponseError> {
+    if requested >= 0 && requested < current {
+        Err(ResponseError::FencedLeaderEpoch)
+    } else if requested > current {
+        Err(ResponseError::UnknownLeaderEpoch)
+    } else {
+        Ok(())
+    }
+}
+
+pub(super) async fn list_offsets(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    // The leader epoch field exists from v4 on.
+    let has_epoch = ctx.api_version >= 4;
+    let mut topics = Vec::new();
+    for t in req.topics {
+        let topic = b.catalog.topic(t.name.as_str());
+        let mut parts = Vec::new();
+        for p in t.partitions {
+            let resp = ListOffsetsPartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_timestamp(-1)
+                .with_offset(-1)
+                .with_leader_epoch(-1);
+            let located = locate(b, topic.as_ref(), p.partition_index).and_then(|(h, epoch)| {
+                check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
+            });
+            let (h, epoch) = match located.map(|(h, e)| (h, if has_epoch { e } else { -1 })) {
+                Ok(x) => x,
+                Err(e) => {
+                    parts.push(resp.with_error_code(e.code()));
+                    continue;
+                }
+            };
+            let query = match p.timestamp {
+                -2 | -4 => OffsetQuery::Earliest,
+                -1 => OffsetQuery::Latest,
+                -3 => OffsetQuery::MaxTimestamp,
+                // LATEST_TIERED (-5): nothing is tiered yet, so there is no such offset.
+                -5 => {
+                    parts.push(resp.with_leader_epoch(epoch));
+                    continue;
+                }
+                ts if ts >= 0 => OffsetQuery::Timestamp(ts),
+                _ => {
+                    parts.push(resp.with_error_code(ResponseError::InvalidRequest.code()));
+                    continue;
+                }
+            };
+            let resp = match h.offsets(query).await {
+                Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                Ok(Err(e)) => resp.with_error_code(codes::log_error(&e).code()),
+                Ok(Ok(None)) => resp.with_leader_epoch(epoch),
+                Ok(Ok(Some(found))) => resp
+                    .with_timestamp(found.timestamp)
+                    .with_offset(found.offset)
+                    .with_leader_epoch(epoch),
+            };
+            parts.push(resp);
+        }
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+pub(super) async fn offset_for_leader_epoch(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let mut topics = Vec::new();
+    for t in req.topics {
+        let topic = b.catalog.topic(t.topic.as_str());
+        let mut parts = Vec::new();
+        for p in t.partitions {
+            let resp = EpochEndOffset::default()
+                .with_partition(p.partition)
+                .with_leader_epoch(-1)
+                .with_end_offset(-1);
+            let located = locate(b, topic.as_ref(), p.partition)
+                .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| h));
+            let resp = match located {
+                Err(e) => resp.with_error_code(e.code()),
+                Ok(h) => match h.epoch_end(p.leader_epoch).await {
+                    Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                    Ok(None) => resp,
+                    Ok(Some((epoch, end))) => resp.with_leader_epoch(epoch).with_end_offset(end),
+                },
+            };
+            parts.push(resp);
+        }
+        topics.push(
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic)
+                .with_partitions(parts),
+        );
+    }
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+pub(super) async fn delete_records(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let mut topics = Vec::new();
+    for t in req.topics {
+        let topic = b.catalog.topic(t.name.as_str());
+        let mut parts = Vec::new();
+        for p in t.partitions {
+            let resp = DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1);
+            let h = match locate(b, topic.as_ref(), p.partition_index) {
+                Ok((h, _)) => h,
+                Err(e) => {
+                    parts.push(resp.with_error_code(e.code()));
+                    continue;
+                }
+            };
+            // -1 means "up to the high watermark".
+            let target = if p.offset == -1 {
+                match h.bounds().await {
+                    Ok((_, hw)) => hw,
+                    Err(_) => {
+                        parts.push(resp.with_error_code(ResponseError::NotLeaderOrFollower.code()));
+                        continue;
+                    }
+                }
+            } else {
+                p.offset
+            };
+            let resp = match h.delete_before(target).await {
+                Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                Ok(Err(e)) => resp.with_error_code(codes::log_error(&e).code()),
+                Ok(Ok(low)) => resp.with_low_watermark(low),
+            };
+            parts.push(resp);
+        }
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+pub(super) async fn init_producer_id(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+        .with_ongoing_txn_producer_id(ProducerId(-1))
+        .with_ongoing_txn_producer_epoch(-1);
+    if req.transactional_id.is_some() {
+        // Transactions are not implemented (their APIs are not advertised).
+        return resp.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    // KIP-360: a known idempotent producer may bump its epoch instead of taking a new id.
+    if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
+        return resp
+            .with_producer_id(req.producer_id)
+            .with_producer_epoch(req.producer_epoch + 1);
+    }
+    match b.next_producer_id().await {
+        Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Err(e) => {
+            tracing::warn!(error = %e, "producer id allocation failed");
+            resp.with_error_code(codes::catalog_error(&e).code())
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Produce: each partition's batches go to its partition task, all partitions
+//! in parallel; a failure in one partition is that partition's error code.
+
+use bytes::BytesMut;
+use futures::future::join_all;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::backend::TopicMeta;
+use crate::broker::{Broker, Metrics};
+use crate::codes;
+use crate::topic_config;
+
+fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(e.code())
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(super::s))
+}
+
+async fn produce_partition(
+    b: &Broker,
+    topic: Option<&TopicMeta>,
+    index: i32,
+    records: Option<bytes::Bytes>,
+    acks: i16,
+) -> PartitionProduceResponse {
+    let Some(topic) = topic else {
+        return failed(index, ResponseError::UnknownTopicOrPartition, None);
+    };
+    let Some(handle) = b.partition(topic, index) else {
+        return failed(index, ResponseError::UnknownTopicOrPartition, None);
+    };
+    let handle = match handle {
+        Ok(h) => h,
+        Err(e) => return failed(index, codes::log_error(&e), Some(e.to_string())),
+    };
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return failed(
+            index,
+            ResponseError::CorruptMessage,
+            Some("no records".into()),
+        );
+    };
+    if acks == -1 {
+        let isr = topic
+            .partitions
+            .get(index as usize)
+            .map(|p| p.isr.len())
+            .unwrap_or(0);
+        if isr < topic_config::min_insync_replicas(&topic.configs) {
+            return failed(index, ResponseError::NotEnoughReplicas, None);
+        }
+    }
+    let len = records.len();
+    let leader_epoch = topic
+        .partitions
+        .get(index as usize)
+        .map(|p| p.leader_epoch)
+        .unwrap_or(0);
+    match handle
+        .append(BytesMut::from(&records[..]), leader_epoch)
+        .await
+    {
+        Err(_) => failed(index, ResponseError::NotLeaderOrFollower, None),
+        Ok(Err(e)) => {
+            tracing::debug!(topic = %topic.name, partition = index, error = %e, "produce refused");
+            failed(index, codes::log_error(&e), Some(e.to_string()))
+        }
+        Ok(Ok((appended, log_start))) => {
+            if !appended.duplicate {
+                Metrics::add(&b.metrics.produced_bytes, len as u64);
+            }
+            PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(appended.base_offset)
+                .with_log_append_time_ms(appended.log_append_time_ms)
+                .with_log_start_offset(log_start)
+        }
+    }
+}
+
+/// Serves a Produce request; `None` when acks=0 asks for no response.
+pub(super) async fn produce(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for t in req.topic_data {
+        let topic = if ctx.api_version >= 13 {
+            b.catalog.topic_by_id(t.topic_id)
+        } else {
+            b.catalog.topic(t.name.as_str())
+        };
+        let parts = if !matches!(acks, -1..=1) {
+            t.partition_data
+                .iter()
+                .map(|p| failed(p.index, ResponseError::InvalidRequiredAcks, None))
+                .collect()
+        } else if req.transactional_id.is_some() {
+            t.partition_data
+                .iter()
+                .map(|p| {
+                    failed(
+                        p.index,
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                        Some("transactions are not supported".into()),
+                    )
+                })
+                .collect()
+        } else {
+            join_all(
+                t.partition_data
+                    .into_iter()
+                    .map(|p| produce_partition(b, topic.as_ref(), p.index, p.records, acks)),
+            )
+            .await
+        };
+        let mut resp = TopicProduceResponse::default()
+            .with_name(t.name)
+            .with_topic_id(t.topic_id)
+            .with_partition_responses(parts);
+        if ctx.api_version >= 13 && topic.is_none() {
+            for p in &mut resp.partition_responses {
+                p.error_code = ResponseError::UnknownTopicId.code();
+            }
+        }
+        responses.push(resp);
+    }
+    if acks == 0 {
+        return None;
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}

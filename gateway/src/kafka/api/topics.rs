@@ -1,0 +1,194 @@
+//! CreateTopics, DeleteTopics and CreatePartitions.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+};
+use kafka_protocol::ResponseError;
+
+use super::{msg, s, RequestContext};
+use crate::backend::{NewTopic, TopicMeta};
+use crate::broker::Broker;
+use crate::codes;
+use crate::topic_config;
+
+/// Config source numbers of DescribeConfigs/CreateTopics.
+pub(super) const SOURCE_TOPIC: i8 = 1;
+pub(super) const SOURCE_DEFAULT: i8 = 5;
+
+fn all_configs(t: &TopicMeta) -> Vec<CreatableTopicConfigs> {
+    topic_config::catalogue()
+        .iter()
+        .map(|d| {
+            let set = t.configs.get(d.name);
+            CreatableTopicConfigs::default()
+                .with_name(s(d.name))
+                .with_value(Some(s(set.map(String::as_str).unwrap_or(d.default))))
+                .with_config_source(if set.is_some() {
+                    SOURCE_TOPIC
+                } else {
+                    SOURCE_DEFAULT
+                })
+        })
+        .collect()
+}
+
+pub(super) async fn create_topics(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut results = Vec::new();
+    for t in req.topics {
+        let name = t.name.to_string();
+        let result = CreatableTopicResult::default()
+            .with_name(t.name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        let partitions = if !t.assignments.is_empty() {
+            t.assignments.len() as i32
+        } else if t.num_partitions == -1 {
+            b.config.num_partitions
+        } else {
+            t.num_partitions
+        };
+        let replication_factor = if !t.assignments.is_empty() {
+            t.assignments[0].broker_ids.len() as i16
+        } else if t.replication_factor == -1 {
+            b.config.default_replication_factor
+        } else {
+            t.replication_factor
+        };
+        let mut configs = BTreeMap::new();
+        let mut null_value = None;
+        for c in t.configs {
+            match c.value {
+                Some(v) => {
+                    configs.insert(c.name.to_string(), v.to_string());
+                }
+                None => null_value = Some(c.name.to_string()),
+            }
+        }
+        if let Some(key) = null_value {
+            results.push(
+                result
+                    .with_error_code(ResponseError::InvalidConfig.code())
+                    .with_error_message(Some(s(format!("config {key} has a null value")))),
+            );
+            continue;
+        }
+        let spec = NewTopic {
+            name: name.clone(),
+            partitions,
+            replication_factor,
+            configs,
+        };
+        match b.catalog.create_topic(spec, req.validate_only).await {
+            Ok(meta) => {
+                if !req.validate_only {
+                    tracing::info!(topic = %name, partitions, "created topic");
+                }
+                results.push(
+                    result
+                        .with_topic_id(meta.id)
+                        .with_num_partitions(meta.partitions.len() as i32)
+                        .with_replication_factor(replication_factor)
+                        .with_configs(Some(all_configs(&meta))),
+                );
+            }
+            Err(e) => results.push(
+                result
+                    .with_error_code(codes::catalog_error(&e).code())
+                    .with_error_message(msg(&e)),
+            ),
+        }
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+pub(super) async fn delete_topics(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    let wanted: Vec<(Option<String>, uuid::Uuid)> = if ctx.api_version >= 6 {
+        req.topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.to_string()), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .into_iter()
+            .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
+            .collect()
+    };
+    let mut responses = Vec::new();
+    for (name, id) in wanted {
+        let meta = match &name {
+            Some(n) => b.catalog.topic(n),
+            None => b.catalog.topic_by_id(id),
+        };
+        let result = DeletableTopicResult::default()
+            .with_name(name.clone().map(|n| TopicName(s(n))))
+            .with_topic_id(id);
+        let Some(meta) = meta else {
+            let e = if name.is_some() {
+                ResponseError::UnknownTopicOrPartition
+            } else {
+                ResponseError::UnknownTopicId
+            };
+            responses.push(result.with_error_code(e.code()));
+            continue;
+        };
+        match b.catalog.delete_topic(&meta.name).await {
+            Ok(_) => {
+                b.partitions
+                    .remove_topic(&meta.name, meta.id, meta.partitions.len() as i32)
+                    .await;
+                tracing::info!(topic = %meta.name, "deleted topic");
+                responses.push(
+                    result
+                        .with_name(Some(TopicName(s(meta.name.clone()))))
+                        .with_topic_id(meta.id),
+                );
+            }
+            Err(e) => responses.push(
+                result
+                    .with_error_code(codes::catalog_error(&e).code())
+                    .with_error_message(msg(&e)),
+            ),
+        }
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub(super) async fn create_partitions(
+    b: &Broker,
+    _ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut results = Vec::new();
+    for t in req.topics {
+        let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        match b
+            .catalog
+            .create_partitions(t.name.as_str(), t.count, req.validate_only)
+            .await
+        {
+            Ok(_) => results.push(result),
+            Err(e) => results.push(
+                result
+                    .with_error_code(codes::catalog_error(&e).code())
+                    .with_error_message(msg(&e)),
+            ),
+        }
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,91 @@
+//! Request framing: a 4-byte big-endian size, then the request. The size is
+//! checked against `socket.request.max.bytes` before anything is allocated.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Why a connection is being closed while reading a frame.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {size} bytes exceeds socket.request.max.bytes ({max})")]
+    TooLarge { size: i64, max: usize },
+    #[error("frame has negative or too small size {0}")]
+    BadSize(i32),
+    #[error("connection closed in the middle of a frame")]
+    Truncated,
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Smallest valid request: api key, version and correlation id.
+const MIN_REQUEST: i32 = 8;
+
+/// Reads one frame. `Ok(None)` is a clean end of stream between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    let mut size = [0u8; 4];
+    match r.read_exact(&mut size[..1]).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    r.read_exact(&mut size[1..])
+        .await
+        .map_err(eof_is_truncation)?;
+    let size = i32::from_be_bytes(size);
+    if size < MIN_REQUEST {
+        return Err(FrameError::BadSize(size));
+    }
+    if size as usize > max {
+        return Err(FrameError::TooLarge {
+            size: i64::from(size),
+            max,
+        });
+    }
+    let mut buf = BytesMut::zeroed(size as usize);
+    r.read_exact(&mut buf).await.map_err(eof_is_truncation)?;
+    Ok(Some(buf.freeze()))
+}
+
+fn eof_is_truncation(e: std::io::Error) -> FrameError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        FrameError::Truncated
+    } else {
+        FrameError::Io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn oversized_frame_is_refused_before_reading_its_body() {
+        let mut input: &[u8] = &[0x7f, 0xff, 0xff, 0xff];
+        let err = read_frame(&mut input, 1024).await.expect_err("too large");
+        assert!(matches!(err, FrameError::TooLarge { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn truncated_frame_is_an_error_and_clean_eof_is_not() {
+        let mut input: &[u8] = &[0, 0, 0, 10, 1, 2];
+        assert!(matches!(
+            read_frame(&mut input, 1024).await,
+            Err(FrameError::Truncated)
+        ));
+        let mut empty: &[u8] = &[];
+        assert!(matches!(read_frame(&mut empty, 1024).await, Ok(None)));
+    }
+
+    #[tokio::test]
+    async fn whole_frame_is_returned() {
+        let mut input: &[u8] = &[0, 0, 0, 8, 0, 18, 0, 3, 0, 0, 0, 1];
+        let frame = read_frame(&mut input, 1024)
+            .await
+            .expect("ok")
+            .expect("frame");
+        assert_eq!(&frame[..], &[0, 18, 0, 3, 0, 0, 0, 1]);
+    }
+}

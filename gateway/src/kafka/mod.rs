@@ -1,0 +1,6 @@
+//! The Kafka wire protocol: framing, versions, dispatch and per-API handlers.
+
+pub mod api;
+pub mod frame;
+pub mod response;
+pub mod versions;

@@ -1,0 +1,78 @@
+//! The API versions AeroStream answers, advertised through ApiVersions.
+//!
+//! Each range is what the handlers implement, clipped to what the
+//! `kafka-protocol` codec can decode (it is generated from Kafka 4.1 schemas, so
+//! versions Kafka 4 removed, such as Produce v0-v2, are absent).
+
+use kafka_protocol::messages::ApiKey;
+
+/// (API, lowest version, highest version) that the handlers implement.
+const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 9),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::FindCoordinator, 0, 5),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The advertised (api, min, max) list, clipped to the codec's range.
+pub fn supported() -> Vec<(ApiKey, i16, i16)> {
+    IMPLEMENTED
+        .iter()
+        .filter_map(|&(key, min, max)| {
+            let codec = key.valid_versions();
+            let lo = min.max(codec.min);
+            let hi = max.min(codec.max);
+            (lo <= hi).then_some((key, lo, hi))
+        })
+        .collect()
+}
+
+/// The advertised range of one API, if it is implemented at all.
+pub fn range(key: ApiKey) -> Option<(i16, i16)> {
+    supported()
+        .into_iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, lo, hi)| (lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_advertised_range_is_decodable_by_the_codec() {
+        for (key, lo, hi) in supported() {
+            let codec = key.valid_versions();
+            assert!(codec.min <= lo && hi <= codec.max, "{key:?} {lo}..={hi}");
+        }
+        assert_eq!(supported().len(), IMPLEMENTED.len(), "no API clipped away");
+    }
+
+    #[test]
+    fn api_versions_v3_is_advertised_for_old_librdkafka() {
+        let (lo, hi) = range(ApiKey::ApiVersions).expect("advertised");
+        assert!(lo == 0 && hi >= 3);
+    }
+}

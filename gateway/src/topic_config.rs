@@ -1,0 +1,139 @@
+//! The topic configuration keys AeroStream understands, with Kafka's defaults,
+//! and their translation into [`LogSettings`].
+
+use std::collections::BTreeMap;
+
+use crate::backend::{CatalogError, LogSettings, TimestampType};
+
+pub use metastore::config::{ConfigDef, ConfigType};
+
+/// Every topic config with its default, in the metastore's catalogue order.
+pub fn catalogue() -> &'static [ConfigDef] {
+    metastore::config::catalogue()
+}
+
+/// Looks up a known config.
+pub fn lookup(name: &str) -> Option<&'static ConfigDef> {
+    metastore::config::lookup(name)
+}
+
+/// Rejects keys AeroStream does not know.
+pub fn validate_key(key: &str) -> Result<&'static ConfigDef, CatalogError> {
+    lookup(key).ok_or_else(|| CatalogError::InvalidConfig {
+        key: key.to_string(),
+        reason: "unknown topic config".into(),
+    })
+}
+
+/// Checks a key and value, with a message a person can act on.
+pub fn validate(key: &str, value: &str) -> Result<(), CatalogError> {
+    metastore::config::validate(key, value).map_err(crate::backend::meta::from_meta)
+}
+
+/// Kafka's topic-name rules: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), CatalogError> {
+    let bad = |reason: &str| CatalogError::InvalidTopicName {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    };
+    if name.is_empty() {
+        return Err(bad("the name is empty"));
+    }
+    if name == "." || name == ".." {
+        return Err(bad("'.' and '..' are not allowed"));
+    }
+    if name.len() > 249 {
+        return Err(bad("longer than 249 characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(bad(
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ));
+    }
+    Ok(())
+}
+
+/// The effective value of a config: explicitly set, else the default.
+pub fn effective<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+    metastore::config::effective(configs, name)
+}
+
+fn positive(configs: &BTreeMap<String, String>, name: &str) -> Option<u64> {
+    effective(configs, name)
+        .and_then(|v| v.parse::<i64>().ok())
+        .and_then(|n| u64::try_from(n).ok())
+}
+
+/// Translates a topic's configs into partition-log settings.
+pub fn log_settings(configs: &BTreeMap<String, String>) -> LogSettings {
+    let unbounded = |v: Option<u64>| v.filter(|n| *n < i64::MAX as u64);
+    LogSettings {
+        segment_bytes: positive(configs, "segment.bytes").unwrap_or(134_217_728),
+        segment_ms: positive(configs, "segment.ms"),
+        max_message_bytes: positive(configs, "max.message.bytes")
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(1_048_588),
+        flush_messages: unbounded(positive(configs, "flush.messages")),
+        flush_ms: unbounded(positive(configs, "flush.ms")),
+        timestamp_type: if effective(configs, "message.timestamp.type") == Some("LogAppendTime") {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        retention_bytes: positive(configs, "retention.bytes"),
+        retention_ms: positive(configs, "retention.ms"),
+    }
+}
+
+/// `min.insync.replicas` of a topic.
+pub fn min_insync_replicas(configs: &BTreeMap<String, String>) -> usize {
+    positive(configs, "min.insync.replicas").unwrap_or(1) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_in_the_catalogue_is_valid() {
+        assert!(lookup("retention.ms").is_some());
+        for d in catalogue() {
+            validate(d.name, d.default).unwrap_or_else(|e| panic!("{}: {e}", d.name));
+        }
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_the_reason() {
+        let e = validate("retention.ms", "soon").expect_err("not a number");
+        assert!(e.to_string().contains("retention.ms"), "{e}");
+        assert!(validate("segment.bytes", "1000").is_err(), "below 1 MiB");
+        assert!(validate("cleanup.policy", "forever").is_err());
+        assert!(validate("no.such.key", "1").is_err());
+        assert!(validate("retention.ms", "1000").is_ok());
+    }
+
+    #[test]
+    fn topic_names_follow_kafka_rules() {
+        assert!(validate_topic_name("orders.v1_x-y").is_ok());
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name("..").is_err());
+        assert!(validate_topic_name("a/b").is_err());
+        assert!(validate_topic_name(&"x".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn settings_follow_explicit_configs_over_defaults() {
+        let mut c = BTreeMap::new();
+        assert_eq!(log_settings(&c).segment_bytes, 134_217_728);
+        assert_eq!(log_settings(&c).flush_ms, None);
+        c.insert("message.timestamp.type".into(), "LogAppendTime".into());
+        c.insert("flush.messages".into(), "1".into());
+        let s = log_settings(&c);
+        assert_eq!(s.timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(s.flush_messages, Some(1));
+        assert_eq!(s.retention_bytes, None, "-1 means unlimited");
+    }
+}

@@ -1,0 +1,283 @@
+//! A gateway on a real socket with disk logs: fetched records leave through
+//! sendfile, frames are size-capped, a bad frame closes only its connection,
+//! and /health and /metrics answer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use gateway::backend::disk::DiskLogFactory;
+use gateway::backend::memory::MemoryCatalog;
+use gateway::{Gateway, GatewayOptions};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+async fn start(dir: &std::path::Path) -> Gateway {
+    let opts = GatewayOptions {
+        http_addr: Some("127.0.0.1:0".parse().unwrap()),
+        shards: 2,
+        broker: gateway::broker::BrokerConfig {
+            max_request_bytes: 64 * 1024,
+            ..Default::default()
+        },
+        ..GatewayOptions::default()
+    };
+    Gateway::start(
+        opts,
+        Arc::new(MemoryCatalog::new(1)),
+        Arc::new(DiskLogFactory::new(dir).unwrap()),
+    )
+    .await
+    .unwrap()
+}
+
+async fn roundtrip<Req: Encodable, Resp: Decodable>(
+    s: &mut TcpStream,
+    api: ApiKey,
+    version: i16,
+    req: &Req,
+) -> Resp {
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(42)
+        .with_client_id(Some(StrBytes::from_static_str("it")))
+        .encode(&mut body, api.request_header_version(version))
+        .unwrap();
+    req.encode(&mut body, version).unwrap();
+    let mut frame = BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.extend_from_slice(&body);
+    s.write_all(&frame).await.unwrap();
+    let len = s.read_i32().await.unwrap();
+    let mut buf = vec![0u8; len as usize];
+    s.read_exact(&mut buf).await.unwrap();
+    let mut buf = Bytes::from(buf);
+    let header = ResponseHeader::decode(&mut buf, api.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 42);
+    let resp = Resp::decode(&mut buf, version).unwrap();
+    assert!(!buf.has_remaining(), "the size prefix matches the body");
+    resp
+}
+
+fn batch(n: usize) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::from(format!("value-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Snappy,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn topic() -> TopicName {
+    TopicName(StrBytes::from_static_str("it"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_written_to_disk_are_fetched_over_tcp_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let created: CreateTopicsResponse = roundtrip(
+        &mut s,
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic())
+            .with_num_partitions(1)
+            .with_replication_factor(1)]),
+    )
+    .await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let sent = batch(20);
+    for _ in 0..3 {
+        let produced: ProduceResponse = roundtrip(
+            &mut s,
+            ApiKey::Produce,
+            9,
+            &ProduceRequest::default()
+                .with_acks(-1)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(topic())
+                    .with_partition_data(vec![
+                        PartitionProduceData::default().with_records(Some(sent.clone()))
+                    ])]),
+        )
+        .await;
+        assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    }
+    for version in [4, 11, 12] {
+        let fetched: FetchResponse = roundtrip(
+            &mut s,
+            ApiKey::Fetch,
+            version,
+            &FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![
+                        FetchPartition::default().with_partition_max_bytes(1 << 20)
+                    ])]),
+        )
+        .await;
+        let p = &fetched.responses[0].partitions[0];
+        assert_eq!(p.high_watermark, 60);
+        let mut records = p.records.clone().unwrap();
+        assert_eq!(records.len(), 3 * sent.len(), "three whole batches");
+        let sets = RecordBatchDecoder::decode_all(&mut records).unwrap();
+        let offsets: Vec<i64> = sets
+            .iter()
+            .flat_map(|s| s.records.iter().map(|r| r.offset))
+            .collect();
+        assert_eq!(offsets, (0..60).collect::<Vec<_>>());
+    }
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_frame_closes_only_its_own_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let mut bad = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let mut good = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    bad.write_all(&(1_000_000i32).to_be_bytes()).await.unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(
+        bad.read(&mut buf).await.unwrap(),
+        0,
+        "closed without reading the body"
+    );
+    let v: ApiVersionsResponse = roundtrip(
+        &mut good,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    assert_eq!(v.error_code, 0, "the other client is unaffected");
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_metrics_answer_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let _: ApiVersionsResponse = roundtrip(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    let get = |path: &'static str| {
+        let addr = gw.http_addr().unwrap();
+        async move {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).await.unwrap();
+            out
+        }
+    };
+    let health = get("/health").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let metrics = get("/metrics").await;
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("aerostream_kafka_requests_total "))
+        .expect("request counter");
+    let n: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(n >= 1, "{line}");
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_a_waiting_long_poll_before_closing() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(dir.path()).await;
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let created: CreateTopicsResponse = roundtrip(
+        &mut s,
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic())
+            .with_num_partitions(1)
+            .with_replication_factor(1)]),
+    )
+    .await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let poll = tokio::spawn(async move {
+        let resp: FetchResponse = roundtrip(
+            &mut s,
+            ApiKey::Fetch,
+            12,
+            &FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(600_000)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![
+                        FetchPartition::default().with_partition_max_bytes(1 << 20)
+                    ])]),
+        )
+        .await;
+        resp
+    });
+    // Wait until the fetch is parked in the broker.
+    while gw
+        .broker()
+        .metrics
+        .in_flight
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    gw.shutdown().await;
+    // A hang guard, not a speed check: the answer must come rather than wait ten minutes.
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(60), poll)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resp.responses[0].partitions[0].error_code, 0);
+}

@@ -1,0 +1,627 @@
+//! [`Metastore`]: the handle the rest of AeroStream uses.
+//!
+//! Writes are linearizable: they go through the Raft leader (wherever it
+//! is) and return once applied; on return the local replica has applied them
+//! too (read-your-writes on every node). Reads are served from the local
+//! replica: [`Metastore::staleness`] says how far behind it may be,
+//! [`Metastore::ensure_fresh`] bounds that, and
+//! [`Metastore::linearizable_barrier`] makes the next reads linearizable.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::ChangeMembers;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::command::{Command, CommandOutput, CommandResult};
+use crate::error::MetaError;
+use crate::network::{ForwardRequest, ForwardResponse, NetworkFaults};
+use crate::node::Node;
+use crate::options::MetastoreConfig;
+use crate::raft_types::{MetaNode, NodeId};
+use crate::state::MetaState;
+use crate::types::{
+    AgentId, AgentInfo, AgentRegistration, ClusterInfo, CommittedOffset, ConfigOp, CreateTopic,
+    DeletedTopic, ElectionType, LeaderAndEpoch, MembershipInfo, MetaEvent, OffsetCommit,
+    SegmentEntry, TopicInfo,
+};
+
+/// A running metastore node. Cheap to clone; clones share the node.
+#[derive(Clone)]
+pub struct Metastore {
+    node: Arc<Node>,
+}
+
+impl std::fmt::Debug for Metastore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metastore")
+            .field("node_id", &self.node.id)
+            .finish()
+    }
+}
+
+fn unexpected(out: CommandOutput) -> MetaError {
+    MetaError::Storage {
+        reason: format!("state machine returned an unexpected {out:?}"),
+    }
+}
+
+impl Metastore {
+    /// Opens the node's storage (recovering it), joins or forms the cluster
+    /// as configured, and starts serving. A single-node metastore returns
+    /// once it leads and has its cluster id.
+    pub async fn start(config: MetastoreConfig) -> Result<Metastore, MetaError> {
+        let single = matches!(&config.bootstrap, crate::options::Bootstrap::SingleNode)
+            || matches!(&config.bootstrap, crate::options::Bootstrap::Members(m) if m.len() == 1);
+        let timeout = config.request_timeout;
+        let ms = Metastore {
+            node: Node::start(config).await?,
+        };
+        if single {
+            ms.wait_ready(timeout).await?;
+        }
+        Ok(ms)
+    }
+
+    /// Stops Raft, closes the network and the log files. Idempotent.
+    pub async fn shutdown(&self) -> Result<(), MetaError> {
+        self.node.shutdown().await
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node.id
+    }
+
+    /// The bound Raft (QUIC) address, when this node has one.
+    pub fn raft_addr(&self) -> Option<SocketAddr> {
+        self.node.raft_addr
+    }
+
+    /// Waits until a leader is known and this replica knows the cluster id.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), MetaError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut metrics = self.node.raft.metrics();
+        loop {
+            let has_leader = metrics.borrow_and_update().current_leader.is_some();
+            if has_leader && self.node.applied.read().state.cluster_id().is_some() {
+                return Ok(());
+            }
+            if self.node.is_stopped() {
+                return Err(MetaError::ShuttingDown);
+            }
+            let step = tokio::time::sleep_until(
+                deadline.min(tokio::time::Instant::now() + Duration::from_millis(20)),
+            );
+            tokio::select! {
+                _ = step => {}
+                _ = metrics.changed() => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(MetaError::Timeout {
+                    what: "waiting for a metastore leader".into(),
+                    maybe_applied: false,
+                });
+            }
+        }
+    }
+
+    // ---- writes --------------------------------------------------------------
+
+    /// Proposes commands as one batch; one result per command.
+    pub async fn submit(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, MetaError> {
+        if commands.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = commands.len();
+        match self
+            .node
+            .on_leader(ForwardRequest::Write {
+                // writes that may apply twice harmlessly skip the dedup table
+                request: (!commands.iter().all(Command::is_idempotent)).then(Uuid::new_v4),
+                commands,
+            })
+            .await?
+        {
+            ForwardResponse::Written { results, .. } if results.len() == n => Ok(results),
+            other => Err(MetaError::Storage {
+                reason: format!("write answered with {other:?}"),
+            }),
+        }
+    }
+
+    async fn submit_one(&self, command: Command) -> CommandResult {
+        let mut results = self.submit(vec![command]).await?;
+        results.pop().unwrap_or_else(|| {
+            Err(MetaError::Storage {
+                reason: "write returned no result".into(),
+            })
+        })
+    }
+
+    async fn topic_command(&self, command: Command) -> Result<TopicInfo, MetaError> {
+        match self.submit_one(command).await? {
+            CommandOutput::Topic(t) => Ok(t),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn unit_command(&self, command: Command) -> Result<(), MetaError> {
+        self.submit_one(command).await.map(|_| ())
+    }
+
+    async fn leader_command(&self, command: Command) -> Result<LeaderAndEpoch, MetaError> {
+        match self.submit_one(command).await? {
+            CommandOutput::Leader(l) => Ok(l),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn create_topic(
+        &self,
+        req: CreateTopic,
+        validate_only: bool,
+    ) -> Result<TopicInfo, MetaError> {
+        self.topic_command(Command::CreateTopic {
+            id: Uuid::new_v4(),
+            spec: req,
+            validate_only,
+        })
+        .await
+    }
+
+    /// CreateTopics with several topics: one Raft entry, one result per topic.
+    pub async fn create_topics(
+        &self,
+        reqs: Vec<CreateTopic>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<TopicInfo, MetaError>>, MetaError> {
+        let cmds = reqs
+            .into_iter()
+            .map(|spec| Command::CreateTopic {
+                id: Uuid::new_v4(),
+                spec,
+                validate_only,
+            })
+            .collect();
+        let results = self.submit(cmds).await?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r? {
+                CommandOutput::Topic(t) => Ok(t),
+                other => Err(unexpected(other)),
+            })
+            .collect())
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<TopicInfo, MetaError> {
+        self.topic_command(Command::DeleteTopic {
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> Result<TopicInfo, MetaError> {
+        self.topic_command(Command::CreatePartitions {
+            name: name.to_owned(),
+            total,
+            validate_only,
+        })
+        .await
+    }
+
+    pub async fn alter_topic_configs(
+        &self,
+        name: &str,
+        ops: Vec<ConfigOp>,
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<TopicInfo, MetaError> {
+        self.topic_command(Command::AlterTopicConfigs {
+            name: name.to_owned(),
+            ops,
+            replace_all,
+            validate_only,
+        })
+        .await
+    }
+
+    /// Stores a group's offsets; one result per offset, in order. Concurrent
+    /// commits from many groups share Raft entries.
+    pub async fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: Vec<OffsetCommit>,
+    ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
+        match self
+            .submit_one(Command::CommitOffsets {
+                group: group.to_owned(),
+                offsets,
+            })
+            .await?
+        {
+            CommandOutput::OffsetResults(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn delete_group(&self, group: &str) -> Result<(), MetaError> {
+        self.unit_command(Command::DeleteGroup {
+            group: group.to_owned(),
+        })
+        .await
+    }
+
+    /// Removes some of a group's offsets; returns how many existed.
+    pub async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<usize, MetaError> {
+        match self
+            .submit_one(Command::DeleteOffsets {
+                group: group.to_owned(),
+                partitions,
+            })
+            .await?
+        {
+            CommandOutput::Count(n) => Ok(n),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A block of `count` producer ids no one else will get.
+    pub async fn allocate_producer_ids(&self, count: u32) -> Result<Range<i64>, MetaError> {
+        match self
+            .submit_one(Command::AllocateProducerIds { count })
+            .await?
+        {
+            CommandOutput::ProducerIds { first, count } => Ok(first..first + i64::from(count)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Registers (or re-registers) an agent; it holds a lease from now on.
+    pub async fn register_agent(
+        &self,
+        registration: AgentRegistration,
+    ) -> Result<AgentInfo, MetaError> {
+        match self
+            .submit_one(Command::RegisterAgent { registration })
+            .await?
+        {
+            CommandOutput::Agent(a) => Ok(a),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Renews an agent's lease (and lifts a fence).
+    pub async fn heartbeat(&self, agent_id: AgentId) -> Result<(), MetaError> {
+        self.unit_command(Command::Heartbeat { agent_id }).await
+    }
+
+    /// Registers an agent and keeps heartbeating every `every` until the
+    /// returned handle is stopped or dropped. Re-registers if the cluster
+    /// forgot the agent.
+    pub fn keep_agent_alive(
+        &self,
+        registration: AgentRegistration,
+        every: Duration,
+    ) -> AgentKeepAlive {
+        let ms = self.clone();
+        let task = tokio::spawn(async move {
+            let id = registration.id;
+            let mut registered = false;
+            loop {
+                let res = if registered {
+                    ms.heartbeat(id).await
+                } else {
+                    ms.register_agent(registration.clone()).await.map(|_| ())
+                };
+                match res {
+                    Ok(()) => registered = true,
+                    Err(MetaError::UnknownAgent { .. }) => registered = false,
+                    Err(MetaError::ShuttingDown) => return,
+                    Err(e) => tracing::warn!(agent = id, error = %e, "agent heartbeat failed"),
+                }
+                tokio::time::sleep(every).await;
+            }
+        });
+        AgentKeepAlive { task }
+    }
+
+    /// Kafka ElectLeaders for one partition.
+    pub async fn elect_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        election: ElectionType,
+    ) -> Result<LeaderAndEpoch, MetaError> {
+        let id = self
+            .topic(topic)
+            .map(|t| t.id)
+            .ok_or_else(|| MetaError::UnknownTopic {
+                name: topic.to_owned(),
+            })?;
+        self.leader_command(Command::ElectLeader {
+            topic_id: id,
+            partition,
+            election,
+        })
+        .await
+    }
+
+    /// Kafka AlterPartition: the leader at `leader_epoch` sets the ISR.
+    pub async fn alter_isr(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        leader: AgentId,
+        leader_epoch: i32,
+        isr: Vec<AgentId>,
+    ) -> Result<LeaderAndEpoch, MetaError> {
+        self.leader_command(Command::AlterIsr {
+            topic_id,
+            partition,
+            leader,
+            leader_epoch,
+            isr,
+        })
+        .await
+    }
+
+    /// Records high watermarks (only forward moves count); returns how many moved.
+    pub async fn checkpoint_high_watermarks(
+        &self,
+        entries: Vec<(Uuid, i32, i64)>,
+    ) -> Result<usize, MetaError> {
+        match self
+            .submit_one(Command::CheckpointHighWatermarks { entries })
+            .await?
+        {
+            CommandOutput::Count(n) => Ok(n),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Adds a sealed object to a partition's manifest. Retrying the same entry is harmless.
+    pub async fn commit_segment(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        entry: SegmentEntry,
+    ) -> Result<(), MetaError> {
+        self.unit_command(Command::CommitSegment {
+            topic_id,
+            partition,
+            entry,
+        })
+        .await
+    }
+
+    /// Drops manifest entries wholly below `below_offset`; returns them so
+    /// their objects can be deleted.
+    pub async fn trim_segments(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        below_offset: i64,
+    ) -> Result<Vec<SegmentEntry>, MetaError> {
+        match self
+            .submit_one(Command::TrimSegments {
+                topic_id,
+                partition,
+                below_offset,
+            })
+            .await?
+        {
+            CommandOutput::Segments(s) => Ok(s),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Forgets a deleted topic's manifest once its objects are deleted.
+    pub async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError> {
+        self.unit_command(Command::ForgetDeletedTopic { topic_id })
+            .await
+    }
+
+    // ---- local reads -----------------------------------------------------------
+
+    /// Runs `f` on the local replica's state (under a read lock: keep it short).
+    pub fn read<R>(&self, f: impl FnOnce(&MetaState) -> R) -> R {
+        f(&self.node.applied.read().state)
+    }
+
+    pub fn topics(&self) -> Vec<TopicInfo> {
+        self.read(|s| s.topics().cloned().collect())
+    }
+
+    pub fn topic(&self, name: &str) -> Option<TopicInfo> {
+        self.read(|s| s.topic(name).cloned())
+    }
+
+    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicInfo> {
+        self.read(|s| s.topic_by_id(id).cloned())
+    }
+
+    /// A group's offsets keyed by (topic, partition); empty for an unknown group.
+    pub fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), CommittedOffset> {
+        self.read(|s| {
+            s.group(group)
+                .map(|g| {
+                    g.iter()
+                        .flat_map(|(t, parts)| {
+                            parts.iter().map(move |(p, o)| ((t.clone(), *p), o.clone()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+    }
+
+    /// Groups that have committed offsets.
+    pub fn groups(&self) -> Vec<String> {
+        self.read(|s| s.group_names().cloned().collect())
+    }
+
+    pub fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry> {
+        self.read(|s| s.segments(topic_id, partition).to_vec())
+    }
+
+    pub fn deleted_topics(&self) -> Vec<DeletedTopic> {
+        self.read(|s| s.deleted_topics().cloned().collect())
+    }
+
+    pub fn agents(&self) -> Vec<AgentInfo> {
+        self.read(|s| s.agents().cloned().collect())
+    }
+
+    pub fn cluster(&self) -> ClusterInfo {
+        let m = self.node.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let info = MembershipInfo {
+            voters: voters.iter().copied().collect(),
+            learners: membership.learner_ids().collect(),
+            addrs: membership
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect(),
+        };
+        let (cluster_id, agents) = self.read(|s| {
+            (
+                s.cluster_id().unwrap_or_default().to_owned(),
+                s.agents().cloned().collect(),
+            )
+        });
+        ClusterInfo {
+            cluster_id,
+            node_id: self.node.id,
+            controller: m.current_leader,
+            agents,
+            membership: info,
+            agent_lease_ms: u64::try_from(self.node.agent_lease.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Changes applied on this replica, in log order.
+    pub fn subscribe(&self) -> broadcast::Receiver<MetaEvent> {
+        self.node.events.subscribe()
+    }
+
+    /// An upper bound on how old local reads are: time since the leader last
+    /// confirmed this replica was up to date. `None` when unknown (no
+    /// contact, or still catching up).
+    pub fn staleness(&self) -> Option<Duration> {
+        self.node.staleness()
+    }
+
+    /// Returns once local reads are at most `max_staleness` old, doing a
+    /// linearizable barrier if the replica cannot vouch for that itself.
+    pub async fn ensure_fresh(&self, max_staleness: Duration) -> Result<(), MetaError> {
+        match self.staleness() {
+            Some(s) if s <= max_staleness => Ok(()),
+            _ => self.linearizable_barrier().await,
+        }
+    }
+
+    /// After this returns, local reads see every write acknowledged before it was called.
+    pub async fn linearizable_barrier(&self) -> Result<(), MetaError> {
+        self.node
+            .on_leader(ForwardRequest::ReadIndex)
+            .await
+            .map(|_| ())
+    }
+
+    // ---- membership -----------------------------------------------------------
+
+    /// Raft's own view of this node (terms, log indexes, replication), for metrics.
+    pub fn raft_metrics(&self) -> openraft::RaftMetrics<NodeId, MetaNode> {
+        self.node.raft.metrics().borrow().clone()
+    }
+
+    /// The Raft leader (Kafka's controller), if known.
+    pub fn metastore_leader(&self) -> Option<NodeId> {
+        self.node.leader_id()
+    }
+
+    /// Adds a non-voting member that receives the log (a read replica).
+    /// Returns once the change is committed; the learner catches up in the background.
+    pub async fn add_learner(
+        &self,
+        id: NodeId,
+        raft_addr: impl Into<String>,
+    ) -> Result<(), MetaError> {
+        let change = ChangeMembers::AddNodes(
+            [(
+                id,
+                MetaNode {
+                    addr: raft_addr.into(),
+                },
+            )]
+            .into(),
+        );
+        self.change_membership(change, true).await
+    }
+
+    /// Makes these learners voters.
+    pub async fn promote_voters(&self, ids: BTreeSet<NodeId>) -> Result<(), MetaError> {
+        self.change_membership(ChangeMembers::AddVoterIds(ids), true)
+            .await
+    }
+
+    /// Removes a node from the cluster (voter or learner).
+    pub async fn remove_node(&self, id: NodeId) -> Result<(), MetaError> {
+        let voters = self.cluster().membership.voters;
+        if voters.contains(&id) {
+            // not retained: the voter leaves the node list too
+            self.change_membership(ChangeMembers::RemoveVoters([id].into()), false)
+                .await
+        } else {
+            self.change_membership(ChangeMembers::RemoveNodes([id].into()), false)
+                .await
+        }
+    }
+
+    async fn change_membership(
+        &self,
+        change: ChangeMembers<NodeId, MetaNode>,
+        retain: bool,
+    ) -> Result<(), MetaError> {
+        self.node
+            .on_leader(ForwardRequest::ChangeMembership { change, retain })
+            .await
+            .map(|_| ())
+    }
+
+    /// Link faults for tests of partitions and failover.
+    pub fn fault_injection(&self) -> &NetworkFaults {
+        &self.node.faults
+    }
+}
+
+/// Keeps an agent's lease alive; stops when dropped.
+#[derive(Debug)]
+pub struct AgentKeepAlive {
+    task: JoinHandle<()>,
+}
+
+impl AgentKeepAlive {
+    pub fn stop(self) {}
+}
+
+impl Drop for AgentKeepAlive {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

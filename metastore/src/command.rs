@@ -1,0 +1,172 @@
+//! The commands that travel through the Raft log, and what applying them returns.
+//!
+//! A [`Proposal`] is one Raft entry: a batch of commands from concurrent
+//! callers, stamped once with the leader's clock so that every replica applies
+//! them identically. Each command is validated by the state machine on its
+//! own; one failing command does not affect the others in its batch.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::MetaError;
+use crate::types::{
+    AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
+    OffsetCommit, SegmentEntry, TopicInfo,
+};
+
+/// One state change. Ids and random values are chosen by the proposer and
+/// carried here, so applying stays deterministic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Accepted only once, when the cluster is first initialised.
+    SetClusterId {
+        cluster_id: String,
+    },
+    CreateTopic {
+        id: Uuid,
+        spec: CreateTopic,
+        validate_only: bool,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        total: i32,
+        validate_only: bool,
+    },
+    AlterTopicConfigs {
+        name: String,
+        ops: Vec<ConfigOp>,
+        replace_all: bool,
+        validate_only: bool,
+    },
+    RegisterAgent {
+        registration: AgentRegistration,
+    },
+    Heartbeat {
+        agent_id: AgentId,
+    },
+    /// Proposed by the lease driver; rejected as stale if the agent
+    /// heartbeated after the driver looked (`observed_heartbeat_ms` differs).
+    FenceAgent {
+        agent_id: AgentId,
+        observed_heartbeat_ms: i64,
+    },
+    /// Kafka ElectLeaders (preferred or unclean).
+    ElectLeader {
+        topic_id: Uuid,
+        partition: i32,
+        election: ElectionType,
+    },
+    /// Proposed by the lease driver: set leader and ISR of a partition whose
+    /// leader or followers lost their lease. Rejected as stale unless the
+    /// partition is still at `expected_partition_epoch`.
+    ReassignLeadership {
+        topic_id: Uuid,
+        partition: i32,
+        expected_partition_epoch: i32,
+        leader: Option<AgentId>,
+        isr: Vec<AgentId>,
+    },
+    /// Kafka AlterPartition: the partition leader changes the ISR.
+    AlterIsr {
+        topic_id: Uuid,
+        partition: i32,
+        leader: AgentId,
+        leader_epoch: i32,
+        isr: Vec<AgentId>,
+    },
+    /// Leaders report their high watermarks now and then, so a new leader
+    /// knows a lower bound of what was committed.
+    CheckpointHighWatermarks {
+        entries: Vec<(Uuid, i32, i64)>,
+    },
+    CommitSegment {
+        topic_id: Uuid,
+        partition: i32,
+        entry: SegmentEntry,
+    },
+    TrimSegments {
+        topic_id: Uuid,
+        partition: i32,
+        below_offset: i64,
+    },
+    /// Drops a deleted topic's manifest once its objects are gone.
+    ForgetDeletedTopic {
+        topic_id: Uuid,
+    },
+    CommitOffsets {
+        group: String,
+        offsets: Vec<OffsetCommit>,
+    },
+    DeleteGroup {
+        group: String,
+    },
+    DeleteOffsets {
+        group: String,
+        partitions: Vec<(String, i32)>,
+    },
+    AllocateProducerIds {
+        count: u32,
+    },
+}
+
+impl Command {
+    /// Whether applying this command a second time changes nothing a
+    /// client could observe (so a retry needs no de-duplication).
+    pub fn is_idempotent(&self) -> bool {
+        matches!(
+            self,
+            Command::Heartbeat { .. }
+                | Command::CommitOffsets { .. }
+                | Command::CommitSegment { .. }
+        )
+    }
+}
+
+/// The payload of one Raft entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The leader's wall clock when the batch was proposed (ms since epoch).
+    pub now_ms: i64,
+    pub commands: Vec<Command>,
+    /// How `commands` split into client requests, in order. Empty means one
+    /// request without an id.
+    #[serde(default)]
+    pub spans: Vec<Span>,
+}
+
+/// One client request's share of a [`Proposal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    /// Set for requests that may be retried: applied once per id.
+    pub request: Option<Uuid>,
+    pub commands: u32,
+}
+
+/// What a command returns when it succeeds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandOutput {
+    Done,
+    Topic(TopicInfo),
+    Agent(AgentInfo),
+    Leader(LeaderAndEpoch),
+    Segments(Vec<SegmentEntry>),
+    /// The first id of a block of `count` producer ids.
+    ProducerIds {
+        first: i64,
+        count: u32,
+    },
+    /// One result per offset of a CommitOffsets, in request order.
+    OffsetResults(Vec<Result<(), MetaError>>),
+    /// How many entries a bulk command changed.
+    Count(usize),
+}
+
+/// The result of one command.
+pub type CommandResult = Result<CommandOutput, MetaError>;
+
+/// The response of one Raft entry: one result per command, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProposalResults(pub Vec<CommandResult>);

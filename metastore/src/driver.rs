@@ -1,0 +1,99 @@
+//! The lease driver: on the metastore leader, runs the [`crate::lease`]
+//! engine every tick and proposes its decisions; also assigns the cluster id
+//! once, when a cluster first gets a leader.
+//!
+//! It reacts to leadership changes at once (it watches Raft metrics) so a
+//! fresh single-node metastore has its cluster id within one write.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use openraft::ServerState;
+
+use crate::command::Command;
+use crate::lease;
+use crate::node::Node;
+use crate::proposer::wall_clock_ms;
+
+/// A Kafka-style cluster id: 16 random bytes in URL-safe base64, 22 characters.
+pub fn new_cluster_id() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+}
+
+fn tick_interval(lease: Duration) -> Duration {
+    (lease / 10).clamp(Duration::from_millis(20), Duration::from_millis(500))
+}
+
+pub(crate) async fn run(node: Arc<Node>) {
+    let mut metrics = node.raft.metrics();
+    let mut ticker = tokio::time::interval(tick_interval(node.agent_lease));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let lease_ms = u64::try_from(node.agent_lease.as_millis()).unwrap_or(u64::MAX);
+    let mut leader_since: Option<i64> = None;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            changed = metrics.changed() => if changed.is_err() { return },
+        }
+        let leading = {
+            let m = metrics.borrow_and_update();
+            m.state == ServerState::Leader && m.current_leader == Some(node.id)
+        };
+        if !leading {
+            leader_since = None;
+            continue;
+        }
+        let now = wall_clock_ms();
+        let since = *leader_since.get_or_insert(now);
+        if node.applied.read().state.cluster_id().is_none() {
+            let cmd = Command::SetClusterId {
+                cluster_id: new_cluster_id(),
+            };
+            if let Err(e) = node.proposer.propose(None, vec![cmd]).await {
+                tracing::debug!(error = ?e, "could not assign the cluster id yet");
+                continue;
+            }
+        }
+        // fencing and re-election are two steps; plan again right after a fence
+        for _ in 0..3 {
+            let plan = {
+                let a = node.applied.read();
+                lease::plan(&a.state, now, since, lease_ms)
+            };
+            if plan.is_empty() {
+                break;
+            }
+            let again = lease::fences_agents(&plan);
+            match node.proposer.propose(None, plan).await {
+                Ok(w) => {
+                    for r in w.results.iter().filter_map(|r| r.as_ref().err()) {
+                        tracing::debug!(error = %r, "lease decision refused");
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = ?e, "lease decisions not proposed");
+                    break;
+                }
+            }
+            if !again {
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_look_like_kafkas() {
+        let a = new_cluster_id();
+        assert_eq!(a.len(), 22);
+        assert!(a
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert_ne!(a, new_cluster_id());
+    }
+}

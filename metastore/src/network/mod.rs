@@ -1,0 +1,326 @@
+//! Traffic between metastore nodes: Raft RPCs, and client requests forwarded
+//! to the leader.
+//!
+//! The seam is [`Transport`]: one call carries one [`Envelope`] to a peer
+//! and brings back its [`RpcResponse`]. Two implementations:
+//! - [`quic::QuicTransport`], the production one: QUIC (quinn) with TLS 1.3,
+//!   one bidirectional stream per call over a cached connection per peer;
+//! - [`local::LocalRouter`], an in-process router for tests that need many
+//!   nodes in one process without sockets.
+//!
+//! [`RaftNetworkFactory`] / [`RaftNetwork`] are implemented once, over the
+//! seam. Every node also owns [`NetworkFaults`], checked on both ends of
+//! every call whichever transport is used, so tests can cut links.
+
+pub mod local;
+pub mod quic;
+pub mod tls;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
+};
+use openraft::network::{Backoff, RPCOption, RPCTypes, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::ChangeMembers;
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+
+use crate::command::{Command, CommandResult};
+use crate::error::MetaError;
+use crate::raft_types::{MetaNode, NodeId, TypeConfig};
+
+/// Largest message accepted from a peer.
+pub(crate) const MAX_FRAME: usize = 64 << 20;
+
+/// One request between nodes, addressed so a misrouted or partitioned call can be refused.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Envelope {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub body: RpcRequest,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    Forward(ForwardRequest),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcResponse {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
+    Forward(Result<ForwardResponse, MetaError>),
+    /// The receiver would not handle the call (wrong node id, link cut by a fault).
+    Refused(String),
+}
+
+/// Work a node hands to the leader.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ForwardRequest {
+    /// Commands to propose; the leader stamps them with its clock. The
+    /// request id stays the same across retries so they apply once; it is
+    /// left out when applying twice is harmless.
+    Write {
+        request: Option<uuid::Uuid>,
+        commands: Vec<Command>,
+    },
+    /// The leader's committed index after confirming its leadership (read index).
+    ReadIndex,
+    /// A membership change.
+    ChangeMembership {
+        change: ChangeMembers<NodeId, MetaNode>,
+        retain: bool,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ForwardResponse {
+    Written {
+        log_index: u64,
+        results: Vec<CommandResult>,
+    },
+    ReadIndex {
+        index: Option<u64>,
+    },
+    MembershipChanged {
+        log_index: u64,
+    },
+}
+
+/// Why a call failed on the way.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    /// The request certainly did not reach the peer's handler.
+    #[error("node {node} unreachable: {reason}")]
+    NotSent { node: NodeId, reason: String },
+    /// The request may have been handled; its answer was lost.
+    #[error("call to node {node} failed: {reason}")]
+    Lost { node: NodeId, reason: String },
+}
+
+/// Carries envelopes to peers.
+pub trait Transport: Send + Sync + 'static {
+    fn call(
+        &self,
+        addr: &str,
+        envelope: Envelope,
+    ) -> BoxFuture<'_, Result<RpcResponse, TransportError>>;
+}
+
+/// Handles envelopes that reach a node.
+pub trait RpcHandler: Send + Sync + 'static {
+    fn handle(self: Arc<Self>, envelope: Envelope) -> BoxFuture<'static, RpcResponse>;
+}
+
+/// Link faults injected by tests: calls to or from a blocked peer are
+/// dropped on both ends, as if the network lost them.
+#[derive(Debug, Default)]
+pub struct NetworkFaults {
+    blocked: RwLock<BTreeSet<NodeId>>,
+    isolated: RwLock<bool>,
+}
+
+impl NetworkFaults {
+    /// Drops all traffic with `peer` until [`NetworkFaults::heal`].
+    pub fn block(&self, peer: NodeId) {
+        self.blocked.write().insert(peer);
+    }
+
+    /// Drops all traffic with every peer until [`NetworkFaults::heal`].
+    pub fn isolate(&self) {
+        *self.isolated.write() = true;
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        self.blocked.write().clear();
+        *self.isolated.write() = false;
+    }
+
+    pub fn blocks(&self, peer: NodeId) -> bool {
+        *self.isolated.read() || self.blocked.read().contains(&peer)
+    }
+}
+
+/// Sends an envelope with a deadline, honouring the sender's faults.
+pub(crate) async fn call_with_timeout(
+    transport: &dyn Transport,
+    faults: &NetworkFaults,
+    addr: &str,
+    envelope: Envelope,
+    timeout: Duration,
+) -> Result<RpcResponse, TransportError> {
+    let node = envelope.to;
+    if faults.blocks(node) {
+        return Err(TransportError::NotSent {
+            node,
+            reason: "link cut by fault injection".into(),
+        });
+    }
+    match tokio::time::timeout(timeout, transport.call(addr, envelope)).await {
+        Ok(r) => r,
+        Err(_) => Err(TransportError::Lost {
+            node,
+            reason: format!("no answer within {timeout:?}"),
+        }),
+    }
+}
+
+/// openraft's network factory over a [`Transport`].
+#[derive(Clone)]
+pub(crate) struct Network {
+    pub(crate) id: NodeId,
+    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) faults: Arc<NetworkFaults>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &MetaNode) -> PeerClient {
+        PeerClient {
+            net: self.clone(),
+            target,
+            addr: node.addr.clone(),
+        }
+    }
+}
+
+/// openraft's client for one peer.
+pub(crate) struct PeerClient {
+    net: Network,
+    target: NodeId,
+    addr: String,
+}
+
+type RpcErr<E = openraft::error::Infallible> = RPCError<NodeId, MetaNode, RaftError<NodeId, E>>;
+
+impl PeerClient {
+    async fn send<E: std::error::Error>(
+        &self,
+        body: RpcRequest,
+        option: &RPCOption,
+        action: RPCTypes,
+    ) -> Result<RpcResponse, RpcErr<E>> {
+        let envelope = Envelope {
+            from: self.net.id,
+            to: self.target,
+            body,
+        };
+        let ttl = option.hard_ttl();
+        let res = call_with_timeout(
+            self.net.transport.as_ref(),
+            &self.net.faults,
+            &self.addr,
+            envelope,
+            ttl,
+        )
+        .await;
+        match res {
+            Ok(RpcResponse::Refused(reason)) => Err(RPCError::Unreachable(Unreachable::new(
+                &TransportError::NotSent {
+                    node: self.target,
+                    reason,
+                },
+            ))),
+            Ok(r) => Ok(r),
+            Err(e @ TransportError::NotSent { .. }) => {
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+            Err(TransportError::Lost { reason, .. }) if reason.starts_with("no answer") => {
+                Err(RPCError::Timeout(Timeout {
+                    action,
+                    id: self.net.id,
+                    target: self.target,
+                    timeout: ttl,
+                }))
+            }
+            Err(e @ TransportError::Lost { .. }) => Err(RPCError::Network(NetworkError::new(&e))),
+        }
+    }
+
+    fn unexpected<E: std::error::Error>(&self, got: &RpcResponse) -> RpcErr<E> {
+        let e = TransportError::Lost {
+            node: self.target,
+            reason: format!("unexpected answer {got:?}"),
+        };
+        RPCError::Network(NetworkError::new(&e))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcErr> {
+        match self
+            .send(
+                RpcRequest::AppendEntries(rpc),
+                &option,
+                RPCTypes::AppendEntries,
+            )
+            .await?
+        {
+            RpcResponse::AppendEntries(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RpcErr<InstallSnapshotError>> {
+        match self
+            .send(
+                RpcRequest::InstallSnapshot(rpc),
+                &option,
+                RPCTypes::InstallSnapshot,
+            )
+            .await?
+        {
+            RpcResponse::InstallSnapshot(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcErr> {
+        match self
+            .send(RpcRequest::Vote(rpc), &option, RPCTypes::Vote)
+            .await?
+        {
+            RpcResponse::Vote(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    fn backoff(&self) -> Backoff {
+        // a restarted peer is picked up again quickly; a dead one costs little
+        Backoff::new(std::iter::repeat(Duration::from_millis(200)))
+    }
+}

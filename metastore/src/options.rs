@@ -1,0 +1,153 @@
+//! How a metastore node is configured.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::MetaError;
+use crate::network::local::LocalRouter;
+use crate::network::quic::QuicSettings;
+use crate::raft_types::NodeId;
+
+/// How this node talks to its peers.
+#[derive(Debug, Default)]
+pub enum Transport {
+    /// No network at all: a single node embedded in the agent (the default).
+    #[default]
+    Embedded,
+    /// QUIC on a UDP socket: the clustered deployment.
+    Quic(QuicSettings),
+    /// In-process calls between nodes of one process (tests).
+    InProcess(LocalRouter),
+}
+
+/// What a node with an empty log does at its first start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// Become a one-voter cluster of itself (the default).
+    #[default]
+    SingleNode,
+    /// Form a cluster of these voters (id -> Raft address). Every initial
+    /// member is started with the same map; this node must be in it.
+    Members(BTreeMap<NodeId, String>),
+    /// Start empty and wait to be added by a member of an existing cluster
+    /// ([`crate::Metastore::add_learner`]).
+    Join,
+}
+
+/// Raft timers. Election timeouts are drawn at random between min and max;
+/// the heartbeat must be well below the minimum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTiming {
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+}
+
+impl Default for RaftTiming {
+    /// Robust on busy machines; failover well under a second.
+    fn default() -> RaftTiming {
+        RaftTiming {
+            heartbeat_ms: 100,
+            election_min_ms: 400,
+            election_max_ms: 800,
+        }
+    }
+}
+
+impl RaftTiming {
+    /// Tuned for fast failover on a quiet network: elections after 150-300 ms of silence.
+    pub fn fast() -> RaftTiming {
+        RaftTiming {
+            heartbeat_ms: 50,
+            election_min_ms: 150,
+            election_max_ms: 300,
+        }
+    }
+}
+
+/// Settings of one metastore node.
+#[derive(Debug)]
+pub struct MetastoreConfig {
+    /// Unique in the cluster and stable across restarts.
+    pub node_id: NodeId,
+    /// Where the Raft log, vote and snapshots live (`DATA_DIR/meta`).
+    pub dir: PathBuf,
+    pub transport: Transport,
+    pub bootstrap: Bootstrap,
+    pub timing: RaftTiming,
+    /// How long an agent keeps its partitions after its last heartbeat.
+    pub agent_lease: Duration,
+    /// How long a write waits for a leader (elections, forwarding) before giving up.
+    pub request_timeout: Duration,
+    /// Raft log entries between two snapshots.
+    pub snapshot_every: u64,
+    /// Most commands merged into one Raft entry.
+    pub max_batch: usize,
+    /// Raft log entries proposed concurrently by this node.
+    pub max_in_flight: usize,
+    /// Size at which a Raft log segment file rolls.
+    pub wal_segment_bytes: u64,
+}
+
+impl Default for MetastoreConfig {
+    fn default() -> MetastoreConfig {
+        MetastoreConfig {
+            node_id: 1,
+            dir: PathBuf::from("data/meta"),
+            transport: Transport::Embedded,
+            bootstrap: Bootstrap::SingleNode,
+            timing: RaftTiming::default(),
+            agent_lease: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(10),
+            snapshot_every: 10_000,
+            max_batch: 512,
+            max_in_flight: 16,
+            wal_segment_bytes: 64 << 20,
+        }
+    }
+}
+
+impl MetastoreConfig {
+    /// A one-node metastore embedded in the agent, storing under `dir`.
+    pub fn embedded(dir: impl Into<PathBuf>) -> MetastoreConfig {
+        MetastoreConfig {
+            dir: dir.into(),
+            ..MetastoreConfig::default()
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), MetaError> {
+        let bad = |reason: String| Err(MetaError::InvalidSettings { reason });
+        let t = self.timing;
+        if t.heartbeat_ms == 0
+            || t.election_min_ms <= t.heartbeat_ms
+            || t.election_max_ms <= t.election_min_ms
+        {
+            return bad(format!(
+                "raft timing needs 0 < heartbeat ({}) < election min ({}) < election max ({})",
+                t.heartbeat_ms, t.election_min_ms, t.election_max_ms
+            ));
+        }
+        if self.agent_lease < Duration::from_millis(10) {
+            return bad("agent lease must be at least 10 ms".into());
+        }
+        if self.max_batch == 0 || self.max_in_flight == 0 || self.snapshot_every == 0 {
+            return bad("max_batch, max_in_flight and snapshot_every must be positive".into());
+        }
+        match (&self.bootstrap, &self.transport) {
+            (Bootstrap::Members(m), _) if !m.contains_key(&self.node_id) => bad(format!(
+                "node {} is not among the initial members {:?}",
+                self.node_id,
+                m.keys()
+            )),
+            (Bootstrap::Members(m), Transport::Embedded) if m.len() > 1 => {
+                bad("a cluster of several members needs a network transport".into())
+            }
+            (Bootstrap::Join, Transport::Embedded) => {
+                bad("joining a cluster needs a network transport".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! [`StateMachineStore`]: applies committed entries to [`MetaState`] and
+//! keeps snapshots on disk.
+//!
+//! The state lives in memory behind a read-write lock shared with the
+//! [`crate::Metastore`] handle, which serves local reads from it. It is made
+//! durable by snapshots (written atomically, CRC-checked) plus the Raft log:
+//! on restart the latest snapshot is loaded and openraft re-applies the
+//! committed entries after it.
+//!
+//! Each applied command's events go to a broadcast channel after the batch
+//! is applied, in log order.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
+use parking_lot::RwLock;
+use tokio::sync::broadcast;
+
+use super::fsutil;
+use crate::command::ProposalResults;
+use crate::raft_types::{
+    Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
+use crate::state::MetaState;
+use crate::types::MetaEvent;
+
+const MAGIC: &[u8; 8] = b"AEROMSN1";
+/// Snapshot files kept besides the newest, in case the newest is unreadable.
+const KEEP_OLDER: usize = 1;
+
+/// The applied state, shared with readers.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    pub state: MetaState,
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership,
+}
+
+pub(crate) type SharedState = Arc<RwLock<Applied>>;
+
+/// openraft's state machine for one node. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub(crate) struct StateMachineStore {
+    applied: SharedState,
+    events: broadcast::Sender<MetaEvent>,
+    dir: PathBuf,
+    seq: Arc<AtomicU64>,
+}
+
+fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_snapshot(None, &e).into()
+}
+
+fn read_snap_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::read_snapshot(None, &e).into()
+}
+
+fn invalid(msg: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+}
+
+fn file_name(meta: &SnapshotMeta) -> String {
+    let (term, index) = meta
+        .last_log_id
+        .map(|l| (l.leader_id.term, l.index))
+        .unwrap_or((0, 0));
+    format!("snap-{index:020}-{term:010}-{}.bin", meta.snapshot_id)
+}
+
+/// `MAGIC | u32 crc of the rest | u32 meta length | meta JSON | state JSON`
+fn encode(meta: &SnapshotMeta, data: &[u8]) -> Result<Vec<u8>, serde_json::Error> {
+    let meta_json = serde_json::to_vec(meta)?;
+    let mut body = Vec::with_capacity(4 + meta_json.len() + data.len());
+    body.extend_from_slice(
+        &u32::try_from(meta_json.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
+    body.extend_from_slice(&meta_json);
+    body.extend_from_slice(data);
+    let mut out = Vec::with_capacity(12 + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+fn decode(path: &Path, bytes: &[u8]) -> std::io::Result<(SnapshotMeta, Vec<u8>)> {
+    let bad = |what: &str| invalid(format!("snapshot {} is unreadable: {what}", path.display()));
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(bad("bad header"));
+    }
+    let sum = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    let body = &bytes[12..];
+    if crc32c::crc32c(body) != sum {
+        return Err(bad("checksum mismatch"));
+    }
+    let meta_len = u32::from_le_bytes([body[0], body[1], body[2], body[3]]) as usize;
+    if body.len() < 4 + meta_len {
+        return Err(bad("metadata runs past the end"));
+    }
+    let meta: SnapshotMeta =
+        serde_json::from_slice(&body[4..4 + meta_len]).map_err(|e| bad(&e.to_string()))?;
+    Ok((meta, body[4 + meta_len..].to_vec()))
+}
+
+fn snapshot_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("snap-") && n.ends_with(".bin"))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+impl StateMachineStore {
+    /// Loads the newest readable snapshot in `dir`, if any.
+    #[allow(clippy::result_large_err)] // openraft's error type, returned as openraft expects
+    pub(crate) fn open(
+        dir: &Path,
+        events: broadcast::Sender<MetaEvent>,
+    ) -> Result<StateMachineStore, StorageError> {
+        std::fs::create_dir_all(dir).map_err(read_snap_err)?;
+        let mut applied = Applied::default();
+        for path in snapshot_files(dir).map_err(read_snap_err)?.iter().rev() {
+            let loaded =
+                std::fs::read(path)
+                    .and_then(|b| decode(path, &b))
+                    .and_then(|(meta, data)| {
+                        let state: MetaState =
+                            serde_json::from_slice(&data).map_err(|e| invalid(e.to_string()))?;
+                        Ok((meta, state))
+                    });
+            match loaded {
+                Ok((meta, state)) => {
+                    tracing::info!(path = %path.display(), last = ?meta.last_log_id, "state machine loaded from snapshot");
+                    applied = Applied {
+                        state,
+                        last_applied: meta.last_log_id,
+                        membership: meta.last_membership,
+                    };
+                    break;
+                }
+                Err(e) => tracing::error!(error = %e, "skipping unreadable snapshot"),
+            }
+        }
+        Ok(StateMachineStore {
+            applied: Arc::new(RwLock::new(applied)),
+            events,
+            dir: dir.to_owned(),
+            seq: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> SharedState {
+        self.applied.clone()
+    }
+
+    /// Writes a snapshot file and removes all but the newest few.
+    async fn persist(&self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
+        let bytes = encode(meta, data).map_err(snap_err)?;
+        let path = self.dir.join(file_name(meta));
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            fsutil::write_atomic(&path, &bytes)?;
+            let files = snapshot_files(&dir)?;
+            let newest = files.iter().position(|p| *p == path).unwrap_or(files.len());
+            for old in files.iter().take(newest.saturating_sub(KEEP_OLDER)) {
+                std::fs::remove_file(old)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| snap_err(std::io::Error::other(e.to_string())))?
+        .map_err(snap_err)
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let (meta, data) = {
+            let a = self.applied.read();
+            let data = serde_json::to_vec(&a.state).map_err(snap_err)?;
+            let n = self.seq.fetch_add(1, Ordering::Relaxed);
+            let id = match a.last_applied {
+                Some(l) => format!("{}.{}.{n}", l.leader_id.term, l.index),
+                None => format!("0.0.{n}"),
+            };
+            let meta = SnapshotMeta {
+                last_log_id: a.last_applied,
+                last_membership: a.membership.clone(),
+                snapshot_id: id,
+            };
+            (meta, data)
+        };
+        self.persist(&meta, &data).await?;
+        tracing::debug!(last = ?meta.last_log_id, bytes = data.len(), "snapshot built");
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let a = self.applied.read();
+        Ok((a.last_applied, a.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ProposalResults>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut results = Vec::new();
+        let mut events = Vec::new();
+        {
+            let mut a = self.applied.write();
+            for entry in entries {
+                a.last_applied = Some(entry.log_id);
+                match entry.payload {
+                    EntryPayload::Blank => results.push(ProposalResults::default()),
+                    EntryPayload::Normal(proposal) => {
+                        results.push(ProposalResults(
+                            a.state.apply_proposal(proposal, &mut events),
+                        ));
+                    }
+                    EntryPayload::Membership(m) => {
+                        a.membership = StoredMembership::new(Some(entry.log_id), m);
+                        results.push(ProposalResults::default());
+                    }
+                }
+            }
+        }
+        for e in events {
+            // no subscriber is not an error
+            let _ = self.events.send(e);
+        }
+        Ok(results)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let state: MetaState = serde_json::from_slice(&data).map_err(read_snap_err)?;
+        self.persist(meta, &data).await?;
+        {
+            let mut a = self.applied.write();
+            *a = Applied {
+                state,
+                last_applied: meta.last_log_id,
+                membership: meta.last_membership.clone(),
+            };
+        }
+        tracing::info!(last = ?meta.last_log_id, "installed snapshot from the leader");
+        let _ = self.events.send(MetaEvent::Resync);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
+        let dir = self.dir.clone();
+        let newest = tokio::task::spawn_blocking(
+            move || -> std::io::Result<Option<(SnapshotMeta, Vec<u8>)>> {
+                for path in snapshot_files(&dir)?.iter().rev() {
+                    match std::fs::read(path).and_then(|b| decode(path, &b)) {
+                        Ok(found) => return Ok(Some(found)),
+                        Err(e) => tracing::error!(error = %e, "skipping unreadable snapshot"),
+                    }
+                }
+                Ok(None)
+            },
+        )
+        .await
+        .map_err(|e| read_snap_err(std::io::Error::other(e.to_string())))?
+        .map_err(read_snap_err)?;
+        Ok(newest.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
+    }
+}

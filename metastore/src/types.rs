@@ -1,0 +1,302 @@
+//! The cluster metadata as plain data: what the rest of AeroStream reads.
+//!
+//! These types are replicated through Raft and written into snapshots, so
+//! every field added later must carry `#[serde(default)]` to keep old logs
+//! and snapshots readable.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// An agent (a broker process) is named by a cluster-unique number. Kafka
+/// clients see it as the broker id, so keep it below `i32::MAX`.
+pub type AgentId = u64;
+
+/// Where clients reach an agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentAddrs {
+    /// Kafka wire listener advertised in Metadata, `host:port`.
+    pub kafka: Option<String>,
+    /// Native protocol over TCP, `host:port`.
+    #[serde(default)]
+    pub native: Option<String>,
+    /// Native protocol and agent-to-agent traffic over QUIC, `host:port`.
+    #[serde(default)]
+    pub quic: Option<String>,
+}
+
+/// What an agent tells the metastore about itself when it starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRegistration {
+    pub id: AgentId,
+    pub addrs: AgentAddrs,
+    /// Rack or availability zone, Kafka's `broker.rack`.
+    #[serde(default)]
+    pub rack: Option<String>,
+}
+
+/// An agent as the metastore knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub id: AgentId,
+    pub addrs: AgentAddrs,
+    pub rack: Option<String>,
+    /// Metastore leader's clock when the agent last registered.
+    pub registered_ms: i64,
+    /// Metastore leader's clock at the agent's last heartbeat (or registration).
+    pub last_heartbeat_ms: i64,
+    /// Set when the agent's lease ran out; a fenced agent leads nothing and
+    /// is left out of new assignments until it heartbeats again.
+    pub fenced: bool,
+    /// Bumped on every registration so a restarted agent is told apart from
+    /// its previous life.
+    pub incarnation: u64,
+}
+
+/// A topic and its partitions, as Kafka Metadata and DescribeConfigs need them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicInfo {
+    pub id: Uuid,
+    pub name: String,
+    /// Indexed by partition number: `partitions[i].index == i`.
+    pub partitions: Vec<PartitionInfo>,
+    /// Only the configs set explicitly; see [`crate::config`] for defaults.
+    pub configs: BTreeMap<String, String>,
+    pub created_ms: i64,
+}
+
+impl TopicInfo {
+    /// The effective value of a topic config: explicit, else the catalogue default.
+    pub fn config(&self, key: &str) -> Option<&str> {
+        crate::config::effective(&self.configs, key)
+    }
+
+    pub fn partition(&self, index: i32) -> Option<&PartitionInfo> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
+    }
+}
+
+/// One partition's placement and leadership.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionInfo {
+    pub index: i32,
+    /// The agent that may append, or `None` while no in-sync replica is
+    /// alive (Kafka reports leader -1, `LEADER_NOT_AVAILABLE`).
+    pub leader: Option<AgentId>,
+    /// Bumped on every leader change; fences writes from older leaders.
+    pub leader_epoch: i32,
+    /// Bumped on every change of leader or ISR (Kafka's partition epoch).
+    pub partition_epoch: i32,
+    /// Assigned replicas; the first is the preferred leader.
+    pub replicas: Vec<AgentId>,
+    /// In-sync replicas, always a non-empty subset of `replicas`.
+    pub isr: Vec<AgentId>,
+    /// Last high watermark the leader checkpointed (`-1` before the first).
+    pub high_watermark: i64,
+}
+
+/// One sealed segment that lives in object storage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentEntry {
+    /// Object key under the store's prefix.
+    pub key: String,
+    pub base_offset: i64,
+    /// Inclusive.
+    pub last_offset: i64,
+    pub first_timestamp: i64,
+    pub max_timestamp: i64,
+    /// Object size in bytes.
+    pub size: u64,
+    /// CRC-32C of the object's bytes.
+    pub checksum: u32,
+}
+
+/// A consumer group's committed position in one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    /// `-1` when the client did not say.
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+    pub commit_time_ms: i64,
+}
+
+/// One entry of an OffsetCommit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetCommit {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+    /// `<= 0` means "now" on the metastore leader's clock.
+    pub commit_time_ms: i64,
+}
+
+/// A CreateTopics request for one topic.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateTopic {
+    pub name: String,
+    /// `-1` means the default (1).
+    pub partitions: i32,
+    /// `-1` means the default: three, or fewer when fewer agents are alive.
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+    /// Explicit replica lists per partition (Kafka's `assignments`); empty
+    /// means round-robin over live agents. When set, `partitions` and
+    /// `replication_factor` must be `-1`.
+    #[serde(default)]
+    pub assignments: Vec<Vec<AgentId>>,
+}
+
+impl CreateTopic {
+    pub fn new(name: impl Into<String>, partitions: i32, replication_factor: i16) -> CreateTopic {
+        CreateTopic {
+            name: name.into(),
+            partitions,
+            replication_factor,
+            ..CreateTopic::default()
+        }
+    }
+
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> CreateTopic {
+        self.configs.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// One change in IncrementalAlterConfigs / AlterConfigs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigOp {
+    Set(String, String),
+    /// Back to the default.
+    Delete(String),
+    /// Add list items (list-typed keys only, e.g. `cleanup.policy`).
+    Append(String, String),
+    /// Remove list items (list-typed keys only).
+    Subtract(String, String),
+}
+
+/// Kafka's ElectLeaders election types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// Move leadership back to the first replica if it is alive and in sync.
+    Preferred,
+    /// Only if the partition has no live leader: pick a live in-sync replica,
+    /// else any live replica (may lose acknowledged records).
+    Unclean,
+}
+
+/// A partition's leader after an election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderAndEpoch {
+    pub leader: Option<AgentId>,
+    pub leader_epoch: i32,
+}
+
+/// A deleted topic whose tiered objects still await deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletedTopic {
+    pub id: Uuid,
+    pub name: String,
+    pub deleted_ms: i64,
+    /// The manifest at deletion time, per partition.
+    pub segments: BTreeMap<i32, Vec<SegmentEntry>>,
+}
+
+/// Raft membership as seen by this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembershipInfo {
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    /// Raft address of every member.
+    pub addrs: BTreeMap<u64, String>,
+}
+
+/// Who is in the cluster and who leads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// Kafka-style cluster id (22 characters of URL-safe base64), fixed when
+    /// the cluster is first initialised; empty until this node has learnt it.
+    pub cluster_id: String,
+    /// This metastore node.
+    pub node_id: u64,
+    /// The metastore leader (Kafka's controller id), if known.
+    pub controller: Option<u64>,
+    pub agents: Vec<AgentInfo>,
+    pub membership: MembershipInfo,
+    /// How long an agent's lease lasts after each heartbeat.
+    pub agent_lease_ms: u64,
+}
+
+/// A change to the metadata, delivered in apply order on every node.
+///
+/// A subscriber that lags behind (`RecvError::Lagged`) or sees [`MetaEvent::Resync`]
+/// must re-read the whole view it cares about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaEvent {
+    TopicCreated {
+        id: Uuid,
+        name: String,
+    },
+    TopicDeleted {
+        id: Uuid,
+        name: String,
+    },
+    PartitionsCreated {
+        id: Uuid,
+        name: String,
+        total: i32,
+    },
+    ConfigChanged {
+        id: Uuid,
+        name: String,
+    },
+    LeaderChanged {
+        topic_id: Uuid,
+        topic: String,
+        partition: i32,
+        leader: Option<AgentId>,
+        leader_epoch: i32,
+    },
+    IsrChanged {
+        topic_id: Uuid,
+        topic: String,
+        partition: i32,
+        isr: Vec<AgentId>,
+    },
+    AgentRegistered {
+        agent_id: AgentId,
+    },
+    AgentFenced {
+        agent_id: AgentId,
+    },
+    AgentUnfenced {
+        agent_id: AgentId,
+    },
+    SegmentCommitted {
+        topic_id: Uuid,
+        partition: i32,
+        entry: SegmentEntry,
+    },
+    SegmentsTrimmed {
+        topic_id: Uuid,
+        partition: i32,
+        removed: usize,
+    },
+    OffsetsCommitted {
+        group: String,
+    },
+    GroupDeleted {
+        group: String,
+    },
+    ClusterIdAssigned {
+        cluster_id: String,
+    },
+    /// The state was replaced wholesale (a snapshot from the leader):
+    /// everything may have changed.
+    Resync,
+}

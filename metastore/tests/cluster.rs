@@ -1,0 +1,250 @@
+//! Three metastore voters over QUIC in one process: failover, catch-up,
+//! forwarding, membership changes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{agent, eventually, Cluster};
+use metastore::{
+    Bootstrap, CreateTopic, MetaError, Metastore, MetastoreConfig, OffsetCommit, QuicSettings,
+    Transport,
+};
+
+fn commit(topic: &str, offset: i64) -> OffsetCommit {
+    OffsetCommit {
+        topic: topic.into(),
+        partition: 0,
+        offset,
+        leader_epoch: 0,
+        metadata: None,
+        commit_time_ms: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_survive_killing_the_leader_and_a_restarted_node_catches_up() {
+    common::init_tracing();
+    let mut c = Cluster::quic(3).await;
+    let cluster_id = c.node(1).cluster().cluster_id;
+    assert!(
+        c.nodes
+            .values()
+            .all(|m| m.cluster().cluster_id == cluster_id),
+        "one cluster id everywhere"
+    );
+    c.node(1).register_agent(agent(1)).await.unwrap();
+    // the agent heartbeats through every metastore node, so killing one does not silence it
+    let _alive: Vec<_> = c
+        .nodes
+        .values()
+        .map(|m| m.keep_agent_alive(agent(1), Duration::from_millis(300)))
+        .collect();
+    c.node(2)
+        .create_topic(CreateTopic::new("before", 2, 1), false)
+        .await
+        .unwrap();
+
+    let old = c.leader().await;
+    c.kill(old).await;
+    let survivor = *c.nodes.keys().next().unwrap();
+    // the write waits out the election and lands on the new leader
+    c.node(survivor)
+        .create_topic(CreateTopic::new("after-failover", 1, 1), false)
+        .await
+        .unwrap();
+    let new = c.leader().await;
+    assert_ne!(new, old);
+    for ms in c.nodes.values() {
+        let has = |name: &str| ms.topic(name).is_some();
+        eventually(
+            "survivors hold every acknowledged write",
+            Duration::from_secs(10),
+            || has("before") && has("after-failover"),
+        )
+        .await;
+    }
+    for i in 0..50 {
+        let ms = c.node(if i % 2 == 0 { new } else { survivor });
+        ms.commit_offsets("g", vec![commit("before", i)])
+            .await
+            .unwrap();
+    }
+
+    c.restart(old).await;
+    let back = c.node(old).clone();
+    eventually(
+        "the restarted node catches up",
+        Duration::from_secs(20),
+        || {
+            back.topic("after-failover").is_some()
+                && back
+                    .committed_offsets("g")
+                    .get(&("before".to_string(), 0))
+                    .map(|o| o.offset)
+                    == Some(49)
+        },
+    )
+    .await;
+    assert_eq!(back.cluster().cluster_id, cluster_id);
+    assert_eq!(back.cluster().membership.voters, vec![1, 2, 3]);
+    // and it serves writes again (forwarded to whoever leads)
+    back.create_topic(CreateTopic::new("from-restarted", 1, 1), false)
+        .await
+        .unwrap();
+    assert!(back.topic("from-restarted").is_some());
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_forward_writes_and_read_them_back_at_once() {
+    let c = Cluster::quic(3).await;
+    let leader = c.leader().await;
+    let follower = c.nodes.keys().copied().find(|id| *id != leader).unwrap();
+    let ms = c.node(follower);
+    ms.register_agent(agent(5)).await.unwrap();
+    for i in 0..20 {
+        let t = ms
+            .create_topic(CreateTopic::new(format!("f{i}"), 1, 1), false)
+            .await
+            .unwrap();
+        assert_eq!(ms.topic(&t.name), Some(t), "read-your-writes on a follower");
+    }
+    let err = ms
+        .create_topic(CreateTopic::new("f0", 1, 1), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        MetaError::TopicAlreadyExists { name: "f0".into() },
+        "validation errors travel back intact"
+    );
+    let ids: Vec<_> =
+        futures::future::join_all(c.nodes.values().map(|m| m.allocate_producer_ids(100))).await;
+    let mut ranges: Vec<_> = ids.into_iter().map(Result::unwrap).collect();
+    ranges.sort_by_key(|r| r.start);
+    assert!(
+        ranges.windows(2).all(|w| w[0].end <= w[1].start),
+        "no producer id handed out twice: {ranges:?}"
+    );
+    assert!(
+        ms.staleness().is_some_and(|s| s < Duration::from_secs(5)),
+        "a follower in contact knows its staleness"
+    );
+    ms.ensure_fresh(Duration::from_millis(1)).await.unwrap();
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learners_join_are_promoted_and_nodes_can_leave() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let config = |id: u64, bootstrap: Bootstrap| MetastoreConfig {
+        node_id: id,
+        dir: dirs[id as usize - 1].path().to_owned(),
+        transport: Transport::Quic(QuicSettings::bind("127.0.0.1:0".parse().unwrap())),
+        bootstrap,
+        timing: common::timing(),
+        ..MetastoreConfig::default()
+    };
+    let n1 = Metastore::start(config(1, Bootstrap::SingleNode))
+        .await
+        .unwrap();
+    n1.register_agent(agent(1)).await.unwrap();
+    n1.create_topic(CreateTopic::new("seed", 1, 1), false)
+        .await
+        .unwrap();
+    let n2 = Metastore::start(config(2, Bootstrap::Join)).await.unwrap();
+    let n3 = Metastore::start(config(3, Bootstrap::Join)).await.unwrap();
+    assert!(n2.topic("seed").is_none());
+
+    n1.add_learner(2, n2.raft_addr().unwrap().to_string())
+        .await
+        .unwrap();
+    n1.add_learner(3, n3.raft_addr().unwrap().to_string())
+        .await
+        .unwrap();
+    eventually(
+        "learners receive the log and the membership",
+        Duration::from_secs(10),
+        || {
+            n2.topic("seed").is_some()
+                && n3.topic("seed").is_some()
+                && n2.cluster().membership.learners == vec![2, 3]
+        },
+    )
+    .await;
+    assert_eq!(n2.cluster().cluster_id, n1.cluster().cluster_id);
+
+    n2.promote_voters(BTreeSet::from([2, 3])).await.unwrap();
+    eventually("three voters everywhere", Duration::from_secs(10), || {
+        [&n1, &n2, &n3]
+            .iter()
+            .all(|m| m.cluster().membership.voters == vec![1, 2, 3])
+    })
+    .await;
+
+    n2.remove_node(3).await.unwrap();
+    eventually("node 3 is gone", Duration::from_secs(10), || {
+        [&n1, &n2].iter().all(|m| {
+            m.cluster().membership.voters == vec![1, 2]
+                && m.cluster().membership.learners.is_empty()
+        })
+    })
+    .await;
+    n3.shutdown().await.unwrap();
+    n2.create_topic(CreateTopic::new("two-voters", 1, 1), false)
+        .await
+        .unwrap();
+    assert!(
+        n1.topic("two-voters").is_some() || {
+            n1.linearizable_barrier().await.unwrap();
+            n1.topic("two-voters").is_some()
+        }
+    );
+    n1.shutdown().await.unwrap();
+    n2.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_missed_purged_entries_catches_up_from_a_snapshot() {
+    let mut c = Cluster::quic_snapshotting(3, 20).await;
+    let leader = c.leader().await;
+    c.node(leader).register_agent(agent(1)).await.unwrap();
+    let behind = c.nodes.keys().copied().find(|id| *id != leader).unwrap();
+    c.kill(behind).await;
+    let _alive: Vec<_> = c
+        .nodes
+        .values()
+        .map(|m| m.keep_agent_alive(agent(1), Duration::from_millis(300)))
+        .collect();
+    for i in 0..120 {
+        c.node(leader)
+            .create_topic(CreateTopic::new(format!("s{i}"), 1, 1), false)
+            .await
+            .unwrap();
+    }
+    let lead = c.node(leader).clone();
+    eventually("the leader purges its log", Duration::from_secs(20), || {
+        lead.raft_metrics().purged.is_some_and(|p| p.index > 60)
+    })
+    .await;
+    let purged = lead.raft_metrics().purged.unwrap().index;
+
+    c.restart(behind).await;
+    let back = c.node(behind).clone();
+    eventually(
+        "the lagging node holds every topic",
+        Duration::from_secs(30),
+        || (0..120).all(|i| back.topic(&format!("s{i}")).is_some()),
+    )
+    .await;
+    let snap = back.raft_metrics().snapshot.map(|l| l.index);
+    assert!(
+        snap >= Some(purged),
+        "entries up to {purged} came as a snapshot, got {snap:?}"
+    );
+    assert_eq!(back.topics(), lead.topics());
+    c.shutdown().await;
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Real Kafka clients against the real `aerostream` binary: kcat (Debian's,
+# librdkafka 2.0.2), confluent-kafka (librdkafka 2.16), kafka-python 3.0 and
+# kafkajs 2.2.4. Each test starts its own broker on free ports.
+# Needs: apt kcat; pip -r tests/requirements.txt; npm install in tests/js.
+# Bounded: about 3-4 minutes on 2 cores once the binary is built.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+
+cargo build -p agent --bin aerostream
+export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
+
+if ! command -v kcat >/dev/null; then
+    echo "kcat is missing: installing Debian's kcat" >&2
+    apt-get install -y kcat >/dev/null
+fi
+if ! python3 -c "import confluent_kafka, kafka, pytest, lz4, snappy, zstandard" 2>/dev/null; then
+    echo "python client packages missing: installing tests/requirements.txt" >&2
+    python3 -m pip install -q -r tests/requirements.txt
+fi
+if [ ! -d tests/js/node_modules/kafkajs ]; then
+    (cd tests/js && npm install --no-audit --no-fund --silent)
+fi
+
+echo "== python clients (confluent-kafka, kafka-python, kcat)"
+timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovider
+
+echo "== kafkajs"
+(cd tests/js && timeout 300 node --test --test-concurrency=1 kafkajs.test.js)

@@ -1,0 +1,126 @@
+//! Per-partition log settings, built by the gateway from topic configs.
+
+use crate::batch::TimestampType;
+use crate::error::StorageError;
+use crate::writeback::WritebackConfig;
+
+/// Smallest accepted `segment.bytes`.
+pub const MIN_SEGMENT_BYTES: u64 = 1 << 20;
+/// Largest accepted `segment.bytes` (file positions in the index are u32,
+/// and Kafka caps it at `i32::MAX` too).
+pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
+
+/// Settings of one partition log. `Default` gives AeroStream's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll the active segment when it would grow past this (`segment.bytes`,
+    /// default 128 MiB, at least 1 MiB).
+    pub segment_bytes: u64,
+    /// Roll the active segment when its first append is this old
+    /// (`segment.ms`; `None` = never by age).
+    pub segment_ms: Option<u64>,
+    /// Bytes of log between two offset index entries (`index.interval.bytes`).
+    pub index_interval_bytes: u32,
+    /// Largest accepted batch (`max.message.bytes`, default 1048588).
+    pub max_message_bytes: u32,
+    /// fsync after this many records since the last fsync (`flush.messages`).
+    pub flush_messages: Option<u64>,
+    /// fsync when the oldest unflushed append is this old (`flush.ms`),
+    /// checked by [`crate::PartitionLog::tick`].
+    pub flush_ms: Option<u64>,
+    /// `message.timestamp.type`: with `LogAppendTime` the log stamps the
+    /// append time into every batch.
+    pub timestamp_type: TimestampType,
+    /// Forget idempotent producers idle this long
+    /// (`producer.id.expiration.ms`, default one day).
+    pub producer_id_expiration_ms: u64,
+    /// Paced writeback settings.
+    pub writeback: WritebackConfig,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 128 << 20,
+            segment_ms: None,
+            index_interval_bytes: 4096,
+            max_message_bytes: 1_048_588,
+            flush_messages: None,
+            flush_ms: None,
+            timestamp_type: TimestampType::CreateTime,
+            producer_id_expiration_ms: 86_400_000,
+            writeback: WritebackConfig::default(),
+        }
+    }
+}
+
+impl LogConfig {
+    /// Rejects values the log cannot work with.
+    pub fn validate(&self) -> Result<(), StorageError> {
+        let bad = |reason: String| Err(StorageError::InvalidConfig { reason });
+        if !(MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes) {
+            return bad(format!(
+                "segment.bytes {} must be between {MIN_SEGMENT_BYTES} and {MAX_SEGMENT_BYTES}",
+                self.segment_bytes
+            ));
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index.interval.bytes must be positive".into());
+        }
+        if self.max_message_bytes < crate::batch::HEADER_LEN as u32 {
+            return bad(format!(
+                "max.message.bytes {} is smaller than one batch header",
+                self.max_message_bytes
+            ));
+        }
+        if self.flush_messages == Some(0) {
+            return bad("flush.messages must be positive".into());
+        }
+        if self.writeback.paced && self.writeback.chunk_bytes < 4096 {
+            return bad(format!(
+                "writeback chunk of {} bytes is below one page",
+                self.writeback.chunk_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Capacity of the offset index of a new segment.
+    pub(crate) fn index_capacity(&self) -> usize {
+        let entries = self.segment_bytes / u64::from(self.index_interval_bytes.max(1)) + 2;
+        usize::try_from(entries.min(1 << 22)).unwrap_or(1 << 22)
+    }
+
+    pub(crate) fn max_batch_bytes(&self) -> usize {
+        (self.max_message_bytes as usize).min(self.segment_bytes as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_kafka_like_and_valid() {
+        let c = LogConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.segment_bytes, 134_217_728);
+        assert_eq!(c.max_message_bytes, 1_048_588);
+        assert!(c.writeback.paced);
+    }
+
+    #[test]
+    fn out_of_range_settings_are_rejected_with_a_reason() {
+        let small = LogConfig {
+            segment_bytes: 1000,
+            ..LogConfig::default()
+        };
+        let err = small.validate().unwrap_err().to_string();
+        assert!(err.contains("segment.bytes 1000"), "{err}");
+        let zero_flush = LogConfig {
+            flush_messages: Some(0),
+            ..LogConfig::default()
+        };
+        assert!(zero_flush.validate().is_err());
+    }
+}

@@ -1,0 +1,126 @@
+//! The one error type of the storage crate.
+//!
+//! Every variant is something a caller must react to differently, so the
+//! gateway maps each one to a Kafka error code with an exhaustive `match`.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the partition log.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The bytes of a batch do not hold together: a length runs past the
+    /// buffer, the CRC does not match, or the framing is broken.
+    /// Kafka: CORRUPT_MESSAGE.
+    #[error("corrupt record batch at byte {position} of the request: {reason}")]
+    CorruptBatch { position: usize, reason: String },
+
+    /// The batch is well framed but breaks a rule of the v2 format
+    /// (no records, offset delta disagreeing with the record count, a control
+    /// batch sent by a client...). Kafka: INVALID_RECORD.
+    #[error("invalid record batch at byte {position} of the request: {reason}")]
+    InvalidRecord { position: usize, reason: String },
+
+    /// The batch uses a message format older than v2. Kafka:
+    /// UNSUPPORTED_FOR_MESSAGE_FORMAT.
+    #[error(
+        "record batch at byte {position} has magic {magic}; only format v2 (magic 2) is accepted"
+    )]
+    UnsupportedMagic { position: usize, magic: i8 },
+
+    /// The compression codec in the attributes is not one Kafka defines.
+    /// Kafka: UNSUPPORTED_COMPRESSION_TYPE.
+    #[error("record batch at byte {position} uses unknown compression codec {codec}")]
+    UnsupportedCompression { position: usize, codec: u8 },
+
+    /// One batch is larger than `max.message.bytes` or than a whole segment.
+    /// Kafka: MESSAGE_TOO_LARGE.
+    #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
+    RecordTooLarge { size: usize, max: usize },
+
+    /// Transactional batches are not supported yet; the gateway answers
+    /// INVALID_RECORD (or does not advertise the transaction APIs) until
+    /// transactions exist.
+    #[error("transactional record batches (producer id {producer_id}) are not supported yet")]
+    TransactionsUnsupported { producer_id: i64 },
+
+    /// An idempotent producer skipped or reordered sequence numbers.
+    /// Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER.
+    #[error("producer {producer_id} sent sequence {received}, expected {expected}")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        expected: i32,
+        received: i32,
+    },
+
+    /// An idempotent producer wrote with an epoch older than the one already
+    /// seen. Kafka: INVALID_PRODUCER_EPOCH.
+    #[error("producer {producer_id} used epoch {received}, but epoch {current} is current")]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        current: i16,
+        received: i16,
+    },
+
+    /// The caller appended with a partition leader epoch older than one the
+    /// log already holds. Kafka: FENCED_LEADER_EPOCH.
+    #[error("append with leader epoch {received} after leader epoch {latest} was recorded")]
+    StaleLeaderEpoch { received: i32, latest: i32 },
+
+    /// The requested offset lies outside `[log start, log end]`.
+    /// Kafka: OFFSET_OUT_OF_RANGE.
+    #[error("offset {offset} is outside the log range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+
+    /// A file on disk holds something the log did not write and cannot
+    /// repair by truncation. Kafka: KAFKA_STORAGE_ERROR.
+    #[error("segment file {path} is corrupt at byte {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+
+    /// A configuration value is out of range.
+    /// Kafka: INVALID_CONFIG.
+    #[error("invalid log configuration: {reason}")]
+    InvalidConfig { reason: String },
+
+    /// An earlier write failed half way and could not be undone, so the log
+    /// refuses further writes until it is reopened (and recovered).
+    /// Kafka: KAFKA_STORAGE_ERROR.
+    #[error("log {dir} is offline after a failed write: {reason}")]
+    Offline { dir: PathBuf, reason: String },
+
+    /// An operating system call failed. Kafka: KAFKA_STORAGE_ERROR.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StorageError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> StorageError {
+        StorageError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Adds a human context to `io::Result`s.
+pub(crate) trait IoContext<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T, StorageError>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T, StorageError> {
+        self.map_err(|source| StorageError::io(context(), source))
+    }
+}

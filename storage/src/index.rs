@@ -1,0 +1,441 @@
+//! Sparse offset index and time index of one segment, memory-mapped.
+//!
+//! Offset index entry (8 bytes): `relative offset u32 | file position u32`,
+//! one every `index.interval.bytes` of log, pointing at a batch start.
+//! Time index entry (12 bytes): `max timestamp i64 | relative offset u32`,
+//! written next to an offset index entry when the segment's running max
+//! timestamp grew; the offset is the base offset of the batch that holds
+//! that maximum, so every batch before it has a smaller max timestamp.
+//!
+//! The active segment's index files are preallocated to their capacity and
+//! trimmed to the used size when the segment is sealed or the log closed.
+//! After an unclean stop the active segment's indexes are rebuilt from the
+//! log (see `recovery`), so stale entries past the used size never matter.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use crate::error::{IoContext, StorageError};
+
+const OFFSET_ENTRY: usize = 8;
+const TIME_ENTRY: usize = 12;
+
+/// A file of fixed-size entries, mapped read-write.
+#[derive(Debug)]
+struct MappedEntries {
+    path: PathBuf,
+    file: File,
+    mmap: Option<MmapMut>,
+    entry_len: usize,
+    entries: usize,
+    capacity: usize,
+    /// The file length was not a whole number of entries.
+    ragged: bool,
+}
+
+impl MappedEntries {
+    fn open(path: &Path, entry_len: usize, capacity: usize) -> Result<Self, StorageError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .ctx(|| format!("open index {}", path.display()))?;
+        let len = file
+            .metadata()
+            .ctx(|| format!("stat index {}", path.display()))?
+            .len();
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let entries = len / entry_len;
+        let mut me = MappedEntries {
+            path: path.to_path_buf(),
+            file,
+            mmap: None,
+            entry_len,
+            entries,
+            capacity: entries,
+            ragged: len % entry_len != 0,
+        };
+        me.resize(capacity.max(entries))?;
+        Ok(me)
+    }
+
+    /// Sets the file (and mapping) to hold exactly `capacity` entries.
+    fn resize(&mut self, capacity: usize) -> Result<(), StorageError> {
+        self.mmap = None;
+        let bytes = capacity.saturating_mul(self.entry_len) as u64;
+        self.file
+            .set_len(bytes)
+            .ctx(|| format!("resize index {}", self.path.display()))?;
+        self.capacity = capacity;
+        self.entries = self.entries.min(capacity);
+        if capacity > 0 {
+            // SAFETY: the file is owned by this segment; nothing else in
+            // the process maps or truncates it while the map is alive (the
+            // map is dropped above before every set_len).
+            let map = unsafe { MmapMut::map_mut(&self.file) }
+                .ctx(|| format!("map index {}", self.path.display()))?;
+            self.mmap = Some(map);
+        }
+        Ok(())
+    }
+
+    fn entry(&self, i: usize) -> &[u8] {
+        match &self.mmap {
+            Some(m) if i < self.entries => &m[i * self.entry_len..(i + 1) * self.entry_len],
+            _ => &[],
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> bool {
+        if self.entries >= self.capacity {
+            return false;
+        }
+        let at = self.entries * self.entry_len;
+        if let Some(m) = self.mmap.as_mut() {
+            m[at..at + self.entry_len].copy_from_slice(bytes);
+            self.entries += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.entries >= self.capacity
+    }
+
+    /// Number of leading entries for which `pred` holds (entries must be
+    /// partitioned by `pred`).
+    fn partition_point(&self, pred: impl Fn(&[u8]) -> bool) -> usize {
+        let (mut lo, mut hi) = (0usize, self.entries);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.entry(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Trims the file to the used entries and makes it durable.
+    fn seal(&mut self) -> Result<(), StorageError> {
+        self.resize(self.entries)?;
+        self.file
+            .sync_all()
+            .ctx(|| format!("fsync index {}", self.path.display()))
+    }
+}
+
+fn rd_u32(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+        .unwrap_or(0)
+}
+fn rd_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    i64::from_be_bytes(a)
+}
+
+/// Sparse map from offset to the file position of the batch holding it.
+#[derive(Debug)]
+pub(crate) struct OffsetIndex {
+    base_offset: i64,
+    m: MappedEntries,
+}
+
+impl OffsetIndex {
+    pub(crate) fn open(
+        path: &Path,
+        base_offset: i64,
+        capacity: usize,
+    ) -> Result<Self, StorageError> {
+        Ok(OffsetIndex {
+            base_offset,
+            m: MappedEntries::open(path, OFFSET_ENTRY, capacity)?,
+        })
+    }
+
+    fn decode(&self, e: &[u8]) -> (i64, u64) {
+        (
+            self.base_offset + i64::from(rd_u32(e, 0)),
+            u64::from(rd_u32(e, 4)),
+        )
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.m.entries
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.m.is_full()
+    }
+
+    pub(crate) fn last(&self) -> Option<(i64, u64)> {
+        self.m
+            .entries
+            .checked_sub(1)
+            .map(|i| self.decode(self.m.entry(i)))
+    }
+
+    /// Adds an entry; ignored when the index is full or the entry would not
+    /// be strictly after the last one (a sparse index may skip entries).
+    pub(crate) fn append(&mut self, offset: i64, position: u64) -> bool {
+        let rel = offset - self.base_offset;
+        let (Ok(rel), Ok(pos)) = (u32::try_from(rel), u32::try_from(position)) else {
+            return false;
+        };
+        if let Some((lo, lp)) = self.last() {
+            if offset <= lo || position <= lp {
+                return false;
+            }
+        }
+        let mut e = [0u8; OFFSET_ENTRY];
+        e[..4].copy_from_slice(&rel.to_be_bytes());
+        e[4..].copy_from_slice(&pos.to_be_bytes());
+        self.m.push(&e)
+    }
+
+    /// The last entry at or below `offset`, or the segment start.
+    pub(crate) fn lookup(&self, offset: i64) -> (i64, u64) {
+        let n = self.m.partition_point(|e| self.decode(e).0 <= offset);
+        match n.checked_sub(1) {
+            Some(i) => self.decode(self.m.entry(i)),
+            None => (self.base_offset, 0),
+        }
+    }
+
+    /// The last entry whose position is at or below `position`.
+    pub(crate) fn lookup_position(&self, position: u64) -> Option<(i64, u64)> {
+        let n = self.m.partition_point(|e| self.decode(e).1 <= position);
+        n.checked_sub(1).map(|i| self.decode(self.m.entry(i)))
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.m.entries = 0;
+    }
+
+    /// True when entries are strictly increasing and inside the log file.
+    pub(crate) fn is_sane(&self, log_size: u64) -> bool {
+        if self.m.ragged {
+            return false;
+        }
+        let mut prev: Option<(i64, u64)> = None;
+        for i in 0..self.m.entries {
+            let (o, p) = self.decode(self.m.entry(i));
+            if p >= log_size {
+                return false;
+            }
+            if let Some((po, pp)) = prev {
+                if o <= po || p <= pp {
+                    return false;
+                }
+            }
+            prev = Some((o, p));
+        }
+        true
+    }
+
+    pub(crate) fn grow_to(&mut self, capacity: usize) -> Result<(), StorageError> {
+        if capacity > self.m.capacity {
+            self.m.resize(capacity)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn seal(&mut self) -> Result<(), StorageError> {
+        self.m.seal()
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.m.path
+    }
+}
+
+/// Sparse map from max timestamp to the batch that reached it.
+#[derive(Debug)]
+pub(crate) struct TimeIndex {
+    base_offset: i64,
+    m: MappedEntries,
+}
+
+impl TimeIndex {
+    pub(crate) fn open(
+        path: &Path,
+        base_offset: i64,
+        capacity: usize,
+    ) -> Result<Self, StorageError> {
+        Ok(TimeIndex {
+            base_offset,
+            m: MappedEntries::open(path, TIME_ENTRY, capacity)?,
+        })
+    }
+
+    fn decode(&self, e: &[u8]) -> (i64, i64) {
+        (rd_i64(e, 0), self.base_offset + i64::from(rd_u32(e, 8)))
+    }
+
+    pub(crate) fn last(&self) -> Option<(i64, i64)> {
+        self.m
+            .entries
+            .checked_sub(1)
+            .map(|i| self.decode(self.m.entry(i)))
+    }
+
+    /// Adds `(timestamp, offset)` if the timestamp is a new maximum.
+    pub(crate) fn append(&mut self, timestamp: i64, offset: i64) -> bool {
+        let Ok(rel) = u32::try_from(offset - self.base_offset) else {
+            return false;
+        };
+        if let Some((lt, lo)) = self.last() {
+            if timestamp <= lt || offset < lo {
+                return false;
+            }
+            if offset == lo {
+                // Same batch reached a higher max: replace the entry.
+                self.m.entries -= 1;
+            }
+        }
+        let mut e = [0u8; TIME_ENTRY];
+        e[..8].copy_from_slice(&timestamp.to_be_bytes());
+        e[8..].copy_from_slice(&rel.to_be_bytes());
+        self.m.push(&e)
+    }
+
+    /// The last entry whose timestamp is at or below `timestamp`.
+    pub(crate) fn lookup(&self, timestamp: i64) -> Option<(i64, i64)> {
+        let n = self.m.partition_point(|e| self.decode(e).0 <= timestamp);
+        n.checked_sub(1).map(|i| self.decode(self.m.entry(i)))
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.m.entries = 0;
+    }
+
+    pub(crate) fn is_sane(&self, next_offset: i64) -> bool {
+        if self.m.ragged {
+            return false;
+        }
+        let mut prev: Option<(i64, i64)> = None;
+        for i in 0..self.m.entries {
+            let (t, o) = self.decode(self.m.entry(i));
+            if o >= next_offset {
+                return false;
+            }
+            if let Some((pt, po)) = prev {
+                if t <= pt || o < po {
+                    return false;
+                }
+            }
+            prev = Some((t, o));
+        }
+        true
+    }
+
+    pub(crate) fn grow_to(&mut self, capacity: usize) -> Result<(), StorageError> {
+        if capacity > self.m.capacity {
+            self.m.resize(capacity)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn seal(&mut self) -> Result<(), StorageError> {
+        self.m.seal()
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.m.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_lookup_returns_the_floor_entry_or_segment_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ix = OffsetIndex::open(&dir.path().join("a.index"), 100, 16).unwrap();
+        assert_eq!(ix.lookup(150), (100, 0));
+        assert!(ix.append(110, 4096));
+        assert!(ix.append(130, 8192));
+        assert!(!ix.append(130, 9000), "entries must strictly increase");
+        assert_eq!(ix.lookup(105), (100, 0));
+        assert_eq!(ix.lookup(110), (110, 4096));
+        assert_eq!(ix.lookup(129), (110, 4096));
+        assert_eq!(ix.lookup(1_000), (130, 8192));
+        assert_eq!(ix.lookup_position(8191), Some((110, 4096)));
+        assert_eq!(ix.lookup_position(100), None);
+    }
+
+    #[test]
+    fn full_offset_index_skips_entries_instead_of_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ix = OffsetIndex::open(&dir.path().join("a.index"), 0, 1).unwrap();
+        assert!(ix.append(1, 10));
+        assert!(ix.is_full());
+        assert!(!ix.append(2, 20));
+        assert_eq!(ix.lookup(5), (1, 10));
+    }
+
+    #[test]
+    fn sealed_index_reopens_with_its_entries_and_passes_sanity() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.index");
+        let mut ix = OffsetIndex::open(&p, 0, 64).unwrap();
+        ix.append(3, 100);
+        ix.append(9, 300);
+        ix.seal().unwrap();
+        drop(ix);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 16);
+        let ix = OffsetIndex::open(&p, 0, 0).unwrap();
+        assert_eq!(ix.len(), 2);
+        assert!(ix.is_sane(301));
+        assert!(!ix.is_sane(300), "an entry at the end of the log is stale");
+    }
+
+    #[test]
+    fn ragged_or_unordered_index_fails_sanity() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.index");
+        std::fs::write(&p, [0u8; 12]).unwrap();
+        let ix = OffsetIndex::open(&p, 0, 0).unwrap();
+        assert!(!ix.is_sane(1 << 20));
+        let mut bytes = Vec::new();
+        for (o, pos) in [(5u32, 50u32), (4, 60)] {
+            bytes.extend_from_slice(&o.to_be_bytes());
+            bytes.extend_from_slice(&pos.to_be_bytes());
+        }
+        std::fs::write(&p, &bytes).unwrap();
+        let ix = OffsetIndex::open(&p, 0, 0).unwrap();
+        assert!(!ix.is_sane(1 << 20));
+    }
+
+    #[test]
+    fn time_index_keeps_only_new_maxima_and_finds_the_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ix = TimeIndex::open(&dir.path().join("a.timeindex"), 0, 16).unwrap();
+        assert!(ix.append(1_000, 0));
+        assert!(
+            !ix.append(900, 5),
+            "an older timestamp is not a new maximum"
+        );
+        assert!(ix.append(2_000, 10));
+        assert!(ix.append(2_500, 10), "same batch, higher max replaces");
+        assert_eq!(ix.last(), Some((2_500, 10)));
+        assert_eq!(ix.lookup(999), None);
+        assert_eq!(ix.lookup(1_999), Some((1_000, 0)));
+        assert_eq!(ix.lookup(3_000), Some((2_500, 10)));
+        assert!(ix.is_sane(11));
+        assert!(!ix.is_sane(10), "an entry at or past the log end is stale");
+    }
+}

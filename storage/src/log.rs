@@ -1,0 +1,623 @@
+//! `PartitionLog`: the append-only log of one partition.
+//!
+//! Concurrency: a log is owned by exactly one task (the partition's shard)
+//! and mutated through `&mut self`; there are no locks on the append path.
+//! Readers on the same shard call [`PartitionLog::read`] and get a
+//! [`ReadSlice`] holding an `Arc<File>`, which stays valid (as an open
+//! descriptor) even if the segment is later deleted by retention. Waiters on
+//! other tasks use [`PartitionLog::subscribe`] to learn of new data.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::batch::{self, BatchHeader, Compression, Limits, TimestampType};
+use crate::config::LogConfig;
+use crate::epoch::LeaderEpochCache;
+use crate::error::{IoContext, StorageError};
+use crate::files::{self, SNAPSHOT_EXT};
+use crate::producer::{ProducerStates, Staged};
+use crate::recovery;
+use crate::segment::{Placed, Segment, SegmentInfo};
+
+/// Snapshots of producer state kept on disk (newest first).
+const SNAPSHOTS_KEPT: usize = 2;
+
+/// Result of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The batches were written at the offsets in the info.
+    Appended(AppendInfo),
+    /// An idempotent producer retried a batch the log already holds; nothing
+    /// was written and the info gives the original offsets.
+    Duplicate(AppendInfo),
+}
+
+impl AppendOutcome {
+    pub fn info(&self) -> &AppendInfo {
+        match self {
+            AppendOutcome::Appended(i) | AppendOutcome::Duplicate(i) => i,
+        }
+    }
+}
+
+/// Offsets and times assigned by an append (what a ProduceResponse needs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The append time when the topic uses LogAppendTime, else -1 (Kafka's
+    /// ProduceResponse `log_append_time_ms`).
+    pub log_append_time_ms: i64,
+    /// Largest batch max timestamp of the append (after stamping).
+    pub max_timestamp: i64,
+    pub record_count: u32,
+    /// Bytes written (0 for a duplicate).
+    pub bytes: usize,
+}
+
+/// A `(timestamp, offset)` answer for ListOffsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+/// Whole batches in one segment file, ready to be sent as a Fetch
+/// response's `records`: with `sendfile(file, position, len)` on plain TCP,
+/// or [`ReadSlice::read_to_bytes`] where bytes must pass through userspace.
+#[derive(Debug, Clone)]
+pub struct ReadSlice {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub len: usize,
+    /// Base offset of the first batch (may be below the requested offset:
+    /// Kafka clients skip records before the one they asked for).
+    pub first_offset: i64,
+    /// Offset after the last batch included; the next fetch offset.
+    pub next_offset: i64,
+}
+
+impl ReadSlice {
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Reads the slice into memory with `pread`.
+    pub fn read_to_bytes(&self) -> std::io::Result<Bytes> {
+        let mut buf = vec![0u8; self.len];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// The log of one partition. See the crate docs for the on-disk layout.
+#[derive(Debug)]
+pub struct PartitionLog {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    /// By base offset; the last one is the active segment. Never empty.
+    pub(crate) segments: BTreeMap<i64, Segment>,
+    pub(crate) log_start: i64,
+    pub(crate) epochs: LeaderEpochCache,
+    pub(crate) producers: ProducerStates,
+    pub(crate) end_tx: watch::Sender<i64>,
+    pub(crate) unflushed_records: u64,
+    pub(crate) first_unflushed_ms: Option<i64>,
+    pub(crate) flushed_offset: i64,
+    pub(crate) offline: Option<String>,
+}
+
+impl PartitionLog {
+    /// Opens the log in `dir`, creating it if needed, or recovering it
+    /// (torn tail cut, indexes rebuilt, producer state reloaded).
+    pub fn open(dir: &Path, config: LogConfig) -> Result<PartitionLog, StorageError> {
+        config.validate()?;
+        let r = recovery::recover(dir, &config)?;
+        let log_end = r
+            .segments
+            .values()
+            .next_back()
+            .map_or(r.log_start, |s| s.next_offset);
+        let (end_tx, _) = watch::channel(log_end);
+        let mut log = PartitionLog {
+            dir: dir.to_path_buf(),
+            config,
+            segments: r.segments,
+            log_start: r.log_start,
+            epochs: r.epochs,
+            producers: r.producers,
+            end_tx,
+            unflushed_records: 0,
+            first_unflushed_ms: None,
+            flushed_offset: log_end,
+            offline: None,
+        };
+        let config = log.config.clone();
+        log.active_mut().unseal(&config)?;
+        Ok(log)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Replaces the settings; new sizes apply from the next segment.
+    pub fn set_config(&mut self, config: LogConfig) -> Result<(), StorageError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// Every offset below this has been fsynced.
+    pub fn flushed_offset(&self) -> i64 {
+        self.flushed_offset
+    }
+
+    /// Latest partition leader epoch seen by the log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest().map(|e| e.epoch)
+    }
+
+    /// Number of idempotent producers the log remembers.
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// A receiver of the log end offset, updated after every append and
+    /// truncation. Long-polling fetches await `changed()` on it.
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.end_tx.subscribe()
+    }
+
+    pub(crate) fn active(&self) -> &Segment {
+        match self.segments.values().next_back() {
+            Some(s) => s,
+            None => unreachable!("a partition log always has an active segment"),
+        }
+    }
+
+    pub(crate) fn active_mut(&mut self) -> &mut Segment {
+        match self.segments.values_mut().next_back() {
+            Some(s) => s,
+            None => unreachable!("a partition log always has an active segment"),
+        }
+    }
+
+    fn check_online(&self) -> Result<(), StorageError> {
+        match &self.offline {
+            Some(reason) => Err(StorageError::Offline {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends one or more v2 batches (a Produce partition's `records`).
+    ///
+    /// All batches are validated (framing, CRC-32C, sizes, record counts,
+    /// producer id/epoch/sequence) before any byte is written; then base
+    /// offsets and `leader_epoch` are stamped into `records` in place and
+    /// the bytes are written unchanged otherwise. With LogAppendTime the max
+    /// timestamp is set to `now_ms` and the CRC recomputed. Transactional
+    /// batches are rejected with [`StorageError::TransactionsUnsupported`].
+    /// If one batch is a retry of an idempotent producer's recent batch,
+    /// nothing is written and [`AppendOutcome::Duplicate`] is returned.
+    pub fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, StorageError> {
+        self.check_online()?;
+        let limits = Limits {
+            max_batch_bytes: self.config.max_batch_bytes(),
+        };
+        let batches = batch::validate_all(records, limits)?;
+        for b in &batches {
+            if b.header.is_transactional() {
+                return Err(StorageError::TransactionsUnsupported {
+                    producer_id: b.header.producer_id,
+                });
+            }
+            if b.header.is_control() {
+                return Err(StorageError::InvalidRecord {
+                    position: b.position,
+                    reason: "control batches are written by the broker, not by producers".into(),
+                });
+            }
+        }
+        if let Some(latest) = self.epochs.latest() {
+            if leader_epoch < latest.epoch {
+                return Err(StorageError::StaleLeaderEpoch {
+                    received: leader_epoch,
+                    latest: latest.epoch,
+                });
+            }
+        }
+
+        let log_append = self.config.timestamp_type == TimestampType::LogAppendTime;
+        let first_offset = self.log_end_offset();
+        let mut next = first_offset;
+        let mut staged = Staged::default();
+        let mut placed = Vec::with_capacity(batches.len());
+        for b in &batches {
+            let h = &b.header;
+            if h.has_producer_id() {
+                if let Some(dup) = self
+                    .producers
+                    .check_and_stage(&mut staged, h, next, now_ms)?
+                {
+                    return Ok(AppendOutcome::Duplicate(AppendInfo {
+                        base_offset: dup.first_offset,
+                        last_offset: dup.last_offset,
+                        log_append_time_ms: if log_append { dup.max_timestamp } else { -1 },
+                        max_timestamp: dup.max_timestamp,
+                        record_count: u32::try_from(dup.last_offset - dup.first_offset + 1)
+                            .unwrap_or(u32::MAX),
+                        bytes: 0,
+                    }));
+                }
+            }
+            let after = next
+                .checked_add(i64::from(h.records_count))
+                .ok_or_else(|| StorageError::InvalidRecord {
+                    position: b.position,
+                    reason: "offsets would overflow".into(),
+                })?;
+            placed.push(Placed {
+                position_in_buf: b.position,
+                len: b.len,
+                base_offset: next,
+                next_offset: after,
+                base_timestamp: h.base_timestamp,
+                max_timestamp: if log_append { now_ms } else { h.max_timestamp },
+            });
+            next = after;
+        }
+
+        self.maybe_roll(records.len() as u64, next, now_ms)?;
+        for p in &placed {
+            let bytes = &mut records[p.position_in_buf..p.position_in_buf + p.len];
+            batch::stamp(bytes, p.base_offset, leader_epoch);
+            if log_append {
+                batch::set_log_append_time(bytes, now_ms);
+            }
+        }
+        if self.epochs.assign(leader_epoch, first_offset) {
+            self.epochs.persist()?;
+        }
+
+        let config = self.config.clone();
+        let seg = self.active_mut();
+        let old_size = seg.size;
+        if let Err(e) = seg.append(records, &placed, &config, now_ms) {
+            if seg.size == old_size {
+                // The write itself failed: undo any partial bytes.
+                if let Err(undo) = seg.set_size(old_size) {
+                    self.offline = Some(format!("{e}; then could not truncate back: {undo}"));
+                }
+            } else {
+                // Written and indexed, but writeback reported an I/O error.
+                self.offline = Some(e.to_string());
+                self.producers.commit(staged);
+                self.end_tx.send_replace(next);
+            }
+            return Err(e);
+        }
+        self.producers.commit(staged);
+        let record_count = next - first_offset;
+        self.unflushed_records += record_count as u64;
+        self.first_unflushed_ms.get_or_insert(now_ms);
+        self.end_tx.send_replace(next);
+        if self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_records >= n)
+        {
+            self.flush()?;
+        }
+        Ok(AppendOutcome::Appended(AppendInfo {
+            base_offset: first_offset,
+            last_offset: next - 1,
+            log_append_time_ms: if log_append { now_ms } else { -1 },
+            max_timestamp: placed.iter().map(|p| p.max_timestamp).max().unwrap_or(-1),
+            record_count: u32::try_from(record_count).unwrap_or(u32::MAX),
+            bytes: records.len(),
+        }))
+    }
+
+    /// Rolls before an append of `bytes` ending at `next_offset` if the
+    /// active segment would pass `segment.bytes`, its relative offsets would
+    /// overflow, or its offset index is full.
+    fn maybe_roll(
+        &mut self,
+        bytes: u64,
+        next_offset: i64,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let seg = self.active();
+        if seg.is_empty() {
+            return Ok(());
+        }
+        let too_big = seg.size + bytes > self.config.segment_bytes;
+        let offsets_overflow = next_offset - seg.base_offset > i64::from(i32::MAX);
+        if too_big || offsets_overflow || seg.offset_index.is_full() {
+            self.roll(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at the log end.
+    pub(crate) fn roll(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        let log_end = self.log_end_offset();
+        if self.active().is_empty() {
+            return Ok(());
+        }
+        self.active_mut().seal()?;
+        self.flushed_offset = log_end;
+        self.unflushed_records = 0;
+        self.first_unflushed_ms = None;
+        if let Err(e) = self.producers.write_snapshot(&self.dir, log_end) {
+            tracing::warn!(error = %e, "could not write producer snapshot; recovery will scan further");
+        }
+        self.prune_snapshots(SNAPSHOTS_KEPT)?;
+        let mut seg = Segment::create(&self.dir, log_end, &self.config)?;
+        seg.created_ms = Some(now_ms);
+        self.segments.insert(log_end, seg);
+        Ok(())
+    }
+
+    /// Keeps the `keep` newest producer snapshots and none below log start.
+    pub(crate) fn prune_snapshots(&self, keep: usize) -> Result<(), StorageError> {
+        let mut offs = Vec::new();
+        for e in std::fs::read_dir(&self.dir).ctx(|| format!("list {}", self.dir.display()))? {
+            let e = e.ctx(|| format!("list {}", self.dir.display()))?;
+            if let Some((o, SNAPSHOT_EXT)) =
+                e.file_name().to_str().and_then(files::parse_offset_name)
+            {
+                offs.push(o);
+            }
+        }
+        offs.sort_unstable_by(|a, b| b.cmp(a));
+        for (i, o) in offs.into_iter().enumerate() {
+            if i >= keep || o < self.log_start {
+                files::remove_if_exists(&files::offset_path(&self.dir, o, SNAPSHOT_EXT))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// fsyncs everything appended so far.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.check_online()?;
+        let end = self.log_end_offset();
+        self.active().sync_data()?;
+        self.flushed_offset = end;
+        self.unflushed_records = 0;
+        self.first_unflushed_ms = None;
+        Ok(())
+    }
+
+    /// Timers: `flush.ms`, `segment.ms`, producer id expiry.
+    pub fn tick(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        self.check_online()?;
+        if let (Some(ms), Some(first)) = (self.config.flush_ms, self.first_unflushed_ms) {
+            if now_ms.saturating_sub(first) >= ms as i64 {
+                self.flush()?;
+            }
+        }
+        if let Some(ms) = self.config.segment_ms {
+            let seg = self.active_mut();
+            if !seg.is_empty() {
+                let created = *seg.created_ms.get_or_insert(now_ms);
+                if now_ms.saturating_sub(created) >= ms as i64 {
+                    self.roll(now_ms)?;
+                }
+            }
+        }
+        let expiry = i64::try_from(self.config.producer_id_expiration_ms).unwrap_or(i64::MAX);
+        self.producers.expire(now_ms, expiry);
+        Ok(())
+    }
+
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (the
+    /// first batch is returned whole even if larger, as Kafka does), none
+    /// holding an offset `>= upper_bound` (e.g. the high watermark).
+    /// Empty at the log end; `OffsetOutOfRange` outside `[start, end]`.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper_bound: i64,
+    ) -> Result<ReadSlice, StorageError> {
+        let log_end = self.log_end_offset();
+        if offset < self.log_start || offset > log_end {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start,
+                log_end,
+            });
+        }
+        let bound = upper_bound.min(log_end);
+        if offset < bound {
+            let start = self
+                .segments
+                .range(..=offset)
+                .next_back()
+                .map_or(self.log_start, |(k, _)| *k);
+            for seg in self.segments.range(start..).map(|(_, s)| s) {
+                if let Some(span) = seg.read(offset, max_bytes as u64, bound)? {
+                    return Ok(ReadSlice {
+                        file: seg.file.clone(),
+                        position: span.position,
+                        len: span.len as usize,
+                        first_offset: span.first_offset,
+                        next_offset: if span.len == 0 {
+                            offset
+                        } else {
+                            span.next_offset
+                        },
+                    });
+                }
+            }
+        }
+        let active = self.active();
+        Ok(ReadSlice {
+            file: active.file.clone(),
+            position: active.size,
+            len: 0,
+            first_offset: offset,
+            next_offset: offset,
+        })
+    }
+
+    /// ListOffsets by timestamp: the first record at or after the log start
+    /// whose timestamp is `>= ts`. Exact for uncompressed CreateTime
+    /// batches; for compressed batches the batch's first offset (records are
+    /// not decompressed), which never skips a matching record.
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<TimestampOffset>, StorageError> {
+        for seg in self.segments.values() {
+            if seg.is_empty() || seg.max_timestamp < ts || seg.next_offset <= self.log_start {
+                continue;
+            }
+            let mut found = seg.find_timestamp(ts)?;
+            while let Some((pos, h)) = found {
+                if h.last_offset() >= self.log_start {
+                    return Ok(Some(self.refine_in_batch(seg, pos, &h, |t| t >= ts)?));
+                }
+                let next = pos + h.total_len().unwrap_or(0) as u64;
+                found = next_batch_with(seg, next, ts)?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP: the largest timestamp and the first record
+    /// carrying it (batch granularity for compressed batches).
+    pub fn max_timestamp(&self) -> Option<TimestampOffset> {
+        let seg = self
+            .segments
+            .values()
+            .filter(|s| !s.is_empty() && s.max_timestamp >= 0)
+            .max_by_key(|s| (s.max_timestamp, -s.base_offset))?;
+        let max = seg.max_timestamp;
+        let approx = TimestampOffset {
+            timestamp: max,
+            offset: seg.offset_of_max_timestamp.max(self.log_start),
+        };
+        let refined = seg
+            .translate(seg.offset_of_max_timestamp)
+            .ok()
+            .flatten()
+            .and_then(|(pos, h)| self.refine_in_batch(seg, pos, &h, |t| t >= max).ok());
+        Some(refined.unwrap_or(approx))
+    }
+
+    /// Finds the first record of a batch (at or after log start) whose
+    /// timestamp satisfies `hit`, reading the batch only when it is
+    /// uncompressed and CreateTime.
+    fn refine_in_batch(
+        &self,
+        seg: &Segment,
+        pos: u64,
+        h: &BatchHeader,
+        hit: impl Fn(i64) -> bool,
+    ) -> Result<TimestampOffset, StorageError> {
+        let fallback = TimestampOffset {
+            timestamp: h.max_timestamp,
+            offset: h.base_offset.max(self.log_start),
+        };
+        if h.timestamp_type() == TimestampType::LogAppendTime
+            || h.compression() != Ok(Compression::None)
+        {
+            return Ok(fallback);
+        }
+        let len = h.total_len().unwrap_or(0);
+        let mut buf = vec![0u8; len];
+        seg.file
+            .read_exact_at(&mut buf, pos)
+            .ctx(|| format!("read {} at {pos}", seg.path.display()))?;
+        for (delta, t) in batch::RecordTimestamps::new(&buf) {
+            let offset = h.base_offset + i64::from(delta);
+            if offset >= self.log_start && hit(t) {
+                return Ok(TimestampOffset {
+                    timestamp: t,
+                    offset,
+                });
+            }
+        }
+        Ok(fallback)
+    }
+
+    /// OffsetForLeaderEpoch: `(epoch, end offset)` for the largest epoch at
+    /// or below `epoch`, or `None` if `epoch` is above every known epoch.
+    pub fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// Segments in offset order; the last one is the active segment.
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        self.segments.values().map(Segment::info).collect()
+    }
+
+    /// fsyncs, writes the producer snapshot and the clean-shutdown marker,
+    /// so the next open can skip scanning the active segment.
+    pub fn close(mut self) -> Result<(), StorageError> {
+        self.check_online()?;
+        let log_end = self.log_end_offset();
+        let seg = self.active_mut();
+        seg.sync_data()?;
+        seg.finish_indexes()?;
+        self.producers.write_snapshot(&self.dir, log_end)?;
+        self.prune_snapshots(SNAPSHOTS_KEPT)?;
+        files::write_atomic(&self.dir, files::CLEAN_SHUTDOWN_FILE, b"", true)
+    }
+}
+
+fn next_batch_with(
+    seg: &Segment,
+    mut pos: u64,
+    ts: i64,
+) -> Result<Option<(u64, BatchHeader)>, StorageError> {
+    while pos < seg.size {
+        let h = seg.read_header(pos)?;
+        if h.max_timestamp >= ts {
+            return Ok(Some((pos, h)));
+        }
+        pos += h.total_len().unwrap_or(0) as u64;
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_can_move_to_its_shard_task_and_slices_to_any_task() {
+        fn send<T: Send>() {}
+        fn send_sync<T: Send + Sync>() {}
+        send::<PartitionLog>();
+        send_sync::<ReadSlice>();
+        send_sync::<StorageError>();
+    }
+}

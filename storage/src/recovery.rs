@@ -1,0 +1,361 @@
+//! Opening a partition directory: load what a clean shutdown left, or
+//! repair what a crash left.
+//!
+//! Invariants this relies on (kept by `log`):
+//! - every segment but the last was fsynced and its indexes trimmed and
+//!   synced before the next segment was created (roll), so only the last
+//!   segment can have a torn tail or stale indexes;
+//! - `clean-shutdown` exists only between a successful `close` and the
+//!   next `open`, which removes it (durably) before any write.
+//!
+//! After a crash the last segment is scanned batch by batch with CRC
+//! checks and cut after the last whole, valid batch that continues the
+//! offsets; its indexes are rebuilt from that scan. Index files of sealed
+//! segments that fail a sanity check are rebuilt from batch headers.
+//! The leader-epoch cache and producer state are reloaded from their
+//! checkpoint and snapshot and brought up to the log end from batch headers.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use crate::batch::BatchHeader;
+use crate::config::LogConfig;
+use crate::epoch::LeaderEpochCache;
+use crate::error::{IoContext, StorageError};
+use crate::files::{self, CLEAN_SHUTDOWN_FILE, LOG_EXT, LOG_START_FILE, SNAPSHOT_EXT};
+use crate::producer::ProducerStates;
+use crate::segment::Segment;
+
+pub(crate) struct Recovered {
+    pub(crate) segments: BTreeMap<i64, Segment>,
+    pub(crate) log_start: i64,
+    pub(crate) epochs: LeaderEpochCache,
+    pub(crate) producers: ProducerStates,
+}
+
+/// Reads the log-start checkpoint (a decimal offset).
+fn read_log_start(dir: &Path) -> Result<Option<i64>, StorageError> {
+    let Some(bytes) = files::read_optional(&dir.join(LOG_START_FILE))? else {
+        return Ok(None);
+    };
+    let parsed = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|v| *v >= 0);
+    if parsed.is_none() {
+        tracing::warn!(dir = %dir.display(), "log start checkpoint unreadable; using the first segment");
+    }
+    Ok(parsed)
+}
+
+pub(crate) fn write_log_start(dir: &Path, offset: i64) -> Result<(), StorageError> {
+    files::write_atomic(dir, LOG_START_FILE, format!("{offset}\n").as_bytes(), true)
+}
+
+pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageError> {
+    fs::create_dir_all(dir).ctx(|| format!("create log directory {}", dir.display()))?;
+    let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+    let clean = marker.exists();
+    if clean {
+        files::remove_if_exists(&marker)?;
+        files::sync_dir(dir)?;
+    }
+
+    let mut bases = Vec::new();
+    let mut snapshots = Vec::new();
+    let mut index_files = Vec::new();
+    for entry in fs::read_dir(dir).ctx(|| format!("list {}", dir.display()))? {
+        let entry = entry.ctx(|| format!("list {}", dir.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if files::is_tmp(name) {
+            files::remove_if_exists(&entry.path())?;
+            continue;
+        }
+        match files::parse_offset_name(name) {
+            Some((base, LOG_EXT)) => bases.push(base),
+            Some((off, SNAPSHOT_EXT)) => snapshots.push(off),
+            Some((base, _)) => index_files.push((base, entry.path())),
+            None => {}
+        }
+    }
+    bases.sort_unstable();
+    for (base, path) in index_files {
+        if bases.binary_search(&base).is_err() {
+            files::remove_if_exists(&path)?;
+        }
+    }
+
+    let mut segments = BTreeMap::new();
+    for (i, &base) in bases.iter().enumerate() {
+        let last = i + 1 == bases.len();
+        let capacity = if last { cfg.index_capacity() } else { 0 };
+        let mut seg = Segment::open(dir, base, capacity)?;
+        if last {
+            settle_active(&mut seg, clean, cfg)?;
+        } else {
+            let next_base = bases[i + 1];
+            if seg.is_empty() {
+                seg.delete()?;
+                continue;
+            }
+            settle_sealed(&mut seg, next_base, cfg)?;
+        }
+        segments.insert(base, seg);
+    }
+
+    let checkpoint = read_log_start(dir)?;
+    let first_base = segments.keys().next().copied();
+    let mut log_start = match (checkpoint, first_base) {
+        (Some(c), Some(f)) => c.max(f),
+        (Some(c), None) => c,
+        (None, Some(f)) => f,
+        (None, None) => 0,
+    };
+    let log_end = segments
+        .values()
+        .next_back()
+        .map_or(log_start, |s| s.next_offset);
+    if log_start > log_end {
+        // The log start was raised past everything on disk (a crash right
+        // after DeleteRecords at the log end): start afresh there.
+        for (_, s) in std::mem::take(&mut segments) {
+            s.delete()?;
+        }
+    } else {
+        // Drop segments wholly below the log start (their deletion may
+        // have been interrupted), always keeping the last one.
+        while segments.len() > 1 {
+            let Some(first) = segments.first_key_value().map(|(_, s)| s.next_offset) else {
+                break;
+            };
+            if first > log_start {
+                break;
+            }
+            if let Some((_, s)) = segments.pop_first() {
+                s.delete()?;
+            }
+        }
+    }
+    if segments.is_empty() {
+        let s = Segment::create(dir, log_start, cfg)?;
+        segments.insert(log_start, s);
+    }
+    if let Some((_, s)) = segments.first_key_value() {
+        log_start = log_start.max(s.base_offset);
+    }
+    let log_end = segments
+        .values()
+        .next_back()
+        .map_or(log_start, |s| s.next_offset);
+
+    let epochs = recover_epochs(dir, &segments, log_start, log_end)?;
+    let producers = recover_producers(dir, &segments, &mut snapshots, log_start, log_end)?;
+    Ok(Recovered {
+        segments,
+        log_start,
+        epochs,
+        producers,
+    })
+}
+
+/// The last segment: trust it after a clean close, else scan and repair.
+fn settle_active(seg: &mut Segment, clean: bool, cfg: &LogConfig) -> Result<(), StorageError> {
+    if clean && seg.offset_index.is_sane(seg.size) && first_batch_ok(seg) {
+        // Walk only the tail after the last index entry to find the end.
+        let (o, p) = seg.offset_index.last().unwrap_or((seg.base_offset, 0));
+        let mut pos = p;
+        let mut next = o;
+        let mut tail_ok = true;
+        while pos < seg.size {
+            match seg.read_header(pos) {
+                Ok(h) if h.base_offset == next => {
+                    next = h.next_offset();
+                    pos += h.total_len().unwrap_or(0) as u64;
+                }
+                _ => {
+                    tail_ok = false;
+                    break;
+                }
+            }
+        }
+        if tail_ok && seg.time_index.is_sane(next.max(seg.base_offset + 1)) {
+            seg.next_offset = next;
+            seg.bytes_since_index = seg.size - p;
+            if let Some((t, off)) = seg.time_index.last() {
+                seg.max_timestamp = t;
+                seg.offset_of_max_timestamp = off;
+            }
+            seg.first_timestamp = first_timestamp(seg);
+            seg.pacer = crate::writeback::Pacer::starting_at(seg.size);
+            return Ok(());
+        }
+        tracing::warn!(segment = %seg.path.display(), "active segment inconsistent after a clean close; scanning it");
+    }
+    let end = seg.rebuild(true, cfg.index_interval_bytes, |_| {})?;
+    if end.valid_size < seg.size {
+        tracing::warn!(
+            segment = %seg.path.display(),
+            kept = end.valid_size,
+            dropped = seg.size - end.valid_size,
+            reason = end.stopped.unwrap_or("unknown"),
+            "truncating torn tail of the active segment"
+        );
+        seg.set_size(end.valid_size)?;
+        seg.sync_data()?;
+    }
+    seg.pacer = crate::writeback::Pacer::starting_at(seg.size);
+    Ok(())
+}
+
+/// A segment below the active one: its end is the next segment's base.
+fn settle_sealed(seg: &mut Segment, next_base: i64, cfg: &LogConfig) -> Result<(), StorageError> {
+    seg.sealed = true;
+    let sane = seg.offset_index.is_sane(seg.size)
+        && seg.time_index.is_sane(next_base)
+        && first_batch_ok(seg)
+        && seg.time_index.last().is_some();
+    if sane {
+        seg.next_offset = next_base;
+        if let Some((t, o)) = seg.time_index.last() {
+            seg.max_timestamp = t;
+            seg.offset_of_max_timestamp = o;
+        }
+        seg.first_timestamp = first_timestamp(seg);
+        return Ok(());
+    }
+    tracing::warn!(segment = %seg.path.display(), "rebuilding indexes of a sealed segment");
+    seg.offset_index.grow_to(cfg.index_capacity())?;
+    seg.time_index.grow_to(cfg.index_capacity())?;
+    let end = seg.rebuild(false, cfg.index_interval_bytes, |_| {})?;
+    if end.stopped.is_some() || seg.next_offset != next_base {
+        tracing::error!(
+            segment = %seg.path.display(),
+            valid_bytes = end.valid_size,
+            "sealed segment is damaged; reads past the damage will fail"
+        );
+    }
+    seg.next_offset = next_base;
+    seg.finish_indexes()
+}
+
+fn first_batch_ok(seg: &Segment) -> bool {
+    seg.is_empty()
+        || seg
+            .read_header(0)
+            .is_ok_and(|h| h.base_offset == seg.base_offset)
+}
+
+fn first_timestamp(seg: &Segment) -> Option<i64> {
+    seg.read_header(0).ok().map(|h| h.base_timestamp)
+}
+
+/// Calls `f` for every batch header with offsets in `[from, to)`.
+pub(crate) fn for_each_header(
+    segments: &BTreeMap<i64, Segment>,
+    from: i64,
+    to: i64,
+    mut f: impl FnMut(&BatchHeader),
+) -> Result<(), StorageError> {
+    let start_key = segments
+        .range(..=from)
+        .next_back()
+        .map(|(k, _)| *k)
+        .unwrap_or(from);
+    for seg in segments.range(start_key..).map(|(_, s)| s) {
+        if seg.base_offset >= to {
+            break;
+        }
+        let Some((mut pos, _)) = seg.translate(from)? else {
+            continue;
+        };
+        while pos < seg.size {
+            let h = seg.read_header(pos)?;
+            if h.base_offset >= to {
+                return Ok(());
+            }
+            f(&h);
+            pos += h.total_len().unwrap_or(0) as u64;
+        }
+    }
+    Ok(())
+}
+
+fn recover_epochs(
+    dir: &Path,
+    segments: &BTreeMap<i64, Segment>,
+    log_start: i64,
+    log_end: i64,
+) -> Result<LeaderEpochCache, StorageError> {
+    let (mut epochs, loaded) = LeaderEpochCache::load(dir)?;
+    let mut changed = epochs.truncate_from_end(log_end);
+    // Epochs are stamped into every batch; refresh from the headers the
+    // checkpoint may not cover (all of them if it was lost).
+    let from = match (loaded, epochs.latest()) {
+        (true, Some(l)) => l.start_offset.max(log_start),
+        _ => log_start,
+    };
+    if !loaded {
+        epochs.clear();
+    }
+    for_each_header(segments, from, log_end, |h| {
+        changed |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+    })?;
+    changed |= epochs.truncate_from_start(log_start);
+    if changed || !loaded {
+        epochs.persist()?;
+    }
+    Ok(epochs)
+}
+
+/// Rebuilds producer state from the newest usable snapshot on disk.
+pub(crate) fn reload_producers(
+    dir: &Path,
+    segments: &BTreeMap<i64, Segment>,
+    log_start: i64,
+    log_end: i64,
+) -> Result<ProducerStates, StorageError> {
+    let mut snapshots = Vec::new();
+    for e in fs::read_dir(dir).ctx(|| format!("list {}", dir.display()))? {
+        let e = e.ctx(|| format!("list {}", dir.display()))?;
+        if let Some((o, SNAPSHOT_EXT)) = e.file_name().to_str().and_then(files::parse_offset_name) {
+            snapshots.push(o);
+        }
+    }
+    recover_producers(dir, segments, &mut snapshots, log_start, log_end)
+}
+
+fn recover_producers(
+    dir: &Path,
+    segments: &BTreeMap<i64, Segment>,
+    snapshots: &mut [i64],
+    log_start: i64,
+    log_end: i64,
+) -> Result<ProducerStates, StorageError> {
+    snapshots.sort_unstable_by(|a, b| b.cmp(a));
+    let mut state = None;
+    for &off in snapshots.iter() {
+        let path = files::offset_path(dir, off, SNAPSHOT_EXT);
+        if off > log_end {
+            files::remove_if_exists(&path)?;
+            continue;
+        }
+        if state.is_some() || off < log_start {
+            continue;
+        }
+        if let Some(bytes) = files::read_optional(&path)? {
+            match ProducerStates::decode_snapshot(&bytes) {
+                Some((o, s)) if o == off => state = Some((o, s)),
+                _ => {
+                    tracing::warn!(snapshot = %path.display(), "ignoring damaged producer snapshot");
+                    files::remove_if_exists(&path)?;
+                }
+            }
+        }
+    }
+    let (from, mut producers) = state.unwrap_or((log_start, ProducerStates::default()));
+    for_each_header(segments, from, log_end, |h| producers.replay(h))?;
+    producers.remove_below(log_start);
+    Ok(producers)
+}

@@ -1,0 +1,206 @@
+//! Removing data from either end of a partition log: DeleteRecords and
+//! retention at the start, follower truncation at the end.
+//!
+//! Ordering for crash safety: the new log start is checkpointed (fsynced)
+//! before any segment file is unlinked, so a crash in between leaves files
+//! below the log start that the next open deletes, never a log start that
+//! points into deleted data.
+
+use crate::error::StorageError;
+use crate::files::{self, SNAPSHOT_EXT};
+use crate::log::PartitionLog;
+use crate::recovery;
+use crate::segment::{Segment, SegmentInfo};
+
+impl PartitionLog {
+    fn raise_log_start(&mut self, offset: i64) -> Result<(), StorageError> {
+        recovery::write_log_start(&self.dir, offset)?;
+        self.log_start = offset;
+        if self.epochs.truncate_from_start(offset) {
+            self.epochs.persist()?;
+        }
+        self.producers.remove_below(offset);
+        Ok(())
+    }
+
+    /// Deletes sealed segments whose every offset is below the log start.
+    fn drop_segments_below_start(&mut self) -> Result<Vec<SegmentInfo>, StorageError> {
+        let mut out = Vec::new();
+        while self.segments.len() > 1 {
+            let below = self
+                .segments
+                .first_key_value()
+                .is_some_and(|(_, s)| s.next_offset <= self.log_start);
+            if !below {
+                break;
+            }
+            if let Some((_, s)) = self.segments.pop_first() {
+                out.push(s.delete()?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// DeleteRecords: makes `offset` the new log start (persisted) and
+    /// deletes whole segments below it. Returns the log start afterwards.
+    /// `offset` may not exceed the log end (the caller checks it against
+    /// the high watermark).
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, StorageError> {
+        let log_end = self.log_end_offset();
+        if offset > log_end || offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start,
+                log_end,
+            });
+        }
+        if offset <= self.log_start {
+            return Ok(self.log_start);
+        }
+        self.raise_log_start(offset)?;
+        if offset == log_end && !self.active().is_empty() {
+            // Everything is deleted: seal the active segment so it can go.
+            let now = self.active().created_ms.unwrap_or(0);
+            self.roll(now)?;
+        }
+        self.drop_segments_below_start()?;
+        self.prune_snapshots(usize::MAX)?;
+        Ok(self.log_start)
+    }
+
+    /// Deletes the oldest sealed segments while the log is larger than
+    /// `retention_bytes` or their newest timestamp is older than
+    /// `retention_ms`, but only segments wholly below `deletable_below`
+    /// (e.g. the end of what tiering has committed to object storage).
+    /// The active segment is never deleted. Returns what was deleted.
+    pub fn enforce_retention(
+        &mut self,
+        now_ms: i64,
+        retention_bytes: Option<u64>,
+        retention_ms: Option<u64>,
+        deletable_below: i64,
+    ) -> Result<Vec<SegmentInfo>, StorageError> {
+        self.enforce_retention_inner(now_ms, retention_bytes, retention_ms, deletable_below)
+            .map_err(|e| {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "retention failed");
+                e
+            })
+    }
+
+    fn enforce_retention_inner(
+        &mut self,
+        now_ms: i64,
+        retention_bytes: Option<u64>,
+        retention_ms: Option<u64>,
+        deletable_below: i64,
+    ) -> Result<Vec<SegmentInfo>, StorageError> {
+        let mut total: u64 = self.segments.values().map(|s| s.size).sum();
+        let mut new_start = None;
+        let sealed: Vec<&Segment> = self.segments.values().filter(|s| s.sealed).collect();
+        for seg in sealed {
+            if seg.next_offset > deletable_below {
+                break;
+            }
+            let by_size = retention_bytes.is_some_and(|rb| total - seg.size >= rb);
+            let by_time = retention_ms.is_some_and(|ms| {
+                now_ms.saturating_sub(seg.max_timestamp) > i64::try_from(ms).unwrap_or(i64::MAX)
+            });
+            if !(by_size || by_time) {
+                break;
+            }
+            total -= seg.size;
+            new_start = Some(seg.next_offset);
+        }
+        let Some(start) = new_start else {
+            return Ok(Vec::new());
+        };
+        if start > self.log_start {
+            self.raise_log_start(start)?;
+        }
+        let deleted = self.drop_segments_below_start()?;
+        self.prune_snapshots(usize::MAX)?;
+        Ok(deleted)
+    }
+
+    /// Follower truncation: removes every batch holding an offset
+    /// `>= offset`. A batch that straddles `offset` goes whole, so the log
+    /// end afterwards may be below `offset`. Below the log start, the log is
+    /// emptied and restarted at `offset`.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset < self.log_start {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        let keep_key = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(self.log_start, |(k, _)| *k);
+        let doomed: Vec<i64> = self
+            .segments
+            .range(keep_key + 1..)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in doomed {
+            if let Some(s) = self.segments.remove(&k) {
+                s.delete()?;
+            }
+        }
+        let config = self.config.clone();
+        let seg = self.active_mut();
+        seg.truncate_to(offset, config.index_interval_bytes)?;
+        seg.unseal(&config)?;
+        let log_end = self.log_end_offset();
+        if self.epochs.truncate_from_end(log_end) {
+            self.epochs.persist()?;
+        }
+        self.after_truncation(log_end)
+    }
+
+    /// Empties the log and restarts it at `offset` (a replica that must
+    /// start where the leader's or the tiered log begins).
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        if offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start,
+                log_end: self.log_end_offset(),
+            });
+        }
+        recovery::write_log_start(&self.dir, offset)?;
+        for (_, s) in std::mem::take(&mut self.segments) {
+            s.delete()?;
+        }
+        let seg = Segment::create(&self.dir, offset, &self.config)?;
+        self.segments.insert(offset, seg);
+        self.log_start = offset;
+        self.epochs.clear();
+        self.epochs.persist()?;
+        self.after_truncation(offset)
+    }
+
+    fn after_truncation(&mut self, log_end: i64) -> Result<(), StorageError> {
+        // Producer state: drop snapshots past the new end and rebuild.
+        for e in
+            std::fs::read_dir(&self.dir).map_err(|e| StorageError::io("list log directory", e))?
+        {
+            let e = e.map_err(|e| StorageError::io("list log directory", e))?;
+            if let Some((o, SNAPSHOT_EXT)) =
+                e.file_name().to_str().and_then(files::parse_offset_name)
+            {
+                if o > log_end || o < self.log_start {
+                    files::remove_if_exists(&e.path())?;
+                }
+            }
+        }
+        self.producers =
+            recovery::reload_producers(&self.dir, &self.segments, self.log_start, log_end)?;
+        self.flushed_offset = self.flushed_offset.min(log_end);
+        self.unflushed_records = 0;
+        self.first_unflushed_ms = None;
+        self.end_tx.send_replace(log_end);
+        Ok(())
+    }
+}

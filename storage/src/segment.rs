@@ -1,0 +1,518 @@
+//! One segment: `{base:020}.log` holding whole v2 batches back to back,
+//! with its offset and time indexes.
+//!
+//! A segment is append-only while it is the active one; rolling seals it
+//! (fsync, indexes trimmed and synced) and it is never written again except
+//! by follower truncation. Reads use `pread`, so any number of readers can
+//! hold the segment's `Arc<File>` while the owner appends; an unlinked
+//! segment stays readable through handles already given out.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::{BatchHeader, HEADER_LEN};
+use crate::config::LogConfig;
+use crate::error::{IoContext, StorageError};
+use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+use crate::index::{OffsetIndex, TimeIndex};
+use crate::writeback::Pacer;
+
+/// What tiering and operators see of a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub base_offset: i64,
+    /// Offset of the last record; `base_offset - 1` when empty.
+    pub last_offset: i64,
+    /// Bytes in the log file.
+    pub size: u64,
+    pub path: PathBuf,
+    pub offset_index_path: PathBuf,
+    pub time_index_path: PathBuf,
+    /// Sealed segments are complete, fsynced and never appended to again.
+    pub sealed: bool,
+    /// Base timestamp of the first batch.
+    pub first_timestamp: Option<i64>,
+    /// Largest batch max timestamp in the segment.
+    pub max_timestamp: Option<i64>,
+}
+
+/// One batch placed by an append: where it sits and what it holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placed {
+    pub(crate) position_in_buf: usize,
+    pub(crate) len: usize,
+    pub(crate) base_offset: i64,
+    pub(crate) next_offset: i64,
+    pub(crate) base_timestamp: i64,
+    pub(crate) max_timestamp: i64,
+}
+
+/// A contiguous run of whole batches inside one segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) position: u64,
+    pub(crate) len: u64,
+    pub(crate) first_offset: i64,
+    pub(crate) next_offset: i64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub(crate) base_offset: i64,
+    pub(crate) path: PathBuf,
+    pub(crate) file: Arc<File>,
+    pub(crate) size: u64,
+    pub(crate) next_offset: i64,
+    pub(crate) offset_index: OffsetIndex,
+    pub(crate) time_index: TimeIndex,
+    pub(crate) max_timestamp: i64,
+    pub(crate) offset_of_max_timestamp: i64,
+    pub(crate) first_timestamp: Option<i64>,
+    pub(crate) bytes_since_index: u64,
+    /// Time of the first append, for `segment.ms`.
+    pub(crate) created_ms: Option<i64>,
+    pub(crate) sealed: bool,
+    pub(crate) pacer: Pacer,
+}
+
+/// What a header scan found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScanEnd {
+    /// Bytes of whole valid batches from the start of the file.
+    pub(crate) valid_size: u64,
+    /// Why the scan stopped early, if it did.
+    pub(crate) stopped: Option<&'static str>,
+}
+
+impl Segment {
+    fn open_files(
+        dir: &Path,
+        base_offset: i64,
+        truncate: bool,
+        index_capacity: usize,
+    ) -> Result<Segment, StorageError> {
+        let path = files::offset_path(dir, base_offset, LOG_EXT);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(truncate)
+            .open(&path)
+            .ctx(|| format!("open segment {}", path.display()))?;
+        let size = file
+            .metadata()
+            .ctx(|| format!("stat segment {}", path.display()))?
+            .len();
+        let ix_path = files::offset_path(dir, base_offset, INDEX_EXT);
+        let tix_path = files::offset_path(dir, base_offset, TIME_INDEX_EXT);
+        if truncate {
+            files::remove_if_exists(&ix_path)?;
+            files::remove_if_exists(&tix_path)?;
+        }
+        let offset_index = OffsetIndex::open(&ix_path, base_offset, index_capacity)?;
+        let time_index = TimeIndex::open(&tix_path, base_offset, index_capacity)?;
+        Ok(Segment {
+            base_offset,
+            path,
+            file: Arc::new(file),
+            size,
+            next_offset: base_offset,
+            offset_index,
+            time_index,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            first_timestamp: None,
+            bytes_since_index: 0,
+            created_ms: None,
+            sealed: false,
+            pacer: Pacer::starting_at(size),
+        })
+    }
+
+    /// Creates an empty active segment (replacing any leftover files).
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: i64,
+        cfg: &LogConfig,
+    ) -> Result<Segment, StorageError> {
+        let s = Segment::open_files(dir, base_offset, true, cfg.index_capacity())?;
+        files::sync_dir(dir)?;
+        Ok(s)
+    }
+
+    /// Opens an existing segment. Its `next_offset`, timestamps and index
+    /// trust are settled by recovery afterwards.
+    pub(crate) fn open(
+        dir: &Path,
+        base_offset: i64,
+        index_capacity: usize,
+    ) -> Result<Segment, StorageError> {
+        Segment::open_files(dir, base_offset, false, index_capacity)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Reads and checks the framing of the batch header at `pos`.
+    pub(crate) fn read_header(&self, pos: u64) -> Result<BatchHeader, StorageError> {
+        let corrupt = |reason: String| StorageError::Corrupt {
+            path: self.path.clone(),
+            position: pos,
+            reason,
+        };
+        if pos.saturating_add(HEADER_LEN as u64) > self.size {
+            return Err(corrupt(format!(
+                "a batch header at {pos} would run past the end ({})",
+                self.size
+            )));
+        }
+        let mut buf = [0u8; HEADER_LEN];
+        self.file
+            .read_exact_at(&mut buf, pos)
+            .ctx(|| format!("read {} at {pos}", self.path.display()))?;
+        let h = BatchHeader::decode(&buf).ok_or_else(|| corrupt("short header".into()))?;
+        if h.magic != 2 {
+            return Err(corrupt(format!(
+                "magic {} where a batch should start",
+                h.magic
+            )));
+        }
+        match h.total_len() {
+            Some(len) if pos + len as u64 <= self.size => Ok(h),
+            _ => Err(corrupt(format!(
+                "batch length {} runs past the end ({})",
+                h.batch_length, self.size
+            ))),
+        }
+    }
+
+    fn header_len(h: &BatchHeader) -> u64 {
+        h.total_len().unwrap_or(HEADER_LEN) as u64
+    }
+
+    /// Writes an append's bytes at the end and indexes its batches. On an
+    /// error nothing in memory changed; the caller truncates the file back.
+    pub(crate) fn append(
+        &mut self,
+        buf: &[u8],
+        placed: &[Placed],
+        cfg: &LogConfig,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let start = self.size;
+        self.file
+            .write_all_at(buf, start)
+            .ctx(|| format!("write {} bytes to {}", buf.len(), self.path.display()))?;
+        for p in placed {
+            self.note_batch(
+                start + p.position_in_buf as u64,
+                p.len as u64,
+                p.base_offset,
+                p.next_offset,
+                p.base_timestamp,
+                p.max_timestamp,
+                cfg.index_interval_bytes,
+            );
+        }
+        self.size = start + buf.len() as u64;
+        if self.created_ms.is_none() {
+            self.created_ms = Some(now_ms);
+        }
+        self.pacer
+            .after_append(&self.file, self.size, &cfg.writeback)
+            .ctx(|| format!("paced writeback of {}", self.path.display()))
+    }
+
+    /// Indexing bookkeeping for one batch at `pos` (append and rebuild).
+    #[allow(clippy::too_many_arguments)]
+    fn note_batch(
+        &mut self,
+        pos: u64,
+        len: u64,
+        base_offset: i64,
+        next_offset: i64,
+        base_timestamp: i64,
+        max_timestamp: i64,
+        interval: u32,
+    ) {
+        if max_timestamp > self.max_timestamp {
+            self.max_timestamp = max_timestamp;
+            self.offset_of_max_timestamp = base_offset;
+        }
+        if self.bytes_since_index >= u64::from(interval)
+            && self.offset_index.append(base_offset, pos)
+        {
+            self.time_index
+                .append(self.max_timestamp, self.offset_of_max_timestamp);
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += len;
+        if self.first_timestamp.is_none() {
+            self.first_timestamp = Some(base_timestamp);
+        }
+        self.next_offset = next_offset;
+    }
+
+    /// Walks the batches from the start, rebuilding indexes and in-memory
+    /// state, and stops at the first batch that is torn, malformed, out of
+    /// offset order or (with `verify_crc`) fails its CRC. `visit` sees every
+    /// valid header. The file is not modified.
+    pub(crate) fn rebuild(
+        &mut self,
+        verify_crc: bool,
+        interval: u32,
+        mut visit: impl FnMut(&BatchHeader),
+    ) -> Result<ScanEnd, StorageError> {
+        self.offset_index.clear();
+        self.time_index.clear();
+        self.max_timestamp = -1;
+        self.offset_of_max_timestamp = self.base_offset;
+        self.first_timestamp = None;
+        self.bytes_since_index = 0;
+        self.next_offset = self.base_offset;
+        let mut pos = 0u64;
+        let mut buf = Vec::new();
+        let stopped = loop {
+            if pos == self.size {
+                break None;
+            }
+            let h = match self.read_header(pos) {
+                Ok(h) => h,
+                Err(StorageError::Corrupt { .. }) => break Some("torn or malformed batch"),
+                Err(e) => return Err(e),
+            };
+            if h.base_offset != self.next_offset || h.records_count <= 0 || h.last_offset_delta < 0
+            {
+                break Some("batch offsets do not continue the segment");
+            }
+            let len = Segment::header_len(&h);
+            if verify_crc && !self.crc_matches(pos, len, h.crc, &mut buf)? {
+                break Some("CRC mismatch");
+            }
+            self.note_batch(
+                pos,
+                len,
+                h.base_offset,
+                h.next_offset(),
+                h.base_timestamp,
+                h.max_timestamp,
+                interval,
+            );
+            visit(&h);
+            pos += len;
+        };
+        Ok(ScanEnd {
+            valid_size: pos,
+            stopped,
+        })
+    }
+
+    fn crc_matches(
+        &self,
+        pos: u64,
+        len: u64,
+        expected: u32,
+        buf: &mut Vec<u8>,
+    ) -> Result<bool, StorageError> {
+        const CHUNK: u64 = 1 << 20;
+        let mut crc = 0u32;
+        let mut at = pos + 21;
+        let end = pos + len;
+        while at < end {
+            let n = (end - at).min(CHUNK) as usize;
+            buf.resize(n, 0);
+            self.file
+                .read_exact_at(&mut buf[..n], at)
+                .ctx(|| format!("read {} at {at}", self.path.display()))?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+        }
+        Ok(crc == expected)
+    }
+
+    /// Position and header of the first batch whose last offset is
+    /// `>= offset`, or `None` if the segment ends before `offset`.
+    pub(crate) fn translate(
+        &self,
+        offset: i64,
+    ) -> Result<Option<(u64, BatchHeader)>, StorageError> {
+        let (_, mut pos) = self.offset_index.lookup(offset);
+        while pos < self.size {
+            let h = self.read_header(pos)?;
+            if h.last_offset() >= offset {
+                return Ok(Some((pos, h)));
+            }
+            pos += Segment::header_len(&h);
+        }
+        Ok(None)
+    }
+
+    /// Whole batches from the one holding `offset`, at most `max_bytes`
+    /// (but always the first batch), none with an offset `>= upper_bound`.
+    pub(crate) fn read(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        upper_bound: i64,
+    ) -> Result<Option<Span>, StorageError> {
+        let Some((pos, h)) = self.translate(offset)? else {
+            return Ok(None);
+        };
+        if h.last_offset() >= upper_bound {
+            return Ok(Some(Span {
+                position: pos,
+                len: 0,
+                first_offset: h.base_offset,
+                next_offset: h.base_offset,
+            }));
+        }
+        let first_len = Segment::header_len(&h);
+        let limit = pos.saturating_add(max_bytes.max(first_len)).min(self.size);
+        let mut end = pos + first_len;
+        let mut next = h.next_offset();
+        if limit == self.size && upper_bound >= self.next_offset {
+            return Ok(Some(Span {
+                position: pos,
+                len: self.size - pos,
+                first_offset: h.base_offset,
+                next_offset: self.next_offset,
+            }));
+        }
+        // Jump over whole batches with the index, then walk the rest.
+        let by_bytes = self.offset_index.lookup_position(limit);
+        let by_offset = self.offset_index.lookup(upper_bound);
+        let jump = match by_bytes {
+            Some(b) if b.1 <= by_offset.1 => Some(b),
+            _ => Some(by_offset),
+        };
+        if let Some((o, p)) = jump {
+            if p > end && p <= limit && o <= upper_bound {
+                end = p;
+                next = o;
+            }
+        }
+        while end < self.size {
+            let h = self.read_header(end)?;
+            let len = Segment::header_len(&h);
+            if h.last_offset() >= upper_bound || end + len > limit {
+                break;
+            }
+            end += len;
+            next = h.next_offset();
+        }
+        Ok(Some(Span {
+            position: pos,
+            len: end - pos,
+            first_offset: h.base_offset,
+            next_offset: next,
+        }))
+    }
+
+    /// The first batch whose max timestamp is `>= ts`, with its position.
+    pub(crate) fn find_timestamp(
+        &self,
+        ts: i64,
+    ) -> Result<Option<(u64, BatchHeader)>, StorageError> {
+        if self.max_timestamp < ts || self.is_empty() {
+            return Ok(None);
+        }
+        let mut pos = match self.time_index.lookup(ts) {
+            Some((_, o)) => self.translate(o)?.map(|(p, _)| p).unwrap_or(self.size),
+            None => 0,
+        };
+        while pos < self.size {
+            let h = self.read_header(pos)?;
+            if h.max_timestamp >= ts {
+                return Ok(Some((pos, h)));
+            }
+            pos += Segment::header_len(&h);
+        }
+        Ok(None)
+    }
+
+    /// Removes every batch from the one holding `offset` on; returns the
+    /// new next offset. Indexes are rebuilt from what remains.
+    pub(crate) fn truncate_to(&mut self, offset: i64, interval: u32) -> Result<i64, StorageError> {
+        let Some((pos, _)) = self.translate(offset)? else {
+            return Ok(self.next_offset);
+        };
+        self.set_size(pos)?;
+        self.rebuild(false, interval, |_| {})?;
+        self.file
+            .sync_data()
+            .ctx(|| format!("fsync {}", self.path.display()))?;
+        Ok(self.next_offset)
+    }
+
+    /// Cuts the file to `size` bytes (recovery of a torn tail, truncation).
+    pub(crate) fn set_size(&mut self, size: u64) -> Result<(), StorageError> {
+        self.file
+            .set_len(size)
+            .ctx(|| format!("truncate {} to {size}", self.path.display()))?;
+        self.size = size;
+        self.pacer.truncated(size);
+        Ok(())
+    }
+
+    /// Prepares a sealed segment for appends again (after truncation made
+    /// it the last one).
+    pub(crate) fn unseal(&mut self, cfg: &LogConfig) -> Result<(), StorageError> {
+        self.offset_index.grow_to(cfg.index_capacity())?;
+        self.time_index.grow_to(cfg.index_capacity())?;
+        self.sealed = false;
+        self.pacer = Pacer::starting_at(self.size);
+        Ok(())
+    }
+
+    /// Makes the segment durable and read-only: fsync, final time index
+    /// entry, indexes trimmed and synced.
+    pub(crate) fn seal(&mut self) -> Result<(), StorageError> {
+        self.sync_data()?;
+        self.finish_indexes()?;
+        self.sealed = true;
+        Ok(())
+    }
+
+    /// Records the final max timestamp and trims index files to their use
+    /// (done at seal and at clean close).
+    pub(crate) fn finish_indexes(&mut self) -> Result<(), StorageError> {
+        if self.max_timestamp >= 0 || self.next_offset > self.base_offset {
+            self.time_index
+                .append(self.max_timestamp, self.offset_of_max_timestamp);
+        }
+        self.offset_index.seal()?;
+        self.time_index.seal()
+    }
+
+    pub(crate) fn sync_data(&self) -> Result<(), StorageError> {
+        self.file
+            .sync_data()
+            .ctx(|| format!("fsync {}", self.path.display()))
+    }
+
+    /// Removes the segment's files (open handles stay readable).
+    pub(crate) fn delete(self) -> Result<SegmentInfo, StorageError> {
+        let info = self.info();
+        files::remove_if_exists(&info.path)?;
+        files::remove_if_exists(&info.offset_index_path)?;
+        files::remove_if_exists(&info.time_index_path)?;
+        Ok(info)
+    }
+
+    pub(crate) fn info(&self) -> SegmentInfo {
+        SegmentInfo {
+            base_offset: self.base_offset,
+            last_offset: self.next_offset - 1,
+            size: self.size,
+            path: self.path.clone(),
+            offset_index_path: self.offset_index.path().to_path_buf(),
+            time_index_path: self.time_index.path().to_path_buf(),
+            sealed: self.sealed,
+            first_timestamp: self.first_timestamp,
+            max_timestamp: (self.next_offset > self.base_offset).then_some(self.max_timestamp),
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Opening a log that was closed cleanly, dropped mid-flight, or damaged.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use kafka_protocol::records::Compression;
+use storage::PartitionLog;
+
+fn write_some(dir: &Path, batches: usize) -> (i64, Vec<Vec<u8>>) {
+    let mut log = PartitionLog::open(dir, small_segments()).unwrap();
+    let mut values = Vec::new();
+    for i in 0..batches {
+        let mut b = batch_with(3, 3_000, i as i64 * 10, Compression::None, None, i as u64);
+        log.append(&mut b, 0, 0).unwrap();
+        values.extend((0..3).map(|r| value_for(i as u64, r, 3_000)));
+    }
+    let end = log.log_end_offset();
+    drop(log); // as if the process died: no close
+    (end, values)
+}
+
+fn active_log(dir: &Path) -> PathBuf {
+    let mut logs: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    logs.pop().unwrap()
+}
+
+fn values(log: &PartitionLog) -> Vec<Vec<u8>> {
+    read_all(log, log.log_start_offset())
+        .into_iter()
+        .map(|r| r.value.unwrap().to_vec())
+        .collect()
+}
+
+#[test]
+fn clean_close_reopens_with_everything_and_removes_the_marker() {
+    let d = tempfile::tempdir().unwrap();
+    let (end, vals) = write_some(d.path(), 300);
+    let log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    log.close().unwrap();
+    assert!(d.path().join("clean-shutdown").exists());
+    let log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    assert!(!d.path().join("clean-shutdown").exists());
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(values(&log), vals);
+    assert!(log.segments().len() > 2);
+}
+
+#[test]
+fn a_torn_tail_is_cut_back_to_the_last_whole_batch() {
+    let d = tempfile::tempdir().unwrap();
+    let (end, vals) = write_some(d.path(), 50);
+    let active = active_log(d.path());
+    let good_len = fs::metadata(&active).unwrap().len();
+    // Half a batch, as a write interrupted by a crash leaves it.
+    let half = batch_with(3, 3_000, 0, Compression::None, None, 999);
+    OpenOptions::new()
+        .append(true)
+        .open(&active)
+        .unwrap()
+        .write_all(&half[..half.len() / 2])
+        .unwrap();
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(fs::metadata(&active).unwrap().len(), good_len);
+    assert_eq!(values(&log), vals);
+    let info = log.append(&mut batch(1, 0), 0, 0).unwrap();
+    assert_eq!(info.info().base_offset, end);
+}
+
+#[test]
+fn a_corrupt_last_batch_is_dropped_and_the_rest_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let (end, vals) = write_some(d.path(), 50);
+    let active = active_log(d.path());
+    let mut bytes = fs::read(&active).unwrap();
+    let n = bytes.len();
+    bytes[n - 10] ^= 0xff;
+    fs::write(&active, &bytes).unwrap();
+    let log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    assert_eq!(log.log_end_offset(), end - 3);
+    assert_eq!(values(&log), vals[..vals.len() - 3]);
+}
+
+#[test]
+fn missing_or_garbage_index_files_are_rebuilt() {
+    let d = tempfile::tempdir().unwrap();
+    let (end, vals) = write_some(d.path(), 300);
+    let log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    let segs = log.segments();
+    log.close().unwrap();
+    fs::remove_file(&segs[0].offset_index_path).unwrap();
+    fs::remove_file(&segs[0].time_index_path).unwrap();
+    fs::write(&segs[1].offset_index_path, [0xffu8; 24]).unwrap();
+    fs::write(&segs[1].time_index_path, [0x01u8; 7]).unwrap();
+    fs::write(segs.last().unwrap().offset_index_path.clone(), [0x42u8; 16]).unwrap();
+    let log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    assert_eq!(log.log_end_offset(), end);
+    assert_eq!(values(&log), vals);
+    for (i, s) in segs.iter().enumerate() {
+        let probe = s.base_offset + 4;
+        let r = log.read(probe, 1, end).unwrap();
+        assert!(
+            r.first_offset <= probe && probe < r.next_offset,
+            "segment {i}"
+        );
+    }
+    // Batch i holds timestamps 10i..10i+2 at offsets 3i..3i+2.
+    let t = log.offset_for_timestamp(1_502).unwrap().unwrap();
+    assert_eq!((t.timestamp, t.offset), (1_502, 452));
+    let t = log.offset_for_timestamp(1_505).unwrap().unwrap();
+    assert_eq!((t.timestamp, t.offset), (1_510, 453));
+}
+
+#[test]
+fn damaged_checkpoints_snapshots_and_stray_files_do_not_stop_an_open() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    for i in 0..50 {
+        log.append(&mut idem_batch(4, 0, i * 2, 2), 1, 0).unwrap();
+        log.append(
+            &mut batch_with(1, 40_000, 0, Compression::None, None, 0),
+            1,
+            0,
+        )
+        .unwrap();
+    }
+    let end = log.log_end_offset();
+    log.close().unwrap();
+    for e in fs::read_dir(d.path()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|e| e == "snapshot") {
+            fs::write(&p, b"not a snapshot").unwrap();
+        }
+    }
+    fs::write(d.path().join("leader-epoch-checkpoint"), b"0\n9\n").unwrap();
+    fs::write(d.path().join("log-start-offset"), b"banana").unwrap();
+    fs::write(d.path().join("00000000000000000000.snapshot.tmp"), b"junk").unwrap();
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, end));
+    assert_eq!(log.latest_epoch(), Some(1));
+    assert!(!d.path().join("00000000000000000000.snapshot.tmp").exists());
+    // Producer state was rebuilt from the log itself.
+    assert!(matches!(
+        log.append(&mut idem_batch(4, 0, 98, 2), 1, 0).unwrap(),
+        storage::AppendOutcome::Duplicate(_)
+    ));
+}

@@ -1,0 +1,97 @@
+"""Starts and stops the real `aerostream` binary for client tests."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+
+def binary():
+    explicit = os.environ.get("AEROSTREAM_BIN")
+    if explicit:
+        return explicit
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "target"))
+    return os.path.join(target, "debug", "aerostream")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    """One aerostream process with its own data dir and ports."""
+
+    def __init__(self, extra_args=()):
+        self.dir = tempfile.mkdtemp(prefix="aerostream-test-")
+        self.port = None
+        self.http_port = None
+        self.proc = None
+        self.extra_args = list(extra_args)
+        self.log_path = os.path.join(self.dir, "broker.log")
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout=60):
+        # The first start picks free ports; restarts reuse them so clients reconnect.
+        if self.port is None:
+            self.port = free_port()
+            self.http_port = free_port()
+        args = [
+            binary(), "serve",
+            "--data-dir", os.path.join(self.dir, "data"),
+            "--kafka-addr", f"127.0.0.1:{self.port}",
+            "--http-addr", f"127.0.0.1:{self.http_port}",
+            "--shards", "2",
+            "--group-initial-rebalance-delay-ms", "500",
+            *self.extra_args,
+        ]
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"aerostream exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/health", timeout=1) as r:
+                    if r.status == 200 and re.search(r"aerostream listening", self.log()):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"aerostream did not become ready:\n{self.log()}")
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def stop(self, timeout=15):
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None:
+            return None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        self.proc = None
+        return code
+
+    def kill9(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self):
+        self.stop()
+        return self.start()

@@ -1,0 +1,68 @@
+// Starts the real aerostream binary on free ports for kafkajs tests.
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const http = require('node:http');
+
+function binary() {
+  if (process.env.AEROSTREAM_BIN) return process.env.AEROSTREAM_BIN;
+  const target = process.env.CARGO_TARGET_DIR || path.join(__dirname, '..', '..', 'target');
+  return path.join(target, 'debug', 'aerostream');
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+function healthy(port) {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/health', timeout: 1000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => { req.destroy(); resolve(false); });
+  });
+}
+
+async function startBroker() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aerostream-js-'));
+  const port = await freePort();
+  const httpPort = await freePort();
+  const log = fs.openSync(path.join(dir, 'broker.log'), 'a');
+  const proc = spawn(binary(), [
+    'serve', '--data-dir', path.join(dir, 'data'),
+    '--kafka-addr', `127.0.0.1:${port}`, '--http-addr', `127.0.0.1:${httpPort}`,
+    '--shards', '2', '--group-initial-rebalance-delay-ms', '500',
+  ], { stdio: ['ignore', log, log] });
+  let exited = null;
+  proc.on('exit', (code) => { exited = code; });
+  const deadline = Date.now() + 60000;
+  while (Date.now() < deadline) {
+    if (exited !== null) throw new Error(`aerostream exited with ${exited}: ${fs.readFileSync(path.join(dir, 'broker.log'), 'utf8')}`);
+    if (await healthy(httpPort)) {
+      return {
+        bootstrap: `127.0.0.1:${port}`,
+        stop: () => new Promise((resolve) => {
+          if (exited !== null) return resolve(exited);
+          proc.on('exit', (code) => resolve(code));
+          proc.kill('SIGTERM');
+        }),
+      };
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  proc.kill('SIGKILL');
+  throw new Error('aerostream did not become ready');
+}
+
+module.exports = { startBroker };

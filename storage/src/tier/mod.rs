@@ -45,15 +45,17 @@ mod error;
 pub mod manifest;
 mod metrics;
 mod partition;
+mod retention;
 
 pub use budget::DiskBudget;
 pub use cold::{ColdRead, ColdReader};
-pub use driver::{expired_below, DeleteMode, Tier, TierConfig};
+pub use driver::{DeleteMode, Tier, TierConfig};
 pub use engine::{EngineConfig, SealedSegment, UploaderEngine};
 pub use error::TierError;
 pub use manifest::{DeletedTopic, Manifest, ManifestError, MemoryManifest, TieredSegment};
 pub use metrics::{TierMetrics, TierSnapshot};
 pub use partition::{PartitionShared, TierRetention, TieredPartition};
+pub use retention::expired_below;
 
 /// A partition of a topic, named by the topic's id (names can be reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -17,6 +17,11 @@ use gateway::broker::BrokerConfig;
 use gateway::group::engine::GroupLimits;
 use gateway::{Gateway, GatewayOptions};
 
+/// Keeps element counts declared by hostile frames from aborting the process
+/// (see `gateway::alloc`).
+#[global_allocator]
+static ALLOC: gateway::alloc::WireSafeAlloc = gateway::alloc::WireSafeAlloc;
+
 #[derive(Parser)]
 #[command(
     name = "aerostream",

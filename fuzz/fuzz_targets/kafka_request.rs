@@ -13,6 +13,11 @@ use gateway::kafka::api::dispatch;
 use gateway::partition::Partitions;
 use libfuzzer_sys::fuzz_target;
 
+// The allocator the broker runs with: wire-declared reservations cost
+// address space only (see `gateway::alloc`).
+#[global_allocator]
+static ALLOC: gateway::alloc::WireSafeAlloc = gateway::alloc::WireSafeAlloc;
+
 struct Fixture {
     rt: tokio::runtime::Runtime,
     broker: Broker,

@@ -8,7 +8,7 @@ use storage::{LogConfig, PartitionLog};
 
 /// A valid uncompressed v2 batch of `n` empty records at `base`.
 fn batch(base: i64, n: i32) -> Vec<u8> {
-    let record = [14u8, 0, 0, 0, 1, 1, 0];
+    let record = [12u8, 0, 0, 0, 1, 1, 0]; // length 6 (zigzag) + 6 bytes
     let mut b = vec![0u8; 61];
     let len = 49 + record.len() * n as usize;
     b[0..8].copy_from_slice(&base.to_be_bytes());

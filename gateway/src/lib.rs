@@ -31,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod alloc;
 pub mod backend;
 pub mod broker;
 pub mod codes;
@@ -47,3 +48,8 @@ pub mod topic_config;
 mod gateway;
 
 pub use crate::gateway::{Gateway, GatewayOptions};
+
+// The gateway's own tests decode hostile frames too.
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: alloc::WireSafeAlloc = alloc::WireSafeAlloc;

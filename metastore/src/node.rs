@@ -60,6 +60,21 @@ impl Freshness {
     }
 }
 
+/// Resolves when this node's view of the leader is no longer `leader`.
+async fn leader_moves_from(
+    metrics: &mut tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, MetaNode>>,
+    leader: NodeId,
+) {
+    loop {
+        if metrics.borrow_and_update().current_leader != Some(leader) {
+            return;
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// How a failed attempt on the leader ended.
 enum Attempt {
     /// Certainly not applied: safe to retry.
@@ -335,7 +350,12 @@ impl Node {
                     }
                 }
                 Some(l) => match self.member_addr(l) {
-                    Some(addr) => self.forward(l, &addr, req.clone(), remaining).await,
+                    // give up on a leader as soon as this node hears of another (or of
+                    // an election): the retry is safe, the request id dedupes it
+                    Some(addr) => tokio::select! {
+                        r = self.forward(l, &addr, req.clone(), remaining) => r,
+                        _ = leader_moves_from(&mut metrics, l) => Err(Attempt::Unknown.into_error(self.id, leader)),
+                    },
                     None => Err(Attempt::NotApplied.into_error(self.id, leader)),
                 },
                 None => Err(Attempt::NotApplied.into_error(self.id, leader)),

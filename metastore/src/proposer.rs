@@ -2,10 +2,10 @@
 //!
 //! Callers queue their commands; one task takes whatever is queued (up to
 //! `max_batch` commands) and proposes it as one [`Proposal`], stamped with
-//! the leader's clock. Up to `max_in_flight` proposals are pipelined; while
-//! they are all busy, new commands pile up and go out together in the next
-//! one. So under load many offset commits or heartbeats share one Raft entry
-//! and one fsync, and under light load a write goes out at once.
+//! the leader's clock. Up to `max_in_flight` proposals (default one) are in
+//! flight; while they are busy, new commands pile up and go out together in
+//! the next one. So under load many offset commits or heartbeats share one
+//! Raft entry and one fsync, and under light load a write goes out at once.
 
 use std::sync::Arc;
 

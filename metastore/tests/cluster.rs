@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{agent, eventually, Cluster};
 use metastore::{
-    Bootstrap, CreateTopic, MetaError, Metastore, MetastoreConfig, OffsetCommit, QuicSettings,
-    Transport,
+    Bootstrap, CreateTopic, MetaError, MetaEvent, Metastore, MetastoreConfig, OffsetCommit,
+    QuicSettings, Transport,
 };
 
 fn commit(topic: &str, offset: i64) -> OffsetCommit {
@@ -104,6 +104,13 @@ async fn followers_forward_writes_and_read_them_back_at_once() {
     let leader = c.leader().await;
     let follower = c.nodes.keys().copied().find(|id| *id != leader).unwrap();
     let ms = c.node(follower);
+    let other = c
+        .nodes
+        .keys()
+        .copied()
+        .find(|id| *id != leader && *id != follower)
+        .unwrap();
+    let mut watch = c.node(other).subscribe();
     ms.register_agent(agent(5)).await.unwrap();
     for i in 0..20 {
         let t = ms
@@ -111,6 +118,17 @@ async fn followers_forward_writes_and_read_them_back_at_once() {
             .await
             .unwrap();
         assert_eq!(ms.topic(&t.name), Some(t), "read-your-writes on a follower");
+    }
+    // every replica streams the changes it applies, in order
+    assert_eq!(
+        watch.recv().await.unwrap(),
+        MetaEvent::AgentRegistered { agent_id: 5 }
+    );
+    for i in 0..20 {
+        match watch.recv().await.unwrap() {
+            MetaEvent::TopicCreated { name, .. } => assert_eq!(name, format!("f{i}")),
+            other => panic!("unexpected event {other:?}"),
+        }
     }
     let err = ms
         .create_topic(CreateTopic::new("f0", 1, 1), false)
@@ -146,6 +164,7 @@ async fn learners_join_are_promoted_and_nodes_can_leave() {
         transport: Transport::Quic(QuicSettings::bind("127.0.0.1:0".parse().unwrap())),
         bootstrap,
         timing: common::timing(),
+        agent_lease: common::AGENT_LEASE,
         ..MetastoreConfig::default()
     };
     let n1 = Metastore::start(config(1, Bootstrap::SingleNode))

@@ -53,6 +53,7 @@ fn config(
         transport: Transport::Quic(quic),
         bootstrap,
         timing: common::timing(),
+        agent_lease: common::AGENT_LEASE,
         request_timeout: Duration::from_secs(3),
         ..MetastoreConfig::default()
     }

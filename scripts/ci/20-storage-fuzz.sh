@@ -5,12 +5,12 @@
 #
 # cargo-fuzz needs nightly-only compiler flags; on a stable toolchain
 # RUSTC_BOOTSTRAP=1 enables them for this step only.
-# Knobs: FUZZ_SECONDS (per target, default 60), PROPTEST_CASES (default 1000).
+# Knobs: FUZZ_SECONDS (per target, default 60), PROPTEST_CASES (default 600).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
-PROPTEST_CASES="${PROPTEST_CASES:-1000}"
+PROPTEST_CASES="${PROPTEST_CASES:-600}"
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
     echo "== installing cargo-fuzz (one-off, a few minutes)"

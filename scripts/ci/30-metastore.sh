@@ -5,4 +5,4 @@
 # `cargo run --release -p metastore --bin metabench`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo run -q -p metastore --bin metabench -- --seconds 1 --writers 16 --trials 5 --heartbeat-ms 100
+RUST_LOG="${RUST_LOG:-off}" cargo run -q -p metastore --bin metabench -- --seconds 1 --writers 16 --trials 5 --heartbeat-ms 100

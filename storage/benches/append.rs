@@ -11,7 +11,7 @@
 //! (default 16KiB,1MiB), `--record-bytes N` (default 1KiB), `--segment-bytes
 //! N` (default 128MiB), `--chunk-bytes N` (paced writeback chunk, default
 //! 8MiB), `--rate-mbps R` (append at a fixed rate instead of as fast as
-//! possible), `--modes paced,unpaced`, `--dir D` (default a temp
+//! possible), `--no-drop-behind`, `--modes paced,unpaced`, `--dir D` (default a temp
 //! dir under the system temp dir), `--no-fio`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,6 +33,7 @@ struct Args {
     segment: u64,
     chunk: u64,
     rate_mbps: Option<f64>,
+    drop_behind: bool,
     modes: Vec<bool>,
     dir: Option<PathBuf>,
     fio: bool,
@@ -63,6 +64,7 @@ fn parse_args() -> Args {
         segment: 128 << 20,
         chunk: WritebackConfig::default().chunk_bytes,
         rate_mbps: None,
+        drop_behind: true,
         modes: vec![true, false],
         dir: None,
         fio: true,
@@ -80,6 +82,7 @@ fn parse_args() -> Args {
             "--modes" => a.modes = val().split(',').map(|m| m.trim() == "paced").collect(),
             "--dir" => a.dir = Some(PathBuf::from(val())),
             "--no-fio" => a.fio = false,
+            "--no-drop-behind" => a.drop_behind = false,
             "--bench" => {}
             other => eprintln!("ignoring argument {other}"),
         }
@@ -135,6 +138,7 @@ fn run(dir: &Path, batch_bytes: u64, paced: bool, a: &Args) -> RunResult {
         writeback: WritebackConfig {
             paced,
             chunk_bytes: a.chunk,
+            drop_behind: a.drop_behind,
             ..WritebackConfig::default()
         },
         ..LogConfig::default()

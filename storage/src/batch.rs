@@ -456,3 +456,98 @@ impl Iterator for RecordTimestamps<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An uncompressed batch of `n` null-key, null-value records whose
+    /// timestamp deltas are `0, 1, 2, ...`.
+    fn raw_batch(n: i32, base_ts: i64) -> Vec<u8> {
+        let mut b = vec![0u8; HEADER_LEN];
+        for i in 0..n {
+            // length 6 | attrs | ts delta | offset delta | key -1 | value -1 | 0 headers
+            b.extend_from_slice(&[12, 0, (i as u8) << 1, (i as u8) << 1, 1, 1, 0]);
+        }
+        let len = (b.len() - LOG_OVERHEAD) as i32;
+        b[OFF_LENGTH..OFF_LENGTH + 4].copy_from_slice(&len.to_be_bytes());
+        b[OFF_MAGIC] = 2;
+        b[OFF_LAST_OFFSET_DELTA..OFF_LAST_OFFSET_DELTA + 4].copy_from_slice(&(n - 1).to_be_bytes());
+        b[OFF_BASE_TIMESTAMP..OFF_BASE_TIMESTAMP + 8].copy_from_slice(&base_ts.to_be_bytes());
+        b[OFF_PRODUCER_ID..OFF_PRODUCER_ID + 8].copy_from_slice(&(-1i64).to_be_bytes());
+        b[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2].copy_from_slice(&(-1i16).to_be_bytes());
+        b[OFF_BASE_SEQUENCE..OFF_BASE_SEQUENCE + 4].copy_from_slice(&(-1i32).to_be_bytes());
+        b[OFF_RECORDS_COUNT..OFF_RECORDS_COUNT + 4].copy_from_slice(&n.to_be_bytes());
+        reseal(&mut b);
+        b
+    }
+
+    fn reseal(b: &mut [u8]) {
+        let crc = compute_crc(b);
+        b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    const LIMITS: Limits = Limits {
+        max_batch_bytes: 1 << 20,
+    };
+
+    #[test]
+    fn a_well_formed_batch_validates_and_reports_its_header() {
+        let b = raw_batch(3, 500);
+        let v = validate(&b, 0, LIMITS).unwrap();
+        assert_eq!(v.len, b.len());
+        assert_eq!(v.header.records_count, 3);
+        assert_eq!(v.header.compression(), Ok(Compression::None));
+        assert!(!v.header.has_producer_id());
+    }
+
+    #[test]
+    fn record_count_must_match_offset_delta_and_fit_the_bytes() {
+        let mut b = raw_batch(3, 0);
+        b[OFF_LAST_OFFSET_DELTA..OFF_LAST_OFFSET_DELTA + 4].copy_from_slice(&5i32.to_be_bytes());
+        reseal(&mut b);
+        assert!(matches!(
+            validate(&b, 0, LIMITS),
+            Err(StorageError::InvalidRecord { .. })
+        ));
+        let mut b = raw_batch(3, 0);
+        b[OFF_RECORDS_COUNT..OFF_RECORDS_COUNT + 4].copy_from_slice(&1_000i32.to_be_bytes());
+        b[OFF_LAST_OFFSET_DELTA..OFF_LAST_OFFSET_DELTA + 4].copy_from_slice(&999i32.to_be_bytes());
+        reseal(&mut b);
+        let err = validate(&b, 0, LIMITS).unwrap_err().to_string();
+        assert!(err.contains("cannot fit"), "{err}");
+    }
+
+    #[test]
+    fn stamping_changes_only_fields_outside_the_crc() {
+        let mut b = raw_batch(2, 0);
+        let crc = compute_crc(&b);
+        stamp(&mut b, 1_234, 9);
+        assert_eq!(compute_crc(&b), crc);
+        let h = validate(&b, 0, LIMITS).unwrap().header;
+        assert_eq!((h.base_offset, h.partition_leader_epoch), (1_234, 9));
+        set_log_append_time(&mut b, 77);
+        let h = validate(&b, 0, LIMITS).unwrap().header;
+        assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(h.max_timestamp, 77);
+    }
+
+    #[test]
+    fn record_timestamps_walk_uncompressed_records_and_stop_on_garbage() {
+        let b = raw_batch(4, 1_000);
+        let ts: Vec<_> = RecordTimestamps::new(&b).collect();
+        assert_eq!(ts, vec![(0, 1_000), (1, 1_001), (2, 1_002), (3, 1_003)]);
+        let mut cut = b.clone();
+        cut[HEADER_LEN + 7] = 0x7f; // second record claims a negative length
+        assert_eq!(RecordTimestamps::new(&cut).count(), 1);
+    }
+
+    #[test]
+    fn last_sequence_wraps_like_kafka() {
+        let mut h = BatchHeader::decode(&raw_batch(3, 0)).unwrap();
+        h.base_sequence = i32::MAX - 1;
+        assert_eq!(h.last_sequence(), 0);
+        h.base_sequence = 10;
+        assert_eq!(h.last_sequence(), 12);
+    }
+}

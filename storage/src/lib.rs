@@ -39,8 +39,8 @@
 //! use storage::{LogConfig, PartitionLog, AppendOutcome};
 //! # fn batch() -> Vec<u8> {
 //! #     // A minimal uncompressed v2 batch with one empty record.
-//! #     // length 7, attributes, timestamp delta, offset delta, null key, null value, no headers
-//! #     let record = [7u8 << 1, 0, 0, 0, 1, 1, 0];
+//! #     // length 6, attributes, timestamp delta, offset delta, null key, null value, no headers
+//! #     let record = [6u8 << 1, 0, 0, 0, 1, 1, 0];
 //! #     let mut b = vec![0u8; 61];
 //! #     b[8..12].copy_from_slice(&((61 - 12 + record.len()) as i32).to_be_bytes());
 //! #     b[16] = 2;

@@ -46,6 +46,12 @@ struct Args {
     /// Heartbeat interval (ms) for the cluster runs; elections wait 3x to 6x this.
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
+    /// Run only these benchmarks (single, three, failover); all by default.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Raft entries a leader keeps in flight (the rest of the writes queue and batch).
+    #[arg(long, default_value_t = MetastoreConfig::default().max_in_flight)]
+    in_flight: usize,
     /// Where to put data (a fresh folder is made inside and removed after).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
@@ -162,6 +168,7 @@ async fn setup_bench_topic(ms: &Metastore) -> Result<()> {
 async fn single_node(args: &Args, root: &Path) -> Result<()> {
     let config = MetastoreConfig {
         agent_lease: Duration::from_secs(3600),
+        max_in_flight: args.in_flight,
         ..MetastoreConfig::embedded(root.join("single"))
     };
     let node = Metastore::start(config).await?;
@@ -189,6 +196,7 @@ fn cluster_config(
     socket: UdpSocket,
     members: &BTreeMap<u64, String>,
     heartbeat: u64,
+    in_flight: usize,
 ) -> Result<MetastoreConfig> {
     Ok(MetastoreConfig {
         node_id: id,
@@ -201,6 +209,7 @@ fn cluster_config(
             election_max_ms: heartbeat * 6,
         },
         agent_lease: Duration::from_secs(3600),
+        max_in_flight: in_flight,
         ..MetastoreConfig::default()
     })
 }
@@ -210,10 +219,11 @@ struct Cluster {
     addrs: BTreeMap<u64, String>,
     nodes: BTreeMap<u64, Metastore>,
     heartbeat: u64,
+    in_flight: usize,
 }
 
 impl Cluster {
-    async fn start(root: &Path, heartbeat: u64) -> Result<Cluster> {
+    async fn start(root: &Path, heartbeat: u64, in_flight: usize) -> Result<Cluster> {
         let mut sockets = BTreeMap::new();
         for id in 1..=3u64 {
             sockets.insert(id, UdpSocket::bind("127.0.0.1:0")?);
@@ -230,6 +240,7 @@ impl Cluster {
                 socket,
                 &addrs,
                 heartbeat,
+                in_flight,
             )?;
             nodes.insert(id, Metastore::start(config).await?);
         }
@@ -241,6 +252,7 @@ impl Cluster {
             addrs,
             nodes,
             heartbeat,
+            in_flight,
         })
     }
 
@@ -282,6 +294,7 @@ impl Cluster {
             socket,
             &self.addrs,
             self.heartbeat,
+            self.in_flight,
         )?;
         self.nodes.insert(id, Metastore::start(config).await?);
         Ok(())
@@ -296,7 +309,7 @@ impl Cluster {
 }
 
 async fn three_nodes(args: &Args, root: &Path) -> Result<()> {
-    let c = Cluster::start(&root.join("three"), 100).await?;
+    let c = Cluster::start(&root.join("three"), 100, args.in_flight).await?;
     let leader = c.stable_leader().await?;
     setup_bench_topic(&c.nodes[&leader]).await?;
     let on_leader = vec![c.nodes[&leader].clone()];
@@ -327,9 +340,17 @@ async fn three_nodes(args: &Args, root: &Path) -> Result<()> {
 
 async fn failover(args: &Args, root: &Path) -> Result<()> {
     let hb = args.heartbeat_ms;
-    let mut c = Cluster::start(&root.join("failover"), hb).await?;
+    let mut c = Cluster::start(&root.join("failover"), hb, args.in_flight).await?;
     setup_bench_topic(&c.nodes[&c.stable_leader().await?]).await?;
     let (mut elect, mut write) = (histogram()?, histogram()?);
+    let term = |c: &Cluster| {
+        c.nodes
+            .values()
+            .map(|n| n.raft_metrics().current_term)
+            .max()
+            .unwrap_or(0)
+    };
+    let first_term = term(&c);
     for trial in 0..args.trials {
         let old = c.stable_leader().await?;
         // let the followers settle on fresh heartbeats so every trial starts alike
@@ -378,13 +399,15 @@ async fn failover(args: &Args, root: &Path) -> Result<()> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+    let elections = term(&c) - first_term;
     println!(
-        "[3] failover over {} trials (heartbeat {hb} ms, election timeout {}-{} ms):\n      leader elected: {}\n      first committed write on the new leader: {}",
+        "[3] failover over {} trials (heartbeat {hb} ms, election timeout {}-{} ms):\n      leader elected: {}\n      first committed write on the new leader: {}\n      raft terms used: {elections} ({} beyond one per kill: split votes, lease rejections or spurious elections)",
         args.trials,
         hb * 3,
         hb * 6,
         quantiles(&elect),
-        quantiles(&write)
+        quantiles(&write),
+        elections.saturating_sub(args.trials as u64)
     );
     c.shutdown().await
 }
@@ -423,6 +446,10 @@ async fn crash_writer(dir: PathBuf, writers: usize) -> Result<()> {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let runtime = tokio::runtime::Runtime::new()?;
     if let Some(Mode::CrashWriter { dir, writers }) = args.mode {
         return runtime.block_on(crash_writer(dir, writers));
@@ -441,9 +468,17 @@ fn main() -> Result<()> {
             root.display(),
             quantiles(&fsync)
         );
-        single_node(&args, &root).await?;
-        three_nodes(&args, &root).await?;
-        failover(&args, &root).await
+        let run = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+        if run("single") {
+            single_node(&args, &root).await?;
+        }
+        if run("three") {
+            three_nodes(&args, &root).await?;
+        }
+        if run("failover") {
+            failover(&args, &root).await?;
+        }
+        anyhow::Ok(())
     });
     let _ = std::fs::remove_dir_all(&root);
     result

@@ -20,6 +20,9 @@ use super::{Envelope, RpcHandler, RpcResponse, Transport, TransportError, MAX_FR
 use crate::error::MetaError;
 use crate::raft_types::NodeId;
 
+/// How long a QUIC handshake may take before the peer counts as unreachable.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where and how a node's QUIC endpoint listens.
 #[derive(Debug)]
 pub struct QuicSettings {
@@ -131,11 +134,14 @@ impl QuicTransport {
             }
         }
         let not_sent = |e: String| TransportError::NotSent { node, reason: e };
-        let conn = self
+        let connecting = self
             .endpoint
             .connect(addr, SERVER_NAME)
-            .map_err(|e| not_sent(e.to_string()))?
+            .map_err(|e| not_sent(e.to_string()))?;
+        // a dead peer never answers the handshake; do not wait for the idle timeout
+        let conn = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
             .await
+            .map_err(|_| not_sent(format!("no handshake within {CONNECT_TIMEOUT:?}")))?
             .map_err(|e| not_sent(e.to_string()))?;
         self.conns.lock().insert(addr, conn.clone());
         Ok(conn)

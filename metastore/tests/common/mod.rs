@@ -15,12 +15,11 @@ use metastore::{
 /// Timers loose enough for a shared two-core machine under parallel builds
 /// (openraft also uses the heartbeat interval as the AppendEntries timeout).
 pub fn timing() -> RaftTiming {
-    RaftTiming {
-        heartbeat_ms: 150,
-        election_min_ms: 1000,
-        election_max_ms: 2000,
-    }
+    RaftTiming::relaxed()
 }
+
+/// Agents in tests that are not about leases keep them through slow moments.
+pub const AGENT_LEASE: Duration = Duration::from_secs(60);
 
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -43,6 +42,7 @@ pub fn agent(id: u64) -> AgentRegistration {
 pub fn embedded(dir: &Path) -> MetastoreConfig {
     MetastoreConfig {
         timing: timing(),
+        agent_lease: AGENT_LEASE,
         ..MetastoreConfig::embedded(dir)
     }
 }
@@ -148,6 +148,7 @@ impl Cluster {
             transport,
             bootstrap: Bootstrap::Members(self.addrs.clone()),
             timing: timing(),
+            agent_lease: AGENT_LEASE,
             request_timeout: self.request_timeout,
             snapshot_every: self.snapshot_every,
             ..MetastoreConfig::default()

@@ -275,7 +275,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                             merged.push(it);
                         } else {
                             let (name, tid, handle) =
-                                resolve(b, 13, &sp.topic, sp.topic_id, sp.partition, -1);
+                                resolve(b, v, &sp.topic, sp.topic_id, sp.partition, -1);
                             merged.push(Item {
                                 topic: name,
                                 topic_id: tid,

@@ -501,6 +501,34 @@ async fn malformed_frames_close_the_connection_without_panicking() {
     }
 }
 
+#[tokio::test]
+async fn frames_declaring_billions_of_array_elements_fail_without_aborting() {
+    // A few bytes that claim i32::MAX topics: the decoder reserves for the
+    // claim before it reads an element (see `crate::alloc`), then fails on
+    // the short buffer. The process must survive and the broker keep serving.
+    let b = broker();
+    let classic = [
+        &[0u8, 3, 0, 0, 0, 0, 0, 1, 0, 0][..],
+        &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1],
+    ]
+    .concat();
+    // Flexible versions use a compact array: unsigned varint of count + 1.
+    let compact = [
+        &[0u8, 3, 0, 12, 0, 0, 0, 2, 0, 0, 0][..],
+        &[0xff, 0xff, 0xff, 0xff, 0x07, 0, 0],
+    ]
+    .concat();
+    for bad in [classic, compact] {
+        assert!(dispatch(&b, "/127.0.0.1", Bytes::from(bad)).await.is_err());
+    }
+    let ok: MetadataResponse = call(&b, ApiKey::Metadata, 12, &MetadataRequest::default()).await;
+    assert_eq!(
+        ok.brokers.len(),
+        1,
+        "the broker still answers after the hostile frames"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512)

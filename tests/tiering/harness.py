@@ -69,19 +69,25 @@ class Broker:
                 "--shards", "2", "--group-initial-rebalance-delay-ms", "0", *self.extra_args]
         if self.object_store:
             args += ["--object-store", self.object_store]
+        # The log is kept across restarts: only this run's lines count.
+        seen = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"aerostream exited with {self.proc.returncode}:\n{self.log()[-5000:]}")
-            if "aerostream listening" in self.log():
+            if b"aerostream listening" in self.log_bytes()[seen:]:
                 return self
             time.sleep(0.1)
         raise RuntimeError(f"aerostream did not become ready:\n{self.log()[-5000:]}")
 
     def log(self):
         with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def log_bytes(self):
+        with open(self.log_path, "rb") as f:
             return f.read()
 
     def stop(self, timeout=30):

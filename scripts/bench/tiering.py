@@ -11,7 +11,8 @@ server (moto) started here. Reports figures; asserts nothing about speed.
    the earliest offset (cold cache), then again (warm cache). Report MB/s,
    block lookups per cache tier and GETs for each pass.
 
-Settings (environment): BENCH_MB (default 400), BENCH_RECORD_BYTES (16384),
+Settings (environment): BENCH_STORE (s3, or file for the local folder:
+the uploader without the S3 server's limits), BENCH_MB (default 800), BENCH_RECORD_BYTES (16384),
 BENCH_SEGMENT_BYTES (4194304), BENCH_CACHE_MEMORY (256MiB),
 BENCH_CACHE_DISK (1GiB). The broker runs 2 shards (the harness default)."""
 
@@ -30,7 +31,8 @@ import servers  # noqa: E402
 from harness import Broker, create_topic, key, producer, value, wait_until  # noqa: E402
 
 MB = 1 << 20
-MEGABYTES = int(os.environ.get("BENCH_MB", "400"))
+MEGABYTES = int(os.environ.get("BENCH_MB", "800"))
+STORE = os.environ.get("BENCH_STORE", "s3")
 SIZE = int(os.environ.get("BENCH_RECORD_BYTES", str(16 << 10)))
 SEGMENT = int(os.environ.get("BENCH_SEGMENT_BYTES", str(4 << 20)))
 CACHE_MEMORY = os.environ.get("BENCH_CACHE_MEMORY", "256MiB")
@@ -121,6 +123,13 @@ def consume_all(broker, topic, count):
         c.close()
 
 
+def cpu_seconds(pid):
+    """User plus system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def lookups(m):
     g = lambda r: m.get(f'aerostream_cold_cache_lookups_total{{result="{r}"}}', 0)  # noqa: E731
     return g("memory_hit"), g("disk_hit"), g("miss")
@@ -139,25 +148,31 @@ def read_pass(name, broker, topic, count):
         f"cold-read bytes served {cold / MB:7.1f} MB")
     out(f"{'':<28} block lookups: memory hit {mem:.0f} ({mem / total:.1%}), disk hit {disk:.0f} "
         f"({disk / total:.1%}), miss {miss:.0f} ({miss / total:.1%}); hit ratio {(mem + disk) / total:.1%}")
-    out(f"{'':<28} GETs {gets:.0f}, {get_bytes / MB:.1f} MB fetched from S3")
+    out(f"{'':<28} GETs {gets:.0f}, {get_bytes / MB:.1f} MB fetched from the object store")
 
 
 def main():
     count = MEGABYTES * MB // SIZE
     moto = servers.moto()
     servers.create_bucket(moto, "aerostream")
-    broker = Broker("s3://aerostream/bench", servers.s3_env(moto),
-                    ["--cache-memory-bytes", CACHE_MEMORY, "--cache-disk-bytes", CACHE_DISK])
+    cache_args = ["--cache-memory-bytes", CACHE_MEMORY, "--cache-disk-bytes", CACHE_DISK]
+    if STORE == "file":
+        broker = Broker(None, {}, cache_args)
+        where = "the local folder DATA_DIR/objects (no S3 server)"
+    else:
+        broker = Broker("s3://aerostream/bench", servers.s3_env(moto), cache_args)
+        where = "moto_server on 127.0.0.1 (in memory)"
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     try:
         broker.start()
         out(f"records: {count} x {SIZE} B value (+ small key) = {MEGABYTES} MB into one partition; "
             f"segment.bytes={SEGMENT}, local.retention.bytes=0; cache {CACHE_MEMORY} memory + {CACHE_DISK} disk; "
-            f"shards=2; S3 = moto_server on 127.0.0.1 (in memory)")
+            f"shards=2; object store = {where}")
         create_topic(broker.bootstrap, topic, {"segment.bytes": str(SEGMENT), "segment.ms": "2000",
                                                "local.retention.bytes": "0"})
         sampler = Sampler(broker)
         sampler.start()
+        cpu0 = {"broker": cpu_seconds(broker.proc.pid), "moto": cpu_seconds(moto.proc.pid)}
         start, end = produce_all(broker, topic, count)
         produce_secs = end - start
         out()
@@ -179,6 +194,8 @@ def main():
                     and m["aerostream_tier_uploads_in_flight"] == 0) and m
         m2 = wait_until("the upload lag reaches zero", caught_up, timeout=900, interval=0.1)
         zero = time.time()
+        cpu = {"broker": cpu_seconds(broker.proc.pid) - cpu0["broker"],
+               "moto": cpu_seconds(moto.proc.pid) - cpu0["moto"]}
         sampler.stopped.set()
         sampler.join()
         total = m2["aerostream_tier_uploaded_bytes_total"]
@@ -191,13 +208,15 @@ def main():
         peak = max(s[1]["aerostream_tier_upload_lag_seconds"] for s in sampler.samples)
         peak_mb = max(s[1]["aerostream_local_unuploaded_bytes"] for s in sampler.samples) / MB
         out(f"peak upload lag {peak:.1f} s, peak local unuploaded {peak_mb:.1f} MB")
+        out(f"CPU from first produce to zero lag ({zero - start:.1f} s wall): broker {cpu['broker']:.1f} s, "
+            f"S3 server {cpu['moto']:.1f} s (of {os.cpu_count()} cores)")
 
         out()
         out("== reads after a restart with DATA_DIR/log and the cache's disk tier removed")
         assert broker.stop() == 0
         broker.forget_local_data()
         broker.start()
-        read_pass("cold cache (all from S3)", broker, topic, count)
+        read_pass("cold cache (all from store)", broker, topic, count)
         read_pass("warm cache", broker, topic, count)
         m = broker.metrics()
         ratio = {t: m[f'aerostream_cold_cache_hit_ratio{{tier="{t}"}}'] for t in ("memory", "disk", "any")}

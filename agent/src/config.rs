@@ -51,6 +51,72 @@ pub struct ServeArgs {
     /// Log filter, as RUST_LOG [default: info].
     #[arg(long, env = "AEROSTREAM_LOG")]
     pub log: Option<String>,
+    /// Object storage for sealed segments: s3://bucket/prefix, gs://bucket/prefix,
+    /// az://container/prefix or file:///abs/dir; the cloud's usual environment
+    /// variables configure it [default: the folder DATA_DIR/objects].
+    #[arg(long, env = "AEROSTREAM_OBJECT_STORE")]
+    pub object_store: Option<String>,
+    /// Memory for cached blocks of cold (tiered) data, e.g. 256MiB [default: 256MiB].
+    #[arg(long, env = "AEROSTREAM_CACHE_MEMORY_BYTES", value_parser = parse_bytes)]
+    pub cache_memory_bytes: Option<u64>,
+    /// Local disk for cached blocks of cold data; 0 disables the disk tier [default: 1GiB].
+    #[arg(long, env = "AEROSTREAM_CACHE_DISK_BYTES", value_parser = parse_bytes)]
+    pub cache_disk_bytes: Option<u64>,
+    /// Folder of the cache's disk tier [default: DATA_DIR/cache].
+    #[arg(long, env = "AEROSTREAM_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Local disk for partition data. Segments already in object storage
+    /// leave early when it is passed; when data not yet uploaded would pass
+    /// it, producers get a retriable KAFKA_STORAGE_ERROR until uploads catch
+    /// up [default: 90% of the free space under DATA_DIR at start].
+    #[arg(long, env = "AEROSTREAM_LOCAL_DISK_LIMIT", value_parser = parse_bytes)]
+    pub local_disk_limit: Option<u64>,
+    /// Segment uploads in flight at once [default: 8].
+    #[arg(long, env = "AEROSTREAM_UPLOAD_CONCURRENCY")]
+    pub upload_concurrency: Option<usize>,
+    /// Move deleted objects under PREFIX/tombstones/ (for a bucket lifecycle
+    /// rule to expire) instead of deleting them [default: false].
+    #[arg(long, env = "AEROSTREAM_OBJECT_STORE_TOMBSTONES")]
+    pub object_store_tombstones: Option<bool>,
+    /// Testing only: wrap the object store in a fault injector controlled at
+    /// HTTP /admin/object-store/faults.
+    #[arg(long, env = "AEROSTREAM_OBJECT_STORE_FAULTS", hide = true)]
+    pub object_store_faults: Option<bool>,
+}
+
+/// Parses a byte count: digits with an optional binary unit (KiB, MiB, GiB,
+/// TiB; also K, M, G, T, KB, MB, GB, TB as the same powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{s}' is not a byte count like 1048576 or 256MiB"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown unit '{other}' in '{s}'")),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+fn bytes_de<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(u64),
+        S(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => Ok(Some(n)),
+        Some(Raw::S(s)) => parse_bytes(&s).map(Some).map_err(serde::de::Error::custom),
+    }
 }
 
 /// The same settings as read from the TOML file.
@@ -69,6 +135,16 @@ struct FileSettings {
     group_initial_rebalance_delay_ms: Option<i64>,
     group_min_session_timeout_ms: Option<i32>,
     log: Option<String>,
+    object_store: Option<String>,
+    #[serde(default, deserialize_with = "bytes_de")]
+    cache_memory_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "bytes_de")]
+    cache_disk_bytes: Option<u64>,
+    cache_dir: Option<PathBuf>,
+    #[serde(default, deserialize_with = "bytes_de")]
+    local_disk_limit: Option<u64>,
+    upload_concurrency: Option<usize>,
+    object_store_tombstones: Option<bool>,
 }
 
 /// Resolved settings.
@@ -86,6 +162,17 @@ pub struct Settings {
     pub group_initial_rebalance_delay_ms: i64,
     pub group_min_session_timeout_ms: i32,
     pub log: String,
+    /// `None`: the folder DATA_DIR/objects.
+    pub object_store: Option<String>,
+    pub cache_memory_bytes: u64,
+    /// 0: no disk tier.
+    pub cache_disk_bytes: u64,
+    pub cache_dir: PathBuf,
+    /// `None`: worked out from the free space at start.
+    pub local_disk_limit: Option<u64>,
+    pub upload_concurrency: usize,
+    pub object_store_tombstones: bool,
+    pub object_store_faults: bool,
 }
 
 fn parse_host_port(s: &str) -> anyhow::Result<(String, u16)> {
@@ -152,7 +239,47 @@ impl Settings {
                 .clone()
                 .or(file.log)
                 .unwrap_or_else(|| "info".into()),
+            object_store: args.object_store.clone().or(file.object_store),
+            cache_memory_bytes: args
+                .cache_memory_bytes
+                .or(file.cache_memory_bytes)
+                .unwrap_or(256 << 20),
+            cache_disk_bytes: args
+                .cache_disk_bytes
+                .or(file.cache_disk_bytes)
+                .unwrap_or(1 << 30),
+            cache_dir: PathBuf::new(),
+            local_disk_limit: args.local_disk_limit.or(file.local_disk_limit),
+            upload_concurrency: args
+                .upload_concurrency
+                .or(file.upload_concurrency)
+                .unwrap_or(8),
+            object_store_tombstones: args
+                .object_store_tombstones
+                .or(file.object_store_tombstones)
+                .unwrap_or(false),
+            object_store_faults: args.object_store_faults.unwrap_or(false),
         };
+        let s = Settings {
+            cache_dir: args
+                .cache_dir
+                .clone()
+                .or(file.cache_dir)
+                .unwrap_or_else(|| s.data_dir.join("cache")),
+            ..s
+        };
+        anyhow::ensure!(
+            s.upload_concurrency >= 1,
+            "--upload-concurrency must be at least 1"
+        );
+        anyhow::ensure!(
+            s.cache_memory_bytes >= 1 << 20,
+            "--cache-memory-bytes must be at least 1MiB"
+        );
+        anyhow::ensure!(
+            s.cache_disk_bytes == 0 || s.cache_disk_bytes >= 64 << 20,
+            "--cache-disk-bytes must be 0 (no disk tier) or at least 64MiB"
+        );
         anyhow::ensure!(s.shards >= 1, "--shards must be at least 1");
         anyhow::ensure!(s.num_partitions >= 1, "--num-partitions must be at least 1");
         anyhow::ensure!(
@@ -208,6 +335,46 @@ mod tests {
             ..Default::default()
         };
         assert!(Settings::resolve(&args).is_err());
+    }
+
+    #[test]
+    fn byte_counts_take_binary_units() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
+        assert_eq!(parse_bytes("1 kb"), Ok(1024));
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("MiB").is_err());
+        assert!(parse_bytes("99999999999TiB").is_err());
+    }
+
+    #[test]
+    fn tiering_settings_default_under_the_data_dir_and_read_units_from_the_file() {
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "data_dir = \"/d\"\ncache_disk_bytes = \"128MiB\"\nlocal_disk_limit = 4096000000"
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            object_store: Some("s3://b/p".into()),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.cache_dir, PathBuf::from("/d/cache"));
+        assert_eq!(s.cache_disk_bytes, 128 << 20);
+        assert_eq!(s.local_disk_limit, Some(4_096_000_000));
+        assert_eq!(s.object_store.as_deref(), Some("s3://b/p"));
+        assert_eq!(s.upload_concurrency, 8);
+        let tiny = ServeArgs {
+            cache_disk_bytes: Some(1 << 20),
+            ..Default::default()
+        };
+        assert!(
+            Settings::resolve(&tiny).is_err(),
+            "a disk tier below 64MiB is refused"
+        );
     }
 
     #[test]

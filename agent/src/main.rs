@@ -3,6 +3,7 @@
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
 mod config;
+mod tiering;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,6 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use config::{ServeArgs, Settings};
-use gateway::backend::disk::DiskLogFactory;
 use gateway::backend::meta::MetastoreCatalog;
 use gateway::broker::BrokerConfig;
 use gateway::group::engine::GroupLimits;
@@ -69,8 +69,6 @@ fn main() -> anyhow::Result<()> {
 async fn serve(s: Settings) -> anyhow::Result<()> {
     std::fs::create_dir_all(&s.data_dir)
         .with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
-    let logs =
-        DiskLogFactory::new(s.data_dir.join("log")).context("cannot open the log directory")?;
     let node_id = u64::try_from(s.node_id).context("--node-id must not be negative")?;
     let meta = metastore::Metastore::start(metastore::MetastoreConfig {
         node_id,
@@ -83,6 +81,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         .await
         .context("the metastore did not become ready")?;
     let catalog = Arc::new(MetastoreCatalog::new(meta.clone()));
+    let tiered = tiering::wire(&s, &meta).await?;
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
         advertised: s.advertised_kafka_addr.clone(),
@@ -100,8 +99,9 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
             },
             ..BrokerConfig::default()
         },
+        tiering: Some(Arc::clone(&tiered.tiering)),
     };
-    let gw = Gateway::start(opts, catalog, Arc::new(logs))
+    let gw = Gateway::start(opts, catalog, Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
     // Partitions are led by live agents: register this node (with its real
@@ -124,6 +124,22 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         .await
         .context("cannot register this node with the metastore")?;
     let keep_alive = meta.keep_agent_alive(registration, Duration::from_millis(500));
+    // Open every partition now rather than on first use, so segments sealed
+    // but not yet uploaded before a restart go up without waiting for a client.
+    let broker = gw.broker();
+    for topic in broker.catalog.topics() {
+        let led: Vec<i32> = topic
+            .partitions
+            .iter()
+            .filter(|p| p.leader == s.node_id)
+            .map(|p| p.index)
+            .collect();
+        for p in led {
+            if let Some(Err(e)) = broker.partition(&topic, p) {
+                tracing::warn!(topic = %topic.name, partition = p, error = %e, "could not open a partition at start");
+            }
+        }
+    }
     tracing::info!(
         kafka = %gw.kafka_addr(),
         http = ?gw.http_addr(),
@@ -139,6 +155,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     wait_for_signal().await?;
     tracing::info!("shutting down");
     gw.shutdown().await;
+    tiered.tier.shutdown().await;
     keep_alive.stop();
     if let Err(e) = meta.shutdown().await {
         tracing::warn!(error = %e, "metastore shutdown failed");

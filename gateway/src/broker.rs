@@ -139,6 +139,8 @@ pub struct Broker {
     /// Serialises topic auto-creation so concurrent Metadata requests create once.
     create_lock: AsyncMutex<()>,
     shutting_down: tokio::sync::watch::Sender<bool>,
+    /// Object-storage tiering; `None` for purely local logs (tests).
+    pub tiering: Option<Arc<crate::tiering::Tiering>>,
 }
 
 impl Broker {
@@ -158,7 +160,14 @@ impl Broker {
             producer_ids: AsyncMutex::new(0..0),
             create_lock: AsyncMutex::new(()),
             shutting_down: tokio::sync::watch::channel(false).0,
+            tiering: None,
         }
+    }
+
+    /// Serves reads below the local log start from object storage.
+    pub fn with_tiering(mut self, tiering: Option<Arc<crate::tiering::Tiering>>) -> Self {
+        self.tiering = tiering;
+        self
     }
 
     /// A fresh producer id, from the current block or a newly allocated one.

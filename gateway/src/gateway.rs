@@ -24,6 +24,8 @@ pub struct GatewayOptions {
     /// Number of shard runtimes.
     pub shards: usize,
     pub broker: BrokerConfig,
+    /// Object-storage tiering (its log factory must be the one passed to `start`).
+    pub tiering: Option<Arc<crate::tiering::Tiering>>,
 }
 
 impl Default for GatewayOptions {
@@ -34,6 +36,7 @@ impl Default for GatewayOptions {
             http_addr: None,
             shards: 1,
             broker: BrokerConfig::default(),
+            tiering: None,
         }
     }
 }
@@ -72,7 +75,9 @@ impl Gateway {
         let partitions = Arc::new(Partitions::new(shards.handles(), logs));
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
         let groups = Coordinator::start(config.group.clone(), prefix);
-        let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
+        let broker = Arc::new(
+            Broker::new(config, catalog, partitions, groups).with_tiering(opts.tiering.clone()),
+        );
         let (stop, stop_rx) = watch::channel(false);
         for (listener, handle) in listeners.into_iter().zip(shards.handles()) {
             listener.set_nonblocking(true)?;

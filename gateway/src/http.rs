@@ -34,7 +34,17 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, mut stop: watch::
             }
             let head = String::from_utf8_lossy(&buf[..used]);
             let path = head.split_whitespace().nth(1).unwrap_or("/");
+            let admin = broker.tiering.as_ref().and_then(|t| t.admin(path));
             let (status, ctype, body) = match path {
+                _ if admin.is_some() => {
+                    let (code, text) = admin.unwrap_or_default();
+                    let status = if code == 200 {
+                        "200 OK"
+                    } else {
+                        "400 Bad Request"
+                    };
+                    (status, "text/plain", text)
+                }
                 "/health" | "/healthz" => {
                     if broker.is_shutting_down() {
                         (
@@ -46,11 +56,13 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, mut stop: watch::
                         ("200 OK", "text/plain", "ok\n".to_string())
                     }
                 }
-                "/metrics" => (
-                    "200 OK",
-                    "text/plain; version=0.0.4",
-                    broker.metrics.render(broker.partitions.len()),
-                ),
+                "/metrics" => {
+                    let mut text = broker.metrics.render(broker.partitions.len());
+                    if let Some(t) = &broker.tiering {
+                        text.push_str(&t.render_metrics());
+                    }
+                    ("200 OK", "text/plain; version=0.0.4", text)
+                }
                 _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
             };
             let resp = format!(

@@ -10,6 +10,11 @@
 //! [`group::engine::GroupEngine`]. Responses are frames of parts so fetched
 //! records are spliced in and, on plain TCP, sent with `sendfile(2)`.
 //!
+//! Partitions tier to object storage through [`tiering`]: the production
+//! log backend wraps each storage log in a `storage::tier::TieredPartition`,
+//! and Fetch/ListOffsets reach below the local log start through
+//! [`tiering::read`] and [`tiering::offsets`].
+//!
 //! Seams: [`backend::PartitionLog`]/[`backend::LogFactory`] (the `storage`
 //! crate in production, [`backend::memory`] in tests) and [`backend::Catalog`]
 //! (the `metastore` crate in production, an in-memory catalog in tests).
@@ -37,6 +42,7 @@ pub mod kafka;
 pub mod partition;
 pub mod server;
 pub mod shard;
+pub mod tiering;
 pub mod topic_config;
 
 mod gateway;

@@ -85,6 +85,18 @@ pub fn log_settings(configs: &BTreeMap<String, String>) -> LogSettings {
         },
         retention_bytes: positive(configs, "retention.bytes"),
         retention_ms: positive(configs, "retention.ms"),
+        local_retention_bytes: local_retention(configs, "local.retention.bytes", "retention.bytes"),
+        local_retention_ms: local_retention(configs, "local.retention.ms", "retention.ms"),
+    }
+}
+
+/// A `local.retention.*` value: `-2` follows the total retention key, `-1`
+/// is unlimited, anything else is capped by the total retention.
+fn local_retention(configs: &BTreeMap<String, String>, local: &str, total: &str) -> Option<u64> {
+    let total = positive(configs, total);
+    match effective(configs, local).and_then(|v| v.parse::<i64>().ok()) {
+        Some(-2) | None => total,
+        Some(v) => u64::try_from(v).ok().map(|v| total.map_or(v, |t| v.min(t))),
     }
 }
 
@@ -135,5 +147,32 @@ mod tests {
         assert_eq!(s.timestamp_type, TimestampType::LogAppendTime);
         assert_eq!(s.flush_messages, Some(1));
         assert_eq!(s.retention_bytes, None, "-1 means unlimited");
+    }
+
+    #[test]
+    fn local_retention_follows_total_retention_unless_set() {
+        let mut c = BTreeMap::new();
+        assert_eq!(
+            log_settings(&c).local_retention_ms,
+            Some(604_800_000),
+            "-2 follows retention.ms"
+        );
+        assert_eq!(
+            log_settings(&c).local_retention_bytes,
+            None,
+            "retention.bytes is unlimited"
+        );
+        c.insert("local.retention.bytes".into(), "0".into());
+        c.insert("local.retention.ms".into(), "-1".into());
+        let s = log_settings(&c);
+        assert_eq!(s.local_retention_bytes, Some(0));
+        assert_eq!(s.local_retention_ms, None);
+        c.insert("retention.bytes".into(), "100".into());
+        c.insert("local.retention.bytes".into(), "500".into());
+        assert_eq!(
+            log_settings(&c).local_retention_bytes,
+            Some(100),
+            "never above the total"
+        );
     }
 }

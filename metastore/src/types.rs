@@ -112,6 +112,13 @@ pub struct SegmentEntry {
     pub size: u64,
     /// CRC-32C of the object's bytes.
     pub checksum: u32,
+    /// Bytes of the segment's offset index object (`.idx`), which cold reads
+    /// need to read it through the block cache.
+    #[serde(default)]
+    pub index_size: u64,
+    /// Bytes of the segment's time index object (`.tix`).
+    #[serde(default)]
+    pub time_index_size: u64,
 }
 
 /// A consumer group's committed position in one partition.

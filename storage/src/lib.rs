@@ -18,6 +18,9 @@
 //!   [`PartitionLog::delete_records_before`] are the hooks tiering and
 //!   DeleteRecords use; [`PartitionLog::truncate_to`] and
 //!   [`PartitionLog::epoch_end_offset`] serve follower truncation.
+//! - [`tier`] seals segments to object storage and reads offsets below the
+//!   local log start back from it (uploader engine and driver, cold reader,
+//!   local disk budget, retention across tiers).
 //! - [`batch`] exposes header parsing and validation for callers that must
 //!   check a batch without appending it.
 //! - Every failure is a [`StorageError`] variant; the gateway maps each to
@@ -76,6 +79,7 @@ mod producer;
 mod recovery;
 mod retention;
 pub mod segment;
+pub mod tier;
 pub mod writeback;
 
 pub use batch::{BatchHeader, Compression, TimestampType};

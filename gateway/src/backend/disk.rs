@@ -57,7 +57,8 @@ pub fn from_storage(e: storage::StorageError) -> LogError {
     }
 }
 
-fn log_config(s: &LogSettings) -> storage::LogConfig {
+/// The storage crate's settings for a partition's [`LogSettings`].
+pub fn log_config(s: &LogSettings) -> storage::LogConfig {
     storage::LogConfig {
         segment_bytes: s.segment_bytes.clamp(
             storage::config::MIN_SEGMENT_BYTES,
@@ -199,6 +200,20 @@ impl DiskLogFactory {
     fn dir(&self, topic: &str, partition: i32) -> PathBuf {
         self.root.join(format!("{topic}-{partition}"))
     }
+
+    /// Opens (creating or recovering) a partition's storage log in its
+    /// directory, claimed for `topic_id`; tiering wraps the result.
+    pub fn open_storage(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        partition: i32,
+        settings: &LogSettings,
+    ) -> Result<storage::PartitionLog, LogError> {
+        let dir = self.dir(topic, partition);
+        claim(&dir, topic_id)?;
+        storage::PartitionLog::open(&dir, log_config(settings)).map_err(from_storage)
+    }
 }
 
 /// Name of the file that records which topic incarnation owns a partition directory.
@@ -237,9 +252,7 @@ impl LogFactory for DiskLogFactory {
         partition: i32,
         settings: &LogSettings,
     ) -> Result<Box<dyn PartitionLog>, LogError> {
-        let dir = self.dir(topic, partition);
-        claim(&dir, topic_id)?;
-        let log = storage::PartitionLog::open(&dir, log_config(settings)).map_err(from_storage)?;
+        let log = self.open_storage(topic, topic_id, partition, settings)?;
         Ok(Box::new(DiskLog {
             log,
             retention_bytes: settings.retention_bytes,

@@ -98,6 +98,11 @@ pub struct LogSettings {
     pub timestamp_type: TimestampType,
     pub retention_bytes: Option<u64>,
     pub retention_ms: Option<u64>,
+    /// `local.retention.bytes` with `-2` resolved to `retention.bytes`;
+    /// `None` = no size limit on local copies of tiered data.
+    pub local_retention_bytes: Option<u64>,
+    /// `local.retention.ms` resolved likewise.
+    pub local_retention_ms: Option<u64>,
 }
 
 /// Failures of a partition log.

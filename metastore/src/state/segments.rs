@@ -120,6 +120,8 @@ mod tests {
             max_timestamp: last * 10,
             size: 100,
             checksum: 7,
+            index_size: 16,
+            time_index_size: 12,
         }
     }
 

@@ -74,7 +74,7 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
                 })
             })
         } else {
-            h.read(it.offset, budget.max(1)).await
+            crate::tiering::read(b, it.topic_id, it.partition, h, it.offset, budget.max(1)).await
         };
         let o = match read {
             Err(_) => Outcome {

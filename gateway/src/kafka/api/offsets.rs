@@ -78,13 +78,26 @@ pub(super) async fn list_offsets(
                     continue;
                 }
             };
+            let topic_id = topic.as_ref().map(|t| t.id).unwrap_or_default();
             let query = match p.timestamp {
-                -2 | -4 => OffsetQuery::Earliest,
+                -2 => OffsetQuery::Earliest,
+                // EARLIEST_LOCAL (-4): the first offset still on local disk.
+                -4 => match crate::tiering::earliest_local(b, topic_id, p.partition_index) {
+                    Some(local) => {
+                        parts.push(resp.with_offset(local).with_leader_epoch(epoch));
+                        continue;
+                    }
+                    None => OffsetQuery::Earliest,
+                },
                 -1 => OffsetQuery::Latest,
                 -3 => OffsetQuery::MaxTimestamp,
-                // LATEST_TIERED (-5): nothing is tiered yet, so there is no such offset.
+                // LATEST_TIERED (-5): the last offset in object storage (-1 if none).
                 -5 => {
-                    parts.push(resp.with_leader_epoch(epoch));
+                    let last = crate::tiering::latest_tiered(b, topic_id, p.partition_index);
+                    parts.push(
+                        resp.with_offset(last.unwrap_or(-1))
+                            .with_leader_epoch(epoch),
+                    );
                     continue;
                 }
                 ts if ts >= 0 => OffsetQuery::Timestamp(ts),
@@ -93,15 +106,16 @@ pub(super) async fn list_offsets(
                     continue;
                 }
             };
-            let resp = match h.offsets(query).await {
-                Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
-                Ok(Err(e)) => resp.with_error_code(codes::log_error(&e).code()),
-                Ok(Ok(None)) => resp.with_leader_epoch(epoch),
-                Ok(Ok(Some(found))) => resp
-                    .with_timestamp(found.timestamp)
-                    .with_offset(found.offset)
-                    .with_leader_epoch(epoch),
-            };
+            let resp =
+                match crate::tiering::offsets(b, topic_id, p.partition_index, &h, query).await {
+                    Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                    Ok(Err(e)) => resp.with_error_code(codes::log_error(&e).code()),
+                    Ok(Ok(None)) => resp.with_leader_epoch(epoch),
+                    Ok(Ok(Some(found))) => resp
+                        .with_timestamp(found.timestamp)
+                        .with_offset(found.offset)
+                        .with_leader_epoch(epoch),
+                };
             parts.push(resp);
         }
         topics.push(

@@ -1,0 +1,143 @@
+//! The metastore as the tiering manifest: one Raft write per committed
+//! segment, local-replica reads.
+
+use async_trait::async_trait;
+use metastore::{MetaError, Metastore, SegmentEntry};
+use storage::tier::{DeletedTopic, Manifest, ManifestError, PartitionKey, TieredSegment};
+
+/// [`Manifest`] over a running [`Metastore`].
+#[derive(Debug, Clone)]
+pub struct MetastoreManifest {
+    meta: Metastore,
+}
+
+impl MetastoreManifest {
+    pub fn new(meta: Metastore) -> Self {
+        MetastoreManifest { meta }
+    }
+}
+
+fn tiered(e: SegmentEntry) -> TieredSegment {
+    TieredSegment {
+        key: e.key,
+        base_offset: e.base_offset,
+        last_offset: e.last_offset,
+        first_timestamp: e.first_timestamp,
+        max_timestamp: e.max_timestamp,
+        size: e.size,
+        checksum: e.checksum,
+        index_size: e.index_size,
+        time_index_size: e.time_index_size,
+    }
+}
+
+fn entry(s: TieredSegment) -> SegmentEntry {
+    SegmentEntry {
+        key: s.key,
+        base_offset: s.base_offset,
+        last_offset: s.last_offset,
+        first_timestamp: s.first_timestamp,
+        max_timestamp: s.max_timestamp,
+        size: s.size,
+        checksum: s.checksum,
+        index_size: s.index_size,
+        time_index_size: s.time_index_size,
+    }
+}
+
+/// Whether a metastore failure may pass (leader change, timeout, shutdown
+/// of a peer); exhaustive so new variants get a deliberate answer.
+fn retriable(e: &MetaError) -> bool {
+    match e {
+        MetaError::NotLeader { .. }
+        | MetaError::Timeout { .. }
+        | MetaError::Network { .. }
+        | MetaError::Membership { .. }
+        | MetaError::ShuttingDown
+        | MetaError::Storage { .. } => true,
+        MetaError::TopicAlreadyExists { .. }
+        | MetaError::UnknownTopic { .. }
+        | MetaError::UnknownTopicId { .. }
+        | MetaError::UnknownPartition { .. }
+        | MetaError::InvalidTopicName { .. }
+        | MetaError::InvalidPartitions { .. }
+        | MetaError::InvalidReplicationFactor { .. }
+        | MetaError::InvalidReplicaAssignment { .. }
+        | MetaError::InvalidConfig { .. }
+        | MetaError::InvalidRequest { .. }
+        | MetaError::GroupIdNotFound { .. }
+        | MetaError::InvalidGroupId { .. }
+        | MetaError::OffsetMetadataTooLarge { .. }
+        | MetaError::UnknownAgent { .. }
+        | MetaError::StaleRequest { .. }
+        | MetaError::FencedLeaderEpoch { .. }
+        | MetaError::NotPartitionLeader { .. }
+        | MetaError::IneligibleReplica { .. }
+        | MetaError::ElectionNotNeeded { .. }
+        | MetaError::EligibleLeadersNotAvailable { .. }
+        | MetaError::SegmentOverlap { .. }
+        | MetaError::ProducerIdsExhausted
+        | MetaError::InvalidSettings { .. } => false,
+    }
+}
+
+fn failed(operation: &'static str) -> impl Fn(MetaError) -> ManifestError {
+    move |e| ManifestError {
+        operation,
+        retriable: retriable(&e),
+        reason: e.to_string(),
+    }
+}
+
+#[async_trait]
+impl Manifest for MetastoreManifest {
+    fn segments(&self, p: PartitionKey) -> Vec<TieredSegment> {
+        self.meta
+            .segments(p.topic_id, p.partition)
+            .into_iter()
+            .map(tiered)
+            .collect()
+    }
+
+    async fn commit(&self, p: PartitionKey, segment: TieredSegment) -> Result<(), ManifestError> {
+        self.meta
+            .commit_segment(p.topic_id, p.partition, entry(segment))
+            .await
+            .map_err(failed("commit"))
+    }
+
+    async fn trim(
+        &self,
+        p: PartitionKey,
+        below_offset: i64,
+    ) -> Result<Vec<TieredSegment>, ManifestError> {
+        let removed = self
+            .meta
+            .trim_segments(p.topic_id, p.partition, below_offset)
+            .await
+            .map_err(failed("trim"))?;
+        Ok(removed.into_iter().map(tiered).collect())
+    }
+
+    fn deleted_topics(&self) -> Vec<DeletedTopic> {
+        self.meta
+            .deleted_topics()
+            .into_iter()
+            .map(|d| DeletedTopic {
+                topic_id: d.id,
+                segments: d
+                    .segments
+                    .into_iter()
+                    .map(|(p, list)| (p, list.into_iter().map(tiered).collect()))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError> {
+        self.meta
+            .forget_deleted_topic(topic_id)
+            .await
+            .map_err(failed("forget deleted topic"))
+    }
+}

@@ -1,0 +1,375 @@
+//! Cold reads: offsets below the local log start, served from sealed objects
+//! through the [`ColdCache`].
+//!
+//! A read finds the manifest entry holding the offset, looks the offset up
+//! in the entry's `.idx` object (the same sparse index the local segment
+//! had: 8-byte entries `relative offset u32 | position u32`), walks batch
+//! headers from there to the batch holding the offset, and returns whole
+//! batches from it, byte for byte as the local segment held them. Like a
+//! local read it stays within one segment and always returns the first
+//! batch whole. Near the end of a segment the first blocks of the next one
+//! are fetched ahead, so a consumer crossing segments does not wait.
+//!
+//! ListOffsets by timestamp uses the `.tix` object (12-byte entries
+//! `max timestamp i64 | relative offset u32`) the same way the local log
+//! uses its time index.
+
+use bytes::Bytes;
+use cache::object_store::path::Path;
+use cache::ColdCache;
+
+use super::error::TierError;
+use super::manifest::TieredSegment;
+use crate::batch::{self, BatchHeader, Compression, TimestampType, HEADER_LEN};
+
+const OFFSET_ENTRY: u64 = 8;
+const TIME_ENTRY: u64 = 12;
+/// Blocks of the next segment fetched ahead when a reader nears the end of one.
+const NEXT_SEGMENT_BLOCKS: u64 = 4;
+
+/// Whole batches read from object storage.
+#[derive(Debug, Clone)]
+pub struct ColdRead {
+    pub bytes: Bytes,
+    /// Base offset of the first batch (may be below the offset asked for).
+    pub first_offset: i64,
+    /// Offset after the last batch returned.
+    pub next_offset: i64,
+}
+
+/// Reads tiered segments through a [`ColdCache`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ColdReader {
+    cache: ColdCache,
+}
+
+/// The key of a segment's sibling object (`.idx`, `.tix`) from its `.seg` key.
+pub fn sibling_key(seg_key: &str, extension: &str) -> String {
+    let stem = seg_key
+        .strip_suffix(&format!(".{}", cache::layout::SEGMENT_EXT))
+        .unwrap_or(seg_key);
+    format!("{stem}.{extension}")
+}
+
+fn object_path(key: &str) -> Result<Path, TierError> {
+    Path::parse(key).map_err(|e| TierError::CorruptObject {
+        key: key.to_string(),
+        position: 0,
+        reason: format!("the manifest holds an unusable key: {e}"),
+    })
+}
+
+fn corrupt(key: &Path, position: u64, reason: impl Into<String>) -> TierError {
+    TierError::CorruptObject {
+        key: key.to_string(),
+        position,
+        reason: reason.into(),
+    }
+}
+
+fn be_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(a)
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+/// Checks a batch header read from an object and returns its total length.
+fn checked_len(h: &BatchHeader, key: &Path, pos: u64, object_size: u64) -> Result<u64, TierError> {
+    if h.magic != 2 {
+        return Err(corrupt(
+            key,
+            pos,
+            format!("magic {} where a batch should start", h.magic),
+        ));
+    }
+    match h.total_len() {
+        Some(len) if len >= HEADER_LEN && pos + len as u64 <= object_size => Ok(len as u64),
+        _ => Err(corrupt(
+            key,
+            pos,
+            format!(
+                "batch length {} runs past the object's {object_size} bytes",
+                h.batch_length
+            ),
+        )),
+    }
+}
+
+impl ColdReader {
+    pub fn new(cache: ColdCache) -> Self {
+        ColdReader { cache }
+    }
+
+    pub fn cache(&self) -> &ColdCache {
+        &self.cache
+    }
+
+    /// Whole batches from the one holding `offset` (or the first after it),
+    /// at most `max_bytes` but always the first batch; `None` when no entry
+    /// holds `offset` or anything after it.
+    pub async fn read(
+        &self,
+        entries: &[TieredSegment],
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<Option<ColdRead>, TierError> {
+        let i = entries.partition_point(|e| e.last_offset < offset);
+        let Some(e) = entries.get(i) else {
+            return Ok(None);
+        };
+        let key = object_path(&e.key)?;
+        let Some((pos, first)) = self.translate(e, &key, offset).await? else {
+            return Err(corrupt(
+                &key,
+                e.size,
+                format!("the object ends before offset {offset}, inside its manifest range"),
+            ));
+        };
+        let first_len = checked_len(&first, &key, pos, e.size)?;
+        let end = (pos + first_len.max(max_bytes as u64)).min(e.size);
+        let chunk = self.cache.read_range(&key, pos..end, e.size).await?;
+        let mut used = first_len as usize;
+        let mut next = first.next_offset();
+        while let Some(h) = chunk.get(used..).and_then(BatchHeader::decode) {
+            let len = checked_len(&h, &key, pos + used as u64, e.size)? as usize;
+            if used + len > chunk.len() {
+                break;
+            }
+            used += len;
+            next = h.next_offset();
+        }
+        let returned_end = pos + used as u64;
+        if let Some(after) = entries.get(i + 1) {
+            let near_end = returned_end + 2 * self.cache.block_size() >= e.size;
+            if near_end {
+                if let Ok(next_key) = object_path(&after.key) {
+                    self.cache
+                        .prefetch(&next_key, 0..NEXT_SEGMENT_BLOCKS, after.size);
+                }
+            }
+        }
+        Ok(Some(ColdRead {
+            bytes: chunk.slice(..used),
+            first_offset: first.base_offset,
+            next_offset: next,
+        }))
+    }
+
+    /// ListOffsets by timestamp over tiered data: the first record at or
+    /// after `log_start` whose timestamp is `>= ts`, as `(timestamp, offset)`.
+    pub async fn offset_for_timestamp(
+        &self,
+        entries: &[TieredSegment],
+        ts: i64,
+        log_start: i64,
+    ) -> Result<Option<(i64, i64)>, TierError> {
+        for e in entries {
+            if e.last_offset < log_start || e.max_timestamp < ts {
+                continue;
+            }
+            if let Some(found) = self.find_timestamp_in(e, ts, log_start).await? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP over tiered data: the largest timestamp and
+    /// the first record carrying it.
+    pub async fn max_timestamp(
+        &self,
+        entries: &[TieredSegment],
+        log_start: i64,
+    ) -> Result<Option<(i64, i64)>, TierError> {
+        let best = entries
+            .iter()
+            .filter(|e| e.last_offset >= log_start && e.max_timestamp >= 0)
+            .fold(None::<&TieredSegment>, |best, e| match best {
+                Some(b) if b.max_timestamp >= e.max_timestamp => Some(b),
+                _ => Some(e),
+            });
+        match best {
+            None => Ok(None),
+            Some(e) => self.find_timestamp_in(e, e.max_timestamp, log_start).await,
+        }
+    }
+
+    async fn find_timestamp_in(
+        &self,
+        e: &TieredSegment,
+        ts: i64,
+        log_start: i64,
+    ) -> Result<Option<(i64, i64)>, TierError> {
+        let key = object_path(&e.key)?;
+        let mut pos = match self.time_index_floor(e, ts).await? {
+            Some(offset) => match self.translate(e, &key, offset).await? {
+                Some((p, _)) => p,
+                None => e.size,
+            },
+            None => 0,
+        };
+        while pos < e.size {
+            let h = self.header_at(&key, pos, e.size).await?;
+            let len = checked_len(&h, &key, pos, e.size)?;
+            if h.max_timestamp >= ts && h.last_offset() >= log_start {
+                return self
+                    .refine(&key, e.size, pos, len, &h, ts, log_start)
+                    .await
+                    .map(Some);
+            }
+            pos += len;
+        }
+        Ok(None)
+    }
+
+    /// The exact record inside an uncompressed CreateTime batch; the batch's
+    /// first offset otherwise (records are not decompressed), as the local
+    /// log answers.
+    #[allow(clippy::too_many_arguments)]
+    async fn refine(
+        &self,
+        key: &Path,
+        size: u64,
+        pos: u64,
+        len: u64,
+        h: &BatchHeader,
+        ts: i64,
+        log_start: i64,
+    ) -> Result<(i64, i64), TierError> {
+        let fallback = (h.max_timestamp, h.base_offset.max(log_start));
+        if h.timestamp_type() == TimestampType::LogAppendTime
+            || h.compression() != Ok(Compression::None)
+        {
+            return Ok(fallback);
+        }
+        let bytes = self.cache.read_range(key, pos..pos + len, size).await?;
+        for (delta, t) in batch::RecordTimestamps::new(&bytes) {
+            let offset = h.base_offset + i64::from(delta);
+            if offset >= log_start && t >= ts {
+                return Ok((t, offset));
+            }
+        }
+        Ok(fallback)
+    }
+
+    /// Position and header of the first batch whose last offset is `>= offset`.
+    async fn translate(
+        &self,
+        e: &TieredSegment,
+        key: &Path,
+        offset: i64,
+    ) -> Result<Option<(u64, BatchHeader)>, TierError> {
+        let mut pos = if offset <= e.base_offset {
+            0
+        } else {
+            self.index_floor(e, offset).await?
+        };
+        while pos < e.size {
+            let h = self.header_at(key, pos, e.size).await?;
+            let len = checked_len(&h, key, pos, e.size)?;
+            if h.last_offset() >= offset {
+                return Ok(Some((pos, h)));
+            }
+            pos += len;
+        }
+        Ok(None)
+    }
+
+    async fn header_at(&self, key: &Path, pos: u64, size: u64) -> Result<BatchHeader, TierError> {
+        if pos + HEADER_LEN as u64 > size {
+            return Err(corrupt(
+                key,
+                pos,
+                "a batch header would run past the end of the object",
+            ));
+        }
+        let b = self
+            .cache
+            .read_range(key, pos..pos + HEADER_LEN as u64, size)
+            .await?;
+        BatchHeader::decode(&b).ok_or_else(|| corrupt(key, pos, "short batch header"))
+    }
+
+    /// File position of the last `.idx` entry at or below `offset` (0 if none).
+    async fn index_floor(&self, e: &TieredSegment, offset: i64) -> Result<u64, TierError> {
+        let n = e.index_size / OFFSET_ENTRY;
+        if n == 0 {
+            return Ok(0);
+        }
+        let key = object_path(&sibling_key(&e.key, cache::layout::INDEX_EXT))?;
+        let idx = self
+            .cache
+            .read_range(&key, 0..n * OFFSET_ENTRY, e.index_size)
+            .await?;
+        let entry = |i: u64| {
+            let at = (i * OFFSET_ENTRY) as usize;
+            (
+                e.base_offset + i64::from(be_u32(&idx, at)),
+                u64::from(be_u32(&idx, at + 4)),
+            )
+        };
+        let (mut lo, mut hi) = (0u64, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if entry(mid).0 <= offset {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo.checked_sub(1).map_or(0, |i| entry(i).1))
+    }
+
+    /// Offset of the last `.tix` entry whose timestamp is `<= ts`, if any.
+    async fn time_index_floor(&self, e: &TieredSegment, ts: i64) -> Result<Option<i64>, TierError> {
+        let n = e.time_index_size / TIME_ENTRY;
+        if n == 0 {
+            return Ok(None);
+        }
+        let key = object_path(&sibling_key(&e.key, cache::layout::TIME_INDEX_EXT))?;
+        let tix = self
+            .cache
+            .read_range(&key, 0..n * TIME_ENTRY, e.time_index_size)
+            .await?;
+        let entry = |i: u64| {
+            let at = (i * TIME_ENTRY) as usize;
+            (
+                be_i64(&tix, at),
+                e.base_offset + i64::from(be_u32(&tix, at + 8)),
+            )
+        };
+        let (mut lo, mut hi) = (0u64, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if entry(mid).0 <= ts {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo.checked_sub(1).map(|i| entry(i).1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sibling_keys_swap_only_the_extension() {
+        assert_eq!(
+            sibling_key(
+                "p/topics/t/0/00000000000000000000-00000000000000000009.seg",
+                "idx"
+            ),
+            "p/topics/t/0/00000000000000000000-00000000000000000009.idx"
+        );
+        assert_eq!(sibling_key("odd", "tix"), "odd.tix");
+    }
+}

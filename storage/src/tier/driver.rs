@@ -1,0 +1,621 @@
+//! [`Tier`]: the running tiering service of a node, and the driver loop that
+//! performs the [`UploaderEngine`]'s actions.
+//!
+//! Threads and tasks, step by step:
+//! 1. Partition tasks (on the shards) own [`TieredPartition`]s; they send
+//!    engine events (registration, sealed segments, log start raised) over an
+//!    unbounded channel and never wait on tiering.
+//! 2. One driver task on the control-plane runtime owns the engine. It
+//!    feeds it those events and the completions of its own operations, and
+//!    spawns each upload and commit as a task of its own (bounded by the
+//!    engine's limits). After a commit it first adds the entry to the
+//!    partition's shared manifest snapshot, and only then lets the engine
+//!    announce the new `deletable_below` — so a local segment is deleted
+//!    only after cold readers can find its object.
+//! 3. A retention pass (one at a time, every `retention_interval` or when
+//!    DeleteRecords asks) trims manifests first, then deletes the objects
+//!    (or moves them under the tombstone prefix), and cleans up after
+//!    deleted topics.
+//! 4. Cold reads run on the control-plane runtime too (spawned there by
+//!    [`Tier::read`]), so object-store IO never runs on a shard.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cache::layout::SegmentId;
+use cache::object_store::path::Path;
+use cache::{upload_file, ColdCache, ObjectStoreHandle, UploadOptions, Uploaded};
+use parking_lot::Mutex;
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+use super::budget::DiskBudget;
+use super::cold::{ColdRead, ColdReader};
+use super::engine::{Action, EngineConfig, Event, OpId, SealedSegment, UploaderEngine};
+use super::error::TierError;
+use super::manifest::{Manifest, TieredSegment};
+use super::metrics::{add, TierMetrics, TierSnapshot};
+use super::partition::{PartitionShared, TierRetention, TieredPartition};
+use super::retention::RetentionPass;
+use super::PartitionKey;
+use crate::log::PartitionLog;
+
+/// How deleted objects leave the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeleteMode {
+    /// Delete at once.
+    #[default]
+    Delete,
+    /// Copy under `{prefix}/tombstones/` (expired by a bucket lifecycle
+    /// rule), then delete. GCS deletes at once: its copy cannot be verified
+    /// locally.
+    Tombstone,
+}
+
+/// Settings of the tiering service.
+#[derive(Debug, Clone)]
+pub struct TierConfig {
+    pub engine: EngineConfig,
+    pub upload: UploadOptions,
+    /// Deadline of one object upload, plus `size / min_upload_bytes_per_sec`.
+    pub upload_timeout: Duration,
+    pub min_upload_bytes_per_sec: u64,
+    /// Deadline of one manifest write.
+    pub manifest_timeout: Duration,
+    /// How often retention across tiers runs.
+    pub retention_interval: Duration,
+    pub delete_mode: DeleteMode,
+    /// Local disk limit for partition data (see [`DiskBudget`]).
+    pub local_disk_limit: Option<u64>,
+}
+
+impl Default for TierConfig {
+    fn default() -> Self {
+        TierConfig {
+            engine: EngineConfig::default(),
+            upload: UploadOptions::default(),
+            upload_timeout: Duration::from_secs(60),
+            min_upload_bytes_per_sec: 1 << 20,
+            manifest_timeout: Duration::from_secs(30),
+            retention_interval: Duration::from_secs(2),
+            delete_mode: DeleteMode::Delete,
+            local_disk_limit: None,
+        }
+    }
+}
+
+enum Msg {
+    Engine(Event),
+    Committed {
+        op: OpId,
+        partition: PartitionKey,
+        entry: TieredSegment,
+    },
+    Retention,
+    Stop,
+}
+
+type Registry = Mutex<HashMap<PartitionKey, Arc<PartitionShared>>>;
+
+#[derive(Debug)]
+struct Core {
+    tx: mpsc::UnboundedSender<Msg>,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Msg")
+    }
+}
+
+/// What a [`TieredPartition`] holds of the service.
+#[derive(Debug)]
+pub(crate) struct Link {
+    core: Arc<Core>,
+    pub(crate) budget: Arc<DiskBudget>,
+    registration: u64,
+}
+
+impl Link {
+    pub(crate) fn send(&self, event: Event) {
+        // A stopped service drops events; the next start re-reads everything.
+        let _ = self.core.tx.send(Msg::Engine(event));
+    }
+
+    pub(crate) fn trim(&self, _partition: PartitionKey) {
+        let _ = self.core.tx.send(Msg::Retention);
+    }
+
+    pub(crate) fn unregister(&self, partition: PartitionKey) {
+        let _ = self.core.tx.send(Msg::Engine(Event::Unregister {
+            partition,
+            registration: self.registration,
+        }));
+        let mut reg = self.core.registry.lock();
+        let mine = reg
+            .get(&partition)
+            .is_some_and(|s| s.registration() == self.registration);
+        if mine {
+            reg.remove(&partition);
+        }
+    }
+}
+
+/// The node's tiering service; cheap to clone.
+#[derive(Clone)]
+pub struct Tier {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: ObjectStoreHandle,
+    reader: ColdReader,
+    manifest: Arc<dyn Manifest>,
+    core: Arc<Core>,
+    budget: Arc<DiskBudget>,
+    metrics: Arc<TierMetrics>,
+    runtime: Handle,
+    next_registration: AtomicU64,
+    driver: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tier")
+            .field("store", &self.inner.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tier {
+    /// Starts the service on the current tokio runtime (the control plane).
+    pub fn start(
+        config: TierConfig,
+        store: ObjectStoreHandle,
+        cache: ColdCache,
+        manifest: Arc<dyn Manifest>,
+    ) -> Tier {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let core = Arc::new(Core {
+            tx: tx.clone(),
+            registry: Mutex::new(HashMap::new()),
+        });
+        let budget = Arc::new(DiskBudget::new(config.local_disk_limit));
+        let metrics = Arc::new(TierMetrics::default());
+        let reader = ColdReader::new(cache);
+        let driver = Driver {
+            engine: UploaderEngine::new(config.engine.clone()),
+            rx,
+            tx,
+            store: store.clone(),
+            manifest: Arc::clone(&manifest),
+            core: Arc::clone(&core),
+            metrics: Arc::clone(&metrics),
+            cache: reader.cache().clone(),
+            config,
+            tasks: JoinSet::new(),
+            retention: None,
+            failed_deletes: Arc::new(Mutex::new(Vec::new())),
+        };
+        let handle = tokio::spawn(driver.run());
+        Tier {
+            inner: Arc::new(Inner {
+                store,
+                reader,
+                manifest,
+                core,
+                budget,
+                metrics,
+                runtime: Handle::current(),
+                next_registration: AtomicU64::new(1),
+                driver: Mutex::new(Some(handle)),
+            }),
+        }
+    }
+
+    /// Makes `log` a tiered partition. If the manifest reaches past the local
+    /// log end (the local log was lost or removed), the local log restarts
+    /// empty at the manifest's end: everything below is in object storage.
+    pub fn open_partition(
+        &self,
+        key: PartitionKey,
+        mut log: PartitionLog,
+        retention: TierRetention,
+    ) -> Result<TieredPartition, TierError> {
+        let entries = self.inner.manifest.segments(key);
+        if let Some(last) = entries.last() {
+            if log.log_end_offset() < last.next_offset() {
+                tracing::info!(
+                    dir = %log.dir().display(),
+                    local_end = log.log_end_offset(),
+                    tiered_end = last.next_offset(),
+                    "the local log ends below object storage: restarting it at the tiered end"
+                );
+                log.truncate_fully_and_start_at(last.next_offset())?;
+            }
+        }
+        let floor = TieredPartition::read_floor(log.dir())?;
+        let registration = self.inner.next_registration.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::new(PartitionShared::new(key, entries, floor, registration));
+        self.inner
+            .core
+            .registry
+            .lock()
+            .insert(key, Arc::clone(&shared));
+        let link = Link {
+            core: Arc::clone(&self.inner.core),
+            budget: Arc::clone(&self.inner.budget),
+            registration,
+        };
+        Ok(TieredPartition::new(link, shared, log, retention))
+    }
+
+    /// The shared state of an open partition.
+    pub fn partition(&self, key: PartitionKey) -> Option<Arc<PartitionShared>> {
+        self.inner.core.registry.lock().get(&key).cloned()
+    }
+
+    fn entries(&self, key: PartitionKey) -> (Arc<Vec<TieredSegment>>, i64) {
+        match self.partition(key) {
+            Some(s) => (s.manifest(), s.floor()),
+            None => (Arc::new(self.inner.manifest.segments(key)), -1),
+        }
+    }
+
+    /// Whole batches from object storage from the one holding `offset`;
+    /// `None` when no tiered segment holds `offset` or anything after it, or
+    /// `offset` is below the DeleteRecords floor.
+    pub async fn read(
+        &self,
+        key: PartitionKey,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<Option<ColdRead>, TierError> {
+        let (entries, floor) = self.entries(key);
+        if offset < floor {
+            return Ok(None);
+        }
+        let reader = self.inner.reader.clone();
+        let read = self
+            .inner
+            .runtime
+            .spawn(async move { reader.read(&entries, offset, max_bytes).await })
+            .await
+            .map_err(|_| TierError::Stopped)?;
+        let m = &self.inner.metrics;
+        match &read {
+            Ok(Some(r)) => {
+                add(&m.cold_reads, 1);
+                add(&m.cold_read_bytes, r.bytes.len() as u64);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                add(&m.cold_read_errors, 1);
+                tracing::warn!(topic_id = %key.topic_id, partition = key.partition, offset, error = %e, "cold read failed");
+            }
+        }
+        read
+    }
+
+    /// ListOffsets by timestamp over tiered data at or above `log_start`.
+    pub async fn offset_for_timestamp(
+        &self,
+        key: PartitionKey,
+        ts: i64,
+        log_start: i64,
+    ) -> Result<Option<(i64, i64)>, TierError> {
+        let (entries, _) = self.entries(key);
+        let reader = self.inner.reader.clone();
+        self.inner
+            .runtime
+            .spawn(async move { reader.offset_for_timestamp(&entries, ts, log_start).await })
+            .await
+            .map_err(|_| TierError::Stopped)?
+    }
+
+    /// ListOffsets MAX_TIMESTAMP over tiered data at or above `log_start`.
+    pub async fn max_timestamp(
+        &self,
+        key: PartitionKey,
+        log_start: i64,
+    ) -> Result<Option<(i64, i64)>, TierError> {
+        let (entries, _) = self.entries(key);
+        let reader = self.inner.reader.clone();
+        self.inner
+            .runtime
+            .spawn(async move { reader.max_timestamp(&entries, log_start).await })
+            .await
+            .map_err(|_| TierError::Stopped)?
+    }
+
+    pub fn store(&self) -> &ObjectStoreHandle {
+        &self.inner.store
+    }
+
+    pub fn cache(&self) -> &ColdCache {
+        self.inner.reader.cache()
+    }
+
+    pub fn budget(&self) -> &Arc<DiskBudget> {
+        &self.inner.budget
+    }
+
+    /// Every figure of the service now.
+    pub fn snapshot(&self) -> TierSnapshot {
+        let lag: u64 = self
+            .inner
+            .core
+            .registry
+            .lock()
+            .values()
+            .map(|s| {
+                let done = s.deletable_below().max(s.local_start());
+                u64::try_from(s.log_end().saturating_sub(done)).unwrap_or(0)
+            })
+            .sum();
+        self.inner
+            .metrics
+            .snapshot(&self.inner.budget, lag, self.cache().stats())
+    }
+
+    /// Asks for a retention pass now (it also runs on its own timer).
+    pub fn run_retention(&self) {
+        let _ = self.inner.core.tx.send(Msg::Retention);
+    }
+
+    /// Stops the driver (uploads in flight are abandoned and redone by the
+    /// next start) and flushes the cache's disk tier.
+    pub async fn shutdown(&self) {
+        let _ = self.inner.core.tx.send(Msg::Stop);
+        let handle = self.inner.driver.lock().take();
+        if let Some(h) = handle {
+            let _ = h.await;
+        }
+        if let Err(e) = self.cache().close().await {
+            tracing::warn!(error = %e, "closing the cold cache failed");
+        }
+    }
+}
+
+struct Driver {
+    engine: UploaderEngine,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    tx: mpsc::UnboundedSender<Msg>,
+    store: ObjectStoreHandle,
+    manifest: Arc<dyn Manifest>,
+    core: Arc<Core>,
+    metrics: Arc<TierMetrics>,
+    cache: ColdCache,
+    config: TierConfig,
+    tasks: JoinSet<()>,
+    retention: Option<JoinHandle<()>>,
+    failed_deletes: Arc<Mutex<Vec<(Path, u64)>>>,
+}
+
+impl Driver {
+    async fn run(mut self) {
+        let epoch = Instant::now();
+        let now = move || u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut retention_timer = tokio::time::interval(self.config.retention_interval);
+        retention_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let wake = self.engine.next_wake(now());
+            let backoff = async move {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(epoch + Duration::from_millis(at)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let actions = tokio::select! {
+                msg = self.rx.recv() => match msg {
+                    None | Some(Msg::Stop) => break,
+                    Some(Msg::Engine(event)) => self.engine.handle(now(), event),
+                    Some(Msg::Committed { op, partition, entry }) => {
+                        add(&self.metrics.committed_segments, 1);
+                        if let Some(shared) = self.core.registry.lock().get(&partition) {
+                            shared.insert_entry(entry);
+                        }
+                        self.engine.handle(now(), Event::CommitDone { op })
+                    }
+                    Some(Msg::Retention) => {
+                        self.start_retention();
+                        Vec::new()
+                    }
+                },
+                _ = backoff => self.engine.tick(now()),
+                _ = retention_timer.tick() => {
+                    self.start_retention();
+                    Vec::new()
+                }
+            };
+            for action in actions {
+                self.perform(action);
+            }
+            self.metrics.set_engine(&self.engine.stats(now()));
+            while self.tasks.try_join_next().is_some() {}
+        }
+        self.tasks.abort_all();
+        if let Some(r) = self.retention.take() {
+            r.abort();
+        }
+    }
+
+    fn perform(&mut self, action: Action) {
+        match action {
+            Action::Upload {
+                op,
+                partition,
+                segment,
+                attempt,
+            } => {
+                let store = self.store.clone();
+                let config = self.config.clone();
+                let metrics = Arc::clone(&self.metrics);
+                let tx = self.tx.clone();
+                self.tasks.spawn(async move {
+                    let event = match upload_segment(&store, partition, &segment, &config).await {
+                        Ok((entry, bytes)) => {
+                            add(&metrics.uploaded_bytes, bytes);
+                            add(&metrics.uploaded_objects, 3);
+                            add(&metrics.uploaded_segments, 1);
+                            Event::UploadDone { op, entry }
+                        }
+                        Err(e) => {
+                            add(&metrics.upload_failures, 1);
+                            tracing::warn!(
+                                segment = %segment.path.display(),
+                                attempt,
+                                error = %e,
+                                "uploading a sealed segment failed; it stays on local disk and will be retried"
+                            );
+                            Event::UploadFailed {
+                                op,
+                                jitter: rand::random::<f64>(),
+                            }
+                        }
+                    };
+                    let _ = tx.send(Msg::Engine(event));
+                });
+            }
+            Action::Commit {
+                op,
+                partition,
+                entry,
+                attempt,
+            } => {
+                let manifest = Arc::clone(&self.manifest);
+                let metrics = Arc::clone(&self.metrics);
+                let tx = self.tx.clone();
+                let deadline = self.config.manifest_timeout;
+                self.tasks.spawn(async move {
+                    let result =
+                        tokio::time::timeout(deadline, manifest.commit(partition, entry.clone()))
+                            .await;
+                    let msg = match result {
+                        Ok(Ok(())) => Msg::Committed {
+                            op,
+                            partition,
+                            entry,
+                        },
+                        failed => {
+                            add(&metrics.commit_failures, 1);
+                            let reason = match failed {
+                                Ok(Err(e)) => e.to_string(),
+                                _ => format!("no answer within {} s", deadline.as_secs()),
+                            };
+                            tracing::warn!(key = %entry.key, attempt, error = %reason, "committing a tiered segment failed; will retry");
+                            Msg::Engine(Event::CommitFailed {
+                                op,
+                                jitter: rand::random::<f64>(),
+                            })
+                        }
+                    };
+                    let _ = tx.send(msg);
+                });
+            }
+            Action::Deletable {
+                partition,
+                deletable_below,
+            } => {
+                if let Some(shared) = self.core.registry.lock().get(&partition) {
+                    shared.set_deletable_below(deletable_below);
+                }
+            }
+        }
+    }
+
+    fn start_retention(&mut self) {
+        if self.retention.as_ref().is_some_and(|r| !r.is_finished()) {
+            return;
+        }
+        let pass = RetentionPass {
+            store: self.store.clone(),
+            manifest: Arc::clone(&self.manifest),
+            partitions: self.core.registry.lock().values().cloned().collect(),
+            metrics: Arc::clone(&self.metrics),
+            cache: self.cache.clone(),
+            mode: self.config.delete_mode,
+            deadline: self.config.manifest_timeout,
+            failed: Arc::clone(&self.failed_deletes),
+        };
+        self.retention = Some(tokio::spawn(pass.run()));
+    }
+}
+
+/// Uploads a sealed segment's three objects; returns its manifest entry and the bytes sent.
+async fn upload_segment(
+    store: &ObjectStoreHandle,
+    partition: PartitionKey,
+    seg: &SealedSegment,
+    config: &TierConfig,
+) -> Result<(TieredSegment, u64), TierError> {
+    let id = SegmentId::new(
+        partition.topic_id,
+        partition.partition,
+        seg.base_offset,
+        seg.last_offset,
+    )?;
+    let prefix = &store.prefix;
+    let (idx, tix, data) = tokio::try_join!(
+        upload_one(store, id.index_key(prefix), &seg.offset_index_path, config),
+        upload_one(
+            store,
+            id.time_index_key(prefix),
+            &seg.time_index_path,
+            config
+        ),
+        upload_one(store, id.segment_key(prefix), &seg.path, config),
+    )?;
+    if data.size != seg.size {
+        return Err(TierError::CorruptObject {
+            key: data.key.to_string(),
+            position: data.size,
+            reason: format!(
+                "the sealed segment {} held {} bytes while sealed but {} were uploaded",
+                seg.path.display(),
+                seg.size,
+                data.size
+            ),
+        });
+    }
+    let entry = TieredSegment {
+        key: data.key.to_string(),
+        base_offset: seg.base_offset,
+        last_offset: seg.last_offset,
+        first_timestamp: seg.first_timestamp,
+        max_timestamp: seg.max_timestamp,
+        size: data.size,
+        checksum: data.crc32c,
+        index_size: idx.size,
+        time_index_size: tix.size,
+    };
+    Ok((entry, idx.size + tix.size + data.size))
+}
+
+async fn upload_one(
+    store: &ObjectStoreHandle,
+    key: Path,
+    file: &std::path::Path,
+    config: &TierConfig,
+) -> Result<Uploaded, TierError> {
+    let size = tokio::fs::metadata(file).await.map_or(0, |m| m.len());
+    let deadline =
+        config.upload_timeout + Duration::from_secs(size / config.min_upload_bytes_per_sec.max(1));
+    match tokio::time::timeout(
+        deadline,
+        upload_file(store.store.as_ref(), &key, file, &config.upload),
+    )
+    .await
+    {
+        Ok(uploaded) => Ok(uploaded?),
+        Err(_) => Err(TierError::Timeout {
+            what: format!("upload of {key}"),
+            seconds: deadline.as_secs(),
+        }),
+    }
+}

@@ -1,0 +1,622 @@
+//! The uploader engine: decides which sealed segments to upload and commit,
+//! when to retry, and how far each partition may delete locally.
+//!
+//! Pure: no IO, no clock. The driver feeds it [`Event`]s with a monotonic
+//! `now` in milliseconds and a jitter drawn from its own randomness, and
+//! performs the [`Action`]s it returns.
+//!
+//! Rules, step by step:
+//! 1. A partition reports its sealed segments (at registration, then after
+//!    every roll). Segments the manifest already holds (same offsets) are
+//!    done; the others wait for upload, oldest report first across the agent.
+//! 2. A segment is uploaded only when its last offset is below the
+//!    partition's high watermark, with at most `max_in_flight` uploads on the
+//!    agent and `max_in_flight_per_partition` per partition.
+//! 3. An uploaded segment is committed to the manifest at once. Commits of
+//!    one partition may complete in any order: the manifest accepts any
+//!    non-overlapping entry, and local deletion only ever follows the
+//!    *contiguous* committed prefix (rule 5).
+//! 4. A failed upload or commit is retried after `retry.delay(attempt,
+//!    jitter)`, for ever: the local segment stays until its commit succeeds.
+//! 5. `deletable_below` of a partition is the base offset of its oldest
+//!    segment not yet committed, or, when none waits, the end of the newest
+//!    reported segment. Everything below it is in object storage (or was
+//!    deleted by DeleteRecords), so local retention may remove it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use cache::RetrySchedule;
+
+use super::manifest::TieredSegment;
+use super::PartitionKey;
+use crate::segment::SegmentInfo;
+
+/// A sealed local segment and the files that go to object storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSegment {
+    pub base_offset: i64,
+    /// Inclusive.
+    pub last_offset: i64,
+    pub size: u64,
+    pub path: PathBuf,
+    pub offset_index_path: PathBuf,
+    pub time_index_path: PathBuf,
+    /// -1 when unknown.
+    pub first_timestamp: i64,
+    /// -1 when unknown.
+    pub max_timestamp: i64,
+}
+
+impl SealedSegment {
+    /// The uploadable view of a sealed, non-empty segment.
+    pub fn from_info(info: &SegmentInfo) -> Option<SealedSegment> {
+        if !info.sealed || info.last_offset < info.base_offset {
+            return None;
+        }
+        Some(SealedSegment {
+            base_offset: info.base_offset,
+            last_offset: info.last_offset,
+            size: info.size,
+            path: info.path.clone(),
+            offset_index_path: info.offset_index_path.clone(),
+            time_index_path: info.time_index_path.clone(),
+            first_timestamp: info.first_timestamp.unwrap_or(-1),
+            max_timestamp: info.max_timestamp.unwrap_or(-1),
+        })
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset.saturating_add(1)
+    }
+}
+
+/// Identifies one upload or commit in flight, so a late completion of an
+/// operation the engine has since forgotten is ignored.
+pub type OpId = u64;
+
+/// Limits of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Segment uploads in flight on the whole agent.
+    pub max_in_flight: usize,
+    /// Segment uploads in flight for one partition.
+    pub max_in_flight_per_partition: usize,
+    /// Backoff between attempts of one upload or commit.
+    pub retry: RetrySchedule,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_in_flight: 4,
+            max_in_flight_per_partition: 2,
+            retry: RetrySchedule::default(),
+        }
+    }
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A partition opened: `committed` holds the `(base, last)` offsets of
+    /// its manifest entries, `sealed` its sealed local segments.
+    Register {
+        partition: PartitionKey,
+        /// Tells this opening of the partition from earlier and later ones.
+        registration: u64,
+        committed: Vec<(i64, i64)>,
+        sealed: Vec<SealedSegment>,
+        high_watermark: i64,
+    },
+    /// Segments sealed since the last report.
+    Sealed {
+        partition: PartitionKey,
+        segments: Vec<SealedSegment>,
+        high_watermark: i64,
+    },
+    HighWatermark {
+        partition: PartitionKey,
+        high_watermark: i64,
+    },
+    /// DeleteRecords removed everything below `log_start`: nothing below it
+    /// needs uploading any more.
+    LogStartRaised {
+        partition: PartitionKey,
+        log_start: i64,
+    },
+    /// The partition closed (topic deleted, node stopping). Ignored when the
+    /// partition was registered again since.
+    Unregister {
+        partition: PartitionKey,
+        registration: u64,
+    },
+    UploadDone {
+        op: OpId,
+        entry: TieredSegment,
+    },
+    /// `jitter` is uniform in `[0, 1)`.
+    UploadFailed {
+        op: OpId,
+        jitter: f64,
+    },
+    CommitDone {
+        op: OpId,
+    },
+    CommitFailed {
+        op: OpId,
+        jitter: f64,
+    },
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Upload the segment's objects and report `UploadDone`/`UploadFailed`.
+    Upload {
+        op: OpId,
+        partition: PartitionKey,
+        segment: SealedSegment,
+        attempt: u32,
+    },
+    /// Commit the entry to the manifest and report `CommitDone`/`CommitFailed`.
+    Commit {
+        op: OpId,
+        partition: PartitionKey,
+        entry: TieredSegment,
+        attempt: u32,
+    },
+    /// Local retention may now delete segments wholly below this offset.
+    Deletable {
+        partition: PartitionKey,
+        deletable_below: i64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Waiting for an upload slot (or for its backoff to end).
+    Waiting {
+        not_before: u64,
+    },
+    Uploading {
+        op: OpId,
+    },
+    /// Uploaded; the commit waits for its backoff to end.
+    CommitWaiting {
+        entry: TieredSegment,
+        not_before: u64,
+    },
+    Committing {
+        op: OpId,
+        entry: TieredSegment,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Pending {
+    segment: SealedSegment,
+    state: State,
+    attempt: u32,
+    /// Arrival order across the agent: smaller uploads first.
+    seq: u64,
+    /// When the segment was reported, for the lag in seconds.
+    reported_at: u64,
+}
+
+#[derive(Debug, Default)]
+struct Part {
+    registration: u64,
+    high_watermark: i64,
+    /// Not yet committed, by base offset.
+    pending: BTreeMap<i64, Pending>,
+    /// `(base -> last)` of committed entries known to the engine.
+    committed: BTreeMap<i64, i64>,
+    /// Offset after the newest segment reported (committed or not).
+    reported_end: i64,
+    log_start: i64,
+    uploads: usize,
+    /// Last `deletable_below` announced.
+    announced: Option<i64>,
+}
+
+impl Part {
+    fn deletable_below(&self) -> i64 {
+        self.pending
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.reported_end)
+    }
+}
+
+/// Counters of the engine's current state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub partitions: usize,
+    /// Sealed segments not yet committed.
+    pub pending_segments: usize,
+    pub pending_bytes: u64,
+    pub uploads_in_flight: usize,
+    pub commits_in_flight: usize,
+    /// Age of the oldest pending segment's report (0 when none waits).
+    pub oldest_pending_ms: u64,
+}
+
+/// What an operation in flight refers to.
+#[derive(Debug, Clone, Copy)]
+struct OpRef {
+    partition: PartitionKey,
+    /// `None` once the segment was dropped while the operation ran.
+    base: Option<i64>,
+    /// An upload holds one of its partition's upload slots until it completes.
+    holds_slot: bool,
+}
+
+/// The uploader engine. See the module docs for its rules.
+#[derive(Debug)]
+pub struct UploaderEngine {
+    config: EngineConfig,
+    parts: HashMap<PartitionKey, Part>,
+    ops: HashMap<OpId, OpRef>,
+    next_op: OpId,
+    next_seq: u64,
+    in_flight: usize,
+}
+
+impl UploaderEngine {
+    pub fn new(config: EngineConfig) -> Self {
+        UploaderEngine {
+            config,
+            parts: HashMap::new(),
+            ops: HashMap::new(),
+            next_op: 1,
+            next_seq: 0,
+            in_flight: 0,
+        }
+    }
+
+    /// Applies one event and returns what to do now.
+    pub fn handle(&mut self, now: u64, event: Event) -> Vec<Action> {
+        match event {
+            Event::Register {
+                partition,
+                registration,
+                committed,
+                sealed,
+                high_watermark,
+            } => {
+                if let Some(old) = self.parts.remove(&partition) {
+                    self.drop_pending(partition, old.pending.into_values());
+                }
+                let mut part = Part {
+                    registration,
+                    high_watermark,
+                    committed: committed.into_iter().collect(),
+                    ..Part::default()
+                };
+                part.reported_end = part
+                    .committed
+                    .iter()
+                    .next_back()
+                    .map_or(0, |(_, last)| last.saturating_add(1));
+                self.parts.insert(partition, part);
+                self.add_sealed(now, partition, sealed);
+            }
+            Event::Sealed {
+                partition,
+                segments,
+                high_watermark,
+            } => {
+                if let Some(p) = self.parts.get_mut(&partition) {
+                    p.high_watermark = p.high_watermark.max(high_watermark);
+                }
+                self.add_sealed(now, partition, segments);
+            }
+            Event::HighWatermark {
+                partition,
+                high_watermark,
+            } => {
+                if let Some(p) = self.parts.get_mut(&partition) {
+                    p.high_watermark = p.high_watermark.max(high_watermark);
+                }
+            }
+            Event::LogStartRaised {
+                partition,
+                log_start,
+            } => {
+                let mut gone = Vec::new();
+                if let Some(p) = self.parts.get_mut(&partition) {
+                    p.log_start = p.log_start.max(log_start);
+                    p.reported_end = p.reported_end.max(log_start);
+                    let below: Vec<i64> = p
+                        .pending
+                        .iter()
+                        .filter(|(_, s)| s.segment.last_offset < log_start)
+                        .map(|(b, _)| *b)
+                        .collect();
+                    for base in below {
+                        gone.extend(p.pending.remove(&base));
+                    }
+                }
+                self.drop_pending(partition, gone);
+            }
+            Event::Unregister {
+                partition,
+                registration,
+            } => {
+                let current = self
+                    .parts
+                    .get(&partition)
+                    .is_some_and(|p| p.registration == registration);
+                if let Some(p) = current.then(|| self.parts.remove(&partition)).flatten() {
+                    self.drop_pending(partition, p.pending.into_values());
+                }
+            }
+            Event::UploadDone { op, entry } => {
+                if let Some(s) = self.complete_upload(op) {
+                    s.state = State::CommitWaiting {
+                        entry,
+                        not_before: now,
+                    };
+                    s.attempt = 0;
+                }
+            }
+            Event::UploadFailed { op, jitter } => {
+                let retry = self.config.retry.clone();
+                if let Some(s) = self.complete_upload(op) {
+                    let wait = retry.delay(s.attempt, jitter);
+                    s.attempt = s.attempt.saturating_add(1);
+                    s.state = State::Waiting {
+                        not_before: now.saturating_add(millis(wait)),
+                    };
+                }
+            }
+            Event::CommitDone { op } => {
+                if let Some((partition, base)) = self.complete_commit(op) {
+                    if let Some(p) = self.parts.get_mut(&partition) {
+                        if let Some(s) = p.pending.remove(&base) {
+                            p.committed.insert(base, s.segment.last_offset);
+                        }
+                    }
+                }
+            }
+            Event::CommitFailed { op, jitter } => {
+                let retry = self.config.retry.clone();
+                if let Some((partition, base)) = self.complete_commit(op) {
+                    if let Some(s) = self
+                        .parts
+                        .get_mut(&partition)
+                        .and_then(|p| p.pending.get_mut(&base))
+                    {
+                        if let State::Committing { entry, .. } = s.state.clone() {
+                            let wait = retry.delay(s.attempt, jitter);
+                            s.attempt = s.attempt.saturating_add(1);
+                            s.state = State::CommitWaiting {
+                                entry,
+                                not_before: now.saturating_add(millis(wait)),
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        self.tick(now)
+    }
+
+    /// Starts whatever became possible by `now` (backoffs that ended).
+    pub fn tick(&mut self, now: u64) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.schedule(now, &mut out);
+        out
+    }
+
+    /// The earliest time a backoff ends, if any waits.
+    pub fn next_wake(&self, now: u64) -> Option<u64> {
+        self.parts
+            .values()
+            .flat_map(|p| p.pending.values())
+            .filter_map(|s| match s.state {
+                State::Waiting { not_before } | State::CommitWaiting { not_before, .. } => {
+                    (not_before > now).then_some(not_before)
+                }
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Where local retention of `partition` may delete up to, if registered.
+    pub fn deletable_below(&self, partition: PartitionKey) -> Option<i64> {
+        self.parts.get(&partition).map(Part::deletable_below)
+    }
+
+    pub fn stats(&self, now: u64) -> EngineStats {
+        let mut st = EngineStats {
+            partitions: self.parts.len(),
+            uploads_in_flight: self.in_flight,
+            ..EngineStats::default()
+        };
+        for s in self.parts.values().flat_map(|p| p.pending.values()) {
+            st.pending_segments += 1;
+            st.pending_bytes += s.segment.size;
+            if matches!(s.state, State::Committing { .. }) {
+                st.commits_in_flight += 1;
+            }
+            st.oldest_pending_ms = st.oldest_pending_ms.max(now.saturating_sub(s.reported_at));
+        }
+        st
+    }
+
+    fn add_sealed(&mut self, now: u64, partition: PartitionKey, segments: Vec<SealedSegment>) {
+        let Some(p) = self.parts.get_mut(&partition) else {
+            return;
+        };
+        for seg in segments {
+            p.reported_end = p.reported_end.max(seg.next_offset());
+            let already = p.committed.get(&seg.base_offset) == Some(&seg.last_offset)
+                || p.pending.contains_key(&seg.base_offset)
+                || seg.last_offset < p.log_start;
+            if already {
+                continue;
+            }
+            self.next_seq += 1;
+            p.pending.insert(
+                seg.base_offset,
+                Pending {
+                    segment: seg,
+                    state: State::Waiting { not_before: now },
+                    attempt: 0,
+                    seq: self.next_seq,
+                    reported_at: now,
+                },
+            );
+        }
+    }
+
+    /// Forgets segments that no longer need uploading; operations still in
+    /// flight for them complete into nothing.
+    fn drop_pending(&mut self, partition: PartitionKey, gone: impl IntoIterator<Item = Pending>) {
+        for s in gone {
+            let op = match s.state {
+                State::Uploading { op } | State::Committing { op, .. } => op,
+                State::Waiting { .. } | State::CommitWaiting { .. } => continue,
+            };
+            if let Some(r) = self.ops.get_mut(&op) {
+                r.base = None;
+                if r.holds_slot {
+                    r.holds_slot = false;
+                    if let Some(p) = self.parts.get_mut(&partition) {
+                        p.uploads = p.uploads.saturating_sub(1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends an upload: frees its slots; the segment if it still waits for it.
+    fn complete_upload(&mut self, op: OpId) -> Option<&mut Pending> {
+        let r = self.ops.remove(&op)?;
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let p = self.parts.get_mut(&r.partition)?;
+        if r.holds_slot {
+            p.uploads = p.uploads.saturating_sub(1);
+        }
+        p.pending
+            .get_mut(&r.base?)
+            .filter(|s| matches!(s.state, State::Uploading { op: o } if o == op))
+    }
+
+    /// Ends a commit; the segment it was for, if it still waits for it.
+    fn complete_commit(&mut self, op: OpId) -> Option<(PartitionKey, i64)> {
+        let r = self.ops.remove(&op)?;
+        let base = r.base?;
+        let current = self
+            .parts
+            .get(&r.partition)?
+            .pending
+            .get(&base)
+            .is_some_and(|s| matches!(s.state, State::Committing { op: o, .. } if o == op));
+        current.then_some((r.partition, base))
+    }
+
+    fn new_op(&mut self, partition: PartitionKey, base: i64, holds_slot: bool) -> OpId {
+        let op = self.next_op;
+        self.next_op += 1;
+        self.ops.insert(
+            op,
+            OpRef {
+                partition,
+                base: Some(base),
+                holds_slot,
+            },
+        );
+        op
+    }
+
+    fn schedule(&mut self, now: u64, out: &mut Vec<Action>) {
+        // Commits: every uploaded segment whose backoff ended.
+        let mut commits = Vec::new();
+        for (key, p) in &self.parts {
+            for (base, s) in &p.pending {
+                if let State::CommitWaiting { entry, not_before } = &s.state {
+                    if *not_before <= now {
+                        commits.push((*key, *base, entry.clone(), s.attempt));
+                    }
+                }
+            }
+        }
+        for (key, base, entry, attempt) in commits {
+            let op = self.new_op(key, base, false);
+            if let Some(s) = self
+                .parts
+                .get_mut(&key)
+                .and_then(|p| p.pending.get_mut(&base))
+            {
+                s.state = State::Committing {
+                    op,
+                    entry: entry.clone(),
+                };
+            }
+            out.push(Action::Commit {
+                op,
+                partition: key,
+                entry,
+                attempt,
+            });
+        }
+        // Uploads: oldest report first, within the limits.
+        let per_partition = self.config.max_in_flight_per_partition.max(1);
+        while self.in_flight < self.config.max_in_flight.max(1) {
+            let next = self
+                .parts
+                .iter()
+                .filter(|(_, p)| p.uploads < per_partition)
+                .flat_map(|(key, p)| {
+                    p.pending
+                        .iter()
+                        .filter(move |(_, s)| {
+                            s.segment.last_offset < p.high_watermark
+                                && matches!(s.state, State::Waiting { not_before } if not_before <= now)
+                        })
+                        .map(move |(base, s)| (s.seq, *key, *base))
+                })
+                .min();
+            let Some((_, key, base)) = next else { break };
+            let op = self.new_op(key, base, true);
+            let Some(p) = self.parts.get_mut(&key) else {
+                break;
+            };
+            let Some(s) = p.pending.get_mut(&base) else {
+                break;
+            };
+            s.state = State::Uploading { op };
+            p.uploads += 1;
+            self.in_flight += 1;
+            out.push(Action::Upload {
+                op,
+                partition: key,
+                segment: s.segment.clone(),
+                attempt: s.attempt,
+            });
+        }
+        // Local deletion follows the contiguous committed prefix.
+        for (key, p) in self.parts.iter_mut() {
+            let below = p.deletable_below();
+            if p.announced != Some(below) {
+                p.announced = Some(below);
+                out.push(Action::Deletable {
+                    partition: *key,
+                    deletable_below: below,
+                });
+            }
+        }
+    }
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

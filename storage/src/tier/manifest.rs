@@ -1,0 +1,234 @@
+//! The manifest seam: which sealed objects hold which offsets of a partition.
+//!
+//! The metastore is the production manifest (a Raft write per committed
+//! segment); [`MemoryManifest`] serves tests. A manifest entry is the commit
+//! point of an upload: objects without an entry are never read, so a crash
+//! between upload and commit leaves at worst an orphan that the next upload
+//! of the same segment overwrites (keys are deterministic).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use super::PartitionKey;
+
+/// One sealed segment in object storage, as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TieredSegment {
+    /// Full object key of the `.seg` object; the `.idx` and `.tix` objects sit
+    /// next to it with their own extensions.
+    pub key: String,
+    pub base_offset: i64,
+    /// Inclusive.
+    pub last_offset: i64,
+    /// Base timestamp of the first batch (-1 if unknown).
+    pub first_timestamp: i64,
+    /// Largest batch max timestamp (-1 if unknown).
+    pub max_timestamp: i64,
+    /// Bytes of the `.seg` object.
+    pub size: u64,
+    /// CRC-32C of the `.seg` object's bytes.
+    pub checksum: u32,
+    /// Bytes of the `.idx` object.
+    pub index_size: u64,
+    /// Bytes of the `.tix` object.
+    pub time_index_size: u64,
+}
+
+impl TieredSegment {
+    /// Offset after the last one held.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset.saturating_add(1)
+    }
+
+    pub fn contains(&self, offset: i64) -> bool {
+        (self.base_offset..=self.last_offset).contains(&offset)
+    }
+}
+
+/// A topic whose partitions' objects must be deleted (the topic was deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedTopic {
+    pub topic_id: uuid::Uuid,
+    /// Manifest entries at deletion time, per partition.
+    pub segments: BTreeMap<i32, Vec<TieredSegment>>,
+}
+
+/// Why a manifest call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("manifest {operation} failed: {reason}")]
+pub struct ManifestError {
+    pub operation: &'static str,
+    pub reason: String,
+    /// Whether the same call may succeed later (the metastore is unavailable,
+    /// a leader election is under way) rather than being refused for good.
+    pub retriable: bool,
+}
+
+/// Where committed segments are recorded.
+///
+/// Contract: `commit` is durable when it returns `Ok` and idempotent (the
+/// same entry committed twice is one entry); entries of a partition never
+/// overlap. `segments` reads a possibly slightly stale local copy, sorted by
+/// base offset, and always includes every entry this process committed.
+#[async_trait]
+pub trait Manifest: Send + Sync + 'static {
+    /// The partition's entries, sorted by base offset.
+    fn segments(&self, partition: PartitionKey) -> Vec<TieredSegment>;
+    /// Records `segment` as held by object storage.
+    async fn commit(
+        &self,
+        partition: PartitionKey,
+        segment: TieredSegment,
+    ) -> Result<(), ManifestError>;
+    /// Drops the entries wholly below `below_offset`; returns them so their
+    /// objects can be deleted.
+    async fn trim(
+        &self,
+        partition: PartitionKey,
+        below_offset: i64,
+    ) -> Result<Vec<TieredSegment>, ManifestError>;
+    /// Deleted topics whose objects still await deletion.
+    fn deleted_topics(&self) -> Vec<DeletedTopic>;
+    /// Forgets a deleted topic once its objects are gone.
+    async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError>;
+}
+
+/// An in-process manifest for tests; can be told to fail.
+#[derive(Debug, Default)]
+pub struct MemoryManifest {
+    state: Mutex<MemoryState>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    partitions: BTreeMap<PartitionKey, Vec<TieredSegment>>,
+    deleted: Vec<DeletedTopic>,
+    failing: bool,
+    commits: u64,
+}
+
+impl MemoryManifest {
+    pub fn new() -> Self {
+        MemoryManifest::default()
+    }
+
+    /// While `true`, every write fails with a retriable error.
+    pub fn set_failing(&self, failing: bool) {
+        self.state.lock().failing = failing;
+    }
+
+    /// Successful commits so far (retries of the same entry included).
+    pub fn commits(&self) -> u64 {
+        self.state.lock().commits
+    }
+
+    /// Moves a topic's entries to the deleted list, as topic deletion does.
+    pub fn delete_topic(&self, topic_id: uuid::Uuid) {
+        let mut s = self.state.lock();
+        let keys: Vec<PartitionKey> = s
+            .partitions
+            .keys()
+            .filter(|k| k.topic_id == topic_id)
+            .copied()
+            .collect();
+        let mut segments = BTreeMap::new();
+        for k in keys {
+            if let Some(list) = s.partitions.remove(&k) {
+                segments.insert(k.partition, list);
+            }
+        }
+        s.deleted.push(DeletedTopic { topic_id, segments });
+    }
+
+    fn check(&self, s: &MemoryState, operation: &'static str) -> Result<(), ManifestError> {
+        if s.failing {
+            return Err(ManifestError {
+                operation,
+                reason: "the manifest is failing on purpose".into(),
+                retriable: true,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Manifest for MemoryManifest {
+    fn segments(&self, partition: PartitionKey) -> Vec<TieredSegment> {
+        self.state
+            .lock()
+            .partitions
+            .get(&partition)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn commit(
+        &self,
+        partition: PartitionKey,
+        segment: TieredSegment,
+    ) -> Result<(), ManifestError> {
+        let mut s = self.state.lock();
+        self.check(&s, "commit")?;
+        let list = s.partitions.entry(partition).or_default();
+        if let Some(existing) = list.iter().find(|e| e.key == segment.key) {
+            if *existing == segment {
+                s.commits += 1;
+                return Ok(());
+            }
+            return Err(ManifestError {
+                operation: "commit",
+                reason: format!("{} is already recorded differently", segment.key),
+                retriable: false,
+            });
+        }
+        if let Some(e) = list
+            .iter()
+            .find(|e| e.base_offset <= segment.last_offset && segment.base_offset <= e.last_offset)
+        {
+            return Err(ManifestError {
+                operation: "commit",
+                reason: format!("{} overlaps {}", segment.key, e.key),
+                retriable: false,
+            });
+        }
+        let at = list.partition_point(|e| e.base_offset < segment.base_offset);
+        list.insert(at, segment);
+        s.commits += 1;
+        Ok(())
+    }
+
+    async fn trim(
+        &self,
+        partition: PartitionKey,
+        below_offset: i64,
+    ) -> Result<Vec<TieredSegment>, ManifestError> {
+        let mut s = self.state.lock();
+        self.check(&s, "trim")?;
+        let Some(list) = s.partitions.get_mut(&partition) else {
+            return Ok(Vec::new());
+        };
+        let keep_from = list.partition_point(|e| e.last_offset < below_offset);
+        Ok(list.drain(..keep_from).collect())
+    }
+
+    fn deleted_topics(&self) -> Vec<DeletedTopic> {
+        self.state.lock().deleted.clone()
+    }
+
+    async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError> {
+        let mut s = self.state.lock();
+        self.check(&s, "forget deleted topic")?;
+        s.deleted.retain(|d| d.topic_id != topic_id);
+        Ok(())
+    }
+}
+
+/// The entry holding `offset`, else the first entry after it (a consumer
+/// asking for an offset in a gap gets the next records, as Kafka does).
+pub fn locate(entries: &[TieredSegment], offset: i64) -> Option<&TieredSegment> {
+    let i = entries.partition_point(|e| e.last_offset < offset);
+    entries.get(i)
+}

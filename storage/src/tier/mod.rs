@@ -1,0 +1,74 @@
+//! Tiered storage: sealed segments go to object storage, and offsets no
+//! longer on local disk are read back from it.
+//!
+//! Role: local disk holds the recent tail of each partition; object storage
+//! holds every sealed segment (its `.seg`, `.idx` and `.tix` objects, keyed
+//! as `cache::layout` says), recorded in a [`Manifest`] (the metastore in
+//! production). This module makes that happen without ever losing an
+//! acknowledged record:
+//! - [`engine::UploaderEngine`] (pure: events in with `now`, actions out)
+//!   decides what to upload, commit and retry, and how far each partition
+//!   may delete locally;
+//! - [`Tier`] is the service: its driver task performs the engine's actions
+//!   on the control-plane runtime, runs retention across both tiers, and
+//!   serves cold reads through [`cache::ColdCache`];
+//! - [`TieredPartition`] wraps a partition's [`crate::PartitionLog`] on its
+//!   owning task: it reports sealed segments, applies `local.retention.*`
+//!   below what is committed, and refuses appends (retriably) when data not
+//!   yet uploaded fills the node's [`DiskBudget`].
+//!
+//! Seams: [`Manifest`] (metastore or [`MemoryManifest`]) and
+//! [`cache::ObjectStoreHandle`] (any backend, or a fault-injecting wrapper).
+//!
+//! ```no_run
+//! # async fn demo(log: storage::PartitionLog) -> Result<(), storage::tier::TierError> {
+//! use std::sync::Arc;
+//! use storage::tier::{MemoryManifest, PartitionKey, Tier, TierConfig, TierRetention};
+//!
+//! let store = cache::ObjectStoreHandle::in_memory();
+//! let cache = cache::ColdCache::open(cache::CacheConfig::default(), store.clone()).await?;
+//! let tier = Tier::start(TierConfig::default(), store, cache, Arc::new(MemoryManifest::new()));
+//! let key = PartitionKey::new(uuid::Uuid::new_v4(), 0);
+//! let mut partition = tier.open_partition(key, log, TierRetention::default())?;
+//! // ... partition.append(..), partition.tick(now) on the partition's task;
+//! // tier.read(key, offset, max_bytes).await for offsets below the local start.
+//! partition.close()?;
+//! tier.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod budget;
+pub mod cold;
+mod driver;
+pub mod engine;
+mod error;
+pub mod manifest;
+mod metrics;
+mod partition;
+mod retention;
+
+pub use budget::DiskBudget;
+pub use cold::{ColdRead, ColdReader};
+pub use driver::{DeleteMode, Tier, TierConfig};
+pub use engine::{EngineConfig, SealedSegment, UploaderEngine};
+pub use error::TierError;
+pub use manifest::{DeletedTopic, Manifest, ManifestError, MemoryManifest, TieredSegment};
+pub use metrics::{TierMetrics, TierSnapshot};
+pub use partition::{PartitionShared, TierRetention, TieredPartition};
+pub use retention::expired_below;
+
+/// A partition of a topic, named by the topic's id (names can be reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionKey {
+    pub topic_id: uuid::Uuid,
+    pub partition: i32,
+}
+
+impl PartitionKey {
+    pub fn new(topic_id: uuid::Uuid, partition: i32) -> Self {
+        PartitionKey {
+            topic_id,
+            partition,
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Retention across tiers: which tiered entries have expired, and the pass
+//! that trims manifests first and deletes objects second.
+//!
+//! Order matters: an entry leaves the manifest before its objects go, so a
+//! reader never finds an entry whose object is missing (a read already in
+//! flight with an older snapshot may still fail once and be retried). An
+//! object whose deletion fails is retried on the next pass; if the process
+//! stops first it stays as an orphan (see docs/tiering.md).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cache::layout;
+use cache::object_store::path::Path;
+use cache::{Backend, ColdCache, ObjectStoreExt, ObjectStoreHandle};
+use futures::StreamExt;
+use parking_lot::Mutex;
+
+use super::cold::sibling_key;
+use super::driver::DeleteMode;
+use super::manifest::{Manifest, TieredSegment};
+use super::metrics::{add, TierMetrics};
+use super::partition::{PartitionShared, TierRetention};
+
+/// The offset below which tiered entries have expired, if any has: entries
+/// wholly below the DeleteRecords `floor`, older than `retention.ms`, or
+/// beyond `retention.bytes` (counted over tiered entries plus the local
+/// bytes not yet tiered), oldest first, stopping at the first that stays.
+pub fn expired_below(
+    entries: &[TieredSegment],
+    retention: TierRetention,
+    floor: i64,
+    local_pending_bytes: u64,
+    now_ms: i64,
+) -> Option<i64> {
+    let first = entries.first()?;
+    let mut total: u64 = entries.iter().map(|e| e.size).sum::<u64>() + local_pending_bytes;
+    let mut below = floor;
+    for e in entries {
+        let by_floor = e.last_offset < floor;
+        let by_size = retention
+            .retention_bytes
+            .is_some_and(|rb| total.saturating_sub(e.size) >= rb);
+        let by_time = retention.retention_ms.is_some_and(|ms| {
+            e.max_timestamp >= 0
+                && now_ms.saturating_sub(e.max_timestamp) > i64::try_from(ms).unwrap_or(i64::MAX)
+        });
+        if !(by_floor || by_size || by_time) {
+            break;
+        }
+        total = total.saturating_sub(e.size);
+        below = below.max(e.next_offset());
+    }
+    (first.last_offset < below).then_some(below)
+}
+
+pub(crate) struct RetentionPass {
+    pub(crate) store: ObjectStoreHandle,
+    pub(crate) manifest: Arc<dyn Manifest>,
+    pub(crate) partitions: Vec<Arc<PartitionShared>>,
+    pub(crate) metrics: Arc<TierMetrics>,
+    pub(crate) cache: ColdCache,
+    pub(crate) mode: DeleteMode,
+    pub(crate) deadline: Duration,
+    pub(crate) failed: Arc<Mutex<Vec<(Path, u64)>>>,
+}
+
+impl RetentionPass {
+    pub(crate) async fn run(self) {
+        let retry: Vec<(Path, u64)> = std::mem::take(&mut *self.failed.lock());
+        for (key, size) in retry {
+            self.delete_object(&key, size).await;
+        }
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        for shared in &self.partitions {
+            let entries = shared.manifest();
+            let Some(below) = expired_below(
+                &entries,
+                shared.retention(),
+                shared.floor(),
+                shared.pending_bytes(),
+                now_ms,
+            ) else {
+                continue;
+            };
+            let trimmed =
+                tokio::time::timeout(self.deadline, self.manifest.trim(shared.key(), below)).await;
+            match trimmed {
+                Ok(Ok(removed)) => {
+                    shared.remove_below(below);
+                    add(&self.metrics.trimmed_segments, removed.len() as u64);
+                    for e in &removed {
+                        self.delete_segment(e).await;
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(topic_id = %shared.key().topic_id, partition = shared.key().partition, error = %e, "trimming the manifest failed; retention will retry")
+                }
+                Err(_) => tracing::warn!("trimming the manifest timed out; retention will retry"),
+            }
+        }
+        for topic in self.manifest.deleted_topics() {
+            let mut clean = true;
+            for e in topic.segments.values().flatten() {
+                clean &= self.delete_segment(e).await;
+            }
+            clean &= self
+                .delete_prefix(&layout::topic_prefix(&self.store.prefix, topic.topic_id))
+                .await;
+            if clean {
+                if let Err(e) = self.manifest.forget_deleted_topic(topic.topic_id).await {
+                    tracing::warn!(topic_id = %topic.topic_id, error = %e, "could not forget a deleted topic's manifest");
+                }
+            }
+        }
+    }
+
+    async fn delete_segment(&self, e: &TieredSegment) -> bool {
+        let objects = [
+            (e.key.clone(), e.size),
+            (sibling_key(&e.key, layout::INDEX_EXT), e.index_size),
+            (
+                sibling_key(&e.key, layout::TIME_INDEX_EXT),
+                e.time_index_size,
+            ),
+        ];
+        let mut ok = true;
+        for (key, size) in objects {
+            match Path::parse(&key) {
+                Ok(path) => ok &= self.delete_object(&path, size).await,
+                Err(err) => {
+                    tracing::warn!(%key, error = %err, "skipping an unusable object key");
+                }
+            }
+        }
+        ok
+    }
+
+    /// Deletes every object under `prefix` (orphans of a deleted topic).
+    async fn delete_prefix(&self, prefix: &Path) -> bool {
+        let listed: Vec<_> = self.store.store.list(Some(prefix)).collect().await;
+        let mut ok = true;
+        for item in listed {
+            match item {
+                Ok(meta) => ok &= self.delete_object(&meta.location, meta.size).await,
+                Err(e) => {
+                    tracing::warn!(%prefix, error = %e, "listing a deleted topic's objects failed");
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+
+    async fn delete_object(&self, key: &Path, size: u64) -> bool {
+        self.cache.remove_object(key, size);
+        let store = self.store.store.as_ref();
+        if self.mode == DeleteMode::Tombstone && self.store.backend != Backend::Gcs {
+            if let Ok(dead) = layout::tombstone_key(&self.store.prefix, key) {
+                match store.copy(key, &dead).await {
+                    Ok(()) | Err(cache::object_store::Error::NotFound { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e, "moving an object under the tombstone prefix failed");
+                        add(&self.metrics.delete_failures, 1);
+                        self.failed.lock().push((key.clone(), size));
+                        return false;
+                    }
+                }
+            }
+        }
+        match store.delete(key).await {
+            Ok(()) | Err(cache::object_store::Error::NotFound { .. }) => {
+                add(&self.metrics.deleted_objects, 1);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "deleting an object failed; will retry");
+                add(&self.metrics.delete_failures, 1);
+                self.failed.lock().push((key.clone(), size));
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(base: i64, last: i64, max_ts: i64) -> TieredSegment {
+        TieredSegment {
+            key: format!("k{base}"),
+            base_offset: base,
+            last_offset: last,
+            max_timestamp: max_ts,
+            size: 100,
+            ..TieredSegment::default()
+        }
+    }
+
+    #[test]
+    fn retention_expires_the_oldest_entries_by_time_size_and_floor() {
+        let entries = vec![e(0, 9, 1_000), e(10, 19, 2_000), e(20, 29, 3_000)];
+        let by_time = TierRetention {
+            retention_ms: Some(1_500),
+            ..TierRetention::default()
+        };
+        assert_eq!(expired_below(&entries, by_time, -1, 0, 3_600), Some(20));
+        assert_eq!(expired_below(&entries, by_time, -1, 0, 2_000), None);
+        let by_size = TierRetention {
+            retention_bytes: Some(150),
+            ..TierRetention::default()
+        };
+        assert_eq!(
+            expired_below(&entries, by_size, -1, 0, 0),
+            Some(10),
+            "300 bytes tiered, at least 150 kept: only the oldest entry goes"
+        );
+        assert_eq!(
+            expired_below(&entries, by_size, -1, 100, 0),
+            Some(20),
+            "local bytes not yet tiered count too"
+        );
+        assert_eq!(
+            expired_below(&entries, TierRetention::default(), 15, 0, 0),
+            Some(15),
+            "the DeleteRecords floor removes entries wholly below it"
+        );
+        assert_eq!(
+            expired_below(&entries, TierRetention::default(), 5, 0, 0),
+            None
+        );
+        assert_eq!(expired_below(&[], by_size, 100, 0, 0), None);
+    }
+}

@@ -1,0 +1,561 @@
+//! Tiered storage end to end inside one process: a real partition log on
+//! disk, the uploader driver, the cold reader over an in-memory object store
+//! (wrapped in a fault injector), and an in-memory manifest.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cache::fault::{Fault, FaultInjectingStore, FaultRule, Op};
+use cache::{CacheConfig, ColdCache, ObjectStoreExt, ObjectStoreHandle};
+use futures::StreamExt;
+use kafka_protocol::records::Compression;
+use storage::tier::{
+    Manifest, MemoryManifest, PartitionKey, Tier, TierConfig, TierError, TierRetention,
+    TieredPartition,
+};
+use storage::PartitionLog;
+
+const TS: i64 = 1_700_000_000_000;
+
+struct Rig {
+    tier: Tier,
+    manifest: Arc<MemoryManifest>,
+    store: ObjectStoreHandle,
+    faults: cache::fault::FaultController,
+    key: PartitionKey,
+    dir: tempfile::TempDir,
+}
+
+fn fast_config(limit: Option<u64>) -> TierConfig {
+    let mut c = TierConfig {
+        local_disk_limit: limit,
+        retention_interval: Duration::from_millis(100),
+        ..TierConfig::default()
+    };
+    c.engine.retry = cache::RetrySchedule {
+        initial: Duration::from_millis(20),
+        max: Duration::from_millis(200),
+        multiplier: 2.0,
+    };
+    c
+}
+
+async fn rig_with(
+    config: TierConfig,
+    manifest: Arc<MemoryManifest>,
+    inner: Option<ObjectStoreHandle>,
+) -> Rig {
+    let base = inner.unwrap_or_else(ObjectStoreHandle::in_memory);
+    let faulty = FaultInjectingStore::new(Arc::clone(&base.store));
+    let faults = faulty.controller();
+    let store = base.with_store(Arc::new(faulty));
+    let cache = ColdCache::open(CacheConfig::default(), store.clone())
+        .await
+        .unwrap();
+    let tier = Tier::start(
+        config,
+        store.clone(),
+        cache,
+        Arc::clone(&manifest) as Arc<dyn Manifest>,
+    );
+    Rig {
+        tier,
+        manifest,
+        store: base,
+        faults,
+        key: PartitionKey::new(uuid::Uuid::new_v4(), 0),
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+async fn rig(limit: Option<u64>) -> Rig {
+    rig_with(fast_config(limit), Arc::new(MemoryManifest::new()), None).await
+}
+
+impl Rig {
+    fn open(&self, retention: TierRetention) -> TieredPartition {
+        let log = PartitionLog::open(self.dir.path(), common::small_segments()).unwrap();
+        self.tier.open_partition(self.key, log, retention).unwrap()
+    }
+}
+
+/// Appends `n` batches of 50 records (~10 KiB each); returns every appended batch's bytes.
+fn fill(p: &mut TieredPartition, n: usize, tag: u64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut b = common::batch_with(
+            50,
+            200,
+            TS + i as i64 * 100,
+            Compression::None,
+            None,
+            tag + i as u64,
+        );
+        p.append(&mut b, 0, TS).unwrap();
+        out.push(b);
+    }
+    out
+}
+
+/// Waits (polling) for `cond`; fails with `what` rather than hanging.
+async fn until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..3000 {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+async fn all_uploaded(p: &mut TieredPartition) {
+    until("every sealed segment is committed", || {
+        p.tick(TS).unwrap();
+        let done = p.shared().deletable_below() >= last_sealed_end(p);
+        async move { done }
+    })
+    .await;
+}
+
+fn last_sealed_end(p: &TieredPartition) -> i64 {
+    p.log()
+        .segments()
+        .iter()
+        .filter(|s| s.sealed)
+        .map(|s| s.last_offset + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every batch from `from` to `end` read through the tier, concatenated.
+async fn cold_bytes(tier: &Tier, key: PartitionKey, from: i64, end: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    while offset < end {
+        let r = tier
+            .read(key, offset, 64 << 10)
+            .await
+            .unwrap()
+            .expect("tiered data");
+        assert!(r.next_offset > offset, "a cold read makes progress");
+        for batch in storage::batch::BatchIter::new(&r.bytes) {
+            let (h, bytes) = batch.unwrap();
+            if h.base_offset < end {
+                out.extend_from_slice(bytes);
+            }
+        }
+        offset = r.next_offset;
+    }
+    out
+}
+
+fn local_bytes(log: &PartitionLog, from: i64, end: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    while offset < end {
+        let s = log.read(offset, 64 << 10, end).unwrap();
+        out.extend_from_slice(&s.read_to_bytes().unwrap());
+        offset = s.next_offset;
+    }
+    out
+}
+
+async fn object_count(store: &ObjectStoreHandle) -> usize {
+    store.store.list(None).collect::<Vec<_>>().await.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_reads_return_exactly_the_bytes_the_local_log_held() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 500, 0);
+    all_uploaded(&mut p).await;
+    let tiered_end = p.shared().tiered_last().unwrap() + 1;
+    assert!(tiered_end > 0 && p.shared().manifest().len() >= 3);
+    // Offset by offset (not only at batch starts) both tiers agree.
+    for offset in (0..tiered_end).step_by(997) {
+        let local = p.log().read(offset, 30_000, tiered_end).unwrap();
+        let cold = r.tier.read(r.key, offset, 30_000).await.unwrap().unwrap();
+        assert_eq!(
+            cold.bytes,
+            local.read_to_bytes().unwrap(),
+            "offset {offset}"
+        );
+        assert_eq!(
+            (cold.first_offset, cold.next_offset),
+            (local.first_offset, local.next_offset)
+        );
+    }
+    assert_eq!(
+        cold_bytes(&r.tier, r.key, 0, tiered_end).await,
+        local_bytes(p.log(), 0, tiered_end)
+    );
+    // ListOffsets by timestamp agrees too, to the record.
+    for ts in [TS - 5, TS + 1_234, TS + 20_005, TS + 40_000] {
+        let local = p
+            .log()
+            .offset_for_timestamp(ts)
+            .unwrap()
+            .map(|t| (t.timestamp, t.offset));
+        let cold = r.tier.offset_for_timestamp(r.key, ts, 0).await.unwrap();
+        if local.is_some_and(|(_, o)| o < tiered_end) {
+            assert_eq!(cold, local, "timestamp {ts}");
+        }
+    }
+    let stats = r.tier.snapshot();
+    assert!(stats.uploaded_segments >= 3 && stats.cold_read_bytes > 0);
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_retention_deletes_only_what_object_storage_holds_and_reads_continue_cold() {
+    let r = rig(None).await;
+    let keep_nothing = TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    };
+    let mut p = r.open(keep_nothing);
+    let sent = fill(&mut p, 400, 0);
+    all_uploaded(&mut p).await;
+    p.tick(TS).unwrap();
+    let local_start = p.local_log_start_offset();
+    assert!(
+        local_start > 0,
+        "sealed, committed segments left local disk"
+    );
+    assert_eq!(
+        p.log_start_offset(),
+        0,
+        "the log still starts at 0 across tiers"
+    );
+    assert_eq!(local_start, p.log().segments()[0].base_offset);
+    let end = p.log_end_offset();
+    let mut all = cold_bytes(&r.tier, r.key, 0, local_start).await;
+    all.extend(local_bytes(p.log(), local_start, end));
+    assert_eq!(
+        all,
+        sent.concat(),
+        "every appended batch, in order, across tiers"
+    );
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_delays_uploads_but_appends_continue_and_nothing_is_lost() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    });
+    r.faults.unreachable_for(Duration::from_secs(3600));
+    let sent = fill(&mut p, 400, 7);
+    until("uploads have failed a few times", || {
+        let failures = r.tier.snapshot().upload_failures;
+        async move { failures >= 3 }
+    })
+    .await;
+    p.tick(TS).unwrap();
+    assert_eq!(
+        p.local_log_start_offset(),
+        0,
+        "nothing uploaded, nothing deleted"
+    );
+    assert!(r.tier.snapshot().pending_segments >= 3);
+    assert_eq!(object_count(&r.store).await, 0);
+    r.faults.clear();
+    all_uploaded(&mut p).await;
+    p.tick(TS).unwrap();
+    let local_start = p.local_log_start_offset();
+    assert!(local_start > 0);
+    let mut all = cold_bytes(&r.tier, r.key, 0, local_start).await;
+    all.extend(local_bytes(p.log(), local_start, p.log_end_offset()));
+    assert_eq!(
+        all,
+        sent.concat(),
+        "appends are stamped in place, so these are the log's bytes"
+    );
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_and_timeouts_are_retried_until_the_upload_succeeds() {
+    let mut config = fast_config(None);
+    config.upload_timeout = Duration::from_millis(300);
+    config.min_upload_bytes_per_sec = u64::MAX;
+    let r = rig_with(config, Arc::new(MemoryManifest::new()), None).await;
+    r.faults
+        .inject(FaultRule::new(Fault::Status(503)).on(&[Op::Put]).times(4));
+    r.faults
+        .inject(FaultRule::new(Fault::Hang).on(&[Op::Put]).times(2));
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 250, 0);
+    all_uploaded(&mut p).await;
+    let s = r.tier.snapshot();
+    assert!(s.upload_failures >= 2, "{s:?}");
+    r.faults.clear();
+    let entries = p.shared().manifest();
+    for e in entries.iter() {
+        let data = r
+            .store
+            .store
+            .get(&cache::object_store::path::Path::parse(&e.key).unwrap())
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(
+            crc32c::crc32c(&data),
+            e.checksum,
+            "{} holds what was committed",
+            e.key
+        );
+        assert_eq!(data.len() as u64, e.size);
+    }
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_local_disk_budget_refuses_appends_retriably_until_uploads_catch_up() {
+    let limit = 3 << 20;
+    let r = rig(Some(limit)).await;
+    let mut p = r.open(TierRetention::default());
+    r.faults.unreachable_for(Duration::from_secs(3600));
+    let mut accepted = Vec::new();
+    let refused = loop {
+        let mut b = common::batch_with(50, 200, TS, Compression::None, None, accepted.len() as u64);
+        match p.append(&mut b, 0, TS) {
+            Ok(_) => accepted.push(b),
+            Err(e) => break e,
+        }
+        assert!(accepted.len() < 10_000, "the budget must stop appends");
+    };
+    assert!(
+        matches!(refused, TierError::Backpressure { .. }),
+        "{refused}"
+    );
+    assert!(refused.is_retriable());
+    assert!(r.tier.budget().pending_bytes() <= limit);
+    assert_eq!(r.tier.snapshot().produce_refusals, 1);
+    r.faults.clear();
+    let b = common::batch_with(50, 200, TS, Compression::None, None, 99_999);
+    until("appends are accepted again", || {
+        p.tick(TS).unwrap();
+        let ok = p.append(&mut b.clone(), 0, TS).is_ok();
+        async move { ok }
+    })
+    .await;
+    // Everything accepted before the refusal is still there, in order.
+    let end = accepted.iter().map(|_| 50).sum::<i64>();
+    let mut back = cold_bytes(&r.tier, r.key, 0, p.local_log_start_offset().min(end)).await;
+    back.extend(local_bytes(
+        p.log(),
+        p.local_log_start_offset().min(end),
+        end,
+    ));
+    assert_eq!(back, accepted.concat());
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_sealed_but_not_committed_before_a_restart_are_uploaded_after_it() {
+    let manifest = Arc::new(MemoryManifest::new());
+    let r = rig_with(fast_config(None), Arc::clone(&manifest), None).await;
+    manifest.set_failing(true);
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 300, 0);
+    until("uploads ran and commits failed", || {
+        let s = r.tier.snapshot();
+        async move { s.uploaded_segments >= 2 && s.commit_failures >= 2 }
+    })
+    .await;
+    assert!(manifest.segments(r.key).is_empty());
+    p.close().unwrap();
+    r.tier.shutdown().await;
+    // A new process: same disk, same bucket, manifest working again.
+    manifest.set_failing(false);
+    let again = rig_with(
+        fast_config(None),
+        Arc::clone(&manifest),
+        Some(r.store.clone()),
+    )
+    .await;
+    let again = Rig {
+        key: r.key,
+        dir: r.dir,
+        ..again
+    };
+    let mut p = again.open(TierRetention::default());
+    all_uploaded(&mut p).await;
+    let sealed: Vec<(i64, i64)> = p
+        .log()
+        .segments()
+        .iter()
+        .filter(|s| s.sealed)
+        .map(|s| (s.base_offset, s.last_offset))
+        .collect();
+    let committed: Vec<(i64, i64)> = manifest
+        .segments(again.key)
+        .iter()
+        .map(|e| (e.base_offset, e.last_offset))
+        .collect();
+    assert_eq!(committed, sealed);
+    p.close().unwrap();
+    again.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_local_log_restarts_at_the_tiered_end_and_older_offsets_come_from_objects() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    let sent = fill(&mut p, 400, 3);
+    all_uploaded(&mut p).await;
+    let tiered_end = p.shared().tiered_last().unwrap() + 1;
+    p.close().unwrap();
+    std::fs::remove_dir_all(r.dir.path()).unwrap();
+    let p = r.open(TierRetention::default());
+    assert_eq!(
+        p.log_end_offset(),
+        tiered_end,
+        "new appends continue after the tiered offsets"
+    );
+    assert_eq!(p.local_log_start_offset(), tiered_end);
+    assert_eq!(p.log_start_offset(), 0);
+    let back = cold_bytes(&r.tier, r.key, 0, tiered_end).await;
+    assert_eq!(back.as_slice(), &sent.concat()[..back.len()]);
+    assert!(!back.is_empty());
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_trims_the_manifest_then_deletes_its_objects() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 400, 0);
+    all_uploaded(&mut p).await;
+    let before = p.shared().manifest().len();
+    assert_eq!(object_count(&r.store).await, 3 * before);
+    p.set_retention(TierRetention {
+        retention_bytes: Some(2 << 20),
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    });
+    r.tier.run_retention();
+    until("old entries are trimmed", || {
+        let n = p.shared().manifest().len();
+        async move { n < before }
+    })
+    .await;
+    let kept = p.shared().manifest();
+    let tiered: u64 = kept.iter().map(|e| e.size).sum();
+    assert!(
+        tiered + p.shared().pending_bytes() >= 2 << 20,
+        "no more than needed is deleted"
+    );
+    until("the trimmed entries' objects are gone", || {
+        let store = r.store.clone();
+        let want = 3 * kept.len();
+        async move { object_count(&store).await == want }
+    })
+    .await;
+    p.tick(TS).unwrap();
+    assert!(p.local_log_start_offset() > kept[0].base_offset);
+    assert_eq!(
+        p.log_start_offset(),
+        kept[0].base_offset,
+        "the log now starts at the oldest kept object"
+    );
+    assert!(r
+        .tier
+        .read(r.key, kept[0].base_offset, 1000)
+        .await
+        .unwrap()
+        .is_some());
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_raises_the_log_start_across_tiers_durably() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    });
+    fill(&mut p, 400, 0);
+    all_uploaded(&mut p).await;
+    p.tick(TS).unwrap();
+    let local_start = p.local_log_start_offset();
+    let target = p.shared().manifest()[1].base_offset + 10;
+    assert!(target < local_start);
+    assert_eq!(p.delete_records_before(target).unwrap(), target);
+    assert_eq!(p.log_start_offset(), target);
+    assert!(r
+        .tier
+        .read(r.key, target - 1, 1000)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(r.tier.read(r.key, target, 1000).await.unwrap().is_some());
+    until("entries wholly below the new start are trimmed", || {
+        let first = p.shared().manifest()[0].base_offset;
+        async move { first > 0 }
+    })
+    .await;
+    p.close().unwrap();
+    let p = r.open(TierRetention::default());
+    assert_eq!(
+        p.log_start_offset(),
+        target,
+        "the new log start survives a restart"
+    );
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_topic_loses_every_object_and_its_manifest() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 300, 0);
+    all_uploaded(&mut p).await;
+    assert!(object_count(&r.store).await > 0);
+    p.close().unwrap();
+    // An orphan: uploaded by a crashed process, never committed.
+    let orphan = cache::layout::SegmentId::new(r.key.topic_id, 0, 1_000_000, 1_000_010).unwrap();
+    r.store
+        .store
+        .put(
+            &orphan.segment_key(&r.store.prefix),
+            bytes::Bytes::from_static(b"x").into(),
+        )
+        .await
+        .unwrap();
+    r.manifest.delete_topic(r.key.topic_id);
+    r.tier.run_retention();
+    until("the deleted topic's objects are gone", || {
+        let store = r.store.clone();
+        async move { object_count(&store).await == 0 }
+    })
+    .await;
+    until("the deleted topic is forgotten", || {
+        let n = r.manifest.deleted_topics().len();
+        async move { n == 0 }
+    })
+    .await;
+    r.tier.shutdown().await;
+}

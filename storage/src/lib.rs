@@ -70,6 +70,7 @@ pub mod config;
 mod epoch;
 pub mod error;
 mod files;
+mod flusher;
 mod index;
 mod log;
 mod producer;

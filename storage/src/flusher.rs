@@ -188,6 +188,24 @@ impl Gate {
     }
 }
 
+/// Opens its gate when dropped.
+#[cfg(test)]
+pub(crate) struct GateGuard(pub(crate) Arc<Gate>);
+
+#[cfg(test)]
+impl GateGuard {
+    pub(crate) fn open(&self) {
+        self.0.open();
+    }
+}
+
+#[cfg(test)]
+impl Drop for GateGuard {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 /// Hands `job` to the worker that owns its partition directory. If no
 /// worker can take it (threads could not be started), runs it here.
 pub(crate) fn submit(job: SealJob) {
@@ -308,8 +326,8 @@ mod tests {
     #[test]
     fn a_held_job_neither_completes_nor_moves_the_recovery_point_until_released() {
         let d = tempfile::tempdir().unwrap();
-        let gate = Gate::closed();
-        let (j, ticket) = job(d.path(), 42, Some(gate.clone()));
+        let gate = GateGuard(Gate::closed());
+        let (j, ticket) = job(d.path(), 42, Some(gate.0.clone()));
         submit(j);
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(ticket.poll().is_none(), "held job must not complete");
@@ -323,8 +341,8 @@ mod tests {
     #[test]
     fn jobs_of_one_partition_complete_in_order_so_the_recovery_point_only_rises() {
         let d = tempfile::tempdir().unwrap();
-        let gate = Gate::closed();
-        let (first, t1) = job(d.path(), 10, Some(gate.clone()));
+        let gate = GateGuard(Gate::closed());
+        let (first, t1) = job(d.path(), 10, Some(gate.0.clone()));
         submit(first);
         let mut later = Vec::new();
         for p in [20, 30, 40] {

@@ -76,6 +76,8 @@ mod log;
 mod producer;
 mod recovery;
 mod retention;
+#[cfg(test)]
+mod roll_tests;
 pub mod segment;
 pub mod writeback;
 

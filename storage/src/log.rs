@@ -459,12 +459,13 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Holds this log's background flushes until the returned gate opens.
+    /// Holds this log's background flushes until the returned guard is
+    /// opened or dropped (so a failing test cannot wedge a shared worker).
     #[cfg(test)]
-    pub(crate) fn hold_flushes(&mut self) -> Arc<Gate> {
+    pub(crate) fn hold_flushes(&mut self) -> flusher::GateGuard {
         let g = Gate::closed();
         self.flush_gate = Some(g.clone());
-        g
+        flusher::GateGuard(g)
     }
 
     /// Keeps the `keep` newest producer snapshots and none below log start.

@@ -25,7 +25,8 @@
 //!    copy) anyway.
 //!
 //! `sync_file_range` gives no durability guarantee (no metadata, no device
-//! cache flush); `fsync` on roll, close and `flush.messages`/`flush.ms` does.
+//! cache flush); the background fsync of a sealed segment after a roll, and
+//! `fsync` on close and `flush.messages`/`flush.ms`, do.
 
 use std::fs::File;
 use std::io;

@@ -18,6 +18,9 @@
 //! roll order and the recovery point only moves forward. The log polls
 //! tickets without blocking to advance its flushed offset, and waits for
 //! them at its durability points (`flush`, `close`, truncation).
+//!
+//! The same workers run paced writeback's blocking half (see `writeback`):
+//! waiting for a chunk's device writes and dropping it from the page cache.
 
 use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
@@ -30,6 +33,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::error::{IoContext, StorageError};
 use crate::files::{self, RECOVERY_POINT_FILE};
+use crate::writeback::WritebackJob;
 
 /// Worker threads of the process-wide pool.
 const WORKERS: usize = 2;
@@ -174,7 +178,7 @@ impl Gate {
         self.cv.notify_all();
     }
 
-    fn pass(&self) {
+    pub(crate) fn pass(&self) {
         let mut g = match self.closed.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -206,37 +210,63 @@ impl Drop for GateGuard {
     }
 }
 
+/// Work the pool runs.
+#[derive(Debug)]
+enum Job {
+    Seal(SealJob),
+    Writeback(WritebackJob),
+}
+
+impl Job {
+    fn run(self) {
+        match self {
+            Job::Seal(j) => run(j),
+            Job::Writeback(j) => j.run(),
+        }
+    }
+}
+
 /// Hands `job` to the worker that owns its partition directory. If no
 /// worker can take it (threads could not be started), runs it here.
 pub(crate) fn submit(job: SealJob) {
-    let workers = pool();
-    if workers.is_empty() {
-        run(job);
-        return;
-    }
     let mut h = DefaultHasher::new();
     job.dir.hash(&mut h);
-    let i = (h.finish() % workers.len() as u64) as usize;
+    send(h.finish(), Job::Seal(job));
+}
+
+/// Hands one chunk's writeback wait to the worker chosen by `route` (one
+/// route per segment keeps its chunks in order).
+pub(crate) fn submit_writeback(route: u64, job: WritebackJob) {
+    send(route, Job::Writeback(job));
+}
+
+fn send(route: u64, job: Job) {
+    let workers = pool();
+    if workers.is_empty() {
+        job.run();
+        return;
+    }
+    let i = (route % workers.len() as u64) as usize;
     let sent = match workers[i].lock() {
         Ok(tx) => tx.send(job),
         Err(p) => p.into_inner().send(job),
     };
     if let Err(mpsc::SendError(job)) = sent {
-        run(job);
+        job.run();
     }
 }
 
-fn pool() -> &'static [Mutex<Sender<SealJob>>] {
-    static POOL: OnceLock<Vec<Mutex<Sender<SealJob>>>> = OnceLock::new();
+fn pool() -> &'static [Mutex<Sender<Job>>] {
+    static POOL: OnceLock<Vec<Mutex<Sender<Job>>>> = OnceLock::new();
     POOL.get_or_init(|| {
         let mut out = Vec::with_capacity(WORKERS);
         for n in 0..WORKERS {
-            let (tx, rx) = mpsc::channel::<SealJob>();
+            let (tx, rx) = mpsc::channel::<Job>();
             let spawned = std::thread::Builder::new()
                 .name(format!("aerostream-flush-{n}"))
                 .spawn(move || {
                     for job in rx {
-                        run(job);
+                        job.run();
                     }
                 });
             match spawned {

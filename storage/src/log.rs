@@ -681,6 +681,19 @@ impl PartitionLog {
     }
 }
 
+impl Drop for PartitionLog {
+    /// A log dropped without `close` still lets its background flushes
+    /// finish first: a reopen of the same directory must not see a stale
+    /// recovery point land after its own.
+    fn drop(&mut self) {
+        for p in self.pending.drain(..) {
+            if let Err(f) = p.ticket.wait() {
+                tracing::warn!(dir = %self.dir.display(), error = %f.to_error(), "background flush failed before the log was dropped");
+            }
+        }
+    }
+}
+
 fn next_batch_with(
     seg: &Segment,
     mut pos: u64,

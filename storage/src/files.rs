@@ -4,6 +4,7 @@
 //! - `{base:020}.log`, `.index`, `.timeindex`: one segment and its indexes;
 //! - `{offset:020}.snapshot`: producer state as of `offset`;
 //! - `log-start-offset`, `leader-epoch-checkpoint`: small checkpoints;
+//! - `recovery-point-offset`: every offset below it is on the device;
 //! - `clean-shutdown`: present only while the log is closed cleanly.
 
 use std::fs::{self, File};
@@ -19,6 +20,7 @@ pub(crate) const SNAPSHOT_EXT: &str = "snapshot";
 pub(crate) const LOG_START_FILE: &str = "log-start-offset";
 pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
 pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+pub(crate) const RECOVERY_POINT_FILE: &str = "recovery-point-offset";
 const TMP_SUFFIX: &str = ".tmp";
 
 pub(crate) fn offset_path(dir: &Path, offset: i64, ext: &str) -> PathBuf {

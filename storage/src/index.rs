@@ -130,6 +130,15 @@ impl MappedEntries {
             .sync_all()
             .ctx(|| format!("fsync index {}", self.path.display()))
     }
+
+    /// Trims the file to the used entries and returns a second handle to
+    /// it, so the fsync can happen elsewhere.
+    fn trim(&mut self) -> Result<File, StorageError> {
+        self.resize(self.entries)?;
+        self.file
+            .try_clone()
+            .ctx(|| format!("duplicate index handle {}", self.path.display()))
+    }
 }
 
 fn rd_u32(b: &[u8], at: usize) -> u32 {
@@ -256,6 +265,11 @@ impl OffsetIndex {
         self.m.seal()
     }
 
+    /// Trims to the used entries without fsync; returns a handle to sync.
+    pub(crate) fn trim(&mut self) -> Result<File, StorageError> {
+        self.m.trim()
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.m.path
     }
@@ -350,6 +364,11 @@ impl TimeIndex {
 
     pub(crate) fn seal(&mut self) -> Result<(), StorageError> {
         self.m.seal()
+    }
+
+    /// Trims to the used entries without fsync; returns a handle to sync.
+    pub(crate) fn trim(&mut self) -> Result<File, StorageError> {
+        self.m.trim()
     }
 
     pub(crate) fn path(&self) -> &Path {

@@ -28,8 +28,9 @@
 //!
 //! Directory layout of one partition: `{base:020}.log` / `.index` /
 //! `.timeindex` per segment, `{offset:020}.snapshot` (producer state),
-//! `log-start-offset`, `leader-epoch-checkpoint`, and `clean-shutdown`
-//! while closed cleanly.
+//! `log-start-offset`, `leader-epoch-checkpoint`, `recovery-point-offset`
+//! (below it every segment is fsynced; rolls fsync in the background, see
+//! `flusher`), and `clean-shutdown` while closed cleanly.
 //!
 //! Not supported yet: transactional batches (rejected with
 //! [`StorageError::TransactionsUnsupported`]), compaction, message format
@@ -73,11 +74,14 @@ pub mod config;
 mod epoch;
 pub mod error;
 mod files;
+mod flusher;
 mod index;
 mod log;
 mod producer;
 mod recovery;
 mod retention;
+#[cfg(test)]
+mod roll_tests;
 pub mod segment;
 pub mod tier;
 pub mod writeback;

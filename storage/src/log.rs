@@ -7,7 +7,7 @@
 //! descriptor) even if the segment is later deleted by retention. Waiters on
 //! other tasks use [`PartitionLog::subscribe`] to learn of new data.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,7 @@ use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
 use crate::files::{self, SNAPSHOT_EXT};
+use crate::flusher::{self, Gate, SealJob, Ticket};
 use crate::producer::{ProducerStates, Staged};
 use crate::recovery;
 use crate::segment::{Placed, Segment, SegmentInfo};
@@ -109,8 +110,21 @@ pub struct PartitionLog {
     pub(crate) end_tx: watch::Sender<i64>,
     pub(crate) unflushed_records: u64,
     pub(crate) first_unflushed_ms: Option<i64>,
+    /// Every offset below this is durable (not counting `pending`).
     pub(crate) flushed_offset: i64,
+    /// Background seal flushes in roll order.
+    pub(crate) pending: VecDeque<PendingFlush>,
+    /// Holds this log's background flushes while set (tests only).
+    pub(crate) flush_gate: Option<Arc<Gate>>,
     pub(crate) offline: Option<String>,
+}
+
+/// A roll whose fsyncs run in the background: once its ticket succeeds,
+/// every offset below `end` is durable.
+#[derive(Debug)]
+pub(crate) struct PendingFlush {
+    pub(crate) end: i64,
+    pub(crate) ticket: Arc<Ticket>,
 }
 
 impl PartitionLog {
@@ -136,6 +150,8 @@ impl PartitionLog {
             unflushed_records: 0,
             first_unflushed_ms: None,
             flushed_offset: log_end,
+            pending: VecDeque::new(),
+            flush_gate: None,
             offline: None,
         };
         let config = log.config.clone();
@@ -166,9 +182,18 @@ impl PartitionLog {
         self.active().next_offset
     }
 
-    /// Every offset below this has been fsynced.
+    /// Every offset below this has been fsynced. Rolls fsync the sealed
+    /// segment in the background; this moves past it only once that has
+    /// completed (checked without blocking).
     pub fn flushed_offset(&self) -> i64 {
-        self.flushed_offset
+        let mut flushed = self.flushed_offset;
+        for p in &self.pending {
+            if !p.ticket.succeeded() {
+                break;
+            }
+            flushed = flushed.max(p.end);
+        }
+        flushed
     }
 
     /// Latest partition leader epoch seen by the log.
@@ -227,6 +252,7 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendOutcome, StorageError> {
+        self.poll_flushes();
         self.check_online()?;
         let limits = Limits {
             max_batch_bytes: self.config.max_batch_bytes(),
@@ -372,18 +398,74 @@ impl PartitionLog {
         if self.active().is_empty() {
             return Ok(());
         }
-        self.active_mut().seal()?;
-        self.flushed_offset = log_end;
+        // Only cheap, non-blocking work here: the fsyncs that make the
+        // sealed segment durable run on the flusher (see `flusher`).
+        let targets = self.active_mut().seal_deferred()?;
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;
         if let Err(e) = self.producers.write_snapshot(&self.dir, log_end) {
             tracing::warn!(error = %e, "could not write producer snapshot; recovery will scan further");
         }
         self.prune_snapshots(SNAPSHOTS_KEPT)?;
-        let mut seg = Segment::create(&self.dir, log_end, &self.config)?;
+        let mut seg = Segment::create_unsynced(&self.dir, log_end, &self.config)?;
         seg.created_ms = Some(now_ms);
         self.segments.insert(log_end, seg);
+        let ticket = Arc::new(Ticket::default());
+        flusher::submit(SealJob {
+            dir: self.dir.clone(),
+            targets,
+            recovery_point: log_end,
+            ticket: ticket.clone(),
+            gate: self.flush_gate.clone(),
+        });
+        self.pending.push_back(PendingFlush {
+            end: log_end,
+            ticket,
+        });
         Ok(())
+    }
+
+    /// Retires finished background flushes without blocking. A failed one
+    /// takes the log offline: bytes it acknowledged may not be durable.
+    pub(crate) fn poll_flushes(&mut self) {
+        while let Some(p) = self.pending.front() {
+            match p.ticket.poll() {
+                None => return,
+                Some(Ok(())) => self.flushed_offset = self.flushed_offset.max(p.end),
+                Some(Err(f)) => {
+                    self.offline.get_or_insert_with(|| {
+                        format!("background fsync failed: {}", f.to_error())
+                    });
+                }
+            }
+            self.pending.pop_front();
+        }
+    }
+
+    /// Waits for every background flush (the durability points).
+    pub(crate) fn wait_flushes(&mut self) -> Result<(), StorageError> {
+        while let Some(p) = self.pending.pop_front() {
+            match p.ticket.wait() {
+                Ok(()) => self.flushed_offset = self.flushed_offset.max(p.end),
+                Err(f) => {
+                    let e = f.to_error();
+                    self.offline
+                        .get_or_insert_with(|| format!("background fsync failed: {e}"));
+                    self.pending.clear();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds this log's background flushes until the returned guard is
+    /// opened or dropped (so a failing test cannot wedge a shared worker).
+    #[cfg(test)]
+    pub(crate) fn hold_flushes(&mut self) -> flusher::GateGuard {
+        let g = Gate::closed();
+        self.flush_gate = Some(g.clone());
+        flusher::GateGuard(g)
     }
 
     /// Keeps the `keep` newest producer snapshots and none below log start.
@@ -406,9 +488,11 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// fsyncs everything appended so far.
+    /// fsyncs everything appended so far: waits for the background
+    /// flushes of earlier rolls, then fsyncs the active segment.
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.check_online()?;
+        self.wait_flushes()?;
         let end = self.log_end_offset();
         self.active().sync_data()?;
         self.flushed_offset = end;
@@ -419,6 +503,7 @@ impl PartitionLog {
 
     /// Timers: `flush.ms`, `segment.ms`, producer id expiry.
     pub fn tick(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        self.poll_flushes();
         self.check_online()?;
         if let (Some(ms), Some(first)) = (self.config.flush_ms, self.first_unflushed_ms) {
             if now_ms.saturating_sub(first) >= ms as i64 {
@@ -579,17 +664,33 @@ impl PartitionLog {
         self.segments.values().map(Segment::info).collect()
     }
 
-    /// fsyncs, writes the producer snapshot and the clean-shutdown marker,
-    /// so the next open can skip scanning the active segment.
+    /// Waits for background flushes, fsyncs, writes the producer
+    /// snapshot, the recovery point at the log end and the clean-shutdown
+    /// marker, so the next open can skip scanning the active segment.
     pub fn close(mut self) -> Result<(), StorageError> {
         self.check_online()?;
+        self.wait_flushes()?;
         let log_end = self.log_end_offset();
         let seg = self.active_mut();
         seg.sync_data()?;
         seg.finish_indexes()?;
         self.producers.write_snapshot(&self.dir, log_end)?;
         self.prune_snapshots(SNAPSHOTS_KEPT)?;
+        flusher::write_recovery_point(&self.dir, log_end)?;
         files::write_atomic(&self.dir, files::CLEAN_SHUTDOWN_FILE, b"", true)
+    }
+}
+
+impl Drop for PartitionLog {
+    /// A log dropped without `close` still lets its background flushes
+    /// finish first: a reopen of the same directory must not see a stale
+    /// recovery point land after its own.
+    fn drop(&mut self) {
+        for p in self.pending.drain(..) {
+            if let Err(f) = p.ticket.wait() {
+                tracing::warn!(dir = %self.dir.display(), error = %f.to_error(), "background flush failed before the log was dropped");
+            }
+        }
     }
 }
 

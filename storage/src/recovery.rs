@@ -1,19 +1,30 @@
 //! Opening a partition directory: load what a clean shutdown left, or
 //! repair what a crash left.
 //!
-//! Invariants this relies on (kept by `log`):
-//! - every segment but the last was fsynced and its indexes trimmed and
-//!   synced before the next segment was created (roll), so only the last
-//!   segment can have a torn tail or stale indexes;
-//! - `clean-shutdown` exists only between a successful `close` and the
-//!   next `open`, which removes it (durably) before any write.
+//! Invariants this relies on (kept by `log` and `flusher`):
+//! - `recovery-point-offset` holds an offset below which every segment is
+//!   fsynced with its indexes trimmed and synced. A roll seals a segment
+//!   at once but fsyncs it in the background, and only then raises the
+//!   recovery point; truncation lowers it (durably) before cutting;
+//! - `clean-shutdown` exists only between a successful `close` (which
+//!   waits for every background flush) and the next `open`, which removes
+//!   it (durably) before any write.
 //!
-//! After a crash the last segment is scanned batch by batch with CRC
-//! checks and cut after the last whole, valid batch that continues the
-//! offsets; its indexes are rebuilt from that scan. Index files of sealed
-//! segments that fail a sanity check are rebuilt from batch headers.
-//! The leader-epoch cache and producer state are reloaded from their
-//! checkpoint and snapshot and brought up to the log end from batch headers.
+//! After a crash every segment that ends above the recovery point, and
+//! always the last one, is scanned batch by batch with CRC checks. A
+//! segment that is cut short (torn, malformed or missing batches, or
+//! ending before the next segment's base) is cut after its last whole,
+//! valid batch and becomes the last segment: every later segment is
+//! deleted, since nothing after a hole can be trusted as dense offsets.
+//! Scanned segments are fsynced and the recovery point moved up to the
+//! last segment. Without a recovery point (directories written before it
+//! existed, or a damaged file) an unclean open scans every segment, which
+//! reads the whole local log once.
+//!
+//! Index files of trusted sealed segments that fail a sanity check are
+//! rebuilt from batch headers. The leader-epoch cache and producer state
+//! are reloaded from their checkpoint and snapshot and brought up to the
+//! log end from batch headers.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,7 +34,10 @@ use crate::batch::BatchHeader;
 use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
-use crate::files::{self, CLEAN_SHUTDOWN_FILE, LOG_EXT, LOG_START_FILE, SNAPSHOT_EXT};
+use crate::files::{
+    self, CLEAN_SHUTDOWN_FILE, INDEX_EXT, LOG_EXT, LOG_START_FILE, SNAPSHOT_EXT, TIME_INDEX_EXT,
+};
+use crate::flusher;
 use crate::producer::ProducerStates;
 use crate::segment::Segment;
 
@@ -87,6 +101,7 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
         }
     }
 
+    let recovery_point = flusher::read_recovery_point(dir)?;
     let mut segments = BTreeMap::new();
     for (i, &base) in bases.iter().enumerate() {
         let last = i + 1 == bases.len();
@@ -94,13 +109,32 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
         let mut seg = Segment::open(dir, base, capacity)?;
         if last {
             settle_active(&mut seg, clean, cfg)?;
-        } else {
-            let next_base = bases[i + 1];
+            segments.insert(base, seg);
+            break;
+        }
+        let next_base = bases[i + 1];
+        let durable = clean || recovery_point.is_some_and(|rp| next_base <= rp);
+        if durable {
             if seg.is_empty() {
                 seg.delete()?;
                 continue;
             }
             settle_sealed(&mut seg, next_base, cfg)?;
+        } else if !repair_unflushed(&mut seg, next_base, cfg)? {
+            // A hole: this segment is the new end of the log.
+            for &later in &bases[i + 1..] {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    segment = later,
+                    "deleting a segment that follows a torn one"
+                );
+                for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+                    files::remove_if_exists(&files::offset_path(dir, later, ext))?;
+                }
+            }
+            files::sync_dir(dir)?;
+            segments.insert(base, seg);
+            break;
         }
         segments.insert(base, seg);
     }
@@ -149,6 +183,13 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
         .values()
         .next_back()
         .map_or(log_start, |s| s.next_offset);
+    if !clean || recovery_point.is_none() {
+        // Everything below the last segment is now fsynced (trusted, or
+        // scanned and synced above).
+        if let Some(&last_base) = segments.keys().next_back() {
+            flusher::write_recovery_point(dir, last_base)?;
+        }
+    }
 
     let epochs = recover_epochs(dir, &segments, log_start, log_end)?;
     let producers = recover_producers(dir, &segments, &mut snapshots, log_start, log_end)?;
@@ -203,10 +244,46 @@ fn settle_active(seg: &mut Segment, clean: bool, cfg: &LogConfig) -> Result<(), 
             "truncating torn tail of the active segment"
         );
         seg.set_size(end.valid_size)?;
-        seg.sync_data()?;
     }
+    // What survived a process kill may still be only in the page cache;
+    // the log reports everything it opened with as flushed.
+    seg.sync_data()?;
     seg.pacer = crate::writeback::Pacer::starting_at(seg.size);
     Ok(())
+}
+
+/// A segment below the last one that may not have reached the device
+/// before the crash (it ends above the recovery point): scan it with CRC
+/// checks. Whole and ending at `next_base`: fsync it, finish its indexes
+/// and return true. Otherwise cut it after its last valid batch, leave it
+/// unsealed to become the last segment, and return false.
+fn repair_unflushed(
+    seg: &mut Segment,
+    next_base: i64,
+    cfg: &LogConfig,
+) -> Result<bool, StorageError> {
+    seg.offset_index.grow_to(cfg.index_capacity())?;
+    seg.time_index.grow_to(cfg.index_capacity())?;
+    let end = seg.rebuild(true, cfg.index_interval_bytes, |_| {})?;
+    if end.valid_size == seg.size && seg.next_offset == next_base {
+        seg.sync_data()?;
+        seg.finish_indexes()?;
+        seg.sealed = true;
+        return Ok(true);
+    }
+    tracing::warn!(
+        segment = %seg.path.display(),
+        kept = end.valid_size,
+        dropped = seg.size - end.valid_size,
+        ends_at = seg.next_offset,
+        next_segment = next_base,
+        reason = end.stopped.unwrap_or("segment ends before the next one begins"),
+        "truncating a torn segment that was sealed but not yet flushed; later segments are dropped"
+    );
+    seg.set_size(end.valid_size)?;
+    seg.sync_data()?;
+    seg.pacer = crate::writeback::Pacer::starting_at(seg.size);
+    Ok(false)
 }
 
 /// A segment below the active one: its end is the next segment's base.

@@ -4,10 +4,14 @@
 //! Ordering for crash safety: the new log start is checkpointed (fsynced)
 //! before any segment file is unlinked, so a crash in between leaves files
 //! below the log start that the next open deletes, never a log start that
-//! points into deleted data.
+//! points into deleted data. Truncation at the end first waits for the
+//! background flushes of earlier rolls and lowers the recovery point
+//! (durably) to the segment it cuts into, so a crash mid-way leaves that
+//! segment and everything after it to be scanned on the next open.
 
 use crate::error::StorageError;
 use crate::files::{self, SNAPSHOT_EXT};
+use crate::flusher;
 use crate::log::PartitionLog;
 use crate::recovery;
 use crate::segment::{Segment, SegmentInfo};
@@ -138,6 +142,8 @@ impl PartitionLog {
             .range(..=offset)
             .next_back()
             .map_or(self.log_start, |(k, _)| *k);
+        self.wait_flushes()?;
+        flusher::write_recovery_point(&self.dir, keep_key)?;
         let doomed: Vec<i64> = self
             .segments
             .range(keep_key + 1..)
@@ -169,7 +175,9 @@ impl PartitionLog {
                 log_end: self.log_end_offset(),
             });
         }
+        self.wait_flushes()?;
         recovery::write_log_start(&self.dir, offset)?;
+        flusher::write_recovery_point(&self.dir, offset)?;
         for (_, s) in std::mem::take(&mut self.segments) {
             s.delete()?;
         }

@@ -2,8 +2,8 @@
 //! with its offset and time indexes.
 //!
 //! A segment is append-only while it is the active one; rolling seals it
-//! (fsync, indexes trimmed and synced) and it is never written again except
-//! by follower truncation. Reads use `pread`, so any number of readers can
+//! (indexes trimmed, fsyncs handed to the background flusher) and it is
+//! never written again except by follower truncation. Reads use `pread`, so any number of readers can
 //! hold the segment's `Arc<File>` while the owner appends; an unlinked
 //! segment stays readable through handles already given out.
 
@@ -16,6 +16,7 @@ use crate::batch::{BatchHeader, HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{IoContext, StorageError};
 use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+use crate::flusher::{SyncKind, SyncTarget};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::writeback::Pacer;
 
@@ -30,7 +31,9 @@ pub struct SegmentInfo {
     pub path: PathBuf,
     pub offset_index_path: PathBuf,
     pub time_index_path: PathBuf,
-    /// Sealed segments are complete, fsynced and never appended to again.
+    /// Sealed segments are complete and never appended to again. Their
+    /// fsync runs in the background after the roll: the segment is durable
+    /// once [`crate::PartitionLog::flushed_offset`] reaches its end.
     pub sealed: bool,
     /// Base timestamp of the first batch.
     pub first_timestamp: Option<i64>,
@@ -140,6 +143,18 @@ impl Segment {
         let s = Segment::open_files(dir, base_offset, true, cfg.index_capacity())?;
         files::sync_dir(dir)?;
         Ok(s)
+    }
+
+    /// Creates an empty active segment without fsyncing the directory (a
+    /// roll: the flusher's directory fsync makes the entry durable, and
+    /// `flush` waits for it before it counts anything in this segment as
+    /// durable).
+    pub(crate) fn create_unsynced(
+        dir: &Path,
+        base_offset: i64,
+        cfg: &LogConfig,
+    ) -> Result<Segment, StorageError> {
+        Segment::open_files(dir, base_offset, true, cfg.index_capacity())
     }
 
     /// Opens an existing segment. Its `next_offset`, timestamps and index
@@ -467,22 +482,45 @@ impl Segment {
         Ok(())
     }
 
-    /// Makes the segment durable and read-only: fsync, final time index
-    /// entry, indexes trimmed and synced.
-    pub(crate) fn seal(&mut self) -> Result<(), StorageError> {
-        self.sync_data()?;
-        self.finish_indexes()?;
+    /// Makes the segment read-only without waiting for the device: final
+    /// time index entry, index files trimmed, marked sealed. Returns the
+    /// handles whose fsync makes the seal durable (log data first, then the
+    /// trimmed indexes), for the background flusher.
+    pub(crate) fn seal_deferred(&mut self) -> Result<Vec<SyncTarget>, StorageError> {
+        self.append_final_time_entry();
+        let ix = self.offset_index.trim()?;
+        let tix = self.time_index.trim()?;
         self.sealed = true;
-        Ok(())
+        Ok(vec![
+            SyncTarget {
+                file: self.file.clone(),
+                path: self.path.clone(),
+                kind: SyncKind::Data,
+            },
+            SyncTarget {
+                file: Arc::new(ix),
+                path: self.offset_index.path().to_path_buf(),
+                kind: SyncKind::All,
+            },
+            SyncTarget {
+                file: Arc::new(tix),
+                path: self.time_index.path().to_path_buf(),
+                kind: SyncKind::All,
+            },
+        ])
+    }
+
+    fn append_final_time_entry(&mut self) {
+        if self.max_timestamp >= 0 || self.next_offset > self.base_offset {
+            self.time_index
+                .append(self.max_timestamp, self.offset_of_max_timestamp);
+        }
     }
 
     /// Records the final max timestamp and trims index files to their use
     /// (done at seal and at clean close).
     pub(crate) fn finish_indexes(&mut self) -> Result<(), StorageError> {
-        if self.max_timestamp >= 0 || self.next_offset > self.base_offset {
-            self.time_index
-                .append(self.max_timestamp, self.offset_of_max_timestamp);
-        }
+        self.append_final_time_entry();
         self.offset_index.seal()?;
         self.time_index.seal()
     }

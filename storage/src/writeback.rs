@@ -8,28 +8,32 @@
 //! segment at once. Both show up as multi-hundred-millisecond append stalls.
 //!
 //! With pacing:
-//! 1. every `chunk_bytes` appended, `sync_file_range(SYNC_FILE_RANGE_WRITE)`
-//!    starts writeback of that chunk (asynchronous), so the device is kept
-//!    busy long before the kernel's thresholds would wake the flusher;
-//! 2. after every append, bytes more than two chunks behind the end are
-//!    waited for with `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`.
-//!    The wait advances a little on every append instead of a whole chunk
-//!    at once, so a writer faster than the device is slowed by about one
-//!    device write of its own size per append rather than stalled for a
-//!    whole chunk now and then, and at most two chunks per partition are
-//!    ever dirty or in flight;
-//! 3. with `drop_behind`, ranges that are written back and older than
-//!    `keep_hot_bytes` are dropped from the page cache with
+//! 1. every `chunk_bytes` appended, the append path calls
+//!    `sync_file_range(SYNC_FILE_RANGE_WRITE)` to start writeback of that
+//!    chunk (asynchronous), so the device is kept busy long before the
+//!    kernel's thresholds would wake its flusher;
+//! 2. the chunk's wait, `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`,
+//!    runs on the background flusher (`flusher`), not on the append path;
+//!    an append blocks only when more than [`MAX_PENDING_CHUNKS`] chunks of
+//!    its segment are still unwaited, i.e. when the producer outruns the
+//!    device, which bounds dirty memory per partition;
+//! 3. with `drop_behind`, the flusher then drops ranges that are written
+//!    back and older than `keep_hot_bytes` from the page cache with
 //!    `posix_fadvise(DONTNEED)`: tail readers read the newest bytes, which
 //!    stay cached; older readers would come from disk (or from the tiered
 //!    copy) anyway.
 //!
 //! `sync_file_range` gives no durability guarantee (no metadata, no device
-//! cache flush); `fsync` on roll, close and `flush.messages`/`flush.ms` does.
+//! cache flush); the background fsync of a sealed segment after a roll, and
+//! `fsync` on close and `flush.messages`/`flush.ms`, do.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use crate::flusher::{self, Gate};
 
 /// How appends are written back to the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,33 +113,157 @@ pub fn drop_cache(fd: &impl AsFd, offset: u64, len: u64) -> io::Result<()> {
     .map_err(io::Error::from)
 }
 
-/// Writeback progress of one segment file. Pure bookkeeping plus the two
-/// syscalls above; one per active segment.
+/// Chunks a segment may have handed to writeback but not yet seen written
+/// back before the append path waits: bounds dirty memory per partition.
+pub(crate) const MAX_PENDING_CHUNKS: u64 = 4;
+
+/// How far the background half of pacing got on one segment file.
 #[derive(Debug, Default)]
-pub(crate) struct Pacer {
-    /// Everything below has been handed to `SYNC_FILE_RANGE_WRITE`.
-    submitted: u64,
+pub(crate) struct Progress {
+    state: Mutex<ProgressState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct ProgressState {
     /// Everything below has been waited on (is on the device queue).
     waited: u64,
     /// Everything below has been dropped from the page cache.
     dropped: u64,
+    /// The first writeback failure, reported by the next append.
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+impl Progress {
+    fn starting_at(already: u64) -> Arc<Progress> {
+        Arc::new(Progress {
+            state: Mutex::new(ProgressState {
+                waited: already,
+                dropped: already,
+                failed: None,
+            }),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ProgressState> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Blocks until everything below `offset` was waited on (returns at
+    /// once when it already was) or a failure was recorded.
+    fn wait_for(&self, offset: u64) -> io::Result<()> {
+        let mut g = self.lock();
+        loop {
+            if let Some((kind, msg)) = &g.failed {
+                return Err(io::Error::new(*kind, msg.clone()));
+            }
+            if g.waited >= offset {
+                return Ok(());
+            }
+            g = match self.cv.wait(g) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn marks(&self) -> (u64, u64) {
+        let g = self.lock();
+        (g.waited, g.dropped)
+    }
+}
+
+/// The blocking half of pacing one chunk, run by the background flusher:
+/// wait until the chunk's writeback reached the device queue, then drop
+/// written-back bytes older than the hot window from the page cache.
+#[derive(Debug)]
+pub(crate) struct WritebackJob {
+    file: Arc<File>,
+    from: u64,
+    to: u64,
+    /// `Some(keep_hot_bytes)` with drop-behind.
+    keep_hot: Option<u64>,
+    progress: Arc<Progress>,
+    gate: Option<Arc<Gate>>,
+}
+
+impl WritebackJob {
+    pub(crate) fn run(self) {
+        if let Some(g) = &self.gate {
+            g.pass();
+        }
+        let r = self.wait_and_drop();
+        let mut g = self.progress.lock();
+        match r {
+            Ok(dropped) => {
+                g.waited = g.waited.max(self.to);
+                g.dropped = g.dropped.max(dropped);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "paced writeback failed");
+                g.failed.get_or_insert((e.kind(), e.to_string()));
+            }
+        }
+        drop(g);
+        self.progress.cv.notify_all();
+    }
+
+    fn wait_and_drop(&self) -> io::Result<u64> {
+        sync_file_range(
+            &*self.file,
+            self.from,
+            self.to - self.from,
+            SyncRangeFlags::WRITE_AND_WAIT,
+        )?;
+        let dropped = self.progress.lock().dropped;
+        if let Some(keep) = self.keep_hot {
+            let cold_end = self.to.saturating_sub(keep);
+            if cold_end > dropped {
+                drop_cache(&*self.file, dropped, cold_end - dropped)?;
+                return Ok(cold_end);
+            }
+        }
+        Ok(dropped)
+    }
+}
+
+/// Writeback pacing of one segment file. The append path only starts
+/// writeback (`SYNC_FILE_RANGE_WRITE`) of each full chunk and queues the
+/// chunk's wait and cache drop on the background flusher; it blocks only
+/// when more than [`MAX_PENDING_CHUNKS`] chunks are still unwaited.
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    /// Everything below has been handed to `SYNC_FILE_RANGE_WRITE`.
+    submitted: u64,
+    progress: Arc<Progress>,
+    /// Flusher worker route: one per segment keeps its chunks in order.
+    route: u64,
+    /// Holds background chunk jobs while set (tests only).
+    pub(crate) gate: Option<Arc<Gate>>,
 }
 
 impl Pacer {
     /// A pacer for a file whose first `already` bytes need no pacing (they
     /// were written before the log was opened, and recovery synced them).
     pub(crate) fn starting_at(already: u64) -> Pacer {
+        static ROUTES: AtomicU64 = AtomicU64::new(0);
         Pacer {
             submitted: already,
-            waited: already,
-            dropped: already,
+            progress: Progress::starting_at(already),
+            route: ROUTES.fetch_add(1, Ordering::Relaxed),
+            gate: None,
         }
     }
 
     /// Called after the file grew to `size` bytes.
     pub(crate) fn after_append(
         &mut self,
-        file: &File,
+        file: &Arc<File>,
         size: u64,
         cfg: &WritebackConfig,
     ) -> io::Result<()> {
@@ -143,35 +271,37 @@ impl Pacer {
             return Ok(());
         }
         while size.saturating_sub(self.submitted) >= cfg.chunk_bytes {
-            sync_file_range(file, self.submitted, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
+            let from = self.submitted;
+            sync_file_range(&**file, from, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
             self.submitted += cfg.chunk_bytes;
+            flusher::submit_writeback(
+                self.route,
+                WritebackJob {
+                    file: file.clone(),
+                    from,
+                    to: self.submitted,
+                    keep_hot: cfg.drop_behind.then_some(cfg.keep_hot_bytes),
+                    progress: self.progress.clone(),
+                    gate: self.gate.clone(),
+                },
+            );
         }
-        let window = cfg.chunk_bytes.saturating_mul(2);
-        let wait_to = size.saturating_sub(window).min(self.submitted);
-        if wait_to > self.waited {
-            sync_file_range(
-                file,
-                self.waited,
-                wait_to - self.waited,
-                SyncRangeFlags::WRITE_AND_WAIT,
-            )?;
-            self.waited = wait_to;
-        }
-        if cfg.drop_behind {
-            let cold_end = self.waited.saturating_sub(cfg.keep_hot_bytes);
-            if cold_end > self.dropped {
-                drop_cache(file, self.dropped, cold_end - self.dropped)?;
-                self.dropped = cold_end;
-            }
-        }
-        Ok(())
+        // Returns at once unless the device is more than the allowed
+        // number of chunks behind (or an earlier chunk failed).
+        let must_be_waited = self
+            .submitted
+            .saturating_sub(cfg.chunk_bytes.saturating_mul(MAX_PENDING_CHUNKS));
+        self.progress.wait_for(must_be_waited)
     }
 
-    /// After the file was truncated to `size`.
+    /// After the file was truncated to `size`: chunk jobs still queued
+    /// report to the old progress, which nobody reads any more.
     pub(crate) fn truncated(&mut self, size: u64) {
-        self.submitted = self.submitted.min(size);
-        self.waited = self.waited.min(size);
-        self.dropped = self.dropped.min(size);
+        if size < self.submitted {
+            let gate = self.gate.take();
+            *self = Pacer::starting_at(size);
+            self.gate = gate;
+        }
     }
 }
 
@@ -180,39 +310,96 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    #[test]
-    fn pacer_submits_whole_chunks_and_keeps_two_chunks_in_flight() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::flusher::GateGuard;
+
+    fn file_of(len: usize) -> Arc<File> {
         let mut f = tempfile::tempfile().unwrap();
-        f.write_all(&vec![7u8; 40 << 10]).unwrap();
-        let cfg = WritebackConfig {
+        f.write_all(&vec![7u8; len]).unwrap();
+        Arc::new(f)
+    }
+
+    fn small_chunks() -> WritebackConfig {
+        WritebackConfig {
             paced: true,
             chunk_bytes: 8 << 10,
             drop_behind: true,
             keep_hot_bytes: 8 << 10,
-        };
-        let mut p = Pacer::default();
+        }
+    }
+
+    #[test]
+    fn appends_only_start_writeback_and_the_flusher_waits_and_drops_behind() {
+        let f = file_of(64 << 10);
+        let cfg = small_chunks();
+        let gate = GateGuard(Gate::closed());
+        let mut p = Pacer::starting_at(0);
+        p.gate = Some(gate.0.clone());
         p.after_append(&f, 12 << 10, &cfg).unwrap();
-        assert_eq!((p.submitted, p.waited, p.dropped), (8 << 10, 0, 0));
-        p.after_append(&f, 21 << 10, &cfg).unwrap();
+        assert_eq!(p.submitted, 8 << 10, "whole chunks only");
+        p.after_append(&f, 32 << 10, &cfg).unwrap();
+        assert_eq!(p.submitted, 32 << 10);
         assert_eq!(
-            (p.submitted, p.waited),
-            (16 << 10, 5 << 10),
-            "waits creep forward"
+            p.progress.marks(),
+            (0, 0),
+            "four chunks pending: the append returned without any wait"
         );
+        gate.open();
+        p.progress.wait_for(32 << 10).unwrap();
+        assert_eq!(
+            p.progress.marks(),
+            (32 << 10, 24 << 10),
+            "the hot window stays cached"
+        );
+    }
+
+    #[test]
+    fn an_append_waits_only_when_more_than_four_chunks_are_unwaited() {
+        let f = file_of(64 << 10);
+        let cfg = small_chunks();
+        let gate = GateGuard(Gate::closed());
+        let mut p = Pacer::starting_at(0);
+        p.gate = Some(gate.0.clone());
+        p.after_append(&f, 32 << 10, &cfg).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let appender = std::thread::spawn(move || {
+            let r = p.after_append(&f, 40 << 10, &cfg);
+            tx.send(r.is_ok()).unwrap();
+            p
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "a fifth unwaited chunk must hold the append back"
+        );
+        gate.open();
+        assert!(rx.recv().unwrap());
+        let p = appender.join().unwrap();
+        assert!(p.progress.marks().0 >= 8 << 10);
+    }
+
+    #[test]
+    fn truncation_restarts_pacing_at_the_new_size() {
+        let f = file_of(64 << 10);
+        let cfg = small_chunks();
+        let mut p = Pacer::starting_at(0);
         p.after_append(&f, 40 << 10, &cfg).unwrap();
-        assert_eq!(p.submitted, 40 << 10);
-        assert_eq!(p.waited, 24 << 10, "at most two chunks stay unwaited");
-        assert_eq!(p.dropped, 16 << 10);
+        p.truncated(10 << 10);
+        assert_eq!(p.submitted, 10 << 10);
+        assert_eq!(p.progress.marks(), (10 << 10, 10 << 10));
+        p.after_append(&f, 18 << 10, &cfg).unwrap();
+        assert_eq!(p.submitted, 18 << 10);
     }
 
     #[test]
     fn unpaced_config_issues_no_writeback() {
-        let f = tempfile::tempfile().unwrap();
+        let f = file_of(0);
         let cfg = WritebackConfig {
             paced: false,
             ..WritebackConfig::default()
         };
-        let mut p = Pacer::default();
+        let mut p = Pacer::starting_at(0);
         p.after_append(&f, 100 << 20, &cfg).unwrap();
         assert_eq!(p.submitted, 0);
     }

@@ -186,6 +186,8 @@ pub struct TieredPartition {
     /// Offset after the newest sealed segment reported to the uploader.
     reported_end: i64,
     active_base: i64,
+    /// The upload bound last reported: see [`TieredPartition::upload_bound`].
+    reported_bound: i64,
 }
 
 impl TieredPartition {
@@ -199,6 +201,7 @@ impl TieredPartition {
         let mut p = TieredPartition {
             active_base: log.segments.keys().next_back().copied().unwrap_or(0),
             reported_end: log.log_start_offset(),
+            reported_bound: log.flushed_offset().min(log.log_end_offset()),
             log,
             reg: Registration {
                 link,
@@ -218,7 +221,7 @@ impl TieredPartition {
                 .map(|e| (e.base_offset, e.last_offset))
                 .collect(),
             sealed,
-            high_watermark: p.log.log_end_offset(),
+            high_watermark: p.reported_bound,
         });
         p.recount();
         p
@@ -393,22 +396,44 @@ impl TieredPartition {
             .collect()
     }
 
-    /// Reports segments sealed since the last report.
+    /// Offsets below this may be uploaded: the high watermark (the log end
+    /// on a single node), but never past what the local log has fsynced. A
+    /// roll fsyncs the sealed segment in the background; uploading it before
+    /// that completes could put batches in object storage that a power loss
+    /// then cuts from the local log, and the offsets would be handed out
+    /// twice.
+    fn upload_bound(&self) -> i64 {
+        self.log.flushed_offset().min(self.log.log_end_offset())
+    }
+
+    /// Reports segments sealed since the last report, and the upload bound
+    /// when it moved.
     fn after_write(&mut self) {
         let active = self.log.segments.keys().next_back().copied().unwrap_or(0);
         let end = self.log.log_end_offset();
         self.reg.shared.log_end.store(end, Ordering::Relaxed);
+        let bound = self.upload_bound();
+        let bound_moved = bound > self.reported_bound;
+        if bound_moved {
+            self.reported_bound = bound;
+        }
         if active == self.active_base {
+            if bound_moved {
+                self.reg.link.send(Event::HighWatermark {
+                    partition: self.reg.shared.key(),
+                    high_watermark: bound,
+                });
+            }
             return;
         }
         self.active_base = active;
         let sealed = self.sealed_since(self.reported_end);
         self.reported_end = active;
-        if !sealed.is_empty() {
+        if !sealed.is_empty() || bound_moved {
             self.reg.link.send(Event::Sealed {
                 partition: self.reg.shared.key(),
                 segments: sealed,
-                high_watermark: end,
+                high_watermark: self.reported_bound,
             });
         }
     }
@@ -443,3 +468,7 @@ impl TieredPartition {
             .store(usage.pending, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+#[path = "partition_tests.rs"]
+mod tests;

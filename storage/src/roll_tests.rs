@@ -26,7 +26,7 @@ fn config() -> LogConfig {
 }
 
 /// A batch of 4 records of `value_len` bytes each.
-fn batch(value_len: usize) -> Vec<u8> {
+pub(crate) fn batch(value_len: usize) -> Vec<u8> {
     let records: Vec<Record> = (0..4)
         .map(|i| Record {
             transactional: false,

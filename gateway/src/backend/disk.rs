@@ -57,6 +57,37 @@ pub fn from_storage(e: storage::StorageError) -> LogError {
     }
 }
 
+/// The gateway's view of an append's outcome.
+pub fn appended(outcome: &storage::AppendOutcome) -> Appended {
+    let info = outcome.info();
+    Appended {
+        base_offset: info.base_offset,
+        last_offset: info.last_offset,
+        log_append_time_ms: info.log_append_time_ms,
+        duplicate: matches!(outcome, storage::AppendOutcome::Duplicate(_)),
+    }
+}
+
+/// The gateway's view of a read: the file range to send, or nothing.
+pub fn records(slice: storage::ReadSlice) -> Records {
+    if slice.is_empty() {
+        return Records::empty();
+    }
+    Records::File {
+        file: slice.file,
+        position: slice.position,
+        len: slice.len,
+    }
+}
+
+/// The gateway's view of a timestamp lookup.
+pub fn timestamp_offset(t: storage::TimestampOffset) -> TimestampOffset {
+    TimestampOffset {
+        timestamp: t.timestamp,
+        offset: t.offset,
+    }
+}
+
 /// The storage crate's settings for a partition's [`LogSettings`].
 pub fn log_config(s: &LogSettings) -> storage::LogConfig {
     storage::LogConfig {
@@ -94,13 +125,7 @@ impl PartitionLog for DiskLog {
             .log
             .append(records, leader_epoch, now_ms)
             .map_err(from_storage)?;
-        let info = outcome.info();
-        Ok(Appended {
-            base_offset: info.base_offset,
-            last_offset: info.last_offset,
-            log_append_time_ms: info.log_append_time_ms,
-            duplicate: matches!(outcome, storage::AppendOutcome::Duplicate(_)),
-        })
+        Ok(appended(&outcome))
     }
 
     fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Records, LogError> {
@@ -108,14 +133,7 @@ impl PartitionLog for DiskLog {
             .log
             .read(offset, max_bytes, upper_bound)
             .map_err(from_storage)?;
-        if slice.is_empty() {
-            return Ok(Records::empty());
-        }
-        Ok(Records::File {
-            file: slice.file,
-            position: slice.position,
-            len: slice.len,
-        })
+        Ok(records(slice))
     }
 
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError> {
@@ -123,17 +141,11 @@ impl PartitionLog for DiskLog {
             .log
             .offset_for_timestamp(ts_ms)
             .map_err(from_storage)?
-            .map(|t| TimestampOffset {
-                timestamp: t.timestamp,
-                offset: t.offset,
-            }))
+            .map(timestamp_offset))
     }
 
     fn max_timestamp(&self) -> Option<TimestampOffset> {
-        self.log.max_timestamp().map(|t| TimestampOffset {
-            timestamp: t.timestamp,
-            offset: t.offset,
-        })
+        self.log.max_timestamp().map(timestamp_offset)
     }
 
     fn log_start_offset(&self) -> i64 {

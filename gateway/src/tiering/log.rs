@@ -8,7 +8,9 @@ use uuid::Uuid;
 
 use storage::tier::{PartitionKey, Tier, TierError, TierRetention, TieredPartition};
 
-use crate::backend::disk::{from_storage, log_config, DiskLogFactory};
+use crate::backend::disk::{
+    appended, from_storage, log_config, records, timestamp_offset, DiskLogFactory,
+};
 use crate::backend::{
     Appended, LogError, LogFactory, LogSettings, PartitionLog, Records, TimestampOffset,
 };
@@ -53,13 +55,7 @@ impl PartitionLog for TieredLog {
             .p
             .append(records, leader_epoch, now_ms)
             .map_err(from_tier)?;
-        let info = outcome.info();
-        Ok(Appended {
-            base_offset: info.base_offset,
-            last_offset: info.last_offset,
-            log_append_time_ms: info.log_append_time_ms,
-            duplicate: matches!(outcome, storage::AppendOutcome::Duplicate(_)),
-        })
+        Ok(appended(&outcome))
     }
 
     /// Local data only: offsets below the local start fail with
@@ -71,14 +67,7 @@ impl PartitionLog for TieredLog {
             .log()
             .read(offset, max_bytes, upper_bound)
             .map_err(from_storage)?;
-        if slice.is_empty() {
-            return Ok(Records::empty());
-        }
-        Ok(Records::File {
-            file: slice.file,
-            position: slice.position,
-            len: slice.len,
-        })
+        Ok(records(slice))
     }
 
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError> {
@@ -87,17 +76,11 @@ impl PartitionLog for TieredLog {
             .log()
             .offset_for_timestamp(ts_ms)
             .map_err(from_storage)?
-            .map(|t| TimestampOffset {
-                timestamp: t.timestamp,
-                offset: t.offset,
-            }))
+            .map(timestamp_offset))
     }
 
     fn max_timestamp(&self) -> Option<TimestampOffset> {
-        self.p.log().max_timestamp().map(|t| TimestampOffset {
-            timestamp: t.timestamp,
-            offset: t.offset,
-        })
+        self.p.log().max_timestamp().map(timestamp_offset)
     }
 
     /// Across both tiers.

@@ -3,43 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use cache::{CacheConfig, ColdCache, ObjectStoreHandle};
 use futures::StreamExt;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
+use crate::roll_tests::batch;
 use crate::tier::{Manifest, MemoryManifest, PartitionKey, Tier, TierConfig, TierRetention};
 use crate::{LogConfig, PartitionLog};
-
-/// A batch of 4 records of 30 KB each.
-fn batch() -> Vec<u8> {
-    let records: Vec<Record> = (0..4)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i,
-            sequence: -1,
-            timestamp: 1_000 + i,
-            key: None,
-            value: Some(Bytes::from(vec![b'v'; 30_000])),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let opts = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &opts).expect("encode");
-    buf.to_vec()
-}
 
 async fn objects(store: &ObjectStoreHandle) -> usize {
     store.store.list(None).collect::<Vec<_>>().await.len()
@@ -74,7 +43,7 @@ async fn a_sealed_segment_is_uploaded_only_after_its_background_fsync() {
     let gate = gate;
 
     while p.log().segments().len() < 2 {
-        p.append(&mut batch(), 0, 1_000).expect("append");
+        p.append(&mut batch(30_000), 0, 1_000).expect("append");
     }
     let sealed_end = p.log().segments()[1].base_offset;
     // With the seal's fsync held, ticking and waiting upload nothing.

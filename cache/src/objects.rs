@@ -84,6 +84,10 @@ pub struct ObjectStoreHandle {
     pub store: Arc<dyn ObjectStore>,
     pub prefix: Path,
     pub backend: Backend,
+    /// The folder store itself when `store` is a local folder used directly
+    /// (not wrapped): uploads may then hard-link sealed files instead of
+    /// copying them (see [`crate::upload::link_or_upload_file`]).
+    pub local: Option<Arc<LocalFileSystem>>,
 }
 
 impl fmt::Debug for ObjectStoreHandle {
@@ -103,6 +107,7 @@ impl ObjectStoreHandle {
             store,
             prefix,
             backend,
+            local: None,
         }
     }
 
@@ -112,6 +117,8 @@ impl ObjectStoreHandle {
             store,
             prefix: self.prefix.clone(),
             backend: self.backend,
+            // A wrapper (fault injector, counter) must see every write.
+            local: None,
         }
     }
 
@@ -353,11 +360,14 @@ fn local_folder(dir: &std::path::Path) -> Result<ObjectStoreHandle, CacheError> 
             source,
         })?
         .with_automatic_cleanup(true);
-    Ok(ObjectStoreHandle::new(
-        Arc::new(store),
+    let store = Arc::new(store);
+    let mut handle = ObjectStoreHandle::new(
+        Arc::clone(&store) as Arc<dyn ObjectStore>,
         Path::default(),
         Backend::Local,
-    ))
+    );
+    handle.local = Some(store);
+    Ok(handle)
 }
 
 fn split_bucket(rest: &str) -> Result<(&str, Path), String> {

@@ -130,6 +130,90 @@ pub async fn upload_file(
     })
 }
 
+/// Like [`upload_file`], but when `handle` is a local folder on the same
+/// filesystem as `file`, the object becomes a hard link to the file instead
+/// of a copy: no bytes are written, so sealing a segment does not double the
+/// disk's write load. Sealed segments are never written again (retention
+/// only unlinks them), so the object keeps the bytes the manifest records.
+/// Anything that prevents the link (another filesystem, no link support)
+/// falls back to copying.
+pub async fn link_or_upload_file(
+    handle: &crate::ObjectStoreHandle,
+    key: &Path,
+    file: &FsPath,
+    options: &UploadOptions,
+) -> Result<Uploaded, CacheError> {
+    if let Some(local) = &handle.local {
+        match link_file(local, key, file).await {
+            Ok(Some(uploaded)) => return Ok(uploaded),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(CacheError::File {
+                    path: file.display().to_string(),
+                    source: e,
+                })
+            }
+        }
+    }
+    upload_file(handle.store.as_ref(), key, file, options).await
+}
+
+/// Hard-links `file` at `key` in the folder store; `None` when linking is
+/// not possible here and the caller should copy.
+async fn link_file(
+    local: &object_store::local::LocalFileSystem,
+    key: &Path,
+    file: &FsPath,
+) -> std::io::Result<Option<Uploaded>> {
+    let Ok(target) = local.path_to_filesystem(key) else {
+        return Ok(None);
+    };
+    let source = file.to_path_buf();
+    let linked = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        // Keys are deterministic: an earlier attempt's object is replaced.
+        match std::fs::remove_file(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        match std::fs::hard_link(&source, &target) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(false),
+            Err(e) => Err(e),
+        }
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    if !linked {
+        return Ok(None);
+    }
+    // The manifest records the bytes' checksum; reading from the page cache
+    // costs CPU only.
+    let mut reader = tokio::fs::File::open(file).await?;
+    let mut crc = 0u32;
+    let mut size = 0u64;
+    loop {
+        let chunk = read_chunk(&mut reader, 1 << 20).await?;
+        if chunk.is_empty() {
+            break;
+        }
+        crc = crc32c::crc32c_append(crc, &chunk);
+        size += chunk.len() as u64;
+    }
+    Ok(Some(Uploaded {
+        key: key.clone(),
+        size,
+        crc32c: crc,
+        parts: 1,
+        e_tag: None,
+    }))
+}
+
 fn store_error(key: &Path, source: object_store::Error) -> CacheError {
     CacheError::Store {
         key: key.to_string(),
@@ -199,6 +283,64 @@ impl RetrySchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use object_store::ObjectStoreExt;
+
+    async fn object_bytes(handle: &crate::ObjectStoreHandle, key: &Path) -> Bytes {
+        handle
+            .store
+            .get(key)
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("bytes")
+    }
+
+    #[tokio::test]
+    async fn a_local_folder_store_links_sealed_files_instead_of_copying_them() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let handle = crate::ObjectStoreHandle::local_default(dir.path()).expect("store");
+        let file = dir.path().join("00000000000000000000.log");
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&file, &data).expect("write");
+        let key = Path::from("topics/t/0/00000000000000000000.seg");
+        let opts = UploadOptions::default();
+
+        let up = link_or_upload_file(&handle, &key, &file, &opts)
+            .await
+            .expect("upload");
+        assert_eq!(up.size, data.len() as u64);
+        assert_eq!(up.crc32c, crc32c::crc32c(&data));
+        assert_eq!(object_bytes(&handle, &key).await.as_ref(), &data[..]);
+        assert_eq!(
+            std::fs::metadata(&file).expect("meta").nlink(),
+            2,
+            "the object shares the segment's bytes on disk"
+        );
+        // Uploading again (a retry after a restart) replaces the object.
+        link_or_upload_file(&handle, &key, &file, &opts)
+            .await
+            .expect("again");
+        std::fs::remove_file(&file).expect("local retention");
+        assert_eq!(object_bytes(&handle, &key).await.as_ref(), &data[..]);
+    }
+
+    #[tokio::test]
+    async fn a_wrapped_local_store_gets_a_real_upload() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let plain = crate::ObjectStoreHandle::local_default(dir.path()).expect("store");
+        let wrapped = plain.with_store(std::sync::Arc::clone(&plain.store));
+        let file = dir.path().join("seg.log");
+        std::fs::write(&file, b"sealed bytes").expect("write");
+        let key = Path::from("k.seg");
+        link_or_upload_file(&wrapped, &key, &file, &UploadOptions::default())
+            .await
+            .expect("upload");
+        assert_eq!(std::fs::metadata(&file).expect("meta").nlink(), 1);
+        assert_eq!(object_bytes(&wrapped, &key).await.as_ref(), b"sealed bytes");
+    }
 
     #[test]
     fn retry_waits_grow_to_the_cap_and_stay_jittered() {

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use cache::layout::SegmentId;
 use cache::object_store::path::Path;
-use cache::{upload_file, ColdCache, ObjectStoreHandle, UploadOptions, Uploaded};
+use cache::{link_or_upload_file, ColdCache, ObjectStoreHandle, UploadOptions, Uploaded};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
@@ -608,7 +608,7 @@ async fn upload_one(
         config.upload_timeout + Duration::from_secs(size / config.min_upload_bytes_per_sec.max(1));
     match tokio::time::timeout(
         deadline,
-        upload_file(store.store.as_ref(), &key, file, &config.upload),
+        link_or_upload_file(store, &key, file, &config.upload),
     )
     .await
     {

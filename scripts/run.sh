@@ -4,10 +4,9 @@
 # Extra arguments are passed to `aerostream serve` (see `--help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo not found: install a Rust toolchain (https://rustup.rs) and re-run" >&2
-  exit 1
-fi
+scripts/setup.sh --build-only
+# setup.sh may just have installed Rust under ~/.cargo.
+if ! command -v cargo >/dev/null 2>&1; then export PATH="$HOME/.cargo/bin:$PATH"; fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --release --locked -p agent --bin aerostream
 exec "$CARGO_TARGET_DIR/release/aerostream" serve "$@"

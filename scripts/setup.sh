@@ -2,8 +2,11 @@
 # Installs everything the test suite needs on a fresh Debian/Ubuntu machine:
 # the Rust components, the Kafka clients the compatibility suite drives, and
 # the object-storage servers the tiering tests run against. Safe to re-run:
-# it only installs what is missing.
+# it only installs what is missing. With --build-only it installs just what
+# building the broker needs (scripts/run.sh uses that).
 set -euo pipefail
+BUILD_ONLY=false
+[ "${1:-}" = "--build-only" ] && BUILD_ONLY=true
 cd "$(dirname "$0")/.."
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
@@ -12,7 +15,11 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 # --- system packages -------------------------------------------------------
-APT_PACKAGES=(kcat python3-pip python3-venv nodejs npm gcc g++ make pkg-config curl ca-certificates)
+if $BUILD_ONLY; then
+  APT_PACKAGES=(gcc g++ make pkg-config curl ca-certificates)
+else
+  APT_PACKAGES=(kcat python3-pip python3-venv nodejs npm gcc g++ make pkg-config curl ca-certificates)
+fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   case "$p" in
@@ -30,14 +37,23 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # --- Rust ------------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo not found: install a Rust toolchain (https://rustup.rs) and re-run" >&2
-  exit 1
+  log "no Rust toolchain: installing stable with rustup (https://rustup.rs)"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+  export PATH="$HOME/.cargo/bin:$PATH"
 fi
 if command -v rustup >/dev/null 2>&1; then
   for c in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
   done
+fi
+
+if $BUILD_ONLY; then
+  log "done"
+  exit 0
 fi
 
 # --- Python clients and servers -------------------------------------------

@@ -20,6 +20,8 @@ step() {
 }
 
 step "setup" scripts/setup.sh
+# setup.sh may just have installed Rust under ~/.cargo.
+if ! command -v cargo >/dev/null 2>&1; then export PATH="$HOME/.cargo/bin:$PATH"; fi
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test" cargo test --workspace --locked

@@ -254,6 +254,16 @@ impl MetaState {
         self.next_producer_id
     }
 
+    /// The id of the topic called `name`, or `UnknownTopic`.
+    fn topic_id(&self, name: &str) -> Result<Uuid, MetaError> {
+        self.topic_names
+            .get(name)
+            .copied()
+            .ok_or_else(|| MetaError::UnknownTopic {
+                name: name.to_owned(),
+            })
+    }
+
     fn topic_mut_by_id(&mut self, id: Uuid) -> Result<&mut TopicInfo, MetaError> {
         self.topics
             .get_mut(&id)

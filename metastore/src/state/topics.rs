@@ -230,12 +230,7 @@ impl MetaState {
         name: &str,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
-        let id = *self
-            .topic_names
-            .get(name)
-            .ok_or_else(|| MetaError::UnknownTopic {
-                name: name.to_owned(),
-            })?;
+        let id = self.topic_id(name)?;
         self.topic_names.remove(name);
         let info = self
             .topics
@@ -272,12 +267,7 @@ impl MetaState {
         validate_only: bool,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
-        let id = *self
-            .topic_names
-            .get(name)
-            .ok_or_else(|| MetaError::UnknownTopic {
-                name: name.to_owned(),
-            })?;
+        let id = self.topic_id(name)?;
         let topic = self
             .topics
             .get(&id)
@@ -330,12 +320,7 @@ impl MetaState {
         validate_only: bool,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
-        let id = *self
-            .topic_names
-            .get(name)
-            .ok_or_else(|| MetaError::UnknownTopic {
-                name: name.to_owned(),
-            })?;
+        let id = self.topic_id(name)?;
         let topic = self.topic_mut_by_id(id)?;
         let next = config::apply_ops(&topic.configs, ops, replace_all)?;
         if validate_only {

@@ -25,6 +25,10 @@
 //! as Linux's default overcommit for ordinary allocations). Under
 //! `vm.overcommit_memory=2` the kernel ignores `MAP_NORESERVE` and the guard
 //! does not help; the broker's documentation says so.
+#![expect(
+    unsafe_code,
+    reason = "a global allocator and anonymous mappings cannot be written without unsafe"
+)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;

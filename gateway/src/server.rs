@@ -5,7 +5,6 @@
 //! connection.
 
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, IntoRawFd};
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -44,8 +43,7 @@ pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpList
         socket::Backlog::new(1024).map_err(std::io::Error::from)?,
     )
     .map_err(std::io::Error::from)?;
-    // SAFETY: `fd` is a valid, owned, listening socket; ownership moves into the listener.
-    Ok(unsafe { std::net::TcpListener::from_raw_fd(fd.into_raw_fd()) })
+    Ok(std::net::TcpListener::from(fd))
 }
 
 /// Accepts connections until `stop` turns true, then returns; connections

@@ -37,6 +37,7 @@ pub fn parse_status_rss_kib(status: &str) -> Option<u64> {
 /// Clock ticks per second for `/proc` CPU times.
 pub fn ticks_per_sec() -> u64 {
     // SAFETY: sysconf has no preconditions and only reads a constant.
+    #[expect(unsafe_code, reason = "libc::sysconf is an FFI call")]
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
         t as u64

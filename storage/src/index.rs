@@ -76,6 +76,7 @@ impl MappedEntries {
             // SAFETY: the file is owned by this segment; nothing else in
             // the process maps or truncates it while the map is alive (the
             // map is dropped above before every set_len).
+            #[expect(unsafe_code, reason = "memmap2 exposes mapping only as unsafe")]
             let map = unsafe { MmapMut::map_mut(&self.file) }
                 .ctx(|| format!("map index {}", self.path.display()))?;
             self.mmap = Some(map);

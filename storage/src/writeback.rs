@@ -92,6 +92,7 @@ pub fn sync_file_range(
     let raw = fd.as_fd().as_raw_fd();
     // SAFETY: `raw` is a valid open descriptor borrowed for the duration of
     // the call; the call takes plain integers and touches no user memory.
+    #[expect(unsafe_code, reason = "nix has no sync_file_range wrapper")]
     let rc = unsafe { libc::sync_file_range(raw, off, n, flags.0) };
     if rc == 0 {
         Ok(())

@@ -60,7 +60,7 @@ impl PartitionLog for TieredLog {
 
     /// Local data only: offsets below the local start fail with
     /// `OffsetOutOfRange` carrying the local start, and the fetch path then
-    /// reads them from object storage (see [`super::Tiering::read`]).
+    /// reads them from object storage (see [`super::read`]).
     fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Records, LogError> {
         let slice = self
             .p

@@ -78,8 +78,29 @@ pub struct ServeArgs {
     /// rule to expire) instead of deleting them [default: false].
     #[arg(long, env = "AEROSTREAM_OBJECT_STORE_TOMBSTONES")]
     pub object_store_tombstones: Option<bool>,
+    /// Acknowledge acks=all writes once in the page cache (true), or only
+    /// after an fdatasync shared by the produce requests waiting at that
+    /// moment, with consumers seeing only fsynced data (false). The default
+    /// of every topic's `write.caching` [default: true].
+    #[arg(long, env = "AEROSTREAM_WRITE_CACHING")]
+    pub write_caching: Option<bool>,
+    /// Kafka connections open at once, across all listeners (max.connections) [default: 4096].
+    #[arg(long, env = "AEROSTREAM_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Kafka connections open at once from one address (max.connections.per.ip) [default: 4096].
+    #[arg(long, env = "AEROSTREAM_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Close a connection that sends no complete request for this long
+    /// (connections.max.idle.ms) [default: 600000].
+    #[arg(long, env = "AEROSTREAM_CONNECTIONS_MAX_IDLE_MS")]
+    pub connections_max_idle_ms: Option<u64>,
+    /// Request bytes being served at once, broker-wide; connections wait for
+    /// room before reading more (queued.max.request.bytes) [default: 512MiB].
+    #[arg(long, env = "AEROSTREAM_QUEUED_MAX_REQUEST_BYTES", value_parser = parse_bytes)]
+    pub queued_max_request_bytes: Option<u64>,
     /// Testing only: wrap the object store in a fault injector controlled at
     /// HTTP /admin/object-store/faults.
+    #[cfg(feature = "fault-injection")]
     #[arg(long, env = "AEROSTREAM_OBJECT_STORE_FAULTS", hide = true)]
     pub object_store_faults: Option<bool>,
 }
@@ -145,6 +166,12 @@ struct FileSettings {
     local_disk_limit: Option<u64>,
     upload_concurrency: Option<usize>,
     object_store_tombstones: Option<bool>,
+    write_caching: Option<bool>,
+    max_connections: Option<usize>,
+    max_connections_per_ip: Option<usize>,
+    connections_max_idle_ms: Option<u64>,
+    #[serde(default, deserialize_with = "bytes_de")]
+    queued_max_request_bytes: Option<u64>,
 }
 
 /// Resolved settings.
@@ -172,6 +199,12 @@ pub struct Settings {
     pub local_disk_limit: Option<u64>,
     pub upload_concurrency: usize,
     pub object_store_tombstones: bool,
+    pub write_caching: bool,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    pub connections_max_idle_ms: u64,
+    pub queued_max_request_bytes: u64,
+    #[cfg(feature = "fault-injection")]
     pub object_store_faults: bool,
 }
 
@@ -258,6 +291,24 @@ impl Settings {
                 .object_store_tombstones
                 .or(file.object_store_tombstones)
                 .unwrap_or(false),
+            write_caching: args.write_caching.or(file.write_caching).unwrap_or(true),
+            max_connections: args
+                .max_connections
+                .or(file.max_connections)
+                .unwrap_or(4096),
+            max_connections_per_ip: args
+                .max_connections_per_ip
+                .or(file.max_connections_per_ip)
+                .unwrap_or(4096),
+            connections_max_idle_ms: args
+                .connections_max_idle_ms
+                .or(file.connections_max_idle_ms)
+                .unwrap_or(600_000),
+            queued_max_request_bytes: args
+                .queued_max_request_bytes
+                .or(file.queued_max_request_bytes)
+                .unwrap_or(512 << 20),
+            #[cfg(feature = "fault-injection")]
             object_store_faults: args.object_store_faults.unwrap_or(false),
         };
         let s = Settings {
@@ -285,6 +336,19 @@ impl Settings {
         anyhow::ensure!(
             s.max_request_bytes >= 1024,
             "--max-request-bytes must be at least 1024"
+        );
+        anyhow::ensure!(s.max_connections >= 1, "--max-connections must be at least 1");
+        anyhow::ensure!(
+            s.max_connections_per_ip >= 1,
+            "--max-connections-per-ip must be at least 1"
+        );
+        anyhow::ensure!(
+            s.connections_max_idle_ms >= 1000,
+            "--connections-max-idle-ms must be at least 1000"
+        );
+        anyhow::ensure!(
+            s.queued_max_request_bytes >= 1 << 20,
+            "--queued-max-request-bytes must be at least 1MiB"
         );
         Ok(s)
     }

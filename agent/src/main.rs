@@ -14,7 +14,9 @@ use clap::{Parser, Subcommand};
 use config::{ServeArgs, Settings};
 use gateway::backend::meta::MetastoreCatalog;
 use gateway::broker::BrokerConfig;
+use gateway::connections::ConnectionLimits;
 use gateway::group::engine::GroupLimits;
+use gateway::topic_config::LogDefaults;
 use gateway::{Gateway, GatewayOptions};
 
 /// Keeps element counts declared by hostile frames from aborting the process
@@ -97,9 +99,20 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
                 min_session_timeout_ms: s.group_min_session_timeout_ms,
                 ..GroupLimits::default()
             },
+            log_defaults: LogDefaults {
+                write_caching: s.write_caching,
+            },
+            connections: ConnectionLimits {
+                max_connections: s.max_connections,
+                max_connections_per_ip: s.max_connections_per_ip,
+                idle_timeout: Duration::from_millis(s.connections_max_idle_ms),
+                queued_max_request_bytes: usize::try_from(s.queued_max_request_bytes)
+                    .unwrap_or(usize::MAX),
+                ..ConnectionLimits::default()
+            },
             ..BrokerConfig::default()
         },
-        tiering: Some(Arc::clone(&tiered.tiering)),
+        http_extensions: vec![Arc::clone(&tiered.http)],
     };
     let gw = Gateway::start(opts, catalog, Arc::new(tiered.logs))
         .await
@@ -126,20 +139,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let keep_alive = meta.keep_agent_alive(registration, Duration::from_millis(500));
     // Open every partition now rather than on first use, so segments sealed
     // but not yet uploaded before a restart go up without waiting for a client.
-    let broker = gw.broker();
-    for topic in broker.catalog.topics() {
-        let led: Vec<i32> = topic
-            .partitions
-            .iter()
-            .filter(|p| p.leader == s.node_id)
-            .map(|p| p.index)
-            .collect();
-        for p in led {
-            if let Some(Err(e)) = broker.partition(&topic, p) {
-                tracing::warn!(topic = %topic.name, partition = p, error = %e, "could not open a partition at start");
-            }
-        }
-    }
+    gw.open_led_partitions().await;
     tracing::info!(
         kafka = %gw.kafka_addr(),
         http = ?gw.http_addr(),

@@ -5,12 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cache::fault::FaultInjectingStore;
 use cache::{CacheConfig, ColdCache, DiskTierConfig, ObjectStoreHandle, StoreEnv};
 use gateway::backend::disk::DiskLogFactory;
-use gateway::tiering::log::TieredLogFactory;
-use gateway::tiering::manifest::MetastoreManifest;
-use gateway::tiering::Tiering;
+use gateway::backend::manifest::MetastoreManifest;
+use gateway::backend::tiered::TieredLogFactory;
+use gateway::http::HttpExtension;
 use storage::tier::{DeleteMode, EngineConfig, Tier, TierConfig};
 
 use crate::config::Settings;
@@ -18,28 +17,85 @@ use crate::config::Settings;
 /// What the gateway needs of tiering.
 pub struct Wired {
     pub tier: Tier,
-    pub tiering: Arc<Tiering>,
+    pub http: Arc<dyn HttpExtension>,
     pub logs: TieredLogFactory,
 }
 
-/// 90% of the space free under `dir` now.
-fn default_disk_limit(dir: &Path) -> Option<u64> {
-    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+/// The tier's figures on `/metrics`, and in test builds the object-store
+/// fault endpoint.
+struct TierHttp {
+    tier: Tier,
+    #[cfg(feature = "fault-injection")]
+    faults: Option<cache::fault::FaultController>,
+}
+
+impl HttpExtension for TierHttp {
+    fn metrics(&self) -> String {
+        self.tier.snapshot().render()
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn handle(&self, target: &str) -> Option<(u16, String)> {
+        let faults = self.faults.as_ref()?;
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if path != "/admin/object-store/faults" {
+            return None;
+        }
+        Some(match faults.apply_query(query) {
+            Ok(status) => (200, format!("{status}\n")),
+            Err(e) => (400, format!("{e}\n")),
+        })
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    fn handle(&self, _target: &str) -> Option<(u16, String)> {
+        None
+    }
+}
+
+/// The local disk limit when none is configured: 90% of what the partition
+/// data may use, which is the space free now plus what the log directory
+/// already holds. Counting the held bytes keeps the limit the same across
+/// restarts; 90% of the free space alone shrank with every restart, until
+/// tiered segments were evicted at once and producers refused.
+pub fn default_disk_limit(free: u64, held: u64) -> u64 {
+    free.saturating_add(held) / 10 * 9
+}
+
+/// Bytes of the files under `dir`, recursively (0 if it does not exist).
+fn bytes_under(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+fn measured_disk_limit(log_dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(log_dir).ok()?;
     let free = st.blocks_available().saturating_mul(st.fragment_size());
-    Some(free / 10 * 9)
+    Some(default_disk_limit(free, bytes_under(log_dir)))
 }
 
 /// Builds the store, cache and uploader; call on the control-plane runtime.
 pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<Wired> {
+    #[cfg_attr(not(feature = "fault-injection"), allow(unused_mut))]
     let mut store = match &s.object_store {
         Some(url) => cache::store_from_url(url, &StoreEnv::from_process())
             .with_context(|| format!("cannot use object store {url}"))?,
         None => ObjectStoreHandle::local_default(&s.data_dir)
             .context("cannot prepare the object folder under the data dir")?,
     };
+    #[cfg(feature = "fault-injection")]
     let faults = if s.object_store_faults {
         tracing::warn!("object store fault injection is on (testing only)");
-        let wrapper = FaultInjectingStore::new(Arc::clone(&store.store));
+        let wrapper = cache::fault::FaultInjectingStore::new(Arc::clone(&store.store));
         let controller = wrapper.controller();
         store = store.with_store(Arc::new(wrapper));
         Some(controller)
@@ -63,7 +119,7 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
     .context("cannot open the cold-read cache")?;
     let log_dir = s.data_dir.join("log");
     let disk_logs = DiskLogFactory::new(&log_dir).context("cannot open the log directory")?;
-    let limit = s.local_disk_limit.or_else(|| default_disk_limit(&log_dir));
+    let limit = s.local_disk_limit.or_else(|| measured_disk_limit(&log_dir));
     let config = TierConfig {
         engine: EngineConfig {
             max_in_flight: s.upload_concurrency,
@@ -88,8 +144,38 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
     let manifest = Arc::new(MetastoreManifest::new(meta.clone()));
     let tier = Tier::start(config, store, cache, manifest);
     Ok(Wired {
-        tiering: Arc::new(Tiering::new(tier.clone(), faults)),
+        http: Arc::new(TierHttp {
+            tier: tier.clone(),
+            #[cfg(feature = "fault-injection")]
+            faults,
+        }),
         logs: TieredLogFactory::new(disk_logs, tier.clone()),
         tier,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_disk_limit_survives_a_restart_with_data_on_disk() {
+        // 100 GB free and nothing held at the first start...
+        let first = default_disk_limit(100_000_000_000, 0);
+        // ...and after 80 GB of partition data, 20 GB free at the restart.
+        let again = default_disk_limit(20_000_000_000, 80_000_000_000);
+        assert_eq!(first, again);
+        assert_eq!(first, 90_000_000_000);
+    }
+
+    #[test]
+    fn held_bytes_count_every_file_under_the_log_dir() {
+        let dir = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir_all(dir.path().join("t-0")).expect("mkdir");
+        std::fs::write(dir.path().join("t-0/00000000000000000000.log"), vec![1u8; 4096])
+            .expect("write");
+        std::fs::write(dir.path().join("topic-id"), b"x").expect("write");
+        assert_eq!(bytes_under(dir.path()), 4097);
+        assert_eq!(bytes_under(&dir.path().join("missing")), 0);
+    }
 }

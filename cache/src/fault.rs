@@ -88,6 +88,32 @@ impl Op {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// A comma-separated list of operation names (`put`, `multipart`, `part`,
+    /// `complete`, `get`, `head`, `delete`, `list`, `copy`), or `reads` or
+    /// `writes`; every operation when absent.
+    pub fn parse_list(list: Option<&str>) -> Result<Vec<Op>, String> {
+        match list {
+            None => Ok(Op::ALL.to_vec()),
+            Some("writes") => Ok(Op::WRITES.to_vec()),
+            Some("reads") => Ok(Op::READS.to_vec()),
+            Some(list) => list
+                .split(',')
+                .map(|name| match name {
+                    "put" => Ok(Op::Put),
+                    "multipart" => Ok(Op::CreateMultipart),
+                    "part" => Ok(Op::PutPart),
+                    "complete" => Ok(Op::CompleteMultipart),
+                    "get" => Ok(Op::Get),
+                    "head" => Ok(Op::Head),
+                    "delete" => Ok(Op::Delete),
+                    "list" => Ok(Op::List),
+                    "copy" => Ok(Op::Copy),
+                    other => Err(format!("unknown operation {other:?}")),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What an injected failure looks like to the caller.
@@ -261,6 +287,44 @@ impl FaultController {
     /// Lets every call hanging right now proceed (rules stay; later calls may hang again).
     pub fn release_hung(&self) {
         self.releases.send_modify(|g| *g += 1);
+    }
+
+    /// Applies a fault described as a URL query, as the broker's test-only
+    /// admin endpoint receives it: one of `clear`, `unreachable=MS`,
+    /// `status=CODE[&ops=put,get,...][&times=N]`, `hang[&ops=...]`,
+    /// `latency=MS`. `ops` also takes `reads` and `writes`. Returns a status
+    /// line, or what is wrong with the query.
+    pub fn apply_query(&self, query: &str) -> Result<String, String> {
+        let params: Vec<(&str, &str)> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once('=').unwrap_or((p, "")))
+            .collect();
+        let get = |k: &str| params.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let number = |k: &str| get(k).and_then(|v| v.parse::<u64>().ok());
+        let ops = Op::parse_list(get("ops"))?;
+        let with_times = |rule: FaultRule| match number("times") {
+            Some(n) => rule.times(n),
+            None => rule,
+        };
+        if get("clear").is_some() {
+            self.clear();
+        } else if let Some(ms) = number("unreachable") {
+            self.unreachable_for(Duration::from_millis(ms));
+        } else if let Some(code) = number("status").and_then(|c| u16::try_from(c).ok()) {
+            self.inject(with_times(FaultRule::new(Fault::Status(code)).on(&ops)));
+        } else if get("hang").is_some() {
+            self.inject(with_times(FaultRule::new(Fault::Hang).on(&ops)));
+        } else if let Some(ms) = number("latency") {
+            self.set_latency(Duration::from_millis(ms));
+        } else {
+            return Err("use one of: clear, unreachable=MS, status=CODE, hang, latency=MS".into());
+        }
+        Ok(format!(
+            "ok: {} calls failed or delayed so far, {} hanging",
+            self.injected(),
+            self.hanging()
+        ))
     }
 
     /// Records the call and decides its fate.

@@ -11,8 +11,10 @@
 //! - [`objects::ObjectStoreHandle`]: an `Arc<dyn object_store::ObjectStore>`
 //!   plus the key prefix; the one handle every backend (local folder, memory,
 //!   S3, GCS, Azure) hides behind. Tests swap in wrappers of it.
-//! - [`fault::FaultInjectingStore`]: wraps any store and fails on command
-//!   (HTTP 500/503, timeouts, hangs, unreachable windows), and counts calls.
+//! - `fault::FaultInjectingStore` (cargo feature `fault-injection`, for tests
+//!   and test builds of the broker only): wraps any store and fails on
+//!   command (HTTP 500/503, timeouts, hangs, unreachable windows), and
+//!   counts calls.
 //! - [`readahead::ReadAheadPolicy`]: a pure engine deciding what to fetch ahead.
 //! - [`upload::upload_file`]: one sealed file to one key (single PUT or
 //!   bounded multipart, aborted on failure); [`upload::RetrySchedule`] is the
@@ -39,6 +41,7 @@
 mod block;
 mod cold;
 mod error;
+#[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod layout;
 pub mod objects;

@@ -5,13 +5,15 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::backend::{Catalog, CatalogError, LogError, TopicMeta};
+use crate::connections::{ConnectionLimits, Connections};
 use crate::fetch_session::FetchSessions;
 use crate::group::coordinator::Coordinator;
 use crate::group::engine::GroupLimits;
-use crate::partition::{PartitionHandle, Partitions};
+use crate::partition::{PartitionCounters, PartitionHandle, Partitions};
 use crate::topic_config;
 
 /// Broker-level settings (Kafka's server.properties equivalents).
@@ -34,6 +36,11 @@ pub struct BrokerConfig {
     pub fetch_max_bytes: usize,
     /// `max.incremental.fetch.session.cache.slots`.
     pub fetch_session_slots: usize,
+    /// Broker-wide defaults of topic settings that Kafka does not define
+    /// (`write.caching`).
+    pub log_defaults: topic_config::LogDefaults,
+    /// Connection and request-memory limits.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for BrokerConfig {
@@ -49,6 +56,8 @@ impl Default for BrokerConfig {
             group: GroupLimits::default(),
             fetch_max_bytes: 55 * 1024 * 1024,
             fetch_session_slots: 1000,
+            log_defaults: topic_config::LogDefaults::default(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -73,7 +82,7 @@ impl Metrics {
     }
 
     /// Prometheus text exposition.
-    pub fn render(&self, open_partitions: usize) -> String {
+    pub fn render(&self, open_partitions: usize, partitions: &PartitionCounters) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut s = String::new();
         for (name, help, v) in [
@@ -117,10 +126,53 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
             ));
         }
+        for (name, help, v) in [
+            (
+                "aerostream_partition_reads_total",
+                "Reads served by partition tasks (fetches and long-poll re-reads)",
+                g(&partitions.reads),
+            ),
+            (
+                "aerostream_partition_syncs_total",
+                "Durability points (fdatasync) shared by acks=all writes of topics with write.caching=false",
+                g(&partitions.syncs),
+            ),
+            (
+                "aerostream_partition_opens_total",
+                "Partition logs opened (recovered) since start",
+                g(&partitions.opens),
+            ),
+        ] {
+            s.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+            ));
+        }
         s.push_str(&format!(
             "# HELP aerostream_open_partitions Partition logs open on this node\n# TYPE aerostream_open_partitions gauge\naerostream_open_partitions {open_partitions}\n"
         ));
         s
+    }
+}
+
+/// Why a partition cannot be served here.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("the partition does not exist")]
+    UnknownPartition,
+    #[error("this node does not lead the partition")]
+    NotLeader,
+    #[error(transparent)]
+    Log(LogError),
+}
+
+impl Unavailable {
+    /// The Kafka error code to answer with.
+    pub fn code(&self) -> ResponseError {
+        match self {
+            Unavailable::UnknownPartition => ResponseError::UnknownTopicOrPartition,
+            Unavailable::NotLeader => ResponseError::NotLeaderOrFollower,
+            Unavailable::Log(e) => crate::codes::log_error(e),
+        }
     }
 }
 
@@ -135,12 +187,11 @@ pub struct Broker {
     pub groups: Coordinator,
     pub fetch_sessions: FetchSessions,
     pub metrics: Metrics,
+    pub connections: Arc<Connections>,
     producer_ids: AsyncMutex<Range<i64>>,
     /// Serialises topic auto-creation so concurrent Metadata requests create once.
     create_lock: AsyncMutex<()>,
     shutting_down: tokio::sync::watch::Sender<bool>,
-    /// Object-storage tiering; `None` for purely local logs (tests).
-    pub tiering: Option<Arc<crate::tiering::Tiering>>,
 }
 
 impl Broker {
@@ -152,6 +203,7 @@ impl Broker {
     ) -> Self {
         Broker {
             fetch_sessions: FetchSessions::new(config.fetch_session_slots),
+            connections: Connections::new(config.connections.clone()),
             config,
             catalog,
             partitions,
@@ -160,14 +212,7 @@ impl Broker {
             producer_ids: AsyncMutex::new(0..0),
             create_lock: AsyncMutex::new(()),
             shutting_down: tokio::sync::watch::channel(false).0,
-            tiering: None,
         }
-    }
-
-    /// Serves reads below the local log start from object storage.
-    pub fn with_tiering(mut self, tiering: Option<Arc<crate::tiering::Tiering>>) -> Self {
-        self.tiering = tiering;
-        self
     }
 
     /// A fresh producer id, from the current block or a newly allocated one.
@@ -184,20 +229,27 @@ impl Broker {
         })
     }
 
-    /// The task of a topic's partition, if the partition exists.
-    pub fn partition(
+    /// The task of a topic's partition, opening its log on first use. This
+    /// node must lead the partition: an agent whose lease lapsed, or that was
+    /// never given the partition, answers NOT_LEADER_OR_FOLLOWER.
+    pub async fn partition(
         &self,
         topic: &TopicMeta,
         index: i32,
-    ) -> Option<Result<PartitionHandle, LogError>> {
-        if index < 0 || index as usize >= topic.partitions.len() {
-            return None;
+    ) -> Result<PartitionHandle, Unavailable> {
+        let meta = usize::try_from(index)
+            .ok()
+            .and_then(|i| topic.partitions.get(i))
+            .ok_or(Unavailable::UnknownPartition)?;
+        if meta.leader != self.config.node_id {
+            return Err(Unavailable::NotLeader);
         }
-        let settings = topic_config::log_settings(&topic.configs);
-        Some(
-            self.partitions
-                .get_or_open(&topic.name, topic.id, index, &settings),
-        )
+        self.partitions
+            .get_or_open(&topic.name, topic.id, index, || {
+                topic_config::log_settings(&topic.configs, &self.config.log_defaults)
+            })
+            .await
+            .map_err(Unavailable::Log)
     }
 
     /// Creates a topic the way Kafka's auto-creation does (default partitions

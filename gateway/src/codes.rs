@@ -4,26 +4,59 @@
 
 use kafka_protocol::ResponseError;
 
+use storage::tier::TierError;
+use storage::StorageError;
+
 use crate::backend::{CatalogError, LogError};
 use crate::group::engine::GroupError;
 
 /// The Kafka error code for a partition-log failure.
 pub fn log_error(e: &LogError) -> ResponseError {
     match e {
-        LogError::Corrupt(_) => ResponseError::CorruptMessage,
-        LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
-        LogError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
-        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-        LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
-        LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
-        LogError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
-        LogError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
-        LogError::UnsupportedFormat(_) => ResponseError::UnsupportedForMessageFormat,
-        LogError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
-        LogError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
-        LogError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        LogError::Storage(_) => ResponseError::KafkaStorageError,
-        LogError::Io(_) => ResponseError::KafkaStorageError,
+        LogError::Storage(s) => storage_error(s),
+        LogError::Tier(t) => tier_error(t),
+        LogError::NotServing(_) => ResponseError::NotLeaderOrFollower,
+        LogError::NotDurable(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+/// The Kafka error code for a failure of the partition log itself.
+pub fn storage_error(e: &StorageError) -> ResponseError {
+    match e {
+        StorageError::CorruptBatch { .. } => ResponseError::CorruptMessage,
+        StorageError::InvalidRecord { .. } => ResponseError::InvalidRecord,
+        StorageError::UnsupportedMagic { .. } => ResponseError::UnsupportedForMessageFormat,
+        // Transactions are not advertised; a client that sends a
+        // transactional batch anyway gets the answer Kafka gives a format it
+        // cannot store.
+        StorageError::TransactionsUnsupported { .. } => {
+            ResponseError::UnsupportedForMessageFormat
+        }
+        StorageError::UnsupportedCompression { .. } => ResponseError::UnsupportedCompressionType,
+        StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        StorageError::StaleLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::InvalidConfig { .. } => ResponseError::InvalidConfig,
+        StorageError::Corrupt { .. } | StorageError::Offline { .. } | StorageError::Io { .. } => {
+            ResponseError::KafkaStorageError
+        }
+    }
+}
+
+/// The Kafka error code for a failure between a log and object storage. All
+/// are KAFKA_STORAGE_ERROR, which clients retry: back-pressure lifts once
+/// uploads catch up, and object-store failures are retried by the broker.
+pub fn tier_error(e: &TierError) -> ResponseError {
+    match e {
+        TierError::Storage(s) => storage_error(s),
+        TierError::Backpressure { .. }
+        | TierError::Objects(_)
+        | TierError::Manifest(_)
+        | TierError::CorruptObject { .. }
+        | TierError::Timeout { .. }
+        | TierError::Stopped => ResponseError::KafkaStorageError,
     }
 }
 

@@ -13,7 +13,7 @@ use crate::server;
 use crate::shard::Shards;
 
 /// How to run a gateway.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct GatewayOptions {
     /// Kafka listener; port 0 picks a free port.
     pub kafka_addr: SocketAddr,
@@ -24,8 +24,8 @@ pub struct GatewayOptions {
     /// Number of shard runtimes.
     pub shards: usize,
     pub broker: BrokerConfig,
-    /// Object-storage tiering (its log factory must be the one passed to `start`).
-    pub tiering: Option<Arc<crate::tiering::Tiering>>,
+    /// Figures and endpoints the binary adds to the HTTP listener.
+    pub http_extensions: Vec<Arc<dyn crate::http::HttpExtension>>,
 }
 
 impl Default for GatewayOptions {
@@ -36,7 +36,7 @@ impl Default for GatewayOptions {
             http_addr: None,
             shards: 1,
             broker: BrokerConfig::default(),
-            tiering: None,
+            http_extensions: Vec::new(),
         }
     }
 }
@@ -75,9 +75,7 @@ impl Gateway {
         let partitions = Arc::new(Partitions::new(shards.handles(), logs));
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
         let groups = Coordinator::start(config.group.clone(), prefix);
-        let broker = Arc::new(
-            Broker::new(config, catalog, partitions, groups).with_tiering(opts.tiering.clone()),
-        );
+        let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
         let (stop, stop_rx) = watch::channel(false);
         for (listener, handle) in listeners.into_iter().zip(shards.handles()) {
             listener.set_nonblocking(true)?;
@@ -89,7 +87,12 @@ impl Gateway {
             Some(addr) => {
                 let l = tokio::net::TcpListener::bind(addr).await?;
                 let bound = l.local_addr()?;
-                tokio::spawn(crate::http::serve(l, broker.clone(), stop_rx.clone()));
+                tokio::spawn(crate::http::serve(
+                    l,
+                    broker.clone(),
+                    opts.http_extensions.clone(),
+                    stop_rx.clone(),
+                ));
                 Some(bound)
             }
             None => None,
@@ -114,6 +117,28 @@ impl Gateway {
 
     pub fn broker(&self) -> &Arc<Broker> {
         &self.broker
+    }
+
+    /// Opens (recovers) every partition this node leads, so segments sealed
+    /// but not yet uploaded before a restart go up without waiting for a
+    /// client. Returns how many opened.
+    pub async fn open_led_partitions(&self) -> usize {
+        let b = &self.broker;
+        let mut opened = 0;
+        for topic in b.catalog.topics() {
+            for p in &topic.partitions {
+                if p.leader != b.config.node_id {
+                    continue;
+                }
+                match b.partition(&topic, p.index).await {
+                    Ok(_) => opened += 1,
+                    Err(e) => {
+                        tracing::warn!(topic = %topic.name, partition = p.index, error = %e, "could not open a partition at start")
+                    }
+                }
+            }
+        }
+        opened
     }
 
     /// Stops accepting, lets connections finish their in-flight request, then

@@ -10,14 +10,14 @@
 //! [`group::engine::GroupEngine`]. Responses are frames of parts so fetched
 //! records are spliced in and, on plain TCP, sent with `sendfile(2)`.
 //!
-//! Partitions tier to object storage through [`tiering`]: the production
-//! log backend wraps each storage log in a `storage::tier::TieredPartition`,
-//! and Fetch/ListOffsets reach below the local log start through
-//! [`tiering::read`] and [`tiering::offsets`].
+//! Partitions tier to object storage: the production log backend
+//! ([`backend::tiered`]) wraps each storage log in a
+//! `storage::tier::TieredPartition`, and a partition's handle reads below the
+//! local log start from object storage ([`partition::PartitionHandle::read`]).
 //!
-//! Seams: [`backend::PartitionLog`]/[`backend::LogFactory`] (the `storage`
-//! crate in production, [`backend::memory`] in tests) and [`backend::Catalog`]
-//! (the `metastore` crate in production, an in-memory catalog in tests).
+//! Seams: [`backend::LogBackend`]/[`backend::LogFactory`] (the `storage`
+//! crate, with or without tiering) and [`backend::Catalog`] (the `metastore`
+//! crate).
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -35,6 +35,7 @@ pub mod alloc;
 pub mod backend;
 pub mod broker;
 pub mod codes;
+pub mod connections;
 pub mod fetch_session;
 pub mod group;
 pub mod http;
@@ -42,7 +43,6 @@ pub mod kafka;
 pub mod partition;
 pub mod server;
 pub mod shard;
-pub mod tiering;
 pub mod topic_config;
 
 mod gateway;

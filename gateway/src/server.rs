@@ -5,14 +5,17 @@
 //! connection.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::broker::{Broker, Metrics};
-use crate::kafka::api::dispatch;
-use crate::kafka::frame::read_frame;
+use crate::connections::{Admitted, RequestRoom};
+use crate::kafka::api::{dispatch, Client};
+use crate::kafka::frame::{read_body, read_size, FrameError};
 
 /// Creates a listening socket with `SO_REUSEPORT` (and `SO_REUSEADDR`) set, so
 /// several shards can listen on one address.
@@ -62,18 +65,61 @@ pub async fn serve(
     };
     loop {
         tokio::select! {
+            biased;
+            _ = stop.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // Over a limit: the stream is dropped, which closes it.
+                    let Ok(admitted) = broker.connections.admit(peer.ip()) else {
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     Metrics::add(&broker.metrics.connections_opened, 1);
-                    tokio::spawn(connection(stream, peer, broker.clone(), stop.clone()));
+                    tokio::spawn(connection(stream, peer, admitted, broker.clone(), stop.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             },
-            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Why a connection's next request did not arrive.
+enum Next {
+    Frame(Bytes, RequestRoom),
+    Closed,
+}
+
+/// Reads the next request: the size, then room for it among the requests
+/// being served broker-wide, then the body; all within the idle timeout.
+async fn next_request(
+    stream: &mut TcpStream,
+    broker: &Broker,
+    peer: SocketAddr,
+) -> Result<Next, ()> {
+    let max = broker.config.max_request_bytes;
+    let idle = broker.connections.limits().idle_timeout;
+    let read = async {
+        let Some(size) = read_size(stream, max).await? else {
+            return Ok(Next::Closed);
+        };
+        let room = broker.connections.room_for(size).await;
+        let body = read_body(stream, size).await?;
+        Ok::<_, FrameError>(Next::Frame(body, room))
+    };
+    match tokio::time::timeout(idle, read).await {
+        Ok(Ok(next)) => Ok(next),
+        Ok(Err(e)) => {
+            Metrics::add(&broker.metrics.malformed_requests, 1);
+            tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+            Err(())
+        }
+        Err(_) => {
+            Metrics::add(&broker.connections.counters.idle_closed, 1);
+            tracing::debug!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection");
+            Err(())
         }
     }
 }
@@ -81,39 +127,47 @@ pub async fn serve(
 async fn connection(
     mut stream: TcpStream,
     peer: SocketAddr,
+    admitted: Admitted,
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let host = format!("/{}", peer.ip());
-    let max = broker.config.max_request_bytes;
+    let client = Client {
+        host: format!("/{}", peer.ip()),
+        connection: admitted.id,
+    };
+    let write_timeout = broker.connections.limits().write_timeout;
     loop {
-        let frame = tokio::select! {
-            f = read_frame(&mut stream, max) => f,
+        // Shutdown wins over a frame already buffered: once it begins, no
+        // new request is dispatched (the partitions are being closed).
+        let next = tokio::select! {
+            biased;
             _ = stop.changed() => break,
+            n = next_request(&mut stream, &broker, peer) => n,
         };
-        let frame = match frame {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(e) => {
-                Metrics::add(&broker.metrics.malformed_requests, 1);
-                tracing::warn!(%peer, error = %e, "closing connection: bad frame");
-                break;
-            }
+        let (frame, room) = match next {
+            Ok(Next::Frame(f, room)) => (f, room),
+            Ok(Next::Closed) | Err(()) => break,
         };
-        broker
-            .metrics
-            .in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let served = dispatch(&broker, &host, frame).await;
-        broker
-            .metrics
-            .in_flight
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if broker.is_shutting_down() {
+            break;
+        }
+        broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+        let served = dispatch(&broker, &client, frame).await;
+        broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+        drop(room);
         match served {
             Ok(Some(resp)) => {
-                if let Err(e) = resp.write_to_tcp(&mut stream).await {
-                    tracing::debug!(%peer, error = %e, "writing response failed");
-                    break;
+                match tokio::time::timeout(write_timeout, resp.write_to_tcp(&mut stream)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "writing response failed");
+                        break;
+                    }
+                    Err(_) => {
+                        Metrics::add(&broker.connections.counters.write_timeouts, 1);
+                        tracing::warn!(%peer, timeout_ms = write_timeout.as_millis() as u64, "closing connection: the client did not read its response in time");
+                        break;
+                    }
                 }
             }
             Ok(None) => {}
@@ -124,5 +178,7 @@ async fn connection(
             }
         }
     }
+    broker.fetch_sessions.close_connection(client.connection);
+    drop(admitted);
     Metrics::add(&broker.metrics.connections_closed, 1);
 }

@@ -67,8 +67,35 @@ fn positive(configs: &BTreeMap<String, String>, name: &str) -> Option<u64> {
         .and_then(|n| u64::try_from(n).ok())
 }
 
+/// Broker-wide defaults of the topic settings AeroStream adds to Kafka's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDefaults {
+    /// `write.caching` for topics that do not set it (`--write-caching`).
+    pub write_caching: bool,
+}
+
+impl Default for LogDefaults {
+    fn default() -> Self {
+        LogDefaults {
+            write_caching: true,
+        }
+    }
+}
+
+/// `write.caching` of a topic: its own value, else the broker's default.
+pub fn write_caching(configs: &BTreeMap<String, String>, defaults: &LogDefaults) -> bool {
+    match configs.get(WRITE_CACHING).map(|v| v.trim()) {
+        Some(v) if v.eq_ignore_ascii_case("false") => false,
+        Some(v) if v.eq_ignore_ascii_case("true") => true,
+        _ => defaults.write_caching,
+    }
+}
+
+/// The topic config that chooses between page-cache and fdatasync acknowledgements.
+pub const WRITE_CACHING: &str = "write.caching";
+
 /// Translates a topic's configs into partition-log settings.
-pub fn log_settings(configs: &BTreeMap<String, String>) -> LogSettings {
+pub fn log_settings(configs: &BTreeMap<String, String>, defaults: &LogDefaults) -> LogSettings {
     let unbounded = |v: Option<u64>| v.filter(|n| *n < i64::MAX as u64);
     LogSettings {
         segment_bytes: positive(configs, "segment.bytes").unwrap_or(134_217_728),
@@ -87,6 +114,7 @@ pub fn log_settings(configs: &BTreeMap<String, String>) -> LogSettings {
         retention_ms: positive(configs, "retention.ms"),
         local_retention_bytes: local_retention(configs, "local.retention.bytes", "retention.bytes"),
         local_retention_ms: local_retention(configs, "local.retention.ms", "retention.ms"),
+        write_caching: write_caching(configs, defaults),
     }
 }
 
@@ -139,11 +167,11 @@ mod tests {
     #[test]
     fn settings_follow_explicit_configs_over_defaults() {
         let mut c = BTreeMap::new();
-        assert_eq!(log_settings(&c).segment_bytes, 134_217_728);
-        assert_eq!(log_settings(&c).flush_ms, None);
+        assert_eq!(log_settings(&c, &LogDefaults::default()).segment_bytes, 134_217_728);
+        assert_eq!(log_settings(&c, &LogDefaults::default()).flush_ms, None);
         c.insert("message.timestamp.type".into(), "LogAppendTime".into());
         c.insert("flush.messages".into(), "1".into());
-        let s = log_settings(&c);
+        let s = log_settings(&c, &LogDefaults::default());
         assert_eq!(s.timestamp_type, TimestampType::LogAppendTime);
         assert_eq!(s.flush_messages, Some(1));
         assert_eq!(s.retention_bytes, None, "-1 means unlimited");
@@ -153,24 +181,24 @@ mod tests {
     fn local_retention_follows_total_retention_unless_set() {
         let mut c = BTreeMap::new();
         assert_eq!(
-            log_settings(&c).local_retention_ms,
+            log_settings(&c, &LogDefaults::default()).local_retention_ms,
             Some(604_800_000),
             "-2 follows retention.ms"
         );
         assert_eq!(
-            log_settings(&c).local_retention_bytes,
+            log_settings(&c, &LogDefaults::default()).local_retention_bytes,
             None,
             "retention.bytes is unlimited"
         );
         c.insert("local.retention.bytes".into(), "0".into());
         c.insert("local.retention.ms".into(), "-1".into());
-        let s = log_settings(&c);
+        let s = log_settings(&c, &LogDefaults::default());
         assert_eq!(s.local_retention_bytes, Some(0));
         assert_eq!(s.local_retention_ms, None);
         c.insert("retention.bytes".into(), "100".into());
         c.insert("local.retention.bytes".into(), "500".into());
         assert_eq!(
-            log_settings(&c).local_retention_bytes,
+            log_settings(&c, &LogDefaults::default()).local_retention_bytes,
             Some(100),
             "never above the total"
         );

@@ -49,7 +49,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
 /// Replaces `dir/name` with `bytes` so that a crash leaves either the old or
 /// the new content, never a mix. With `durable`, the new content and the
 /// rename are fsynced before returning.
-pub(crate) fn write_atomic(
+pub fn write_atomic(
     dir: &Path,
     name: &str,
     bytes: &[u8],

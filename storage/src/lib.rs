@@ -73,7 +73,7 @@ pub mod batch;
 pub mod config;
 mod epoch;
 pub mod error;
-mod files;
+pub mod files;
 mod flusher;
 mod index;
 mod log;

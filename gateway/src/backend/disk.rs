@@ -1,76 +1,19 @@
-//! The production log backend: the `storage` crate's `PartitionLog`, one
-//! directory per partition under `DIR/log/<topic>-<partition>` (Kafka's layout).
+//! A partition log on local disk only: the `storage` crate's `PartitionLog`,
+//! one directory per partition under `DIR/log/<topic>-<partition>` (Kafka's
+//! layout). The tiered backend ([`super::tiered`]) lays directories out the
+//! same way and uses [`DiskLogFactory::open_storage`] to open them.
 
 use std::path::{Path, PathBuf};
 
-use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{
-    Appended, LogError, LogFactory, LogSettings, PartitionLog, Records, TimestampOffset,
-    TimestampType,
-};
-
-/// Translates a storage error; exhaustive so new storage errors get a deliberate mapping.
-pub fn from_storage(e: storage::StorageError) -> LogError {
-    use storage::StorageError as S;
-    match e {
-        S::CorruptBatch { .. } => LogError::Corrupt(e.to_string()),
-        S::InvalidRecord { .. } => LogError::InvalidRecord(e.to_string()),
-        S::UnsupportedMagic { .. } | S::TransactionsUnsupported { .. } => {
-            LogError::UnsupportedFormat(e.to_string())
-        }
-        S::UnsupportedCompression { .. } => LogError::UnsupportedCompression(e.to_string()),
-        S::RecordTooLarge { size, max } => LogError::RecordTooLarge { size, max },
-        S::OutOfOrderSequence {
-            producer_id,
-            expected,
-            received,
-        } => LogError::OutOfOrderSequence {
-            producer_id,
-            got: received,
-            last: expected.wrapping_sub(1),
-        },
-        S::InvalidProducerEpoch {
-            producer_id,
-            current,
-            received,
-        } => LogError::InvalidProducerEpoch {
-            producer_id,
-            got: received,
-            current,
-        },
-        S::StaleLeaderEpoch { received, latest } => {
-            LogError::FencedLeaderEpoch { received, latest }
-        }
-        S::OffsetOutOfRange {
-            offset,
-            log_start,
-            log_end,
-        } => LogError::OffsetOutOfRange {
-            offset,
-            start: log_start,
-            end: log_end,
-        },
-        S::InvalidConfig { .. } => LogError::InvalidConfig(e.to_string()),
-        S::Corrupt { .. } | S::Offline { .. } | S::Io { .. } => LogError::Storage(e.to_string()),
-    }
-}
-
-/// The gateway's view of an append's outcome.
-pub fn appended(outcome: &storage::AppendOutcome) -> Appended {
-    let info = outcome.info();
-    Appended {
-        base_offset: info.base_offset,
-        last_offset: info.last_offset,
-        log_append_time_ms: info.log_append_time_ms,
-        duplicate: matches!(outcome, storage::AppendOutcome::Duplicate(_)),
-    }
-}
+use super::{Appended, LocalRead, LogBackend, LogError, LogFactory, LogSettings, OpenedLog};
+use super::{Records, TimestampOffset};
 
 /// The gateway's view of a read: the file range to send, or nothing.
-pub fn records(slice: storage::ReadSlice) -> Records {
-    if slice.is_empty() {
+/// `min_one` false refuses a first batch larger than `max_bytes`.
+pub fn records(slice: storage::ReadSlice, max_bytes: usize, min_one: bool) -> Records {
+    if slice.is_empty() || (!min_one && slice.len > max_bytes) {
         return Records::empty();
     }
     Records::File {
@@ -80,106 +23,82 @@ pub fn records(slice: storage::ReadSlice) -> Records {
     }
 }
 
-/// The gateway's view of a timestamp lookup.
-pub fn timestamp_offset(t: storage::TimestampOffset) -> TimestampOffset {
-    TimestampOffset {
-        timestamp: t.timestamp,
-        offset: t.offset,
-    }
-}
-
-/// The storage crate's settings for a partition's [`LogSettings`].
-pub fn log_config(s: &LogSettings) -> storage::LogConfig {
-    storage::LogConfig {
-        segment_bytes: s.segment_bytes.clamp(
-            storage::config::MIN_SEGMENT_BYTES,
-            storage::config::MAX_SEGMENT_BYTES,
-        ),
-        segment_ms: s.segment_ms,
-        max_message_bytes: s.max_message_bytes,
-        flush_messages: s.flush_messages,
-        flush_ms: s.flush_ms,
-        timestamp_type: match s.timestamp_type {
-            TimestampType::CreateTime => storage::TimestampType::CreateTime,
-            TimestampType::LogAppendTime => storage::TimestampType::LogAppendTime,
-        },
-        ..storage::LogConfig::default()
-    }
-}
-
-/// A partition log on local disk.
+/// A partition log on local disk, with nothing in object storage.
 pub struct DiskLog {
     log: storage::PartitionLog,
     retention_bytes: Option<u64>,
     retention_ms: Option<u64>,
 }
 
-impl PartitionLog for DiskLog {
+impl LogBackend for DiskLog {
     fn append(
         &mut self,
         records: &mut [u8],
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<Appended, LogError> {
-        let outcome = self
-            .log
-            .append(records, leader_epoch, now_ms)
-            .map_err(from_storage)?;
-        Ok(appended(&outcome))
+        let outcome = self.log.append(records, leader_epoch, now_ms)?;
+        Ok(Appended::from_outcome(&outcome))
     }
 
-    fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Records, LogError> {
-        let slice = self
-            .log
-            .read(offset, max_bytes, upper_bound)
-            .map_err(from_storage)?;
-        Ok(records(slice))
+    fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        upper_bound: i64,
+    ) -> Result<LocalRead, LogError> {
+        let slice = self.log.read(offset, max_bytes, upper_bound)?;
+        Ok(LocalRead::Records(records(slice, max_bytes, min_one)))
     }
 
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError> {
-        Ok(self
-            .log
-            .offset_for_timestamp(ts_ms)
-            .map_err(from_storage)?
-            .map(timestamp_offset))
+        Ok(self.log.offset_for_timestamp(ts_ms)?)
     }
 
     fn max_timestamp(&self) -> Option<TimestampOffset> {
-        self.log.max_timestamp().map(timestamp_offset)
+        self.log.max_timestamp()
     }
 
     fn log_start_offset(&self) -> i64 {
         self.log.log_start_offset()
     }
 
+    fn local_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+
+    fn latest_tiered_offset(&self) -> Option<i64> {
+        None
+    }
+
     fn log_end_offset(&self) -> i64 {
         self.log.log_end_offset()
     }
 
-    fn subscribe(&self) -> watch::Receiver<i64> {
-        self.log.subscribe()
+    fn flushed_offset(&self) -> i64 {
+        self.log.flushed_offset()
     }
 
     fn set_settings(&mut self, settings: &LogSettings) {
         self.retention_bytes = settings.retention_bytes;
         self.retention_ms = settings.retention_ms;
-        if let Err(e) = self.log.set_config(log_config(settings)) {
+        if let Err(e) = self.log.set_config(settings.log_config()) {
             tracing::warn!(error = %e, "new topic settings were not applied to the log");
         }
     }
 
     fn tick(&mut self, now_ms: i64) -> Result<(), LogError> {
-        self.log.tick(now_ms).map_err(from_storage)?;
-        // Single node, nothing tiered yet: everything below the log end may be deleted by retention.
+        self.log.tick(now_ms)?;
+        // Nothing is tiered: everything below the log end may go by retention.
         let below = self.log.log_end_offset();
         self.log
-            .enforce_retention(now_ms, self.retention_bytes, self.retention_ms, below)
-            .map_err(from_storage)?;
+            .enforce_retention(now_ms, self.retention_bytes, self.retention_ms, below)?;
         Ok(())
     }
 
     fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
-        self.log.delete_records_before(offset).map_err(from_storage)
+        Ok(self.log.delete_records_before(offset)?)
     }
 
     fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)> {
@@ -187,11 +106,11 @@ impl PartitionLog for DiskLog {
     }
 
     fn flush(&mut self) -> Result<(), LogError> {
-        self.log.flush().map_err(from_storage)
+        Ok(self.log.flush()?)
     }
 
     fn close(self: Box<Self>) -> Result<(), LogError> {
-        self.log.close().map_err(from_storage)
+        Ok(self.log.close()?)
     }
 }
 
@@ -201,12 +120,17 @@ pub struct DiskLogFactory {
 }
 
 impl DiskLogFactory {
-    /// `root` is `DATA_DIR/log`; it is created if missing.
+    /// `root` is `DATA_DIR/log`; it is created if missing. Directories set
+    /// aside earlier (data of deleted topic incarnations) are removed in the
+    /// background.
     pub fn new(root: impl AsRef<Path>) -> std::io::Result<Self> {
         std::fs::create_dir_all(root.as_ref())?;
-        Ok(DiskLogFactory {
-            root: root.as_ref().to_path_buf(),
-        })
+        let root = root.as_ref().to_path_buf();
+        let sweep = root.clone();
+        std::thread::Builder::new()
+            .name("log-dir-sweep".into())
+            .spawn(move || remove_set_aside(&sweep))?;
+        Ok(DiskLogFactory { root })
     }
 
     fn dir(&self, topic: &str, partition: i32) -> PathBuf {
@@ -214,7 +138,7 @@ impl DiskLogFactory {
     }
 
     /// Opens (creating or recovering) a partition's storage log in its
-    /// directory, claimed for `topic_id`; tiering wraps the result.
+    /// directory, claimed for `topic_id`; the tiered backend wraps the result.
     pub fn open_storage(
         &self,
         topic: &str,
@@ -224,36 +148,110 @@ impl DiskLogFactory {
     ) -> Result<storage::PartitionLog, LogError> {
         let dir = self.dir(topic, partition);
         claim(&dir, topic_id)?;
-        storage::PartitionLog::open(&dir, log_config(settings)).map_err(from_storage)
+        Ok(storage::PartitionLog::open(&dir, settings.log_config())?)
     }
 }
 
 /// Name of the file that records which topic incarnation owns a partition directory.
 const TOPIC_ID_FILE: &str = "topic-id";
+/// Suffix of a directory set aside because it belongs to a deleted incarnation.
+const SET_ASIDE_SUFFIX: &str = ".deleted";
+
+fn io(context: String, source: std::io::Error) -> LogError {
+    LogError::Storage(storage::StorageError::Io { context, source })
+}
 
 /// Directories are named after the topic, so a topic deleted and recreated
 /// under the same name would find the old data if the process died between
 /// the delete and the removal of its files. The topic id written into each
-/// directory tells the incarnations apart; a stale directory is set aside.
+/// directory tells the incarnations apart:
+/// 1. no marker: a new directory, or one whose first open died before the
+///    marker was durable: claim it;
+/// 2. a marker naming this topic id: ours;
+/// 3. an empty or unparsable marker: a write torn by a crash (the marker is
+///    written before any data), so the directory is ours: claim it again;
+/// 4. a marker naming another topic id: a deleted incarnation's data, which
+///    is set aside as `<dir>.<old id>.deleted` and removed later.
+///
+/// The marker is written durably (temp file, fsync, rename, directory fsync)
+/// before the log is opened, so a power loss cannot make a directory holding
+/// fsynced segments look like case 4.
 fn claim(dir: &Path, topic_id: Uuid) -> Result<(), LogError> {
     let marker = dir.join(TOPIC_ID_FILE);
-    match std::fs::read_to_string(&marker) {
-        Ok(found) if found.trim() == topic_id.to_string() => return Ok(()),
-        Ok(found) => {
-            let aside = dir.with_extension(format!("{}.deleted", found.trim()));
+    let found = match std::fs::read(&marker) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(format!("read {}", marker.display()), e)),
+    };
+    let owner = found
+        .as_deref()
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| Uuid::parse_str(s.trim()).ok());
+    match owner {
+        Some(id) if id == topic_id => return Ok(()),
+        Some(stale) => {
+            let aside = set_aside_path(dir, stale);
             tracing::warn!(
                 dir = %dir.display(),
-                stale = found.trim(),
+                aside = %aside.display(),
+                %stale,
                 "setting aside data of a deleted topic incarnation"
             );
-            std::fs::rename(dir, &aside)?;
+            std::fs::rename(dir, &aside).map_err(|e| {
+                io(
+                    format!("rename {} to {}", dir.display(), aside.display()),
+                    e,
+                )
+            })?;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(LogError::Io(e)),
+        None if found.is_some() => {
+            tracing::warn!(dir = %dir.display(), "partition directory had a torn topic-id marker; claiming it");
+        }
+        None => {}
     }
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(&marker, topic_id.to_string())?;
+    std::fs::create_dir_all(dir).map_err(|e| io(format!("create {}", dir.display()), e))?;
+    storage::files::write_atomic(dir, TOPIC_ID_FILE, topic_id.to_string().as_bytes(), true)?;
     Ok(())
+}
+
+/// `<dir>.<stale id>.deleted`, or with a numeric suffix if that exists already.
+fn set_aside_path(dir: &Path, stale: Uuid) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let mut candidate = parent.join(format!("{name}.{stale}{SET_ASIDE_SUFFIX}"));
+    let mut n = 1;
+    while candidate.exists() {
+        candidate = parent.join(format!("{name}.{stale}.{n}{SET_ASIDE_SUFFIX}"));
+        n += 1;
+    }
+    candidate
+}
+
+/// Removes every set-aside directory under `root`.
+fn remove_set_aside(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let is_aside = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(SET_ASIDE_SUFFIX));
+        if is_aside && path.is_dir() {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    tracing::info!(dir = %path.display(), "removed data of a deleted topic incarnation")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "could not remove a set-aside directory")
+                }
+            }
+        }
+    }
 }
 
 impl LogFactory for DiskLogFactory {
@@ -263,13 +261,16 @@ impl LogFactory for DiskLogFactory {
         topic_id: Uuid,
         partition: i32,
         settings: &LogSettings,
-    ) -> Result<Box<dyn PartitionLog>, LogError> {
+    ) -> Result<OpenedLog, LogError> {
         let log = self.open_storage(topic, topic_id, partition, settings)?;
-        Ok(Box::new(DiskLog {
-            log,
-            retention_bytes: settings.retention_bytes,
-            retention_ms: settings.retention_ms,
-        }))
+        Ok(OpenedLog {
+            log: Box::new(DiskLog {
+                log,
+                retention_bytes: settings.retention_bytes,
+                retention_ms: settings.retention_ms,
+            }),
+            cold: None,
+        })
     }
 
     fn remove(&self, topic: &str, _topic_id: Uuid, partition: i32) -> Result<(), LogError> {
@@ -277,48 +278,11 @@ impl LogFactory for DiskLogFactory {
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(LogError::Io(e)),
+            Err(e) => Err(io(format!("remove {}", dir.display()), e)),
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings() -> LogSettings {
-        crate::topic_config::log_settings(&Default::default())
-    }
-
-    #[test]
-    fn a_recreated_topic_never_sees_the_data_of_its_deleted_namesake() {
-        let root = tempfile::tempdir().expect("tmp");
-        let f = DiskLogFactory::new(root.path()).expect("factory");
-        let old = Uuid::new_v4();
-        let mut log = f.open("t", old, 0, &settings()).expect("open");
-        let mut rec = crate::backend::memory::tests_support::batch(b"old");
-        log.append(&mut rec, 0, 1).expect("append");
-        log.close().expect("close");
-        // The process died before the deleted topic's files were removed.
-        let log = f.open("t", Uuid::new_v4(), 0, &settings()).expect("reopen");
-        assert_eq!(log.log_end_offset(), 0, "fresh log for the new incarnation");
-        log.close().expect("close");
-        let same = f
-            .open("t", Uuid::nil(), 1, &settings())
-            .expect("other partition");
-        assert_eq!(same.log_end_offset(), 0);
-    }
-
-    #[test]
-    fn reopening_the_same_incarnation_keeps_its_data() {
-        let root = tempfile::tempdir().expect("tmp");
-        let f = DiskLogFactory::new(root.path()).expect("factory");
-        let id = Uuid::new_v4();
-        let mut log = f.open("t", id, 0, &settings()).expect("open");
-        let mut rec = crate::backend::memory::tests_support::batch(b"kept");
-        log.append(&mut rec, 0, 1).expect("append");
-        log.close().expect("close");
-        let log = f.open("t", id, 0, &settings()).expect("reopen");
-        assert_eq!(log.log_end_offset(), 1);
-    }
-}
+#[path = "disk_tests.rs"]
+mod tests;

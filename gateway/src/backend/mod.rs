@@ -1,18 +1,23 @@
-//! The two seams the gateway stands on: partition logs and the cluster catalog.
+//! The seams the gateway stands on: partition logs and the cluster catalog.
 //!
-//! * [`PartitionLog`] is one partition's log, owned by exactly one partition task
-//!   (it is `Send`, never shared). The `storage` crate's `PartitionLog` is the
-//!   production backend; [`memory::MemoryLog`] keeps batches in memory for tests.
-//! * [`Catalog`] is the cluster's metadata: topics, configs, committed offsets and
-//!   producer-id blocks. The `metastore` crate is the production backend;
-//!   [`memory::MemoryCatalog`] is the in-process one for tests.
+//! * [`LogBackend`] is one partition's local log, owned by exactly one
+//!   partition task (it is `Send`, never shared). Two backends exist, both over
+//!   the `storage` crate: [`disk::DiskLog`] (a plain `storage::PartitionLog`)
+//!   and [`tiered::TieredLog`] (the production one, which seals to object
+//!   storage). Offsets below the local log start are read through
+//!   [`ColdLog`], which the tiered backend hands out next to the log.
+//! * [`Catalog`] is the cluster's metadata: topics, configs, committed offsets
+//!   and producer-id blocks; [`meta::MetastoreCatalog`] over the `metastore`
+//!   crate.
 //!
-//! Errors cross the seams as [`LogError`] and [`CatalogError`]; `crate::codes`
-//! maps each variant to one Kafka error code.
+//! Errors cross the log seam as [`LogError`], which carries the storage
+//! crate's own errors unchanged; `crate::codes` maps each of them to one
+//! Kafka error code.
 
 pub mod disk;
-pub mod memory;
+pub mod manifest;
 pub mod meta;
+pub mod tiered;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -20,8 +25,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::watch;
+use storage::tier::TierError;
+use storage::StorageError;
 use uuid::Uuid;
+
+pub use storage::{TimestampOffset, TimestampType};
 
 /// Record bytes read from a log: in memory, or a byte range of a segment file
 /// that plain-TCP connections send with `sendfile(2)`.
@@ -69,13 +77,6 @@ impl Records {
     }
 }
 
-/// How record timestamps are set (topic config `message.timestamp.type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimestampType {
-    CreateTime,
-    LogAppendTime,
-}
-
 /// The outcome of appending one produce partition's batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
@@ -85,6 +86,19 @@ pub struct Appended {
     pub log_append_time_ms: i64,
     /// True when an idempotent producer retried batches already in the log.
     pub duplicate: bool,
+}
+
+impl Appended {
+    /// The gateway's view of the storage crate's answer.
+    pub fn from_outcome(outcome: &storage::AppendOutcome) -> Appended {
+        let info = outcome.info();
+        Appended {
+            base_offset: info.base_offset,
+            last_offset: info.last_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            duplicate: matches!(outcome, storage::AppendOutcome::Duplicate(_)),
+        }
+    }
 }
 
 /// Settings of one partition log derived from its topic's configs.
@@ -103,96 +117,149 @@ pub struct LogSettings {
     pub local_retention_bytes: Option<u64>,
     /// `local.retention.ms` resolved likewise.
     pub local_retention_ms: Option<u64>,
+    /// `write.caching`: `true` acknowledges acks=all writes once they are in
+    /// the page cache; `false` only once an fdatasync (shared by every
+    /// produce request waiting at that moment) made them durable, and
+    /// consumers see nothing that is not yet durable.
+    pub write_caching: bool,
 }
 
-/// Failures of a partition log.
+impl LogSettings {
+    /// The storage crate's settings for this partition.
+    pub fn log_config(&self) -> storage::LogConfig {
+        storage::LogConfig {
+            segment_bytes: self.segment_bytes.clamp(
+                storage::config::MIN_SEGMENT_BYTES,
+                storage::config::MAX_SEGMENT_BYTES,
+            ),
+            segment_ms: self.segment_ms,
+            max_message_bytes: self.max_message_bytes,
+            flush_messages: self.flush_messages,
+            flush_ms: self.flush_ms,
+            timestamp_type: self.timestamp_type,
+            ..storage::LogConfig::default()
+        }
+    }
+}
+
+/// Failures of a partition log. The storage crate's errors travel unchanged
+/// so their detail (paths, positions, producer ids) reaches the logs and the
+/// client's error message; `crate::codes::log_error` maps each to a Kafka code.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
-    #[error("record batch is corrupt: {0}")]
-    Corrupt(String),
-    #[error("record batch is invalid: {0}")]
-    InvalidRecord(String),
-    #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
-    RecordTooLarge { size: usize, max: usize },
-    #[error("offset {offset} is outside the log [{start}, {end}]")]
-    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
-    #[error("producer {producer_id}: sequence {got} does not follow {last}")]
-    OutOfOrderSequence {
-        producer_id: i64,
-        got: i32,
-        last: i32,
-    },
-    #[error("producer {producer_id}: epoch {got} is older than {current}")]
-    InvalidProducerEpoch {
-        producer_id: i64,
-        got: i16,
-        current: i16,
-    },
-    #[error("producer {producer_id} is unknown to this partition")]
-    UnknownProducerId { producer_id: i64 },
-    #[error("timestamp {timestamp} is invalid: {reason}")]
-    InvalidTimestamp { timestamp: i64, reason: String },
-    #[error("record batch uses an unsupported format: {0}")]
-    UnsupportedFormat(String),
-    #[error("record batch uses an unsupported compression codec: {0}")]
-    UnsupportedCompression(String),
-    #[error("leader epoch {received} is older than {latest}")]
-    FencedLeaderEpoch { received: i32, latest: i32 },
-    #[error("invalid log configuration: {0}")]
-    InvalidConfig(String),
-    #[error("the log is unusable: {0}")]
-    Storage(String),
-    #[error("storage I/O failed: {0}")]
-    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Tier(TierError),
+    /// This node does not serve the partition (it is shutting down, the topic
+    /// is being deleted, the partition's task stopped, or another agent leads it).
+    #[error("this node does not serve the partition: {0}")]
+    NotServing(&'static str),
+    /// A durability point failed: the log is offline and acks=all writes
+    /// waiting for it are not acknowledged.
+    #[error("the write could not be made durable: {0}")]
+    NotDurable(String),
 }
 
-/// A timestamp and the first offset at or after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimestampOffset {
-    pub timestamp: i64,
-    pub offset: i64,
+impl From<TierError> for LogError {
+    fn from(e: TierError) -> Self {
+        match e {
+            TierError::Storage(s) => LogError::Storage(s),
+            other => LogError::Tier(other),
+        }
+    }
 }
 
-/// One partition's log. Implementations do blocking file IO; the owning
+/// What a local read found.
+#[derive(Debug)]
+pub enum LocalRead {
+    /// Whole batches (possibly none, at the log end).
+    Records(Records),
+    /// The offset lies below the local log start but at or above the log
+    /// start across tiers: it is in object storage.
+    Tiered,
+}
+
+/// One partition's local log. Implementations do blocking file IO; the owning
 /// partition task calls them and never holds them across an await.
-pub trait PartitionLog: Send + 'static {
-    /// Validates and appends one or more concatenated v2 record batches,
-    /// stamping base offsets and the leader epoch in place.
+pub trait LogBackend: Send + 'static {
+    /// Validates and appends one v2 record batch (or several, for callers
+    /// other than Produce v3+), stamping base offsets and the leader epoch in place.
     fn append(
         &mut self,
         records: &mut [u8],
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<Appended, LogError>;
-    /// Whole batches from the one containing `offset`, at least one batch if any
-    /// is below `upper_bound` (even when larger than `max_bytes`).
-    fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Records, LogError>;
+    /// Whole batches from the one containing `offset`, none holding an offset
+    /// `>= upper_bound`. `min_one`: return the first batch whole even when it
+    /// is larger than `max_bytes` (Kafka does this for the first partition of
+    /// a response only, so that a consumer always makes progress).
+    fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        upper_bound: i64,
+    ) -> Result<LocalRead, LogError>;
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError>;
     fn max_timestamp(&self) -> Option<TimestampOffset>;
+    /// The first offset of the partition across tiers.
     fn log_start_offset(&self) -> i64;
+    /// The first offset on local disk (`log_start_offset` when nothing is tiered).
+    fn local_start_offset(&self) -> i64;
+    /// The last offset held by object storage, if any.
+    fn latest_tiered_offset(&self) -> Option<i64>;
     fn log_end_offset(&self) -> i64;
-    /// Watches the log end offset; long-polling fetches wait on it.
-    fn subscribe(&self) -> watch::Receiver<i64>;
+    /// Every offset below this survives a power loss.
+    fn flushed_offset(&self) -> i64;
     fn set_settings(&mut self, settings: &LogSettings);
     /// Timers (flush.ms, segment.ms, retention).
     fn tick(&mut self, now_ms: i64) -> Result<(), LogError>;
     fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError>;
     fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)>;
+    /// fdatasyncs everything appended so far.
     fn flush(&mut self) -> Result<(), LogError>;
     /// Flushes and marks a clean shutdown.
     fn close(self: Box<Self>) -> Result<(), LogError>;
 }
 
+/// Reads of the offsets a partition keeps in object storage. Used off the
+/// partition's task, so slow object-store calls never stall its shard.
+#[async_trait::async_trait]
+pub trait ColdLog: Send + Sync + 'static {
+    /// Whole batches from the one holding `offset`; `None` when object storage
+    /// holds no such offset.
+    async fn read(&self, offset: i64, max_bytes: usize) -> Result<Option<Bytes>, LogError>;
+    /// The first record at or after `log_start` with a timestamp `>= ts_ms`.
+    async fn offset_for_timestamp(
+        &self,
+        ts_ms: i64,
+        log_start: i64,
+    ) -> Result<Option<TimestampOffset>, LogError>;
+    /// The largest timestamp at or after `log_start` and the first record carrying it.
+    async fn max_timestamp(&self, log_start: i64) -> Result<Option<TimestampOffset>, LogError>;
+}
+
+/// A partition log as a factory opens it.
+pub struct OpenedLog {
+    pub log: Box<dyn LogBackend>,
+    /// Object storage behind the local log, for tiered backends.
+    pub cold: Option<Arc<dyn ColdLog>>,
+}
+
 /// Opens and removes partition logs.
 pub trait LogFactory: Send + Sync + 'static {
+    /// Opens (creating or recovering) a partition's log. Blocking: recovery
+    /// scans segments, so callers run it off the shard threads.
     fn open(
         &self,
         topic: &str,
         topic_id: Uuid,
         partition: i32,
         settings: &LogSettings,
-    ) -> Result<Box<dyn PartitionLog>, LogError>;
-    /// Deletes a partition's data after its topic is deleted.
+    ) -> Result<OpenedLog, LogError>;
+    /// Deletes a partition's local data after its topic is deleted.
     fn remove(&self, topic: &str, topic_id: Uuid, partition: i32) -> Result<(), LogError>;
 }
 

@@ -82,6 +82,14 @@ impl Group {
         }
     }
 
+    /// Nothing would be lost by forgetting the group.
+    fn unused(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.members.is_empty()
+            && self.pending_members.is_empty()
+            && self.phase_deadline.is_none()
+    }
+
     fn rebalance_timeout(&self) -> i64 {
         self.members
             .values()
@@ -218,16 +226,22 @@ impl GroupEngine {
             None
         };
         let limits = self.limits.clone();
-        let group = self
-            .groups
-            .entry(req.group_id.clone())
-            .or_insert_with(Group::new);
-        if !group.supports(&req.protocol_type, &req.protocols) {
+        // Refuse before any state exists for the group: a stream of bad joins
+        // with fresh group ids must not leave groups behind.
+        let supported = match self.groups.get(&req.group_id) {
+            Some(g) => g.supports(&req.protocol_type, &req.protocols),
+            None => !req.protocols.is_empty() && !req.protocol_type.is_empty(),
+        };
+        if !supported {
             return immediate(JoinResponse::error(
                 GroupError::InconsistentGroupProtocol,
                 req.member_id,
             ));
         }
+        let group = self
+            .groups
+            .entry(req.group_id.clone())
+            .or_insert_with(Group::new);
         let mut out = Vec::new();
         let mut replaced: Option<Member> = None;
         let member_id = match new_id {
@@ -665,7 +679,24 @@ impl GroupEngine {
             return (Err(GroupError::UnknownMemberId), Vec::new());
         }
         let out = Self::remove_and_rebalance(group, &target, now_ms, &limits);
+        self.forget_if_unused(group_id);
         (Ok(()), out)
+    }
+
+    /// Drops a group that has no members, no pending members and no phase
+    /// running. Its committed offsets live in the metastore, so the group is
+    /// still listed and described (as Empty) from those; only its in-memory
+    /// state goes, which bounds the coordinator's memory and the work of every
+    /// wake-up by the groups in use.
+    fn forget_if_unused(&mut self, group_id: &str) {
+        if self.groups.get(group_id).is_some_and(Group::unused) {
+            self.groups.remove(group_id);
+        }
+    }
+
+    /// Groups held in memory (tests and metrics).
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
     }
 
     /// Expires sessions and ends phases whose time is up.
@@ -711,6 +742,7 @@ impl GroupEngine {
                 }
             }
         }
+        self.groups.retain(|_, g| !g.unused());
         out
     }
 

@@ -25,6 +25,18 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
 ) -> Result<Option<Bytes>, FrameError> {
+    match read_size(r, max).await? {
+        Some(size) => read_body(r, size).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads a frame's size prefix and checks it. `Ok(None)` is a clean end of
+/// stream between frames.
+pub async fn read_size<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<usize>, FrameError> {
     let mut size = [0u8; 4];
     match r.read_exact(&mut size[..1]).await {
         Ok(_) => {}
@@ -44,9 +56,14 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             max,
         });
     }
-    let mut buf = BytesMut::zeroed(size as usize);
+    Ok(Some(size as usize))
+}
+
+/// Reads a frame body of `size` bytes (checked by [`read_size`]).
+pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, size: usize) -> Result<Bytes, FrameError> {
+    let mut buf = BytesMut::zeroed(size);
     r.read_exact(&mut buf).await.map_err(eof_is_truncation)?;
-    Ok(Some(buf.freeze()))
+    Ok(buf.freeze())
 }
 
 fn eof_is_truncation(e: std::io::Error) -> FrameError {

@@ -3,6 +3,7 @@
 //! partition byte limits, serves fetch sessions, and hands record bytes to the
 //! connection as spliced parts (sendfile on plain TCP).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -13,16 +14,18 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
+use storage::StorageError;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{s, DispatchError, RequestContext};
-use crate::backend::{LogError, Records};
+use crate::backend::{LogError, Records, TopicMeta};
 use crate::broker::{Broker, Metrics};
 use crate::codes;
 use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
 use crate::kafka::response::{marker, splice_records, ResponseFrame};
-use crate::partition::PartitionHandle;
+use crate::partition::{PartitionHandle, ReadResult};
 
 /// One partition to read.
 struct Item {
@@ -43,6 +46,21 @@ struct Outcome {
     records: Records,
 }
 
+impl Outcome {
+    fn failed(error: ResponseError, high_watermark: i64, log_start: i64) -> Outcome {
+        Outcome {
+            error: Some(error),
+            high_watermark,
+            log_start,
+            records: Records::empty(),
+        }
+    }
+}
+
+/// Reads every item once. Kafka's limits: the response holds at most
+/// `max_total` record bytes and each partition at most its own limit, except
+/// that the first batch of the first partition returning data comes whole
+/// even when larger, so a consumer always makes progress.
 async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>, usize) {
     let mut total = 0usize;
     let mut out = Vec::with_capacity(items.len());
@@ -50,52 +68,23 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
         let h = match &it.handle {
             Ok(h) => h,
             Err(e) => {
-                out.push(Outcome {
-                    error: Some(*e),
-                    high_watermark: -1,
-                    log_start: -1,
-                    records: Records::empty(),
-                });
+                out.push(Outcome::failed(*e, -1, -1));
                 continue;
             }
         };
-        // After the response budget is spent, later partitions report offsets only.
-        let budget = if total >= max_total {
-            0
-        } else {
-            (max_total - total).min(it.max_bytes)
-        };
+        let budget = max_total.saturating_sub(total).min(it.max_bytes);
         let read = if budget == 0 && total > 0 {
-            h.bounds().await.map(|(ls, hw)| {
-                Ok(crate::partition::ReadResult {
-                    records: Records::empty(),
-                    high_watermark: hw,
-                    log_start_offset: ls,
-                })
+            // The response is full: later partitions report their offsets only.
+            h.bounds().await.map(|(log_start_offset, high_watermark)| ReadResult {
+                records: Records::empty(),
+                high_watermark,
+                log_start_offset,
             })
         } else {
-            crate::tiering::read(b, it.topic_id, it.partition, h, it.offset, budget.max(1)).await
+            h.read(it.offset, budget, total == 0).await
         };
-        let o = match read {
-            Err(_) => Outcome {
-                error: Some(ResponseError::NotLeaderOrFollower),
-                high_watermark: -1,
-                log_start: -1,
-                records: Records::empty(),
-            },
-            Ok(Err(e)) => {
-                let (hw, ls) = match &e {
-                    LogError::OffsetOutOfRange { start, end, .. } => (*end, *start),
-                    _ => (-1, -1),
-                };
-                Outcome {
-                    error: Some(codes::log_error(&e)),
-                    high_watermark: hw,
-                    log_start: ls,
-                    records: Records::empty(),
-                }
-            }
-            Ok(Ok(r)) => {
+        out.push(match read {
+            Ok(r) => {
                 total += r.records.len();
                 Outcome {
                     error: None,
@@ -104,77 +93,135 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
                     records: r.records,
                 }
             }
-        };
-        out.push(o);
+            Err(LogError::Storage(StorageError::OffsetOutOfRange {
+                log_start, log_end, ..
+            })) => Outcome::failed(ResponseError::OffsetOutOfRange, log_end, log_start),
+            Err(e) => Outcome::failed(codes::log_error(&e), -1, -1),
+        });
     }
     Metrics::add(&b.metrics.fetched_bytes, total as u64);
     (out, total)
 }
 
-/// Waits until some partition's high watermark moves past its fetch offset, or the deadline.
-async fn wait_for_data(b: &Broker, items: &[Item], deadline: Instant) {
-    tokio::select! {
-        _ = wait_for_hw(items, deadline) => {}
-        _ = b.shutdown_started() => {}
-    }
-}
-
-async fn wait_for_hw(items: &[Item], deadline: Instant) {
-    let mut watches: Vec<_> = items
-        .iter()
-        .filter_map(|it| {
-            it.handle
-                .as_ref()
-                .ok()
-                .map(|h| (h.high_watermark(), it.offset))
-        })
-        .collect();
-    if watches.is_empty() {
-        tokio::time::sleep_until(deadline).await;
-        return;
-    }
-    if watches.iter().any(|(w, off)| *w.borrow() > *off) {
-        return;
-    }
-    let changed = select_all(watches.iter_mut().map(|(w, _)| Box::pin(w.changed())));
-    let _ = tokio::time::timeout_at(deadline, changed).await;
-}
-
-fn resolve(
+/// Long poll: reads, and while fewer than `min_bytes` are available, sleeps
+/// until some partition's high watermark moves or the deadline passes.
+///
+/// Each item's watch is marked seen right before the read that it
+/// guards, so a wake-up means an append happened after that read: an idle
+/// consumer costs one read at the start and one at the deadline, never a
+/// loop of re-reads.
+async fn long_poll(
     b: &Broker,
-    v: i16,
+    items: &[Item],
+    max_total: usize,
+    min_bytes: usize,
+    deadline: Instant,
+) -> Vec<Outcome> {
+    let mut watches: Vec<watch::Receiver<i64>> = items
+        .iter()
+        .filter_map(|it| it.handle.as_ref().ok().map(|h| h.high_watermark()))
+        .collect();
+    loop {
+        for w in &mut watches {
+            w.borrow_and_update();
+        }
+        let (outcomes, total) = read_all(b, items, max_total).await;
+        let done = total >= min_bytes
+            || outcomes.iter().any(|o| o.error.is_some())
+            || Instant::now() >= deadline
+            || b.is_shutting_down();
+        if done {
+            return outcomes;
+        }
+        if watches.is_empty() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = b.shutdown_started() => {}
+            }
+            continue;
+        }
+        let stopped = {
+            let changed = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+            tokio::select! {
+                (result, i, _) = changed => result.is_err().then_some(i),
+                _ = tokio::time::sleep_until(deadline) => None,
+                _ = b.shutdown_started() => None,
+            }
+        };
+        if let Some(i) = stopped {
+            // The partition's task stopped: the next read reports it.
+            watches.swap_remove(i);
+        }
+    }
+}
+
+/// The topics a request names, each looked up once however many of its
+/// partitions the request lists.
+struct TopicCache<'a> {
+    b: &'a Broker,
+    by_id: bool,
+    seen: HashMap<(String, Uuid), Option<TopicMeta>>,
+}
+
+impl<'a> TopicCache<'a> {
+    fn new(b: &'a Broker, version: i16) -> Self {
+        TopicCache {
+            b,
+            by_id: version >= 13,
+            seen: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, name: &str, id: Uuid) -> Option<&TopicMeta> {
+        let key = if self.by_id {
+            (String::new(), id)
+        } else {
+            (name.to_string(), Uuid::nil())
+        };
+        let (b, by_id) = (self.b, self.by_id);
+        self.seen
+            .entry(key)
+            .or_insert_with(|| {
+                if by_id {
+                    b.catalog.topic_by_id(id)
+                } else {
+                    b.catalog.topic(name)
+                }
+            })
+            .as_ref()
+    }
+}
+
+async fn resolve(
+    b: &Broker,
+    topics: &mut TopicCache<'_>,
     name: &str,
     id: Uuid,
     partition: i32,
     leader_epoch: i32,
 ) -> (String, Uuid, Result<PartitionHandle, ResponseError>) {
-    let topic = if v >= 13 {
-        b.catalog.topic_by_id(id)
-    } else {
-        b.catalog.topic(name)
-    };
-    let Some(topic) = topic else {
-        let e = if v >= 13 {
+    let by_id = topics.by_id;
+    let Some(topic) = topics.get(name, id) else {
+        let e = if by_id {
             ResponseError::UnknownTopicId
         } else {
             ResponseError::UnknownTopicOrPartition
         };
         return (name.to_string(), id, Err(e));
     };
-    let current = topic
-        .partitions
-        .get(partition.max(0) as usize)
+    let current = usize::try_from(partition)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
         .map(|p| p.leader_epoch);
-    let handle = match (b.partition(&topic, partition), current) {
-        (None, _) | (_, None) => Err(ResponseError::UnknownTopicOrPartition),
-        (Some(_), Some(cur)) if leader_epoch >= 0 && leader_epoch < cur => {
+    let handle = match current {
+        None => Err(ResponseError::UnknownTopicOrPartition),
+        Some(cur) if leader_epoch >= 0 && leader_epoch < cur => {
             Err(ResponseError::FencedLeaderEpoch)
         }
-        (Some(_), Some(cur)) if leader_epoch > cur => Err(ResponseError::UnknownLeaderEpoch),
-        (Some(Err(e)), _) => Err(codes::log_error(&e)),
-        (Some(Ok(h)), _) => Ok(h),
+        Some(cur) if leader_epoch > cur => Err(ResponseError::UnknownLeaderEpoch),
+        Some(_) => b.partition(topic, partition).await.map_err(|e| e.code()),
     };
-    (topic.name, topic.id, handle)
+    (topic.name.clone(), topic.id, handle)
 }
 
 /// A fetch response with its records kept apart, and the marker nonce used in it.
@@ -202,17 +249,19 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     } else {
         SessionMode::Sessionless
     };
+    let mut topics = TopicCache::new(b, v);
     let mut items = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {
             let (name, id, handle) = resolve(
                 b,
-                v,
+                &mut topics,
                 t.topic.as_str(),
                 t.topic_id,
                 p.partition,
                 p.current_leader_epoch,
-            );
+            )
+            .await;
             items.push(Item {
                 topic: name,
                 topic_id: id,
@@ -237,13 +286,13 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     let session_id = match mode {
         SessionMode::Sessionless => {
             if req.session_id != 0 {
-                b.fetch_sessions.close(req.session_id);
+                b.fetch_sessions.close(ctx.connection, req.session_id);
             }
             0
         }
         SessionMode::New => b
             .fetch_sessions
-            .create(items.iter().map(to_session).collect())
+            .create(ctx.connection, items.iter().map(to_session).collect())
             .unwrap_or(0),
         SessionMode::Incremental { id, epoch } => {
             let forgotten: Vec<(Uuid, String, i32)> = req
@@ -256,7 +305,10 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                 })
                 .collect();
             let updates = items.iter().map(to_session).collect();
-            match b.fetch_sessions.update(id, epoch, updates, &forgotten) {
+            match b
+                .fetch_sessions
+                .update(ctx.connection, id, epoch, updates, &forgotten)
+            {
                 Err(SessionError::NotFound) => {
                     return top_error(ResponseError::FetchSessionIdNotFound, 0)
                 }
@@ -264,18 +316,26 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                     return top_error(ResponseError::InvalidFetchSessionEpoch, 0)
                 }
                 Ok(all) => {
+                    let mut listed: HashMap<(Uuid, i32), Item> = items
+                        .drain(..)
+                        .map(|it| ((it.topic_id, it.partition), it))
+                        .collect();
                     let mut merged = Vec::with_capacity(all.len());
                     for sp in all {
-                        if let Some(pos) = items.iter().position(|it| {
-                            it.topic_id == sp.topic_id && it.partition == sp.partition
-                        }) {
-                            let mut it = items.remove(pos);
+                        if let Some(mut it) = listed.remove(&(sp.topic_id, sp.partition)) {
                             it.last_hw = sp.last_high_watermark;
                             it.last_log_start = sp.last_log_start;
                             merged.push(it);
                         } else {
-                            let (name, tid, handle) =
-                                resolve(b, v, &sp.topic, sp.topic_id, sp.partition, -1);
+                            let (name, tid, handle) = resolve(
+                                b,
+                                &mut topics,
+                                &sp.topic,
+                                sp.topic_id,
+                                sp.partition,
+                                -1,
+                            )
+                            .await;
                             merged.push(Item {
                                 topic: name,
                                 topic_id: tid,
@@ -288,7 +348,9 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                             });
                         }
                     }
-                    items.extend(merged);
+                    // Listed partitions the session does not hold (unknown topics).
+                    merged.extend(listed.into_values());
+                    items = merged;
                     id
                 }
             }
@@ -300,20 +362,10 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     } else {
         b.config.fetch_max_bytes
     };
-    let min_bytes = req.min_bytes.max(0) as usize;
+    // min_bytes 0 asks for an immediate answer, as in Kafka.
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let (mut outcomes, mut total) = read_all(b, &items, max_total).await;
-    while total < min_bytes.max(1)
-        && outcomes.iter().all(|o| o.error.is_none())
-        && Instant::now() < deadline
-        && !b.is_shutting_down()
-    {
-        wait_for_data(b, &items, deadline).await;
-        (outcomes, total) = read_all(b, &items, max_total).await;
-        if total == 0 && Instant::now() >= deadline {
-            break;
-        }
-    }
+    let outcomes = long_poll(b, &items, max_total, min_bytes, deadline).await;
 
     let nonce: [u8; 8] = Uuid::new_v4().as_bytes()[..8]
         .try_into()

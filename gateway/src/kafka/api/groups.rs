@@ -1,6 +1,7 @@
 //! FindCoordinator and the classic group membership APIs, translated to and
 //! from the group engine's types.
 
+use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
@@ -74,7 +75,9 @@ pub(super) async fn join_group(
         protocols: req
             .protocols
             .into_iter()
-            .map(|p| (p.name.to_string(), p.metadata))
+            // The coordinator keeps these for the member's lifetime: copy them
+            // out of the request frame rather than pin the whole frame.
+            .map(|p| (p.name.to_string(), Bytes::copy_from_slice(&p.metadata)))
             .collect(),
         require_known_member_id: v >= 4,
     };
@@ -122,7 +125,7 @@ pub(super) async fn sync_group(
         assignments: req
             .assignments
             .into_iter()
-            .map(|a| (a.member_id.to_string(), a.assignment))
+            .map(|a| (a.member_id.to_string(), Bytes::copy_from_slice(&a.assignment)))
             .collect(),
     };
     match b.groups.sync(sync).await {

@@ -19,6 +19,16 @@ use super::response::ResponseFrame;
 use super::versions;
 use crate::broker::{Broker, Metrics};
 
+/// The connection a request arrived on.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// Peer address as Kafka prints it, e.g. `/127.0.0.1`.
+    pub host: String,
+    /// Never reused while the process runs; state bound to a connection
+    /// (fetch sessions) names it.
+    pub connection: u64,
+}
+
 /// Who sent a request, for handlers that record it.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
@@ -26,6 +36,7 @@ pub struct RequestContext {
     pub client_id: String,
     /// Peer address as Kafka prints it, e.g. `/127.0.0.1`.
     pub client_host: String,
+    pub connection: u64,
 }
 
 /// Why a request frame could not be served; the connection is closed.
@@ -84,7 +95,7 @@ fn api_versions_unsupported(correlation_id: i32) -> Result<ResponseFrame, Dispat
 /// (produce with acks=0).
 pub async fn dispatch(
     broker: &Broker,
-    client_host: &str,
+    client: &Client,
     mut frame: Bytes,
 ) -> Result<Option<ResponseFrame>, DispatchError> {
     Metrics::add(&broker.metrics.requests, 1);
@@ -112,13 +123,14 @@ pub async fn dispatch(
             version,
             reason: e.to_string(),
         })?;
+    // Bytes the decoder did not consume are not part of any field of this
+    // version: the frame is not what the client thinks it sent.
     if frame.has_remaining() {
-        tracing::debug!(
-            ?api,
+        return Err(DispatchError::Malformed {
+            api,
             version,
-            left = frame.remaining(),
-            "request has trailing bytes"
-        );
+            reason: format!("{} bytes after the request", frame.remaining()),
+        });
     }
     let ctx = RequestContext {
         api_version: version,
@@ -127,7 +139,8 @@ pub async fn dispatch(
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default(),
-        client_host: client_host.to_string(),
+        client_host: client.host.clone(),
+        connection: client.connection,
     };
     let body: ResponseKind = match request {
         RequestKind::ApiVersions(_) => metadata::api_versions_body(0).into(),

@@ -23,22 +23,19 @@ use crate::codes;
 use crate::partition::{OffsetQuery, PartitionHandle};
 
 /// Finds a partition's task and its current leader epoch, or the error to report.
-fn locate(
+async fn locate(
     b: &Broker,
     topic: Option<&TopicMeta>,
     index: i32,
 ) -> Result<(PartitionHandle, i32), ResponseError> {
     let topic = topic.ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let epoch = topic
-        .partitions
-        .get(index.max(0) as usize)
+    let epoch = usize::try_from(index)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
         .map(|p| p.leader_epoch)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    match b.partition(topic, index) {
-        None => Err(ResponseError::UnknownTopicOrPartition),
-        Some(Err(e)) => Err(codes::log_error(&e)),
-        Some(Ok(h)) => Ok((h, epoch)),
-    }
+    let h = b.partition(topic, index).await.map_err(|e| e.code())?;
+    Ok((h, epoch))
 }
 
 fn check_epoch(requested: i32, current: i32) -> Result<(), ResponseError> {
@@ -68,9 +65,11 @@ pub(super) async fn list_offsets(
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
-            let located = locate(b, topic.as_ref(), p.partition_index).and_then(|(h, epoch)| {
-                check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
-            });
+            let located = locate(b, topic.as_ref(), p.partition_index)
+                .await
+                .and_then(|(h, epoch)| {
+                    check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
+                });
             let (h, epoch) = match located.map(|(h, e)| (h, if has_epoch { e } else { -1 })) {
                 Ok(x) => x,
                 Err(e) => {
@@ -78,44 +77,26 @@ pub(super) async fn list_offsets(
                     continue;
                 }
             };
-            let topic_id = topic.as_ref().map(|t| t.id).unwrap_or_default();
             let query = match p.timestamp {
                 -2 => OffsetQuery::Earliest,
-                // EARLIEST_LOCAL (-4): the first offset still on local disk.
-                -4 => match crate::tiering::earliest_local(b, topic_id, p.partition_index) {
-                    Some(local) => {
-                        parts.push(resp.with_offset(local).with_leader_epoch(epoch));
-                        continue;
-                    }
-                    None => OffsetQuery::Earliest,
-                },
+                -4 => OffsetQuery::EarliestLocal,
                 -1 => OffsetQuery::Latest,
                 -3 => OffsetQuery::MaxTimestamp,
-                // LATEST_TIERED (-5): the last offset in object storage (-1 if none).
-                -5 => {
-                    let last = crate::tiering::latest_tiered(b, topic_id, p.partition_index);
-                    parts.push(
-                        resp.with_offset(last.unwrap_or(-1))
-                            .with_leader_epoch(epoch),
-                    );
-                    continue;
-                }
+                -5 => OffsetQuery::LatestTiered,
                 ts if ts >= 0 => OffsetQuery::Timestamp(ts),
                 _ => {
                     parts.push(resp.with_error_code(ResponseError::InvalidRequest.code()));
                     continue;
                 }
             };
-            let resp =
-                match crate::tiering::offsets(b, topic_id, p.partition_index, &h, query).await {
-                    Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
-                    Ok(Err(e)) => resp.with_error_code(codes::log_error(&e).code()),
-                    Ok(Ok(None)) => resp.with_leader_epoch(epoch),
-                    Ok(Ok(Some(found))) => resp
-                        .with_timestamp(found.timestamp)
-                        .with_offset(found.offset)
-                        .with_leader_epoch(epoch),
-                };
+            let resp = match h.offsets(query).await {
+                Err(e) => resp.with_error_code(codes::log_error(&e).code()),
+                Ok(None) => resp.with_leader_epoch(epoch),
+                Ok(Some(found)) => resp
+                    .with_timestamp(found.timestamp)
+                    .with_offset(found.offset)
+                    .with_leader_epoch(epoch),
+            };
             parts.push(resp);
         }
         topics.push(
@@ -142,11 +123,12 @@ pub(super) async fn offset_for_leader_epoch(
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
             let located = locate(b, topic.as_ref(), p.partition)
+                .await
                 .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| h));
             let resp = match located {
                 Err(e) => resp.with_error_code(e.code()),
                 Ok(h) => match h.epoch_end(p.leader_epoch).await {
-                    Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                    Err(e) => resp.with_error_code(codes::log_error(&e).code()),
                     Ok(None) => resp,
                     Ok(Some((epoch, end))) => resp.with_leader_epoch(epoch).with_end_offset(end),
                 },
@@ -175,7 +157,7 @@ pub(super) async fn delete_records(
             let resp = DeleteRecordsPartitionResult::default()
                 .with_partition_index(p.partition_index)
                 .with_low_watermark(-1);
-            let h = match locate(b, topic.as_ref(), p.partition_index) {
+            let h = match locate(b, topic.as_ref(), p.partition_index).await {
                 Ok((h, _)) => h,
                 Err(e) => {
                     parts.push(resp.with_error_code(e.code()));
@@ -186,8 +168,8 @@ pub(super) async fn delete_records(
             let target = if p.offset == -1 {
                 match h.bounds().await {
                     Ok((_, hw)) => hw,
-                    Err(_) => {
-                        parts.push(resp.with_error_code(ResponseError::NotLeaderOrFollower.code()));
+                    Err(e) => {
+                        parts.push(resp.with_error_code(codes::log_error(&e).code()));
                         continue;
                     }
                 }
@@ -195,9 +177,8 @@ pub(super) async fn delete_records(
                 p.offset
             };
             let resp = match h.delete_before(target).await {
-                Err(_) => resp.with_error_code(ResponseError::NotLeaderOrFollower.code()),
-                Ok(Err(e)) => resp.with_error_code(codes::log_error(&e).code()),
-                Ok(Ok(low)) => resp.with_low_watermark(low),
+                Err(e) => resp.with_error_code(codes::log_error(&e).code()),
+                Ok(low) => resp.with_low_watermark(low),
             };
             parts.push(resp);
         }

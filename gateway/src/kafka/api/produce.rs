@@ -11,6 +11,7 @@ use super::RequestContext;
 use crate::backend::TopicMeta;
 use crate::broker::{Broker, Metrics};
 use crate::codes;
+use crate::partition::Acks;
 use crate::topic_config;
 
 fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
@@ -23,22 +24,41 @@ fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionPro
         .with_error_message(message.map(super::s))
 }
 
+/// Kafka's rule for Produce v3 and later: each partition carries exactly one
+/// record batch. Several would let an idempotent retry among them decide the
+/// fate of the others, so they are refused as Kafka does.
+fn single_batch(records: &[u8]) -> Result<(), String> {
+    let declared = records
+        .get(8..12)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(i32::from_be_bytes)
+        .ok_or_else(|| "the record batch is shorter than its header".to_string())?;
+    let first = usize::try_from(declared)
+        .ok()
+        .and_then(|n| n.checked_add(12))
+        .ok_or_else(|| format!("record batch length {declared} is invalid"))?;
+    if records.len() > first {
+        return Err(format!(
+            "produce requests carry exactly one record batch per partition; this one has {} bytes after the first batch",
+            records.len() - first
+        ));
+    }
+    Ok(())
+}
+
 async fn produce_partition(
     b: &Broker,
     topic: Option<&TopicMeta>,
     index: i32,
     records: Option<bytes::Bytes>,
-    acks: i16,
+    acks: Acks,
 ) -> PartitionProduceResponse {
     let Some(topic) = topic else {
         return failed(index, ResponseError::UnknownTopicOrPartition, None);
     };
-    let Some(handle) = b.partition(topic, index) else {
-        return failed(index, ResponseError::UnknownTopicOrPartition, None);
-    };
-    let handle = match handle {
+    let handle = match b.partition(topic, index).await {
         Ok(h) => h,
-        Err(e) => return failed(index, codes::log_error(&e), Some(e.to_string())),
+        Err(e) => return failed(index, e.code(), Some(e.to_string())),
     };
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return failed(
@@ -47,7 +67,10 @@ async fn produce_partition(
             Some("no records".into()),
         );
     };
-    if acks == -1 {
+    if let Err(reason) = single_batch(&records) {
+        return failed(index, ResponseError::InvalidRecord, Some(reason));
+    }
+    if acks == Acks::All {
         let isr = topic
             .partitions
             .get(index as usize)
@@ -63,16 +86,18 @@ async fn produce_partition(
         .get(index as usize)
         .map(|p| p.leader_epoch)
         .unwrap_or(0);
+    // The log stamps the base offset and leader epoch into the batch in
+    // place, and the request frame is shared by every partition's slice, so
+    // the batch gets a buffer of its own (one copy, which the append writes).
     match handle
-        .append(BytesMut::from(&records[..]), leader_epoch)
+        .append(BytesMut::from(&records[..]), leader_epoch, acks)
         .await
     {
-        Err(_) => failed(index, ResponseError::NotLeaderOrFollower, None),
-        Ok(Err(e)) => {
+        Err(e) => {
             tracing::debug!(topic = %topic.name, partition = index, error = %e, "produce refused");
             failed(index, codes::log_error(&e), Some(e.to_string()))
         }
-        Ok(Ok((appended, log_start))) => {
+        Ok((appended, log_start)) => {
             if !appended.duplicate {
                 Metrics::add(&b.metrics.produced_bytes, len as u64);
             }
@@ -91,7 +116,7 @@ pub(super) async fn produce(
     ctx: &RequestContext,
     req: ProduceRequest,
 ) -> Option<ProduceResponse> {
-    let acks = req.acks;
+    let acks = Acks::from_wire(req.acks);
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
         let topic = if ctx.api_version >= 13 {
@@ -99,7 +124,7 @@ pub(super) async fn produce(
         } else {
             b.catalog.topic(t.name.as_str())
         };
-        let parts = if !matches!(acks, -1..=1) {
+        let parts = if acks.is_none() {
             t.partition_data
                 .iter()
                 .map(|p| failed(p.index, ResponseError::InvalidRequiredAcks, None))
@@ -119,7 +144,10 @@ pub(super) async fn produce(
             join_all(
                 t.partition_data
                     .into_iter()
-                    .map(|p| produce_partition(b, topic.as_ref(), p.index, p.records, acks)),
+                    .map(|p| {
+                        let acks = acks.unwrap_or(Acks::All);
+                        produce_partition(b, topic.as_ref(), p.index, p.records, acks)
+                    }),
             )
             .await
         };
@@ -134,7 +162,7 @@ pub(super) async fn produce(
         }
         responses.push(resp);
     }
-    if acks == 0 {
+    if acks == Some(Acks::None) {
         return None;
     }
     Some(ProduceResponse::default().with_responses(responses))

@@ -1,5 +1,5 @@
 //! The metastore as the tiering manifest: one Raft write per committed
-//! segment, local-replica reads.
+//! segment, local-replica reads. Production wires it into `storage::tier::Tier`.
 
 use async_trait::async_trait;
 use metastore::{MetaError, Metastore, SegmentEntry};

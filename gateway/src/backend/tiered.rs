@@ -1,0 +1,195 @@
+//! The production log backend: the `storage` crate's partition log wrapped in
+//! a `TieredPartition`, so every partition seals to object storage, keeps only
+//! `local.retention.*` locally, and honours the node's local disk limit.
+//! Offsets below the local start are read through [`TierReader`], the
+//! [`ColdLog`] this backend hands out with each log.
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+use storage::tier::{PartitionKey, Tier, TierRetention, TieredPartition};
+
+use super::disk::{records, DiskLogFactory};
+use super::{
+    Appended, ColdLog, LocalRead, LogBackend, LogError, LogFactory, LogSettings, OpenedLog,
+    TimestampOffset,
+};
+
+/// The retention of both tiers from a partition's settings.
+pub fn retention(s: &LogSettings) -> TierRetention {
+    TierRetention {
+        retention_bytes: s.retention_bytes,
+        retention_ms: s.retention_ms,
+        local_retention_bytes: s.local_retention_bytes,
+        local_retention_ms: s.local_retention_ms,
+    }
+}
+
+/// A partition log on local disk that tiers to object storage.
+pub struct TieredLog {
+    p: TieredPartition,
+}
+
+impl LogBackend for TieredLog {
+    fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<Appended, LogError> {
+        let outcome = self.p.append(records, leader_epoch, now_ms)?;
+        Ok(Appended::from_outcome(&outcome))
+    }
+
+    fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        upper_bound: i64,
+    ) -> Result<LocalRead, LogError> {
+        let local_start = self.p.local_log_start_offset();
+        if offset < local_start && offset >= self.p.log_start_offset() {
+            return Ok(LocalRead::Tiered);
+        }
+        let slice = self.p.log().read(offset, max_bytes, upper_bound)?;
+        Ok(LocalRead::Records(records(slice, max_bytes, min_one)))
+    }
+
+    fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError> {
+        Ok(self.p.log().offset_for_timestamp(ts_ms)?)
+    }
+
+    fn max_timestamp(&self) -> Option<TimestampOffset> {
+        self.p.log().max_timestamp()
+    }
+
+    fn log_start_offset(&self) -> i64 {
+        self.p.log_start_offset()
+    }
+
+    fn local_start_offset(&self) -> i64 {
+        self.p.local_log_start_offset()
+    }
+
+    fn latest_tiered_offset(&self) -> Option<i64> {
+        self.p.shared().tiered_last()
+    }
+
+    fn log_end_offset(&self) -> i64 {
+        self.p.log_end_offset()
+    }
+
+    fn flushed_offset(&self) -> i64 {
+        self.p.log().flushed_offset()
+    }
+
+    fn set_settings(&mut self, settings: &LogSettings) {
+        if let Err(e) = self.p.log_mut().set_config(settings.log_config()) {
+            tracing::warn!(error = %e, "new topic settings were not applied to the log");
+        }
+        self.p.set_retention(retention(settings));
+    }
+
+    fn tick(&mut self, now_ms: i64) -> Result<(), LogError> {
+        Ok(self.p.tick(now_ms)?)
+    }
+
+    fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+        Ok(self.p.delete_records_before(offset)?)
+    }
+
+    fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.p.log().epoch_end_offset(epoch)
+    }
+
+    fn flush(&mut self) -> Result<(), LogError> {
+        Ok(self.p.log_mut().flush()?)
+    }
+
+    fn close(self: Box<Self>) -> Result<(), LogError> {
+        Ok(self.p.close()?)
+    }
+}
+
+/// Object-storage reads of one partition.
+pub struct TierReader {
+    tier: Tier,
+    key: PartitionKey,
+}
+
+#[async_trait::async_trait]
+impl ColdLog for TierReader {
+    async fn read(&self, offset: i64, max_bytes: usize) -> Result<Option<Bytes>, LogError> {
+        Ok(self
+            .tier
+            .read(self.key, offset, max_bytes)
+            .await?
+            .map(|r| r.bytes))
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        ts_ms: i64,
+        log_start: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        Ok(self
+            .tier
+            .offset_for_timestamp(self.key, ts_ms, log_start)
+            .await?
+            .map(|(timestamp, offset)| TimestampOffset { timestamp, offset }))
+    }
+
+    async fn max_timestamp(&self, log_start: i64) -> Result<Option<TimestampOffset>, LogError> {
+        Ok(self
+            .tier
+            .max_timestamp(self.key, log_start)
+            .await?
+            .map(|(timestamp, offset)| TimestampOffset { timestamp, offset }))
+    }
+}
+
+/// Opens [`TieredLog`]s: directories as [`DiskLogFactory`] lays them out,
+/// each partition registered with the node's [`Tier`].
+pub struct TieredLogFactory {
+    disk: DiskLogFactory,
+    tier: Tier,
+}
+
+impl TieredLogFactory {
+    pub fn new(disk: DiskLogFactory, tier: Tier) -> Self {
+        TieredLogFactory { disk, tier }
+    }
+}
+
+impl LogFactory for TieredLogFactory {
+    fn open(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        partition: i32,
+        settings: &LogSettings,
+    ) -> Result<OpenedLog, LogError> {
+        let log = self
+            .disk
+            .open_storage(topic, topic_id, partition, settings)?;
+        let key = PartitionKey::new(topic_id, partition);
+        let p = self.tier.open_partition(key, log, retention(settings))?;
+        Ok(OpenedLog {
+            log: Box::new(TieredLog { p }),
+            cold: Some(std::sync::Arc::new(TierReader {
+                tier: self.tier.clone(),
+                key,
+            })),
+        })
+    }
+
+    /// Local files go now; objects go with the next retention pass, which
+    /// works from the metastore's list of deleted topics (so a crash in
+    /// between loses nothing but time).
+    fn remove(&self, topic: &str, topic_id: Uuid, partition: i32) -> Result<(), LogError> {
+        self.disk.remove(topic, topic_id, partition)?;
+        self.tier.run_retention();
+        Ok(())
+    }
+}

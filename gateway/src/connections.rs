@@ -1,0 +1,252 @@
+//! Limits on what clients can hold open: connections (in total and per
+//! address), and the bytes of requests being served at once.
+//!
+//! - A connection is admitted only while fewer than `max.connections` are
+//!   open and fewer than `max.connections.per.ip` come from its address;
+//!   otherwise it is closed at once, counted, and logged (at most one line per
+//!   second, so a flood cannot flood the log too).
+//! - A connection serves one request at a time (Kafka clients expect answers
+//!   in order), so the bytes it holds in flight are bounded by the frame cap
+//!   (`socket.request.max.bytes`). Across connections,
+//!   `queued.max.request.bytes` bounds the request bytes read and not yet
+//!   answered: a connection waits for room before it reads a frame's body.
+//! - Each connection gets an id that is never reused; state bound to a
+//!   connection (fetch sessions) goes when it closes.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Connection limits (Kafka's names where Kafka has the setting).
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// `max.connections`.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`.
+    pub max_connections_per_ip: usize,
+    /// `connections.max.idle.ms`: a connection that sends no complete request
+    /// for this long is closed (a request must arrive whole within it).
+    pub idle_timeout: Duration,
+    /// How long writing one response may take before the connection is
+    /// closed (a client that stops reading would otherwise pin the response,
+    /// and the segment files it sends, forever).
+    pub write_timeout: Duration,
+    /// `queued.max.request.bytes`: request bytes being served at once, broker-wide.
+    pub queued_max_request_bytes: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 4096,
+            max_connections_per_ip: 4096,
+            idle_timeout: Duration::from_secs(600),
+            write_timeout: Duration::from_secs(60),
+            queued_max_request_bytes: 512 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why a connection was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    TooManyConnections,
+    TooManyFromAddress,
+}
+
+/// Counters of the connection limits, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ConnectionCounters {
+    pub refused_total: AtomicU64,
+    pub refused_per_ip: AtomicU64,
+    pub idle_closed: AtomicU64,
+    pub write_timeouts: AtomicU64,
+}
+
+/// The registry of open connections.
+pub struct Connections {
+    limits: ConnectionLimits,
+    open: Mutex<OpenConnections>,
+    next_id: AtomicU64,
+    memory: Arc<Semaphore>,
+    memory_permits: u32,
+    pub counters: ConnectionCounters,
+    last_warning: Mutex<Option<Instant>>,
+}
+
+#[derive(Default)]
+struct OpenConnections {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// An admitted connection; dropping it frees its place.
+pub struct Admitted {
+    registry: Arc<Connections>,
+    ip: IpAddr,
+    pub id: u64,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self.registry.lock();
+        open.total = open.total.saturating_sub(1);
+        if let Some(n) = open.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Room for one request's bytes; dropping it gives the room back.
+pub struct RequestRoom {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Semaphore permits count 1 KiB each, so the limit fits `u32`.
+const PERMIT_BYTES: usize = 1024;
+
+impl Connections {
+    pub fn new(limits: ConnectionLimits) -> Arc<Self> {
+        let permits = (limits.queued_max_request_bytes / PERMIT_BYTES).clamp(1, u32::MAX as usize);
+        Arc::new(Connections {
+            memory: Arc::new(Semaphore::new(permits)),
+            memory_permits: permits as u32,
+            limits,
+            open: Mutex::new(OpenConnections::default()),
+            next_id: AtomicU64::new(1),
+            counters: ConnectionCounters::default(),
+            last_warning: Mutex::new(None),
+        })
+    }
+
+    pub fn limits(&self) -> &ConnectionLimits {
+        &self.limits
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpenConnections> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admits a connection from `ip`, or says why not.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refused> {
+        let refused = {
+            let mut open = self.lock();
+            if open.total >= self.limits.max_connections {
+                Some(Refused::TooManyConnections)
+            } else if open.per_ip.get(&ip).copied().unwrap_or(0)
+                >= self.limits.max_connections_per_ip
+            {
+                Some(Refused::TooManyFromAddress)
+            } else {
+                open.total += 1;
+                *open.per_ip.entry(ip).or_default() += 1;
+                None
+            }
+        };
+        match refused {
+            None => Ok(Admitted {
+                registry: self.clone(),
+                ip,
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            }),
+            Some(why) => {
+                let (counter, limit, what) = match why {
+                    Refused::TooManyConnections => (
+                        &self.counters.refused_total,
+                        self.limits.max_connections,
+                        "max.connections",
+                    ),
+                    Refused::TooManyFromAddress => (
+                        &self.counters.refused_per_ip,
+                        self.limits.max_connections_per_ip,
+                        "max.connections.per.ip",
+                    ),
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                self.warn_at_most_every_second(|| {
+                    tracing::warn!(%ip, limit, setting = what, "connection refused: the limit of open connections is reached")
+                });
+                Err(why)
+            }
+        }
+    }
+
+    fn warn_at_most_every_second(&self, warn: impl FnOnce()) {
+        let mut last = self.last_warning.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+            *last = Some(now);
+            warn();
+        }
+    }
+
+    /// Connections open now.
+    pub fn open_count(&self) -> usize {
+        self.lock().total
+    }
+
+    /// Waits for room for a request of `size` bytes among all requests being
+    /// served. A request larger than the whole budget waits until it is alone.
+    pub async fn room_for(&self, size: usize) -> RequestRoom {
+        let wanted = size.div_ceil(PERMIT_BYTES).clamp(1, self.memory_permits as usize) as u32;
+        RequestRoom {
+            _permit: self.memory.clone().acquire_many_owned(wanted).await.ok(),
+        }
+    }
+
+    /// Prometheus text of the connection figures.
+    pub fn render(&self) -> String {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut s = String::new();
+        s.push_str(&format!(
+            "# HELP aerostream_connections_open Kafka connections open now\n# TYPE aerostream_connections_open gauge\naerostream_connections_open {}\n",
+            self.open_count()
+        ));
+        s.push_str(&format!(
+            "# HELP aerostream_connections_limit The max.connections setting\n# TYPE aerostream_connections_limit gauge\naerostream_connections_limit {}\n",
+            self.limits.max_connections
+        ));
+        s.push_str("# HELP aerostream_connections_refused_total Connections closed at accept because a limit was reached\n# TYPE aerostream_connections_refused_total counter\n");
+        s.push_str(&format!(
+            "aerostream_connections_refused_total{{limit=\"max.connections\"}} {}\n",
+            g(&self.counters.refused_total)
+        ));
+        s.push_str(&format!(
+            "aerostream_connections_refused_total{{limit=\"max.connections.per.ip\"}} {}\n",
+            g(&self.counters.refused_per_ip)
+        ));
+        for (name, help, v) in [
+            (
+                "aerostream_connections_idle_closed_total",
+                "Connections closed after connections.max.idle.ms without a request",
+                g(&self.counters.idle_closed),
+            ),
+            (
+                "aerostream_connections_write_timeouts_total",
+                "Connections closed because a response could not be written in time",
+                g(&self.counters.write_timeouts),
+            ),
+        ] {
+            s.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+            ));
+        }
+        let in_use = self.memory_permits as usize - self.memory.available_permits();
+        s.push_str(&format!(
+            "# HELP aerostream_queued_request_bytes Request bytes being served now (in 1 KiB units, rounded up per request)\n# TYPE aerostream_queued_request_bytes gauge\naerostream_queued_request_bytes {}\n",
+            in_use * PERMIT_BYTES
+        ));
+        s
+    }
+}
+
+#[cfg(test)]
+#[path = "connections_tests.rs"]
+mod tests;

@@ -337,7 +337,10 @@ impl Settings {
             s.max_request_bytes >= 1024,
             "--max-request-bytes must be at least 1024"
         );
-        anyhow::ensure!(s.max_connections >= 1, "--max-connections must be at least 1");
+        anyhow::ensure!(
+            s.max_connections >= 1,
+            "--max-connections must be at least 1"
+        );
         anyhow::ensure!(
             s.max_connections_per_ip >= 1,
             "--max-connections-per-ip must be at least 1"

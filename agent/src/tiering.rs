@@ -172,8 +172,11 @@ mod tests {
     fn held_bytes_count_every_file_under_the_log_dir() {
         let dir = tempfile::tempdir().expect("tmp");
         std::fs::create_dir_all(dir.path().join("t-0")).expect("mkdir");
-        std::fs::write(dir.path().join("t-0/00000000000000000000.log"), vec![1u8; 4096])
-            .expect("write");
+        std::fs::write(
+            dir.path().join("t-0/00000000000000000000.log"),
+            vec![1u8; 4096],
+        )
+        .expect("write");
         std::fs::write(dir.path().join("topic-id"), b"x").expect("write");
         assert_eq!(bytes_under(dir.path()), 4097);
         assert_eq!(bytes_under(&dir.path().join("missing")), 0);

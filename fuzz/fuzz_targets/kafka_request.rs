@@ -1,16 +1,14 @@
 //! Any bytes as a Kafka request frame: the gateway decodes and dispatches
-//! them (against in-memory backends) without panicking or over-allocating;
-//! anything malformed is an error that closes the connection.
+//! them (against the real backends: disk logs and an embedded metastore in a
+//! scratch directory) without panicking or over-allocating; anything
+//! malformed is an error that closes the connection.
 #![no_main]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use bytes::Bytes;
-use gateway::backend::memory::{MemoryCatalog, MemoryLogFactory};
-use gateway::broker::{Broker, BrokerConfig};
-use gateway::group::coordinator::Coordinator;
-use gateway::kafka::api::dispatch;
-use gateway::partition::Partitions;
+use gateway::kafka::api::{dispatch, Client};
+use gateway::testing::{Logs, TestBroker};
 use libfuzzer_sys::fuzz_target;
 
 // The allocator the broker runs with: wire-declared reservations cost
@@ -20,26 +18,26 @@ static ALLOC: gateway::alloc::WireSafeAlloc = gateway::alloc::WireSafeAlloc;
 
 struct Fixture {
     rt: tokio::runtime::Runtime,
-    broker: Broker,
+    broker: TestBroker,
+    client: Client,
 }
 
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
+        // A worker thread keeps the metastore and the agent's lease going
+        // between inputs.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime");
-        let broker = rt.block_on(async {
-            let partitions = Arc::new(Partitions::new(
-                vec![tokio::runtime::Handle::current()],
-                Arc::new(MemoryLogFactory),
-            ));
-            let config = BrokerConfig::default();
-            let groups = Coordinator::start(config.group.clone(), "fuzz".into());
-            Broker::new(config, Arc::new(MemoryCatalog::new(1)), partitions, groups)
-        });
-        Fixture { rt, broker }
+        let broker = rt.block_on(TestBroker::start(Logs::Disk));
+        let client = Client {
+            host: "/127.0.0.1".into(),
+            connection: 1,
+        };
+        Fixture { rt, broker, client }
     })
 }
 
@@ -50,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
         // Long polls and group joins wait; a short bound keeps each run quick.
         let _ = tokio::time::timeout(
             std::time::Duration::from_millis(50),
-            dispatch(&f.broker, "/127.0.0.1", frame),
+            dispatch(&f.broker.broker, &f.client, frame),
         )
         .await;
     });

@@ -29,9 +29,7 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         // Transactions are not advertised; a client that sends a
         // transactional batch anyway gets the answer Kafka gives a format it
         // cannot store.
-        StorageError::TransactionsUnsupported { .. } => {
-            ResponseError::UnsupportedForMessageFormat
-        }
+        StorageError::TransactionsUnsupported { .. } => ResponseError::UnsupportedForMessageFormat,
         StorageError::UnsupportedCompression { .. } => ResponseError::UnsupportedCompressionType,
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,

@@ -195,7 +195,9 @@ impl Connections {
     /// Waits for room for a request of `size` bytes among all requests being
     /// served. A request larger than the whole budget waits until it is alone.
     pub async fn room_for(&self, size: usize) -> RequestRoom {
-        let wanted = size.div_ceil(PERMIT_BYTES).clamp(1, self.memory_permits as usize) as u32;
+        let wanted = size
+            .div_ceil(PERMIT_BYTES)
+            .clamp(1, self.memory_permits as usize) as u32;
         RequestRoom {
             _permit: self.memory.clone().acquire_many_owned(wanted).await.ok(),
         }

@@ -138,7 +138,10 @@ impl FetchSessions {
     /// Closes a session of `connection` (another connection's is left alone).
     pub fn close(&self, connection: u64, id: i32) {
         let mut g = self.lock();
-        if g.sessions.get(&id).is_some_and(|s| s.connection == connection) {
+        if g.sessions
+            .get(&id)
+            .is_some_and(|s| s.connection == connection)
+        {
             g.sessions.remove(&id);
         }
     }

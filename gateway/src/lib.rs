@@ -20,12 +20,16 @@
 //! crate).
 //!
 //! ```no_run
-//! # async fn run() -> std::io::Result<()> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use gateway::backend::memory::{MemoryCatalog, MemoryLogFactory};
+//! use gateway::backend::disk::DiskLogFactory;
+//! use gateway::backend::meta::MetastoreCatalog;
 //! use gateway::{Gateway, GatewayOptions};
 //!
-//! let gw = Gateway::start(GatewayOptions::default(), Arc::new(MemoryCatalog::new(1)), Arc::new(MemoryLogFactory)).await?;
+//! let meta = metastore::Metastore::start(metastore::MetastoreConfig::embedded("data/meta")).await?;
+//! let catalog = Arc::new(MetastoreCatalog::new(meta.clone()));
+//! let logs = Arc::new(DiskLogFactory::new("data/log")?);
+//! let gw = Gateway::start(GatewayOptions::default(), catalog, logs).await?;
 //! println!("Kafka clients connect to {}", gw.kafka_addr());
 //! gw.shutdown().await;
 //! # Ok(()) }
@@ -43,6 +47,8 @@ pub mod kafka;
 pub mod partition;
 pub mod server;
 pub mod shard;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod topic_config;
 
 mod gateway;

@@ -264,7 +264,9 @@ impl PartitionHandle {
 
     /// A ListOffsets answer across both tiers.
     pub async fn offsets(&self, query: OffsetQuery) -> Result<Option<TimestampOffset>, LogError> {
-        let a = self.ask(|reply| Command::Offsets { query, reply }).await??;
+        let a = self
+            .ask(|reply| Command::Offsets { query, reply })
+            .await??;
         let cold = match &self.cold {
             Some(c) if a.tiered_below_local => c,
             _ => return Ok(a.local),
@@ -378,6 +380,11 @@ impl Task {
             .append(&mut records, leader_epoch, now_ms())
             .map(|a| (a, self.log.log_start_offset()));
         self.advance_hw();
+        // Without write caching, appended data becomes visible (and acks=all
+        // writes are answered) only at the next durability point.
+        if *self.hw.borrow() < self.log.log_end_offset() {
+            self.sync_wanted = true;
+        }
         match result {
             Ok(answer) if acks == Acks::All && answer.0.last_offset >= *self.hw.borrow() => {
                 self.waiting.push_back(Waiter {
@@ -385,7 +392,6 @@ impl Task {
                     answer,
                     reply,
                 });
-                self.sync_wanted = true;
             }
             other => {
                 let _ = reply.send(other);
@@ -737,7 +743,11 @@ impl Partitions {
                     tracing::warn!(topic, partition = p, error = %e, "removing deleted partition data failed")
                 }
                 Err(_) => {
-                    tracing::warn!(topic, partition = p, "removing deleted partition data panicked")
+                    tracing::warn!(
+                        topic,
+                        partition = p,
+                        "removing deleted partition data panicked"
+                    )
                 }
             }
         }

@@ -167,7 +167,10 @@ mod tests {
     #[test]
     fn settings_follow_explicit_configs_over_defaults() {
         let mut c = BTreeMap::new();
-        assert_eq!(log_settings(&c, &LogDefaults::default()).segment_bytes, 134_217_728);
+        assert_eq!(
+            log_settings(&c, &LogDefaults::default()).segment_bytes,
+            134_217_728
+        );
         assert_eq!(log_settings(&c, &LogDefaults::default()).flush_ms, None);
         c.insert("message.timestamp.type".into(), "LogAppendTime".into());
         c.insert("flush.messages".into(), "1".into());

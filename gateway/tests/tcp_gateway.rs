@@ -1,13 +1,14 @@
-//! A gateway on a real socket with disk logs: fetched records leave through
-//! sendfile, frames are size-capped, a bad frame closes only its connection,
-//! and /health and /metrics answer.
+//! A gateway on a real socket over the real backends (disk logs, embedded
+//! metastore): fetched records leave through sendfile, frames are
+//! size-capped, a bad frame closes only its connection, connections are
+//! capped and closed when idle or when a client stops reading, and /health
+//! and /metrics answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use gateway::backend::disk::DiskLogFactory;
-use gateway::backend::memory::MemoryCatalog;
+use gateway::broker::BrokerConfig;
+use gateway::connections::ConnectionLimits;
+use gateway::testing::{Backends, Logs};
 use gateway::{Gateway, GatewayOptions};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -20,23 +21,26 @@ use kafka_protocol::records::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-async fn start(dir: &std::path::Path) -> Gateway {
+async fn start_with(broker: BrokerConfig) -> (Gateway, Backends) {
+    let backends = Backends::start(Logs::Disk, broker.node_id).await;
     let opts = GatewayOptions {
         http_addr: Some("127.0.0.1:0".parse().unwrap()),
         shards: 2,
-        broker: gateway::broker::BrokerConfig {
-            max_request_bytes: 64 * 1024,
-            ..Default::default()
-        },
+        broker,
         ..GatewayOptions::default()
     };
-    Gateway::start(
-        opts,
-        Arc::new(MemoryCatalog::new(1)),
-        Arc::new(DiskLogFactory::new(dir).unwrap()),
-    )
+    let gw = Gateway::start(opts, backends.catalog.clone(), backends.logs.clone())
+        .await
+        .unwrap();
+    (gw, backends)
+}
+
+async fn start() -> (Gateway, Backends) {
+    start_with(BrokerConfig {
+        max_request_bytes: 64 * 1024,
+        ..Default::default()
+    })
     .await
-    .unwrap()
 }
 
 async fn roundtrip<Req: Encodable, Resp: Decodable>(
@@ -80,7 +84,8 @@ fn batch(n: usize) -> Bytes {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // Consecutive, so kafka-protocol encodes one batch.
+            sequence: i as i32,
             timestamp: 1_700_000_000_000,
             key: None,
             value: Some(Bytes::from(format!("value-{i}"))),
@@ -106,8 +111,7 @@ fn topic() -> TopicName {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_written_to_disk_are_fetched_over_tcp_byte_for_byte() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let (gw, _backends) = start().await;
     let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
     let created: CreateTopicsResponse = roundtrip(
         &mut s,
@@ -169,8 +173,7 @@ async fn records_written_to_disk_are_fetched_over_tcp_byte_for_byte() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_frame_closes_only_its_own_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let (gw, _backends) = start().await;
     let mut bad = TcpStream::connect(gw.kafka_addr()).await.unwrap();
     let mut good = TcpStream::connect(gw.kafka_addr()).await.unwrap();
     bad.write_all(&(1_000_000i32).to_be_bytes()).await.unwrap();
@@ -193,8 +196,7 @@ async fn oversized_frame_closes_only_its_own_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_metrics_answer_over_http() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let (gw, _backends) = start().await;
     let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
     let _: ApiVersionsResponse = roundtrip(
         &mut s,
@@ -229,8 +231,7 @@ async fn health_and_metrics_answer_over_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_a_waiting_long_poll_before_closing() {
-    let dir = tempfile::tempdir().unwrap();
-    let gw = start(dir.path()).await;
+    let (gw, _backends) = start().await;
     let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
     let created: CreateTopicsResponse = roundtrip(
         &mut s,
@@ -280,4 +281,209 @@ async fn shutdown_answers_a_waiting_long_poll_before_closing() {
         .unwrap()
         .unwrap();
     assert_eq!(resp.responses[0].partitions[0].error_code, 0);
+}
+
+/// Reads until the server closes the connection (a hang guard bounds it).
+async fn closed_by_server(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(30), s.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+async fn metric(gw: &Gateway, name: &str) -> u64 {
+    let mut c = TcpStream::connect(gw.http_addr().unwrap()).await.unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).await.unwrap();
+    out.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_max_connections_are_closed_and_counted() {
+    let (gw, _backends) = start_with(BrokerConfig {
+        connections: ConnectionLimits {
+            max_connections: 2,
+            ..ConnectionLimits::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let mut a = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let mut b = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    for s in [&mut a, &mut b] {
+        let v: ApiVersionsResponse =
+            roundtrip(s, ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).await;
+        assert_eq!(v.error_code, 0);
+    }
+    let mut third = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    assert!(
+        closed_by_server(&mut third).await,
+        "the third connection is refused"
+    );
+    assert_eq!(
+        metric(
+            &gw,
+            "aerostream_connections_refused_total{limit=\"max.connections\"}"
+        )
+        .await,
+        1
+    );
+    drop(a);
+    // Once a place frees up, clients get in again.
+    let mut tries = 0;
+    loop {
+        let mut again = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+        let mut body = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::ApiVersions as i16)
+            .with_request_api_version(3)
+            .with_correlation_id(42)
+            .encode(&mut body, ApiKey::ApiVersions.request_header_version(3))
+            .unwrap();
+        ApiVersionsRequest::default().encode(&mut body, 3).unwrap();
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        let mut len = [0u8; 4];
+        if again.write_all(&frame).await.is_ok() && again.read_exact(&mut len).await.is_ok() {
+            break;
+        }
+        tries += 1;
+        assert!(tries < 100, "a freed place is never reused");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_is_closed_after_connections_max_idle_ms() {
+    let (gw, _backends) = start_with(BrokerConfig {
+        connections: ConnectionLimits {
+            idle_timeout: std::time::Duration::from_millis(300),
+            ..ConnectionLimits::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let mut idle = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let _: ApiVersionsResponse = roundtrip(
+        &mut idle,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    // Half a frame and then silence: a slow client cannot hold the connection either.
+    let mut slow = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    slow.write_all(&[0, 0, 0, 40, 0, 18]).await.unwrap();
+    assert!(closed_by_server(&mut idle).await);
+    assert!(closed_by_server(&mut slow).await);
+    assert!(metric(&gw, "aerostream_connections_idle_closed_total").await >= 2);
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_response_is_disconnected() {
+    let (gw, _backends) = start_with(BrokerConfig {
+        connections: ConnectionLimits {
+            write_timeout: std::time::Duration::from_millis(500),
+            ..ConnectionLimits::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let created: CreateTopicsResponse = roundtrip(
+        &mut s,
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic())
+            .with_num_partitions(1)
+            .with_replication_factor(1)]),
+    )
+    .await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let value = Bytes::from(vec![7u8; 900 * 1024]);
+    for _ in 0..40 {
+        let one = {
+            let r = Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: 0,
+                sequence: -1,
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(value.clone()),
+                headers: Default::default(),
+            };
+            let mut buf = BytesMut::new();
+            RecordBatchEncoder::encode(
+                &mut buf,
+                &[r],
+                &RecordEncodeOptions {
+                    version: 2,
+                    compression: Compression::None,
+                },
+            )
+            .unwrap();
+            buf.freeze()
+        };
+        let produced: ProduceResponse = roundtrip(
+            &mut s,
+            ApiKey::Produce,
+            9,
+            &ProduceRequest::default().with_acks(1).with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(topic())
+                    .with_partition_data(vec![
+                        PartitionProduceData::default().with_records(Some(one))
+                    ]),
+            ]),
+        )
+        .await;
+        assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    }
+    // Ask for 36 MB and never read the answer.
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(12)
+        .with_correlation_id(1)
+        .encode(&mut body, ApiKey::Fetch.request_header_version(12))
+        .unwrap();
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic())
+            .with_partitions(vec![
+                FetchPartition::default().with_partition_max_bytes(50 << 20)
+            ])])
+        .encode(&mut body, 12)
+        .unwrap();
+    s.write_all(&(body.len() as i32).to_be_bytes())
+        .await
+        .unwrap();
+    s.write_all(&body).await.unwrap();
+    let mut waited = 0;
+    while metric(&gw, "aerostream_connections_write_timeouts_total").await == 0 {
+        waited += 1;
+        assert!(waited < 600, "the stalled response is never given up");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    gw.shutdown().await;
 }

@@ -224,15 +224,44 @@ fn member_missing_the_rejoin_is_dropped_when_the_rebalance_times_out() {
     );
 }
 
+/// An empty group's state is dropped from memory (its committed offsets
+/// stay in the metastore, where ListGroups and DescribeGroups find it).
 #[test]
-fn last_member_leaving_returns_the_group_to_empty() {
+fn last_member_leaving_forgets_the_group_state() {
     let mut e = engine();
     let (leader, follower, _) = stable_pair(&mut e);
     assert_eq!(e.leave(4_000, "g", &follower, None).0, Ok(()));
+    assert_eq!(
+        e.describe("g").map(|d| d.state),
+        Some(GroupState::PreparingRebalance)
+    );
     assert_eq!(e.leave(4_000, "g", &leader, None).0, Ok(()));
-    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Empty));
-    assert_eq!(e.delete("g"), Ok(()));
+    assert_eq!(e.describe("g").map(|d| d.state), None);
+    assert_eq!(e.group_count(), 0);
     assert_eq!(e.delete("g"), Err(GroupError::GroupIdNotFound));
+}
+
+#[test]
+fn refused_joins_leave_no_groups_and_expired_groups_are_forgotten() {
+    let mut e = engine();
+    for i in 0..100 {
+        let mut req = join_req("", None);
+        req.group_id = format!("junk-{i}");
+        req.protocols.clear();
+        let out = e.join(0, req, i);
+        assert_eq!(
+            join_reply(&out, i).error,
+            Some(GroupError::InconsistentGroupProtocol)
+        );
+    }
+    assert_eq!(e.group_count(), 0, "a refused join keeps nothing");
+    // A member that joins and then stops heartbeating: once its session
+    // expires the group is empty and goes.
+    let (_, _, _) = stable_pair(&mut e);
+    assert_eq!(e.group_count(), 1);
+    let _ = e.tick(10_000_000);
+    let _ = e.tick(20_000_000);
+    assert_eq!(e.group_count(), 0);
 }
 
 #[test]

@@ -200,7 +200,10 @@ async fn alter_topic(
         Ok(meta) => {
             if !validate_only {
                 b.partitions
-                    .update_settings(meta.id, &topic_config::log_settings(&meta.configs, &b.config.log_defaults))
+                    .update_settings(
+                        meta.id,
+                        &topic_config::log_settings(&meta.configs, &b.config.log_defaults),
+                    )
                     .await;
             }
             (0, None)

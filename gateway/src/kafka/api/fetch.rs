@@ -75,11 +75,13 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
         let budget = max_total.saturating_sub(total).min(it.max_bytes);
         let read = if budget == 0 && total > 0 {
             // The response is full: later partitions report their offsets only.
-            h.bounds().await.map(|(log_start_offset, high_watermark)| ReadResult {
-                records: Records::empty(),
-                high_watermark,
-                log_start_offset,
-            })
+            h.bounds()
+                .await
+                .map(|(log_start_offset, high_watermark)| ReadResult {
+                    records: Records::empty(),
+                    high_watermark,
+                    log_start_offset,
+                })
         } else {
             h.read(it.offset, budget, total == 0).await
         };
@@ -327,15 +329,9 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                             it.last_log_start = sp.last_log_start;
                             merged.push(it);
                         } else {
-                            let (name, tid, handle) = resolve(
-                                b,
-                                &mut topics,
-                                &sp.topic,
-                                sp.topic_id,
-                                sp.partition,
-                                -1,
-                            )
-                            .await;
+                            let (name, tid, handle) =
+                                resolve(b, &mut topics, &sp.topic, sp.topic_id, sp.partition, -1)
+                                    .await;
                             merged.push(Item {
                                 topic: name,
                                 topic_id: tid,

@@ -125,7 +125,12 @@ pub(super) async fn sync_group(
         assignments: req
             .assignments
             .into_iter()
-            .map(|a| (a.member_id.to_string(), Bytes::copy_from_slice(&a.assignment)))
+            .map(|a| {
+                (
+                    a.member_id.to_string(),
+                    Bytes::copy_from_slice(&a.assignment),
+                )
+            })
             .collect(),
     };
     match b.groups.sync(sync).await {

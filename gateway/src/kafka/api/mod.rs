@@ -210,5 +210,16 @@ pub(crate) fn msg(e: &impl std::fmt::Display) -> Option<StrBytes> {
 }
 
 #[cfg(test)]
-#[path = "tests.rs"]
-mod tests;
+mod api_tests;
+#[cfg(test)]
+mod fetch_tests;
+#[cfg(test)]
+mod group_tests;
+#[cfg(test)]
+mod offsets_tests;
+#[cfg(test)]
+mod produce_tests;
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod topics_tests;

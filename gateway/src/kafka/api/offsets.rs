@@ -65,11 +65,12 @@ pub(super) async fn list_offsets(
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
-            let located = locate(b, topic.as_ref(), p.partition_index)
-                .await
-                .and_then(|(h, epoch)| {
-                    check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
-                });
+            let located =
+                locate(b, topic.as_ref(), p.partition_index)
+                    .await
+                    .and_then(|(h, epoch)| {
+                        check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
+                    });
             let (h, epoch) = match located.map(|(h, e)| (h, if has_epoch { e } else { -1 })) {
                 Ok(x) => x,
                 Err(e) => {

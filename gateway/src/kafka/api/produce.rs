@@ -141,14 +141,10 @@ pub(super) async fn produce(
                 })
                 .collect()
         } else {
-            join_all(
-                t.partition_data
-                    .into_iter()
-                    .map(|p| {
-                        let acks = acks.unwrap_or(Acks::All);
-                        produce_partition(b, topic.as_ref(), p.index, p.records, acks)
-                    }),
-            )
+            join_all(t.partition_data.into_iter().map(|p| {
+                let acks = acks.unwrap_or(Acks::All);
+                produce_partition(b, topic.as_ref(), p.index, p.records, acks)
+            }))
             .await
         };
         let mut resp = TopicProduceResponse::default()

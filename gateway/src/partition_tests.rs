@@ -1,0 +1,221 @@
+//! The partition registry and tasks on the real disk log: logs open once,
+//! off the shard, never after shutdown began or while their topic is being
+//! deleted.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::backend::disk::DiskLogFactory;
+use crate::testing::{batch_of, scratch_dir};
+use crate::topic_config::{log_settings, LogDefaults};
+
+/// The real disk factory, with opens of chosen partitions held at a gate
+/// until the test opens it, as a long recovery would hold them.
+struct HeldOpens {
+    inner: DiskLogFactory,
+    hold: Vec<i32>,
+    open: Mutex<bool>,
+    released: Condvar,
+    waiting: AtomicUsize,
+    opened: AtomicUsize,
+}
+
+impl HeldOpens {
+    fn new(dir: &std::path::Path, hold: Vec<i32>) -> Arc<Self> {
+        Arc::new(HeldOpens {
+            inner: DiskLogFactory::new(dir).expect("factory"),
+            hold,
+            open: Mutex::new(false),
+            released: Condvar::new(),
+            waiting: AtomicUsize::new(0),
+            opened: AtomicUsize::new(0),
+        })
+    }
+
+    fn release(&self) {
+        *self.open.lock().expect("gate") = true;
+        self.released.notify_all();
+    }
+
+    async fn until_waiting(&self, n: usize) {
+        while self.waiting.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl LogFactory for HeldOpens {
+    fn open(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        partition: i32,
+        settings: &LogSettings,
+    ) -> Result<OpenedLog, LogError> {
+        if self.hold.contains(&partition) {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let mut open = self.open.lock().expect("gate");
+            while !*open {
+                open = self.released.wait(open).expect("gate");
+            }
+        }
+        self.opened.fetch_add(1, Ordering::SeqCst);
+        self.inner.open(topic, topic_id, partition, settings)
+    }
+
+    fn remove(&self, topic: &str, topic_id: Uuid, partition: i32) -> Result<(), LogError> {
+        self.inner.remove(topic, topic_id, partition)
+    }
+}
+
+fn settings() -> LogSettings {
+    log_settings(&Default::default(), &LogDefaults::default())
+}
+
+fn partitions(factory: Arc<dyn LogFactory>) -> Arc<Partitions> {
+    Arc::new(Partitions::new(vec![Handle::current()], factory))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_racing_for_a_partition_open_its_log_once() {
+    let dir = scratch_dir();
+    let f = HeldOpens::new(dir.path(), vec![0]);
+    let p = partitions(f.clone());
+    let id = Uuid::new_v4();
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let p = p.clone();
+            tokio::spawn(async move { p.get_or_open("t", id, 0, settings).await })
+        })
+        .collect();
+    f.until_waiting(1).await;
+    f.release();
+    for r in racers {
+        r.await.expect("task").expect("opened");
+    }
+    assert_eq!(f.opened.load(Ordering::SeqCst), 1);
+    assert_eq!(p.counters().opens.load(Ordering::Relaxed), 1);
+}
+
+/// Recovery of one partition (a CRC scan of a large unclean segment) used to
+/// run under the registry's lock on the requesting shard, stalling every
+/// other partition's requests broker-wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_recovery_does_not_hold_up_other_partitions() {
+    let dir = scratch_dir();
+    let f = HeldOpens::new(dir.path(), vec![0]);
+    let p = partitions(f.clone());
+    let id = Uuid::new_v4();
+    let slow = {
+        let p = p.clone();
+        tokio::spawn(async move { p.get_or_open("t", id, 0, settings).await })
+    };
+    f.until_waiting(1).await;
+    let other = tokio::time::timeout(Duration::from_secs(30), p.get_or_open("t", id, 1, settings))
+        .await
+        .expect("partition 1 opens while partition 0 recovers")
+        .expect("opened");
+    let mut one = batch_of(&[b"x"]);
+    other
+        .append(std::mem::take(&mut one), 0, Acks::All)
+        .await
+        .expect("append");
+    f.release();
+    slow.await.expect("task").expect("opened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_log_opens_once_shutdown_began() {
+    let dir = scratch_dir();
+    let f = HeldOpens::new(dir.path(), vec![]);
+    let p = partitions(f.clone());
+    let id = Uuid::new_v4();
+    let h = p.get_or_open("t", id, 0, settings).await.expect("open");
+    h.append(batch_of(&[b"a"]), 0, Acks::All)
+        .await
+        .expect("append");
+    p.close_all().await;
+    let late = p.get_or_open("t", id, 0, settings).await;
+    assert!(
+        matches!(late, Err(LogError::NotServing(_))),
+        "a request after shutdown began must not open a second log"
+    );
+    assert_eq!(f.opened.load(Ordering::SeqCst), 1);
+    assert!(
+        dir.path().join("t-0").join("clean-shutdown").exists(),
+        "the one log closed cleanly"
+    );
+}
+
+/// Shutdown that begins while a log is being recovered waits for it, and
+/// the recovered log is closed rather than served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_racing_shutdown_closes_its_log_instead_of_serving_it() {
+    let dir = scratch_dir();
+    let f = HeldOpens::new(dir.path(), vec![0]);
+    let p = partitions(f.clone());
+    let id = Uuid::new_v4();
+    let opening = {
+        let p = p.clone();
+        tokio::spawn(async move { p.get_or_open("t", id, 0, settings).await })
+    };
+    f.until_waiting(1).await;
+    let closing = {
+        let p = p.clone();
+        tokio::spawn(async move { p.close_all().await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!closing.is_finished(), "shutdown waits for the open");
+    f.release();
+    let got = opening.await.expect("task");
+    assert!(matches!(got, Err(LogError::NotServing(_))));
+    closing.await.expect("shutdown");
+    assert!(dir.path().join("t-0").join("clean-shutdown").exists());
+    assert!(p.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_of_a_topic_being_deleted_do_not_open() {
+    let dir = scratch_dir();
+    let f = HeldOpens::new(dir.path(), vec![]);
+    let p = partitions(f.clone());
+    let id = Uuid::new_v4();
+    let h = p.get_or_open("t", id, 0, settings).await.expect("open");
+    h.append(batch_of(&[b"a"]), 0, Acks::All)
+        .await
+        .expect("append");
+    p.remove_topic("t", id, 1).await;
+    assert!(!dir.path().join("t-0").exists(), "data removed");
+    let late = p.get_or_open("t", id, 0, settings).await;
+    assert!(matches!(late, Err(LogError::NotServing(_))));
+    assert!(
+        !dir.path().join("t-0").exists(),
+        "no zombie log recreated the directory"
+    );
+    assert!(h.append(batch_of(&[b"b"]), 0, Acks::All).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_high_watermark_moves_only_when_it_changes() {
+    let dir = scratch_dir();
+    let p = partitions(Arc::new(DiskLogFactory::new(dir.path()).expect("factory")));
+    let h = p
+        .get_or_open("t", Uuid::new_v4(), 0, settings)
+        .await
+        .expect("open");
+    let mut hw = h.high_watermark();
+    hw.borrow_and_update();
+    h.append(batch_of(&[b"a"]), 0, Acks::All)
+        .await
+        .expect("append");
+    assert!(hw.has_changed().expect("open"), "an append moves it");
+    assert_eq!(*hw.borrow_and_update(), 1);
+    let _ = h.read(0, 1024, true).await.expect("read");
+    let _ = h.bounds().await.expect("bounds");
+    assert!(
+        !hw.has_changed().expect("open"),
+        "reads do not wake watchers"
+    );
+}

@@ -13,170 +13,12 @@
 //! `PreparingRebalance` whenever membership or a member's protocols change,
 //! and back to `Empty` when the last member leaves or expires.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use bytes::Bytes;
 
+use super::state::{Group, Member};
 pub use super::types::*;
-
-#[derive(Debug)]
-struct Member {
-    instance_id: Option<String>,
-    client_id: String,
-    client_host: String,
-    session_timeout_ms: i32,
-    rebalance_timeout_ms: i32,
-    protocol_type: String,
-    protocols: Vec<(String, Bytes)>,
-    assignment: Bytes,
-    pending_join: Option<ReplyId>,
-    pending_sync: Option<ReplyId>,
-    heartbeat_deadline: i64,
-}
-
-impl Member {
-    /// Members parked in a join or sync are kept alive by that request, not by heartbeats.
-    fn keeps_alive_by_heartbeat(&self) -> bool {
-        self.pending_join.is_none() && self.pending_sync.is_none()
-    }
-
-    fn metadata_for(&self, protocol: &str) -> Bytes {
-        self.protocols
-            .iter()
-            .find(|(name, _)| name == protocol)
-            .map(|(_, m)| m.clone())
-            .unwrap_or_default()
-    }
-}
-
-#[derive(Debug)]
-struct Group {
-    state: GroupState,
-    generation: i32,
-    protocol_type: Option<String>,
-    protocol: Option<String>,
-    leader: Option<String>,
-    members: BTreeMap<String, Member>,
-    /// Member ids handed out with MEMBER_ID_REQUIRED, with the time they lapse.
-    pending_members: HashMap<String, i64>,
-    static_members: HashMap<String, String>,
-    /// When the current phase ends (join phase or sync phase), if one is running.
-    phase_deadline: Option<i64>,
-    /// A rebalance out of `Empty` waits for the initial delay even when all have joined.
-    initial_delay: bool,
-}
-
-impl Group {
-    fn new() -> Self {
-        Group {
-            state: GroupState::Empty,
-            generation: 0,
-            protocol_type: None,
-            protocol: None,
-            leader: None,
-            members: BTreeMap::new(),
-            pending_members: HashMap::new(),
-            static_members: HashMap::new(),
-            phase_deadline: None,
-            initial_delay: false,
-        }
-    }
-
-    /// Nothing would be lost by forgetting the group.
-    fn unused(&self) -> bool {
-        self.state == GroupState::Empty
-            && self.members.is_empty()
-            && self.pending_members.is_empty()
-            && self.phase_deadline.is_none()
-    }
-
-    fn rebalance_timeout(&self) -> i64 {
-        self.members
-            .values()
-            .map(|m| i64::from(m.rebalance_timeout_ms))
-            .max()
-            .unwrap_or(0)
-    }
-
-    fn supports(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
-        if protocols.is_empty() || protocol_type.is_empty() {
-            return false;
-        }
-        if self.members.is_empty() {
-            return true;
-        }
-        if self.protocol_type.as_deref() != Some(protocol_type) {
-            return false;
-        }
-        protocols.iter().any(|(name, _)| {
-            self.members
-                .values()
-                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
-        })
-    }
-
-    /// The protocol every member supports that most members list first.
-    fn select_protocol(&self) -> Option<String> {
-        let candidates: Vec<&String> = self
-            .members
-            .values()
-            .next()?
-            .protocols
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|name| {
-                self.members
-                    .values()
-                    .all(|m| m.protocols.iter().any(|(n, _)| n == *name))
-            })
-            .collect();
-        let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
-        for member in self.members.values() {
-            if let Some((name, _)) = member
-                .protocols
-                .iter()
-                .find(|(n, _)| candidates.contains(&n))
-            {
-                *votes.entry(name).or_default() += 1;
-            }
-        }
-        let best = votes.values().copied().max()?;
-        candidates
-            .into_iter()
-            .find(|c| votes.get(c).copied() == Some(best))
-            .cloned()
-    }
-
-    fn all_joined(&self) -> bool {
-        self.members.values().all(|m| m.pending_join.is_some())
-    }
-
-    fn join_response_for(&self, member_id: &str) -> JoinResponse {
-        let is_leader = self.leader.as_deref() == Some(member_id);
-        let protocol = self.protocol.clone().unwrap_or_default();
-        let members = if is_leader {
-            self.members
-                .iter()
-                .map(|(id, m)| JoinedMember {
-                    member_id: id.clone(),
-                    group_instance_id: m.instance_id.clone(),
-                    metadata: m.metadata_for(&protocol),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        JoinResponse {
-            error: None,
-            generation_id: self.generation,
-            protocol_type: self.protocol_type.clone(),
-            protocol_name: self.protocol.clone(),
-            leader: self.leader.clone().unwrap_or_default(),
-            member_id: member_id.to_string(),
-            members,
-        }
-    }
-}
 
 /// Every classic group this coordinator owns.
 #[derive(Debug)]
@@ -243,88 +85,122 @@ impl GroupEngine {
             .entry(req.group_id.clone())
             .or_insert_with(Group::new);
         let mut out = Vec::new();
-        let mut replaced: Option<Member> = None;
-        let member_id = match new_id {
-            Some(fresh) => {
-                if let Some(instance) = &req.group_instance_id {
-                    // A static member coming back with a new incarnation replaces its old id.
-                    if let Some(old_id) = group.static_members.get(instance).cloned() {
-                        if let Some(mut old) = group.members.remove(&old_id) {
-                            if let Some(r) = old.pending_join.take() {
-                                out.push(Reply::Join(
-                                    r,
-                                    JoinResponse::error(
-                                        GroupError::FencedInstanceId,
-                                        old_id.clone(),
-                                    ),
-                                ));
-                            }
-                            if let Some(r) = old.pending_sync.take() {
-                                out.push(Reply::Sync(
-                                    r,
-                                    SyncResponse::error(GroupError::FencedInstanceId),
-                                ));
-                            }
-                            if group.leader.as_deref() == Some(old_id.as_str()) {
-                                group.leader = Some(fresh.clone());
-                            }
-                            // KIP-345: the new incarnation inherits the old one's place
-                            // (and assignment), so an unchanged follower needs no rebalance.
-                            replaced = Some(old);
-                        }
-                    }
-                    group.static_members.insert(instance.clone(), fresh.clone());
-                } else if req.require_known_member_id {
-                    group
-                        .pending_members
-                        .insert(fresh.clone(), now_ms + i64::from(req.session_timeout_ms));
-                    out.push(Reply::Join(
-                        reply,
-                        JoinResponse::error(GroupError::MemberIdRequired, fresh),
-                    ));
-                    return out;
-                }
-                if group.members.len() >= limits.max_size {
-                    out.push(Reply::Join(
-                        reply,
-                        JoinResponse::error(GroupError::GroupMaxSizeReached, fresh),
-                    ));
-                    return out;
-                }
-                fresh
-            }
-            None => {
-                let id = req.member_id.clone();
-                if group.pending_members.remove(&id).is_some() {
-                    if group.members.len() >= limits.max_size {
-                        out.push(Reply::Join(
-                            reply,
-                            JoinResponse::error(GroupError::GroupMaxSizeReached, id),
-                        ));
-                        return out;
-                    }
-                } else if let Some(existing) = group.members.get(&id) {
-                    if existing.instance_id != req.group_instance_id {
-                        out.push(Reply::Join(
-                            reply,
-                            JoinResponse::error(GroupError::FencedInstanceId, id),
-                        ));
-                        return out;
-                    }
-                } else {
-                    let error = match &req.group_instance_id {
-                        Some(inst) if group.static_members.contains_key(inst) => {
-                            GroupError::FencedInstanceId
-                        }
-                        _ => GroupError::UnknownMemberId,
-                    };
-                    out.push(Reply::Join(reply, JoinResponse::error(error, id)));
-                    return out;
-                }
-                id
-            }
+        let admitted = match new_id {
+            Some(fresh) => Self::admit_new(group, &req, fresh, reply, now_ms, &limits, &mut out),
+            None => Self::admit_known(group, &req, reply, &limits),
         };
+        match admitted {
+            Ok((member_id, replaced)) => {
+                Self::seat(
+                    group, req, member_id, replaced, reply, now_ms, &limits, &mut out,
+                );
+            }
+            Err(refusal) => out.push(*refusal),
+        }
+        out
+    }
 
+    /// A member without an id: a fresh id, a static member's new incarnation
+    /// (which takes the old one's place), or MEMBER_ID_REQUIRED. `Ok` carries
+    /// the id to seat and the member it replaces.
+    fn admit_new(
+        group: &mut Group,
+        req: &JoinRequest,
+        fresh: String,
+        reply: ReplyId,
+        now_ms: i64,
+        limits: &GroupLimits,
+        out: &mut Vec<Reply>,
+    ) -> Result<(String, Option<Member>), Box<Reply>> {
+        let mut replaced = None;
+        if let Some(instance) = &req.group_instance_id {
+            // A static member coming back with a new incarnation replaces its old id.
+            if let Some(old_id) = group.static_members.get(instance).cloned() {
+                if let Some(mut old) = group.members.remove(&old_id) {
+                    if let Some(r) = old.pending_join.take() {
+                        out.push(Reply::Join(
+                            r,
+                            JoinResponse::error(GroupError::FencedInstanceId, old_id.clone()),
+                        ));
+                    }
+                    if let Some(r) = old.pending_sync.take() {
+                        out.push(Reply::Sync(
+                            r,
+                            SyncResponse::error(GroupError::FencedInstanceId),
+                        ));
+                    }
+                    if group.leader.as_deref() == Some(old_id.as_str()) {
+                        group.leader = Some(fresh.clone());
+                    }
+                    // KIP-345: the new incarnation inherits the old one's place
+                    // (and assignment), so an unchanged follower needs no rebalance.
+                    replaced = Some(old);
+                }
+            }
+            group.static_members.insert(instance.clone(), fresh.clone());
+        } else if req.require_known_member_id {
+            group
+                .pending_members
+                .insert(fresh.clone(), now_ms + i64::from(req.session_timeout_ms));
+            return Err(Box::new(Reply::Join(
+                reply,
+                JoinResponse::error(GroupError::MemberIdRequired, fresh),
+            )));
+        }
+        if group.members.len() >= limits.max_size {
+            return Err(Box::new(Reply::Join(
+                reply,
+                JoinResponse::error(GroupError::GroupMaxSizeReached, fresh),
+            )));
+        }
+        Ok((fresh, replaced))
+    }
+
+    /// A member naming its id: one handed out with MEMBER_ID_REQUIRED, or a
+    /// current member rejoining.
+    fn admit_known(
+        group: &mut Group,
+        req: &JoinRequest,
+        reply: ReplyId,
+        limits: &GroupLimits,
+    ) -> Result<(String, Option<Member>), Box<Reply>> {
+        let id = req.member_id.clone();
+        let refuse =
+            |e: GroupError, id: String| Box::new(Reply::Join(reply, JoinResponse::error(e, id)));
+        if group.pending_members.remove(&id).is_some() {
+            if group.members.len() >= limits.max_size {
+                return Err(refuse(GroupError::GroupMaxSizeReached, id));
+            }
+        } else if let Some(existing) = group.members.get(&id) {
+            if existing.instance_id != req.group_instance_id {
+                return Err(refuse(GroupError::FencedInstanceId, id));
+            }
+        } else {
+            let error = match &req.group_instance_id {
+                Some(inst) if group.static_members.contains_key(inst) => {
+                    GroupError::FencedInstanceId
+                }
+                _ => GroupError::UnknownMemberId,
+            };
+            return Err(refuse(error, id));
+        }
+        Ok((id, None))
+    }
+
+    /// Seats an admitted member and moves the group on: a follower
+    /// rejoining with nothing new gets the current generation again,
+    /// anything else joins (or starts) a rebalance.
+    #[allow(clippy::too_many_arguments)]
+    fn seat(
+        group: &mut Group,
+        req: JoinRequest,
+        member_id: String,
+        replaced: Option<Member>,
+        reply: ReplyId,
+        now_ms: i64,
+        limits: &GroupLimits,
+        out: &mut Vec<Reply>,
+    ) {
         let previous = group.members.remove(&member_id).or(replaced);
         let protocols_changed = previous
             .as_ref()
@@ -377,11 +253,10 @@ impl GroupEngine {
                 out.extend(Self::maybe_complete_join(group, now_ms));
             }
             _ => {
-                out.extend(Self::prepare_rebalance(group, now_ms, &limits));
+                out.extend(Self::prepare_rebalance(group, now_ms, limits));
                 out.extend(Self::maybe_complete_join(group, now_ms));
             }
         }
-        out
     }
 
     fn prepare_rebalance(group: &mut Group, now_ms: i64, limits: &GroupLimits) -> Vec<Reply> {

@@ -2,4 +2,5 @@
 
 pub mod coordinator;
 pub mod engine;
+mod state;
 pub mod types;

@@ -276,6 +276,40 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
             });
         }
     }
+    let session_id = match apply_session(b, ctx, &req, mode, &mut topics, &mut items).await {
+        Ok(id) => id,
+        Err(e) => return top_error(e, 0),
+    };
+
+    let max_total = if v >= 3 && req.max_bytes > 0 {
+        (req.max_bytes as usize).min(b.config.fetch_max_bytes)
+    } else {
+        b.config.fetch_max_bytes
+    };
+    // min_bytes 0 asks for an immediate answer, as in Kafka.
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let outcomes = long_poll(b, &items, max_total, min_bytes, deadline).await;
+
+    let incremental = matches!(mode, SessionMode::Incremental { .. });
+    let (answer, sent) = build_response(v, &items, outcomes, incremental, session_id);
+    if session_id != 0 {
+        b.fetch_sessions.remember(session_id, &sent);
+    }
+    answer
+}
+
+/// KIP-227 sessions: starts, closes or applies the request to a session.
+/// An incremental request's items become every partition the session
+/// holds. Returns the session id to answer with (0 for none).
+async fn apply_session(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: &FetchRequest,
+    mode: SessionMode,
+    topics: &mut TopicCache<'_>,
+    items: &mut Vec<Item>,
+) -> Result<i32, ResponseError> {
     let to_session = |it: &Item| SessionPartition {
         topic: it.topic.clone(),
         topic_id: it.topic_id,
@@ -285,7 +319,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         last_high_watermark: -1,
         last_log_start: -1,
     };
-    let session_id = match mode {
+    Ok(match mode {
         SessionMode::Sessionless => {
             if req.session_id != 0 {
                 b.fetch_sessions.close(ctx.connection, req.session_id);
@@ -311,11 +345,9 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                 .fetch_sessions
                 .update(ctx.connection, id, epoch, updates, &forgotten)
             {
-                Err(SessionError::NotFound) => {
-                    return top_error(ResponseError::FetchSessionIdNotFound, 0)
-                }
+                Err(SessionError::NotFound) => return Err(ResponseError::FetchSessionIdNotFound),
                 Err(SessionError::InvalidEpoch) => {
-                    return top_error(ResponseError::InvalidFetchSessionEpoch, 0)
+                    return Err(ResponseError::InvalidFetchSessionEpoch)
                 }
                 Ok(all) => {
                     let mut listed: HashMap<(Uuid, i32), Item> = items
@@ -330,8 +362,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                             merged.push(it);
                         } else {
                             let (name, tid, handle) =
-                                resolve(b, &mut topics, &sp.topic, sp.topic_id, sp.partition, -1)
-                                    .await;
+                                resolve(b, topics, &sp.topic, sp.topic_id, sp.partition, -1).await;
                             merged.push(Item {
                                 topic: name,
                                 topic_id: tid,
@@ -346,27 +377,27 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                     }
                     // Listed partitions the session does not hold (unknown topics).
                     merged.extend(listed.into_values());
-                    items = merged;
+                    *items = merged;
                     id
                 }
             }
         }
-    };
+    })
+}
 
-    let max_total = if v >= 3 && req.max_bytes > 0 {
-        (req.max_bytes as usize).min(b.config.fetch_max_bytes)
-    } else {
-        b.config.fetch_max_bytes
-    };
-    // min_bytes 0 asks for an immediate answer, as in Kafka.
-    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
-    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let outcomes = long_poll(b, &items, max_total, min_bytes, deadline).await;
-
+/// The response, records kept apart, and what it told the client about each
+/// partition (for the session). In an incremental session a partition is
+/// listed only when something changed for it, as Kafka does.
+fn build_response(
+    v: i16,
+    items: &[Item],
+    outcomes: Vec<Outcome>,
+    incremental: bool,
+    session_id: i32,
+) -> (FetchAnswer, Vec<(Uuid, i32, i64, i64)>) {
     let nonce: [u8; 8] = Uuid::new_v4().as_bytes()[..8]
         .try_into()
         .unwrap_or([0x5a; 8]);
-    let incremental = matches!(mode, SessionMode::Incremental { .. });
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut records = Vec::new();
     let mut sent = Vec::new();
@@ -408,16 +439,14 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
             t.partitions.push(pd);
         }
     }
-    if session_id != 0 {
-        b.fetch_sessions.remember(session_id, &sent);
-    }
-    FetchAnswer {
+    let answer = FetchAnswer {
         response: FetchResponse::default()
             .with_session_id(session_id)
             .with_responses(topics),
         records,
         nonce,
-    }
+    };
+    (answer, sent)
 }
 
 /// Encodes a Fetch response with the records spliced in.

@@ -1,16 +1,16 @@
-//! ApiVersions, Metadata (with Kafka-style topic auto-creation) and DescribeCluster.
+//! Metadata (with Kafka-style topic auto-creation) and DescribeCluster.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
-    MetadataRequest, MetadataResponse, TopicName,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    TopicName,
 };
 use kafka_protocol::ResponseError;
 
-use super::{advertised, s, RequestContext};
+use super::{s, RequestContext};
 use crate::backend::{CatalogError, TopicMeta};
 use crate::broker::Broker;
 use crate::codes;
@@ -18,13 +18,6 @@ use crate::topic_config;
 
 /// Kafka's "authorized operations not requested" value.
 const OPS_NOT_REQUESTED: i32 = i32::MIN;
-
-pub(super) fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
-    ApiVersionsResponse::default()
-        .with_error_code(error_code)
-        .with_api_keys(advertised())
-        .with_finalized_features_epoch(-1)
-}
 
 fn topic_entry(t: &TopicMeta) -> MetadataResponseTopic {
     MetadataResponseTopic::default()

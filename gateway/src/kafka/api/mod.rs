@@ -1,10 +1,13 @@
-//! One module per family of Kafka APIs. [`dispatch`] decodes a request frame
-//! with `kafka-protocol`, calls the handler and encodes its answer.
+//! One module per Kafka API or family of APIs (`produce.rs`, `fetch.rs`,
+//! `init_producer_id.rs`, ...). [`dispatch`] decodes a request frame with
+//! `kafka-protocol`, calls the handler and encodes its answer.
 
+mod api_versions;
 mod configs;
 mod fetch;
 mod group_offsets;
 mod groups;
+mod init_producer_id;
 mod metadata;
 mod offsets;
 mod produce;
@@ -78,7 +81,7 @@ fn encode_frame(
 
 /// The ApiVersions answer for a version newer than we know: v0 layout, as Kafka does.
 fn api_versions_unsupported(correlation_id: i32) -> Result<ResponseFrame, DispatchError> {
-    let body = metadata::api_versions_body(ResponseError::UnsupportedVersion.code());
+    let body = api_versions::api_versions_body(ResponseError::UnsupportedVersion.code());
     let mut buf = BytesMut::with_capacity(256);
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
@@ -143,7 +146,7 @@ pub async fn dispatch(
         connection: client.connection,
     };
     let body: ResponseKind = match request {
-        RequestKind::ApiVersions(_) => metadata::api_versions_body(0).into(),
+        RequestKind::ApiVersions(_) => api_versions::api_versions_body(0).into(),
         RequestKind::Metadata(r) => metadata::metadata(broker, &ctx, r).await.into(),
         RequestKind::DescribeCluster(r) => metadata::describe_cluster(broker, &ctx, r).into(),
         RequestKind::Produce(r) => match produce::produce(broker, &ctx, r).await {
@@ -159,7 +162,9 @@ pub async fn dispatch(
             .await
             .into(),
         RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &ctx, r).await.into(),
-        RequestKind::InitProducerId(r) => offsets::init_producer_id(broker, &ctx, r).await.into(),
+        RequestKind::InitProducerId(r) => init_producer_id::init_producer_id(broker, &ctx, r)
+            .await
+            .into(),
         RequestKind::CreateTopics(r) => topics::create_topics(broker, &ctx, r).await.into(),
         RequestKind::DeleteTopics(r) => topics::delete_topics(broker, &ctx, r).await.into(),
         RequestKind::CreatePartitions(r) => topics::create_partitions(broker, &ctx, r).await.into(),

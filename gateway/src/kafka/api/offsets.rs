@@ -1,4 +1,4 @@
-//! ListOffsets, OffsetForLeaderEpoch, DeleteRecords and InitProducerId.
+//! ListOffsets, OffsetForLeaderEpoch and DeleteRecords.
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -10,9 +10,8 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{
-    DeleteRecordsRequest, DeleteRecordsResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, ProducerId,
+    DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -190,33 +189,4 @@ pub(super) async fn delete_records(
         );
     }
     DeleteRecordsResponse::default().with_topics(topics)
-}
-
-pub(super) async fn init_producer_id(
-    b: &Broker,
-    _ctx: &RequestContext,
-    req: InitProducerIdRequest,
-) -> InitProducerIdResponse {
-    let resp = InitProducerIdResponse::default()
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1)
-        .with_ongoing_txn_producer_id(ProducerId(-1))
-        .with_ongoing_txn_producer_epoch(-1);
-    if req.transactional_id.is_some() {
-        // Transactions are not implemented (their APIs are not advertised).
-        return resp.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
-    }
-    // KIP-360: a known idempotent producer may bump its epoch instead of taking a new id.
-    if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
-        return resp
-            .with_producer_id(req.producer_id)
-            .with_producer_epoch(req.producer_epoch + 1);
-    }
-    match b.next_producer_id().await {
-        Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
-        Err(e) => {
-            tracing::warn!(error = %e, "producer id allocation failed");
-            resp.with_error_code(codes::catalog_error(&e).code())
-        }
-    }
 }

@@ -22,9 +22,14 @@ step() {
 step "setup" scripts/setup.sh
 # setup.sh may just have installed Rust under ~/.cargo.
 if ! command -v cargo >/dev/null 2>&1; then export PATH="$HOME/.cargo/bin:$PATH"; fi
+# Test builds carry the object-store fault injector (the tiering fault tests
+# drive it through the real binary); release builds never do.
+FEATURES=(--features agent/fault-injection)
 step "cargo fmt --check" cargo fmt --all --check
-step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
-step "cargo test" cargo test --workspace --locked
+step "cargo clippy" cargo clippy --workspace --all-targets --locked "${FEATURES[@]}" -- -D warnings
+step "cargo clippy (release features)" cargo clippy -p agent --locked -- -D warnings
+step "cargo doc (broken links are errors)" cargo doc --workspace --no-deps --locked
+step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
 for s in scripts/ci/[0-9]*.sh; do
   [ -e "$s" ] || continue
   step "$s" "$s"

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
-cargo build -p agent --bin aerostream
+cargo build -p agent --bin aerostream --features fault-injection
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
 
 if ! command -v kcat >/dev/null; then

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
-cargo build -p agent --bin aerostream
+cargo build -p agent --bin aerostream --features fault-injection
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
 
 if ! python3 -c "import confluent_kafka, boto3, pytest" 2>/dev/null || ! command -v moto_server >/dev/null; then

@@ -11,7 +11,7 @@ source scripts/bench/lib.sh
 
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 # Debug profile: reuses what `cargo test --workspace` already compiled.
-cargo build -p agent -p loadtest
+cargo build -p agent -p loadtest --features agent/fault-injection
 aerostream=$target_dir/debug/aerostream
 loadtest=$target_dir/debug/loadtest
 

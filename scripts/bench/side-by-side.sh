@@ -8,7 +8,9 @@
 #   WORKLOAD  names under loadtest/workloads/ (default: small-20k small-50k small-max)
 #
 # Environment:
-#   BROKERS         which brokers, in order (default: "aerostream tansu-memory tansu-sqlite")
+#   BROKERS         which brokers, in order (default: "aerostream tansu-memory tansu-sqlite");
+#                   "aerostream-fsync" is AeroStream with --write-caching false
+#                   (acks=all answered after a shared fdatasync)
 #   TANSU_BIN       tansu binary (default: `tansu` on PATH). It is not built
 #                   here; install it once with
 #                   cargo install tansu --version 0.6.0 --locked --features libsql,dynostore --root DIR
@@ -120,11 +122,13 @@ start_broker() {
     scratch=$(mktemp -d "${TMPDIR:-/tmp}/bench-$name.XXXXXX")
     local log="$out/$current-$name-broker.log"
     case $name in
-        aerostream)
+        aerostream | aerostream-fsync)
+            local caching=true
+            [ "$name" = aerostream-fsync ] && caching=false
             (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
                 --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
                 --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$(free_port)" \
-                --shards "$shards") >>"$log" 2>&1 &
+                --shards "$shards" --write-caching "$caching") >>"$log" 2>&1 &
             ;;
         tansu-memory | tansu-sqlite)
             local engine="memory://tansu/"

@@ -10,14 +10,18 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The bytes of a batch do not hold together: a length runs past the
-    /// buffer, the CRC does not match, or the framing is broken.
+    /// buffer, the CRC does not match, the framing is broken, or the
+    /// records of a compressed batch do not decompress with its codec.
     /// Kafka: CORRUPT_MESSAGE.
     #[error("corrupt record batch at byte {position} of the request: {reason}")]
     CorruptBatch { position: usize, reason: String },
 
-    /// The batch is well framed but breaks a rule of the v2 format
-    /// (no records, offset delta disagreeing with the record count, a control
-    /// batch sent by a client...). Kafka: INVALID_RECORD.
+    /// The batch is well framed but breaks a rule of the v2 format (no
+    /// records, offset delta disagreeing with the record count, a record
+    /// count other than the records the batch holds once decompressed, a
+    /// record that does not parse or whose offset delta is not its index, a
+    /// control batch sent by a client...), or its records decompress to more
+    /// than `LogConfig::max_uncompressed_batch_bytes`. Kafka: INVALID_RECORD.
     #[error("invalid record batch at byte {position} of the request: {reason}")]
     InvalidRecord { position: usize, reason: String },
 

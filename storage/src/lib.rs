@@ -3,8 +3,9 @@
 //! Role: store Kafka v2 RecordBatches exactly as producers sent them, in
 //! segment files with sparse offset and time indexes, and hand byte ranges
 //! back to readers so the gateway can `sendfile(2)` them to consumers. It
-//! validates batches (framing, CRC-32C, sizes, idempotent producer
-//! sequences) without decoding records, stamps base offsets and leader
+//! validates batches (framing, CRC-32C, sizes, record counts, idempotent
+//! producer sequences; records are walked, and decompressed with a bound,
+//! only to count them) without re-encoding them, stamps base offsets and leader
 //! epochs in place, paces writeback so appends see no flush storms, and
 //! recovers from a crash at any instant by cutting a torn tail.
 //!
@@ -78,6 +79,7 @@ mod flusher;
 mod index;
 mod log;
 mod producer;
+mod records;
 mod recovery;
 mod retention;
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::batch::{self, BatchHeader, Compression, Limits, TimestampType};
+use crate::batch::{self, BatchHeader, Compression, TimestampType};
 use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
@@ -254,10 +254,7 @@ impl PartitionLog {
     ) -> Result<AppendOutcome, StorageError> {
         self.poll_flushes();
         self.check_online()?;
-        let limits = Limits {
-            max_batch_bytes: self.config.max_batch_bytes(),
-        };
-        let batches = batch::validate_all(records, limits)?;
+        let batches = batch::validate_all(records, self.config.batch_limits())?;
         for b in &batches {
             if b.header.is_transactional() {
                 return Err(StorageError::TransactionsUnsupported {

@@ -260,6 +260,9 @@ async fn an_unreachable_store_delays_uploads_but_appends_continue_and_nothing_is
     r.faults.unreachable_for(Duration::from_secs(3600));
     let sent = fill(&mut p, 400, 7);
     until("uploads have failed a few times", || {
+        // Ticks let the partition see its seal fsyncs finish and report the
+        // upload bound, however slow the device is.
+        p.tick(TS).unwrap();
         let failures = r.tier.snapshot().upload_failures;
         async move { failures >= 3 }
     })
@@ -378,6 +381,7 @@ async fn segments_sealed_but_not_committed_before_a_restart_are_uploaded_after_i
     let mut p = r.open(TierRetention::default());
     fill(&mut p, 300, 0);
     until("uploads ran and commits failed", || {
+        p.tick(TS).unwrap();
         let s = r.tier.snapshot();
         async move { s.uploaded_segments >= 2 && s.commit_failures >= 2 }
     })

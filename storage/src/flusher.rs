@@ -32,6 +32,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::error::{IoContext, StorageError};
+use crate::fault::{self, Op};
 use crate::files::{self, RECOVERY_POINT_FILE};
 use crate::writeback::WritebackJob;
 
@@ -295,7 +296,7 @@ fn run(job: SealJob) {
 fn sync_and_checkpoint(job: &SealJob) -> Result<(), StorageError> {
     for t in &job.targets {
         match t.kind {
-            SyncKind::Data => t.file.sync_data(),
+            SyncKind::Data => fault::check(Op::Fsync, &t.path).and_then(|()| t.file.sync_data()),
             SyncKind::All => t.file.sync_all(),
         }
         .ctx(|| format!("fsync {}", t.path.display()))?;

@@ -15,6 +15,9 @@
 //!   through [`PartitionLog::subscribe`] (a `watch` of the log end offset).
 //! - Reads return a [`ReadSlice`] (`Arc<File>`, position, length) for
 //!   zero-copy sends, or bytes via [`ReadSlice::read_to_bytes`].
+//! - [`PartitionLog::sync_point`] starts a durability point that a blocking
+//!   thread runs ([`SyncPoint::run`]) and the owner records
+//!   ([`PartitionLog::sync_done`]): group commit of every append so far.
 //! - [`PartitionLog::segments`], [`PartitionLog::enforce_retention`] and
 //!   [`PartitionLog::delete_records_before`] are the hooks tiering and
 //!   DeleteRecords use; [`PartitionLog::truncate_to`] and
@@ -74,8 +77,10 @@ pub mod batch;
 pub mod config;
 mod epoch;
 pub mod error;
+mod fault;
 mod files;
 mod flusher;
+mod health;
 mod index;
 mod log;
 mod producer;
@@ -85,12 +90,21 @@ mod retention;
 #[cfg(test)]
 mod roll_tests;
 pub mod segment;
+mod sync;
 pub mod tier;
 pub mod writeback;
+
+/// Test support for callers of this crate (the `testing` feature): failure
+/// injection into the log's own device calls.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    pub use crate::fault::{fail_next, Op};
+}
 
 pub use batch::{BatchHeader, Compression, TimestampType};
 pub use config::LogConfig;
 pub use error::StorageError;
 pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
 pub use segment::SegmentInfo;
+pub use sync::{SyncDone, SyncPoint};
 pub use writeback::WritebackConfig;

@@ -22,6 +22,7 @@ use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
 use crate::files::{self, SNAPSHOT_EXT};
 use crate::flusher::{self, Gate, SealJob, Ticket};
+use crate::health::Health;
 use crate::producer::{ProducerStates, Staged};
 use crate::recovery;
 use crate::segment::{Placed, Segment, SegmentInfo};
@@ -116,7 +117,12 @@ pub struct PartitionLog {
     pub(crate) pending: VecDeque<PendingFlush>,
     /// Holds this log's background flushes while set (tests only).
     pub(crate) flush_gate: Option<Arc<Gate>>,
-    pub(crate) offline: Option<String>,
+    /// Offline once a write, fsync or writeback failed; shared with the
+    /// log's background jobs (see `health`).
+    pub(crate) health: Arc<Health>,
+    /// Truncations so far: a durability point started before one does not
+    /// cover the offsets it rewrote (see `sync`).
+    pub(crate) truncations: u64,
 }
 
 /// A roll whose fsyncs run in the background: once its ticket succeeds,
@@ -152,7 +158,8 @@ impl PartitionLog {
             flushed_offset: log_end,
             pending: VecDeque::new(),
             flush_gate: None,
-            offline: None,
+            health: Arc::new(Health::default()),
+            truncations: 0,
         };
         let config = log.config.clone();
         log.active_mut().unseal(&config)?;
@@ -227,13 +234,7 @@ impl PartitionLog {
     }
 
     fn check_online(&self) -> Result<(), StorageError> {
-        match &self.offline {
-            Some(reason) => Err(StorageError::Offline {
-                dir: self.dir.clone(),
-                reason: reason.clone(),
-            }),
-            None => Ok(()),
-        }
+        self.health.check(&self.dir)
     }
 
     /// Appends one or more v2 batches (a Produce partition's `records`).
@@ -336,11 +337,12 @@ impl PartitionLog {
             if seg.size == old_size {
                 // The write itself failed: undo any partial bytes.
                 if let Err(undo) = seg.set_size(old_size) {
-                    self.offline = Some(format!("{e}; then could not truncate back: {undo}"));
+                    self.health
+                        .set_offline(format!("{e}; then could not truncate back: {undo}"));
                 }
             } else {
                 // Written and indexed, but writeback reported an I/O error.
-                self.offline = Some(e.to_string());
+                self.health.set_offline(e.to_string());
                 self.producers.commit(staged);
                 self.end_tx.send_replace(next);
             }
@@ -430,9 +432,8 @@ impl PartitionLog {
                 None => return,
                 Some(Ok(())) => self.flushed_offset = self.flushed_offset.max(p.end),
                 Some(Err(f)) => {
-                    self.offline.get_or_insert_with(|| {
-                        format!("background fsync failed: {}", f.to_error())
-                    });
+                    self.health
+                        .set_offline(format!("background fsync failed: {}", f.to_error()));
                 }
             }
             self.pending.pop_front();
@@ -446,8 +447,8 @@ impl PartitionLog {
                 Ok(()) => self.flushed_offset = self.flushed_offset.max(p.end),
                 Err(f) => {
                     let e = f.to_error();
-                    self.offline
-                        .get_or_insert_with(|| format!("background fsync failed: {e}"));
+                    self.health
+                        .set_offline(format!("background fsync failed: {e}"));
                     self.pending.clear();
                     return Err(e);
                 }

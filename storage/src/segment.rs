@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::batch::{BatchHeader, HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{IoContext, StorageError};
+use crate::fault::{self, Op};
 use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 use crate::flusher::{SyncKind, SyncTarget};
 use crate::index::{OffsetIndex, TimeIndex};
@@ -237,7 +238,7 @@ impl Segment {
             self.created_ms = Some(now_ms);
         }
         self.pacer
-            .after_append(&self.file, self.size, &cfg.writeback)
+            .after_append(&self.file, &self.path, self.size, &cfg.writeback)
             .ctx(|| format!("paced writeback of {}", self.path.display()))
     }
 
@@ -456,9 +457,7 @@ impl Segment {
         };
         self.set_size(pos)?;
         self.rebuild(false, interval, |_| {})?;
-        self.file
-            .sync_data()
-            .ctx(|| format!("fsync {}", self.path.display()))?;
+        self.sync_data()?;
         Ok(self.next_offset)
     }
 
@@ -526,8 +525,8 @@ impl Segment {
     }
 
     pub(crate) fn sync_data(&self) -> Result<(), StorageError> {
-        self.file
-            .sync_data()
+        fault::check(Op::Fsync, &self.path)
+            .and_then(|()| self.file.sync_data())
             .ctx(|| format!("fsync {}", self.path.display()))
     }
 

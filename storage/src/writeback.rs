@@ -30,9 +30,11 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use crate::fault::{self, Op};
 use crate::flusher::{self, Gate};
 
 /// How appends are written back to the device.
@@ -127,6 +129,8 @@ pub(crate) struct Progress {
 
 #[derive(Debug, Default)]
 struct ProgressState {
+    /// Everything below has been handed to writeback jobs.
+    submitted: u64,
     /// Everything below has been waited on (is on the device queue).
     waited: u64,
     /// Everything below has been dropped from the page cache.
@@ -139,6 +143,7 @@ impl Progress {
     fn starting_at(already: u64) -> Arc<Progress> {
         Arc::new(Progress {
             state: Mutex::new(ProgressState {
+                submitted: already,
                 waited: already,
                 dropped: already,
                 failed: None,
@@ -172,6 +177,20 @@ impl Progress {
         }
     }
 
+    /// Blocks until every writeback job handed out so far has finished;
+    /// fails if any of them failed. A durability point calls this after its
+    /// fsync: a writeback wait that saw an I/O error consumed it, and the
+    /// fsync may then have reported success.
+    pub(crate) fn wait_for_submitted(&self) -> io::Result<()> {
+        let submitted = self.lock().submitted;
+        self.wait_for(submitted)
+    }
+
+    fn note_submitted(&self, to: u64) {
+        let mut g = self.lock();
+        g.submitted = g.submitted.max(to);
+    }
+
     #[cfg(test)]
     pub(crate) fn marks(&self) -> (u64, u64) {
         let g = self.lock();
@@ -185,6 +204,7 @@ impl Progress {
 #[derive(Debug)]
 pub(crate) struct WritebackJob {
     file: Arc<File>,
+    path: PathBuf,
     from: u64,
     to: u64,
     /// `Some(keep_hot_bytes)` with drop-behind.
@@ -215,6 +235,7 @@ impl WritebackJob {
     }
 
     fn wait_and_drop(&self) -> io::Result<u64> {
+        fault::check(Op::Writeback, &self.path)?;
         sync_file_range(
             &*self.file,
             self.from,
@@ -265,6 +286,7 @@ impl Pacer {
     pub(crate) fn after_append(
         &mut self,
         file: &Arc<File>,
+        path: &Path,
         size: u64,
         cfg: &WritebackConfig,
     ) -> io::Result<()> {
@@ -275,10 +297,12 @@ impl Pacer {
             let from = self.submitted;
             sync_file_range(&**file, from, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
             self.submitted += cfg.chunk_bytes;
+            self.progress.note_submitted(self.submitted);
             flusher::submit_writeback(
                 self.route,
                 WritebackJob {
                     file: file.clone(),
+                    path: path.to_path_buf(),
                     from,
                     to: self.submitted,
                     keep_hot: cfg.drop_behind.then_some(cfg.keep_hot_bytes),
@@ -293,6 +317,11 @@ impl Pacer {
             .submitted
             .saturating_sub(cfg.chunk_bytes.saturating_mul(MAX_PENDING_CHUNKS));
         self.progress.wait_for(must_be_waited)
+    }
+
+    /// How far this segment's background writeback got.
+    pub(crate) fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
     }
 
     /// After the file was truncated to `size`: chunk jobs still queued
@@ -338,9 +367,9 @@ mod tests {
         let gate = GateGuard(Gate::closed());
         let mut p = Pacer::starting_at(0);
         p.gate = Some(gate.0.clone());
-        p.after_append(&f, 12 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 12 << 10, &cfg).unwrap();
         assert_eq!(p.submitted, 8 << 10, "whole chunks only");
-        p.after_append(&f, 32 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 32 << 10, &cfg).unwrap();
         assert_eq!(p.submitted, 32 << 10);
         assert_eq!(
             p.progress.marks(),
@@ -363,10 +392,10 @@ mod tests {
         let gate = GateGuard(Gate::closed());
         let mut p = Pacer::starting_at(0);
         p.gate = Some(gate.0.clone());
-        p.after_append(&f, 32 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 32 << 10, &cfg).unwrap();
         let (tx, rx) = mpsc::channel();
         let appender = std::thread::spawn(move || {
-            let r = p.after_append(&f, 40 << 10, &cfg);
+            let r = p.after_append(&f, Path::new("t"), 40 << 10, &cfg);
             tx.send(r.is_ok()).unwrap();
             p
         });
@@ -385,11 +414,11 @@ mod tests {
         let f = file_of(64 << 10);
         let cfg = small_chunks();
         let mut p = Pacer::starting_at(0);
-        p.after_append(&f, 40 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 40 << 10, &cfg).unwrap();
         p.truncated(10 << 10);
         assert_eq!(p.submitted, 10 << 10);
         assert_eq!(p.progress.marks(), (10 << 10, 10 << 10));
-        p.after_append(&f, 18 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 18 << 10, &cfg).unwrap();
         assert_eq!(p.submitted, 18 << 10);
     }
 
@@ -401,7 +430,7 @@ mod tests {
             ..WritebackConfig::default()
         };
         let mut p = Pacer::starting_at(0);
-        p.after_append(&f, 100 << 20, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 100 << 20, &cfg).unwrap();
         assert_eq!(p.submitted, 0);
     }
 

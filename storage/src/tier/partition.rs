@@ -29,6 +29,7 @@ use super::PartitionKey;
 use crate::error::StorageError;
 use crate::files;
 use crate::log::{AppendOutcome, PartitionLog};
+use crate::sync::{SyncDone, SyncPoint};
 
 /// File in the partition directory holding the DeleteRecords floor.
 const FLOOR_FILE: &str = "tiered-log-start";
@@ -262,6 +263,28 @@ impl TieredPartition {
 
     pub fn log_end_offset(&self) -> i64 {
         self.log.log_end_offset()
+    }
+
+    /// Every offset below this is on the device (see
+    /// [`PartitionLog::flushed_offset`]).
+    pub fn flushed_offset(&self) -> i64 {
+        self.log.flushed_offset()
+    }
+
+    /// Starts a durability point at the log end: cheap, never blocks. Run
+    /// it off the task and record the outcome with
+    /// [`TieredPartition::sync_done`] (see [`SyncPoint`]).
+    pub fn sync_point(&mut self) -> SyncPoint {
+        self.log.sync_point()
+    }
+
+    /// Records the outcome of [`SyncPoint::run`]; returns the flushed
+    /// offset afterwards (see [`PartitionLog::sync_done`]). Uploads follow
+    /// the flushed offset, so they may move on too.
+    pub fn sync_done(&mut self, done: SyncDone) -> Result<i64, TierError> {
+        let flushed = self.log.sync_done(done);
+        self.after_write();
+        Ok(flushed?)
     }
 
     /// Appends unless the node's local disk budget is exhausted by data not

@@ -94,8 +94,10 @@ pub enum StorageError {
     #[error("invalid log configuration: {reason}")]
     InvalidConfig { reason: String },
 
-    /// An earlier write failed half way and could not be undone, so the log
-    /// refuses further writes until it is reopened (and recovered).
+    /// An earlier write could not be undone, or an fsync or writeback wait
+    /// failed, so the log cannot tell which acknowledged bytes reached the
+    /// device; it refuses appends, flushes and durability points until it
+    /// is reopened (and recovered). Reads still work.
     /// Kafka: KAFKA_STORAGE_ERROR.
     #[error("log {dir} is offline after a failed write: {reason}")]
     Offline { dir: PathBuf, reason: String },

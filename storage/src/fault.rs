@@ -14,9 +14,12 @@ use std::path::Path;
 pub enum Op {
     /// `fdatasync` of a segment's `.log` file (flush, seal, sync point).
     Fsync,
-    /// The wait for a paced writeback chunk (`sync_file_range` with
-    /// `WAIT_AFTER`) of a segment's `.log` file.
-    Writeback,
+    /// The start of a paced writeback chunk on the append path
+    /// (`sync_file_range` with `WRITE`) of a segment's `.log` file.
+    WritebackStart,
+    /// The background wait for a paced writeback chunk (`sync_file_range`
+    /// with `WAIT_AFTER`) of a segment's `.log` file.
+    WritebackWait,
 }
 
 #[cfg(any(test, feature = "testing"))]

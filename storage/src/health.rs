@@ -43,3 +43,7 @@ impl Health {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "health_tests.rs"]
+mod tests;

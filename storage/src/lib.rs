@@ -83,6 +83,7 @@ mod flusher;
 mod health;
 mod index;
 mod log;
+mod pool;
 mod producer;
 mod records;
 mod recovery;

@@ -21,8 +21,9 @@ use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
 use crate::files::{self, SNAPSHOT_EXT};
-use crate::flusher::{self, Gate, SealJob, Ticket};
+use crate::flusher::{self, SealJob, Ticket};
 use crate::health::Health;
+use crate::pool::Gate;
 use crate::producer::{ProducerStates, Staged};
 use crate::recovery;
 use crate::segment::{Placed, Segment, SegmentInfo};
@@ -331,35 +332,30 @@ impl PartitionLog {
         }
 
         let config = self.config.clone();
-        let seg = self.active_mut();
-        let old_size = seg.size;
-        if let Err(e) = seg.append(records, &placed, &config, now_ms) {
-            if seg.size == old_size {
-                // The write itself failed: undo any partial bytes.
-                if let Err(undo) = seg.set_size(old_size) {
-                    self.health
-                        .set_offline(format!("{e}; then could not truncate back: {undo}"));
-                }
-            } else {
-                // Written and indexed, but writeback reported an I/O error.
-                self.health.set_offline(e.to_string());
-                self.producers.commit(staged);
-                self.end_tx.send_replace(next);
-            }
+        let health = Arc::clone(&self.health);
+        let record_count = next - first_offset;
+        let flush_due = self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_records + record_count as u64 >= n);
+        let old_size = self.active().size;
+        let written = self
+            .active_mut()
+            .append(records, &placed, &config, now_ms, &health);
+        let result = match written {
+            Ok(()) if flush_due => self.flush(),
+            other => other,
+        };
+        if let Err(e) = result {
+            self.undo_append(old_size, &e);
             return Err(e);
         }
         self.producers.commit(staged);
-        let record_count = next - first_offset;
-        self.unflushed_records += record_count as u64;
-        self.first_unflushed_ms.get_or_insert(now_ms);
-        self.end_tx.send_replace(next);
-        if self
-            .config
-            .flush_messages
-            .is_some_and(|n| self.unflushed_records >= n)
-        {
-            self.flush()?;
+        if !flush_due {
+            self.unflushed_records += record_count as u64;
+            self.first_unflushed_ms.get_or_insert(now_ms);
         }
+        self.end_tx.send_replace(next);
         Ok(AppendOutcome::Appended(AppendInfo {
             base_offset: first_offset,
             last_offset: next - 1,
@@ -368,6 +364,36 @@ impl PartitionLog {
             record_count: u32::try_from(record_count).unwrap_or(u32::MAX),
             bytes: records.len(),
         }))
+    }
+
+    /// Undoes an append that failed at or after its write: cuts the active
+    /// segment back to `old_size` and, if the append was indexed, rebuilds
+    /// the segment's in-memory state, so that neither readers nor the next
+    /// open see bytes whose append was answered with an error. A write that
+    /// failed outright (a full disk, say) leaves the log online once cut
+    /// back. A failure after the write (the start or wait of its writeback,
+    /// or the fsync `flush.messages` asked for) takes the log offline:
+    /// bytes appended before may not be durable either.
+    fn undo_append(&mut self, old_size: u64, e: &StorageError) {
+        let interval = self.config.index_interval_bytes;
+        let seg = self.active_mut();
+        let indexed = seg.size != old_size;
+        let undone = seg.set_size(old_size).and_then(|()| {
+            if indexed {
+                seg.rebuild(false, interval, |_| {}).map(|_| ())
+            } else {
+                Ok(())
+            }
+        });
+        match undone {
+            Err(undo) => self
+                .health
+                .set_offline(format!("{e}; then could not cut the append back: {undo}")),
+            Ok(()) if indexed => self
+                .health
+                .set_offline(format!("an append failed after its write: {e}")),
+            Ok(()) => {}
+        }
     }
 
     /// Rolls before an append of `bytes` ending at `next_offset` if the
@@ -399,6 +425,7 @@ impl PartitionLog {
         }
         // Only cheap, non-blocking work here: the fsyncs that make the
         // sealed segment durable run on the flusher (see `flusher`).
+        let progress = self.active().pacer.progress();
         let targets = self.active_mut().seal_deferred()?;
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;
@@ -415,6 +442,8 @@ impl PartitionLog {
             targets,
             recovery_point: log_end,
             ticket: ticket.clone(),
+            progress,
+            health: Arc::clone(&self.health),
             gate: self.flush_gate.clone(),
         });
         self.pending.push_back(PendingFlush {
@@ -460,10 +489,10 @@ impl PartitionLog {
     /// Holds this log's background flushes until the returned guard is
     /// opened or dropped (so a failing test cannot wedge a shared worker).
     #[cfg(test)]
-    pub(crate) fn hold_flushes(&mut self) -> flusher::GateGuard {
+    pub(crate) fn hold_flushes(&mut self) -> crate::pool::GateGuard {
         let g = Gate::closed();
         self.flush_gate = Some(g.clone());
-        flusher::GateGuard(g)
+        crate::pool::GateGuard(g)
     }
 
     /// Keeps the `keep` newest producer snapshots and none below log start.
@@ -487,12 +516,22 @@ impl PartitionLog {
     }
 
     /// fsyncs everything appended so far: waits for the background
-    /// flushes of earlier rolls, then fsyncs the active segment.
+    /// flushes of earlier rolls, then fsyncs the active segment and checks
+    /// that none of its writeback waits failed. A failure takes the log
+    /// offline: bytes it acknowledged may not be durable.
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.check_online()?;
+        let r = self.flush_all();
+        if let Err(e) = &r {
+            self.health.set_offline(format!("flush failed: {e}"));
+        }
+        r
+    }
+
+    fn flush_all(&mut self) -> Result<(), StorageError> {
         self.wait_flushes()?;
         let end = self.log_end_offset();
-        self.active().sync_data()?;
+        self.active().sync_durable()?;
         self.flushed_offset = end;
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;
@@ -670,7 +709,7 @@ impl PartitionLog {
         self.wait_flushes()?;
         let log_end = self.log_end_offset();
         let seg = self.active_mut();
-        seg.sync_data()?;
+        seg.sync_durable()?;
         seg.finish_indexes()?;
         self.producers.write_snapshot(&self.dir, log_end)?;
         self.prune_snapshots(SNAPSHOTS_KEPT)?;

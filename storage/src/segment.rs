@@ -18,6 +18,7 @@ use crate::error::{IoContext, StorageError};
 use crate::fault::{self, Op};
 use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 use crate::flusher::{SyncKind, SyncTarget};
+use crate::health::Health;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::writeback::Pacer;
 
@@ -217,6 +218,7 @@ impl Segment {
         placed: &[Placed],
         cfg: &LogConfig,
         now_ms: i64,
+        health: &Arc<Health>,
     ) -> Result<(), StorageError> {
         let start = self.size;
         self.file
@@ -238,7 +240,7 @@ impl Segment {
             self.created_ms = Some(now_ms);
         }
         self.pacer
-            .after_append(&self.file, &self.path, self.size, &cfg.writeback)
+            .after_append(&self.file, &self.path, self.size, &cfg.writeback, health)
             .ctx(|| format!("paced writeback of {}", self.path.display()))
     }
 
@@ -522,6 +524,17 @@ impl Segment {
         self.append_final_time_entry();
         self.offset_index.seal()?;
         self.time_index.seal()
+    }
+
+    /// `fdatasync`, then a check that no writeback wait of the segment
+    /// handed out so far failed (one that did consumed the error the
+    /// fdatasync would otherwise report; see `writeback`).
+    pub(crate) fn sync_durable(&self) -> Result<(), StorageError> {
+        self.sync_data()?;
+        self.pacer
+            .progress()
+            .wait_for_submitted()
+            .ctx(|| format!("paced writeback of {}", self.path.display()))
     }
 
     pub(crate) fn sync_data(&self) -> Result<(), StorageError> {

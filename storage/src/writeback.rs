@@ -13,11 +13,11 @@
 //!    chunk (asynchronous), so the device is kept busy long before the
 //!    kernel's thresholds would wake its flusher;
 //! 2. the chunk's wait, `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`,
-//!    runs on the background flusher (`flusher`), not on the append path;
+//!    runs on the writeback pool (`pool`), not on the append path;
 //!    an append blocks only when more than [`MAX_PENDING_CHUNKS`] chunks of
 //!    its segment are still unwaited, i.e. when the producer outruns the
 //!    device, which bounds dirty memory per partition;
-//! 3. with `drop_behind`, the flusher then drops ranges that are written
+//! 3. with `drop_behind`, the worker then drops ranges that are written
 //!    back and older than `keep_hot_bytes` from the page cache with
 //!    `posix_fadvise(DONTNEED)`: tail readers read the newest bytes, which
 //!    stay cached; older readers would come from disk (or from the tiered
@@ -25,7 +25,14 @@
 //!
 //! `sync_file_range` gives no durability guarantee (no metadata, no device
 //! cache flush); the background fsync of a sealed segment after a roll, and
-//! `fsync` on close and `flush.messages`/`flush.ms`, do.
+//! `fsync` on close, `flush.messages`/`flush.ms` and sync points, do. But a
+//! chunk's wait that fails consumes the I/O error (the kernel reports a
+//! writeback error once per open file), so a later fsync of the same file
+//! may succeed although the chunk never reached the device. Hence:
+//! 4. a failed wait is recorded in the segment's [`Progress`] and takes the
+//!    log offline at once (the flag in `health`); every fsync that makes the
+//!    segment durable (seal, flush, close, sync point) then waits for the
+//!    segment's chunk waits handed out so far and fails if one failed.
 
 use std::fs::File;
 use std::io;
@@ -35,7 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::fault::{self, Op};
-use crate::flusher::{self, Gate};
+use crate::health::Health;
+use crate::pool::{self, Gate};
 
 /// How appends are written back to the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,12 +143,13 @@ struct ProgressState {
     waited: u64,
     /// Everything below has been dropped from the page cache.
     dropped: u64,
-    /// The first writeback failure, reported by the next append.
+    /// The first writeback failure, reported by the next append of the
+    /// segment and by every durability point that covers it.
     failed: Option<(io::ErrorKind, String)>,
 }
 
 impl Progress {
-    fn starting_at(already: u64) -> Arc<Progress> {
+    pub(crate) fn starting_at(already: u64) -> Arc<Progress> {
         Arc::new(Progress {
             state: Mutex::new(ProgressState {
                 submitted: already,
@@ -198,7 +207,7 @@ impl Progress {
     }
 }
 
-/// The blocking half of pacing one chunk, run by the background flusher:
+/// The blocking half of pacing one chunk, run by the writeback pool:
 /// wait until the chunk's writeback reached the device queue, then drop
 /// written-back bytes older than the hot window from the page cache.
 #[derive(Debug)]
@@ -210,6 +219,7 @@ pub(crate) struct WritebackJob {
     /// `Some(keep_hot_bytes)` with drop-behind.
     keep_hot: Option<u64>,
     progress: Arc<Progress>,
+    health: Arc<Health>,
     gate: Option<Arc<Gate>>,
 }
 
@@ -218,45 +228,58 @@ impl WritebackJob {
         if let Some(g) = &self.gate {
             g.pass();
         }
-        let r = self.wait_and_drop();
-        let mut g = self.progress.lock();
-        match r {
-            Ok(dropped) => {
-                g.waited = g.waited.max(self.to);
-                g.dropped = g.dropped.max(dropped);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "paced writeback failed");
-                g.failed.get_or_insert((e.kind(), e.to_string()));
-            }
+        let waited = fault::check(Op::WritebackWait, &self.path).and_then(|()| {
+            sync_file_range(
+                &*self.file,
+                self.from,
+                self.to - self.from,
+                SyncRangeFlags::WRITE_AND_WAIT,
+            )
+        });
+        if let Err(e) = waited {
+            // The error is now consumed: no later fsync of this file will
+            // report it, so the log must not count these bytes durable.
+            self.health.set_offline(format!(
+                "paced writeback of {} failed: {e}",
+                self.path.display()
+            ));
+            self.progress
+                .lock()
+                .failed
+                .get_or_insert((e.kind(), e.to_string()));
+            self.progress.cv.notify_all();
+            return;
         }
+        let dropped = self.drop_behind();
+        let mut g = self.progress.lock();
+        g.waited = g.waited.max(self.to);
+        g.dropped = g.dropped.max(dropped);
         drop(g);
         self.progress.cv.notify_all();
     }
 
-    fn wait_and_drop(&self) -> io::Result<u64> {
-        fault::check(Op::Writeback, &self.path)?;
-        sync_file_range(
-            &*self.file,
-            self.from,
-            self.to - self.from,
-            SyncRangeFlags::WRITE_AND_WAIT,
-        )?;
+    /// Drops written-back bytes older than the hot window from the page
+    /// cache; returns how far the cache is dropped. A failure only costs
+    /// memory, so it is logged, not reported.
+    fn drop_behind(&self) -> u64 {
         let dropped = self.progress.lock().dropped;
         if let Some(keep) = self.keep_hot {
             let cold_end = self.to.saturating_sub(keep);
             if cold_end > dropped {
-                drop_cache(&*self.file, dropped, cold_end - dropped)?;
-                return Ok(cold_end);
+                if let Err(e) = drop_cache(&*self.file, dropped, cold_end - dropped) {
+                    tracing::warn!(file = %self.path.display(), error = %e, "dropping written-back pages from the cache failed");
+                    return dropped;
+                }
+                return cold_end;
             }
         }
-        Ok(dropped)
+        dropped
     }
 }
 
 /// Writeback pacing of one segment file. The append path only starts
 /// writeback (`SYNC_FILE_RANGE_WRITE`) of each full chunk and queues the
-/// chunk's wait and cache drop on the background flusher; it blocks only
+/// chunk's wait and cache drop on the writeback pool; it blocks only
 /// when more than [`MAX_PENDING_CHUNKS`] chunks are still unwaited.
 #[derive(Debug)]
 pub(crate) struct Pacer {
@@ -289,27 +312,28 @@ impl Pacer {
         path: &Path,
         size: u64,
         cfg: &WritebackConfig,
+        health: &Arc<Health>,
     ) -> io::Result<()> {
         if !cfg.paced || cfg.chunk_bytes == 0 {
             return Ok(());
         }
         while size.saturating_sub(self.submitted) >= cfg.chunk_bytes {
             let from = self.submitted;
+            fault::check(Op::WritebackStart, path)?;
             sync_file_range(&**file, from, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
             self.submitted += cfg.chunk_bytes;
             self.progress.note_submitted(self.submitted);
-            flusher::submit_writeback(
-                self.route,
-                WritebackJob {
-                    file: file.clone(),
-                    path: path.to_path_buf(),
-                    from,
-                    to: self.submitted,
-                    keep_hot: cfg.drop_behind.then_some(cfg.keep_hot_bytes),
-                    progress: self.progress.clone(),
-                    gate: self.gate.clone(),
-                },
-            );
+            let job = WritebackJob {
+                file: file.clone(),
+                path: path.to_path_buf(),
+                from,
+                to: self.submitted,
+                keep_hot: cfg.drop_behind.then_some(cfg.keep_hot_bytes),
+                progress: self.progress.clone(),
+                health: Arc::clone(health),
+                gate: self.gate.clone(),
+            };
+            pool::WRITEBACK.submit(self.route, Box::new(move || job.run()));
         }
         // Returns at once unless the device is more than the allowed
         // number of chunks behind (or an earlier chunk failed).
@@ -343,12 +367,16 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use crate::flusher::GateGuard;
+    use crate::pool::GateGuard;
 
     fn file_of(len: usize) -> Arc<File> {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&vec![7u8; len]).unwrap();
         Arc::new(f)
+    }
+
+    fn health() -> Arc<Health> {
+        Arc::new(Health::default())
     }
 
     fn small_chunks() -> WritebackConfig {
@@ -367,9 +395,11 @@ mod tests {
         let gate = GateGuard(Gate::closed());
         let mut p = Pacer::starting_at(0);
         p.gate = Some(gate.0.clone());
-        p.after_append(&f, Path::new("t"), 12 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 12 << 10, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 8 << 10, "whole chunks only");
-        p.after_append(&f, Path::new("t"), 32 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 32 << 10, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 32 << 10);
         assert_eq!(
             p.progress.marks(),
@@ -392,10 +422,11 @@ mod tests {
         let gate = GateGuard(Gate::closed());
         let mut p = Pacer::starting_at(0);
         p.gate = Some(gate.0.clone());
-        p.after_append(&f, Path::new("t"), 32 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 32 << 10, &cfg, &health())
+            .unwrap();
         let (tx, rx) = mpsc::channel();
         let appender = std::thread::spawn(move || {
-            let r = p.after_append(&f, Path::new("t"), 40 << 10, &cfg);
+            let r = p.after_append(&f, Path::new("t"), 40 << 10, &cfg, &health());
             tx.send(r.is_ok()).unwrap();
             p
         });
@@ -414,11 +445,13 @@ mod tests {
         let f = file_of(64 << 10);
         let cfg = small_chunks();
         let mut p = Pacer::starting_at(0);
-        p.after_append(&f, Path::new("t"), 40 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 40 << 10, &cfg, &health())
+            .unwrap();
         p.truncated(10 << 10);
         assert_eq!(p.submitted, 10 << 10);
         assert_eq!(p.progress.marks(), (10 << 10, 10 << 10));
-        p.after_append(&f, Path::new("t"), 18 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 18 << 10, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 18 << 10);
     }
 
@@ -430,7 +463,8 @@ mod tests {
             ..WritebackConfig::default()
         };
         let mut p = Pacer::starting_at(0);
-        p.after_append(&f, Path::new("t"), 100 << 20, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 100 << 20, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 0);
     }
 

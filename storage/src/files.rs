@@ -4,6 +4,8 @@
 //! - `{base:020}.log`, `.index`, `.timeindex`: one segment and its indexes;
 //! - `{offset:020}.snapshot`: producer state as of `offset`;
 //! - `log-start-offset`, `leader-epoch-checkpoint`: small checkpoints;
+//! - `producer-start-offset`: only while local copies below the log start
+//!   were evicted (tiering): producer state is kept down to this offset;
 //! - `recovery-point-offset`: every offset below it is on the device;
 //! - `clean-shutdown`: present only while the log is closed cleanly.
 
@@ -18,6 +20,7 @@ pub(crate) const INDEX_EXT: &str = "index";
 pub(crate) const TIME_INDEX_EXT: &str = "timeindex";
 pub(crate) const SNAPSHOT_EXT: &str = "snapshot";
 pub(crate) const LOG_START_FILE: &str = "log-start-offset";
+pub(crate) const PRODUCER_START_FILE: &str = "producer-start-offset";
 pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
 pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 pub(crate) const RECOVERY_POINT_FILE: &str = "recovery-point-offset";

@@ -32,7 +32,8 @@
 //!
 //! Directory layout of one partition: `{base:020}.log` / `.index` /
 //! `.timeindex` per segment, `{offset:020}.snapshot` (producer state),
-//! `log-start-offset`, `leader-epoch-checkpoint`, `recovery-point-offset`
+//! `log-start-offset`, `producer-start-offset` (only while local copies of
+//! tiered records were evicted), `leader-epoch-checkpoint`, `recovery-point-offset`
 //! (below it every segment is fsynced; rolls fsync in the background, see
 //! `flusher`), and `clean-shutdown` while closed cleanly.
 //!

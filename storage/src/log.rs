@@ -107,6 +107,10 @@ pub struct PartitionLog {
     /// By base offset; the last one is the active segment. Never empty.
     pub(crate) segments: BTreeMap<i64, Segment>,
     pub(crate) log_start: i64,
+    /// Producer state is kept for batches down to this; below `log_start`
+    /// only while local copies were evicted but the batches still exist
+    /// elsewhere (see `retention`).
+    pub(crate) producer_start: i64,
     pub(crate) epochs: LeaderEpochCache,
     pub(crate) producers: ProducerStates,
     pub(crate) end_tx: watch::Sender<i64>,
@@ -151,6 +155,7 @@ impl PartitionLog {
             config,
             segments: r.segments,
             log_start: r.log_start,
+            producer_start: r.producer_start,
             epochs: r.epochs,
             producers: r.producers,
             end_tx,

@@ -10,7 +10,9 @@
 //! - otherwise its first sequence must follow the last one (wrapping at
 //!   `i32::MAX`), else `OutOfOrderSequence`;
 //! - a producer the log does not know (new, expired, or its batches deleted
-//!   by retention) may start at any sequence.
+//!   by retention or DeleteRecords from every tier) may start at any
+//!   sequence. Evicting only the local copies of tiered batches keeps the
+//!   producer (see `retention`).
 //!
 //! The state is rebuilt on open from the newest snapshot
 //! (`{offset:020}.snapshot`, written at roll and close) plus a scan of the

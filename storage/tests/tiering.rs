@@ -17,7 +17,7 @@ use storage::tier::{
     Manifest, MemoryManifest, PartitionKey, Tier, TierConfig, TierError, TierRetention,
     TieredPartition,
 };
-use storage::PartitionLog;
+use storage::{AppendOutcome, PartitionLog};
 
 const TS: i64 = 1_700_000_000_000;
 
@@ -245,6 +245,56 @@ async fn local_retention_deletes_only_what_object_storage_holds_and_reads_contin
         all,
         sent.concat(),
         "every appended batch, in order, across tiers"
+    );
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_retry_after_local_eviction_is_answered_as_a_duplicate() {
+    let r = rig(None).await;
+    let keep_nothing = TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    };
+    let mut p = r.open(keep_nothing);
+    let idem = |seq| {
+        let producer = common::Idem {
+            pid: 77,
+            epoch: 0,
+            seq,
+        };
+        common::batch_with(5, 100, TS, Compression::None, Some(producer), 1)
+    };
+    p.append(&mut idem(0), 0, TS).unwrap();
+    let original = *p.append(&mut idem(5), 0, TS).unwrap().info();
+    fill(&mut p, 400, 0);
+    all_uploaded(&mut p).await;
+    p.tick(TS).unwrap();
+    assert!(
+        p.local_log_start_offset() > original.last_offset,
+        "the producer's batches left local disk"
+    );
+    assert_eq!(p.log_start_offset(), 0, "but not object storage");
+    let is_original_duplicate = |o: AppendOutcome| {
+        matches!(o, AppendOutcome::Duplicate(i)
+            if (i.base_offset, i.last_offset) == (original.base_offset, original.last_offset))
+    };
+    // The acknowledgement was lost; the producer retries its last batch.
+    let retry = p.append(&mut idem(5), 0, TS).unwrap();
+    assert!(is_original_duplicate(retry), "{retry:?}");
+    p.close().unwrap();
+
+    let mut p = r.open(keep_nothing);
+    let retry = p.append(&mut idem(5), 0, TS).unwrap();
+    assert!(is_original_duplicate(retry), "after a restart: {retry:?}");
+
+    // Once the records are gone from every tier, so is the producer.
+    p.delete_records_before(original.last_offset + 1).unwrap();
+    let again = p.append(&mut idem(5), 0, TS).unwrap();
+    assert!(
+        matches!(again, AppendOutcome::Appended(_)),
+        "an unknown producer may start anywhere: {again:?}"
     );
     p.close().unwrap();
     r.tier.shutdown().await;

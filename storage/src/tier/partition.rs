@@ -224,6 +224,9 @@ impl TieredPartition {
             sealed,
             high_watermark: p.reported_bound,
         });
+        if let Err(e) = p.expire_producers() {
+            tracing::warn!(dir = %p.log.dir().display(), error = %e, "could not expire producer state below the log start");
+        }
         p.recount();
         p
     }
@@ -329,7 +332,7 @@ impl TieredPartition {
             if budget.local_over(0) {
                 self.evict_tiered(now_ms, &budget)?;
             } else {
-                self.log.enforce_retention(
+                self.log.evict_local_copies(
                     now_ms,
                     self.retention.local_retention_bytes,
                     self.retention.local_retention_ms,
@@ -337,7 +340,19 @@ impl TieredPartition {
                 )?;
             }
         }
+        self.expire_producers()?;
         self.recount();
+        Ok(())
+    }
+
+    /// Forgets idempotent producers whose batches are below the log start
+    /// across tiers (not the local one: evicted local copies are still
+    /// readable, and retried, from object storage).
+    fn expire_producers(&mut self) -> Result<(), TierError> {
+        let start = self.log_start_offset();
+        if start > self.log.producer_state_start() {
+            self.log.expire_producers_below(start)?;
+        }
         Ok(())
     }
 
@@ -375,6 +390,7 @@ impl TieredPartition {
             });
             self.reg.link.trim(key);
         }
+        self.expire_producers()?;
         self.recount();
         Ok(self.log_start_offset())
     }
@@ -401,7 +417,7 @@ impl TieredPartition {
         }
         let deleted = self
             .log
-            .enforce_retention(now_ms, Some(0), None, deletable)?;
+            .evict_local_copies(now_ms, Some(0), None, deletable)?;
         if !deleted.is_empty() {
             budget.note_early_eviction();
             self.recount();

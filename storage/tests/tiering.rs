@@ -582,6 +582,65 @@ async fn delete_records_raises_the_log_start_across_tiers_durably() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delete_records_floor_survives_losing_the_local_directory() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 400, 0);
+    all_uploaded(&mut p).await;
+    // A floor inside the first tiered entry: the entry straddles it and stays.
+    let first = p.shared().manifest()[0].clone();
+    let floor = first.base_offset + 10;
+    assert!(floor < first.last_offset);
+    r.tier.persist_log_start(r.key, floor).await.unwrap();
+    assert_eq!(p.delete_records_before(floor).unwrap(), floor);
+    p.close().unwrap();
+
+    // The disk is replaced: the partition directory is gone.
+    std::fs::remove_dir_all(r.dir.path()).unwrap();
+    std::fs::create_dir(r.dir.path()).unwrap();
+    let p = r.open(TierRetention::default());
+    assert_eq!(
+        p.log_start_offset(),
+        floor,
+        "the floor came from the manifest"
+    );
+    assert!(
+        r.tier.read(r.key, floor - 1, 1000).await.unwrap().is_none(),
+        "records below the floor are never served again"
+    );
+    let read = r.tier.read(r.key, floor, 1000).await.unwrap().unwrap();
+    assert!(read.first_offset <= floor && read.next_offset > floor);
+    let found = r
+        .tier
+        .offset_for_timestamp(r.key, 0, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        found.1, floor,
+        "timestamp lookups skip what lies below the floor"
+    );
+    let max = r.tier.max_timestamp(r.key, 0).await.unwrap().unwrap();
+    assert!(max.1 >= floor);
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_start_past_the_log_end_is_not_recorded() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 10, 0);
+    let end = p.log_end_offset();
+    assert!(r.tier.persist_log_start(r.key, end + 1).await.is_err());
+    assert_eq!(r.manifest.log_start(r.key), None);
+    r.tier.persist_log_start(r.key, end).await.unwrap();
+    assert_eq!(r.manifest.log_start(r.key), Some(end));
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_topic_loses_every_object_and_its_manifest() {
     let r = rig(None).await;
     let mut p = r.open(TierRetention::default());

@@ -43,6 +43,8 @@ mod driver;
 pub mod engine;
 mod error;
 pub mod manifest;
+#[cfg(any(test, feature = "testing"))]
+pub mod manifest_suite;
 mod metrics;
 mod partition;
 mod retention;

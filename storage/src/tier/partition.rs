@@ -8,8 +8,10 @@
 //! - deletes local segments under `local.retention.*` (or early, under
 //!   disk pressure), but only below what the uploader says is committed;
 //! - answers the partition's log start across both tiers, and keeps the
-//!   DeleteRecords floor (persisted in the partition directory) so tiered
-//!   data below it is never served again.
+//!   DeleteRecords floor (recorded in the manifest by
+//!   [`super::Tier::persist_log_start`] before it is applied, and in the
+//!   partition directory) so tiered data below it is never served again,
+//!   even after the local directory is lost.
 //!
 //! What it shares with the uploader lives in [`PartitionShared`]: the
 //! manifest snapshot (written by the uploader), `deletable_below` (written
@@ -239,6 +241,11 @@ impl TieredPartition {
             .unwrap_or(-1))
     }
 
+    /// Persists the DeleteRecords floor in a partition directory.
+    pub(crate) fn write_floor(dir: &std::path::Path, offset: i64) -> Result<(), StorageError> {
+        files::write_atomic(dir, FLOOR_FILE, offset.to_string().as_bytes(), true)
+    }
+
     /// The local log (reads, timestamps, epochs, subscriptions).
     pub fn log(&self) -> &PartitionLog {
         &self.log
@@ -358,7 +365,9 @@ impl TieredPartition {
 
     /// DeleteRecords across both tiers: raises the log start to `offset`
     /// (local segments below it go at once, tiered ones with the uploader's
-    /// next retention pass). Returns the new log start.
+    /// next retention pass). Returns the new log start. Record the floor in
+    /// the manifest first ([`super::Tier::persist_log_start`]), so that it
+    /// survives the loss of the local directory.
     pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, TierError> {
         let end = self.log.log_end_offset();
         if offset < 0 || offset > end {
@@ -376,12 +385,7 @@ impl TieredPartition {
             self.log.delete_records_before(offset)?;
         }
         if offset > self.reg.shared.floor() {
-            files::write_atomic(
-                self.log.dir(),
-                FLOOR_FILE,
-                offset.to_string().as_bytes(),
-                true,
-            )?;
+            TieredPartition::write_floor(self.log.dir(), offset)?;
             self.reg.shared.floor.store(offset, Ordering::Release);
             let key = self.reg.shared.key();
             self.reg.link.send(Event::LogStartRaised {

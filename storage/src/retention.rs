@@ -209,7 +209,9 @@ impl PartitionLog {
             }
             let by_size = retention_bytes.is_some_and(|rb| total - seg.size >= rb);
             let by_time = retention_ms.is_some_and(|ms| {
-                now_ms.saturating_sub(seg.max_timestamp) > i64::try_from(ms).unwrap_or(i64::MAX)
+                seg.retention_time().is_some_and(|t| {
+                    now_ms.saturating_sub(t) > i64::try_from(ms).unwrap_or(i64::MAX)
+                })
             });
             if !(by_size || by_time) {
                 break;

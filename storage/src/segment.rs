@@ -526,6 +526,22 @@ impl Segment {
         self.time_index.seal()
     }
 
+    /// The time `retention.ms` counts from: the largest timestamp in the
+    /// segment, or, when its batches carry none (all -1, as old clients
+    /// send), the time the file was last written (Kafka falls back to the
+    /// file's modification time too). `None` if neither is known.
+    pub(crate) fn retention_time(&self) -> Option<i64> {
+        if self.max_timestamp >= 0 {
+            return Some(self.max_timestamp);
+        }
+        let modified = self.file.metadata().and_then(|m| m.modified()).ok()?;
+        let ms = modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_millis();
+        i64::try_from(ms).ok()
+    }
+
     /// `fdatasync`, then a check that no writeback wait of the segment
     /// handed out so far failed (one that did consumed the error the
     /// fdatasync would otherwise report; see `writeback`).

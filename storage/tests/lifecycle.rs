@@ -284,3 +284,27 @@ fn truncate_fully_restarts_the_log_at_a_new_offset() {
         (1_000, 1_001)
     );
 }
+
+#[test]
+fn a_segment_without_timestamps_expires_by_its_file_time_not_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    while log.segments().len() < 3 {
+        log.append(&mut untimed_batch(10, 10_000, 0), 0, 0).unwrap();
+    }
+    assert_eq!(log.segments()[0].max_timestamp, Some(-1));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let hour: u64 = 3_600_000;
+    let deleted = log
+        .enforce_retention(now, None, Some(hour), i64::MAX)
+        .unwrap();
+    assert!(deleted.is_empty(), "written just now, so not an hour old");
+    assert_eq!(log.log_start_offset(), 0);
+    let deleted = log
+        .enforce_retention(now + 2 * hour as i64, None, Some(hour), i64::MAX)
+        .unwrap();
+    assert_eq!(deleted.len(), 2, "both sealed segments expire by file time");
+}

@@ -641,6 +641,33 @@ async fn a_log_start_past_the_log_end_is_not_recorded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiered_segments_without_timestamps_expire_by_their_upload_time() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention {
+        retention_ms: Some(1_000),
+        ..TierRetention::default()
+    });
+    for i in 0..300 {
+        p.append(&mut common::untimed_batch(50, 200, i), 0, TS)
+            .unwrap();
+    }
+    all_uploaded(&mut p).await;
+    let uploaded = r.manifest.segments(r.key);
+    assert!(uploaded.len() >= 2);
+    assert!(uploaded.iter().all(|e| e.max_timestamp == -1));
+    until(
+        "entries without timestamps expire a second after upload",
+        || {
+            let left = r.manifest.segments(r.key).len();
+            async move { left == 0 }
+        },
+    )
+    .await;
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_topic_loses_every_object_and_its_manifest() {
     let r = rig(None).await;
     let mut p = r.open(TierRetention::default());

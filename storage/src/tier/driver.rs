@@ -203,6 +203,7 @@ impl Tier {
             tasks: JoinSet::new(),
             retention: None,
             failed_deletes: Arc::new(Mutex::new(Vec::new())),
+            upload_times: Arc::new(Mutex::new(HashMap::new())),
         };
         let handle = tokio::spawn(driver.run());
         Tier {
@@ -451,6 +452,7 @@ struct Driver {
     tasks: JoinSet<()>,
     retention: Option<JoinHandle<()>>,
     failed_deletes: Arc<Mutex<Vec<(Path, u64)>>>,
+    upload_times: Arc<Mutex<HashMap<String, i64>>>,
 }
 
 impl Driver {
@@ -598,6 +600,7 @@ impl Driver {
             mode: self.config.delete_mode,
             deadline: self.config.manifest_timeout,
             failed: Arc::clone(&self.failed_deletes),
+            upload_times: Arc::clone(&self.upload_times),
         };
         self.retention = Some(tokio::spawn(pass.run()));
     }

@@ -32,6 +32,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::BatchHeader;
 use crate::config::LogConfig;
@@ -477,7 +478,10 @@ fn recover_producers(
         }
     }
     let (from, mut producers) = state.unwrap_or((log_start, ProducerStates::default()));
-    for_each_header(segments, from, log_end, |h| producers.replay(h))?;
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    for_each_header(segments, from, log_end, |h| producers.replay(h, now_ms))?;
     producers.remove_below(producer_start);
     Ok(producers)
 }

@@ -308,3 +308,33 @@ fn a_segment_without_timestamps_expires_by_its_file_time_not_at_once() {
         .unwrap();
     assert_eq!(deleted.len(), 2, "both sealed segments expire by file time");
 }
+
+#[test]
+fn producers_replayed_on_open_are_not_expired_by_their_old_batch_timestamps() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
+    // A backfill keeps its records' original time: years before now.
+    let old = batch_with(
+        3,
+        16,
+        1_000,
+        Compression::None,
+        Some(Idem {
+            pid: 5,
+            epoch: 0,
+            seq: 0,
+        }),
+        0,
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    log.append(&mut old.clone(), 0, now).unwrap();
+    drop(log); // no snapshot: the producer is replayed from batch headers
+    let mut log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
+    log.tick(now + 1_000).unwrap();
+    assert_eq!(log.producer_count(), 1, "idle for a second, not for years");
+    let retry = log.append(&mut old.clone(), 0, now + 2_000).unwrap();
+    assert!(matches!(retry, AppendOutcome::Duplicate(_)), "{retry:?}");
+}

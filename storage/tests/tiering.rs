@@ -668,6 +668,44 @@ async fn tiered_segments_without_timestamps_expire_by_their_upload_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_tiered_object_gives_a_retriable_error_not_bad_bytes() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    let sent = fill(&mut p, 300, 0);
+    all_uploaded(&mut p).await;
+    let first = p.shared().manifest()[0].clone();
+    let key = cache::object_store::path::Path::parse(&first.key).unwrap();
+    let good = r
+        .store
+        .store
+        .get(&key)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    // Bit rot inside the first batch's records: sizes still match.
+    let mut bad = good.to_vec();
+    bad[200] ^= 0x01;
+    r.store.store.put(&key, bad.into()).await.unwrap();
+    let err = r
+        .tier
+        .read(r.key, 0, 1000)
+        .await
+        .expect_err("a batch failing its CRC is never served");
+    assert!(
+        matches!(err, TierError::CorruptObject { .. }) && err.is_retriable(),
+        "{err}"
+    );
+    // Repaired (or a transient fault gone): the retry reads it afresh.
+    r.store.store.put(&key, good.into()).await.unwrap();
+    let read = r.tier.read(r.key, 0, 1000).await.unwrap().unwrap();
+    assert_eq!(&read.bytes[..], &sent[0][..]);
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_topic_loses_every_object_and_its_manifest() {
     let r = rig(None).await;
     let mut p = r.open(TierRetention::default());

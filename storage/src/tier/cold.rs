@@ -5,8 +5,10 @@
 //! in the entry's `.idx` object (the same sparse index the local segment
 //! had: 8-byte entries `relative offset u32 | position u32`), walks batch
 //! headers from there to the batch holding the offset, and returns whole
-//! batches from it, byte for byte as the local segment held them. Like a
-//! local read it stays within one segment and always returns the first
+//! batches from it, byte for byte as the local segment held them, after
+//! checking each batch's CRC-32C (damaged bytes are an error, never records;
+//! the object's cached blocks are dropped so a retry fetches it again). Like
+//! a local read it stays within one segment and always returns the first
 //! batch whole. Near the end of a segment the first blocks of the next one
 //! are fetched ahead, so a consumer crossing segments does not wait.
 //!
@@ -101,6 +103,21 @@ fn checked_len(h: &BatchHeader, key: &Path, pos: u64, object_size: u64) -> Resul
     }
 }
 
+/// Checks the CRC-32C of every batch in `bytes` (read from the object at
+/// `pos`), so that damaged bytes are never served as records.
+fn verify_batches(bytes: &[u8], key: &Path, pos: u64) -> Result<(), TierError> {
+    for item in batch::BatchIter::new(bytes) {
+        match item {
+            Ok(_) => {}
+            Err(crate::StorageError::CorruptBatch { position, reason }) => {
+                return Err(corrupt(key, pos + position as u64, reason));
+            }
+            Err(e) => return Err(corrupt(key, pos, e.to_string())),
+        }
+    }
+    Ok(())
+}
+
 impl ColdReader {
     pub fn new(cache: ColdCache) -> Self {
         ColdReader { cache }
@@ -143,6 +160,12 @@ impl ColdReader {
             }
             used += len;
             next = h.next_offset();
+        }
+        if let Err(err) = verify_batches(&chunk[..used], &key, pos) {
+            // The bytes may be damaged in the cache or in transit rather than
+            // in the object: drop them so a retry fetches the object again.
+            self.cache.remove_object(&key, e.size);
+            return Err(err);
         }
         let returned_end = pos + used as u64;
         if let Some(after) = entries.get(i + 1) {

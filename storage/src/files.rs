@@ -39,6 +39,14 @@ pub(crate) fn parse_offset_name(name: &str) -> Option<(i64, &str)> {
     Some((stem.parse().ok()?, ext))
 }
 
+/// The temporary name a file is written under before it is renamed to
+/// `path` (removed by the next open if a crash leaves it).
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(TMP_SUFFIX);
+    PathBuf::from(name)
+}
+
 pub(crate) fn is_tmp(name: &str) -> bool {
     name.ends_with(TMP_SUFFIX)
 }

@@ -59,8 +59,26 @@ impl MappedEntries {
             capacity: entries,
             ragged: len % entry_len != 0,
         };
-        me.resize(capacity.max(entries))?;
+        if capacity > entries {
+            me.resize(capacity)?;
+        } else if len > 0 {
+            // Never resized in place: the file of a sealed segment may be a
+            // hard link to an uploaded object (a ragged one is rebuilt into
+            // a new file instead; see `Segment::rebuild_indexes_aside`).
+            me.map()?;
+        }
         Ok(me)
+    }
+
+    fn map(&mut self) -> Result<(), StorageError> {
+        // SAFETY: the file is owned by this segment; nothing else in the
+        // process maps or truncates it while the map is alive (the map is
+        // dropped before every set_len).
+        #[expect(unsafe_code, reason = "memmap2 exposes mapping only as unsafe")]
+        let map = unsafe { MmapMut::map_mut(&self.file) }
+            .ctx(|| format!("map index {}", self.path.display()))?;
+        self.mmap = Some(map);
+        Ok(())
     }
 
     /// Sets the file (and mapping) to hold exactly `capacity` entries.
@@ -72,14 +90,9 @@ impl MappedEntries {
             .ctx(|| format!("resize index {}", self.path.display()))?;
         self.capacity = capacity;
         self.entries = self.entries.min(capacity);
+        self.ragged = false;
         if capacity > 0 {
-            // SAFETY: the file is owned by this segment; nothing else in
-            // the process maps or truncates it while the map is alive (the
-            // map is dropped above before every set_len).
-            #[expect(unsafe_code, reason = "memmap2 exposes mapping only as unsafe")]
-            let map = unsafe { MmapMut::map_mut(&self.file) }
-                .ctx(|| format!("map index {}", self.path.display()))?;
-            self.mmap = Some(map);
+            self.map()?;
         }
         Ok(())
     }
@@ -274,6 +287,12 @@ impl OffsetIndex {
     pub(crate) fn path(&self) -> &Path {
         &self.m.path
     }
+
+    /// Records that the file was renamed to `path` (the handle and mapping
+    /// stay valid).
+    pub(crate) fn renamed(&mut self, path: PathBuf) {
+        self.m.path = path;
+    }
 }
 
 /// Sparse map from max timestamp to the batch that reached it.
@@ -374,6 +393,12 @@ impl TimeIndex {
 
     pub(crate) fn path(&self) -> &Path {
         &self.m.path
+    }
+
+    /// Records that the file was renamed to `path` (the handle and mapping
+    /// stay valid).
+    pub(crate) fn renamed(&mut self, path: PathBuf) {
+        self.m.path = path;
     }
 }
 

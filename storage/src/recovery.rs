@@ -22,7 +22,8 @@
 //! reads the whole local log once.
 //!
 //! Index files of trusted sealed segments that fail a sanity check are
-//! rebuilt from batch headers. The leader-epoch cache and producer state
+//! rebuilt from batch headers into new files renamed over the old ones,
+//! never in place (they may be hard links to uploaded objects). The leader-epoch cache and producer state
 //! are reloaded from their checkpoint and snapshot and brought up to the
 //! log end from batch headers. Producer state is kept for batches down to
 //! `producer-start-offset` when it exists (local copies below the log start
@@ -339,19 +340,16 @@ fn settle_sealed(seg: &mut Segment, next_base: i64, cfg: &LogConfig) -> Result<(
         seg.first_timestamp = first_timestamp(seg);
         return Ok(());
     }
-    tracing::warn!(segment = %seg.path.display(), "rebuilding indexes of a sealed segment");
-    seg.offset_index.grow_to(cfg.index_capacity())?;
-    seg.time_index.grow_to(cfg.index_capacity())?;
-    let end = seg.rebuild(false, cfg.index_interval_bytes, |_| {})?;
-    if end.stopped.is_some() || seg.next_offset != next_base {
+    tracing::warn!(segment = %seg.path.display(), "rebuilding indexes of a sealed segment into new files");
+    let end = seg.rebuild_indexes_aside(next_base, cfg)?;
+    if end.stopped.is_some() {
         tracing::error!(
             segment = %seg.path.display(),
             valid_bytes = end.valid_size,
             "sealed segment is damaged; reads past the damage will fail"
         );
     }
-    seg.next_offset = next_base;
-    seg.finish_indexes()
+    Ok(())
 }
 
 fn first_batch_ok(seg: &Segment) -> bool {

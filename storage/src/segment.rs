@@ -328,6 +328,45 @@ impl Segment {
         })
     }
 
+    /// Rebuilds the indexes of a sealed segment that ends at `next_base`
+    /// from its batch headers into new files, then renames them over the
+    /// old names. The old index files are never written: once uploaded, a
+    /// sealed segment's files may be hard links to its objects (the local
+    /// object store links instead of copying), and rewriting them would
+    /// change a committed object under its manifest entry.
+    pub(crate) fn rebuild_indexes_aside(
+        &mut self,
+        next_base: i64,
+        cfg: &LogConfig,
+    ) -> Result<ScanEnd, StorageError> {
+        let ix_path = self.offset_index.path().to_path_buf();
+        let tix_path = self.time_index.path().to_path_buf();
+        let ix_tmp = files::tmp_path(&ix_path);
+        let tix_tmp = files::tmp_path(&tix_path);
+        files::remove_if_exists(&ix_tmp)?;
+        files::remove_if_exists(&tix_tmp)?;
+        let capacity = cfg.index_capacity();
+        self.offset_index = OffsetIndex::open(&ix_tmp, self.base_offset, capacity)?;
+        self.time_index = TimeIndex::open(&tix_tmp, self.base_offset, capacity)?;
+        let mut end = self.rebuild(false, cfg.index_interval_bytes, |_| {})?;
+        if self.next_offset != next_base {
+            end.stopped
+                .get_or_insert("the segment ends before the next one begins");
+        }
+        self.next_offset = next_base;
+        self.finish_indexes()?;
+        for (from, to) in [(&ix_tmp, &ix_path), (&tix_tmp, &tix_path)] {
+            std::fs::rename(from, to)
+                .ctx(|| format!("rename {} to {}", from.display(), to.display()))?;
+        }
+        self.offset_index.renamed(ix_path);
+        self.time_index.renamed(tix_path);
+        if let Some(dir) = self.path.parent() {
+            files::sync_dir(dir)?;
+        }
+        Ok(end)
+    }
+
     fn crc_matches(
         &self,
         pos: u64,

@@ -155,3 +155,72 @@ fn damaged_checkpoints_snapshots_and_stray_files_do_not_stop_an_open() {
         storage::AppendOutcome::Duplicate(_)
     ));
 }
+
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().ino()
+}
+
+/// The local object store links an uploaded segment's files instead of
+/// copying them, so a damaged index must be rebuilt into a new file: the
+/// linked object keeps its bytes and its size.
+#[test]
+fn a_damaged_index_of_a_sealed_segment_is_rebuilt_into_a_new_file_leaving_links_alone() {
+    for damage in ["unordered", "ragged"] {
+        let d = tempfile::tempdir().unwrap();
+        let objects = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+        let mut values = Vec::new();
+        for i in 0..200u64 {
+            let mut b = batch_with(3, 3_000, i as i64, Compression::None, None, i);
+            log.append(&mut b, 0, 0).unwrap();
+            values.extend((0..3).map(|r| value_for(i, r, 3_000)));
+        }
+        let sealed = log.segments()[0].clone();
+        assert!(sealed.sealed);
+        log.close().unwrap();
+        let index = sealed.offset_index_path.clone();
+        let intact = fs::read(&index).unwrap();
+        assert!(intact.len() >= 16, "the segment has index entries");
+        let object = objects.path().join("segment.idx");
+        fs::hard_link(&index, &object).unwrap();
+        // Damage the shared inode in place, as a torn or garbled write would.
+        let mut f = OpenOptions::new().write(true).open(&index).unwrap();
+        match damage {
+            "unordered" => {
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(&u32::MAX.to_be_bytes(), 0).unwrap();
+            }
+            _ => {
+                use std::io::Seek;
+                f.seek(std::io::SeekFrom::End(0)).unwrap();
+                f.write_all(&[1, 2, 3]).unwrap();
+            }
+        }
+        drop(f);
+        let linked = fs::read(&object).unwrap();
+
+        let log = PartitionLog::open(d.path(), small_segments()).unwrap();
+        assert_eq!(
+            fs::read(&object).unwrap(),
+            linked,
+            "{damage}: the linked object is not rewritten"
+        );
+        assert_ne!(inode(&index), inode(&object), "{damage}: a new file");
+        assert_eq!(
+            fs::read(&index).unwrap(),
+            intact,
+            "{damage}: rebuilt as it was"
+        );
+        let got: Vec<Vec<u8>> = read_all(&log, 0)
+            .into_iter()
+            .map(|r| r.value.unwrap().to_vec())
+            .collect();
+        assert_eq!(got, values);
+        assert!(fs::read_dir(d.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp")));
+    }
+}

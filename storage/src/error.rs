@@ -42,9 +42,9 @@ pub enum StorageError {
     #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
 
-    /// Transactional batches are not supported yet; the gateway answers
-    /// INVALID_RECORD (or does not advertise the transaction APIs) until
-    /// transactions exist.
+    /// Transactional batches are not supported yet. Kafka:
+    /// UNSUPPORTED_FOR_MESSAGE_FORMAT (what the gateway answers; it does not
+    /// advertise the transaction APIs either) until transactions exist.
     #[error("transactional record batches (producer id {producer_id}) are not supported yet")]
     TransactionsUnsupported { producer_id: i64 },
 

@@ -57,9 +57,14 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
         .ctx(|| format!("fsync directory {}", dir.display()))
 }
 
-/// Replaces `dir/name` with `bytes` so that a crash leaves either the old or
-/// the new content, never a mix. With `durable`, the new content and the
-/// rename are fsynced before returning.
+/// Replaces `dir/name` with `bytes` through a temporary file and a rename.
+/// With `durable`, the new content and the rename are fsynced before
+/// returning, and a crash at any point leaves either the old or the new
+/// content, never a mix. Without it, a process kill still leaves old or new
+/// content, but a power loss can leave the new name pointing at an empty or
+/// partly written file (the rename may reach the device before the data):
+/// use it only for files whose readers detect damage and cope with it, as
+/// producer snapshots do with their CRC.
 pub(crate) fn write_atomic(
     dir: &Path,
     name: &str,

@@ -14,7 +14,7 @@
 //!    kernel's thresholds would wake its flusher;
 //! 2. the chunk's wait, `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`,
 //!    runs on the writeback pool (`pool`), not on the append path;
-//!    an append blocks only when more than [`MAX_PENDING_CHUNKS`] chunks of
+//!    an append blocks only when more than `MAX_PENDING_CHUNKS` (4) chunks of
 //!    its segment are still unwaited, i.e. when the producer outruns the
 //!    device, which bounds dirty memory per partition;
 //! 3. with `drop_behind`, the worker then drops ranges that are written
@@ -29,7 +29,7 @@
 //! chunk's wait that fails consumes the I/O error (the kernel reports a
 //! writeback error once per open file), so a later fsync of the same file
 //! may succeed although the chunk never reached the device. Hence:
-//! 4. a failed wait is recorded in the segment's [`Progress`] and takes the
+//! 4. a failed wait is recorded in the segment's `Progress` and takes the
 //!    log offline at once (the flag in `health`); every fsync that makes the
 //!    segment durable (seal, flush, close, sync point) then waits for the
 //!    segment's chunk waits handed out so far and fails if one failed.

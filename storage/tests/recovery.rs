@@ -224,3 +224,30 @@ fn a_damaged_index_of_a_sealed_segment_is_rebuilt_into_a_new_file_leaving_links_
             .ends_with(".tmp")));
     }
 }
+
+/// Snapshots are written without fsync; after a power loss one may be an
+/// empty file under its final name. Producer state then comes from the
+/// batch headers, so a retry is still recognised.
+#[test]
+fn an_empty_producer_snapshot_left_by_a_power_loss_is_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    let retry = idem_batch(9, 0, 0, 3);
+    log.append(&mut retry.clone(), 0, 0).unwrap();
+    log.close().unwrap();
+    let snapshots: Vec<PathBuf> = fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "snapshot"))
+        .collect();
+    assert!(!snapshots.is_empty());
+    for p in &snapshots {
+        fs::write(p, b"").unwrap();
+    }
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    let again = log.append(&mut retry.clone(), 0, 0).unwrap();
+    assert!(
+        matches!(again, storage::AppendOutcome::Duplicate(_)),
+        "{again:?}"
+    );
+}

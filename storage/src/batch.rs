@@ -54,15 +54,7 @@ const ATTR_LOG_APPEND_TIME: i16 = 1 << 3;
 const ATTR_TRANSACTIONAL: i16 = 1 << 4;
 const ATTR_CONTROL: i16 = 1 << 5;
 
-/// Compression codec named in a batch's attributes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
+pub use crate::records::Compression;
 
 /// What a batch's timestamps mean (Kafka `message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::fault::{self, Op};
 use crate::flusher::read_recovery_point;
 use crate::pool::{Gate, GateGuard};
-use crate::roll_tests::batch;
+use crate::test_support::batch;
 use crate::writeback::WritebackConfig;
 use crate::{LogConfig, PartitionLog, StorageError};
 

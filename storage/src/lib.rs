@@ -89,10 +89,10 @@ mod producer;
 mod records;
 mod recovery;
 mod retention;
-#[cfg(test)]
-mod roll_tests;
 pub mod segment;
 mod sync;
+#[cfg(test)]
+mod test_support;
 pub mod tier;
 pub mod writeback;
 

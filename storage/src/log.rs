@@ -752,15 +752,5 @@ fn next_batch_with(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_log_can_move_to_its_shard_task_and_slices_to_any_task() {
-        fn send<T: Send>() {}
-        fn send_sync<T: Send + Sync>() {}
-        send::<PartitionLog>();
-        send_sync::<ReadSlice>();
-        send_sync::<StorageError>();
-    }
-}
+#[path = "log_tests.rs"]
+mod tests;

@@ -39,7 +39,15 @@
 
 use std::io::{self, BufRead, Read};
 
-use crate::batch::Compression;
+/// Compression codec named in a batch's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
 
 /// Largest read from a decoder; also the buffer each compressed walk uses.
 pub(crate) const READ_CHUNK: usize = 32 << 10;

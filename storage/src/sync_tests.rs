@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::fault::{self, Op};
 use crate::flusher::read_recovery_point;
-use crate::roll_tests::batch;
+use crate::test_support::batch;
 use crate::{LogConfig, PartitionLog, StorageError};
 
 const HELD: Duration = Duration::from_millis(100);

@@ -23,6 +23,7 @@ use cache::ColdCache;
 use super::error::TierError;
 use super::manifest::TieredSegment;
 use crate::batch::{self, BatchHeader, Compression, TimestampType, HEADER_LEN};
+use crate::log::TimestampOffset;
 
 const OFFSET_ENTRY: u64 = 8;
 const TIME_ENTRY: u64 = 12;
@@ -100,6 +101,20 @@ fn checked_len(h: &BatchHeader, key: &Path, pos: u64, object_size: u64) -> Resul
                 h.batch_length
             ),
         )),
+    }
+}
+
+/// ListOffsets MAX_TIMESTAMP across tiers: the larger timestamp of the
+/// tiered and the local answer; on a tie the earlier record, which is the
+/// tiered one (tiered offsets come first).
+pub fn latest_max_timestamp(
+    tiered: Option<TimestampOffset>,
+    local: Option<TimestampOffset>,
+) -> Option<TimestampOffset> {
+    match (tiered, local) {
+        (Some(t), Some(l)) if l.timestamp > t.timestamp => Some(l),
+        (Some(t), _) => Some(t),
+        (None, l) => l,
     }
 }
 
@@ -185,13 +200,13 @@ impl ColdReader {
     }
 
     /// ListOffsets by timestamp over tiered data: the first record at or
-    /// after `log_start` whose timestamp is `>= ts`, as `(timestamp, offset)`.
+    /// after `log_start` whose timestamp is `>= ts`.
     pub async fn offset_for_timestamp(
         &self,
         entries: &[TieredSegment],
         ts: i64,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         for e in entries {
             if e.last_offset < log_start || e.max_timestamp < ts {
                 continue;
@@ -209,7 +224,7 @@ impl ColdReader {
         &self,
         entries: &[TieredSegment],
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         let best = entries
             .iter()
             .filter(|e| e.last_offset >= log_start && e.max_timestamp >= 0)
@@ -228,7 +243,7 @@ impl ColdReader {
         e: &TieredSegment,
         ts: i64,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         let key = object_path(&e.key)?;
         let mut pos = match self.time_index_floor(e, ts).await? {
             Some(offset) => match self.translate(e, &key, offset).await? {
@@ -264,8 +279,11 @@ impl ColdReader {
         h: &BatchHeader,
         ts: i64,
         log_start: i64,
-    ) -> Result<(i64, i64), TierError> {
-        let fallback = (h.max_timestamp, h.base_offset.max(log_start));
+    ) -> Result<TimestampOffset, TierError> {
+        let fallback = TimestampOffset {
+            timestamp: h.max_timestamp,
+            offset: h.base_offset.max(log_start),
+        };
         if h.timestamp_type() == TimestampType::LogAppendTime
             || h.compression() != Ok(Compression::None)
         {
@@ -275,7 +293,10 @@ impl ColdReader {
         for (delta, t) in batch::RecordTimestamps::new(&bytes) {
             let offset = h.base_offset + i64::from(delta);
             if offset >= log_start && t >= ts {
-                return Ok((t, offset));
+                return Ok(TimestampOffset {
+                    timestamp: t,
+                    offset,
+                });
             }
         }
         Ok(fallback)
@@ -383,6 +404,17 @@ impl ColdReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_latest_max_timestamp_wins_and_a_tie_goes_to_the_earlier_tiered_record() {
+        let at = |timestamp, offset| Some(TimestampOffset { timestamp, offset });
+        assert_eq!(latest_max_timestamp(at(5, 1), at(9, 50)), at(9, 50));
+        assert_eq!(latest_max_timestamp(at(9, 1), at(5, 50)), at(9, 1));
+        assert_eq!(latest_max_timestamp(at(9, 1), at(9, 50)), at(9, 1));
+        assert_eq!(latest_max_timestamp(None, at(9, 50)), at(9, 50));
+        assert_eq!(latest_max_timestamp(at(9, 1), None), at(9, 1));
+        assert_eq!(latest_max_timestamp(None, None), None);
+    }
 
     #[test]
     fn sibling_keys_swap_only_the_extension() {

@@ -35,26 +35,16 @@ use tokio::time::Instant;
 
 use super::budget::DiskBudget;
 use super::cold::{ColdRead, ColdReader};
-use super::engine::{Action, EngineConfig, Event, OpId, SealedSegment, UploaderEngine};
+use super::engine::{Action, EngineConfig, Event, SealedSegment, UploaderEngine};
 use super::error::TierError;
+use super::link::{Core, Link, Msg};
 use super::manifest::{Manifest, TieredSegment};
 use super::metrics::{add, TierMetrics, TierSnapshot};
-use super::partition::{PartitionShared, TierRetention, TieredPartition};
-use super::retention::RetentionPass;
+use super::partition::TieredPartition;
+use super::retention::{DeleteMode, RetentionPass};
+use super::shared::{PartitionShared, TierRetention};
 use super::PartitionKey;
-use crate::log::PartitionLog;
-
-/// How deleted objects leave the bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DeleteMode {
-    /// Delete at once.
-    #[default]
-    Delete,
-    /// Copy under `{prefix}/tombstones/` (expired by a bucket lifecycle
-    /// rule), then delete. GCS deletes at once: its copy cannot be verified
-    /// locally.
-    Tombstone,
-}
+use crate::log::{PartitionLog, TimestampOffset};
 
 /// Settings of the tiering service.
 #[derive(Debug, Clone)]
@@ -84,64 +74,6 @@ impl Default for TierConfig {
             retention_interval: Duration::from_secs(2),
             delete_mode: DeleteMode::Delete,
             local_disk_limit: None,
-        }
-    }
-}
-
-enum Msg {
-    Engine(Event),
-    Committed {
-        op: OpId,
-        partition: PartitionKey,
-        entry: TieredSegment,
-    },
-    Retention,
-    Stop,
-}
-
-type Registry = Mutex<HashMap<PartitionKey, Arc<PartitionShared>>>;
-
-#[derive(Debug)]
-struct Core {
-    tx: mpsc::UnboundedSender<Msg>,
-    registry: Registry,
-}
-
-impl std::fmt::Debug for Msg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Msg")
-    }
-}
-
-/// What a [`TieredPartition`] holds of the service.
-#[derive(Debug)]
-pub(crate) struct Link {
-    core: Arc<Core>,
-    pub(crate) budget: Arc<DiskBudget>,
-    registration: u64,
-}
-
-impl Link {
-    pub(crate) fn send(&self, event: Event) {
-        // A stopped service drops events; the next start re-reads everything.
-        let _ = self.core.tx.send(Msg::Engine(event));
-    }
-
-    pub(crate) fn trim(&self, _partition: PartitionKey) {
-        let _ = self.core.tx.send(Msg::Retention);
-    }
-
-    pub(crate) fn unregister(&self, partition: PartitionKey) {
-        let _ = self.core.tx.send(Msg::Engine(Event::Unregister {
-            partition,
-            registration: self.registration,
-        }));
-        let mut reg = self.core.registry.lock();
-        let mine = reg
-            .get(&partition)
-            .is_some_and(|s| s.registration() == self.registration);
-        if mine {
-            reg.remove(&partition);
         }
     }
 }
@@ -362,7 +294,7 @@ impl Tier {
         key: PartitionKey,
         ts: i64,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         let (entries, floor) = self.entries(key);
         let log_start = log_start.max(floor);
         let reader = self.inner.reader.clone();
@@ -379,7 +311,7 @@ impl Tier {
         &self,
         key: PartitionKey,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         let (entries, floor) = self.entries(key);
         let log_start = log_start.max(floor);
         let reader = self.inner.reader.clone();

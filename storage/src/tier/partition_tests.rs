@@ -6,7 +6,7 @@ use std::time::Duration;
 use cache::{CacheConfig, ColdCache, ObjectStoreHandle};
 use futures::StreamExt;
 
-use crate::roll_tests::batch;
+use crate::test_support::batch;
 use crate::tier::{Manifest, MemoryManifest, PartitionKey, Tier, TierConfig, TierRetention};
 use crate::{LogConfig, PartitionLog};
 

@@ -18,10 +18,21 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 
 use super::cold::sibling_key;
-use super::driver::DeleteMode;
 use super::manifest::{Manifest, TieredSegment};
 use super::metrics::{add, TierMetrics};
-use super::partition::{PartitionShared, TierRetention};
+use super::shared::{PartitionShared, TierRetention};
+
+/// How deleted objects leave the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeleteMode {
+    /// Delete at once.
+    #[default]
+    Delete,
+    /// Copy under `{prefix}/tombstones/` (expired by a bucket lifecycle
+    /// rule), then delete. GCS deletes at once: its copy cannot be verified
+    /// locally.
+    Tombstone,
+}
 
 /// The offset below which tiered entries have expired, if any has: entries
 /// wholly below the DeleteRecords `floor`, older than `retention.ms`, or

@@ -230,6 +230,12 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
         producer_start,
         log_end,
     )?;
+    // The header walks above loaded indexes; sealed segments keep them
+    // closed until a read needs them.
+    let sealed = segments.len().saturating_sub(1);
+    for seg in segments.values_mut().take(sealed) {
+        seg.unload_indexes();
+    }
     Ok(Recovered {
         segments,
         log_start,
@@ -307,6 +313,7 @@ fn repair_unflushed(
         seg.sync_data()?;
         seg.finish_indexes()?;
         seg.sealed = true;
+        seg.unload_indexes();
         return Ok(true);
     }
     tracing::warn!(
@@ -338,10 +345,12 @@ fn settle_sealed(seg: &mut Segment, next_base: i64, cfg: &LogConfig) -> Result<(
             seg.offset_of_max_timestamp = o;
         }
         seg.first_timestamp = first_timestamp(seg);
+        seg.unload_indexes();
         return Ok(());
     }
     tracing::warn!(segment = %seg.path.display(), "rebuilding indexes of a sealed segment into new files");
     let end = seg.rebuild_indexes_aside(next_base, cfg)?;
+    seg.unload_indexes();
     if end.stopped.is_some() {
         tracing::error!(
             segment = %seg.path.display(),

@@ -317,6 +317,10 @@ impl PartitionLog {
             self.producer_start,
             log_end,
         )?;
+        let sealed = self.segments.len().saturating_sub(1);
+        for seg in self.segments.values_mut().take(sealed) {
+            seg.unload_indexes();
+        }
         self.flushed_offset = self.flushed_offset.min(log_end);
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;

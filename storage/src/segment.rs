@@ -531,6 +531,7 @@ impl Segment {
         let ix = self.offset_index.trim()?;
         let tix = self.time_index.trim()?;
         self.sealed = true;
+        self.unload_indexes();
         Ok(vec![
             SyncTarget {
                 file: self.file.clone(),
@@ -548,6 +549,14 @@ impl Segment {
                 kind: SyncKind::All,
             },
         ])
+    }
+
+    /// Closes the index files until a read needs them again: a sealed
+    /// segment nobody reads then holds one descriptor (its log file) and no
+    /// memory map.
+    pub(crate) fn unload_indexes(&mut self) {
+        self.offset_index.unload();
+        self.time_index.unload();
     }
 
     fn append_final_time_entry(&mut self) {

@@ -251,3 +251,35 @@ fn an_empty_producer_snapshot_left_by_a_power_loss_is_ignored() {
         "{again:?}"
     );
 }
+
+/// Descriptors this process holds on files under `dir`.
+fn open_files_under(dir: &Path) -> usize {
+    fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn a_sealed_segment_nobody_reads_keeps_only_its_log_file_open() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().canonicalize().unwrap();
+    let mut log = PartitionLog::open(&dir, small_segments()).unwrap();
+    let mut i = 0u64;
+    while log.segments().len() < 6 {
+        let mut b = batch_with(3, 3_000, 0, Compression::None, None, i);
+        log.append(&mut b, 0, 0).unwrap();
+        i += 1;
+    }
+    log.flush().unwrap(); // the seal jobs' own handles are closed by now
+    let sealed = log.segments().len() - 1;
+    assert_eq!(open_files_under(&dir), sealed + 3, "1 per sealed, 3 active");
+    drop(log);
+    let log = PartitionLog::open(&dir, small_segments()).unwrap();
+    assert_eq!(open_files_under(&dir), sealed + 3, "the same after an open");
+    // Reading an old segment loads its indexes; they serve the read.
+    let first = read_all(&log, 0).len();
+    assert_eq!(first as u64, i * 3);
+    assert!(open_files_under(&dir) > sealed + 3);
+}

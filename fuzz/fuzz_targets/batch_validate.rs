@@ -29,6 +29,7 @@ fn fixture() -> &'static Mutex<Fixture> {
 fuzz_target!(|data: &[u8]| {
     let limits = Limits {
         max_batch_bytes: 1 << 20,
+        max_uncompressed_bytes: 64 << 20,
     };
     if let Ok(batches) = batch::validate_all(data, limits) {
         let total: usize = batches.iter().map(|b| b.len).sum();

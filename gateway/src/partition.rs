@@ -7,11 +7,15 @@
 //! - with `write.caching=true` (the default) it is the log end, moved after
 //!   every append: acknowledged means "in the page cache";
 //! - with `write.caching=false` it is the log end as of the last completed
-//!   fdatasync. An acks=all append waits in the task until the high
-//!   watermark passes it. The task starts one fdatasync whenever its queue is
-//!   drained and some append waits, so every produce request that arrived
-//!   meanwhile shares it (group commit), and consumers never see, or commit
-//!   offsets of, data a power loss could take back.
+//!   durability point. An acks=all append waits in the task until the high
+//!   watermark passes it. Whenever the task's queue is drained, data waits
+//!   and no durability point runs, the task starts one
+//!   (`storage::SyncPoint`): the fdatasync runs on a blocking thread and its
+//!   outcome comes back to the task, so every produce request that arrives
+//!   meanwhile waits for the next one, which covers them all (group commit).
+//!   Consumers never see, or commit offsets of, data a power loss could take
+//!   back. A failed durability point takes the log offline, and the writes
+//!   waiting for it get KAFKA_STORAGE_ERROR.
 //!
 //! The high watermark never moves backwards, and watchers are woken only when
 //! it moves, so long-polling fetches sleep until there is news.
@@ -279,7 +283,7 @@ impl PartitionHandle {
             },
             OffsetQuery::MaxTimestamp => {
                 let tiered = cold.max_timestamp(a.log_start).await?;
-                Ok(latest_max_timestamp(tiered, a.local))
+                Ok(storage::tier::latest_max_timestamp(tiered, a.local))
             }
             OffsetQuery::Earliest
             | OffsetQuery::EarliestLocal
@@ -319,18 +323,6 @@ impl PartitionHandle {
     }
 }
 
-/// The larger timestamp; on a tie the earlier record, which is the tiered one.
-fn latest_max_timestamp(
-    tiered: Option<TimestampOffset>,
-    local: Option<TimestampOffset>,
-) -> Option<TimestampOffset> {
-    match (tiered, local) {
-        (Some(c), Some(l)) if l.timestamp > c.timestamp => Some(l),
-        (Some(c), _) => Some(c),
-        (None, l) => l,
-    }
-}
-
 /// An acks=all append waiting for the high watermark.
 struct Waiter {
     end: i64,
@@ -344,9 +336,14 @@ struct Task {
     hw: watch::Sender<i64>,
     write_caching: bool,
     waiting: VecDeque<Waiter>,
-    /// An acks=all append waits for a durability point not yet started.
+    /// Appended data waits for a durability point not yet started.
     sync_wanted: bool,
+    /// The durability point running on a blocking thread, if any.
+    syncing: Option<oneshot::Receiver<storage::SyncDone>>,
     counters: Arc<PartitionCounters>,
+    /// Holds durability points until released (tests only).
+    #[cfg(test)]
+    sync_gate: Option<Arc<SyncGate>>,
 }
 
 impl Task {
@@ -399,22 +396,68 @@ impl Task {
         }
     }
 
-    /// Makes everything appended so far durable and moves the high watermark.
-    fn sync(&mut self) {
+    /// Starts a durability point for everything appended so far, on a
+    /// blocking thread so the fdatasync never stalls the shard.
+    fn start_sync(&mut self) {
         self.sync_wanted = false;
-        match self.log.flush() {
-            Ok(()) => {
+        let point = self.log.sync_point();
+        let (tx, rx) = oneshot::channel();
+        #[cfg(test)]
+        let gate = self.sync_gate.clone();
+        tokio::task::spawn_blocking(move || {
+            #[cfg(test)]
+            if let Some(g) = gate {
+                g.wait();
+            }
+            let _ = tx.send(point.run());
+        });
+        self.syncing = Some(rx);
+    }
+
+    /// Records a finished durability point and answers the writes it covers.
+    fn finish_sync(&mut self, done: Result<storage::SyncDone, oneshot::error::RecvError>) {
+        self.syncing = None;
+        let recorded = match done {
+            Ok(done) => self.log.sync_done(done),
+            Err(_) => Err(LogError::NotDurable("the fdatasync thread stopped".into())),
+        };
+        match recorded {
+            Ok(_) => {
                 self.counters.syncs.fetch_add(1, Ordering::Relaxed);
                 self.advance_hw();
             }
-            Err(e) => {
-                tracing::error!(error = %e, "fdatasync failed; waiting acks=all producers get an error");
-                let reason = e.to_string();
-                for w in self.waiting.drain(..) {
-                    let _ = w.reply.send(Err(LogError::NotDurable(reason.clone())));
-                }
-            }
+            Err(e) => self.fail_waiting(&e),
         }
+    }
+
+    fn fail_waiting(&mut self, e: &LogError) {
+        if self.waiting.is_empty() {
+            tracing::error!(error = %e, "making appended data durable failed");
+            return;
+        }
+        tracing::error!(error = %e, waiting = self.waiting.len(), "making appended data durable failed; waiting acks=all producers get an error");
+        let reason = e.to_string();
+        for w in self.waiting.drain(..) {
+            let _ = w.reply.send(Err(LogError::NotDurable(reason.clone())));
+        }
+    }
+
+    /// Closes the log (which fsyncs everything) and answers the writes still
+    /// waiting for a durability point from its outcome.
+    async fn close(mut self) -> Result<(), LogError> {
+        if let Some(rx) = self.syncing.take() {
+            let done = rx.await;
+            self.finish_sync(done);
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        let closed = self.log.close();
+        for w in waiting {
+            let _ = w.reply.send(match &closed {
+                Ok(()) => Ok(w.answer),
+                Err(e) => Err(LogError::NotDurable(e.to_string())),
+            });
+        }
+        closed
     }
 
     fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<TaskRead, LogError> {
@@ -468,69 +511,104 @@ impl Task {
     }
 }
 
+/// What woke a partition task.
+enum Event {
+    Command(Option<Command>),
+    Tick,
+    Synced(Result<storage::SyncDone, oneshot::error::RecvError>),
+}
+
 /// The task that owns one partition log.
 async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let cmd = tokio::select! {
-            cmd = rx.recv() => cmd,
-            _ = ticker.tick() => {
+        let event = tokio::select! {
+            biased;
+            done = async {
+                match t.syncing.as_mut() {
+                    Some(rx) => rx.await,
+                    None => std::future::pending().await,
+                }
+            } => Event::Synced(done),
+            cmd = rx.recv() => Event::Command(cmd),
+            _ = ticker.tick() => Event::Tick,
+        };
+        match event {
+            Event::Synced(done) => t.finish_sync(done),
+            Event::Tick => {
                 if let Err(e) = t.log.tick(now_ms()) {
                     tracing::warn!(error = %e, "partition log timer work failed");
                 }
                 // flush.ms, retention and rolls may have made more data durable.
                 t.advance_hw();
-                continue;
             }
-        };
-        let Some(cmd) = cmd else { break };
-        match cmd {
-            Command::Append {
-                records,
-                leader_epoch,
-                acks,
-                reply,
-            } => t.append(records, leader_epoch, acks, reply),
-            Command::Read {
-                offset,
-                max_bytes,
-                min_one,
-                reply,
-            } => {
-                let _ = reply.send(t.read(offset, max_bytes, min_one));
-            }
-            Command::Offsets { query, reply } => {
-                let _ = reply.send(t.offsets(query));
-            }
-            Command::Bounds { reply } => {
-                let _ = reply.send((t.log.log_start_offset(), *t.hw.borrow()));
-            }
-            Command::DeleteBefore { offset, reply } => {
-                let _ = reply.send(t.log.delete_records_before(offset));
-            }
-            Command::EpochEnd { epoch, reply } => {
-                let _ = reply.send(t.log.epoch_end_offset(epoch));
-            }
-            Command::Settings(s) => t.set_settings(&s),
-            Command::Close { reply } => {
-                if t.sync_wanted {
-                    t.sync();
+            Event::Command(None) => break,
+            Event::Command(Some(cmd)) => match cmd {
+                Command::Append {
+                    records,
+                    leader_epoch,
+                    acks,
+                    reply,
+                } => t.append(records, leader_epoch, acks, reply),
+                Command::Read {
+                    offset,
+                    max_bytes,
+                    min_one,
+                    reply,
+                } => {
+                    let _ = reply.send(t.read(offset, max_bytes, min_one));
                 }
-                let _ = reply.send(t.log.close());
-                return;
-            }
+                Command::Offsets { query, reply } => {
+                    let _ = reply.send(t.offsets(query));
+                }
+                Command::Bounds { reply } => {
+                    let _ = reply.send((t.log.log_start_offset(), *t.hw.borrow()));
+                }
+                Command::DeleteBefore { offset, reply } => {
+                    let _ = reply.send(t.log.delete_records_before(offset));
+                }
+                Command::EpochEnd { epoch, reply } => {
+                    let _ = reply.send(t.log.epoch_end_offset(epoch));
+                }
+                Command::Settings(s) => t.set_settings(&s),
+                Command::Close { reply } => {
+                    let _ = reply.send(t.close().await);
+                    return;
+                }
+            },
         }
-        // Group commit: one durability point for everything queued so far.
-        if t.sync_wanted && rx.is_empty() {
-            t.sync();
+        // Group commit: one durability point at a time, started once the
+        // queue is drained, covers every append that arrived meanwhile.
+        if t.sync_wanted && t.syncing.is_none() && rx.is_empty() {
+            t.start_sync();
         }
     }
-    if t.sync_wanted {
-        t.sync();
-    }
-    if let Err(e) = t.log.close() {
+    if let Err(e) = t.close().await {
         tracing::error!(error = %e, "closing partition log failed");
+    }
+}
+
+/// Holds durability points until opened (tests of group commit).
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct SyncGate {
+    open: Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+#[cfg(test)]
+impl SyncGate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        while !*open {
+            open = self.opened.wait(open).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    pub(crate) fn release(&self) {
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.opened.notify_all();
     }
 }
 
@@ -554,6 +632,9 @@ pub struct Partitions {
     /// Woken when no open is running any more.
     idle: Notify,
     counters: Arc<PartitionCounters>,
+    /// Held durability points of logs opened from now on (tests only).
+    #[cfg(test)]
+    sync_gate: Mutex<Option<Arc<SyncGate>>>,
 }
 
 /// Counts an open running on a blocking thread, until dropped.
@@ -577,7 +658,18 @@ impl Partitions {
             registry: Mutex::new(Registry::default()),
             idle: Notify::new(),
             counters: Arc::new(PartitionCounters::default()),
+            #[cfg(test)]
+            sync_gate: Mutex::new(None),
         }
+    }
+
+    /// Holds the durability points of logs opened from now on until the
+    /// returned gate is released.
+    #[cfg(test)]
+    pub(crate) fn hold_syncs(&self) -> Arc<SyncGate> {
+        let gate = Arc::new(SyncGate::default());
+        *self.sync_gate.lock().unwrap_or_else(|p| p.into_inner()) = Some(gate.clone());
+        gate
     }
 
     pub fn counters(&self) -> &PartitionCounters {
@@ -686,7 +778,10 @@ impl Partitions {
             write_caching,
             waiting: VecDeque::new(),
             sync_wanted: false,
+            syncing: None,
             counters: self.counters.clone(),
+            #[cfg(test)]
+            sync_gate: self.sync_gate.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         };
         let shard = self.shard_of(key.topic_id, key.partition);
         let handle = match self.shards.get(shard) {

@@ -1,8 +1,10 @@
 //! A view of the Kafka v2 RecordBatch header: parse, validate, stamp.
 //!
 //! The log stores batches exactly as producers sent them. On the append path
-//! only the fixed 61-byte header and the CRC are checked; records are never
-//! decoded or decompressed. Layout (big endian):
+//! the fixed 61-byte header and the CRC are checked, and the records are
+//! walked (decompressed on the fly when the batch is compressed, see
+//! `records`) only to count them and check their framing; they are never
+//! re-encoded. Layout (big endian):
 //!
 //! ```text
 //! 0  baseOffset i64          <- stamped by the log (outside the CRC)
@@ -52,15 +54,7 @@ const ATTR_LOG_APPEND_TIME: i16 = 1 << 3;
 const ATTR_TRANSACTIONAL: i16 = 1 << 4;
 const ATTR_CONTROL: i16 = 1 << 5;
 
-/// Compression codec named in a batch's attributes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
+pub use crate::records::Compression;
 
 /// What a batch's timestamps mean (Kafka `message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -212,6 +206,10 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
 pub struct Limits {
     /// Largest accepted batch (`max.message.bytes`).
     pub max_batch_bytes: usize,
+    /// Largest size the records of a compressed batch may decompress to
+    /// (see [`crate::LogConfig::max_uncompressed_batch_bytes`]); the walk
+    /// that counts them stops there.
+    pub max_uncompressed_bytes: u64,
 }
 
 /// One batch found in a produce payload.
@@ -227,8 +225,52 @@ pub struct ValidBatch {
 /// Checks one batch that starts at `bytes[0]` and returns its header and
 /// length. `position` only labels errors. Checks, in order: framing,
 /// size limit, magic, CRC-32C, codec, record count against offset delta and
-/// (for uncompressed batches) against the bytes present.
+/// producer fields (see [`check_header`]); then the records themselves,
+/// decompressed on the fly with a bound: their number must be the declared
+/// count, each must be framed within the batch with offset deltas counting
+/// up from 0, and they may not decompress to more than
+/// `limits.max_uncompressed_bytes`.
+///
+/// Errors: [`StorageError::InvalidRecord`] when the records disagree with
+/// the header, do not parse, or pass the uncompressed limit;
+/// [`StorageError::CorruptBatch`] when the compressed stream does not decode.
 pub fn validate(bytes: &[u8], position: usize, limits: Limits) -> Result<ValidBatch, StorageError> {
+    let b = check_header(bytes, position, limits.max_batch_bytes)?;
+    let codec = b
+        .header
+        .compression()
+        .map_err(|codec| StorageError::UnsupportedCompression { position, codec })?;
+    let records = &bytes[HEADER_LEN..b.len];
+    crate::records::check(
+        codec,
+        records,
+        b.header.records_count,
+        limits.max_uncompressed_bytes,
+    )
+    .map_err(|refusal| match refusal {
+        crate::records::Refusal::Codec { .. } => StorageError::CorruptBatch {
+            position,
+            reason: refusal.to_string(),
+        },
+        crate::records::Refusal::TooMany { .. }
+        | crate::records::Refusal::TooFew { .. }
+        | crate::records::Refusal::Malformed { .. }
+        | crate::records::Refusal::OverCap { .. } => StorageError::InvalidRecord {
+            position,
+            reason: refusal.to_string(),
+        },
+    })?;
+    Ok(b)
+}
+
+/// The checks of [`validate`] that need only the header and the CRC, not
+/// the records: enough for bytes read back from the log, which were
+/// validated whole when appended.
+pub fn check_header(
+    bytes: &[u8],
+    position: usize,
+    max_batch_bytes: usize,
+) -> Result<ValidBatch, StorageError> {
     let corrupt = |reason: String| StorageError::CorruptBatch { position, reason };
     let invalid = |reason: String| StorageError::InvalidRecord { position, reason };
     let Some(header) = BatchHeader::decode(bytes) else {
@@ -243,10 +285,10 @@ pub fn validate(bytes: &[u8], position: usize, limits: Limits) -> Result<ValidBa
             header.batch_length
         )));
     };
-    if len > limits.max_batch_bytes {
+    if len > max_batch_bytes {
         return Err(StorageError::RecordTooLarge {
             size: len,
-            max: limits.max_batch_bytes,
+            max: max_batch_bytes,
         });
     }
     if len > bytes.len() {
@@ -348,7 +390,8 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
 }
 
 /// Iterates over the batches of a byte range read back from the log (for
-/// example a [`crate::ReadSlice`]), checking framing and CRC of each.
+/// example a [`crate::ReadSlice`]), checking framing and CRC of each (not
+/// the records: see [`check_header`]).
 pub struct BatchIter<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -366,10 +409,7 @@ impl<'a> Iterator for BatchIter<'a> {
         if self.pos >= self.bytes.len() {
             return None;
         }
-        let limits = Limits {
-            max_batch_bytes: usize::MAX,
-        };
-        match validate(&self.bytes[self.pos..], self.pos, limits) {
+        match check_header(&self.bytes[self.pos..], self.pos, usize::MAX) {
             Ok(b) => {
                 let slice = &self.bytes[self.pos..self.pos + b.len];
                 self.pos += b.len;
@@ -489,6 +529,7 @@ mod tests {
 
     const LIMITS: Limits = Limits {
         max_batch_bytes: 1 << 20,
+        max_uncompressed_bytes: 64 << 20,
     };
 
     #[test]

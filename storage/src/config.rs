@@ -10,6 +10,11 @@ pub const MIN_SEGMENT_BYTES: u64 = 1 << 20;
 /// and Kafka caps it at `i32::MAX` too).
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
 
+/// Smallest accepted `max_uncompressed_batch_bytes`.
+pub const MIN_UNCOMPRESSED_BATCH_BYTES: u64 = 1 << 20;
+/// The default uncompressed limit is this many times the batch size limit.
+const UNCOMPRESSED_RATIO: u64 = 64;
+
 /// Settings of one partition log. `Default` gives AeroStream's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
@@ -23,6 +28,15 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// Largest accepted batch (`max.message.bytes`, default 1048588).
     pub max_message_bytes: u32,
+    /// Largest size the records of one compressed batch may decompress to.
+    /// Appends decompress every compressed batch to count its records (as
+    /// Kafka does) and refuse it with `InvalidRecord` once this many bytes
+    /// came out: a bound on the memory and CPU one request can cost, since
+    /// a compression bomb (a gigabyte of zeros gzips to about a megabyte)
+    /// would otherwise pass `max.message.bytes`. `None` (the default) means
+    /// 64 × max(`max.message.bytes`, 1 MiB), far above any ratio real
+    /// producers reach on a full batch; at least 1 MiB when set.
+    pub max_uncompressed_batch_bytes: Option<u64>,
     /// fsync after this many records since the last fsync (`flush.messages`).
     pub flush_messages: Option<u64>,
     /// fsync when the oldest unflushed append is this old (`flush.ms`),
@@ -45,6 +59,7 @@ impl Default for LogConfig {
             segment_ms: None,
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
+            max_uncompressed_batch_bytes: None,
             flush_messages: None,
             flush_ms: None,
             timestamp_type: TimestampType::CreateTime,
@@ -73,6 +88,13 @@ impl LogConfig {
                 self.max_message_bytes
             ));
         }
+        if let Some(cap) = self.max_uncompressed_batch_bytes {
+            if cap < MIN_UNCOMPRESSED_BATCH_BYTES {
+                return bad(format!(
+                    "max uncompressed batch bytes {cap} is below {MIN_UNCOMPRESSED_BATCH_BYTES}"
+                ));
+            }
+        }
         if self.flush_messages == Some(0) {
             return bad("flush.messages must be positive".into());
         }
@@ -94,6 +116,22 @@ impl LogConfig {
     pub(crate) fn max_batch_bytes(&self) -> usize {
         (self.max_message_bytes as usize).min(self.segment_bytes as usize)
     }
+
+    /// [`LogConfig::max_uncompressed_batch_bytes`] with its default applied.
+    pub fn uncompressed_batch_limit(&self) -> u64 {
+        self.max_uncompressed_batch_bytes.unwrap_or(
+            UNCOMPRESSED_RATIO
+                * u64::from(self.max_message_bytes).max(MIN_UNCOMPRESSED_BATCH_BYTES),
+        )
+    }
+
+    /// The limits `append` validates batches with.
+    pub(crate) fn batch_limits(&self) -> crate::batch::Limits {
+        crate::batch::Limits {
+            max_batch_bytes: self.max_batch_bytes(),
+            max_uncompressed_bytes: self.uncompressed_batch_limit(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +145,12 @@ mod tests {
         assert_eq!(c.segment_bytes, 134_217_728);
         assert_eq!(c.max_message_bytes, 1_048_588);
         assert!(c.writeback.paced);
+        assert_eq!(c.uncompressed_batch_limit(), 64 * 1_048_588);
+        let small = LogConfig {
+            max_message_bytes: 1_000,
+            ..LogConfig::default()
+        };
+        assert_eq!(small.uncompressed_batch_limit(), 64 << 20);
     }
 
     #[test]

@@ -10,14 +10,18 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The bytes of a batch do not hold together: a length runs past the
-    /// buffer, the CRC does not match, or the framing is broken.
+    /// buffer, the CRC does not match, the framing is broken, or the
+    /// records of a compressed batch do not decompress with its codec.
     /// Kafka: CORRUPT_MESSAGE.
     #[error("corrupt record batch at byte {position} of the request: {reason}")]
     CorruptBatch { position: usize, reason: String },
 
-    /// The batch is well framed but breaks a rule of the v2 format
-    /// (no records, offset delta disagreeing with the record count, a control
-    /// batch sent by a client...). Kafka: INVALID_RECORD.
+    /// The batch is well framed but breaks a rule of the v2 format (no
+    /// records, offset delta disagreeing with the record count, a record
+    /// count other than the records the batch holds once decompressed, a
+    /// record that does not parse or whose offset delta is not its index, a
+    /// control batch sent by a client...), or its records decompress to more
+    /// than `LogConfig::max_uncompressed_batch_bytes`. Kafka: INVALID_RECORD.
     #[error("invalid record batch at byte {position} of the request: {reason}")]
     InvalidRecord { position: usize, reason: String },
 
@@ -38,9 +42,9 @@ pub enum StorageError {
     #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
 
-    /// Transactional batches are not supported yet; the gateway answers
-    /// INVALID_RECORD (or does not advertise the transaction APIs) until
-    /// transactions exist.
+    /// Transactional batches are not supported yet. Kafka:
+    /// UNSUPPORTED_FOR_MESSAGE_FORMAT (what the gateway answers; it does not
+    /// advertise the transaction APIs either) until transactions exist.
     #[error("transactional record batches (producer id {producer_id}) are not supported yet")]
     TransactionsUnsupported { producer_id: i64 },
 
@@ -90,8 +94,10 @@ pub enum StorageError {
     #[error("invalid log configuration: {reason}")]
     InvalidConfig { reason: String },
 
-    /// An earlier write failed half way and could not be undone, so the log
-    /// refuses further writes until it is reopened (and recovered).
+    /// An earlier write could not be undone, or an fsync or writeback wait
+    /// failed, so the log cannot tell which acknowledged bytes reached the
+    /// device; it refuses appends, flushes and durability points until it
+    /// is reopened (and recovered). Reads still work.
     /// Kafka: KAFKA_STORAGE_ERROR.
     #[error("log {dir} is offline after a failed write: {reason}")]
     Offline { dir: PathBuf, reason: String },

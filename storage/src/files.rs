@@ -4,6 +4,8 @@
 //! - `{base:020}.log`, `.index`, `.timeindex`: one segment and its indexes;
 //! - `{offset:020}.snapshot`: producer state as of `offset`;
 //! - `log-start-offset`, `leader-epoch-checkpoint`: small checkpoints;
+//! - `producer-start-offset`: only while local copies below the log start
+//!   were evicted (tiering): producer state is kept down to this offset;
 //! - `recovery-point-offset`: every offset below it is on the device;
 //! - `clean-shutdown`: present only while the log is closed cleanly.
 
@@ -18,6 +20,7 @@ pub(crate) const INDEX_EXT: &str = "index";
 pub(crate) const TIME_INDEX_EXT: &str = "timeindex";
 pub(crate) const SNAPSHOT_EXT: &str = "snapshot";
 pub(crate) const LOG_START_FILE: &str = "log-start-offset";
+pub(crate) const PRODUCER_START_FILE: &str = "producer-start-offset";
 pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
 pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 pub(crate) const RECOVERY_POINT_FILE: &str = "recovery-point-offset";
@@ -36,6 +39,14 @@ pub(crate) fn parse_offset_name(name: &str) -> Option<(i64, &str)> {
     Some((stem.parse().ok()?, ext))
 }
 
+/// The temporary name a file is written under before it is renamed to
+/// `path` (removed by the next open if a crash leaves it).
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(TMP_SUFFIX);
+    PathBuf::from(name)
+}
+
 pub(crate) fn is_tmp(name: &str) -> bool {
     name.ends_with(TMP_SUFFIX)
 }
@@ -46,9 +57,14 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
         .ctx(|| format!("fsync directory {}", dir.display()))
 }
 
-/// Replaces `dir/name` with `bytes` so that a crash leaves either the old or
-/// the new content, never a mix. With `durable`, the new content and the
-/// rename are fsynced before returning.
+/// Replaces `dir/name` with `bytes` through a temporary file and a rename.
+/// With `durable`, the new content and the rename are fsynced before
+/// returning, and a crash at any point leaves either the old or the new
+/// content, never a mix. Without it, a process kill still leaves old or new
+/// content, but a power loss can leave the new name pointing at an empty or
+/// partly written file (the rename may reach the device before the data):
+/// use it only for files whose readers detect damage and cope with it, as
+/// producer snapshots do with their CRC.
 pub fn write_atomic(
     dir: &Path,
     name: &str,

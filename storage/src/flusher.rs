@@ -3,24 +3,27 @@
 //!
 //! A roll finishes the old segment in memory and on disk without waiting
 //! for the device (indexes trimmed, segment marked sealed, next segment
-//! created) and hands a [`SealJob`] to a small process-wide pool of
-//! threads. The job holds its own handles to the files (an `Arc` of the log
+//! created) and hands a [`SealJob`] to the process-wide seal pool (see
+//! `pool`). The job holds its own handles to the files (an `Arc` of the log
 //! file, duplicated descriptors of the index files), so retention may unlink
 //! the segment meanwhile. A worker then
 //! 1. `fdatasync`s the sealed log file and `fsync`s its trimmed indexes,
-//! 2. writes the partition's recovery point (`recovery-point-offset`,
+//! 2. waits for every paced writeback wait of the segment (they run on the
+//!    writeback pool) and fails if one of them failed: a writeback wait that
+//!    saw an I/O error consumes it, so the fsync of step 1 can report
+//!    success for bytes that never reached the device,
+//! 3. writes the partition's recovery point (`recovery-point-offset`,
 //!    atomically: temp file, fsync, rename, directory fsync), which also
 //!    makes the new segment's directory entry and the producer snapshot's
 //!    rename durable,
-//! 3. completes the job's [`Ticket`].
+//! 4. completes the job's [`Ticket`]. A failure at any step completes it
+//!    with the error, leaves the recovery point where it was, and takes the
+//!    log offline through the flag it shares with the job.
 //!
 //! Jobs of one partition always go to the same worker, so they complete in
 //! roll order and the recovery point only moves forward. The log polls
 //! tickets without blocking to advance its flushed offset, and waits for
-//! them at its durability points (`flush`, `close`, truncation).
-//!
-//! The same workers run paced writeback's blocking half (see `writeback`):
-//! waiting for a chunk's device writes and dropping it from the page cache.
+//! them at its durability points (`flush`, `close`, truncation, sync points).
 
 use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
@@ -28,15 +31,14 @@ use std::hash::{Hash, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{IoContext, StorageError};
+use crate::fault::{self, Op};
 use crate::files::{self, RECOVERY_POINT_FILE};
-use crate::writeback::WritebackJob;
-
-/// Worker threads of the process-wide pool.
-const WORKERS: usize = 2;
+use crate::health::Health;
+use crate::pool::{self, Gate};
+use crate::writeback::Progress;
 
 /// How a file of a job is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,11 @@ pub(crate) struct SealJob {
     /// Every offset below this is durable once the targets are synced.
     pub(crate) recovery_point: i64,
     pub(crate) ticket: Arc<Ticket>,
+    /// Writeback of the sealed segment: the job fails if any chunk's wait
+    /// failed, even when its own fsync succeeds.
+    pub(crate) progress: Arc<Progress>,
+    /// The log's offline flag, set when the job fails.
+    pub(crate) health: Arc<Health>,
     /// Holds the job before any sync until opened (tests of the mechanism).
     pub(crate) gate: Option<Arc<Gate>>,
 }
@@ -151,133 +158,11 @@ impl Ticket {
     }
 }
 
-/// A latch that holds jobs back while closed; lets tests observe a roll
-/// whose fsyncs have not happened yet.
-#[derive(Debug, Default)]
-pub(crate) struct Gate {
-    closed: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Gate {
-    #[cfg(test)]
-    pub(crate) fn closed() -> Arc<Gate> {
-        Arc::new(Gate {
-            closed: Mutex::new(true),
-            cv: Condvar::new(),
-        })
-    }
-
-    #[cfg(test)]
-    pub(crate) fn open(&self) {
-        let mut g = match self.closed.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        *g = false;
-        self.cv.notify_all();
-    }
-
-    pub(crate) fn pass(&self) {
-        let mut g = match self.closed.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        while *g {
-            g = match self.cv.wait(g) {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-        }
-    }
-}
-
-/// Opens its gate when dropped.
-#[cfg(test)]
-pub(crate) struct GateGuard(pub(crate) Arc<Gate>);
-
-#[cfg(test)]
-impl GateGuard {
-    pub(crate) fn open(&self) {
-        self.0.open();
-    }
-}
-
-#[cfg(test)]
-impl Drop for GateGuard {
-    fn drop(&mut self) {
-        self.0.open();
-    }
-}
-
-/// Work the pool runs.
-#[derive(Debug)]
-enum Job {
-    Seal(SealJob),
-    Writeback(WritebackJob),
-}
-
-impl Job {
-    fn run(self) {
-        match self {
-            Job::Seal(j) => run(j),
-            Job::Writeback(j) => j.run(),
-        }
-    }
-}
-
-/// Hands `job` to the worker that owns its partition directory. If no
-/// worker can take it (threads could not be started), runs it here.
+/// Hands `job` to the seal worker that owns its partition directory.
 pub(crate) fn submit(job: SealJob) {
     let mut h = DefaultHasher::new();
     job.dir.hash(&mut h);
-    send(h.finish(), Job::Seal(job));
-}
-
-/// Hands one chunk's writeback wait to the worker chosen by `route` (one
-/// route per segment keeps its chunks in order).
-pub(crate) fn submit_writeback(route: u64, job: WritebackJob) {
-    send(route, Job::Writeback(job));
-}
-
-fn send(route: u64, job: Job) {
-    let workers = pool();
-    if workers.is_empty() {
-        job.run();
-        return;
-    }
-    let i = (route % workers.len() as u64) as usize;
-    let sent = match workers[i].lock() {
-        Ok(tx) => tx.send(job),
-        Err(p) => p.into_inner().send(job),
-    };
-    if let Err(mpsc::SendError(job)) = sent {
-        job.run();
-    }
-}
-
-fn pool() -> &'static [Mutex<Sender<Job>>] {
-    static POOL: OnceLock<Vec<Mutex<Sender<Job>>>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let mut out = Vec::with_capacity(WORKERS);
-        for n in 0..WORKERS {
-            let (tx, rx) = mpsc::channel::<Job>();
-            let spawned = std::thread::Builder::new()
-                .name(format!("aerostream-flush-{n}"))
-                .spawn(move || {
-                    for job in rx {
-                        job.run();
-                    }
-                });
-            match spawned {
-                Ok(_) => out.push(Mutex::new(tx)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not start a flush thread; rolls will fsync inline");
-                }
-            }
-        }
-        out
-    })
+    pool::SEAL.submit(h.finish(), Box::new(move || run(job)));
 }
 
 fn run(job: SealJob) {
@@ -286,20 +171,36 @@ fn run(job: SealJob) {
     }
     let r = sync_and_checkpoint(&job);
     if let Err(e) = &r {
-        tracing::error!(dir = %job.dir.display(), error = %e, "background flush of a sealed segment failed");
+        job.health
+            .set_offline(format!("background flush of a sealed segment failed: {e}"));
     }
     job.ticket
         .complete(r.map_err(|e| FlushFailure::from_error(&e)));
 }
 
 fn sync_and_checkpoint(job: &SealJob) -> Result<(), StorageError> {
+    let mut log_file = None;
     for t in &job.targets {
         match t.kind {
-            SyncKind::Data => t.file.sync_data(),
+            SyncKind::Data => {
+                log_file = Some(&t.path);
+                fault::check(Op::Fsync, &t.path).and_then(|()| t.file.sync_data())
+            }
             SyncKind::All => t.file.sync_all(),
         }
         .ctx(|| format!("fsync {}", t.path.display()))?;
     }
+    // Only now, with the fsync done, is every writeback wait of the segment
+    // known: one that failed took the error the fsync would have reported.
+    job.progress.wait_for_submitted().ctx(|| {
+        format!(
+            "paced writeback of {}",
+            log_file.map_or_else(
+                || job.dir.display().to_string(),
+                |p| p.display().to_string()
+            )
+        )
+    })?;
     write_recovery_point(&job.dir, job.recovery_point)
 }
 
@@ -334,6 +235,8 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    use crate::pool::GateGuard;
+
     fn job(dir: &Path, point: i64, gate: Option<Arc<Gate>>) -> (SealJob, Arc<Ticket>) {
         let path = dir.join("data");
         let mut f = File::create(&path).unwrap();
@@ -348,6 +251,8 @@ mod tests {
             }],
             recovery_point: point,
             ticket: ticket.clone(),
+            progress: Progress::starting_at(0),
+            health: Arc::new(Health::default()),
             gate,
         };
         (j, ticket)

@@ -9,11 +9,14 @@
 //!
 //! The active segment's index files are preallocated to their capacity and
 //! trimmed to the used size when the segment is sealed or the log closed.
+//! A sealed segment's index files are opened and mapped only while used
+//! (see `MappedEntries`), and never resized or rewritten in place.
 //! After an unclean stop the active segment's indexes are rebuilt from the
 //! log (see `recovery`), so stale entries past the used size never matter.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use memmap2::MmapMut;
 
@@ -22,13 +25,25 @@ use crate::error::{IoContext, StorageError};
 const OFFSET_ENTRY: usize = 8;
 const TIME_ENTRY: usize = 12;
 
-/// A file of fixed-size entries, mapped read-write.
+/// A file of fixed-size entries, mapped read-write once loaded.
+///
+/// An active segment's indexes are loaded when opened. A sealed segment's
+/// are loaded on first use and may be unloaded again ([`OffsetIndex::unload`]),
+/// so a sealed segment nobody reads holds one descriptor (its log file) and
+/// no mapping. A lookup whose load fails (out of descriptors, say) sees an
+/// empty index and walks the segment from its start: slower, never wrong.
 #[derive(Debug)]
 struct MappedEntries {
     path: PathBuf,
+    entry_len: usize,
+    loaded: OnceLock<Loaded>,
+}
+
+/// An open, mapped index file.
+#[derive(Debug)]
+struct Loaded {
     file: File,
     mmap: Option<MmapMut>,
-    entry_len: usize,
     entries: usize,
     capacity: usize,
     /// The file length was not a whole number of entries.
@@ -36,7 +51,30 @@ struct MappedEntries {
 }
 
 impl MappedEntries {
+    /// Opens the index at `path`: loaded at once, and grown to `capacity`
+    /// entries, when `capacity` is above zero (an active segment); left to
+    /// load on first use otherwise (a sealed segment).
     fn open(path: &Path, entry_len: usize, capacity: usize) -> Result<Self, StorageError> {
+        let mut me = MappedEntries {
+            path: path.to_path_buf(),
+            entry_len,
+            loaded: OnceLock::new(),
+        };
+        if capacity > 0 {
+            let l = me.loaded_mut()?;
+            if capacity > l.entries {
+                me.resize(capacity)?;
+            }
+        }
+        Ok(me)
+    }
+
+    /// Opens and maps the file as it is. Never resizes it: the file of a
+    /// sealed segment may be a hard link to an uploaded object (a ragged
+    /// one is rebuilt into a new file instead; see
+    /// `Segment::rebuild_indexes_aside`).
+    fn load(&self) -> Result<Loaded, StorageError> {
+        let path = &self.path;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -49,56 +87,114 @@ impl MappedEntries {
             .ctx(|| format!("stat index {}", path.display()))?
             .len();
         let len = usize::try_from(len).unwrap_or(usize::MAX);
-        let entries = len / entry_len;
-        let mut me = MappedEntries {
-            path: path.to_path_buf(),
+        let entries = len / self.entry_len;
+        let mut l = Loaded {
             file,
             mmap: None,
-            entry_len,
             entries,
             capacity: entries,
-            ragged: len % entry_len != 0,
+            ragged: len % self.entry_len != 0,
         };
-        me.resize(capacity.max(entries))?;
-        Ok(me)
+        if len > 0 {
+            l.map(path)?;
+        }
+        Ok(l)
+    }
+
+    /// The loaded file, loading it if needed; `None` if that fails.
+    fn get(&self) -> Option<&Loaded> {
+        if let Some(l) = self.loaded.get() {
+            return Some(l);
+        }
+        match self.load() {
+            Ok(l) => {
+                // Another reader may have won the race; either copy is fine.
+                let _ = self.loaded.set(l);
+                self.loaded.get()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not load an index; lookups walk the segment instead");
+                None
+            }
+        }
+    }
+
+    fn loaded_mut(&mut self) -> Result<&mut Loaded, StorageError> {
+        if self.loaded.get().is_none() {
+            let l = self.load()?;
+            let _ = self.loaded.set(l);
+        }
+        match self.loaded.get_mut() {
+            Some(l) => Ok(l),
+            None => unreachable!("the index was loaded just above"),
+        }
+    }
+
+    /// Closes the file and drops the mapping; the next use loads it again.
+    fn unload(&mut self) {
+        self.loaded.take();
+    }
+
+    fn entries(&self) -> usize {
+        self.get().map_or(0, |l| l.entries)
+    }
+
+    fn ragged(&self) -> bool {
+        self.get().is_some_and(|l| l.ragged)
+    }
+
+    fn capacity(&self) -> usize {
+        self.get().map_or(0, |l| l.capacity)
+    }
+
+    fn set_entries(&mut self, n: usize) {
+        if let Ok(l) = self.loaded_mut() {
+            l.entries = n.min(l.capacity);
+        }
     }
 
     /// Sets the file (and mapping) to hold exactly `capacity` entries.
     fn resize(&mut self, capacity: usize) -> Result<(), StorageError> {
-        self.mmap = None;
-        let bytes = capacity.saturating_mul(self.entry_len) as u64;
-        self.file
+        let entry_len = self.entry_len;
+        let path = self.path.clone();
+        let l = self.loaded_mut()?;
+        l.mmap = None;
+        let bytes = capacity.saturating_mul(entry_len) as u64;
+        l.file
             .set_len(bytes)
-            .ctx(|| format!("resize index {}", self.path.display()))?;
-        self.capacity = capacity;
-        self.entries = self.entries.min(capacity);
+            .ctx(|| format!("resize index {}", path.display()))?;
+        l.capacity = capacity;
+        l.entries = l.entries.min(capacity);
+        l.ragged = false;
         if capacity > 0 {
-            // SAFETY: the file is owned by this segment; nothing else in
-            // the process maps or truncates it while the map is alive (the
-            // map is dropped above before every set_len).
-            #[expect(unsafe_code, reason = "memmap2 exposes mapping only as unsafe")]
-            let map = unsafe { MmapMut::map_mut(&self.file) }
-                .ctx(|| format!("map index {}", self.path.display()))?;
-            self.mmap = Some(map);
+            l.map(&path)?;
         }
         Ok(())
     }
 
     fn entry(&self, i: usize) -> &[u8] {
-        match &self.mmap {
-            Some(m) if i < self.entries => &m[i * self.entry_len..(i + 1) * self.entry_len],
+        match self.get() {
+            Some(Loaded {
+                mmap: Some(m),
+                entries,
+                ..
+            }) if i < *entries => &m[i * self.entry_len..(i + 1) * self.entry_len],
             _ => &[],
         }
     }
 
     fn push(&mut self, bytes: &[u8]) -> bool {
-        if self.entries >= self.capacity {
+        let entry_len = self.entry_len;
+        let Ok(l) = self.loaded_mut() else {
+            return false;
+        };
+        if l.entries >= l.capacity {
             return false;
         }
-        let at = self.entries * self.entry_len;
-        if let Some(m) = self.mmap.as_mut() {
-            m[at..at + self.entry_len].copy_from_slice(bytes);
-            self.entries += 1;
+        let at = l.entries * entry_len;
+        if let Some(m) = l.mmap.as_mut() {
+            m[at..at + entry_len].copy_from_slice(bytes);
+            l.entries += 1;
             true
         } else {
             false
@@ -106,13 +202,13 @@ impl MappedEntries {
     }
 
     fn is_full(&self) -> bool {
-        self.entries >= self.capacity
+        self.get().is_none_or(|l| l.entries >= l.capacity)
     }
 
     /// Number of leading entries for which `pred` holds (entries must be
     /// partitioned by `pred`).
     fn partition_point(&self, pred: impl Fn(&[u8]) -> bool) -> usize {
-        let (mut lo, mut hi) = (0usize, self.entries);
+        let (mut lo, mut hi) = (0usize, self.entries());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if pred(self.entry(mid)) {
@@ -126,19 +222,39 @@ impl MappedEntries {
 
     /// Trims the file to the used entries and makes it durable.
     fn seal(&mut self) -> Result<(), StorageError> {
-        self.resize(self.entries)?;
-        self.file
+        let n = self.loaded_mut()?.entries;
+        self.resize(n)?;
+        let path = self.path.clone();
+        self.loaded_mut()?
+            .file
             .sync_all()
-            .ctx(|| format!("fsync index {}", self.path.display()))
+            .ctx(|| format!("fsync index {}", path.display()))
     }
 
     /// Trims the file to the used entries and returns a second handle to
     /// it, so the fsync can happen elsewhere.
     fn trim(&mut self) -> Result<File, StorageError> {
-        self.resize(self.entries)?;
-        self.file
+        let n = self.loaded_mut()?.entries;
+        self.resize(n)?;
+        let path = self.path.clone();
+        self.loaded_mut()?
+            .file
             .try_clone()
-            .ctx(|| format!("duplicate index handle {}", self.path.display()))
+            .ctx(|| format!("duplicate index handle {}", path.display()))
+    }
+}
+
+impl Loaded {
+    fn map(&mut self, path: &Path) -> Result<(), StorageError> {
+        // SAFETY: the file is owned by this segment; nothing else in the
+        // process maps or truncates it while the map is alive (the map is
+        // dropped before every set_len, and the file is never resized
+        // unless it belongs to the active segment or is a fresh rebuild).
+        #[expect(unsafe_code, reason = "memmap2 exposes mapping only as unsafe")]
+        let map = unsafe { MmapMut::map_mut(&self.file) }
+            .ctx(|| format!("map index {}", path.display()))?;
+        self.mmap = Some(map);
+        Ok(())
     }
 }
 
@@ -183,7 +299,7 @@ impl OffsetIndex {
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.m.entries
+        self.m.entries()
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -192,7 +308,7 @@ impl OffsetIndex {
 
     pub(crate) fn last(&self) -> Option<(i64, u64)> {
         self.m
-            .entries
+            .entries()
             .checked_sub(1)
             .map(|i| self.decode(self.m.entry(i)))
     }
@@ -231,16 +347,16 @@ impl OffsetIndex {
     }
 
     pub(crate) fn clear(&mut self) {
-        self.m.entries = 0;
+        self.m.set_entries(0);
     }
 
     /// True when entries are strictly increasing and inside the log file.
     pub(crate) fn is_sane(&self, log_size: u64) -> bool {
-        if self.m.ragged {
+        if self.m.ragged() {
             return false;
         }
         let mut prev: Option<(i64, u64)> = None;
-        for i in 0..self.m.entries {
+        for i in 0..self.m.entries() {
             let (o, p) = self.decode(self.m.entry(i));
             if p >= log_size {
                 return false;
@@ -256,7 +372,7 @@ impl OffsetIndex {
     }
 
     pub(crate) fn grow_to(&mut self, capacity: usize) -> Result<(), StorageError> {
-        if capacity > self.m.capacity {
+        if capacity > self.m.capacity() {
             self.m.resize(capacity)?;
         }
         Ok(())
@@ -273,6 +389,18 @@ impl OffsetIndex {
 
     pub(crate) fn path(&self) -> &Path {
         &self.m.path
+    }
+
+    /// Records that the file was renamed to `path` (the handle and mapping
+    /// stay valid).
+    pub(crate) fn renamed(&mut self, path: PathBuf) {
+        self.m.path = path;
+    }
+
+    /// Closes the file and unmaps it; the next use loads it again (a
+    /// sealed segment nobody reads keeps no descriptor or mapping for it).
+    pub(crate) fn unload(&mut self) {
+        self.m.unload();
     }
 }
 
@@ -301,7 +429,7 @@ impl TimeIndex {
 
     pub(crate) fn last(&self) -> Option<(i64, i64)> {
         self.m
-            .entries
+            .entries()
             .checked_sub(1)
             .map(|i| self.decode(self.m.entry(i)))
     }
@@ -317,7 +445,8 @@ impl TimeIndex {
             }
             if offset == lo {
                 // Same batch reached a higher max: replace the entry.
-                self.m.entries -= 1;
+                let n = self.m.entries();
+                self.m.set_entries(n - 1);
             }
         }
         let mut e = [0u8; TIME_ENTRY];
@@ -333,15 +462,15 @@ impl TimeIndex {
     }
 
     pub(crate) fn clear(&mut self) {
-        self.m.entries = 0;
+        self.m.set_entries(0);
     }
 
     pub(crate) fn is_sane(&self, next_offset: i64) -> bool {
-        if self.m.ragged {
+        if self.m.ragged() {
             return false;
         }
         let mut prev: Option<(i64, i64)> = None;
-        for i in 0..self.m.entries {
+        for i in 0..self.m.entries() {
             let (t, o) = self.decode(self.m.entry(i));
             if o >= next_offset {
                 return false;
@@ -357,7 +486,7 @@ impl TimeIndex {
     }
 
     pub(crate) fn grow_to(&mut self, capacity: usize) -> Result<(), StorageError> {
-        if capacity > self.m.capacity {
+        if capacity > self.m.capacity() {
             self.m.resize(capacity)?;
         }
         Ok(())
@@ -374,6 +503,18 @@ impl TimeIndex {
 
     pub(crate) fn path(&self) -> &Path {
         &self.m.path
+    }
+
+    /// Records that the file was renamed to `path` (the handle and mapping
+    /// stay valid).
+    pub(crate) fn renamed(&mut self, path: PathBuf) {
+        self.m.path = path;
+    }
+
+    /// Closes the file and unmaps it; the next use loads it again (a
+    /// sealed segment nobody reads keeps no descriptor or mapping for it).
+    pub(crate) fn unload(&mut self) {
+        self.m.unload();
     }
 }
 

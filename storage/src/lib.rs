@@ -3,8 +3,9 @@
 //! Role: store Kafka v2 RecordBatches exactly as producers sent them, in
 //! segment files with sparse offset and time indexes, and hand byte ranges
 //! back to readers so the gateway can `sendfile(2)` them to consumers. It
-//! validates batches (framing, CRC-32C, sizes, idempotent producer
-//! sequences) without decoding records, stamps base offsets and leader
+//! validates batches (framing, CRC-32C, sizes, record counts, idempotent
+//! producer sequences; records are walked, and decompressed with a bound,
+//! only to count them) without re-encoding them, stamps base offsets and leader
 //! epochs in place, paces writeback so appends see no flush storms, and
 //! recovers from a crash at any instant by cutting a torn tail.
 //!
@@ -14,6 +15,9 @@
 //!   through [`PartitionLog::subscribe`] (a `watch` of the log end offset).
 //! - Reads return a [`ReadSlice`] (`Arc<File>`, position, length) for
 //!   zero-copy sends, or bytes via [`ReadSlice::read_to_bytes`].
+//! - [`PartitionLog::sync_point`] starts a durability point that a blocking
+//!   thread runs ([`SyncPoint::run`]) and the owner records
+//!   ([`PartitionLog::sync_done`]): group commit of every append so far.
 //! - [`PartitionLog::segments`], [`PartitionLog::enforce_retention`] and
 //!   [`PartitionLog::delete_records_before`] are the hooks tiering and
 //!   DeleteRecords use; [`PartitionLog::truncate_to`] and
@@ -28,7 +32,8 @@
 //!
 //! Directory layout of one partition: `{base:020}.log` / `.index` /
 //! `.timeindex` per segment, `{offset:020}.snapshot` (producer state),
-//! `log-start-offset`, `leader-epoch-checkpoint`, `recovery-point-offset`
+//! `log-start-offset`, `producer-start-offset` (only while local copies of
+//! tiered records were evicted), `leader-epoch-checkpoint`, `recovery-point-offset`
 //! (below it every segment is fsynced; rolls fsync in the background, see
 //! `flusher`), and `clean-shutdown` while closed cleanly.
 //!
@@ -73,22 +78,35 @@ pub mod batch;
 pub mod config;
 mod epoch;
 pub mod error;
+mod fault;
 pub mod files;
 mod flusher;
+mod health;
 mod index;
 mod log;
+mod pool;
 mod producer;
+mod records;
 mod recovery;
 mod retention;
-#[cfg(test)]
-mod roll_tests;
 pub mod segment;
+mod sync;
+#[cfg(test)]
+mod test_support;
 pub mod tier;
 pub mod writeback;
+
+/// Test support for callers of this crate (the `testing` feature): failure
+/// injection into the log's own device calls.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    pub use crate::fault::{fail_next, Op};
+}
 
 pub use batch::{BatchHeader, Compression, TimestampType};
 pub use config::LogConfig;
 pub use error::StorageError;
 pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
 pub use segment::SegmentInfo;
+pub use sync::{SyncDone, SyncPoint};
 pub use writeback::WritebackConfig;

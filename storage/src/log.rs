@@ -16,12 +16,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::batch::{self, BatchHeader, Compression, Limits, TimestampType};
+use crate::batch::{self, BatchHeader, Compression, TimestampType};
 use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
 use crate::files::{self, SNAPSHOT_EXT};
-use crate::flusher::{self, Gate, SealJob, Ticket};
+use crate::flusher::{self, SealJob, Ticket};
+use crate::health::Health;
+use crate::pool::Gate;
 use crate::producer::{ProducerStates, Staged};
 use crate::recovery;
 use crate::segment::{Placed, Segment, SegmentInfo};
@@ -105,6 +107,10 @@ pub struct PartitionLog {
     /// By base offset; the last one is the active segment. Never empty.
     pub(crate) segments: BTreeMap<i64, Segment>,
     pub(crate) log_start: i64,
+    /// Producer state is kept for batches down to this; below `log_start`
+    /// only while local copies were evicted but the batches still exist
+    /// elsewhere (see `retention`).
+    pub(crate) producer_start: i64,
     pub(crate) epochs: LeaderEpochCache,
     pub(crate) producers: ProducerStates,
     pub(crate) end_tx: watch::Sender<i64>,
@@ -116,7 +122,12 @@ pub struct PartitionLog {
     pub(crate) pending: VecDeque<PendingFlush>,
     /// Holds this log's background flushes while set (tests only).
     pub(crate) flush_gate: Option<Arc<Gate>>,
-    pub(crate) offline: Option<String>,
+    /// Offline once a write, fsync or writeback failed; shared with the
+    /// log's background jobs (see `health`).
+    pub(crate) health: Arc<Health>,
+    /// Truncations so far: a durability point started before one does not
+    /// cover the offsets it rewrote (see `sync`).
+    pub(crate) truncations: u64,
 }
 
 /// A roll whose fsyncs run in the background: once its ticket succeeds,
@@ -144,6 +155,7 @@ impl PartitionLog {
             config,
             segments: r.segments,
             log_start: r.log_start,
+            producer_start: r.producer_start,
             epochs: r.epochs,
             producers: r.producers,
             end_tx,
@@ -152,7 +164,8 @@ impl PartitionLog {
             flushed_offset: log_end,
             pending: VecDeque::new(),
             flush_gate: None,
-            offline: None,
+            health: Arc::new(Health::default()),
+            truncations: 0,
         };
         let config = log.config.clone();
         log.active_mut().unseal(&config)?;
@@ -227,13 +240,7 @@ impl PartitionLog {
     }
 
     fn check_online(&self) -> Result<(), StorageError> {
-        match &self.offline {
-            Some(reason) => Err(StorageError::Offline {
-                dir: self.dir.clone(),
-                reason: reason.clone(),
-            }),
-            None => Ok(()),
-        }
+        self.health.check(&self.dir)
     }
 
     /// Appends one or more v2 batches (a Produce partition's `records`).
@@ -254,10 +261,7 @@ impl PartitionLog {
     ) -> Result<AppendOutcome, StorageError> {
         self.poll_flushes();
         self.check_online()?;
-        let limits = Limits {
-            max_batch_bytes: self.config.max_batch_bytes(),
-        };
-        let batches = batch::validate_all(records, limits)?;
+        let batches = batch::validate_all(records, self.config.batch_limits())?;
         for b in &batches {
             if b.header.is_transactional() {
                 return Err(StorageError::TransactionsUnsupported {
@@ -333,34 +337,30 @@ impl PartitionLog {
         }
 
         let config = self.config.clone();
-        let seg = self.active_mut();
-        let old_size = seg.size;
-        if let Err(e) = seg.append(records, &placed, &config, now_ms) {
-            if seg.size == old_size {
-                // The write itself failed: undo any partial bytes.
-                if let Err(undo) = seg.set_size(old_size) {
-                    self.offline = Some(format!("{e}; then could not truncate back: {undo}"));
-                }
-            } else {
-                // Written and indexed, but writeback reported an I/O error.
-                self.offline = Some(e.to_string());
-                self.producers.commit(staged);
-                self.end_tx.send_replace(next);
-            }
+        let health = Arc::clone(&self.health);
+        let record_count = next - first_offset;
+        let flush_due = self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_records + record_count as u64 >= n);
+        let old_size = self.active().size;
+        let written = self
+            .active_mut()
+            .append(records, &placed, &config, now_ms, &health);
+        let result = match written {
+            Ok(()) if flush_due => self.flush(),
+            other => other,
+        };
+        if let Err(e) = result {
+            self.undo_append(old_size, &e);
             return Err(e);
         }
         self.producers.commit(staged);
-        let record_count = next - first_offset;
-        self.unflushed_records += record_count as u64;
-        self.first_unflushed_ms.get_or_insert(now_ms);
-        self.end_tx.send_replace(next);
-        if self
-            .config
-            .flush_messages
-            .is_some_and(|n| self.unflushed_records >= n)
-        {
-            self.flush()?;
+        if !flush_due {
+            self.unflushed_records += record_count as u64;
+            self.first_unflushed_ms.get_or_insert(now_ms);
         }
+        self.end_tx.send_replace(next);
         Ok(AppendOutcome::Appended(AppendInfo {
             base_offset: first_offset,
             last_offset: next - 1,
@@ -369,6 +369,36 @@ impl PartitionLog {
             record_count: u32::try_from(record_count).unwrap_or(u32::MAX),
             bytes: records.len(),
         }))
+    }
+
+    /// Undoes an append that failed at or after its write: cuts the active
+    /// segment back to `old_size` and, if the append was indexed, rebuilds
+    /// the segment's in-memory state, so that neither readers nor the next
+    /// open see bytes whose append was answered with an error. A write that
+    /// failed outright (a full disk, say) leaves the log online once cut
+    /// back. A failure after the write (the start or wait of its writeback,
+    /// or the fsync `flush.messages` asked for) takes the log offline:
+    /// bytes appended before may not be durable either.
+    fn undo_append(&mut self, old_size: u64, e: &StorageError) {
+        let interval = self.config.index_interval_bytes;
+        let seg = self.active_mut();
+        let indexed = seg.size != old_size;
+        let undone = seg.set_size(old_size).and_then(|()| {
+            if indexed {
+                seg.rebuild(false, interval, |_| {}).map(|_| ())
+            } else {
+                Ok(())
+            }
+        });
+        match undone {
+            Err(undo) => self
+                .health
+                .set_offline(format!("{e}; then could not cut the append back: {undo}")),
+            Ok(()) if indexed => self
+                .health
+                .set_offline(format!("an append failed after its write: {e}")),
+            Ok(()) => {}
+        }
     }
 
     /// Rolls before an append of `bytes` ending at `next_offset` if the
@@ -400,6 +430,7 @@ impl PartitionLog {
         }
         // Only cheap, non-blocking work here: the fsyncs that make the
         // sealed segment durable run on the flusher (see `flusher`).
+        let progress = self.active().pacer.progress();
         let targets = self.active_mut().seal_deferred()?;
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;
@@ -416,6 +447,8 @@ impl PartitionLog {
             targets,
             recovery_point: log_end,
             ticket: ticket.clone(),
+            progress,
+            health: Arc::clone(&self.health),
             gate: self.flush_gate.clone(),
         });
         self.pending.push_back(PendingFlush {
@@ -433,9 +466,8 @@ impl PartitionLog {
                 None => return,
                 Some(Ok(())) => self.flushed_offset = self.flushed_offset.max(p.end),
                 Some(Err(f)) => {
-                    self.offline.get_or_insert_with(|| {
-                        format!("background fsync failed: {}", f.to_error())
-                    });
+                    self.health
+                        .set_offline(format!("background fsync failed: {}", f.to_error()));
                 }
             }
             self.pending.pop_front();
@@ -449,8 +481,8 @@ impl PartitionLog {
                 Ok(()) => self.flushed_offset = self.flushed_offset.max(p.end),
                 Err(f) => {
                     let e = f.to_error();
-                    self.offline
-                        .get_or_insert_with(|| format!("background fsync failed: {e}"));
+                    self.health
+                        .set_offline(format!("background fsync failed: {e}"));
                     self.pending.clear();
                     return Err(e);
                 }
@@ -462,10 +494,10 @@ impl PartitionLog {
     /// Holds this log's background flushes until the returned guard is
     /// opened or dropped (so a failing test cannot wedge a shared worker).
     #[cfg(test)]
-    pub(crate) fn hold_flushes(&mut self) -> flusher::GateGuard {
+    pub(crate) fn hold_flushes(&mut self) -> crate::pool::GateGuard {
         let g = Gate::closed();
         self.flush_gate = Some(g.clone());
-        flusher::GateGuard(g)
+        crate::pool::GateGuard(g)
     }
 
     /// Keeps the `keep` newest producer snapshots and none below log start.
@@ -489,12 +521,22 @@ impl PartitionLog {
     }
 
     /// fsyncs everything appended so far: waits for the background
-    /// flushes of earlier rolls, then fsyncs the active segment.
+    /// flushes of earlier rolls, then fsyncs the active segment and checks
+    /// that none of its writeback waits failed. A failure takes the log
+    /// offline: bytes it acknowledged may not be durable.
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.check_online()?;
+        let r = self.flush_all();
+        if let Err(e) = &r {
+            self.health.set_offline(format!("flush failed: {e}"));
+        }
+        r
+    }
+
+    fn flush_all(&mut self) -> Result<(), StorageError> {
         self.wait_flushes()?;
         let end = self.log_end_offset();
-        self.active().sync_data()?;
+        self.active().sync_durable()?;
         self.flushed_offset = end;
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;
@@ -672,7 +714,7 @@ impl PartitionLog {
         self.wait_flushes()?;
         let log_end = self.log_end_offset();
         let seg = self.active_mut();
-        seg.sync_data()?;
+        seg.sync_durable()?;
         seg.finish_indexes()?;
         self.producers.write_snapshot(&self.dir, log_end)?;
         self.prune_snapshots(SNAPSHOTS_KEPT)?;
@@ -710,15 +752,5 @@ fn next_batch_with(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_log_can_move_to_its_shard_task_and_slices_to_any_task() {
-        fn send<T: Send>() {}
-        fn send_sync<T: Send + Sync>() {}
-        send::<PartitionLog>();
-        send_sync::<ReadSlice>();
-        send_sync::<StorageError>();
-    }
-}
+#[path = "log_tests.rs"]
+mod tests;

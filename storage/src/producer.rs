@@ -10,11 +10,15 @@
 //! - otherwise its first sequence must follow the last one (wrapping at
 //!   `i32::MAX`), else `OutOfOrderSequence`;
 //! - a producer the log does not know (new, expired, or its batches deleted
-//!   by retention) may start at any sequence.
+//!   by retention or DeleteRecords from every tier) may start at any
+//!   sequence. Evicting only the local copies of tiered batches keeps the
+//!   producer (see `retention`).
 //!
 //! The state is rebuilt on open from the newest snapshot
 //! (`{offset:020}.snapshot`, written at roll and close) plus a scan of the
-//! batch headers after it.
+//! batch headers after it; producers seen only in that scan count as
+//! updated at the time of the open (expiry runs on broker time, never on
+//! the clients' batch timestamps).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -149,17 +153,20 @@ impl ProducerStates {
     }
 
     /// Replays a batch read back from the log (recovery); no checks, the
-    /// log is the truth.
-    pub(crate) fn replay(&mut self, h: &BatchHeader) {
+    /// log is the truth. `now_ms` is the broker's time of the replay: the
+    /// batch's own timestamps are the client's (and may be years old for a
+    /// backfill), while expiry counts from the broker's time as on the live
+    /// path, so a replayed producer is not expired by the next tick.
+    pub(crate) fn replay(&mut self, h: &BatchHeader, now_ms: i64) {
         if !h.has_producer_id() {
             return;
         }
         let e = self.map.entry(h.producer_id).or_insert(ProducerEntry {
             epoch: h.producer_epoch,
             batches: VecDeque::new(),
-            last_update_ms: h.max_timestamp,
+            last_update_ms: now_ms,
         });
-        apply(e, h, h.base_offset, h.max_timestamp);
+        apply(e, h, h.base_offset, now_ms);
     }
 
     /// Forgets producers idle for `expiration_ms` or longer.

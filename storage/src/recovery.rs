@@ -22,20 +22,26 @@
 //! reads the whole local log once.
 //!
 //! Index files of trusted sealed segments that fail a sanity check are
-//! rebuilt from batch headers. The leader-epoch cache and producer state
+//! rebuilt from batch headers into new files renamed over the old ones,
+//! never in place (they may be hard links to uploaded objects). The leader-epoch cache and producer state
 //! are reloaded from their checkpoint and snapshot and brought up to the
-//! log end from batch headers.
+//! log end from batch headers. Producer state is kept for batches down to
+//! `producer-start-offset` when it exists (local copies below the log start
+//! were evicted, but the batches still exist in object storage), else down
+//! to the log start.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::BatchHeader;
 use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
 use crate::files::{
-    self, CLEAN_SHUTDOWN_FILE, INDEX_EXT, LOG_EXT, LOG_START_FILE, SNAPSHOT_EXT, TIME_INDEX_EXT,
+    self, CLEAN_SHUTDOWN_FILE, INDEX_EXT, LOG_EXT, LOG_START_FILE, PRODUCER_START_FILE,
+    SNAPSHOT_EXT, TIME_INDEX_EXT,
 };
 use crate::flusher;
 use crate::producer::ProducerStates;
@@ -44,6 +50,8 @@ use crate::segment::Segment;
 pub(crate) struct Recovered {
     pub(crate) segments: BTreeMap<i64, Segment>,
     pub(crate) log_start: i64,
+    /// Producer state is kept for batches down to this (see `retention`).
+    pub(crate) producer_start: i64,
     pub(crate) epochs: LeaderEpochCache,
     pub(crate) producers: ProducerStates,
 }
@@ -65,6 +73,27 @@ fn read_log_start(dir: &Path) -> Result<Option<i64>, StorageError> {
 
 pub(crate) fn write_log_start(dir: &Path, offset: i64) -> Result<(), StorageError> {
     files::write_atomic(dir, LOG_START_FILE, format!("{offset}\n").as_bytes(), true)
+}
+
+/// Reads the producer-state start checkpoint; `None` if there is none (the
+/// producer state then starts at the log start).
+pub(crate) fn read_producer_start(dir: &Path) -> Result<Option<i64>, StorageError> {
+    let Some(bytes) = files::read_optional(&dir.join(PRODUCER_START_FILE))? else {
+        return Ok(None);
+    };
+    Ok(std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|v| *v >= 0))
+}
+
+pub(crate) fn write_producer_start(dir: &Path, offset: i64) -> Result<(), StorageError> {
+    files::write_atomic(
+        dir,
+        PRODUCER_START_FILE,
+        format!("{offset}\n").as_bytes(),
+        true,
+    )
 }
 
 pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageError> {
@@ -192,10 +221,25 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
     }
 
     let epochs = recover_epochs(dir, &segments, log_start, log_end)?;
-    let producers = recover_producers(dir, &segments, &mut snapshots, log_start, log_end)?;
+    let producer_start = read_producer_start(dir)?.map_or(log_start, |p| p.min(log_start));
+    let producers = recover_producers(
+        dir,
+        &segments,
+        &mut snapshots,
+        log_start,
+        producer_start,
+        log_end,
+    )?;
+    // The header walks above loaded indexes; sealed segments keep them
+    // closed until a read needs them.
+    let sealed = segments.len().saturating_sub(1);
+    for seg in segments.values_mut().take(sealed) {
+        seg.unload_indexes();
+    }
     Ok(Recovered {
         segments,
         log_start,
+        producer_start,
         epochs,
         producers,
     })
@@ -269,6 +313,7 @@ fn repair_unflushed(
         seg.sync_data()?;
         seg.finish_indexes()?;
         seg.sealed = true;
+        seg.unload_indexes();
         return Ok(true);
     }
     tracing::warn!(
@@ -300,21 +345,20 @@ fn settle_sealed(seg: &mut Segment, next_base: i64, cfg: &LogConfig) -> Result<(
             seg.offset_of_max_timestamp = o;
         }
         seg.first_timestamp = first_timestamp(seg);
+        seg.unload_indexes();
         return Ok(());
     }
-    tracing::warn!(segment = %seg.path.display(), "rebuilding indexes of a sealed segment");
-    seg.offset_index.grow_to(cfg.index_capacity())?;
-    seg.time_index.grow_to(cfg.index_capacity())?;
-    let end = seg.rebuild(false, cfg.index_interval_bytes, |_| {})?;
-    if end.stopped.is_some() || seg.next_offset != next_base {
+    tracing::warn!(segment = %seg.path.display(), "rebuilding indexes of a sealed segment into new files");
+    let end = seg.rebuild_indexes_aside(next_base, cfg)?;
+    seg.unload_indexes();
+    if end.stopped.is_some() {
         tracing::error!(
             segment = %seg.path.display(),
             valid_bytes = end.valid_size,
             "sealed segment is damaged; reads past the damage will fail"
         );
     }
-    seg.next_offset = next_base;
-    seg.finish_indexes()
+    Ok(())
 }
 
 fn first_batch_ok(seg: &Segment) -> bool {
@@ -391,6 +435,7 @@ pub(crate) fn reload_producers(
     dir: &Path,
     segments: &BTreeMap<i64, Segment>,
     log_start: i64,
+    producer_start: i64,
     log_end: i64,
 ) -> Result<ProducerStates, StorageError> {
     let mut snapshots = Vec::new();
@@ -400,7 +445,14 @@ pub(crate) fn reload_producers(
             snapshots.push(o);
         }
     }
-    recover_producers(dir, segments, &mut snapshots, log_start, log_end)
+    recover_producers(
+        dir,
+        segments,
+        &mut snapshots,
+        log_start,
+        producer_start,
+        log_end,
+    )
 }
 
 fn recover_producers(
@@ -408,6 +460,7 @@ fn recover_producers(
     segments: &BTreeMap<i64, Segment>,
     snapshots: &mut [i64],
     log_start: i64,
+    producer_start: i64,
     log_end: i64,
 ) -> Result<ProducerStates, StorageError> {
     snapshots.sort_unstable_by(|a, b| b.cmp(a));
@@ -432,7 +485,10 @@ fn recover_producers(
         }
     }
     let (from, mut producers) = state.unwrap_or((log_start, ProducerStates::default()));
-    for_each_header(segments, from, log_end, |h| producers.replay(h))?;
-    producers.remove_below(log_start);
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    for_each_header(segments, from, log_end, |h| producers.replay(h, now_ms))?;
+    producers.remove_below(producer_start);
     Ok(producers)
 }

@@ -4,7 +4,15 @@
 //! Ordering for crash safety: the new log start is checkpointed (fsynced)
 //! before any segment file is unlinked, so a crash in between leaves files
 //! below the log start that the next open deletes, never a log start that
-//! points into deleted data. Truncation at the end first waits for the
+//! points into deleted data.
+//!
+//! Removing records (DeleteRecords, retention) also forgets idempotent
+//! producers whose last batch was removed. Evicting only local copies of
+//! records that object storage holds does not: producer state is kept down
+//! to `producer-start-offset` (checkpointed before the log start moves) and
+//! expired when the log start across tiers passes it, as Kafka expires it
+//! by the global log start (KIP-405). Otherwise a producer whose
+//! acknowledgement was lost could retry after eviction and be stored twice. Truncation at the end first waits for the
 //! background flushes of earlier rolls and lowers the recovery point
 //! (durably) to the segment it cuts into, so a crash mid-way leaves that
 //! segment and everything after it to be scanned on the next open.
@@ -16,15 +24,66 @@ use crate::log::PartitionLog;
 use crate::recovery;
 use crate::segment::{Segment, SegmentInfo};
 
+/// What raising the local log start means for the records below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Removal {
+    /// The records are gone (DeleteRecords, retention of a plain log):
+    /// idempotent producers whose last batch was among them are forgotten.
+    Records,
+    /// Only the local copies go; the records stay readable from object
+    /// storage, so producer state is kept (Kafka expires it by the log start
+    /// across tiers, KIP-405) until [`PartitionLog::expire_producers_below`]
+    /// is told the start across tiers has passed it.
+    LocalCopies,
+}
+
 impl PartitionLog {
-    fn raise_log_start(&mut self, offset: i64) -> Result<(), StorageError> {
+    fn raise_log_start(&mut self, offset: i64, removal: Removal) -> Result<(), StorageError> {
+        if removal == Removal::LocalCopies && self.producer_start < offset {
+            // Before the log start moves, so a crash in between cannot lose
+            // producer state that is still needed.
+            recovery::write_producer_start(&self.dir, self.producer_start)?;
+        }
         recovery::write_log_start(&self.dir, offset)?;
         self.log_start = offset;
         if self.epochs.truncate_from_start(offset) {
             self.epochs.persist()?;
         }
-        self.producers.remove_below(offset);
+        if removal == Removal::Records {
+            self.forget_producers_below(offset)?;
+        }
         Ok(())
+    }
+
+    fn forget_producers_below(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.producers.remove_below(offset);
+        let kept_below_start = self.producer_start < self.log_start;
+        self.producer_start = self.producer_start.max(offset);
+        if offset >= self.log_start {
+            files::remove_if_exists(&self.dir.join(files::PRODUCER_START_FILE))?;
+        } else if kept_below_start {
+            recovery::write_producer_start(&self.dir, self.producer_start)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets idempotent producers whose last batch lies wholly below
+    /// `offset`, the log start across tiers, when local copies below the
+    /// local log start were evicted but their records still existed in
+    /// object storage. Never raises the producer start past the local log
+    /// start. Durable when it returns.
+    pub fn expire_producers_below(&mut self, offset: i64) -> Result<(), StorageError> {
+        let offset = offset.min(self.log_start);
+        if offset <= self.producer_start {
+            return Ok(());
+        }
+        self.forget_producers_below(offset)
+    }
+
+    /// Where idempotent producer state starts (the log start, or lower
+    /// while evicted local copies are still held in object storage).
+    pub fn producer_state_start(&self) -> i64 {
+        self.producer_start
     }
 
     /// Deletes sealed segments whose every offset is below the log start.
@@ -61,7 +120,7 @@ impl PartitionLog {
         if offset <= self.log_start {
             return Ok(self.log_start);
         }
-        self.raise_log_start(offset)?;
+        self.raise_log_start(offset, Removal::Records)?;
         if offset == log_end && !self.active().is_empty() {
             // Everything is deleted: seal the active segment so it can go.
             let now = self.active().created_ms.unwrap_or(0);
@@ -84,19 +143,62 @@ impl PartitionLog {
         retention_ms: Option<u64>,
         deletable_below: i64,
     ) -> Result<Vec<SegmentInfo>, StorageError> {
-        self.enforce_retention_inner(now_ms, retention_bytes, retention_ms, deletable_below)
-            .map_err(|e| {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "retention failed");
-                e
-            })
+        self.remove_old_segments(
+            now_ms,
+            retention_bytes,
+            retention_ms,
+            deletable_below,
+            Removal::Records,
+        )
     }
 
-    fn enforce_retention_inner(
+    /// Retention of local copies only, as [`PartitionLog::enforce_retention`]
+    /// but below `deletable_below` the records live on in object storage, so
+    /// idempotent producer state is kept (see [`Removal::LocalCopies`]).
+    pub(crate) fn evict_local_copies(
         &mut self,
         now_ms: i64,
         retention_bytes: Option<u64>,
         retention_ms: Option<u64>,
         deletable_below: i64,
+    ) -> Result<Vec<SegmentInfo>, StorageError> {
+        self.remove_old_segments(
+            now_ms,
+            retention_bytes,
+            retention_ms,
+            deletable_below,
+            Removal::LocalCopies,
+        )
+    }
+
+    fn remove_old_segments(
+        &mut self,
+        now_ms: i64,
+        retention_bytes: Option<u64>,
+        retention_ms: Option<u64>,
+        deletable_below: i64,
+        removal: Removal,
+    ) -> Result<Vec<SegmentInfo>, StorageError> {
+        self.remove_old_segments_inner(
+            now_ms,
+            retention_bytes,
+            retention_ms,
+            deletable_below,
+            removal,
+        )
+        .map_err(|e| {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "retention failed");
+            e
+        })
+    }
+
+    fn remove_old_segments_inner(
+        &mut self,
+        now_ms: i64,
+        retention_bytes: Option<u64>,
+        retention_ms: Option<u64>,
+        deletable_below: i64,
+        removal: Removal,
     ) -> Result<Vec<SegmentInfo>, StorageError> {
         let mut total: u64 = self.segments.values().map(|s| s.size).sum();
         let mut new_start = None;
@@ -107,7 +209,9 @@ impl PartitionLog {
             }
             let by_size = retention_bytes.is_some_and(|rb| total - seg.size >= rb);
             let by_time = retention_ms.is_some_and(|ms| {
-                now_ms.saturating_sub(seg.max_timestamp) > i64::try_from(ms).unwrap_or(i64::MAX)
+                seg.retention_time().is_some_and(|t| {
+                    now_ms.saturating_sub(t) > i64::try_from(ms).unwrap_or(i64::MAX)
+                })
             });
             if !(by_size || by_time) {
                 break;
@@ -119,7 +223,7 @@ impl PartitionLog {
             return Ok(Vec::new());
         };
         if start > self.log_start {
-            self.raise_log_start(start)?;
+            self.raise_log_start(start, removal)?;
         }
         let deleted = self.drop_segments_below_start()?;
         self.prune_snapshots(usize::MAX)?;
@@ -177,6 +281,7 @@ impl PartitionLog {
         }
         self.wait_flushes()?;
         recovery::write_log_start(&self.dir, offset)?;
+        files::remove_if_exists(&self.dir.join(files::PRODUCER_START_FILE))?;
         flusher::write_recovery_point(&self.dir, offset)?;
         for (_, s) in std::mem::take(&mut self.segments) {
             s.delete()?;
@@ -184,12 +289,14 @@ impl PartitionLog {
         let seg = Segment::create(&self.dir, offset, &self.config)?;
         self.segments.insert(offset, seg);
         self.log_start = offset;
+        self.producer_start = offset;
         self.epochs.clear();
         self.epochs.persist()?;
         self.after_truncation(offset)
     }
 
     fn after_truncation(&mut self, log_end: i64) -> Result<(), StorageError> {
+        self.truncations += 1;
         // Producer state: drop snapshots past the new end and rebuild.
         for e in
             std::fs::read_dir(&self.dir).map_err(|e| StorageError::io("list log directory", e))?
@@ -203,8 +310,17 @@ impl PartitionLog {
                 }
             }
         }
-        self.producers =
-            recovery::reload_producers(&self.dir, &self.segments, self.log_start, log_end)?;
+        self.producers = recovery::reload_producers(
+            &self.dir,
+            &self.segments,
+            self.log_start,
+            self.producer_start,
+            log_end,
+        )?;
+        let sealed = self.segments.len().saturating_sub(1);
+        for seg in self.segments.values_mut().take(sealed) {
+            seg.unload_indexes();
+        }
         self.flushed_offset = self.flushed_offset.min(log_end);
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;

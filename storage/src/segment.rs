@@ -15,8 +15,10 @@ use std::sync::Arc;
 use crate::batch::{BatchHeader, HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{IoContext, StorageError};
+use crate::fault::{self, Op};
 use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 use crate::flusher::{SyncKind, SyncTarget};
+use crate::health::Health;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::writeback::Pacer;
 
@@ -216,6 +218,7 @@ impl Segment {
         placed: &[Placed],
         cfg: &LogConfig,
         now_ms: i64,
+        health: &Arc<Health>,
     ) -> Result<(), StorageError> {
         let start = self.size;
         self.file
@@ -237,7 +240,7 @@ impl Segment {
             self.created_ms = Some(now_ms);
         }
         self.pacer
-            .after_append(&self.file, self.size, &cfg.writeback)
+            .after_append(&self.file, &self.path, self.size, &cfg.writeback, health)
             .ctx(|| format!("paced writeback of {}", self.path.display()))
     }
 
@@ -323,6 +326,45 @@ impl Segment {
             valid_size: pos,
             stopped,
         })
+    }
+
+    /// Rebuilds the indexes of a sealed segment that ends at `next_base`
+    /// from its batch headers into new files, then renames them over the
+    /// old names. The old index files are never written: once uploaded, a
+    /// sealed segment's files may be hard links to its objects (the local
+    /// object store links instead of copying), and rewriting them would
+    /// change a committed object under its manifest entry.
+    pub(crate) fn rebuild_indexes_aside(
+        &mut self,
+        next_base: i64,
+        cfg: &LogConfig,
+    ) -> Result<ScanEnd, StorageError> {
+        let ix_path = self.offset_index.path().to_path_buf();
+        let tix_path = self.time_index.path().to_path_buf();
+        let ix_tmp = files::tmp_path(&ix_path);
+        let tix_tmp = files::tmp_path(&tix_path);
+        files::remove_if_exists(&ix_tmp)?;
+        files::remove_if_exists(&tix_tmp)?;
+        let capacity = cfg.index_capacity();
+        self.offset_index = OffsetIndex::open(&ix_tmp, self.base_offset, capacity)?;
+        self.time_index = TimeIndex::open(&tix_tmp, self.base_offset, capacity)?;
+        let mut end = self.rebuild(false, cfg.index_interval_bytes, |_| {})?;
+        if self.next_offset != next_base {
+            end.stopped
+                .get_or_insert("the segment ends before the next one begins");
+        }
+        self.next_offset = next_base;
+        self.finish_indexes()?;
+        for (from, to) in [(&ix_tmp, &ix_path), (&tix_tmp, &tix_path)] {
+            std::fs::rename(from, to)
+                .ctx(|| format!("rename {} to {}", from.display(), to.display()))?;
+        }
+        self.offset_index.renamed(ix_path);
+        self.time_index.renamed(tix_path);
+        if let Some(dir) = self.path.parent() {
+            files::sync_dir(dir)?;
+        }
+        Ok(end)
     }
 
     fn crc_matches(
@@ -456,9 +498,7 @@ impl Segment {
         };
         self.set_size(pos)?;
         self.rebuild(false, interval, |_| {})?;
-        self.file
-            .sync_data()
-            .ctx(|| format!("fsync {}", self.path.display()))?;
+        self.sync_data()?;
         Ok(self.next_offset)
     }
 
@@ -491,6 +531,7 @@ impl Segment {
         let ix = self.offset_index.trim()?;
         let tix = self.time_index.trim()?;
         self.sealed = true;
+        self.unload_indexes();
         Ok(vec![
             SyncTarget {
                 file: self.file.clone(),
@@ -510,6 +551,14 @@ impl Segment {
         ])
     }
 
+    /// Closes the index files until a read needs them again: a sealed
+    /// segment nobody reads then holds one descriptor (its log file) and no
+    /// memory map.
+    pub(crate) fn unload_indexes(&mut self) {
+        self.offset_index.unload();
+        self.time_index.unload();
+    }
+
     fn append_final_time_entry(&mut self) {
         if self.max_timestamp >= 0 || self.next_offset > self.base_offset {
             self.time_index
@@ -525,9 +574,36 @@ impl Segment {
         self.time_index.seal()
     }
 
+    /// The time `retention.ms` counts from: the largest timestamp in the
+    /// segment, or, when its batches carry none (all -1, as old clients
+    /// send), the time the file was last written (Kafka falls back to the
+    /// file's modification time too). `None` if neither is known.
+    pub(crate) fn retention_time(&self) -> Option<i64> {
+        if self.max_timestamp >= 0 {
+            return Some(self.max_timestamp);
+        }
+        let modified = self.file.metadata().and_then(|m| m.modified()).ok()?;
+        let ms = modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_millis();
+        i64::try_from(ms).ok()
+    }
+
+    /// `fdatasync`, then a check that no writeback wait of the segment
+    /// handed out so far failed (one that did consumed the error the
+    /// fdatasync would otherwise report; see `writeback`).
+    pub(crate) fn sync_durable(&self) -> Result<(), StorageError> {
+        self.sync_data()?;
+        self.pacer
+            .progress()
+            .wait_for_submitted()
+            .ctx(|| format!("paced writeback of {}", self.path.display()))
+    }
+
     pub(crate) fn sync_data(&self) -> Result<(), StorageError> {
-        self.file
-            .sync_data()
+        fault::check(Op::Fsync, &self.path)
+            .and_then(|()| self.file.sync_data())
             .ctx(|| format!("fsync {}", self.path.display()))
     }
 

@@ -13,11 +13,11 @@
 //!    chunk (asynchronous), so the device is kept busy long before the
 //!    kernel's thresholds would wake its flusher;
 //! 2. the chunk's wait, `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`,
-//!    runs on the background flusher (`flusher`), not on the append path;
-//!    an append blocks only when more than [`MAX_PENDING_CHUNKS`] chunks of
+//!    runs on the writeback pool (`pool`), not on the append path;
+//!    an append blocks only when more than `MAX_PENDING_CHUNKS` (4) chunks of
 //!    its segment are still unwaited, i.e. when the producer outruns the
 //!    device, which bounds dirty memory per partition;
-//! 3. with `drop_behind`, the flusher then drops ranges that are written
+//! 3. with `drop_behind`, the worker then drops ranges that are written
 //!    back and older than `keep_hot_bytes` from the page cache with
 //!    `posix_fadvise(DONTNEED)`: tail readers read the newest bytes, which
 //!    stay cached; older readers would come from disk (or from the tiered
@@ -25,15 +25,25 @@
 //!
 //! `sync_file_range` gives no durability guarantee (no metadata, no device
 //! cache flush); the background fsync of a sealed segment after a roll, and
-//! `fsync` on close and `flush.messages`/`flush.ms`, do.
+//! `fsync` on close, `flush.messages`/`flush.ms` and sync points, do. But a
+//! chunk's wait that fails consumes the I/O error (the kernel reports a
+//! writeback error once per open file), so a later fsync of the same file
+//! may succeed although the chunk never reached the device. Hence:
+//! 4. a failed wait is recorded in the segment's `Progress` and takes the
+//!    log offline at once (the flag in `health`); every fsync that makes the
+//!    segment durable (seal, flush, close, sync point) then waits for the
+//!    segment's chunk waits handed out so far and fails if one failed.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::flusher::{self, Gate};
+use crate::fault::{self, Op};
+use crate::health::Health;
+use crate::pool::{self, Gate};
 
 /// How appends are written back to the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,18 +137,22 @@ pub(crate) struct Progress {
 
 #[derive(Debug, Default)]
 struct ProgressState {
+    /// Everything below has been handed to writeback jobs.
+    submitted: u64,
     /// Everything below has been waited on (is on the device queue).
     waited: u64,
     /// Everything below has been dropped from the page cache.
     dropped: u64,
-    /// The first writeback failure, reported by the next append.
+    /// The first writeback failure, reported by the next append of the
+    /// segment and by every durability point that covers it.
     failed: Option<(io::ErrorKind, String)>,
 }
 
 impl Progress {
-    fn starting_at(already: u64) -> Arc<Progress> {
+    pub(crate) fn starting_at(already: u64) -> Arc<Progress> {
         Arc::new(Progress {
             state: Mutex::new(ProgressState {
+                submitted: already,
                 waited: already,
                 dropped: already,
                 failed: None,
@@ -172,6 +186,20 @@ impl Progress {
         }
     }
 
+    /// Blocks until every writeback job handed out so far has finished;
+    /// fails if any of them failed. A durability point calls this after its
+    /// fsync: a writeback wait that saw an I/O error consumed it, and the
+    /// fsync may then have reported success.
+    pub(crate) fn wait_for_submitted(&self) -> io::Result<()> {
+        let submitted = self.lock().submitted;
+        self.wait_for(submitted)
+    }
+
+    fn note_submitted(&self, to: u64) {
+        let mut g = self.lock();
+        g.submitted = g.submitted.max(to);
+    }
+
     #[cfg(test)]
     pub(crate) fn marks(&self) -> (u64, u64) {
         let g = self.lock();
@@ -179,17 +207,19 @@ impl Progress {
     }
 }
 
-/// The blocking half of pacing one chunk, run by the background flusher:
+/// The blocking half of pacing one chunk, run by the writeback pool:
 /// wait until the chunk's writeback reached the device queue, then drop
 /// written-back bytes older than the hot window from the page cache.
 #[derive(Debug)]
 pub(crate) struct WritebackJob {
     file: Arc<File>,
+    path: PathBuf,
     from: u64,
     to: u64,
     /// `Some(keep_hot_bytes)` with drop-behind.
     keep_hot: Option<u64>,
     progress: Arc<Progress>,
+    health: Arc<Health>,
     gate: Option<Arc<Gate>>,
 }
 
@@ -198,44 +228,58 @@ impl WritebackJob {
         if let Some(g) = &self.gate {
             g.pass();
         }
-        let r = self.wait_and_drop();
-        let mut g = self.progress.lock();
-        match r {
-            Ok(dropped) => {
-                g.waited = g.waited.max(self.to);
-                g.dropped = g.dropped.max(dropped);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "paced writeback failed");
-                g.failed.get_or_insert((e.kind(), e.to_string()));
-            }
+        let waited = fault::check(Op::WritebackWait, &self.path).and_then(|()| {
+            sync_file_range(
+                &*self.file,
+                self.from,
+                self.to - self.from,
+                SyncRangeFlags::WRITE_AND_WAIT,
+            )
+        });
+        if let Err(e) = waited {
+            // The error is now consumed: no later fsync of this file will
+            // report it, so the log must not count these bytes durable.
+            self.health.set_offline(format!(
+                "paced writeback of {} failed: {e}",
+                self.path.display()
+            ));
+            self.progress
+                .lock()
+                .failed
+                .get_or_insert((e.kind(), e.to_string()));
+            self.progress.cv.notify_all();
+            return;
         }
+        let dropped = self.drop_behind();
+        let mut g = self.progress.lock();
+        g.waited = g.waited.max(self.to);
+        g.dropped = g.dropped.max(dropped);
         drop(g);
         self.progress.cv.notify_all();
     }
 
-    fn wait_and_drop(&self) -> io::Result<u64> {
-        sync_file_range(
-            &*self.file,
-            self.from,
-            self.to - self.from,
-            SyncRangeFlags::WRITE_AND_WAIT,
-        )?;
+    /// Drops written-back bytes older than the hot window from the page
+    /// cache; returns how far the cache is dropped. A failure only costs
+    /// memory, so it is logged, not reported.
+    fn drop_behind(&self) -> u64 {
         let dropped = self.progress.lock().dropped;
         if let Some(keep) = self.keep_hot {
             let cold_end = self.to.saturating_sub(keep);
             if cold_end > dropped {
-                drop_cache(&*self.file, dropped, cold_end - dropped)?;
-                return Ok(cold_end);
+                if let Err(e) = drop_cache(&*self.file, dropped, cold_end - dropped) {
+                    tracing::warn!(file = %self.path.display(), error = %e, "dropping written-back pages from the cache failed");
+                    return dropped;
+                }
+                return cold_end;
             }
         }
-        Ok(dropped)
+        dropped
     }
 }
 
 /// Writeback pacing of one segment file. The append path only starts
 /// writeback (`SYNC_FILE_RANGE_WRITE`) of each full chunk and queues the
-/// chunk's wait and cache drop on the background flusher; it blocks only
+/// chunk's wait and cache drop on the writeback pool; it blocks only
 /// when more than [`MAX_PENDING_CHUNKS`] chunks are still unwaited.
 #[derive(Debug)]
 pub(crate) struct Pacer {
@@ -265,27 +309,31 @@ impl Pacer {
     pub(crate) fn after_append(
         &mut self,
         file: &Arc<File>,
+        path: &Path,
         size: u64,
         cfg: &WritebackConfig,
+        health: &Arc<Health>,
     ) -> io::Result<()> {
         if !cfg.paced || cfg.chunk_bytes == 0 {
             return Ok(());
         }
         while size.saturating_sub(self.submitted) >= cfg.chunk_bytes {
             let from = self.submitted;
+            fault::check(Op::WritebackStart, path)?;
             sync_file_range(&**file, from, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
             self.submitted += cfg.chunk_bytes;
-            flusher::submit_writeback(
-                self.route,
-                WritebackJob {
-                    file: file.clone(),
-                    from,
-                    to: self.submitted,
-                    keep_hot: cfg.drop_behind.then_some(cfg.keep_hot_bytes),
-                    progress: self.progress.clone(),
-                    gate: self.gate.clone(),
-                },
-            );
+            self.progress.note_submitted(self.submitted);
+            let job = WritebackJob {
+                file: file.clone(),
+                path: path.to_path_buf(),
+                from,
+                to: self.submitted,
+                keep_hot: cfg.drop_behind.then_some(cfg.keep_hot_bytes),
+                progress: self.progress.clone(),
+                health: Arc::clone(health),
+                gate: self.gate.clone(),
+            };
+            pool::WRITEBACK.submit(self.route, Box::new(move || job.run()));
         }
         // Returns at once unless the device is more than the allowed
         // number of chunks behind (or an earlier chunk failed).
@@ -293,6 +341,11 @@ impl Pacer {
             .submitted
             .saturating_sub(cfg.chunk_bytes.saturating_mul(MAX_PENDING_CHUNKS));
         self.progress.wait_for(must_be_waited)
+    }
+
+    /// How far this segment's background writeback got.
+    pub(crate) fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
     }
 
     /// After the file was truncated to `size`: chunk jobs still queued
@@ -314,12 +367,16 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use crate::flusher::GateGuard;
+    use crate::pool::GateGuard;
 
     fn file_of(len: usize) -> Arc<File> {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&vec![7u8; len]).unwrap();
         Arc::new(f)
+    }
+
+    fn health() -> Arc<Health> {
+        Arc::new(Health::default())
     }
 
     fn small_chunks() -> WritebackConfig {
@@ -338,9 +395,11 @@ mod tests {
         let gate = GateGuard(Gate::closed());
         let mut p = Pacer::starting_at(0);
         p.gate = Some(gate.0.clone());
-        p.after_append(&f, 12 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 12 << 10, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 8 << 10, "whole chunks only");
-        p.after_append(&f, 32 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 32 << 10, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 32 << 10);
         assert_eq!(
             p.progress.marks(),
@@ -363,10 +422,11 @@ mod tests {
         let gate = GateGuard(Gate::closed());
         let mut p = Pacer::starting_at(0);
         p.gate = Some(gate.0.clone());
-        p.after_append(&f, 32 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 32 << 10, &cfg, &health())
+            .unwrap();
         let (tx, rx) = mpsc::channel();
         let appender = std::thread::spawn(move || {
-            let r = p.after_append(&f, 40 << 10, &cfg);
+            let r = p.after_append(&f, Path::new("t"), 40 << 10, &cfg, &health());
             tx.send(r.is_ok()).unwrap();
             p
         });
@@ -385,11 +445,13 @@ mod tests {
         let f = file_of(64 << 10);
         let cfg = small_chunks();
         let mut p = Pacer::starting_at(0);
-        p.after_append(&f, 40 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 40 << 10, &cfg, &health())
+            .unwrap();
         p.truncated(10 << 10);
         assert_eq!(p.submitted, 10 << 10);
         assert_eq!(p.progress.marks(), (10 << 10, 10 << 10));
-        p.after_append(&f, 18 << 10, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 18 << 10, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 18 << 10);
     }
 
@@ -401,7 +463,8 @@ mod tests {
             ..WritebackConfig::default()
         };
         let mut p = Pacer::starting_at(0);
-        p.after_append(&f, 100 << 20, &cfg).unwrap();
+        p.after_append(&f, Path::new("t"), 100 << 20, &cfg, &health())
+            .unwrap();
         assert_eq!(p.submitted, 0);
     }
 

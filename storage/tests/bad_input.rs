@@ -98,7 +98,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_are_a_typed_error_or_a_valid_batch(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        let limits = Limits { max_batch_bytes: 1 << 20 };
+        let limits = Limits { max_batch_bytes: 1 << 20, max_uncompressed_bytes: 64 << 20 };
         if let Ok(batches) = batch::validate_all(&bytes, limits) {
             let total: usize = batches.iter().map(|b| b.len).sum();
             prop_assert_eq!(total, bytes.len());
@@ -135,6 +135,33 @@ proptest! {
                 prop_assert_eq!(stored.len(), sent.len());
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
+
+    /// Whatever count a batch declares, of any codec, it is appended only
+    /// when it is the number of records the batch really holds.
+    #[test]
+    fn a_batch_whose_declared_count_is_wrong_is_refused_and_moves_nothing(
+        n in 1usize..20,
+        c in codec(),
+        claimed in prop_oneof![1i32..64, Just(i32::MAX), 64i32..i32::MAX],
+    ) {
+        prop_assume!(claimed as usize != n);
+        let d = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
+        log.append(&mut batch(2, 0), 0, 0).unwrap();
+        let mut b = batch_with(n, 30, 0, c, None, 9);
+        b[23..27].copy_from_slice(&(claimed - 1).to_be_bytes());
+        b[57..61].copy_from_slice(&claimed.to_be_bytes());
+        let crc = batch::compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let err = log.append(&mut b, 0, 0).unwrap_err();
+        prop_assert!(matches!(err, StorageError::InvalidRecord { .. }), "{}", err);
+        prop_assert_eq!(log.log_end_offset(), 2);
+        prop_assert_eq!(log.segments().len(), 1);
     }
 }
 

@@ -284,3 +284,57 @@ fn truncate_fully_restarts_the_log_at_a_new_offset() {
         (1_000, 1_001)
     );
 }
+
+#[test]
+fn a_segment_without_timestamps_expires_by_its_file_time_not_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    while log.segments().len() < 3 {
+        log.append(&mut untimed_batch(10, 10_000, 0), 0, 0).unwrap();
+    }
+    assert_eq!(log.segments()[0].max_timestamp, Some(-1));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let hour: u64 = 3_600_000;
+    let deleted = log
+        .enforce_retention(now, None, Some(hour), i64::MAX)
+        .unwrap();
+    assert!(deleted.is_empty(), "written just now, so not an hour old");
+    assert_eq!(log.log_start_offset(), 0);
+    let deleted = log
+        .enforce_retention(now + 2 * hour as i64, None, Some(hour), i64::MAX)
+        .unwrap();
+    assert_eq!(deleted.len(), 2, "both sealed segments expire by file time");
+}
+
+#[test]
+fn producers_replayed_on_open_are_not_expired_by_their_old_batch_timestamps() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
+    // A backfill keeps its records' original time: years before now.
+    let old = batch_with(
+        3,
+        16,
+        1_000,
+        Compression::None,
+        Some(Idem {
+            pid: 5,
+            epoch: 0,
+            seq: 0,
+        }),
+        0,
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    log.append(&mut old.clone(), 0, now).unwrap();
+    drop(log); // no snapshot: the producer is replayed from batch headers
+    let mut log = PartitionLog::open(d.path(), LogConfig::default()).unwrap();
+    log.tick(now + 1_000).unwrap();
+    assert_eq!(log.producer_count(), 1, "idle for a second, not for years");
+    let retry = log.append(&mut old.clone(), 0, now + 2_000).unwrap();
+    assert!(matches!(retry, AppendOutcome::Duplicate(_)), "{retry:?}");
+}

@@ -155,3 +155,131 @@ fn damaged_checkpoints_snapshots_and_stray_files_do_not_stop_an_open() {
         storage::AppendOutcome::Duplicate(_)
     ));
 }
+
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().ino()
+}
+
+/// The local object store links an uploaded segment's files instead of
+/// copying them, so a damaged index must be rebuilt into a new file: the
+/// linked object keeps its bytes and its size.
+#[test]
+fn a_damaged_index_of_a_sealed_segment_is_rebuilt_into_a_new_file_leaving_links_alone() {
+    for damage in ["unordered", "ragged"] {
+        let d = tempfile::tempdir().unwrap();
+        let objects = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+        let mut values = Vec::new();
+        for i in 0..200u64 {
+            let mut b = batch_with(3, 3_000, i as i64, Compression::None, None, i);
+            log.append(&mut b, 0, 0).unwrap();
+            values.extend((0..3).map(|r| value_for(i, r, 3_000)));
+        }
+        let sealed = log.segments()[0].clone();
+        assert!(sealed.sealed);
+        log.close().unwrap();
+        let index = sealed.offset_index_path.clone();
+        let intact = fs::read(&index).unwrap();
+        assert!(intact.len() >= 16, "the segment has index entries");
+        let object = objects.path().join("segment.idx");
+        fs::hard_link(&index, &object).unwrap();
+        // Damage the shared inode in place, as a torn or garbled write would.
+        let mut f = OpenOptions::new().write(true).open(&index).unwrap();
+        match damage {
+            "unordered" => {
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(&u32::MAX.to_be_bytes(), 0).unwrap();
+            }
+            _ => {
+                use std::io::Seek;
+                f.seek(std::io::SeekFrom::End(0)).unwrap();
+                f.write_all(&[1, 2, 3]).unwrap();
+            }
+        }
+        drop(f);
+        let linked = fs::read(&object).unwrap();
+
+        let log = PartitionLog::open(d.path(), small_segments()).unwrap();
+        assert_eq!(
+            fs::read(&object).unwrap(),
+            linked,
+            "{damage}: the linked object is not rewritten"
+        );
+        assert_ne!(inode(&index), inode(&object), "{damage}: a new file");
+        assert_eq!(
+            fs::read(&index).unwrap(),
+            intact,
+            "{damage}: rebuilt as it was"
+        );
+        let got: Vec<Vec<u8>> = read_all(&log, 0)
+            .into_iter()
+            .map(|r| r.value.unwrap().to_vec())
+            .collect();
+        assert_eq!(got, values);
+        assert!(fs::read_dir(d.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp")));
+    }
+}
+
+/// Snapshots are written without fsync; after a power loss one may be an
+/// empty file under its final name. Producer state then comes from the
+/// batch headers, so a retry is still recognised.
+#[test]
+fn an_empty_producer_snapshot_left_by_a_power_loss_is_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    let retry = idem_batch(9, 0, 0, 3);
+    log.append(&mut retry.clone(), 0, 0).unwrap();
+    log.close().unwrap();
+    let snapshots: Vec<PathBuf> = fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "snapshot"))
+        .collect();
+    assert!(!snapshots.is_empty());
+    for p in &snapshots {
+        fs::write(p, b"").unwrap();
+    }
+    let mut log = PartitionLog::open(d.path(), small_segments()).unwrap();
+    let again = log.append(&mut retry.clone(), 0, 0).unwrap();
+    assert!(
+        matches!(again, storage::AppendOutcome::Duplicate(_)),
+        "{again:?}"
+    );
+}
+
+/// Descriptors this process holds on files under `dir`.
+fn open_files_under(dir: &Path) -> usize {
+    fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn a_sealed_segment_nobody_reads_keeps_only_its_log_file_open() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().canonicalize().unwrap();
+    let mut log = PartitionLog::open(&dir, small_segments()).unwrap();
+    let mut i = 0u64;
+    while log.segments().len() < 6 {
+        let mut b = batch_with(3, 3_000, 0, Compression::None, None, i);
+        log.append(&mut b, 0, 0).unwrap();
+        i += 1;
+    }
+    log.flush().unwrap(); // the seal jobs' own handles are closed by now
+    let sealed = log.segments().len() - 1;
+    assert_eq!(open_files_under(&dir), sealed + 3, "1 per sealed, 3 active");
+    drop(log);
+    let log = PartitionLog::open(&dir, small_segments()).unwrap();
+    assert_eq!(open_files_under(&dir), sealed + 3, "the same after an open");
+    // Reading an old segment loads its indexes; they serve the read.
+    let first = read_all(&log, 0).len();
+    assert_eq!(first as u64, i * 3);
+    assert!(open_files_under(&dir) > sealed + 3);
+}

@@ -17,7 +17,7 @@ use storage::tier::{
     Manifest, MemoryManifest, PartitionKey, Tier, TierConfig, TierError, TierRetention,
     TieredPartition,
 };
-use storage::PartitionLog;
+use storage::{AppendOutcome, PartitionLog};
 
 const TS: i64 = 1_700_000_000_000;
 
@@ -200,13 +200,9 @@ async fn cold_reads_return_exactly_the_bytes_the_local_log_held() {
     );
     // ListOffsets by timestamp agrees too, to the record.
     for ts in [TS - 5, TS + 1_234, TS + 20_005, TS + 40_000] {
-        let local = p
-            .log()
-            .offset_for_timestamp(ts)
-            .unwrap()
-            .map(|t| (t.timestamp, t.offset));
+        let local = p.offset_for_timestamp(ts).unwrap();
         let cold = r.tier.offset_for_timestamp(r.key, ts, 0).await.unwrap();
-        if local.is_some_and(|(_, o)| o < tiered_end) {
+        if local.is_some_and(|t| t.offset < tiered_end) {
             assert_eq!(cold, local, "timestamp {ts}");
         }
     }
@@ -251,6 +247,56 @@ async fn local_retention_deletes_only_what_object_storage_holds_and_reads_contin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_retry_after_local_eviction_is_answered_as_a_duplicate() {
+    let r = rig(None).await;
+    let keep_nothing = TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    };
+    let mut p = r.open(keep_nothing);
+    let idem = |seq| {
+        let producer = common::Idem {
+            pid: 77,
+            epoch: 0,
+            seq,
+        };
+        common::batch_with(5, 100, TS, Compression::None, Some(producer), 1)
+    };
+    p.append(&mut idem(0), 0, TS).unwrap();
+    let original = *p.append(&mut idem(5), 0, TS).unwrap().info();
+    fill(&mut p, 400, 0);
+    all_uploaded(&mut p).await;
+    p.tick(TS).unwrap();
+    assert!(
+        p.local_log_start_offset() > original.last_offset,
+        "the producer's batches left local disk"
+    );
+    assert_eq!(p.log_start_offset(), 0, "but not object storage");
+    let is_original_duplicate = |o: AppendOutcome| {
+        matches!(o, AppendOutcome::Duplicate(i)
+            if (i.base_offset, i.last_offset) == (original.base_offset, original.last_offset))
+    };
+    // The acknowledgement was lost; the producer retries its last batch.
+    let retry = p.append(&mut idem(5), 0, TS).unwrap();
+    assert!(is_original_duplicate(retry), "{retry:?}");
+    p.close().unwrap();
+
+    let mut p = r.open(keep_nothing);
+    let retry = p.append(&mut idem(5), 0, TS).unwrap();
+    assert!(is_original_duplicate(retry), "after a restart: {retry:?}");
+
+    // Once the records are gone from every tier, so is the producer.
+    p.delete_records_before(original.last_offset + 1).unwrap();
+    let again = p.append(&mut idem(5), 0, TS).unwrap();
+    assert!(
+        matches!(again, AppendOutcome::Appended(_)),
+        "an unknown producer may start anywhere: {again:?}"
+    );
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_store_delays_uploads_but_appends_continue_and_nothing_is_lost() {
     let r = rig(None).await;
     let mut p = r.open(TierRetention {
@@ -260,6 +306,9 @@ async fn an_unreachable_store_delays_uploads_but_appends_continue_and_nothing_is
     r.faults.unreachable_for(Duration::from_secs(3600));
     let sent = fill(&mut p, 400, 7);
     until("uploads have failed a few times", || {
+        // Ticks let the partition see its seal fsyncs finish and report the
+        // upload bound, however slow the device is.
+        p.tick(TS).unwrap();
         let failures = r.tier.snapshot().upload_failures;
         async move { failures >= 3 }
     })
@@ -378,6 +427,7 @@ async fn segments_sealed_but_not_committed_before_a_restart_are_uploaded_after_i
     let mut p = r.open(TierRetention::default());
     fill(&mut p, 300, 0);
     until("uploads ran and commits failed", || {
+        p.tick(TS).unwrap();
         let s = r.tier.snapshot();
         async move { s.uploaded_segments >= 2 && s.commit_failures >= 2 }
     })
@@ -523,6 +573,130 @@ async fn delete_records_raises_the_log_start_across_tiers_durably() {
         target,
         "the new log start survives a restart"
     );
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delete_records_floor_survives_losing_the_local_directory() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 400, 0);
+    all_uploaded(&mut p).await;
+    // A floor inside the first tiered entry: the entry straddles it and stays.
+    let first = p.shared().manifest()[0].clone();
+    let floor = first.base_offset + 10;
+    assert!(floor < first.last_offset);
+    r.tier.persist_log_start(r.key, floor).await.unwrap();
+    assert_eq!(p.delete_records_before(floor).unwrap(), floor);
+    p.close().unwrap();
+
+    // The disk is replaced: the partition directory is gone.
+    std::fs::remove_dir_all(r.dir.path()).unwrap();
+    std::fs::create_dir(r.dir.path()).unwrap();
+    let p = r.open(TierRetention::default());
+    assert_eq!(
+        p.log_start_offset(),
+        floor,
+        "the floor came from the manifest"
+    );
+    assert!(
+        r.tier.read(r.key, floor - 1, 1000).await.unwrap().is_none(),
+        "records below the floor are never served again"
+    );
+    let read = r.tier.read(r.key, floor, 1000).await.unwrap().unwrap();
+    assert!(read.first_offset <= floor && read.next_offset > floor);
+    let found = r
+        .tier
+        .offset_for_timestamp(r.key, 0, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        found.offset, floor,
+        "timestamp lookups skip what lies below the floor"
+    );
+    let max = r.tier.max_timestamp(r.key, 0).await.unwrap().unwrap();
+    assert!(max.offset >= floor);
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_start_past_the_log_end_is_not_recorded() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 10, 0);
+    let end = p.log_end_offset();
+    assert!(r.tier.persist_log_start(r.key, end + 1).await.is_err());
+    assert_eq!(r.manifest.log_start(r.key), None);
+    r.tier.persist_log_start(r.key, end).await.unwrap();
+    assert_eq!(r.manifest.log_start(r.key), Some(end));
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiered_segments_without_timestamps_expire_by_their_upload_time() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention {
+        retention_ms: Some(1_000),
+        ..TierRetention::default()
+    });
+    for i in 0..300 {
+        p.append(&mut common::untimed_batch(50, 200, i), 0, TS)
+            .unwrap();
+    }
+    all_uploaded(&mut p).await;
+    let uploaded = r.manifest.segments(r.key);
+    assert!(uploaded.len() >= 2);
+    assert!(uploaded.iter().all(|e| e.max_timestamp == -1));
+    until(
+        "entries without timestamps expire a second after upload",
+        || {
+            let left = r.manifest.segments(r.key).len();
+            async move { left == 0 }
+        },
+    )
+    .await;
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_tiered_object_gives_a_retriable_error_not_bad_bytes() {
+    let r = rig(None).await;
+    let mut p = r.open(TierRetention::default());
+    let sent = fill(&mut p, 300, 0);
+    all_uploaded(&mut p).await;
+    let first = p.shared().manifest()[0].clone();
+    let key = cache::object_store::path::Path::parse(&first.key).unwrap();
+    let good = r
+        .store
+        .store
+        .get(&key)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    // Bit rot inside the first batch's records: sizes still match.
+    let mut bad = good.to_vec();
+    bad[200] ^= 0x01;
+    r.store.store.put(&key, bad.into()).await.unwrap();
+    let err = r
+        .tier
+        .read(r.key, 0, 1000)
+        .await
+        .expect_err("a batch failing its CRC is never served");
+    assert!(
+        matches!(err, TierError::CorruptObject { .. }) && err.is_retriable(),
+        "{err}"
+    );
+    // Repaired (or a transient fault gone): the retry reads it afresh.
+    r.store.store.put(&key, good.into()).await.unwrap();
+    let read = r.tier.read(r.key, 0, 1000).await.unwrap().unwrap();
+    assert_eq!(&read.bytes[..], &sent[0][..]);
     p.close().unwrap();
     r.tier.shutdown().await;
 }

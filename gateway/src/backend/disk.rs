@@ -105,8 +105,12 @@ impl LogBackend for DiskLog {
         self.log.epoch_end_offset(epoch)
     }
 
-    fn flush(&mut self) -> Result<(), LogError> {
-        Ok(self.log.flush()?)
+    fn sync_point(&mut self) -> storage::SyncPoint {
+        self.log.sync_point()
+    }
+
+    fn sync_done(&mut self, done: storage::SyncDone) -> Result<i64, LogError> {
+        Ok(self.log.sync_done(done)?)
     }
 
     fn close(self: Box<Self>) -> Result<(), LogError> {

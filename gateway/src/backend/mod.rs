@@ -213,13 +213,17 @@ pub trait LogBackend: Send + 'static {
     fn log_end_offset(&self) -> i64;
     /// Every offset below this survives a power loss.
     fn flushed_offset(&self) -> i64;
+    /// Starts a durability point at the log end (never blocks); run it off
+    /// the shard and hand the outcome to [`LogBackend::sync_done`].
+    fn sync_point(&mut self) -> storage::SyncPoint;
+    /// Records a durability point's outcome; the new flushed offset, or the
+    /// error that took the log offline.
+    fn sync_done(&mut self, done: storage::SyncDone) -> Result<i64, LogError>;
     fn set_settings(&mut self, settings: &LogSettings);
     /// Timers (flush.ms, segment.ms, retention).
     fn tick(&mut self, now_ms: i64) -> Result<(), LogError>;
     fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError>;
     fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)>;
-    /// fdatasyncs everything appended so far.
-    fn flush(&mut self) -> Result<(), LogError>;
     /// Flushes and marks a clean shutdown.
     fn close(self: Box<Self>) -> Result<(), LogError>;
 }

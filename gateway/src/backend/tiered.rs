@@ -52,16 +52,16 @@ impl LogBackend for TieredLog {
         if offset < local_start && offset >= self.p.log_start_offset() {
             return Ok(LocalRead::Tiered);
         }
-        let slice = self.p.log().read(offset, max_bytes, upper_bound)?;
+        let slice = self.p.read(offset, max_bytes, upper_bound)?;
         Ok(LocalRead::Records(records(slice, max_bytes, min_one)))
     }
 
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError> {
-        Ok(self.p.log().offset_for_timestamp(ts_ms)?)
+        Ok(self.p.offset_for_timestamp(ts_ms)?)
     }
 
     fn max_timestamp(&self) -> Option<TimestampOffset> {
-        self.p.log().max_timestamp()
+        self.p.max_timestamp()
     }
 
     fn log_start_offset(&self) -> i64 {
@@ -81,11 +81,11 @@ impl LogBackend for TieredLog {
     }
 
     fn flushed_offset(&self) -> i64 {
-        self.p.log().flushed_offset()
+        self.p.flushed_offset()
     }
 
     fn set_settings(&mut self, settings: &LogSettings) {
-        if let Err(e) = self.p.log_mut().set_config(settings.log_config()) {
+        if let Err(e) = self.p.set_config(settings.log_config()) {
             tracing::warn!(error = %e, "new topic settings were not applied to the log");
         }
         self.p.set_retention(retention(settings));
@@ -100,11 +100,15 @@ impl LogBackend for TieredLog {
     }
 
     fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)> {
-        self.p.log().epoch_end_offset(epoch)
+        self.p.epoch_end_offset(epoch)
     }
 
-    fn flush(&mut self) -> Result<(), LogError> {
-        Ok(self.p.log_mut().flush()?)
+    fn sync_point(&mut self) -> storage::SyncPoint {
+        self.p.sync_point()
+    }
+
+    fn sync_done(&mut self, done: storage::SyncDone) -> Result<i64, LogError> {
+        Ok(self.p.sync_done(done)?)
     }
 
     fn close(self: Box<Self>) -> Result<(), LogError> {
@@ -136,16 +140,11 @@ impl ColdLog for TierReader {
         Ok(self
             .tier
             .offset_for_timestamp(self.key, ts_ms, log_start)
-            .await?
-            .map(|(timestamp, offset)| TimestampOffset { timestamp, offset }))
+            .await?)
     }
 
     async fn max_timestamp(&self, log_start: i64) -> Result<Option<TimestampOffset>, LogError> {
-        Ok(self
-            .tier
-            .max_timestamp(self.key, log_start)
-            .await?
-            .map(|(timestamp, offset)| TimestampOffset { timestamp, offset }))
+        Ok(self.tier.max_timestamp(self.key, log_start).await?)
     }
 }
 

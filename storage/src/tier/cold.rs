@@ -5,8 +5,10 @@
 //! in the entry's `.idx` object (the same sparse index the local segment
 //! had: 8-byte entries `relative offset u32 | position u32`), walks batch
 //! headers from there to the batch holding the offset, and returns whole
-//! batches from it, byte for byte as the local segment held them. Like a
-//! local read it stays within one segment and always returns the first
+//! batches from it, byte for byte as the local segment held them, after
+//! checking each batch's CRC-32C (damaged bytes are an error, never records;
+//! the object's cached blocks are dropped so a retry fetches it again). Like
+//! a local read it stays within one segment and always returns the first
 //! batch whole. Near the end of a segment the first blocks of the next one
 //! are fetched ahead, so a consumer crossing segments does not wait.
 //!
@@ -21,6 +23,7 @@ use cache::ColdCache;
 use super::error::TierError;
 use super::manifest::TieredSegment;
 use crate::batch::{self, BatchHeader, Compression, TimestampType, HEADER_LEN};
+use crate::log::TimestampOffset;
 
 const OFFSET_ENTRY: u64 = 8;
 const TIME_ENTRY: u64 = 12;
@@ -101,6 +104,35 @@ fn checked_len(h: &BatchHeader, key: &Path, pos: u64, object_size: u64) -> Resul
     }
 }
 
+/// ListOffsets MAX_TIMESTAMP across tiers: the larger timestamp of the
+/// tiered and the local answer; on a tie the earlier record, which is the
+/// tiered one (tiered offsets come first).
+pub fn latest_max_timestamp(
+    tiered: Option<TimestampOffset>,
+    local: Option<TimestampOffset>,
+) -> Option<TimestampOffset> {
+    match (tiered, local) {
+        (Some(t), Some(l)) if l.timestamp > t.timestamp => Some(l),
+        (Some(t), _) => Some(t),
+        (None, l) => l,
+    }
+}
+
+/// Checks the CRC-32C of every batch in `bytes` (read from the object at
+/// `pos`), so that damaged bytes are never served as records.
+fn verify_batches(bytes: &[u8], key: &Path, pos: u64) -> Result<(), TierError> {
+    for item in batch::BatchIter::new(bytes) {
+        match item {
+            Ok(_) => {}
+            Err(crate::StorageError::CorruptBatch { position, reason }) => {
+                return Err(corrupt(key, pos + position as u64, reason));
+            }
+            Err(e) => return Err(corrupt(key, pos, e.to_string())),
+        }
+    }
+    Ok(())
+}
+
 impl ColdReader {
     pub fn new(cache: ColdCache) -> Self {
         ColdReader { cache }
@@ -144,6 +176,12 @@ impl ColdReader {
             used += len;
             next = h.next_offset();
         }
+        if let Err(err) = verify_batches(&chunk[..used], &key, pos) {
+            // The bytes may be damaged in the cache or in transit rather than
+            // in the object: drop them so a retry fetches the object again.
+            self.cache.remove_object(&key, e.size);
+            return Err(err);
+        }
         let returned_end = pos + used as u64;
         if let Some(after) = entries.get(i + 1) {
             let near_end = returned_end + 2 * self.cache.block_size() >= e.size;
@@ -162,13 +200,13 @@ impl ColdReader {
     }
 
     /// ListOffsets by timestamp over tiered data: the first record at or
-    /// after `log_start` whose timestamp is `>= ts`, as `(timestamp, offset)`.
+    /// after `log_start` whose timestamp is `>= ts`.
     pub async fn offset_for_timestamp(
         &self,
         entries: &[TieredSegment],
         ts: i64,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         for e in entries {
             if e.last_offset < log_start || e.max_timestamp < ts {
                 continue;
@@ -186,7 +224,7 @@ impl ColdReader {
         &self,
         entries: &[TieredSegment],
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         let best = entries
             .iter()
             .filter(|e| e.last_offset >= log_start && e.max_timestamp >= 0)
@@ -205,7 +243,7 @@ impl ColdReader {
         e: &TieredSegment,
         ts: i64,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
+    ) -> Result<Option<TimestampOffset>, TierError> {
         let key = object_path(&e.key)?;
         let mut pos = match self.time_index_floor(e, ts).await? {
             Some(offset) => match self.translate(e, &key, offset).await? {
@@ -241,8 +279,11 @@ impl ColdReader {
         h: &BatchHeader,
         ts: i64,
         log_start: i64,
-    ) -> Result<(i64, i64), TierError> {
-        let fallback = (h.max_timestamp, h.base_offset.max(log_start));
+    ) -> Result<TimestampOffset, TierError> {
+        let fallback = TimestampOffset {
+            timestamp: h.max_timestamp,
+            offset: h.base_offset.max(log_start),
+        };
         if h.timestamp_type() == TimestampType::LogAppendTime
             || h.compression() != Ok(Compression::None)
         {
@@ -252,7 +293,10 @@ impl ColdReader {
         for (delta, t) in batch::RecordTimestamps::new(&bytes) {
             let offset = h.base_offset + i64::from(delta);
             if offset >= log_start && t >= ts {
-                return Ok((t, offset));
+                return Ok(TimestampOffset {
+                    timestamp: t,
+                    offset,
+                });
             }
         }
         Ok(fallback)
@@ -360,6 +404,17 @@ impl ColdReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_latest_max_timestamp_wins_and_a_tie_goes_to_the_earlier_tiered_record() {
+        let at = |timestamp, offset| Some(TimestampOffset { timestamp, offset });
+        assert_eq!(latest_max_timestamp(at(5, 1), at(9, 50)), at(9, 50));
+        assert_eq!(latest_max_timestamp(at(9, 1), at(5, 50)), at(9, 1));
+        assert_eq!(latest_max_timestamp(at(9, 1), at(9, 50)), at(9, 1));
+        assert_eq!(latest_max_timestamp(None, at(9, 50)), at(9, 50));
+        assert_eq!(latest_max_timestamp(at(9, 1), None), at(9, 1));
+        assert_eq!(latest_max_timestamp(None, None), None);
+    }
 
     #[test]
     fn sibling_keys_swap_only_the_extension() {

@@ -35,26 +35,16 @@ use tokio::time::Instant;
 
 use super::budget::DiskBudget;
 use super::cold::{ColdRead, ColdReader};
-use super::engine::{Action, EngineConfig, Event, OpId, SealedSegment, UploaderEngine};
+use super::engine::{Action, EngineConfig, Event, SealedSegment, UploaderEngine};
 use super::error::TierError;
+use super::link::{Core, Link, Msg};
 use super::manifest::{Manifest, TieredSegment};
 use super::metrics::{add, TierMetrics, TierSnapshot};
-use super::partition::{PartitionShared, TierRetention, TieredPartition};
-use super::retention::RetentionPass;
+use super::partition::TieredPartition;
+use super::retention::{DeleteMode, RetentionPass};
+use super::shared::{PartitionShared, TierRetention};
 use super::PartitionKey;
-use crate::log::PartitionLog;
-
-/// How deleted objects leave the bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DeleteMode {
-    /// Delete at once.
-    #[default]
-    Delete,
-    /// Copy under `{prefix}/tombstones/` (expired by a bucket lifecycle
-    /// rule), then delete. GCS deletes at once: its copy cannot be verified
-    /// locally.
-    Tombstone,
-}
+use crate::log::{PartitionLog, TimestampOffset};
 
 /// Settings of the tiering service.
 #[derive(Debug, Clone)]
@@ -88,64 +78,6 @@ impl Default for TierConfig {
     }
 }
 
-enum Msg {
-    Engine(Event),
-    Committed {
-        op: OpId,
-        partition: PartitionKey,
-        entry: TieredSegment,
-    },
-    Retention,
-    Stop,
-}
-
-type Registry = Mutex<HashMap<PartitionKey, Arc<PartitionShared>>>;
-
-#[derive(Debug)]
-struct Core {
-    tx: mpsc::UnboundedSender<Msg>,
-    registry: Registry,
-}
-
-impl std::fmt::Debug for Msg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Msg")
-    }
-}
-
-/// What a [`TieredPartition`] holds of the service.
-#[derive(Debug)]
-pub(crate) struct Link {
-    core: Arc<Core>,
-    pub(crate) budget: Arc<DiskBudget>,
-    registration: u64,
-}
-
-impl Link {
-    pub(crate) fn send(&self, event: Event) {
-        // A stopped service drops events; the next start re-reads everything.
-        let _ = self.core.tx.send(Msg::Engine(event));
-    }
-
-    pub(crate) fn trim(&self, _partition: PartitionKey) {
-        let _ = self.core.tx.send(Msg::Retention);
-    }
-
-    pub(crate) fn unregister(&self, partition: PartitionKey) {
-        let _ = self.core.tx.send(Msg::Engine(Event::Unregister {
-            partition,
-            registration: self.registration,
-        }));
-        let mut reg = self.core.registry.lock();
-        let mine = reg
-            .get(&partition)
-            .is_some_and(|s| s.registration() == self.registration);
-        if mine {
-            reg.remove(&partition);
-        }
-    }
-}
-
 /// The node's tiering service; cheap to clone.
 #[derive(Clone)]
 pub struct Tier {
@@ -153,6 +85,7 @@ pub struct Tier {
 }
 
 struct Inner {
+    config_manifest_timeout: Duration,
     store: ObjectStoreHandle,
     reader: ColdReader,
     manifest: Arc<dyn Manifest>,
@@ -181,6 +114,7 @@ impl Tier {
         manifest: Arc<dyn Manifest>,
     ) -> Tier {
         let (tx, rx) = mpsc::unbounded_channel();
+        let manifest_timeout = config.manifest_timeout;
         let core = Arc::new(Core {
             tx: tx.clone(),
             registry: Mutex::new(HashMap::new()),
@@ -201,10 +135,12 @@ impl Tier {
             tasks: JoinSet::new(),
             retention: None,
             failed_deletes: Arc::new(Mutex::new(Vec::new())),
+            upload_times: Arc::new(Mutex::new(HashMap::new())),
         };
         let handle = tokio::spawn(driver.run());
         Tier {
             inner: Arc::new(Inner {
+                config_manifest_timeout: manifest_timeout,
                 store,
                 reader,
                 manifest,
@@ -221,6 +157,10 @@ impl Tier {
     /// Makes `log` a tiered partition. If the manifest reaches past the local
     /// log end (the local log was lost or removed), the local log restarts
     /// empty at the manifest's end: everything below is in object storage.
+    /// The DeleteRecords floor is the larger of the manifest's log start
+    /// (which survives the loss of the local directory) and the one kept in
+    /// the directory; the local log restarts at it too if it ends below it,
+    /// and starts no lower than it.
     pub fn open_partition(
         &self,
         key: PartitionKey,
@@ -228,18 +168,30 @@ impl Tier {
         retention: TierRetention,
     ) -> Result<TieredPartition, TierError> {
         let entries = self.inner.manifest.segments(key);
-        if let Some(last) = entries.last() {
-            if log.log_end_offset() < last.next_offset() {
-                tracing::info!(
-                    dir = %log.dir().display(),
-                    local_end = log.log_end_offset(),
-                    tiered_end = last.next_offset(),
-                    "the local log ends below object storage: restarting it at the tiered end"
-                );
-                log.truncate_fully_and_start_at(last.next_offset())?;
-            }
+        let local_floor = TieredPartition::read_floor(log.dir())?;
+        let floor = self
+            .inner
+            .manifest
+            .log_start(key)
+            .map_or(local_floor, |f| f.max(local_floor));
+        let tiered_end = entries.last().map_or(-1, TieredSegment::next_offset);
+        let restart_at = tiered_end.max(floor);
+        if log.log_end_offset() < restart_at {
+            tracing::info!(
+                dir = %log.dir().display(),
+                local_end = log.log_end_offset(),
+                tiered_end,
+                floor,
+                "the local log ends below object storage or the log start: restarting it there"
+            );
+            log.truncate_fully_and_start_at(restart_at)?;
         }
-        let floor = TieredPartition::read_floor(log.dir())?;
+        if floor > log.log_start_offset() {
+            log.delete_records_before(floor)?;
+        }
+        if floor > local_floor {
+            TieredPartition::write_floor(log.dir(), floor)?;
+        }
         let registration = self.inner.next_registration.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new(PartitionShared::new(key, entries, floor, registration));
         self.inner
@@ -260,10 +212,43 @@ impl Tier {
         self.inner.core.registry.lock().get(&key).cloned()
     }
 
+    /// The partition's entries and DeleteRecords floor (-1 if none).
     fn entries(&self, key: PartitionKey) -> (Arc<Vec<TieredSegment>>, i64) {
+        let recorded = self.inner.manifest.log_start(key).unwrap_or(-1);
         match self.partition(key) {
-            Some(s) => (s.manifest(), s.floor()),
-            None => (Arc::new(self.inner.manifest.segments(key)), -1),
+            Some(s) => (s.manifest(), s.floor().max(recorded)),
+            None => (Arc::new(self.inner.manifest.segments(key)), recorded),
+        }
+    }
+
+    /// Records `offset` as the partition's log start in the manifest, so
+    /// the DeleteRecords floor survives the loss of the local directory.
+    /// Call it before applying DeleteRecords locally
+    /// ([`TieredPartition::delete_records_before`]); durable on `Ok`, and a
+    /// no-op at or below the recorded start. Refused for an open partition
+    /// when `offset` is past its log end.
+    pub async fn persist_log_start(&self, key: PartitionKey, offset: i64) -> Result<(), TierError> {
+        if let Some(shared) = self.partition(key) {
+            let end = shared.log_end();
+            if offset < 0 || offset > end {
+                return Err(crate::StorageError::OffsetOutOfRange {
+                    offset,
+                    log_start: shared.log_start(shared.local_start()),
+                    log_end: end,
+                }
+                .into());
+            }
+        }
+        let deadline = self.inner.config_manifest_timeout;
+        match tokio::time::timeout(deadline, self.inner.manifest.set_log_start(key, offset)).await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(TierError::Timeout {
+                what: format!(
+                    "recording log start {offset} of {}/{}",
+                    key.topic_id, key.partition
+                ),
+                seconds: deadline.as_secs(),
+            }),
         }
     }
 
@@ -302,14 +287,16 @@ impl Tier {
         read
     }
 
-    /// ListOffsets by timestamp over tiered data at or above `log_start`.
+    /// ListOffsets by timestamp over tiered data at or above `log_start` and
+    /// the DeleteRecords floor.
     pub async fn offset_for_timestamp(
         &self,
         key: PartitionKey,
         ts: i64,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
-        let (entries, _) = self.entries(key);
+    ) -> Result<Option<TimestampOffset>, TierError> {
+        let (entries, floor) = self.entries(key);
+        let log_start = log_start.max(floor);
         let reader = self.inner.reader.clone();
         self.inner
             .runtime
@@ -318,13 +305,15 @@ impl Tier {
             .map_err(|_| TierError::Stopped)?
     }
 
-    /// ListOffsets MAX_TIMESTAMP over tiered data at or above `log_start`.
+    /// ListOffsets MAX_TIMESTAMP over tiered data at or above `log_start`
+    /// and the DeleteRecords floor.
     pub async fn max_timestamp(
         &self,
         key: PartitionKey,
         log_start: i64,
-    ) -> Result<Option<(i64, i64)>, TierError> {
-        let (entries, _) = self.entries(key);
+    ) -> Result<Option<TimestampOffset>, TierError> {
+        let (entries, floor) = self.entries(key);
+        let log_start = log_start.max(floor);
         let reader = self.inner.reader.clone();
         self.inner
             .runtime
@@ -395,6 +384,7 @@ struct Driver {
     tasks: JoinSet<()>,
     retention: Option<JoinHandle<()>>,
     failed_deletes: Arc<Mutex<Vec<(Path, u64)>>>,
+    upload_times: Arc<Mutex<HashMap<String, i64>>>,
 }
 
 impl Driver {
@@ -542,6 +532,7 @@ impl Driver {
             mode: self.config.delete_mode,
             deadline: self.config.manifest_timeout,
             failed: Arc::clone(&self.failed_deletes),
+            upload_times: Arc::clone(&self.upload_times),
         };
         self.retention = Some(tokio::spawn(pass.run()));
     }

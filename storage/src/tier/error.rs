@@ -28,7 +28,10 @@ pub enum TierError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
 
-    /// A tiered object does not hold what its manifest entry says.
+    /// A tiered object does not hold what its manifest entry says, or a
+    /// batch read from it fails its CRC-32C. Retriable: the object's cached
+    /// blocks are dropped, so a retry reads it from the store again (Kafka:
+    /// KAFKA_STORAGE_ERROR, which consumers retry).
     #[error("tiered object {key} is damaged at byte {position}: {reason}")]
     CorruptObject {
         key: String,
@@ -49,10 +52,13 @@ impl TierError {
     /// Whether the same call may succeed later.
     pub fn is_retriable(&self) -> bool {
         match self {
-            TierError::Backpressure { .. } | TierError::Timeout { .. } | TierError::Stopped => true,
+            TierError::Backpressure { .. }
+            | TierError::Timeout { .. }
+            | TierError::Stopped
+            | TierError::CorruptObject { .. } => true,
             TierError::Objects(e) => e.is_retriable(),
             TierError::Manifest(e) => e.retriable,
-            TierError::Storage(_) | TierError::CorruptObject { .. } => false,
+            TierError::Storage(_) => false,
         }
     }
 }

@@ -66,12 +66,26 @@ pub struct ManifestError {
     pub retriable: bool,
 }
 
-/// Where committed segments are recorded.
+/// Where committed segments, and each partition's log start, are recorded.
 ///
-/// Contract: `commit` is durable when it returns `Ok` and idempotent (the
-/// same entry committed twice is one entry); entries of a partition never
-/// overlap. `segments` reads a possibly slightly stale local copy, sorted by
-/// base offset, and always includes every entry this process committed.
+/// Contract (checked for any backend by `storage::tier::manifest_suite`,
+/// with the `testing` feature):
+/// - `commit` is durable when it returns `Ok` and idempotent (the same entry
+///   committed twice is one entry); an entry whose key is already recorded
+///   with other content, or whose offsets overlap another entry of the
+///   partition, is refused with a non-retriable error.
+/// - `segments` reads a possibly slightly stale local copy, sorted by base
+///   offset, and always includes every entry this process committed.
+/// - `trim` removes exactly the entries wholly below the offset and returns
+///   them; an entry straddling it stays.
+/// - `set_log_start` is durable when it returns `Ok` and monotonic: an
+///   offset at or below the recorded one changes nothing, and a negative
+///   one is refused (not retriable). `log_start` reads
+///   a possibly slightly stale local copy that includes this process's own
+///   writes. The log start survives the loss of every local copy of the
+///   partition: it is the DeleteRecords floor.
+/// - `deleted_topics` lists a deleted topic's entries until
+///   `forget_deleted_topic`.
 #[async_trait]
 pub trait Manifest: Send + Sync + 'static {
     /// The partition's entries, sorted by base offset.
@@ -93,9 +107,19 @@ pub trait Manifest: Send + Sync + 'static {
     fn deleted_topics(&self) -> Vec<DeletedTopic>;
     /// Forgets a deleted topic once its objects are gone.
     async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError>;
+    /// The partition's recorded log start (the DeleteRecords floor), if any.
+    fn log_start(&self, partition: PartitionKey) -> Option<i64>;
+    /// Records `offset` as the partition's log start: durable on `Ok`; a
+    /// lower or equal offset than the recorded one is a no-op.
+    async fn set_log_start(
+        &self,
+        partition: PartitionKey,
+        offset: i64,
+    ) -> Result<(), ManifestError>;
 }
 
-/// An in-process manifest for tests; can be told to fail.
+/// An in-process manifest (tests, single-process tools); with the
+/// `testing` feature it can be told to fail.
 #[derive(Debug, Default)]
 pub struct MemoryManifest {
     state: Mutex<MemoryState>,
@@ -104,6 +128,7 @@ pub struct MemoryManifest {
 #[derive(Debug, Default)]
 struct MemoryState {
     partitions: BTreeMap<PartitionKey, Vec<TieredSegment>>,
+    log_starts: BTreeMap<PartitionKey, i64>,
     deleted: Vec<DeletedTopic>,
     failing: bool,
     commits: u64,
@@ -115,11 +140,13 @@ impl MemoryManifest {
     }
 
     /// While `true`, every write fails with a retriable error.
+    #[cfg(any(test, feature = "testing"))]
     pub fn set_failing(&self, failing: bool) {
         self.state.lock().failing = failing;
     }
 
     /// Successful commits so far (retries of the same entry included).
+    #[cfg(any(test, feature = "testing"))]
     pub fn commits(&self) -> u64 {
         self.state.lock().commits
     }
@@ -127,6 +154,7 @@ impl MemoryManifest {
     /// Moves a topic's entries to the deleted list, as topic deletion does.
     pub fn delete_topic(&self, topic_id: uuid::Uuid) {
         let mut s = self.state.lock();
+        s.log_starts.retain(|k, _| k.topic_id != topic_id);
         let keys: Vec<PartitionKey> = s
             .partitions
             .keys()
@@ -224,6 +252,29 @@ impl Manifest for MemoryManifest {
         s.deleted.retain(|d| d.topic_id != topic_id);
         Ok(())
     }
+
+    fn log_start(&self, partition: PartitionKey) -> Option<i64> {
+        self.state.lock().log_starts.get(&partition).copied()
+    }
+
+    async fn set_log_start(
+        &self,
+        partition: PartitionKey,
+        offset: i64,
+    ) -> Result<(), ManifestError> {
+        let mut s = self.state.lock();
+        self.check(&s, "set log start")?;
+        if offset < 0 {
+            return Err(ManifestError {
+                operation: "set log start",
+                reason: format!("log start {offset} is negative"),
+                retriable: false,
+            });
+        }
+        let start = s.log_starts.entry(partition).or_insert(offset);
+        *start = (*start).max(offset);
+        Ok(())
+    }
 }
 
 /// The entry holding `offset`, else the first entry after it (a consumer
@@ -231,4 +282,14 @@ impl Manifest for MemoryManifest {
 pub fn locate(entries: &[TieredSegment], offset: i64) -> Option<&TieredSegment> {
     let i = entries.partition_point(|e| e.last_offset < offset);
     entries.get(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemoryManifest;
+
+    #[tokio::test]
+    async fn the_memory_manifest_keeps_the_manifest_contract() {
+        super::super::manifest_suite::run_all(|| async { MemoryManifest::new() }).await;
+    }
 }

@@ -15,7 +15,14 @@
 //! - [`TieredPartition`] wraps a partition's [`crate::PartitionLog`] on its
 //!   owning task: it reports sealed segments, applies `local.retention.*`
 //!   below what is committed, and refuses appends (retriably) when data not
-//!   yet uploaded fills the node's [`DiskBudget`].
+//!   yet uploaded fills the node's [`DiskBudget`]. Every call the owner
+//!   makes (append, reads, timestamp lookups, flush, sync points, config)
+//!   is a method of it; [`latest_max_timestamp`] merges MAX_TIMESTAMP
+//!   answers across tiers.
+//!
+//! Module layering (no cycles): `shared` (what a partition shares with the
+//! uploader) and `link` (the driver's messages and registry) sit below
+//! `partition` and `retention`, which sit below `driver`.
 //!
 //! Seams: [`Manifest`] (metastore or [`MemoryManifest`]) and
 //! [`cache::ObjectStoreHandle`] (any backend, or a fault-injecting wrapper).
@@ -42,20 +49,25 @@ pub mod cold;
 mod driver;
 pub mod engine;
 mod error;
+mod link;
 pub mod manifest;
+#[cfg(any(test, feature = "testing"))]
+pub mod manifest_suite;
 mod metrics;
 mod partition;
 mod retention;
+mod shared;
 
 pub use budget::DiskBudget;
-pub use cold::{ColdRead, ColdReader};
-pub use driver::{DeleteMode, Tier, TierConfig};
+pub use cold::{latest_max_timestamp, ColdRead, ColdReader};
+pub use driver::{Tier, TierConfig};
 pub use engine::{EngineConfig, SealedSegment, UploaderEngine};
 pub use error::TierError;
 pub use manifest::{DeletedTopic, Manifest, ManifestError, MemoryManifest, TieredSegment};
 pub use metrics::{TierMetrics, TierSnapshot};
-pub use partition::{PartitionShared, TierRetention, TieredPartition};
-pub use retention::expired_below;
+pub use partition::TieredPartition;
+pub use retention::{expired_below, DeleteMode};
+pub use shared::{PartitionShared, TierRetention};
 
 /// A partition of a topic, named by the topic's id (names can be reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -8,159 +8,33 @@
 //! - deletes local segments under `local.retention.*` (or early, under
 //!   disk pressure), but only below what the uploader says is committed;
 //! - answers the partition's log start across both tiers, and keeps the
-//!   DeleteRecords floor (persisted in the partition directory) so tiered
-//!   data below it is never served again.
+//!   DeleteRecords floor (recorded in the manifest by
+//!   [`super::Tier::persist_log_start`] before it is applied, and in the
+//!   partition directory) so tiered data below it is never served again,
+//!   even after the local directory is lost.
 //!
 //! What it shares with the uploader lives in [`PartitionShared`]: the
 //! manifest snapshot (written by the uploader), `deletable_below` (written
 //! by the uploader), and the partition's own figures (written here).
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
 
 use super::budget::{DiskBudget, Usage};
-use super::driver::Link;
 use super::engine::{Event, SealedSegment};
 use super::error::TierError;
-use super::manifest::TieredSegment;
-use super::PartitionKey;
+use super::link::Link;
+use super::shared::{PartitionShared, TierRetention};
+use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::files;
-use crate::log::{AppendOutcome, PartitionLog};
+use crate::log::{AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
+use crate::sync::{SyncDone, SyncPoint};
 
 /// File in the partition directory holding the DeleteRecords floor.
 const FLOOR_FILE: &str = "tiered-log-start";
-
-/// Retention of one partition across both tiers, from its topic configs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TierRetention {
-    /// `retention.bytes`: total across tiers; `None` = unlimited.
-    pub retention_bytes: Option<u64>,
-    /// `retention.ms`; `None` = unlimited.
-    pub retention_ms: Option<u64>,
-    /// `local.retention.bytes` resolved (`-2` already replaced by
-    /// `retention.bytes`); `None` = keep local copies without a size limit.
-    pub local_retention_bytes: Option<u64>,
-    /// `local.retention.ms` resolved likewise.
-    pub local_retention_ms: Option<u64>,
-}
-
-/// State one partition shares with the uploader and cold readers.
-#[derive(Debug)]
-pub struct PartitionShared {
-    key: PartitionKey,
-    registration: u64,
-    manifest: RwLock<Arc<Vec<TieredSegment>>>,
-    deletable_below: AtomicI64,
-    floor: AtomicI64,
-    local_start: AtomicI64,
-    log_end: AtomicI64,
-    pending_bytes: AtomicU64,
-    retention: Mutex<TierRetention>,
-}
-
-impl PartitionShared {
-    pub(crate) fn new(
-        key: PartitionKey,
-        entries: Vec<TieredSegment>,
-        floor: i64,
-        registration: u64,
-    ) -> Self {
-        PartitionShared {
-            key,
-            registration,
-            manifest: RwLock::new(Arc::new(entries)),
-            deletable_below: AtomicI64::new(i64::MIN),
-            floor: AtomicI64::new(floor),
-            local_start: AtomicI64::new(0),
-            log_end: AtomicI64::new(0),
-            pending_bytes: AtomicU64::new(0),
-            retention: Mutex::new(TierRetention::default()),
-        }
-    }
-
-    pub fn key(&self) -> PartitionKey {
-        self.key
-    }
-
-    pub(crate) fn registration(&self) -> u64 {
-        self.registration
-    }
-
-    /// The partition's manifest entries as this node last saw them.
-    pub fn manifest(&self) -> Arc<Vec<TieredSegment>> {
-        Arc::clone(&self.manifest.read())
-    }
-
-    /// First tiered offset, if anything is tiered.
-    pub fn tiered_start(&self) -> Option<i64> {
-        self.manifest.read().first().map(|e| e.base_offset)
-    }
-
-    /// Last tiered offset (Kafka's LATEST_TIERED), if anything is tiered.
-    pub fn tiered_last(&self) -> Option<i64> {
-        self.manifest.read().last().map(|e| e.last_offset)
-    }
-
-    pub(crate) fn insert_entry(&self, entry: TieredSegment) {
-        let mut m = self.manifest.write();
-        if m.iter().any(|e| e.key == entry.key) {
-            return;
-        }
-        let list = Arc::make_mut(&mut m);
-        let at = list.partition_point(|e| e.base_offset < entry.base_offset);
-        list.insert(at, entry);
-    }
-
-    pub(crate) fn remove_below(&self, below_offset: i64) {
-        let mut m = self.manifest.write();
-        if m.first().is_some_and(|e| e.last_offset < below_offset) {
-            Arc::make_mut(&mut m).retain(|e| e.last_offset >= below_offset);
-        }
-    }
-
-    pub(crate) fn set_deletable_below(&self, offset: i64) {
-        self.deletable_below.store(offset, Ordering::Release);
-    }
-
-    /// Local segments wholly below this are in object storage.
-    pub fn deletable_below(&self) -> i64 {
-        self.deletable_below.load(Ordering::Acquire)
-    }
-
-    /// The DeleteRecords floor (-1 if none).
-    pub fn floor(&self) -> i64 {
-        self.floor.load(Ordering::Acquire)
-    }
-
-    pub fn local_start(&self) -> i64 {
-        self.local_start.load(Ordering::Relaxed)
-    }
-
-    pub fn log_end(&self) -> i64 {
-        self.log_end.load(Ordering::Relaxed)
-    }
-
-    /// Local bytes of this partition not yet in object storage.
-    pub fn pending_bytes(&self) -> u64 {
-        self.pending_bytes.load(Ordering::Relaxed)
-    }
-
-    pub fn retention(&self) -> TierRetention {
-        *self.retention.lock()
-    }
-
-    /// The log start across both tiers, given the local one.
-    pub fn log_start(&self, local_start: i64) -> i64 {
-        let start = match self.tiered_start() {
-            Some(t) if t < local_start => t,
-            _ => local_start,
-        };
-        start.max(self.floor())
-    }
-}
 
 /// Unregisters the partition and withdraws its budget share when dropped.
 #[derive(Debug)]
@@ -223,6 +97,9 @@ impl TieredPartition {
             sealed,
             high_watermark: p.reported_bound,
         });
+        if let Err(e) = p.expire_producers() {
+            tracing::warn!(dir = %p.log.dir().display(), error = %e, "could not expire producer state below the log start");
+        }
         p.recount();
         p
     }
@@ -235,15 +112,64 @@ impl TieredPartition {
             .unwrap_or(-1))
     }
 
-    /// The local log (reads, timestamps, epochs, subscriptions).
+    /// Persists the DeleteRecords floor in a partition directory.
+    pub(crate) fn write_floor(dir: &std::path::Path, offset: i64) -> Result<(), StorageError> {
+        files::write_atomic(dir, FLOOR_FILE, offset.to_string().as_bytes(), true)
+    }
+
+    /// The local log, read-only (its segments, its configuration). Every
+    /// call the partition's owner makes has its own method here.
     pub fn log(&self) -> &PartitionLog {
         &self.log
     }
 
-    /// The local log, for calls that do not change which offsets exist
-    /// (flush). Appends, retention and DeleteRecords go through `self`.
-    pub fn log_mut(&mut self) -> &mut PartitionLog {
-        &mut self.log
+    /// Local data only (see [`PartitionLog::read`]): offsets below the
+    /// local start fail with `OffsetOutOfRange` carrying the local start;
+    /// read those with [`super::Tier::read`].
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper_bound: i64,
+    ) -> Result<ReadSlice, StorageError> {
+        self.log.read(offset, max_bytes, upper_bound)
+    }
+
+    /// ListOffsets by timestamp over local data (see
+    /// [`PartitionLog::offset_for_timestamp`]); tiered data below the local
+    /// start is searched by [`super::Tier::offset_for_timestamp`].
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<TimestampOffset>, StorageError> {
+        self.log.offset_for_timestamp(ts)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP over local data; merge it with
+    /// [`super::Tier::max_timestamp`] by [`super::latest_max_timestamp`].
+    pub fn max_timestamp(&self) -> Option<TimestampOffset> {
+        self.log.max_timestamp()
+    }
+
+    /// OffsetForLeaderEpoch (see [`PartitionLog::epoch_end_offset`]).
+    pub fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.log.epoch_end_offset(epoch)
+    }
+
+    /// A receiver of the log end offset (see [`PartitionLog::subscribe`]).
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.log.subscribe()
+    }
+
+    /// New log settings (topic config change); sizes apply from the next
+    /// segment.
+    pub fn set_config(&mut self, config: LogConfig) -> Result<(), StorageError> {
+        self.log.set_config(config)
+    }
+
+    /// fsyncs everything appended so far (see [`PartitionLog::flush`]);
+    /// uploads may then move on to what it made durable.
+    pub fn flush(&mut self) -> Result<(), TierError> {
+        let flushed = self.log.flush();
+        self.after_write();
+        Ok(flushed?)
     }
 
     pub fn shared(&self) -> &Arc<PartitionShared> {
@@ -262,6 +188,28 @@ impl TieredPartition {
 
     pub fn log_end_offset(&self) -> i64 {
         self.log.log_end_offset()
+    }
+
+    /// Every offset below this is on the device (see
+    /// [`PartitionLog::flushed_offset`]).
+    pub fn flushed_offset(&self) -> i64 {
+        self.log.flushed_offset()
+    }
+
+    /// Starts a durability point at the log end: cheap, never blocks. Run
+    /// it off the task and record the outcome with
+    /// [`TieredPartition::sync_done`] (see [`SyncPoint`]).
+    pub fn sync_point(&mut self) -> SyncPoint {
+        self.log.sync_point()
+    }
+
+    /// Records the outcome of [`SyncPoint::run`]; returns the flushed
+    /// offset afterwards (see [`PartitionLog::sync_done`]). Uploads follow
+    /// the flushed offset, so they may move on too.
+    pub fn sync_done(&mut self, done: SyncDone) -> Result<i64, TierError> {
+        let flushed = self.log.sync_done(done);
+        self.after_write();
+        Ok(flushed?)
     }
 
     /// Appends unless the node's local disk budget is exhausted by data not
@@ -306,7 +254,7 @@ impl TieredPartition {
             if budget.local_over(0) {
                 self.evict_tiered(now_ms, &budget)?;
             } else {
-                self.log.enforce_retention(
+                self.log.evict_local_copies(
                     now_ms,
                     self.retention.local_retention_bytes,
                     self.retention.local_retention_ms,
@@ -314,13 +262,27 @@ impl TieredPartition {
                 )?;
             }
         }
+        self.expire_producers()?;
         self.recount();
+        Ok(())
+    }
+
+    /// Forgets idempotent producers whose batches are below the log start
+    /// across tiers (not the local one: evicted local copies are still
+    /// readable, and retried, from object storage).
+    fn expire_producers(&mut self) -> Result<(), TierError> {
+        let start = self.log_start_offset();
+        if start > self.log.producer_state_start() {
+            self.log.expire_producers_below(start)?;
+        }
         Ok(())
     }
 
     /// DeleteRecords across both tiers: raises the log start to `offset`
     /// (local segments below it go at once, tiered ones with the uploader's
-    /// next retention pass). Returns the new log start.
+    /// next retention pass). Returns the new log start. Record the floor in
+    /// the manifest first ([`super::Tier::persist_log_start`]), so that it
+    /// survives the loss of the local directory.
     pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, TierError> {
         let end = self.log.log_end_offset();
         if offset < 0 || offset > end {
@@ -338,12 +300,7 @@ impl TieredPartition {
             self.log.delete_records_before(offset)?;
         }
         if offset > self.reg.shared.floor() {
-            files::write_atomic(
-                self.log.dir(),
-                FLOOR_FILE,
-                offset.to_string().as_bytes(),
-                true,
-            )?;
+            TieredPartition::write_floor(self.log.dir(), offset)?;
             self.reg.shared.floor.store(offset, Ordering::Release);
             let key = self.reg.shared.key();
             self.reg.link.send(Event::LogStartRaised {
@@ -352,6 +309,7 @@ impl TieredPartition {
             });
             self.reg.link.trim(key);
         }
+        self.expire_producers()?;
         self.recount();
         Ok(self.log_start_offset())
     }
@@ -378,7 +336,7 @@ impl TieredPartition {
         }
         let deleted = self
             .log
-            .enforce_retention(now_ms, Some(0), None, deletable)?;
+            .evict_local_copies(now_ms, Some(0), None, deletable)?;
         if !deleted.is_empty() {
             budget.note_early_eviction();
             self.recount();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use cache::{CacheConfig, ColdCache, ObjectStoreHandle};
 use futures::StreamExt;
 
-use crate::roll_tests::batch;
+use crate::test_support::batch;
 use crate::tier::{Manifest, MemoryManifest, PartitionKey, Tier, TierConfig, TierRetention};
 use crate::{LogConfig, PartitionLog};
 
@@ -73,6 +73,36 @@ async fn a_sealed_segment_is_uploaded_only_after_its_background_fsync() {
         "the segment is uploaded and committed once fsynced"
     );
     assert!(objects(&store).await > 0);
+    p.close().expect("close");
+    tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durability_point_through_the_tiered_partition_moves_its_flushed_offset() {
+    let store = ObjectStoreHandle::in_memory();
+    let cache = ColdCache::open(CacheConfig::default(), store.clone())
+        .await
+        .expect("cache");
+    let tier = Tier::start(
+        TierConfig::default(),
+        store,
+        cache,
+        Arc::new(MemoryManifest::new()),
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let log = PartitionLog::open(dir.path(), LogConfig::default()).expect("open");
+    let key = PartitionKey::new(uuid::Uuid::new_v4(), 0);
+    let mut p = tier
+        .open_partition(key, log, TierRetention::default())
+        .expect("partition");
+    p.append(&mut batch(100), 0, 1_000).expect("append");
+    assert_eq!(p.flushed_offset(), 0);
+    let sp = p.sync_point();
+    let done = tokio::task::spawn_blocking(move || sp.run())
+        .await
+        .expect("join");
+    assert_eq!(p.sync_done(done).expect("sync"), 4);
+    assert_eq!(p.flushed_offset(), 4);
     p.close().expect("close");
     tier.shutdown().await;
 }

@@ -7,6 +7,7 @@
 //! object whose deletion fails is retried on the next pass; if the process
 //! stops first it stays as an orphan (see docs/tiering.md).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -17,15 +18,28 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 
 use super::cold::sibling_key;
-use super::driver::DeleteMode;
 use super::manifest::{Manifest, TieredSegment};
 use super::metrics::{add, TierMetrics};
-use super::partition::{PartitionShared, TierRetention};
+use super::shared::{PartitionShared, TierRetention};
+
+/// How deleted objects leave the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeleteMode {
+    /// Delete at once.
+    #[default]
+    Delete,
+    /// Copy under `{prefix}/tombstones/` (expired by a bucket lifecycle
+    /// rule), then delete. GCS deletes at once: its copy cannot be verified
+    /// locally.
+    Tombstone,
+}
 
 /// The offset below which tiered entries have expired, if any has: entries
 /// wholly below the DeleteRecords `floor`, older than `retention.ms`, or
 /// beyond `retention.bytes` (counted over tiered entries plus the local
 /// bytes not yet tiered), oldest first, stopping at the first that stays.
+/// An entry without timestamps (max timestamp -1) expires by time only
+/// once the retention pass has put its upload time in its place.
 pub fn expired_below(
     entries: &[TieredSegment],
     retention: TierRetention,
@@ -63,6 +77,8 @@ pub(crate) struct RetentionPass {
     pub(crate) mode: DeleteMode,
     pub(crate) deadline: Duration,
     pub(crate) failed: Arc<Mutex<Vec<(Path, u64)>>>,
+    /// Upload times of objects without timestamps, by `.seg` key.
+    pub(crate) upload_times: Arc<Mutex<HashMap<String, i64>>>,
 }
 
 impl RetentionPass {
@@ -75,7 +91,9 @@ impl RetentionPass {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         for shared in &self.partitions {
-            let entries = shared.manifest();
+            let entries = self
+                .with_upload_times(shared.manifest(), shared.retention(), now_ms)
+                .await;
             let Some(below) = expired_below(
                 &entries,
                 shared.retention(),
@@ -113,6 +131,57 @@ impl RetentionPass {
                 if let Err(e) = self.manifest.forget_deleted_topic(topic.topic_id).await {
                     tracing::warn!(topic_id = %topic.topic_id, error = %e, "could not forget a deleted topic's manifest");
                 }
+            }
+        }
+    }
+
+    /// Entries whose batches carry no timestamps (all -1) would never
+    /// expire by `retention.ms`; for them the time of the `.seg` object's
+    /// upload stands in (as the local log uses the file's modification
+    /// time), looked up in the store once per entry and remembered. Only the
+    /// oldest entries are looked up, up to the first that has not expired.
+    async fn with_upload_times(
+        &self,
+        entries: Arc<Vec<TieredSegment>>,
+        retention: TierRetention,
+        now_ms: i64,
+    ) -> Arc<Vec<TieredSegment>> {
+        let Some(ms) = retention.retention_ms else {
+            return entries;
+        };
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        if entries.iter().all(|e| e.max_timestamp >= 0) {
+            return entries;
+        }
+        let mut out = entries.as_ref().clone();
+        for e in &mut out {
+            if e.max_timestamp < 0 {
+                match self.upload_time(&e.key).await {
+                    Some(t) => e.max_timestamp = t,
+                    None => break,
+                }
+            }
+            if now_ms.saturating_sub(e.max_timestamp) <= ms {
+                break;
+            }
+        }
+        Arc::new(out)
+    }
+
+    async fn upload_time(&self, key: &str) -> Option<i64> {
+        if let Some(t) = self.upload_times.lock().get(key) {
+            return Some(*t);
+        }
+        let path = Path::parse(key).ok()?;
+        match self.store.store.head(&path).await {
+            Ok(meta) => {
+                let t = meta.last_modified.timestamp_millis();
+                self.upload_times.lock().insert(key.to_string(), t);
+                Some(t)
+            }
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "could not read when an object without timestamps was uploaded");
+                None
             }
         }
     }
@@ -156,6 +225,7 @@ impl RetentionPass {
 
     async fn delete_object(&self, key: &Path, size: u64) -> bool {
         self.cache.remove_object(key, size);
+        self.upload_times.lock().remove(key.as_ref());
         let store = self.store.store.as_ref();
         if self.mode == DeleteMode::Tombstone && self.store.backend != Backend::Gcs {
             if let Ok(dead) = layout::tombstone_key(&self.store.prefix, key) {

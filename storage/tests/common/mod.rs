@@ -63,6 +63,35 @@ pub fn batch_with(
     buf.to_vec()
 }
 
+/// A batch of `n` records that carry no timestamp (-1), as old clients
+/// send them.
+pub fn untimed_batch(n: usize, value_len: usize, tag: u64) -> Vec<u8> {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: -1,
+            key: None,
+            value: Some(Bytes::from(value_for(tag, i, value_len))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    buf.to_vec()
+}
+
 pub fn batch(n: usize, ts: i64) -> Vec<u8> {
     batch_with(n, 16, ts, Compression::None, None, 0)
 }

@@ -5,14 +5,10 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-
 use crate::files::RECOVERY_POINT_FILE;
 use crate::flusher::read_recovery_point;
-use crate::{LogConfig, PartitionLog};
+use crate::test_support::batch;
+use crate::{LogConfig, PartitionLog, ReadSlice, StorageError};
 
 /// How long a test gives a held flush to (wrongly) complete; only ever
 /// used to show that something does *not* happen while held.
@@ -23,34 +19,6 @@ fn config() -> LogConfig {
         segment_bytes: 1 << 20,
         ..LogConfig::default()
     }
-}
-
-/// A batch of 4 records of `value_len` bytes each.
-pub(crate) fn batch(value_len: usize) -> Vec<u8> {
-    let records: Vec<Record> = (0..4)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i,
-            sequence: -1,
-            timestamp: 1_000 + i,
-            key: None,
-            value: Some(Bytes::from(vec![b'v'; value_len])),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let opts = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &opts).expect("encode");
-    buf.to_vec()
 }
 
 /// Appends until the log has rolled once; returns the sealed segment's end.
@@ -186,7 +154,16 @@ fn a_failed_background_fsync_takes_the_log_offline() {
     let err = log
         .append(&mut batch(10), 0, 1_001)
         .expect_err("a log that lost a flush must refuse appends");
-    assert!(matches!(err, crate::StorageError::Offline { .. }), "{err}");
+    assert!(matches!(err, StorageError::Offline { .. }), "{err}");
     assert!(log.flush().is_err());
     assert_eq!(log.flushed_offset(), 0);
+}
+
+#[test]
+fn a_log_can_move_to_its_shard_task_and_slices_to_any_task() {
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+    send::<PartitionLog>();
+    send_sync::<ReadSlice>();
+    send_sync::<StorageError>();
 }

@@ -1,0 +1,450 @@
+//! The records inside a batch: count them and check their framing against
+//! the batch header, decompressing compressed batches on the fly.
+//!
+//! Why: the log assigns offsets from the header's `recordsCount`. A batch
+//! that declares more records than it holds makes the log skip offsets,
+//! and a compressed batch declaring `i32::MAX` records would force a
+//! segment roll on every append (each roll keeps files and mappings open
+//! for the segment's lifetime). Kafka decompresses and counts the records
+//! of every batch before accepting it; so does this module.
+//!
+//! How one batch is walked, step by step:
+//! 1. The bytes after the 61-byte header are read through the codec's
+//!    streaming decoder (gzip members, snappy in xerial blocks or one raw
+//!    block, the LZ4 frame format, zstd frames), or directly when the batch
+//!    is uncompressed. Decoded bytes are pulled in reads of at most
+//!    [`READ_CHUNK`] bytes and never more than `cap + 1` in total, so the
+//!    whole uncompressed batch is never held in memory. The one exception
+//!    is raw (unframed) snappy, which has no streaming form: its
+//!    uncompressed length is declared up front and checked against the cap
+//!    before anything is allocated.
+//! 2. Each record is a length varint and a body of that many bytes. The
+//!    walk reads the length, refuses one shorter than the smallest record
+//!    body or one that would carry the batch past the cap, reads the
+//!    body's first three fields (attributes, timestamp delta, offset delta),
+//!    checks that the offset delta is the record's index (Kafka refuses
+//!    non-incremental inner offsets too), and skips the rest of the body
+//!    without looking at it.
+//! 3. It stops with a refusal as soon as a record beyond the declared count
+//!    begins, a record does not parse or runs past the end, the decoded
+//!    bytes pass the cap, or the codec stream does not decode.
+//! 4. At the end of the stream the number of records must equal the
+//!    declared count.
+//!
+//! The cap (`LogConfig::max_uncompressed_batch_bytes`) exists because of
+//! compression bombs: a gigabyte of zeros gzips to about a megabyte, which
+//! passes `max.message.bytes`, and decoding it would cost seconds of a
+//! shard's CPU per request. No legitimate producer batch comes near the
+//! default of 64 times the batch size limit.
+
+use std::io::{self, BufRead, Read};
+
+/// Compression codec named in a batch's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+/// Largest read from a decoder; also the buffer each compressed walk uses.
+pub(crate) const READ_CHUNK: usize = 32 << 10;
+
+/// Smallest record body: attributes, timestamp delta, offset delta, key
+/// length, value length and header count, one byte each.
+const MIN_RECORD_BODY: i64 = 6;
+
+/// The xerial snappy stream header starts with these 8 bytes; the whole
+/// header is 16 (magic, version, compatible version).
+const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_LEN: usize = 16;
+
+/// zstd windows up to 2^27 bytes (zstd's own default limit, which Kafka's
+/// zstd library uses too) are accepted; the window is allocated by the
+/// decoder but only touched as far as output is produced, and output is
+/// bounded by the cap.
+const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
+/// Why the records of a batch were refused.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// A record beyond the declared count began.
+    TooMany { declared: i32 },
+    /// The records ended before the declared count.
+    TooFew { found: i64, declared: i32 },
+    /// Record `index` does not parse.
+    Malformed { index: i64, reason: String },
+    /// The uncompressed records pass `cap` bytes.
+    OverCap { cap: u64 },
+    /// The codec's stream does not decode.
+    Codec {
+        codec: Compression,
+        error: io::Error,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::TooMany { declared } => {
+                write!(
+                    f,
+                    "the batch holds more records than the {declared} it declares"
+                )
+            }
+            Refusal::TooFew { found, declared } => {
+                write!(f, "the batch holds {found} records but declares {declared}")
+            }
+            Refusal::Malformed { index, reason } => write!(f, "record {index} {reason}"),
+            Refusal::OverCap { cap } => write!(
+                f,
+                "the records decompress to more than {cap} bytes (max.uncompressed.batch.bytes)"
+            ),
+            Refusal::Codec { codec, error } => {
+                write!(f, "the {codec:?} records do not decompress: {error}")
+            }
+        }
+    }
+}
+
+/// Checks that `records` (a batch's bytes after its header) hold exactly
+/// `declared` well-framed records once decoded with `codec`, decoding at
+/// most `cap` bytes.
+pub(crate) fn check(
+    codec: Compression,
+    records: &[u8],
+    declared: i32,
+    cap: u64,
+) -> Result<(), Refusal> {
+    match codec {
+        Compression::None => walk(&mut { records }, declared, u64::MAX),
+        Compression::Gzip => walk_stream(
+            codec,
+            flate2::read::MultiGzDecoder::new(records),
+            declared,
+            cap,
+        ),
+        Compression::Snappy => check_snappy(records, declared, cap),
+        Compression::Lz4 => {
+            let decoder =
+                lz4::Decoder::new(records).map_err(|error| Refusal::Codec { codec, error })?;
+            walk_stream(codec, Lz4Frame(Some(decoder)), declared, cap)
+        }
+        Compression::Zstd => {
+            let codec_error = |error| Refusal::Codec { codec, error };
+            let mut decoder =
+                zstd::stream::read::Decoder::with_buffer(records).map_err(codec_error)?;
+            decoder
+                .window_log_max(ZSTD_WINDOW_LOG_MAX)
+                .map_err(codec_error)?;
+            walk_stream(codec, decoder, declared, cap)
+        }
+    }
+}
+
+fn check_snappy(records: &[u8], declared: i32, cap: u64) -> Result<(), Refusal> {
+    let codec = Compression::Snappy;
+    if records.len() >= XERIAL_HEADER_LEN && records.starts_with(XERIAL_MAGIC) {
+        let blocks = Xerial {
+            input: &records[XERIAL_HEADER_LEN..],
+            block: Vec::new(),
+            pos: 0,
+            budget: cap.saturating_add(1),
+        };
+        return walk_stream(codec, blocks, declared, cap);
+    }
+    // Raw snappy: one block whose uncompressed length comes first.
+    let codec_error = |e: snap::Error| Refusal::Codec {
+        codec,
+        error: io::Error::new(io::ErrorKind::InvalidData, e),
+    };
+    let len = snap::raw::decompress_len(records).map_err(codec_error)?;
+    if len as u64 > cap {
+        return Err(Refusal::OverCap { cap });
+    }
+    let plain = snap::raw::Decoder::new()
+        .decompress_vec(records)
+        .map_err(codec_error)?;
+    walk(&mut plain.as_slice(), declared, cap)
+}
+
+/// Walks decoded records pulled from `decoder`, at most `cap + 1` bytes.
+fn walk_stream(
+    codec: Compression,
+    decoder: impl Read,
+    declared: i32,
+    cap: u64,
+) -> Result<(), Refusal> {
+    let mut src = Capped {
+        inner: decoder,
+        buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+        pos: 0,
+        len: 0,
+        pulled: 0,
+        limit: cap.saturating_add(1),
+    };
+    match walk(&mut src, declared, cap) {
+        // The limit cuts the stream short; what looks like a truncated
+        // record there is really the cap.
+        Err(Refusal::Malformed { .. } | Refusal::TooFew { .. }) if src.pulled > cap => {
+            Err(Refusal::OverCap { cap })
+        }
+        Err(Refusal::Codec { error, .. }) if is_over_cap(&error) => Err(Refusal::OverCap { cap }),
+        Err(Refusal::Codec { error, .. }) => Err(Refusal::Codec { codec, error }),
+        other => other,
+    }
+}
+
+/// The record walk of steps 2 to 4 (see the module docs).
+fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64) -> Result<(), Refusal> {
+    let mut w = Walk { src, consumed: 0 };
+    let mut index: i64 = 0;
+    while !w.at_end()? {
+        if index >= i64::from(declared) {
+            return Err(Refusal::TooMany { declared });
+        }
+        let malformed = |reason: String| Refusal::Malformed { index, reason };
+        let len = w
+            .varint(5)?
+            .ok_or_else(|| malformed("has a cut-off or over-long length".into()))?;
+        if !(MIN_RECORD_BODY..=i64::from(i32::MAX)).contains(&len) {
+            return Err(malformed(format!("has length {len}")));
+        }
+        let len = len as u64;
+        if w.consumed.saturating_add(len) > cap {
+            return Err(Refusal::OverCap { cap });
+        }
+        let body_start = w.consumed;
+        let cut = || malformed("runs past the end of the batch".into());
+        w.byte()?.ok_or_else(cut)?; // attributes
+        w.varint(10)?.ok_or_else(cut)?; // timestamp delta
+        let delta = w.varint(5)?.ok_or_else(cut)?;
+        let used = w.consumed - body_start;
+        if used > len {
+            return Err(malformed(format!(
+                "has fields running past its length of {len} bytes"
+            )));
+        }
+        if delta != index {
+            return Err(malformed(format!(
+                "has offset delta {delta}; records must count up from 0"
+            )));
+        }
+        if w.skip(len - used)? < len - used {
+            return Err(cut());
+        }
+        index += 1;
+    }
+    if index != i64::from(declared) {
+        return Err(Refusal::TooFew {
+            found: index,
+            declared,
+        });
+    }
+    Ok(())
+}
+
+/// A cursor over decoded bytes that counts what it consumed.
+struct Walk<'a, B> {
+    src: &'a mut B,
+    consumed: u64,
+}
+
+impl<B: BufRead> Walk<'_, B> {
+    fn fill(&mut self) -> Result<&[u8], Refusal> {
+        self.src.fill_buf().map_err(|error| Refusal::Codec {
+            codec: Compression::None,
+            error,
+        })
+    }
+
+    fn at_end(&mut self) -> Result<bool, Refusal> {
+        Ok(self.fill()?.is_empty())
+    }
+
+    fn byte(&mut self) -> Result<Option<u8>, Refusal> {
+        let Some(&b) = self.fill()?.first() else {
+            return Ok(None);
+        };
+        self.src.consume(1);
+        self.consumed += 1;
+        Ok(Some(b))
+    }
+
+    /// A zigzag varint of at most `max_bytes` bytes; `None` if the bytes
+    /// end first or it is longer.
+    fn varint(&mut self, max_bytes: usize) -> Result<Option<i64>, Refusal> {
+        let mut raw: u64 = 0;
+        for i in 0..max_bytes {
+            let Some(b) = self.byte()? else {
+                return Ok(None);
+            };
+            raw |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(Some((raw >> 1) as i64 ^ -((raw & 1) as i64)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Skips up to `n` bytes; returns how many there were.
+    fn skip(&mut self, n: u64) -> Result<u64, Refusal> {
+        let mut left = n;
+        while left > 0 {
+            let have = self.fill()?.len() as u64;
+            if have == 0 {
+                break;
+            }
+            let step = have.min(left);
+            self.src.consume(step as usize);
+            self.consumed += step;
+            left -= step;
+        }
+        Ok(n - left)
+    }
+}
+
+/// A buffered reader over a decoder that pulls at most `limit` bytes.
+struct Capped<R> {
+    inner: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    pulled: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let have = self.fill_buf()?;
+            let n = have.len().min(out.len());
+            out[..n].copy_from_slice(&have[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: Read> BufRead for Capped<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.pos == self.len {
+            let room = self.limit.saturating_sub(self.pulled);
+            let want = usize::try_from(room).map_or(self.buf.len(), |r| r.min(self.buf.len()));
+            let n = loop {
+                if want == 0 {
+                    break 0;
+                }
+                match self.inner.read(&mut self.buf[..want]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            self.pos = 0;
+            self.len = n;
+            self.pulled += n as u64;
+        }
+        Ok(&self.buf[self.pos..self.len])
+    }
+
+    fn consume(&mut self, amt: usize) {
+        self.pos = (self.pos + amt).min(self.len);
+    }
+}
+
+/// Marks a decoder error that is really the cap being reached.
+#[derive(Debug)]
+struct OverCapMarker;
+
+impl std::fmt::Display for OverCapMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a block would pass the uncompressed size cap")
+    }
+}
+
+impl std::error::Error for OverCapMarker {}
+
+fn is_over_cap(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<OverCapMarker>())
+}
+
+/// Snappy in xerial framing (what the Java client writes): after the
+/// header, blocks of `u32` big-endian compressed length and a raw snappy
+/// block. One block is decoded at a time, and only when its declared
+/// uncompressed length fits what is left of the budget.
+struct Xerial<'a> {
+    input: &'a [u8],
+    block: Vec<u8>,
+    pos: usize,
+    budget: u64,
+}
+
+impl Read for Xerial<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidData, msg);
+        while self.pos == self.block.len() {
+            if self.input.is_empty() {
+                return Ok(0);
+            }
+            let Some((len, rest)) = self.input.split_first_chunk::<4>() else {
+                return Err(invalid(format!(
+                    "{} bytes where a xerial block length should be",
+                    self.input.len()
+                )));
+            };
+            let len = u32::from_be_bytes(*len) as usize;
+            let Some(compressed) = rest.get(..len) else {
+                return Err(invalid(format!(
+                    "a xerial block of {len} bytes runs past the end ({} left)",
+                    rest.len()
+                )));
+            };
+            self.input = &rest[len..];
+            let plain_len = snap::raw::decompress_len(compressed)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            if plain_len as u64 > self.budget {
+                return Err(io::Error::other(OverCapMarker));
+            }
+            self.budget -= plain_len as u64;
+            self.block.resize(plain_len, 0);
+            snap::raw::Decoder::new()
+                .decompress(compressed, &mut self.block)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            self.pos = 0;
+        }
+        let n = (self.block.len() - self.pos).min(out.len());
+        out[..n].copy_from_slice(&self.block[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// The LZ4 frame decoder, which reports a frame cut short as a plain end of
+/// stream; this checks the frame really ended once the decoder runs dry.
+struct Lz4Frame<'a>(Option<lz4::Decoder<&'a [u8]>>);
+
+impl Read for Lz4Frame<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let Some(decoder) = self.0.as_mut() else {
+            return Ok(0);
+        };
+        let n = decoder.read(out)?;
+        if n == 0 && !out.is_empty() {
+            if let Some(decoder) = self.0.take() {
+                let (_, ended) = decoder.finish();
+                ended.map_err(|_| {
+                    io::Error::new(io::ErrorKind::UnexpectedEof, "the LZ4 frame ends early")
+                })?;
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+#[path = "records_tests.rs"]
+mod tests;

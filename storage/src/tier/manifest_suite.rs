@@ -1,0 +1,215 @@
+//! The [`Manifest`] contract as checks any backend can run (the `testing`
+//! feature): the same scenarios for the in-memory manifest here and for the
+//! metastore-backed one in the gateway, so a test double cannot drift from
+//! production.
+//!
+//! ```ignore
+//! #[tokio::test]
+//! async fn my_manifest_keeps_the_manifest_contract() {
+//!     storage::tier::manifest_suite::run_all(|| async { MyManifest::start().await }).await;
+//! }
+//! ```
+//!
+//! Every check uses partitions of fresh random topic ids, so one manifest
+//! may serve them all; each panics with a message naming the broken rule.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::manifest::{Manifest, MemoryManifest, TieredSegment};
+use super::PartitionKey;
+
+/// A manifest backend under test: a [`Manifest`] plus the one thing the
+/// trait leaves to the rest of the system, deleting a topic.
+#[async_trait]
+pub trait ManifestUnderTest: Manifest {
+    /// Deletes a topic as the backend's topic deletion does: the entries of
+    /// its partitions move to [`Manifest::deleted_topics`].
+    async fn delete_topic(&self, topic_id: Uuid);
+}
+
+#[async_trait]
+impl ManifestUnderTest for MemoryManifest {
+    async fn delete_topic(&self, topic_id: Uuid) {
+        MemoryManifest::delete_topic(self, topic_id);
+    }
+}
+
+/// Runs every check, each on a fresh manifest from `make`.
+pub async fn run_all<M, F, Fut>(make: F)
+where
+    M: ManifestUnderTest,
+    F: Fn() -> Fut,
+    Fut: Future<Output = M>,
+{
+    commit_is_idempotent(&make().await).await;
+    an_entry_recorded_differently_is_refused(&make().await).await;
+    overlapping_entries_are_refused(&make().await).await;
+    entries_are_sorted_and_kept_per_partition(&make().await).await;
+    trim_removes_exactly_the_entries_wholly_below(&make().await).await;
+    deleted_topics_are_listed_until_forgotten(&make().await).await;
+    log_start_is_durable_monotonic_and_per_partition(&make().await).await;
+}
+
+fn partition(n: i32) -> PartitionKey {
+    PartitionKey::new(Uuid::new_v4(), n)
+}
+
+/// An entry as the uploader would commit it for `[base, last]`.
+pub fn entry(p: PartitionKey, base: i64, last: i64) -> TieredSegment {
+    TieredSegment {
+        key: format!(
+            "suite/topics/{}/{}/{base:020}-{last:020}.seg",
+            p.topic_id, p.partition
+        ),
+        base_offset: base,
+        last_offset: last,
+        first_timestamp: 1_000 + base,
+        max_timestamp: 1_000 + last,
+        size: 100 * (last - base + 1) as u64,
+        checksum: 0xC0FF_EE00 ^ base as u32,
+        index_size: 8,
+        time_index_size: 12,
+    }
+}
+
+fn ranges(entries: &[TieredSegment]) -> Vec<(i64, i64)> {
+    entries
+        .iter()
+        .map(|e| (e.base_offset, e.last_offset))
+        .collect()
+}
+
+/// The same entry committed twice is one entry.
+pub async fn commit_is_idempotent(m: &impl Manifest) {
+    let p = partition(0);
+    let e = entry(p, 0, 9);
+    m.commit(p, e.clone()).await.expect("first commit");
+    m.commit(p, e.clone())
+        .await
+        .expect("committing the same entry again must succeed");
+    assert_eq!(m.segments(p), vec![e], "a repeated commit is one entry");
+}
+
+/// A key already recorded with other content is refused for good.
+pub async fn an_entry_recorded_differently_is_refused(m: &impl Manifest) {
+    let p = partition(0);
+    let e = entry(p, 0, 9);
+    m.commit(p, e.clone()).await.expect("commit");
+    let mut other = e.clone();
+    other.size += 1;
+    let err = m
+        .commit(p, other)
+        .await
+        .expect_err("a key recorded with other content must be refused");
+    assert!(!err.retriable, "refused for good, not retriable: {err}");
+    assert_eq!(m.segments(p), vec![e]);
+}
+
+/// Entries of a partition never overlap; adjacent and gapped ones are fine.
+pub async fn overlapping_entries_are_refused(m: &impl Manifest) {
+    let p = partition(0);
+    m.commit(p, entry(p, 0, 9)).await.expect("commit");
+    for (base, last) in [(5, 14), (0, 0), (9, 20), (-5, 0)] {
+        let err = m
+            .commit(p, entry(p, base, last))
+            .await
+            .expect_err("an overlapping entry must be refused");
+        assert!(!err.retriable, "overlap [{base}, {last}]: {err}");
+    }
+    m.commit(p, entry(p, 10, 19)).await.expect("adjacent entry");
+    m.commit(p, entry(p, 30, 39))
+        .await
+        .expect("entry after a gap");
+    assert_eq!(ranges(&m.segments(p)), vec![(0, 9), (10, 19), (30, 39)]);
+}
+
+/// `segments` is sorted by base offset whatever the commit order, and
+/// partitions do not see each other's entries.
+pub async fn entries_are_sorted_and_kept_per_partition(m: &impl Manifest) {
+    let p = partition(0);
+    let q = PartitionKey::new(p.topic_id, 1);
+    for (base, last) in [(20, 29), (0, 9), (10, 19)] {
+        m.commit(p, entry(p, base, last)).await.expect("commit");
+    }
+    m.commit(q, entry(q, 0, 4)).await.expect("commit");
+    assert_eq!(ranges(&m.segments(p)), vec![(0, 9), (10, 19), (20, 29)]);
+    assert_eq!(ranges(&m.segments(q)), vec![(0, 4)]);
+    assert!(m.segments(partition(0)).is_empty(), "unknown partition");
+}
+
+/// `trim` removes the entries wholly below the offset and returns them; an
+/// entry straddling the offset stays.
+pub async fn trim_removes_exactly_the_entries_wholly_below(m: &impl Manifest) {
+    let p = partition(0);
+    for (base, last) in [(0, 9), (10, 19), (20, 29)] {
+        m.commit(p, entry(p, base, last)).await.expect("commit");
+    }
+    let removed = m.trim(p, 15).await.expect("trim");
+    assert_eq!(ranges(&removed), vec![(0, 9)], "removed and returned");
+    assert_eq!(ranges(&m.segments(p)), vec![(10, 19), (20, 29)]);
+    assert!(
+        m.trim(p, 10).await.expect("trim").is_empty(),
+        "nothing is wholly below 10 any more"
+    );
+    let removed = m.trim(p, 30).await.expect("trim");
+    assert_eq!(ranges(&removed), vec![(10, 19), (20, 29)]);
+    assert!(m.segments(p).is_empty());
+    assert!(m
+        .trim(partition(0), 100)
+        .await
+        .expect("trim of an unknown partition")
+        .is_empty());
+}
+
+/// A deleted topic's entries are listed, per partition, until forgotten,
+/// and are no longer the partitions' entries.
+pub async fn deleted_topics_are_listed_until_forgotten(m: &impl ManifestUnderTest) {
+    let p0 = partition(0);
+    let p1 = PartitionKey::new(p0.topic_id, 1);
+    let kept = partition(0);
+    m.commit(p0, entry(p0, 0, 9)).await.expect("commit");
+    m.commit(p1, entry(p1, 0, 4)).await.expect("commit");
+    m.commit(kept, entry(kept, 0, 9)).await.expect("commit");
+    m.delete_topic(p0.topic_id).await;
+    assert!(m.segments(p0).is_empty() && m.segments(p1).is_empty());
+    assert_eq!(ranges(&m.segments(kept)), vec![(0, 9)], "other topics stay");
+    let deleted = m.deleted_topics();
+    let d = deleted
+        .iter()
+        .find(|d| d.topic_id == p0.topic_id)
+        .expect("the deleted topic is listed");
+    assert_eq!(d.segments.get(&0).map(|e| ranges(e)), Some(vec![(0, 9)]));
+    assert_eq!(d.segments.get(&1).map(|e| ranges(e)), Some(vec![(0, 4)]));
+    m.forget_deleted_topic(p0.topic_id).await.expect("forget");
+    assert!(
+        !m.deleted_topics().iter().any(|d| d.topic_id == p0.topic_id),
+        "forgotten"
+    );
+}
+
+/// The log start is read back at once, only ever rises, is kept per
+/// partition, and a negative one is refused.
+pub async fn log_start_is_durable_monotonic_and_per_partition(m: &impl Manifest) {
+    let p = partition(0);
+    let q = PartitionKey::new(p.topic_id, 1);
+    assert_eq!(m.log_start(p), None, "nothing recorded yet");
+    m.set_log_start(p, 10).await.expect("set");
+    assert_eq!(m.log_start(p), Some(10), "this process's own write is seen");
+    m.set_log_start(p, 5)
+        .await
+        .expect("a lower start is a no-op");
+    assert_eq!(m.log_start(p), Some(10), "the log start never goes down");
+    m.set_log_start(p, 10).await.expect("the same start again");
+    m.set_log_start(p, 25).await.expect("set");
+    assert_eq!(m.log_start(p), Some(25));
+    assert_eq!(m.log_start(q), None, "per partition");
+    let err = m
+        .set_log_start(q, -1)
+        .await
+        .expect_err("a negative log start is refused");
+    assert!(!err.retriable, "{err}");
+    assert_eq!(m.log_start(q), None);
+}

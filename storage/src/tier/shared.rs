@@ -1,0 +1,143 @@
+//! [`PartitionShared`]: what one tiered partition shares with the uploader
+//! and cold readers, and the partition's [`TierRetention`].
+//!
+//! Writers, one per field: the uploader writes the manifest snapshot and
+//! `deletable_below`; the partition's owning task writes its own figures
+//! (floor, local start, log end, pending bytes, retention); anyone reads.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::manifest::TieredSegment;
+use super::PartitionKey;
+
+/// Retention of one partition across both tiers, from its topic configs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierRetention {
+    /// `retention.bytes`: total across tiers; `None` = unlimited.
+    pub retention_bytes: Option<u64>,
+    /// `retention.ms`; `None` = unlimited.
+    pub retention_ms: Option<u64>,
+    /// `local.retention.bytes` resolved (`-2` already replaced by
+    /// `retention.bytes`); `None` = keep local copies without a size limit.
+    pub local_retention_bytes: Option<u64>,
+    /// `local.retention.ms` resolved likewise.
+    pub local_retention_ms: Option<u64>,
+}
+
+/// State one partition shares with the uploader and cold readers.
+#[derive(Debug)]
+pub struct PartitionShared {
+    key: PartitionKey,
+    registration: u64,
+    manifest: RwLock<Arc<Vec<TieredSegment>>>,
+    deletable_below: AtomicI64,
+    pub(crate) floor: AtomicI64,
+    pub(crate) local_start: AtomicI64,
+    pub(crate) log_end: AtomicI64,
+    pub(crate) pending_bytes: AtomicU64,
+    pub(crate) retention: Mutex<TierRetention>,
+}
+
+impl PartitionShared {
+    pub(crate) fn new(
+        key: PartitionKey,
+        entries: Vec<TieredSegment>,
+        floor: i64,
+        registration: u64,
+    ) -> Self {
+        PartitionShared {
+            key,
+            registration,
+            manifest: RwLock::new(Arc::new(entries)),
+            deletable_below: AtomicI64::new(i64::MIN),
+            floor: AtomicI64::new(floor),
+            local_start: AtomicI64::new(0),
+            log_end: AtomicI64::new(0),
+            pending_bytes: AtomicU64::new(0),
+            retention: Mutex::new(TierRetention::default()),
+        }
+    }
+
+    pub fn key(&self) -> PartitionKey {
+        self.key
+    }
+
+    pub(crate) fn registration(&self) -> u64 {
+        self.registration
+    }
+
+    /// The partition's manifest entries as this node last saw them.
+    pub fn manifest(&self) -> Arc<Vec<TieredSegment>> {
+        Arc::clone(&self.manifest.read())
+    }
+
+    /// First tiered offset, if anything is tiered.
+    pub fn tiered_start(&self) -> Option<i64> {
+        self.manifest.read().first().map(|e| e.base_offset)
+    }
+
+    /// Last tiered offset (Kafka's LATEST_TIERED), if anything is tiered.
+    pub fn tiered_last(&self) -> Option<i64> {
+        self.manifest.read().last().map(|e| e.last_offset)
+    }
+
+    pub(crate) fn insert_entry(&self, entry: TieredSegment) {
+        let mut m = self.manifest.write();
+        if m.iter().any(|e| e.key == entry.key) {
+            return;
+        }
+        let list = Arc::make_mut(&mut m);
+        let at = list.partition_point(|e| e.base_offset < entry.base_offset);
+        list.insert(at, entry);
+    }
+
+    pub(crate) fn remove_below(&self, below_offset: i64) {
+        let mut m = self.manifest.write();
+        if m.first().is_some_and(|e| e.last_offset < below_offset) {
+            Arc::make_mut(&mut m).retain(|e| e.last_offset >= below_offset);
+        }
+    }
+
+    pub(crate) fn set_deletable_below(&self, offset: i64) {
+        self.deletable_below.store(offset, Ordering::Release);
+    }
+
+    /// Local segments wholly below this are in object storage.
+    pub fn deletable_below(&self) -> i64 {
+        self.deletable_below.load(Ordering::Acquire)
+    }
+
+    /// The DeleteRecords floor (-1 if none).
+    pub fn floor(&self) -> i64 {
+        self.floor.load(Ordering::Acquire)
+    }
+
+    pub fn local_start(&self) -> i64 {
+        self.local_start.load(Ordering::Relaxed)
+    }
+
+    pub fn log_end(&self) -> i64 {
+        self.log_end.load(Ordering::Relaxed)
+    }
+
+    /// Local bytes of this partition not yet in object storage.
+    pub fn pending_bytes(&self) -> u64 {
+        self.pending_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn retention(&self) -> TierRetention {
+        *self.retention.lock()
+    }
+
+    /// The log start across both tiers, given the local one.
+    pub fn log_start(&self, local_start: i64) -> i64 {
+        let start = match self.tiered_start() {
+            Some(t) if t < local_start => t,
+            _ => local_start,
+        };
+        start.max(self.floor())
+    }
+}

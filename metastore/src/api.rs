@@ -442,15 +442,20 @@ impl Metastore {
         f(&self.node.applied.read().state)
     }
 
-    pub fn topics(&self) -> Vec<TopicInfo> {
+    /// Every topic. Each is shared, not copied: the read lock is held only
+    /// for one pointer copy per topic, and a later change never alters a
+    /// `TopicInfo` already handed out (it replaces it).
+    pub fn topics(&self) -> Vec<Arc<TopicInfo>> {
         self.read(|s| s.topics().cloned().collect())
     }
 
-    pub fn topic(&self, name: &str) -> Option<TopicInfo> {
+    /// The topic called `name`, shared (a pointer copy under the read lock).
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
         self.read(|s| s.topic(name).cloned())
     }
 
-    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicInfo> {
+    /// The topic with this id, shared (a pointer copy under the read lock).
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
         self.read(|s| s.topic_by_id(id).cloned())
     }
 

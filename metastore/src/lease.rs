@@ -112,7 +112,7 @@ mod tests {
     }
 
     fn topic(s: &MetaState) -> TopicInfo {
-        s.topic("t").cloned().expect("topic t")
+        TopicInfo::clone(s.topic("t").expect("topic t"))
     }
 
     #[test]

@@ -117,7 +117,11 @@ async fn followers_forward_writes_and_read_them_back_at_once() {
             .create_topic(CreateTopic::new(format!("f{i}"), 1, 1), false)
             .await
             .unwrap();
-        assert_eq!(ms.topic(&t.name), Some(t), "read-your-writes on a follower");
+        assert_eq!(
+            ms.topic(&t.name).as_deref(),
+            Some(&t),
+            "read-your-writes on a follower"
+        );
     }
     // every replica streams the changes it applies, in order
     assert_eq!(

@@ -57,7 +57,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         let ms = Metastore::start(MetastoreConfig::embedded(dir.path()))
             .await
             .unwrap();
-        let topics: BTreeSet<String> = ms.topics().into_iter().map(|t| t.name).collect();
+        let topics: BTreeSet<String> = ms.topics().into_iter().map(|t| t.name.clone()).collect();
         let missing: Vec<_> = acked.topics.difference(&topics).collect();
         assert!(missing.is_empty(), "acknowledged topics lost: {missing:?}");
         assert!(

@@ -51,10 +51,10 @@ async fn an_embedded_node_applies_writes_and_serves_them_locally() {
     assert_eq!(t.config("retention.ms"), Some("1000"));
     assert_eq!(
         ms.topic("orders"),
-        Some(t.clone()),
+        Some(std::sync::Arc::new(t.clone())),
         "visible locally as soon as the write returns"
     );
-    assert_eq!(ms.topic_by_id(t.id), Some(t.clone()));
+    assert_eq!(ms.topic_by_id(t.id).as_deref(), Some(&t));
     assert_eq!(
         events.recv().await.unwrap(),
         MetaEvent::AgentRegistered { agent_id: 1 }

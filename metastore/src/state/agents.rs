@@ -110,10 +110,7 @@ impl MetaState {
         topic_id: Uuid,
         partition: i32,
     ) -> Result<(String, &mut PartitionInfo), MetaError> {
-        let topic = self
-            .topics
-            .get_mut(&topic_id)
-            .ok_or(MetaError::UnknownTopicId { id: topic_id })?;
+        let topic = self.topic_mut_by_id(topic_id)?;
         let name = topic.name.clone();
         let p = usize::try_from(partition)
             .ok()

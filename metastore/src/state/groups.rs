@@ -3,6 +3,8 @@
 //! Group membership and rebalancing live in the gateway's coordinator; the
 //! metastore keeps only what must survive it: the committed positions.
 
+use std::sync::Arc;
+
 use super::MetaState;
 use crate::command::{CommandOutput, CommandResult};
 use crate::error::MetaError;
@@ -49,7 +51,7 @@ impl MetaState {
         let checks: Vec<Result<(), MetaError>> =
             offsets.iter().map(|c| self.check_offset(c)).collect();
         if checks.iter().any(Result::is_ok) {
-            let entry = self.groups.entry(group.clone()).or_default();
+            let entry = Arc::make_mut(self.groups.entry(group.clone()).or_default());
             for (c, check) in offsets.into_iter().zip(&checks) {
                 if check.is_ok() {
                     let commit_time_ms = if c.commit_time_ms <= 0 {
@@ -97,6 +99,7 @@ impl MetaState {
         let offsets = self
             .groups
             .get_mut(group)
+            .map(Arc::make_mut)
             .ok_or_else(|| MetaError::GroupIdNotFound {
                 group: group.to_owned(),
             })?;

@@ -12,6 +12,7 @@ mod segments;
 mod topics;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -31,16 +32,23 @@ pub const MAX_PRODUCER_ID_BLOCK: u32 = 1_000_000;
 pub type GroupOffsets = BTreeMap<String, BTreeMap<i32, CommittedOffset>>;
 
 /// All cluster metadata. Serialised as a whole into snapshots.
+///
+/// The bulky values (topics, manifests, group offsets, remembered results)
+/// sit behind `Arc`s, so a clone costs one pointer copy per topic, partition
+/// manifest and group rather than a deep copy: snapshots are built from such a
+/// clone outside the lock, and a change copies only the value it touches
+/// (`Arc::make_mut`) while a snapshot or a reader still holds the old one.
+/// `Arc<T>` serialises as `T`, so the snapshot format is unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetaState {
     pub(crate) cluster_id: Option<String>,
     pub(crate) agents: BTreeMap<AgentId, AgentInfo>,
-    pub(crate) topics: BTreeMap<Uuid, TopicInfo>,
+    pub(crate) topics: BTreeMap<Uuid, Arc<TopicInfo>>,
     pub(crate) topic_names: BTreeMap<String, Uuid>,
     /// Tiered segment manifests: topic id -> partition -> entries by base offset.
-    pub(crate) segments: BTreeMap<Uuid, BTreeMap<i32, Vec<SegmentEntry>>>,
-    pub(crate) deleted_topics: BTreeMap<Uuid, DeletedTopic>,
-    pub(crate) groups: BTreeMap<String, GroupOffsets>,
+    pub(crate) segments: BTreeMap<Uuid, BTreeMap<i32, Arc<Vec<SegmentEntry>>>>,
+    pub(crate) deleted_topics: BTreeMap<Uuid, Arc<DeletedTopic>>,
+    pub(crate) groups: BTreeMap<String, Arc<GroupOffsets>>,
     pub(crate) next_producer_id: i64,
     /// Where the next round-robin replica assignment starts.
     pub(crate) assignment_cursor: u64,
@@ -216,17 +224,19 @@ impl MetaState {
         self.agents.get(&id)
     }
 
-    pub fn topics(&self) -> impl Iterator<Item = &TopicInfo> {
+    /// Every topic, by id. Clone an item to keep it beyond the read lock: a
+    /// clone is a pointer copy and is never changed afterwards.
+    pub fn topics(&self) -> impl Iterator<Item = &Arc<TopicInfo>> {
         self.topics.values()
     }
 
-    pub fn topic(&self, name: &str) -> Option<&TopicInfo> {
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
         self.topic_names
             .get(name)
             .and_then(|id| self.topics.get(id))
     }
 
-    pub fn topic_by_id(&self, id: Uuid) -> Option<&TopicInfo> {
+    pub fn topic_by_id(&self, id: Uuid) -> Option<&Arc<TopicInfo>> {
         self.topics.get(&id)
     }
 
@@ -234,16 +244,16 @@ impl MetaState {
         self.segments
             .get(&topic_id)
             .and_then(|p| p.get(&partition))
-            .map(Vec::as_slice)
+            .map(|entries| entries.as_slice())
             .unwrap_or(&[])
     }
 
     pub fn deleted_topics(&self) -> impl Iterator<Item = &DeletedTopic> {
-        self.deleted_topics.values()
+        self.deleted_topics.values().map(Arc::as_ref)
     }
 
     pub fn group(&self, group: &str) -> Option<&GroupOffsets> {
-        self.groups.get(group)
+        self.groups.get(group).map(Arc::as_ref)
     }
 
     pub fn group_names(&self) -> impl Iterator<Item = &String> {
@@ -264,9 +274,12 @@ impl MetaState {
             })
     }
 
+    /// The topic to change in place; copied first if a reader or a snapshot
+    /// still holds the current version.
     fn topic_mut_by_id(&mut self, id: Uuid) -> Result<&mut TopicInfo, MetaError> {
         self.topics
             .get_mut(&id)
+            .map(Arc::make_mut)
             .ok_or(MetaError::UnknownTopicId { id })
     }
 }
@@ -536,6 +549,86 @@ mod tests {
             &mut ev,
         );
         assert!(out[0].is_ok() && matches!(out[1], Err(MetaError::InvalidRequest { .. })));
+    }
+
+    #[test]
+    fn a_clone_for_a_snapshot_shares_topics_manifests_and_offsets() {
+        let mut s = with_agents(1);
+        let t = create(&mut s, "orders", 2, 1);
+        let entry = SegmentEntry {
+            key: "k".into(),
+            base_offset: 0,
+            last_offset: 9,
+            size: 10,
+            ..Default::default()
+        };
+        apply(
+            &mut s,
+            Command::CommitSegment {
+                topic_id: t.id,
+                partition: 0,
+                entry,
+            },
+        )
+        .unwrap();
+        let commit = crate::types::OffsetCommit {
+            topic: "orders".into(),
+            partition: 0,
+            offset: 5,
+            leader_epoch: 0,
+            metadata: None,
+            commit_time_ms: 0,
+        };
+        apply(
+            &mut s,
+            Command::CommitOffsets {
+                group: "g".into(),
+                offsets: vec![commit],
+            },
+        )
+        .unwrap();
+        let copy = s.clone();
+        assert!(Arc::ptr_eq(&s.topics[&t.id], &copy.topics[&t.id]));
+        assert!(Arc::ptr_eq(
+            &s.segments[&t.id][&0],
+            &copy.segments[&t.id][&0]
+        ));
+        assert!(Arc::ptr_eq(&s.groups["g"], &copy.groups["g"]));
+    }
+
+    #[test]
+    fn a_topic_handed_out_is_never_changed_by_later_writes() {
+        let mut s = with_agents(2);
+        let t = create(&mut s, "orders", 1, 2);
+        let held = Arc::clone(s.topic("orders").unwrap());
+        apply(
+            &mut s,
+            Command::AlterTopicConfigs {
+                name: "orders".into(),
+                ops: vec![crate::types::ConfigOp::Set(
+                    "retention.ms".into(),
+                    "1000".into(),
+                )],
+                replace_all: false,
+                validate_only: false,
+            },
+        )
+        .unwrap();
+        apply(
+            &mut s,
+            Command::AlterIsr {
+                topic_id: t.id,
+                partition: 0,
+                leader: 1,
+                leader_epoch: 0,
+                isr: vec![1],
+            },
+        )
+        .unwrap();
+        assert_eq!(*held, t, "the copy handed out kept its content");
+        let now = s.topic("orders").unwrap();
+        assert_eq!(now.config("retention.ms"), Some("1000"));
+        assert_eq!(now.partitions[0].isr, vec![1]);
     }
 
     #[test]

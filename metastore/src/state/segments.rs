@@ -4,6 +4,8 @@
 //! kept sorted by base offset. Committing the same entry twice is a no-op, so
 //! an uploader may retry after a timeout without checking first.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use super::MetaState;
@@ -46,12 +48,7 @@ impl MetaState {
             last_offset: entry.last_offset,
             reason,
         };
-        let list = self
-            .segments
-            .entry(topic_id)
-            .or_default()
-            .entry(partition)
-            .or_default();
+        let list = self.segments(topic_id, partition);
         if let Some(existing) = list.iter().find(|e| e.key == entry.key) {
             if *existing == entry {
                 return Ok(CommandOutput::Done);
@@ -68,7 +65,13 @@ impl MetaState {
             )));
         }
         let at = list.partition_point(|e| e.base_offset < entry.base_offset);
-        list.insert(at, entry.clone());
+        let list = self
+            .segments
+            .entry(topic_id)
+            .or_default()
+            .entry(partition)
+            .or_default();
+        Arc::make_mut(list).insert(at, entry.clone());
         events.push(MetaEvent::SegmentCommitted {
             topic_id,
             partition,
@@ -85,15 +88,17 @@ impl MetaState {
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         self.check_partition(topic_id, partition)?;
-        let Some(list) = self
+        let keep_from = self
+            .segments(topic_id, partition)
+            .partition_point(|e| e.last_offset < below_offset);
+        let removed: Vec<SegmentEntry> = match self
             .segments
             .get_mut(&topic_id)
             .and_then(|p| p.get_mut(&partition))
-        else {
-            return Ok(CommandOutput::Segments(Vec::new()));
+        {
+            Some(list) if keep_from > 0 => Arc::make_mut(list).drain(..keep_from).collect(),
+            _ => Vec::new(),
         };
-        let keep_from = list.partition_point(|e| e.last_offset < below_offset);
-        let removed: Vec<SegmentEntry> = list.drain(..keep_from).collect();
         if !removed.is_empty() {
             events.push(MetaEvent::SegmentsTrimmed {
                 topic_id,

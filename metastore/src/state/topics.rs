@@ -1,6 +1,7 @@
 //! Topics: create, delete, add partitions, change configs, assign replicas.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -9,7 +10,7 @@ use crate::command::{CommandOutput, CommandResult};
 use crate::config;
 use crate::error::MetaError;
 use crate::types::{
-    AgentId, ConfigOp, CreateTopic, DeletedTopic, MetaEvent, PartitionInfo, TopicInfo,
+    AgentId, ConfigOp, CreateTopic, DeletedTopic, MetaEvent, PartitionInfo, SegmentEntry, TopicInfo,
 };
 
 /// Kafka's limit on topic name length.
@@ -216,7 +217,7 @@ impl MetaState {
         }
         self.assignment_cursor = self.assignment_cursor.wrapping_add(1);
         self.topic_names.insert(info.name.clone(), id);
-        self.topics.insert(id, info.clone());
+        self.topics.insert(id, Arc::new(info.clone()));
         events.push(MetaEvent::TopicCreated {
             id,
             name: info.name.clone(),
@@ -236,28 +237,37 @@ impl MetaState {
             .topics
             .remove(&id)
             .ok_or(MetaError::UnknownTopicId { id })?;
-        let segments = self.segments.remove(&id).unwrap_or_default();
+        let segments: BTreeMap<i32, Vec<SegmentEntry>> = self
+            .segments
+            .remove(&id)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(p, entries)| (p, Arc::unwrap_or_clone(entries)))
+            .collect();
         if segments.values().any(|s| !s.is_empty()) {
             self.deleted_topics.insert(
                 id,
-                DeletedTopic {
+                Arc::new(DeletedTopic {
                     id,
                     name: name.to_owned(),
                     deleted_ms: now_ms,
                     segments,
-                },
+                }),
             );
         }
-        // Kafka drops committed offsets of a deleted topic.
+        // Kafka drops committed offsets of a deleted topic. Only groups that
+        // hold some are touched (and copied if a snapshot shares them).
         self.groups.retain(|_, topics| {
-            topics.remove(name);
+            if topics.contains_key(name) {
+                Arc::make_mut(topics).remove(name);
+            }
             !topics.is_empty()
         });
         events.push(MetaEvent::TopicDeleted {
             id,
             name: name.to_owned(),
         });
-        Ok(CommandOutput::Topic(info))
+        Ok(CommandOutput::Topic(Arc::unwrap_or_clone(info)))
     }
 
     pub(super) fn create_partitions(
@@ -294,7 +304,7 @@ impl MetaState {
             .map(|p| p.replicas.len())
             .unwrap_or(1);
         let assignments = self.assign(current..total, rf)?;
-        let mut info = topic.clone();
+        let mut info = TopicInfo::clone(topic);
         for (i, replicas) in (current..total).zip(assignments) {
             let leader = replicas.first().copied();
             info.partitions.push(new_partition(i, replicas, leader));
@@ -303,7 +313,7 @@ impl MetaState {
             return Ok(CommandOutput::Topic(info));
         }
         self.assignment_cursor = self.assignment_cursor.wrapping_add(1);
-        self.topics.insert(id, info.clone());
+        self.topics.insert(id, Arc::new(info.clone()));
         events.push(MetaEvent::PartitionsCreated {
             id,
             name: name.to_owned(),
@@ -321,20 +331,22 @@ impl MetaState {
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         let id = self.topic_id(name)?;
-        let topic = self.topic_mut_by_id(id)?;
-        let next = config::apply_ops(&topic.configs, ops, replace_all)?;
-        if validate_only {
-            let mut preview = topic.clone();
+        let current = self
+            .topics
+            .get(&id)
+            .ok_or(MetaError::UnknownTopicId { id })?;
+        let next = config::apply_ops(&current.configs, ops, replace_all)?;
+        if validate_only || next == current.configs {
+            let mut preview = TopicInfo::clone(current);
             preview.configs = next;
             return Ok(CommandOutput::Topic(preview));
         }
-        if next != topic.configs {
-            topic.configs = next;
-            events.push(MetaEvent::ConfigChanged {
-                id,
-                name: name.to_owned(),
-            });
-        }
+        let topic = self.topic_mut_by_id(id)?;
+        topic.configs = next;
+        events.push(MetaEvent::ConfigChanged {
+            id,
+            name: name.to_owned(),
+        });
         Ok(CommandOutput::Topic(topic.clone()))
     }
 }
@@ -402,8 +414,8 @@ mod tests {
             vec![2, 2, 2],
             "leaders spread evenly"
         );
-        assert_eq!(s.topic("orders"), Some(&t));
-        assert_eq!(s.topic_by_id(t.id), Some(&t));
+        assert_eq!(s.topic("orders").map(|t| &**t), Some(&t));
+        assert_eq!(s.topic_by_id(t.id).map(|t| &**t), Some(&t));
     }
 
     #[test]

@@ -9,6 +9,20 @@
 //!
 //! Each applied command's events go to a broadcast channel after the batch
 //! is applied, in log order.
+//!
+//! # Building a snapshot never stalls readers
+//!
+//! Every produce and fetch reads topics under the shared lock, and
+//! parking_lot's lock is fair: once `apply` waits for the write lock, new
+//! readers queue behind it. So nothing slow may run under the lock:
+//!
+//! 1. under the read lock the builder takes a clone of the state, which is
+//!    cheap ([`MetaState`] shares its bulky values through `Arc`s), plus the
+//!    last applied log id and membership that describe exactly that clone;
+//! 2. the lock is released; the clone is serialised on a blocking thread
+//!    while `apply` and readers go on (a change copies only the value it
+//!    touches if the clone still shares it);
+//! 3. the file is written atomically (tmp, fsync, rename, directory fsync).
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -49,6 +63,56 @@ pub(crate) struct StateMachineStore {
     events: broadcast::Sender<MetaEvent>,
     dir: PathBuf,
     seq: Arc<AtomicU64>,
+    #[cfg(test)]
+    pub(crate) hooks: test_hooks::Hooks,
+}
+
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    //! Pause points for tests that need a snapshot build caught mid-way.
+    use std::sync::Arc;
+
+    pub(crate) type Hook = Box<dyn FnOnce() + Send>;
+
+    #[derive(Clone, Default)]
+    pub(crate) struct Hooks {
+        mid_serialisation: Arc<parking_lot::Mutex<Option<Hook>>>,
+    }
+
+    impl Hooks {
+        /// Runs `hook` once, on the next snapshot build, after the first
+        /// bytes of the state are written.
+        pub(crate) fn on_mid_serialisation(&self, hook: impl FnOnce() + Send + 'static) {
+            *self.mid_serialisation.lock() = Some(Box::new(hook));
+        }
+
+        pub(crate) fn take_mid_serialisation(&self) -> Option<Hook> {
+            self.mid_serialisation.lock().take()
+        }
+    }
+}
+
+/// Collects the serialised state; in tests it can pause after the first write.
+#[derive(Default)]
+struct StateWriter {
+    bytes: Vec<u8>,
+    #[cfg(test)]
+    pause: Option<test_hooks::Hook>,
+}
+
+impl std::io::Write for StateWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        #[cfg(test)]
+        if let Some(pause) = self.pause.take() {
+            pause();
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -157,6 +221,8 @@ impl StateMachineStore {
             events,
             dir: dir.to_owned(),
             seq: Arc::new(AtomicU64::new(0)),
+            #[cfg(test)]
+            hooks: test_hooks::Hooks::default(),
         })
     }
 
@@ -186,9 +252,9 @@ impl StateMachineStore {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let (meta, data) = {
+        // step 1: a cheap copy, and the log position it stands for
+        let (meta, state) = {
             let a = self.applied.read();
-            let data = serde_json::to_vec(&a.state).map_err(snap_err)?;
             let n = self.seq.fetch_add(1, Ordering::Relaxed);
             let id = match a.last_applied {
                 Some(l) => format!("{}.{}.{n}", l.leader_id.term, l.index),
@@ -199,8 +265,21 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 last_membership: a.membership.clone(),
                 snapshot_id: id,
             };
-            (meta, data)
+            (meta, a.state.clone())
         };
+        // step 2: serialise without the lock, off the async workers
+        let mut out = StateWriter::default();
+        #[cfg(test)]
+        {
+            out.pause = self.hooks.take_mid_serialisation();
+        }
+        let data = tokio::task::spawn_blocking(move || {
+            serde_json::to_writer(&mut out, &state).map(|()| out.bytes)
+        })
+        .await
+        .map_err(|e| snap_err(std::io::Error::other(e.to_string())))?
+        .map_err(snap_err)?;
+        // step 3
         self.persist(&meta, &data).await?;
         tracing::debug!(last = ?meta.last_log_id, bytes = data.len(), "snapshot built");
         Ok(Snapshot {
@@ -301,3 +380,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         }))
     }
 }
+
+#[cfg(test)]
+#[path = "state_machine_tests.rs"]
+mod tests;

@@ -117,6 +117,8 @@ impl Metastore {
         if commands.is_empty() {
             return Ok(Vec::new());
         }
+        // refused here rather than forwarded: no leader would take it
+        crate::command::check_write_size(&commands)?;
         let n = commands.len();
         match self
             .node

@@ -17,8 +17,10 @@
 //!   agents and re-elects partition leaders from the ISR.
 //! - `store`: openraft storage: a CRC'd, segmented, group-committed Raft
 //!   log and a snapshotted state machine on disk.
-//! - [`network`]: Raft RPCs and forwarded client requests over QUIC, or over
-//!   an in-process router in tests; behind one `Transport` seam.
+//! - [`network`]: Raft RPCs and forwarded client requests over QUIC with
+//!   mutual TLS (each node id bound to its certificate; [`network::certs`]
+//!   makes them), or over an in-process router in tests; behind one
+//!   `Transport` seam.
 //! - [`Metastore`]: the handle: linearizable writes routed to the leader and
 //!   batched there, local reads with a staleness bound, a change stream.
 //!
@@ -63,6 +65,7 @@ pub mod types;
 pub use api::{AgentKeepAlive, Metastore};
 pub use driver::new_cluster_id;
 pub use error::MetaError;
+pub use network::certs::{ClusterCa, NodeCertificate};
 pub use network::local::LocalRouter;
 pub use network::quic::QuicSettings;
 pub use network::tls::RaftTls;

@@ -156,6 +156,8 @@ fn raft_config(config: &MetastoreConfig) -> Result<Config, MetaError> {
         election_timeout_max: t.election_max_ms,
         install_snapshot_timeout: t.election_max_ms.max(1_000),
         snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every),
+        // each chunk must fit in one request (see MAX_REQUEST_BYTES)
+        snapshot_max_chunk_size: crate::network::SNAPSHOT_CHUNK_BYTES,
         max_in_snapshot_log_to_keep: config.snapshot_every.min(1_000),
         ..Config::default()
     };
@@ -185,7 +187,7 @@ impl Node {
                     (Arc::new(NoNetwork), None, None, "embedded".to_owned(), None)
                 }
                 TransportChoice::Quic(mut settings) => {
-                    let q = Arc::new(QuicTransport::bind(&mut settings)?);
+                    let q = Arc::new(QuicTransport::bind(&mut settings, id)?);
                     let bound = q
                         .local_addr()
                         .map_err(|e| MetaError::storage("raft endpoint", e))?;
@@ -420,6 +422,9 @@ impl Node {
             Ok(RpcResponse::Refused(_)) | Err(TransportError::NotSent { .. }) => {
                 return Err(Attempt::NotApplied.into_error(self.id, Some(to)))
             }
+            Err(e @ TransportError::TooLarge { .. }) => {
+                return Err(MetaError::invalid_request(e.to_string()))
+            }
             Ok(other) => {
                 return Err(MetaError::Network {
                     node_id: to,
@@ -539,6 +544,16 @@ impl RpcHandler for Node {
                     self.id, envelope.to
                 ));
             }
+            if !envelope.body.sent_by(envelope.from) {
+                tracing::warn!(
+                    from = envelope.from,
+                    "refused a raft message that names another sender than its peer"
+                );
+                return RpcResponse::Refused(format!(
+                    "the raft message does not come from node {}",
+                    envelope.from
+                ));
+            }
             match envelope.body {
                 RpcRequest::AppendEntries(req) => {
                     let commit = req.leader_commit.map(|c| c.index);
@@ -562,3 +577,7 @@ impl RpcHandler for Node {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

@@ -15,7 +15,7 @@ pub enum Transport {
     /// No network at all: a single node embedded in the agent (the default).
     #[default]
     Embedded,
-    /// QUIC on a UDP socket: the clustered deployment.
+    /// QUIC on a UDP socket with mutual TLS: the clustered deployment.
     Quic(QuicSettings),
     /// In-process calls between nodes of one process (tests).
     InProcess(LocalRouter),

@@ -165,7 +165,10 @@ async fn learners_join_are_promoted_and_nodes_can_leave() {
     let config = |id: u64, bootstrap: Bootstrap| MetastoreConfig {
         node_id: id,
         dir: dirs[id as usize - 1].path().to_owned(),
-        transport: Transport::Quic(QuicSettings::bind("127.0.0.1:0".parse().unwrap())),
+        transport: Transport::Quic(QuicSettings::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            common::node_tls(id),
+        )),
         bootstrap,
         timing: common::timing(),
         agent_lease: common::AGENT_LEASE,

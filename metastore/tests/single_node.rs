@@ -367,3 +367,26 @@ async fn a_sole_replica_that_goes_silent_takes_its_partition_offline_until_it_re
     );
     ms.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_too_large_to_replicate_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ms = Metastore::start(embedded(dir.path())).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    ms.create_topic(CreateTopic::new("wide", 2000, 1), false)
+        .await
+        .unwrap();
+    let commits: Vec<OffsetCommit> = (0..1100)
+        .map(|p| OffsetCommit {
+            metadata: Some("m".repeat(4096)),
+            ..commit("wide", p, 1)
+        })
+        .collect();
+    let err = ms.commit_offsets("g", commits).await.unwrap_err();
+    assert!(
+        matches!(&err, MetaError::InvalidRequest { reason } if reason.contains("exceeds the limit")),
+        "{err}"
+    );
+    assert!(ms.committed_offsets("g").is_empty());
+    ms.shutdown().await.unwrap();
+}

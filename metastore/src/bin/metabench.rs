@@ -25,8 +25,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use hdrhistogram::Histogram;
 use metastore::{
-    AgentAddrs, AgentRegistration, Bootstrap, CreateTopic, Metastore, MetastoreConfig,
-    OffsetCommit, QuicSettings, RaftTiming, Transport,
+    AgentAddrs, AgentRegistration, Bootstrap, ClusterCa, CreateTopic, Metastore, MetastoreConfig,
+    OffsetCommit, QuicSettings, RaftTiming, RaftTls, Transport,
 };
 
 #[derive(Parser)]
@@ -190,18 +190,30 @@ async fn single_node(args: &Args, root: &Path) -> Result<()> {
     Ok(())
 }
 
-fn cluster_config(
+struct NodeSetup<'a> {
     id: u64,
     dir: PathBuf,
     socket: UdpSocket,
-    members: &BTreeMap<u64, String>,
+    tls: RaftTls,
+    members: &'a BTreeMap<u64, String>,
+}
+
+fn cluster_config(
+    node: NodeSetup<'_>,
     heartbeat: u64,
     in_flight: usize,
 ) -> Result<MetastoreConfig> {
+    let NodeSetup {
+        id,
+        dir,
+        socket,
+        tls,
+        members,
+    } = node;
     Ok(MetastoreConfig {
         node_id: id,
         dir,
-        transport: Transport::Quic(QuicSettings::from_socket(socket)?),
+        transport: Transport::Quic(QuicSettings::from_socket(socket, tls)?),
         bootstrap: Bootstrap::Members(members.clone()),
         timing: RaftTiming {
             heartbeat_ms: heartbeat,
@@ -217,6 +229,8 @@ fn cluster_config(
 struct Cluster {
     root: PathBuf,
     addrs: BTreeMap<u64, String>,
+    /// Each node's certificate, from one CA made for the run.
+    tls: BTreeMap<u64, RaftTls>,
     nodes: BTreeMap<u64, Metastore>,
     heartbeat: u64,
     in_flight: usize,
@@ -232,16 +246,21 @@ impl Cluster {
             .iter()
             .map(|(id, s)| Ok((*id, s.local_addr()?.to_string())))
             .collect::<Result<_>>()?;
+        let ca = ClusterCa::generate()?;
+        let tls: BTreeMap<u64, RaftTls> = sockets
+            .keys()
+            .map(|id| Ok((*id, ca.issue(*id)?.tls(&ca))))
+            .collect::<Result<_>>()?;
         let mut nodes = BTreeMap::new();
         for (id, socket) in sockets {
-            let config = cluster_config(
+            let node = NodeSetup {
                 id,
-                root.join(format!("node{id}")),
+                dir: root.join(format!("node{id}")),
                 socket,
-                &addrs,
-                heartbeat,
-                in_flight,
-            )?;
+                tls: tls[&id].clone(),
+                members: &addrs,
+            };
+            let config = cluster_config(node, heartbeat, in_flight)?;
             nodes.insert(id, Metastore::start(config).await?);
         }
         for n in nodes.values() {
@@ -250,6 +269,7 @@ impl Cluster {
         Ok(Cluster {
             root: root.to_owned(),
             addrs,
+            tls,
             nodes,
             heartbeat,
             in_flight,
@@ -288,14 +308,14 @@ impl Cluster {
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         };
-        let config = cluster_config(
+        let node = NodeSetup {
             id,
-            self.root.join(format!("node{id}")),
+            dir: self.root.join(format!("node{id}")),
             socket,
-            &self.addrs,
-            self.heartbeat,
-            self.in_flight,
-        )?;
+            tls: self.tls[&id].clone(),
+            members: &self.addrs,
+        };
+        let config = cluster_config(node, self.heartbeat, self.in_flight)?;
         self.nodes.insert(id, Metastore::start(config).await?);
         Ok(())
     }

@@ -431,6 +431,29 @@ impl Metastore {
         }
     }
 
+    /// Raises the partition's log start floor to `offset` (Kafka
+    /// DeleteRecords) and returns the floor now in force: a lower offset than
+    /// the current floor changes nothing. Durable (committed to a quorum's
+    /// disks) when it returns; dropped when the topic is deleted.
+    pub async fn set_log_start(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    ) -> Result<i64, MetaError> {
+        match self
+            .submit_one(Command::SetLogStart {
+                topic_id,
+                partition,
+                offset,
+            })
+            .await?
+        {
+            CommandOutput::LogStart(floor) => Ok(floor),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Forgets a deleted topic's manifest once its objects are deleted.
     pub async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError> {
         self.unit_command(Command::ForgetDeletedTopic { topic_id })
@@ -483,6 +506,11 @@ impl Metastore {
 
     pub fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry> {
         self.read(|s| s.segments(topic_id, partition).to_vec())
+    }
+
+    /// The partition's log start floor on the local replica, if one was set.
+    pub fn log_start(&self, topic_id: Uuid, partition: i32) -> Option<i64> {
+        self.read(|s| s.log_start(topic_id, partition))
     }
 
     pub fn deleted_topics(&self) -> Vec<DeletedTopic> {

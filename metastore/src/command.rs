@@ -130,6 +130,13 @@ pub enum Command {
         partition: i32,
         below_offset: i64,
     },
+    /// Raises a partition's log start floor (DeleteRecords); a lower
+    /// offset than the current floor changes nothing.
+    SetLogStart {
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    },
     /// Drops a deleted topic's manifest once its objects are gone.
     ForgetDeletedTopic {
         topic_id: Uuid,
@@ -159,6 +166,7 @@ impl Command {
             Command::Heartbeat { .. }
                 | Command::CommitOffsets { .. }
                 | Command::CommitSegment { .. }
+                | Command::SetLogStart { .. }
         )
     }
 }
@@ -200,6 +208,8 @@ pub enum CommandOutput {
     OffsetResults(Vec<Result<(), MetaError>>),
     /// How many entries a bulk command changed.
     Count(usize),
+    /// A partition's log start floor after the command.
+    LogStart(i64),
 }
 
 /// The result of one command.

@@ -3,8 +3,8 @@
 //! Gateways hold no state of their own because the metastore holds the
 //! truth: which topics exist and how they are configured, which agent leads
 //! each partition under which epoch, which offsets live in which sealed
-//! object, what each consumer group has committed, which producer ids are
-//! taken. It runs as one node embedded in the agent by default, and as three
+//! object and below which offset a partition's records are deleted, what
+//! each consumer group has committed, which producer ids are taken. It runs as one node embedded in the agent by default, and as three
 //! or five voters (plus read-only learners) in a cluster.
 //!
 //! # Layers

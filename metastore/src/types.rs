@@ -294,6 +294,12 @@ pub enum MetaEvent {
         partition: i32,
         removed: usize,
     },
+    /// A partition's log start floor rose (DeleteRecords).
+    LogStartRaised {
+        topic_id: Uuid,
+        partition: i32,
+        log_start: i64,
+    },
     OffsetsCommitted {
         group: String,
     },

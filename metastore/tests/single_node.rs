@@ -390,3 +390,44 @@ async fn a_write_too_large_to_replicate_is_refused_and_changes_nothing() {
     assert!(ms.committed_offsets("g").is_empty());
     ms.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_start_floor_only_rises_and_survives_snapshots_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || MetastoreConfig {
+        snapshot_every: 10,
+        ..embedded(dir.path())
+    };
+    let ms = Metastore::start(config()).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    let t = ms
+        .create_topic(CreateTopic::new("purged", 2, 1), false)
+        .await
+        .unwrap();
+    assert_eq!(ms.log_start(t.id, 0), None);
+    assert_eq!(ms.set_log_start(t.id, 0, 150).await.unwrap(), 150);
+    assert_eq!(ms.log_start(t.id, 0), Some(150), "read locally at once");
+    assert_eq!(
+        ms.set_log_start(t.id, 0, 100).await.unwrap(),
+        150,
+        "lower is a no-op"
+    );
+    let err = ms.set_log_start(t.id, 7, 1).await.unwrap_err();
+    assert!(matches!(err, MetaError::UnknownPartition { .. }), "{err}");
+    // enough writes for a snapshot that holds the floor, and a purged log
+    for i in 0..30 {
+        ms.allocate_producer_ids(1 + i).await.unwrap();
+    }
+    eventually("a snapshot is taken", Duration::from_secs(10), || {
+        ms.raft_metrics().snapshot.is_some()
+    })
+    .await;
+    ms.shutdown().await.unwrap();
+
+    let ms = Metastore::start(config()).await.unwrap();
+    assert_eq!(ms.log_start(t.id, 0), Some(150));
+    assert_eq!(ms.log_start(t.id, 1), None);
+    ms.delete_topic("purged").await.unwrap();
+    assert_eq!(ms.log_start(t.id, 0), None, "dropped with the topic");
+    ms.shutdown().await.unwrap();
+}

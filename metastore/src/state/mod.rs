@@ -8,6 +8,7 @@
 mod agents;
 mod dedup;
 mod groups;
+mod log_start;
 mod segments;
 mod topics;
 
@@ -55,6 +56,9 @@ pub struct MetaState {
     /// Applied request ids, for retried writes.
     #[serde(default)]
     pub(crate) recent_requests: dedup::RecentRequests,
+    /// Log start floors (DeleteRecords): topic id -> partition -> offset.
+    #[serde(default)]
+    pub(crate) log_starts: BTreeMap<Uuid, Arc<BTreeMap<i32, i64>>>,
 }
 
 impl MetaState {
@@ -181,6 +185,11 @@ impl MetaState {
                 partition,
                 below_offset,
             } => self.trim_segments(topic_id, partition, below_offset, events),
+            Command::SetLogStart {
+                topic_id,
+                partition,
+                offset,
+            } => self.set_log_start(topic_id, partition, offset, events),
             Command::ForgetDeletedTopic { topic_id } => {
                 let removed = self.deleted_topics.remove(&topic_id).is_some();
                 Ok(CommandOutput::Count(usize::from(removed)))

@@ -14,7 +14,7 @@ use crate::error::MetaError;
 use crate::types::{MetaEvent, SegmentEntry};
 
 impl MetaState {
-    fn check_partition(&self, topic_id: Uuid, partition: i32) -> Result<(), MetaError> {
+    pub(super) fn check_partition(&self, topic_id: Uuid, partition: i32) -> Result<(), MetaError> {
         let topic = self
             .topics
             .get(&topic_id)

@@ -237,6 +237,7 @@ impl MetaState {
             .topics
             .remove(&id)
             .ok_or(MetaError::UnknownTopicId { id })?;
+        self.log_starts.remove(&id);
         let segments: BTreeMap<i32, Vec<SegmentEntry>> = self
             .segments
             .remove(&id)

@@ -177,7 +177,8 @@ impl Node {
             LogStore::open(&config.dir.join("raft"), config.wal_segment_bytes)
                 .map_err(storage_err)?;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let sm = StateMachineStore::open(&config.dir.join("snapshots"), events.clone())
+        let purged = log_store.last_purged().map(|l| l.index);
+        let sm = StateMachineStore::open(&config.dir.join("snapshots"), events.clone(), purged)
             .map_err(storage_err)?;
         let applied = sm.shared();
 

@@ -431,3 +431,53 @@ async fn a_log_start_floor_only_rises_and_survives_snapshots_and_restarts() {
     assert_eq!(ms.log_start(t.id, 0), None, "dropped with the topic");
     ms.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_newest_snapshot_is_damaged_past_the_log_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // the log keeps 1000 entries below a snapshot, so with snapshots 1001
+    // entries apart the older snapshot falls out of the log's reach
+    let config = || MetastoreConfig {
+        snapshot_every: 1001,
+        ..embedded(dir.path())
+    };
+    let ms = Metastore::start(config()).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    while ms.raft_metrics().purged.is_none_or(|p| p.index < 1005) {
+        ms.heartbeat(1).await.unwrap();
+    }
+    ms.shutdown().await.unwrap();
+
+    let mut snapshots: Vec<_> = std::fs::read_dir(dir.path().join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("snap-") && name.ends_with(".bin")
+        })
+        .collect();
+    snapshots.sort();
+    assert_eq!(
+        snapshots.len(),
+        2,
+        "the newest and one older: {snapshots:?}"
+    );
+    let newest = snapshots.pop().unwrap();
+    let good = std::fs::read(&newest).unwrap();
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x20;
+    std::fs::write(&newest, &bad).unwrap();
+
+    let err = Metastore::start(config()).await.unwrap_err();
+    let name = newest.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        matches!(&err, MetaError::Storage { reason } if reason.contains(&name)),
+        "the error names the damaged file: {err}"
+    );
+
+    std::fs::write(&newest, &good).unwrap();
+    let ms = Metastore::start(config()).await.unwrap();
+    assert_eq!(ms.agents().len(), 1);
+    ms.shutdown().await.unwrap();
+}

@@ -32,7 +32,8 @@ mod tests {
             // tiny segments so the suite's purges and truncations cross files
             let (log, _exit) = LogStore::open(&dir.path().join("raft"), 1024)?;
             let (tx, _) = broadcast::channel(16);
-            let sm = StateMachineStore::open(&dir.path().join("snapshots"), tx)?;
+            let purged = log.last_purged().map(|l| l.index);
+            let sm = StateMachineStore::open(&dir.path().join("snapshots"), tx, purged)?;
             Ok((dir, log, sm))
         }
     }

@@ -5,7 +5,9 @@
 //! [`crate::Metastore`] handle, which serves local reads from it. It is made
 //! durable by snapshots (written atomically, CRC-checked) plus the Raft log:
 //! on restart the latest snapshot is loaded and openraft re-applies the
-//! committed entries after it.
+//! committed entries after it. A node whose newest snapshot is unreadable
+//! and whose log no longer reaches back to an older one refuses to start,
+//! naming the file, instead of coming up without the entries in between.
 //!
 //! Each applied command's events go to a broadcast channel after the batch
 //! is applied, in log order.
@@ -43,7 +45,9 @@ use crate::state::MetaState;
 use crate::types::MetaEvent;
 
 const MAGIC: &[u8; 8] = b"AEROMSN1";
-/// Snapshot files kept besides the newest, in case the newest is unreadable.
+/// Snapshot files kept besides the newest. If the newest is unreadable the
+/// older one serves only while the log still reaches back to it (see
+/// [`StateMachineStore::open`]).
 const KEEP_OLDER: usize = 1;
 
 /// The applied state, shared with readers.
@@ -172,6 +176,34 @@ fn decode(path: &Path, bytes: &[u8]) -> std::io::Result<(SnapshotMeta, Vec<u8>)>
     Ok((meta, body[4 + meta_len..].to_vec()))
 }
 
+/// Why the state cannot be rebuilt: the newest snapshot is unreadable and
+/// the log no longer reaches back to an older one (or to the start).
+fn cannot_rebuild(
+    unreadable: Option<(PathBuf, std::io::Error)>,
+    log_purged_upto: Option<u64>,
+    older: Option<(&PathBuf, &SnapshotMeta)>,
+) -> std::io::Error {
+    let purged = log_purged_upto.unwrap_or(0);
+    let newest = match &unreadable {
+        Some((path, e)) => format!("snapshot {} is unreadable ({e})", path.display()),
+        None => "no newer snapshot is left".to_owned(),
+    };
+    let older = match older {
+        Some((path, meta)) => format!(
+            "past the older snapshot {} (up to entry {})",
+            path.display(),
+            meta.last_log_id.map_or(0, |l| l.index)
+        ),
+        None => "and no older snapshot is readable".to_owned(),
+    };
+    invalid(format!(
+        "cannot rebuild the metastore state: {newest}, and the raft log was purged up to entry \
+         {purged}, {older}, so the entries in between are gone. Restore that file from a backup, \
+         or, in a cluster, empty this node's data directory and add it again so that it gets a \
+         snapshot from the leader"
+    ))
+}
+
 fn snapshot_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -187,13 +219,26 @@ fn snapshot_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 impl StateMachineStore {
     /// Loads the newest readable snapshot in `dir`, if any.
+    ///
+    /// The log holds only the entries after `log_purged_upto`, so the state
+    /// can be rebuilt only from a snapshot at or past that index (plus the
+    /// log). When the newest snapshot is unreadable an older one is used only
+    /// if the log still reaches back to it; otherwise the entries between the
+    /// two are gone and this refuses, naming the unreadable file, rather than
+    /// come up with a state that silently lacks them.
     #[allow(clippy::result_large_err)] // openraft's error type, returned as openraft expects
     pub(crate) fn open(
         dir: &Path,
         events: broadcast::Sender<MetaEvent>,
+        log_purged_upto: Option<u64>,
     ) -> Result<StateMachineStore, StorageError> {
         std::fs::create_dir_all(dir).map_err(read_snap_err)?;
         let mut applied = Applied::default();
+        let mut unreadable: Option<(PathBuf, std::io::Error)> = None;
+        let covers = |meta: &SnapshotMeta| {
+            log_purged_upto.is_none_or(|p| meta.last_log_id.is_some_and(|l| l.index >= p))
+        };
+        let mut found = false;
         for path in snapshot_files(dir).map_err(read_snap_err)?.iter().rev() {
             let loaded =
                 std::fs::read(path)
@@ -204,6 +249,13 @@ impl StateMachineStore {
                         Ok((meta, state))
                     });
             match loaded {
+                Ok((meta, _)) if !covers(&meta) => {
+                    return Err(read_snap_err(cannot_rebuild(
+                        unreadable,
+                        log_purged_upto,
+                        Some((path, &meta)),
+                    )))
+                }
                 Ok((meta, state)) => {
                     tracing::info!(path = %path.display(), last = ?meta.last_log_id, "state machine loaded from snapshot");
                     applied = Applied {
@@ -211,10 +263,22 @@ impl StateMachineStore {
                         last_applied: meta.last_log_id,
                         membership: meta.last_membership,
                     };
+                    found = true;
                     break;
                 }
-                Err(e) => tracing::error!(error = %e, "skipping unreadable snapshot"),
+                Err(e) => {
+                    tracing::error!(error = %e, "skipping unreadable snapshot");
+                    // the newest unreadable one is the one to name
+                    unreadable.get_or_insert((path.clone(), e));
+                }
             }
+        }
+        if !found && log_purged_upto.is_some() {
+            return Err(read_snap_err(cannot_rebuild(
+                unreadable,
+                log_purged_upto,
+                None,
+            )));
         }
         Ok(StateMachineStore {
             applied: Arc::new(RwLock::new(applied)),

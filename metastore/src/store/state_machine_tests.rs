@@ -28,7 +28,7 @@ fn create(name: &str) -> Command {
 
 fn store(dir: &Path) -> StateMachineStore {
     let (events, _) = broadcast::channel(16);
-    StateMachineStore::open(dir, events).expect("open the state machine")
+    StateMachineStore::open(dir, events, None).expect("open the state machine")
 }
 
 /// While a snapshot is being serialised, `apply` (the write lock) and readers
@@ -85,4 +85,68 @@ async fn a_snapshot_build_does_not_hold_the_state_lock_while_it_serialises() {
         state.topic("during").is_none(),
         "the snapshot holds exactly the state at its log id"
     );
+}
+
+/// Two snapshots in `dir` (up to entries 1 and 2), the newest damaged.
+async fn two_snapshots_the_newest_damaged(dir: &Path) -> PathBuf {
+    let mut sm = store(dir);
+    let register = Command::RegisterAgent {
+        registration: AgentRegistration {
+            id: 1,
+            ..AgentRegistration::default()
+        },
+    };
+    sm.apply([entry(1, vec![register])]).await.expect("apply");
+    sm.build_snapshot().await.expect("older snapshot");
+    sm.apply([entry(2, vec![create("later")])])
+        .await
+        .expect("apply");
+    sm.build_snapshot().await.expect("newest snapshot");
+    let newest = snapshot_files(dir)
+        .expect("list")
+        .pop()
+        .expect("a snapshot");
+    let mut bytes = std::fs::read(&newest).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&newest, bytes).expect("damage");
+    newest
+}
+
+#[tokio::test]
+async fn a_damaged_newest_snapshot_refuses_to_start_once_the_log_is_purged_past_the_older_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let newest = two_snapshots_the_newest_damaged(dir.path()).await;
+    let (events, _) = broadcast::channel(16);
+    let err = StateMachineStore::open(dir.path(), events, Some(2))
+        .err()
+        .expect("refused");
+    let text = err.to_string();
+    let name = newest.file_name().expect("name").to_string_lossy();
+    assert!(text.contains(&*name), "{text}");
+    assert!(text.contains("purged up to entry 2"), "{text}");
+}
+
+#[tokio::test]
+async fn a_damaged_newest_snapshot_falls_back_while_the_log_reaches_the_older_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    two_snapshots_the_newest_damaged(dir.path()).await;
+    for purged in [None, Some(1)] {
+        let (events, _) = broadcast::channel(16);
+        let sm = StateMachineStore::open(dir.path(), events, purged).expect("falls back");
+        let a = sm.shared();
+        let a = a.read();
+        assert_eq!(a.last_applied.map(|l| l.index), Some(1));
+        assert!(a.state.topic("later").is_none(), "the log replays the rest");
+    }
+}
+
+#[tokio::test]
+async fn a_purged_log_without_a_readable_snapshot_refuses_to_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (events, _) = broadcast::channel(16);
+    let err = StateMachineStore::open(dir.path(), events, Some(7))
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("purged up to entry 7"), "{err}");
 }

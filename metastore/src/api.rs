@@ -59,9 +59,9 @@ impl Metastore {
         let single = matches!(&config.bootstrap, crate::options::Bootstrap::SingleNode)
             || matches!(&config.bootstrap, crate::options::Bootstrap::Members(m) if m.len() == 1);
         let timeout = config.request_timeout;
-        let ms = Metastore {
-            node: Node::start(config).await?,
-        };
+        let node = Node::start(config).await?;
+        node.spawn_task(crate::lease_driver::run(node.clone()));
+        let ms = Metastore { node };
         if single {
             ms.wait_ready(timeout).await?;
         }

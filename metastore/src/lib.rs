@@ -9,8 +9,9 @@
 //!
 //! # Layers
 //!
-//! - [`types`], [`config`]: the data model as plain data, and the catalogue of
-//!   Kafka topic configs with defaults and validation.
+//! - [`types`], [`topic_config`]: the data model as plain data, and the
+//!   catalogue of Kafka topic configs with defaults and validation (topic
+//!   names too).
 //! - [`state`]: the state machine. [`command::Command`]s are validated and
 //!   applied here without IO or clock, each returning a typed [`MetaError`].
 //! - [`lease`]: the lease engine (pure; `now` passed in) that fences silent
@@ -49,10 +50,9 @@
 
 mod api;
 pub mod command;
-pub mod config;
-mod driver;
 pub mod error;
 pub mod lease;
+mod lease_driver;
 pub mod network;
 mod node;
 pub mod options;
@@ -60,11 +60,12 @@ mod proposer;
 pub mod raft_types;
 pub mod state;
 mod store;
+pub mod topic_config;
 pub mod types;
 
 pub use api::{AgentKeepAlive, Metastore};
-pub use driver::new_cluster_id;
 pub use error::MetaError;
+pub use lease_driver::new_cluster_id;
 pub use network::certs::{ClusterCa, NodeCertificate};
 pub use network::local::LocalRouter;
 pub use network::quic::QuicSettings;

@@ -252,8 +252,6 @@ impl Node {
         if lone {
             let _ = node.raft.trigger().elect().await;
         }
-        let driver = tokio::spawn(crate::driver::run(node.clone()));
-        node.tasks.lock().push(driver);
         tracing::info!(node = id, raft_addr = ?node.raft_addr, "metastore node started");
         Ok(node)
     }
@@ -282,6 +280,17 @@ impl Node {
             Err(e) => Err(MetaError::Membership {
                 reason: e.to_string(),
             }),
+        }
+    }
+
+    /// Runs `task` until the node shuts down.
+    pub(crate) fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task);
+        let mut tasks = self.tasks.lock();
+        if self.is_stopped() {
+            handle.abort();
+        } else {
+            tasks.push(handle);
         }
     }
 

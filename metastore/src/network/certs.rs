@@ -225,6 +225,24 @@ impl NodeCertificate {
     }
 }
 
+impl RaftTls {
+    /// Reads what [`crate::network::certs`] writes into `dir`: `ca.pem`,
+    /// `node-<id>.pem` and `node-<id>.key`.
+    pub fn load(dir: &Path, node: NodeId) -> Result<RaftTls, MetaError> {
+        let read = |name: String| {
+            let path = dir.join(name);
+            std::fs::read_to_string(&path)
+                .map_err(|e| cert_err(format!("cannot read {}: {e}", path.display())))
+        };
+        let files = node_files(node);
+        RaftTls::from_pem(
+            &read(CA_CERT_FILE.to_owned())?,
+            &read(files.cert)?,
+            &read(files.key)?,
+        )
+    }
+}
+
 /// Makes a CA and a certificate for each of `nodes`, and writes them all into
 /// `dir` (see [`CA_CERT_FILE`], [`CA_KEY_FILE`], [`node_files`]). Refuses to
 /// overwrite existing files.

@@ -26,7 +26,6 @@
 //! installed process-wide, so embedding the metastore never changes what the
 //! rest of the process uses.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -127,22 +126,6 @@ impl RaftTls {
             cert_chain,
             key,
         })
-    }
-
-    /// Reads what [`crate::network::certs`] writes into `dir`: `ca.pem`,
-    /// `node-<id>.pem` and `node-<id>.key`.
-    pub fn load(dir: &Path, node: NodeId) -> Result<RaftTls, MetaError> {
-        let read = |name: String| {
-            let path = dir.join(name);
-            std::fs::read_to_string(&path)
-                .map_err(|e| tls_err(format!("cannot read {}: {e}", path.display())))
-        };
-        let files = super::certs::node_files(node);
-        RaftTls::from_pem(
-            &read(super::certs::CA_CERT_FILE.to_owned())?,
-            &read(files.cert)?,
-            &read(files.key)?,
-        )
     }
 
     fn key(&self) -> PrivateKeyDer<'static> {

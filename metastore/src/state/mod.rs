@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub use topics::{validate_topic_name, MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LEN};
+pub use topics::MAX_PARTITIONS_PER_TOPIC;
 
 use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
 use crate::error::MetaError;

@@ -5,10 +5,58 @@
 //! default listed here, so DescribeConfigs can list all keys with
 //! `is_default`. Values are kept as the strings the client sent (as Kafka
 //! does); the typed getters parse them.
+//!
+//! The checks here ([`validate_topic_name`], [`validate`], [`validate_all`],
+//! [`apply_ops`]) are the ones the state machine applies, public so that a
+//! front end can refuse a bad request before it reaches the metastore
+//! without keeping its own copy of the rules.
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::MetaError;
+
+/// Kafka's limit on topic name length.
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// Checks a topic name the way Kafka does.
+pub fn validate_topic_name(name: &str) -> Result<(), MetaError> {
+    let bad = |reason: &str| {
+        Err(MetaError::InvalidTopicName {
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    if name.is_empty() {
+        return bad("the name is empty");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not allowed");
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return bad("the name is longer than 249 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// One change in IncrementalAlterConfigs / AlterConfigs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigOp {
+    Set(String, String),
+    /// Back to the default.
+    Delete(String),
+    /// Add list items (list-typed keys only, e.g. `cleanup.policy`).
+    Append(String, String),
+    /// Remove list items (list-typed keys only).
+    Subtract(String, String),
+}
 
 /// Kafka's config value types (the numbers are DescribeConfigs' `config_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -543,10 +591,9 @@ pub fn validate_all(configs: &BTreeMap<String, String>) -> Result<(), MetaError>
 /// validates the result.
 pub fn apply_ops(
     current: &BTreeMap<String, String>,
-    ops: &[crate::types::ConfigOp],
+    ops: &[ConfigOp],
     replace_all: bool,
 ) -> Result<BTreeMap<String, String>, MetaError> {
-    use crate::types::ConfigOp;
     let mut next = if replace_all {
         BTreeMap::new()
     } else {
@@ -589,13 +636,36 @@ pub fn apply_ops(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::ConfigOp;
 
     fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn topic_names_follow_kafka_rules() {
+        for ok in ["orders", "a.b-c_D9", &"x".repeat(249)] {
+            validate_topic_name(ok).unwrap();
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "has space",
+            "slash/no",
+            "ünï",
+            &"x".repeat(250),
+        ] {
+            assert!(
+                matches!(
+                    validate_topic_name(bad),
+                    Err(MetaError::InvalidTopicName { .. })
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,17 +1,14 @@
 //! metabench: measures the metastore on this machine and prints the figures.
 //!
 //! ```text
-//! cargo run --release -p metastore --bin metabench            # all three benchmarks
-//! cargo run --release -p metastore --bin metabench -- --help
+//! cargo run --release -p metastore --features bench --bin metabench            # all three
+//! cargo run --release -p metastore --features bench --bin metabench -- --help
 //! ```
 //!
 //! 1. single-node committed writes per second (one writer, then many: batching);
 //! 2. three-node committed writes per second (QUIC, three nodes in this process);
 //! 3. leader failover: kill the Raft leader, time until the survivors elect a
 //!    new one and until the first write commits on it, over many trials.
-//!
-//! It also has a `crash-writer` mode used by the crash test: it writes until
-//! killed and prints every acknowledged write.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use hdrhistogram::Histogram;
 use metastore::{
     AgentAddrs, AgentRegistration, Bootstrap, ClusterCa, CreateTopic, Metastore, MetastoreConfig,
@@ -32,8 +29,6 @@ use metastore::{
 #[derive(Parser)]
 #[command(about = "Benchmarks the AeroStream metastore and prints what it measured")]
 struct Args {
-    #[command(subcommand)]
-    mode: Option<Mode>,
     /// Concurrent writers in the throughput runs.
     #[arg(long, default_value_t = 64)]
     writers: usize,
@@ -55,17 +50,6 @@ struct Args {
     /// Where to put data (a fresh folder is made inside and removed after).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
-}
-
-#[derive(Subcommand)]
-enum Mode {
-    /// Write until killed, printing `ACK topic <name>` / `ACK pids <start> <end>` per acknowledged write.
-    CrashWriter {
-        #[arg(long)]
-        dir: PathBuf,
-        #[arg(long, default_value_t = 8)]
-        writers: usize,
-    },
 }
 
 fn agent(id: u64) -> AgentRegistration {
@@ -432,38 +416,6 @@ async fn failover(args: &Args, root: &Path) -> Result<()> {
     c.shutdown().await
 }
 
-async fn crash_writer(dir: PathBuf, writers: usize) -> Result<()> {
-    let config = MetastoreConfig {
-        agent_lease: Duration::from_secs(3600),
-        ..MetastoreConfig::embedded(dir)
-    };
-    let node = Metastore::start(config).await?;
-    node.register_agent(agent(1)).await?;
-    println!("READY");
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let node = node.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0u64.. {
-                if i % 4 == 3 {
-                    let ids = node.allocate_producer_ids(100).await?;
-                    println!("ACK pids {} {}", ids.start, ids.end);
-                } else {
-                    let name = format!("w{w}-{}", uuid::Uuid::new_v4().simple());
-                    node.create_topic(CreateTopic::new(name.clone(), 1, 1), false)
-                        .await?;
-                    println!("ACK topic {name}");
-                }
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(())
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -471,9 +423,6 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let runtime = tokio::runtime::Runtime::new()?;
-    if let Some(Mode::CrashWriter { dir, writers }) = args.mode {
-        return runtime.block_on(crash_writer(dir, writers));
-    }
     let root = args
         .dir
         .join(format!("metabench-{}", uuid::Uuid::new_v4().simple()));

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::command::{Command, CommandOutput, CommandResult};
 use crate::error::MetaError;
-use crate::network::{ForwardRequest, ForwardResponse, NetworkFaults};
+use crate::network::{ForwardRequest, ForwardResponse};
 use crate::node::Node;
 use crate::options::MetastoreConfig;
 use crate::raft_types::{MetaNode, NodeId};
@@ -639,8 +639,9 @@ impl Metastore {
             .map(|_| ())
     }
 
-    /// Link faults for tests of partitions and failover.
-    pub fn fault_injection(&self) -> &NetworkFaults {
+    /// Link faults for tests of partitions and failover (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn fault_injection(&self) -> &crate::network::NetworkFaults {
         &self.node.faults
     }
 }

@@ -22,6 +22,13 @@
 //!   mutual TLS (each node id bound to its certificate; [`network::certs`]
 //!   makes them), or over an in-process router in tests; behind one
 //!   `Transport` seam.
+//!
+//! # Features
+//!
+//! - `testing`: test machinery, never in release builds: link fault
+//!   injection (`NetworkFaults`, `Metastore::fault_injection`) and the
+//!   in-process transport (`Transport::InProcess`, `LocalRouter`).
+//! - `bench`: the `metabench` binary and its dependencies.
 //! - [`Metastore`]: the handle: linearizable writes routed to the leader and
 //!   batched there, local reads with a staleness bound, a change stream.
 //!
@@ -67,9 +74,11 @@ pub use api::{AgentKeepAlive, Metastore};
 pub use error::MetaError;
 pub use lease_driver::new_cluster_id;
 pub use network::certs::{ClusterCa, NodeCertificate};
+#[cfg(any(test, feature = "testing"))]
 pub use network::local::LocalRouter;
 pub use network::quic::QuicSettings;
 pub use network::tls::RaftTls;
+#[cfg(any(test, feature = "testing"))]
 pub use network::NetworkFaults;
 pub use options::{Bootstrap, MetastoreConfig, RaftTiming, Transport};
 pub use types::*;

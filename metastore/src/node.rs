@@ -23,6 +23,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use crate::error::MetaError;
+#[cfg(any(test, feature = "testing"))]
 use crate::network::local::LocalRouter;
 use crate::network::quic::QuicTransport;
 use crate::network::{
@@ -126,6 +127,7 @@ pub(crate) struct Node {
     pub(crate) raft_addr: Option<SocketAddr>,
     transport: Arc<dyn Transport>,
     quic: Option<Arc<QuicTransport>>,
+    #[cfg(any(test, feature = "testing"))]
     router: Option<LocalRouter>,
     freshness: Freshness,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -182,10 +184,15 @@ impl Node {
             .map_err(storage_err)?;
         let applied = sm.shared();
 
-        let (transport, quic, router, addr, raft_addr): (Arc<dyn Transport>, _, _, String, _) =
+        #[cfg(any(test, feature = "testing"))]
+        let router = match &config.transport {
+            TransportChoice::InProcess(r) => Some(r.clone()),
+            _ => None,
+        };
+        let (transport, quic, addr, raft_addr): (Arc<dyn Transport>, _, String, _) =
             match std::mem::take(&mut config.transport) {
                 TransportChoice::Embedded => {
-                    (Arc::new(NoNetwork), None, None, "embedded".to_owned(), None)
+                    (Arc::new(NoNetwork), None, "embedded".to_owned(), None)
                 }
                 TransportChoice::Quic(mut settings) => {
                     let q = Arc::new(QuicTransport::bind(&mut settings, id)?);
@@ -196,15 +203,10 @@ impl Node {
                         .advertise
                         .clone()
                         .unwrap_or_else(|| bound.to_string());
-                    (q.clone(), Some(q), None, addr, Some(bound))
+                    (q.clone(), Some(q), addr, Some(bound))
                 }
-                TransportChoice::InProcess(r) => (
-                    Arc::new(r.clone()),
-                    None,
-                    Some(r),
-                    LocalRouter::addr(id),
-                    None,
-                ),
+                #[cfg(any(test, feature = "testing"))]
+                TransportChoice::InProcess(r) => (Arc::new(r), None, LocalRouter::addr(id), None),
             };
         let faults = Arc::new(NetworkFaults::default());
         let network = Network {
@@ -230,6 +232,7 @@ impl Node {
             raft_addr,
             transport,
             quic,
+            #[cfg(any(test, feature = "testing"))]
             router,
             freshness: Freshness::default(),
             tasks: Mutex::new(vec![proposer_task]),
@@ -240,6 +243,7 @@ impl Node {
         if let Some(q) = &node.quic {
             node.tasks.lock().push(q.serve(id, node.clone()));
         }
+        #[cfg(any(test, feature = "testing"))]
         if let Some(r) = &node.router {
             r.register(id, node.clone());
         }
@@ -305,6 +309,7 @@ impl Node {
         for t in self.tasks.lock().drain(..) {
             t.abort();
         }
+        #[cfg(any(test, feature = "testing"))]
         if let Some(r) = &self.router {
             r.unregister(self.id);
         }

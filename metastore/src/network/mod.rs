@@ -7,19 +7,26 @@
 //!   TLS 1.3 ([`tls`]: only the holder of node N's certificate can send as
 //!   node N), one bidirectional stream per call over a cached connection per
 //!   peer, within [`MAX_REQUEST_BYTES`];
-//! - [`local::LocalRouter`], an in-process router for tests that need many
-//!   nodes in one process without sockets.
+//! - `local::LocalRouter`, an in-process router for tests that need many
+//!   nodes in one process without sockets (feature `testing`).
 //!
 //! [`RaftNetworkFactory`] / [`RaftNetwork`] are implemented once, over the
-//! seam. Every node also owns [`NetworkFaults`], checked on both ends of
-//! every call whichever transport is used, so tests can cut links.
+//! seam. With the `testing` feature every node also owns a `NetworkFaults`,
+//! checked on both ends of every call whichever transport is used, so tests
+//! can cut links; without it the checks compile to nothing.
 
 pub mod certs;
+mod faults;
+#[cfg(any(test, feature = "testing"))]
 pub mod local;
 pub mod quic;
 pub mod tls;
 
-use std::collections::BTreeSet;
+#[cfg(not(any(test, feature = "testing")))]
+pub(crate) use faults::NetworkFaults;
+#[cfg(any(test, feature = "testing"))]
+pub use faults::NetworkFaults;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +41,6 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::ChangeMembers;
-use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, CommandResult};
@@ -174,36 +180,6 @@ pub trait Transport: Send + Sync + 'static {
 /// Handles envelopes that reach a node.
 pub trait RpcHandler: Send + Sync + 'static {
     fn handle(self: Arc<Self>, envelope: Envelope) -> BoxFuture<'static, RpcResponse>;
-}
-
-/// Link faults injected by tests: calls to or from a blocked peer are
-/// dropped on both ends, as if the network lost them.
-#[derive(Debug, Default)]
-pub struct NetworkFaults {
-    blocked: RwLock<BTreeSet<NodeId>>,
-    isolated: RwLock<bool>,
-}
-
-impl NetworkFaults {
-    /// Drops all traffic with `peer` until [`NetworkFaults::heal`].
-    pub fn block(&self, peer: NodeId) {
-        self.blocked.write().insert(peer);
-    }
-
-    /// Drops all traffic with every peer until [`NetworkFaults::heal`].
-    pub fn isolate(&self) {
-        *self.isolated.write() = true;
-    }
-
-    /// Restores every link.
-    pub fn heal(&self) {
-        self.blocked.write().clear();
-        *self.isolated.write() = false;
-    }
-
-    pub fn blocks(&self, peer: NodeId) -> bool {
-        *self.isolated.read() || self.blocked.read().contains(&peer)
-    }
 }
 
 /// Sends an envelope with a deadline, honouring the sender's faults.

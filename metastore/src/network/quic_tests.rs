@@ -36,9 +36,14 @@ fn server(ca: &ClusterCa, id: NodeId) -> (QuicTransport, Arc<Recorder>, String) 
 
 /// A caller that presents `tls`'s certificate (or none) and trusts `tls`'s CA.
 fn caller(tls: &RaftTls, present_certificate: bool) -> QuicTransport {
+    let client = if present_certificate {
+        tls::client_crypto(tls)
+    } else {
+        tls::client_crypto_without_certificate(tls)
+    };
     let (server, client) = tls::quic_configs(
         tls::server_crypto(tls).expect("server crypto"),
-        tls::client_crypto(tls, present_certificate).expect("client crypto"),
+        client.expect("client crypto"),
     )
     .expect("configs");
     QuicTransport::with_configs(loopback(), server, client).expect("endpoint")

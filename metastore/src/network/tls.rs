@@ -231,23 +231,28 @@ pub(crate) fn server_crypto(tls: &RaftTls) -> Result<rustls::ServerConfig, MetaE
 }
 
 /// rustls settings for dialing peers: the server must present the dialed
-/// node's certificate from the CA; this node presents its own (only tests
-/// dial without one).
-pub(crate) fn client_crypto(
-    tls: &RaftTls,
-    present_certificate: bool,
-) -> Result<rustls::ClientConfig, MetaError> {
-    let builder = rustls::ClientConfig::builder_with_provider(provider())
+/// node's certificate from the CA; this node presents its own.
+pub(crate) fn client_crypto(tls: &RaftTls) -> Result<rustls::ClientConfig, MetaError> {
+    let mut client = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(tls_err)?
-        .with_root_certificates(tls.roots()?);
-    let mut client = if present_certificate {
-        builder
-            .with_client_auth_cert(tls.cert_chain.clone(), tls.key())
-            .map_err(tls_err)?
-    } else {
-        builder.with_no_client_auth()
-    };
+        .with_root_certificates(tls.roots()?)
+        .with_client_auth_cert(tls.cert_chain.clone(), tls.key())
+        .map_err(tls_err)?;
+    client.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(client)
+}
+
+/// Like [`client_crypto`], but presenting no certificate: what an outsider does.
+#[cfg(test)]
+pub(crate) fn client_crypto_without_certificate(
+    tls: &RaftTls,
+) -> Result<rustls::ClientConfig, MetaError> {
+    let mut client = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls_err)?
+        .with_root_certificates(tls.roots()?)
+        .with_no_client_auth();
     client.alpn_protocols = vec![ALPN.to_vec()];
     Ok(client)
 }
@@ -274,5 +279,5 @@ pub(crate) fn configs(
     id: NodeId,
 ) -> Result<(quinn::ServerConfig, quinn::ClientConfig), MetaError> {
     check_node_certificate(tls, id)?;
-    quic_configs(server_crypto(tls)?, client_crypto(tls, true)?)
+    quic_configs(server_crypto(tls)?, client_crypto(tls)?)
 }

@@ -8,7 +8,10 @@
 //! 1. single-node committed writes per second (one writer, then many: batching);
 //! 2. three-node committed writes per second (QUIC, three nodes in this process);
 //! 3. leader failover: kill the Raft leader, time until the survivors elect a
-//!    new one and until the first write commits on it, over many trials.
+//!    new one and until the first write commits on it, over many trials;
+//! 4. (`--only startup`) how long an embedded single node takes to start and
+//!    be ready, in a fresh directory and again after a restart: what a test
+//!    that uses a real metastore pays per test.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -41,7 +44,8 @@ struct Args {
     /// Heartbeat interval (ms) for the cluster runs; elections wait 3x to 6x this.
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
-    /// Run only these benchmarks (single, three, failover); all by default.
+    /// Run only these benchmarks (single, three, failover, startup); all but
+    /// startup by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Raft entries a leader keeps in flight (the rest of the writes queue and batch).
@@ -146,6 +150,27 @@ async fn setup_bench_topic(ms: &Metastore) -> Result<()> {
     ms.register_agent(agent(1)).await?;
     ms.create_topic(CreateTopic::new("bench", 1, 1), false)
         .await?;
+    Ok(())
+}
+
+async fn startup(args: &Args, root: &Path) -> Result<()> {
+    let (mut fresh, mut again) = (histogram()?, histogram()?);
+    for trial in 0..args.trials {
+        let dir = root.join(format!("startup-{trial}"));
+        for h in [&mut fresh, &mut again] {
+            let t = Instant::now();
+            let node = Metastore::start(MetastoreConfig::embedded(&dir)).await?;
+            node.wait_ready(Duration::from_secs(10)).await?;
+            h.record(t.elapsed().as_micros().max(1) as u64)?;
+            node.shutdown().await?;
+        }
+    }
+    println!(
+        "[4] embedded single node, start until ready over {} trials:\n      fresh directory: {}\n      restart: {}",
+        args.trials,
+        quantiles(&fresh),
+        quantiles(&again)
+    );
     Ok(())
 }
 
@@ -437,7 +462,9 @@ fn main() -> Result<()> {
             root.display(),
             quantiles(&fsync)
         );
-        let run = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+        let run = |name: &str| {
+            (args.only.is_empty() && name != "startup") || args.only.iter().any(|o| o == name)
+        };
         if run("single") {
             single_node(&args, &root).await?;
         }
@@ -446,6 +473,9 @@ fn main() -> Result<()> {
         }
         if run("failover") {
             failover(&args, &root).await?;
+        }
+        if run("startup") {
+            startup(&args, &root).await?;
         }
         anyhow::Ok(())
     });

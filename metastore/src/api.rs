@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::command::{Command, CommandOutput, CommandResult};
+use crate::command::{runs_within_write_limit, Command, CommandOutput, CommandResult};
 use crate::error::MetaError;
 use crate::network::{ForwardRequest, ForwardResponse};
 use crate::node::Node;
@@ -238,22 +238,33 @@ impl Metastore {
     }
 
     /// Stores a group's offsets; one result per offset, in order. Concurrent
-    /// commits from many groups share Raft entries.
+    /// commits from many groups share Raft entries. A commit too large for
+    /// one write (about 2 MiB of offsets, some 20,000 partitions) goes out as
+    /// several in order; if one fails, the offsets before it are stored
+    /// (committing them again is harmless).
     pub async fn commit_offsets(
         &self,
         group: &str,
         offsets: Vec<OffsetCommit>,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
-        match self
-            .submit_one(Command::CommitOffsets {
+        let mut results = Vec::with_capacity(offsets.len());
+        // an empty commit is still written: the group id gets checked
+        let runs = if offsets.is_empty() {
+            vec![Vec::new()]
+        } else {
+            runs_within_write_limit(offsets)
+        };
+        for run in runs {
+            let command = Command::CommitOffsets {
                 group: group.to_owned(),
-                offsets,
-            })
-            .await?
-        {
-            CommandOutput::OffsetResults(r) => Ok(r),
-            other => Err(unexpected(other)),
+                offsets: run,
+            };
+            match self.submit_one(command).await? {
+                CommandOutput::OffsetResults(r) => results.extend(r),
+                other => return Err(unexpected(other)),
+            }
         }
+        Ok(results)
     }
 
     pub async fn delete_group(&self, group: &str) -> Result<(), MetaError> {
@@ -381,18 +392,23 @@ impl Metastore {
         .await
     }
 
-    /// Records high watermarks (only forward moves count); returns how many moved.
+    /// Records high watermarks (only forward moves count); returns how many
+    /// moved. A list too large for one write goes out as several.
     pub async fn checkpoint_high_watermarks(
         &self,
         entries: Vec<(Uuid, i32, i64)>,
     ) -> Result<usize, MetaError> {
-        match self
-            .submit_one(Command::CheckpointHighWatermarks { entries })
-            .await?
-        {
-            CommandOutput::Count(n) => Ok(n),
-            other => Err(unexpected(other)),
+        let mut moved = 0;
+        for run in runs_within_write_limit(entries) {
+            match self
+                .submit_one(Command::CheckpointHighWatermarks { entries: run })
+                .await?
+            {
+                CommandOutput::Count(n) => moved += n,
+                other => return Err(unexpected(other)),
+            }
         }
+        Ok(moved)
     }
 
     /// Adds a sealed object to a partition's manifest. Retrying the same entry is harmless.

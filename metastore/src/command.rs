@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::MetaError;
+use crate::types::{
+    AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
+    OffsetCommit, SegmentEntry, TopicInfo,
+};
 
 /// Largest write: the commands of one request, and of one Raft entry, JSON
 /// encoded. It keeps every entry small enough to replicate in one message
@@ -47,10 +51,31 @@ pub(crate) fn check_write_size(commands: &[Command]) -> Result<usize, MetaError>
     }
     Ok(bytes)
 }
-use crate::types::{
-    AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
-    OffsetCommit, SegmentEntry, TopicInfo,
-};
+
+/// Splits `items` into runs of at most half [`MAX_WRITE_BYTES`] of JSON each,
+/// in order, so that a long list (the offsets of a large group, the lease
+/// driver's decisions after an agent died) goes out as several writes
+/// rather than one refused as too large. An item too large on its own gets
+/// a run of its own (and is refused when written).
+pub(crate) fn runs_within_write_limit<T: Serialize>(items: Vec<T>) -> Vec<Vec<T>> {
+    let budget = MAX_WRITE_BYTES / 2;
+    let mut runs = Vec::new();
+    let mut run = Vec::new();
+    let mut bytes = 0usize;
+    for item in items {
+        let size = encoded_len(&item).saturating_add(1);
+        if !run.is_empty() && bytes.saturating_add(size) > budget {
+            runs.push(std::mem::take(&mut run));
+            bytes = 0;
+        }
+        bytes = bytes.saturating_add(size);
+        run.push(item);
+    }
+    if !run.is_empty() {
+        runs.push(run);
+    }
+    runs
+}
 
 /// One state change. Ids and random values are chosen by the proposer and
 /// carried here, so applying stays deterministic.
@@ -218,3 +243,7 @@ pub type CommandResult = Result<CommandOutput, MetaError>;
 /// The response of one Raft entry: one result per command, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProposalResults(pub Vec<CommandResult>);
+
+#[cfg(test)]
+#[path = "command_tests.rs"]
+mod tests;

@@ -373,21 +373,42 @@ async fn a_write_too_large_to_replicate_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let ms = Metastore::start(embedded(dir.path())).await.unwrap();
     ms.register_agent(agent(1)).await.unwrap();
-    ms.create_topic(CreateTopic::new("wide", 2000, 1), false)
-        .await
-        .unwrap();
-    let commits: Vec<OffsetCommit> = (0..1100)
-        .map(|p| OffsetCommit {
-            metadata: Some("m".repeat(4096)),
-            ..commit("wide", p, 1)
-        })
-        .collect();
-    let err = ms.commit_offsets("g", commits).await.unwrap_err();
+    let huge = CreateTopic::new("huge", 1, 1).with_config("cleanup.policy", "d".repeat(5 << 20));
+    let err = ms.create_topic(huge, false).await.unwrap_err();
     assert!(
         matches!(&err, MetaError::InvalidRequest { reason } if reason.contains("exceeds the limit")),
         "{err}"
     );
-    assert!(ms.committed_offsets("g").is_empty());
+    assert!(ms.topic("huge").is_none());
+    ms.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_too_large_for_one_write_is_stored_in_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let ms = Metastore::start(embedded(dir.path())).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    ms.create_topic(CreateTopic::new("wide", 2000, 1), false)
+        .await
+        .unwrap();
+    let before = ms.raft_metrics().last_log_index.unwrap();
+    // about 4.5 MiB of offsets: more than one write may hold
+    let commits: Vec<OffsetCommit> = (0..1100)
+        .map(|p| OffsetCommit {
+            metadata: Some("m".repeat(4096)),
+            ..commit("wide", p, i64::from(p))
+        })
+        .chain(std::iter::once(commit("missing", 0, 1)))
+        .collect();
+    let results = ms.commit_offsets("g", commits).await.unwrap();
+    assert_eq!(results.len(), 1101, "one result per offset, in order");
+    assert!(results[..1100].iter().all(Result::is_ok));
+    assert!(matches!(results[1100], Err(MetaError::UnknownTopic { .. })));
+    let stored = ms.committed_offsets("g");
+    assert_eq!(stored.len(), 1100);
+    assert_eq!(stored[&("wide".to_string(), 1099)].offset, 1099);
+    let entries = ms.raft_metrics().last_log_index.unwrap() - before;
+    assert!(entries >= 2, "split across {entries} entries");
     ms.shutdown().await.unwrap();
 }
 

@@ -18,9 +18,9 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::command::{Command, CommandOutput, CommandResult};
+use crate::command::{runs_within_write_limit, Command, CommandOutput, CommandResult};
 use crate::error::MetaError;
-use crate::network::{ForwardRequest, ForwardResponse, NetworkFaults};
+use crate::network::{ForwardRequest, ForwardResponse};
 use crate::node::Node;
 use crate::options::MetastoreConfig;
 use crate::raft_types::{MetaNode, NodeId};
@@ -59,9 +59,9 @@ impl Metastore {
         let single = matches!(&config.bootstrap, crate::options::Bootstrap::SingleNode)
             || matches!(&config.bootstrap, crate::options::Bootstrap::Members(m) if m.len() == 1);
         let timeout = config.request_timeout;
-        let ms = Metastore {
-            node: Node::start(config).await?,
-        };
+        let node = Node::start(config).await?;
+        node.spawn_task(crate::lease_driver::run(node.clone()));
+        let ms = Metastore { node };
         if single {
             ms.wait_ready(timeout).await?;
         }
@@ -117,6 +117,8 @@ impl Metastore {
         if commands.is_empty() {
             return Ok(Vec::new());
         }
+        // refused here rather than forwarded: no leader would take it
+        crate::command::check_write_size(&commands)?;
         let n = commands.len();
         match self
             .node
@@ -236,22 +238,33 @@ impl Metastore {
     }
 
     /// Stores a group's offsets; one result per offset, in order. Concurrent
-    /// commits from many groups share Raft entries.
+    /// commits from many groups share Raft entries. A commit too large for
+    /// one write (about 2 MiB of offsets, some 20,000 partitions) goes out as
+    /// several in order; if one fails, the offsets before it are stored
+    /// (committing them again is harmless).
     pub async fn commit_offsets(
         &self,
         group: &str,
         offsets: Vec<OffsetCommit>,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
-        match self
-            .submit_one(Command::CommitOffsets {
+        let mut results = Vec::with_capacity(offsets.len());
+        // an empty commit is still written: the group id gets checked
+        let runs = if offsets.is_empty() {
+            vec![Vec::new()]
+        } else {
+            runs_within_write_limit(offsets)
+        };
+        for run in runs {
+            let command = Command::CommitOffsets {
                 group: group.to_owned(),
-                offsets,
-            })
-            .await?
-        {
-            CommandOutput::OffsetResults(r) => Ok(r),
-            other => Err(unexpected(other)),
+                offsets: run,
+            };
+            match self.submit_one(command).await? {
+                CommandOutput::OffsetResults(r) => results.extend(r),
+                other => return Err(unexpected(other)),
+            }
         }
+        Ok(results)
     }
 
     pub async fn delete_group(&self, group: &str) -> Result<(), MetaError> {
@@ -379,18 +392,23 @@ impl Metastore {
         .await
     }
 
-    /// Records high watermarks (only forward moves count); returns how many moved.
+    /// Records high watermarks (only forward moves count); returns how many
+    /// moved. A list too large for one write goes out as several.
     pub async fn checkpoint_high_watermarks(
         &self,
         entries: Vec<(Uuid, i32, i64)>,
     ) -> Result<usize, MetaError> {
-        match self
-            .submit_one(Command::CheckpointHighWatermarks { entries })
-            .await?
-        {
-            CommandOutput::Count(n) => Ok(n),
-            other => Err(unexpected(other)),
+        let mut moved = 0;
+        for run in runs_within_write_limit(entries) {
+            match self
+                .submit_one(Command::CheckpointHighWatermarks { entries: run })
+                .await?
+            {
+                CommandOutput::Count(n) => moved += n,
+                other => return Err(unexpected(other)),
+            }
         }
+        Ok(moved)
     }
 
     /// Adds a sealed object to a partition's manifest. Retrying the same entry is harmless.
@@ -429,6 +447,29 @@ impl Metastore {
         }
     }
 
+    /// Raises the partition's log start floor to `offset` (Kafka
+    /// DeleteRecords) and returns the floor now in force: a lower offset than
+    /// the current floor changes nothing. Durable (committed to a quorum's
+    /// disks) when it returns; dropped when the topic is deleted.
+    pub async fn set_log_start(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    ) -> Result<i64, MetaError> {
+        match self
+            .submit_one(Command::SetLogStart {
+                topic_id,
+                partition,
+                offset,
+            })
+            .await?
+        {
+            CommandOutput::LogStart(floor) => Ok(floor),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Forgets a deleted topic's manifest once its objects are deleted.
     pub async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError> {
         self.unit_command(Command::ForgetDeletedTopic { topic_id })
@@ -442,15 +483,20 @@ impl Metastore {
         f(&self.node.applied.read().state)
     }
 
-    pub fn topics(&self) -> Vec<TopicInfo> {
+    /// Every topic. Each is shared, not copied: the read lock is held only
+    /// for one pointer copy per topic, and a later change never alters a
+    /// `TopicInfo` already handed out (it replaces it).
+    pub fn topics(&self) -> Vec<Arc<TopicInfo>> {
         self.read(|s| s.topics().cloned().collect())
     }
 
-    pub fn topic(&self, name: &str) -> Option<TopicInfo> {
+    /// The topic called `name`, shared (a pointer copy under the read lock).
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
         self.read(|s| s.topic(name).cloned())
     }
 
-    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicInfo> {
+    /// The topic with this id, shared (a pointer copy under the read lock).
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
         self.read(|s| s.topic_by_id(id).cloned())
     }
 
@@ -476,6 +522,11 @@ impl Metastore {
 
     pub fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry> {
         self.read(|s| s.segments(topic_id, partition).to_vec())
+    }
+
+    /// The partition's log start floor on the local replica, if one was set.
+    pub fn log_start(&self, topic_id: Uuid, partition: i32) -> Option<i64> {
+        self.read(|s| s.log_start(topic_id, partition))
     }
 
     pub fn deleted_topics(&self) -> Vec<DeletedTopic> {
@@ -604,8 +655,9 @@ impl Metastore {
             .map(|_| ())
     }
 
-    /// Link faults for tests of partitions and failover.
-    pub fn fault_injection(&self) -> &NetworkFaults {
+    /// Link faults for tests of partitions and failover (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn fault_injection(&self) -> &crate::network::NetworkFaults {
         &self.node.faults
     }
 }

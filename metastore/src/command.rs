@@ -14,6 +14,69 @@ use crate::types::{
     OffsetCommit, SegmentEntry, TopicInfo,
 };
 
+/// Largest write: the commands of one request, and of one Raft entry, JSON
+/// encoded. It keeps every entry small enough to replicate in one message
+/// ([`crate::network::MAX_REQUEST_BYTES`]); the largest real command, a
+/// topic of 100,000 partitions with explicit three-replica assignments, is
+/// under 1 MiB.
+pub const MAX_WRITE_BYTES: usize = 4 << 20;
+
+/// The JSON size of `value`, without building the JSON.
+pub(crate) fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        // our commands always serialise; count a failure as too large
+        Err(_) => usize::MAX,
+    }
+}
+
+/// Refuses `commands` whose encoding exceeds [`MAX_WRITE_BYTES`]; returns its size.
+pub(crate) fn check_write_size(commands: &[Command]) -> Result<usize, MetaError> {
+    let bytes = encoded_len(commands);
+    if bytes > MAX_WRITE_BYTES {
+        return Err(MetaError::invalid_request(format!(
+            "a metastore write of {bytes} bytes exceeds the limit of {MAX_WRITE_BYTES}"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Splits `items` into runs of at most half [`MAX_WRITE_BYTES`] of JSON each,
+/// in order, so that a long list (the offsets of a large group, the lease
+/// driver's decisions after an agent died) goes out as several writes
+/// rather than one refused as too large. An item too large on its own gets
+/// a run of its own (and is refused when written).
+pub(crate) fn runs_within_write_limit<T: Serialize>(items: Vec<T>) -> Vec<Vec<T>> {
+    let budget = MAX_WRITE_BYTES / 2;
+    let mut runs = Vec::new();
+    let mut run = Vec::new();
+    let mut bytes = 0usize;
+    for item in items {
+        let size = encoded_len(&item).saturating_add(1);
+        if !run.is_empty() && bytes.saturating_add(size) > budget {
+            runs.push(std::mem::take(&mut run));
+            bytes = 0;
+        }
+        bytes = bytes.saturating_add(size);
+        run.push(item);
+    }
+    if !run.is_empty() {
+        runs.push(run);
+    }
+    runs
+}
+
 /// One state change. Ids and random values are chosen by the proposer and
 /// carried here, so applying stays deterministic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +155,13 @@ pub enum Command {
         partition: i32,
         below_offset: i64,
     },
+    /// Raises a partition's log start floor (DeleteRecords); a lower
+    /// offset than the current floor changes nothing.
+    SetLogStart {
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    },
     /// Drops a deleted topic's manifest once its objects are gone.
     ForgetDeletedTopic {
         topic_id: Uuid,
@@ -121,6 +191,7 @@ impl Command {
             Command::Heartbeat { .. }
                 | Command::CommitOffsets { .. }
                 | Command::CommitSegment { .. }
+                | Command::SetLogStart { .. }
         )
     }
 }
@@ -162,6 +233,8 @@ pub enum CommandOutput {
     OffsetResults(Vec<Result<(), MetaError>>),
     /// How many entries a bulk command changed.
     Count(usize),
+    /// A partition's log start floor after the command.
+    LogStart(i64),
 }
 
 /// The result of one command.
@@ -170,3 +243,7 @@ pub type CommandResult = Result<CommandOutput, MetaError>;
 /// The response of one Raft entry: one result per command, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProposalResults(pub Vec<CommandResult>);
+
+#[cfg(test)]
+#[path = "command_tests.rs"]
+mod tests;

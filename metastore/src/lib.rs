@@ -3,22 +3,32 @@
 //! Gateways hold no state of their own because the metastore holds the
 //! truth: which topics exist and how they are configured, which agent leads
 //! each partition under which epoch, which offsets live in which sealed
-//! object, what each consumer group has committed, which producer ids are
-//! taken. It runs as one node embedded in the agent by default, and as three
+//! object and below which offset a partition's records are deleted, what
+//! each consumer group has committed, which producer ids are taken. It runs as one node embedded in the agent by default, and as three
 //! or five voters (plus read-only learners) in a cluster.
 //!
 //! # Layers
 //!
-//! - [`types`], [`config`]: the data model as plain data, and the catalogue of
-//!   Kafka topic configs with defaults and validation.
+//! - [`types`], [`topic_config`]: the data model as plain data, and the
+//!   catalogue of Kafka topic configs with defaults and validation (topic
+//!   names too).
 //! - [`state`]: the state machine. [`command::Command`]s are validated and
 //!   applied here without IO or clock, each returning a typed [`MetaError`].
 //! - [`lease`]: the lease engine (pure; `now` passed in) that fences silent
 //!   agents and re-elects partition leaders from the ISR.
 //! - `store`: openraft storage: a CRC'd, segmented, group-committed Raft
 //!   log and a snapshotted state machine on disk.
-//! - [`network`]: Raft RPCs and forwarded client requests over QUIC, or over
-//!   an in-process router in tests; behind one `Transport` seam.
+//! - [`network`]: Raft RPCs and forwarded client requests over QUIC with
+//!   mutual TLS (each node id bound to its certificate; [`network::certs`]
+//!   makes them), or over an in-process router in tests; behind one
+//!   `Transport` seam.
+//!
+//! # Features
+//!
+//! - `testing`: test machinery, never in release builds: link fault
+//!   injection (`NetworkFaults`, `Metastore::fault_injection`) and the
+//!   in-process transport (`Transport::InProcess`, `LocalRouter`).
+//! - `bench`: the `metabench` binary and its dependencies.
 //! - [`Metastore`]: the handle: linearizable writes routed to the leader and
 //!   batched there, local reads with a staleness bound, a change stream.
 //!
@@ -47,10 +57,9 @@
 
 mod api;
 pub mod command;
-pub mod config;
-mod driver;
 pub mod error;
 pub mod lease;
+mod lease_driver;
 pub mod network;
 mod node;
 pub mod options;
@@ -58,14 +67,18 @@ mod proposer;
 pub mod raft_types;
 pub mod state;
 mod store;
+pub mod topic_config;
 pub mod types;
 
 pub use api::{AgentKeepAlive, Metastore};
-pub use driver::new_cluster_id;
 pub use error::MetaError;
+pub use lease_driver::new_cluster_id;
+pub use network::certs::{ClusterCa, NodeCertificate};
+#[cfg(any(test, feature = "testing"))]
 pub use network::local::LocalRouter;
 pub use network::quic::QuicSettings;
 pub use network::tls::RaftTls;
+#[cfg(any(test, feature = "testing"))]
 pub use network::NetworkFaults;
 pub use options::{Bootstrap, MetastoreConfig, RaftTiming, Transport};
 pub use types::*;

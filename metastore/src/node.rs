@@ -23,6 +23,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use crate::error::MetaError;
+#[cfg(any(test, feature = "testing"))]
 use crate::network::local::LocalRouter;
 use crate::network::quic::QuicTransport;
 use crate::network::{
@@ -126,6 +127,7 @@ pub(crate) struct Node {
     pub(crate) raft_addr: Option<SocketAddr>,
     transport: Arc<dyn Transport>,
     quic: Option<Arc<QuicTransport>>,
+    #[cfg(any(test, feature = "testing"))]
     router: Option<LocalRouter>,
     freshness: Freshness,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -156,6 +158,8 @@ fn raft_config(config: &MetastoreConfig) -> Result<Config, MetaError> {
         election_timeout_max: t.election_max_ms,
         install_snapshot_timeout: t.election_max_ms.max(1_000),
         snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every),
+        // each chunk must fit in one request (see MAX_REQUEST_BYTES)
+        snapshot_max_chunk_size: crate::network::SNAPSHOT_CHUNK_BYTES,
         max_in_snapshot_log_to_keep: config.snapshot_every.min(1_000),
         ..Config::default()
     };
@@ -175,17 +179,23 @@ impl Node {
             LogStore::open(&config.dir.join("raft"), config.wal_segment_bytes)
                 .map_err(storage_err)?;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let sm = StateMachineStore::open(&config.dir.join("snapshots"), events.clone())
+        let purged = log_store.last_purged().map(|l| l.index);
+        let sm = StateMachineStore::open(&config.dir.join("snapshots"), events.clone(), purged)
             .map_err(storage_err)?;
         let applied = sm.shared();
 
-        let (transport, quic, router, addr, raft_addr): (Arc<dyn Transport>, _, _, String, _) =
+        #[cfg(any(test, feature = "testing"))]
+        let router = match &config.transport {
+            TransportChoice::InProcess(r) => Some(r.clone()),
+            _ => None,
+        };
+        let (transport, quic, addr, raft_addr): (Arc<dyn Transport>, _, String, _) =
             match std::mem::take(&mut config.transport) {
                 TransportChoice::Embedded => {
-                    (Arc::new(NoNetwork), None, None, "embedded".to_owned(), None)
+                    (Arc::new(NoNetwork), None, "embedded".to_owned(), None)
                 }
                 TransportChoice::Quic(mut settings) => {
-                    let q = Arc::new(QuicTransport::bind(&mut settings)?);
+                    let q = Arc::new(QuicTransport::bind(&mut settings, id)?);
                     let bound = q
                         .local_addr()
                         .map_err(|e| MetaError::storage("raft endpoint", e))?;
@@ -193,15 +203,10 @@ impl Node {
                         .advertise
                         .clone()
                         .unwrap_or_else(|| bound.to_string());
-                    (q.clone(), Some(q), None, addr, Some(bound))
+                    (q.clone(), Some(q), addr, Some(bound))
                 }
-                TransportChoice::InProcess(r) => (
-                    Arc::new(r.clone()),
-                    None,
-                    Some(r),
-                    LocalRouter::addr(id),
-                    None,
-                ),
+                #[cfg(any(test, feature = "testing"))]
+                TransportChoice::InProcess(r) => (Arc::new(r), None, LocalRouter::addr(id), None),
             };
         let faults = Arc::new(NetworkFaults::default());
         let network = Network {
@@ -227,6 +232,7 @@ impl Node {
             raft_addr,
             transport,
             quic,
+            #[cfg(any(test, feature = "testing"))]
             router,
             freshness: Freshness::default(),
             tasks: Mutex::new(vec![proposer_task]),
@@ -237,6 +243,7 @@ impl Node {
         if let Some(q) = &node.quic {
             node.tasks.lock().push(q.serve(id, node.clone()));
         }
+        #[cfg(any(test, feature = "testing"))]
         if let Some(r) = &node.router {
             r.register(id, node.clone());
         }
@@ -249,8 +256,6 @@ impl Node {
         if lone {
             let _ = node.raft.trigger().elect().await;
         }
-        let driver = tokio::spawn(crate::driver::run(node.clone()));
-        node.tasks.lock().push(driver);
         tracing::info!(node = id, raft_addr = ?node.raft_addr, "metastore node started");
         Ok(node)
     }
@@ -282,6 +287,17 @@ impl Node {
         }
     }
 
+    /// Runs `task` until the node shuts down.
+    pub(crate) fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task);
+        let mut tasks = self.tasks.lock();
+        if self.is_stopped() {
+            handle.abort();
+        } else {
+            tasks.push(handle);
+        }
+    }
+
     pub(crate) fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)
     }
@@ -293,6 +309,7 @@ impl Node {
         for t in self.tasks.lock().drain(..) {
             t.abort();
         }
+        #[cfg(any(test, feature = "testing"))]
         if let Some(r) = &self.router {
             r.unregister(self.id);
         }
@@ -420,6 +437,9 @@ impl Node {
             Ok(RpcResponse::Refused(_)) | Err(TransportError::NotSent { .. }) => {
                 return Err(Attempt::NotApplied.into_error(self.id, Some(to)))
             }
+            Err(e @ TransportError::TooLarge { .. }) => {
+                return Err(MetaError::invalid_request(e.to_string()))
+            }
             Ok(other) => {
                 return Err(MetaError::Network {
                     node_id: to,
@@ -539,6 +559,16 @@ impl RpcHandler for Node {
                     self.id, envelope.to
                 ));
             }
+            if !envelope.body.sent_by(envelope.from) {
+                tracing::warn!(
+                    from = envelope.from,
+                    "refused a raft message that names another sender than its peer"
+                );
+                return RpcResponse::Refused(format!(
+                    "the raft message does not come from node {}",
+                    envelope.from
+                ));
+            }
             match envelope.body {
                 RpcRequest::AppendEntries(req) => {
                     let commit = req.leader_commit.map(|c| c.index);
@@ -562,3 +592,7 @@ impl RpcHandler for Node {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::MetaError;
+#[cfg(any(test, feature = "testing"))]
 use crate::network::local::LocalRouter;
 use crate::network::quic::QuicSettings;
 use crate::raft_types::NodeId;
@@ -15,9 +16,10 @@ pub enum Transport {
     /// No network at all: a single node embedded in the agent (the default).
     #[default]
     Embedded,
-    /// QUIC on a UDP socket: the clustered deployment.
+    /// QUIC on a UDP socket with mutual TLS: the clustered deployment.
     Quic(QuicSettings),
-    /// In-process calls between nodes of one process (tests).
+    /// In-process calls between nodes of one process (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
     InProcess(LocalRouter),
 }
 

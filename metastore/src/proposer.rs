@@ -6,6 +6,8 @@
 //! flight; while they are busy, new commands pile up and go out together in
 //! the next one. So under load many offset commits or heartbeats share one
 //! Raft entry and one fsync, and under light load a write goes out at once.
+//! A batch also stops before it would exceed [`MAX_WRITE_BYTES`], so every
+//! entry fits in one replication message.
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use uuid::Uuid;
 
-use crate::command::{Command, CommandResult, Proposal, Span};
+use crate::command::{check_write_size, Command, CommandResult, Proposal, Span, MAX_WRITE_BYTES};
 use crate::error::MetaError;
 use crate::raft_types::{NodeId, Raft};
 
@@ -39,6 +41,8 @@ pub(crate) enum ProposeError {
 struct Pending {
     request: Option<Uuid>,
     commands: Vec<Command>,
+    /// JSON size of `commands`.
+    bytes: usize,
     reply: oneshot::Sender<Result<Written, ProposeError>>,
 }
 
@@ -74,11 +78,13 @@ impl Proposer {
         request: Option<Uuid>,
         commands: Vec<Command>,
     ) -> Result<Written, ProposeError> {
+        let bytes = check_write_size(&commands).map_err(ProposeError::Failed)?;
         let (reply, wait) = oneshot::channel();
         self.tx
             .send(Pending {
                 request,
                 commands,
+                bytes,
                 reply,
             })
             .await
@@ -90,27 +96,52 @@ impl Proposer {
 
 async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, max_batch: usize, max_in_flight: usize) {
     let slots = Arc::new(Semaphore::new(max_in_flight));
-    while let Some(first) = rx.recv().await {
+    // a write that did not fit the previous batch opens the next one
+    let mut carried: Option<Pending> = None;
+    loop {
+        let first = match carried.take() {
+            Some(p) => p,
+            None => match rx.recv().await {
+                Some(p) => p,
+                None => return,
+            },
+        };
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let mut count = first.commands.len();
-        let mut batch = vec![first];
-        while count < max_batch {
-            match rx.try_recv() {
-                Ok(p) => {
-                    count += p.commands.len();
-                    batch.push(p);
-                }
-                Err(_) => break,
-            }
-        }
+        let (batch, count, next) = fill_batch(first, &mut rx, max_batch);
+        carried = next;
         let raft = raft.clone();
         tokio::spawn(async move {
             propose_batch(&raft, batch, count).await;
             drop(slot);
         });
     }
+}
+
+/// Adds what is queued to `first` until the batch holds `max_batch` commands
+/// or the next write would take it over [`MAX_WRITE_BYTES`]; that write is
+/// returned to open the next batch. Also returns the command count.
+fn fill_batch(
+    first: Pending,
+    rx: &mut mpsc::Receiver<Pending>,
+    max_batch: usize,
+) -> (Vec<Pending>, usize, Option<Pending>) {
+    let mut count = first.commands.len();
+    let mut bytes = first.bytes;
+    let mut batch = vec![first];
+    while count < max_batch {
+        match rx.try_recv() {
+            Ok(p) if bytes + p.bytes > MAX_WRITE_BYTES => return (batch, count, Some(p)),
+            Ok(p) => {
+                count += p.commands.len();
+                bytes += p.bytes;
+                batch.push(p);
+            }
+            Err(_) => break,
+        }
+    }
+    (batch, count, None)
 }
 
 async fn propose_batch(raft: &Raft, batch: Vec<Pending>, count: usize) {
@@ -178,3 +209,7 @@ fn map_write_error(
         }),
     }
 }
+
+#[cfg(test)]
+#[path = "proposer_tests.rs"]
+mod tests;

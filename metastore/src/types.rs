@@ -61,7 +61,7 @@ pub struct TopicInfo {
     pub name: String,
     /// Indexed by partition number: `partitions[i].index == i`.
     pub partitions: Vec<PartitionInfo>,
-    /// Only the configs set explicitly; see [`crate::config`] for defaults.
+    /// Only the configs set explicitly; see [`crate::topic_config`] for defaults.
     pub configs: BTreeMap<String, String>,
     pub created_ms: i64,
 }
@@ -69,7 +69,7 @@ pub struct TopicInfo {
 impl TopicInfo {
     /// The effective value of a topic config: explicit, else the catalogue default.
     pub fn config(&self, key: &str) -> Option<&str> {
-        crate::config::effective(&self.configs, key)
+        crate::topic_config::effective(&self.configs, key)
     }
 
     pub fn partition(&self, index: i32) -> Option<&PartitionInfo> {
@@ -175,17 +175,7 @@ impl CreateTopic {
     }
 }
 
-/// One change in IncrementalAlterConfigs / AlterConfigs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ConfigOp {
-    Set(String, String),
-    /// Back to the default.
-    Delete(String),
-    /// Add list items (list-typed keys only, e.g. `cleanup.policy`).
-    Append(String, String),
-    /// Remove list items (list-typed keys only).
-    Subtract(String, String),
-}
+pub use crate::topic_config::ConfigOp;
 
 /// Kafka's ElectLeaders election types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -293,6 +283,12 @@ pub enum MetaEvent {
         topic_id: Uuid,
         partition: i32,
         removed: usize,
+    },
+    /// A partition's log start floor rose (DeleteRecords).
+    LogStartRaised {
+        topic_id: Uuid,
+        partition: i32,
+        log_start: i64,
     },
     OffsetsCommitted {
         group: String,

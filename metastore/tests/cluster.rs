@@ -117,7 +117,11 @@ async fn followers_forward_writes_and_read_them_back_at_once() {
             .create_topic(CreateTopic::new(format!("f{i}"), 1, 1), false)
             .await
             .unwrap();
-        assert_eq!(ms.topic(&t.name), Some(t), "read-your-writes on a follower");
+        assert_eq!(
+            ms.topic(&t.name).as_deref(),
+            Some(&t),
+            "read-your-writes on a follower"
+        );
     }
     // every replica streams the changes it applies, in order
     assert_eq!(
@@ -161,7 +165,10 @@ async fn learners_join_are_promoted_and_nodes_can_leave() {
     let config = |id: u64, bootstrap: Bootstrap| MetastoreConfig {
         node_id: id,
         dir: dirs[id as usize - 1].path().to_owned(),
-        transport: Transport::Quic(QuicSettings::bind("127.0.0.1:0".parse().unwrap())),
+        transport: Transport::Quic(QuicSettings::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            common::node_tls(id),
+        )),
         bootstrap,
         timing: common::timing(),
         agent_lease: common::AGENT_LEASE,

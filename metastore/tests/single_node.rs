@@ -51,10 +51,10 @@ async fn an_embedded_node_applies_writes_and_serves_them_locally() {
     assert_eq!(t.config("retention.ms"), Some("1000"));
     assert_eq!(
         ms.topic("orders"),
-        Some(t.clone()),
+        Some(std::sync::Arc::new(t.clone())),
         "visible locally as soon as the write returns"
     );
-    assert_eq!(ms.topic_by_id(t.id), Some(t.clone()));
+    assert_eq!(ms.topic_by_id(t.id).as_deref(), Some(&t));
     assert_eq!(
         events.recv().await.unwrap(),
         MetaEvent::AgentRegistered { agent_id: 1 }
@@ -365,5 +365,140 @@ async fn a_sole_replica_that_goes_silent_takes_its_partition_offline_until_it_re
         ms.committed_offsets("g")[&("solo".to_string(), 0)],
         committed
     );
+    ms.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_too_large_to_replicate_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ms = Metastore::start(embedded(dir.path())).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    let huge = CreateTopic::new("huge", 1, 1).with_config("cleanup.policy", "d".repeat(5 << 20));
+    let err = ms.create_topic(huge, false).await.unwrap_err();
+    assert!(
+        matches!(&err, MetaError::InvalidRequest { reason } if reason.contains("exceeds the limit")),
+        "{err}"
+    );
+    assert!(ms.topic("huge").is_none());
+    ms.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_too_large_for_one_write_is_stored_in_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let ms = Metastore::start(embedded(dir.path())).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    ms.create_topic(CreateTopic::new("wide", 2000, 1), false)
+        .await
+        .unwrap();
+    let before = ms.raft_metrics().last_log_index.unwrap();
+    // about 4.5 MiB of offsets: more than one write may hold
+    let commits: Vec<OffsetCommit> = (0..1100)
+        .map(|p| OffsetCommit {
+            metadata: Some("m".repeat(4096)),
+            ..commit("wide", p, i64::from(p))
+        })
+        .chain(std::iter::once(commit("missing", 0, 1)))
+        .collect();
+    let results = ms.commit_offsets("g", commits).await.unwrap();
+    assert_eq!(results.len(), 1101, "one result per offset, in order");
+    assert!(results[..1100].iter().all(Result::is_ok));
+    assert!(matches!(results[1100], Err(MetaError::UnknownTopic { .. })));
+    let stored = ms.committed_offsets("g");
+    assert_eq!(stored.len(), 1100);
+    assert_eq!(stored[&("wide".to_string(), 1099)].offset, 1099);
+    let entries = ms.raft_metrics().last_log_index.unwrap() - before;
+    assert!(entries >= 2, "split across {entries} entries");
+    ms.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_start_floor_only_rises_and_survives_snapshots_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || MetastoreConfig {
+        snapshot_every: 10,
+        ..embedded(dir.path())
+    };
+    let ms = Metastore::start(config()).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    let t = ms
+        .create_topic(CreateTopic::new("purged", 2, 1), false)
+        .await
+        .unwrap();
+    assert_eq!(ms.log_start(t.id, 0), None);
+    assert_eq!(ms.set_log_start(t.id, 0, 150).await.unwrap(), 150);
+    assert_eq!(ms.log_start(t.id, 0), Some(150), "read locally at once");
+    assert_eq!(
+        ms.set_log_start(t.id, 0, 100).await.unwrap(),
+        150,
+        "lower is a no-op"
+    );
+    let err = ms.set_log_start(t.id, 7, 1).await.unwrap_err();
+    assert!(matches!(err, MetaError::UnknownPartition { .. }), "{err}");
+    // enough writes for a snapshot that holds the floor, and a purged log
+    for i in 0..30 {
+        ms.allocate_producer_ids(1 + i).await.unwrap();
+    }
+    eventually("a snapshot is taken", Duration::from_secs(10), || {
+        ms.raft_metrics().snapshot.is_some()
+    })
+    .await;
+    ms.shutdown().await.unwrap();
+
+    let ms = Metastore::start(config()).await.unwrap();
+    assert_eq!(ms.log_start(t.id, 0), Some(150));
+    assert_eq!(ms.log_start(t.id, 1), None);
+    ms.delete_topic("purged").await.unwrap();
+    assert_eq!(ms.log_start(t.id, 0), None, "dropped with the topic");
+    ms.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_newest_snapshot_is_damaged_past_the_log_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // the log keeps 1000 entries below a snapshot, so with snapshots 1001
+    // entries apart the older snapshot falls out of the log's reach
+    let config = || MetastoreConfig {
+        snapshot_every: 1001,
+        ..embedded(dir.path())
+    };
+    let ms = Metastore::start(config()).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    while ms.raft_metrics().purged.is_none_or(|p| p.index < 1005) {
+        ms.heartbeat(1).await.unwrap();
+    }
+    ms.shutdown().await.unwrap();
+
+    let mut snapshots: Vec<_> = std::fs::read_dir(dir.path().join("snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("snap-") && name.ends_with(".bin")
+        })
+        .collect();
+    snapshots.sort();
+    assert_eq!(
+        snapshots.len(),
+        2,
+        "the newest and one older: {snapshots:?}"
+    );
+    let newest = snapshots.pop().unwrap();
+    let good = std::fs::read(&newest).unwrap();
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x20;
+    std::fs::write(&newest, &bad).unwrap();
+
+    let err = Metastore::start(config()).await.unwrap_err();
+    let name = newest.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        matches!(&err, MetaError::Storage { reason } if reason.contains(&name)),
+        "the error names the damaged file: {err}"
+    );
+
+    std::fs::write(&newest, &good).unwrap();
+    let ms = Metastore::start(config()).await.unwrap();
+    assert_eq!(ms.agents().len(), 1);
     ms.shutdown().await.unwrap();
 }

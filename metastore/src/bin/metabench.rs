@@ -1,17 +1,17 @@
 //! metabench: measures the metastore on this machine and prints the figures.
 //!
 //! ```text
-//! cargo run --release -p metastore --bin metabench            # all three benchmarks
-//! cargo run --release -p metastore --bin metabench -- --help
+//! cargo run --release -p metastore --features bench --bin metabench            # all three
+//! cargo run --release -p metastore --features bench --bin metabench -- --help
 //! ```
 //!
 //! 1. single-node committed writes per second (one writer, then many: batching);
 //! 2. three-node committed writes per second (QUIC, three nodes in this process);
 //! 3. leader failover: kill the Raft leader, time until the survivors elect a
-//!    new one and until the first write commits on it, over many trials.
-//!
-//! It also has a `crash-writer` mode used by the crash test: it writes until
-//! killed and prints every acknowledged write.
+//!    new one and until the first write commits on it, over many trials;
+//! 4. (`--only startup`) how long an embedded single node takes to start and
+//!    be ready, in a fresh directory and again after a restart: what a test
+//!    that uses a real metastore pays per test.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,18 +22,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use hdrhistogram::Histogram;
 use metastore::{
-    AgentAddrs, AgentRegistration, Bootstrap, CreateTopic, Metastore, MetastoreConfig,
-    OffsetCommit, QuicSettings, RaftTiming, Transport,
+    AgentAddrs, AgentRegistration, Bootstrap, ClusterCa, CreateTopic, Metastore, MetastoreConfig,
+    OffsetCommit, QuicSettings, RaftTiming, RaftTls, Transport,
 };
 
 #[derive(Parser)]
 #[command(about = "Benchmarks the AeroStream metastore and prints what it measured")]
 struct Args {
-    #[command(subcommand)]
-    mode: Option<Mode>,
     /// Concurrent writers in the throughput runs.
     #[arg(long, default_value_t = 64)]
     writers: usize,
@@ -46,7 +44,8 @@ struct Args {
     /// Heartbeat interval (ms) for the cluster runs; elections wait 3x to 6x this.
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
-    /// Run only these benchmarks (single, three, failover); all by default.
+    /// Run only these benchmarks (single, three, failover, startup); all but
+    /// startup by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Raft entries a leader keeps in flight (the rest of the writes queue and batch).
@@ -55,17 +54,6 @@ struct Args {
     /// Where to put data (a fresh folder is made inside and removed after).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
-}
-
-#[derive(Subcommand)]
-enum Mode {
-    /// Write until killed, printing `ACK topic <name>` / `ACK pids <start> <end>` per acknowledged write.
-    CrashWriter {
-        #[arg(long)]
-        dir: PathBuf,
-        #[arg(long, default_value_t = 8)]
-        writers: usize,
-    },
 }
 
 fn agent(id: u64) -> AgentRegistration {
@@ -165,6 +153,27 @@ async fn setup_bench_topic(ms: &Metastore) -> Result<()> {
     Ok(())
 }
 
+async fn startup(args: &Args, root: &Path) -> Result<()> {
+    let (mut fresh, mut again) = (histogram()?, histogram()?);
+    for trial in 0..args.trials {
+        let dir = root.join(format!("startup-{trial}"));
+        for h in [&mut fresh, &mut again] {
+            let t = Instant::now();
+            let node = Metastore::start(MetastoreConfig::embedded(&dir)).await?;
+            node.wait_ready(Duration::from_secs(10)).await?;
+            h.record(t.elapsed().as_micros().max(1) as u64)?;
+            node.shutdown().await?;
+        }
+    }
+    println!(
+        "[4] embedded single node, start until ready over {} trials:\n      fresh directory: {}\n      restart: {}",
+        args.trials,
+        quantiles(&fresh),
+        quantiles(&again)
+    );
+    Ok(())
+}
+
 async fn single_node(args: &Args, root: &Path) -> Result<()> {
     let config = MetastoreConfig {
         agent_lease: Duration::from_secs(3600),
@@ -190,18 +199,30 @@ async fn single_node(args: &Args, root: &Path) -> Result<()> {
     Ok(())
 }
 
-fn cluster_config(
+struct NodeSetup<'a> {
     id: u64,
     dir: PathBuf,
     socket: UdpSocket,
-    members: &BTreeMap<u64, String>,
+    tls: RaftTls,
+    members: &'a BTreeMap<u64, String>,
+}
+
+fn cluster_config(
+    node: NodeSetup<'_>,
     heartbeat: u64,
     in_flight: usize,
 ) -> Result<MetastoreConfig> {
+    let NodeSetup {
+        id,
+        dir,
+        socket,
+        tls,
+        members,
+    } = node;
     Ok(MetastoreConfig {
         node_id: id,
         dir,
-        transport: Transport::Quic(QuicSettings::from_socket(socket)?),
+        transport: Transport::Quic(QuicSettings::from_socket(socket, tls)?),
         bootstrap: Bootstrap::Members(members.clone()),
         timing: RaftTiming {
             heartbeat_ms: heartbeat,
@@ -217,6 +238,8 @@ fn cluster_config(
 struct Cluster {
     root: PathBuf,
     addrs: BTreeMap<u64, String>,
+    /// Each node's certificate, from one CA made for the run.
+    tls: BTreeMap<u64, RaftTls>,
     nodes: BTreeMap<u64, Metastore>,
     heartbeat: u64,
     in_flight: usize,
@@ -232,16 +255,21 @@ impl Cluster {
             .iter()
             .map(|(id, s)| Ok((*id, s.local_addr()?.to_string())))
             .collect::<Result<_>>()?;
+        let ca = ClusterCa::generate()?;
+        let tls: BTreeMap<u64, RaftTls> = sockets
+            .keys()
+            .map(|id| Ok((*id, ca.issue(*id)?.tls(&ca))))
+            .collect::<Result<_>>()?;
         let mut nodes = BTreeMap::new();
         for (id, socket) in sockets {
-            let config = cluster_config(
+            let node = NodeSetup {
                 id,
-                root.join(format!("node{id}")),
+                dir: root.join(format!("node{id}")),
                 socket,
-                &addrs,
-                heartbeat,
-                in_flight,
-            )?;
+                tls: tls[&id].clone(),
+                members: &addrs,
+            };
+            let config = cluster_config(node, heartbeat, in_flight)?;
             nodes.insert(id, Metastore::start(config).await?);
         }
         for n in nodes.values() {
@@ -250,6 +278,7 @@ impl Cluster {
         Ok(Cluster {
             root: root.to_owned(),
             addrs,
+            tls,
             nodes,
             heartbeat,
             in_flight,
@@ -288,14 +317,14 @@ impl Cluster {
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         };
-        let config = cluster_config(
+        let node = NodeSetup {
             id,
-            self.root.join(format!("node{id}")),
+            dir: self.root.join(format!("node{id}")),
             socket,
-            &self.addrs,
-            self.heartbeat,
-            self.in_flight,
-        )?;
+            tls: self.tls[&id].clone(),
+            members: &self.addrs,
+        };
+        let config = cluster_config(node, self.heartbeat, self.in_flight)?;
         self.nodes.insert(id, Metastore::start(config).await?);
         Ok(())
     }
@@ -412,38 +441,6 @@ async fn failover(args: &Args, root: &Path) -> Result<()> {
     c.shutdown().await
 }
 
-async fn crash_writer(dir: PathBuf, writers: usize) -> Result<()> {
-    let config = MetastoreConfig {
-        agent_lease: Duration::from_secs(3600),
-        ..MetastoreConfig::embedded(dir)
-    };
-    let node = Metastore::start(config).await?;
-    node.register_agent(agent(1)).await?;
-    println!("READY");
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let node = node.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0u64.. {
-                if i % 4 == 3 {
-                    let ids = node.allocate_producer_ids(100).await?;
-                    println!("ACK pids {} {}", ids.start, ids.end);
-                } else {
-                    let name = format!("w{w}-{}", uuid::Uuid::new_v4().simple());
-                    node.create_topic(CreateTopic::new(name.clone(), 1, 1), false)
-                        .await?;
-                    println!("ACK topic {name}");
-                }
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(())
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -451,9 +448,6 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let runtime = tokio::runtime::Runtime::new()?;
-    if let Some(Mode::CrashWriter { dir, writers }) = args.mode {
-        return runtime.block_on(crash_writer(dir, writers));
-    }
     let root = args
         .dir
         .join(format!("metabench-{}", uuid::Uuid::new_v4().simple()));
@@ -468,7 +462,9 @@ fn main() -> Result<()> {
             root.display(),
             quantiles(&fsync)
         );
-        let run = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+        let run = |name: &str| {
+            (args.only.is_empty() && name != "startup") || args.only.iter().any(|o| o == name)
+        };
         if run("single") {
             single_node(&args, &root).await?;
         }
@@ -477,6 +473,9 @@ fn main() -> Result<()> {
         }
         if run("failover") {
             failover(&args, &root).await?;
+        }
+        if run("startup") {
+            startup(&args, &root).await?;
         }
         anyhow::Ok(())
     });

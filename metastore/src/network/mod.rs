@@ -3,26 +3,37 @@
 //!
 //! The seam is [`Transport`]: one call carries one [`Envelope`] to a peer
 //! and brings back its [`RpcResponse`]. Two implementations:
-//! - [`quic::QuicTransport`], the production one: QUIC (quinn) with TLS 1.3,
-//!   one bidirectional stream per call over a cached connection per peer;
-//! - [`local::LocalRouter`], an in-process router for tests that need many
-//!   nodes in one process without sockets.
+//! - [`quic::QuicTransport`], the production one: QUIC (quinn) with mutual
+//!   TLS 1.3 ([`tls`]: only the holder of node N's certificate can send as
+//!   node N), one bidirectional stream per call over a cached connection per
+//!   peer, within [`MAX_REQUEST_BYTES`];
+//! - `local::LocalRouter`, an in-process router for tests that need many
+//!   nodes in one process without sockets (feature `testing`).
 //!
 //! [`RaftNetworkFactory`] / [`RaftNetwork`] are implemented once, over the
-//! seam. Every node also owns [`NetworkFaults`], checked on both ends of
-//! every call whichever transport is used, so tests can cut links.
+//! seam. With the `testing` feature every node also owns a `NetworkFaults`,
+//! checked on both ends of every call whichever transport is used, so tests
+//! can cut links; without it the checks compile to nothing.
 
+pub mod certs;
+mod faults;
+#[cfg(any(test, feature = "testing"))]
 pub mod local;
 pub mod quic;
 pub mod tls;
 
-use std::collections::BTreeSet;
+#[cfg(not(any(test, feature = "testing")))]
+pub(crate) use faults::NetworkFaults;
+#[cfg(any(test, feature = "testing"))]
+pub use faults::NetworkFaults;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Timeout,
+    Unreachable,
 };
 use openraft::network::{Backoff, RPCOption, RPCTypes, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -30,15 +41,37 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::ChangeMembers;
-use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, CommandResult};
 use crate::error::MetaError;
 use crate::raft_types::{MetaNode, NodeId, TypeConfig};
 
-/// Largest message accepted from a peer.
-pub(crate) const MAX_FRAME: usize = 64 << 20;
+/// Largest request a node accepts from a peer (and sends to one). What
+/// bounds each kind of request below it:
+/// - a forwarded write: at most [`crate::command::MAX_WRITE_BYTES`] of
+///   commands, checked before it is forwarded;
+/// - AppendEntries: openraft sends up to 300 entries at once; a batch over
+///   this limit is not sent, and openraft is told to retry with fewer
+///   entries ([`PayloadTooLarge`]), down to one entry, which is at most
+///   [`crate::command::MAX_WRITE_BYTES`] plus its log id;
+/// - InstallSnapshot: one chunk of [`SNAPSHOT_CHUNK_BYTES`], which JSON
+///   writes as an array of numbers (at most 4 bytes per byte, `255,`), plus
+///   the snapshot's metadata;
+/// - Vote and read-index requests: a few dozen bytes.
+///
+/// With [`tls::MAX_CONCURRENT_REQUESTS`] requests open at once, a peer can
+/// make a node buffer at most 256 MiB (it was 1024 streams of 64 MiB).
+pub const MAX_REQUEST_BYTES: usize = 8 << 20;
+
+/// Largest answer read from a peer this node called (and authenticated as
+/// the node it meant to call). Answers to forwarded writes carry the results,
+/// such as a created topic's `TopicInfo`: about 110 bytes per partition, so
+/// 11 MB for a topic of 100,000 partitions. Raft answers are tiny.
+pub const MAX_ANSWER_BYTES: usize = 64 << 20;
+
+/// Bytes of snapshot data per InstallSnapshot request.
+pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
 
 /// One request between nodes, addressed so a misrouted or partitioned call can be refused.
 #[derive(Debug, Serialize, Deserialize)]
@@ -54,6 +87,22 @@ pub enum RpcRequest {
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     Forward(ForwardRequest),
+}
+
+impl RpcRequest {
+    /// Whether this message names `node` as its sender: a Raft message carries
+    /// the vote of the leader (or candidate) that sent it; forwarded requests
+    /// may come from any member. A receiver refuses a Raft message that names
+    /// another node than the envelope's (authenticated) `from`.
+    pub fn sent_by(&self, node: NodeId) -> bool {
+        let vote = match self {
+            RpcRequest::AppendEntries(r) => &r.vote,
+            RpcRequest::Vote(r) => &r.vote,
+            RpcRequest::InstallSnapshot(r) => &r.vote,
+            RpcRequest::Forward(_) => return true,
+        };
+        vote.leader_id().voted_for() == Some(node)
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -110,6 +159,13 @@ pub enum TransportError {
     /// The request may have been handled; its answer was lost.
     #[error("call to node {node} failed: {reason}")]
     Lost { node: NodeId, reason: String },
+    /// The request was not sent: it is larger than a peer accepts.
+    #[error("a request of {bytes} bytes to node {node} exceeds the limit of {limit}")]
+    TooLarge {
+        node: NodeId,
+        bytes: usize,
+        limit: usize,
+    },
 }
 
 /// Carries envelopes to peers.
@@ -124,36 +180,6 @@ pub trait Transport: Send + Sync + 'static {
 /// Handles envelopes that reach a node.
 pub trait RpcHandler: Send + Sync + 'static {
     fn handle(self: Arc<Self>, envelope: Envelope) -> BoxFuture<'static, RpcResponse>;
-}
-
-/// Link faults injected by tests: calls to or from a blocked peer are
-/// dropped on both ends, as if the network lost them.
-#[derive(Debug, Default)]
-pub struct NetworkFaults {
-    blocked: RwLock<BTreeSet<NodeId>>,
-    isolated: RwLock<bool>,
-}
-
-impl NetworkFaults {
-    /// Drops all traffic with `peer` until [`NetworkFaults::heal`].
-    pub fn block(&self, peer: NodeId) {
-        self.blocked.write().insert(peer);
-    }
-
-    /// Drops all traffic with every peer until [`NetworkFaults::heal`].
-    pub fn isolate(&self) {
-        *self.isolated.write() = true;
-    }
-
-    /// Restores every link.
-    pub fn heal(&self) {
-        self.blocked.write().clear();
-        *self.isolated.write() = false;
-    }
-
-    pub fn blocks(&self, peer: NodeId) -> bool {
-        *self.isolated.read() || self.blocked.read().contains(&peer)
-    }
 }
 
 /// Sends an envelope with a deadline, honouring the sender's faults.
@@ -216,6 +242,10 @@ impl PeerClient {
         option: &RPCOption,
         action: RPCTypes,
     ) -> Result<RpcResponse, RpcErr<E>> {
+        let entries = match &body {
+            RpcRequest::AppendEntries(r) => r.entries.len(),
+            _ => 0,
+        };
         let envelope = Envelope {
             from: self.net.id,
             to: self.target,
@@ -250,6 +280,18 @@ impl PeerClient {
                 }))
             }
             Err(e @ TransportError::Lost { .. }) => Err(RPCError::Network(NetworkError::new(&e))),
+            Err(TransportError::TooLarge { bytes, limit, .. }) if entries > 1 => {
+                // openraft retries at once with at most this many entries
+                let fits = entries.saturating_mul(limit) / bytes.max(1);
+                let hint = (fits.saturating_mul(9) / 10).clamp(1, entries - 1);
+                Err(RPCError::PayloadTooLarge(
+                    PayloadTooLarge::new_entries_hint(u64::try_from(hint).unwrap_or(1)),
+                ))
+            }
+            Err(e @ TransportError::TooLarge { .. }) => {
+                tracing::error!(error = %e, "a raft message cannot be sent at any size");
+                Err(RPCError::Network(NetworkError::new(&e)))
+            }
         }
     }
 
@@ -324,3 +366,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         Backoff::new(std::iter::repeat(Duration::from_millis(200)))
     }
 }
+
+#[cfg(test)]
+#[path = "network_tests.rs"]
+mod tests;

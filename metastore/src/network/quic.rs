@@ -6,6 +6,12 @@
 //! TLS 1.3. Each call is one bidirectional stream: the request is written and
 //! the send side finished; the answer is read to its end. One connection per
 //! peer is cached and replaced when it dies.
+//!
+//! Peers authenticate each other with mutual TLS ([`super::tls`]): a dialed
+//! peer must present the certificate of the node it is dialed as, and every
+//! request on an accepted connection must come from the node the peer's
+//! certificate names. A request may be at most [`MAX_REQUEST_BYTES`], and a
+//! peer may have at most [`super::tls::MAX_CONCURRENT_REQUESTS`] open at once.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -15,8 +21,11 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
-use super::tls::{self, RaftTls, SERVER_NAME};
-use super::{Envelope, RpcHandler, RpcResponse, Transport, TransportError, MAX_FRAME};
+use super::tls::{self, RaftTls};
+use super::{
+    Envelope, RpcHandler, RpcResponse, Transport, TransportError, MAX_ANSWER_BYTES,
+    MAX_REQUEST_BYTES,
+};
 use crate::error::MetaError;
 use crate::raft_types::NodeId;
 
@@ -30,6 +39,8 @@ pub struct QuicSettings {
     pub bind: SocketAddr,
     /// Address peers should dial, if not the bound one (e.g. behind NAT).
     pub advertise: Option<String>,
+    /// The cluster CA and this node's certificate: there is no QUIC without
+    /// mutual TLS.
     pub tls: RaftTls,
     /// An already bound socket to use instead of binding `bind` (lets tests
     /// learn every node's port before any node starts).
@@ -37,20 +48,20 @@ pub struct QuicSettings {
 }
 
 impl QuicSettings {
-    pub fn bind(addr: SocketAddr) -> QuicSettings {
+    pub fn bind(addr: SocketAddr, tls: RaftTls) -> QuicSettings {
         QuicSettings {
             bind: addr,
             advertise: None,
-            tls: RaftTls::default(),
+            tls,
             socket: None,
         }
     }
 
-    pub fn from_socket(socket: UdpSocket) -> std::io::Result<QuicSettings> {
+    pub fn from_socket(socket: UdpSocket, tls: RaftTls) -> std::io::Result<QuicSettings> {
         Ok(QuicSettings {
             bind: socket.local_addr()?,
             advertise: None,
-            tls: RaftTls::default(),
+            tls,
             socket: Some(socket),
         })
     }
@@ -69,13 +80,25 @@ fn io_err(e: impl std::fmt::Display) -> MetaError {
 }
 
 impl QuicTransport {
-    pub(crate) fn bind(settings: &mut QuicSettings) -> Result<QuicTransport, MetaError> {
-        let (server, client) = tls::configs(&settings.tls)?;
+    /// Binds node `id`'s endpoint; refuses a certificate that is not node `id`'s.
+    pub(crate) fn bind(
+        settings: &mut QuicSettings,
+        id: NodeId,
+    ) -> Result<QuicTransport, MetaError> {
+        let (server, client) = tls::configs(&settings.tls, id)?;
         let socket = match settings.socket.take() {
             Some(s) => s,
             None => UdpSocket::bind(settings.bind)
                 .map_err(|e| io_err(format!("cannot bind {}: {e}", settings.bind)))?,
         };
+        QuicTransport::with_configs(socket, server, client)
+    }
+
+    pub(crate) fn with_configs(
+        socket: UdpSocket,
+        server: quinn::ServerConfig,
+        client: quinn::ClientConfig,
+    ) -> Result<QuicTransport, MetaError> {
         let runtime = Arc::new(quinn::TokioRuntime);
         let mut endpoint = quinn::Endpoint::new(
             quinn::EndpointConfig::default(),
@@ -105,12 +128,18 @@ impl QuicTransport {
                     let conn = match incoming.await {
                         Ok(c) => c,
                         Err(e) => {
-                            tracing::debug!(error = %e, "raft handshake failed");
+                            tracing::info!(error = %e, "raft peer refused in the TLS handshake");
                             return;
                         }
                     };
+                    // the handshake demands a certificate from the CA: there is always one
+                    let Some(peer) = tls::peer_certificate(&conn) else {
+                        conn.close(1u32.into(), b"no client certificate");
+                        return;
+                    };
+                    let peer = Arc::new(peer);
                     while let Ok((send, recv)) = conn.accept_bi().await {
-                        tokio::spawn(serve_stream(id, handler.clone(), send, recv));
+                        tokio::spawn(serve_stream(id, peer.clone(), handler.clone(), send, recv));
                     }
                 });
             }
@@ -134,9 +163,10 @@ impl QuicTransport {
             }
         }
         let not_sent = |e: String| TransportError::NotSent { node, reason: e };
+        // the peer must prove it is `node`, not merely a member of the cluster
         let connecting = self
             .endpoint
-            .connect(addr, SERVER_NAME)
+            .connect(addr, &tls::node_name(node))
             .map_err(|e| not_sent(e.to_string()))?;
         // a dead peer never answers the handshake; do not wait for the idle timeout
         let conn = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
@@ -166,6 +196,13 @@ impl QuicTransport {
         let not_sent = |reason: String| TransportError::NotSent { node, reason };
         let lost = |reason: String| TransportError::Lost { node, reason };
         let bytes = serde_json::to_vec(&envelope).map_err(|e| not_sent(e.to_string()))?;
+        if bytes.len() > MAX_REQUEST_BYTES {
+            return Err(TransportError::TooLarge {
+                node,
+                bytes: bytes.len(),
+                limit: MAX_REQUEST_BYTES,
+            });
+        }
         let sock = resolve(addr).await.map_err(not_sent)?;
         let conn = self.connection(sock, node).await?;
         let (mut send, mut recv) = match conn.open_bi().await {
@@ -180,7 +217,7 @@ impl QuicTransport {
             return Err(lost(e.to_string()));
         }
         let _ = send.finish();
-        let answer = match recv.read_to_end(MAX_FRAME).await {
+        let answer = match recv.read_to_end(MAX_ANSWER_BYTES).await {
             Ok(a) => a,
             Err(e) => {
                 self.forget(sock, &conn);
@@ -215,11 +252,12 @@ async fn resolve(addr: &str) -> Result<SocketAddr, String> {
 
 async fn serve_stream(
     id: NodeId,
+    peer: Arc<rustls::pki_types::CertificateDer<'static>>,
     handler: Arc<dyn RpcHandler>,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
-    let request = match recv.read_to_end(MAX_FRAME).await {
+    let request = match recv.read_to_end(MAX_REQUEST_BYTES).await {
         Ok(b) => b,
         Err(e) => {
             tracing::debug!(error = %e, "raft request stream failed");
@@ -230,6 +268,16 @@ async fn serve_stream(
         Err(e) => RpcResponse::Refused(format!("undecodable request: {e}")),
         Ok(env) if env.to != id => {
             RpcResponse::Refused(format!("this is node {id}, not node {}", env.to))
+        }
+        Ok(env) if !tls::peer_names_node(&peer, env.from) => {
+            tracing::warn!(
+                claimed = env.from,
+                "refused a raft request whose sender is not the node its certificate names"
+            );
+            RpcResponse::Refused(format!(
+                "the peer's certificate does not name node {}",
+                env.from
+            ))
         }
         Ok(env) => handler.handle(env).await,
     };
@@ -242,3 +290,7 @@ async fn serve_stream(
         Err(e) => tracing::error!(error = %e, "cannot encode raft answer"),
     }
 }
+
+#[cfg(test)]
+#[path = "quic_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@
 //! [`MAX_REMEMBERED`] of them.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -22,17 +23,18 @@ pub const MAX_REMEMBERED: usize = 20_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct RecentRequests {
-    results: BTreeMap<Uuid, Vec<CommandResult>>,
+    /// Shared so that cloning the state for a snapshot copies no results.
+    results: BTreeMap<Uuid, Arc<Vec<CommandResult>>>,
     order: VecDeque<(i64, Uuid)>,
 }
 
 impl RecentRequests {
     pub(crate) fn get(&self, id: &Uuid) -> Option<&Vec<CommandResult>> {
-        self.results.get(id)
+        self.results.get(id).map(Arc::as_ref)
     }
 
     pub(crate) fn remember(&mut self, now_ms: i64, id: Uuid, results: Vec<CommandResult>) {
-        self.results.insert(id, results);
+        self.results.insert(id, Arc::new(results));
         self.order.push_back((now_ms, id));
         while let Some(&(at, old)) = self.order.front() {
             if now_ms.saturating_sub(at) <= RETAIN_MS && self.order.len() <= MAX_REMEMBERED {

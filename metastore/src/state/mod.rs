@@ -8,15 +8,17 @@
 mod agents;
 mod dedup;
 mod groups;
+mod log_start;
 mod segments;
 mod topics;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub use topics::{validate_topic_name, MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LEN};
+pub use topics::MAX_PARTITIONS_PER_TOPIC;
 
 use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
 use crate::error::MetaError;
@@ -31,22 +33,32 @@ pub const MAX_PRODUCER_ID_BLOCK: u32 = 1_000_000;
 pub type GroupOffsets = BTreeMap<String, BTreeMap<i32, CommittedOffset>>;
 
 /// All cluster metadata. Serialised as a whole into snapshots.
+///
+/// The bulky values (topics, manifests, group offsets, remembered results)
+/// sit behind `Arc`s, so a clone costs one pointer copy per topic, partition
+/// manifest and group rather than a deep copy: snapshots are built from such a
+/// clone outside the lock, and a change copies only the value it touches
+/// (`Arc::make_mut`) while a snapshot or a reader still holds the old one.
+/// `Arc<T>` serialises as `T`, so the snapshot format is unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetaState {
     pub(crate) cluster_id: Option<String>,
     pub(crate) agents: BTreeMap<AgentId, AgentInfo>,
-    pub(crate) topics: BTreeMap<Uuid, TopicInfo>,
+    pub(crate) topics: BTreeMap<Uuid, Arc<TopicInfo>>,
     pub(crate) topic_names: BTreeMap<String, Uuid>,
     /// Tiered segment manifests: topic id -> partition -> entries by base offset.
-    pub(crate) segments: BTreeMap<Uuid, BTreeMap<i32, Vec<SegmentEntry>>>,
-    pub(crate) deleted_topics: BTreeMap<Uuid, DeletedTopic>,
-    pub(crate) groups: BTreeMap<String, GroupOffsets>,
+    pub(crate) segments: BTreeMap<Uuid, BTreeMap<i32, Arc<Vec<SegmentEntry>>>>,
+    pub(crate) deleted_topics: BTreeMap<Uuid, Arc<DeletedTopic>>,
+    pub(crate) groups: BTreeMap<String, Arc<GroupOffsets>>,
     pub(crate) next_producer_id: i64,
     /// Where the next round-robin replica assignment starts.
     pub(crate) assignment_cursor: u64,
     /// Applied request ids, for retried writes.
     #[serde(default)]
     pub(crate) recent_requests: dedup::RecentRequests,
+    /// Log start floors (DeleteRecords): topic id -> partition -> offset.
+    #[serde(default)]
+    pub(crate) log_starts: BTreeMap<Uuid, Arc<BTreeMap<i32, i64>>>,
 }
 
 impl MetaState {
@@ -173,6 +185,11 @@ impl MetaState {
                 partition,
                 below_offset,
             } => self.trim_segments(topic_id, partition, below_offset, events),
+            Command::SetLogStart {
+                topic_id,
+                partition,
+                offset,
+            } => self.set_log_start(topic_id, partition, offset, events),
             Command::ForgetDeletedTopic { topic_id } => {
                 let removed = self.deleted_topics.remove(&topic_id).is_some();
                 Ok(CommandOutput::Count(usize::from(removed)))
@@ -216,17 +233,19 @@ impl MetaState {
         self.agents.get(&id)
     }
 
-    pub fn topics(&self) -> impl Iterator<Item = &TopicInfo> {
+    /// Every topic, by id. Clone an item to keep it beyond the read lock: a
+    /// clone is a pointer copy and is never changed afterwards.
+    pub fn topics(&self) -> impl Iterator<Item = &Arc<TopicInfo>> {
         self.topics.values()
     }
 
-    pub fn topic(&self, name: &str) -> Option<&TopicInfo> {
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
         self.topic_names
             .get(name)
             .and_then(|id| self.topics.get(id))
     }
 
-    pub fn topic_by_id(&self, id: Uuid) -> Option<&TopicInfo> {
+    pub fn topic_by_id(&self, id: Uuid) -> Option<&Arc<TopicInfo>> {
         self.topics.get(&id)
     }
 
@@ -234,16 +253,16 @@ impl MetaState {
         self.segments
             .get(&topic_id)
             .and_then(|p| p.get(&partition))
-            .map(Vec::as_slice)
+            .map(|entries| entries.as_slice())
             .unwrap_or(&[])
     }
 
     pub fn deleted_topics(&self) -> impl Iterator<Item = &DeletedTopic> {
-        self.deleted_topics.values()
+        self.deleted_topics.values().map(Arc::as_ref)
     }
 
     pub fn group(&self, group: &str) -> Option<&GroupOffsets> {
-        self.groups.get(group)
+        self.groups.get(group).map(Arc::as_ref)
     }
 
     pub fn group_names(&self) -> impl Iterator<Item = &String> {
@@ -264,317 +283,19 @@ impl MetaState {
             })
     }
 
+    /// The topic to change in place; copied first if a reader or a snapshot
+    /// still holds the current version.
     fn topic_mut_by_id(&mut self, id: Uuid) -> Result<&mut TopicInfo, MetaError> {
         self.topics
             .get_mut(&id)
+            .map(Arc::make_mut)
             .ok_or(MetaError::UnknownTopicId { id })
     }
 }
 
 #[cfg(test)]
-pub(crate) mod testkit {
-    //! Helpers shared by the state machine's unit tests.
-    use super::*;
-    use crate::types::{AgentAddrs, AgentRegistration, CreateTopic};
-
-    pub const T0: i64 = 1_700_000_000_000;
-
-    pub fn apply(state: &mut MetaState, cmd: Command) -> CommandResult {
-        let mut events = Vec::new();
-        state.apply(T0, cmd, &mut events)
-    }
-
-    pub fn apply_at(
-        state: &mut MetaState,
-        now: i64,
-        cmd: Command,
-    ) -> (CommandResult, Vec<MetaEvent>) {
-        let mut events = Vec::new();
-        let r = state.apply(now, cmd, &mut events);
-        (r, events)
-    }
-
-    pub fn register(state: &mut MetaState, id: AgentId) {
-        let registration = AgentRegistration {
-            id,
-            addrs: AgentAddrs {
-                kafka: Some(format!("127.0.0.1:{}", 9000 + id)),
-                ..AgentAddrs::default()
-            },
-            rack: None,
-        };
-        apply(state, Command::RegisterAgent { registration }).expect("register");
-    }
-
-    pub fn with_agents(n: u64) -> MetaState {
-        let mut s = MetaState::default();
-        for id in 1..=n {
-            register(&mut s, id);
-        }
-        s
-    }
-
-    pub fn create(state: &mut MetaState, name: &str, partitions: i32, rf: i16) -> TopicInfo {
-        let cmd = Command::CreateTopic {
-            id: Uuid::new_v4(),
-            spec: CreateTopic::new(name, partitions, rf),
-            validate_only: false,
-        };
-        match apply(state, cmd) {
-            Ok(CommandOutput::Topic(t)) => t,
-            other => panic!("create {name}: {other:?}"),
-        }
-    }
-}
+pub(crate) mod testkit;
 
 #[cfg(test)]
-mod tests {
-    use super::testkit::*;
-    use super::*;
-
-    #[test]
-    fn producer_id_blocks_never_overlap() {
-        let mut s = MetaState::default();
-        let a = apply(&mut s, Command::AllocateProducerIds { count: 1000 }).unwrap();
-        let b = apply(&mut s, Command::AllocateProducerIds { count: 10 }).unwrap();
-        assert_eq!(
-            a,
-            CommandOutput::ProducerIds {
-                first: 0,
-                count: 1000
-            }
-        );
-        assert_eq!(
-            b,
-            CommandOutput::ProducerIds {
-                first: 1000,
-                count: 10
-            }
-        );
-        assert_eq!(s.next_producer_id(), 1010);
-    }
-
-    #[test]
-    fn producer_id_block_size_is_bounded() {
-        let mut s = MetaState::default();
-        for count in [0, MAX_PRODUCER_ID_BLOCK + 1] {
-            let err = apply(&mut s, Command::AllocateProducerIds { count }).unwrap_err();
-            assert!(matches!(err, MetaError::InvalidRequest { .. }));
-        }
-        assert_eq!(s.next_producer_id(), 0, "a rejected request takes no ids");
-    }
-
-    #[test]
-    fn producer_id_space_exhaustion_is_reported_not_wrapped() {
-        let mut s = MetaState {
-            next_producer_id: i64::MAX - 5,
-            ..MetaState::default()
-        };
-        let err = apply(&mut s, Command::AllocateProducerIds { count: 10 }).unwrap_err();
-        assert_eq!(err, MetaError::ProducerIdsExhausted);
-        assert_eq!(s.next_producer_id(), i64::MAX - 5);
-    }
-
-    #[test]
-    fn cluster_id_is_set_once_and_never_changes() {
-        let mut s = MetaState::default();
-        let (r, ev) = apply_at(
-            &mut s,
-            T0,
-            Command::SetClusterId {
-                cluster_id: "first".into(),
-            },
-        );
-        r.unwrap();
-        assert_eq!(
-            ev,
-            vec![MetaEvent::ClusterIdAssigned {
-                cluster_id: "first".into()
-            }]
-        );
-        let (r, ev) = apply_at(
-            &mut s,
-            T0,
-            Command::SetClusterId {
-                cluster_id: "second".into(),
-            },
-        );
-        r.unwrap();
-        assert!(ev.is_empty());
-        assert_eq!(s.cluster_id(), Some("first"));
-    }
-
-    fn proposal(now_ms: i64, spans: Vec<Span>, commands: Vec<Command>) -> Proposal {
-        Proposal {
-            now_ms,
-            commands,
-            spans,
-        }
-    }
-
-    #[test]
-    fn a_retried_request_is_applied_once_and_gets_the_first_answer() {
-        let mut s = MetaState::default();
-        let id = Uuid::new_v4();
-        let span = vec![Span {
-            request: Some(id),
-            commands: 1,
-        }];
-        let mut ev = Vec::new();
-        let first = s.apply_proposal(
-            proposal(
-                T0,
-                span.clone(),
-                vec![Command::AllocateProducerIds { count: 10 }],
-            ),
-            &mut ev,
-        );
-        let retry = s.apply_proposal(
-            proposal(
-                T0 + 5,
-                span,
-                vec![Command::AllocateProducerIds { count: 10 }],
-            ),
-            &mut ev,
-        );
-        assert_eq!(first, retry);
-        assert_eq!(s.next_producer_id(), 10, "applied once");
-        let other = vec![Span {
-            request: Some(Uuid::new_v4()),
-            commands: 1,
-        }];
-        s.apply_proposal(
-            proposal(
-                T0 + 6,
-                other,
-                vec![Command::AllocateProducerIds { count: 10 }],
-            ),
-            &mut ev,
-        );
-        assert_eq!(s.next_producer_id(), 20);
-    }
-
-    #[test]
-    fn requests_are_forgotten_after_the_retention_window() {
-        let mut s = MetaState::default();
-        let id = Uuid::new_v4();
-        let span = vec![Span {
-            request: Some(id),
-            commands: 1,
-        }];
-        let mut ev = Vec::new();
-        s.apply_proposal(
-            proposal(
-                T0,
-                span.clone(),
-                vec![Command::AllocateProducerIds { count: 1 }],
-            ),
-            &mut ev,
-        );
-        let later = T0 + dedup::RETAIN_MS + 1;
-        s.apply_proposal(
-            proposal(
-                later,
-                vec![Span {
-                    request: Some(Uuid::new_v4()),
-                    commands: 1,
-                }],
-                vec![Command::AllocateProducerIds { count: 1 }],
-            ),
-            &mut ev,
-        );
-        assert_eq!(s.recent_requests.len(), 1, "the old id was evicted");
-        s.apply_proposal(
-            proposal(later, span, vec![Command::AllocateProducerIds { count: 1 }]),
-            &mut ev,
-        );
-        assert_eq!(s.next_producer_id(), 3);
-    }
-
-    #[test]
-    fn spans_split_a_batch_between_requests() {
-        let mut s = MetaState::default();
-        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-        let spans = vec![
-            Span {
-                request: Some(a),
-                commands: 2,
-            },
-            Span {
-                request: None,
-                commands: 1,
-            },
-            Span {
-                request: Some(b),
-                commands: 1,
-            },
-        ];
-        let cmds = vec![
-            Command::AllocateProducerIds { count: 1 },
-            Command::AllocateProducerIds { count: 0 },
-            Command::AllocateProducerIds { count: 1 },
-            Command::AllocateProducerIds { count: 1 },
-        ];
-        let mut ev = Vec::new();
-        let out = s.apply_proposal(proposal(T0, spans, cmds), &mut ev);
-        assert_eq!(out.len(), 4);
-        assert!(out[0].is_ok() && out[1].is_err() && out[2].is_ok() && out[3].is_ok());
-        assert_eq!(s.recent_requests.get(&a).map(Vec::len), Some(2));
-        let short = vec![Span {
-            request: None,
-            commands: 1,
-        }];
-        let out = s.apply_proposal(
-            proposal(
-                T0,
-                short,
-                vec![
-                    Command::AllocateProducerIds { count: 1 },
-                    Command::AllocateProducerIds { count: 1 },
-                ],
-            ),
-            &mut ev,
-        );
-        assert!(out[0].is_ok() && matches!(out[1], Err(MetaError::InvalidRequest { .. })));
-    }
-
-    #[test]
-    fn state_survives_a_snapshot_round_trip() {
-        let mut s = with_agents(3);
-        let t = create(&mut s, "orders", 3, 2);
-        apply(
-            &mut s,
-            Command::CommitSegment {
-                topic_id: t.id,
-                partition: 1,
-                entry: SegmentEntry {
-                    key: "k".into(),
-                    base_offset: 0,
-                    last_offset: 9,
-                    size: 10,
-                    ..Default::default()
-                },
-            },
-        )
-        .unwrap();
-        let commit = crate::types::OffsetCommit {
-            topic: "orders".into(),
-            partition: 2,
-            offset: 5,
-            leader_epoch: 0,
-            metadata: None,
-            commit_time_ms: 0,
-        };
-        apply(
-            &mut s,
-            Command::CommitOffsets {
-                group: "g".into(),
-                offsets: vec![commit],
-            },
-        )
-        .unwrap();
-        let bytes = serde_json::to_vec(&s).unwrap();
-        let back: MetaState = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(back, s);
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

@@ -89,6 +89,12 @@ fn gone() -> StorageError {
 }
 
 impl LogStore {
+    /// The last entry purged from the head of the log: the log holds only
+    /// the entries after it.
+    pub(crate) fn last_purged(&self) -> Option<LogId> {
+        self.cache.lock().last_purged
+    }
+
     /// Opens the log in `dir` (creating it), recovering what the last run left.
     #[allow(clippy::result_large_err)] // openraft's error type, returned as openraft expects
     pub(crate) fn open(

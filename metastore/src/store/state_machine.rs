@@ -5,10 +5,26 @@
 //! [`crate::Metastore`] handle, which serves local reads from it. It is made
 //! durable by snapshots (written atomically, CRC-checked) plus the Raft log:
 //! on restart the latest snapshot is loaded and openraft re-applies the
-//! committed entries after it.
+//! committed entries after it. A node whose newest snapshot is unreadable
+//! and whose log no longer reaches back to an older one refuses to start,
+//! naming the file, instead of coming up without the entries in between.
 //!
 //! Each applied command's events go to a broadcast channel after the batch
 //! is applied, in log order.
+//!
+//! # Building a snapshot never stalls readers
+//!
+//! Every produce and fetch reads topics under the shared lock, and
+//! parking_lot's lock is fair: once `apply` waits for the write lock, new
+//! readers queue behind it. So nothing slow may run under the lock:
+//!
+//! 1. under the read lock the builder takes a clone of the state, which is
+//!    cheap ([`MetaState`] shares its bulky values through `Arc`s), plus the
+//!    last applied log id and membership that describe exactly that clone;
+//! 2. the lock is released; the clone is serialised on a blocking thread
+//!    while `apply` and readers go on (a change copies only the value it
+//!    touches if the clone still shares it);
+//! 3. the file is written atomically (tmp, fsync, rename, directory fsync).
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -29,7 +45,9 @@ use crate::state::MetaState;
 use crate::types::MetaEvent;
 
 const MAGIC: &[u8; 8] = b"AEROMSN1";
-/// Snapshot files kept besides the newest, in case the newest is unreadable.
+/// Snapshot files kept besides the newest. If the newest is unreadable the
+/// older one serves only while the log still reaches back to it (see
+/// [`StateMachineStore::open`]).
 const KEEP_OLDER: usize = 1;
 
 /// The applied state, shared with readers.
@@ -49,6 +67,56 @@ pub(crate) struct StateMachineStore {
     events: broadcast::Sender<MetaEvent>,
     dir: PathBuf,
     seq: Arc<AtomicU64>,
+    #[cfg(test)]
+    pub(crate) hooks: test_hooks::Hooks,
+}
+
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    //! Pause points for tests that need a snapshot build caught mid-way.
+    use std::sync::Arc;
+
+    pub(crate) type Hook = Box<dyn FnOnce() + Send>;
+
+    #[derive(Clone, Default)]
+    pub(crate) struct Hooks {
+        mid_serialisation: Arc<parking_lot::Mutex<Option<Hook>>>,
+    }
+
+    impl Hooks {
+        /// Runs `hook` once, on the next snapshot build, after the first
+        /// bytes of the state are written.
+        pub(crate) fn on_mid_serialisation(&self, hook: impl FnOnce() + Send + 'static) {
+            *self.mid_serialisation.lock() = Some(Box::new(hook));
+        }
+
+        pub(crate) fn take_mid_serialisation(&self) -> Option<Hook> {
+            self.mid_serialisation.lock().take()
+        }
+    }
+}
+
+/// Collects the serialised state; in tests it can pause after the first write.
+#[derive(Default)]
+struct StateWriter {
+    bytes: Vec<u8>,
+    #[cfg(test)]
+    pause: Option<test_hooks::Hook>,
+}
+
+impl std::io::Write for StateWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        #[cfg(test)]
+        if let Some(pause) = self.pause.take() {
+            pause();
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -108,6 +176,34 @@ fn decode(path: &Path, bytes: &[u8]) -> std::io::Result<(SnapshotMeta, Vec<u8>)>
     Ok((meta, body[4 + meta_len..].to_vec()))
 }
 
+/// Why the state cannot be rebuilt: the newest snapshot is unreadable and
+/// the log no longer reaches back to an older one (or to the start).
+fn cannot_rebuild(
+    unreadable: Option<(PathBuf, std::io::Error)>,
+    log_purged_upto: Option<u64>,
+    older: Option<(&PathBuf, &SnapshotMeta)>,
+) -> std::io::Error {
+    let purged = log_purged_upto.unwrap_or(0);
+    let newest = match &unreadable {
+        Some((path, e)) => format!("snapshot {} is unreadable ({e})", path.display()),
+        None => "no newer snapshot is left".to_owned(),
+    };
+    let older = match older {
+        Some((path, meta)) => format!(
+            "past the older snapshot {} (up to entry {})",
+            path.display(),
+            meta.last_log_id.map_or(0, |l| l.index)
+        ),
+        None => "and no older snapshot is readable".to_owned(),
+    };
+    invalid(format!(
+        "cannot rebuild the metastore state: {newest}, and the raft log was purged up to entry \
+         {purged}, {older}, so the entries in between are gone. Restore that file from a backup, \
+         or, in a cluster, empty this node's data directory and add it again so that it gets a \
+         snapshot from the leader"
+    ))
+}
+
 fn snapshot_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -123,13 +219,26 @@ fn snapshot_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 impl StateMachineStore {
     /// Loads the newest readable snapshot in `dir`, if any.
+    ///
+    /// The log holds only the entries after `log_purged_upto`, so the state
+    /// can be rebuilt only from a snapshot at or past that index (plus the
+    /// log). When the newest snapshot is unreadable an older one is used only
+    /// if the log still reaches back to it; otherwise the entries between the
+    /// two are gone and this refuses, naming the unreadable file, rather than
+    /// come up with a state that silently lacks them.
     #[allow(clippy::result_large_err)] // openraft's error type, returned as openraft expects
     pub(crate) fn open(
         dir: &Path,
         events: broadcast::Sender<MetaEvent>,
+        log_purged_upto: Option<u64>,
     ) -> Result<StateMachineStore, StorageError> {
         std::fs::create_dir_all(dir).map_err(read_snap_err)?;
         let mut applied = Applied::default();
+        let mut unreadable: Option<(PathBuf, std::io::Error)> = None;
+        let covers = |meta: &SnapshotMeta| {
+            log_purged_upto.is_none_or(|p| meta.last_log_id.is_some_and(|l| l.index >= p))
+        };
+        let mut found = false;
         for path in snapshot_files(dir).map_err(read_snap_err)?.iter().rev() {
             let loaded =
                 std::fs::read(path)
@@ -140,6 +249,13 @@ impl StateMachineStore {
                         Ok((meta, state))
                     });
             match loaded {
+                Ok((meta, _)) if !covers(&meta) => {
+                    return Err(read_snap_err(cannot_rebuild(
+                        unreadable,
+                        log_purged_upto,
+                        Some((path, &meta)),
+                    )))
+                }
                 Ok((meta, state)) => {
                     tracing::info!(path = %path.display(), last = ?meta.last_log_id, "state machine loaded from snapshot");
                     applied = Applied {
@@ -147,16 +263,30 @@ impl StateMachineStore {
                         last_applied: meta.last_log_id,
                         membership: meta.last_membership,
                     };
+                    found = true;
                     break;
                 }
-                Err(e) => tracing::error!(error = %e, "skipping unreadable snapshot"),
+                Err(e) => {
+                    tracing::error!(error = %e, "skipping unreadable snapshot");
+                    // the newest unreadable one is the one to name
+                    unreadable.get_or_insert((path.clone(), e));
+                }
             }
+        }
+        if !found && log_purged_upto.is_some() {
+            return Err(read_snap_err(cannot_rebuild(
+                unreadable,
+                log_purged_upto,
+                None,
+            )));
         }
         Ok(StateMachineStore {
             applied: Arc::new(RwLock::new(applied)),
             events,
             dir: dir.to_owned(),
             seq: Arc::new(AtomicU64::new(0)),
+            #[cfg(test)]
+            hooks: test_hooks::Hooks::default(),
         })
     }
 
@@ -186,9 +316,9 @@ impl StateMachineStore {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let (meta, data) = {
+        // step 1: a cheap copy, and the log position it stands for
+        let (meta, state) = {
             let a = self.applied.read();
-            let data = serde_json::to_vec(&a.state).map_err(snap_err)?;
             let n = self.seq.fetch_add(1, Ordering::Relaxed);
             let id = match a.last_applied {
                 Some(l) => format!("{}.{}.{n}", l.leader_id.term, l.index),
@@ -199,8 +329,21 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 last_membership: a.membership.clone(),
                 snapshot_id: id,
             };
-            (meta, data)
+            (meta, a.state.clone())
         };
+        // step 2: serialise without the lock, off the async workers
+        let mut out = StateWriter::default();
+        #[cfg(test)]
+        {
+            out.pause = self.hooks.take_mid_serialisation();
+        }
+        let data = tokio::task::spawn_blocking(move || {
+            serde_json::to_writer(&mut out, &state).map(|()| out.bytes)
+        })
+        .await
+        .map_err(|e| snap_err(std::io::Error::other(e.to_string())))?
+        .map_err(snap_err)?;
+        // step 3
         self.persist(&meta, &data).await?;
         tracing::debug!(last = ?meta.last_log_id, bytes = data.len(), "snapshot built");
         Ok(Snapshot {
@@ -301,3 +444,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         }))
     }
 }
+
+#[cfg(test)]
+#[path = "state_machine_tests.rs"]
+mod tests;

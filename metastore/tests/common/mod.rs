@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use metastore::{
-    AgentAddrs, AgentRegistration, Bootstrap, LocalRouter, Metastore, MetastoreConfig,
-    QuicSettings, RaftTiming, Transport,
+    AgentAddrs, AgentRegistration, Bootstrap, ClusterCa, LocalRouter, Metastore, MetastoreConfig,
+    QuicSettings, RaftTiming, RaftTls, Transport,
 };
 
 /// Timers loose enough for a shared two-core machine under parallel builds
@@ -75,6 +75,23 @@ where
     }
 }
 
+/// A CA made once per test process (key generation is slow in debug builds).
+pub fn cluster_ca() -> &'static ClusterCa {
+    static CA: std::sync::OnceLock<ClusterCa> = std::sync::OnceLock::new();
+    CA.get_or_init(|| ClusterCa::generate().expect("make a cluster CA"))
+}
+
+/// Node `id`'s TLS settings from the test cluster CA.
+pub fn node_tls(id: u64) -> RaftTls {
+    let ca = cluster_ca();
+    ca.issue(id).expect("issue a node certificate").tls(ca)
+}
+
+/// QUIC settings for node `id` on `socket`, with its certificate.
+pub fn quic(id: u64, socket: UdpSocket) -> Transport {
+    Transport::Quic(QuicSettings::from_socket(socket, node_tls(id)).unwrap())
+}
+
 /// A cluster in this process, over QUIC or the in-process router.
 pub struct Cluster {
     pub dirs: BTreeMap<u64, tempfile::TempDir>,
@@ -111,8 +128,9 @@ impl Cluster {
         };
         for (id, socket) in sockets {
             c.dirs.insert(id, tempfile::tempdir().unwrap());
-            let transport = Transport::Quic(QuicSettings::from_socket(socket).unwrap());
-            let ms = Metastore::start(c.config(id, transport)).await.unwrap();
+            let ms = Metastore::start(c.config(id, quic(id, socket)))
+                .await
+                .unwrap();
             c.nodes.insert(id, ms);
         }
         c.wait_ready().await;
@@ -209,7 +227,7 @@ impl Cluster {
                         Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
                     }
                 };
-                Transport::Quic(QuicSettings::from_socket(socket).unwrap())
+                quic(id, socket)
             }
         };
         let ms = Metastore::start(self.config(id, transport)).await.unwrap();

@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use openraft::ServerState;
 
-use crate::command::Command;
+use crate::command::{runs_within_write_limit, Command};
 use crate::lease;
 use crate::node::Node;
 use crate::proposer::wall_clock_ms;
@@ -65,18 +65,24 @@ pub(crate) async fn run(node: Arc<Node>) {
                 break;
             }
             let again = lease::fences_agents(&plan);
-            match node.proposer.propose(None, plan).await {
-                Ok(w) => {
-                    for r in w.results.iter().filter_map(|r| r.as_ref().err()) {
-                        tracing::debug!(error = %r, "lease decision refused");
+            // each decision stands alone (checked against the epoch it saw),
+            // so a long plan may go out as several entries
+            let mut proposed = true;
+            for run in runs_within_write_limit(plan) {
+                match node.proposer.propose(None, run).await {
+                    Ok(w) => {
+                        for r in w.results.iter().filter_map(|r| r.as_ref().err()) {
+                            tracing::debug!(error = %r, "lease decision refused");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = ?e, "lease decisions not proposed");
+                        proposed = false;
+                        break;
                     }
                 }
-                Err(e) => {
-                    tracing::debug!(error = ?e, "lease decisions not proposed");
-                    break;
-                }
             }
-            if !again {
+            if !proposed || !again {
                 break;
             }
         }
@@ -84,16 +90,5 @@ pub(crate) async fn run(node: Arc<Node>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cluster_ids_look_like_kafkas() {
-        let a = new_cluster_id();
-        assert_eq!(a.len(), 22);
-        assert!(a
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
-        assert_ne!(a, new_cluster_id());
-    }
-}
+#[path = "lease_driver_tests.rs"]
+mod tests;

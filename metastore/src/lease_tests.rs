@@ -1,0 +1,181 @@
+use super::*;
+use crate::command::CommandOutput;
+use crate::state::testkit::{create, register, with_agents, T0};
+use crate::types::{MetaEvent, TopicInfo};
+
+const LEASE: u64 = 1_000;
+
+/// Runs the engine and applies its commands, as the driver does, until it is quiet.
+fn settle(s: &mut MetaState, now: i64, leader_since: i64) -> Vec<MetaEvent> {
+    let mut events = Vec::new();
+    for _ in 0..4 {
+        let cmds = plan(s, now, leader_since, LEASE);
+        if cmds.is_empty() {
+            return events;
+        }
+        for c in cmds {
+            s.apply(now, c, &mut events)
+                .expect("the engine proposes only valid commands");
+        }
+    }
+    panic!("the lease engine did not settle");
+}
+
+fn heartbeat(s: &mut MetaState, id: AgentId, now: i64) {
+    let mut ev = Vec::new();
+    assert_eq!(
+        s.apply(now, Command::Heartbeat { agent_id: id }, &mut ev),
+        Ok(CommandOutput::Done)
+    );
+}
+
+fn topic(s: &MetaState) -> TopicInfo {
+    TopicInfo::clone(s.topic("t").expect("topic t"))
+}
+
+#[test]
+fn nothing_happens_while_leases_hold() {
+    let mut s = with_agents(3);
+    create(&mut s, "t", 3, 3);
+    assert!(
+        plan(&s, T0 + LEASE as i64, T0, LEASE).is_empty(),
+        "a lease lasts exactly lease_ms"
+    );
+    assert!(!plan(&s, T0 + LEASE as i64 + 1, T0, LEASE).is_empty());
+}
+
+#[test]
+fn a_new_metastore_leader_grants_a_full_lease_before_fencing() {
+    let mut s = with_agents(1);
+    create(&mut s, "t", 1, 1);
+    let took_over = T0 + 10 * LEASE as i64;
+    assert!(plan(&s, took_over + 1, took_over, LEASE).is_empty());
+    let cmds = plan(&s, took_over + LEASE as i64 + 1, took_over, LEASE);
+    assert_eq!(
+        cmds,
+        vec![Command::FenceAgent {
+            agent_id: 1,
+            observed_heartbeat_ms: T0
+        }]
+    );
+    assert!(fences_agents(&cmds));
+}
+
+#[test]
+fn a_silent_leader_is_replaced_by_the_next_in_sync_replica_with_a_new_epoch() {
+    let mut s = with_agents(3);
+    create(&mut s, "t", 1, 3);
+    let before = topic(&s).partitions[0].clone();
+    let old = before.leader.unwrap();
+    let now = T0 + 2 * LEASE as i64;
+    for a in before.replicas.iter().filter(|a| **a != old) {
+        heartbeat(&mut s, *a, now);
+    }
+    let events = settle(&mut s, now, T0);
+    let after = topic(&s).partitions[0].clone();
+    assert_eq!(
+        after.leader,
+        Some(before.replicas[1]),
+        "next replica in assignment order"
+    );
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(
+        after.isr,
+        before.replicas[1..].to_vec(),
+        "the fenced agent leaves the ISR"
+    );
+    assert!(s.agent(old).unwrap().fenced);
+    assert!(events.contains(&MetaEvent::AgentFenced { agent_id: old }));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        MetaEvent::LeaderChanged {
+            leader: Some(_),
+            ..
+        }
+    )));
+}
+
+#[test]
+fn with_no_live_in_sync_replica_the_partition_goes_offline_and_comes_back() {
+    let mut s = with_agents(1);
+    create(&mut s, "t", 1, 1);
+    let now = T0 + 2 * LEASE as i64;
+    settle(&mut s, now, T0);
+    let p = topic(&s).partitions[0].clone();
+    assert_eq!(
+        (p.leader, p.leader_epoch, p.isr.clone()),
+        (None, 1, vec![1])
+    );
+    assert!(
+        plan(&s, now + 1, T0, LEASE).is_empty(),
+        "offline and nobody alive: nothing to do"
+    );
+
+    heartbeat(&mut s, 1, now + 5);
+    settle(&mut s, now + 5, T0);
+    let p = topic(&s).partitions[0].clone();
+    assert_eq!(
+        (p.leader, p.leader_epoch),
+        (Some(1), 2),
+        "the returning replica leads with a new epoch"
+    );
+}
+
+#[test]
+fn fenced_followers_leave_the_isr_but_the_leader_stays() {
+    let mut s = with_agents(3);
+    create(&mut s, "t", 1, 3);
+    let before = topic(&s).partitions[0].clone();
+    let leader = before.leader.unwrap();
+    let now = T0 + 2 * LEASE as i64;
+    heartbeat(&mut s, leader, now);
+    settle(&mut s, now, T0);
+    let after = topic(&s).partitions[0].clone();
+    assert_eq!((after.leader, after.leader_epoch), (Some(leader), 0));
+    assert_eq!(after.isr, vec![leader]);
+}
+
+#[test]
+fn out_of_sync_replicas_are_never_elected_by_leases() {
+    let mut s = with_agents(2);
+    create(&mut s, "t", 1, 2);
+    let p = topic(&s).partitions[0].clone();
+    let (leader, follower) = (p.replicas[0], p.replicas[1]);
+    let t = topic(&s);
+    let mut ev = Vec::new();
+    s.apply(
+        T0,
+        Command::AlterIsr {
+            topic_id: t.id,
+            partition: 0,
+            leader,
+            leader_epoch: 0,
+            isr: vec![leader],
+        },
+        &mut ev,
+    )
+    .unwrap();
+    let now = T0 + 2 * LEASE as i64;
+    heartbeat(&mut s, follower, now);
+    settle(&mut s, now, T0);
+    let p = topic(&s).partitions[0].clone();
+    assert_eq!(
+        p.leader, None,
+        "the follower was not in sync; unclean election is an explicit admin act"
+    );
+    assert_eq!(p.isr, vec![leader]);
+}
+
+#[test]
+fn already_fenced_agents_are_not_fenced_again() {
+    let mut s = with_agents(2);
+    let now = T0 + 2 * LEASE as i64;
+    settle(&mut s, now, T0);
+    assert!(s.agents().all(|a| a.fenced));
+    assert!(plan(&s, now + 10 * LEASE as i64, T0, LEASE).is_empty());
+    register(&mut s, 3);
+    assert!(
+        plan(&s, T0 + 1, T0, LEASE).is_empty(),
+        "a fresh registration holds a lease"
+    );
+}

@@ -12,7 +12,6 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use config::{ServeArgs, Settings};
-use gateway::backend::meta::MetastoreCatalog;
 use gateway::broker::BrokerConfig;
 use gateway::connections::ConnectionLimits;
 use gateway::group::engine::GroupLimits;
@@ -82,7 +81,6 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     meta.wait_ready(Duration::from_secs(30))
         .await
         .context("the metastore did not become ready")?;
-    let catalog = Arc::new(MetastoreCatalog::new(meta.clone()));
     let tiered = tiering::wire(&s, &meta).await?;
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
@@ -114,7 +112,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         },
         http_extensions: vec![Arc::clone(&tiered.http)],
     };
-    let gw = Gateway::start(opts, catalog, Arc::new(tiered.logs))
+    let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
     // Partitions are led by live agents: register this node (with its real

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::backend::{Catalog, CatalogError, LogError, TopicMeta};
+use metastore::{CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
+
+use crate::backend::LogError;
 use crate::connections::{ConnectionLimits, Connections};
 use crate::fetch_session::FetchSessions;
 use crate::group::coordinator::Coordinator;
@@ -182,7 +184,9 @@ const PRODUCER_ID_BLOCK: u32 = 1000;
 /// Everything a request handler needs.
 pub struct Broker {
     pub config: BrokerConfig,
-    pub catalog: Arc<dyn Catalog>,
+    /// Topics, configs, committed offsets and producer ids: the metastore
+    /// (writes through Raft, reads from the local replica).
+    pub catalog: Metastore,
     pub partitions: Arc<Partitions>,
     pub groups: Coordinator,
     pub fetch_sessions: FetchSessions,
@@ -197,7 +201,7 @@ pub struct Broker {
 impl Broker {
     pub fn new(
         config: BrokerConfig,
-        catalog: Arc<dyn Catalog>,
+        catalog: Metastore,
         partitions: Arc<Partitions>,
         groups: Coordinator,
     ) -> Self {
@@ -216,7 +220,7 @@ impl Broker {
     }
 
     /// A fresh producer id, from the current block or a newly allocated one.
-    pub async fn next_producer_id(&self) -> Result<i64, CatalogError> {
+    pub async fn next_producer_id(&self) -> Result<i64, MetaError> {
         let mut ids = self.producer_ids.lock().await;
         if ids.is_empty() {
             *ids = self
@@ -224,9 +228,7 @@ impl Broker {
                 .allocate_producer_ids(PRODUCER_ID_BLOCK)
                 .await?;
         }
-        ids.next().ok_or_else(|| {
-            CatalogError::Internal("the catalog allocated an empty producer id block".into())
-        })
+        ids.next().ok_or(MetaError::ProducerIdsExhausted)
     }
 
     /// The task of a topic's partition, opening its log on first use. This
@@ -234,14 +236,14 @@ impl Broker {
     /// never given the partition, answers NOT_LEADER_OR_FOLLOWER.
     pub async fn partition(
         &self,
-        topic: &TopicMeta,
+        topic: &TopicInfo,
         index: i32,
     ) -> Result<PartitionHandle, Unavailable> {
         let meta = usize::try_from(index)
             .ok()
             .and_then(|i| topic.partitions.get(i))
             .ok_or(Unavailable::UnknownPartition)?;
-        if meta.leader != self.config.node_id {
+        if !self.leads(meta) {
             return Err(Unavailable::NotLeader);
         }
         self.partitions
@@ -252,28 +254,38 @@ impl Broker {
             .map_err(Unavailable::Log)
     }
 
+    /// Whether this node leads the partition (holds its lease).
+    pub fn leads(&self, p: &PartitionInfo) -> bool {
+        p.leader
+            .is_some_and(|l| i64::try_from(l) == Ok(i64::from(self.config.node_id)))
+    }
+
     /// Creates a topic the way Kafka's auto-creation does (default partitions
     /// and replication factor), unless it appeared meanwhile.
-    pub async fn auto_create(&self, name: &str) -> Result<TopicMeta, CatalogError> {
+    pub async fn auto_create(&self, name: &str) -> Result<Arc<TopicInfo>, MetaError> {
         let _guard = self.create_lock.lock().await;
         if let Some(t) = self.catalog.topic(name) {
             return Ok(t);
         }
-        let topic = crate::backend::NewTopic {
+        let topic = CreateTopic {
             name: name.to_string(),
             partitions: self.config.num_partitions,
             replication_factor: self.config.default_replication_factor,
             configs: Default::default(),
+            assignments: Vec::new(),
         };
         match self.catalog.create_topic(topic, false).await {
             Ok(t) => {
                 tracing::info!(topic = name, "auto-created topic");
-                Ok(t)
+                Ok(Arc::new(t))
             }
-            Err(CatalogError::TopicAlreadyExists(_)) => self
-                .catalog
-                .topic(name)
-                .ok_or_else(|| CatalogError::UnknownTopic(name.to_string())),
+            Err(MetaError::TopicAlreadyExists { .. }) => {
+                self.catalog
+                    .topic(name)
+                    .ok_or_else(|| MetaError::UnknownTopic {
+                        name: name.to_string(),
+                    })
+            }
             Err(e) => Err(e),
         }
     }

@@ -7,7 +7,9 @@ use kafka_protocol::ResponseError;
 use storage::tier::TierError;
 use storage::StorageError;
 
-use crate::backend::{CatalogError, LogError};
+use metastore::MetaError;
+
+use crate::backend::LogError;
 use crate::group::engine::GroupError;
 
 /// The Kafka error code for a partition-log failure.
@@ -58,22 +60,42 @@ pub fn tier_error(e: &TierError) -> ResponseError {
     }
 }
 
-/// The Kafka error code for a catalog failure.
-pub fn catalog_error(e: &CatalogError) -> ResponseError {
+/// The Kafka error code for a metastore failure.
+pub fn meta_error(e: &MetaError) -> ResponseError {
     match e {
-        CatalogError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
-        CatalogError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
-        CatalogError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
-        CatalogError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
-        CatalogError::InvalidConfig { .. } => ResponseError::InvalidConfig,
-        CatalogError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
-        CatalogError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
-        CatalogError::InvalidRequest(_) => ResponseError::InvalidRequest,
-        CatalogError::GroupIdNotFound(_) => ResponseError::GroupIdNotFound,
-        CatalogError::InvalidGroupId(_) => ResponseError::InvalidGroupId,
-        CatalogError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
-        CatalogError::Unavailable(_) => ResponseError::RequestTimedOut,
-        CatalogError::Internal(_) => ResponseError::UnknownServerError,
+        MetaError::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists,
+        MetaError::UnknownTopic { .. }
+        | MetaError::UnknownTopicId { .. }
+        | MetaError::UnknownPartition { .. } => ResponseError::UnknownTopicOrPartition,
+        MetaError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        MetaError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+        MetaError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+        MetaError::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
+        MetaError::InvalidConfig { .. } => ResponseError::InvalidConfig,
+        MetaError::InvalidRequest { .. } => ResponseError::InvalidRequest,
+        MetaError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound,
+        MetaError::InvalidGroupId { .. } => ResponseError::InvalidGroupId,
+        MetaError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
+        // The metastore is electing a leader, unreachable or stopping:
+        // clients retry.
+        MetaError::NotLeader { .. }
+        | MetaError::Timeout { .. }
+        | MetaError::Network { .. }
+        | MetaError::Membership { .. }
+        | MetaError::ShuttingDown => ResponseError::RequestTimedOut,
+        MetaError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        MetaError::NotPartitionLeader { .. } => ResponseError::NotLeaderOrFollower,
+        MetaError::EligibleLeadersNotAvailable { .. } => ResponseError::EligibleLeadersNotAvailable,
+        MetaError::ElectionNotNeeded { .. } => ResponseError::ElectionNotNeeded,
+        // Replication, tiering and internal failures that no Kafka request
+        // the gateway serves should cause: a bug worth a log line.
+        MetaError::UnknownAgent { .. }
+        | MetaError::StaleRequest { .. }
+        | MetaError::IneligibleReplica { .. }
+        | MetaError::SegmentOverlap { .. }
+        | MetaError::ProducerIdsExhausted
+        | MetaError::Storage { .. }
+        | MetaError::InvalidSettings { .. } => ResponseError::UnknownServerError,
     }
 }
 

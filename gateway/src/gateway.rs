@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::backend::{Catalog, LogFactory};
+use crate::backend::LogFactory;
 use crate::broker::{Broker, BrokerConfig};
 use crate::group::coordinator::Coordinator;
 use crate::partition::Partitions;
@@ -55,7 +55,7 @@ impl Gateway {
     /// runtime, which then hosts the control work (group coordinator, HTTP).
     pub async fn start(
         opts: GatewayOptions,
-        catalog: Arc<dyn Catalog>,
+        catalog: metastore::Metastore,
         logs: Arc<dyn LogFactory>,
     ) -> std::io::Result<Gateway> {
         let shards = Shards::start(opts.shards)?;
@@ -127,7 +127,7 @@ impl Gateway {
         let mut opened = 0;
         for topic in b.catalog.topics() {
             for p in &topic.partitions {
-                if p.leader != b.config.node_id {
+                if !b.leads(p) {
                     continue;
                 }
                 match b.partition(&topic, p.index).await {

@@ -5,7 +5,8 @@
 //! with `kafka-protocol` and calls the handler for that API; handlers reach
 //! partition logs through [`partition::Partitions`] (one task per partition on
 //! its owning shard, bounded channels) and cluster metadata through the
-//! [`backend::Catalog`] seam; consumer groups go through the
+//! `metastore::Metastore` (writes through Raft, reads from the local
+//! replica); consumer groups go through the
 //! [`group::coordinator::Coordinator`] task that drives the pure
 //! [`group::engine::GroupEngine`]. Responses are frames of parts so fetched
 //! records are spliced in and, on plain TCP, sent with `sendfile(2)`.
@@ -16,20 +17,17 @@
 //! local log start from object storage ([`partition::PartitionHandle::read`]).
 //!
 //! Seams: [`backend::LogBackend`]/[`backend::LogFactory`] (the `storage`
-//! crate, with or without tiering) and [`backend::Catalog`] (the `metastore`
-//! crate).
+//! crate, with or without tiering), and the metastore with its own types.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use gateway::backend::disk::DiskLogFactory;
-//! use gateway::backend::meta::MetastoreCatalog;
 //! use gateway::{Gateway, GatewayOptions};
 //!
 //! let meta = metastore::Metastore::start(metastore::MetastoreConfig::embedded("data/meta")).await?;
-//! let catalog = Arc::new(MetastoreCatalog::new(meta.clone()));
 //! let logs = Arc::new(DiskLogFactory::new("data/log")?);
-//! let gw = Gateway::start(GatewayOptions::default(), catalog, logs).await?;
+//! let gw = Gateway::start(GatewayOptions::default(), meta.clone(), logs).await?;
 //! println!("Kafka clients connect to {}", gw.kafka_addr());
 //! gw.shutdown().await;
 //! # Ok(()) }

@@ -297,7 +297,23 @@ impl PartitionHandle {
         self.ask(|reply| Command::Bounds { reply }).await
     }
 
+    /// DeleteRecords: raises the log start to `offset` (at most the high
+    /// watermark) and returns the new log start. With object storage behind
+    /// the log, the floor is recorded in the metastore first.
     pub async fn delete_before(&self, offset: i64) -> Result<i64, LogError> {
+        let (log_start, high_watermark) = self.bounds().await?;
+        if offset > high_watermark {
+            return Err(LogError::Storage(storage::StorageError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: high_watermark,
+            }));
+        }
+        if let Some(cold) = &self.cold {
+            if offset > log_start {
+                cold.persist_log_start(offset).await?;
+            }
+        }
         self.ask(|reply| Command::DeleteBefore { offset, reply })
             .await?
     }
@@ -781,7 +797,11 @@ impl Partitions {
             syncing: None,
             counters: self.counters.clone(),
             #[cfg(test)]
-            sync_gate: self.sync_gate.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            sync_gate: self
+                .sync_gate
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         };
         let shard = self.shard_of(key.topic_id, key.partition);
         let handle = match self.shards.get(shard) {

@@ -219,3 +219,118 @@ async fn the_high_watermark_moves_only_when_it_changes() {
         "reads do not wake watchers"
     );
 }
+
+fn durable() -> LogSettings {
+    LogSettings {
+        write_caching: false,
+        ..settings()
+    }
+}
+
+async fn read_values(h: &PartitionHandle) -> (usize, i64) {
+    let r = h.read(0, 1 << 20, true).await.expect("read");
+    (r.records.len(), r.high_watermark)
+}
+
+/// Without write caching, an acks=all write is answered only after a
+/// durability point covers it, and until then consumers see nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_write_caching_data_is_visible_and_acknowledged_only_once_fsynced() {
+    let dir = scratch_dir();
+    let p = partitions(Arc::new(DiskLogFactory::new(dir.path()).expect("factory")));
+    let gate = p.hold_syncs();
+    let h = p
+        .get_or_open("t", Uuid::new_v4(), 0, durable)
+        .await
+        .expect("open");
+    let (leader_ack, _) = h
+        .append(batch_of(&[b"a"]), 0, Acks::Leader)
+        .await
+        .expect("acks=1 is answered after the local append");
+    assert_eq!(leader_ack.base_offset, 0);
+    assert_eq!(
+        read_values(&h).await,
+        (0, 0),
+        "nothing visible before the fsync"
+    );
+    let waiting = {
+        let h = h.clone();
+        tokio::spawn(async move { h.append(batch_of(&[b"b"]), 0, Acks::All).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !waiting.is_finished(),
+        "acks=all waits for the durability point"
+    );
+    assert_eq!(read_values(&h).await.1, 0);
+    gate.release();
+    let (all_ack, _) = waiting.await.expect("task").expect("acknowledged");
+    assert_eq!(all_ack.base_offset, 1);
+    let (bytes, hw) = read_values(&h).await;
+    assert_eq!(hw, 2, "both records are durable and visible");
+    assert!(bytes > 0);
+    assert!(p.counters().syncs.load(Ordering::Relaxed) >= 1);
+}
+
+/// Group commit: requests that arrive while a durability point runs share
+/// the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_waiting_for_a_durability_point_share_one_fdatasync() {
+    let dir = scratch_dir();
+    let p = partitions(Arc::new(DiskLogFactory::new(dir.path()).expect("factory")));
+    let gate = p.hold_syncs();
+    let h = p
+        .get_or_open("t", Uuid::new_v4(), 0, durable)
+        .await
+        .expect("open");
+    let first = {
+        let h = h.clone();
+        tokio::spawn(async move { h.append(batch_of(&[b"first"]), 0, Acks::All).await })
+    };
+    // The first append's durability point starts at once and is held at
+    // the gate; twenty more writes arrive meanwhile.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!first.is_finished());
+    let rest: Vec<_> = (0..20)
+        .map(|i| {
+            let h = h.clone();
+            tokio::spawn(async move {
+                h.append(batch_of(&[format!("v{i}").as_bytes()]), 0, Acks::All)
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    gate.release();
+    first.await.expect("task").expect("first");
+    for r in rest {
+        r.await.expect("task").expect("acknowledged");
+    }
+    let syncs = p.counters().syncs.load(Ordering::Relaxed);
+    assert!(syncs <= 3, "21 writes took {syncs} fdatasyncs");
+    assert_eq!(h.bounds().await.expect("bounds").1, 21);
+}
+
+/// A durability point that fails answers its waiting writes with an error
+/// (KAFKA_STORAGE_ERROR) and takes the log offline: nothing is acknowledged
+/// as durable that may not be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_durability_point_fails_its_writes_and_takes_the_log_offline() {
+    let dir = scratch_dir();
+    let p = partitions(Arc::new(DiskLogFactory::new(dir.path()).expect("factory")));
+    let h = p
+        .get_or_open("t", Uuid::new_v4(), 0, durable)
+        .await
+        .expect("open");
+    let segment = dir.path().join("t-0").join("00000000000000000000.log");
+    storage::testing::fail_next(storage::testing::Op::Fsync, &segment, 1);
+    let failed = h.append(batch_of(&[b"lost"]), 0, Acks::All).await;
+    assert!(matches!(failed, Err(LogError::NotDurable(_))), "{failed:?}");
+    assert_eq!(
+        crate::codes::log_error(&failed.expect_err("failed")),
+        kafka_protocol::ResponseError::KafkaStorageError
+    );
+    assert_eq!(h.bounds().await.expect("bounds").1, 0, "never made visible");
+    let after = h.append(batch_of(&[b"next"]), 0, Acks::All).await;
+    assert!(after.is_err(), "the log is offline after a failed fsync");
+}

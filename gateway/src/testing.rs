@@ -19,9 +19,8 @@ use tempfile::TempDir;
 
 use crate::backend::disk::DiskLogFactory;
 use crate::backend::manifest::MetastoreManifest;
-use crate::backend::meta::MetastoreCatalog;
 use crate::backend::tiered::TieredLogFactory;
-use crate::backend::{Catalog, LogFactory};
+use crate::backend::LogFactory;
 use crate::broker::{Broker, BrokerConfig};
 use crate::group::coordinator::Coordinator;
 use crate::partition::Partitions;
@@ -50,7 +49,6 @@ pub fn scratch_dir() -> TempDir {
 
 /// The backends of one test broker: a real metastore, real logs.
 pub struct Backends {
-    pub catalog: Arc<dyn Catalog>,
     pub logs: Arc<dyn LogFactory>,
     pub meta: Metastore,
     pub tier: Option<Tier>,
@@ -108,7 +106,6 @@ impl Backends {
             }
         };
         Backends {
-            catalog: Arc::new(MetastoreCatalog::new(meta.clone())),
             logs,
             meta,
             tier,
@@ -124,7 +121,7 @@ impl Backends {
             self.logs.clone(),
         ));
         let groups = Coordinator::start(config.group.clone(), "test".into());
-        Broker::new(config, self.catalog.clone(), partitions, groups)
+        Broker::new(config, self.meta.clone(), partitions, groups)
     }
 
     /// Stops the tier and the metastore; returns the directory so a test can

@@ -1,64 +1,23 @@
-//! The topic configuration keys AeroStream understands, with Kafka's defaults,
-//! and their translation into [`LogSettings`].
+//! The translation of a topic's configs into [`LogSettings`]. The catalogue
+//! of keys, their defaults and validation live in `metastore::topic_config`
+//! (re-exported here), so the rules exist once.
 
 use std::collections::BTreeMap;
 
-use crate::backend::{CatalogError, LogSettings, TimestampType};
+use metastore::MetaError;
 
-pub use metastore::config::{ConfigDef, ConfigType};
+use crate::backend::{LogSettings, TimestampType};
 
-/// Every topic config with its default, in the metastore's catalogue order.
-pub fn catalogue() -> &'static [ConfigDef] {
-    metastore::config::catalogue()
-}
-
-/// Looks up a known config.
-pub fn lookup(name: &str) -> Option<&'static ConfigDef> {
-    metastore::config::lookup(name)
-}
+pub use metastore::topic_config::{
+    catalogue, effective, lookup, validate, validate_topic_name, ConfigDef, ConfigType,
+};
 
 /// Rejects keys AeroStream does not know.
-pub fn validate_key(key: &str) -> Result<&'static ConfigDef, CatalogError> {
-    lookup(key).ok_or_else(|| CatalogError::InvalidConfig {
+pub fn validate_key(key: &str) -> Result<&'static ConfigDef, MetaError> {
+    lookup(key).ok_or_else(|| MetaError::InvalidConfig {
         key: key.to_string(),
         reason: "unknown topic config".into(),
     })
-}
-
-/// Checks a key and value, with a message a person can act on.
-pub fn validate(key: &str, value: &str) -> Result<(), CatalogError> {
-    metastore::config::validate(key, value).map_err(crate::backend::meta::from_meta)
-}
-
-/// Kafka's topic-name rules: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_topic_name(name: &str) -> Result<(), CatalogError> {
-    let bad = |reason: &str| CatalogError::InvalidTopicName {
-        name: name.to_string(),
-        reason: reason.to_string(),
-    };
-    if name.is_empty() {
-        return Err(bad("the name is empty"));
-    }
-    if name == "." || name == ".." {
-        return Err(bad("'.' and '..' are not allowed"));
-    }
-    if name.len() > 249 {
-        return Err(bad("longer than 249 characters"));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return Err(bad(
-            "only ASCII letters, digits, '.', '_' and '-' are allowed",
-        ));
-    }
-    Ok(())
-}
-
-/// The effective value of a config: explicitly set, else the default.
-pub fn effective<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
-    metastore::config::effective(configs, name)
 }
 
 fn positive(configs: &BTreeMap<String, String>, name: &str) -> Option<u64> {

@@ -29,7 +29,7 @@ async fn start_with(broker: BrokerConfig) -> (Gateway, Backends) {
         broker,
         ..GatewayOptions::default()
     };
-    let gw = Gateway::start(opts, backends.catalog.clone(), backends.logs.clone())
+    let gw = Gateway::start(opts, backends.meta.clone(), backends.logs.clone())
         .await
         .unwrap();
     (gw, backends)

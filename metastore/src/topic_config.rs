@@ -365,6 +365,13 @@ static CATALOGUE: &[ConfigDef] = &[
         Rule::Any,
         "Allow an out-of-sync replica to become leader (may lose records).",
     ),
+    def(
+        "write.caching",
+        Boolean,
+        "true",
+        Rule::Any,
+        "AeroStream: acknowledge acks=all writes from the page cache (true) or only after a shared fdatasync, with consumers seeing only fsynced data (false). Unset topics follow the broker's --write-caching.",
+    ),
 ];
 
 /// Every topic config key, sorted by name.

@@ -119,6 +119,18 @@ impl Manifest for MetastoreManifest {
         Ok(removed.into_iter().map(tiered).collect())
     }
 
+    fn log_start(&self, p: PartitionKey) -> Option<i64> {
+        self.meta.log_start(p.topic_id, p.partition)
+    }
+
+    async fn set_log_start(&self, p: PartitionKey, offset: i64) -> Result<(), ManifestError> {
+        self.meta
+            .set_log_start(p.topic_id, p.partition, offset)
+            .await
+            .map(|_| ())
+            .map_err(failed("set log start"))
+    }
+
     fn deleted_topics(&self) -> Vec<DeletedTopic> {
         self.meta
             .deleted_topics()
@@ -141,3 +153,7 @@ impl Manifest for MetastoreManifest {
             .map_err(failed("forget deleted topic"))
     }
 }
+
+#[cfg(test)]
+#[path = "manifest_tests.rs"]
+mod tests;

@@ -6,22 +6,20 @@
 //!   and [`tiered::TieredLog`] (the production one, which seals to object
 //!   storage). Offsets below the local log start are read through
 //!   [`ColdLog`], which the tiered backend hands out next to the log.
-//! * [`Catalog`] is the cluster's metadata: topics, configs, committed offsets
-//!   and producer-id blocks; [`meta::MetastoreCatalog`] over the `metastore`
-//!   crate.
+//!
+//! The cluster's metadata (topics, configs, committed offsets, producer-id
+//! blocks) is the `metastore` crate's `Metastore` itself, with its own types
+//! (`TopicInfo`, `ConfigOp`, `CommittedOffset`) and errors (`MetaError`).
 //!
 //! Errors cross the log seam as [`LogError`], which carries the storage
-//! crate's own errors unchanged; `crate::codes` maps each of them to one
-//! Kafka error code.
+//! crate's own errors unchanged; `crate::codes` maps each of them, and each
+//! `MetaError`, to one Kafka error code.
 
 pub mod disk;
 pub mod manifest;
-pub mod meta;
 pub mod tiered;
 
-use std::collections::BTreeMap;
 use std::fs::File;
-use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -243,6 +241,10 @@ pub trait ColdLog: Send + Sync + 'static {
     ) -> Result<Option<TimestampOffset>, LogError>;
     /// The largest timestamp at or after `log_start` and the first record carrying it.
     async fn max_timestamp(&self, log_start: i64) -> Result<Option<TimestampOffset>, LogError>;
+    /// Records a DeleteRecords floor durably (in the metastore) before the
+    /// local log applies it, so losing the local directory cannot bring
+    /// deleted records back.
+    async fn persist_log_start(&self, offset: i64) -> Result<(), LogError>;
 }
 
 /// A partition log as a factory opens it.
@@ -265,124 +267,4 @@ pub trait LogFactory: Send + Sync + 'static {
     ) -> Result<OpenedLog, LogError>;
     /// Deletes a partition's local data after its topic is deleted.
     fn remove(&self, topic: &str, topic_id: Uuid, partition: i32) -> Result<(), LogError>;
-}
-
-/// One partition as the catalog knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionMeta {
-    pub index: i32,
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-}
-
-/// One topic as the catalog knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicMeta {
-    pub id: Uuid,
-    pub name: String,
-    pub partitions: Vec<PartitionMeta>,
-    /// Only the explicitly set configs.
-    pub configs: BTreeMap<String, String>,
-}
-
-/// A topic to create.
-#[derive(Debug, Clone)]
-pub struct NewTopic {
-    pub name: String,
-    pub partitions: i32,
-    pub replication_factor: i16,
-    pub configs: BTreeMap<String, String>,
-}
-
-/// One change of an IncrementalAlterConfigs or AlterConfigs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigOp {
-    Set(String, String),
-    Delete(String),
-}
-
-/// A committed offset of a consumer group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommittedOffset {
-    pub offset: i64,
-    pub leader_epoch: i32,
-    pub metadata: Option<String>,
-    pub commit_time_ms: i64,
-}
-
-/// Failures of the catalog.
-#[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
-    #[error("topic '{0}' already exists")]
-    TopicAlreadyExists(String),
-    #[error("topic '{0}' does not exist")]
-    UnknownTopic(String),
-    #[error("invalid partition count: {0}")]
-    InvalidPartitions(String),
-    #[error("invalid replication factor: {0}")]
-    InvalidReplicationFactor(String),
-    #[error("invalid config {key}: {reason}")]
-    InvalidConfig { key: String, reason: String },
-    #[error("invalid topic name '{name}': {reason}")]
-    InvalidTopicName { name: String, reason: String },
-    #[error("invalid replica assignment: {0}")]
-    InvalidReplicaAssignment(String),
-    #[error("invalid request: {0}")]
-    InvalidRequest(String),
-    #[error("group '{0}' does not exist")]
-    GroupIdNotFound(String),
-    #[error("invalid group id: {0}")]
-    InvalidGroupId(String),
-    #[error("offset metadata of {len} bytes exceeds {max} bytes")]
-    OffsetMetadataTooLarge { len: usize, max: usize },
-    #[error("the metadata store is unavailable: {0}")]
-    Unavailable(String),
-    #[error("the metadata store failed: {0}")]
-    Internal(String),
-}
-
-/// The cluster's metadata as the gateway needs it. Reads are local and cheap;
-/// writes are durable when their future resolves.
-#[async_trait::async_trait]
-pub trait Catalog: Send + Sync + 'static {
-    fn cluster_id(&self) -> String;
-    fn topics(&self) -> Vec<TopicMeta>;
-    fn topic(&self, name: &str) -> Option<TopicMeta>;
-    fn topic_by_id(&self, id: Uuid) -> Option<TopicMeta>;
-    async fn create_topic(
-        &self,
-        topic: NewTopic,
-        validate_only: bool,
-    ) -> Result<TopicMeta, CatalogError>;
-    async fn delete_topic(&self, name: &str) -> Result<TopicMeta, CatalogError>;
-    async fn create_partitions(
-        &self,
-        name: &str,
-        total: i32,
-        validate_only: bool,
-    ) -> Result<TopicMeta, CatalogError>;
-    async fn alter_configs(
-        &self,
-        name: &str,
-        ops: Vec<ConfigOp>,
-        replace_all: bool,
-        validate_only: bool,
-    ) -> Result<TopicMeta, CatalogError>;
-    async fn commit_offsets(
-        &self,
-        group: &str,
-        offsets: Vec<((String, i32), CommittedOffset)>,
-    ) -> Result<(), CatalogError>;
-    fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), CommittedOffset>;
-    /// Groups that have committed offsets.
-    fn offset_groups(&self) -> Vec<String>;
-    async fn delete_group(&self, group: &str) -> Result<(), CatalogError>;
-    async fn delete_offsets(
-        &self,
-        group: &str,
-        partitions: Vec<(String, i32)>,
-    ) -> Result<(), CatalogError>;
-    async fn allocate_producer_ids(&self, count: u32) -> Result<Range<i64>, CatalogError>;
 }

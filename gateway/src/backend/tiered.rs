@@ -146,6 +146,10 @@ impl ColdLog for TierReader {
     async fn max_timestamp(&self, log_start: i64) -> Result<Option<TimestampOffset>, LogError> {
         Ok(self.tier.max_timestamp(self.key, log_start).await?)
     }
+
+    async fn persist_log_start(&self, offset: i64) -> Result<(), LogError> {
+        Ok(self.tier.persist_log_start(self.key, offset).await?)
+    }
 }
 
 /// Opens [`TieredLog`]s: directories as [`DiskLogFactory`] lays them out,

@@ -25,6 +25,9 @@ use super::PartitionKey;
 /// trait leaves to the rest of the system, deleting a topic.
 #[async_trait]
 pub trait ManifestUnderTest: Manifest {
+    /// A fresh topic with at least two partitions, for which the backend
+    /// accepts entries (a backend that checks topics must create it).
+    async fn new_topic(&self) -> Uuid;
     /// Deletes a topic as the backend's topic deletion does: the entries of
     /// its partitions move to [`Manifest::deleted_topics`].
     async fn delete_topic(&self, topic_id: Uuid);
@@ -32,6 +35,10 @@ pub trait ManifestUnderTest: Manifest {
 
 #[async_trait]
 impl ManifestUnderTest for MemoryManifest {
+    async fn new_topic(&self) -> Uuid {
+        Uuid::new_v4()
+    }
+
     async fn delete_topic(&self, topic_id: Uuid) {
         MemoryManifest::delete_topic(self, topic_id);
     }
@@ -53,8 +60,9 @@ where
     log_start_is_durable_monotonic_and_per_partition(&make().await).await;
 }
 
-fn partition(n: i32) -> PartitionKey {
-    PartitionKey::new(Uuid::new_v4(), n)
+/// Partition 0 of a fresh topic.
+async fn partition(m: &impl ManifestUnderTest) -> PartitionKey {
+    PartitionKey::new(m.new_topic().await, 0)
 }
 
 /// An entry as the uploader would commit it for `[base, last]`.
@@ -83,8 +91,8 @@ fn ranges(entries: &[TieredSegment]) -> Vec<(i64, i64)> {
 }
 
 /// The same entry committed twice is one entry.
-pub async fn commit_is_idempotent(m: &impl Manifest) {
-    let p = partition(0);
+pub async fn commit_is_idempotent(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
     let e = entry(p, 0, 9);
     m.commit(p, e.clone()).await.expect("first commit");
     m.commit(p, e.clone())
@@ -94,8 +102,8 @@ pub async fn commit_is_idempotent(m: &impl Manifest) {
 }
 
 /// A key already recorded with other content is refused for good.
-pub async fn an_entry_recorded_differently_is_refused(m: &impl Manifest) {
-    let p = partition(0);
+pub async fn an_entry_recorded_differently_is_refused(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
     let e = entry(p, 0, 9);
     m.commit(p, e.clone()).await.expect("commit");
     let mut other = e.clone();
@@ -109,8 +117,8 @@ pub async fn an_entry_recorded_differently_is_refused(m: &impl Manifest) {
 }
 
 /// Entries of a partition never overlap; adjacent and gapped ones are fine.
-pub async fn overlapping_entries_are_refused(m: &impl Manifest) {
-    let p = partition(0);
+pub async fn overlapping_entries_are_refused(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
     m.commit(p, entry(p, 0, 9)).await.expect("commit");
     for (base, last) in [(5, 14), (0, 0), (9, 20), (-5, 0)] {
         let err = m
@@ -128,8 +136,8 @@ pub async fn overlapping_entries_are_refused(m: &impl Manifest) {
 
 /// `segments` is sorted by base offset whatever the commit order, and
 /// partitions do not see each other's entries.
-pub async fn entries_are_sorted_and_kept_per_partition(m: &impl Manifest) {
-    let p = partition(0);
+pub async fn entries_are_sorted_and_kept_per_partition(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
     let q = PartitionKey::new(p.topic_id, 1);
     for (base, last) in [(20, 29), (0, 9), (10, 19)] {
         m.commit(p, entry(p, base, last)).await.expect("commit");
@@ -137,13 +145,16 @@ pub async fn entries_are_sorted_and_kept_per_partition(m: &impl Manifest) {
     m.commit(q, entry(q, 0, 4)).await.expect("commit");
     assert_eq!(ranges(&m.segments(p)), vec![(0, 9), (10, 19), (20, 29)]);
     assert_eq!(ranges(&m.segments(q)), vec![(0, 4)]);
-    assert!(m.segments(partition(0)).is_empty(), "unknown partition");
+    assert!(
+        m.segments(partition(m).await).is_empty(),
+        "a partition without entries"
+    );
 }
 
 /// `trim` removes the entries wholly below the offset and returns them; an
 /// entry straddling the offset stays.
-pub async fn trim_removes_exactly_the_entries_wholly_below(m: &impl Manifest) {
-    let p = partition(0);
+pub async fn trim_removes_exactly_the_entries_wholly_below(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
     for (base, last) in [(0, 9), (10, 19), (20, 29)] {
         m.commit(p, entry(p, base, last)).await.expect("commit");
     }
@@ -158,18 +169,18 @@ pub async fn trim_removes_exactly_the_entries_wholly_below(m: &impl Manifest) {
     assert_eq!(ranges(&removed), vec![(10, 19), (20, 29)]);
     assert!(m.segments(p).is_empty());
     assert!(m
-        .trim(partition(0), 100)
+        .trim(partition(m).await, 100)
         .await
-        .expect("trim of an unknown partition")
+        .expect("trim of a partition without entries")
         .is_empty());
 }
 
 /// A deleted topic's entries are listed, per partition, until forgotten,
 /// and are no longer the partitions' entries.
 pub async fn deleted_topics_are_listed_until_forgotten(m: &impl ManifestUnderTest) {
-    let p0 = partition(0);
+    let p0 = partition(m).await;
     let p1 = PartitionKey::new(p0.topic_id, 1);
-    let kept = partition(0);
+    let kept = partition(m).await;
     m.commit(p0, entry(p0, 0, 9)).await.expect("commit");
     m.commit(p1, entry(p1, 0, 4)).await.expect("commit");
     m.commit(kept, entry(kept, 0, 9)).await.expect("commit");
@@ -192,8 +203,8 @@ pub async fn deleted_topics_are_listed_until_forgotten(m: &impl ManifestUnderTes
 
 /// The log start is read back at once, only ever rises, is kept per
 /// partition, and a negative one is refused.
-pub async fn log_start_is_durable_monotonic_and_per_partition(m: &impl Manifest) {
-    let p = partition(0);
+pub async fn log_start_is_durable_monotonic_and_per_partition(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
     let q = PartitionKey::new(p.topic_id, 1);
     assert_eq!(m.log_start(p), None, "nothing recorded yet");
     m.set_log_start(p, 10).await.expect("set");

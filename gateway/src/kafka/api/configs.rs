@@ -14,10 +14,10 @@ use kafka_protocol::ResponseError;
 
 use super::topics::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::{msg, s, RequestContext};
-use crate::backend::{CatalogError, ConfigOp};
 use crate::broker::Broker;
 use crate::codes;
 use crate::topic_config::{self, ConfigType};
+use metastore::{ConfigOp, MetaError};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
@@ -32,6 +32,11 @@ fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
             ConfigType::Boolean,
         ),
         ("broker.id", c.node_id.to_string(), ConfigType::Int),
+        (
+            "connections.max.idle.ms",
+            c.connections.idle_timeout.as_millis().to_string(),
+            ConfigType::Long,
+        ),
         (
             "default.replication.factor",
             c.default_replication_factor.to_string(),
@@ -58,14 +63,34 @@ fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
             ConfigType::Int,
         ),
         (
+            "max.connections",
+            c.connections.max_connections.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "max.connections.per.ip",
+            c.connections.max_connections_per_ip.to_string(),
+            ConfigType::Int,
+        ),
+        (
             "num.partitions",
             c.num_partitions.to_string(),
             ConfigType::Int,
         ),
         (
+            "queued.max.request.bytes",
+            c.connections.queued_max_request_bytes.to_string(),
+            ConfigType::Long,
+        ),
+        (
             "socket.request.max.bytes",
             c.max_request_bytes.to_string(),
             ConfigType::Int,
+        ),
+        (
+            "write.caching",
+            c.log_defaults.write_caching.to_string(),
+            ConfigType::Boolean,
         ),
     ]
 }
@@ -132,9 +157,21 @@ pub(super) fn describe_configs(
                 let configs = topic_config::catalogue()
                     .iter()
                     .filter(|d| wanted(&r.configuration_keys, d.name))
-                    .map(|d| match topic.configs.get(d.name) {
-                        Some(val) => entry(d.name, val, SOURCE_TOPIC, d.kind, Some(d.default)),
-                        None => entry(d.name, d.default, SOURCE_DEFAULT, d.kind, Some(d.default)),
+                    .map(|d| {
+                        // Unset keys AeroStream adds have the broker's default.
+                        let default = if d.name == topic_config::WRITE_CACHING {
+                            if b.config.log_defaults.write_caching {
+                                "true"
+                            } else {
+                                "false"
+                            }
+                        } else {
+                            d.default
+                        };
+                        match topic.configs.get(d.name) {
+                            Some(val) => entry(d.name, val, SOURCE_TOPIC, d.kind, Some(default)),
+                            None => entry(d.name, default, SOURCE_DEFAULT, d.kind, Some(default)),
+                        }
                     })
                     .collect();
                 results.push(result.with_configs(configs));
@@ -176,7 +213,7 @@ async fn alter_topic(
     b: &Broker,
     resource_type: i8,
     name: &str,
-    ops: Result<Vec<ConfigOp>, CatalogError>,
+    ops: Result<Vec<ConfigOp>, MetaError>,
     replace_all: bool,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
@@ -191,7 +228,7 @@ async fn alter_topic(
     let result = match ops {
         Ok(ops) => {
             b.catalog
-                .alter_configs(name, ops, replace_all, validate_only)
+                .alter_topic_configs(name, ops, replace_all, validate_only)
                 .await
         }
         Err(e) => Err(e),
@@ -208,7 +245,7 @@ async fn alter_topic(
             }
             (0, None)
         }
-        Err(e) => (codes::catalog_error(&e).code(), msg(&e)),
+        Err(e) => (codes::meta_error(&e).code(), msg(&e)),
     }
 }
 
@@ -247,43 +284,6 @@ pub(super) async fn alter_configs(
     AlterConfigsResponse::default().with_responses(responses)
 }
 
-/// APPEND and SUBTRACT on list configs work on the comma-separated current value.
-fn list_op(
-    b: &Broker,
-    topic: &str,
-    key: &str,
-    value: &str,
-    append: bool,
-) -> Result<ConfigOp, CatalogError> {
-    let def = topic_config::validate_key(key)?;
-    if def.kind != ConfigType::List {
-        return Err(CatalogError::InvalidConfig {
-            key: key.to_string(),
-            reason: "APPEND and SUBTRACT apply to list configs only".into(),
-        });
-    }
-    let current = b
-        .catalog
-        .topic(topic)
-        .and_then(|t| t.configs.get(key).cloned())
-        .unwrap_or_else(|| def.default.to_string());
-    let mut items: Vec<String> = current
-        .split(',')
-        .filter(|x| !x.is_empty())
-        .map(str::to_string)
-        .collect();
-    for v in value.split(',').filter(|x| !x.is_empty()) {
-        if append {
-            if !items.iter().any(|i| i == v) {
-                items.push(v.to_string());
-            }
-        } else {
-            items.retain(|i| i != v);
-        }
-    }
-    Ok(ConfigOp::Set(key.to_string(), items.join(",")))
-}
-
 pub(super) async fn incremental_alter_configs(
     b: &Broker,
     _ctx: &RequestContext,
@@ -292,7 +292,9 @@ pub(super) async fn incremental_alter_configs(
     let mut responses = Vec::new();
     for r in req.resources {
         let topic = r.resource_name.to_string();
-        let ops: Result<Vec<ConfigOp>, CatalogError> = r
+        // APPEND and SUBTRACT are applied by the metastore to the value it
+        // holds, in the same write, so concurrent changes cannot lose one.
+        let ops: Result<Vec<ConfigOp>, MetaError> = r
             .configs
             .iter()
             .map(|c| {
@@ -301,9 +303,9 @@ pub(super) async fn incremental_alter_configs(
                 match c.config_operation {
                     0 => Ok(ConfigOp::Set(key, value)),
                     1 => Ok(ConfigOp::Delete(key)),
-                    2 => list_op(b, &topic, &key, &value, true),
-                    3 => list_op(b, &topic, &key, &value, false),
-                    op => Err(CatalogError::InvalidConfig {
+                    2 => Ok(ConfigOp::Append(key, value)),
+                    3 => Ok(ConfigOp::Subtract(key, value)),
+                    op => Err(MetaError::InvalidConfig {
                         key,
                         reason: format!("unknown operation {op}"),
                     }),

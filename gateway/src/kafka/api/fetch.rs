@@ -4,6 +4,7 @@
 //! connection as spliced parts (sendfile on plain TCP).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -20,7 +21,9 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{s, DispatchError, RequestContext};
-use crate::backend::{LogError, Records, TopicMeta};
+use metastore::TopicInfo;
+
+use crate::backend::{LogError, Records};
 use crate::broker::{Broker, Metrics};
 use crate::codes;
 use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
@@ -162,7 +165,7 @@ async fn long_poll(
 struct TopicCache<'a> {
     b: &'a Broker,
     by_id: bool,
-    seen: HashMap<(String, Uuid), Option<TopicMeta>>,
+    seen: HashMap<(String, Uuid), Option<Arc<TopicInfo>>>,
 }
 
 impl<'a> TopicCache<'a> {
@@ -174,7 +177,7 @@ impl<'a> TopicCache<'a> {
         }
     }
 
-    fn get(&mut self, name: &str, id: Uuid) -> Option<&TopicMeta> {
+    fn get(&mut self, name: &str, id: Uuid) -> Option<&TopicInfo> {
         let key = if self.by_id {
             (String::new(), id)
         } else {
@@ -190,7 +193,7 @@ impl<'a> TopicCache<'a> {
                     b.catalog.topic(name)
                 }
             })
-            .as_ref()
+            .as_deref()
     }
 }
 

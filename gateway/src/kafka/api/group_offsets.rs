@@ -20,10 +20,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
-use crate::backend::CommittedOffset;
 use crate::broker::Broker;
 use crate::codes;
 use crate::partition::now_ms;
+use metastore::{CommittedOffset, OffsetCommit};
 
 /// `offset.metadata.max.bytes`.
 const MAX_METADATA: usize = 4096;
@@ -69,15 +69,14 @@ pub(super) async fn offset_commit(
             {
                 Some(ResponseError::OffsetMetadataTooLarge)
             } else {
-                to_commit.push((
-                    (name.clone(), p.partition_index),
-                    CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                        commit_time_ms: now,
-                    },
-                ));
+                to_commit.push(OffsetCommit {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    commit_time_ms: now,
+                });
                 None
             };
             parts.push((p.partition_index, error));
@@ -87,14 +86,15 @@ pub(super) async fn offset_commit(
     let commit_error = if to_commit.is_empty() {
         None
     } else {
-        b.catalog
-            .commit_offsets(&group, to_commit)
-            .await
-            .err()
-            .map(|e| {
-                tracing::warn!(group = %group, error = %e, "committing offsets failed");
-                codes::catalog_error(&e)
-            })
+        // One failure fails the request: each entry was vetted above.
+        let outcome = match b.catalog.commit_offsets(&group, to_commit).await {
+            Ok(results) => results.into_iter().find_map(Result::err),
+            Err(e) => Some(e),
+        };
+        outcome.map(|e| {
+            tracing::warn!(group = %group, error = %e, "committing offsets failed");
+            codes::meta_error(&e)
+        })
     };
     let topics = topics
         .into_iter()
@@ -268,9 +268,8 @@ pub(super) async fn offset_delete(
         );
     }
     if !doomed.is_empty() {
-        if let Err(e) = b.catalog.delete_offsets(&group, doomed).await {
-            return OffsetDeleteResponse::default()
-                .with_error_code(codes::catalog_error(&e).code());
+        if let Err(e) = b.catalog.delete_offsets(&group, doomed).await.map(|_| ()) {
+            return OffsetDeleteResponse::default().with_error_code(codes::meta_error(&e).code());
         }
     }
     OffsetDeleteResponse::default().with_topics(topics)

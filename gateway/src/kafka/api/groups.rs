@@ -245,7 +245,7 @@ pub(super) async fn describe_groups(
                         })
                         .collect(),
                 ),
-            None if b.catalog.offset_groups().contains(&name) => base.with_group_state(s("Empty")),
+            None if b.catalog.groups().contains(&name) => base.with_group_state(s("Empty")),
             None => base.with_group_state(s("Dead")),
         };
         groups.push(entry);
@@ -266,7 +266,7 @@ pub(super) async fn list_groups(
         .into_iter()
         .map(|(id, state, ptype)| (id, state.as_str().to_string(), ptype))
         .collect();
-    for g in b.catalog.offset_groups() {
+    for g in b.catalog.groups() {
         if !all.iter().any(|(id, _, _)| *id == g) {
             all.push((g, GroupState::Empty.as_str().to_string(), String::new()));
         }
@@ -296,7 +296,7 @@ pub(super) async fn delete_groups(
     let mut results = Vec::new();
     for g in req.groups_names {
         let name = g.to_string();
-        let has_offsets = b.catalog.offset_groups().contains(&name);
+        let has_offsets = b.catalog.groups().contains(&name);
         let code = match b.groups.delete(name.clone()).await {
             Err(_) => GONE.code(),
             Ok(Err(GroupError::GroupIdNotFound)) if !has_offsets => {
@@ -304,8 +304,8 @@ pub(super) async fn delete_groups(
             }
             Ok(Err(GroupError::GroupIdNotFound)) | Ok(Ok(())) => {
                 match b.catalog.delete_group(&name).await {
-                    Ok(()) => 0,
-                    Err(e) => codes::catalog_error(&e).code(),
+                    Ok(()) | Err(metastore::MetaError::GroupIdNotFound { .. }) => 0,
+                    Err(e) => codes::meta_error(&e).code(),
                 }
             }
             Ok(Err(e)) => codes::group_error(e).code(),

@@ -33,7 +33,7 @@ pub(super) async fn init_producer_id(
         Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::warn!(error = %e, "producer id allocation failed");
-            resp.with_error_code(codes::catalog_error(&e).code())
+            resp.with_error_code(codes::meta_error(&e).code())
         }
     }
 }

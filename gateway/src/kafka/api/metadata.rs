@@ -11,15 +11,20 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
-use crate::backend::{CatalogError, TopicMeta};
 use crate::broker::Broker;
 use crate::codes;
 use crate::topic_config;
+use metastore::{MetaError, TopicInfo};
 
 /// Kafka's "authorized operations not requested" value.
 const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
-fn topic_entry(t: &TopicMeta) -> MetadataResponseTopic {
+/// Kafka's broker id of an agent (-1 for none, as Kafka reports a missing leader).
+fn broker_id(agent: Option<u64>) -> BrokerId {
+    BrokerId(agent.and_then(|a| i32::try_from(a).ok()).unwrap_or(-1))
+}
+
+fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(s(t.name.clone()))))
         .with_topic_id(t.id)
@@ -31,10 +36,12 @@ fn topic_entry(t: &TopicMeta) -> MetadataResponseTopic {
                 .map(|p| {
                     MetadataResponsePartition::default()
                         .with_partition_index(p.index)
-                        .with_leader_id(BrokerId(p.leader))
+                        .with_leader_id(broker_id(p.leader))
                         .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                        .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                        .with_replica_nodes(
+                            p.replicas.iter().map(|r| broker_id(Some(*r))).collect(),
+                        )
+                        .with_isr_nodes(p.isr.iter().map(|r| broker_id(Some(*r))).collect())
                 })
                 .collect(),
         )
@@ -62,7 +69,7 @@ pub(super) async fn metadata(
     let allow_create = b.config.auto_create_topics && (v < 4 || req.allow_auto_topic_creation);
     let mut topics = Vec::new();
     if all {
-        topics.extend(b.catalog.topics().iter().map(topic_entry));
+        topics.extend(b.catalog.topics().iter().map(|t| topic_entry(t)));
     } else {
         for wanted in req.topics.unwrap_or_default() {
             match wanted.name {
@@ -72,13 +79,9 @@ pub(super) async fn metadata(
                         Some(t) => topics.push(topic_entry(&t)),
                         None if allow_create => match b.auto_create(&name).await {
                             Ok(t) => topics.push(topic_entry(&t)),
-                            Err(e @ CatalogError::InvalidTopicName { .. }) => {
-                                topics.push(topic_error(
-                                    Some(name),
-                                    uuid::Uuid::nil(),
-                                    codes::catalog_error(&e),
-                                ))
-                            }
+                            Err(e @ MetaError::InvalidTopicName { .. }) => topics.push(
+                                topic_error(Some(name), uuid::Uuid::nil(), codes::meta_error(&e)),
+                            ),
                             Err(e) => {
                                 tracing::warn!(topic = %name, error = %e, "topic auto-creation failed");
                                 topics.push(topic_error(
@@ -114,7 +117,7 @@ pub(super) async fn metadata(
             .with_node_id(BrokerId(b.config.node_id))
             .with_host(s(b.config.advertised_host.clone()))
             .with_port(b.config.advertised_port)])
-        .with_cluster_id(Some(s(b.catalog.cluster_id())))
+        .with_cluster_id(Some(s(b.catalog.cluster().cluster_id)))
         .with_controller_id(BrokerId(b.config.node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
@@ -127,7 +130,7 @@ pub(super) fn describe_cluster(
 ) -> DescribeClusterResponse {
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
-        .with_cluster_id(s(b.catalog.cluster_id()))
+        .with_cluster_id(s(b.catalog.cluster().cluster_id))
         .with_controller_id(BrokerId(b.config.node_id))
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
     if req.endpoint_type != 1 {

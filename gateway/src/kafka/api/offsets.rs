@@ -16,15 +16,15 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::backend::TopicMeta;
 use crate::broker::Broker;
 use crate::codes;
 use crate::partition::{OffsetQuery, PartitionHandle};
+use metastore::TopicInfo;
 
 /// Finds a partition's task and its current leader epoch, or the error to report.
 async fn locate(
     b: &Broker,
-    topic: Option<&TopicMeta>,
+    topic: Option<&TopicInfo>,
     index: i32,
 ) -> Result<(PartitionHandle, i32), ResponseError> {
     let topic = topic.ok_or(ResponseError::UnknownTopicOrPartition)?;
@@ -64,12 +64,11 @@ pub(super) async fn list_offsets(
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
-            let located =
-                locate(b, topic.as_ref(), p.partition_index)
-                    .await
-                    .and_then(|(h, epoch)| {
-                        check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
-                    });
+            let located = locate(b, topic.as_deref(), p.partition_index)
+                .await
+                .and_then(|(h, epoch)| {
+                    check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
+                });
             let (h, epoch) = match located.map(|(h, e)| (h, if has_epoch { e } else { -1 })) {
                 Ok(x) => x,
                 Err(e) => {
@@ -122,7 +121,7 @@ pub(super) async fn offset_for_leader_epoch(
                 .with_partition(p.partition)
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
-            let located = locate(b, topic.as_ref(), p.partition)
+            let located = locate(b, topic.as_deref(), p.partition)
                 .await
                 .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| h));
             let resp = match located {
@@ -157,7 +156,7 @@ pub(super) async fn delete_records(
             let resp = DeleteRecordsPartitionResult::default()
                 .with_partition_index(p.partition_index)
                 .with_low_watermark(-1);
-            let h = match locate(b, topic.as_ref(), p.partition_index).await {
+            let h = match locate(b, topic.as_deref(), p.partition_index).await {
                 Ok((h, _)) => h,
                 Err(e) => {
                     parts.push(resp.with_error_code(e.code()));

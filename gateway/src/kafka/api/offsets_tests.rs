@@ -87,3 +87,27 @@ async fn delete_records_raises_the_log_start_and_leader_epochs_end_at_the_log_en
     let e = &resp.topics[0].partitions[0];
     assert_eq!((e.error_code, e.leader_epoch, e.end_offset), (0, 0, 3));
 }
+
+/// The floor DeleteRecords sets must outlive the local directory: with
+/// object storage behind the log it is recorded in the metastore before the
+/// local log applies it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_records_its_floor_in_the_metastore_before_answering() {
+    let t = TestBroker::start(Logs::Tiered).await;
+    let b = &t.broker;
+    create(b, "floor", 1).await;
+    produce(b, "floor", batch(&["a", "b", "c"], None, Compression::None)).await;
+    let req = DeleteRecordsRequest::default().with_topics(vec![
+        delete_records_request::DeleteRecordsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("floor")))
+            .with_partitions(vec![
+                delete_records_request::DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(2),
+            ]),
+    ]);
+    let resp: DeleteRecordsResponse = call(b, ApiKey::DeleteRecords, 2, &req).await;
+    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+    let id = b.catalog.topic("floor").expect("topic").id;
+    assert_eq!(t.backends.meta.log_start(id, 0), Some(2));
+}

@@ -8,11 +8,11 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::backend::TopicMeta;
 use crate::broker::{Broker, Metrics};
 use crate::codes;
 use crate::partition::Acks;
 use crate::topic_config;
+use metastore::TopicInfo;
 
 fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -48,7 +48,7 @@ fn single_batch(records: &[u8]) -> Result<(), String> {
 
 async fn produce_partition(
     b: &Broker,
-    topic: Option<&TopicMeta>,
+    topic: Option<&TopicInfo>,
     index: i32,
     records: Option<bytes::Bytes>,
     acks: Acks,
@@ -143,7 +143,7 @@ pub(super) async fn produce(
         } else {
             join_all(t.partition_data.into_iter().map(|p| {
                 let acks = acks.unwrap_or(Acks::All);
-                produce_partition(b, topic.as_ref(), p.index, p.records, acks)
+                produce_partition(b, topic.as_deref(), p.index, p.records, acks)
             }))
             .await
         };

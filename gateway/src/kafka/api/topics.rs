@@ -14,16 +14,16 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{msg, s, RequestContext};
-use crate::backend::{NewTopic, TopicMeta};
 use crate::broker::Broker;
 use crate::codes;
 use crate::topic_config;
+use metastore::{CreateTopic, TopicInfo};
 
 /// Config source numbers of DescribeConfigs/CreateTopics.
 pub(super) const SOURCE_TOPIC: i8 = 1;
 pub(super) const SOURCE_DEFAULT: i8 = 5;
 
-fn all_configs(t: &TopicMeta) -> Vec<CreatableTopicConfigs> {
+fn all_configs(t: &TopicInfo) -> Vec<CreatableTopicConfigs> {
     topic_config::catalogue()
         .iter()
         .map(|d| {
@@ -84,11 +84,12 @@ pub(super) async fn create_topics(
             );
             continue;
         }
-        let spec = NewTopic {
+        let spec = CreateTopic {
             name: name.clone(),
             partitions,
             replication_factor,
             configs,
+            assignments: Vec::new(),
         };
         match b.catalog.create_topic(spec, req.validate_only).await {
             Ok(meta) => {
@@ -105,7 +106,7 @@ pub(super) async fn create_topics(
             }
             Err(e) => results.push(
                 result
-                    .with_error_code(codes::catalog_error(&e).code())
+                    .with_error_code(codes::meta_error(&e).code())
                     .with_error_message(msg(&e)),
             ),
         }
@@ -161,7 +162,7 @@ pub(super) async fn delete_topics(
             }
             Err(e) => responses.push(
                 result
-                    .with_error_code(codes::catalog_error(&e).code())
+                    .with_error_code(codes::meta_error(&e).code())
                     .with_error_message(msg(&e)),
             ),
         }
@@ -185,7 +186,7 @@ pub(super) async fn create_partitions(
             Ok(_) => results.push(result),
             Err(e) => results.push(
                 result
-                    .with_error_code(codes::catalog_error(&e).code())
+                    .with_error_code(codes::meta_error(&e).code())
                     .with_error_message(msg(&e)),
             ),
         }

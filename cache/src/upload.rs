@@ -143,19 +143,39 @@ pub async fn link_or_upload_file(
     file: &FsPath,
     options: &UploadOptions,
 ) -> Result<Uploaded, CacheError> {
-    if let Some(local) = &handle.local {
-        match link_file(local, key, file).await {
-            Ok(Some(uploaded)) => return Ok(uploaded),
-            Ok(None) => {}
-            Err(e) => {
-                return Err(CacheError::File {
-                    path: file.display().to_string(),
-                    source: e,
-                })
-            }
-        }
+    let Some(local) = &handle.local else {
+        return upload_file(handle.store.as_ref(), key, file, options).await;
+    };
+    let file_error = |source: std::io::Error| CacheError::File {
+        path: file.display().to_string(),
+        source,
+    };
+    if let Some(uploaded) = link_file(local, key, file).await.map_err(file_error)? {
+        return Ok(uploaded);
     }
-    upload_file(handle.store.as_ref(), key, file, options).await
+    let uploaded = upload_file(handle.store.as_ref(), key, file, options).await?;
+    // The folder store writes without fsync; the manifest entry committed
+    // next must not name an object a power loss can empty.
+    if let Ok(target) = local.path_to_filesystem(key) {
+        tokio::task::spawn_blocking(move || sync_file_and_dir(&target, true))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r)
+            .map_err(file_error)?;
+    }
+    Ok(uploaded)
+}
+
+/// fsyncs a file's directory entry (and, with `data`, the file itself), so
+/// an object in the folder store survives a power loss once committed.
+fn sync_file_and_dir(target: &FsPath, data: bool) -> std::io::Result<()> {
+    if data {
+        std::fs::File::open(target)?.sync_all()?;
+    }
+    if let Some(parent) = target.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Hard-links `file` at `key` in the folder store; `None` when linking is
@@ -180,7 +200,9 @@ async fn link_file(
             Err(e) => return Err(e),
         }
         match std::fs::hard_link(&source, &target) {
-            Ok(()) => Ok(true),
+            // The segment's bytes were fsynced when it was sealed; the new
+            // name must be durable too before the manifest names it.
+            Ok(()) => sync_file_and_dir(&target, false).map(|()| true),
             Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => Ok(false),
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(false),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(false),

@@ -1,5 +1,5 @@
 //! The state of one classic group and its members, as the
-//! [`engine`](super::engine) keeps it.
+//! engine keeps it.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -74,6 +74,8 @@ pub struct Metrics {
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
     pub malformed_requests: AtomicU64,
+    /// Requests with bytes after their last field (tolerated, as Kafka does).
+    pub trailing_bytes_requests: AtomicU64,
     /// Requests being served right now; shutdown waits for this to reach zero.
     pub in_flight: AtomicU64,
 }
@@ -102,6 +104,11 @@ impl Metrics {
                 "aerostream_kafka_malformed_requests_total",
                 "Connections closed for malformed requests",
                 g(&self.malformed_requests),
+            ),
+            (
+                "aerostream_kafka_requests_with_trailing_bytes_total",
+                "Requests with bytes after their last field (served, as Kafka does)",
+                g(&self.trailing_bytes_requests),
             ),
             (
                 "aerostream_connections_opened_total",

@@ -323,7 +323,7 @@ async fn a_failed_durability_point_fails_its_writes_and_takes_the_log_offline() 
         .await
         .expect("open");
     let segment = dir.path().join("t-0").join("00000000000000000000.log");
-    storage::testing::fail_next(storage::testing::Op::Fsync, &segment, 1);
+    storage::testing::fail_next(storage::testing::DeviceOp::Fsync, &segment, 1);
     let failed = h.append(batch_of(&[b"lost"]), 0, Acks::All).await;
     assert!(matches!(failed, Err(LogError::NotDurable(_))), "{failed:?}");
     assert_eq!(

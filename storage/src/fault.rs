@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// A device call the log makes on a segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub enum DeviceOp {
     /// `fdatasync` of a segment's `.log` file (flush, seal, sync point).
     Fsync,
     /// The start of a paced writeback chunk on the append path
@@ -27,12 +27,12 @@ mod armed {
     use std::path::PathBuf;
     use std::sync::Mutex;
 
-    use super::Op;
+    use super::DeviceOp;
 
     /// Armed failures: the op, the file, and how many calls still fail.
-    pub(super) static ARMED: Mutex<Vec<(Op, PathBuf, u32)>> = Mutex::new(Vec::new());
+    pub(super) static ARMED: Mutex<Vec<(DeviceOp, PathBuf, u32)>> = Mutex::new(Vec::new());
 
-    pub(super) fn lock() -> std::sync::MutexGuard<'static, Vec<(Op, PathBuf, u32)>> {
+    pub(super) fn lock() -> std::sync::MutexGuard<'static, Vec<(DeviceOp, PathBuf, u32)>> {
         match ARMED.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -43,13 +43,13 @@ mod armed {
 /// Makes the next `times` calls of `op` on the file at `path` fail with
 /// `EIO` (other files are not affected).
 #[cfg(any(test, feature = "testing"))]
-pub fn fail_next(op: Op, path: &Path, times: u32) {
+pub fn fail_next(op: DeviceOp, path: &Path, times: u32) {
     armed::lock().push((op, path.to_path_buf(), times));
 }
 
 /// Fails if a failure of `op` on `path` is armed, using it up.
 #[cfg(any(test, feature = "testing"))]
-pub(crate) fn check(op: Op, path: &Path) -> io::Result<()> {
+pub(crate) fn check(op: DeviceOp, path: &Path) -> io::Result<()> {
     let mut armed = armed::lock();
     let hit = armed
         .iter_mut()
@@ -66,6 +66,6 @@ pub(crate) fn check(op: Op, path: &Path) -> io::Result<()> {
 
 #[cfg(not(any(test, feature = "testing")))]
 #[inline(always)]
-pub(crate) fn check(_op: Op, _path: &Path) -> io::Result<()> {
+pub(crate) fn check(_op: DeviceOp, _path: &Path) -> io::Result<()> {
     Ok(())
 }

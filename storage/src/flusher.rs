@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{IoContext, StorageError};
-use crate::fault::{self, Op};
+use crate::fault::{self, DeviceOp};
 use crate::files::{self, RECOVERY_POINT_FILE};
 use crate::health::Health;
 use crate::pool::{self, Gate};
@@ -184,7 +184,7 @@ fn sync_and_checkpoint(job: &SealJob) -> Result<(), StorageError> {
         match t.kind {
             SyncKind::Data => {
                 log_file = Some(&t.path);
-                fault::check(Op::Fsync, &t.path).and_then(|()| t.file.sync_data())
+                fault::check(DeviceOp::Fsync, &t.path).and_then(|()| t.file.sync_data())
             }
             SyncKind::All => t.file.sync_all(),
         }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::fault::{self, Op};
+use crate::fault::{self, DeviceOp};
 use crate::flusher::read_recovery_point;
 use crate::pool::{Gate, GateGuard};
 use crate::test_support::batch;
@@ -45,7 +45,7 @@ fn a_writeback_error_fails_the_seal_of_its_segment_although_the_fsync_succeeds()
     let writeback = hold_writeback(&mut log);
     // The chunk's wait sees the error; the seal's own fdatasync then
     // succeeds, as the kernel's would once the error was consumed.
-    fault::fail_next(Op::WritebackWait, &first, 1);
+    fault::fail_next(DeviceOp::WritebackWait, &first, 1);
     while log.segments().len() < 2 {
         log.append(&mut batch(30_000), 0, 1_000).expect("append");
     }
@@ -76,7 +76,7 @@ fn flush_after_a_failed_writeback_wait_fails_and_takes_the_log_offline() {
     let mut log = PartitionLog::open(d.path(), config()).expect("open");
     let active = log.segments()[0].path.clone();
     let writeback = hold_writeback(&mut log);
-    fault::fail_next(Op::WritebackWait, &active, 1);
+    fault::fail_next(DeviceOp::WritebackWait, &active, 1);
     for _ in 0..6 {
         log.append(&mut batch(30_000), 0, 1_000).expect("append");
     }
@@ -93,7 +93,7 @@ fn a_failed_flush_takes_the_log_offline() {
     let mut log = PartitionLog::open(d.path(), config()).expect("open");
     log.append(&mut batch(10), 0, 1_000).expect("append");
     let active = log.segments()[0].path.clone();
-    fault::fail_next(Op::Fsync, &active, 1);
+    fault::fail_next(DeviceOp::Fsync, &active, 1);
     assert!(log.flush().is_err());
     assert_offline(&mut log);
     assert!(
@@ -116,7 +116,7 @@ fn an_append_whose_own_fsync_fails_is_undone_and_the_log_goes_offline() {
     let size = log.segments()[0].size;
     let end = log.subscribe();
     let active = log.segments()[0].path.clone();
-    fault::fail_next(Op::Fsync, &active, 1);
+    fault::fail_next(DeviceOp::Fsync, &active, 1);
     assert!(log.append(&mut batch(10), 0, 1_000).is_err());
     assert_eq!(
         log.log_end_offset(),
@@ -138,7 +138,7 @@ fn an_append_whose_writeback_cannot_start_is_undone_and_the_log_goes_offline() {
     let mut log = PartitionLog::open(d.path(), config()).expect("open");
     log.append(&mut batch(30_000), 0, 1_000).expect("append");
     let active = log.segments()[0].path.clone();
-    fault::fail_next(Op::WritebackStart, &active, 1);
+    fault::fail_next(DeviceOp::WritebackStart, &active, 1);
     let mut appended = 4;
     let err = loop {
         match log.append(&mut batch(30_000), 0, 1_000) {

@@ -100,7 +100,7 @@ pub mod writeback;
 /// injection into the log's own device calls.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing {
-    pub use crate::fault::{fail_next, Op};
+    pub use crate::fault::{fail_next, DeviceOp};
 }
 
 pub use batch::{BatchHeader, Compression, TimestampType};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::batch::{BatchHeader, HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{IoContext, StorageError};
-use crate::fault::{self, Op};
+use crate::fault::{self, DeviceOp};
 use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 use crate::flusher::{SyncKind, SyncTarget};
 use crate::health::Health;
@@ -602,7 +602,7 @@ impl Segment {
     }
 
     pub(crate) fn sync_data(&self) -> Result<(), StorageError> {
-        fault::check(Op::Fsync, &self.path)
+        fault::check(DeviceOp::Fsync, &self.path)
             .and_then(|()| self.file.sync_data())
             .ctx(|| format!("fsync {}", self.path.display()))
     }

@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{IoContext, StorageError};
-use crate::fault::{self, Op};
+use crate::fault::{self, DeviceOp};
 use crate::flusher::Ticket;
 use crate::health::Health;
 use crate::log::PartitionLog;
@@ -102,7 +102,7 @@ impl SyncPoint {
             t.wait().map_err(|f| f.to_error())?;
         }
         if let Some(a) = &self.active {
-            fault::check(Op::Fsync, &a.path)
+            fault::check(DeviceOp::Fsync, &a.path)
                 .and_then(|()| a.file.sync_data())
                 .ctx(|| format!("fsync {}", a.path.display()))?;
             a.progress

@@ -5,7 +5,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::fault::{self, Op};
+use crate::fault::{self, DeviceOp};
 use crate::flusher::read_recovery_point;
 use crate::test_support::batch;
 use crate::{LogConfig, PartitionLog, StorageError};
@@ -85,7 +85,7 @@ fn a_failed_sync_takes_the_log_offline_and_keeps_the_flushed_offset() {
     log.flush().expect("flush");
     log.append(&mut batch(10), 0, 1_000).expect("append");
     let active = log.segments()[0].path.clone();
-    fault::fail_next(Op::Fsync, &active, 1);
+    fault::fail_next(DeviceOp::Fsync, &active, 1);
     let done = log.sync_point().run();
     assert!(!done.is_ok());
     let err = log.sync_done(done).expect_err("the failure is reported");

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::fault::{self, Op};
+use crate::fault::{self, DeviceOp};
 use crate::health::Health;
 use crate::pool::{self, Gate};
 
@@ -228,7 +228,7 @@ impl WritebackJob {
         if let Some(g) = &self.gate {
             g.pass();
         }
-        let waited = fault::check(Op::WritebackWait, &self.path).and_then(|()| {
+        let waited = fault::check(DeviceOp::WritebackWait, &self.path).and_then(|()| {
             sync_file_range(
                 &*self.file,
                 self.from,
@@ -319,7 +319,7 @@ impl Pacer {
         }
         while size.saturating_sub(self.submitted) >= cfg.chunk_bytes {
             let from = self.submitted;
-            fault::check(Op::WritebackStart, path)?;
+            fault::check(DeviceOp::WritebackStart, path)?;
             sync_file_range(&**file, from, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
             self.submitted += cfg.chunk_bytes;
             self.progress.note_submitted(self.submitted);

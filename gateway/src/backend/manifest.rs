@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use metastore::{MetaError, Metastore, SegmentEntry};
-use storage::tier::{DeletedTopic, Manifest, ManifestError, PartitionKey, TieredSegment};
+use storage::tier::{Manifest, ManifestError, PartitionKey, TieredSegment, TopicToPurge};
 
 /// [`Manifest`] over a running [`Metastore`].
 #[derive(Debug, Clone)]
@@ -131,11 +131,11 @@ impl Manifest for MetastoreManifest {
             .map_err(failed("set log start"))
     }
 
-    fn deleted_topics(&self) -> Vec<DeletedTopic> {
+    fn deleted_topics(&self) -> Vec<TopicToPurge> {
         self.meta
             .deleted_topics()
             .into_iter()
-            .map(|d| DeletedTopic {
+            .map(|d| TopicToPurge {
                 topic_id: d.id,
                 segments: d
                     .segments

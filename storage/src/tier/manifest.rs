@@ -49,7 +49,7 @@ impl TieredSegment {
 
 /// A topic whose partitions' objects must be deleted (the topic was deleted).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeletedTopic {
+pub struct TopicToPurge {
     pub topic_id: uuid::Uuid,
     /// Manifest entries at deletion time, per partition.
     pub segments: BTreeMap<i32, Vec<TieredSegment>>,
@@ -104,7 +104,7 @@ pub trait Manifest: Send + Sync + 'static {
         below_offset: i64,
     ) -> Result<Vec<TieredSegment>, ManifestError>;
     /// Deleted topics whose objects still await deletion.
-    fn deleted_topics(&self) -> Vec<DeletedTopic>;
+    fn deleted_topics(&self) -> Vec<TopicToPurge>;
     /// Forgets a deleted topic once its objects are gone.
     async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError>;
     /// The partition's recorded log start (the DeleteRecords floor), if any.
@@ -129,7 +129,7 @@ pub struct MemoryManifest {
 struct MemoryState {
     partitions: BTreeMap<PartitionKey, Vec<TieredSegment>>,
     log_starts: BTreeMap<PartitionKey, i64>,
-    deleted: Vec<DeletedTopic>,
+    deleted: Vec<TopicToPurge>,
     failing: bool,
     commits: u64,
 }
@@ -167,7 +167,7 @@ impl MemoryManifest {
                 segments.insert(k.partition, list);
             }
         }
-        s.deleted.push(DeletedTopic { topic_id, segments });
+        s.deleted.push(TopicToPurge { topic_id, segments });
     }
 
     fn check(&self, s: &MemoryState, operation: &'static str) -> Result<(), ManifestError> {
@@ -242,7 +242,7 @@ impl Manifest for MemoryManifest {
         Ok(list.drain(..keep_from).collect())
     }
 
-    fn deleted_topics(&self) -> Vec<DeletedTopic> {
+    fn deleted_topics(&self) -> Vec<TopicToPurge> {
         self.state.lock().deleted.clone()
     }
 

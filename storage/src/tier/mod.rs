@@ -63,7 +63,7 @@ pub use cold::{latest_max_timestamp, ColdRead, ColdReader};
 pub use driver::{Tier, TierConfig};
 pub use engine::{EngineConfig, SealedSegment, UploaderEngine};
 pub use error::TierError;
-pub use manifest::{DeletedTopic, Manifest, ManifestError, MemoryManifest, TieredSegment};
+pub use manifest::{Manifest, ManifestError, MemoryManifest, TieredSegment, TopicToPurge};
 pub use metrics::{TierMetrics, TierSnapshot};
 pub use partition::TieredPartition;
 pub use retention::{expired_below, DeleteMode};

@@ -126,14 +126,17 @@ pub async fn dispatch(
             version,
             reason: e.to_string(),
         })?;
-    // Bytes the decoder did not consume are not part of any field of this
-    // version: the frame is not what the client thinks it sent.
+    // Apache Kafka ignores bytes after a request's last field, and real
+    // clients send them (librdkafka 2.16 adds 3 to its Metadata v12
+    // requests), so they are tolerated: counted and logged, not refused.
     if frame.has_remaining() {
-        return Err(DispatchError::Malformed {
-            api,
+        Metrics::add(&broker.metrics.trailing_bytes_requests, 1);
+        tracing::debug!(
+            ?api,
             version,
-            reason: format!("{} bytes after the request", frame.remaining()),
-        });
+            left = frame.remaining(),
+            "request has trailing bytes"
+        );
     }
     let ctx = RequestContext {
         api_version: version,

@@ -6,8 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use tokio::runtime::Handle;
+use uuid::Uuid;
+
 use super::*;
 use crate::backend::disk::DiskLogFactory;
+use crate::backend::{LogError, LogFactory, LogSettings, OpenedLog};
 use crate::testing::{batch_of, scratch_dir};
 use crate::topic_config::{log_settings, LogDefaults};
 

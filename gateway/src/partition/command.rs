@@ -1,0 +1,105 @@
+//! What a partition's handle asks its task, and what the task answers.
+
+use bytes::BytesMut;
+use tokio::sync::oneshot;
+
+use crate::backend::{Appended, LogError, LogSettings, Records, TimestampOffset};
+
+/// What a producer asked to wait for (`acks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// acks=0: no answer is sent; the append still happens.
+    None,
+    /// acks=1: answered after the local append.
+    Leader,
+    /// acks=-1: answered once the high watermark passes the batch.
+    All,
+}
+
+impl Acks {
+    /// Kafka's `acks` field; `None` for values Kafka refuses.
+    pub fn from_wire(acks: i16) -> Option<Acks> {
+        match acks {
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            -1 => Some(Acks::All),
+            _ => None,
+        }
+    }
+}
+
+/// What a fetch read returns, with the partition's offsets at that moment.
+#[derive(Debug)]
+pub struct ReadResult {
+    pub records: Records,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+/// A ListOffsets question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetQuery {
+    Earliest,
+    /// EARLIEST_LOCAL (-4): the first offset on local disk.
+    EarliestLocal,
+    Latest,
+    /// LATEST_TIERED (-5): the last offset in object storage.
+    LatestTiered,
+    MaxTimestamp,
+    Timestamp(i64),
+}
+
+pub(super) type Reply<T> = oneshot::Sender<T>;
+pub(super) type AppendReply = Reply<Result<(Appended, i64), LogError>>;
+
+/// The task's answer to a read.
+pub(super) enum TaskRead {
+    Local(ReadResult),
+    /// Below the local start: read object storage, within these bounds.
+    Tiered {
+        log_start: i64,
+        high_watermark: i64,
+    },
+}
+
+/// The task's answer to a ListOffsets question, before object storage is asked.
+pub(super) struct TaskOffsets {
+    pub(super) local: Option<TimestampOffset>,
+    pub(super) log_start: i64,
+    /// Object storage holds offsets below the local start.
+    pub(super) tiered_below_local: bool,
+}
+
+pub(super) enum Command {
+    Append {
+        records: BytesMut,
+        leader_epoch: i32,
+        acks: Acks,
+        reply: AppendReply,
+    },
+    Read {
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        reply: Reply<Result<TaskRead, LogError>>,
+    },
+    Offsets {
+        query: OffsetQuery,
+        reply: Reply<Result<TaskOffsets, LogError>>,
+    },
+    Bounds {
+        reply: Reply<(i64, i64)>,
+    },
+    DeleteBefore {
+        offset: i64,
+        reply: Reply<Result<i64, LogError>>,
+    },
+    EpochEnd {
+        epoch: i32,
+        reply: Reply<Option<(i32, i64)>>,
+    },
+    Settings(LogSettings),
+    Close {
+        reply: Reply<Result<(), LogError>>,
+    },
+}

@@ -1,0 +1,178 @@
+//! The cheap, cloneable handle through which handlers reach a partition's
+//! task, and through which reads reach object storage below the local start.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use storage::tier::PartitionKey;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::command::{Acks, Command, OffsetQuery, ReadResult, Reply, TaskRead};
+use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
+
+/// A cheap handle to a partition task.
+#[derive(Clone)]
+pub struct PartitionHandle {
+    pub(super) key: PartitionKey,
+    pub(super) tx: mpsc::Sender<Command>,
+    pub(super) hw: watch::Receiver<i64>,
+    pub(super) cold: Option<Arc<dyn ColdLog>>,
+}
+
+fn closed<T>(_: T) -> LogError {
+    LogError::NotServing("the partition's task has stopped")
+}
+
+impl PartitionHandle {
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, LogError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.map_err(closed)?;
+        rx.await.map_err(closed)
+    }
+
+    pub fn key(&self) -> PartitionKey {
+        self.key
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Appends batches; returns where they landed and the log start offset,
+    /// once `acks` is satisfied.
+    pub async fn append(
+        &self,
+        records: BytesMut,
+        leader_epoch: i32,
+        acks: Acks,
+    ) -> Result<(Appended, i64), LogError> {
+        self.ask(|reply| Command::Append {
+            records,
+            leader_epoch,
+            acks,
+            reply,
+        })
+        .await?
+    }
+
+    /// Whole batches from the one holding `offset`, across both tiers, up to
+    /// the high watermark. `min_one`: the first batch comes whole even when
+    /// larger than `max_bytes`; otherwise nothing larger than `max_bytes` comes.
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+    ) -> Result<ReadResult, LogError> {
+        let read = self
+            .ask(|reply| Command::Read {
+                offset,
+                max_bytes,
+                min_one,
+                reply,
+            })
+            .await??;
+        let (log_start, high_watermark) = match read {
+            TaskRead::Local(r) => return Ok(r),
+            TaskRead::Tiered {
+                log_start,
+                high_watermark,
+            } => (log_start, high_watermark),
+        };
+        let out_of_range = || {
+            LogError::Storage(storage::StorageError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: high_watermark,
+            })
+        };
+        let cold = self.cold.as_ref().ok_or_else(out_of_range)?;
+        match cold.read(offset, max_bytes).await? {
+            Some(bytes) => {
+                let records = if !min_one && bytes.len() > max_bytes {
+                    Records::empty()
+                } else {
+                    Records::Bytes(bytes)
+                };
+                Ok(ReadResult {
+                    records,
+                    high_watermark,
+                    log_start_offset: log_start,
+                })
+            }
+            None => Err(out_of_range()),
+        }
+    }
+
+    /// A ListOffsets answer across both tiers.
+    pub async fn offsets(&self, query: OffsetQuery) -> Result<Option<TimestampOffset>, LogError> {
+        let a = self
+            .ask(|reply| Command::Offsets { query, reply })
+            .await??;
+        let cold = match &self.cold {
+            Some(c) if a.tiered_below_local => c,
+            _ => return Ok(a.local),
+        };
+        match query {
+            // The first match in offset order: nothing local can come before it.
+            OffsetQuery::Timestamp(ts) => match cold.offset_for_timestamp(ts, a.log_start).await? {
+                Some(found) => Ok(Some(found)),
+                None => Ok(a.local),
+            },
+            OffsetQuery::MaxTimestamp => {
+                let tiered = cold.max_timestamp(a.log_start).await?;
+                Ok(storage::tier::latest_max_timestamp(tiered, a.local))
+            }
+            OffsetQuery::Earliest
+            | OffsetQuery::EarliestLocal
+            | OffsetQuery::Latest
+            | OffsetQuery::LatestTiered => Ok(a.local),
+        }
+    }
+
+    /// (log start offset across tiers, high watermark).
+    pub async fn bounds(&self) -> Result<(i64, i64), LogError> {
+        self.ask(|reply| Command::Bounds { reply }).await
+    }
+
+    /// DeleteRecords: raises the log start to `offset` (at most the high
+    /// watermark) and returns the new log start. With object storage behind
+    /// the log, the floor is recorded in the metastore first.
+    pub async fn delete_before(&self, offset: i64) -> Result<i64, LogError> {
+        let (log_start, high_watermark) = self.bounds().await?;
+        if offset > high_watermark {
+            return Err(LogError::Storage(storage::StorageError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: high_watermark,
+            }));
+        }
+        if let Some(cold) = &self.cold {
+            if offset > log_start {
+                cold.persist_log_start(offset).await?;
+            }
+        }
+        self.ask(|reply| Command::DeleteBefore { offset, reply })
+            .await?
+    }
+
+    pub async fn epoch_end(&self, epoch: i32) -> Result<Option<(i32, i64)>, LogError> {
+        self.ask(|reply| Command::EpochEnd { epoch, reply }).await
+    }
+
+    pub async fn set_settings(&self, settings: LogSettings) -> Result<(), LogError> {
+        self.tx
+            .send(Command::Settings(settings))
+            .await
+            .map_err(closed)
+    }
+
+    /// A watch of the high watermark; long-polling fetches wait on it.
+    pub fn high_watermark(&self) -> watch::Receiver<i64> {
+        self.hw.clone()
+    }
+
+    pub(super) async fn close(&self) -> Result<(), LogError> {
+        self.ask(|reply| Command::Close { reply }).await?
+    }
+}

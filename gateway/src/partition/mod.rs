@@ -1,0 +1,70 @@
+//! Partition tasks: each partition's log is owned by one task on one shard,
+//! picked by a hash of (topic id, partition). Everything that touches the log
+//! goes through that task's bounded channel, so appends need no locks.
+//!
+//! The task also owns the partition's high watermark, the offset below which
+//! consumers may read and acks=all producers are answered:
+//! - with `write.caching=true` (the default) it is the log end, moved after
+//!   every append: acknowledged means "in the page cache";
+//! - with `write.caching=false` it is the log end as of the last completed
+//!   durability point. An acks=all append waits in the task until the high
+//!   watermark passes it. Whenever the task's queue is drained, data waits
+//!   and no durability point runs, the task starts one
+//!   (`storage::SyncPoint`): the fdatasync runs on a blocking thread and its
+//!   outcome comes back to the task, so every produce request that arrives
+//!   meanwhile waits for the next one, which covers them all (group commit).
+//!   Consumers never see, or commit offsets of, data a power loss could take
+//!   back. A failed durability point takes the log offline, and the writes
+//!   waiting for it get KAFKA_STORAGE_ERROR.
+//!
+//! The high watermark never moves backwards, and watchers are woken only when
+//! it moves, so long-polling fetches sleep until there is news.
+//!
+//! Opening a log recovers it (a CRC scan of unclean segments), which is
+//! blocking file IO: it runs on a blocking thread, once per partition however
+//! many requests ask at the same time, and the registry lock is held only to
+//! look the partition up. Once shutdown begins, or while a topic is being
+//! deleted, no log is opened: a request racing either gets
+//! NOT_LEADER_OR_FOLLOWER and never a second log on a directory still in use.
+//!
+//! Reads below the local log start are answered by the task as "tiered" with
+//! the bounds of that moment, and the handle then reads object storage off
+//! the task ([`PartitionHandle::read`]); ListOffsets merges both tiers the
+//! same way ([`PartitionHandle::offsets`]). This is the one place where the
+//! two tiers meet on the read path.
+
+mod command;
+mod handle;
+mod registry;
+mod task;
+
+use std::sync::atomic::AtomicU64;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use command::{Acks, OffsetQuery, ReadResult};
+pub use handle::PartitionHandle;
+pub use registry::Partitions;
+
+/// Wall-clock milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Counters of the partition tasks, for `/metrics` and for tests that check
+/// how much work a request caused.
+#[derive(Debug, Default)]
+pub struct PartitionCounters {
+    /// Read commands served (fetches, including every long-poll re-read).
+    pub reads: AtomicU64,
+    /// Durability points (fdatasyncs) completed for `write.caching=false`.
+    pub syncs: AtomicU64,
+    /// Logs opened.
+    pub opens: AtomicU64,
+}
+
+#[cfg(test)]
+#[path = "partition_tests.rs"]
+mod tests;

@@ -157,6 +157,10 @@ impl Metrics {
             ));
         }
         s.push_str(&format!(
+            "# HELP aerostream_partitions_offline Open partition logs that refuse writes after a failed write or fsync\n# TYPE aerostream_partitions_offline gauge\naerostream_partitions_offline {}\n",
+            g(&partitions.offline)
+        ));
+        s.push_str(&format!(
             "# HELP aerostream_open_partitions Partition logs open on this node\n# TYPE aerostream_open_partitions gauge\naerostream_open_partitions {open_partitions}\n"
         ));
         s

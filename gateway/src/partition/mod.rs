@@ -63,6 +63,8 @@ pub struct PartitionCounters {
     pub syncs: AtomicU64,
     /// Logs opened.
     pub opens: AtomicU64,
+    /// Open logs that went offline after a failed write or fsync (a gauge).
+    pub offline: AtomicU64,
 }
 
 #[cfg(test)]

@@ -337,4 +337,9 @@ async fn a_failed_durability_point_fails_its_writes_and_takes_the_log_offline() 
     assert_eq!(h.bounds().await.expect("bounds").1, 0, "never made visible");
     let after = h.append(batch_of(&[b"next"]), 0, Acks::All).await;
     assert!(after.is_err(), "the log is offline after a failed fsync");
+    assert_eq!(
+        p.counters().offline.load(Ordering::Relaxed),
+        1,
+        "counted once"
+    );
 }

@@ -28,6 +28,8 @@ pub(super) struct Task {
     waiting: VecDeque<Waiter>,
     /// Appended data waits for a durability point not yet started.
     sync_wanted: bool,
+    /// The log refused work after a failed write or fsync (counted once).
+    offline: bool,
     /// The durability point running on a blocking thread, if any.
     syncing: Option<oneshot::Receiver<storage::SyncDone>>,
     counters: Arc<PartitionCounters>,
@@ -49,6 +51,7 @@ impl Task {
             write_caching,
             waiting: VecDeque::new(),
             sync_wanted: false,
+            offline: false,
             syncing: None,
             counters,
             #[cfg(test)]
@@ -141,7 +144,29 @@ impl Task {
                 self.counters.syncs.fetch_add(1, Ordering::Relaxed);
                 self.advance_hw();
             }
-            Err(e) => self.fail_waiting(&e),
+            Err(e) => {
+                self.note_failure(&e);
+                self.fail_waiting(&e);
+            }
+        }
+    }
+
+    /// Logs a failure of the log's own work; once the log is offline (a
+    /// failed write or fsync), says so once and counts it instead of
+    /// logging every timer tick.
+    fn note_failure(&mut self, e: &LogError) {
+        let offline = matches!(
+            e,
+            LogError::Storage(storage::StorageError::Offline { .. }) | LogError::NotDurable(_)
+        );
+        if !offline {
+            tracing::warn!(error = %e, "partition log timer work failed");
+            return;
+        }
+        if !self.offline {
+            self.offline = true;
+            self.counters.offline.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "partition log is offline: it refuses writes until the broker restarts and recovers it");
         }
     }
 
@@ -160,6 +185,9 @@ impl Task {
     /// Closes the log (which fsyncs everything) and answers the writes still
     /// waiting for a durability point from its outcome.
     async fn close(mut self) -> Result<(), LogError> {
+        if self.offline {
+            self.counters.offline.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Some(rx) = self.syncing.take() {
             let done = rx.await;
             self.finish_sync(done);
@@ -253,7 +281,7 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
             Event::Synced(done) => t.finish_sync(done),
             Event::Tick => {
                 if let Err(e) = t.log.tick(now_ms()) {
-                    tracing::warn!(error = %e, "partition log timer work failed");
+                    t.note_failure(&e);
                 }
                 // flush.ms, retention and rolls may have made more data durable.
                 t.advance_hw();

@@ -164,12 +164,17 @@ impl TestBroker {
     }
 }
 
-/// One v2 record batch holding `values`, as a producer without an
-/// idempotent id sends it (for tests that append to a log directly).
-pub fn batch_of(values: &[&[u8]]) -> bytes::BytesMut {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+/// One v2 record batch as a producer sends it: record `i` carries
+/// `values[i]`, key `k{i}` when `keyed`, and the idempotent producer's id,
+/// epoch and sequence when given.
+pub fn record_batch(
+    values: &[&[u8]],
+    keyed: bool,
+    producer: Option<(i64, i16, i32)>,
+    compression: kafka_protocol::records::Compression,
+) -> bytes::Bytes {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = values
         .iter()
         .enumerate()
@@ -178,14 +183,16 @@ pub fn batch_of(values: &[&[u8]]) -> bytes::BytesMut {
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            // Consecutive, so kafka-protocol keeps every value in one batch.
-            sequence: i as i32,
+            // kafka-protocol starts a new batch wherever `offset - sequence`
+            // changes, so the records of one request carry consecutive
+            // sequence numbers even without a producer id: one batch.
+            sequence: seq.max(0) + i as i32,
             timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
+            key: keyed.then(|| bytes::Bytes::from(format!("k{i}"))),
             value: Some(bytes::Bytes::copy_from_slice(v)),
             headers: Default::default(),
         })
@@ -196,9 +203,21 @@ pub fn batch_of(values: &[&[u8]]) -> bytes::BytesMut {
         &records,
         &RecordEncodeOptions {
             version: 2,
-            compression: Compression::None,
+            compression,
         },
     )
     .expect("a batch encodes");
-    buf
+    buf.freeze()
+}
+
+/// One uncompressed batch holding `values`, ready for a log's `append`.
+pub fn batch_of(values: &[&[u8]]) -> bytes::BytesMut {
+    bytes::BytesMut::from(
+        &record_batch(
+            values,
+            false,
+            None,
+            kafka_protocol::records::Compression::None,
+        )[..],
+    )
 }

@@ -8,16 +8,14 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use gateway::broker::BrokerConfig;
 use gateway::connections::ConnectionLimits;
-use gateway::testing::{Backends, Logs};
+use gateway::testing::{record_batch, Backends, Logs};
 use gateway::{Gateway, GatewayOptions};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -74,35 +72,23 @@ async fn roundtrip<Req: Encodable, Resp: Decodable>(
 }
 
 fn batch(n: usize) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // Consecutive, so kafka-protocol encodes one batch.
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(Bytes::from(format!("value-{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::Snappy,
-        },
+    let values: Vec<String> = (0..n).map(|i| format!("value-{i}")).collect();
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    record_batch(&values, false, None, Compression::Snappy)
+}
+
+async fn create_topic(s: &mut TcpStream) {
+    let created: CreateTopicsResponse = roundtrip(
+        s,
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic())
+            .with_num_partitions(1)
+            .with_replication_factor(1)]),
     )
-    .unwrap();
-    buf.freeze()
+    .await;
+    assert_eq!(created.topics[0].error_code, 0);
 }
 
 fn topic() -> TopicName {
@@ -113,17 +99,7 @@ fn topic() -> TopicName {
 async fn records_written_to_disk_are_fetched_over_tcp_byte_for_byte() {
     let (gw, _backends) = start().await;
     let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
-    let created: CreateTopicsResponse = roundtrip(
-        &mut s,
-        ApiKey::CreateTopics,
-        7,
-        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(topic())
-            .with_num_partitions(1)
-            .with_replication_factor(1)]),
-    )
-    .await;
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut s).await;
     let sent = batch(20);
     for _ in 0..3 {
         let produced: ProduceResponse = roundtrip(
@@ -233,17 +209,7 @@ async fn health_and_metrics_answer_over_http() {
 async fn shutdown_answers_a_waiting_long_poll_before_closing() {
     let (gw, _backends) = start().await;
     let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
-    let created: CreateTopicsResponse = roundtrip(
-        &mut s,
-        ApiKey::CreateTopics,
-        7,
-        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(topic())
-            .with_num_partitions(1)
-            .with_replication_factor(1)]),
-    )
-    .await;
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut s).await;
     let poll = tokio::spawn(async move {
         let resp: FetchResponse = roundtrip(
             &mut s,
@@ -400,47 +366,10 @@ async fn a_client_that_stops_reading_its_response_is_disconnected() {
     })
     .await;
     let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
-    let created: CreateTopicsResponse = roundtrip(
-        &mut s,
-        ApiKey::CreateTopics,
-        7,
-        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(topic())
-            .with_num_partitions(1)
-            .with_replication_factor(1)]),
-    )
-    .await;
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut s).await;
     let value = Bytes::from(vec![7u8; 900 * 1024]);
     for _ in 0..40 {
-        let one = {
-            let r = Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: 0,
-                sequence: -1,
-                timestamp: 1_700_000_000_000,
-                key: None,
-                value: Some(value.clone()),
-                headers: Default::default(),
-            };
-            let mut buf = BytesMut::new();
-            RecordBatchEncoder::encode(
-                &mut buf,
-                &[r],
-                &RecordEncodeOptions {
-                    version: 2,
-                    compression: Compression::None,
-                },
-            )
-            .unwrap();
-            buf.freeze()
-        };
+        let one = record_batch(&[&value[..]], false, None, Compression::None);
         let produced: ProduceResponse = roundtrip(
             &mut s,
             ApiKey::Produce,

@@ -94,6 +94,9 @@ impl Task {
             .log
             .append(&mut records, leader_epoch, now_ms())
             .map(|a| (a, self.log.log_start_offset()));
+        if let Err(e @ LogError::Storage(storage::StorageError::Offline { .. })) = &result {
+            self.mark_offline(e);
+        }
         self.advance_hw();
         // Without write caching, appended data becomes visible (and acks=all
         // writes are answered) only at the next durability point.
@@ -145,7 +148,9 @@ impl Task {
                 self.advance_hw();
             }
             Err(e) => {
-                self.note_failure(&e);
+                // A failed durability point takes the log offline (storage's
+                // contract): acknowledged bytes may not be durable.
+                self.mark_offline(&e);
                 self.fail_waiting(&e);
             }
         }
@@ -159,10 +164,14 @@ impl Task {
             e,
             LogError::Storage(storage::StorageError::Offline { .. }) | LogError::NotDurable(_)
         );
-        if !offline {
+        if offline {
+            self.mark_offline(e);
+        } else {
             tracing::warn!(error = %e, "partition log timer work failed");
-            return;
         }
+    }
+
+    fn mark_offline(&mut self, e: &LogError) {
         if !self.offline {
             self.offline = true;
             self.counters.offline.fetch_add(1, Ordering::Relaxed);

@@ -8,9 +8,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use super::{dispatch, Client};
 use crate::broker::Broker;
@@ -83,40 +81,8 @@ pub fn batch(
     producer: Option<(i64, i16, i32)>,
     compression: Compression,
 ) -> Bytes {
-    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // kafka-protocol starts a new batch wherever `offset - sequence`
-            // changes, so records of one request carry consecutive sequence
-            // numbers even without a producer id: one request, one batch.
-            sequence: seq.max(0) + i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(v.to_string())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .expect("batch encodes");
-    buf.freeze()
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    crate::testing::record_batch(&values, true, producer, compression)
 }
 
 pub async fn create(b: &Broker, name: &str, partitions: i32) {

@@ -111,8 +111,10 @@ broker_pid=
 scratch=
 current=
 cleanup() {
-    [ -n "$broker_pid" ] && stop_pid "$broker_pid"
-    [ -n "$scratch" ] && rm -rf "$scratch"
+    # `if`, not `&&`: under set -e a false test as the trap's last command
+    # would turn a successful run's exit status into 1.
+    if [ -n "$broker_pid" ]; then stop_pid "$broker_pid"; fi
+    if [ -n "$scratch" ]; then rm -rf "$scratch"; fi
 }
 trap cleanup EXIT
 

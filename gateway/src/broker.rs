@@ -16,6 +16,7 @@ use crate::fetch_session::FetchSessions;
 use crate::group::coordinator::Coordinator;
 use crate::group::engine::GroupLimits;
 use crate::partition::{PartitionCounters, PartitionHandle, Partitions};
+use crate::prometheus::write_metric;
 use crate::topic_config;
 
 /// Broker-level settings (Kafka's server.properties equivalents).
@@ -130,12 +131,6 @@ impl Metrics {
                 "Record bytes sent to consumers",
                 g(&self.fetched_bytes),
             ),
-        ] {
-            s.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
-            ));
-        }
-        for (name, help, v) in [
             (
                 "aerostream_partition_reads_total",
                 "Reads served by partition tasks (fetches and long-poll re-reads)",
@@ -152,17 +147,22 @@ impl Metrics {
                 g(&partitions.opens),
             ),
         ] {
-            s.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
-            ));
+            write_metric(&mut s, name, "counter", help, v);
         }
-        s.push_str(&format!(
-            "# HELP aerostream_partitions_offline Open partition logs that refuse writes after a failed write or fsync\n# TYPE aerostream_partitions_offline gauge\naerostream_partitions_offline {}\n",
-            g(&partitions.offline)
-        ));
-        s.push_str(&format!(
-            "# HELP aerostream_open_partitions Partition logs open on this node\n# TYPE aerostream_open_partitions gauge\naerostream_open_partitions {open_partitions}\n"
-        ));
+        write_metric(
+            &mut s,
+            "aerostream_partitions_offline",
+            "gauge",
+            "Open partition logs that refuse writes after a failed write or fsync",
+            g(&partitions.offline),
+        );
+        write_metric(
+            &mut s,
+            "aerostream_open_partitions",
+            "gauge",
+            "Partition logs open on this node",
+            open_partitions as u64,
+        );
         s
     }
 }

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::prometheus::write_metric;
+
 /// Connection limits (Kafka's names where Kafka has the setting).
 #[derive(Debug, Clone)]
 pub struct ConnectionLimits {
@@ -207,44 +209,52 @@ impl Connections {
     pub fn render(&self) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut s = String::new();
-        s.push_str(&format!(
-            "# HELP aerostream_connections_open Kafka connections open now\n# TYPE aerostream_connections_open gauge\naerostream_connections_open {}\n",
-            self.open_count()
-        ));
-        s.push_str(&format!(
-            "# HELP aerostream_connections_limit The max.connections setting\n# TYPE aerostream_connections_limit gauge\naerostream_connections_limit {}\n",
-            self.limits.max_connections
-        ));
+        write_metric(
+            &mut s,
+            "aerostream_connections_open",
+            "gauge",
+            "Kafka connections open now",
+            self.open_count() as u64,
+        );
+        write_metric(
+            &mut s,
+            "aerostream_connections_limit",
+            "gauge",
+            "The max.connections setting",
+            self.limits.max_connections as u64,
+        );
         s.push_str("# HELP aerostream_connections_refused_total Connections closed at accept because a limit was reached\n# TYPE aerostream_connections_refused_total counter\n");
-        s.push_str(&format!(
-            "aerostream_connections_refused_total{{limit=\"max.connections\"}} {}\n",
-            g(&self.counters.refused_total)
-        ));
-        s.push_str(&format!(
-            "aerostream_connections_refused_total{{limit=\"max.connections.per.ip\"}} {}\n",
-            g(&self.counters.refused_per_ip)
-        ));
-        for (name, help, v) in [
-            (
-                "aerostream_connections_idle_closed_total",
-                "Connections closed after connections.max.idle.ms without a request",
-                g(&self.counters.idle_closed),
-            ),
-            (
-                "aerostream_connections_write_timeouts_total",
-                "Connections closed because a response could not be written in time",
-                g(&self.counters.write_timeouts),
-            ),
+        for (limit, counter) in [
+            ("max.connections", &self.counters.refused_total),
+            ("max.connections.per.ip", &self.counters.refused_per_ip),
         ] {
             s.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+                "aerostream_connections_refused_total{{limit=\"{limit}\"}} {}\n",
+                g(counter)
             ));
         }
+        write_metric(
+            &mut s,
+            "aerostream_connections_idle_closed_total",
+            "counter",
+            "Connections closed after connections.max.idle.ms without a request",
+            g(&self.counters.idle_closed),
+        );
+        write_metric(
+            &mut s,
+            "aerostream_connections_write_timeouts_total",
+            "counter",
+            "Connections closed because a response could not be written in time",
+            g(&self.counters.write_timeouts),
+        );
         let in_use = self.memory_permits as usize - self.memory.available_permits();
-        s.push_str(&format!(
-            "# HELP aerostream_queued_request_bytes Request bytes being served now (in 1 KiB units, rounded up per request)\n# TYPE aerostream_queued_request_bytes gauge\naerostream_queued_request_bytes {}\n",
-            in_use * PERMIT_BYTES
-        ));
+        write_metric(
+            &mut s,
+            "aerostream_queued_request_bytes",
+            "gauge",
+            "Request bytes being served now (in 1 KiB units, rounded up per request)",
+            (in_use * PERMIT_BYTES) as u64,
+        );
         s
     }
 }

@@ -43,6 +43,7 @@ pub mod group;
 pub mod http;
 pub mod kafka;
 pub mod partition;
+pub mod prometheus;
 pub mod server;
 pub mod shard;
 #[cfg(any(test, feature = "testing"))]

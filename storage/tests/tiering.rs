@@ -376,6 +376,23 @@ async fn server_errors_and_timeouts_are_retried_until_the_upload_succeeds() {
     r.tier.shutdown().await;
 }
 
+/// A retry whose backoff ends while the driver is woken by something else
+/// (here a retention timer firing every millisecond) must still start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_not_lost_when_another_timer_wakes_the_uploader_first() {
+    let mut config = fast_config(None);
+    config.retention_interval = Duration::from_millis(1);
+    let r = rig_with(config, Arc::new(MemoryManifest::new()), None).await;
+    r.faults
+        .inject(FaultRule::new(Fault::Status(503)).on(&[Op::Put]).times(12));
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 250, 0);
+    all_uploaded(&mut p).await;
+    assert!(r.tier.snapshot().upload_failures >= 4);
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_local_disk_budget_refuses_appends_retriably_until_uploads_catch_up() {
     let limit = 3 << 20;

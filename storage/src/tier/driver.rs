@@ -414,13 +414,16 @@ impl Driver {
                     }
                     Some(Msg::Retention) => {
                         self.start_retention();
-                        Vec::new()
+                        self.engine.tick(now())
                     }
                 },
                 _ = backoff => self.engine.tick(now()),
                 _ = retention_timer.tick() => {
                     self.start_retention();
-                    Vec::new()
+                    // Every wake-up ticks the engine: `next_wake` only names
+                    // backoffs still ahead, so one that ended while another
+                    // branch ran would otherwise never start.
+                    self.engine.tick(now())
                 }
             };
             for action in actions {

@@ -655,6 +655,45 @@ impl Metastore {
             .map(|_| ())
     }
 
+    // ---- the cluster endpoint's other protocols --------------------------------
+
+    /// Serves protocol `alpn` on this node's cluster endpoint (see
+    /// [`crate::network::services`]). The name must have been declared in
+    /// [`crate::QuicSettings::service_alpns`]; fails on a node without QUIC.
+    pub fn register_cluster_service(
+        &self,
+        alpn: &[u8],
+        service: Arc<dyn crate::network::services::ClusterService>,
+    ) -> Result<(), MetaError> {
+        let quic = self
+            .node
+            .quic
+            .as_ref()
+            .ok_or_else(|| MetaError::InvalidSettings {
+                reason: "this node has no cluster endpoint (it runs without --voters)".into(),
+            })?;
+        quic.services.register(alpn, service);
+        Ok(())
+    }
+
+    /// Opens a connection for protocol `alpn` to node `node` at `addr`; the
+    /// peer must hold node `node`'s certificate.
+    pub async fn dial_cluster(
+        &self,
+        addr: &str,
+        node: NodeId,
+        alpn: &[u8],
+    ) -> Result<quinn::Connection, MetaError> {
+        let quic = self
+            .node
+            .quic
+            .as_ref()
+            .ok_or_else(|| MetaError::InvalidSettings {
+                reason: "this node has no cluster endpoint (it runs without --voters)".into(),
+            })?;
+        quic.dial(addr, node, alpn).await
+    }
+
     /// Link faults for tests of partitions and failover (feature `testing`).
     #[cfg(any(test, feature = "testing"))]
     pub fn fault_injection(&self) -> &crate::network::NetworkFaults {

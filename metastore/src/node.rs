@@ -126,7 +126,7 @@ pub(crate) struct Node {
     pub(crate) agent_lease: Duration,
     pub(crate) raft_addr: Option<SocketAddr>,
     transport: Arc<dyn Transport>,
-    quic: Option<Arc<QuicTransport>>,
+    pub(crate) quic: Option<Arc<QuicTransport>>,
     #[cfg(any(test, feature = "testing"))]
     router: Option<LocalRouter>,
     freshness: Freshness,

@@ -20,6 +20,7 @@ mod faults;
 #[cfg(any(test, feature = "testing"))]
 pub mod local;
 pub mod quic;
+pub mod services;
 pub mod tls;
 
 #[cfg(not(any(test, feature = "testing")))]

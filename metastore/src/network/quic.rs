@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
+use super::services::{ClusterServices, PeerCertificate};
 use super::tls::{self, RaftTls};
 use super::{
     Envelope, RpcHandler, RpcResponse, Transport, TransportError, MAX_ANSWER_BYTES,
@@ -45,6 +46,9 @@ pub struct QuicSettings {
     /// An already bound socket to use instead of binding `bind` (lets tests
     /// learn every node's port before any node starts).
     pub socket: Option<UdpSocket>,
+    /// ALPN names of the other protocols this endpoint serves (see
+    /// [`super::services`]); their handlers are registered later.
+    pub service_alpns: Vec<Vec<u8>>,
 }
 
 impl QuicSettings {
@@ -54,6 +58,7 @@ impl QuicSettings {
             advertise: None,
             tls,
             socket: None,
+            service_alpns: Vec::new(),
         }
     }
 
@@ -63,6 +68,7 @@ impl QuicSettings {
             advertise: None,
             tls,
             socket: Some(socket),
+            service_alpns: Vec::new(),
         })
     }
 }
@@ -71,6 +77,10 @@ impl QuicSettings {
 pub struct QuicTransport {
     endpoint: quinn::Endpoint,
     conns: Mutex<HashMap<SocketAddr, quinn::Connection>>,
+    /// Handlers of the endpoint's other protocols.
+    pub(crate) services: ClusterServices,
+    /// Client configurations of the other protocols, by ALPN name.
+    service_clients: HashMap<Vec<u8>, quinn::ClientConfig>,
 }
 
 fn io_err(e: impl std::fmt::Display) -> MetaError {
@@ -85,13 +95,18 @@ impl QuicTransport {
         settings: &mut QuicSettings,
         id: NodeId,
     ) -> Result<QuicTransport, MetaError> {
-        let (server, client) = tls::configs(&settings.tls, id)?;
+        let (server, client) = tls::configs_offering(&settings.tls, id, &settings.service_alpns)?;
         let socket = match settings.socket.take() {
             Some(s) => s,
             None => UdpSocket::bind(settings.bind)
                 .map_err(|e| io_err(format!("cannot bind {}: {e}", settings.bind)))?,
         };
-        QuicTransport::with_configs(socket, server, client)
+        let mut t = QuicTransport::with_configs(socket, server, client)?;
+        for alpn in &settings.service_alpns {
+            let config = tls::service_client_config(&settings.tls, alpn)?;
+            t.service_clients.insert(alpn.clone(), config);
+        }
+        Ok(t)
     }
 
     pub(crate) fn with_configs(
@@ -111,6 +126,8 @@ impl QuicTransport {
         Ok(QuicTransport {
             endpoint,
             conns: Mutex::new(HashMap::new()),
+            services: ClusterServices::default(),
+            service_clients: HashMap::new(),
         })
     }
 
@@ -121,9 +138,11 @@ impl QuicTransport {
     /// Accepts peers until [`QuicTransport::close`].
     pub(crate) fn serve(&self, id: NodeId, handler: Arc<dyn RpcHandler>) -> JoinHandle<()> {
         let endpoint = self.endpoint.clone();
+        let services = self.services.clone();
         tokio::spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
                 let handler = handler.clone();
+                let services = services.clone();
                 tokio::spawn(async move {
                     let conn = match incoming.await {
                         Ok(c) => c,
@@ -138,12 +157,55 @@ impl QuicTransport {
                         return;
                     };
                     let peer = Arc::new(peer);
+                    let protocol = negotiated_protocol(&conn);
+                    if protocol.as_deref() != Some(tls::ALPN) {
+                        let service = protocol.as_deref().and_then(|p| services.get(p));
+                        match service {
+                            Some(s) => s.serve(PeerCertificate(peer), conn).await,
+                            None => conn.close(2u32.into(), b"protocol not served yet"),
+                        }
+                        return;
+                    }
                     while let Ok((send, recv)) = conn.accept_bi().await {
                         tokio::spawn(serve_stream(id, peer.clone(), handler.clone(), send, recv));
                     }
                 });
             }
         })
+    }
+
+    /// Opens a connection to node `node` at `addr` for another protocol of
+    /// the endpoint (not cached: the caller keeps it). The peer must prove
+    /// it is `node`.
+    pub(crate) async fn dial(
+        &self,
+        addr: &str,
+        node: NodeId,
+        alpn: &[u8],
+    ) -> Result<quinn::Connection, MetaError> {
+        let unreachable = |reason: String| MetaError::Network {
+            node_id: node,
+            reason: format!("cannot reach it at {addr}: {reason}"),
+        };
+        let config =
+            self.service_clients
+                .get(alpn)
+                .cloned()
+                .ok_or_else(|| MetaError::InvalidSettings {
+                    reason: format!(
+                        "the cluster endpoint was not set up for protocol {}",
+                        String::from_utf8_lossy(alpn)
+                    ),
+                })?;
+        let sock = resolve(addr).await.map_err(unreachable)?;
+        let connecting = self
+            .endpoint
+            .connect_with(config, sock, &tls::node_name(node))
+            .map_err(|e| unreachable(e.to_string()))?;
+        tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+            .await
+            .map_err(|_| unreachable(format!("no handshake within {CONNECT_TIMEOUT:?}")))?
+            .map_err(|e| unreachable(e.to_string()))
     }
 
     pub(crate) fn close(&self) {
@@ -237,6 +299,14 @@ impl Transport for QuicTransport {
         let addr = addr.to_owned();
         Box::pin(async move { self.call_inner(&addr, envelope).await })
     }
+}
+
+/// The ALPN name the handshake settled on.
+fn negotiated_protocol(conn: &quinn::Connection) -> Option<Vec<u8>> {
+    conn.handshake_data()?
+        .downcast::<quinn::crypto::rustls::HandshakeData>()
+        .ok()?
+        .protocol
 }
 
 async fn resolve(addr: &str) -> Result<SocketAddr, String> {

@@ -143,3 +143,70 @@ async fn a_request_larger_than_a_peer_accepts_is_not_sent() {
     assert!(matches!(r, Err(TransportError::TooLarge { .. })), "{r:?}");
     assert!(seen.from.lock().is_empty());
 }
+
+/// Echoes one message per stream, prefixed with whether the peer's
+/// certificate names node 2.
+struct Echo;
+
+impl crate::network::services::ClusterService for Echo {
+    fn serve(
+        &self,
+        peer: crate::network::services::PeerCertificate,
+        conn: quinn::Connection,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                let mut out = vec![u8::from(peer.names_node(2))];
+                out.extend(recv.read_to_end(1024).await.unwrap_or_default());
+                let _ = send.write_all(&out).await;
+                let _ = send.finish();
+            }
+        })
+    }
+}
+
+fn with_service(ca: &ClusterCa, id: NodeId, alpn: &[u8]) -> QuicTransport {
+    let tls = ca.issue(id).expect("issue").tls(ca);
+    let mut settings = QuicSettings::from_socket(loopback(), tls).expect("settings");
+    settings.service_alpns = vec![alpn.to_vec()];
+    QuicTransport::bind(&mut settings, id).expect("bind")
+}
+
+#[tokio::test]
+async fn another_protocol_shares_the_endpoint_with_raft_traffic_and_its_mutual_tls() {
+    let ca = ClusterCa::generate().expect("ca");
+    let alpn = b"aerostream-test/1";
+    let one = with_service(&ca, 1, alpn);
+    let recorder = Arc::new(Recorder::default());
+    let _serving = one.serve(1, recorder.clone());
+    let addr = one.local_addr().expect("addr").to_string();
+    let two = with_service(&ca, 2, alpn);
+
+    // Before a handler is registered, the connection is closed.
+    let early = two.dial(&addr, 1, alpn).await.expect("handshake");
+    let closed = async {
+        let (mut s, mut r) = early.open_bi().await.map_err(|e| e.to_string())?;
+        s.write_all(b"x").await.map_err(|e| e.to_string())?;
+        s.finish().map_err(|e| e.to_string())?;
+        r.read_to_end(1024).await.map_err(|e| e.to_string())
+    };
+    assert!(closed.await.is_err(), "no handler yet: nothing is served");
+
+    one.services.register(alpn, Arc::new(Echo));
+    let conn = two.dial(&addr, 1, alpn).await.expect("dial");
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    send.write_all(b"hello").await.expect("write");
+    send.finish().expect("finish");
+    let answer = recv.read_to_end(1024).await.expect("answer");
+    assert_eq!(answer, b"\x01hello", "node 2's certificate names node 2");
+
+    // Raft traffic still works on the same endpoint.
+    let raft = ask(&two, &addr, 2, 1).await.expect("raft call");
+    assert!(matches!(raft, RpcResponse::Forward(Ok(_))));
+    assert_eq!(*recorder.from.lock(), vec![2]);
+
+    // The dialer insists on the node it meant to reach.
+    assert!(two.dial(&addr, 3, alpn).await.is_err());
+    // A protocol the dialer was not set up for is refused before dialing.
+    assert!(two.dial(&addr, 1, b"aerostream-other/1").await.is_err());
+}

@@ -44,7 +44,7 @@ use crate::raft_types::NodeId;
 /// The DNS name under which node certificates name their node:
 /// `node-<id>.aerostream`.
 pub const NODE_NAME_DOMAIN: &str = "aerostream";
-const ALPN: &[u8] = b"aerostream-meta/2";
+pub(crate) const ALPN: &[u8] = b"aerostream-meta/2";
 
 /// Concurrent requests a peer may have open on one connection. openraft keeps
 /// at most one replication call (AppendEntries, or an InstallSnapshot chunk),
@@ -216,7 +216,16 @@ fn transport(accepts_streams: bool) -> Arc<quinn::TransportConfig> {
 }
 
 /// rustls settings for accepting peers: a client certificate from the CA is required.
+#[cfg(test)]
 pub(crate) fn server_crypto(tls: &RaftTls) -> Result<rustls::ServerConfig, MetaError> {
+    server_crypto_offering(tls, &[])
+}
+
+/// The server side, offering the metastore's protocol and `services`.
+pub(crate) fn server_crypto_offering(
+    tls: &RaftTls,
+    services: &[Vec<u8>],
+) -> Result<rustls::ServerConfig, MetaError> {
     let verifier = WebPkiClientVerifier::builder_with_provider(tls.roots()?, provider())
         .build()
         .map_err(tls_err)?;
@@ -226,20 +235,30 @@ pub(crate) fn server_crypto(tls: &RaftTls) -> Result<rustls::ServerConfig, MetaE
         .with_client_cert_verifier(verifier)
         .with_single_cert(tls.cert_chain.clone(), tls.key())
         .map_err(tls_err)?;
-    server.alpn_protocols = vec![ALPN.to_vec()];
+    server.alpn_protocols = std::iter::once(ALPN.to_vec())
+        .chain(services.iter().cloned())
+        .collect();
     Ok(server)
 }
 
 /// rustls settings for dialing peers: the server must present the dialed
 /// node's certificate from the CA; this node presents its own.
 pub(crate) fn client_crypto(tls: &RaftTls) -> Result<rustls::ClientConfig, MetaError> {
+    client_crypto_for(tls, ALPN)
+}
+
+/// The client side of one protocol (ALPN name) on the cluster endpoint.
+pub(crate) fn client_crypto_for(
+    tls: &RaftTls,
+    alpn: &[u8],
+) -> Result<rustls::ClientConfig, MetaError> {
     let mut client = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(tls_err)?
         .with_root_certificates(tls.roots()?)
         .with_client_auth_cert(tls.cert_chain.clone(), tls.key())
         .map_err(tls_err)?;
-    client.alpn_protocols = vec![ALPN.to_vec()];
+    client.alpn_protocols = vec![alpn.to_vec()];
     Ok(client)
 }
 
@@ -273,11 +292,25 @@ pub(crate) fn quic_configs(
     Ok((server, client))
 }
 
-/// Server and client configurations for node `id`'s endpoint.
-pub(crate) fn configs(
+/// Node `id`'s server configuration offering the metastore's protocol and
+/// `services`, and its client configuration for the metastore's protocol.
+pub(crate) fn configs_offering(
     tls: &RaftTls,
     id: NodeId,
+    services: &[Vec<u8>],
 ) -> Result<(quinn::ServerConfig, quinn::ClientConfig), MetaError> {
     check_node_certificate(tls, id)?;
-    quic_configs(server_crypto(tls)?, client_crypto(tls)?)
+    quic_configs(server_crypto_offering(tls, services)?, client_crypto(tls)?)
+}
+
+/// The client configuration for one of the endpoint's other protocols.
+pub(crate) fn service_client_config(
+    tls: &RaftTls,
+    alpn: &[u8],
+) -> Result<quinn::ClientConfig, MetaError> {
+    let mut client = quinn::ClientConfig::new(Arc::new(
+        QuicClientConfig::try_from(client_crypto_for(tls, alpn)?).map_err(tls_err)?,
+    ));
+    client.transport_config(transport(false));
+    Ok(client)
 }

@@ -42,10 +42,12 @@ pub trait ClusterService: Send + Sync + 'static {
     fn serve(&self, peer: PeerCertificate, conn: quinn::Connection) -> BoxFuture<'static, ()>;
 }
 
+type Handlers = HashMap<Vec<u8>, Arc<dyn ClusterService>>;
+
 /// Handlers by ALPN name, filled in after the endpoint is bound.
 #[derive(Clone, Default)]
 pub(crate) struct ClusterServices {
-    handlers: Arc<RwLock<HashMap<Vec<u8>, Arc<dyn ClusterService>>>>,
+    handlers: Arc<RwLock<Handlers>>,
 }
 
 impl ClusterServices {

@@ -44,6 +44,7 @@ pub mod http;
 pub mod kafka;
 pub mod partition;
 pub mod prometheus;
+pub mod replication;
 pub mod server;
 pub mod shard;
 #[cfg(any(test, feature = "testing"))]

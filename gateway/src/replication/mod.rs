@@ -1,0 +1,12 @@
+//! Partition replication between agents.
+//!
+//! The leader of a partition appends producer batches to its local log;
+//! its followers fetch those batches over the cluster's QUIC endpoint and
+//! append them unchanged (`storage::PartitionLog::append_replicated`). What
+//! the leader learns from their fetches moves the partition's high
+//! watermark and its in-sync replica set: [`replica_set`] holds those rules
+//! as a pure engine. The wire format of replica fetches is [`wire`].
+//! docs/cluster.md describes the whole design.
+
+pub mod replica_set;
+pub mod wire;

@@ -1,0 +1,325 @@
+//! The leader's view of a partition's replicas: how far each follower has
+//! fetched, which of them are in sync, where the high watermark may move,
+//! and whether acks=all writes may be taken. A pure engine: events come in
+//! with `now_ms`, decisions come out; the partition task owns one per
+//! partition it leads and performs what it decides.
+//!
+//! The rules, as Kafka's (KIP-101, KIP-320, KIP-497) and in this order:
+//!
+//! 1. A follower's fetch at `fetch_offset` says it holds every offset below
+//!    it: that is its log end (LEO) as the leader knows it. Only the
+//!    assigned replicas may fetch.
+//! 2. A follower is *caught up* at a fetch when it asks for the leader's
+//!    log end, or at the previous fetch's time when it asks for at least
+//!    the log end the leader had then (it read everything there was).
+//! 3. The high watermark is the smallest LEO over the in-sync replicas,
+//!    the leader counting with what it may expose itself (its log end, or
+//!    what the last durability point covered with `write.caching=false`).
+//!    While an ISR change is proposed but not yet committed, the larger of
+//!    the two sets counts (a member being added must already hold the data
+//!    before acks=all writes count it). A follower that has not fetched
+//!    since this leader took over holds nothing as far as the leader knows,
+//!    so the high watermark waits for it (or for it to leave the ISR).
+//! 4. The ISR shrinks by the followers not caught up for longer than
+//!    `replica.lag.time.max.ms`, and grows by a follower whose LEO reached
+//!    both the high watermark and the offset where this leader's epoch
+//!    began. One change is in flight at a time; the metastore checks it
+//!    against the leader epoch and partition epoch, so a deposed leader's
+//!    proposal is refused.
+//! 5. acks=all writes are refused with NOT_ENOUGH_REPLICAS while the ISR is
+//!    smaller than `min.insync.replicas`; one whose offsets the high
+//!    watermark passed while the ISR had shrunk below it is answered
+//!    NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data is kept).
+
+use std::collections::BTreeMap;
+
+use metastore::AgentId;
+
+/// What the leader knows of one follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    /// Offsets below this are on the follower; `None` until it fetches
+    /// from this leader.
+    pub log_end: Option<i64>,
+    /// When it was last caught up (`now_ms` of that fetch); starts at the
+    /// leadership's start, so a silent follower has a full lag period.
+    pub caught_up_ms: i64,
+    last_fetch_ms: i64,
+    /// The leader's log end at the follower's previous fetch.
+    leader_end_at_last_fetch: i64,
+}
+
+/// Why a follower's fetch is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchRefused {
+    #[error("agent {0} is not a replica of this partition")]
+    NotAReplica(AgentId),
+}
+
+/// Why an acks=all write is refused or failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotEnoughReplicas {
+    #[error("{in_sync} in-sync replicas, min.insync.replicas is {required}")]
+    Before { in_sync: usize, required: usize },
+    #[error(
+        "appended, but only {in_sync} in-sync replicas hold it; min.insync.replicas is {required}"
+    )]
+    AfterAppend { in_sync: usize, required: usize },
+}
+
+/// The partition's replicas as the metastore has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<AgentId>,
+    pub isr: Vec<AgentId>,
+}
+
+/// An ISR the leader asks the metastore to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<AgentId>,
+}
+
+/// The leader's replica bookkeeping for one partition.
+#[derive(Debug, Clone)]
+pub struct ReplicaSet {
+    me: AgentId,
+    assignment: Assignment,
+    followers: BTreeMap<AgentId, FollowerState>,
+    /// Proposed to the metastore and not yet seen committed.
+    pending: Option<Vec<AgentId>>,
+    /// The leader's log end when its epoch began.
+    epoch_start_offset: i64,
+    min_insync: usize,
+    lag_max_ms: i64,
+}
+
+impl ReplicaSet {
+    /// Leadership begins at `now_ms` with the local log ending at `log_end`.
+    pub fn new(
+        me: AgentId,
+        assignment: Assignment,
+        log_end: i64,
+        min_insync: usize,
+        lag_max_ms: i64,
+        now_ms: i64,
+    ) -> ReplicaSet {
+        let followers = assignment
+            .replicas
+            .iter()
+            .filter(|&&r| r != me)
+            .map(|&r| {
+                (
+                    r,
+                    FollowerState {
+                        log_end: None,
+                        caught_up_ms: now_ms,
+                        last_fetch_ms: now_ms,
+                        leader_end_at_last_fetch: log_end,
+                    },
+                )
+            })
+            .collect();
+        ReplicaSet {
+            me,
+            assignment,
+            followers,
+            pending: None,
+            epoch_start_offset: log_end,
+            min_insync: min_insync.max(1),
+            lag_max_ms,
+        }
+    }
+
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.assignment.leader_epoch
+    }
+
+    pub fn follower(&self, id: AgentId) -> Option<&FollowerState> {
+        self.followers.get(&id)
+    }
+
+    pub fn set_min_insync(&mut self, min_insync: usize) {
+        self.min_insync = min_insync.max(1);
+    }
+
+    pub fn set_lag_max_ms(&mut self, lag_max_ms: i64) {
+        self.lag_max_ms = lag_max_ms;
+    }
+
+    /// Rule 1 and 2: a follower fetched at `fetch_offset` while the leader's
+    /// log ended at `leader_end`.
+    pub fn on_fetch(
+        &mut self,
+        follower: AgentId,
+        fetch_offset: i64,
+        leader_end: i64,
+        now_ms: i64,
+    ) -> Result<(), FetchRefused> {
+        let f = self
+            .followers
+            .get_mut(&follower)
+            .ok_or(FetchRefused::NotAReplica(follower))?;
+        if fetch_offset >= leader_end {
+            f.caught_up_ms = now_ms;
+        } else if fetch_offset >= f.leader_end_at_last_fetch {
+            f.caught_up_ms = f.caught_up_ms.max(f.last_fetch_ms);
+        }
+        f.log_end = Some(fetch_offset);
+        f.last_fetch_ms = now_ms;
+        f.leader_end_at_last_fetch = leader_end;
+        Ok(())
+    }
+
+    /// The members whose log ends bound the high watermark (rule 3).
+    fn counted_isr(&self) -> Vec<AgentId> {
+        let mut set = self.assignment.isr.clone();
+        if let Some(p) = &self.pending {
+            for r in p {
+                if !set.contains(r) {
+                    set.push(*r);
+                }
+            }
+        }
+        set
+    }
+
+    /// Rule 3: the high watermark allowed when the leader itself exposes
+    /// up to `leader_visible_end`.
+    pub fn high_watermark(&self, leader_visible_end: i64) -> i64 {
+        self.counted_isr()
+            .iter()
+            .map(|r| {
+                if *r == self.me {
+                    leader_visible_end
+                } else {
+                    self.followers
+                        .get(r)
+                        .and_then(|f| f.log_end)
+                        .unwrap_or(i64::MIN)
+                }
+            })
+            .min()
+            .unwrap_or(leader_visible_end)
+            .min(leader_visible_end)
+    }
+
+    /// Rule 4: the ISR to propose now, if any (and marks it pending).
+    pub fn propose_isr_change(&mut self, hw: i64, now_ms: i64) -> Option<IsrChange> {
+        if self.pending.is_some() {
+            return None;
+        }
+        let isr = &self.assignment.isr;
+        let lagging = |r: &AgentId| {
+            *r != self.me
+                && self
+                    .followers
+                    .get(r)
+                    .is_none_or(|f| now_ms - f.caught_up_ms > self.lag_max_ms)
+        };
+        let joining = |r: &AgentId| {
+            !isr.contains(r)
+                && self.followers.get(r).is_some_and(|f| {
+                    f.log_end
+                        .is_some_and(|e| e >= hw && e >= self.epoch_start_offset)
+                })
+        };
+        let mut next: Vec<AgentId> = isr.iter().copied().filter(|r| !lagging(r)).collect();
+        if !next.contains(&self.me) {
+            next.insert(0, self.me);
+        }
+        // grow or shrink, one at a time; shrinking first keeps acks=all moving
+        if next.len() == isr.len() {
+            let add: Vec<AgentId> = self
+                .assignment
+                .replicas
+                .iter()
+                .copied()
+                .filter(joining)
+                .collect();
+            if add.is_empty() {
+                return None;
+            }
+            next.extend(add);
+        }
+        if &next == isr {
+            return None;
+        }
+        self.pending = Some(next.clone());
+        Some(IsrChange {
+            leader_epoch: self.assignment.leader_epoch,
+            partition_epoch: self.assignment.partition_epoch,
+            isr: next,
+        })
+    }
+
+    /// A proposal failed (refused or not delivered); it may be proposed again.
+    pub fn isr_change_failed(&mut self) {
+        self.pending = None;
+    }
+
+    /// The metastore's current view of the partition. Returns false when
+    /// this node no longer leads at this epoch (the caller stops leading).
+    pub fn on_assignment(&mut self, a: Assignment) -> bool {
+        if a.leader_epoch != self.assignment.leader_epoch {
+            return false;
+        }
+        if self.pending.as_ref() == Some(&a.isr)
+            || a.partition_epoch != self.assignment.partition_epoch
+        {
+            self.pending = None;
+        }
+        for r in &a.replicas {
+            if *r != self.me && !self.followers.contains_key(r) {
+                self.followers.insert(
+                    *r,
+                    FollowerState {
+                        log_end: None,
+                        caught_up_ms: i64::MIN / 2,
+                        last_fetch_ms: i64::MIN / 2,
+                        leader_end_at_last_fetch: i64::MAX,
+                    },
+                );
+            }
+        }
+        self.followers.retain(|r, _| a.replicas.contains(r));
+        self.assignment = a;
+        true
+    }
+
+    /// Rule 5, before appending an acks=all write.
+    pub fn check_acks_all(&self) -> Result<(), NotEnoughReplicas> {
+        let in_sync = self.assignment.isr.len();
+        if in_sync < self.min_insync {
+            return Err(NotEnoughReplicas::Before {
+                in_sync,
+                required: self.min_insync,
+            });
+        }
+        Ok(())
+    }
+
+    /// Rule 5, when the high watermark passes an acks=all write.
+    pub fn check_acks_all_after_append(&self) -> Result<(), NotEnoughReplicas> {
+        let in_sync = self.assignment.isr.len();
+        if in_sync < self.min_insync {
+            return Err(NotEnoughReplicas::AfterAppend {
+                in_sync,
+                required: self.min_insync,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "replica_set_tests.rs"]
+mod tests;

@@ -494,7 +494,11 @@ impl Segment {
     /// new next offset. Indexes are rebuilt from what remains. Files shared
     /// with the local object store are never cut in place (see
     /// [`Segment::unshare_files`]).
-    pub(crate) fn truncate_to(&mut self, offset: i64, cfg: &LogConfig) -> Result<i64, StorageError> {
+    pub(crate) fn truncate_to(
+        &mut self,
+        offset: i64,
+        cfg: &LogConfig,
+    ) -> Result<i64, StorageError> {
         let Some((pos, _)) = self.translate(offset)? else {
             return Ok(self.next_offset);
         };

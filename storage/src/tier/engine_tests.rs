@@ -438,7 +438,11 @@ fn segments_a_truncation_cut_are_withdrawn_and_their_late_uploads_ignored() {
     );
     assert_eq!(deletable(&acts, p), None, "0 is still pending");
     assert_eq!(e.stats(1).pending_segments, 1);
-    assert_eq!(e.stats(1).uploads_in_flight, 3, "uploads in flight still run");
+    assert_eq!(
+        e.stats(1).uploads_in_flight,
+        3,
+        "uploads in flight still run"
+    );
 
     // The withdrawn upload completes into nothing: no commit.
     let acts = e.handle(

@@ -44,7 +44,9 @@ pub enum TierError {
     /// back, so the logs would disagree. Uploads stay below the high
     /// watermark, which truncation never passes, so this is a replication
     /// fault, not a retriable condition.
-    #[error("cannot truncate to offset {offset}: object storage holds the partition up to {tiered_end}")]
+    #[error(
+        "cannot truncate to offset {offset}: object storage holds the partition up to {tiered_end}"
+    )]
     TruncationBelowTiered { offset: i64, tiered_end: i64 },
 
     /// An object-store call took longer than its deadline.

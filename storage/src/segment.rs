@@ -522,19 +522,23 @@ impl Segment {
     /// segment's name, and a temporary file that the next open removes.
     fn unshare_files(&mut self, keep: u64, cfg: &LogConfig) -> Result<(), StorageError> {
         let capacity = cfg.index_capacity();
+        let mut replaced = false;
         let ix_path = self.offset_index.path().to_path_buf();
         if links(&ix_path)? > 1 {
+            replaced = true;
             self.offset_index.unload();
             files::remove_if_exists(&ix_path)?;
             self.offset_index = OffsetIndex::open(&ix_path, self.base_offset, capacity)?;
         }
         let tix_path = self.time_index.path().to_path_buf();
         if links(&tix_path)? > 1 {
+            replaced = true;
             self.time_index.unload();
             files::remove_if_exists(&tix_path)?;
             self.time_index = TimeIndex::open(&tix_path, self.base_offset, capacity)?;
         }
         if links(&self.path)? > 1 {
+            replaced = true;
             let tmp = files::tmp_path(&self.path);
             files::remove_if_exists(&tmp)?;
             let copy = OpenOptions::new()
@@ -553,7 +557,7 @@ impl Segment {
             self.pacer = Pacer::starting_at(keep);
             tracing::info!(segment = %self.path.display(), "truncating a copy of a segment shared with object storage");
         }
-        if let Some(dir) = self.path.parent() {
+        if let Some(dir) = self.path.parent().filter(|_| replaced) {
             files::sync_dir(dir)?;
         }
         Ok(())

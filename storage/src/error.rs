@@ -67,9 +67,19 @@ pub enum StorageError {
     },
 
     /// The caller appended with a partition leader epoch older than one the
-    /// log already holds. Kafka: FENCED_LEADER_EPOCH.
+    /// log already holds, or a replicated batch carries an epoch older than
+    /// the batch before it. Kafka: FENCED_LEADER_EPOCH.
     #[error("append with leader epoch {received} after leader epoch {latest} was recorded")]
     StaleLeaderEpoch { received: i32, latest: i32 },
+
+    /// A follower was handed batches that do not continue its log: the
+    /// first one does not start at the log end, or one does not start
+    /// right after the batch before it (a gap or an overlap). Nothing was
+    /// written; the follower must fetch again from `expected`, or truncate
+    /// first if its log diverged from the leader's. Kafka has no wire code
+    /// for this broker-internal fault; KAFKA_STORAGE_ERROR fits best.
+    #[error("replicated batch starts at offset {got}, but the log continues at {expected}")]
+    ReplicaOffsetMismatch { expected: i64, got: i64 },
 
     /// The requested offset lies outside `[log start, log end]`.
     /// Kafka: OFFSET_OUT_OF_RANGE.

@@ -20,8 +20,9 @@
 //!   ([`PartitionLog::sync_done`]): group commit of every append so far.
 //! - [`PartitionLog::segments`], [`PartitionLog::enforce_retention`] and
 //!   [`PartitionLog::delete_records_before`] are the hooks tiering and
-//!   DeleteRecords use; [`PartitionLog::truncate_to`] and
-//!   [`PartitionLog::epoch_end_offset`] serve follower truncation.
+//!   DeleteRecords use; [`PartitionLog::append_replicated`] (a leader's
+//!   batches written byte for byte), [`PartitionLog::truncate_to`] and
+//!   [`PartitionLog::epoch_end_offset`] serve followers.
 //! - [`tier`] seals segments to object storage and reads offsets below the
 //!   local log start back from it (uploader engine and driver, cold reader,
 //!   local disk budget, retention across tiers).
@@ -88,6 +89,7 @@ mod pool;
 mod producer;
 mod records;
 mod recovery;
+mod replica;
 mod retention;
 pub mod segment;
 mod sync;
@@ -107,6 +109,7 @@ pub use batch::{BatchHeader, Compression, TimestampType};
 pub use config::LogConfig;
 pub use error::StorageError;
 pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
+pub use replica::ReplicaAppend;
 pub use segment::SegmentInfo;
 pub use sync::{SyncDone, SyncPoint};
 pub use writeback::WritebackConfig;

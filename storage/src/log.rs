@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::batch::{self, BatchHeader, Compression, TimestampType};
+use crate::batch::{self, BatchHeader, Compression, TimestampType, ValidBatch};
 use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
@@ -239,7 +239,7 @@ impl PartitionLog {
         }
     }
 
-    fn check_online(&self) -> Result<(), StorageError> {
+    pub(crate) fn check_online(&self) -> Result<(), StorageError> {
         self.health.check(&self.dir)
     }
 
@@ -253,28 +253,15 @@ impl PartitionLog {
     /// batches are rejected with [`StorageError::TransactionsUnsupported`].
     /// If one batch is a retry of an idempotent producer's recent batch,
     /// nothing is written and [`AppendOutcome::Duplicate`] is returned.
+    /// A follower appends what its leader stamped with
+    /// [`PartitionLog::append_replicated`] instead.
     pub fn append(
         &mut self,
         records: &mut [u8],
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendOutcome, StorageError> {
-        self.poll_flushes();
-        self.check_online()?;
-        let batches = batch::validate_all(records, self.config.batch_limits())?;
-        for b in &batches {
-            if b.header.is_transactional() {
-                return Err(StorageError::TransactionsUnsupported {
-                    producer_id: b.header.producer_id,
-                });
-            }
-            if b.header.is_control() {
-                return Err(StorageError::InvalidRecord {
-                    position: b.position,
-                    reason: "control batches are written by the broker, not by producers".into(),
-                });
-            }
-        }
+        let batches = self.validate_for_append(records)?;
         if let Some(latest) = self.epochs.latest() {
             if leader_epoch < latest.epoch {
                 return Err(StorageError::StaleLeaderEpoch {
@@ -307,21 +294,9 @@ impl PartitionLog {
                     }));
                 }
             }
-            let after = next
-                .checked_add(i64::from(h.records_count))
-                .ok_or_else(|| StorageError::InvalidRecord {
-                    position: b.position,
-                    reason: "offsets would overflow".into(),
-                })?;
-            placed.push(Placed {
-                position_in_buf: b.position,
-                len: b.len,
-                base_offset: next,
-                next_offset: after,
-                base_timestamp: h.base_timestamp,
-                max_timestamp: if log_append { now_ms } else { h.max_timestamp },
-            });
-            next = after;
+            let p = place(b, next, if log_append { now_ms } else { h.max_timestamp })?;
+            next = p.next_offset;
+            placed.push(p);
         }
 
         self.maybe_roll(records.len() as u64, next, now_ms)?;
@@ -335,32 +310,9 @@ impl PartitionLog {
         if self.epochs.assign(leader_epoch, first_offset) {
             self.epochs.persist()?;
         }
-
-        let config = self.config.clone();
-        let health = Arc::clone(&self.health);
-        let record_count = next - first_offset;
-        let flush_due = self
-            .config
-            .flush_messages
-            .is_some_and(|n| self.unflushed_records + record_count as u64 >= n);
-        let old_size = self.active().size;
-        let written = self
-            .active_mut()
-            .append(records, &placed, &config, now_ms, &health);
-        let result = match written {
-            Ok(()) if flush_due => self.flush(),
-            other => other,
-        };
-        if let Err(e) = result {
-            self.undo_append(old_size, &e);
-            return Err(e);
-        }
+        self.write_placed(records, &placed, now_ms)?;
         self.producers.commit(staged);
-        if !flush_due {
-            self.unflushed_records += record_count as u64;
-            self.first_unflushed_ms.get_or_insert(now_ms);
-        }
-        self.end_tx.send_replace(next);
+        let record_count = next - first_offset;
         Ok(AppendOutcome::Appended(AppendInfo {
             base_offset: first_offset,
             last_offset: next - 1,
@@ -369,6 +321,75 @@ impl PartitionLog {
             record_count: u32::try_from(record_count).unwrap_or(u32::MAX),
             bytes: records.len(),
         }))
+    }
+
+    /// The first step of every append, before any offset is looked at: the
+    /// log is online and every batch of `records` is valid (see
+    /// [`batch::validate_all`]) and neither transactional nor a control
+    /// batch.
+    pub(crate) fn validate_for_append(
+        &mut self,
+        records: &[u8],
+    ) -> Result<Vec<ValidBatch>, StorageError> {
+        self.poll_flushes();
+        self.check_online()?;
+        let batches = batch::validate_all(records, self.config.batch_limits())?;
+        for b in &batches {
+            if b.header.is_transactional() {
+                return Err(StorageError::TransactionsUnsupported {
+                    producer_id: b.header.producer_id,
+                });
+            }
+            if b.header.is_control() {
+                return Err(StorageError::InvalidRecord {
+                    position: b.position,
+                    reason: "control batches are written by the broker, not by producers".into(),
+                });
+            }
+        }
+        Ok(batches)
+    }
+
+    /// The last step of every append: writes `records`, whose batches are
+    /// `placed` (in order, dense from the log end) and already hold their
+    /// final bytes, at the end of the active segment (rolled beforehand by
+    /// [`PartitionLog::maybe_roll`]); fsyncs if `flush.messages` asks for
+    /// it; publishes the new log end. A failure cuts the bytes back out
+    /// (see [`PartitionLog::undo_append`]) and is returned.
+    pub(crate) fn write_placed(
+        &mut self,
+        records: &[u8],
+        placed: &[Placed],
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let (Some(first), Some(last)) = (placed.first(), placed.last()) else {
+            return Ok(());
+        };
+        let record_count = u64::try_from(last.next_offset - first.base_offset).unwrap_or(0);
+        let config = self.config.clone();
+        let health = Arc::clone(&self.health);
+        let flush_due = self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_records + record_count >= n);
+        let old_size = self.active().size;
+        let written = self
+            .active_mut()
+            .append(records, placed, &config, now_ms, &health);
+        let result = match written {
+            Ok(()) if flush_due => self.flush(),
+            other => other,
+        };
+        if let Err(e) = result {
+            self.undo_append(old_size, &e);
+            return Err(e);
+        }
+        if !flush_due {
+            self.unflushed_records += record_count;
+            self.first_unflushed_ms.get_or_insert(now_ms);
+        }
+        self.end_tx.send_replace(last.next_offset);
+        Ok(())
     }
 
     /// Undoes an append that failed at or after its write: cuts the active
@@ -404,7 +425,7 @@ impl PartitionLog {
     /// Rolls before an append of `bytes` ending at `next_offset` if the
     /// active segment would pass `segment.bytes`, its relative offsets would
     /// overflow, or its offset index is full.
-    fn maybe_roll(
+    pub(crate) fn maybe_roll(
         &mut self,
         bytes: u64,
         next_offset: i64,
@@ -734,6 +755,30 @@ impl Drop for PartitionLog {
             }
         }
     }
+}
+
+/// Where batch `b` of an append goes: from `base_offset` on, with
+/// `max_timestamp` as the time index will know it.
+pub(crate) fn place(
+    b: &ValidBatch,
+    base_offset: i64,
+    max_timestamp: i64,
+) -> Result<Placed, StorageError> {
+    let h = &b.header;
+    let next_offset = base_offset
+        .checked_add(i64::from(h.records_count))
+        .ok_or_else(|| StorageError::InvalidRecord {
+            position: b.position,
+            reason: "offsets would overflow".into(),
+        })?;
+    Ok(Placed {
+        position_in_buf: b.position,
+        len: b.len,
+        base_offset,
+        next_offset,
+        base_timestamp: h.base_timestamp,
+        max_timestamp,
+    })
 }
 
 fn next_batch_with(

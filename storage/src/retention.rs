@@ -233,7 +233,11 @@ impl PartitionLog {
     /// Follower truncation: removes every batch holding an offset
     /// `>= offset`. A batch that straddles `offset` goes whole, so the log
     /// end afterwards may be below `offset`. Below the log start, the log is
-    /// emptied and restarted at `offset`.
+    /// emptied and restarted at `offset`. The segment cut into is never
+    /// modified in place when one of its files is hard-linked elsewhere
+    /// (an uploaded segment in the local object store): it is cut in a
+    /// copy. Leader epochs and producer state starting at or after the new
+    /// end are forgotten.
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
         if offset >= self.log_end_offset() {
             return Ok(());
@@ -248,6 +252,15 @@ impl PartitionLog {
             .map_or(self.log_start, |(k, _)| *k);
         self.wait_flushes()?;
         flusher::write_recovery_point(&self.dir, keep_key)?;
+        // Cut first, then delete the segments after it: a crash in between
+        // leaves the cut segment ending before the next one begins, which
+        // the next open takes for the log end (see `recovery`). Deleting
+        // first could leave a sealed segment whose file is shared with
+        // object storage as the last one, to be appended to.
+        let config = self.config.clone();
+        if let Some(seg) = self.segments.get_mut(&keep_key) {
+            seg.truncate_to(offset, &config)?;
+        }
         let doomed: Vec<i64> = self
             .segments
             .range(keep_key + 1..)
@@ -258,10 +271,7 @@ impl PartitionLog {
                 s.delete()?;
             }
         }
-        let config = self.config.clone();
-        let seg = self.active_mut();
-        seg.truncate_to(offset, config.index_interval_bytes)?;
-        seg.unseal(&config)?;
+        self.active_mut().unseal(&config)?;
         let log_end = self.log_end_offset();
         if self.epochs.truncate_from_end(log_end) {
             self.epochs.persist()?;

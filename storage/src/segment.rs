@@ -491,15 +491,76 @@ impl Segment {
     }
 
     /// Removes every batch from the one holding `offset` on; returns the
-    /// new next offset. Indexes are rebuilt from what remains.
-    pub(crate) fn truncate_to(&mut self, offset: i64, interval: u32) -> Result<i64, StorageError> {
+    /// new next offset. Indexes are rebuilt from what remains. Files shared
+    /// with the local object store are never cut in place (see
+    /// [`Segment::unshare_files`]).
+    pub(crate) fn truncate_to(
+        &mut self,
+        offset: i64,
+        cfg: &LogConfig,
+    ) -> Result<i64, StorageError> {
         let Some((pos, _)) = self.translate(offset)? else {
             return Ok(self.next_offset);
         };
+        self.unshare_files(pos, cfg)?;
         self.set_size(pos)?;
-        self.rebuild(false, interval, |_| {})?;
+        self.rebuild(false, cfg.index_interval_bytes, |_| {})?;
         self.sync_data()?;
         Ok(self.next_offset)
+    }
+
+    /// Before truncation writes to the segment's files: any of them with
+    /// more than one link (an uploaded segment whose objects the local
+    /// object store hard-linked to these files) is replaced by a file of
+    /// its own, so the committed object keeps its bytes. The log file's
+    /// first `keep` bytes are copied to a temporary file, fsynced and
+    /// renamed over the old name; a shared index file is unlinked and
+    /// started afresh (truncation rebuilds it anyway), before the log file
+    /// so that no open after a crash maps a shared index of a segment it
+    /// rebuilds. Readers holding the old log file go on reading the old
+    /// bytes. A crash mid-way leaves the old file or the copy under the
+    /// segment's name, and a temporary file that the next open removes.
+    fn unshare_files(&mut self, keep: u64, cfg: &LogConfig) -> Result<(), StorageError> {
+        let capacity = cfg.index_capacity();
+        let mut replaced = false;
+        let ix_path = self.offset_index.path().to_path_buf();
+        if links(&ix_path)? > 1 {
+            replaced = true;
+            self.offset_index.unload();
+            files::remove_if_exists(&ix_path)?;
+            self.offset_index = OffsetIndex::open(&ix_path, self.base_offset, capacity)?;
+        }
+        let tix_path = self.time_index.path().to_path_buf();
+        if links(&tix_path)? > 1 {
+            replaced = true;
+            self.time_index.unload();
+            files::remove_if_exists(&tix_path)?;
+            self.time_index = TimeIndex::open(&tix_path, self.base_offset, capacity)?;
+        }
+        if links(&self.path)? > 1 {
+            replaced = true;
+            let tmp = files::tmp_path(&self.path);
+            files::remove_if_exists(&tmp)?;
+            let copy = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .ctx(|| format!("create {}", tmp.display()))?;
+            copy_prefix(&self.file, &self.path, &copy, &tmp, keep)?;
+            fault::check(DeviceOp::Fsync, &tmp)
+                .and_then(|()| copy.sync_data())
+                .ctx(|| format!("fsync {}", tmp.display()))?;
+            std::fs::rename(&tmp, &self.path)
+                .ctx(|| format!("rename {} to {}", tmp.display(), self.path.display()))?;
+            self.file = Arc::new(copy);
+            self.pacer = Pacer::starting_at(keep);
+            tracing::info!(segment = %self.path.display(), "truncating a copy of a segment shared with object storage");
+        }
+        if let Some(dir) = self.path.parent().filter(|_| replaced) {
+            files::sync_dir(dir)?;
+        }
+        Ok(())
     }
 
     /// Cuts the file to `size` bytes (recovery of a torn tail, truncation).
@@ -629,4 +690,35 @@ impl Segment {
             max_timestamp: (self.next_offset > self.base_offset).then_some(self.max_timestamp),
         }
     }
+}
+
+/// Hard links to `path` (0 if it does not exist).
+fn links(path: &Path) -> Result<u64, StorageError> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(std::os::unix::fs::MetadataExt::nlink(&m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(StorageError::io(format!("stat {}", path.display()), e)),
+    }
+}
+
+/// Copies the first `len` bytes of `from` into `to` with `pread`/`pwrite`.
+fn copy_prefix(
+    from: &File,
+    from_path: &Path,
+    to: &File,
+    to_path: &Path,
+    len: u64,
+) -> Result<(), StorageError> {
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = vec![0u8; CHUNK.min(len) as usize];
+    let mut at = 0u64;
+    while at < len {
+        let n = (len - at).min(CHUNK) as usize;
+        from.read_exact_at(&mut buf[..n], at)
+            .ctx(|| format!("read {} at {at}", from_path.display()))?;
+        to.write_all_at(&buf[..n], at)
+            .ctx(|| format!("write {} at {at}", to_path.display()))?;
+        at += n as u64;
+    }
+    Ok(())
 }

@@ -750,3 +750,166 @@ async fn a_deleted_topic_loses_every_object_and_its_manifest() {
     .await;
     r.tier.shutdown().await;
 }
+
+/// A plain leader log beside the rig's tiered follower: `n` ~10 KiB batches
+/// at `epoch`, tagged from `tag`.
+fn lead(log: &mut PartitionLog, n: usize, epoch: i32, tag: u64) {
+    for i in 0..n {
+        let mut b = common::batch_with(
+            50,
+            200,
+            TS + i as i64,
+            Compression::None,
+            None,
+            tag + i as u64,
+        );
+        log.append(&mut b, epoch, TS).unwrap();
+    }
+}
+
+/// Fetches from `leader` into the tiered follower until it has caught up.
+fn follow(leader: &PartitionLog, p: &mut TieredPartition) {
+    while p.log_end_offset() < leader.log_end_offset() {
+        let s = leader
+            .read(p.log_end_offset(), 64 << 10, leader.log_end_offset())
+            .unwrap();
+        p.append_replicated(&s.read_to_bytes().unwrap(), TS)
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiered_follower_uploads_exactly_the_batches_its_leader_holds() {
+    let r = rig(None).await;
+    let ld = tempfile::tempdir().unwrap();
+    let mut leader = PartitionLog::open(ld.path(), common::small_segments()).unwrap();
+    lead(&mut leader, 300, 2, 0);
+    let mut p = r.open(TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    });
+    follow(&leader, &mut p);
+    all_uploaded(&mut p).await;
+    p.tick(TS).unwrap();
+    let local_start = p.local_log_start_offset();
+    assert!(local_start > 0, "uploaded segments left local disk");
+    let mut all = cold_bytes(&r.tier, r.key, 0, local_start).await;
+    all.extend(local_bytes(p.log(), local_start, p.log_end_offset()));
+    assert_eq!(all, local_bytes(&leader, 0, leader.log_end_offset()));
+    assert_eq!(p.epoch_end_offset(2), leader.epoch_end_offset(2));
+
+    // Committed data cannot be truncated away.
+    let e = p.truncate_to(local_start - 1).unwrap_err();
+    assert!(matches!(e, TierError::TruncationBelowTiered { .. }), "{e}");
+    let e = p.truncate_fully_and_start_at(0).unwrap_err();
+    assert!(matches!(e, TierError::TruncationBelowTiered { .. }), "{e}");
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_segment_truncated_before_its_upload_is_uploaded_only_with_the_new_leaders_bytes()
+{
+    let r = rig(None).await;
+    let (ad, bd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut old_leader = PartitionLog::open(ad.path(), common::small_segments()).unwrap();
+    lead(&mut old_leader, 300, 1, 0);
+    let mut p = r.open(TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    });
+    // Nothing reaches object storage while the follower diverges.
+    r.faults.unreachable_for(Duration::from_secs(3600));
+    follow(&old_leader, &mut p);
+    p.flush().unwrap();
+    let sealed: Vec<_> = p
+        .log()
+        .segments()
+        .into_iter()
+        .filter(|s| s.sealed)
+        .collect();
+    assert!(sealed.len() >= 2);
+    until("an upload of the sealed segments has failed", || {
+        p.tick(TS).unwrap();
+        let failures = r.tier.snapshot().upload_failures;
+        async move { failures >= 2 }
+    })
+    .await;
+
+    // The new leader kept the old one's batches only up to the middle of
+    // the first sealed segment, then wrote its own at epoch 2.
+    let diverge = (sealed[0].base_offset + sealed[0].last_offset) / 2 / 50 * 50;
+    let mut new_leader = PartitionLog::open(bd.path(), common::small_segments()).unwrap();
+    while new_leader.log_end_offset() < diverge {
+        let s = old_leader
+            .read(new_leader.log_end_offset(), 64 << 10, diverge)
+            .unwrap();
+        new_leader
+            .append_replicated(&s.read_to_bytes().unwrap(), TS)
+            .unwrap();
+    }
+    lead(&mut new_leader, 250, 2, 10_000);
+
+    p.truncate_to(diverge).unwrap();
+    assert_eq!(p.log_end_offset(), diverge);
+    follow(&new_leader, &mut p);
+    p.flush().unwrap();
+
+    r.faults.clear();
+    all_uploaded(&mut p).await;
+    p.tick(TS).unwrap();
+    let local_start = p.local_log_start_offset();
+    assert!(
+        local_start > diverge,
+        "the re-sealed segments were uploaded"
+    );
+    let mut all = cold_bytes(&r.tier, r.key, 0, local_start).await;
+    all.extend(local_bytes(p.log(), local_start, p.log_end_offset()));
+    assert_eq!(
+        all,
+        local_bytes(&new_leader, 0, new_leader.log_end_offset()),
+        "object storage holds the new leader's batches, never the truncated ones"
+    );
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_local_disk_budget_refuses_replicated_appends_retriably_too() {
+    let limit = 3 << 20;
+    let r = rig(Some(limit)).await;
+    let ld = tempfile::tempdir().unwrap();
+    let mut leader = PartitionLog::open(ld.path(), common::small_segments()).unwrap();
+    lead(&mut leader, 600, 0, 0);
+    let mut p = r.open(TierRetention::default());
+    r.faults.unreachable_for(Duration::from_secs(3600));
+    let refused = loop {
+        let s = leader
+            .read(p.log_end_offset(), 64 << 10, leader.log_end_offset())
+            .unwrap();
+        assert!(!s.is_empty(), "the budget must stop replication first");
+        if let Err(e) = p.append_replicated(&s.read_to_bytes().unwrap(), TS) {
+            break e;
+        }
+    };
+    assert!(
+        matches!(refused, TierError::Backpressure { .. }),
+        "{refused}"
+    );
+    assert!(refused.is_retriable());
+    r.faults.clear();
+    until("replication catches up once uploads do", || {
+        p.tick(TS).unwrap();
+        let s = leader
+            .read(p.log_end_offset(), 64 << 10, leader.log_end_offset())
+            .unwrap();
+        if !s.is_empty() {
+            let _ = p.append_replicated(&s.read_to_bytes().unwrap(), TS);
+        }
+        let done = p.log_end_offset() == leader.log_end_offset();
+        async move { done }
+    })
+    .await;
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}

@@ -125,6 +125,17 @@ pub enum Event {
         partition: PartitionKey,
         log_start: i64,
     },
+    /// Follower truncation: the local segments from `from` on were cut or
+    /// deleted (all of them when `from` is `i64::MIN`), so the sealed
+    /// segments reported there no longer exist as reported and are dropped
+    /// (an upload or commit in flight for one completes into nothing). The
+    /// upload bound moves down to `high_watermark`; segments sealed after
+    /// the truncation are reported again.
+    Truncated {
+        partition: PartitionKey,
+        from: i64,
+        high_watermark: i64,
+    },
     /// The partition closed (topic deleted, node stopping). Ignored when the
     /// partition was registered again since.
     Unregister {
@@ -338,6 +349,32 @@ impl UploaderEngine {
                     for base in below {
                         gone.extend(p.pending.remove(&base));
                     }
+                }
+                self.drop_pending(partition, gone);
+            }
+            Event::Truncated {
+                partition,
+                from,
+                high_watermark,
+            } => {
+                let mut gone = Vec::new();
+                if let Some(p) = self.parts.get_mut(&partition) {
+                    p.high_watermark = high_watermark;
+                    let cut: Vec<i64> = p
+                        .pending
+                        .iter()
+                        .filter(|(_, s)| s.segment.last_offset >= from)
+                        .map(|(b, _)| *b)
+                        .collect();
+                    for base in cut {
+                        gone.extend(p.pending.remove(&base));
+                    }
+                    let committed_end = p
+                        .committed
+                        .values()
+                        .next_back()
+                        .map_or(0, |last| last.saturating_add(1));
+                    p.reported_end = p.reported_end.min(from.max(committed_end));
                 }
                 self.drop_pending(partition, gone);
             }

@@ -415,3 +415,77 @@ fn a_late_unregister_of_an_earlier_opening_leaves_the_new_one_alone() {
     assert_eq!(e.stats(2).partitions, 1);
     assert_eq!(e.stats(2).pending_segments, 2);
 }
+
+#[test]
+fn segments_a_truncation_cut_are_withdrawn_and_their_late_uploads_ignored() {
+    let mut e = engine(4, 4);
+    let p = key(0);
+    let acts = register(&mut e, p, vec![seg(0, 9), seg(10, 19), seg(20, 29)], 100);
+    let started = uploads(&acts);
+    assert_eq!(started.len(), 3);
+    let (first_op, _, _) = started[0];
+    let (cut_op, _, _) = started[1];
+
+    // The follower truncated into the segment at 10: it and everything
+    // after are withdrawn; the segment at 0 goes on.
+    let acts = e.handle(
+        1,
+        Event::Truncated {
+            partition: p,
+            from: 10,
+            high_watermark: 12,
+        },
+    );
+    assert_eq!(deletable(&acts, p), None, "0 is still pending");
+    assert_eq!(e.stats(1).pending_segments, 1);
+    assert_eq!(
+        e.stats(1).uploads_in_flight,
+        3,
+        "uploads in flight still run"
+    );
+
+    // The withdrawn upload completes into nothing: no commit.
+    let acts = e.handle(
+        2,
+        Event::UploadDone {
+            op: cut_op,
+            entry: entry(&seg(10, 19)),
+        },
+    );
+    assert!(commits(&acts).is_empty());
+
+    // The segment re-sealed at 10 with other offsets waits for the new
+    // upload bound before it is uploaded.
+    let acts = e.handle(
+        3,
+        Event::Sealed {
+            partition: p,
+            segments: vec![seg(10, 14)],
+            high_watermark: 12,
+        },
+    );
+    assert!(uploads(&acts).is_empty(), "14 is above the lowered bound");
+    let acts = e.handle(
+        4,
+        Event::HighWatermark {
+            partition: p,
+            high_watermark: 15,
+        },
+    );
+    assert_eq!(
+        uploads(&acts).iter().map(|u| u.2).collect::<Vec<_>>(),
+        vec![10]
+    );
+
+    // Once 0 is committed, local deletion stops below the new segment.
+    let acts = e.handle(
+        5,
+        Event::UploadDone {
+            op: first_op,
+            entry: entry(&seg(0, 9)),
+        },
+    );
+    let (commit_op, _) = commits(&acts)[0];
+    let acts = e.handle(6, Event::CommitDone { op: commit_op });
+    assert_eq!(deletable(&acts, p), Some(10));
+}

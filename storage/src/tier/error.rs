@@ -39,6 +39,16 @@ pub enum TierError {
         reason: String,
     },
 
+    /// A follower was asked to truncate below what object storage already
+    /// holds for the partition: committed tiered segments cannot be taken
+    /// back, so the logs would disagree. Uploads stay below the high
+    /// watermark, which truncation never passes, so this is a replication
+    /// fault, not a retriable condition.
+    #[error(
+        "cannot truncate to offset {offset}: object storage holds the partition up to {tiered_end}"
+    )]
+    TruncationBelowTiered { offset: i64, tiered_end: i64 },
+
     /// An object-store call took longer than its deadline.
     #[error("{what} did not finish within {seconds} s")]
     Timeout { what: String, seconds: u64 },
@@ -58,7 +68,7 @@ impl TierError {
             | TierError::CorruptObject { .. } => true,
             TierError::Objects(e) => e.is_retriable(),
             TierError::Manifest(e) => e.retriable,
-            TierError::Storage(_) => false,
+            TierError::Storage(_) | TierError::TruncationBelowTiered { .. } => false,
         }
     }
 }

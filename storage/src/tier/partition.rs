@@ -31,6 +31,7 @@ use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::files;
 use crate::log::{AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
+use crate::replica::ReplicaAppend;
 use crate::sync::{SyncDone, SyncPoint};
 
 /// File in the partition directory holding the DeleteRecords floor.
@@ -220,19 +221,7 @@ impl TieredPartition {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendOutcome, TierError> {
-        let incoming = records.len() as u64;
-        let budget = Arc::clone(&self.reg.link.budget);
-        if budget.local_over(incoming) {
-            self.evict_tiered(now_ms, &budget)?;
-        }
-        if let Some((pending, limit)) = budget.refuses(incoming) {
-            budget.note_refusal();
-            return Err(TierError::Backpressure {
-                pending,
-                incoming,
-                limit,
-            });
-        }
+        self.admit(records.len() as u64, now_ms)?;
         let outcome = self.log.append(records, leader_epoch, now_ms)?;
         if let AppendOutcome::Appended(info) = outcome {
             let mut usage = self.reg.usage;
@@ -242,6 +231,97 @@ impl TieredPartition {
         }
         self.after_write();
         Ok(outcome)
+    }
+
+    /// A follower's append of its leader's batches (see
+    /// [`PartitionLog::append_replicated`]), refused like
+    /// [`TieredPartition::append`] with [`TierError::Backpressure`] while
+    /// the node's local disk budget is exhausted by data not yet in object
+    /// storage.
+    pub fn append_replicated(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<ReplicaAppend, TierError> {
+        let incoming = records.len() as u64;
+        self.admit(incoming, now_ms)?;
+        let appended = self.log.append_replicated(records, now_ms)?;
+        if appended.bytes > 0 {
+            let mut usage = self.reg.usage;
+            usage.local += appended.bytes as u64;
+            usage.pending += appended.bytes as u64;
+            self.publish(usage);
+        }
+        self.after_write();
+        Ok(appended)
+    }
+
+    /// Follower truncation (see [`PartitionLog::truncate_to`]), keeping the
+    /// uploader's view right: sealed segments it was told about that the
+    /// truncation cut or deleted are withdrawn before they are uploaded (an
+    /// upload already running completes into nothing), and the segments
+    /// sealed afterwards are reported anew. Refused with
+    /// [`TierError::TruncationBelowTiered`] below the end of what object
+    /// storage has committed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), TierError> {
+        if offset >= self.log.log_end_offset() {
+            return Ok(());
+        }
+        self.refuse_below_tiered(offset)?;
+        let from = if offset < self.log.log_start_offset() {
+            i64::MIN
+        } else {
+            self.log
+                .segments
+                .range(..=offset)
+                .next_back()
+                .map_or(i64::MIN, |(base, _)| *base)
+        };
+        let truncated = self.log.truncate_to(offset);
+        self.after_truncation(from);
+        Ok(truncated?)
+    }
+
+    /// Empties the local log and restarts it at `offset` (see
+    /// [`PartitionLog::truncate_fully_and_start_at`]); every sealed segment
+    /// reported to the uploader and not yet committed is withdrawn.
+    /// Refused with [`TierError::TruncationBelowTiered`] below the end of
+    /// what object storage has committed: the offsets there are already
+    /// taken by tiered batches.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), TierError> {
+        self.refuse_below_tiered(offset)?;
+        let truncated = self.log.truncate_fully_and_start_at(offset);
+        self.after_truncation(i64::MIN);
+        Ok(truncated?)
+    }
+
+    fn refuse_below_tiered(&self, offset: i64) -> Result<(), TierError> {
+        match self.reg.shared.tiered_last() {
+            Some(last) if offset <= last => Err(TierError::TruncationBelowTiered {
+                offset,
+                tiered_end: last.saturating_add(1),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// After a truncation, even one that failed part-way: withdraws the
+    /// sealed segments from `from` on, lowers the upload bound, and reports
+    /// from the new active segment on. (Segments a failed truncation left
+    /// in place are withdrawn too: they stay on local disk, never deletable
+    /// before an upload, and are reported again when the partition is next
+    /// opened.)
+    fn after_truncation(&mut self, from: i64) {
+        let active = self.log.segments.keys().next_back().copied().unwrap_or(0);
+        self.active_base = active;
+        self.reported_end = active;
+        self.reported_bound = self.upload_bound();
+        self.reg.link.send(Event::Truncated {
+            partition: self.reg.shared.key(),
+            from,
+            high_watermark: self.reported_bound,
+        });
+        self.recount();
     }
 
     /// Timers of the log, then local retention below what is committed.
@@ -325,6 +405,24 @@ impl TieredPartition {
         let TieredPartition { log, reg, .. } = self;
         drop(reg);
         log.close()?;
+        Ok(())
+    }
+
+    /// Makes room for an append of `incoming` bytes under the local disk
+    /// budget, or refuses it with [`TierError::Backpressure`].
+    fn admit(&mut self, incoming: u64, now_ms: i64) -> Result<(), TierError> {
+        let budget = Arc::clone(&self.reg.link.budget);
+        if budget.local_over(incoming) {
+            self.evict_tiered(now_ms, &budget)?;
+        }
+        if let Some((pending, limit)) = budget.refuses(incoming) {
+            budget.note_refusal();
+            return Err(TierError::Backpressure {
+                pending,
+                incoming,
+                limit,
+            });
+        }
         Ok(())
     }
 

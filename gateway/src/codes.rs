@@ -39,6 +39,9 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::StaleLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::InvalidConfig { .. } => ResponseError::InvalidConfig,
+        // A replica's fetch that does not continue its log: a broker-side
+        // fault with no Kafka code of its own.
+        StorageError::ReplicaOffsetMismatch { .. } => ResponseError::KafkaStorageError,
         StorageError::Corrupt { .. } | StorageError::Offline { .. } | StorageError::Io { .. } => {
             ResponseError::KafkaStorageError
         }
@@ -56,6 +59,7 @@ pub fn tier_error(e: &TierError) -> ResponseError {
         | TierError::Manifest(_)
         | TierError::CorruptObject { .. }
         | TierError::Timeout { .. }
+        | TierError::TruncationBelowTiered { .. }
         | TierError::Stopped => ResponseError::KafkaStorageError,
     }
 }

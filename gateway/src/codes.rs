@@ -11,6 +11,7 @@ use metastore::MetaError;
 
 use crate::backend::LogError;
 use crate::group::engine::GroupError;
+use crate::replication::replica_set::NotEnoughReplicas;
 
 /// The Kafka error code for a partition-log failure.
 pub fn log_error(e: &LogError) -> ResponseError {
@@ -19,6 +20,12 @@ pub fn log_error(e: &LogError) -> ResponseError {
         LogError::Tier(t) => tier_error(t),
         LogError::NotServing(_) => ResponseError::NotLeaderOrFollower,
         LogError::NotDurable(_) => ResponseError::KafkaStorageError,
+        LogError::NotEnoughReplicas(NotEnoughReplicas::Before { .. }) => {
+            ResponseError::NotEnoughReplicas
+        }
+        LogError::NotEnoughReplicas(NotEnoughReplicas::AfterAppend { .. }) => {
+            ResponseError::NotEnoughReplicasAfterAppend
+        }
     }
 }
 

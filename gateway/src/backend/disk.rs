@@ -105,6 +105,22 @@ impl LogBackend for DiskLog {
         self.log.epoch_end_offset(epoch)
     }
 
+    fn latest_epoch(&self) -> Option<i32> {
+        self.log.latest_epoch()
+    }
+
+    fn append_replicated(&mut self, records: &[u8], now_ms: i64) -> Result<i64, LogError> {
+        Ok(self.log.append_replicated(records, now_ms)?.log_end_offset)
+    }
+
+    fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+        Ok(self.log.truncate_to(offset)?)
+    }
+
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        Ok(self.log.truncate_fully_and_start_at(offset)?)
+    }
+
     fn sync_point(&mut self) -> storage::SyncPoint {
         self.log.sync_point()
     }

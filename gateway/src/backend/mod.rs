@@ -157,6 +157,9 @@ pub enum LogError {
     /// waiting for it are not acknowledged.
     #[error("the write could not be made durable: {0}")]
     NotDurable(String),
+    /// Too few in-sync replicas for an acks=all write.
+    #[error(transparent)]
+    NotEnoughReplicas(#[from] crate::replication::replica_set::NotEnoughReplicas),
 }
 
 impl From<TierError> for LogError {
@@ -222,6 +225,18 @@ pub trait LogBackend: Send + 'static {
     fn tick(&mut self, now_ms: i64) -> Result<(), LogError>;
     fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError>;
     fn epoch_end_offset(&self, epoch: i32) -> Option<(i32, i64)>;
+    /// The epoch of the newest batch, if any.
+    fn latest_epoch(&self) -> Option<i32>;
+    /// A follower's append: `records` are whole batches as the leader's log
+    /// holds them (offsets and epochs stamped) and must continue this log
+    /// exactly; they are written unchanged. Returns the new log end.
+    fn append_replicated(&mut self, records: &[u8], now_ms: i64) -> Result<i64, LogError>;
+    /// Removes every batch at or past `offset` (a follower parting from a
+    /// new leader's log).
+    fn truncate_to(&mut self, offset: i64) -> Result<(), LogError>;
+    /// Empties the local log and restarts it at `offset` (a follower whose
+    /// leader no longer holds what it would fetch locally).
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError>;
     /// Flushes and marks a clean shutdown.
     fn close(self: Box<Self>) -> Result<(), LogError>;
 }

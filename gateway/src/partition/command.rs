@@ -1,9 +1,13 @@
 //! What a partition's handle asks its task, and what the task answers.
 
-use bytes::BytesMut;
-use tokio::sync::oneshot;
+use bytes::{Bytes, BytesMut};
+use metastore::AgentId;
+use storage::tier::PartitionKey;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::{Appended, LogError, LogSettings, Records, TimestampOffset};
+use crate::replication::replica_set::{Assignment, IsrChange};
+use crate::replication::wire::Diverging;
 
 /// What a producer asked to wait for (`acks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +74,84 @@ pub(super) struct TaskOffsets {
     pub(super) tiered_below_local: bool,
 }
 
+/// This node leads the partition: its replicas and the rules it keeps.
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    /// This node's agent id.
+    pub me: AgentId,
+    pub assignment: Assignment,
+    pub min_insync: usize,
+    pub lag_max_ms: i64,
+    /// Where the task sends the ISR changes it wants recorded.
+    pub isr_requests: mpsc::UnboundedSender<IsrProposal>,
+}
+
+/// An ISR change a partition's leader asks the metastore to record.
+#[derive(Debug, Clone)]
+pub struct IsrProposal {
+    pub key: PartitionKey,
+    pub change: IsrChange,
+}
+
+/// A follower's fetch, as the leader's task sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowerFetch {
+    pub follower: AgentId,
+    pub leader_epoch: i32,
+    pub fetch_offset: i64,
+    pub last_fetched_epoch: i32,
+    pub max_bytes: usize,
+}
+
+/// The leader's answer to one partition of a follower's fetch.
+#[derive(Debug, Clone)]
+pub struct FollowerFetchAnswer {
+    /// A Kafka error code (0: none).
+    pub error: i16,
+    pub high_watermark: i64,
+    /// The first offset the leader holds locally (where a follower that
+    /// fell below it restarts).
+    pub local_start_offset: i64,
+    pub log_end_offset: i64,
+    pub diverging: Option<Diverging>,
+    pub records: Bytes,
+}
+
+/// Where a follower's local log stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaPosition {
+    pub log_end: i64,
+    /// Epoch of the newest batch (-1 for none).
+    pub latest_epoch: i32,
+}
+
 pub(super) enum Command {
+    Lead(Leadership),
+    Follow {
+        leader: AgentId,
+        leader_epoch: i32,
+    },
+    IsrChangeFailed {
+        leader_epoch: i32,
+    },
+    FollowerFetch {
+        fetch: FollowerFetch,
+        reply: Reply<FollowerFetchAnswer>,
+    },
+    ReplicaAppend {
+        records: Bytes,
+        leader_high_watermark: i64,
+        reply: Reply<Result<ReplicaPosition, LogError>>,
+    },
+    Truncate {
+        offset: i64,
+        /// Empty the log and restart it at `offset`.
+        fully: bool,
+        reply: Reply<Result<ReplicaPosition, LogError>>,
+    },
+    Position {
+        reply: Reply<ReplicaPosition>,
+    },
     Append {
         records: BytesMut,
         leader_epoch: i32,

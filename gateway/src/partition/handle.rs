@@ -3,11 +3,14 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::command::{Acks, Command, OffsetQuery, ReadResult, Reply, TaskRead};
+use super::command::{
+    Acks, Command, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery, ReadResult,
+    ReplicaPosition, Reply, TaskRead,
+};
 use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
 
 /// A cheap handle to a partition task.
@@ -16,6 +19,7 @@ pub struct PartitionHandle {
     pub(super) key: PartitionKey,
     pub(super) tx: mpsc::Sender<Command>,
     pub(super) hw: watch::Receiver<i64>,
+    pub(super) log_end: watch::Receiver<i64>,
     pub(super) cold: Option<Arc<dyn ColdLog>>,
 }
 
@@ -165,6 +169,79 @@ impl PartitionHandle {
             .send(Command::Settings(settings))
             .await
             .map_err(closed)
+    }
+
+    // ---- replication ---------------------------------------------------------
+
+    /// This node leads the partition with these replicas.
+    pub async fn lead(&self, leadership: Leadership) -> Result<(), LogError> {
+        self.tx
+            .send(Command::Lead(leadership))
+            .await
+            .map_err(closed)
+    }
+
+    /// Another agent leads the partition.
+    pub async fn follow(&self, leader: u64, leader_epoch: i32) -> Result<(), LogError> {
+        self.tx
+            .send(Command::Follow {
+                leader,
+                leader_epoch,
+            })
+            .await
+            .map_err(closed)
+    }
+
+    /// The metastore did not record the ISR change the leader at
+    /// `leader_epoch` proposed.
+    pub async fn isr_change_failed(&self, leader_epoch: i32) -> Result<(), LogError> {
+        self.tx
+            .send(Command::IsrChangeFailed { leader_epoch })
+            .await
+            .map_err(closed)
+    }
+
+    /// The leader's side of one partition of a follower's fetch.
+    pub async fn follower_fetch(
+        &self,
+        fetch: FollowerFetch,
+    ) -> Result<FollowerFetchAnswer, LogError> {
+        self.ask(|reply| Command::FollowerFetch { fetch, reply })
+            .await
+    }
+
+    /// A follower appends batches its leader sent.
+    pub async fn replica_append(
+        &self,
+        records: Bytes,
+        leader_high_watermark: i64,
+    ) -> Result<ReplicaPosition, LogError> {
+        self.ask(|reply| Command::ReplicaAppend {
+            records,
+            leader_high_watermark,
+            reply,
+        })
+        .await?
+    }
+
+    /// A follower cuts its log at `offset` (or, `fully`, restarts it there).
+    pub async fn truncate(&self, offset: i64, fully: bool) -> Result<ReplicaPosition, LogError> {
+        self.ask(|reply| Command::Truncate {
+            offset,
+            fully,
+            reply,
+        })
+        .await?
+    }
+
+    /// Where the local log ends and its newest epoch.
+    pub async fn position(&self) -> Result<ReplicaPosition, LogError> {
+        self.ask(|reply| Command::Position { reply }).await
+    }
+
+    /// A watch of the local log end; followers' fetches wait on it.
+    pub fn log_end(&self) -> watch::Receiver<i64> {
+        self.log_end.clone()
     }
 
     /// A watch of the high watermark; long-polling fetches wait on it.

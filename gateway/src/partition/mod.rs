@@ -41,7 +41,10 @@ mod task;
 use std::sync::atomic::AtomicU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use command::{Acks, OffsetQuery, ReadResult};
+pub use command::{
+    Acks, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership, OffsetQuery, ReadResult,
+    ReplicaPosition,
+};
 pub use handle::PartitionHandle;
 pub use registry::Partitions;
 

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::handle::PartitionHandle;
 #[cfg(test)]
 use super::task::SyncGate;
-use super::task::{run, Task};
+use super::task::{run, Role, Task};
 use super::PartitionCounters;
 use crate::backend::{LogError, LogFactory, LogSettings, OpenedLog};
 
@@ -42,6 +42,11 @@ pub struct Partitions {
     /// Woken when no open is running any more.
     idle: Notify,
     counters: Arc<PartitionCounters>,
+    /// Part of a cluster: a log opens unassigned (refusing writes) until the
+    /// replica manager says whether this node leads or follows it.
+    clustered: std::sync::atomic::AtomicBool,
+    /// Told of every partition opened, so leadership is assigned at once.
+    opened: Mutex<Option<mpsc::UnboundedSender<PartitionKey>>>,
     /// Held durability points of logs opened from now on (tests only).
     #[cfg(test)]
     sync_gate: Mutex<Option<Arc<SyncGate>>>,
@@ -68,9 +73,37 @@ impl Partitions {
             registry: Mutex::new(Registry::default()),
             idle: Notify::new(),
             counters: Arc::new(PartitionCounters::default()),
+            clustered: std::sync::atomic::AtomicBool::new(false),
+            opened: Mutex::new(None),
             #[cfg(test)]
             sync_gate: Mutex::new(None),
         }
+    }
+
+    /// Partitions open from now on wait for the replica manager to assign
+    /// their role; `opened` hears of each one.
+    pub fn join_cluster(&self, opened: mpsc::UnboundedSender<PartitionKey>) {
+        self.clustered.store(true, Ordering::SeqCst);
+        *self.opened.lock().unwrap_or_else(|p| p.into_inner()) = Some(opened);
+    }
+
+    /// The task of a partition already open here, if any.
+    pub fn get_open(&self, key: PartitionKey) -> Option<PartitionHandle> {
+        self.lock()
+            .open
+            .get(&key)
+            .and_then(|c| c.get().cloned())
+            .filter(|h| !h.is_closed())
+    }
+
+    /// Every partition open here.
+    pub fn open_keys(&self) -> Vec<PartitionKey> {
+        self.lock()
+            .open
+            .iter()
+            .filter(|(_, c)| c.get().is_some_and(|h| !h.is_closed()))
+            .map(|(k, _)| *k)
+            .collect()
     }
 
     /// Holds the durability points of logs opened from now on until the
@@ -182,7 +215,20 @@ impl Partitions {
             log.flushed_offset().min(log.log_end_offset())
         };
         let (hw_tx, hw_rx) = watch::channel(start);
-        let task = Task::new(log, hw_tx, write_caching, self.counters.clone());
+        let (end_tx, end_rx) = watch::channel(log.log_end_offset());
+        let role = if self.clustered.load(Ordering::SeqCst) {
+            Role::Unassigned
+        } else {
+            Role::Standalone
+        };
+        let task = Task::new(
+            key,
+            role,
+            log,
+            (hw_tx, end_tx),
+            write_caching,
+            self.counters.clone(),
+        );
         #[cfg(test)]
         let task = task.with_sync_gate(
             self.sync_gate
@@ -196,10 +242,19 @@ impl Partitions {
             None => Handle::current(),
         };
         handle.spawn(run(task, rx));
+        if let Some(opened) = self
+            .opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            let _ = opened.send(key);
+        }
         Ok(PartitionHandle {
             key,
             tx,
             hw: hw_rx,
+            log_end: end_rx,
             cold,
         })
     }

@@ -9,9 +9,16 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::command::{Acks, AppendReply, Command, OffsetQuery, ReadResult, TaskOffsets, TaskRead};
+use super::command::{
+    Acks, AppendReply, Command, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership,
+    OffsetQuery, ReadResult, ReplicaPosition, TaskOffsets, TaskRead,
+};
 use super::{now_ms, PartitionCounters};
 use crate::backend::{Appended, LocalRead, LogBackend, LogError, LogSettings, TimestampOffset};
+use crate::replication::replica_set::ReplicaSet;
+use crate::replication::wire::Diverging;
+use kafka_protocol::ResponseError;
+use storage::tier::PartitionKey;
 
 /// An acks=all append waiting for the high watermark.
 struct Waiter {
@@ -20,10 +27,34 @@ struct Waiter {
     reply: AppendReply,
 }
 
+/// What this node is for the partition.
+pub(super) enum Role {
+    /// Not part of a cluster: the node's own log is the partition.
+    Standalone,
+    /// In a cluster, before the replica manager said whether this node
+    /// leads or follows: refuses writes.
+    Unassigned,
+    Leader(Box<LeaderState>),
+    Follower {
+        leader: u64,
+        leader_epoch: i32,
+    },
+}
+
+/// A leader's replica bookkeeping and where its ISR proposals go.
+pub(super) struct LeaderState {
+    set: ReplicaSet,
+    isr_requests: mpsc::UnboundedSender<IsrProposal>,
+}
+
 /// The state of one partition task.
 pub(super) struct Task {
+    key: PartitionKey,
+    role: Role,
     log: Box<dyn LogBackend>,
     hw: watch::Sender<i64>,
+    /// The log end, for followers' fetches waiting at the leader.
+    log_end: watch::Sender<i64>,
     write_caching: bool,
     waiting: VecDeque<Waiter>,
     /// Appended data waits for a durability point not yet started.
@@ -40,14 +71,20 @@ pub(super) struct Task {
 
 impl Task {
     pub(super) fn new(
+        key: PartitionKey,
+        role: Role,
         log: Box<dyn LogBackend>,
-        hw: watch::Sender<i64>,
+        channels: (watch::Sender<i64>, watch::Sender<i64>),
         write_caching: bool,
         counters: Arc<PartitionCounters>,
     ) -> Task {
+        let (hw, log_end) = channels;
         Task {
+            key,
+            role,
             log,
             hw,
+            log_end,
             write_caching,
             waiting: VecDeque::new(),
             sync_wanted: false,
@@ -68,10 +105,18 @@ impl Task {
     /// The high watermark the log allows now; never below the current one.
     fn advance_hw(&mut self) {
         let end = self.log.log_end_offset();
-        let allowed = if self.write_caching {
+        self.log_end
+            .send_if_modified(|e| std::mem::replace(e, end) != end);
+        let visible = if self.write_caching {
             end
         } else {
             self.log.flushed_offset().min(end)
+        };
+        let allowed = match &self.role {
+            Role::Standalone => visible,
+            Role::Leader(l) => l.set.high_watermark(visible),
+            // a follower's high watermark comes from its leader's fetch answers
+            Role::Unassigned | Role::Follower { .. } => return,
         };
         self.hw.send_if_modified(|hw| {
             if allowed > *hw {
@@ -84,12 +129,35 @@ impl Task {
         let hw = *self.hw.borrow();
         while self.waiting.front().is_some_and(|w| w.end <= hw) {
             if let Some(w) = self.waiting.pop_front() {
-                let _ = w.reply.send(Ok(w.answer));
+                let answer = match &self.role {
+                    Role::Leader(l) => l
+                        .set
+                        .check_acks_all_after_append()
+                        .map(|()| w.answer)
+                        .map_err(LogError::from),
+                    _ => Ok(w.answer),
+                };
+                let _ = w.reply.send(answer);
             }
         }
     }
 
     fn append(&mut self, mut records: BytesMut, leader_epoch: i32, acks: Acks, reply: AppendReply) {
+        match &self.role {
+            Role::Unassigned | Role::Follower { .. } => {
+                let _ = reply.send(Err(LogError::NotServing(
+                    "this node does not lead the partition",
+                )));
+                return;
+            }
+            Role::Leader(l) if acks == Acks::All => {
+                if let Err(e) = l.set.check_acks_all() {
+                    let _ = reply.send(Err(e.into()));
+                    return;
+                }
+            }
+            Role::Leader(_) | Role::Standalone => {}
+        }
         let result = self
             .log
             .append(&mut records, leader_epoch, now_ms())
@@ -254,6 +322,245 @@ impl Task {
         })
     }
 
+    // ---- replication ---------------------------------------------------------
+
+    /// This node leads the partition at `l.assignment.leader_epoch`.
+    fn lead(&mut self, l: Leadership) {
+        let now = now_ms();
+        match &mut self.role {
+            Role::Leader(state) if state.set.leader_epoch() == l.assignment.leader_epoch => {
+                state.set.on_assignment(l.assignment);
+                state.set.set_min_insync(l.min_insync);
+                state.set.set_lag_max_ms(l.lag_max_ms);
+                state.isr_requests = l.isr_requests;
+            }
+            _ => {
+                tracing::info!(
+                    topic_id = %self.key.topic_id,
+                    partition = self.key.partition,
+                    leader_epoch = l.assignment.leader_epoch,
+                    log_end = self.log.log_end_offset(),
+                    "leading the partition"
+                );
+                self.fail_waiting_with("leadership changed");
+                let set = ReplicaSet::new(
+                    l.me,
+                    l.assignment,
+                    self.log.log_end_offset(),
+                    l.min_insync,
+                    l.lag_max_ms,
+                    now,
+                );
+                self.role = Role::Leader(Box::new(LeaderState {
+                    set,
+                    isr_requests: l.isr_requests,
+                }));
+            }
+        }
+        self.advance_hw();
+        self.propose_isr_change(now);
+    }
+
+    /// Another agent leads the partition now; writes waiting here fail.
+    fn follow(&mut self, leader: u64, leader_epoch: i32) {
+        if !matches!(self.role, Role::Follower { leader: l, leader_epoch: e } if l == leader && e == leader_epoch)
+        {
+            tracing::info!(
+                topic_id = %self.key.topic_id,
+                partition = self.key.partition,
+                leader,
+                leader_epoch,
+                "following the partition's leader"
+            );
+        }
+        self.fail_waiting_with("leadership moved to another agent");
+        self.role = Role::Follower {
+            leader,
+            leader_epoch,
+        };
+    }
+
+    fn fail_waiting_with(&mut self, why: &'static str) {
+        for w in self.waiting.drain(..) {
+            let _ = w.reply.send(Err(LogError::NotServing(why)));
+        }
+    }
+
+    fn propose_isr_change(&mut self, now: i64) {
+        let hw = *self.hw.borrow();
+        if let Role::Leader(l) = &mut self.role {
+            if let Some(change) = l.set.propose_isr_change(hw, now) {
+                let proposal = IsrProposal {
+                    key: self.key,
+                    change,
+                };
+                if l.isr_requests.send(proposal).is_err() {
+                    l.set.isr_change_failed();
+                }
+            }
+        }
+    }
+
+    fn isr_change_failed(&mut self, leader_epoch: i32) {
+        if let Role::Leader(l) = &mut self.role {
+            if l.set.leader_epoch() == leader_epoch {
+                l.set.isr_change_failed();
+            }
+        }
+    }
+
+    /// The leader's side of a follower's fetch (see `replication::replica_set`).
+    fn follower_fetch(&mut self, f: FollowerFetch) -> FollowerFetchAnswer {
+        let local_start = self.log.local_start_offset();
+        let log_end = self.log.log_end_offset();
+        let mut answer = FollowerFetchAnswer {
+            error: 0,
+            high_watermark: *self.hw.borrow(),
+            local_start_offset: local_start,
+            log_end_offset: log_end,
+            diverging: None,
+            records: bytes::Bytes::new(),
+        };
+        let refuse = |mut a: FollowerFetchAnswer, e: ResponseError| {
+            a.error = e.code();
+            a
+        };
+        let epoch = match &self.role {
+            Role::Leader(l) => l.set.leader_epoch(),
+            _ => return refuse(answer, ResponseError::NotLeaderOrFollower),
+        };
+        if f.leader_epoch < epoch {
+            return refuse(answer, ResponseError::FencedLeaderEpoch);
+        }
+        if f.leader_epoch > epoch {
+            return refuse(answer, ResponseError::UnknownLeaderEpoch);
+        }
+        if f.last_fetched_epoch >= 0 {
+            let diverging = match self.log.epoch_end_offset(f.last_fetched_epoch) {
+                Some((e, end)) if e != f.last_fetched_epoch || end < f.fetch_offset => {
+                    Some(Diverging {
+                        epoch: e.max(0),
+                        end_offset: end,
+                    })
+                }
+                Some(_) => None,
+                None => Some(Diverging {
+                    epoch: 0,
+                    end_offset: local_start,
+                }),
+            };
+            if diverging.is_some() {
+                answer.diverging = diverging;
+                return answer;
+            }
+        }
+        if f.fetch_offset < local_start || f.fetch_offset > log_end {
+            return refuse(answer, ResponseError::OffsetOutOfRange);
+        }
+        let now = now_ms();
+        if let Role::Leader(l) = &mut self.role {
+            if l.set
+                .on_fetch(f.follower, f.fetch_offset, log_end, now)
+                .is_err()
+            {
+                return refuse(answer, ResponseError::NotLeaderOrFollower);
+            }
+        }
+        self.advance_hw();
+        self.propose_isr_change(now);
+        answer.high_watermark = *self.hw.borrow();
+        let read = self
+            .log
+            .read(f.fetch_offset, f.max_bytes, true, log_end)
+            .and_then(|r| match r {
+                LocalRead::Records(r) => r
+                    .to_bytes()
+                    .map_err(|e| LogError::NotDurable(format!("reading for a follower: {e}"))),
+                LocalRead::Tiered => Ok(bytes::Bytes::new()),
+            });
+        match read {
+            Ok(records) => answer.records = records,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading for a follower failed");
+                return refuse(answer, ResponseError::KafkaStorageError);
+            }
+        }
+        answer
+    }
+
+    fn position(&self) -> ReplicaPosition {
+        ReplicaPosition {
+            log_end: self.log.log_end_offset(),
+            latest_epoch: self.log.latest_epoch().unwrap_or(-1),
+        }
+    }
+
+    /// A follower appends what its leader sent; its high watermark follows
+    /// the leader's, up to what it holds.
+    fn replica_append(
+        &mut self,
+        records: &[u8],
+        leader_hw: i64,
+    ) -> Result<ReplicaPosition, LogError> {
+        if !matches!(self.role, Role::Follower { .. }) {
+            return Err(LogError::NotServing(
+                "this node does not follow the partition",
+            ));
+        }
+        if !records.is_empty() {
+            if let Err(e) = self.log.append_replicated(records, now_ms()) {
+                if matches!(e, LogError::Storage(storage::StorageError::Offline { .. })) {
+                    self.mark_offline(&e);
+                }
+                return Err(e);
+            }
+        }
+        let end = self.log.log_end_offset();
+        self.log_end
+            .send_if_modified(|e| std::mem::replace(e, end) != end);
+        let hw = leader_hw.min(end);
+        self.hw.send_if_modified(|h| {
+            if hw > *h {
+                *h = hw;
+                true
+            } else {
+                false
+            }
+        });
+        Ok(self.position())
+    }
+
+    fn truncate(&mut self, offset: i64, fully: bool) -> Result<ReplicaPosition, LogError> {
+        if !matches!(self.role, Role::Follower { .. }) {
+            return Err(LogError::NotServing(
+                "this node does not follow the partition",
+            ));
+        }
+        if fully {
+            self.log.truncate_fully_and_start_at(offset)?;
+        } else {
+            self.log.truncate_to(offset)?;
+        }
+        let end = self.log.log_end_offset();
+        self.log_end.send_replace(end);
+        // what the leader committed is never cut, so this only matters for
+        // a restart below the old start
+        self.hw.send_if_modified(|h| {
+            let was = *h;
+            *h = (*h).min(end);
+            *h != was
+        });
+        tracing::info!(
+            topic_id = %self.key.topic_id,
+            partition = self.key.partition,
+            offset,
+            fully,
+            log_end = end,
+            "follower truncated its log to the leader's"
+        );
+        Ok(self.position())
+    }
+
     fn set_settings(&mut self, s: &LogSettings) {
         self.log.set_settings(s);
         // Whatever the old setting exposed stays exposed; with write caching
@@ -294,6 +601,8 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 }
                 // flush.ms, retention and rolls may have made more data durable.
                 t.advance_hw();
+                // followers that stopped fetching leave the ISR
+                t.propose_isr_change(now_ms());
             }
             Event::Command(None) => break,
             Event::Command(Some(cmd)) => match cmd {
@@ -324,6 +633,32 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     let _ = reply.send(t.log.epoch_end_offset(epoch));
                 }
                 Command::Settings(s) => t.set_settings(&s),
+                Command::Lead(l) => t.lead(l),
+                Command::Follow {
+                    leader,
+                    leader_epoch,
+                } => t.follow(leader, leader_epoch),
+                Command::IsrChangeFailed { leader_epoch } => t.isr_change_failed(leader_epoch),
+                Command::FollowerFetch { fetch, reply } => {
+                    let _ = reply.send(t.follower_fetch(fetch));
+                }
+                Command::ReplicaAppend {
+                    records,
+                    leader_high_watermark,
+                    reply,
+                } => {
+                    let _ = reply.send(t.replica_append(&records, leader_high_watermark));
+                }
+                Command::Truncate {
+                    offset,
+                    fully,
+                    reply,
+                } => {
+                    let _ = reply.send(t.truncate(offset, fully));
+                }
+                Command::Position { reply } => {
+                    let _ = reply.send(t.position());
+                }
                 Command::Close { reply } => {
                     let _ = reply.send(t.close().await);
                     return;

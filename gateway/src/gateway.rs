@@ -119,6 +119,28 @@ impl Gateway {
         &self.broker
     }
 
+    /// Replicates partitions with the other agents of the cluster: serves
+    /// followers' fetches on the metastore's cluster endpoint (which must
+    /// offer [`crate::replication::service::ALPN`]) and keeps every local
+    /// replica leading or following as the metastore says. Partitions
+    /// opened from now on refuse writes until their role is known.
+    pub fn start_replication(
+        &self,
+        settings: crate::replication::manager::ReplicationSettings,
+    ) -> Result<crate::replication::manager::ReplicaManager, metastore::MetaError> {
+        let b = &self.broker;
+        let me = u64::try_from(b.config.node_id).map_err(|_| metastore::MetaError::InvalidSettings {
+            reason: "a node id must not be negative".into(),
+        })?;
+        crate::replication::manager::ReplicaManager::start(
+            me,
+            b.catalog.clone(),
+            b.partitions.clone(),
+            b.config.log_defaults.clone(),
+            settings,
+        )
+    }
+
     /// Opens (recovers) every partition this node leads, so segments sealed
     /// but not yet uploaded before a restart go up without waiting for a
     /// client. Returns how many opened.

@@ -52,6 +52,7 @@ async fn produce_partition(
     index: i32,
     records: Option<bytes::Bytes>,
     acks: Acks,
+    timeout: std::time::Duration,
 ) -> PartitionProduceResponse {
     let Some(topic) = topic else {
         return failed(index, ResponseError::UnknownTopicOrPartition, None);
@@ -89,10 +90,24 @@ async fn produce_partition(
     // The log stamps the base offset and leader epoch into the batch in
     // place, and the request frame is shared by every partition's slice, so
     // the batch gets a buffer of its own (one copy, which the append writes).
-    match handle
-        .append(BytesMut::from(&records[..]), leader_epoch, acks)
-        .await
-    {
+    // acks=all waits for the in-sync replicas at most the request's timeout
+    // (Kafka's REQUEST_TIMED_OUT; the data may still be committed later)
+    let appended = tokio::time::timeout(
+        timeout,
+        handle.append(BytesMut::from(&records[..]), leader_epoch, acks),
+    )
+    .await;
+    let Ok(appended) = appended else {
+        return failed(
+            index,
+            ResponseError::RequestTimedOut,
+            Some(
+                "the in-sync replicas did not confirm the write within the request's timeout"
+                    .into(),
+            ),
+        );
+    };
+    match appended {
         Err(e) => {
             tracing::debug!(topic = %topic.name, partition = index, error = %e, "produce refused");
             failed(index, codes::log_error(&e), Some(e.to_string()))
@@ -117,6 +132,9 @@ pub(super) async fn produce(
     req: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let acks = Acks::from_wire(req.acks);
+    // a client's timeout of 0 or less still lets a local append finish
+    let timeout = std::time::Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0))
+        .max(std::time::Duration::from_secs(1));
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
         let topic = if ctx.api_version >= 13 {
@@ -143,7 +161,7 @@ pub(super) async fn produce(
         } else {
             join_all(t.partition_data.into_iter().map(|p| {
                 let acks = acks.unwrap_or(Acks::All);
-                produce_partition(b, topic.as_deref(), p.index, p.records, acks)
+                produce_partition(b, topic.as_deref(), p.index, p.records, acks, timeout)
             }))
             .await
         };

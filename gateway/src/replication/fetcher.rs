@@ -1,0 +1,204 @@
+//! The follower's side of replication: one fetcher per leader agent pulls
+//! the batches of every partition this node follows on that leader, over
+//! one stream, and appends them to the local logs.
+//!
+//! Each round: ask every followed partition's task where its log ends and
+//! its newest epoch; send one fetch naming them all; apply the answer per
+//! partition — truncate where the leader says the logs diverge, restart
+//! below the leader's local start, otherwise append the batches and move
+//! the follower's high watermark. The leader holds the fetch while it has
+//! nothing new, so an idle follower costs one round trip per `max_wait`.
+
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use metastore::{AgentId, Metastore};
+use storage::tier::PartitionKey;
+use tokio::sync::watch;
+
+use super::service::ALPN;
+use super::wire::{self, FetchPartition, FetchRequest, FetchResponse, FetchedPartition};
+use crate::partition::PartitionHandle;
+
+/// A partition this node follows, as the fetcher sees it.
+#[derive(Clone)]
+pub struct Followed {
+    pub key: PartitionKey,
+    pub leader_epoch: i32,
+    pub handle: PartitionHandle,
+}
+
+impl PartialEq for Followed {
+    fn eq(&self, other: &Followed) -> bool {
+        self.key == other.key && self.leader_epoch == other.leader_epoch
+    }
+}
+
+/// How fetchers fetch.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchSettings {
+    /// How long the leader may hold a fetch that finds nothing new.
+    pub max_wait_ms: u32,
+    /// Most record bytes per partition per fetch.
+    pub partition_max_bytes: u32,
+}
+
+impl Default for FetchSettings {
+    fn default() -> FetchSettings {
+        FetchSettings {
+            max_wait_ms: 500,
+            partition_max_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Fetches from `leader` until `set`'s sender is dropped.
+pub async fn run(
+    me: AgentId,
+    leader: AgentId,
+    meta: Metastore,
+    mut set: watch::Receiver<Vec<Followed>>,
+    settings: FetchSettings,
+) {
+    let mut failures = 0u32;
+    loop {
+        if set.has_changed().is_err() {
+            return;
+        }
+        match fetch_from(me, leader, &meta, &mut set, settings).await {
+            Ok(()) => return,
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                if failures == 1 || failures.is_power_of_two() {
+                    tracing::warn!(leader, error = %e, failures, "replica fetching from a leader failed; retrying");
+                }
+                let wait = Duration::from_millis(50u64 << failures.min(4));
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    r = set.changed() => if r.is_err() { return },
+                }
+            }
+        }
+    }
+}
+
+/// One connection's life: `Ok` when the fetcher should stop.
+async fn fetch_from(
+    me: AgentId,
+    leader: AgentId,
+    meta: &Metastore,
+    set: &mut watch::Receiver<Vec<Followed>>,
+    settings: FetchSettings,
+) -> Result<(), String> {
+    let addr = meta
+        .agents()
+        .into_iter()
+        .find(|a| a.id == leader)
+        .and_then(|a| a.addrs.quic)
+        .ok_or_else(|| format!("agent {leader} has no cluster address registered"))?;
+    let conn = meta
+        .dial_cluster(&addr, leader, ALPN)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    loop {
+        let followed = set.borrow_and_update().clone();
+        if followed.is_empty() {
+            if set.changed().await.is_err() {
+                return Ok(());
+            }
+            continue;
+        }
+        let mut partitions = Vec::with_capacity(followed.len());
+        for f in &followed {
+            let pos = f.handle.position().await.map_err(|e| e.to_string())?;
+            partitions.push(FetchPartition {
+                topic_id: f.key.topic_id,
+                partition: f.key.partition,
+                leader_epoch: f.leader_epoch,
+                fetch_offset: pos.log_end,
+                last_fetched_epoch: pos.latest_epoch,
+                max_bytes: settings.partition_max_bytes,
+            });
+        }
+        let req = FetchRequest {
+            follower: me,
+            max_wait_ms: settings.max_wait_ms,
+            partitions,
+        };
+        send.write_all(&req.encode())
+            .await
+            .map_err(|e| e.to_string())?;
+        let limit =
+            Duration::from_millis(u64::from(settings.max_wait_ms)) + Duration::from_secs(10);
+        let resp = tokio::time::timeout(limit, read_response(&mut recv))
+            .await
+            .map_err(|_| format!("no answer within {limit:?}"))??;
+        let mut progressed = false;
+        for (f, p) in followed.iter().zip(resp.partitions) {
+            progressed |= apply(f, p).await;
+        }
+        if !progressed {
+            // every partition refused (e.g. a leadership change the
+            // metastore has not shown us yet): do not spin
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn read_response(recv: &mut quinn::RecvStream) -> Result<FetchResponse, String> {
+    let mut prefix = [0u8; 4];
+    recv.read_exact(&mut prefix)
+        .await
+        .map_err(|e| e.to_string())?;
+    let len = wire::body_len(prefix, wire::MAX_RESPONSE_BYTES).map_err(|e| e.to_string())?;
+    let mut body = vec![0u8; len];
+    recv.read_exact(&mut body)
+        .await
+        .map_err(|e| e.to_string())?;
+    FetchResponse::decode(body.into()).map_err(|e| e.to_string())
+}
+
+/// Applies one partition's answer; whether the fetch made progress.
+async fn apply(f: &Followed, p: FetchedPartition) -> bool {
+    if p.topic_id != f.key.topic_id || p.partition != f.key.partition {
+        tracing::warn!("a leader answered for another partition than asked; ignored");
+        return false;
+    }
+    let done = if p.error == 0 {
+        match p.diverging {
+            Some(d) => f.handle.truncate(d.end_offset, false).await.map(|_| true),
+            None => f
+                .handle
+                .replica_append(p.records, p.high_watermark)
+                .await
+                .map(|_| true),
+        }
+    } else if p.error == ResponseError::OffsetOutOfRange.code() && p.log_start_offset >= 0 {
+        match f.handle.position().await {
+            // fell below what the leader keeps locally: restart there
+            Ok(pos) if pos.log_end < p.log_start_offset => f
+                .handle
+                .truncate(p.log_start_offset, true)
+                .await
+                .map(|_| true),
+            // ahead of the leader: keep only what it committed
+            Ok(_) if p.high_watermark >= 0 => f
+                .handle
+                .truncate(p.high_watermark, false)
+                .await
+                .map(|_| true),
+            Ok(_) => Ok(false),
+            Err(e) => Err(e),
+        }
+    } else {
+        Ok(false)
+    };
+    match done {
+        Ok(progress) => progress,
+        Err(e) => {
+            tracing::debug!(topic_id = %f.key.topic_id, partition = f.key.partition, error = %e, "applying a replica fetch failed");
+            false
+        }
+    }
+}

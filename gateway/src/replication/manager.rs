@@ -1,0 +1,278 @@
+//! The replica manager: keeps every partition this node holds a replica of
+//! in the role the metastore gives it.
+//!
+//! On every metastore change (and every quarter second, and whenever a
+//! partition opens) it walks the partitions assigned to this node: it
+//! opens their logs, tells each task whether it leads (with the replicas,
+//! ISR, `min.insync.replicas` and `replica.lag.time.max.ms`) or follows (and
+//! whom, at which epoch), and hands each followed partition to the fetcher
+//! of its leader. It also records the ISR changes leaders propose
+//! (`Metastore::alter_isr`, checked there against the leader epoch and the
+//! partition epoch) and tells a leader when its proposal was refused.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metastore::{AgentId, Metastore, TopicInfo};
+use storage::tier::PartitionKey;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::fetcher::{self, FetchSettings, Followed};
+use super::replica_set::Assignment;
+use super::service::{ReplicaService, ALPN};
+use crate::partition::{IsrProposal, Leadership, Partitions};
+use crate::topic_config::{self, LogDefaults};
+
+/// How replication behaves on this node.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicationSettings {
+    /// A follower not caught up for this long leaves the ISR
+    /// (`replica.lag.time.max.ms`).
+    pub lag_max_ms: i64,
+    pub fetch: FetchSettings,
+}
+
+impl Default for ReplicationSettings {
+    fn default() -> ReplicationSettings {
+        ReplicationSettings {
+            lag_max_ms: 10_000,
+            fetch: FetchSettings::default(),
+        }
+    }
+}
+
+/// What a task was last told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Told {
+    Lead(Assignment, usize),
+    Follow(AgentId, i32),
+    Offline(i32),
+}
+
+/// The running manager; stops when dropped.
+pub struct ReplicaManager {
+    task: JoinHandle<()>,
+}
+
+impl Drop for ReplicaManager {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Manager {
+    me: AgentId,
+    meta: Metastore,
+    partitions: Arc<Partitions>,
+    log_defaults: LogDefaults,
+    settings: ReplicationSettings,
+    told: HashMap<PartitionKey, Told>,
+    fetchers: HashMap<AgentId, (watch::Sender<Vec<Followed>>, JoinHandle<()>)>,
+    isr_tx: mpsc::UnboundedSender<IsrProposal>,
+}
+
+impl ReplicaManager {
+    /// Serves followers' fetches on the cluster endpoint and starts keeping
+    /// partitions in their roles. `meta` must have been started with the
+    /// replication ALPN among its endpoint's service protocols.
+    pub fn start(
+        me: AgentId,
+        meta: Metastore,
+        partitions: Arc<Partitions>,
+        log_defaults: LogDefaults,
+        settings: ReplicationSettings,
+    ) -> Result<ReplicaManager, metastore::MetaError> {
+        meta.register_cluster_service(ALPN, ReplicaService::new(partitions.clone()))?;
+        let (opened_tx, opened_rx) = mpsc::unbounded_channel();
+        partitions.join_cluster(opened_tx);
+        let (isr_tx, isr_rx) = mpsc::unbounded_channel();
+        let m = Manager {
+            me,
+            meta,
+            partitions,
+            log_defaults,
+            settings,
+            told: HashMap::new(),
+            fetchers: HashMap::new(),
+            isr_tx,
+        };
+        Ok(ReplicaManager {
+            task: tokio::spawn(m.run(opened_rx, isr_rx)),
+        })
+    }
+}
+
+impl Manager {
+    async fn run(
+        mut self,
+        mut opened: mpsc::UnboundedReceiver<PartitionKey>,
+        mut isr: mpsc::UnboundedReceiver<IsrProposal>,
+    ) {
+        let mut events = self.meta.subscribe();
+        let mut ticker = tokio::time::interval(Duration::from_millis(250));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = events.recv() => {}
+                _ = ticker.tick() => {}
+                Some(key) = opened.recv() => {
+                    // a fresh task knows nothing yet
+                    self.told.remove(&key);
+                }
+                Some(p) = isr.recv() => {
+                    self.record_isr(p);
+                    continue;
+                }
+            }
+            self.reconcile().await;
+        }
+    }
+
+    fn record_isr(&self, p: IsrProposal) {
+        let meta = self.meta.clone();
+        let partitions = self.partitions.clone();
+        let me = self.me;
+        tokio::spawn(async move {
+            let c = p.change;
+            let res = meta
+                .alter_isr(
+                    p.key.topic_id,
+                    p.key.partition,
+                    me,
+                    c.leader_epoch,
+                    c.isr.clone(),
+                )
+                .await;
+            match res {
+                Ok(_) => tracing::info!(
+                    topic_id = %p.key.topic_id,
+                    partition = p.key.partition,
+                    isr = ?c.isr,
+                    "in-sync replicas changed"
+                ),
+                Err(e) => {
+                    tracing::info!(topic_id = %p.key.topic_id, partition = p.key.partition, error = %e, "ISR change refused");
+                    if let Some(h) = partitions.get_open(p.key) {
+                        let _ = h.isr_change_failed(c.leader_epoch).await;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn reconcile(&mut self) {
+        let mut follow: HashMap<AgentId, Vec<Followed>> = HashMap::new();
+        for topic in self.meta.topics() {
+            for p in &topic.partitions {
+                if !p.replicas.contains(&self.me) {
+                    continue;
+                }
+                let key = PartitionKey::new(topic.id, p.index);
+                let told = match p.leader {
+                    Some(l) if l == self.me => Told::Lead(
+                        Assignment {
+                            leader_epoch: p.leader_epoch,
+                            partition_epoch: p.partition_epoch,
+                            replicas: p.replicas.clone(),
+                            isr: p.isr.clone(),
+                        },
+                        topic_config::min_insync_replicas(&topic.configs),
+                    ),
+                    Some(l) => Told::Follow(l, p.leader_epoch),
+                    None => Told::Offline(p.leader_epoch),
+                };
+                let Some(handle) = self.open(&topic, p.index).await else {
+                    continue;
+                };
+                if let Told::Follow(l, epoch) = &told {
+                    follow.entry(*l).or_default().push(Followed {
+                        key,
+                        leader_epoch: *epoch,
+                        handle: handle.clone(),
+                    });
+                }
+                if self.told.get(&key) == Some(&told) {
+                    continue;
+                }
+                let sent = match &told {
+                    Told::Lead(a, min_insync) => {
+                        handle
+                            .lead(Leadership {
+                                me: self.me,
+                                assignment: a.clone(),
+                                min_insync: *min_insync,
+                                lag_max_ms: self.settings.lag_max_ms,
+                                isr_requests: self.isr_tx.clone(),
+                            })
+                            .await
+                    }
+                    Told::Follow(l, epoch) => handle.follow(*l, *epoch).await,
+                    // nobody leads: refuse writes until someone does
+                    Told::Offline(epoch) => handle.follow(0, *epoch).await,
+                };
+                if sent.is_ok() {
+                    self.told.insert(key, told);
+                }
+            }
+        }
+        self.update_fetchers(follow);
+    }
+
+    async fn open(
+        &self,
+        topic: &TopicInfo,
+        index: i32,
+    ) -> Option<crate::partition::PartitionHandle> {
+        let opened = self
+            .partitions
+            .get_or_open(&topic.name, topic.id, index, || {
+                topic_config::log_settings(&topic.configs, &self.log_defaults)
+            })
+            .await;
+        match opened {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::debug!(topic = %topic.name, partition = index, error = %e, "cannot open a replica's log");
+                None
+            }
+        }
+    }
+
+    fn update_fetchers(&mut self, mut follow: HashMap<AgentId, Vec<Followed>>) {
+        self.fetchers.retain(|leader, (tx, task)| {
+            let keep = follow.contains_key(leader) && !task.is_finished();
+            if !keep {
+                task.abort();
+            }
+            let _ = tx;
+            keep
+        });
+        for (leader, set) in follow.drain() {
+            match self.fetchers.get(&leader) {
+                Some((tx, _)) => {
+                    tx.send_if_modified(|cur| {
+                        if *cur == set {
+                            false
+                        } else {
+                            *cur = set;
+                            true
+                        }
+                    });
+                }
+                None => {
+                    let (tx, rx) = watch::channel(set);
+                    let task = tokio::spawn(fetcher::run(
+                        self.me,
+                        leader,
+                        self.meta.clone(),
+                        rx,
+                        self.settings.fetch,
+                    ));
+                    self.fetchers.insert(leader, (tx, task));
+                }
+            }
+        }
+    }
+}

@@ -129,9 +129,10 @@ impl Gateway {
         settings: crate::replication::manager::ReplicationSettings,
     ) -> Result<crate::replication::manager::ReplicaManager, metastore::MetaError> {
         let b = &self.broker;
-        let me = u64::try_from(b.config.node_id).map_err(|_| metastore::MetaError::InvalidSettings {
-            reason: "a node id must not be negative".into(),
-        })?;
+        let me =
+            u64::try_from(b.config.node_id).map_err(|_| metastore::MetaError::InvalidSettings {
+                reason: "a node id must not be negative".into(),
+            })?;
         crate::replication::manager::ReplicaManager::start(
             me,
             b.catalog.clone(),

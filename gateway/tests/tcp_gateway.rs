@@ -5,7 +5,9 @@
 //! and /metrics answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+mod common;
+
+use bytes::{Bytes, BytesMut};
 use gateway::broker::BrokerConfig;
 use gateway::connections::ConnectionLimits;
 use gateway::testing::{record_batch, Backends, Logs};
@@ -14,10 +16,12 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use common::roundtrip;
 
 async fn start_with(broker: BrokerConfig) -> (Gateway, Backends) {
     let backends = Backends::start(Logs::Disk, broker.node_id).await;
@@ -39,36 +43,6 @@ async fn start() -> (Gateway, Backends) {
         ..Default::default()
     })
     .await
-}
-
-async fn roundtrip<Req: Encodable, Resp: Decodable>(
-    s: &mut TcpStream,
-    api: ApiKey,
-    version: i16,
-    req: &Req,
-) -> Resp {
-    let mut body = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(api as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(42)
-        .with_client_id(Some(StrBytes::from_static_str("it")))
-        .encode(&mut body, api.request_header_version(version))
-        .unwrap();
-    req.encode(&mut body, version).unwrap();
-    let mut frame = BytesMut::new();
-    frame.put_i32(body.len() as i32);
-    frame.extend_from_slice(&body);
-    s.write_all(&frame).await.unwrap();
-    let len = s.read_i32().await.unwrap();
-    let mut buf = vec![0u8; len as usize];
-    s.read_exact(&mut buf).await.unwrap();
-    let mut buf = Bytes::from(buf);
-    let header = ResponseHeader::decode(&mut buf, api.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, 42);
-    let resp = Resp::decode(&mut buf, version).unwrap();
-    assert!(!buf.has_remaining(), "the size prefix matches the body");
-    resp
 }
 
 fn batch(n: usize) -> Bytes {

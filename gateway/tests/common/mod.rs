@@ -1,0 +1,39 @@
+//! Helpers shared by the gateway's socket-level tests.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Sends one request on `s` and reads its response.
+pub async fn roundtrip<Req: Encodable, Resp: Decodable>(
+    s: &mut TcpStream,
+    api: ApiKey,
+    version: i16,
+    req: &Req,
+) -> Resp {
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(42)
+        .with_client_id(Some(StrBytes::from_static_str("it")))
+        .encode(&mut body, api.request_header_version(version))
+        .unwrap();
+    req.encode(&mut body, version).unwrap();
+    let mut frame = BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.extend_from_slice(&body);
+    s.write_all(&frame).await.unwrap();
+    let len = s.read_i32().await.unwrap();
+    let mut buf = vec![0u8; len as usize];
+    s.read_exact(&mut buf).await.unwrap();
+    let mut buf = Bytes::from(buf);
+    let header = ResponseHeader::decode(&mut buf, api.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 42);
+    let resp = Resp::decode(&mut buf, version).unwrap();
+    assert!(!buf.has_remaining(), "the size prefix matches the body");
+    resp
+}

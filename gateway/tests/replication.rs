@@ -1,0 +1,410 @@
+//! Partitions replicated between three agents in one process: real
+//! metastores over QUIC with mutual TLS, real gateways on sockets, real
+//! partition logs in scratch directories, followers fetching over the
+//! cluster endpoint. Clients speak Kafka over TCP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gateway::backend::disk::DiskLogFactory;
+use gateway::broker::BrokerConfig;
+use gateway::replication::manager::{ReplicaManager, ReplicationSettings};
+use gateway::replication::service::ALPN;
+use gateway::testing::record_batch;
+use gateway::{Gateway, GatewayOptions};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use metastore::network::certs::create_cluster_certificates;
+use metastore::{
+    AgentAddrs, AgentKeepAlive, AgentRegistration, Bootstrap, CreateTopic, Metastore,
+    MetastoreConfig, QuicSettings, RaftTiming, RaftTls, Transport,
+};
+use tokio::net::TcpStream;
+
+use common::roundtrip;
+
+const TOPIC: &str = "replicated";
+const LEASE: Duration = Duration::from_millis(1500);
+
+struct Agent {
+    id: u64,
+    meta: Metastore,
+    gw: Option<Gateway>,
+    _replication: Option<ReplicaManager>,
+    _alive: Option<AgentKeepAlive>,
+    data: tempfile::TempDir,
+}
+
+struct Cluster {
+    agents: Vec<Agent>,
+    _certs: tempfile::TempDir,
+}
+
+async fn start_gateway(
+    meta: &Metastore,
+    id: u64,
+    data: &std::path::Path,
+) -> (Gateway, ReplicaManager, AgentKeepAlive) {
+    let logs = std::sync::Arc::new(DiskLogFactory::new(data.join("log")).unwrap());
+    let opts = GatewayOptions {
+        broker: BrokerConfig {
+            node_id: id as i32,
+            ..BrokerConfig::default()
+        },
+        ..GatewayOptions::default()
+    };
+    let gw = Gateway::start(opts, meta.clone(), logs).await.unwrap();
+    let replication = gw
+        .start_replication(ReplicationSettings {
+            lag_max_ms: 1_000,
+            ..ReplicationSettings::default()
+        })
+        .unwrap();
+    let registration = AgentRegistration {
+        id,
+        addrs: AgentAddrs {
+            kafka: Some(gw.kafka_addr().to_string()),
+            native: None,
+            quic: meta.raft_addr().map(|a| a.to_string()),
+        },
+        rack: None,
+    };
+    meta.register_agent(registration.clone()).await.unwrap();
+    let alive = meta.keep_agent_alive(registration, Duration::from_millis(200));
+    (gw, replication, alive)
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let certs = tempfile::tempdir().unwrap();
+        create_cluster_certificates(certs.path(), [1, 2, 3]).unwrap();
+        let sockets: Vec<UdpSocket> = (0..3)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let members: BTreeMap<u64, String> = (1..=3)
+            .zip(sockets.iter().map(|s| s.local_addr().unwrap().to_string()))
+            .collect();
+        let mut metas = Vec::new();
+        for (i, socket) in sockets.into_iter().enumerate() {
+            let id = i as u64 + 1;
+            let mut quic =
+                QuicSettings::from_socket(socket, RaftTls::load(certs.path(), id).unwrap())
+                    .unwrap();
+            quic.service_alpns = vec![ALPN.to_vec()];
+            let data = tempfile::tempdir().unwrap();
+            let meta = Metastore::start(MetastoreConfig {
+                node_id: id,
+                dir: data.path().join("meta"),
+                transport: Transport::Quic(quic),
+                bootstrap: Bootstrap::Members(members.clone()),
+                timing: RaftTiming::relaxed(),
+                agent_lease: LEASE,
+                ..MetastoreConfig::default()
+            })
+            .await
+            .unwrap();
+            metas.push((id, meta, data));
+        }
+        let mut agents = Vec::new();
+        for (id, meta, data) in metas {
+            meta.wait_ready(Duration::from_secs(30)).await.unwrap();
+            let (gw, replication, alive) = start_gateway(&meta, id, data.path()).await;
+            agents.push(Agent {
+                id,
+                meta,
+                gw: Some(gw),
+                _replication: Some(replication),
+                _alive: Some(alive),
+                data,
+            });
+        }
+        Cluster {
+            agents,
+            _certs: certs,
+        }
+    }
+
+    fn agent(&self, id: u64) -> &Agent {
+        self.agents.iter().find(|a| a.id == id).unwrap()
+    }
+
+    fn live(&self) -> impl Iterator<Item = &Agent> {
+        self.agents.iter().filter(|a| a.gw.is_some())
+    }
+
+    /// The partition's leader and ISR as a live agent's metastore replica sees them.
+    fn leadership(&self) -> Option<(u64, Vec<u64>, i32)> {
+        let a = self.live().next()?;
+        let t = a.meta.topic(TOPIC)?;
+        let p = t.partitions.first()?;
+        Some((p.leader?, p.isr.clone(), p.leader_epoch))
+    }
+
+    async fn wait_for(&self, what: &str, mut cond: impl FnMut(&Cluster) -> bool) {
+        for _ in 0..600 {
+            if cond(self) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "timed out waiting until {what}; leadership {:?}",
+            self.leadership()
+        );
+    }
+
+    /// Stops an agent the way a crash looks to the others: its gateway and
+    /// metastore go away and its lease lapses.
+    async fn stop(&mut self, id: u64) {
+        let a = self.agents.iter_mut().find(|a| a.id == id).unwrap();
+        a._alive.take();
+        a._replication.take();
+        if let Some(gw) = a.gw.take() {
+            gw.shutdown().await;
+        }
+        a.meta.shutdown().await.unwrap();
+    }
+}
+
+fn topic_name() -> TopicName {
+    TopicName(StrBytes::from_static_str(TOPIC))
+}
+
+fn batch(i: usize) -> Bytes {
+    let values: Vec<String> = (0..10).map(|j| format!("b{i}-v{j}")).collect();
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    record_batch(&values, false, None, Compression::None)
+}
+
+/// Produces batch `i` with acks=all to `addr`; the error code.
+async fn produce(addr: &str, i: usize) -> i16 {
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        return -1;
+    };
+    let resp: ProduceResponse = roundtrip(
+        &mut s,
+        ApiKey::Produce,
+        9,
+        &ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic_name())
+                .with_partition_data(vec![
+                    PartitionProduceData::default().with_records(Some(batch(i)))
+                ])]),
+    )
+    .await;
+    resp.responses[0].partition_responses[0].error_code
+}
+
+/// Every record value the partition holds up to its high watermark, read
+/// from `addr` (which must lead it).
+async fn read_all(addr: &str) -> Vec<String> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut out = Vec::new();
+    loop {
+        let fetched: FetchResponse = roundtrip(
+            &mut s,
+            ApiKey::Fetch,
+            12,
+            &FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(topic_name())
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_fetch_offset(out.len() as i64)
+                        .with_partition_max_bytes(1 << 20)])]),
+        )
+        .await;
+        let p = &fetched.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch from the leader");
+        let mut records = p.records.clone().unwrap_or_default();
+        if records.is_empty() {
+            return out;
+        }
+        for set in RecordBatchDecoder::decode_all(&mut records).unwrap() {
+            for r in set.records {
+                if r.offset as usize == out.len() {
+                    let v = r.value.unwrap_or_default();
+                    out.push(String::from_utf8_lossy(&v).into_owned());
+                }
+            }
+        }
+    }
+}
+
+fn kafka_addr(c: &Cluster, id: u64) -> String {
+    c.agent(id).gw.as_ref().unwrap().kafka_addr().to_string()
+}
+
+fn expected(batches: usize) -> Vec<String> {
+    (0..batches)
+        .flat_map(|i| (0..10).map(move |j| format!("b{i}-v{j}")))
+        .collect()
+}
+
+async fn create_replicated_topic(c: &Cluster) {
+    c.agents[0]
+        .meta
+        .create_topic(
+            CreateTopic::new(TOPIC, 1, 3).with_config("min.insync.replicas", "2"),
+            false,
+        )
+        .await
+        .unwrap();
+    c.wait_for(
+        "the partition has a leader and three in-sync replicas",
+        |c| c.leadership().is_some_and(|(_, isr, _)| isr.len() == 3),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_the_loss_of_their_leader_and_production_continues() {
+    let mut c = Cluster::start().await;
+    create_replicated_topic(&c).await;
+    let (leader, _, epoch) = c.leadership().unwrap();
+    let addr = kafka_addr(&c, leader);
+    for i in 0..30 {
+        // the first writes may meet a partition whose role is being assigned
+        let mut code = produce(&addr, i).await;
+        for _ in 0..50 {
+            if code == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            code = produce(&addr, i).await;
+        }
+        assert_eq!(code, 0, "acks=all write {i} to the leader");
+    }
+    assert_eq!(read_all(&addr).await, expected(30));
+
+    c.stop(leader).await;
+    c.wait_for("another in-sync replica leads", |c| {
+        c.leadership()
+            .is_some_and(|(l, _, e)| l != leader && e > epoch)
+    })
+    .await;
+    let (new_leader, _, _) = c.leadership().unwrap();
+    let addr = kafka_addr(&c, new_leader);
+    for i in 30..40 {
+        let mut code = produce(&addr, i).await;
+        for _ in 0..100 {
+            if code == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            code = produce(&addr, i).await;
+        }
+        assert_eq!(code, 0, "acks=all write {i} to the new leader");
+    }
+    assert_eq!(
+        read_all(&addr).await,
+        expected(40),
+        "every acknowledged record, once, in order"
+    );
+    for id in [1, 2, 3] {
+        if id != leader {
+            c.stop(id).await;
+        }
+    }
+}
+
+/// Produces batch `i`, retrying while the cluster settles; the final code.
+async fn produce_settled(addr: &str, i: usize) -> i16 {
+    let mut code = produce(addr, i).await;
+    for _ in 0..50 {
+        if code == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        code = produce(addr, i).await;
+    }
+    code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_follower_leaves_the_isr_and_rejoins_once_it_caught_up() {
+    let mut c = Cluster::start().await;
+    create_replicated_topic(&c).await;
+    let (leader, _, _) = c.leadership().unwrap();
+    let addr = kafka_addr(&c, leader);
+    assert_eq!(produce_settled(&addr, 0).await, 0);
+    let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&a| a != leader).collect();
+
+    // The first follower's replication stops (its agent stays registered,
+    // so only the leader's lag rule can take it out of the ISR).
+    let a = c.agents.iter_mut().find(|a| a.id == followers[0]).unwrap();
+    a._replication.take();
+    a.gw.take().unwrap().shutdown().await;
+    c.wait_for("the silent follower left the ISR", |c| {
+        c.leadership()
+            .is_some_and(|(_, isr, _)| !isr.contains(&followers[0]) && isr.len() == 2)
+    })
+    .await;
+    for i in 1..20 {
+        assert_eq!(
+            produce(&addr, i).await,
+            0,
+            "two in-sync replicas take acks=all"
+        );
+    }
+
+    // With the second follower gone too, acks=all is refused.
+    let b = c.agents.iter_mut().find(|a| a.id == followers[1]).unwrap();
+    b._replication.take();
+    b.gw.take().unwrap().shutdown().await;
+    // (as the leader's own metastore replica sees it: its produce path
+    // refuses before appending from then on)
+    c.wait_for("only the leader is in sync", |c| {
+        c.agent(leader)
+            .meta
+            .topic(TOPIC)
+            .is_some_and(|t| t.partitions[0].isr == vec![leader])
+    })
+    .await;
+    assert_eq!(
+        produce(&addr, 20).await,
+        kafka_protocol::ResponseError::NotEnoughReplicas.code()
+    );
+
+    // Both come back on their old data and catch up.
+    for id in followers.iter().copied() {
+        let a = c.agents.iter_mut().find(|a| a.id == id).unwrap();
+        let (gw, replication, alive) = start_gateway(&a.meta, id, a.data.path()).await;
+        a.gw = Some(gw);
+        a._replication = Some(replication);
+        a._alive = Some(alive);
+    }
+    c.wait_for("both followers rejoined the ISR", |c| {
+        c.leadership().is_some_and(|(_, isr, _)| isr.len() == 3)
+    })
+    .await;
+    assert_eq!(produce(&addr, 20).await, 0);
+    assert_eq!(read_all(&addr).await, expected(21));
+
+    // A follower that rejoined holds the data: it can lead.
+    c.stop(leader).await;
+    c.wait_for("a rejoined follower leads", |c| {
+        c.leadership().is_some_and(|(l, _, _)| l != leader)
+    })
+    .await;
+    let (new_leader, _, _) = c.leadership().unwrap();
+    let addr = kafka_addr(&c, new_leader);
+    assert_eq!(produce_settled(&addr, 21).await, 0);
+    assert_eq!(read_all(&addr).await, expected(22));
+    for id in followers {
+        c.stop(id).await;
+    }
+}

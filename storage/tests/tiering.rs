@@ -913,3 +913,51 @@ async fn a_full_local_disk_budget_refuses_replicated_appends_retriably_too() {
     p.close().unwrap();
     r.tier.shutdown().await;
 }
+
+/// In a cluster only a partition's leader uploads, and only below its
+/// high watermark: nothing a failover could take back reaches object storage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_partition_uploads_nothing_until_its_limit_and_nothing_past_it() {
+    let r = rig(None).await;
+    r.tier.hold_uploads_until_limited();
+    let mut p = r.open(TierRetention::default());
+    fill(&mut p, 250, 0);
+    let sealed: Vec<(i64, i64)> = p
+        .log()
+        .segments()
+        .iter()
+        .filter(|s| s.sealed)
+        .map(|s| (s.base_offset, s.last_offset + 1))
+        .collect();
+    assert!(sealed.len() >= 2, "{sealed:?}");
+    for _ in 0..20 {
+        p.tick(TS).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        r.tier.snapshot().uploaded_segments,
+        0,
+        "held: nothing uploads"
+    );
+    // the limit ends inside the second sealed segment: only the first goes up
+    let limit = sealed[1].0 + 1;
+    p.set_upload_limit(limit);
+    until("the first sealed segment is committed", || {
+        p.tick(TS).unwrap();
+        let done = p.shared().deletable_below() >= sealed[0].1;
+        async move { done }
+    })
+    .await;
+    for _ in 0..20 {
+        p.tick(TS).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        p.shared().manifest().iter().all(|e| e.last_offset < limit),
+        "nothing at or past the limit is uploaded"
+    );
+    p.set_upload_limit(i64::MAX);
+    all_uploaded(&mut p).await;
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}

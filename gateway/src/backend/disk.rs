@@ -105,6 +105,9 @@ impl LogBackend for DiskLog {
         self.log.epoch_end_offset(epoch)
     }
 
+    /// A local log has no object storage behind it.
+    fn set_upload_limit(&mut self, _limit: i64) {}
+
     fn latest_epoch(&self) -> Option<i32> {
         self.log.latest_epoch()
     }

@@ -237,6 +237,10 @@ pub trait LogBackend: Send + 'static {
     /// Empties the local log and restarts it at `offset` (a follower whose
     /// leader no longer holds what it would fetch locally).
     fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError>;
+    /// Object storage receives only offsets below `limit` from now on (a
+    /// replicated partition's high watermark on its leader, `i64::MIN` on a
+    /// follower). A log without object storage ignores it.
+    fn set_upload_limit(&mut self, limit: i64);
     /// Flushes and marks a clean shutdown.
     fn close(self: Box<Self>) -> Result<(), LogError>;
 }

@@ -103,6 +103,10 @@ impl LogBackend for TieredLog {
         self.p.epoch_end_offset(epoch)
     }
 
+    fn set_upload_limit(&mut self, limit: i64) {
+        self.p.set_upload_limit(limit);
+    }
+
     fn latest_epoch(&self) -> Option<i32> {
         self.p.log().latest_epoch()
     }

@@ -127,6 +127,10 @@ impl Task {
             }
         });
         let hw = *self.hw.borrow();
+        if matches!(self.role, Role::Leader(_)) {
+            // object storage gets only what no failover can take back
+            self.log.set_upload_limit(hw);
+        }
         while self.waiting.front().is_some_and(|w| w.end <= hw) {
             if let Some(w) = self.waiting.pop_front() {
                 let answer = match &self.role {
@@ -374,6 +378,8 @@ impl Task {
             );
         }
         self.fail_waiting_with("leadership moved to another agent");
+        // only the leader uploads
+        self.log.set_upload_limit(i64::MIN);
         self.role = Role::Follower {
             leader,
             leader_epoch,

@@ -95,6 +95,10 @@ struct Inner {
     runtime: Handle,
     next_registration: AtomicU64,
     driver: Mutex<Option<JoinHandle<()>>>,
+    /// Partitions open with nothing uploadable until their owner raises
+    /// the limit ([`TieredPartition::set_upload_limit`]): in a cluster only
+    /// a leader uploads, and only what its in-sync replicas hold.
+    uploads_held: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Tier {
@@ -150,6 +154,7 @@ impl Tier {
                 runtime: Handle::current(),
                 next_registration: AtomicU64::new(1),
                 driver: Mutex::new(Some(handle)),
+                uploads_held: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -204,7 +209,19 @@ impl Tier {
             budget: Arc::clone(&self.inner.budget),
             registration,
         };
-        Ok(TieredPartition::new(link, shared, log, retention))
+        let limit = if self.inner.uploads_held.load(Ordering::SeqCst) {
+            i64::MIN
+        } else {
+            i64::MAX
+        };
+        Ok(TieredPartition::new(link, shared, log, retention, limit))
+    }
+
+    /// From now on partitions open with nothing uploadable until their
+    /// owner calls [`TieredPartition::set_upload_limit`] (a cluster: only a
+    /// partition's leader uploads, and only below its high watermark).
+    pub fn hold_uploads_until_limited(&self) {
+        self.inner.uploads_held.store(true, Ordering::SeqCst);
     }
 
     /// The shared state of an open partition.

@@ -63,6 +63,9 @@ pub struct TieredPartition {
     active_base: i64,
     /// The upload bound last reported: see [`TieredPartition::upload_bound`].
     reported_bound: i64,
+    /// Nothing at or past this offset is uploaded (a replicated partition's
+    /// high watermark; `i64::MAX` on a single node).
+    upload_limit: i64,
 }
 
 impl TieredPartition {
@@ -71,12 +74,17 @@ impl TieredPartition {
         shared: Arc<PartitionShared>,
         log: PartitionLog,
         retention: TierRetention,
+        upload_limit: i64,
     ) -> TieredPartition {
         *shared.retention.lock() = retention;
         let mut p = TieredPartition {
             active_base: log.segments.keys().next_back().copied().unwrap_or(0),
             reported_end: log.log_start_offset(),
-            reported_bound: log.flushed_offset().min(log.log_end_offset()),
+            reported_bound: log
+                .flushed_offset()
+                .min(log.log_end_offset())
+                .min(upload_limit),
+            upload_limit,
             log,
             reg: Registration {
                 link,
@@ -459,7 +467,22 @@ impl TieredPartition {
     /// then cuts from the local log, and the offsets would be handed out
     /// twice.
     fn upload_bound(&self) -> i64 {
-        self.log.flushed_offset().min(self.log.log_end_offset())
+        self.log
+            .flushed_offset()
+            .min(self.log.log_end_offset())
+            .min(self.upload_limit)
+    }
+
+    /// Uploads only offsets below `limit` from now on: a replicated
+    /// partition's leader passes its high watermark (data its in-sync
+    /// replicas hold, which no failover takes back); a follower passes
+    /// `i64::MIN` and uploads nothing. A bound already reported to the
+    /// uploader is not taken back.
+    pub fn set_upload_limit(&mut self, limit: i64) {
+        if limit != self.upload_limit {
+            self.upload_limit = limit;
+            self.after_write();
+        }
     }
 
     /// Reports segments sealed since the last report, and the upload bound

@@ -32,7 +32,8 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// `num.partitions` for auto-created topics.
     pub num_partitions: i32,
-    /// `default.replication.factor`.
+    /// `default.replication.factor`; -1 (the default) means three, or the
+    /// number of live agents when fewer.
     pub default_replication_factor: i16,
     pub group: GroupLimits,
     /// `fetch.max.bytes`: upper bound of one fetch response.
@@ -55,7 +56,7 @@ impl Default for BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             auto_create_topics: true,
             num_partitions: 1,
-            default_replication_factor: 1,
+            default_replication_factor: -1,
             group: GroupLimits::default(),
             fetch_max_bytes: 55 * 1024 * 1024,
             fetch_session_slots: 1000,
@@ -271,6 +272,15 @@ impl Broker {
             .is_some_and(|l| i64::try_from(l) == Ok(i64::from(self.config.node_id)))
     }
 
+    /// The replication factor of topics created without one.
+    pub fn default_replication_factor(&self) -> i16 {
+        if self.config.default_replication_factor > 0 {
+            return self.config.default_replication_factor;
+        }
+        let live = self.catalog.agents().iter().filter(|a| !a.fenced).count();
+        i16::try_from(live.clamp(1, 3)).unwrap_or(1)
+    }
+
     /// Creates a topic the way Kafka's auto-creation does (default partitions
     /// and replication factor), unless it appeared meanwhile.
     pub async fn auto_create(&self, name: &str) -> Result<Arc<TopicInfo>, MetaError> {
@@ -281,7 +291,7 @@ impl Broker {
         let topic = CreateTopic {
             name: name.to_string(),
             partitions: self.config.num_partitions,
-            replication_factor: self.config.default_replication_factor,
+            replication_factor: self.default_replication_factor(),
             configs: Default::default(),
             assignments: Vec::new(),
         };

@@ -39,7 +39,7 @@ fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
         ),
         (
             "default.replication.factor",
-            c.default_replication_factor.to_string(),
+            b.default_replication_factor().to_string(),
             ConfigType::Int,
         ),
         (

@@ -62,7 +62,7 @@ pub(super) async fn create_topics(
         let replication_factor = if !t.assignments.is_empty() {
             t.assignments[0].broker_ids.len() as i16
         } else if t.replication_factor == -1 {
-            b.config.default_replication_factor
+            b.default_replication_factor()
         } else {
             t.replication_factor
         };

@@ -34,6 +34,8 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `default.replication.factor`.
     pub default_replication_factor: i16,
+    /// `broker.rack`: shown in Metadata until this node's registration is read back.
+    pub rack: Option<String>,
     pub group: GroupLimits,
     /// `fetch.max.bytes`: upper bound of one fetch response.
     pub fetch_max_bytes: usize,
@@ -56,6 +58,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             num_partitions: 1,
             default_replication_factor: 1,
+            rack: None,
             group: GroupLimits::default(),
             fetch_max_bytes: 55 * 1024 * 1024,
             fetch_session_slots: 1000,

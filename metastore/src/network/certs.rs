@@ -226,6 +226,13 @@ impl NodeCertificate {
 }
 
 impl RaftTls {
+    /// Checks that these settings belong to node `id`: the certificate chains
+    /// to the CA and names the node. A node refuses to start otherwise; this
+    /// lets a caller check before starting one.
+    pub fn check_node(&self, id: NodeId) -> Result<(), MetaError> {
+        check_node_certificate(self, id)
+    }
+
     /// Reads what [`crate::network::certs`] writes into `dir`: `ca.pem`,
     /// `node-<id>.pem` and `node-<id>.key`.
     pub fn load(dir: &Path, node: NodeId) -> Result<RaftTls, MetaError> {

@@ -38,7 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a broker node (the default command).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create the cluster CA and node certificates that agents started with
     /// --voters need (reuses the CA already in DIR, adds missing nodes).
     ClusterCa(cluster::ClusterCaArgs),
@@ -54,7 +54,7 @@ fn main() -> anyhow::Result<()> {
             .context("serve is the default command")?,
     };
     let args = match command {
-        Command::Serve(args) => args,
+        Command::Serve(args) => *args,
         Command::ClusterCa(args) => return cluster::create_certificates(&args),
     };
     let settings = Settings::resolve(&args)?;

@@ -2,6 +2,7 @@
 //! root only: it reads settings, builds the runtimes, wires the gateway to the
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
+mod cluster;
 mod config;
 mod tiering;
 
@@ -37,7 +38,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a broker node (the default command).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Create the cluster CA and node certificates that agents started with
+    /// --voters need (reuses the CA already in DIR, adds missing nodes).
+    ClusterCa(cluster::ClusterCaArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -49,7 +53,10 @@ fn main() -> anyhow::Result<()> {
             .command
             .context("serve is the default command")?,
     };
-    let Command::Serve(args) = command;
+    let args = match command {
+        Command::Serve(args) => *args,
+        Command::ClusterCa(args) => return cluster::create_certificates(&args),
+    };
     let settings = Settings::resolve(&args)?;
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -71,16 +78,28 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     std::fs::create_dir_all(&s.data_dir)
         .with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
     let node_id = u64::try_from(s.node_id).context("--node-id must not be negative")?;
+    // Watched from the start: a node waiting for its peers stops cleanly too.
+    let mut signals = Signals::watch()?;
+    let (transport, bootstrap) = cluster::metastore_transport(&s, node_id)?;
     let meta = metastore::Metastore::start(metastore::MetastoreConfig {
         node_id,
         dir: s.data_dir.join("meta"),
+        transport,
+        bootstrap,
         ..metastore::MetastoreConfig::default()
     })
     .await
     .context("cannot start the metastore")?;
-    meta.wait_ready(Duration::from_secs(30))
-        .await
-        .context("the metastore did not become ready")?;
+    tokio::select! {
+        ready = cluster::wait_for_metastore(&meta, &s, node_id) => ready?,
+        _ = signals.recv() => {
+            tracing::info!("stopped while waiting for the metastore");
+            if let Err(e) = meta.shutdown().await {
+                tracing::warn!(error = %e, "metastore shutdown failed");
+            }
+            return Ok(());
+        }
+    }
     let tiered = tiering::wire(&s, &meta).await?;
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
@@ -97,6 +116,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
                 min_session_timeout_ms: s.group_min_session_timeout_ms,
                 ..GroupLimits::default()
             },
+            rack: s.rack.clone(),
             log_defaults: LogDefaults {
                 write_caching: s.write_caching,
             },
@@ -127,9 +147,12 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         addrs: metastore::AgentAddrs {
             kafka: Some(advertised),
             native: None,
-            quic: None,
+            quic: s
+                .cluster
+                .as_ref()
+                .map(|c| c.advertised_cluster_addr.clone()),
         },
-        rack: None,
+        rack: s.rack.clone(),
     };
     meta.register_agent(registration.clone())
         .await
@@ -150,7 +173,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         gw.kafka_addr(),
         gw.http_addr().map(|a| a.to_string()).unwrap_or_default()
     );
-    wait_for_signal().await?;
+    signals.recv().await;
     tracing::info!("shutting down");
     gw.shutdown().await;
     tiered.tier.shutdown().await;
@@ -162,13 +185,25 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, watched from start to shutdown.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn watch() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("cannot watch SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot watch SIGINT")?,
+        })
     }
-    Ok(())
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }

@@ -35,6 +35,8 @@ pub struct BrokerConfig {
     /// `default.replication.factor`; -1 (the default) means three, or the
     /// number of live agents when fewer.
     pub default_replication_factor: i16,
+    /// `broker.rack`: shown in Metadata until this node's registration is read back.
+    pub rack: Option<String>,
     pub group: GroupLimits,
     /// `fetch.max.bytes`: upper bound of one fetch response.
     pub fetch_max_bytes: usize,
@@ -57,6 +59,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             num_partitions: 1,
             default_replication_factor: -1,
+            rack: None,
             group: GroupLimits::default(),
             fetch_max_bytes: 55 * 1024 * 1024,
             fetch_session_slots: 1000,

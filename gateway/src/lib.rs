@@ -36,6 +36,7 @@
 pub mod alloc;
 pub mod backend;
 pub mod broker;
+pub mod brokers;
 pub mod codes;
 pub mod connections;
 pub mod fetch_session;

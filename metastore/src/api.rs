@@ -625,6 +625,40 @@ impl Metastore {
         self.change_membership(change, true).await
     }
 
+    /// Joins an existing cluster as a learner (a non-voting member that
+    /// receives the log): asks each of `voters` (id -> Raft address) to add
+    /// this node under its id and advertised address, until one accepts; a
+    /// voter that does not lead hands the request to the leader. Keeps
+    /// trying for `timeout`, then returns why each voter refused.
+    ///
+    /// For a node started with [`crate::Bootstrap::Join`]. Safe to call on
+    /// every start: a node whose log already names it as a member returns at
+    /// once without asking, and a voter asked again for a member at the same
+    /// address changes nothing.
+    pub async fn join(
+        &self,
+        voters: &BTreeMap<NodeId, String>,
+        timeout: Duration,
+    ) -> Result<(), MetaError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let attempt = Duration::from_secs(3).min(timeout.max(Duration::from_millis(100)));
+        loop {
+            match self.node.join(voters, attempt).await {
+                Ok(()) => return Ok(()),
+                Err(MetaError::ShuttingDown) => return Err(MetaError::ShuttingDown),
+                Err(e) if tokio::time::Instant::now() + Duration::from_millis(500) >= deadline => {
+                    return Err(e)
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    /// Whether this node's log names it as a member (voter or learner).
+    pub fn is_member(&self) -> bool {
+        self.node.is_member()
+    }
+
     /// Makes these learners voters.
     pub async fn promote_voters(&self, ids: BTreeSet<NodeId>) -> Result<(), MetaError> {
         self.change_membership(ChangeMembers::AddVoterIds(ids), true)

@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 use nix::fcntl::{Flock, FlockArg};
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::raft::AppendEntriesResponse;
-use openraft::{Config, ServerState, SnapshotPolicy};
+use openraft::{ChangeMembers, Config, ServerState, SnapshotPolicy};
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
@@ -125,6 +125,8 @@ pub(crate) struct Node {
     pub(crate) request_timeout: Duration,
     pub(crate) agent_lease: Duration,
     pub(crate) raft_addr: Option<SocketAddr>,
+    /// The address peers dial this node at (what it puts in the membership).
+    pub(crate) advertise: String,
     transport: Arc<dyn Transport>,
     pub(crate) quic: Option<Arc<QuicTransport>>,
     #[cfg(any(test, feature = "testing"))]
@@ -230,6 +232,7 @@ impl Node {
             request_timeout: config.request_timeout,
             agent_lease: config.agent_lease,
             raft_addr,
+            advertise: addr.clone(),
             transport,
             quic,
             #[cfg(any(test, feature = "testing"))]
@@ -527,6 +530,116 @@ impl Node {
         }
     }
 
+    // ---- joining ----------------------------------------------------------
+
+    /// Whether this node is in the membership it knows (as voter or learner).
+    pub(crate) fn is_member(&self) -> bool {
+        self.member_addr(self.id).is_some()
+    }
+
+    /// Adds node `id`, which asked to join from outside the cluster, as a
+    /// learner at `addr`, through the leader wherever it is. A node already
+    /// in the membership at that address is left as it is, so a learner that
+    /// asks again after a restart is not added twice.
+    async fn admit(&self, id: NodeId, addr: String) -> Result<ForwardResponse, MetaError> {
+        let (known, is_voter, in_cluster, index) = {
+            let m = self.raft.metrics().borrow().clone();
+            let membership = m.membership_config.membership();
+            (
+                membership.get_node(&id).map(|n| n.addr.clone()),
+                membership.voter_ids().any(|v| v == id),
+                membership.voter_ids().next().is_some(),
+                m.membership_config.log_id().map_or(0, |l| l.index),
+            )
+        };
+        if !in_cluster {
+            // not initialised yet: the joiner asks another voter
+            return Err(MetaError::NotLeader {
+                node_id: self.id,
+                leader: None,
+            });
+        }
+        let node = MetaNode { addr: addr.clone() };
+        let change = match known {
+            Some(a) if a == addr => {
+                return Ok(ForwardResponse::MembershipChanged { log_index: index })
+            }
+            Some(a) if is_voter => {
+                return Err(MetaError::Membership {
+                    reason: format!(
+                        "node {id} is a voter at {a}; a voter cannot join again at {addr}"
+                    ),
+                })
+            }
+            // a learner that moved: safe to re-address, it does not vote
+            Some(_) => ChangeMembers::SetNodes([(id, node)].into()),
+            None => ChangeMembers::AddNodes([(id, node)].into()),
+        };
+        tracing::info!(node = id, addr = %addr, "a node asks to join the metastore as a learner");
+        self.on_leader(ForwardRequest::ChangeMembership {
+            change,
+            retain: true,
+        })
+        .await
+    }
+
+    /// Asks each of `voters` (id -> address) in turn to add this node as a
+    /// learner, until one accepts. Returns at once when this node is already
+    /// a member (its log holds a membership naming it). The error names
+    /// every voter asked and why it did not accept.
+    pub(crate) async fn join(
+        &self,
+        voters: &std::collections::BTreeMap<NodeId, String>,
+        attempt_timeout: Duration,
+    ) -> Result<(), MetaError> {
+        if self.is_member() {
+            return Ok(());
+        }
+        let mut refusals = Vec::new();
+        for (&voter, addr) in voters.iter().filter(|(id, _)| **id != self.id) {
+            if self.is_stopped() {
+                return Err(MetaError::ShuttingDown);
+            }
+            let envelope = Envelope {
+                from: self.id,
+                to: voter,
+                body: RpcRequest::Join {
+                    addr: self.advertise.clone(),
+                },
+            };
+            let res = call_with_timeout(
+                self.transport.as_ref(),
+                &self.faults,
+                addr,
+                envelope,
+                attempt_timeout,
+            )
+            .await;
+            let why = match res {
+                Ok(RpcResponse::Forward(Ok(_))) => {
+                    tracing::info!(node = self.id, voter, "joined the metastore as a learner");
+                    return Ok(());
+                }
+                Ok(RpcResponse::Forward(Err(e))) => e.to_string(),
+                Ok(RpcResponse::Refused(reason)) => reason,
+                Ok(other) => format!("unexpected answer {other:?}"),
+                Err(e) => e.to_string(),
+            };
+            refusals.push(format!("voter {voter} at {addr}: {why}"));
+        }
+        if self.is_member() {
+            // an earlier attempt landed although its answer was lost
+            return Ok(());
+        }
+        Err(MetaError::Membership {
+            reason: format!(
+                "node {} could not join the metastore ({})",
+                self.id,
+                refusals.join("; ")
+            ),
+        })
+    }
+
     // ---- freshness -------------------------------------------------------
 
     /// How old the local replica's view may be, if known.
@@ -588,6 +701,9 @@ impl RpcHandler for Node {
                     RpcResponse::InstallSnapshot(self.raft.install_snapshot(req).await)
                 }
                 RpcRequest::Forward(req) => RpcResponse::Forward(self.serve_forward(req).await),
+                RpcRequest::Join { addr } => {
+                    RpcResponse::Forward(self.admit(envelope.from, addr).await)
+                }
             }
         })
     }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::{agent, eventually, Cluster};
@@ -273,4 +273,121 @@ async fn a_node_that_missed_purged_entries_catches_up_from_a_snapshot() {
     );
     assert_eq!(back.topics(), lead.topics());
     c.shutdown().await;
+}
+
+/// Binds `addr` once the previous owner of the port has let it go.
+async fn rebind(addr: std::net::SocketAddr) -> std::net::UdpSocket {
+    let start = std::time::Instant::now();
+    loop {
+        match std::net::UdpSocket::bind(addr) {
+            Ok(s) => return s,
+            Err(e) if start.elapsed() > Duration::from_secs(10) => {
+                panic!("cannot rebind {addr}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_outside_the_voters_joins_through_a_follower_and_a_restart_adds_it_once() {
+    let c = Cluster::quic(3).await;
+    let leader = c.leader().await;
+    c.node(leader).register_agent(agent(1)).await.unwrap();
+    c.node(leader)
+        .create_topic(CreateTopic::new("before-join", 1, 1), false)
+        .await
+        .unwrap();
+    // the joiner knows only a follower, which must hand the request to the leader
+    let follower = c.nodes.keys().copied().find(|id| *id != leader).unwrap();
+    let voters: BTreeMap<u64, String> = [(follower, c.addrs[&follower].clone())].into();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    let config = |socket| MetastoreConfig {
+        node_id: 4,
+        dir: dir.path().to_owned(),
+        transport: common::quic(4, socket),
+        bootstrap: Bootstrap::Join,
+        timing: common::timing(),
+        agent_lease: common::AGENT_LEASE,
+        ..MetastoreConfig::default()
+    };
+    let n4 = Metastore::start(config(socket)).await.unwrap();
+    assert!(!n4.is_member());
+    n4.join(&voters, Duration::from_secs(30)).await.unwrap();
+    n4.wait_ready(Duration::from_secs(20)).await.unwrap();
+    for ms in c.nodes.values().chain([&n4]) {
+        eventually(
+            "node 4 is a learner everywhere and holds the log",
+            Duration::from_secs(20),
+            || {
+                let m = ms.cluster().membership;
+                m.learners == vec![4] && m.voters == vec![1, 2, 3]
+            },
+        )
+        .await;
+    }
+    eventually("the learner holds the log", Duration::from_secs(20), || {
+        n4.topic("before-join").is_some()
+    })
+    .await;
+    // the learner's writes go to the leader like any member's
+    n4.create_topic(CreateTopic::new("from-learner", 1, 1), false)
+        .await
+        .unwrap();
+    let membership_before = c
+        .node(leader)
+        .raft_metrics()
+        .membership_config
+        .log_id()
+        .to_owned();
+
+    n4.shutdown().await.unwrap();
+    drop(n4);
+    let n4 = Metastore::start(config(rebind(addr).await)).await.unwrap();
+    assert!(n4.is_member(), "its log names it a member");
+    n4.join(&voters, Duration::from_secs(30)).await.unwrap();
+    n4.wait_ready(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(
+        c.node(leader)
+            .raft_metrics()
+            .membership_config
+            .log_id()
+            .to_owned(),
+        membership_before,
+        "rejoining changed no membership"
+    );
+    assert_eq!(c.node(leader).cluster().membership.learners, vec![4]);
+    n4.shutdown().await.unwrap();
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn joining_without_a_reachable_voter_names_every_voter_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // nothing listens there
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
+    drop(silent);
+    let n = Metastore::start(MetastoreConfig {
+        node_id: 5,
+        dir: dir.path().to_owned(),
+        transport: common::quic(5, socket),
+        bootstrap: Bootstrap::Join,
+        timing: common::timing(),
+        ..MetastoreConfig::default()
+    })
+    .await
+    .unwrap();
+    let voters: BTreeMap<u64, String> = [(1, silent_addr.clone())].into();
+    let err = n.join(&voters, Duration::from_secs(1)).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("voter 1 at {silent_addr}")),
+        "{text}"
+    );
+    assert!(!n.is_member());
+    n.shutdown().await.unwrap();
 }

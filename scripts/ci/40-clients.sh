@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Real Kafka clients against the real `aerostream` binary: kcat (Debian's,
 # librdkafka 2.0.2), confluent-kafka (librdkafka 2.16), kafka-python 3.0 and
-# kafkajs 2.2.4. Each test starts its own broker on free ports.
+# kafkajs 2.2.4. Each test starts its own broker on free ports;
+# test_cluster.py starts three and four agents forming one cluster (about
+# 25 s).
 # Needs: apt kcat; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail

@@ -24,6 +24,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Broker:
     """One aerostream process with its own data dir and ports."""
 
@@ -40,9 +46,15 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout=60):
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self):
+        """Starts the process without waiting for it to serve."""
         # The first start picks free ports; restarts reuse them so clients reconnect.
         if self.port is None:
             self.port = free_port()
+        if self.http_port is None:
             self.http_port = free_port()
         args = [
             binary(), "serve",
@@ -53,15 +65,26 @@ class Broker:
             "--group-initial-rebalance-delay-ms", "500",
             *self.extra_args,
         ]
+        # this run's lines start here: an earlier run's "listening" does not count
+        self.log_from = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def run_log(self):
+        """What the current (or last) run wrote."""
+        with open(self.log_path, "rb") as f:
+            f.seek(getattr(self, "log_from", 0))
+            return f.read().decode(errors="replace")
+
+    def wait_ready(self, timeout=60):
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"aerostream exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/health", timeout=1) as r:
-                    if r.status == 200 and re.search(r"aerostream listening", self.log()):
+                    if r.status == 200 and re.search(r"aerostream listening", self.run_log()):
                         return self
             except OSError:
                 pass

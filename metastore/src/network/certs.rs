@@ -226,6 +226,13 @@ impl NodeCertificate {
 }
 
 impl RaftTls {
+    /// Checks that these settings belong to node `id`: the certificate chains
+    /// to the CA and names the node. A node refuses to start otherwise; this
+    /// lets a caller check before starting one.
+    pub fn check_node(&self, id: NodeId) -> Result<(), MetaError> {
+        check_node_certificate(self, id)
+    }
+
     /// Reads what [`crate::network::certs`] writes into `dir`: `ca.pem`,
     /// `node-<id>.pem` and `node-<id>.key`.
     pub fn load(dir: &Path, node: NodeId) -> Result<RaftTls, MetaError> {
@@ -256,6 +263,62 @@ pub fn create_cluster_certificates(
         ca.issue(id)?.save(dir)?;
     }
     Ok(ca)
+}
+
+/// What [`ensure_cluster_certificates`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertificatesWritten {
+    /// Whether the CA was made now (false: an existing one was reused).
+    pub new_ca: bool,
+    /// Files written, by name within the folder.
+    pub written: Vec<String>,
+    /// Nodes whose certificate and key were already there (left unchanged).
+    pub kept: Vec<NodeId>,
+}
+
+/// Makes sure `dir` holds a CA and a certificate for each of `nodes`: makes
+/// the CA when the folder has none, reuses it when both `ca.pem` and
+/// `ca.key` are there, and issues certificates only for nodes that have
+/// neither file yet. Nothing existing is overwritten; a half-present pair
+/// (a certificate without its key, or the reverse) is an error.
+pub fn ensure_cluster_certificates(
+    dir: &Path,
+    nodes: impl IntoIterator<Item = NodeId>,
+) -> Result<CertificatesWritten, MetaError> {
+    let mut out = CertificatesWritten::default();
+    let pair = |cert: &str, key: &str| -> Result<bool, MetaError> {
+        match (dir.join(cert).exists(), dir.join(key).exists()) {
+            (true, true) => Ok(true),
+            (false, false) => Ok(false),
+            (has_cert, _) => Err(cert_err(format!(
+                "{} holds {} but not {}; remove it or restore the missing file",
+                dir.display(),
+                if has_cert { cert } else { key },
+                if has_cert { key } else { cert },
+            ))),
+        }
+    };
+    let ca = if pair(CA_CERT_FILE, CA_KEY_FILE)? {
+        ClusterCa::load(dir)?
+    } else {
+        let ca = ClusterCa::generate()?;
+        ca.save(dir)?;
+        out.new_ca = true;
+        out.written.push(CA_CERT_FILE.to_owned());
+        out.written.push(CA_KEY_FILE.to_owned());
+        ca
+    };
+    for id in nodes {
+        let files = node_files(id);
+        if pair(&files.cert, &files.key)? {
+            out.kept.push(id);
+            continue;
+        }
+        ca.issue(id)?.save(dir)?;
+        out.written.push(files.cert);
+        out.written.push(files.key);
+    }
+    Ok(out)
 }
 
 fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), MetaError> {

@@ -76,3 +76,25 @@ fn a_ca_whose_key_is_not_its_certificates_cannot_issue() {
         .issue(1)
         .expect_err("its certificates would not chain");
 }
+
+#[test]
+fn ensuring_certificates_reuses_the_ca_and_issues_only_what_is_missing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = ensure_cluster_certificates(dir.path(), [1, 2]).expect("create");
+    assert!(first.new_ca);
+    assert_eq!(first.written.len(), 6, "{first:?}");
+    let ca_before = std::fs::read(dir.path().join(CA_CERT_FILE)).expect("read");
+    let second = ensure_cluster_certificates(dir.path(), [2, 3]).expect("add node 3");
+    assert!(!second.new_ca, "the CA is reused");
+    assert_eq!(second.kept, vec![2]);
+    assert_eq!(second.written, vec![node_files(3).cert, node_files(3).key]);
+    assert_eq!(
+        std::fs::read(dir.path().join(CA_CERT_FILE)).expect("read"),
+        ca_before
+    );
+    let tls = RaftTls::load(dir.path(), 3).expect("load");
+    check_node_certificate(&tls, 3).expect("node 3 chains to the first CA");
+    std::fs::remove_file(dir.path().join(node_files(1).key)).expect("rm");
+    let err = ensure_cluster_certificates(dir.path(), [1]).expect_err("half a pair");
+    assert!(err.to_string().contains("node-1.pem"), "{err}");
+}

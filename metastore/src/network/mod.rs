@@ -88,6 +88,13 @@ pub enum RpcRequest {
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     Forward(ForwardRequest),
+    /// A node outside the cluster asks to be added as a learner, under its
+    /// own id (the envelope's `from`, which its certificate proves), at
+    /// `addr`. The receiving member hands the change to the leader; the
+    /// answer is a [`RpcResponse::Forward`].
+    Join {
+        addr: String,
+    },
 }
 
 impl RpcRequest {
@@ -100,7 +107,7 @@ impl RpcRequest {
             RpcRequest::AppendEntries(r) => &r.vote,
             RpcRequest::Vote(r) => &r.vote,
             RpcRequest::InstallSnapshot(r) => &r.vote,
-            RpcRequest::Forward(_) => return true,
+            RpcRequest::Forward(_) | RpcRequest::Join { .. } => return true,
         };
         vote.leader_id().voted_for() == Some(node)
     }

@@ -18,6 +18,7 @@ use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
 use crate::broker::Broker;
+use crate::brokers;
 use crate::codes;
 use crate::group::engine::{GroupError, GroupState, JoinRequest, SyncRequest};
 
@@ -32,21 +33,34 @@ pub(super) fn find_coordinator(
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let host = s(b.config.advertised_host.clone());
-    let port = b.config.advertised_port;
-    let node = BrokerId(b.config.node_id);
+    let live = brokers::live(&b.catalog, &b.config);
+    // `live` always holds this node, so there is always a coordinator
+    let pick = |key: &str| {
+        brokers::coordinator(&live, key)
+            .map(|e| (BrokerId(e.id), s(e.host.clone()), e.port))
+            .unwrap_or_else(|| {
+                let c = &b.config;
+                (
+                    BrokerId(c.node_id),
+                    s(c.advertised_host.clone()),
+                    c.advertised_port,
+                )
+            })
+    };
     let resp = FindCoordinatorResponse::default();
     if ctx.api_version < 4 {
+        let (node, host, port) = pick(&req.key);
         return resp.with_node_id(node).with_host(host).with_port(port);
     }
     let coordinators = req
         .coordinator_keys
         .into_iter()
         .map(|key| {
+            let (node, host, port) = pick(&key);
             CoordinatorEntry::default()
                 .with_key(key)
                 .with_node_id(node)
-                .with_host(host.clone())
+                .with_host(host)
                 .with_port(port)
         })
         .collect();

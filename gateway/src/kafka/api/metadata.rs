@@ -12,6 +12,7 @@ use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
 use crate::broker::Broker;
+use crate::brokers;
 use crate::codes;
 use crate::topic_config;
 use metastore::{MetaError, TopicInfo};
@@ -34,7 +35,14 @@ fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
             t.partitions
                 .iter()
                 .map(|p| {
+                    // Kafka's answer for a partition whose leader is gone
+                    let code = if p.leader.is_none() {
+                        ResponseError::LeaderNotAvailable.code()
+                    } else {
+                        0
+                    };
                     MetadataResponsePartition::default()
+                        .with_error_code(code)
                         .with_partition_index(p.index)
                         .with_leader_id(broker_id(p.leader))
                         .with_leader_epoch(p.leader_epoch)
@@ -112,13 +120,21 @@ pub(super) async fn metadata(
             }
         }
     }
+    let live = brokers::live(&b.catalog, &b.config);
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(b.config.node_id))
-            .with_host(s(b.config.advertised_host.clone()))
-            .with_port(b.config.advertised_port)])
+        .with_brokers(
+            live.into_iter()
+                .map(|e| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(e.id))
+                        .with_host(s(e.host))
+                        .with_port(e.port)
+                        .with_rack(e.rack.map(s))
+                })
+                .collect(),
+        )
         .with_cluster_id(Some(s(b.catalog.cluster().cluster_id)))
-        .with_controller_id(BrokerId(b.config.node_id))
+        .with_controller_id(BrokerId(brokers::controller(&b.catalog)))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
 }
@@ -131,15 +147,23 @@ pub(super) fn describe_cluster(
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(s(b.catalog.cluster().cluster_id))
-        .with_controller_id(BrokerId(b.config.node_id))
+        .with_controller_id(BrokerId(brokers::controller(&b.catalog)))
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
     if req.endpoint_type != 1 {
         return resp
             .with_error_code(ResponseError::UnsupportedEndpointType.code())
             .with_error_message(Some(s("only broker endpoints are described")));
     }
-    resp.with_brokers(vec![DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(b.config.node_id))
-        .with_host(s(b.config.advertised_host.clone()))
-        .with_port(b.config.advertised_port)])
+    resp.with_brokers(
+        brokers::live(&b.catalog, &b.config)
+            .into_iter()
+            .map(|e| {
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(e.id))
+                    .with_host(s(e.host))
+                    .with_port(e.port)
+                    .with_rack(e.rack.map(s))
+            })
+            .collect(),
+    )
 }

@@ -12,6 +12,7 @@ on_every_backend!(
     metadata_auto_creates_unknown_topics_unless_the_client_says_no,
     create_partitions_only_grows_a_topic,
     a_deleted_topic_is_gone_with_its_data_and_can_be_created_again,
+    metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_leader,
 );
 
 async fn metadata_auto_creates_unknown_topics_unless_the_client_says_no(logs: Logs) {
@@ -83,4 +84,76 @@ async fn a_deleted_topic_is_gone_with_its_data_and_can_be_created_again(logs: Lo
         (0, 0),
         "the new incarnation starts empty"
     );
+}
+
+async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_leader(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    b.catalog
+        .register_agent(metastore::AgentRegistration {
+            id: 2,
+            addrs: metastore::AgentAddrs {
+                kafka: Some("10.0.0.2:9092".into()),
+                ..Default::default()
+            },
+            rack: Some("rack-b".into()),
+        })
+        .await
+        .expect("agent 2 registers");
+    b.catalog
+        .create_topic(
+            metastore::CreateTopic {
+                name: "spread".into(),
+                partitions: -1,
+                replication_factor: -1,
+                configs: Default::default(),
+                assignments: vec![vec![2], vec![1]],
+            },
+            false,
+        )
+        .await
+        .expect("created");
+    let all = MetadataRequest::default().with_topics(None);
+    let brokers = |resp: &MetadataResponse| -> Vec<(i32, String, i32, Option<String>)> {
+        resp.brokers
+            .iter()
+            .map(|x| {
+                (
+                    x.node_id.0,
+                    x.host.to_string(),
+                    x.port,
+                    x.rack.as_ref().map(|r| r.to_string()),
+                )
+            })
+            .collect()
+    };
+    let resp: MetadataResponse = call(b, ApiKey::Metadata, 9, &all).await;
+    assert_eq!(
+        brokers(&resp),
+        vec![
+            (1, "127.0.0.1".into(), 9092, None),
+            (2, "10.0.0.2".into(), 9092, Some("rack-b".into()))
+        ]
+    );
+    assert_eq!(resp.controller_id.0, 1, "the metastore leader");
+    // agent 2 never heartbeats: when its lease runs out it is fenced, and
+    // its partition, with no other replica, has no leader
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let resp: MetadataResponse = call(b, ApiKey::Metadata, 9, &all).await;
+        let parts = &resp.topics[0].partitions;
+        let view: Vec<(i16, i32)> = parts
+            .iter()
+            .map(|p| (p.error_code, p.leader_id.0))
+            .collect();
+        if view == vec![(5, -1), (0, 1)] {
+            assert_eq!(brokers(&resp).len(), 1, "a fenced agent is not listed");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "agent 2's partition never went offline: {view:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

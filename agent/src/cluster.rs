@@ -1,0 +1,165 @@
+//! How an agent takes part in a cluster: the certificates `aerostream
+//! cluster-ca` writes, the metastore transport and bootstrap chosen from
+//! `--voters`, and waiting (with progress lines) until the metastore has a
+//! leader.
+//!
+//! Without `--voters` the metastore is the embedded single node. With it:
+//! - a voter bootstraps with the voter map; voters started in any order
+//!   elect a leader once a majority runs, and a restart finds its log and
+//!   does not bootstrap again;
+//! - any other agent starts empty and asks the voters to add it as a
+//!   learner (`Metastore::join`), which does nothing when its log already
+//!   names it a member.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use metastore::network::certs::{ensure_cluster_certificates, node_files, CA_CERT_FILE};
+use metastore::{Bootstrap, MetaError, Metastore, QuicSettings, RaftTls, Transport};
+
+use crate::config::{ClusterSettings, Settings};
+
+/// How often an agent waiting for its peers says so.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Flags of `aerostream cluster-ca`.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterCaArgs {
+    /// Folder for ca.pem, ca.key and node-ID.{pem,key}; an existing CA in it is reused.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Node ids to issue certificates for, e.g. 1,2,3 (nodes that already
+    /// have theirs are left alone).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub nodes: Vec<u64>,
+}
+
+/// `aerostream cluster-ca`: makes (or reuses) the CA and issues the missing
+/// node certificates, then says what it wrote.
+pub fn create_certificates(args: &ClusterCaArgs) -> anyhow::Result<()> {
+    let done = ensure_cluster_certificates(&args.out, args.nodes.iter().copied())
+        .with_context(|| format!("cannot create certificates in {}", args.out.display()))?;
+    let dir = args.out.display();
+    if done.new_ca {
+        println!("created a new cluster CA in {dir}");
+    } else {
+        println!("reused the cluster CA in {dir}");
+    }
+    for file in &done.written {
+        println!("wrote {}", args.out.join(file).display());
+    }
+    for id in &done.kept {
+        let files = node_files(*id);
+        println!(
+            "kept {} and {} (node {id} already had a certificate)",
+            args.out.join(files.cert).display(),
+            args.out.join(files.key).display()
+        );
+    }
+    println!(
+        "each agent needs {CA_CERT_FILE} and its own node-ID.pem and node-ID.key \
+         (in --cluster-certs); keep ca.key off the agents"
+    );
+    Ok(())
+}
+
+/// Reads this node's TLS settings; a missing or unsuitable file gets an
+/// error that says which command makes it.
+fn load_tls(dir: &Path, node: u64) -> anyhow::Result<RaftTls> {
+    let create = format!(
+        "`aerostream cluster-ca --out {} --nodes {node}` (it reuses the CA already in that folder)",
+        dir.display()
+    );
+    let files = node_files(node);
+    for name in [
+        CA_CERT_FILE.to_owned(),
+        files.cert.clone(),
+        files.key.clone(),
+    ] {
+        let path = dir.join(&name);
+        anyhow::ensure!(
+            path.exists(),
+            "node {node} needs the cluster certificate file {}, which does not exist; \
+             create it with {create}, or point --cluster-certs at the folder that holds it",
+            path.display()
+        );
+    }
+    RaftTls::load(dir, node)
+        .and_then(|tls| tls.check_node(node).map(|()| tls))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the cluster certificate of node {node} in {} is unusable ({e}); \
+                 remove {} and {} and create them again with {create}",
+                dir.display(),
+                files.cert,
+                files.key
+            )
+        })
+}
+
+/// The metastore's transport and bootstrap for these settings.
+pub fn metastore_transport(s: &Settings, node: u64) -> anyhow::Result<(Transport, Bootstrap)> {
+    let Some(c) = &s.cluster else {
+        return Ok((Transport::Embedded, Bootstrap::SingleNode));
+    };
+    let tls = load_tls(&c.certs_dir, node)?;
+    let mut quic = QuicSettings::bind(c.cluster_addr, tls);
+    quic.advertise = Some(c.advertised_cluster_addr.clone());
+    let bootstrap = if c.is_voter(node) {
+        Bootstrap::Members(c.voters.clone())
+    } else {
+        Bootstrap::Join
+    };
+    Ok((Transport::Quic(quic), bootstrap))
+}
+
+/// Returns once the metastore has a leader and this replica has the
+/// cluster's id: at once for the embedded node; in a cluster, after joining
+/// (learners) and a quorum of voters is up. There is no time limit: peers
+/// that are not started yet are waited for, with a line every few seconds
+/// that names them. Errors other than waiting end the start.
+pub async fn wait_for_metastore(meta: &Metastore, s: &Settings, node: u64) -> anyhow::Result<()> {
+    let Some(c) = &s.cluster else {
+        return meta
+            .wait_ready(Duration::from_secs(30))
+            .await
+            .context("the metastore did not become ready");
+    };
+    let started = Instant::now();
+    if !c.is_voter(node) {
+        loop {
+            match meta.join(&c.voters, PROGRESS_EVERY).await {
+                Ok(()) => break,
+                Err(MetaError::ShuttingDown) => anyhow::bail!("the metastore stopped"),
+                Err(e) => println!(
+                    "aerostream waiting: node {node} is not a member yet and asks the voters {} \
+                     to add it as a learner ({}s so far): {e}",
+                    c.describe_voters(None),
+                    started.elapsed().as_secs()
+                ),
+            }
+        }
+    }
+    loop {
+        match meta.wait_ready(PROGRESS_EVERY).await {
+            Ok(()) => return Ok(()),
+            Err(MetaError::Timeout { .. }) => println!("{}", waiting_line(c, node, started)),
+            Err(e) => return Err(e).context("the metastore did not become ready"),
+        }
+    }
+}
+
+fn waiting_line(c: &ClusterSettings, node: u64, started: Instant) -> String {
+    let quorum = c.voters.len() / 2 + 1;
+    let others = c.describe_voters(Some(node));
+    let role = if c.is_voter(node) { "voter" } else { "learner" };
+    format!(
+        "aerostream waiting: {role} {node} has no metastore leader yet; it needs {quorum} of the {} voters running, \
+         waiting for {} ({}s so far)",
+        c.voters.len(),
+        if others.is_empty() { "itself".to_owned() } else { others },
+        started.elapsed().as_secs()
+    )
+}

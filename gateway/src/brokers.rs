@@ -1,0 +1,119 @@
+//! The brokers Kafka clients are told about: every live agent the metastore
+//! knows (Metadata, DescribeCluster), the controller (the metastore leader)
+//! and which agent coordinates a consumer group (FindCoordinator).
+//!
+//! All of it is read from the local metastore replica, so two agents may
+//! briefly disagree after a change; clients refresh their metadata on the
+//! errors that follow (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR).
+
+use metastore::{AgentInfo, Metastore};
+
+use crate::broker::BrokerConfig;
+
+/// One broker as Kafka clients see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerEntry {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// `host:port` (brackets allowed around an IPv6 host) as Kafka's host and port.
+fn split_addr(addr: &str) -> Option<(String, i32)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let host = host.trim_matches(['[', ']']);
+    (!host.is_empty()).then(|| (host.to_owned(), i32::from(port)))
+}
+
+fn entry(agent: &AgentInfo) -> Option<BrokerEntry> {
+    let (host, port) = split_addr(agent.addrs.kafka.as_deref()?)?;
+    Some(BrokerEntry {
+        id: i32::try_from(agent.id).ok()?,
+        host,
+        port,
+        rack: agent.rack.clone(),
+    })
+}
+
+/// Every live (not fenced) agent with a Kafka address, by id. This node is
+/// always in the list, as its own settings say, even before its
+/// registration is read back or while its lease is lapsed: the client is
+/// talking to it.
+pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
+    let mut out: Vec<BrokerEntry> = catalog
+        .agents()
+        .iter()
+        .filter(|a| !a.fenced)
+        .filter_map(entry)
+        .filter(|e| e.id != config.node_id)
+        .collect();
+    out.push(BrokerEntry {
+        id: config.node_id,
+        host: config.advertised_host.clone(),
+        port: config.advertised_port,
+        rack: config.rack.clone(),
+    });
+    out.sort_by_key(|e| e.id);
+    out
+}
+
+/// Kafka's controller id: the metastore leader, or -1 while there is none.
+pub fn controller(catalog: &Metastore) -> i32 {
+    catalog
+        .metastore_leader()
+        .and_then(|l| i32::try_from(l).ok())
+        .unwrap_or(-1)
+}
+
+/// FNV-1a: stable across processes and releases, unlike std's hasher.
+fn stable_hash(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The agent that coordinates group (or transaction) `key`: the same on
+/// every agent that sees the same live agents, so all members of a group
+/// meet on one coordinator. Committed offsets live in the metastore, so any
+/// agent can take a group over when the live agents change.
+pub fn coordinator<'a>(live: &'a [BrokerEntry], key: &str) -> Option<&'a BrokerEntry> {
+    let n = u64::try_from(live.len()).ok().filter(|n| *n > 0)?;
+    let i = usize::try_from(stable_hash(key) % n).ok()?;
+    live.get(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(id: i32) -> BrokerEntry {
+        BrokerEntry {
+            id,
+            host: "h".into(),
+            port: 1,
+            rack: None,
+        }
+    }
+
+    #[test]
+    fn addresses_split_into_host_and_port() {
+        assert_eq!(split_addr("broker-1:9092"), Some(("broker-1".into(), 9092)));
+        assert_eq!(split_addr("[::1]:9092"), Some(("::1".into(), 9092)));
+        assert_eq!(split_addr("nohost"), None);
+        assert_eq!(split_addr(":9092"), None);
+        assert_eq!(split_addr("h:99999"), None);
+    }
+
+    #[test]
+    fn a_group_has_one_coordinator_and_groups_spread_over_agents() {
+        let live = [b(1), b(2), b(3)];
+        let pick = |k: &str| coordinator(&live, k).map(|e| e.id);
+        assert_eq!(pick("orders"), pick("orders"));
+        let used: std::collections::BTreeSet<_> =
+            (0..50).filter_map(|i| pick(&format!("g{i}"))).collect();
+        assert_eq!(used.len(), 3, "{used:?}");
+        assert_eq!(coordinator(&[], "g"), None);
+    }
+}

@@ -1,0 +1,345 @@
+"""Three (and four) real agents forming one cluster on this machine.
+
+The tests share one cluster and run in file order; each leaves every voter
+running. Metadata is asked of one agent at a time over a raw Kafka
+connection, since clients send it to whichever broker they like.
+"""
+
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from broker import Broker, binary, free_udp_port
+from helpers import create_topic
+
+VOTERS = (1, 2, 3)
+LEADER_NOT_AVAILABLE = 5
+
+
+def eventually(what, check, timeout=60, every=0.2):
+    """Polls `check` until it returns something truthy; returns that."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, AssertionError) as e:
+            last = e
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+# ---- Metadata v1 over a raw connection --------------------------------------
+
+def _recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return buf
+
+
+class _Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v[0]
+
+    def string(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def array(self, item):
+        return [item() for _ in range(self.take(">i"))]
+
+
+def metadata(port, timeout=5):
+    """Metadata v1 for all topics, asked of the agent on `port`."""
+    client = b"cluster-test"
+    body = struct.pack(">hhih", 3, 1, 7, len(client)) + client + struct.pack(">i", -1)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", _recv_exact(s, 4))[0]
+        r = _Reader(_recv_exact(s, size))
+    assert r.take(">i") == 7
+    brokers = {}
+    for _ in range(r.take(">i")):
+        node, host, bport, rack = r.take(">i"), r.string(), r.take(">i"), r.string()
+        brokers[node] = (host, bport, rack)
+    controller = r.take(">i")
+    topics = {}
+    for _ in range(r.take(">i")):
+        _err, name, _internal = r.take(">h"), r.string(), r.take(">b")
+        parts = {}
+        for _ in range(r.take(">i")):
+            perr, index, leader = r.take(">h"), r.take(">i"), r.take(">i")
+            r.array(lambda: r.take(">i"))
+            r.array(lambda: r.take(">i"))
+            parts[index] = (perr, leader)
+        topics[name] = parts
+    return {"brokers": brokers, "controller": controller, "topics": topics}
+
+
+# ---- the cluster -------------------------------------------------------------
+
+class Cluster:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="aerostream-cluster-")
+        self.certs = os.path.join(self.dir, "certs")
+        out = subprocess.run(
+            [binary(), "cluster-ca", "--out", self.certs, "--nodes", "1,2,3,4"],
+            capture_output=True, text=True, check=True)
+        assert "wrote" in out.stdout, out.stdout
+        self.cluster_ports = {i: free_udp_port() for i in (1, 2, 3, 4)}
+        self.voters = ",".join(f"{i}@127.0.0.1:{self.cluster_ports[i]}" for i in VOTERS)
+        self.agents = {}
+
+    def agent(self, node):
+        if node not in self.agents:
+            b = Broker(extra_args=[
+                "--node-id", str(node),
+                "--rack", f"rack-{node}",
+                "--cluster-addr", f"127.0.0.1:{self.cluster_ports[node]}",
+                "--voters", self.voters,
+                "--cluster-certs", self.certs,
+            ])
+            self.agents[node] = b
+        return self.agents[node]
+
+    def running(self):
+        return {i: b for i, b in self.agents.items() if b.proc is not None}
+
+    def stop_all(self):
+        for b in self.agents.values():
+            if b.proc is not None:
+                b.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster()
+    yield c
+    c.stop_all()
+    shutil.rmtree(c.dir, ignore_errors=True)
+
+
+def brokers_and_controller(port):
+    md = metadata(port)
+    return md["brokers"], md["controller"]
+
+
+def leaders(port, topic):
+    parts = metadata(port)["topics"].get(topic, {})
+    return {p: leader for p, (_err, leader) in parts.items()}
+
+
+def produce_to(bootstrap, topic, partitions, per_partition, prefix):
+    """Produces `per_partition` messages to each partition; returns what was acknowledged."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 30000})
+    acked, errors = [], []
+
+    def report(err, msg):
+        (errors if err is not None else acked).append(err or (msg.partition(), msg.value()))
+
+    for part in partitions:
+        for i in range(per_partition):
+            p.produce(topic, value=f"{prefix}-{part}-{i}".encode(), partition=part, on_delivery=report)
+    assert p.flush(45) == 0, "every message delivered"
+    assert errors == [], errors
+    return acked
+
+
+def consume_all(bootstrap, topic, expected, group, timeout=60, partitions=None):
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    if partitions is None:
+        c.subscribe([topic])
+    else:
+        c.assign([TopicPartition(topic, p, 0) for p in partitions])
+    got = []
+    deadline = time.time() + timeout
+    while len(got) < expected and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        assert m.error() is None, m.error()
+        got.append((m.partition(), m.value()))
+    if partitions is None:
+        c.commit(asynchronous=False)
+    c.close()
+    return got
+
+
+# ---- the scenarios -----------------------------------------------------------
+
+def test_three_agents_started_in_any_order_form_one_cluster(cluster):
+    order = list(VOTERS)
+    random.shuffle(order)
+    first = cluster.agent(order[0]).launch()
+    # alone, a voter waits for a quorum and says for which peers
+    eventually("the first voter reports what it waits for",
+               lambda: "aerostream waiting" in first.run_log(), timeout=30)
+    line = next(l for l in first.run_log().splitlines() if "aerostream waiting" in l)
+    for other in order[1:]:
+        assert f"{other}@127.0.0.1:{cluster.cluster_ports[other]}" in line, line
+    for node in order[1:]:
+        cluster.agent(node).launch()
+    for node in order:
+        cluster.agent(node).wait_ready(timeout=90)
+
+    views = {}
+    for node in VOTERS:
+        port = cluster.agent(node).port
+        views[node] = eventually(
+            f"agent {node} lists all three brokers",
+            lambda port=port: (lambda b, c: (b, c) if set(b) == set(VOTERS) and c in VOTERS else None)(
+                *brokers_and_controller(port)))
+    controllers = {c for _b, c in views.values()}
+    assert len(controllers) == 1, f"one controller for all: {views}"
+    for node, (brokers, _c) in views.items():
+        for i in VOTERS:
+            host, port, rack = brokers[i]
+            assert (host, port, rack) == ("127.0.0.1", cluster.agent(i).port, f"rack-{i}"), brokers
+
+
+def test_partitions_spread_over_agents_and_clients_follow_their_leaders(cluster):
+    topic = f"spread-{uuid.uuid4().hex[:8]}"
+    entry = cluster.agent(random.choice(VOTERS))
+    create_topic(entry, topic, partitions=6)
+    placed = eventually("six partitions with leaders",
+                        lambda: (lambda l: l if len(l) == 6 and -1 not in l.values() else None)(
+                            leaders(entry.port, topic)))
+    assert set(placed.values()) == set(VOTERS), f"leaders on every agent: {placed}"
+    acked = produce_to(entry.bootstrap, topic, range(6), 20, "spread")
+    assert {p for p, _ in acked} == set(range(6))
+    got = consume_all(entry.bootstrap, topic, len(acked), group=f"g-{topic}")
+    assert sorted(got) == sorted(acked), "the group reads back every message of every partition"
+
+
+def test_an_agent_stopped_and_restarted_with_the_same_flags_rejoins(cluster):
+    topic = f"restart-{uuid.uuid4().hex[:8]}"
+    victim = random.choice(VOTERS)
+    other = cluster.agent(next(i for i in VOTERS if i != victim))
+    create_topic(other, topic, partitions=3)
+    placed = eventually("three partitions with leaders",
+                        lambda: (lambda l: l if len(l) == 3 and -1 not in l.values() else None)(
+                            leaders(other.port, topic)))
+    own = [p for p, l in placed.items() if l == victim]
+    assert own, f"agent {victim} leads a partition: {placed}"
+    before = produce_to(other.bootstrap, topic, own, 10, "before")
+
+    b = cluster.agent(victim)
+    assert b.stop() == 0, "clean exit on SIGTERM"
+    b.start(timeout=90)
+    assert "asks the voters" not in b.run_log(), "a voter never asks to join"
+    eventually(f"agent {victim} leads its partitions again",
+               lambda: all(leaders(b.port, topic)[p] == victim for p in own))
+    after = produce_to(other.bootstrap, topic, own, 10, "after")
+    got = consume_all(other.bootstrap, topic, len(before) + len(after), group=f"g-{topic}", partitions=own)
+    assert sorted(got) == sorted(before + after), "the restarted agent serves old and new data"
+    brokers, _ = brokers_and_controller(b.port)
+    assert set(brokers) == set(VOTERS)
+
+
+def test_a_fourth_agent_outside_the_voters_joins_and_is_listed(cluster):
+    fourth = cluster.agent(4)
+    fourth.start(timeout=90)
+    assert "aerostream listening" in fourth.run_log()
+    for node in (1, 2, 3, 4):
+        port = cluster.agent(node).port
+        eventually(f"agent {node} lists agent 4",
+                   lambda port=port: 4 in brokers_and_controller(port)[0])
+    brokers, controller = brokers_and_controller(fourth.port)
+    assert brokers[4] == ("127.0.0.1", fourth.port, "rack-4")
+    assert controller in VOTERS, "a learner never leads the metastore"
+    # its partitions are served like any agent's
+    topic = f"learner-{uuid.uuid4().hex[:8]}"
+    create_topic(fourth, topic, partitions=4)
+    placed = eventually("four partitions with leaders",
+                        lambda: (lambda l: l if len(l) == 4 and -1 not in l.values() else None)(
+                            leaders(fourth.port, topic)))
+    assert 4 in placed.values(), placed
+    acked = produce_to(cluster.agent(1).bootstrap, topic, range(4), 5, "learner")
+    assert len(acked) == 20
+
+    def admissions():
+        return sum(cluster.agent(i).log().count("a node asks to join the metastore") for i in VOTERS)
+    assert admissions() == 1, "the leader added the learner once"
+    assert fourth.stop() == 0
+    fourth.start(timeout=90)
+    assert admissions() == 1, "a restarted learner is a member already and is not added again"
+    eventually("the restarted learner leads its partitions",
+               lambda: all(leaders(fourth.port, topic)[p] == 4 for p, l in placed.items() if l == 4))
+    assert fourth.stop() == 0
+    eventually("a stopped agent leaves Metadata once its lease runs out",
+               lambda: 4 not in brokers_and_controller(cluster.agent(1).port)[0])
+
+
+def test_killing_the_metastore_leader_leaves_a_serving_cluster(cluster):
+    topic = f"kill-{uuid.uuid4().hex[:8]}"
+    entry = cluster.agent(1)
+    create_topic(entry, topic, partitions=6)
+    placed = eventually("six partitions with leaders",
+                        lambda: (lambda l: l if len(l) == 6 and -1 not in l.values() else None)(
+                            leaders(entry.port, topic)))
+    _, dead = brokers_and_controller(entry.port)
+    assert dead in VOTERS
+    survivors = [i for i in VOTERS if i != dead]
+    cluster.agent(dead).kill9()
+    started = time.time()
+
+    watcher = cluster.agent(survivors[0])
+    new = eventually("the two survivors elect a new metastore leader",
+                     lambda: (lambda c: c if c in survivors else None)(
+                         brokers_and_controller(watcher.port)[1]), timeout=60)
+    elected_after = time.time() - started
+    for node in survivors:
+        assert brokers_and_controller(cluster.agent(node).port)[1] == new
+    # RF 1: the dead agent's partitions have no other replica, so once its
+    # lease runs out they are offline (leader -1, LEADER_NOT_AVAILABLE)
+    dead_parts = [p for p, l in placed.items() if l == dead]
+    live_parts = [p for p, l in placed.items() if l != dead]
+
+    def offline():
+        parts = metadata(watcher.port)["topics"][topic]
+        return all(parts[p] == (LEADER_NOT_AVAILABLE, -1) for p in dead_parts) and \
+            all(parts[p] == (0, placed[p]) for p in live_parts)
+    eventually("the dead agent's partitions are offline, the others unchanged", offline)
+    assert dead not in brokers_and_controller(watcher.port)[0], "a fenced agent is not listed"
+
+    bootstrap = ",".join(cluster.agent(i).bootstrap for i in survivors)
+    acked = produce_to(bootstrap, topic, live_parts, 10, "survivors")
+    got = consume_all(bootstrap, topic, len(acked), group=f"g-{topic}", partitions=live_parts)
+    assert sorted(got) == sorted(acked)
+
+    back = cluster.agent(dead)
+    back.start(timeout=90)
+    eventually("the returning agent leads its partitions again",
+               lambda: all(leaders(watcher.port, topic)[p] == dead for p in dead_parts))
+    acked = produce_to(bootstrap, topic, dead_parts, 5, "back")
+    assert len(acked) == 5 * len(dead_parts)
+    print(f"new metastore leader after {elected_after:.1f}s")

@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// (connections.max.idle.ms) [default: 600000].
     #[arg(long, env = "AEROSTREAM_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
+    /// A follower not caught up with its leader for this long leaves the
+    /// partition's in-sync replicas (replica.lag.time.max.ms) [default: 30000].
+    #[arg(long, env = "AEROSTREAM_REPLICA_LAG_TIME_MAX_MS")]
+    pub replica_lag_time_max_ms: Option<u64>,
     /// Request bytes being served at once, broker-wide; connections wait for
     /// room before reading more (queued.max.request.bytes) [default: 512MiB].
     #[arg(long, env = "AEROSTREAM_QUEUED_MAX_REQUEST_BYTES", value_parser = parse_bytes)]
@@ -192,6 +196,7 @@ struct FileSettings {
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
     connections_max_idle_ms: Option<u64>,
+    replica_lag_time_max_ms: Option<u64>,
     #[serde(default, deserialize_with = "bytes_de")]
     queued_max_request_bytes: Option<u64>,
     cluster_addr: Option<SocketAddr>,
@@ -330,6 +335,7 @@ pub struct Settings {
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
     pub connections_max_idle_ms: u64,
+    pub replica_lag_time_max_ms: u64,
     pub queued_max_request_bytes: u64,
     /// Kafka's broker.rack.
     pub rack: Option<String>,
@@ -510,6 +516,10 @@ impl Settings {
                 .connections_max_idle_ms
                 .or(file.connections_max_idle_ms)
                 .unwrap_or(600_000),
+            replica_lag_time_max_ms: args
+                .replica_lag_time_max_ms
+                .or(file.replica_lag_time_max_ms)
+                .unwrap_or(30_000),
             queued_max_request_bytes: args
                 .queued_max_request_bytes
                 .or(file.queued_max_request_bytes)
@@ -562,6 +572,10 @@ impl Settings {
         anyhow::ensure!(
             s.connections_max_idle_ms >= 1000,
             "--connections-max-idle-ms must be at least 1000"
+        );
+        anyhow::ensure!(
+            s.replica_lag_time_max_ms >= 100,
+            "--replica-lag-time-max-ms must be at least 100"
         );
         anyhow::ensure!(
             s.queued_max_request_bytes >= 1 << 20,

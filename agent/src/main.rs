@@ -16,6 +16,7 @@ use config::{ServeArgs, Settings};
 use gateway::broker::BrokerConfig;
 use gateway::connections::ConnectionLimits;
 use gateway::group::engine::GroupLimits;
+use gateway::replication::manager::ReplicationSettings;
 use gateway::topic_config::LogDefaults;
 use gateway::{Gateway, GatewayOptions};
 
@@ -101,6 +102,10 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         }
     }
     let tiered = tiering::wire(&s, &meta).await?;
+    if s.cluster.is_some() {
+        // only a partition's leader uploads, and only below its high watermark
+        tiered.tier.hold_uploads_until_limited();
+    }
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
         advertised: s.advertised_kafka_addr.clone(),
@@ -135,6 +140,18 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
+    // In a cluster, partitions are replicated: serve followers' fetches and
+    // keep every local replica leading or following as the metastore says.
+    let replication = match &s.cluster {
+        Some(_) => Some(
+            gw.start_replication(ReplicationSettings {
+                lag_max_ms: i64::try_from(s.replica_lag_time_max_ms).unwrap_or(i64::MAX),
+                ..ReplicationSettings::default()
+            })
+            .context("cannot start partition replication")?,
+        ),
+        None => None,
+    };
     // Partitions are led by live agents: register this node (with its real
     // Kafka address) before clients learn about it, then keep the lease alive.
     let advertised = s
@@ -175,6 +192,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     );
     signals.recv().await;
     tracing::info!("shutting down");
+    drop(replication);
     gw.shutdown().await;
     tiered.tier.shutdown().await;
     keep_alive.stop();

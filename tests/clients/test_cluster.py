@@ -5,134 +5,18 @@ running. Metadata is asked of one agent at a time over a raw Kafka
 connection, since clients send it to whichever broker they like.
 """
 
-import os
 import random
 import shutil
-import socket
-import struct
-import subprocess
-import tempfile
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker import Broker, binary, free_udp_port
+from cluster import VOTERS, Cluster, eventually, metadata
 from helpers import create_topic
 
-VOTERS = (1, 2, 3)
 LEADER_NOT_AVAILABLE = 5
-
-
-def eventually(what, check, timeout=60, every=0.2):
-    """Polls `check` until it returns something truthy; returns that."""
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, AssertionError) as e:
-            last = e
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
-# ---- Metadata v1 over a raw connection --------------------------------------
-
-def _recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return buf
-
-
-class _Reader:
-    def __init__(self, data):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return v[0]
-
-    def string(self):
-        n = self.take(">h")
-        if n < 0:
-            return None
-        s = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def array(self, item):
-        return [item() for _ in range(self.take(">i"))]
-
-
-def metadata(port, timeout=5):
-    """Metadata v1 for all topics, asked of the agent on `port`."""
-    client = b"cluster-test"
-    body = struct.pack(">hhih", 3, 1, 7, len(client)) + client + struct.pack(">i", -1)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        r = _Reader(_recv_exact(s, size))
-    assert r.take(">i") == 7
-    brokers = {}
-    for _ in range(r.take(">i")):
-        node, host, bport, rack = r.take(">i"), r.string(), r.take(">i"), r.string()
-        brokers[node] = (host, bport, rack)
-    controller = r.take(">i")
-    topics = {}
-    for _ in range(r.take(">i")):
-        _err, name, _internal = r.take(">h"), r.string(), r.take(">b")
-        parts = {}
-        for _ in range(r.take(">i")):
-            perr, index, leader = r.take(">h"), r.take(">i"), r.take(">i")
-            r.array(lambda: r.take(">i"))
-            r.array(lambda: r.take(">i"))
-            parts[index] = (perr, leader)
-        topics[name] = parts
-    return {"brokers": brokers, "controller": controller, "topics": topics}
-
-
-# ---- the cluster -------------------------------------------------------------
-
-class Cluster:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="aerostream-cluster-")
-        self.certs = os.path.join(self.dir, "certs")
-        out = subprocess.run(
-            [binary(), "cluster-ca", "--out", self.certs, "--nodes", "1,2,3,4"],
-            capture_output=True, text=True, check=True)
-        assert "wrote" in out.stdout, out.stdout
-        self.cluster_ports = {i: free_udp_port() for i in (1, 2, 3, 4)}
-        self.voters = ",".join(f"{i}@127.0.0.1:{self.cluster_ports[i]}" for i in VOTERS)
-        self.agents = {}
-
-    def agent(self, node):
-        if node not in self.agents:
-            b = Broker(extra_args=[
-                "--node-id", str(node),
-                "--rack", f"rack-{node}",
-                "--cluster-addr", f"127.0.0.1:{self.cluster_ports[node]}",
-                "--voters", self.voters,
-                "--cluster-certs", self.certs,
-            ])
-            self.agents[node] = b
-        return self.agents[node]
-
-    def running(self):
-        return {i: b for i, b in self.agents.items() if b.proc is not None}
-
-    def stop_all(self):
-        for b in self.agents.values():
-            if b.proc is not None:
-                b.stop()
 
 
 @pytest.fixture(scope="module")

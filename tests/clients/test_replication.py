@@ -1,0 +1,193 @@
+"""Partitions replicated between three real agents on this machine.
+
+Each partition has three replicas and min.insync.replicas=2; producers use
+acks=all (and idempotence) as a platform team would. Agents are killed
+with SIGKILL, stopped and restarted while clients keep producing; the
+check is always the same: every acknowledged record is read back, once.
+"""
+
+import shutil
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import VOTERS, Cluster, eventually, metadata
+
+LAG_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(extra_args=["--replica-lag-time-max-ms", str(LAG_MS)])
+    for node in VOTERS:
+        c.agent(node).launch()
+    for node in VOTERS:
+        c.agent(node).wait_ready(timeout=90)
+    yield c
+    c.stop_all()
+    shutil.rmtree(c.dir, ignore_errors=True)
+
+
+def bootstrap(cluster):
+    return ",".join(cluster.agent(n).bootstrap for n in VOTERS)
+
+
+def live_port(cluster):
+    return next(b.port for b in cluster.running().values())
+
+
+def create_replicated(cluster, topic, partitions=1):
+    a = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    fs = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})],
+                         operation_timeout=10)
+    fs[topic].result(timeout=15)
+    return eventually(
+        "every partition has a leader and three in-sync replicas",
+        lambda: all(len(state(cluster, topic, p)[2]) == 3 and state(cluster, topic, p)[0] > 0
+                    for p in range(partitions)))
+
+
+def state(cluster, topic, partition=0):
+    """(leader, replicas, isr) as a running agent's Metadata says."""
+    md = metadata(live_port(cluster))
+    _err, leader = md["topics"][topic][partition]
+    replicas, isr = md["replicas"][(topic, partition)]
+    return leader, replicas, isr
+
+
+class Production:
+    """An idempotent acks=all producer in its own thread; remembers what
+    was acknowledged and when."""
+
+    def __init__(self, cluster, topic, partitions=1):
+        self.p = Producer({
+            "bootstrap.servers": bootstrap(cluster),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 120000,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })
+        self.topic, self.partitions = topic, partitions
+        self.acked, self.ack_times, self.errors = [], [], []
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def report(self, err, msg):
+        if err is not None:
+            self.errors.append(err)
+        else:
+            self.acked.append((msg.partition(), msg.value()))
+            self.ack_times.append(time.time())
+
+    def run(self):
+        i = 0
+        while not self.stop_flag.is_set():
+            try:
+                self.p.produce(self.topic, value=f"m-{i}".encode(), partition=i % self.partitions,
+                               on_delivery=self.report)
+                i += 1
+            except BufferError:
+                pass
+            self.p.poll(0.002)
+        self.p.flush(120)
+
+    def wait_acked(self, n, timeout=60):
+        eventually(f"{n} acknowledged writes", lambda: len(self.acked) >= n, timeout=timeout)
+
+    def finish(self):
+        self.stop_flag.set()
+        self.thread.join(150)
+        return self.acked
+
+
+def read_back(cluster, topic, partitions, expected, timeout=90):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = []
+    deadline = time.time() + timeout
+    while len(got) < expected and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None or m.error() is not None:
+            continue
+        got.append((m.partition(), m.value()))
+    c.close()
+    return got
+
+
+def assert_nothing_lost(acked, got):
+    missing = set(acked) - set(got)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    assert len(got) == len(set(got)), "an idempotent producer's records appear once"
+
+
+def test_killing_the_leader_during_acks_all_production_loses_nothing(cluster):
+    topic = f"failover-{uuid.uuid4().hex[:8]}"
+    create_replicated(cluster, topic)
+    leader, _, _ = state(cluster, topic)
+    prod = Production(cluster, topic)
+    prod.wait_acked(500)
+    before = len(prod.acked)
+    cluster.agent(leader).kill9()
+    killed_at = time.time()
+    new_leader = eventually("another replica leads",
+                            lambda: (lambda l: l if l not in (leader, -1) else None)(
+                                state(cluster, topic)[0]), timeout=60)
+    prod.wait_acked(before + 500, timeout=90)
+    acked = prod.finish()
+    first_after = min(t for t in prod.ack_times[before:] if t > killed_at)
+    print(f"leader {leader} killed; {new_leader} leads; first acknowledged write "
+          f"{first_after - killed_at:.2f}s after the kill")
+    got = read_back(cluster, topic, 1, len(acked))
+    assert_nothing_lost(acked, got)
+
+    cluster.agent(leader).start(timeout=90)
+    eventually("the returning agent is back in sync", lambda: len(state(cluster, topic)[2]) == 3,
+               timeout=90)
+
+
+def test_a_stopped_follower_catches_up_and_rejoins_the_isr(cluster):
+    topic = f"catchup-{uuid.uuid4().hex[:8]}"
+    create_replicated(cluster, topic)
+    leader, replicas, _ = state(cluster, topic)
+    follower = next(r for r in replicas if r != leader)
+    prod = Production(cluster, topic)
+    prod.wait_acked(200)
+    assert cluster.agent(follower).stop() == 0
+    eventually("the stopped follower left the ISR",
+               lambda: follower not in state(cluster, topic)[2], timeout=60)
+    n = len(prod.acked)
+    prod.wait_acked(n + 500)
+    cluster.agent(follower).start(timeout=90)
+    eventually("the follower caught up and is in sync again",
+               lambda: follower in state(cluster, topic)[2], timeout=90)
+    acked = prod.finish()
+    # with every replica in sync, whichever leads next holds everything
+    assert cluster.agent(leader).stop() == 0
+    eventually("a follower leads", lambda: state(cluster, topic)[0] not in (leader, -1), timeout=60)
+    got = read_back(cluster, topic, 1, len(acked))
+    assert_nothing_lost(acked, got)
+    cluster.agent(leader).start(timeout=90)
+
+
+def test_a_rolling_restart_under_load_loses_nothing(cluster):
+    topic = f"rolling-{uuid.uuid4().hex[:8]}"
+    create_replicated(cluster, topic, partitions=3)
+    prod = Production(cluster, topic, partitions=3)
+    prod.wait_acked(300)
+    for node in VOTERS:
+        assert cluster.agent(node).stop() == 0, f"agent {node} stops cleanly"
+        cluster.agent(node).start(timeout=90)
+        eventually(f"every partition back to three in-sync replicas after agent {node}",
+                   lambda: all(len(state(cluster, topic, p)[2]) == 3 for p in range(3)), timeout=90)
+        n = len(prod.acked)
+        prod.wait_acked(n + 100, timeout=90)
+    acked = prod.finish()
+    got = read_back(cluster, topic, 3, len(acked))
+    assert_nothing_lost(acked, got)

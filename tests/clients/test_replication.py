@@ -6,7 +6,9 @@ with SIGKILL, stopped and restarted while clients keep producing; the
 check is always the same: every acknowledged record is read back, once.
 """
 
+import os
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -36,8 +38,8 @@ def bootstrap(cluster):
     return ",".join(cluster.agent(n).bootstrap for n in VOTERS)
 
 
-def live_port(cluster):
-    return next(b.port for b in cluster.running().values())
+def live_port(cluster, avoid=None):
+    return next(b.port for n, b in cluster.running().items() if n != avoid)
 
 
 def create_replicated(cluster, topic, partitions=1):
@@ -51,9 +53,9 @@ def create_replicated(cluster, topic, partitions=1):
                     for p in range(partitions)))
 
 
-def state(cluster, topic, partition=0):
+def state(cluster, topic, partition=0, avoid=None):
     """(leader, replicas, isr) as a running agent's Metadata says."""
-    md = metadata(live_port(cluster))
+    md = metadata(live_port(cluster, avoid))
     _err, leader = md["topics"][topic][partition]
     replicas, isr = md["replicas"][(topic, partition)]
     return leader, replicas, isr
@@ -70,10 +72,14 @@ class Production:
             "enable.idempotence": True,
             "linger.ms": 2,
             "message.timeout.ms": 120000,
+            "request.timeout.ms": 5000,
+            # a frozen broker keeps its connections open: give up on it in 5 s
+            "socket.timeout.ms": 5000,
             "topic.metadata.refresh.interval.ms": 1000,
         })
         self.topic, self.partitions = topic, partitions
         self.acked, self.ack_times, self.errors = [], [], []
+        self.offsets = {}
         self.stop_flag = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -84,6 +90,8 @@ class Production:
         else:
             self.acked.append((msg.partition(), msg.value()))
             self.ack_times.append(time.time())
+            # two leaders acknowledging one offset would show here
+            self.offsets.setdefault((msg.partition(), msg.offset()), set()).add(msg.value())
 
     def run(self):
         i = 0
@@ -121,6 +129,11 @@ def read_back(cluster, topic, partitions, expected, timeout=90):
     return got
 
 
+def assert_one_record_per_offset(prod):
+    split = {k: v for k, v in prod.offsets.items() if len(v) > 1}
+    assert not split, f"offsets acknowledged for two different records: {list(split.items())[:3]}"
+
+
 def assert_nothing_lost(acked, got):
     missing = set(acked) - set(got)
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
@@ -141,6 +154,7 @@ def test_killing_the_leader_during_acks_all_production_loses_nothing(cluster):
                                 state(cluster, topic)[0]), timeout=60)
     prod.wait_acked(before + 500, timeout=90)
     acked = prod.finish()
+    assert_one_record_per_offset(prod)
     first_after = min(t for t in prod.ack_times[before:] if t > killed_at)
     print(f"leader {leader} killed; {new_leader} leads; first acknowledged write "
           f"{first_after - killed_at:.2f}s after the kill")
@@ -190,4 +204,31 @@ def test_a_rolling_restart_under_load_loses_nothing(cluster):
         prod.wait_acked(n + 100, timeout=90)
     acked = prod.finish()
     got = read_back(cluster, topic, 3, len(acked))
+    assert_nothing_lost(acked, got)
+
+
+def test_a_frozen_leader_is_fenced_and_acknowledges_nothing_after_it_thaws(cluster):
+    """A leader that stops (SIGSTOP: as cut off, or in a long pause) while
+    producers write, is replaced, then resumes believing it still leads."""
+    topic = f"fenced-{uuid.uuid4().hex[:8]}"
+    create_replicated(cluster, topic)
+    leader = state(cluster, topic)[0]
+    prod = Production(cluster, topic)
+    prod.wait_acked(300)
+    pid = cluster.agent(leader).proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        eventually("another replica leads while the old leader is frozen",
+                   lambda: state(cluster, topic, avoid=leader)[0] not in (leader, -1), timeout=60)
+        n = len(prod.acked)
+        prod.wait_acked(n + 300, timeout=90)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    n = len(prod.acked)
+    prod.wait_acked(n + 300, timeout=90)
+    eventually("the old leader caught up as a follower",
+               lambda: len(state(cluster, topic)[2]) == 3, timeout=90)
+    acked = prod.finish()
+    assert_one_record_per_offset(prod)
+    got = read_back(cluster, topic, 1, len(acked))
     assert_nothing_lost(acked, got)

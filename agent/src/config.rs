@@ -95,6 +95,11 @@ pub struct ServeArgs {
     /// (connections.max.idle.ms) [default: 600000].
     #[arg(long, env = "AEROSTREAM_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
+    /// An agent that has not heartbeated the metastore for this long is
+    /// fenced and its partitions move to other in-sync replicas; the same
+    /// on every agent [default: 3000].
+    #[arg(long, env = "AEROSTREAM_AGENT_LEASE_MS")]
+    pub agent_lease_ms: Option<u64>,
     /// A follower not caught up with its leader for this long leaves the
     /// partition's in-sync replicas (replica.lag.time.max.ms) [default: 30000].
     #[arg(long, env = "AEROSTREAM_REPLICA_LAG_TIME_MAX_MS")]
@@ -197,6 +202,7 @@ struct FileSettings {
     max_connections_per_ip: Option<usize>,
     connections_max_idle_ms: Option<u64>,
     replica_lag_time_max_ms: Option<u64>,
+    agent_lease_ms: Option<u64>,
     #[serde(default, deserialize_with = "bytes_de")]
     queued_max_request_bytes: Option<u64>,
     cluster_addr: Option<SocketAddr>,
@@ -336,6 +342,7 @@ pub struct Settings {
     pub max_connections_per_ip: usize,
     pub connections_max_idle_ms: u64,
     pub replica_lag_time_max_ms: u64,
+    pub agent_lease_ms: u64,
     pub queued_max_request_bytes: u64,
     /// Kafka's broker.rack.
     pub rack: Option<String>,
@@ -520,6 +527,10 @@ impl Settings {
                 .replica_lag_time_max_ms
                 .or(file.replica_lag_time_max_ms)
                 .unwrap_or(30_000),
+            agent_lease_ms: args
+                .agent_lease_ms
+                .or(file.agent_lease_ms)
+                .unwrap_or(3_000),
             queued_max_request_bytes: args
                 .queued_max_request_bytes
                 .or(file.queued_max_request_bytes)
@@ -576,6 +587,10 @@ impl Settings {
         anyhow::ensure!(
             s.replica_lag_time_max_ms >= 100,
             "--replica-lag-time-max-ms must be at least 100"
+        );
+        anyhow::ensure!(
+            s.agent_lease_ms >= 500,
+            "--agent-lease-ms must be at least 500 (an agent heartbeats several times per lease)"
         );
         anyhow::ensure!(
             s.queued_max_request_bytes >= 1 << 20,

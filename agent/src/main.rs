@@ -87,6 +87,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         dir: s.data_dir.join("meta"),
         transport,
         bootstrap,
+        agent_lease: Duration::from_millis(s.agent_lease_ms),
         ..metastore::MetastoreConfig::default()
     })
     .await
@@ -174,7 +175,9 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     meta.register_agent(registration.clone())
         .await
         .context("cannot register this node with the metastore")?;
-    let keep_alive = meta.keep_agent_alive(registration, Duration::from_millis(500));
+    // several heartbeats per lease, so one lost or late does not fence us
+    let heartbeat = Duration::from_millis((s.agent_lease_ms / 6).clamp(50, 500));
+    let keep_alive = meta.keep_agent_alive(registration, heartbeat);
     // Open every partition now rather than on first use, so segments sealed
     // but not yet uploaded before a restart go up without waiting for a client.
     gw.open_led_partitions().await;

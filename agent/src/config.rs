@@ -527,10 +527,7 @@ impl Settings {
                 .replica_lag_time_max_ms
                 .or(file.replica_lag_time_max_ms)
                 .unwrap_or(30_000),
-            agent_lease_ms: args
-                .agent_lease_ms
-                .or(file.agent_lease_ms)
-                .unwrap_or(3_000),
+            agent_lease_ms: args.agent_lease_ms.or(file.agent_lease_ms).unwrap_or(3_000),
             queued_max_request_bytes: args
                 .queued_max_request_bytes
                 .or(file.queued_max_request_bytes)

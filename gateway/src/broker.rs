@@ -150,6 +150,16 @@ impl Metrics {
                 "Partition logs opened (recovered) since start",
                 g(&partitions.opens),
             ),
+            (
+                "aerostream_replica_fetch_bytes_sent_total",
+                "Replica fetch response bytes sent to followers (frames, before QUIC and UDP headers)",
+                g(&partitions.replica_bytes_sent),
+            ),
+            (
+                "aerostream_replica_fetch_bytes_received_total",
+                "Replica fetch response bytes received from leaders (frames, before QUIC and UDP headers)",
+                g(&partitions.replica_bytes_received),
+            ),
         ] {
             write_metric(&mut s, name, "counter", help, v);
         }

@@ -41,9 +41,10 @@ enum Command {
         /// Name of the broker in reports.
         #[arg(long, default_value = "broker")]
         broker_label: String,
-        /// Sample this process's CPU and RSS (the broker).
-        #[arg(long)]
-        broker_pid: Option<u32>,
+        /// Sample these processes' CPU and RSS (the broker; several agents
+        /// of a cluster are summed), e.g. 4242 or 4242,4243,4244.
+        #[arg(long, value_delimiter = ',')]
+        broker_pid: Vec<u32>,
         /// Write the result as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,

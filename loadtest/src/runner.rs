@@ -29,7 +29,8 @@ pub struct RunOptions {
     pub broker_label: String,
     pub bootstrap: String,
     /// Process to sample for CPU and RSS.
-    pub broker_pid: Option<u32>,
+    /// Broker processes whose CPU and memory are sampled (summed).
+    pub broker_pid: Vec<u32>,
     /// Use this topic instead of a fresh one.
     pub topic: Option<String>,
     pub create_topic: bool,
@@ -46,7 +47,7 @@ impl RunOptions {
             workload,
             broker_label: broker_label.to_string(),
             bootstrap: bootstrap.to_string(),
-            broker_pid: None,
+            broker_pid: Vec::new(),
             topic: None,
             create_topic: true,
             delete_topic: false,
@@ -190,7 +191,7 @@ struct Sampler {
     own: Arc<Mutex<Vec<ProcSample>>>,
 }
 
-fn start_sampler(pid: Option<u32>, shared: Arc<RunShared>) -> Result<Sampler, LoadError> {
+fn start_sampler(pids: Vec<u32>, shared: Arc<RunShared>) -> Result<Sampler, LoadError> {
     let stop = Arc::new(AtomicBool::new(false));
     let broker = Arc::new(Mutex::new(Vec::new()));
     let own = Arc::new(Mutex::new(Vec::new()));
@@ -198,15 +199,23 @@ fn start_sampler(pid: Option<u32>, shared: Arc<RunShared>) -> Result<Sampler, Lo
     let handle = std::thread::Builder::new()
         .name("sampler".into())
         .spawn(move || {
-            let mut broker_pid = pid;
+            let mut broker_pids = pids;
             loop {
                 let t = shared.clock.now_ns() / 1_000_000;
-                if let Some(p) = broker_pid {
-                    match procstat::sample(Some(p), t) {
-                        Ok(x) => lock(&b).push(x),
+                if !broker_pids.is_empty() {
+                    let samples: Result<Vec<_>, _> = broker_pids
+                        .iter()
+                        .map(|p| procstat::sample(Some(*p), t))
+                        .collect();
+                    match samples {
+                        Ok(xs) => lock(&b).push(procstat::ProcSample {
+                            t_ms: t,
+                            cpu_ticks: xs.iter().map(|x| x.cpu_ticks).sum(),
+                            rss_kib: xs.iter().map(|x| x.rss_kib).sum(),
+                        }),
                         Err(e) => {
                             shared.note_error("broker sampling", &e.to_string());
-                            broker_pid = None;
+                            broker_pids.clear();
                         }
                     }
                 }
@@ -304,7 +313,7 @@ pub fn run(
         w.partitions
     ));
 
-    let sampler = start_sampler(opts.broker_pid, shared.clone())?;
+    let sampler = start_sampler(opts.broker_pid.clone(), shared.clone())?;
 
     // Consumers first, and wait for the group to cover every partition, so
     // warm-up starts with the read path live.

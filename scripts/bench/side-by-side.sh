@@ -10,7 +10,10 @@
 # Environment:
 #   BROKERS         which brokers, in order (default: "aerostream tansu-memory tansu-sqlite");
 #                   "aerostream-fsync" is AeroStream with --write-caching false
-#                   (acks=all answered after a shared fdatasync)
+#                   (acks=all answered after a shared fdatasync);
+#                   "aerostream-rf3" is three AeroStream agents forming a
+#                   cluster, all on BROKER_CPUS, with the topic replicated
+#                   three times (CPU and memory are the three agents' sum)
 #   TANSU_BIN       tansu binary (default: `tansu` on PATH). It is not built
 #                   here; install it once with
 #                   cargo install tansu --version 0.6.0 --locked --features libsql,dynostore --root DIR
@@ -108,12 +111,22 @@ mkdir -p "$out"
 cat "$out/machine.txt"
 
 broker_pid=
+broker_pids=()
+http_ports=()
+bootstrap=
+rf=1
 scratch=
 current=
+stop_brokers() {
+    local p
+    for p in "${broker_pids[@]}"; do stop_pid "$p"; done
+    broker_pids=()
+    broker_pid=
+}
 cleanup() {
     # `if`, not `&&`: under set -e a false test as the trap's last command
     # would turn a successful run's exit status into 1.
-    if [ -n "$broker_pid" ]; then stop_pid "$broker_pid"; fi
+    stop_brokers
     if [ -n "$scratch" ]; then rm -rf "$scratch"; fi
 }
 trap cleanup EXIT
@@ -140,10 +153,52 @@ start_broker() {
                 --kafka-advertised-listener-url "tcp://127.0.0.1:$port" \
                 --storage-engine "$engine") >>"$log" 2>&1 &
             ;;
+        aerostream-rf3)
+            # three agents, voters 1-3, on the same CPUs; Kafka on PORT and two more
+            "$aerostream" cluster-ca --out "$scratch/certs" --nodes 1,2,3 >/dev/null
+            local ports=("$port" "$(free_port)" "$(free_port)") udp=() voters="" n
+            for n in 1 2 3; do
+                udp+=("$(python3 -c 'import socket; s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')")
+                voters+="${voters:+,}$n@127.0.0.1:${udp[$((n - 1))]}"
+            done
+            bootstrap=""
+            http_ports=()
+            for n in 1 2 3; do
+                local kp=${ports[$((n - 1))]} hp
+                hp=$(free_port)
+                http_ports+=("$hp")
+                (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
+                    --node-id "$n" --data-dir "$scratch/data-$n" --kafka-addr "127.0.0.1:$kp" \
+                    --advertised-kafka-addr "127.0.0.1:$kp" --http-addr "127.0.0.1:$hp" \
+                    --cluster-addr "127.0.0.1:${udp[$((n - 1))]}" --voters "$voters" \
+                    --cluster-certs "$scratch/certs" --shards "$shards") >>"${log%.log}-$n.log" 2>&1 &
+                broker_pids+=($!)
+                bootstrap+="${bootstrap:+,}127.0.0.1:$kp"
+            done
+            rf=3
+            for n in 0 1 2; do wait_for_port "${ports[$n]}" "${broker_pids[$n]}" 120; done
+            broker_pid=$(IFS=,; echo "${broker_pids[*]}")
+            return 0
+            ;;
         *) echo "unknown broker $name" >&2; exit 1 ;;
     esac
     broker_pid=$!
+    broker_pids=("$broker_pid")
+    bootstrap="127.0.0.1:$port"
+    rf=1
     wait_for_port "$port" "$broker_pid" 60
+}
+
+# replication_bytes: replica fetch bytes the agents' leaders sent, per record
+# byte they appended (from each agent's /metrics).
+replication_bytes() {
+    local hp sent=0 produced=0 m
+    for hp in "${http_ports[@]}"; do
+        m=$(curl -s "http://127.0.0.1:$hp/metrics") || return 1
+        sent=$((sent + $(echo "$m" | awk '/^aerostream_replica_fetch_bytes_sent_total/ {print $2}')))
+        produced=$((produced + $(echo "$m" | awk '/^aerostream_produced_bytes_total/ {print $2}')))
+    done
+    python3 -c "import sys; s,p=int(sys.argv[1]),int(sys.argv[2]); print(f'replication: {s} replica fetch bytes sent for {p} bytes produced ({s/max(p,1):.2f} per byte)')" "$sent" "$produced"
 }
 
 overrides=()
@@ -161,7 +216,8 @@ for w in "${workloads[@]}"; do
         start_broker "$b" "$port"
         set +e
         taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" \
-            --bootstrap "127.0.0.1:$port" --broker-label "$b" --broker-pid "$broker_pid" \
+            --bootstrap "$bootstrap" --broker-label "$b" --broker-pid "$broker_pid" \
+            --replication-factor "$rf" \
             --json "$out/$w-$b.json" "${overrides[@]}" 2>&1 | tee "$out/$w-$b.log"
         rc=${PIPESTATUS[0]}
         set -e
@@ -169,8 +225,11 @@ for w in "${workloads[@]}"; do
             echo "!!! $w on $b: loadtest exited $rc" | tee -a "$out/failures.txt"
             status=1
         fi
-        stop_pid "$broker_pid"
-        broker_pid=
+        if [ "$b" = aerostream-rf3 ]; then
+            # bytes the leaders sent to followers, per byte produced
+            replication_bytes | tee -a "$out/$w-$b.log" || true
+        fi
+        stop_brokers
         rm -rf "$scratch"
         scratch=
     done

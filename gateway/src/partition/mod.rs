@@ -68,6 +68,10 @@ pub struct PartitionCounters {
     pub opens: AtomicU64,
     /// Open logs that went offline after a failed write or fsync (a gauge).
     pub offline: AtomicU64,
+    /// Replica fetch response bytes this node sent as a leader.
+    pub replica_bytes_sent: AtomicU64,
+    /// Replica fetch response bytes this node received as a follower.
+    pub replica_bytes_received: AtomicU64,
 }
 
 #[cfg(test)]

@@ -119,6 +119,11 @@ impl Partitions {
         &self.counters
     }
 
+    /// The counters, to keep beyond a borrow of this registry.
+    pub fn shared_counters(&self) -> Arc<PartitionCounters> {
+        self.counters.clone()
+    }
+
     /// The shard that owns a partition.
     pub fn shard_of(&self, topic_id: Uuid, partition: i32) -> usize {
         let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -9,6 +9,8 @@
 //! the follower's high watermark. The leader holds the fetch while it has
 //! nothing new, so an idle follower costs one round trip per `max_wait`.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
@@ -18,7 +20,7 @@ use tokio::sync::watch;
 
 use super::service::ALPN;
 use super::wire::{self, FetchPartition, FetchRequest, FetchResponse, FetchedPartition};
-use crate::partition::PartitionHandle;
+use crate::partition::{PartitionCounters, PartitionHandle};
 
 /// A partition this node follows, as the fetcher sees it.
 #[derive(Clone)]
@@ -59,13 +61,14 @@ pub async fn run(
     meta: Metastore,
     mut set: watch::Receiver<Vec<Followed>>,
     settings: FetchSettings,
+    counters: Arc<PartitionCounters>,
 ) {
     let mut failures = 0u32;
     loop {
         if set.has_changed().is_err() {
             return;
         }
-        match fetch_from(me, leader, &meta, &mut set, settings).await {
+        match fetch_from(me, leader, &meta, &mut set, settings, &counters).await {
             Ok(()) => return,
             Err(e) => {
                 failures = failures.saturating_add(1);
@@ -89,6 +92,7 @@ async fn fetch_from(
     meta: &Metastore,
     set: &mut watch::Receiver<Vec<Followed>>,
     settings: FetchSettings,
+    counters: &PartitionCounters,
 ) -> Result<(), String> {
     let addr = meta
         .agents()
@@ -131,9 +135,12 @@ async fn fetch_from(
             .map_err(|e| e.to_string())?;
         let limit =
             Duration::from_millis(u64::from(settings.max_wait_ms)) + Duration::from_secs(10);
-        let resp = tokio::time::timeout(limit, read_response(&mut recv))
+        let (resp, bytes) = tokio::time::timeout(limit, read_response(&mut recv))
             .await
             .map_err(|_| format!("no answer within {limit:?}"))??;
+        counters
+            .replica_bytes_received
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         let mut progressed = false;
         for (f, p) in followed.iter().zip(resp.partitions) {
             progressed |= apply(f, p).await;
@@ -146,7 +153,8 @@ async fn fetch_from(
     }
 }
 
-async fn read_response(recv: &mut quinn::RecvStream) -> Result<FetchResponse, String> {
+/// The next response and its size on the wire.
+async fn read_response(recv: &mut quinn::RecvStream) -> Result<(FetchResponse, usize), String> {
     let mut prefix = [0u8; 4];
     recv.read_exact(&mut prefix)
         .await
@@ -156,7 +164,8 @@ async fn read_response(recv: &mut quinn::RecvStream) -> Result<FetchResponse, St
     recv.read_exact(&mut body)
         .await
         .map_err(|e| e.to_string())?;
-    FetchResponse::decode(body.into()).map_err(|e| e.to_string())
+    let resp = FetchResponse::decode(body.into()).map_err(|e| e.to_string())?;
+    Ok((resp, 4 + len))
 }
 
 /// Applies one partition's answer; whether the fetch made progress.

@@ -269,6 +269,7 @@ impl Manager {
                         self.meta.clone(),
                         rx,
                         self.settings.fetch,
+                        self.partitions.shared_counters(),
                     ));
                     self.fetchers.insert(leader, (tx, task));
                 }

@@ -142,8 +142,12 @@ impl ReplicaService {
                 );
                 return;
             }
-            let answer = self.answer(&req).await;
-            if send.write_all(&answer.encode()).await.is_err() {
+            let answer = self.answer(&req).await.encode();
+            self.partitions
+                .counters()
+                .replica_bytes_sent
+                .fetch_add(answer.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            if send.write_all(&answer).await.is_err() {
                 return;
             }
         }

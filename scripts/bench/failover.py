@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Failover time of a replicated partition: kill -9 its leader again and
+again while an idempotent acks=all producer writes, and measure how long
+after each kill the first write *sent after the kill* is acknowledged.
+
+Three agents on this machine, one partition with three replicas and
+min.insync.replicas=2. After each kill the dead agent is restarted and the
+next kill waits until all three replicas are in sync again.
+
+Usage: scripts/bench/failover.py [--kills 20] [--lease-ms 3000] [--out DIR]
+Environment: AEROSTREAM_BIN (default: target/release/aerostream, built
+here when missing). Needs confluent-kafka (tests/requirements.txt).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(root, "tests", "clients"))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from cluster import VOTERS, Cluster, eventually, metadata  # noqa: E402
+
+
+def percentile(xs, p):
+    xs = sorted(xs)
+    k = min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))
+    return xs[k]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--lease-ms", type=int, default=3000)
+    ap.add_argument("--out", default=os.path.join(
+        root, "benchmarks", "results", time.strftime("%Y-%m-%d") + "-failover"))
+    args = ap.parse_args()
+    if "AEROSTREAM_BIN" not in os.environ:
+        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
+        subprocess.run(["cargo", "build", "--release", "-p", "agent"], cwd=root, check=True)
+        os.environ["AEROSTREAM_BIN"] = os.path.join(target, "release", "aerostream")
+
+    c = Cluster(extra_args=["--agent-lease-ms", str(args.lease_ms),
+                            "--replica-lag-time-max-ms", "2000", "--log", "warn"])
+    for n in VOTERS:
+        c.agent(n).launch()
+    for n in VOTERS:
+        c.agent(n).wait_ready(timeout=120)
+    bootstrap = ",".join(c.agent(n).bootstrap for n in VOTERS)
+    topic = f"failover-{uuid.uuid4().hex[:8]}"
+    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+        [NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(15)
+
+    def state():
+        for b in c.running().values():
+            try:
+                md = metadata(b.port, timeout=2)
+                _e, leader = md["topics"][topic][0]
+                return leader, md["replicas"][(topic, 0)][1]
+            except (OSError, KeyError, AssertionError):
+                continue
+        return -1, []
+
+    sent_at, acked_at, errors = {}, {}, []
+    stop = threading.Event()
+
+    def produce():
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 1, "message.timeout.ms": 120000, "socket.timeout.ms": 5000,
+                      "retry.backoff.ms": 50, "topic.metadata.refresh.fast.interval.ms": 50})
+
+        def report(err, msg):
+            if err is not None:
+                errors.append(str(err))
+            else:
+                acked_at[int(msg.value())] = time.time()
+        i = 0
+        while not stop.is_set():
+            sent_at[i] = time.time()
+            p.produce(topic, value=str(i).encode(), partition=0, on_delivery=report)
+            i += 1
+            p.poll(0.002)
+        p.flush(120)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    samples = []
+    try:
+        for k in range(args.kills):
+            eventually("three in-sync replicas", lambda: len(state()[1]) == 3 and state()[0] > 0,
+                       timeout=120)
+            time.sleep(1)
+            leader, _ = state()
+            killed = time.time()
+            c.agent(leader).kill9()
+            first = eventually(
+                "a write sent after the kill is acknowledged",
+                lambda: min((acked_at[i] for i, s in list(sent_at.items())
+                             if s > killed and i in acked_at), default=None),
+                timeout=120, every=0.05)
+            samples.append(first - killed)
+            print(f"kill {k + 1}/{args.kills}: agent {leader}; first write after the kill "
+                  f"acknowledged {first - killed:.2f}s later", flush=True)
+            c.agent(leader).start(timeout=120)
+    finally:
+        stop.set()
+        t.join(150)
+        c.stop_all()
+    summary = {
+        "kills": len(samples), "lease_ms": args.lease_ms,
+        "p50_s": percentile(samples, 50), "p90_s": percentile(samples, 90),
+        "p99_s": percentile(samples, 99), "max_s": max(samples), "min_s": min(samples),
+        "samples_s": [round(s, 3) for s in samples], "producer_errors": errors[:10],
+        "acknowledged": len(acked_at),
+    }
+    os.makedirs(args.out, exist_ok=True)
+    name = f"failover-lease-{args.lease_ms}ms"
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    line = (f"| {args.lease_ms} ms | {len(samples)} | {summary['min_s']:.2f} | {summary['p50_s']:.2f} | "
+            f"{summary['p90_s']:.2f} | {summary['p99_s']:.2f} | {summary['max_s']:.2f} |")
+    with open(os.path.join(args.out, name + ".md"), "w") as f:
+        f.write("| agent lease | kills | min s | p50 s | p90 s | p99 s | max s |\n|---|---|---|---|---|---|---|\n")
+        f.write(line + "\n")
+    print(line)
+
+
+if __name__ == "__main__":
+    main()

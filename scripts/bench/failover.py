@@ -56,7 +56,8 @@ def main():
         c.agent(n).wait_ready(timeout=120)
     bootstrap = ",".join(c.agent(n).bootstrap for n in VOTERS)
     topic = f"failover-{uuid.uuid4().hex[:8]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+    admin.create_topics(
         [NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(15)
 
     def state():

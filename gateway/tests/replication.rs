@@ -278,15 +278,11 @@ async fn acknowledged_writes_survive_the_loss_of_their_leader_and_production_con
     let addr = kafka_addr(&c, leader);
     for i in 0..30 {
         // the first writes may meet a partition whose role is being assigned
-        let mut code = produce(&addr, i).await;
-        for _ in 0..50 {
-            if code == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            code = produce(&addr, i).await;
-        }
-        assert_eq!(code, 0, "acks=all write {i} to the leader");
+        assert_eq!(
+            produce_settled(&addr, i).await,
+            0,
+            "acks=all write {i} to the leader"
+        );
     }
     assert_eq!(read_all(&addr).await, expected(30));
 
@@ -299,15 +295,11 @@ async fn acknowledged_writes_survive_the_loss_of_their_leader_and_production_con
     let (new_leader, _, _) = c.leadership().unwrap();
     let addr = kafka_addr(&c, new_leader);
     for i in 30..40 {
-        let mut code = produce(&addr, i).await;
-        for _ in 0..100 {
-            if code == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            code = produce(&addr, i).await;
-        }
-        assert_eq!(code, 0, "acks=all write {i} to the new leader");
+        assert_eq!(
+            produce_settled(&addr, i).await,
+            0,
+            "acks=all write {i} to the new leader"
+        );
     }
     assert_eq!(
         read_all(&addr).await,
@@ -321,10 +313,11 @@ async fn acknowledged_writes_survive_the_loss_of_their_leader_and_production_con
     }
 }
 
-/// Produces batch `i`, retrying while the cluster settles; the final code.
+/// Produces batch `i`, retrying for up to ten seconds while the cluster
+/// settles; the final code.
 async fn produce_settled(addr: &str, i: usize) -> i16 {
     let mut code = produce(addr, i).await;
-    for _ in 0..50 {
+    for _ in 0..100 {
         if code == 0 {
             break;
         }
@@ -405,6 +398,27 @@ async fn a_stopped_follower_leaves_the_isr_and_rejoins_once_it_caught_up() {
     assert_eq!(produce_settled(&addr, 21).await, 0);
     assert_eq!(read_all(&addr).await, expected(22));
     for id in followers {
+        c.stop(id).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_deleted_through_one_agent_leaves_no_replica_on_the_others() {
+    let mut c = Cluster::start().await;
+    create_replicated_topic(&c).await;
+    let (leader, _, _) = c.leadership().unwrap();
+    assert_eq!(produce_settled(&kafka_addr(&c, leader), 0).await, 0);
+    let dir = |a: &Agent| a.data.path().join("log").join(format!("{TOPIC}-0"));
+    c.wait_for("every agent holds the replica", |c| {
+        c.agents.iter().all(|a| dir(a).exists())
+    })
+    .await;
+    c.agents[0].meta.delete_topic(TOPIC).await.unwrap();
+    c.wait_for("no agent keeps the deleted topic's data", |c| {
+        c.agents.iter().all(|a| !dir(a).exists())
+    })
+    .await;
+    for id in [1, 2, 3] {
         c.stop(id).await;
     }
 }

@@ -699,15 +699,17 @@ impl Metastore {
         alpn: &[u8],
         service: Arc<dyn crate::network::services::ClusterService>,
     ) -> Result<(), MetaError> {
-        let quic = self
-            .node
+        self.cluster_endpoint()?.services.register(alpn, service);
+        Ok(())
+    }
+
+    fn cluster_endpoint(&self) -> Result<&crate::network::quic::QuicTransport, MetaError> {
+        self.node
             .quic
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| MetaError::InvalidSettings {
                 reason: "this node has no cluster endpoint (it runs without --voters)".into(),
-            })?;
-        quic.services.register(alpn, service);
-        Ok(())
+            })
     }
 
     /// Opens a connection for protocol `alpn` to node `node` at `addr`; the
@@ -718,14 +720,7 @@ impl Metastore {
         node: NodeId,
         alpn: &[u8],
     ) -> Result<quinn::Connection, MetaError> {
-        let quic = self
-            .node
-            .quic
-            .as_ref()
-            .ok_or_else(|| MetaError::InvalidSettings {
-                reason: "this node has no cluster endpoint (it runs without --voters)".into(),
-            })?;
-        quic.dial(addr, node, alpn).await
+        self.cluster_endpoint()?.dial(addr, node, alpn).await
     }
 
     /// Link faults for tests of partitions and failover (feature `testing`).

@@ -214,14 +214,20 @@ impl Partitions {
         }
         let OpenedLog { log, cold } = opened;
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-        let start = if write_caching {
+        let clustered = self.clustered.load(Ordering::SeqCst);
+        let start = if clustered {
+            // a replica's log may end past what its in-sync replicas hold:
+            // the high watermark rises from the log start as the leader
+            // learns where its followers are
+            log.log_start_offset()
+        } else if write_caching {
             log.log_end_offset()
         } else {
             log.flushed_offset().min(log.log_end_offset())
         };
         let (hw_tx, hw_rx) = watch::channel(start);
         let (end_tx, end_rx) = watch::channel(log.log_end_offset());
-        let role = if self.clustered.load(Ordering::SeqCst) {
+        let role = if clustered {
             Role::Unassigned
         } else {
             Role::Standalone

@@ -71,6 +71,8 @@ struct Manager {
     told: HashMap<PartitionKey, Told>,
     fetchers: HashMap<AgentId, (watch::Sender<Vec<Followed>>, JoinHandle<()>)>,
     isr_tx: mpsc::UnboundedSender<IsrProposal>,
+    /// Topics with a replica here, as last seen: (name, partitions).
+    topics: HashMap<uuid::Uuid, (String, i32)>,
 }
 
 impl ReplicaManager {
@@ -97,6 +99,7 @@ impl ReplicaManager {
             told: HashMap::new(),
             fetchers: HashMap::new(),
             isr_tx,
+            topics: HashMap::new(),
         };
         Ok(ReplicaManager {
             task: tokio::spawn(m.run(opened_rx, isr_rx)),
@@ -164,7 +167,17 @@ impl Manager {
 
     async fn reconcile(&mut self) {
         let mut follow: HashMap<AgentId, Vec<Followed>> = HashMap::new();
-        for topic in self.meta.topics() {
+        let topics = self.meta.topics();
+        self.remove_deleted_topics(&topics);
+        for topic in topics {
+            if topic
+                .partitions
+                .iter()
+                .any(|p| p.replicas.contains(&self.me))
+            {
+                let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+                self.topics.insert(topic.id, (topic.name.clone(), count));
+            }
             for p in &topic.partitions {
                 if !p.replicas.contains(&self.me) {
                     continue;
@@ -218,6 +231,28 @@ impl Manager {
             }
         }
         self.update_fetchers(follow);
+    }
+
+    /// A topic deleted through another agent: close its replicas here and
+    /// remove their local data (the agent that deleted it did the same).
+    fn remove_deleted_topics(&mut self, current: &[std::sync::Arc<TopicInfo>]) {
+        let gone: Vec<uuid::Uuid> = self
+            .topics
+            .keys()
+            .filter(|id| !current.iter().any(|t| t.id == **id))
+            .copied()
+            .collect();
+        for id in gone {
+            let Some((name, partitions)) = self.topics.remove(&id) else {
+                continue;
+            };
+            self.told.retain(|k, _| k.topic_id != id);
+            let registry = self.partitions.clone();
+            tokio::spawn(async move {
+                registry.remove_topic(&name, id, partitions).await;
+                tracing::info!(topic = %name, "removed the local replicas of a deleted topic");
+            });
+        }
     }
 
     async fn open(

@@ -22,7 +22,11 @@
 //!      unfenced members; with no such replica the partition goes offline
 //!      (leader `None`) keeping its ISR, so the last leader can come back;
 //!    - no leader (offline): as soon as an ISR member is unfenced it is elected;
-//!    - leader fine but fenced followers in the ISR: they are removed.
+//!    - leader fine but fenced followers in the ISR: they are removed;
+//!    - leader fine, ISR fine, but the preferred replica (the first
+//!      assigned) is alive, in the ISR and does not lead: it leads again,
+//!      so leadership returns to where placement spread it once an agent
+//!      that failed is back in sync.
 //!
 //!    Every change bumps the partition epoch; a leader change bumps the leader
 //!    epoch, which fences the old leader's writes.
@@ -50,7 +54,17 @@ pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64)
             let live_isr: Vec<AgentId> = p.isr.iter().copied().filter(live).collect();
             let leader_ok = p.leader.is_some_and(|l| live(&l));
             let next = if leader_ok {
-                (live_isr != p.isr).then_some((p.leader, live_isr))
+                if live_isr != p.isr {
+                    Some((p.leader, live_isr))
+                } else {
+                    // leadership goes back to the preferred replica (the
+                    // first assigned) once it is alive and in sync again
+                    p.replicas
+                        .first()
+                        .copied()
+                        .filter(|&pref| Some(pref) != p.leader && live_isr.contains(&pref))
+                        .map(|pref| (Some(pref), live_isr))
+                }
             } else {
                 let successor = p.replicas.iter().copied().find(|a| live_isr.contains(a));
                 match successor {

@@ -179,3 +179,55 @@ fn already_fenced_agents_are_not_fenced_again() {
         "a fresh registration holds a lease"
     );
 }
+
+#[test]
+fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync_again() {
+    let mut s = with_agents(3);
+    create(&mut s, "t", 1, 3);
+    let preferred = topic(&s).partitions[0].replicas[0];
+    // the preferred leader goes silent: another in-sync replica takes over
+    let now = T0 + LEASE as i64 + 1;
+    for a in [1, 2, 3] {
+        if a != preferred {
+            heartbeat(&mut s, a, now);
+        }
+    }
+    settle(&mut s, now, T0);
+    let p = topic(&s).partitions[0].clone();
+    assert_ne!(p.leader, Some(preferred));
+    assert!(!p.isr.contains(&preferred));
+    // it comes back: while it is not in the ISR, nothing moves
+    let later = now + 10;
+    register(&mut s, preferred);
+    heartbeat(&mut s, preferred, later);
+    let quiet = plan(&s, later, T0, LEASE);
+    assert!(quiet.is_empty(), "not in sync yet: {quiet:?}");
+    // the leader adds it to the ISR once it caught up; then it leads again
+    let mut ev = Vec::new();
+    let mut isr = p.isr.clone();
+    isr.push(preferred);
+    s.apply(
+        later,
+        Command::AlterIsr {
+            topic_id: topic(&s).id,
+            partition: 0,
+            leader: p.leader.unwrap_or_default(),
+            leader_epoch: p.leader_epoch,
+            isr,
+        },
+        &mut ev,
+    )
+    .expect("the leader grows the ISR");
+    settle(&mut s, later, T0);
+    let back = topic(&s).partitions[0].clone();
+    assert_eq!(back.leader, Some(preferred));
+    assert_eq!(
+        back.leader_epoch,
+        p.leader_epoch + 1,
+        "a leader change bumps the epoch"
+    );
+    assert!(
+        plan(&s, later, T0, LEASE).is_empty(),
+        "and then all is quiet"
+    );
+}

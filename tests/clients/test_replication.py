@@ -164,6 +164,9 @@ def test_killing_the_leader_during_acks_all_production_loses_nothing(cluster):
     cluster.agent(leader).start(timeout=90)
     eventually("the returning agent is back in sync", lambda: len(state(cluster, topic)[2]) == 3,
                timeout=90)
+    # it was the preferred replica (the first assigned): it leads again
+    eventually("leadership returns to the preferred replica",
+               lambda: state(cluster, topic)[0] == leader, timeout=60)
 
 
 def test_a_stopped_follower_catches_up_and_rejoins_the_isr(cluster):

@@ -38,6 +38,12 @@ impl PartitionHandle {
         self.key
     }
 
+    /// Whether both handles reach the same task (a log closed and opened
+    /// again has a new one).
+    pub fn same_task(&self, other: &PartitionHandle) -> bool {
+        self.tx.same_channel(&other.tx)
+    }
+
     pub(super) fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }

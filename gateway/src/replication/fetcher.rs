@@ -32,7 +32,9 @@ pub struct Followed {
 
 impl PartialEq for Followed {
     fn eq(&self, other: &Followed) -> bool {
-        self.key == other.key && self.leader_epoch == other.leader_epoch
+        self.key == other.key
+            && self.leader_epoch == other.leader_epoch
+            && self.handle.same_task(&other.handle)
     }
 }
 

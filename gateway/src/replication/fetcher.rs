@@ -19,7 +19,7 @@ use storage::tier::PartitionKey;
 use tokio::sync::watch;
 
 use super::service::ALPN;
-use super::wire::{self, FetchPartition, FetchRequest, FetchResponse, FetchedPartition};
+use super::wire::{self, Diverging, FetchPartition, FetchRequest, FetchResponse, FetchedPartition};
 use crate::partition::{PartitionCounters, PartitionHandle};
 
 /// A partition this node follows, as the fetcher sees it.
@@ -170,6 +170,17 @@ async fn read_response(recv: &mut quinn::RecvStream) -> Result<(FetchResponse, u
     Ok((resp, 4 + len))
 }
 
+/// Where a follower cuts its log when its leader says they diverge at
+/// `d` (KIP-320): at the leader's end of that epoch, or earlier where the
+/// follower's own largest epoch at or below it ends (what follows there is
+/// from epochs the leader never had); with no such epoch, everything goes.
+pub fn truncation_point(d: Diverging, own: Option<(i32, i64)>, log_start: i64) -> i64 {
+    match own {
+        Some((_, own_end)) => d.end_offset.min(own_end),
+        None => d.end_offset.min(log_start),
+    }
+}
+
 /// Applies one partition's answer; whether the fetch made progress.
 async fn apply(f: &Followed, p: FetchedPartition) -> bool {
     if p.topic_id != f.key.topic_id || p.partition != f.key.partition {
@@ -178,7 +189,14 @@ async fn apply(f: &Followed, p: FetchedPartition) -> bool {
     }
     let done = if p.error == 0 {
         match p.diverging {
-            Some(d) => f.handle.truncate(d.end_offset, false).await.map(|_| true),
+            Some(d) => match (f.handle.epoch_end(d.epoch).await, f.handle.bounds().await) {
+                (Ok(own), Ok((log_start, _))) => f
+                    .handle
+                    .truncate(truncation_point(d, own, log_start), false)
+                    .await
+                    .map(|_| true),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            },
             None => f
                 .handle
                 .replica_append(p.records, p.high_watermark)
@@ -211,5 +229,33 @@ async fn apply(f: &Followed, p: FetchedPartition) -> bool {
             tracing::debug!(topic_id = %f.key.topic_id, partition = f.key.partition, error = %e, "applying a replica fetch failed");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(epoch: i32, end_offset: i64) -> Diverging {
+        Diverging { epoch, end_offset }
+    }
+
+    #[test]
+    fn a_follower_cuts_where_the_leaders_epoch_ends_when_it_has_that_epoch_longer() {
+        // follower: epoch 2 up to 40; leader: epoch 2 ends at 30
+        assert_eq!(truncation_point(d(2, 30), Some((2, 40)), 0), 30);
+    }
+
+    #[test]
+    fn a_follower_cuts_where_its_own_older_epoch_ends_when_later_ones_are_unknown_to_the_leader() {
+        // follower: [e1 0..10) [e3 10..20); leader: [e1 0..15) [e2 15..30)
+        // the leader answers for e3 with e2 ending at 30; the follower's
+        // largest epoch at or below 2 is e1, ending at 10: cut there
+        assert_eq!(truncation_point(d(2, 30), Some((1, 10)), 0), 10);
+    }
+
+    #[test]
+    fn a_follower_with_no_epoch_the_leader_knows_keeps_nothing() {
+        assert_eq!(truncation_point(d(0, 50), None, 5), 5);
     }
 }

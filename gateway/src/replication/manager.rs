@@ -107,6 +107,16 @@ impl ReplicaManager {
     }
 }
 
+impl Drop for Manager {
+    /// Fetchers stop with the manager (they would otherwise fetch with the
+    /// last set they were given until their partitions close).
+    fn drop(&mut self) {
+        for (_, (_, task)) in self.fetchers.drain() {
+            task.abort();
+        }
+    }
+}
+
 impl Manager {
     async fn run(
         mut self,

@@ -107,8 +107,12 @@ pub fn metastore_transport(s: &Settings, node: u64) -> anyhow::Result<(Transport
     let tls = load_tls(&c.certs_dir, node)?;
     let mut quic = QuicSettings::bind(c.cluster_addr, tls);
     quic.advertise = Some(c.advertised_cluster_addr.clone());
-    // partition replication shares the endpoint (and its mutual TLS)
-    quic.service_alpns = vec![gateway::replication::service::ALPN.to_vec()];
+    // partition replication and request forwarding share the endpoint
+    // (and its mutual TLS)
+    quic.service_alpns = vec![
+        gateway::replication::service::ALPN.to_vec(),
+        gateway::forward::ALPN.to_vec(),
+    ];
     let bootstrap = if c.is_voter(node) {
         Bootstrap::Members(c.voters.clone())
     } else {

@@ -124,6 +124,13 @@ pub struct ServeArgs {
     /// Rack or availability zone of this agent (Kafka's broker.rack) [default: none].
     #[arg(long, env = "AEROSTREAM_RACK")]
     pub rack: Option<String>,
+    /// Behind a load balancer: every agent advertises the balancer's address
+    /// (--advertised-kafka-addr), clients see the cluster as one broker and
+    /// each agent forwards requests for data or groups it does not own to
+    /// the agent that does; the same on every agent; used with --voters
+    /// [default: false].
+    #[arg(long, env = "AEROSTREAM_LOAD_BALANCED", num_args = 0..=1, default_missing_value = "true")]
+    pub load_balanced: Option<bool>,
     /// Folder with the cluster CA (ca.pem) and this agent's certificate
     /// (node-ID.pem, node-ID.key), as `aerostream cluster-ca` writes them;
     /// used with --voters [default: DATA_DIR/certs].
@@ -210,6 +217,7 @@ struct FileSettings {
     #[serde(default, deserialize_with = "voters_de")]
     voters: Option<String>,
     rack: Option<String>,
+    load_balanced: Option<bool>,
     cluster_certs: Option<PathBuf>,
 }
 
@@ -346,6 +354,8 @@ pub struct Settings {
     pub queued_max_request_bytes: u64,
     /// Kafka's broker.rack.
     pub rack: Option<String>,
+    /// Load-balancer mode (forwarding to owners).
+    pub load_balanced: bool,
     /// `None`: the embedded one-node metastore (no --voters).
     pub cluster: Option<ClusterSettings>,
     #[cfg(feature = "fault-injection")]
@@ -533,6 +543,7 @@ impl Settings {
                 .or(file.queued_max_request_bytes)
                 .unwrap_or(512 << 20),
             rack: args.rack.clone().or(file.rack),
+            load_balanced: args.load_balanced.or(file.load_balanced).unwrap_or(false),
             cluster,
             #[cfg(feature = "fault-injection")]
             object_store_faults: args.object_store_faults.unwrap_or(false),
@@ -551,6 +562,10 @@ impl Settings {
                 "--rack is empty; leave it out or name the rack"
             );
         }
+        anyhow::ensure!(
+            !s.load_balanced || s.cluster.is_some(),
+            "--load-balanced needs a cluster (--voters): one agent has no other agent to forward to"
+        );
         anyhow::ensure!(
             s.upload_concurrency >= 1,
             "--upload-concurrency must be at least 1"

@@ -123,6 +123,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
                 ..GroupLimits::default()
             },
             rack: s.rack.clone(),
+            load_balanced: s.load_balanced,
             log_defaults: LogDefaults {
                 write_caching: s.write_caching,
             },
@@ -143,6 +144,10 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         .context("cannot start the Kafka gateway")?;
     // In a cluster, partitions are replicated: serve followers' fetches and
     // keep every local replica leading or following as the metastore says.
+    if s.cluster.is_some() {
+        gw.start_forwarding()
+            .context("cannot serve forwarded requests")?;
+    }
     let replication = match &s.cluster {
         Some(_) => Some(
             gw.start_replication(ReplicationSettings {

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::ResponseError;
 use tokio::sync::Mutex as AsyncMutex;
@@ -13,6 +13,7 @@ use metastore::{CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
 use crate::backend::LogError;
 use crate::connections::{ConnectionLimits, Connections};
 use crate::fetch_session::FetchSessions;
+use crate::forward::client::{ForwardCounters, Forwarder};
 use crate::group::coordinator::Coordinator;
 use crate::group::engine::GroupLimits;
 use crate::partition::{PartitionCounters, PartitionHandle, Partitions};
@@ -47,6 +48,10 @@ pub struct BrokerConfig {
     pub log_defaults: topic_config::LogDefaults,
     /// Connection and request-memory limits.
     pub connections: ConnectionLimits,
+    /// Load-balancer mode: every agent advertises the balancer's address,
+    /// clients see the cluster as one broker ([`crate::brokers::LOAD_BALANCER_ID`])
+    /// and requests are forwarded to the agent that owns their data.
+    pub load_balanced: bool,
 }
 
 impl Default for BrokerConfig {
@@ -65,6 +70,7 @@ impl Default for BrokerConfig {
             fetch_session_slots: 1000,
             log_defaults: topic_config::LogDefaults::default(),
             connections: ConnectionLimits::default(),
+            load_balanced: false,
         }
     }
 }
@@ -91,7 +97,12 @@ impl Metrics {
     }
 
     /// Prometheus text exposition.
-    pub fn render(&self, open_partitions: usize, partitions: &PartitionCounters) -> String {
+    pub fn render(
+        &self,
+        open_partitions: usize,
+        partitions: &PartitionCounters,
+        forwarded: &ForwardCounters,
+    ) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut s = String::new();
         for (name, help, v) in [
@@ -156,6 +167,21 @@ impl Metrics {
                 g(&partitions.replica_bytes_sent),
             ),
             (
+                "aerostream_forwarded_requests_sent_total",
+                "Client requests (or parts of them) forwarded to the agent owning their data",
+                g(&forwarded.sent),
+            ),
+            (
+                "aerostream_forwarded_requests_failed_total",
+                "Forwarded requests whose owner did not answer",
+                g(&forwarded.failed),
+            ),
+            (
+                "aerostream_forwarded_requests_served_total",
+                "Requests other agents forwarded to this one",
+                g(&forwarded.served),
+            ),
+            (
                 "aerostream_replica_fetch_bytes_received_total",
                 "Replica fetch response bytes received from leaders (frames, before QUIC and UDP headers)",
                 g(&partitions.replica_bytes_received),
@@ -217,6 +243,9 @@ pub struct Broker {
     pub fetch_sessions: FetchSessions,
     pub metrics: Metrics,
     pub connections: Arc<Connections>,
+    /// Forwarded requests, sent and served.
+    pub forward_counters: Arc<ForwardCounters>,
+    forwarder: OnceLock<Arc<Forwarder>>,
     producer_ids: AsyncMutex<Range<i64>>,
     /// Serialises topic auto-creation so concurrent Metadata requests create once.
     create_lock: AsyncMutex<()>,
@@ -238,10 +267,28 @@ impl Broker {
             partitions,
             groups,
             metrics: Metrics::default(),
+            forward_counters: Arc::default(),
+            forwarder: OnceLock::new(),
             producer_ids: AsyncMutex::new(0..0),
             create_lock: AsyncMutex::new(()),
             shutting_down: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// Sends requests for data or groups other agents own to them (set once
+    /// the cluster endpoint is up; used in load-balancer mode only).
+    pub fn set_forwarder(&self, forwarder: Arc<Forwarder>) {
+        let _ = self.forwarder.set(forwarder);
+    }
+
+    /// The forwarder for a request a client sent here, in load-balancer
+    /// mode; `None` for requests another agent forwarded (served here, never
+    /// passed on again) and outside load-balancer mode.
+    pub fn forwarder(&self, forwarded: bool) -> Option<&Arc<Forwarder>> {
+        if forwarded || !self.config.load_balanced {
+            return None;
+        }
+        self.forwarder.get()
     }
 
     /// A fresh producer id, from the current block or a newly allocated one.

@@ -37,11 +37,38 @@ fn entry(agent: &AgentInfo) -> Option<BrokerEntry> {
     })
 }
 
+/// The broker id a load-balanced cluster shows its clients: the whole
+/// cluster is one broker at the balancer's address.
+pub const LOAD_BALANCER_ID: i32 = 0;
+
+/// The brokers clients are told about: every live agent, or in
+/// load-balancer mode the one broker that stands for the cluster.
+pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
+    if config.load_balanced {
+        return vec![BrokerEntry {
+            id: LOAD_BALANCER_ID,
+            host: config.advertised_host.clone(),
+            port: config.advertised_port,
+            rack: None,
+        }];
+    }
+    agents(catalog, config)
+}
+
+/// A broker id as clients see it: the agent's own, or the balancer's.
+pub fn shown_id(config: &BrokerConfig, agent: i32) -> i32 {
+    if config.load_balanced {
+        LOAD_BALANCER_ID
+    } else {
+        agent
+    }
+}
+
 /// Every live (not fenced) agent with a Kafka address, by id. This node is
 /// always in the list, as its own settings say, even before its
 /// registration is read back or while its lease is lapsed: the client is
 /// talking to it.
-pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
+pub fn agents(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
     let mut out: Vec<BrokerEntry> = catalog
         .agents()
         .iter()
@@ -60,10 +87,11 @@ pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
 }
 
 /// Kafka's controller id: the metastore leader, or -1 while there is none.
-pub fn controller(catalog: &Metastore) -> i32 {
+pub fn controller(catalog: &Metastore, config: &BrokerConfig) -> i32 {
     catalog
         .metastore_leader()
         .and_then(|l| i32::try_from(l).ok())
+        .map(|id| shown_id(config, id))
         .unwrap_or(-1)
 }
 

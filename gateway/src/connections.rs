@@ -137,6 +137,12 @@ impl Connections {
     }
 
     /// Admits a connection from `ip`, or says why not.
+    /// A fresh connection id for a request that arrived some other way
+    /// (forwarded by another agent); never equal to a client connection's.
+    pub fn next_connection_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refused> {
         let refused = {
             let mut open = self.lock();

@@ -142,6 +142,24 @@ impl Gateway {
         )
     }
 
+    /// Serves requests other agents forward here on the metastore's cluster
+    /// endpoint (which must offer [`crate::forward::ALPN`]) and, when the
+    /// broker runs in load-balancer mode, forwards its clients' requests
+    /// for data and groups other agents own (see [`crate::forward`]).
+    pub fn start_forwarding(&self) -> Result<(), metastore::MetaError> {
+        let b = &self.broker;
+        b.catalog.register_cluster_service(
+            crate::forward::ALPN,
+            crate::forward::service::ForwardService::new(b),
+        )?;
+        b.set_forwarder(crate::forward::client::Forwarder::new(
+            b.catalog.clone(),
+            b.forward_counters.clone(),
+            b.config.fetch_max_bytes.saturating_add(1 << 20),
+        ));
+        Ok(())
+    }
+
     /// Opens (recovers) every partition this node leads, so segments sealed
     /// but not yet uploaded before a restart go up without waiting for a
     /// client. Returns how many opened.

@@ -83,9 +83,11 @@ pub async fn serve(
                     }
                 }
                 "/metrics" => {
-                    let mut text = broker
-                        .metrics
-                        .render(broker.partitions.len(), broker.partitions.counters());
+                    let mut text = broker.metrics.render(
+                        broker.partitions.len(),
+                        broker.partitions.counters(),
+                        &broker.forward_counters,
+                    );
                     text.push_str(&broker.connections.render());
                     for x in extensions.iter() {
                         text.push_str(&x.metrics());

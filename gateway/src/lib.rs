@@ -40,6 +40,7 @@ pub mod brokers;
 pub mod codes;
 pub mod connections;
 pub mod fetch_session;
+pub mod forward;
 pub mod group;
 pub mod http;
 pub mod kafka;

@@ -131,10 +131,7 @@ async fn connection(
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let client = Client {
-        host: format!("/{}", peer.ip()),
-        connection: admitted.id,
-    };
+    let client = Client::direct(format!("/{}", peer.ip()), admitted.id);
     let write_timeout = broker.connections.limits().write_timeout;
     loop {
         // Shutdown wins over a frame already buffered: once it begins, no

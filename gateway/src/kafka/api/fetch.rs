@@ -16,12 +16,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 use storage::StorageError;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{s, DispatchError, RequestContext};
-use metastore::TopicInfo;
+use metastore::{AgentId, TopicInfo};
 
 use crate::backend::{LogError, Records};
 use crate::broker::{Broker, Metrics};
@@ -30,7 +30,12 @@ use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
 use crate::kafka::response::{marker, splice_records, ResponseFrame};
 use crate::partition::{PartitionHandle, ReadResult};
 
+#[path = "fetch_forward.rs"]
+mod forwarded;
+use forwarded::gather;
+
 /// One partition to read.
+#[derive(Clone)]
 struct Item {
     topic: String,
     topic_id: Uuid,
@@ -40,6 +45,12 @@ struct Item {
     handle: Result<PartitionHandle, ResponseError>,
     last_hw: i64,
     last_log_start: i64,
+    /// The client's view of the leader epoch (-1: none), passed on when
+    /// the read is forwarded.
+    current_leader_epoch: i32,
+    /// Load-balancer mode: the agent leading the partition, when it is not
+    /// this one; the read is forwarded there.
+    owner: Option<AgentId>,
 }
 
 struct Outcome {
@@ -115,17 +126,28 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
 /// guards, so a wake-up means an append happened after that read: an idle
 /// consumer costs one read at the start and one at the deadline, never a
 /// loop of re-reads.
+///
+/// `hurry`, once notified, ends the wait: the next read is the answer.
 async fn long_poll(
     b: &Broker,
     items: &[Item],
     max_total: usize,
     min_bytes: usize,
     deadline: Instant,
+    hurry: Option<&Notify>,
 ) -> Vec<Outcome> {
     let mut watches: Vec<watch::Receiver<i64>> = items
         .iter()
         .filter_map(|it| it.handle.as_ref().ok().map(|h| h.high_watermark()))
         .collect();
+    let mut hurried = false;
+    let hurried_now = async {
+        match hurry {
+            Some(h) => h.notified().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(hurried_now);
     loop {
         for w in &mut watches {
             w.borrow_and_update();
@@ -134,6 +156,7 @@ async fn long_poll(
         let done = total >= min_bytes
             || outcomes.iter().any(|o| o.error.is_some())
             || Instant::now() >= deadline
+            || hurried
             || b.is_shutting_down();
         if done {
             return outcomes;
@@ -142,6 +165,7 @@ async fn long_poll(
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => {}
                 _ = b.shutdown_started() => {}
+                _ = &mut hurried_now => hurried = true,
             }
             continue;
         }
@@ -151,6 +175,10 @@ async fn long_poll(
                 (result, i, _) = changed => result.is_err().then_some(i),
                 _ = tokio::time::sleep_until(deadline) => None,
                 _ = b.shutdown_started() => None,
+                _ = &mut hurried_now => {
+                    hurried = true;
+                    None
+                }
             }
         };
         if let Some(i) = stopped {
@@ -204,7 +232,8 @@ async fn resolve(
     id: Uuid,
     partition: i32,
     leader_epoch: i32,
-) -> (String, Uuid, Result<PartitionHandle, ResponseError>) {
+    forwarding: bool,
+) -> Resolved {
     let by_id = topics.by_id;
     let Some(topic) = topics.get(name, id) else {
         let e = if by_id {
@@ -212,7 +241,7 @@ async fn resolve(
         } else {
             ResponseError::UnknownTopicOrPartition
         };
-        return (name.to_string(), id, Err(e));
+        return (name.to_string(), id, Err(e), None);
     };
     let current = usize::try_from(partition)
         .ok()
@@ -226,8 +255,23 @@ async fn resolve(
         Some(cur) if leader_epoch > cur => Err(ResponseError::UnknownLeaderEpoch),
         Some(_) => b.partition(topic, partition).await.map_err(|e| e.code()),
     };
-    (topic.name.clone(), topic.id, handle)
+    let owner = match handle {
+        Err(ResponseError::NotLeaderOrFollower) if forwarding => {
+            super::routing::remote_leader(b, Some(topic), partition)
+        }
+        _ => None,
+    };
+    (topic.name.clone(), topic.id, handle, owner)
 }
+
+/// A partition's name, id, local handle (or why there is none) and, in
+/// load-balancer mode, the agent leading it elsewhere.
+type Resolved = (
+    String,
+    Uuid,
+    Result<PartitionHandle, ResponseError>,
+    Option<AgentId>,
+);
 
 /// A fetch response with its records kept apart, and the marker nonce used in it.
 pub(super) struct FetchAnswer {
@@ -255,16 +299,18 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         SessionMode::Sessionless
     };
     let mut topics = TopicCache::new(b, v);
+    let forwarder = b.forwarder(ctx.forwarded);
     let mut items = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {
-            let (name, id, handle) = resolve(
+            let (name, id, handle, owner) = resolve(
                 b,
                 &mut topics,
                 t.topic.as_str(),
                 t.topic_id,
                 p.partition,
                 p.current_leader_epoch,
+                forwarder.is_some(),
             )
             .await;
             items.push(Item {
@@ -276,10 +322,22 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                 handle,
                 last_hw: -1,
                 last_log_start: -1,
+                current_leader_epoch: p.current_leader_epoch,
+                owner,
             });
         }
     }
-    let session_id = match apply_session(b, ctx, &req, mode, &mut topics, &mut items).await {
+    let session_id = match apply_session(
+        b,
+        ctx,
+        &req,
+        mode,
+        &mut topics,
+        &mut items,
+        forwarder.is_some(),
+    )
+    .await
+    {
         Ok(id) => id,
         Err(e) => return top_error(e, 0),
     };
@@ -292,7 +350,20 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     // min_bytes 0 asks for an immediate answer, as in Kafka.
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let outcomes = long_poll(b, &items, max_total, min_bytes, deadline).await;
+    let outcomes = match forwarder.filter(|_| items.iter().any(|it| it.owner.is_some())) {
+        Some(fwd) => gather(b, fwd, ctx, &items, max_total, min_bytes, deadline).await,
+        None => {
+            long_poll(
+                b,
+                &items,
+                max_total,
+                min_bytes,
+                deadline,
+                ctx.hurry.as_deref(),
+            )
+            .await
+        }
+    };
 
     let incremental = matches!(mode, SessionMode::Incremental { .. });
     let (answer, sent) = build_response(v, &items, outcomes, incremental, session_id);
@@ -312,6 +383,7 @@ async fn apply_session(
     mode: SessionMode,
     topics: &mut TopicCache<'_>,
     items: &mut Vec<Item>,
+    forwarding: bool,
 ) -> Result<i32, ResponseError> {
     let to_session = |it: &Item| SessionPartition {
         topic: it.topic.clone(),
@@ -364,8 +436,16 @@ async fn apply_session(
                             it.last_log_start = sp.last_log_start;
                             merged.push(it);
                         } else {
-                            let (name, tid, handle) =
-                                resolve(b, topics, &sp.topic, sp.topic_id, sp.partition, -1).await;
+                            let (name, tid, handle, owner) = resolve(
+                                b,
+                                topics,
+                                &sp.topic,
+                                sp.topic_id,
+                                sp.partition,
+                                -1,
+                                forwarding,
+                            )
+                            .await;
                             merged.push(Item {
                                 topic: name,
                                 topic_id: tid,
@@ -375,6 +455,8 @@ async fn apply_session(
                                 handle,
                                 last_hw: sp.last_high_watermark,
                                 last_log_start: sp.last_log_start,
+                                current_leader_epoch: -1,
+                                owner,
                             });
                         }
                     }

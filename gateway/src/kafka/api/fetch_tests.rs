@@ -219,10 +219,7 @@ async fn a_fetch_session_answers_only_on_its_own_connection(logs: Logs) {
     let next = fetch_req("own", 0, 0, 0)
         .with_session_id(first.session_id)
         .with_session_epoch(1);
-    let stranger = Client {
-        host: "/127.0.0.2".into(),
-        connection: 99,
-    };
+    let stranger = Client::direct("/127.0.0.2".into(), 99);
     let f = frame(ApiKey::Fetch, 12, &next).expect("frame");
     let resp = dispatch(b, &stranger, f)
         .await

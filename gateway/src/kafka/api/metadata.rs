@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
-use crate::broker::Broker;
+use crate::broker::{Broker, BrokerConfig};
 use crate::brokers;
 use crate::codes;
 use crate::topic_config;
@@ -20,12 +20,27 @@ use metastore::{MetaError, TopicInfo};
 /// Kafka's "authorized operations not requested" value.
 const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
-/// Kafka's broker id of an agent (-1 for none, as Kafka reports a missing leader).
-fn broker_id(agent: Option<u64>) -> BrokerId {
-    BrokerId(agent.and_then(|a| i32::try_from(a).ok()).unwrap_or(-1))
+/// Kafka's broker id of an agent (-1 for none, as Kafka reports a missing
+/// leader); behind a load balancer every agent is the one broker clients see.
+fn broker_id(config: &BrokerConfig, agent: Option<u64>) -> BrokerId {
+    BrokerId(
+        agent
+            .and_then(|a| i32::try_from(a).ok())
+            .map(|id| brokers::shown_id(config, id))
+            .unwrap_or(-1),
+    )
 }
 
-fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
+/// The replicas (or in-sync replicas) as clients see them: behind a load
+/// balancer, the one broker that stands for the cluster.
+fn replica_ids(config: &BrokerConfig, agents: &[u64]) -> Vec<BrokerId> {
+    if config.load_balanced {
+        return vec![BrokerId(brokers::LOAD_BALANCER_ID)];
+    }
+    agents.iter().map(|r| broker_id(config, Some(*r))).collect()
+}
+
+fn topic_entry(config: &BrokerConfig, t: &TopicInfo) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(s(t.name.clone()))))
         .with_topic_id(t.id)
@@ -44,12 +59,10 @@ fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
                     MetadataResponsePartition::default()
                         .with_error_code(code)
                         .with_partition_index(p.index)
-                        .with_leader_id(broker_id(p.leader))
+                        .with_leader_id(broker_id(config, p.leader))
                         .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(
-                            p.replicas.iter().map(|r| broker_id(Some(*r))).collect(),
-                        )
-                        .with_isr_nodes(p.isr.iter().map(|r| broker_id(Some(*r))).collect())
+                        .with_replica_nodes(replica_ids(config, &p.replicas))
+                        .with_isr_nodes(replica_ids(config, &p.isr))
                 })
                 .collect(),
         )
@@ -77,16 +90,16 @@ pub(super) async fn metadata(
     let allow_create = b.config.auto_create_topics && (v < 4 || req.allow_auto_topic_creation);
     let mut topics = Vec::new();
     if all {
-        topics.extend(b.catalog.topics().iter().map(|t| topic_entry(t)));
+        topics.extend(b.catalog.topics().iter().map(|t| topic_entry(&b.config, t)));
     } else {
         for wanted in req.topics.unwrap_or_default() {
             match wanted.name {
                 Some(name) => {
                     let name = name.0.to_string();
                     match b.catalog.topic(&name) {
-                        Some(t) => topics.push(topic_entry(&t)),
+                        Some(t) => topics.push(topic_entry(&b.config, &t)),
                         None if allow_create => match b.auto_create(&name).await {
-                            Ok(t) => topics.push(topic_entry(&t)),
+                            Ok(t) => topics.push(topic_entry(&b.config, &t)),
                             Err(e @ MetaError::InvalidTopicName { .. }) => topics.push(
                                 topic_error(Some(name), uuid::Uuid::nil(), codes::meta_error(&e)),
                             ),
@@ -110,7 +123,7 @@ pub(super) async fn metadata(
                     }
                 }
                 None => match b.catalog.topic_by_id(wanted.topic_id) {
-                    Some(t) => topics.push(topic_entry(&t)),
+                    Some(t) => topics.push(topic_entry(&b.config, &t)),
                     None => topics.push(topic_error(
                         None,
                         wanted.topic_id,
@@ -134,7 +147,7 @@ pub(super) async fn metadata(
                 .collect(),
         )
         .with_cluster_id(Some(s(b.catalog.cluster().cluster_id)))
-        .with_controller_id(BrokerId(brokers::controller(&b.catalog)))
+        .with_controller_id(BrokerId(brokers::controller(&b.catalog, &b.config)))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
 }
@@ -147,7 +160,7 @@ pub(super) fn describe_cluster(
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(s(b.catalog.cluster().cluster_id))
-        .with_controller_id(BrokerId(brokers::controller(&b.catalog)))
+        .with_controller_id(BrokerId(brokers::controller(&b.catalog, &b.config)))
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
     if req.endpoint_type != 1 {
         return resp

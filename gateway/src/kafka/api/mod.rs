@@ -11,12 +11,16 @@ mod init_producer_id;
 mod metadata;
 mod offsets;
 mod produce;
+mod routing;
 mod topics;
+
+use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
+use tokio::sync::Notify;
 
 use super::response::ResponseFrame;
 use super::versions;
@@ -30,6 +34,24 @@ pub struct Client {
     /// Never reused while the process runs; state bound to a connection
     /// (fetch sessions) names it.
     pub connection: u64,
+    /// Forwarded by another agent (load-balancer mode): served here, never
+    /// forwarded again.
+    pub forwarded: bool,
+    /// Notified when whoever waits for the answer wants it now: a long poll
+    /// then answers with what it has.
+    pub hurry: Option<Arc<Notify>>,
+}
+
+impl Client {
+    /// A client connection of this agent's own listener.
+    pub fn direct(host: String, connection: u64) -> Client {
+        Client {
+            host,
+            connection,
+            forwarded: false,
+            hurry: None,
+        }
+    }
 }
 
 /// Who sent a request, for handlers that record it.
@@ -40,6 +62,10 @@ pub struct RequestContext {
     /// Peer address as Kafka prints it, e.g. `/127.0.0.1`.
     pub client_host: String,
     pub connection: u64,
+    /// See [`Client::forwarded`].
+    pub forwarded: bool,
+    /// See [`Client::hurry`].
+    pub hurry: Option<Arc<Notify>>,
 }
 
 /// Why a request frame could not be served; the connection is closed.
@@ -118,6 +144,7 @@ pub async fn dispatch(
         }
         return Err(DispatchError::UnsupportedVersion { api, version });
     }
+    let original = frame.clone();
     let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
         .map_err(|e| DispatchError::BadHeader(e.to_string()))?;
     let request =
@@ -147,6 +174,16 @@ pub async fn dispatch(
             .unwrap_or_default(),
         client_host: client.host.clone(),
         connection: client.connection,
+        forwarded: client.forwarded,
+        hurry: client.hurry.clone(),
+    };
+    // Load-balancer mode: data and groups another agent owns are served there.
+    let request = match broker.forwarder(client.forwarded) {
+        Some(fwd) => match routing::route(broker, fwd, &ctx, &header, &original, request).await? {
+            routing::Routed::Local(r) => r,
+            routing::Routed::Answered(frame) => return Ok(frame),
+        },
+        None => request,
     };
     let body: ResponseKind = match request {
         RequestKind::ApiVersions(_) => api_versions::api_versions_body(0).into(),

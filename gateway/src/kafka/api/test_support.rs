@@ -38,10 +38,7 @@ pub(crate) use on_every_backend;
 
 /// The connection every test request comes from.
 pub fn client() -> Client {
-    Client {
-        host: "/127.0.0.1".into(),
-        connection: 1,
-    }
+    Client::direct("/127.0.0.1".into(), 1)
 }
 
 pub fn frame<R: Encodable>(api: ApiKey, version: i16, req: &R) -> Option<Bytes> {

@@ -1,0 +1,171 @@
+//! The forwarding side: sends a request frame to its owner and waits for
+//! the answer.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use metastore::{AgentId, Metastore};
+use std::sync::Mutex;
+use tokio::sync::Notify;
+
+use super::{ALPN, MAX_HOST_BYTES};
+
+/// Why a forwarded request got no answer from its owner.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("agent {0} has no cluster address registered")]
+    NoAddress(AgentId),
+    #[error("cannot reach agent {agent}: {reason}")]
+    Unreachable { agent: AgentId, reason: String },
+    #[error("agent {agent} did not answer within {waited_ms} ms")]
+    TimedOut { agent: AgentId, waited_ms: u64 },
+    #[error("the exchange with agent {agent} broke: {reason}")]
+    Broken { agent: AgentId, reason: String },
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ForwardCounters {
+    /// Requests this agent sent to owners.
+    pub sent: AtomicU64,
+    /// Of those, how many got no answer.
+    pub failed: AtomicU64,
+    /// Requests this agent served for other agents.
+    pub served: AtomicU64,
+}
+
+/// Sends requests to their owners; one QUIC connection per owner, reused.
+pub struct Forwarder {
+    meta: Metastore,
+    conns: Mutex<HashMap<AgentId, quinn::Connection>>,
+    counters: Arc<ForwardCounters>,
+    max_response_bytes: usize,
+}
+
+impl Forwarder {
+    /// `max_response_bytes` bounds what an owner may send back (the largest
+    /// fetch response plus room for its headers).
+    pub fn new(
+        meta: Metastore,
+        counters: Arc<ForwardCounters>,
+        max_response_bytes: usize,
+    ) -> Arc<Forwarder> {
+        Arc::new(Forwarder {
+            meta,
+            conns: Mutex::new(HashMap::new()),
+            counters,
+            max_response_bytes,
+        })
+    }
+
+    async fn connection(&self, agent: AgentId) -> Result<quinn::Connection, ForwardError> {
+        let cached = self.conns.lock().ok().and_then(|c| c.get(&agent).cloned());
+        if let Some(c) = cached.filter(|c| c.close_reason().is_none()) {
+            return Ok(c);
+        }
+        let addr = self
+            .meta
+            .agents()
+            .into_iter()
+            .find(|a| a.id == agent)
+            .and_then(|a| a.addrs.quic)
+            .ok_or(ForwardError::NoAddress(agent))?;
+        let conn = self
+            .meta
+            .dial_cluster(&addr, agent, ALPN)
+            .await
+            .map_err(|e| ForwardError::Unreachable {
+                agent,
+                reason: e.to_string(),
+            })?;
+        if let Ok(mut conns) = self.conns.lock() {
+            conns.insert(agent, conn.clone());
+        }
+        Ok(conn)
+    }
+
+    /// Sends one Kafka request frame (header and body, no size prefix) to
+    /// `agent` and returns its response frame, `None` when none is due.
+    /// `hurry`, once notified, asks the owner to answer now. Gives up after
+    /// `timeout`.
+    pub async fn call(
+        &self,
+        agent: AgentId,
+        client_host: &str,
+        frame: &[u8],
+        hurry: Option<Arc<Notify>>,
+        timeout: Duration,
+    ) -> Result<Option<Bytes>, ForwardError> {
+        Metrics::bump(&self.counters.sent);
+        let answer = tokio::time::timeout(timeout, self.exchange(agent, client_host, frame, hurry))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ForwardError::TimedOut {
+                    agent,
+                    waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                })
+            });
+        if let Err(e) = &answer {
+            Metrics::bump(&self.counters.failed);
+            tracing::debug!(agent, error = %e, "forwarded request failed");
+            if !matches!(e, ForwardError::TimedOut { .. }) {
+                if let Ok(mut conns) = self.conns.lock() {
+                    conns.remove(&agent);
+                }
+            }
+        }
+        answer
+    }
+
+    async fn exchange(
+        &self,
+        agent: AgentId,
+        client_host: &str,
+        frame: &[u8],
+        hurry: Option<Arc<Notify>>,
+    ) -> Result<Option<Bytes>, ForwardError> {
+        let broken = |reason: String| ForwardError::Broken { agent, reason };
+        let conn = self.connection(agent).await?;
+        let (mut send, mut recv) = conn.open_bi().await.map_err(|e| broken(e.to_string()))?;
+        let host = &client_host.as_bytes()[..client_host.len().min(MAX_HOST_BYTES)];
+        let frame_len = u32::try_from(frame.len()).map_err(|_| broken("frame too large".into()))?;
+        let mut head = BytesMut::with_capacity(6 + host.len());
+        head.extend_from_slice(&(host.len() as u16).to_be_bytes());
+        head.extend_from_slice(host);
+        head.extend_from_slice(&frame_len.to_be_bytes());
+        send.write_all(&head)
+            .await
+            .map_err(|e| broken(e.to_string()))?;
+        send.write_all(frame)
+            .await
+            .map_err(|e| broken(e.to_string()))?;
+        let read = recv.read_to_end(self.max_response_bytes);
+        tokio::pin!(read);
+        let bytes = match hurry {
+            None => {
+                let _ = send.finish();
+                read.await
+            }
+            Some(h) => tokio::select! {
+                r = &mut read => r,
+                _ = h.notified() => {
+                    let _ = send.finish();
+                    read.await
+                }
+            },
+        }
+        .map_err(|e| broken(e.to_string()))?;
+        Ok((!bytes.is_empty()).then(|| Bytes::from(bytes)))
+    }
+}
+
+pub(crate) struct Metrics;
+
+impl Metrics {
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,125 @@
+//! The owner's side: serves requests other agents forward to this one as
+//! if its own client had sent them.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use metastore::network::services::{ClusterService, PeerCertificate};
+use tokio::sync::Notify;
+
+use super::client::Metrics;
+use super::MAX_HOST_BYTES;
+use crate::broker::Broker;
+use crate::kafka::api::{dispatch, Client};
+
+/// Serves requests other agents forward to this one.
+pub struct ForwardService {
+    broker: Weak<Broker>,
+}
+
+impl ForwardService {
+    pub fn new(broker: &Arc<Broker>) -> Arc<ForwardService> {
+        Arc::new(ForwardService {
+            broker: Arc::downgrade(broker),
+        })
+    }
+}
+
+async fn read_request(
+    recv: &mut quinn::RecvStream,
+    max_frame: usize,
+) -> Result<(String, Bytes), String> {
+    let mut len = [0u8; 2];
+    recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    let host_len = usize::from(u16::from_be_bytes(len));
+    if host_len > MAX_HOST_BYTES {
+        return Err(format!("client host of {host_len} bytes"));
+    }
+    let mut host = vec![0u8; host_len];
+    recv.read_exact(&mut host)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut len = [0u8; 4];
+    recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    let frame_len = usize::try_from(u32::from_be_bytes(len)).unwrap_or(usize::MAX);
+    if frame_len > max_frame {
+        return Err(format!(
+            "a forwarded request of {frame_len} bytes exceeds socket.request.max.bytes ({max_frame})"
+        ));
+    }
+    let mut frame = vec![0u8; frame_len];
+    recv.read_exact(&mut frame)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((String::from_utf8_lossy(&host).into_owned(), frame.into()))
+}
+
+async fn serve_stream(
+    broker: Arc<Broker>,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) {
+    let (host, frame) = match read_request(&mut recv, broker.config.max_request_bytes).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "refused a forwarded request");
+            let _ = send.reset(quinn::VarInt::from_u32(1));
+            return;
+        }
+    };
+    // The forwarder finishes its side to ask for an answer now.
+    let hurry = Arc::new(Notify::new());
+    let watcher = {
+        let hurry = hurry.clone();
+        tokio::spawn(async move {
+            let mut byte = [0u8; 1];
+            while let Ok(Some(_)) = recv.read(&mut byte).await {}
+            hurry.notify_one();
+        })
+    };
+    let client = Client {
+        host,
+        connection: broker.connections.next_connection_id(),
+        forwarded: true,
+        hurry: Some(hurry),
+    };
+    Metrics::bump(&broker.forward_counters.served);
+    broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+    let served = dispatch(&broker, &client, frame).await;
+    broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+    watcher.abort();
+    match served {
+        Ok(Some(resp)) => match resp.to_bytes() {
+            Ok(bytes) => {
+                if send.write_all(&bytes).await.is_ok() {
+                    let _ = send.finish();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read a forwarded response's records");
+                let _ = send.reset(quinn::VarInt::from_u32(2));
+            }
+        },
+        Ok(None) => {
+            let _ = send.finish();
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a forwarded request was not served");
+            let _ = send.reset(quinn::VarInt::from_u32(3));
+        }
+    }
+}
+
+impl ClusterService for ForwardService {
+    fn serve(&self, _peer: PeerCertificate, conn: quinn::Connection) -> BoxFuture<'static, ()> {
+        let broker = self.broker.clone();
+        Box::pin(async move {
+            while let Ok((send, recv)) = conn.accept_bi().await {
+                let Some(b) = broker.upgrade() else { return };
+                tokio::spawn(serve_stream(b, send, recv));
+            }
+        })
+    }
+}

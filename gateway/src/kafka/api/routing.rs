@@ -1,0 +1,721 @@
+//! Load-balancer mode: requests for data or groups another agent owns are
+//! forwarded to it (see [`crate::forward`]).
+//!
+//! A request naming partitions (Produce, ListOffsets, OffsetForLeaderEpoch,
+//! DeleteRecords) is split by partition leader: this agent serves its own
+//! partitions, each other leader gets a request of the same API and version
+//! holding only its partitions, and the answers are put back together in
+//! the order the client asked. A group's requests go whole to the group's
+//! coordinator. Fetch splits the same way inside [`super::fetch`], after
+//! fetch sessions are applied. An owner that cannot be reached answers for
+//! its partitions with Kafka's retriable errors (NOT_LEADER_OR_FOLLOWER,
+//! COORDINATOR_NOT_AVAILABLE), and the client retries as it would against
+//! a Kafka broker that moved.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::delete_records_request::DeleteRecordsTopic;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::produce_request::TopicProduceData;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::ResponseError;
+use metastore::{AgentId, TopicInfo};
+use uuid::Uuid;
+
+use super::{DispatchError, RequestContext};
+use crate::broker::Broker;
+use crate::brokers;
+use crate::forward::client::Forwarder;
+use crate::kafka::response::ResponseFrame;
+
+/// What routing decided for a request.
+pub(super) enum Routed {
+    /// This agent serves it.
+    Local(RequestKind),
+    /// Answered by forwarding (`None`: no response is due).
+    Answered(Option<ResponseFrame>),
+}
+
+/// Longest a forwarded request other than a group join may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The agent leading `partition` of `topic`, when it is not this one.
+pub(super) fn remote_leader(
+    b: &Broker,
+    topic: Option<&TopicInfo>,
+    partition: i32,
+) -> Option<AgentId> {
+    let p = usize::try_from(partition)
+        .ok()
+        .and_then(|i| topic?.partitions.get(i))?;
+    p.leader.filter(|_| !b.leads(p))
+}
+
+fn lookup(b: &Broker, by_id: bool, name: &str, id: Uuid) -> Option<Arc<TopicInfo>> {
+    if by_id {
+        b.catalog.topic_by_id(id)
+    } else {
+        b.catalog.topic(name)
+    }
+}
+
+/// A request frame of `api` at the client's version, for `owner`.
+fn request_frame<R: Encodable>(
+    ctx: &RequestContext,
+    header: &RequestHeader,
+    api: ApiKey,
+    body: &R,
+) -> Result<Bytes, String> {
+    let v = ctx.api_version;
+    let mut buf = BytesMut::with_capacity(256);
+    header
+        .encode(&mut buf, api.request_header_version(v))
+        .map_err(|e| e.to_string())?;
+    body.encode(&mut buf, v).map_err(|e| e.to_string())?;
+    Ok(buf.freeze())
+}
+
+fn decode_response<R: Decodable>(api: ApiKey, version: i16, mut frame: Bytes) -> Result<R, String> {
+    ResponseHeader::decode(&mut frame, api.response_header_version(version))
+        .map_err(|e| e.to_string())?;
+    R::decode(&mut frame, version).map_err(|e| e.to_string())
+}
+
+/// Sends `body` to `owner` and decodes its answer (`Ok(None)`: none due).
+async fn call<Q: Encodable, R: Decodable>(
+    fwd: &Forwarder,
+    ctx: &RequestContext,
+    header: &RequestHeader,
+    api: ApiKey,
+    owner: AgentId,
+    body: &Q,
+    timeout: Duration,
+) -> Result<Option<R>, String> {
+    let frame = request_frame(ctx, header, api, body)?;
+    match fwd
+        .call(owner, &ctx.client_host, &frame, None, timeout)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Some(resp) => decode_response(api, ctx.api_version, resp).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A topic entry of a request or response that lists partitions.
+trait Topic: Default {
+    type Part;
+    fn name(&self) -> &str;
+    fn id(&self) -> Uuid;
+    fn named(name: &TopicName, id: Uuid) -> Self;
+    fn parts(&mut self) -> &mut Vec<Self::Part>;
+    fn index(p: &Self::Part) -> i32;
+}
+
+macro_rules! topic_entry {
+    ($t:ty, $part:ty, $name:ident, $parts:ident, $index:ident $(, $id:ident)?) => {
+        impl Topic for $t {
+            type Part = $part;
+            fn name(&self) -> &str {
+                self.$name.as_str()
+            }
+            fn id(&self) -> Uuid {
+                $(return self.$id;)?
+                #[allow(unreachable_code)]
+                Uuid::nil()
+            }
+            fn named(name: &TopicName, id: Uuid) -> Self {
+                let mut t = <$t>::default();
+                t.$name = name.clone();
+                $(t.$id = id;)?
+                let _ = id;
+                t
+            }
+            fn parts(&mut self) -> &mut Vec<$part> {
+                &mut self.$parts
+            }
+            fn index(p: &$part) -> i32 {
+                p.$index
+            }
+        }
+    };
+}
+
+topic_entry!(
+    TopicProduceData,
+    produce_request::PartitionProduceData,
+    name,
+    partition_data,
+    index,
+    topic_id
+);
+topic_entry!(
+    TopicProduceResponse,
+    PartitionProduceResponse,
+    name,
+    partition_responses,
+    index,
+    topic_id
+);
+topic_entry!(
+    ListOffsetsTopic,
+    list_offsets_request::ListOffsetsPartition,
+    name,
+    partitions,
+    partition_index
+);
+topic_entry!(
+    ListOffsetsTopicResponse,
+    ListOffsetsPartitionResponse,
+    name,
+    partitions,
+    partition_index
+);
+topic_entry!(
+    OffsetForLeaderTopic,
+    offset_for_leader_epoch_request::OffsetForLeaderPartition,
+    topic,
+    partitions,
+    partition
+);
+topic_entry!(
+    OffsetForLeaderTopicResult,
+    EpochEndOffset,
+    topic,
+    partitions,
+    partition
+);
+topic_entry!(
+    DeleteRecordsTopic,
+    delete_records_request::DeleteRecordsPartition,
+    name,
+    partitions,
+    partition_index
+);
+topic_entry!(
+    DeleteRecordsTopicResult,
+    DeleteRecordsPartitionResult,
+    name,
+    partitions,
+    partition_index
+);
+
+/// How a topic is matched between request and answer.
+fn same_topic(by_id: bool, a: (&str, Uuid), b: (&str, Uuid)) -> bool {
+    if by_id {
+        a.1 == b.1
+    } else {
+        a.0 == b.0
+    }
+}
+
+/// The partitions of `topics` split by leader: those served here, and those
+/// of each other leader. `None` when every partition is served here.
+#[allow(clippy::type_complexity)]
+fn split<T: Topic>(
+    b: &Broker,
+    by_id: bool,
+    topics: &mut Vec<T>,
+) -> Option<(Vec<T>, BTreeMap<AgentId, Vec<T>>)> {
+    let owners: Vec<Vec<Option<AgentId>>> = topics
+        .iter_mut()
+        .map(|t| {
+            let info = lookup(b, by_id, t.name(), t.id());
+            let indexes: Vec<i32> = t.parts().iter().map(T::index).collect();
+            indexes
+                .into_iter()
+                .map(|i| remote_leader(b, info.as_deref(), i))
+                .collect()
+        })
+        .collect();
+    if owners.iter().flatten().all(Option::is_none) {
+        return None;
+    }
+    let mut local = Vec::new();
+    let mut remote: BTreeMap<AgentId, Vec<T>> = BTreeMap::new();
+    for (mut t, owners) in std::mem::take(topics).into_iter().zip(owners) {
+        let name = TopicName(super::s(t.name()));
+        let id = t.id();
+        let mut here = T::named(&name, id);
+        for (p, owner) in std::mem::take(t.parts()).into_iter().zip(owners) {
+            let dest = match owner {
+                None => &mut here,
+                Some(o) => {
+                    let list = remote.entry(o).or_default();
+                    if !list
+                        .last()
+                        .is_some_and(|l| same_topic(by_id, (l.name(), l.id()), (name.as_str(), id)))
+                    {
+                        list.push(T::named(&name, id));
+                    }
+                    match list.last_mut() {
+                        Some(l) => l,
+                        None => continue,
+                    }
+                }
+            };
+            dest.parts().push(p);
+        }
+        if !here.parts().is_empty() {
+            local.push(here);
+        }
+    }
+    Some((local, remote))
+}
+
+/// The request's layout: each topic with its partition indexes, in order.
+fn layout<T: Topic>(topics: &mut [T]) -> Vec<(String, Uuid, Vec<i32>)> {
+    topics
+        .iter_mut()
+        .map(|t| {
+            let parts = t.parts().iter().map(T::index).collect();
+            (t.name().to_string(), t.id(), parts)
+        })
+        .collect()
+}
+
+/// The answers put back in the request's order; a partition no answer
+/// covers gets `missing(index)`.
+fn merge<R: Topic>(
+    by_id: bool,
+    layout: &[(String, Uuid, Vec<i32>)],
+    answers: Vec<R>,
+    missing: impl Fn(i32) -> R::Part,
+) -> Vec<R> {
+    let mut found: Vec<((String, Uuid), i32, R::Part)> = Vec::new();
+    for mut t in answers {
+        let key = (t.name().to_string(), t.id());
+        for p in std::mem::take(t.parts()) {
+            found.push((key.clone(), R::index(&p), p));
+        }
+    }
+    layout
+        .iter()
+        .map(|(name, id, parts)| {
+            let mut t = R::named(&TopicName(super::s(name.clone())), *id);
+            for &i in parts {
+                let pos = found.iter().position(|(k, pi, _)| {
+                    *pi == i && same_topic(by_id, (k.0.as_str(), k.1), (name, *id))
+                });
+                let part = match pos {
+                    Some(pos) => found.swap_remove(pos).2,
+                    None => missing(i),
+                };
+                t.parts().push(part);
+            }
+            t
+        })
+        .collect()
+}
+
+/// Decides where a client's request is served (load-balancer mode only).
+pub(super) async fn route(
+    b: &Broker,
+    fwd: &Forwarder,
+    ctx: &RequestContext,
+    header: &RequestHeader,
+    frame: &Bytes,
+    request: RequestKind,
+) -> Result<Routed, DispatchError> {
+    let answered = |api: ApiKey, body: Option<ResponseKind>| -> Result<Routed, DispatchError> {
+        match body {
+            Some(body) => {
+                super::encode_frame(header, api, &body).map(|f| Routed::Answered(Some(f)))
+            }
+            None => Ok(Routed::Answered(None)),
+        }
+    };
+    match request {
+        RequestKind::Produce(mut r) => {
+            let by_id = ctx.api_version >= 13;
+            let layout = layout(&mut r.topic_data);
+            let Some((local, remote)) = split(b, by_id, &mut r.topic_data) else {
+                return Ok(Routed::Local(RequestKind::Produce(r)));
+            };
+            let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0))
+                .max(Duration::from_secs(1))
+                + Duration::from_secs(5);
+            let acks_none = r.acks == 0;
+            let here = (!local.is_empty()).then(|| r.clone().with_topic_data(local));
+            let local_answer = async {
+                match here {
+                    Some(req) => super::produce::produce(b, ctx, req).await,
+                    None => None,
+                }
+            };
+            let remote_answers =
+                futures::future::join_all(remote.into_iter().map(|(owner, topics)| {
+                    let req = r.clone().with_topic_data(topics);
+                    async move {
+                        call::<_, ProduceResponse>(
+                            fwd,
+                            ctx,
+                            header,
+                            ApiKey::Produce,
+                            owner,
+                            &req,
+                            timeout,
+                        )
+                        .await
+                        .map_err(|e| (owner, e))
+                    }
+                }));
+            let (local_answer, remote_answers) = tokio::join!(local_answer, remote_answers);
+            if acks_none {
+                return Ok(Routed::Answered(None));
+            }
+            let mut topics = local_answer.map(|a| a.responses).unwrap_or_default();
+            for a in remote_answers {
+                match a {
+                    Ok(Some(resp)) => topics.extend(resp.responses),
+                    Ok(None) => {}
+                    Err((owner, e)) => {
+                        tracing::debug!(owner, error = %e, "forwarded produce failed")
+                    }
+                }
+            }
+            let merged = merge(by_id, &layout, topics, |index| {
+                PartitionProduceResponse::default()
+                    .with_index(index)
+                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                    .with_base_offset(-1)
+                    .with_log_append_time_ms(-1)
+                    .with_log_start_offset(-1)
+                    .with_error_message(Some(super::s(
+                        "the partition's leader could not be reached; retry",
+                    )))
+            });
+            answered(
+                ApiKey::Produce,
+                Some(ProduceResponse::default().with_responses(merged).into()),
+            )
+        }
+        RequestKind::ListOffsets(mut r) => {
+            let layout = layout(&mut r.topics);
+            let Some((local, remote)) = split(b, false, &mut r.topics) else {
+                return Ok(Routed::Local(RequestKind::ListOffsets(r)));
+            };
+            let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
+            let local_answer = async {
+                match here {
+                    Some(req) => super::offsets::list_offsets(b, ctx, req).await.topics,
+                    None => Vec::new(),
+                }
+            };
+            let remote_answers = futures::future::join_all(remote.into_iter().map(|(owner, t)| {
+                let req = r.clone().with_topics(t);
+                async move {
+                    call::<_, ListOffsetsResponse>(
+                        fwd,
+                        ctx,
+                        header,
+                        ApiKey::ListOffsets,
+                        owner,
+                        &req,
+                        FORWARD_TIMEOUT,
+                    )
+                    .await
+                }
+            }));
+            let (mut topics, remote_answers) = tokio::join!(local_answer, remote_answers);
+            topics.extend(
+                remote_answers
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .flat_map(|a| a.topics),
+            );
+            let merged = merge(false, &layout, topics, |i| {
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(i)
+                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+                    .with_leader_epoch(-1)
+            });
+            answered(
+                ApiKey::ListOffsets,
+                Some(ListOffsetsResponse::default().with_topics(merged).into()),
+            )
+        }
+        RequestKind::OffsetForLeaderEpoch(mut r) => {
+            let layout = layout(&mut r.topics);
+            let Some((local, remote)) = split(b, false, &mut r.topics) else {
+                return Ok(Routed::Local(RequestKind::OffsetForLeaderEpoch(r)));
+            };
+            let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
+            let local_answer = async {
+                match here {
+                    Some(req) => {
+                        super::offsets::offset_for_leader_epoch(b, ctx, req)
+                            .await
+                            .topics
+                    }
+                    None => Vec::new(),
+                }
+            };
+            let remote_answers = futures::future::join_all(remote.into_iter().map(|(owner, t)| {
+                let req = r.clone().with_topics(t);
+                async move {
+                    call::<_, OffsetForLeaderEpochResponse>(
+                        fwd,
+                        ctx,
+                        header,
+                        ApiKey::OffsetForLeaderEpoch,
+                        owner,
+                        &req,
+                        FORWARD_TIMEOUT,
+                    )
+                    .await
+                }
+            }));
+            let (mut topics, remote_answers) = tokio::join!(local_answer, remote_answers);
+            topics.extend(
+                remote_answers
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .flat_map(|a| a.topics),
+            );
+            let merged = merge(false, &layout, topics, |i| {
+                EpochEndOffset::default()
+                    .with_partition(i)
+                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1)
+            });
+            answered(
+                ApiKey::OffsetForLeaderEpoch,
+                Some(
+                    OffsetForLeaderEpochResponse::default()
+                        .with_topics(merged)
+                        .into(),
+                ),
+            )
+        }
+        RequestKind::DeleteRecords(mut r) => {
+            let layout = layout(&mut r.topics);
+            let Some((local, remote)) = split(b, false, &mut r.topics) else {
+                return Ok(Routed::Local(RequestKind::DeleteRecords(r)));
+            };
+            let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
+            let local_answer = async {
+                match here {
+                    Some(req) => super::offsets::delete_records(b, ctx, req).await.topics,
+                    None => Vec::new(),
+                }
+            };
+            let remote_answers = futures::future::join_all(remote.into_iter().map(|(owner, t)| {
+                let req = r.clone().with_topics(t);
+                async move {
+                    call::<_, DeleteRecordsResponse>(
+                        fwd,
+                        ctx,
+                        header,
+                        ApiKey::DeleteRecords,
+                        owner,
+                        &req,
+                        FORWARD_TIMEOUT,
+                    )
+                    .await
+                }
+            }));
+            let (mut topics, remote_answers) = tokio::join!(local_answer, remote_answers);
+            topics.extend(
+                remote_answers
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .flat_map(|a| a.topics),
+            );
+            let merged = merge(false, &layout, topics, |i| {
+                DeleteRecordsPartitionResult::default()
+                    .with_partition_index(i)
+                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                    .with_low_watermark(-1)
+            });
+            answered(
+                ApiKey::DeleteRecords,
+                Some(DeleteRecordsResponse::default().with_topics(merged).into()),
+            )
+        }
+        other => route_group(b, fwd, ctx, header, frame, other).await,
+    }
+}
+
+/// The agent coordinating `group`, when it is not this one.
+fn remote_coordinator(b: &Broker, group: &str) -> Option<AgentId> {
+    let agents = brokers::agents(&b.catalog, &b.config);
+    let c = brokers::coordinator(&agents, group)?;
+    (c.id != b.config.node_id)
+        .then(|| u64::try_from(c.id).ok())
+        .flatten()
+}
+
+/// A group's requests go whole to its coordinator.
+async fn route_group(
+    b: &Broker,
+    fwd: &Forwarder,
+    ctx: &RequestContext,
+    header: &RequestHeader,
+    frame: &Bytes,
+    request: RequestKind,
+) -> Result<Routed, DispatchError> {
+    let (group, timeout): (Option<String>, Duration) = match &request {
+        RequestKind::JoinGroup(r) => (
+            Some(r.group_id.to_string()),
+            // a join waits for the whole group, up to the rebalance timeout
+            Duration::from_millis(
+                u64::try_from(r.rebalance_timeout_ms.max(r.session_timeout_ms)).unwrap_or(0),
+            ) + FORWARD_TIMEOUT,
+        ),
+        RequestKind::SyncGroup(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT * 2),
+        RequestKind::Heartbeat(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
+        RequestKind::LeaveGroup(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
+        RequestKind::OffsetCommit(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
+        RequestKind::OffsetDelete(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
+        RequestKind::OffsetFetch(r) if ctx.api_version < 8 => {
+            (Some(r.group_id.to_string()), FORWARD_TIMEOUT)
+        }
+        RequestKind::OffsetFetch(r) if r.groups.len() == 1 => (
+            r.groups.first().map(|g| g.group_id.to_string()),
+            FORWARD_TIMEOUT,
+        ),
+        RequestKind::DescribeGroups(r) if r.groups.len() == 1 => {
+            (r.groups.first().map(|g| g.to_string()), FORWARD_TIMEOUT)
+        }
+        _ => (None, FORWARD_TIMEOUT),
+    };
+    let Some(owner) = group.as_deref().and_then(|g| remote_coordinator(b, g)) else {
+        return Ok(Routed::Local(request));
+    };
+    match fwd
+        .call(owner, &ctx.client_host, frame, None, timeout)
+        .await
+    {
+        Ok(Some(resp)) => {
+            let mut frame = ResponseFrame::new();
+            frame.push_bytes(resp);
+            Ok(Routed::Answered(Some(frame)))
+        }
+        Ok(None) => Ok(Routed::Answered(None)),
+        Err(e) => {
+            tracing::debug!(owner, error = %e, "forwarding a group request failed");
+            let api = ApiKey::try_from(header.request_api_key)
+                .map_err(|_| DispatchError::UnknownApi(header.request_api_key))?;
+            super::encode_frame(header, api, &coordinator_unavailable(ctx, request))
+                .map(|f| Routed::Answered(Some(f)))
+        }
+    }
+}
+
+/// The answer to a group request whose coordinator could not be reached:
+/// COORDINATOR_NOT_AVAILABLE, on which clients look the coordinator up again.
+fn coordinator_unavailable(ctx: &RequestContext, request: RequestKind) -> ResponseKind {
+    let code = ResponseError::CoordinatorNotAvailable.code();
+    match request {
+        RequestKind::JoinGroup(_) => JoinGroupResponse::default()
+            .with_error_code(code)
+            .with_generation_id(-1)
+            .into(),
+        RequestKind::SyncGroup(_) => SyncGroupResponse::default().with_error_code(code).into(),
+        RequestKind::Heartbeat(_) => HeartbeatResponse::default().with_error_code(code).into(),
+        RequestKind::LeaveGroup(_) => LeaveGroupResponse::default().with_error_code(code).into(),
+        RequestKind::OffsetDelete(_) => {
+            OffsetDeleteResponse::default().with_error_code(code).into()
+        }
+        RequestKind::OffsetCommit(r) => OffsetCommitResponse::default()
+            .with_topics(
+                r.topics
+                    .into_iter()
+                    .map(|t| {
+                        OffsetCommitResponseTopic::default()
+                            .with_name(t.name)
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        OffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+            .into(),
+        RequestKind::OffsetFetch(r) if ctx.api_version >= 8 => OffsetFetchResponse::default()
+            .with_groups(
+                r.groups
+                    .into_iter()
+                    .map(|g| {
+                        OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            )
+            .into(),
+        RequestKind::OffsetFetch(r) => OffsetFetchResponse::default()
+            .with_error_code(code)
+            .with_topics(
+                r.topics
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(t.name)
+                            .with_partitions(
+                                t.partition_indexes
+                                    .iter()
+                                    .map(|&i| {
+                                        OffsetFetchResponsePartition::default()
+                                            .with_partition_index(i)
+                                            .with_committed_offset(-1)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+            .into(),
+        RequestKind::DescribeGroups(r) => DescribeGroupsResponse::default()
+            .with_groups(
+                r.groups
+                    .into_iter()
+                    .map(|g| {
+                        describe_groups_response::DescribedGroup::default()
+                            .with_group_id(g)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            )
+            .into(),
+        // route_group forwards nothing else
+        _ => HeartbeatResponse::default().with_error_code(code).into(),
+    }
+}

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from broker import Broker, binary, free_udp_port
+from broker import Broker, binary, free_port, free_udp_port
 
 VOTERS = (1, 2, 3)
 
@@ -127,3 +127,66 @@ class Cluster:
         for b in self.agents.values():
             if b.proc is not None:
                 b.stop()
+
+
+# ---- a real TCP load balancer in front of the agents -------------------------
+
+class Balancer:
+    """haproxy in TCP mode in front of agents, as an NLB stands in front of
+    a deployment: round-robin over agents whose /health answers."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.proc = None
+        self.dir = tempfile.mkdtemp(prefix="aerostream-haproxy-")
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, agents):
+        """`agents`: Broker objects whose ports are already chosen."""
+        servers = "\n".join(
+            f"    server agent{i} 127.0.0.1:{b.port} check port {b.http_port} inter 300 fall 2 rise 2"
+            for i, b in enumerate(agents))
+        cfg = os.path.join(self.dir, "haproxy.cfg")
+        with open(cfg, "w") as f:
+            f.write(f"""global
+    maxconn 2000
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    retries 2
+    option redispatch
+frontend kafka
+    bind 127.0.0.1:{self.port}
+    default_backend agents
+backend agents
+    balance roundrobin
+    option httpchk GET /health
+{servers}
+""")
+        log = open(os.path.join(self.dir, "haproxy.log"), "a")
+        self.proc = subprocess.Popen([haproxy(), "-db", "-f", cfg], stdout=log, stderr=subprocess.STDOUT)
+        eventually("haproxy listening", lambda: _connects(self.port), timeout=20)
+        return self
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+def haproxy():
+    for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy"):
+        if os.path.exists(p):
+            return p
+    return "haproxy"
+
+
+def _connects(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True

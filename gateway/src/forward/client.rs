@@ -88,7 +88,8 @@ impl Forwarder {
     }
 
     /// Sends one Kafka request frame (header and body, no size prefix) to
-    /// `agent` and returns its response frame, `None` when none is due.
+    /// `agent` and returns its response frame (header and body, no size
+    /// prefix), `None` when none is due.
     /// `hurry`, once notified, asks the owner to answer now. Gives up after
     /// `timeout`.
     pub async fn call(
@@ -158,7 +159,22 @@ impl Forwarder {
             },
         }
         .map_err(|e| broken(e.to_string()))?;
-        Ok((!bytes.is_empty()).then(|| Bytes::from(bytes)))
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        // A Kafka response frame: its size, then header and body.
+        let declared = bytes
+            .get(..4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_be_bytes)
+            .and_then(|n| usize::try_from(n).ok());
+        if declared != Some(bytes.len() - 4) {
+            return Err(broken(format!(
+                "a response frame of {} bytes declares {declared:?}",
+                bytes.len()
+            )));
+        }
+        Ok(Some(Bytes::from(bytes).slice(4..)))
     }
 }
 

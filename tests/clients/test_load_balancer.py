@@ -1,0 +1,216 @@
+"""Three real agents behind haproxy in TCP mode, as a platform team deploys
+AeroStream behind a network load balancer: every agent advertises the
+balancer's address, so clients see one broker and each connection lands on
+an arbitrary agent, which forwards what it does not own to the agent that
+does. confluent-kafka, kafka-python and kafkajs produce and consume in
+groups through the balancer, and keep doing so when an agent behind it is
+killed with SIGKILL; every acknowledged record is read back.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+
+from broker import free_port
+from cluster import VOTERS, Balancer, Cluster, eventually, metadata
+
+JS_DIR = os.path.join(os.path.dirname(__file__), "..", "js")
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def deployment():
+    balancer = Balancer()
+    c = Cluster(extra_args=[
+        "--load-balanced",
+        "--advertised-kafka-addr", balancer.bootstrap,
+        "--replica-lag-time-max-ms", "2000",
+    ])
+    for node in VOTERS:
+        a = c.agent(node)
+        a.port, a.http_port = free_port(), free_port()
+    for node in VOTERS:
+        c.agent(node).launch()
+    for node in VOTERS:
+        c.agent(node).wait_ready(timeout=90)
+    balancer.start([c.agent(n) for n in VOTERS])
+    yield c, balancer
+    balancer.stop()
+    c.stop_all()
+    shutil.rmtree(c.dir, ignore_errors=True)
+    shutil.rmtree(balancer.dir, ignore_errors=True)
+
+
+def forwarded_served(agent):
+    """How many requests other agents forwarded to `agent`."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r"^aerostream_forwarded_requests_served_total (\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def create_topic(balancer, topic):
+    admin = AdminClient({"bootstrap.servers": balancer.bootstrap})
+    fs = admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+                             operation_timeout=10)
+    fs[topic].result(timeout=20)
+    # each check may reach another agent: all of them must know the topic
+    for _ in VOTERS:
+        eventually("every partition has a leader",
+                   lambda: all(err == 0 and leader == 0
+                               for err, leader in metadata(balancer.port)["topics"][topic].values()))
+
+
+# ---- one producer and one group consumer per client stack -------------------
+
+def confluent_produce(bootstrap, topic, prefix, n, acked):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "message.timeout.ms": 60000})
+
+    def done(err, msg):
+        if err is None:
+            acked.append(msg.value().decode())
+
+    for i in range(n):
+        p.produce(topic, key=f"k{i % 16}", value=f"{prefix}-{i}", on_delivery=done)
+        p.poll(0)
+        time.sleep(0.005)
+    assert p.flush(90) == 0, "records still unacknowledged after 90 s"
+
+
+def confluent_consume(bootstrap, topic, group, want, stop=None, timeout=90):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+    c.subscribe([topic])
+    seen = []
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.append(m.value().decode())
+            if (stop is None or stop.is_set()) and want() <= set(seen):
+                break
+    finally:
+        c.close()
+    return seen
+
+
+def kafka_python_produce(bootstrap, topic, prefix, n):
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20,
+                      retry_backoff_ms=300, request_timeout_ms=15000,
+                      max_in_flight_requests_per_connection=1)
+    futures = [(f"{prefix}-{i}", p.send(topic, key=f"k{i % 16}".encode(), value=f"{prefix}-{i}".encode()))
+               for i in range(n)]
+    p.flush(timeout=90)
+    acked = []
+    for value, f in futures:
+        try:
+            f.get(timeout=1)
+            acked.append(value)
+        except Exception:  # not acknowledged: not expected back
+            pass
+    p.close()
+    return acked
+
+
+def kafka_python_consume(bootstrap, topic, group, want, timeout=90):
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                      auto_offset_reset="earliest", enable_auto_commit=True,
+                      session_timeout_ms=10000, heartbeat_interval_ms=500)
+    seen = []
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline and not want <= set(seen):
+            for records in c.poll(timeout_ms=500).values():
+                seen.extend(r.value.decode() for r in records)
+    finally:
+        c.close()
+    return seen
+
+
+def kafkajs(*args):
+    out = subprocess.run(["node", "lb_client.js", *map(str, args)], cwd=JS_DIR,
+                         capture_output=True, text=True, timeout=150)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+# ---- the scenario -------------------------------------------------------------
+
+def test_clients_see_one_broker_at_the_balancer_address(deployment):
+    _cluster, balancer = deployment
+    topic = f"lb-meta-{uuid.uuid4().hex[:6]}"
+    create_topic(balancer, topic)
+    md = metadata(balancer.port)
+    assert md["brokers"] == {0: ("127.0.0.1", balancer.port, None)}
+    assert md["controller"] == 0
+    for p in range(PARTITIONS):
+        assert md["replicas"][(topic, p)] == ([0], [0])
+
+
+def test_three_client_stacks_produce_and_consume_in_groups_and_survive_an_agent_killed(deployment):
+    cluster, balancer = deployment
+    lb = balancer.bootstrap
+    topic = f"lb-{uuid.uuid4().hex[:6]}"
+    create_topic(balancer, topic)
+    before = {n: forwarded_served(cluster.agent(n)) for n in VOTERS}
+
+    # Before the kill: each stack produces, then reads it all in a group.
+    acked = []
+    confluent_produce(lb, topic, "ck-a", 150, acked)
+    acked += kafka_python_produce(lb, topic, "kp-a", 150)
+    acked += kafkajs("produce", lb, topic, "js-a", 150)
+    assert len(acked) == 450, f"only {len(acked)} of 450 records acknowledged with every agent up"
+    want = set(acked)
+    assert want <= set(confluent_consume(lb, topic, "ck-group", lambda: want))
+    assert want <= set(kafka_python_consume(lb, topic, "kp-group", want))
+    assert want <= set(kafkajs("consume", lb, topic, "js-group", len(want)))
+    # Data and groups are spread over the agents, so requests were forwarded
+    # to at least two of them.
+    served = [forwarded_served(cluster.agent(n)) - before[n] for n in VOTERS]
+    assert sum(1 for s in served if s > 0) >= 2, served
+
+    # An agent dies under a running producer and a running group consumer.
+    live_acked = []
+    stop = threading.Event()
+    consumed = []
+    consumer = threading.Thread(target=lambda: consumed.extend(confluent_consume(
+        lb, topic, "ck-live", lambda: want | set(live_acked), stop=stop, timeout=150)))
+    consumer.start()
+    producer = threading.Thread(target=confluent_produce, args=(lb, topic, "ck-b", 400, live_acked))
+    producer.start()
+    time.sleep(1.0)
+    victim = 2
+    cluster.agent(victim).kill9()
+    producer.join(timeout=150)
+    assert not producer.is_alive()
+
+    # The other stacks keep working through the balancer without that agent.
+    after = kafka_python_produce(lb, topic, "kp-b", 100)
+    after += kafkajs("produce", lb, topic, "js-b", 100)
+    assert len(live_acked) >= 350, f"only {len(live_acked)} of 400 acknowledged across the kill"
+    assert len(after) == 200, f"only {len(after)} of 200 acknowledged after the kill"
+    stop.set()
+    consumer.join(timeout=160)
+    assert not consumer.is_alive()
+    assert want | set(live_acked) <= set(consumed), \
+        f"the live group missed {len(want | set(live_acked) - set(consumed))} acknowledged records"
+
+    # Fresh groups read every acknowledged record, from any stack.
+    every = want | set(live_acked) | set(after)
+    assert every <= set(confluent_consume(lb, topic, "ck-final", lambda: every))
+    assert every <= set(kafka_python_consume(lb, topic, "kp-final", every))
+    assert every <= set(kafkajs("consume", lb, topic, "js-final", len(every)))

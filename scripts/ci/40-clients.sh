@@ -4,7 +4,8 @@
 # kafkajs 2.2.4. Each test starts its own broker on free ports;
 # test_cluster.py starts three and four agents forming one cluster (about
 # 25 s).
-# Needs: apt kcat; pip -r tests/requirements.txt; npm install in tests/js.
+# test_load_balancer.py puts haproxy in front of three agents (about 25 s).
+# Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,6 +17,10 @@ export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
 if ! command -v kcat >/dev/null; then
     echo "kcat is missing: installing Debian's kcat" >&2
     apt-get install -y kcat >/dev/null
+fi
+if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
+    echo "haproxy is missing: installing Debian's haproxy (the load balancer of test_load_balancer.py)" >&2
+    apt-get install -y haproxy >/dev/null
 fi
 if ! python3 -c "import confluent_kafka, kafka, pytest, lz4, snappy, zstandard" 2>/dev/null; then
     echo "python client packages missing: installing tests/requirements.txt" >&2

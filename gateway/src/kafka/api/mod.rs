@@ -180,7 +180,7 @@ pub async fn dispatch(
     // Load-balancer mode: data and groups another agent owns are served there.
     let request = match broker.forwarder(client.forwarded) {
         Some(fwd) => match routing::route(broker, fwd, &ctx, &header, &original, request).await? {
-            routing::Routed::Local(r) => r,
+            routing::Routed::Local(r) => *r,
             routing::Routed::Answered(frame) => return Ok(frame),
         },
         None => request,

@@ -52,7 +52,7 @@ use crate::kafka::response::ResponseFrame;
 /// What routing decided for a request.
 pub(super) enum Routed {
     /// This agent serves it.
-    Local(RequestKind),
+    Local(Box<RequestKind>),
     /// Answered by forwarding (`None`: no response is due).
     Answered(Option<ResponseFrame>),
 }
@@ -351,7 +351,7 @@ pub(super) async fn route(
             let by_id = ctx.api_version >= 13;
             let layout = layout(&mut r.topic_data);
             let Some((local, remote)) = split(b, by_id, &mut r.topic_data) else {
-                return Ok(Routed::Local(RequestKind::Produce(r)));
+                return Ok(Routed::Local(Box::new(RequestKind::Produce(r))));
             };
             let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0))
                 .max(Duration::from_secs(1))
@@ -414,7 +414,7 @@ pub(super) async fn route(
         RequestKind::ListOffsets(mut r) => {
             let layout = layout(&mut r.topics);
             let Some((local, remote)) = split(b, false, &mut r.topics) else {
-                return Ok(Routed::Local(RequestKind::ListOffsets(r)));
+                return Ok(Routed::Local(Box::new(RequestKind::ListOffsets(r))));
             };
             let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
             let local_answer = async {
@@ -462,7 +462,9 @@ pub(super) async fn route(
         RequestKind::OffsetForLeaderEpoch(mut r) => {
             let layout = layout(&mut r.topics);
             let Some((local, remote)) = split(b, false, &mut r.topics) else {
-                return Ok(Routed::Local(RequestKind::OffsetForLeaderEpoch(r)));
+                return Ok(Routed::Local(Box::new(RequestKind::OffsetForLeaderEpoch(
+                    r,
+                ))));
             };
             let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
             let local_answer = async {
@@ -517,7 +519,7 @@ pub(super) async fn route(
         RequestKind::DeleteRecords(mut r) => {
             let layout = layout(&mut r.topics);
             let Some((local, remote)) = split(b, false, &mut r.topics) else {
-                return Ok(Routed::Local(RequestKind::DeleteRecords(r)));
+                return Ok(Routed::Local(Box::new(RequestKind::DeleteRecords(r))));
             };
             let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
             let local_answer = async {
@@ -608,7 +610,7 @@ async fn route_group(
         _ => (None, FORWARD_TIMEOUT),
     };
     let Some(owner) = group.as_deref().and_then(|g| remote_coordinator(b, g)) else {
-        return Ok(Routed::Local(request));
+        return Ok(Routed::Local(Box::new(request)));
     };
     match fwd
         .call(owner, &ctx.client_host, frame, None, timeout)
@@ -719,3 +721,7 @@ fn coordinator_unavailable(ctx: &RequestContext, request: RequestKind) -> Respon
         _ => HeartbeatResponse::default().with_error_code(code).into(),
     }
 }
+
+#[cfg(test)]
+#[path = "routing_tests.rs"]
+mod tests;

@@ -7,10 +7,12 @@ check is always the same: every acknowledged record is read back, once.
 """
 
 import os
+import re
 import shutil
 import signal
 import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -296,3 +298,44 @@ def test_a_leader_killed_after_acks_1_writes_comes_back_with_the_new_leaders_log
     assert len(values) == len(acked) + len(kept), "nothing but acknowledged records and one tail"
     print(f"leader {leader} came back after {new_leader} led; {len(kept)} of the "
           f"{len(tail)} acks=1 records survived")
+
+
+def fetched_bytes(agent):
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r"^aerostream_fetched_bytes_total (\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def test_a_consumer_with_client_rack_reads_from_the_in_sync_follower_in_its_rack(cluster):
+    """KIP-392: a consumer in another zone than the leader reads from the
+    replica in its own zone, so consumption never crosses zones."""
+    topic = f"rack-{uuid.uuid4().hex[:6]}"
+    create_replicated(cluster, topic)
+    leader, replicas, _isr = state(cluster, topic)
+    follower = next(r for r in replicas if r != leader)
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    values = [f"v{i:04d}-" + "x" * 200 for i in range(2000)]
+    for v in values:
+        p.produce(topic, value=v.encode())
+        p.poll(0)
+    assert p.flush(30) == 0
+    before = {n: fetched_bytes(cluster.agent(n)) for n in VOTERS}
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"rack-{uuid.uuid4().hex[:6]}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "client.rack": f"rack-{follower}"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.time() + 60
+    while len(got) < len(values) and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value().decode())
+    c.close()
+    assert got == values
+    read = {n: fetched_bytes(cluster.agent(n)) - before[n] for n in VOTERS}
+    payload = sum(len(v) for v in values)
+    # the follower in the consumer's rack served the records; the leader
+    # only pointed the consumer there (at most a first fetch's worth)
+    assert read[follower] >= payload, read
+    assert read[leader] < payload // 2, read

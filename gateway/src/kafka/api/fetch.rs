@@ -24,7 +24,7 @@ use super::{s, DispatchError, RequestContext};
 use metastore::{AgentId, TopicInfo};
 
 use crate::backend::{LogError, Records};
-use crate::broker::{Broker, Metrics};
+use crate::broker::{Broker, Metrics, Unavailable};
 use crate::codes;
 use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
 use crate::kafka::response::{marker, splice_records, ResponseFrame};
@@ -51,6 +51,9 @@ struct Item {
     /// Load-balancer mode: the agent leading the partition, when it is not
     /// this one; the read is forwarded there.
     owner: Option<AgentId>,
+    /// KIP-392: an in-sync follower in the consumer's rack, which the
+    /// consumer should read from instead (nothing is read here then).
+    preferred_replica: Option<i32>,
 }
 
 struct Outcome {
@@ -87,8 +90,9 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
             }
         };
         let budget = max_total.saturating_sub(total).min(it.max_bytes);
-        let read = if budget == 0 && total > 0 {
-            // The response is full: later partitions report their offsets only.
+        let read = if (budget == 0 && total > 0) || it.preferred_replica.is_some() {
+            // The response is full, or the consumer is sent to a replica in
+            // its rack: the partition reports its offsets only.
             h.bounds()
                 .await
                 .map(|(log_start_offset, high_watermark)| ReadResult {
@@ -155,6 +159,7 @@ async fn long_poll(
         let (outcomes, total) = read_all(b, items, max_total).await;
         let done = total >= min_bytes
             || outcomes.iter().any(|o| o.error.is_some())
+            || items.iter().any(|it| it.preferred_replica.is_some())
             || Instant::now() >= deadline
             || hurried
             || b.is_shutting_down();
@@ -233,6 +238,7 @@ async fn resolve(
     partition: i32,
     leader_epoch: i32,
     forwarding: bool,
+    follower_reads: bool,
 ) -> Resolved {
     let by_id = topics.by_id;
     let Some(topic) = topics.get(name, id) else {
@@ -253,7 +259,14 @@ async fn resolve(
             Err(ResponseError::FencedLeaderEpoch)
         }
         Some(cur) if leader_epoch > cur => Err(ResponseError::UnknownLeaderEpoch),
-        Some(_) => b.partition(topic, partition).await.map_err(|e| e.code()),
+        Some(_) => match b.partition(topic, partition).await {
+            Ok(h) => Ok(h),
+            // KIP-392: a follower serves consumers up to its own high watermark
+            Err(Unavailable::NotLeader) if follower_reads => {
+                follower_replica(b, topic, partition).ok_or(ResponseError::NotLeaderOrFollower)
+            }
+            Err(e) => Err(e.code()),
+        },
     };
     let owner = match handle {
         Err(ResponseError::NotLeaderOrFollower) if forwarding => {
@@ -262,6 +275,50 @@ async fn resolve(
         _ => None,
     };
     (topic.name.clone(), topic.id, handle, owner)
+}
+
+/// This agent's replica of a partition it follows, if it is open.
+fn follower_replica(b: &Broker, topic: &TopicInfo, partition: i32) -> Option<PartitionHandle> {
+    let me = u64::try_from(b.config.node_id).ok()?;
+    let p = topic.partitions.get(usize::try_from(partition).ok()?)?;
+    if !p.replicas.contains(&me) {
+        return None;
+    }
+    b.partitions
+        .get_open(storage::tier::PartitionKey::new(topic.id, partition))
+}
+
+/// KIP-392: the in-sync follower a consumer in `rack` should read from,
+/// when this agent (the leader) is in another rack and such a follower is
+/// alive.
+fn preferred_read_replica(
+    b: &Broker,
+    agents: &[metastore::AgentInfo],
+    topic_id: Uuid,
+    partition: i32,
+    rack: &str,
+) -> Option<i32> {
+    let me = u64::try_from(b.config.node_id).ok()?;
+    let rack_of = |id: u64| {
+        agents
+            .iter()
+            .find(|a| a.id == id && !a.fenced)
+            .and_then(|a| a.rack.as_deref())
+    };
+    if b.config.rack.as_deref() == Some(rack) {
+        return None;
+    }
+    let topic = b.catalog.topic_by_id(topic_id)?;
+    let p = topic.partitions.get(usize::try_from(partition).ok()?)?;
+    if p.leader != Some(me) {
+        return None;
+    }
+    p.isr
+        .iter()
+        .copied()
+        .filter(|&r| r != me)
+        .find(|&r| rack_of(r) == Some(rack))
+        .and_then(|r| i32::try_from(r).ok())
 }
 
 /// A partition's name, id, local handle (or why there is none) and, in
@@ -300,6 +357,9 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     };
     let mut topics = TopicCache::new(b, v);
     let forwarder = b.forwarder(ctx.forwarded);
+    // KIP-392: consumers (v11+) may read from a follower; not behind a
+    // load balancer, where clients see one broker.
+    let follower_reads = v >= 11 && req.replica_id.0 < 0 && !b.config.load_balanced;
     let mut items = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {
@@ -311,6 +371,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                 p.partition,
                 p.current_leader_epoch,
                 forwarder.is_some(),
+                follower_reads,
             )
             .await;
             items.push(Item {
@@ -324,6 +385,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                 last_log_start: -1,
                 current_leader_epoch: p.current_leader_epoch,
                 owner,
+                preferred_replica: None,
             });
         }
     }
@@ -342,6 +404,13 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         Err(e) => return top_error(e, 0),
     };
 
+    if follower_reads && !req.rack_id.is_empty() {
+        let agents = b.catalog.agents();
+        for it in items.iter_mut().filter(|it| it.handle.is_ok()) {
+            it.preferred_replica =
+                preferred_read_replica(b, &agents, it.topic_id, it.partition, req.rack_id.as_str());
+        }
+    }
     let max_total = if v >= 3 && req.max_bytes > 0 {
         (req.max_bytes as usize).min(b.config.fetch_max_bytes)
     } else {
@@ -444,6 +513,7 @@ async fn apply_session(
                                 sp.partition,
                                 -1,
                                 forwarding,
+                                false,
                             )
                             .await;
                             merged.push(Item {
@@ -457,6 +527,7 @@ async fn apply_session(
                                 last_log_start: sp.last_log_start,
                                 current_leader_epoch: -1,
                                 owner,
+                                preferred_replica: None,
                             });
                         }
                     }
@@ -489,6 +560,7 @@ fn build_response(
     for (it, o) in items.iter().zip(outcomes) {
         // Kafka's rule: a session partition is listed when something changed for it.
         let news = o.error.is_some()
+            || it.preferred_replica.is_some()
             || !o.records.is_empty()
             || o.high_watermark != it.last_hw
             || o.log_start != it.last_log_start;
@@ -503,7 +575,9 @@ fn build_response(
             .with_last_stable_offset(o.high_watermark)
             .with_log_start_offset(o.log_start)
             .with_aborted_transactions(if v >= 4 { Some(Vec::new()) } else { None })
-            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
+            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(
+                it.preferred_replica.unwrap_or(-1),
+            ))
             .with_records(Some(marker(nonce, records.len())));
         records.push(o.records);
         let same_topic = topics.last().is_some_and(|t| {

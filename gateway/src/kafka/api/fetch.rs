@@ -237,8 +237,7 @@ async fn resolve(
     id: Uuid,
     partition: i32,
     leader_epoch: i32,
-    forwarding: bool,
-    follower_reads: bool,
+    reach: Reach,
 ) -> Resolved {
     let by_id = topics.by_id;
     let Some(topic) = topics.get(name, id) else {
@@ -262,19 +261,28 @@ async fn resolve(
         Some(_) => match b.partition(topic, partition).await {
             Ok(h) => Ok(h),
             // KIP-392: a follower serves consumers up to its own high watermark
-            Err(Unavailable::NotLeader) if follower_reads => {
+            Err(Unavailable::NotLeader) if reach.follower_reads => {
                 follower_replica(b, topic, partition).ok_or(ResponseError::NotLeaderOrFollower)
             }
             Err(e) => Err(e.code()),
         },
     };
     let owner = match handle {
-        Err(ResponseError::NotLeaderOrFollower) if forwarding => {
+        Err(ResponseError::NotLeaderOrFollower) if reach.forwarding => {
             super::routing::remote_leader(b, Some(topic), partition)
         }
         _ => None,
     };
     (topic.name.clone(), topic.id, handle, owner)
+}
+
+/// Where a partition this agent does not lead may still be read.
+#[derive(Debug, Clone, Copy)]
+struct Reach {
+    /// Load-balancer mode: at its leader, by forwarding.
+    forwarding: bool,
+    /// KIP-392: here, when this agent follows it.
+    follower_reads: bool,
 }
 
 /// This agent's replica of a partition it follows, if it is open.
@@ -360,6 +368,10 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     // KIP-392: consumers (v11+) may read from a follower; not behind a
     // load balancer, where clients see one broker.
     let follower_reads = v >= 11 && req.replica_id.0 < 0 && !b.config.load_balanced;
+    let reach = Reach {
+        forwarding: forwarder.is_some(),
+        follower_reads,
+    };
     let mut items = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {
@@ -370,8 +382,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
                 t.topic_id,
                 p.partition,
                 p.current_leader_epoch,
-                forwarder.is_some(),
-                follower_reads,
+                reach,
             )
             .await;
             items.push(Item {
@@ -389,17 +400,7 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
             });
         }
     }
-    let session_id = match apply_session(
-        b,
-        ctx,
-        &req,
-        mode,
-        &mut topics,
-        &mut items,
-        forwarder.is_some(),
-    )
-    .await
-    {
+    let session_id = match apply_session(b, ctx, &req, mode, &mut topics, &mut items, reach).await {
         Ok(id) => id,
         Err(e) => return top_error(e, 0),
     };
@@ -452,7 +453,7 @@ async fn apply_session(
     mode: SessionMode,
     topics: &mut TopicCache<'_>,
     items: &mut Vec<Item>,
-    forwarding: bool,
+    reach: Reach,
 ) -> Result<i32, ResponseError> {
     let to_session = |it: &Item| SessionPartition {
         topic: it.topic.clone(),
@@ -505,17 +506,9 @@ async fn apply_session(
                             it.last_log_start = sp.last_log_start;
                             merged.push(it);
                         } else {
-                            let (name, tid, handle, owner) = resolve(
-                                b,
-                                topics,
-                                &sp.topic,
-                                sp.topic_id,
-                                sp.partition,
-                                -1,
-                                forwarding,
-                                false,
-                            )
-                            .await;
+                            let (name, tid, handle, owner) =
+                                resolve(b, topics, &sp.topic, sp.topic_id, sp.partition, -1, reach)
+                                    .await;
                             merged.push(Item {
                                 topic: name,
                                 topic_id: tid,

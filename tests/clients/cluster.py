@@ -62,11 +62,11 @@ class _Reader:
         return [item() for _ in range(self.take(">i"))]
 
 
-def metadata(port, timeout=5):
-    """Metadata v1 for all topics, asked of the agent on `port`."""
+def metadata(port, timeout=5, host="127.0.0.1"):
+    """Metadata v1 for all topics, asked of the agent on `host:port`."""
     client = b"cluster-test"
     body = struct.pack(">hhih", 3, 1, 7, len(client)) + client + struct.pack(">i", -1)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(body)) + body)
         size = struct.unpack(">i", _recv_exact(s, 4))[0]
         r = _Reader(_recv_exact(s, size))

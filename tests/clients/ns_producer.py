@@ -1,0 +1,51 @@
+"""An acks=all producer run as its own process (so it can run inside a
+network namespace): writes to partition 0 of TOPIC for SECONDS, then waits
+for outstanding records, and writes every acknowledged record as a JSON
+line {"offset": .., "value": .., "t": ack time} to OUT.
+
+    python3 ns_producer.py BOOTSTRAP TOPIC PREFIX SECONDS OUT
+"""
+
+import json
+import sys
+import time
+
+from confluent_kafka import Producer
+
+
+def main():
+    bootstrap, topic, prefix, seconds, out = sys.argv[1:6]
+    acked = []
+
+    def report(err, msg):
+        if err is None:
+            acked.append({"offset": msg.offset(), "value": msg.value().decode(), "t": time.time()})
+
+    p = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 2,
+        "message.timeout.ms": 30000,
+        "request.timeout.ms": 5000,
+        "socket.timeout.ms": 5000,
+        "topic.metadata.refresh.interval.ms": 1000,
+    })
+    deadline = time.time() + float(seconds)
+    i = 0
+    while time.time() < deadline:
+        try:
+            p.produce(topic, value=f"{prefix}-{i}".encode(), partition=0, on_delivery=report)
+            i += 1
+        except BufferError:
+            pass
+        p.poll(0.005)
+    p.flush(60)
+    with open(out, "w") as f:
+        for a in acked:
+            f.write(json.dumps(a) + "\n")
+    print(f"{prefix}: {len(acked)} of {i} acknowledged")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,10 +8,15 @@
 //! applied).
 //!
 //! The rules, step by step:
-//! 1. An agent's lease lasts `lease_ms` after its last heartbeat. A freshly
-//!    elected metastore leader counts every lease from its own start
-//!    (`leader_since_ms`), because heartbeats sent to the previous leader may
-//!    not have reached the log.
+//! 1. An agent's lease lasts `lease_ms` after its last heartbeat (as the
+//!    log recorded it). A freshly elected metastore leader gives every agent
+//!    at least half a lease from its own start (`leader_since_ms`) before
+//!    judging it: heartbeats sent while the previous leader was dying did not
+//!    reach the log, and a live agent heartbeats several times per lease, so
+//!    half a lease is ample to reach the new leader, while an agent that died
+//!    with the old leader is fenced half a lease after the election instead
+//!    of a whole one. (Fencing a live agent by mistake costs availability,
+//!    never data: epochs fence its writes and it rejoins.)
 //! 2. An agent whose lease ran out is fenced (one `FenceAgent` per agent;
 //!    refused if a heartbeat landed in between).
 //! 3. Partitions are judged against *fenced* agents only, so fencing and
@@ -38,9 +43,11 @@ use crate::types::AgentId;
 /// Commands that bring leases and leadership up to date at `now_ms`.
 pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64) -> Vec<Command> {
     let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
+    // judged no earlier than half a lease after this leader took over
+    let takeover_floor = leader_since_ms.saturating_add(lease_ms / 2).saturating_sub(lease_ms);
     let mut out = Vec::new();
     for a in state.agents().filter(|a| !a.fenced) {
-        let renewed = a.last_heartbeat_ms.max(leader_since_ms);
+        let renewed = a.last_heartbeat_ms.max(takeover_floor);
         if now_ms.saturating_sub(renewed) > lease_ms {
             out.push(Command::FenceAgent {
                 agent_id: a.id,

@@ -45,12 +45,14 @@ fn nothing_happens_while_leases_hold() {
 }
 
 #[test]
-fn a_new_metastore_leader_grants_a_full_lease_before_fencing() {
+fn a_new_metastore_leader_waits_half_a_lease_before_fencing_an_agent_silent_since_before() {
     let mut s = with_agents(1);
     create(&mut s, "t", 1, 1);
     let took_over = T0 + 10 * LEASE as i64;
+    let half = LEASE as i64 / 2;
     assert!(plan(&s, took_over + 1, took_over, LEASE).is_empty());
-    let cmds = plan(&s, took_over + LEASE as i64 + 1, took_over, LEASE);
+    assert!(plan(&s, took_over + half, took_over, LEASE).is_empty());
+    let cmds = plan(&s, took_over + half + 1, took_over, LEASE);
     assert_eq!(
         cmds,
         vec![Command::FenceAgent {
@@ -59,6 +61,17 @@ fn a_new_metastore_leader_grants_a_full_lease_before_fencing() {
         }]
     );
     assert!(fences_agents(&cmds));
+}
+
+#[test]
+fn a_new_metastore_leader_keeps_the_lease_an_agent_renewed_just_before_it_took_over() {
+    let mut s = with_agents(1);
+    create(&mut s, "t", 1, 1);
+    let took_over = T0 + 10 * LEASE as i64;
+    heartbeat(&mut s, 1, took_over - 100);
+    let expires = took_over - 100 + LEASE as i64;
+    assert!(plan(&s, expires, took_over, LEASE).is_empty());
+    assert!(!plan(&s, expires + 1, took_over, LEASE).is_empty());
 }
 
 #[test]

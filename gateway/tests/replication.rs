@@ -52,16 +52,19 @@ async fn start_gateway(
     meta: &Metastore,
     id: u64,
     data: &std::path::Path,
+    load_balanced: bool,
 ) -> (Gateway, ReplicaManager, AgentKeepAlive) {
     let logs = std::sync::Arc::new(DiskLogFactory::new(data.join("log")).unwrap());
     let opts = GatewayOptions {
         broker: BrokerConfig {
             node_id: id as i32,
+            load_balanced,
             ..BrokerConfig::default()
         },
         ..GatewayOptions::default()
     };
     let gw = Gateway::start(opts, meta.clone(), logs).await.unwrap();
+    gw.start_forwarding().unwrap();
     let replication = gw
         .start_replication(ReplicationSettings {
             lag_max_ms: 1_000,
@@ -84,6 +87,11 @@ async fn start_gateway(
 
 impl Cluster {
     async fn start() -> Cluster {
+        Cluster::start_with(false).await
+    }
+
+    /// `load_balanced`: every agent forwards what it does not own.
+    async fn start_with(load_balanced: bool) -> Cluster {
         let certs = tempfile::tempdir().unwrap();
         create_cluster_certificates(certs.path(), [1, 2, 3]).unwrap();
         let sockets: Vec<UdpSocket> = (0..3)
@@ -98,7 +106,7 @@ impl Cluster {
             let mut quic =
                 QuicSettings::from_socket(socket, RaftTls::load(certs.path(), id).unwrap())
                     .unwrap();
-            quic.service_alpns = vec![ALPN.to_vec()];
+            quic.service_alpns = vec![ALPN.to_vec(), gateway::forward::ALPN.to_vec()];
             let data = tempfile::tempdir().unwrap();
             let meta = Metastore::start(MetastoreConfig {
                 node_id: id,
@@ -116,7 +124,8 @@ impl Cluster {
         let mut agents = Vec::new();
         for (id, meta, data) in metas {
             meta.wait_ready(Duration::from_secs(30)).await.unwrap();
-            let (gw, replication, alive) = start_gateway(&meta, id, data.path()).await;
+            let (gw, replication, alive) =
+                start_gateway(&meta, id, data.path(), load_balanced).await;
             agents.push(Agent {
                 id,
                 meta,
@@ -375,7 +384,7 @@ async fn a_stopped_follower_leaves_the_isr_and_rejoins_once_it_caught_up() {
     // Both come back on their old data and catch up.
     for id in followers.iter().copied() {
         let a = c.agents.iter_mut().find(|a| a.id == id).unwrap();
-        let (gw, replication, alive) = start_gateway(&a.meta, id, a.data.path()).await;
+        let (gw, replication, alive) = start_gateway(&a.meta, id, a.data.path(), false).await;
         a.gw = Some(gw);
         a._replication = Some(replication);
         a._alive = Some(alive);
@@ -421,4 +430,61 @@ async fn a_topic_deleted_through_one_agent_leaves_no_replica_on_the_others() {
     for id in [1, 2, 3] {
         c.stop(id).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_load_balancer_any_agent_serves_a_partition_another_agent_leads() {
+    let c = Cluster::start_with(true).await;
+    create_replicated_topic(&c).await;
+    let (leader, _, _) = c.leadership().unwrap();
+    let elsewhere = c.agents.iter().find(|a| a.id != leader).unwrap().id;
+    let addr = kafka_addr(&c, elsewhere);
+
+    // the client sees one broker, which leads the partition
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    let md: MetadataResponse = roundtrip(
+        &mut s,
+        ApiKey::Metadata,
+        9,
+        &MetadataRequest::default().with_topics(None),
+    )
+    .await;
+    assert_eq!(md.brokers.len(), 1);
+    assert_eq!(md.brokers[0].node_id, BrokerId(0));
+    let p = &md.topics[0].partitions[0];
+    assert_eq!(
+        (p.leader_id, p.replica_nodes.clone()),
+        (BrokerId(0), vec![BrokerId(0)])
+    );
+
+    // acks=all writes and reads through an agent that does not lead
+    for i in 0..20 {
+        assert_eq!(
+            produce(&addr, i).await,
+            0,
+            "batch {i} through agent {elsewhere}"
+        );
+    }
+    assert_eq!(read_all(&addr).await, expected(20));
+    // the leader holds them: it was not served locally
+    assert_eq!(read_all_from_leader(&c).await, expected(20));
+    let served = c
+        .agent(leader)
+        .gw
+        .as_ref()
+        .unwrap()
+        .broker()
+        .forward_counters
+        .served
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        served >= 21,
+        "the leader served {served} forwarded requests"
+    );
+}
+
+/// Reads the partition from its leader directly.
+async fn read_all_from_leader(c: &Cluster) -> Vec<String> {
+    let (leader, _, _) = c.leadership().unwrap();
+    read_all(&kafka_addr(c, leader)).await
 }

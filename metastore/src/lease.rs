@@ -44,7 +44,9 @@ use crate::types::AgentId;
 pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64) -> Vec<Command> {
     let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
     // judged no earlier than half a lease after this leader took over
-    let takeover_floor = leader_since_ms.saturating_add(lease_ms / 2).saturating_sub(lease_ms);
+    let takeover_floor = leader_since_ms
+        .saturating_add(lease_ms / 2)
+        .saturating_sub(lease_ms);
     let mut out = Vec::new();
     for a in state.agents().filter(|a| !a.fenced) {
         let renewed = a.last_heartbeat_ms.max(takeover_floor);

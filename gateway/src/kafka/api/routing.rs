@@ -329,6 +329,69 @@ fn merge<R: Topic>(
         .collect()
 }
 
+/// A request for partitions split by leader: `Err(req)` when this agent
+/// leads them all (serve it as usual), else the answer's topics in the
+/// order the client asked, `unreachable` standing in for partitions whose
+/// leader did not answer. `serve_here` serves this agent's share.
+#[allow(clippy::too_many_arguments)]
+async fn split_by_leader<Q, T, A, R, Fut>(
+    b: &Broker,
+    fwd: &Forwarder,
+    ctx: &RequestContext,
+    header: &RequestHeader,
+    api: ApiKey,
+    by_id: bool,
+    mut req: Q,
+    topics: fn(&mut Q) -> &mut Vec<T>,
+    serve_here: impl FnOnce(Q) -> Fut,
+    answer_topics: fn(A) -> Vec<R>,
+    unreachable: fn(i32) -> R::Part,
+    timeout: Duration,
+) -> Result<Vec<R>, Q>
+where
+    Q: Clone + Encodable,
+    T: Topic,
+    A: Decodable,
+    R: Topic,
+    Fut: std::future::Future<Output = Vec<R>>,
+{
+    let layout = layout(topics(&mut req));
+    let Some((local, remote)) = split(b, by_id, topics(&mut req)) else {
+        return Err(req);
+    };
+    let here = (!local.is_empty()).then(|| {
+        let mut r = req.clone();
+        *topics(&mut r) = local;
+        r
+    });
+    let local_answer = async {
+        match here {
+            Some(r) => serve_here(r).await,
+            None => Vec::new(),
+        }
+    };
+    let remote_answers = futures::future::join_all(remote.into_iter().map(|(owner, t)| {
+        let mut r = req.clone();
+        *topics(&mut r) = t;
+        async move {
+            let answer = call::<_, A>(fwd, ctx, header, api, owner, &r, timeout).await;
+            if let Err(e) = &answer {
+                tracing::debug!(owner, ?api, error = %e, "a forwarded request failed");
+            }
+            answer
+        }
+    }));
+    let (mut answered, remote_answers) = tokio::join!(local_answer, remote_answers);
+    answered.extend(
+        remote_answers
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(answer_topics),
+    );
+    Ok(merge(by_id, &layout, answered, unreachable))
+}
+
 /// Decides where a client's request is served (load-balancer mode only).
 pub(super) async fn route(
     b: &Broker,
@@ -338,229 +401,150 @@ pub(super) async fn route(
     frame: &Bytes,
     request: RequestKind,
 ) -> Result<Routed, DispatchError> {
-    let answered = |api: ApiKey, body: Option<ResponseKind>| -> Result<Routed, DispatchError> {
-        match body {
-            Some(body) => {
-                super::encode_frame(header, api, &body).map(|f| Routed::Answered(Some(f)))
-            }
-            None => Ok(Routed::Answered(None)),
-        }
+    let answered = |api: ApiKey, body: ResponseKind| -> Result<Routed, DispatchError> {
+        super::encode_frame(header, api, &body).map(|f| Routed::Answered(Some(f)))
     };
+    let local = |r: RequestKind| Ok(Routed::Local(Box::new(r)));
     match request {
-        RequestKind::Produce(mut r) => {
-            let by_id = ctx.api_version >= 13;
-            let layout = layout(&mut r.topic_data);
-            let Some((local, remote)) = split(b, by_id, &mut r.topic_data) else {
-                return Ok(Routed::Local(Box::new(RequestKind::Produce(r))));
-            };
+        RequestKind::Produce(r) => {
+            let acks_none = r.acks == 0;
             let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0))
                 .max(Duration::from_secs(1))
                 + Duration::from_secs(5);
-            let acks_none = r.acks == 0;
-            let here = (!local.is_empty()).then(|| r.clone().with_topic_data(local));
-            let local_answer = async {
-                match here {
-                    Some(req) => super::produce::produce(b, ctx, req).await,
-                    None => None,
-                }
-            };
-            let remote_answers =
-                futures::future::join_all(remote.into_iter().map(|(owner, topics)| {
-                    let req = r.clone().with_topic_data(topics);
-                    async move {
-                        call::<_, ProduceResponse>(
-                            fwd,
-                            ctx,
-                            header,
-                            ApiKey::Produce,
-                            owner,
-                            &req,
-                            timeout,
-                        )
-                        .await
-                        .map_err(|e| (owner, e))
-                    }
-                }));
-            let (local_answer, remote_answers) = tokio::join!(local_answer, remote_answers);
-            if acks_none {
-                return Ok(Routed::Answered(None));
-            }
-            let mut topics = local_answer.map(|a| a.responses).unwrap_or_default();
-            for a in remote_answers {
-                match a {
-                    Ok(Some(resp)) => topics.extend(resp.responses),
-                    Ok(None) => {}
-                    Err((owner, e)) => {
-                        tracing::debug!(owner, error = %e, "forwarded produce failed")
-                    }
-                }
-            }
-            let merged = merge(by_id, &layout, topics, |index| {
-                PartitionProduceResponse::default()
-                    .with_index(index)
-                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                    .with_base_offset(-1)
-                    .with_log_append_time_ms(-1)
-                    .with_log_start_offset(-1)
-                    .with_error_message(Some(super::s(
-                        "the partition's leader could not be reached; retry",
-                    )))
-            });
-            answered(
+            let split = split_by_leader(
+                b,
+                fwd,
+                ctx,
+                header,
                 ApiKey::Produce,
-                Some(ProduceResponse::default().with_responses(merged).into()),
+                ctx.api_version >= 13,
+                r,
+                |r| &mut r.topic_data,
+                |r| async move {
+                    super::produce::produce(b, ctx, r)
+                        .await
+                        .map(|a| a.responses)
+                        .unwrap_or_default()
+                },
+                |a: ProduceResponse| a.responses,
+                |index| {
+                    PartitionProduceResponse::default()
+                        .with_index(index)
+                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                        .with_error_message(Some(super::s(
+                            "the partition's leader could not be reached; retry",
+                        )))
+                },
+                timeout,
             )
+            .await;
+            match split {
+                Err(r) => local(RequestKind::Produce(r)),
+                Ok(_) if acks_none => Ok(Routed::Answered(None)),
+                Ok(topics) => answered(
+                    ApiKey::Produce,
+                    ProduceResponse::default().with_responses(topics).into(),
+                ),
+            }
         }
-        RequestKind::ListOffsets(mut r) => {
-            let layout = layout(&mut r.topics);
-            let Some((local, remote)) = split(b, false, &mut r.topics) else {
-                return Ok(Routed::Local(Box::new(RequestKind::ListOffsets(r))));
-            };
-            let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
-            let local_answer = async {
-                match here {
-                    Some(req) => super::offsets::list_offsets(b, ctx, req).await.topics,
-                    None => Vec::new(),
-                }
-            };
-            let remote_answers = futures::future::join_all(remote.into_iter().map(|(owner, t)| {
-                let req = r.clone().with_topics(t);
-                async move {
-                    call::<_, ListOffsetsResponse>(
-                        fwd,
-                        ctx,
-                        header,
-                        ApiKey::ListOffsets,
-                        owner,
-                        &req,
-                        FORWARD_TIMEOUT,
-                    )
-                    .await
-                }
-            }));
-            let (mut topics, remote_answers) = tokio::join!(local_answer, remote_answers);
-            topics.extend(
-                remote_answers
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .flat_map(|a| a.topics),
-            );
-            let merged = merge(false, &layout, topics, |i| {
-                ListOffsetsPartitionResponse::default()
-                    .with_partition_index(i)
-                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                    .with_timestamp(-1)
-                    .with_offset(-1)
-                    .with_leader_epoch(-1)
-            });
-            answered(
+        RequestKind::ListOffsets(r) => {
+            let split = split_by_leader(
+                b,
+                fwd,
+                ctx,
+                header,
                 ApiKey::ListOffsets,
-                Some(ListOffsetsResponse::default().with_topics(merged).into()),
+                false,
+                r,
+                |r| &mut r.topics,
+                |r| async move { super::offsets::list_offsets(b, ctx, r).await.topics },
+                |a: ListOffsetsResponse| a.topics,
+                |i| {
+                    ListOffsetsPartitionResponse::default()
+                        .with_partition_index(i)
+                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1)
+                },
+                FORWARD_TIMEOUT,
             )
+            .await;
+            match split {
+                Err(r) => local(RequestKind::ListOffsets(r)),
+                Ok(topics) => answered(
+                    ApiKey::ListOffsets,
+                    ListOffsetsResponse::default().with_topics(topics).into(),
+                ),
+            }
         }
-        RequestKind::OffsetForLeaderEpoch(mut r) => {
-            let layout = layout(&mut r.topics);
-            let Some((local, remote)) = split(b, false, &mut r.topics) else {
-                return Ok(Routed::Local(Box::new(RequestKind::OffsetForLeaderEpoch(
-                    r,
-                ))));
-            };
-            let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
-            let local_answer = async {
-                match here {
-                    Some(req) => {
-                        super::offsets::offset_for_leader_epoch(b, ctx, req)
-                            .await
-                            .topics
-                    }
-                    None => Vec::new(),
-                }
-            };
-            let remote_answers = futures::future::join_all(remote.into_iter().map(|(owner, t)| {
-                let req = r.clone().with_topics(t);
-                async move {
-                    call::<_, OffsetForLeaderEpochResponse>(
-                        fwd,
-                        ctx,
-                        header,
-                        ApiKey::OffsetForLeaderEpoch,
-                        owner,
-                        &req,
-                        FORWARD_TIMEOUT,
-                    )
-                    .await
-                }
-            }));
-            let (mut topics, remote_answers) = tokio::join!(local_answer, remote_answers);
-            topics.extend(
-                remote_answers
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .flat_map(|a| a.topics),
-            );
-            let merged = merge(false, &layout, topics, |i| {
-                EpochEndOffset::default()
-                    .with_partition(i)
-                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                    .with_leader_epoch(-1)
-                    .with_end_offset(-1)
-            });
-            answered(
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            let split = split_by_leader(
+                b,
+                fwd,
+                ctx,
+                header,
                 ApiKey::OffsetForLeaderEpoch,
-                Some(
+                false,
+                r,
+                |r| &mut r.topics,
+                |r| async move {
+                    super::offsets::offset_for_leader_epoch(b, ctx, r)
+                        .await
+                        .topics
+                },
+                |a: OffsetForLeaderEpochResponse| a.topics,
+                |i| {
+                    EpochEndOffset::default()
+                        .with_partition(i)
+                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1)
+                },
+                FORWARD_TIMEOUT,
+            )
+            .await;
+            match split {
+                Err(r) => local(RequestKind::OffsetForLeaderEpoch(r)),
+                Ok(topics) => answered(
+                    ApiKey::OffsetForLeaderEpoch,
                     OffsetForLeaderEpochResponse::default()
-                        .with_topics(merged)
+                        .with_topics(topics)
                         .into(),
                 ),
-            )
+            }
         }
-        RequestKind::DeleteRecords(mut r) => {
-            let layout = layout(&mut r.topics);
-            let Some((local, remote)) = split(b, false, &mut r.topics) else {
-                return Ok(Routed::Local(Box::new(RequestKind::DeleteRecords(r))));
-            };
-            let here = (!local.is_empty()).then(|| r.clone().with_topics(local));
-            let local_answer = async {
-                match here {
-                    Some(req) => super::offsets::delete_records(b, ctx, req).await.topics,
-                    None => Vec::new(),
-                }
-            };
-            let remote_answers = futures::future::join_all(remote.into_iter().map(|(owner, t)| {
-                let req = r.clone().with_topics(t);
-                async move {
-                    call::<_, DeleteRecordsResponse>(
-                        fwd,
-                        ctx,
-                        header,
-                        ApiKey::DeleteRecords,
-                        owner,
-                        &req,
-                        FORWARD_TIMEOUT,
-                    )
-                    .await
-                }
-            }));
-            let (mut topics, remote_answers) = tokio::join!(local_answer, remote_answers);
-            topics.extend(
-                remote_answers
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .flat_map(|a| a.topics),
-            );
-            let merged = merge(false, &layout, topics, |i| {
-                DeleteRecordsPartitionResult::default()
-                    .with_partition_index(i)
-                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                    .with_low_watermark(-1)
-            });
-            answered(
+        RequestKind::DeleteRecords(r) => {
+            let split = split_by_leader(
+                b,
+                fwd,
+                ctx,
+                header,
                 ApiKey::DeleteRecords,
-                Some(DeleteRecordsResponse::default().with_topics(merged).into()),
+                false,
+                r,
+                |r| &mut r.topics,
+                |r| async move { super::offsets::delete_records(b, ctx, r).await.topics },
+                |a: DeleteRecordsResponse| a.topics,
+                |i| {
+                    DeleteRecordsPartitionResult::default()
+                        .with_partition_index(i)
+                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        .with_low_watermark(-1)
+                },
+                FORWARD_TIMEOUT,
             )
+            .await;
+            match split {
+                Err(r) => local(RequestKind::DeleteRecords(r)),
+                Ok(topics) => answered(
+                    ApiKey::DeleteRecords,
+                    DeleteRecordsResponse::default().with_topics(topics).into(),
+                ),
+            }
         }
         other => route_group(b, fwd, ctx, header, frame, other).await,
     }

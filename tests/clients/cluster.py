@@ -102,7 +102,13 @@ class Cluster:
             [binary(), "cluster-ca", "--out", self.certs, "--nodes", "1,2,3,4"],
             capture_output=True, text=True, check=True)
         assert "wrote" in out.stdout, out.stdout
-        self.cluster_ports = {i: free_udp_port() for i in (1, 2, 3, 4)}
+        # distinct ports: a port freed by one probe can be handed out again
+        ports = []
+        while len(ports) < 4:
+            p = free_udp_port()
+            if p not in ports:
+                ports.append(p)
+        self.cluster_ports = dict(zip((1, 2, 3, 4), ports))
         self.voters = ",".join(f"{i}@127.0.0.1:{self.cluster_ports[i]}" for i in VOTERS)
         self.agents = {}
         self.extra_args = list(extra_args)

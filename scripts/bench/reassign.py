@@ -8,8 +8,9 @@ small segments and `local.retention.bytes=0`, so sealed segments leave agent
 1's disk once uploaded; then `aerostream drain --node 1` moves it to another
 agent and the time until agent 1 holds no replica is recorded, with what the
 new replica holds on its disk. The first and last records are read back
-through the new leader (the first from object storage). Agent 1 is undrained
-before the next size.
+through the new leader (the first from object storage), and 32 MB more are
+written to check that the new leader uploads its own sealed segments. Agent
+1 is undrained before the next size.
 
 Usage: scripts/bench/reassign.py [--sizes-mb 64,512] [--out DIR]
 Environment: AEROSTREAM_BIN (default: target/release/aerostream).
@@ -101,7 +102,7 @@ def main():
     try:
         for mb in sizes:
             topic = f"moved-{mb}mb-{uuid.uuid4().hex[:6]}"
-            admin.create_topics([NewTopic(topic, replica_assignment=[[1]], config={
+            admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1]], config={
                 "segment.bytes": str(8 << 20), "segment.ms": "2000",
                 "local.retention.bytes": "0", "min.insync.replicas": "1"})])[topic].result(30)
             eventually("the topic has a leader",
@@ -125,11 +126,20 @@ def main():
             last = read_at(boot, topic, records - 1)
             assert first == (0, b"0") and last == (records - 1, str(records - 1).encode()), \
                 (first, last)
+            # the new leader uploads what it takes from now on
+            produce(boot, topic, 32)
+            try:
+                eventually("the new leader's sealed segments leave for object storage",
+                           lambda: topic_bytes(dest, topic)[1] <= 2, timeout=120, every=1)
+                tiering_continues = True
+            except AssertionError:
+                tiering_continues = False
             subprocess.run([binary(), "drain", "--node", "1", "--bootstrap", one.bootstrap,
                             "--undo"], check=True, capture_output=True)
             r = {"history_mb": mb, "records": records, "produce_s": round(produced_s, 1),
                  "local_on_source_bytes": local_before, "move_s": round(moved_s, 2),
-                 "copied_to_new_replica_bytes": copied, "new_leader": leader}
+                 "copied_to_new_replica_bytes": copied, "new_leader": leader,
+                 "tiering_continues_on_new_leader": tiering_continues}
             print(json.dumps(r), flush=True)
             results.append(r)
             assert holdings(one.port, 1)[0] == 0

@@ -20,13 +20,14 @@
 //!    replacement inherits its position, so preferred leadership moves with
 //!    it), by the agent with the fewest replicas that keeps the partition's
 //!    racks as spread as before.
-//! 4. Replicas: while the most loaded agent holds two or more replicas more
-//!    than the least loaded one, one of its replicas (a follower's when it
-//!    can) moves to the least loaded agent, racks as in 3.
-//! 5. Leaders: while the agent that is the preferred leader of the most
-//!    partitions has two or more more than the one with the fewest, a
-//!    partition it prefers and where the other is in sync is reordered to
-//!    prefer the other; the lease engine then moves leadership there.
+//! 4. Replicas: while an agent holds two or more replicas more than
+//!    another, one of its replicas (a follower's when it can) moves to the
+//!    other, racks as in 3; the widest gap that has a movable partition
+//!    goes first.
+//! 5. Leaders: while an agent is the preferred leader of two or more
+//!    partitions more than another, a partition it prefers and where the
+//!    other is in sync is reordered to prefer the other; the lease engine
+//!    then moves leadership there.
 //!
 //! Loads count every reassignment's target, so moves under way are not
 //! planned twice and the plan converges.
@@ -126,13 +127,20 @@ fn reassign(topic: &TopicInfo, p: &PartitionInfo, target: Vec<AgentId>) -> Comma
     }
 }
 
-/// The least and most loaded eligible agents by `load`, when they differ by two or more.
-fn imbalance(load: &BTreeMap<AgentId, usize>) -> Option<(AgentId, AgentId)> {
-    let min = load.iter().min_by_key(|(a, n)| (**n, **a))?;
-    let max = load
-        .iter()
-        .max_by_key(|(a, n)| (**n, std::cmp::Reverse(**a)))?;
-    (*max.1 >= *min.1 + 2).then_some((*min.0, *max.0))
+/// Pairs of (less loaded, more loaded) agents by `load` that differ by two
+/// or more, the widest gaps first (a pair with no partition to move
+/// between them must not stop the others).
+fn imbalances(load: &BTreeMap<AgentId, usize>) -> Vec<(AgentId, AgentId)> {
+    let mut pairs: Vec<(usize, AgentId, AgentId)> = Vec::new();
+    for (min, lo) in load {
+        for (max, hi) in load {
+            if *hi >= lo + 2 {
+                pairs.push((hi - lo, *min, *max));
+            }
+        }
+    }
+    pairs.sort_by_key(|(gap, min, max)| (std::cmp::Reverse(*gap), *max, *min));
+    pairs.into_iter().map(|(_, min, max)| (min, max)).collect()
 }
 
 /// Reassignments to start now, at most `max_in_flight` under way in all.
@@ -199,34 +207,38 @@ pub fn plan(state: &MetaState, max_in_flight: usize) -> Vec<Command> {
 
     // rule 4: even out replicas
     while budget > 0 {
-        let Some((min, max)) = imbalance(&view.replicas) else {
-            break;
-        };
-        let mut pick: Option<(bool, &TopicInfo, &PartitionInfo, Vec<AgentId>)> = None;
-        for (topic, p) in partitions() {
-            if touched.contains(&(topic.id, p.index))
-                || !p.replicas.contains(&max)
-                || p.replicas.contains(&min)
-                || p.replicas.iter().any(draining)
-            {
-                continue;
+        let mut found = None;
+        for (min, max) in imbalances(&view.replicas) {
+            let mut pick: Option<(bool, &TopicInfo, &PartitionInfo, Vec<AgentId>)> = None;
+            for (topic, p) in partitions() {
+                if touched.contains(&(topic.id, p.index))
+                    || !p.replicas.contains(&max)
+                    || p.replicas.contains(&min)
+                    || p.replicas.iter().any(draining)
+                {
+                    continue;
+                }
+                let kept: Vec<AgentId> = p.replicas.iter().copied().filter(|r| *r != max).collect();
+                if !view.movable(p, &kept) {
+                    continue;
+                }
+                let Some(target) = view.replace(&p.replicas, max, min) else {
+                    continue;
+                };
+                let follower = p.leader != Some(max);
+                if pick.as_ref().is_none_or(|(f, ..)| follower && !*f) {
+                    pick = Some((follower, topic, p, target));
+                }
+                if follower {
+                    break;
+                }
             }
-            let kept: Vec<AgentId> = p.replicas.iter().copied().filter(|r| *r != max).collect();
-            if !view.movable(p, &kept) {
-                continue;
-            }
-            let Some(target) = view.replace(&p.replicas, max, min) else {
-                continue;
-            };
-            let follower = p.leader != Some(max);
-            if pick.as_ref().is_none_or(|(f, ..)| follower && !*f) {
-                pick = Some((follower, topic, p, target));
-            }
-            if follower {
+            if let Some((_, topic, p, target)) = pick {
+                found = Some((topic, p, target));
                 break;
             }
         }
-        let Some((_, topic, p, target)) = pick else {
+        let Some((topic, p, target)) = found else {
             break;
         };
         view.moved(&p.replicas, &target);
@@ -237,16 +249,19 @@ pub fn plan(state: &MetaState, max_in_flight: usize) -> Vec<Command> {
 
     // rule 5: even out preferred leaders
     while budget > 0 {
-        let Some((min, max)) = imbalance(&view.preferred) else {
-            break;
-        };
-        let pick = partitions().find(|(topic, p)| {
-            !touched.contains(&(topic.id, p.index))
-                && p.replicas.first() == Some(&max)
-                && p.isr.contains(&min)
-                && view.movable(p, &p.replicas)
-        });
-        let Some((topic, p)) = pick else {
+        let pick = imbalances(&view.preferred)
+            .into_iter()
+            .find_map(|(min, max)| {
+                partitions()
+                    .find(|(topic, p)| {
+                        !touched.contains(&(topic.id, p.index))
+                            && p.replicas.first() == Some(&max)
+                            && p.isr.contains(&min)
+                            && view.movable(p, &p.replicas)
+                    })
+                    .map(|(topic, p)| (min, topic, p))
+            });
+        let Some((min, topic, p)) = pick else {
             break;
         };
         let mut target = vec![min];

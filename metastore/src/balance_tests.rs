@@ -215,3 +215,54 @@ fn at_most_max_in_flight_moves_start() {
     }
     assert!(plan(&s, 2).is_empty(), "two under way already");
 }
+
+#[test]
+fn a_pair_with_nothing_to_move_does_not_stop_the_others() {
+    let mut s = with_agents(4);
+    let spec = crate::types::CreateTopic {
+        name: "a".into(),
+        partitions: -1,
+        replication_factor: -1,
+        assignments: vec![vec![1, 2], vec![1, 2], vec![1, 2], vec![3, 4]],
+        ..Default::default()
+    };
+    apply(
+        &mut s,
+        Command::CreateTopic {
+            id: uuid::Uuid::new_v4(),
+            spec,
+            validate_only: false,
+        },
+    )
+    .expect("create");
+    // agent 2 lags on every partition it shares with agent 1: moving 1's
+    // replicas away would rest on a lagging copy, moving 2's would not
+    let t = s.topic("a").expect("topic").clone();
+    for p in &t.partitions[..3] {
+        apply(
+            &mut s,
+            Command::AlterIsr {
+                topic_id: t.id,
+                partition: p.index,
+                leader: 1,
+                leader_epoch: p.leader_epoch,
+                isr: vec![1],
+            },
+        )
+        .expect("shrink");
+    }
+    let moves = plan(&s, 1);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    let Command::AlterReassignment {
+        target: Some(target),
+        ..
+    } = &moves[0]
+    else {
+        panic!("{moves:?}")
+    };
+    assert_eq!(
+        target,
+        &vec![1, 3],
+        "2's replica moves to the least loaded agent"
+    );
+}

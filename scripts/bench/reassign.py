@@ -12,7 +12,11 @@ through the new leader (the first from object storage), and 32 MB more are
 written to check that the new leader uploads its own sealed segments. Agent
 1 is undrained before the next size.
 
-Usage: scripts/bench/reassign.py [--sizes-mb 64,512] [--out DIR]
+With `--keep-local`, sealed segments stay on agent 1's disk as well
+(the default `local.retention.*`): the new replica still copies only what
+object storage does not hold yet, since it starts where the manifest ends.
+
+Usage: scripts/bench/reassign.py [--sizes-mb 64,512] [--keep-local] [--out DIR]
 Environment: AEROSTREAM_BIN (default: target/release/aerostream).
 Needs confluent-kafka (tests/requirements.txt).
 """
@@ -23,6 +27,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -48,8 +53,19 @@ def topic_bytes(agent, topic, suffix=".log"):
     return total, files
 
 
+def pending_uploads(agent):
+    """Sealed segments the agent has not committed to object storage yet."""
+    url = f"http://127.0.0.1:{agent.http_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("aerostream_tier_pending_segments"):
+                return float(line.split()[-1])
+    raise AssertionError("no aerostream_tier_pending_segments in /metrics")
+
+
 def produce(bootstrap, topic, mb):
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                  "enable.idempotence": True,  # key i lands at offset i
                   "batch.size": 1 << 20, "compression.type": "none"})
     payload = os.urandom(RECORD)
     n = mb * 1024 * 1024 // RECORD
@@ -83,6 +99,8 @@ def read_at(bootstrap, topic, offset):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes-mb", default="64,512")
+    ap.add_argument("--keep-local", action="store_true",
+                    help="keep sealed segments on the leader's disk too (default local.retention)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes_mb.split(",")]
@@ -102,16 +120,24 @@ def main():
     try:
         for mb in sizes:
             topic = f"moved-{mb}mb-{uuid.uuid4().hex[:6]}"
-            admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1]], config={
-                "segment.bytes": str(8 << 20), "segment.ms": "2000",
-                "local.retention.bytes": "0", "min.insync.replicas": "1"})])[topic].result(30)
+            config = {"segment.bytes": str(8 << 20), "segment.ms": "2000",
+                      "min.insync.replicas": "1"}
+            if not args.keep_local:
+                config["local.retention.bytes"] = "0"
+            admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1]],
+                                          config=config)])[topic].result(30)
             eventually("the topic has a leader",
                        lambda: metadata(one.port)["topics"].get(topic, {}).get(0, (0, -1))[1] == 1)
             t0 = time.time()
             records = produce(boot, topic, mb)
             produced_s = time.time() - t0
-            eventually("sealed segments left agent 1's disk for object storage",
-                       lambda: topic_bytes(one, topic)[1] <= 2, timeout=600, every=1)
+            if args.keep_local:
+                time.sleep(3)  # segment.ms seals the tail
+                eventually("every sealed segment is in object storage",
+                           lambda: pending_uploads(one) == 0, timeout=600, every=1)
+            else:
+                eventually("sealed segments left agent 1's disk for object storage",
+                           lambda: topic_bytes(one, topic)[1] <= 2, timeout=600, every=1)
             local_before, _ = topic_bytes(one, topic)
             t0 = time.time()
             out = subprocess.run([binary(), "drain", "--node", "1", "--bootstrap", one.bootstrap,
@@ -129,14 +155,17 @@ def main():
             # the new leader uploads what it takes from now on
             produce(boot, topic, 32)
             try:
-                eventually("the new leader's sealed segments leave for object storage",
-                           lambda: topic_bytes(dest, topic)[1] <= 2, timeout=120, every=1)
+                time.sleep(3)
+                eventually("the new leader's sealed segments go to object storage",
+                           lambda: pending_uploads(dest) == 0
+                           and (args.keep_local or topic_bytes(dest, topic)[1] <= 2),
+                           timeout=120, every=1)
                 tiering_continues = True
             except AssertionError:
                 tiering_continues = False
             subprocess.run([binary(), "drain", "--node", "1", "--bootstrap", one.bootstrap,
                             "--undo"], check=True, capture_output=True)
-            r = {"history_mb": mb, "records": records, "produce_s": round(produced_s, 1),
+            r = {"history_mb": mb, "keep_local": args.keep_local, "records": records, "produce_s": round(produced_s, 1),
                  "local_on_source_bytes": local_before, "move_s": round(moved_s, 2),
                  "copied_to_new_replica_bytes": copied, "new_leader": leader,
                  "tiering_continues_on_new_leader": tiering_continues}

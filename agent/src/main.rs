@@ -93,6 +93,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         transport,
         bootstrap,
         agent_lease: Duration::from_millis(s.agent_lease_ms),
+        partition_moves: s.partition_moves,
         ..metastore::MetastoreConfig::default()
     })
     .await

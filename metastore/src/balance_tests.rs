@@ -103,6 +103,7 @@ fn a_new_agent_takes_a_fair_share_of_replicas_and_leaders() {
     create(&mut s, "b", 2, 2);
     assert!(plan(&s, 3).is_empty(), "a balanced cluster stays put");
     register(&mut s, 4);
+    assert!(plan(&s, 0).is_empty(), "a limit of 0 turns balancing off");
     assert!(settle(&mut s, 2) > 0);
     let (replicas, leaders) = counts(&s, &[1, 2, 3, 4]);
     // 22 replicas and 8 leaders over four agents

@@ -89,7 +89,7 @@ pub(crate) async fn run(node: Arc<Node>) {
         }
         let moves = {
             let a = node.applied.read();
-            balance::plan(&a.state, balance::DEFAULT_MAX_IN_FLIGHT)
+            balance::plan(&a.state, node.partition_moves)
         };
         if !moves.is_empty() {
             match node.proposer.propose(None, moves).await {

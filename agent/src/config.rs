@@ -104,6 +104,11 @@ pub struct ServeArgs {
     /// partition's in-sync replicas (replica.lag.time.max.ms) [default: 30000].
     #[arg(long, env = "AEROSTREAM_REPLICA_LAG_TIME_MAX_MS")]
     pub replica_lag_time_max_ms: Option<u64>,
+    /// Partition moves the metastore leader's balancer keeps under way at
+    /// once (draining agents, spreading replicas and leaders); 0 turns
+    /// balancing off [default: 3].
+    #[arg(long, env = "AEROSTREAM_PARTITION_MOVES")]
+    pub partition_moves: Option<usize>,
     /// Request bytes being served at once, broker-wide; connections wait for
     /// room before reading more (queued.max.request.bytes) [default: 512MiB].
     #[arg(long, env = "AEROSTREAM_QUEUED_MAX_REQUEST_BYTES", value_parser = parse_bytes)]
@@ -209,6 +214,7 @@ struct FileSettings {
     max_connections_per_ip: Option<usize>,
     connections_max_idle_ms: Option<u64>,
     replica_lag_time_max_ms: Option<u64>,
+    partition_moves: Option<usize>,
     agent_lease_ms: Option<u64>,
     #[serde(default, deserialize_with = "bytes_de")]
     queued_max_request_bytes: Option<u64>,
@@ -350,6 +356,7 @@ pub struct Settings {
     pub max_connections_per_ip: usize,
     pub connections_max_idle_ms: u64,
     pub replica_lag_time_max_ms: u64,
+    pub partition_moves: usize,
     pub agent_lease_ms: u64,
     pub queued_max_request_bytes: u64,
     /// Kafka's broker.rack.
@@ -537,6 +544,10 @@ impl Settings {
                 .replica_lag_time_max_ms
                 .or(file.replica_lag_time_max_ms)
                 .unwrap_or(30_000),
+            partition_moves: args
+                .partition_moves
+                .or(file.partition_moves)
+                .unwrap_or(metastore::balance::DEFAULT_MAX_IN_FLIGHT),
             agent_lease_ms: args.agent_lease_ms.or(file.agent_lease_ms).unwrap_or(3_000),
             queued_max_request_bytes: args
                 .queued_max_request_bytes

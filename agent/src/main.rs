@@ -4,6 +4,7 @@
 
 mod cluster;
 mod config;
+mod drain;
 mod tiering;
 
 use std::sync::Arc;
@@ -43,6 +44,9 @@ enum Command {
     /// Create the cluster CA and node certificates that agents started with
     /// --voters need (reuses the CA already in DIR, adds missing nodes).
     ClusterCa(cluster::ClusterCaArgs),
+    /// Drain an agent: move its replicas to other agents and wait until it
+    /// holds none (`--undo` lets it take replicas again).
+    Drain(drain::DrainArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +61,7 @@ fn main() -> anyhow::Result<()> {
     let args = match command {
         Command::Serve(args) => *args,
         Command::ClusterCa(args) => return cluster::create_certificates(&args),
+        Command::Drain(args) => return drain::run(&args),
     };
     let settings = Settings::resolve(&args)?;
     tracing_subscriber::fmt()
@@ -88,6 +93,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         transport,
         bootstrap,
         agent_lease: Duration::from_millis(s.agent_lease_ms),
+        partition_moves: s.partition_moves,
         ..metastore::MetastoreConfig::default()
     })
     .await

@@ -98,6 +98,7 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         MetaError::NotPartitionLeader { .. } => ResponseError::NotLeaderOrFollower,
         MetaError::EligibleLeadersNotAvailable { .. } => ResponseError::EligibleLeadersNotAvailable,
         MetaError::ElectionNotNeeded { .. } => ResponseError::ElectionNotNeeded,
+        MetaError::NoReassignmentInProgress { .. } => ResponseError::NoReassignmentInProgress,
         // Replication, tiering and internal failures that no Kafka request
         // the gateway serves should cause: a bug worth a log line.
         MetaError::UnknownAgent { .. }

@@ -33,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin_client;
 pub mod alloc;
 pub mod backend;
 pub mod broker;

@@ -488,3 +488,57 @@ async fn read_all_from_leader(c: &Cluster) -> Vec<String> {
     let (leader, _, _) = c.leadership().unwrap();
     read_all(&kafka_addr(c, leader)).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_moved_off_its_leader_keeps_every_acknowledged_write_and_leaves_no_copy_behind()
+{
+    let mut c = Cluster::start().await;
+    let topic = c.agents[0]
+        .meta
+        .create_topic(
+            CreateTopic {
+                name: TOPIC.into(),
+                partitions: -1,
+                replication_factor: -1,
+                assignments: vec![vec![1, 2]],
+                ..CreateTopic::default()
+            }
+            .with_config("min.insync.replicas", "2"),
+            false,
+        )
+        .await
+        .unwrap();
+    c.wait_for("agents 1 and 2 are in sync, 1 leading", |c| {
+        c.leadership()
+            .is_some_and(|(l, isr, _)| l == 1 && isr.len() == 2)
+    })
+    .await;
+    for i in 0..20 {
+        assert_eq!(produce_settled(&kafka_addr(&c, 1), i).await, 0);
+    }
+    // agent 3 replaces agent 1, the leader
+    c.agents[0]
+        .meta
+        .alter_reassignment(topic.id, 0, Some(vec![3, 2]))
+        .await
+        .unwrap();
+    let replicas = |c: &Cluster| {
+        let p = c.agents[0].meta.topic(TOPIC).unwrap().partitions[0].clone();
+        (p.replicas.clone(), p.leader, p.is_reassigning())
+    };
+    c.wait_for("the move completed with agent 3 leading", |c| {
+        replicas(c) == (vec![3, 2], Some(3), false)
+    })
+    .await;
+    let dir = |a: &Agent| a.data.path().join("log").join(format!("{TOPIC}-0"));
+    c.wait_for("agent 1 removed its copy", |c| !dir(c.agent(1)).exists())
+        .await;
+    assert!(dir(c.agent(3)).exists());
+    for i in 20..30 {
+        assert_eq!(produce_settled(&kafka_addr(&c, 3), i).await, 0);
+    }
+    assert_eq!(read_all(&kafka_addr(&c, 3)).await, expected(30));
+    for id in [1, 2, 3] {
+        c.stop(id).await;
+    }
+}

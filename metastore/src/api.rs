@@ -373,6 +373,39 @@ impl Metastore {
         .await
     }
 
+    /// Kafka AlterPartitionReassignments for one partition: move it to
+    /// `target`, or cancel the reassignment under way with `None`.
+    pub async fn alter_reassignment(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        target: Option<Vec<AgentId>>,
+    ) -> Result<LeaderAndEpoch, MetaError> {
+        self.leader_command(Command::AlterReassignment {
+            topic_id,
+            partition,
+            target,
+            expected_partition_epoch: None,
+        })
+        .await
+    }
+
+    /// Starts (or stops) draining an agent: the balancer moves its
+    /// replicas to other agents, and new topics place none on it.
+    pub async fn set_draining(
+        &self,
+        agent_id: AgentId,
+        draining: bool,
+    ) -> Result<AgentInfo, MetaError> {
+        match self
+            .submit_one(Command::SetAgentDraining { agent_id, draining })
+            .await?
+        {
+            CommandOutput::Agent(a) => Ok(a),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Kafka AlterPartition: the leader at `leader_epoch` sets the ISR.
     pub async fn alter_isr(
         &self,

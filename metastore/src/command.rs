@@ -132,6 +132,32 @@ pub enum Command {
         leader: Option<AgentId>,
         isr: Vec<AgentId>,
     },
+    /// Kafka AlterPartitionReassignments for one partition (KIP-455): move
+    /// it to `target` (the first replica preferred), or cancel the
+    /// reassignment under way (`None`). The replicas become target ∪
+    /// original until every target replica is in the ISR.
+    AlterReassignment {
+        topic_id: Uuid,
+        partition: i32,
+        target: Option<Vec<AgentId>>,
+        /// Set by the balancer: refused as stale unless the partition is
+        /// still at this epoch (so it never overrides an operator's move).
+        #[serde(default)]
+        expected_partition_epoch: Option<i32>,
+    },
+    /// Proposed by the lease driver once every target replica of a
+    /// reassignment is in the ISR: the replicas become the target. Rejected
+    /// as stale unless the partition is still at `expected_partition_epoch`.
+    CompleteReassignment {
+        topic_id: Uuid,
+        partition: i32,
+        expected_partition_epoch: i32,
+    },
+    /// An operator drains an agent (its replicas move away) or stops doing so.
+    SetAgentDraining {
+        agent_id: AgentId,
+        draining: bool,
+    },
     /// Kafka AlterPartition: the partition leader changes the ISR.
     AlterIsr {
         topic_id: Uuid,

@@ -104,6 +104,11 @@ pub enum MetaError {
         reason: String,
     },
 
+    /// A reassignment was cancelled, or was to be completed, where none is
+    /// under way. Kafka `NO_REASSIGNMENT_IN_PROGRESS` (85).
+    #[error("no reassignment of {topic}-{partition} is in progress")]
+    NoReassignmentInProgress { topic: String, partition: i32 },
+
     /// Kafka `GROUP_ID_NOT_FOUND` (69).
     #[error("consumer group '{group}' has no committed offsets")]
     GroupIdNotFound { group: String },

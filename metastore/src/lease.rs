@@ -29,9 +29,13 @@
 //!    - no leader (offline): as soon as an ISR member is unfenced it is elected;
 //!    - leader fine but fenced followers in the ISR: they are removed;
 //!    - leader fine, ISR fine, but the preferred replica (the first
-//!      assigned) is alive, in the ISR and does not lead: it leads again,
+//!      assigned; while that agent drains, the first in-sync replica that
+//!      does not) is alive, in the ISR and does not lead: it leads again,
 //!      so leadership returns to where placement spread it once an agent
-//!      that failed is back in sync.
+//!      that failed is back in sync, and leaves an agent being drained;
+//!    - nothing of the above, a reassignment under way, its leader alive
+//!      and every target replica in the ISR: it completes
+//!      (`CompleteReassignment`, see `state/reassign.rs`).
 //!
 //!    Every change bumps the partition epoch; a leader change bumps the leader
 //!    epoch, which fences the old leader's writes.
@@ -58,6 +62,7 @@ pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64)
         }
     }
     let live = |a: &AgentId| state.agent(*a).is_some_and(|a| !a.fenced);
+    let draining = |a: &AgentId| state.agent(*a).is_some_and(|a| a.draining);
     for topic in state.topics() {
         for p in &topic.partitions {
             let live_isr: Vec<AgentId> = p.isr.iter().copied().filter(live).collect();
@@ -67,10 +72,17 @@ pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64)
                     Some((p.leader, live_isr))
                 } else {
                     // leadership goes back to the preferred replica (the
-                    // first assigned) once it is alive and in sync again
-                    p.replicas
-                        .first()
-                        .copied()
+                    // first assigned) once it is alive and in sync again,
+                    // and leaves a draining agent for one that is not
+                    let preferred = match p.replicas.first() {
+                        Some(first) if !draining(first) => Some(*first),
+                        _ => p
+                            .replicas
+                            .iter()
+                            .copied()
+                            .find(|a| live_isr.contains(a) && !draining(a)),
+                    };
+                    preferred
                         .filter(|&pref| Some(pref) != p.leader && live_isr.contains(&pref))
                         .map(|pref| (Some(pref), live_isr))
                 }
@@ -90,6 +102,15 @@ pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64)
                     leader,
                     isr,
                 });
+            } else if leader_ok && p.is_reassigning() {
+                let target = p.target_replicas();
+                if target.iter().all(|r| p.isr.contains(r)) && target.iter().any(live) {
+                    out.push(Command::CompleteReassignment {
+                        topic_id: topic.id,
+                        partition: p.index,
+                        expected_partition_epoch: p.partition_epoch,
+                    });
+                }
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The lease driver: on the metastore leader, runs the [`crate::lease`]
-//! engine every tick and proposes its decisions; also assigns the cluster id
-//! once, when a cluster first gets a leader.
+//! engine every tick and proposes its decisions, then the
+//! [`crate::balance`] planner and proposes the partition moves it starts;
+//! also assigns the cluster id once, when a cluster first gets a leader.
 //!
 //! It reacts to leadership changes at once (it watches Raft metrics) so a
 //! fresh single-node metastore has its cluster id within one write.
@@ -12,9 +13,9 @@ use base64::Engine as _;
 use openraft::ServerState;
 
 use crate::command::{runs_within_write_limit, Command};
-use crate::lease;
 use crate::node::Node;
 use crate::proposer::wall_clock_ms;
+use crate::{balance, lease};
 
 /// A Kafka-style cluster id: 16 random bytes in URL-safe base64, 22 characters.
 pub fn new_cluster_id() -> String {
@@ -84,6 +85,20 @@ pub(crate) async fn run(node: Arc<Node>) {
             }
             if !proposed || !again {
                 break;
+            }
+        }
+        let moves = {
+            let a = node.applied.read();
+            balance::plan(&a.state, node.partition_moves)
+        };
+        if !moves.is_empty() {
+            match node.proposer.propose(None, moves).await {
+                Ok(w) => {
+                    for r in w.results.iter().filter_map(|r| r.as_ref().err()) {
+                        tracing::debug!(error = %r, "partition move refused");
+                    }
+                }
+                Err(e) => tracing::debug!(error = ?e, "partition moves not proposed"),
             }
         }
     }

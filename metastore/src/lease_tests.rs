@@ -244,3 +244,60 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync_again() {
         "and then all is quiet"
     );
 }
+
+#[test]
+fn a_reassignment_completes_once_every_target_replica_is_in_sync() {
+    let mut s = with_agents(4);
+    create(&mut s, "t", 1, 3);
+    let id = topic(&s).id;
+    let mut ev = Vec::new();
+    s.apply(
+        T0,
+        Command::AlterReassignment {
+            topic_id: id,
+            partition: 0,
+            target: Some(vec![4, 2, 3]),
+            expected_partition_epoch: None,
+        },
+        &mut ev,
+    )
+    .expect("reassign");
+    assert!(plan(&s, T0, T0, LEASE).is_empty(), "4 is not in sync yet");
+    let p = topic(&s).partitions[0].clone();
+    s.apply(
+        T0,
+        Command::AlterIsr {
+            topic_id: id,
+            partition: 0,
+            leader: 1,
+            leader_epoch: p.leader_epoch,
+            isr: vec![1, 2, 3, 4],
+        },
+        &mut ev,
+    )
+    .expect("4 caught up");
+    // the preferred replica (4, first of the target) takes over first,
+    // then the move completes
+    settle(&mut s, T0, T0);
+    let p = topic(&s).partitions[0].clone();
+    assert_eq!((p.replicas.clone(), p.leader), (vec![4, 2, 3], Some(4)));
+    assert!(!p.is_reassigning());
+}
+
+#[test]
+fn leadership_leaves_a_draining_agent() {
+    let mut s = with_agents(3);
+    create(&mut s, "t", 1, 3);
+    let mut ev = Vec::new();
+    s.apply(
+        T0,
+        Command::SetAgentDraining {
+            agent_id: 1,
+            draining: true,
+        },
+        &mut ev,
+    )
+    .expect("drain");
+    settle(&mut s, T0, T0);
+    assert_eq!(topic(&s).partitions[0].leader, Some(2));
+}

@@ -56,6 +56,7 @@
 //! ```
 
 mod api;
+pub mod balance;
 pub mod command;
 pub mod error;
 pub mod lease;

@@ -124,6 +124,7 @@ pub(crate) struct Node {
     pub(crate) faults: Arc<NetworkFaults>,
     pub(crate) request_timeout: Duration,
     pub(crate) agent_lease: Duration,
+    pub(crate) partition_moves: usize,
     pub(crate) raft_addr: Option<SocketAddr>,
     /// The address peers dial this node at (what it puts in the membership).
     pub(crate) advertise: String,
@@ -231,6 +232,7 @@ impl Node {
             faults,
             request_timeout: config.request_timeout,
             agent_lease: config.agent_lease,
+            partition_moves: config.partition_moves,
             raft_addr,
             advertise: addr.clone(),
             transport,

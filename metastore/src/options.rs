@@ -94,6 +94,9 @@ pub struct MetastoreConfig {
     pub timing: RaftTiming,
     /// How long an agent keeps its partitions after its last heartbeat.
     pub agent_lease: Duration,
+    /// Partition moves the balancer keeps under way at once; 0 turns it off
+    /// (nothing moves by itself, draining included).
+    pub partition_moves: usize,
     /// How long a write waits for a leader (elections, forwarding) before giving up.
     pub request_timeout: Duration,
     /// Raft log entries between two snapshots.
@@ -118,6 +121,7 @@ impl Default for MetastoreConfig {
             bootstrap: Bootstrap::SingleNode,
             timing: RaftTiming::default(),
             agent_lease: Duration::from_secs(3),
+            partition_moves: crate::balance::DEFAULT_MAX_IN_FLIGHT,
             request_timeout: Duration::from_secs(10),
             snapshot_every: 10_000,
             max_batch: 512,

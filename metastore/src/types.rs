@@ -52,6 +52,10 @@ pub struct AgentInfo {
     /// Bumped on every registration so a restarted agent is told apart from
     /// its previous life.
     pub incarnation: u64,
+    /// Set by an operator before taking the agent away: the balancer moves
+    /// its replicas to other agents and places nothing new on it.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// A topic and its partitions, as Kafka Metadata and DescribeConfigs need them.
@@ -96,6 +100,40 @@ pub struct PartitionInfo {
     pub isr: Vec<AgentId>,
     /// Last high watermark the leader checkpointed (`-1` before the first).
     pub high_watermark: i64,
+    /// Replicas a reassignment in progress adds (Kafka's `addingReplicas`):
+    /// they follow the leader and join the ISR once caught up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<AgentId>,
+    /// Replicas a reassignment in progress removes once every replica it
+    /// targets is in the ISR (Kafka's `removingReplicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<AgentId>,
+}
+
+impl PartitionInfo {
+    /// Whether a reassignment is under way.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas a reassignment under way ends with, in order (the first
+    /// preferred); the current replicas when none is.
+    pub fn target_replicas(&self) -> Vec<AgentId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
+
+    /// The replicas before the reassignment under way began.
+    pub fn original_replicas(&self) -> Vec<AgentId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding_replicas.contains(r))
+            .collect()
+    }
 }
 
 /// One sealed segment that lives in object storage.
@@ -265,8 +303,21 @@ pub enum MetaEvent {
         partition: i32,
         isr: Vec<AgentId>,
     },
+    /// A partition's assigned replicas changed (a reassignment began,
+    /// completed or was cancelled).
+    ReplicasChanged {
+        topic_id: Uuid,
+        topic: String,
+        partition: i32,
+        replicas: Vec<AgentId>,
+    },
     AgentRegistered {
         agent_id: AgentId,
+    },
+    /// An operator started or stopped draining an agent.
+    AgentDraining {
+        agent_id: AgentId,
+        draining: bool,
     },
     AgentFenced {
         agent_id: AgentId,

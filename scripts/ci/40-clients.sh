@@ -3,8 +3,9 @@
 # librdkafka 2.0.2), confluent-kafka (librdkafka 2.16), kafka-python 3.0 and
 # kafkajs 2.2.4. Each test starts its own broker on free ports;
 # test_cluster.py starts three and four agents forming one cluster (about
-# 25 s).
-# test_load_balancer.py puts haproxy in front of three agents (about 25 s).
+# 25 s); test_elasticity.py adds a fourth agent under load and drains it;
+# test_load_balancer.py puts haproxy in front of three agents (about 25 s);
+# test_network_partition.py runs agents in network namespaces (needs root).
 # Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail

@@ -7,7 +7,9 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
+import uuid
 
 from broker import Broker, binary, free_port, free_udp_port
 
@@ -196,3 +198,148 @@ def haproxy():
 def _connects(port):
     with socket.create_connection(("127.0.0.1", port), timeout=1):
         return True
+
+
+# ---- replicated topics and producers that remember what was acknowledged ----
+# (confluent-kafka is imported here only, so the Metadata helpers above work
+# without it)
+
+def bootstrap(cluster):
+    return ",".join(b.bootstrap for b in cluster.running().values())
+
+
+def live_port(cluster, avoid=None):
+    return next(b.port for n, b in cluster.running().items() if n != avoid)
+
+
+def create_replicated(cluster, topic, partitions=1):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    a = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    fs = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})],
+                         operation_timeout=10)
+    fs[topic].result(timeout=15)
+    return eventually(
+        "every partition has a leader and three in-sync replicas",
+        lambda: all(len(state(cluster, topic, p)[2]) == 3 and state(cluster, topic, p)[0] > 0
+                    for p in range(partitions)))
+
+
+def state(cluster, topic, partition=0, avoid=None):
+    """(leader, replicas, isr) as a running agent's Metadata says."""
+    md = metadata(live_port(cluster, avoid))
+    _err, leader = md["topics"][topic][partition]
+    replicas, isr = md["replicas"][(topic, partition)]
+    return leader, replicas, isr
+
+
+class Production:
+    """An idempotent acks=all producer in its own thread; remembers what
+    was acknowledged and when."""
+
+    def __init__(self, cluster, topic, partitions=1):
+        from confluent_kafka import Producer
+
+        self.p = Producer({
+            "bootstrap.servers": bootstrap(cluster),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 120000,
+            "request.timeout.ms": 5000,
+            # a frozen broker keeps its connections open: give up on it in 5 s
+            "socket.timeout.ms": 5000,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })
+        self.topic, self.partitions = topic, partitions
+        # values are unique across producers of one test
+        self.prefix = uuid.uuid4().hex[:6]
+        self.acked, self.ack_times, self.errors = [], [], []
+        self.offsets = {}
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def report(self, err, msg):
+        if err is not None:
+            self.errors.append(err)
+        else:
+            self.acked.append((msg.partition(), msg.value()))
+            self.ack_times.append(time.time())
+            # two leaders acknowledging one offset would show here
+            self.offsets.setdefault((msg.partition(), msg.offset()), set()).add(msg.value())
+
+    def run(self):
+        i = 0
+        while not self.stop_flag.is_set():
+            try:
+                self.p.produce(self.topic, value=f"{self.prefix}-{i}".encode(),
+                               partition=i % self.partitions,
+                               on_delivery=self.report)
+                i += 1
+            except BufferError:
+                pass
+            self.p.poll(0.002)
+        self.p.flush(120)
+
+    def wait_acked(self, n, timeout=60):
+        eventually(f"{n} acknowledged writes", lambda: len(self.acked) >= n, timeout=timeout)
+
+    def finish(self):
+        self.stop_flag.set()
+        self.thread.join(150)
+        return self.acked
+
+
+def read_back(cluster, topic, partitions, expected, timeout=90):
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = c.poll(0.5 if len(got) < expected else 1.0)
+        if m is None:
+            if len(got) >= expected:
+                break  # read to the end: nothing more for a second
+            continue
+        if m.error() is not None:
+            continue
+        got.append((m.partition(), m.value()))
+    c.close()
+    return got
+
+
+def assert_one_record_per_offset(prod):
+    split = {k: v for k, v in prod.offsets.items() if len(v) > 1}
+    assert not split, f"offsets acknowledged for two different records: {list(split.items())[:3]}"
+
+
+def assert_nothing_lost(acked, got):
+    missing = set(acked) - set(got)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    assert len(got) == len(set(got)), "an idempotent producer's records appear once"
+
+
+
+
+def holdings(port, node):
+    """(replicas, leaderships) agent `node` holds, as the agent on `port` says."""
+    md = metadata(port)
+    replicas = sum(1 for reps, _isr in md["replicas"].values() if node in reps)
+    leaders = sum(1 for parts in md["topics"].values()
+                  for _err, leader in parts.values() if leader == node)
+    return replicas, leaders
+
+
+def drain(via, node, undo=False, timeout=60):
+    """`aerostream drain --node N` against the agent `via`; returns its output."""
+    args = [binary(), "drain", "--node", str(node), "--bootstrap", via.bootstrap,
+            "--timeout-secs", str(timeout)]
+    if undo:
+        args.append("--undo")
+    out = subprocess.run(args, capture_output=True, text=True, timeout=timeout + 30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout

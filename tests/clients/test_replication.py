@@ -19,7 +19,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster import VOTERS, Cluster, eventually, metadata
+from cluster import (VOTERS, Cluster, Production, assert_nothing_lost, bootstrap,
+                     assert_one_record_per_offset, create_replicated, eventually,
+                     read_back, state)
 
 LAG_MS = 2000
 
@@ -34,119 +36,6 @@ def cluster():
     yield c
     c.stop_all()
     shutil.rmtree(c.dir, ignore_errors=True)
-
-
-def bootstrap(cluster):
-    return ",".join(cluster.agent(n).bootstrap for n in VOTERS)
-
-
-def live_port(cluster, avoid=None):
-    return next(b.port for n, b in cluster.running().items() if n != avoid)
-
-
-def create_replicated(cluster, topic, partitions=1):
-    a = AdminClient({"bootstrap.servers": bootstrap(cluster)})
-    fs = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})],
-                         operation_timeout=10)
-    fs[topic].result(timeout=15)
-    return eventually(
-        "every partition has a leader and three in-sync replicas",
-        lambda: all(len(state(cluster, topic, p)[2]) == 3 and state(cluster, topic, p)[0] > 0
-                    for p in range(partitions)))
-
-
-def state(cluster, topic, partition=0, avoid=None):
-    """(leader, replicas, isr) as a running agent's Metadata says."""
-    md = metadata(live_port(cluster, avoid))
-    _err, leader = md["topics"][topic][partition]
-    replicas, isr = md["replicas"][(topic, partition)]
-    return leader, replicas, isr
-
-
-class Production:
-    """An idempotent acks=all producer in its own thread; remembers what
-    was acknowledged and when."""
-
-    def __init__(self, cluster, topic, partitions=1):
-        self.p = Producer({
-            "bootstrap.servers": bootstrap(cluster),
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 2,
-            "message.timeout.ms": 120000,
-            "request.timeout.ms": 5000,
-            # a frozen broker keeps its connections open: give up on it in 5 s
-            "socket.timeout.ms": 5000,
-            "topic.metadata.refresh.interval.ms": 1000,
-        })
-        self.topic, self.partitions = topic, partitions
-        # values are unique across producers of one test
-        self.prefix = uuid.uuid4().hex[:6]
-        self.acked, self.ack_times, self.errors = [], [], []
-        self.offsets = {}
-        self.stop_flag = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def report(self, err, msg):
-        if err is not None:
-            self.errors.append(err)
-        else:
-            self.acked.append((msg.partition(), msg.value()))
-            self.ack_times.append(time.time())
-            # two leaders acknowledging one offset would show here
-            self.offsets.setdefault((msg.partition(), msg.offset()), set()).add(msg.value())
-
-    def run(self):
-        i = 0
-        while not self.stop_flag.is_set():
-            try:
-                self.p.produce(self.topic, value=f"{self.prefix}-{i}".encode(),
-                               partition=i % self.partitions,
-                               on_delivery=self.report)
-                i += 1
-            except BufferError:
-                pass
-            self.p.poll(0.002)
-        self.p.flush(120)
-
-    def wait_acked(self, n, timeout=60):
-        eventually(f"{n} acknowledged writes", lambda: len(self.acked) >= n, timeout=timeout)
-
-    def finish(self):
-        self.stop_flag.set()
-        self.thread.join(150)
-        return self.acked
-
-
-def read_back(cluster, topic, partitions, expected, timeout=90):
-    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        m = c.poll(0.5 if len(got) < expected else 1.0)
-        if m is None:
-            if len(got) >= expected:
-                break  # read to the end: nothing more for a second
-            continue
-        if m.error() is not None:
-            continue
-        got.append((m.partition(), m.value()))
-    c.close()
-    return got
-
-
-def assert_one_record_per_offset(prod):
-    split = {k: v for k, v in prod.offsets.items() if len(v) > 1}
-    assert not split, f"offsets acknowledged for two different records: {list(split.items())[:3]}"
-
-
-def assert_nothing_lost(acked, got):
-    missing = set(acked) - set(got)
-    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
-    assert len(got) == len(set(got)), "an idempotent producer's records appear once"
 
 
 def test_killing_the_leader_during_acks_all_production_loses_nothing(cluster):

@@ -74,6 +74,7 @@ fn retriable(e: &MetaError) -> bool {
         | MetaError::NotPartitionLeader { .. }
         | MetaError::IneligibleReplica { .. }
         | MetaError::ElectionNotNeeded { .. }
+        | MetaError::NoReassignmentInProgress { .. }
         | MetaError::EligibleLeadersNotAvailable { .. }
         | MetaError::SegmentOverlap { .. }
         | MetaError::ProducerIdsExhausted

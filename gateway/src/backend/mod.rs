@@ -284,6 +284,7 @@ pub trait LogFactory: Send + Sync + 'static {
         partition: i32,
         settings: &LogSettings,
     ) -> Result<OpenedLog, LogError>;
-    /// Deletes a partition's local data after its topic is deleted.
+    /// Deletes a partition's local data after its topic is deleted or its
+    /// replica moved to other agents.
     fn remove(&self, topic: &str, topic_id: Uuid, partition: i32) -> Result<(), LogError>;
 }

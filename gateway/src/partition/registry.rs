@@ -30,6 +30,8 @@ struct Registry {
     closing: bool,
     /// Topics being deleted: their partitions do not open.
     deleting: HashSet<Uuid>,
+    /// Replicas moved away from this node and being removed: they do not open.
+    removing: HashSet<PartitionKey>,
     /// Opens running on blocking threads now.
     opening: usize,
 }
@@ -153,6 +155,9 @@ impl Partitions {
             if r.deleting.contains(&topic_id) {
                 return Err(LogError::NotServing("the topic is being deleted"));
             }
+            if r.removing.contains(&key) {
+                return Err(LogError::NotServing("the replica moved to other agents"));
+            }
             let cell = r.open.entry(key).or_default();
             match cell.get() {
                 Some(h) if !h.is_closed() => return Ok(h.clone()),
@@ -184,6 +189,9 @@ impl Partitions {
             if r.deleting.contains(&key.topic_id) {
                 return Err(LogError::NotServing("the topic is being deleted"));
             }
+            if r.removing.contains(&key) {
+                return Err(LogError::NotServing("the replica moved to other agents"));
+            }
             r.opening += 1;
         }
         let _opening = OpeningGuard(self);
@@ -202,6 +210,8 @@ impl Partitions {
                 Some("the broker is shutting down")
             } else if r.deleting.contains(&key.topic_id) {
                 Some("the topic is being deleted")
+            } else if r.removing.contains(&key) {
+                Some("the replica moved to other agents")
             } else {
                 None
             }
@@ -319,6 +329,37 @@ impl Partitions {
                 }
             }
         }
+    }
+
+    /// Closes a replica reassigned away from this node and removes its local
+    /// data (what is in object storage stays: the partition lives on
+    /// elsewhere). It does not open while this runs, and may open again
+    /// afterwards, should the partition come back.
+    pub async fn remove_replica(&self, topic: &str, key: PartitionKey) {
+        self.lock().removing.insert(key);
+        self.wait_for_opens().await;
+        for h in self.take_open(|k| *k == key) {
+            if let Err(e) = h.close().await {
+                tracing::warn!(topic, partition = key.partition, error = %e, "closing a moved replica failed");
+            }
+        }
+        let factory = self.factory.clone();
+        let name = topic.to_string();
+        let removed =
+            tokio::task::spawn_blocking(move || factory.remove(&name, key.topic_id, key.partition))
+                .await;
+        match removed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(topic, partition = key.partition, error = %e, "removing a moved replica's data failed")
+            }
+            Err(_) => tracing::warn!(
+                topic,
+                partition = key.partition,
+                "removing a moved replica's data panicked"
+            ),
+        }
+        self.lock().removing.remove(&key);
     }
 
     /// Pushes new settings to a topic's open partitions.

@@ -6,7 +6,13 @@
 //! its newest epoch; send one fetch naming them all; apply the answer per
 //! partition — truncate where the leader says the logs diverge, restart
 //! below the leader's local start, otherwise append the batches and move
-//! the follower's high watermark. The leader holds the fetch while it has
+//! the follower's high watermark.
+//!
+//! A follower that restarts (a new replica, or one that fell behind what
+//! its leader keeps locally) starts where object storage's contiguous
+//! manifest ends, if that is past the leader's local start: what lies
+//! below is read from object storage, so a moved replica copies only what
+//! is not there yet, whatever the leader keeps locally. The leader holds the fetch while it has
 //! nothing new, so an idle follower costs one round trip per `max_wait`.
 
 use std::sync::atomic::Ordering;
@@ -145,7 +151,7 @@ async fn fetch_from(
             .fetch_add(bytes as u64, Ordering::Relaxed);
         let mut progressed = false;
         for (f, p) in followed.iter().zip(resp.partitions) {
-            progressed |= apply(f, p).await;
+            progressed |= apply(meta, f, p).await;
         }
         if !progressed {
             // every partition refused (e.g. a leadership change the
@@ -181,8 +187,25 @@ pub fn truncation_point(d: Diverging, own: Option<(i32, i64)>, log_start: i64) -
     }
 }
 
+/// Where a restarting follower starts: the leader's local start, or past
+/// it where the manifest's segments cover the offsets contiguously from
+/// there, never past the leader's high watermark (`hw`, `-1` unknown).
+pub fn restart_offset(local_start: i64, hw: i64, manifest: &[metastore::SegmentEntry]) -> i64 {
+    let mut at = local_start;
+    for e in manifest {
+        if e.base_offset <= at && e.last_offset >= at {
+            at = e.last_offset.saturating_add(1);
+        }
+    }
+    if hw >= local_start {
+        at.min(hw)
+    } else {
+        local_start
+    }
+}
+
 /// Applies one partition's answer; whether the fetch made progress.
-async fn apply(f: &Followed, p: FetchedPartition) -> bool {
+async fn apply(meta: &Metastore, f: &Followed, p: FetchedPartition) -> bool {
     if p.topic_id != f.key.topic_id || p.partition != f.key.partition {
         tracing::warn!("a leader answered for another partition than asked; ignored");
         return false;
@@ -205,12 +228,20 @@ async fn apply(f: &Followed, p: FetchedPartition) -> bool {
         }
     } else if p.error == ResponseError::OffsetOutOfRange.code() && p.log_start_offset >= 0 {
         match f.handle.position().await {
-            // fell below what the leader keeps locally: restart there
-            Ok(pos) if pos.log_end < p.log_start_offset => f
-                .handle
-                .truncate(p.log_start_offset, true)
-                .await
-                .map(|_| true),
+            // fell below what the leader keeps locally: restart there, or
+            // where object storage ends if that is later
+            Ok(pos) if pos.log_end < p.log_start_offset => {
+                let manifest = meta.segments(f.key.topic_id, f.key.partition);
+                let at = restart_offset(p.log_start_offset, p.high_watermark, &manifest);
+                tracing::info!(
+                    topic_id = %f.key.topic_id,
+                    partition = f.key.partition,
+                    leader_local_start = p.log_start_offset,
+                    start = at,
+                    "replica restarts its log"
+                );
+                f.handle.truncate(at, true).await.map(|_| true)
+            }
             // ahead of the leader: keep only what it committed
             Ok(_) if p.high_watermark >= 0 => f
                 .handle
@@ -252,6 +283,36 @@ mod tests {
         // the leader answers for e3 with e2 ending at 30; the follower's
         // largest epoch at or below 2 is e1, ending at 10: cut there
         assert_eq!(truncation_point(d(2, 30), Some((1, 10)), 0), 10);
+    }
+
+    fn seg(base_offset: i64, last_offset: i64) -> metastore::SegmentEntry {
+        metastore::SegmentEntry {
+            base_offset,
+            last_offset,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_restarting_follower_skips_what_object_storage_holds_from_the_leaders_local_start() {
+        let manifest = [seg(0, 99), seg(100, 199), seg(200, 299), seg(400, 499)];
+        assert_eq!(
+            restart_offset(150, 1000, &manifest),
+            300,
+            "the gap at 300 stops it"
+        );
+        assert_eq!(restart_offset(300, 1000, &manifest), 300);
+        assert_eq!(
+            restart_offset(0, 250, &manifest),
+            250,
+            "never past the high watermark"
+        );
+        assert_eq!(
+            restart_offset(150, -1, &manifest),
+            150,
+            "unknown high watermark"
+        );
+        assert_eq!(restart_offset(150, 1000, &[]), 150, "nothing tiered");
     }
 
     #[test]

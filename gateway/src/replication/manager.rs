@@ -9,6 +9,10 @@
 //! of its leader. It also records the ISR changes leaders propose
 //! (`Metastore::alter_isr`, checked there against the leader epoch and the
 //! partition epoch) and tells a leader when its proposal was refused.
+//!
+//! A replica reassigned away from this node (its partition's replicas no
+//! longer name it, which happens only once the replicas that replace it are
+//! in sync) stops serving at once and is closed, its local data removed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -179,6 +183,7 @@ impl Manager {
         let mut follow: HashMap<AgentId, Vec<Followed>> = HashMap::new();
         let topics = self.meta.topics();
         self.remove_deleted_topics(&topics);
+        self.remove_moved_replicas(&topics).await;
         for topic in topics {
             if topic
                 .partitions
@@ -261,6 +266,31 @@ impl Manager {
             tokio::spawn(async move {
                 registry.remove_topic(&name, id, partitions).await;
                 tracing::info!(topic = %name, "removed the local replicas of a deleted topic");
+            });
+        }
+    }
+
+    /// Replicas this node was told about whose partitions no longer name it.
+    async fn remove_moved_replicas(&mut self, current: &[std::sync::Arc<TopicInfo>]) {
+        let moved: Vec<(String, PartitionKey, i32)> = self
+            .told
+            .keys()
+            .filter_map(|k| {
+                let topic = current.iter().find(|t| t.id == k.topic_id)?;
+                let p = topic.partition(k.partition)?;
+                (!p.replicas.contains(&self.me)).then(|| (topic.name.clone(), *k, p.leader_epoch))
+            })
+            .collect();
+        for (name, key, epoch) in moved {
+            self.told.remove(&key);
+            if let Some(h) = self.partitions.get_open(key) {
+                // refuse writes and stop leading before the close gets there
+                let _ = h.follow(0, epoch).await;
+            }
+            let registry = self.partitions.clone();
+            tokio::spawn(async move {
+                registry.remove_replica(&name, key).await;
+                tracing::info!(topic = %name, partition = key.partition, "removed a replica moved to other agents");
             });
         }
     }

@@ -56,6 +56,7 @@ impl MetaState {
                     last_heartbeat_ms: now_ms,
                     fenced: false,
                     incarnation: 1,
+                    draining: false,
                 };
                 self.agents.insert(reg.id, a.clone());
                 a
@@ -105,7 +106,7 @@ impl MetaState {
         Ok(CommandOutput::Done)
     }
 
-    fn partition_mut(
+    pub(super) fn partition_mut(
         &mut self,
         topic_id: Uuid,
         partition: i32,
@@ -146,7 +147,7 @@ impl MetaState {
         Ok(())
     }
 
-    fn set_leadership(
+    pub(super) fn set_leadership(
         topic_id: Uuid,
         topic: &str,
         p: &mut PartitionInfo,

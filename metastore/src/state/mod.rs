@@ -9,6 +9,7 @@ mod agents;
 mod dedup;
 mod groups;
 mod log_start;
+mod reassign;
 mod segments;
 mod topics;
 
@@ -165,6 +166,26 @@ impl MetaState {
                 isr,
                 events,
             ),
+            Command::AlterReassignment {
+                topic_id,
+                partition,
+                target,
+                expected_partition_epoch,
+            } => self.alter_reassignment(
+                topic_id,
+                partition,
+                target,
+                expected_partition_epoch,
+                events,
+            ),
+            Command::CompleteReassignment {
+                topic_id,
+                partition,
+                expected_partition_epoch,
+            } => self.complete_reassignment(topic_id, partition, expected_partition_epoch, events),
+            Command::SetAgentDraining { agent_id, draining } => {
+                self.set_agent_draining(agent_id, draining, events)
+            }
             Command::AlterIsr {
                 topic_id,
                 partition,

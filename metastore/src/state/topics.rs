@@ -34,6 +34,8 @@ fn new_partition(index: i32, replicas: Vec<AgentId>, leader: Option<AgentId>) ->
         isr: replicas.clone(),
         replicas,
         high_watermark: -1,
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
     }
 }
 
@@ -47,6 +49,15 @@ impl MetaState {
             .collect()
     }
 
+    /// Agents that take new replicas: live and not draining, by id.
+    pub(crate) fn placeable_agents(&self) -> Vec<AgentId> {
+        self.agents
+            .values()
+            .filter(|a| !a.fenced && !a.draining)
+            .map(|a| a.id)
+            .collect()
+    }
+
     /// Round-robin placement over live agents, continuing from the cursor so
     /// that leaders spread across topics.
     fn assign(
@@ -54,11 +65,11 @@ impl MetaState {
         partitions: std::ops::Range<i32>,
         rf: usize,
     ) -> Result<Vec<Vec<AgentId>>, MetaError> {
-        let live = self.live_agents();
+        let live = self.placeable_agents();
         if rf == 0 || rf > live.len() {
             return Err(MetaError::InvalidReplicationFactor {
                 reason: format!(
-                    "replication factor {rf} needs that many live agents; {} are alive",
+                    "replication factor {rf} needs that many live agents that are not draining; there are {}",
                     live.len()
                 ),
             });
@@ -144,7 +155,7 @@ impl MetaState {
             };
             let rf = match spec.replication_factor {
                 -1 => self
-                    .live_agents()
+                    .placeable_agents()
                     .len()
                     .clamp(1, DEFAULT_REPLICATION_FACTOR),
                 n if n < 1 => {

@@ -1,5 +1,7 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and a
-//! read-only view of the broker's own settings).
+//! read-only view of the broker's own settings). One broker config can be
+//! altered, on any agent for any agent: `aerostream.draining` (true moves
+//! the agent's replicas to other agents, see `metastore/src/balance.rs`).
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -22,6 +24,8 @@ use metastore::{ConfigOp, MetaError};
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const SOURCE_STATIC_BROKER: i8 = 4;
+/// The broker config that drains an agent.
+pub const DRAINING: &str = "aerostream.draining";
 
 fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
     let c = &b.config;
@@ -217,6 +221,9 @@ async fn alter_topic(
     replace_all: bool,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
+    if resource_type == RESOURCE_BROKER {
+        return alter_broker(b, name, ops, validate_only).await;
+    }
     if resource_type != RESOURCE_TOPIC {
         return (
             ResponseError::InvalidRequest.code(),
@@ -243,6 +250,64 @@ async fn alter_topic(
                     )
                     .await;
             }
+            (0, None)
+        }
+        Err(e) => (codes::meta_error(&e).code(), msg(&e)),
+    }
+}
+
+/// Starts or stops draining agent `name`; every other broker config is static.
+async fn alter_broker(
+    b: &Broker,
+    name: &str,
+    ops: Result<Vec<ConfigOp>, MetaError>,
+    validate_only: bool,
+) -> (i16, Option<StrBytes>) {
+    let invalid = |code: ResponseError, why: String| (code.code(), Some(s(why)));
+    let Some(agent) = name
+        .parse::<u64>()
+        .ok()
+        .filter(|id| b.catalog.agents().iter().any(|a| a.id == *id))
+    else {
+        return invalid(
+            ResponseError::InvalidRequest,
+            format!("'{name}' names no registered agent"),
+        );
+    };
+    let ops = match ops {
+        Ok(ops) => ops,
+        Err(e) => return (codes::meta_error(&e).code(), msg(&e)),
+    };
+    let mut draining = None;
+    for op in ops {
+        draining = Some(match op {
+            ConfigOp::Set(k, v) if k == DRAINING => match v.as_str() {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return invalid(
+                        ResponseError::InvalidConfig,
+                        format!("{DRAINING} is true or false, not '{v}'"),
+                    )
+                }
+            },
+            ConfigOp::Delete(k) if k == DRAINING => false,
+            other => {
+                return invalid(
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "broker settings are static; only {DRAINING} can be set, not {other:?}"
+                    ),
+                )
+            }
+        });
+    }
+    let Some(draining) = draining.filter(|_| !validate_only) else {
+        return (0, None);
+    };
+    match b.catalog.set_draining(agent, draining).await {
+        Ok(_) => {
+            tracing::info!(agent, draining, "agent draining changed");
             (0, None)
         }
         Err(e) => (codes::meta_error(&e).code(), msg(&e)),

@@ -11,6 +11,7 @@ mod init_producer_id;
 mod metadata;
 mod offsets;
 mod produce;
+mod reassignments;
 mod routing;
 mod topics;
 
@@ -226,6 +227,14 @@ pub async fn dispatch(
         RequestKind::OffsetCommit(r) => group_offsets::offset_commit(broker, &ctx, r).await.into(),
         RequestKind::OffsetFetch(r) => group_offsets::offset_fetch(broker, &ctx, r).await.into(),
         RequestKind::OffsetDelete(r) => group_offsets::offset_delete(broker, &ctx, r).await.into(),
+        RequestKind::AlterPartitionReassignments(r) => {
+            reassignments::alter_partition_reassignments(broker, &ctx, r)
+                .await
+                .into()
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            reassignments::list_partition_reassignments(broker, &ctx, r).into()
+        }
         _ => return Err(DispatchError::UnsupportedVersion { api, version }),
     };
     encode_frame(&header, api, &body).map(Some)
@@ -264,6 +273,8 @@ mod group_tests;
 mod offsets_tests;
 #[cfg(test)]
 mod produce_tests;
+#[cfg(test)]
+mod reassignments_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

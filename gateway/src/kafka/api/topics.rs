@@ -40,6 +40,49 @@ fn all_configs(t: &TopicInfo) -> Vec<CreatableTopicConfigs> {
         .collect()
 }
 
+/// A CreateTopics entry's replica assignments (Kafka's `assignments`),
+/// ordered by partition; empty when it has none. Partition and
+/// replica counts may be given alongside only when they agree.
+fn explicit_assignments(
+    t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+) -> Result<Vec<Vec<metastore::AgentId>>, String> {
+    if t.assignments.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = t.assignments.len();
+    if t.num_partitions != -1 && usize::try_from(t.num_partitions) != Ok(n) {
+        return Err(format!(
+            "{} partitions asked with assignments for {n}",
+            t.num_partitions
+        ));
+    }
+    let mut out = vec![None; n];
+    for a in &t.assignments {
+        let slot = usize::try_from(a.partition_index)
+            .ok()
+            .and_then(|i| out.get_mut(i))
+            .ok_or_else(|| format!("partition {} is outside 0..{n}", a.partition_index))?;
+        if slot.is_some() {
+            return Err(format!("partition {} is assigned twice", a.partition_index));
+        }
+        let replicas: Option<Vec<metastore::AgentId>> = a
+            .broker_ids
+            .iter()
+            .map(|b| metastore::AgentId::try_from(b.0).ok())
+            .collect();
+        *slot = Some(replicas.ok_or("agent ids are not negative")?);
+    }
+    let out: Vec<Vec<metastore::AgentId>> = out.into_iter().flatten().collect();
+    let rf = out.first().map_or(0, Vec::len);
+    if t.replication_factor != -1 && usize::try_from(t.replication_factor) != Ok(rf) {
+        return Err(format!(
+            "replication factor {} asked with assignments of {rf} replicas",
+            t.replication_factor
+        ));
+    }
+    Ok(out)
+}
+
 pub(super) async fn create_topics(
     b: &Broker,
     _ctx: &RequestContext,
@@ -52,6 +95,17 @@ pub(super) async fn create_topics(
             .with_name(t.name.clone())
             .with_num_partitions(-1)
             .with_replication_factor(-1);
+        let assignments = match explicit_assignments(&t) {
+            Ok(a) => a,
+            Err(why) => {
+                results.push(
+                    result
+                        .with_error_code(ResponseError::InvalidReplicaAssignment.code())
+                        .with_error_message(Some(s(why))),
+                );
+                continue;
+            }
+        };
         let partitions = if !t.assignments.is_empty() {
             t.assignments.len() as i32
         } else if t.num_partitions == -1 {
@@ -84,12 +138,18 @@ pub(super) async fn create_topics(
             );
             continue;
         }
+        // explicit assignments name the partitions and replicas themselves
+        let (spec_partitions, spec_rf) = if assignments.is_empty() {
+            (partitions, replication_factor)
+        } else {
+            (-1, -1)
+        };
         let spec = CreateTopic {
             name: name.clone(),
-            partitions,
-            replication_factor,
+            partitions: spec_partitions,
+            replication_factor: spec_rf,
             configs,
-            assignments: Vec::new(),
+            assignments,
         };
         match b.catalog.create_topic(spec, req.validate_only).await {
             Ok(meta) => {

@@ -13,6 +13,7 @@ on_every_backend!(
     create_partitions_only_grows_a_topic,
     a_deleted_topic_is_gone_with_its_data_and_can_be_created_again,
     metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_leader,
+    create_topics_places_replicas_where_the_assignments_say,
 );
 
 async fn metadata_auto_creates_unknown_topics_unless_the_client_says_no(logs: Logs) {
@@ -155,5 +156,73 @@ async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_
             "agent 2's partition never went offline: {view:?}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+async fn create_topics_places_replicas_where_the_assignments_say(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    b.catalog
+        .register_agent(metastore::AgentRegistration {
+            id: 2,
+            ..Default::default()
+        })
+        .await
+        .expect("agent 2 registers");
+    let req = |name: &str, partitions: i32, assignments: &[(i32, &[i32])]| {
+        CreateTopicsRequest::default().with_topics(vec![
+            create_topics_request::CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.into())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(-1)
+                .with_assignments(
+                    assignments
+                        .iter()
+                        .map(|(p, ids)| {
+                            create_topics_request::CreatableReplicaAssignment::default()
+                                .with_partition_index(*p)
+                                .with_broker_ids(ids.iter().map(|i| BrokerId(*i)).collect())
+                        })
+                        .collect(),
+                ),
+        ])
+    };
+    // listed out of order, as a client may
+    let resp: CreateTopicsResponse = call(
+        b,
+        ApiKey::CreateTopics,
+        7,
+        &req("placed", -1, &[(1, &[1, 2]), (0, &[2, 1])]),
+    )
+    .await;
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+    let placed = b.catalog.topic("placed").expect("created");
+    let replicas: Vec<Vec<u64>> = placed
+        .partitions
+        .iter()
+        .map(|p| p.replicas.clone())
+        .collect();
+    assert_eq!(replicas, vec![vec![2, 1], vec![1, 2]]);
+    for (name, partitions, assignments) in [
+        ("twice", -1, &[(0, &[1][..]), (0, &[2][..])][..]),
+        ("gap", -1, &[(0, &[1][..]), (2, &[2][..])][..]),
+        ("count", 3, &[(0, &[1][..])][..]),
+    ] {
+        let resp: CreateTopicsResponse = call(
+            b,
+            ApiKey::CreateTopics,
+            7,
+            &req(name, partitions, assignments),
+        )
+        .await;
+        assert_eq!(
+            resp.topics[0].error_code, 39,
+            "{name}: INVALID_REPLICA_ASSIGNMENT"
+        );
+        assert!(b.catalog.topic(name).is_none());
     }
 }

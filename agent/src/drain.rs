@@ -1,0 +1,82 @@
+//! `aerostream drain`: asks a running agent to drain one agent of the
+//! cluster (or to stop), then prints progress until it holds no replicas.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use gateway::admin_client;
+
+#[derive(clap::Args)]
+pub struct DrainArgs {
+    /// The agent (node id) to drain.
+    #[arg(long)]
+    pub node: i32,
+    /// Kafka address of any running agent, `host:port`.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    /// Stop draining: the agent takes replicas again.
+    #[arg(long)]
+    pub undo: bool,
+    /// Return once the drain is started instead of waiting for it to finish.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Give up waiting after this many seconds (0: wait as long as it takes).
+    #[arg(long, default_value_t = 0)]
+    pub timeout_secs: u64,
+}
+
+pub fn run(args: &DrainArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start a runtime")?;
+    rt.block_on(drain(args))
+}
+
+async fn drain(args: &DrainArgs) -> anyhow::Result<()> {
+    let (node, addr) = (args.node, args.bootstrap.as_str());
+    admin_client::set_draining(addr, node, !args.undo)
+        .await
+        .with_context(|| format!("cannot change the draining state of agent {node}"))?;
+    if args.undo {
+        println!("agent {node} takes replicas again");
+        return Ok(());
+    }
+    println!("draining agent {node}: its replicas move to other agents");
+    if args.no_wait {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let mut last = None;
+    loop {
+        match admin_client::load(addr, node).await {
+            Ok(load) if load.replicas == 0 => {
+                println!(
+                    "agent {node} holds no replicas ({}s); it can be stopped",
+                    started.elapsed().as_secs()
+                );
+                return Ok(());
+            }
+            Ok(load) => {
+                if last != Some(load) {
+                    println!(
+                        "agent {node}: {} replicas, {} leaders; {} partition moves under way ({}s)",
+                        load.replicas,
+                        load.leaders,
+                        load.moving,
+                        started.elapsed().as_secs()
+                    );
+                    last = Some(load);
+                }
+            }
+            Err(e) => println!("cannot read progress yet: {e}"),
+        }
+        if args.timeout_secs > 0 && started.elapsed() > Duration::from_secs(args.timeout_secs) {
+            anyhow::bail!(
+                "agent {node} still holds replicas after {}s (is there another agent with room for them?)",
+                args.timeout_secs
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

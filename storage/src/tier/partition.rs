@@ -101,7 +101,7 @@ impl TieredPartition {
             registration: p.reg.shared.registration(),
             committed: entries
                 .iter()
-                .map(|e| (e.base_offset, e.last_offset))
+                .map(|e| (e.first_served(), e.last_offset))
                 .collect(),
             sealed,
             high_watermark: p.reported_bound,

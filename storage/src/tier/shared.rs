@@ -74,9 +74,12 @@ impl PartitionShared {
         Arc::clone(&self.manifest.read())
     }
 
-    /// First tiered offset, if anything is tiered.
+    /// First tiered offset served, if anything is tiered.
     pub fn tiered_start(&self) -> Option<i64> {
-        self.manifest.read().first().map(|e| e.base_offset)
+        self.manifest
+            .read()
+            .first()
+            .map(TieredSegment::first_served)
     }
 
     /// Last tiered offset (Kafka's LATEST_TIERED), if anything is tiered.
@@ -90,8 +93,20 @@ impl PartitionShared {
             return;
         }
         let list = Arc::make_mut(&mut m);
-        let at = list.partition_point(|e| e.base_offset < entry.base_offset);
+        let at = list.partition_point(|e| e.first_served() < entry.first_served());
         list.insert(at, entry);
+    }
+
+    /// Replaces the snapshot with a fresh read of the manifest (entries
+    /// other agents committed: earlier leaders of the partition). Returns
+    /// whether it changed.
+    pub(crate) fn replace_entries(&self, entries: Vec<TieredSegment>) -> bool {
+        let mut m = self.manifest.write();
+        if m.as_slice() == entries.as_slice() {
+            return false;
+        }
+        *m = Arc::new(entries);
+        true
     }
 
     pub(crate) fn remove_below(&self, below_offset: i64) {

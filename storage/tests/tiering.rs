@@ -1135,6 +1135,23 @@ async fn new_leaders_with_other_segment_boundaries_continue_the_manifest_and_los
         fresh[..] == expected[..fresh.len()],
         "a reader without a replica sees the same history"
     );
+    // timestamp lookups over overlapping objects answer as one log would
+    let rd = tempfile::tempdir().unwrap();
+    let mut reference = PartitionLog::open(rd.path(), common::small_segments()).unwrap();
+    for batch in storage::batch::BatchIter::new(&expected) {
+        reference.append_replicated(batch.unwrap().1, TS).unwrap();
+    }
+    let max = reference.max_timestamp().unwrap();
+    assert!(max.offset < tiered_end);
+    assert_eq!(c.tier.max_timestamp(r.key, 0).await.unwrap(), Some(max));
+    for ts in [TS, TS + 40, TS + 100, TS + 250, TS + 300] {
+        let want = reference.offset_for_timestamp(ts).unwrap().unwrap();
+        assert_eq!(
+            c.tier.offset_for_timestamp(r.key, ts, 0).await.unwrap(),
+            Some(want),
+            "first record at or after {ts}"
+        );
+    }
     c.p.close().unwrap();
     c.tier.shutdown().await;
     r.tier.shutdown().await;

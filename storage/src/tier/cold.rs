@@ -240,7 +240,7 @@ impl ColdReader {
             .filter(|e| e.last_offset >= log_start && e.max_timestamp >= 0)
             .collect();
         // largest first; on a tie the earlier entry (a stable sort keeps order)
-        candidates.sort_by(|a, b| b.max_timestamp.cmp(&a.max_timestamp));
+        candidates.sort_by_key(|e| std::cmp::Reverse(e.max_timestamp));
         for e in candidates {
             let from = log_start.max(e.first_served());
             if let Some(found) = self.find_timestamp_in(e, e.max_timestamp, from).await? {

@@ -727,7 +727,7 @@ impl UploaderEngine {
                 attempt: s.attempt,
             });
         }
-        // Local deletion follows the contiguous committed prefix.
+        // Local deletion follows the prefix the manifest serves.
         for (key, p) in self.parts.iter_mut() {
             let below = p.deletable_below();
             if p.announced != Some(below) {

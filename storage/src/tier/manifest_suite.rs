@@ -189,7 +189,7 @@ pub async fn straddling_entries_serve_only_offsets_no_other_entry_serves(
     assert_eq!(served(&m.segments(p)), vec![(31, 40)]);
 }
 
-/// `segments` is sorted by base offset whatever the commit order, and
+/// `segments` is sorted by the offsets served whatever the commit order, and
 /// partitions do not see each other's entries.
 pub async fn entries_are_sorted_and_kept_per_partition(m: &impl ManifestUnderTest) {
     let p = partition(m).await;

@@ -1156,3 +1156,43 @@ async fn new_leaders_with_other_segment_boundaries_continue_the_manifest_and_los
     c.tier.shutdown().await;
     r.tier.shutdown().await;
 }
+
+/// A follower that fell below its new leader's local start restarts there
+/// even when that start lies inside tiered offsets (the leader's segment
+/// straddling its predecessor's last entry is not uploaded yet); moving
+/// back into what it holds stays refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_follower_may_restart_inside_tiered_offsets_but_never_move_back_into_them() {
+    let r = rig(None).await;
+    let mut a = agent(&r, 1 << 20).await;
+    let mut b = agent(&r, (1 << 20) + (300 << 10)).await;
+    // the current leader still holds everything locally
+    let ld = tempfile::tempdir().unwrap();
+    let mut leader = PartitionLog::open(ld.path(), common::small_segments()).unwrap();
+    lead(&mut leader, 300, 1, 0);
+    follow(&leader, &mut a.p);
+    a.p.set_upload_limit(i64::MAX);
+    all_uploaded(&mut a.p).await;
+    let entries = r.manifest.segments(r.key);
+    let last = entries.last().unwrap();
+    until("the follower's agent saw the leader's commits", || {
+        let seen = b.p.shared().tiered_last() == Some(last.last_offset);
+        async move { seen }
+    })
+    .await;
+    assert_eq!(b.p.log_end_offset(), 0, "the follower has fetched nothing");
+    // a batch boundary inside the last tiered entry, as a leader's local start is
+    let start = last.base_offset + 50;
+    assert!(start <= last.last_offset);
+    b.p.truncate_fully_and_start_at(start)
+        .expect("a restart ahead of the local log end, inside tiered offsets");
+    follow(&leader, &mut b.p);
+    assert_eq!(b.p.log_end_offset(), leader.log_end_offset());
+    let e = b.p.truncate_fully_and_start_at(start - 50).unwrap_err();
+    assert!(matches!(e, TierError::TruncationBelowTiered { .. }), "{e}");
+    a.p.close().unwrap();
+    b.p.close().unwrap();
+    a.tier.shutdown().await;
+    b.tier.shutdown().await;
+    r.tier.shutdown().await;
+}

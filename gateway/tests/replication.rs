@@ -661,9 +661,18 @@ async fn tiering_continues_on_a_new_leader_and_followers_drop_what_was_uploaded(
     );
     // a cold read of the whole tiered history on the remaining follower
     let follower = *followers.iter().find(|&&f| f != new_leader).unwrap();
-    let a = c.agent(follower);
-    let key = PartitionKey::new(a.meta.topic(TOPIC).unwrap().id, 0);
+    let key = PartitionKey::new(c.agent(follower).meta.topic(TOPIC).unwrap().id, 0);
     let tiered_end = served.last().unwrap().1 + 1;
+    c.wait_for(
+        "the follower's agent learnt the new leader's commits",
+        |c| {
+            let tier = c.agent(follower).tier.as_ref().unwrap();
+            tier.partition(key)
+                .is_some_and(|p| p.tiered_last() >= Some(tiered_end - 1))
+        },
+    )
+    .await;
+    let a = c.agent(follower);
     let mut at = 0;
     while at < tiered_end {
         let r = a

@@ -8,10 +8,15 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cache::{CacheConfig, ColdCache, ObjectStoreHandle};
 use gateway::backend::disk::DiskLogFactory;
+use gateway::backend::manifest::MetastoreManifest;
+use gateway::backend::tiered::TieredLogFactory;
+use gateway::backend::LogFactory;
 use gateway::broker::BrokerConfig;
 use gateway::replication::manager::{ReplicaManager, ReplicationSettings};
 use gateway::replication::service::ALPN;
@@ -27,6 +32,7 @@ use metastore::{
     AgentAddrs, AgentKeepAlive, AgentRegistration, Bootstrap, CreateTopic, Metastore,
     MetastoreConfig, QuicSettings, RaftTiming, RaftTls, Transport,
 };
+use storage::tier::{PartitionKey, Tier, TierConfig};
 use tokio::net::TcpStream;
 
 use common::roundtrip;
@@ -37,6 +43,8 @@ const LEASE: Duration = Duration::from_millis(1500);
 struct Agent {
     id: u64,
     meta: Metastore,
+    /// The agent's tiering service, when its partitions are tiered.
+    tier: Option<Tier>,
     gw: Option<Gateway>,
     _replication: Option<ReplicaManager>,
     _alive: Option<AgentKeepAlive>,
@@ -54,7 +62,38 @@ async fn start_gateway(
     data: &std::path::Path,
     load_balanced: bool,
 ) -> (Gateway, ReplicaManager, AgentKeepAlive) {
-    let logs = std::sync::Arc::new(DiskLogFactory::new(data.join("log")).unwrap());
+    let logs = Arc::new(DiskLogFactory::new(data.join("log")).unwrap());
+    start_gateway_on(meta, id, logs, load_balanced).await
+}
+
+/// Tiered logs in `data` over the object store every agent shares, with the
+/// manifest in the agent's metastore; uploads held as in a cluster (only a
+/// partition's leader uploads).
+async fn tiered_logs(
+    meta: &Metastore,
+    data: &std::path::Path,
+    store: &ObjectStoreHandle,
+) -> (Arc<dyn LogFactory>, Tier) {
+    let cold = ColdCache::open(CacheConfig::default(), store.clone())
+        .await
+        .unwrap();
+    let config = TierConfig {
+        retention_interval: Duration::from_millis(100),
+        ..TierConfig::default()
+    };
+    let manifest = Arc::new(MetastoreManifest::new(meta.clone()));
+    let tier = Tier::start(config, store.clone(), cold, manifest);
+    tier.hold_uploads_until_limited();
+    let disk = DiskLogFactory::new(data.join("log")).unwrap();
+    (Arc::new(TieredLogFactory::new(disk, tier.clone())), tier)
+}
+
+async fn start_gateway_on(
+    meta: &Metastore,
+    id: u64,
+    logs: Arc<dyn LogFactory>,
+    load_balanced: bool,
+) -> (Gateway, ReplicaManager, AgentKeepAlive) {
     let opts = GatewayOptions {
         broker: BrokerConfig {
             node_id: id as i32,
@@ -92,6 +131,12 @@ impl Cluster {
 
     /// `load_balanced`: every agent forwards what it does not own.
     async fn start_with(load_balanced: bool) -> Cluster {
+        Cluster::start_on(None, load_balanced).await
+    }
+
+    /// Three agents; with `store`, their partitions are tiered to it;
+    /// `load_balanced`: every agent forwards what it does not own.
+    async fn start_on(store: Option<ObjectStoreHandle>, load_balanced: bool) -> Cluster {
         let certs = tempfile::tempdir().unwrap();
         create_cluster_certificates(certs.path(), [1, 2, 3]).unwrap();
         let sockets: Vec<UdpSocket> = (0..3)
@@ -124,11 +169,21 @@ impl Cluster {
         let mut agents = Vec::new();
         for (id, meta, data) in metas {
             meta.wait_ready(Duration::from_secs(30)).await.unwrap();
-            let (gw, replication, alive) =
-                start_gateway(&meta, id, data.path(), load_balanced).await;
+            let (logs, tier): (Arc<dyn LogFactory>, _) = match &store {
+                Some(store) => {
+                    let (logs, tier) = tiered_logs(&meta, data.path(), store).await;
+                    (logs, Some(tier))
+                }
+                None => (
+                    Arc::new(DiskLogFactory::new(data.path().join("log")).unwrap()),
+                    None,
+                ),
+            };
+            let (gw, replication, alive) = start_gateway_on(&meta, id, logs, load_balanced).await;
             agents.push(Agent {
                 id,
                 meta,
+                tier,
                 gw: Some(gw),
                 _replication: Some(replication),
                 _alive: Some(alive),
@@ -178,6 +233,9 @@ impl Cluster {
         a._replication.take();
         if let Some(gw) = a.gw.take() {
             gw.shutdown().await;
+        }
+        if let Some(tier) = a.tier.take() {
+            tier.shutdown().await;
         }
         a.meta.shutdown().await.unwrap();
     }
@@ -539,6 +597,216 @@ async fn a_partition_moved_off_its_leader_keeps_every_acknowledged_write_and_lea
     }
     assert_eq!(read_all(&kafka_addr(&c, 3)).await, expected(30));
     for id in [1, 2, 3] {
+        c.stop(id).await;
+    }
+}
+
+/// Batch `i` of ten ~10 KiB records, so a few dozen fill several 1 MiB
+/// segments.
+fn big_batch(i: usize) -> Bytes {
+    let values = big_values(i);
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    record_batch(&values, false, None, Compression::None)
+}
+
+fn big_values(i: usize) -> Vec<String> {
+    (0..10)
+        .map(|j| format!("b{i}-v{j}-{}", "x".repeat(10_000)))
+        .collect()
+}
+
+/// Produces big batch `i` with acks=all, retrying while the cluster settles.
+async fn produce_big(addr: &str, i: usize) -> i16 {
+    let mut code = -1;
+    for _ in 0..100 {
+        let Ok(mut s) = TcpStream::connect(addr).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let resp: ProduceResponse = roundtrip(
+            &mut s,
+            ApiKey::Produce,
+            9,
+            &ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(5_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(topic_name())
+                    .with_partition_data(vec![
+                        PartitionProduceData::default().with_records(Some(big_batch(i)))
+                    ])]),
+        )
+        .await;
+        code = resp.responses[0].partition_responses[0].error_code;
+        if code == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    code
+}
+
+/// The offsets the partition's manifest entries serve, as an agent's
+/// metastore replica holds them.
+fn manifest_served(a: &Agent) -> Vec<(i64, i64)> {
+    let Some(t) = a.meta.topic(TOPIC) else {
+        return Vec::new();
+    };
+    a.meta
+        .segments(t.id, 0)
+        .iter()
+        .map(|e| (e.first_served(), e.last_offset))
+        .collect()
+}
+
+fn partition_dir(a: &Agent) -> std::path::PathBuf {
+    a.data.path().join("log").join(format!("{TOPIC}-0"))
+}
+
+/// Base offsets of the local segment files of the partition on `a`.
+fn local_segments(a: &Agent) -> Vec<i64> {
+    let mut bases: Vec<i64> = std::fs::read_dir(partition_dir(a))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    name.strip_suffix(".log")?.parse().ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    bases.sort_unstable();
+    bases
+}
+
+/// Tiering in a cluster: only the leader uploads; followers delete their
+/// local copies of what it uploaded under the same local retention; after
+/// the leader is killed the new leader continues from the manifest; the
+/// whole history reads back from object storage on the new leader and on
+/// the remaining follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_continues_on_a_new_leader_and_followers_drop_what_was_uploaded() {
+    let mut c = Cluster::start_on(Some(ObjectStoreHandle::in_memory()), false).await;
+    c.agents[0]
+        .meta
+        .create_topic(
+            CreateTopic::new(TOPIC, 1, 3)
+                .with_config("min.insync.replicas", "2")
+                .with_config("segment.bytes", "1048576")
+                .with_config("local.retention.bytes", "0")
+                // the test batches carry old timestamps
+                .with_config("retention.ms", "-1"),
+            false,
+        )
+        .await
+        .unwrap();
+    c.wait_for("three in-sync replicas", |c| {
+        c.leadership().is_some_and(|(_, isr, _)| isr.len() == 3)
+    })
+    .await;
+    let (leader, _, epoch) = c.leadership().unwrap();
+    let addr = kafka_addr(&c, leader);
+    for i in 0..40 {
+        assert_eq!(produce_big(&addr, i).await, 0, "write {i} to the leader");
+    }
+    let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&a| a != leader).collect();
+    c.wait_for("the leader uploaded sealed segments", |c| {
+        manifest_served(c.agent(leader)).len() >= 2
+    })
+    .await;
+    c.wait_for(
+        "every follower dropped local copies of uploaded segments",
+        |c| {
+            followers.iter().all(|&f| {
+                let a = c.agent(f);
+                let tiered_end = manifest_served(a).last().map_or(0, |e| e.1 + 1);
+                local_segments(a)
+                    .first()
+                    .is_some_and(|&b| b > 0 && b <= tiered_end)
+            })
+        },
+    )
+    .await;
+    for &f in &followers {
+        let uploaded = c
+            .agent(f)
+            .tier
+            .as_ref()
+            .unwrap()
+            .snapshot()
+            .uploaded_segments;
+        assert_eq!(uploaded, 0, "follower {f} uploads nothing");
+    }
+
+    c.stop(leader).await;
+    c.wait_for("another in-sync replica leads", |c| {
+        c.leadership()
+            .is_some_and(|(l, _, e)| l != leader && e > epoch)
+    })
+    .await;
+    let (new_leader, _, _) = c.leadership().unwrap();
+    let old_end = 40 * 10;
+    let addr = kafka_addr(&c, new_leader);
+    for i in 40..80 {
+        assert_eq!(
+            produce_big(&addr, i).await,
+            0,
+            "write {i} to the new leader"
+        );
+    }
+    c.wait_for("the new leader uploaded past the old leader's end", |c| {
+        manifest_served(c.agent(new_leader))
+            .last()
+            .is_some_and(|e| e.1 >= old_end + 100)
+    })
+    .await;
+    let served = manifest_served(c.agent(new_leader));
+    assert_eq!(served[0].0, 0, "{served:?}");
+    for w in served.windows(2) {
+        assert_eq!(w[0].1 + 1, w[1].0, "no gap, no overlap: {served:?}");
+    }
+    let snapshot = c.agent(new_leader).tier.as_ref().unwrap().snapshot();
+    assert_eq!(snapshot.commit_failures, 0, "no commit was refused");
+    c.wait_for("the new leader dropped its local copies too", |c| {
+        local_segments(c.agent(new_leader))
+            .first()
+            .is_some_and(|&b| b > old_end)
+    })
+    .await;
+
+    let expected: Vec<String> = (0..80).flat_map(big_values).collect();
+    assert!(
+        read_all(&addr).await == expected,
+        "every record, from object storage and the local tail, on the new leader"
+    );
+    // a cold read of the whole tiered history on the remaining follower
+    let follower = *followers.iter().find(|&&f| f != new_leader).unwrap();
+    let key = PartitionKey::new(c.agent(follower).meta.topic(TOPIC).unwrap().id, 0);
+    let tiered_end = served.last().unwrap().1 + 1;
+    c.wait_for(
+        "the follower's agent learnt the new leader's commits",
+        |c| {
+            let tier = c.agent(follower).tier.as_ref().unwrap();
+            tier.partition(key)
+                .is_some_and(|p| p.tiered_last() >= Some(tiered_end - 1))
+        },
+    )
+    .await;
+    let a = c.agent(follower);
+    let mut at = 0;
+    while at < tiered_end {
+        let r = a
+            .tier
+            .as_ref()
+            .unwrap()
+            .read(key, at, 1 << 20)
+            .await
+            .unwrap()
+            .expect("tiered records");
+        assert!(r.first_offset <= at && r.next_offset > at);
+        at = r.next_offset;
+    }
+    for id in followers {
         c.stop(id).await;
     }
 }

@@ -157,6 +157,21 @@ pub struct SegmentEntry {
     /// Bytes of the segment's time index object (`.tix`).
     #[serde(default)]
     pub time_index_size: u64,
+    /// First offset this entry serves, when above `base_offset`: a new
+    /// partition leader uploads a local segment that straddles the end of
+    /// what earlier leaders committed whole (its boundaries are its own),
+    /// and the entry serves only the offsets after that end. The object's
+    /// base offset stays `base_offset`: its indexes count from there.
+    /// `None` serves from `base_offset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_from: Option<i64>,
+}
+
+impl SegmentEntry {
+    /// The first offset this entry serves (see [`SegmentEntry::served_from`]).
+    pub fn first_served(&self) -> i64 {
+        self.served_from.unwrap_or(self.base_offset)
+    }
 }
 
 /// A consumer group's committed position in one partition.

@@ -961,3 +961,238 @@ async fn a_held_partition_uploads_nothing_until_its_limit_and_nothing_past_it() 
     p.close().unwrap();
     r.tier.shutdown().await;
 }
+
+/// One agent of a cluster in one process: its own tier (uploader, cold
+/// reader) over the object store and manifest all agents share, and its own
+/// replica of the partition, rolled at its own segment size.
+struct Agent {
+    tier: Tier,
+    p: TieredPartition,
+    _dir: tempfile::TempDir,
+}
+
+async fn agent(r: &Rig, segment_bytes: u64) -> Agent {
+    let other = rig_with(
+        fast_config(None),
+        Arc::clone(&r.manifest),
+        Some(r.store.clone()),
+    )
+    .await;
+    other.tier.hold_uploads_until_limited();
+    let config = storage::LogConfig {
+        segment_bytes,
+        ..common::small_segments()
+    };
+    let log = PartitionLog::open(other.dir.path(), config).unwrap();
+    let p = other
+        .tier
+        .open_partition(
+            r.key,
+            log,
+            TierRetention {
+                local_retention_bytes: Some(0),
+                ..TierRetention::default()
+            },
+        )
+        .unwrap();
+    Agent {
+        tier: other.tier,
+        p,
+        _dir: other.dir,
+    }
+}
+
+/// Appends `n` ~10 KiB batches as the leader at `epoch`; returns their bytes
+/// as stored (offsets stamped).
+fn lead_tiered(p: &mut TieredPartition, n: usize, epoch: i32, tag: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut b = common::batch_with(
+            50,
+            200,
+            TS + i as i64,
+            Compression::None,
+            None,
+            tag + i as u64,
+        );
+        p.append(&mut b, epoch, TS).unwrap();
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+/// Ticks `p` (local retention) until the manifest serves every sealed
+/// segment below `end` and they have left local disk.
+async fn follower_drops_what_is_tiered(p: &mut TieredPartition, end: i64) {
+    until(
+        "the follower deleted its local copies of uploaded offsets",
+        || {
+            p.tick(TS).unwrap();
+            let done = p.local_log_start_offset() >= end;
+            async move { done }
+        },
+    )
+    .await;
+}
+
+/// The manifest's entries as `(object base, first served, last)`.
+fn served(m: &MemoryManifest, key: PartitionKey) -> Vec<(i64, i64, i64)> {
+    m.segments(key)
+        .iter()
+        .map(|e| (e.base_offset, e.first_served(), e.last_offset))
+        .collect()
+}
+
+/// Failover twice between replicas whose segment boundaries all differ:
+/// each new leader uploads only what the manifest lacks, its first segment
+/// straddling the manifest's end is committed serving only what follows,
+/// followers delete their local copies of what their leader uploaded, and
+/// every offset reads back from object storage, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_leaders_with_other_segment_boundaries_continue_the_manifest_and_lose_no_offset() {
+    let r = rig(None).await;
+    let mut a = agent(&r, 1 << 20).await;
+    let mut b = agent(&r, (1 << 20) + (300 << 10)).await;
+    let mut c = agent(&r, (1 << 20) + (700 << 10)).await;
+    a.p.set_upload_limit(i64::MAX);
+    let mut expected = lead_tiered(&mut a.p, 300, 1, 0);
+    follow(a.p.log(), &mut b.p);
+    follow(a.p.log(), &mut c.p);
+    all_uploaded(&mut a.p).await;
+    let first_end = a.p.shared().deletable_below();
+    assert!(first_end > 0);
+    // followers upload nothing, yet drop what their leader uploaded
+    for f in [&mut b, &mut c] {
+        let covered =
+            f.p.log()
+                .segments()
+                .iter()
+                .filter(|s| s.sealed && s.last_offset < first_end)
+                .map(|s| s.last_offset + 1)
+                .max()
+                .expect("a follower segment wholly uploaded by the leader");
+        follower_drops_what_is_tiered(&mut f.p, covered).await;
+        assert_eq!(f.tier.snapshot().uploaded_segments, 0);
+    }
+
+    // A dies with sealed data not yet uploaded; B leads at epoch 2.
+    expected.extend(lead_tiered(&mut a.p, 40, 1, 1_000));
+    follow(a.p.log(), &mut b.p);
+    follow(a.p.log(), &mut c.p);
+    let a_end = a.p.log_end_offset();
+    a.p.close().unwrap();
+    a.tier.shutdown().await;
+    let tiered_by_a = served(&r.manifest, r.key);
+    b.p.set_upload_limit(i64::MAX);
+    expected.extend(lead_tiered(&mut b.p, 200, 2, 2_000));
+    follow(b.p.log(), &mut c.p);
+    all_uploaded(&mut b.p).await;
+    let after_b = served(&r.manifest, r.key);
+    assert_eq!(after_b[..tiered_by_a.len()], tiered_by_a[..]);
+    let (base, first, _) = after_b[tiered_by_a.len()];
+    assert!(
+        base < first && first == tiered_by_a.last().unwrap().2 + 1,
+        "B's first upload straddles A's last entry and serves what follows: {after_b:?}"
+    );
+    assert!(
+        after_b.last().unwrap().2 >= a_end,
+        "B uploaded past A's end"
+    );
+    follower_drops_what_is_tiered(&mut c.p, tiered_by_a.last().unwrap().2 + 1).await;
+    assert_eq!(c.tier.snapshot().uploaded_segments, 0);
+
+    // B dies; C, whose boundaries match neither, leads at epoch 3.
+    b.p.close().unwrap();
+    b.tier.shutdown().await;
+    c.p.set_upload_limit(i64::MAX);
+    expected.extend(lead_tiered(&mut c.p, 200, 3, 3_000));
+    all_uploaded(&mut c.p).await;
+    c.p.tick(TS).unwrap();
+    let after_c = served(&r.manifest, r.key);
+    assert_eq!(after_c[..after_b.len()], after_b[..]);
+    assert!(after_c.len() > after_b.len(), "C uploaded too");
+    for w in after_c.windows(2) {
+        assert_eq!(w[0].2 + 1, w[1].1, "no gap and no overlap: {after_c:?}");
+    }
+    assert_eq!(after_c[0].1, 0);
+    assert_eq!(
+        r.tier.snapshot().commit_failures + c.tier.snapshot().commit_failures,
+        0,
+        "no commit was refused"
+    );
+
+    // every offset, from object storage: through the new leader's tier and
+    // through an agent that holds no replica at all
+    let tiered_end = after_c.last().unwrap().2 + 1;
+    let local_start = c.p.local_log_start_offset();
+    assert!(local_start <= tiered_end && local_start > a_end);
+    let mut all = cold_bytes(&c.tier, r.key, 0, local_start).await;
+    all.extend(local_bytes(c.p.log(), local_start, c.p.log_end_offset()));
+    assert_eq!(all.len(), expected.len());
+    assert!(all == expected, "C's view differs from what was written");
+    let fresh = cold_bytes(&r.tier, r.key, 0, tiered_end).await;
+    assert!(
+        fresh[..] == expected[..fresh.len()],
+        "a reader without a replica sees the same history"
+    );
+    // timestamp lookups over overlapping objects answer as one log would
+    let rd = tempfile::tempdir().unwrap();
+    let mut reference = PartitionLog::open(rd.path(), common::small_segments()).unwrap();
+    for batch in storage::batch::BatchIter::new(&expected) {
+        reference.append_replicated(batch.unwrap().1, TS).unwrap();
+    }
+    let max = reference.max_timestamp().unwrap();
+    assert!(max.offset < tiered_end);
+    assert_eq!(c.tier.max_timestamp(r.key, 0).await.unwrap(), Some(max));
+    for ts in [TS, TS + 40, TS + 100, TS + 250, TS + 300] {
+        let want = reference.offset_for_timestamp(ts).unwrap().unwrap();
+        assert_eq!(
+            c.tier.offset_for_timestamp(r.key, ts, 0).await.unwrap(),
+            Some(want),
+            "first record at or after {ts}"
+        );
+    }
+    c.p.close().unwrap();
+    c.tier.shutdown().await;
+    r.tier.shutdown().await;
+}
+
+/// A follower that fell below its new leader's local start restarts there
+/// even when that start lies inside tiered offsets (the leader's segment
+/// straddling its predecessor's last entry is not uploaded yet); moving
+/// back into what it holds stays refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_follower_may_restart_inside_tiered_offsets_but_never_move_back_into_them() {
+    let r = rig(None).await;
+    let mut a = agent(&r, 1 << 20).await;
+    let mut b = agent(&r, (1 << 20) + (300 << 10)).await;
+    // the current leader still holds everything locally
+    let ld = tempfile::tempdir().unwrap();
+    let mut leader = PartitionLog::open(ld.path(), common::small_segments()).unwrap();
+    lead(&mut leader, 300, 1, 0);
+    follow(&leader, &mut a.p);
+    a.p.set_upload_limit(i64::MAX);
+    all_uploaded(&mut a.p).await;
+    let entries = r.manifest.segments(r.key);
+    let last = entries.last().unwrap();
+    until("the follower's agent saw the leader's commits", || {
+        let seen = b.p.shared().tiered_last() == Some(last.last_offset);
+        async move { seen }
+    })
+    .await;
+    assert_eq!(b.p.log_end_offset(), 0, "the follower has fetched nothing");
+    // a batch boundary inside the last tiered entry, as a leader's local start is
+    let start = last.base_offset + 50;
+    assert!(start <= last.last_offset);
+    b.p.truncate_fully_and_start_at(start)
+        .expect("a restart ahead of the local log end, inside tiered offsets");
+    follow(&leader, &mut b.p);
+    assert_eq!(b.p.log_end_offset(), leader.log_end_offset());
+    let e = b.p.truncate_fully_and_start_at(start - 50).unwrap_err();
+    assert!(matches!(e, TierError::TruncationBelowTiered { .. }), "{e}");
+    a.p.close().unwrap();
+    b.p.close().unwrap();
+    a.tier.shutdown().await;
+    b.tier.shutdown().await;
+    r.tier.shutdown().await;
+}

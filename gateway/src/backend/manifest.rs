@@ -28,6 +28,7 @@ fn tiered(e: SegmentEntry) -> TieredSegment {
         checksum: e.checksum,
         index_size: e.index_size,
         time_index_size: e.time_index_size,
+        served_from: e.served_from,
     }
 }
 
@@ -42,6 +43,7 @@ fn entry(s: TieredSegment) -> SegmentEntry {
         checksum: s.checksum,
         index_size: s.index_size,
         time_index_size: s.time_index_size,
+        served_from: s.served_from,
     }
 }
 

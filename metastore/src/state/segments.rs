@@ -1,8 +1,12 @@
 //! Tiered segment manifests: which sealed objects hold which offsets.
 //!
-//! Invariant: the entries of one partition never overlap in offsets and are
-//! kept sorted by base offset. Committing the same entry twice is a no-op, so
-//! an uploader may retry after a timeout without checking first.
+//! Invariant: the offsets the entries of one partition *serve*
+//! (`first_served..=last_offset`) never overlap, and entries are kept sorted
+//! by them. An object may hold offsets below the first it serves (a new
+//! leader's segment straddling the end of what an earlier leader committed);
+//! those are served by the earlier entry, so no offset is ever answered from
+//! two objects. Committing the same entry twice is a no-op, so an uploader
+//! may retry after a timeout without checking first.
 
 use std::sync::Arc;
 
@@ -36,9 +40,14 @@ impl MetaState {
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         self.check_partition(topic_id, partition)?;
-        if entry.key.is_empty() || entry.base_offset < 0 || entry.last_offset < entry.base_offset {
+        let first = entry.first_served();
+        if entry.key.is_empty()
+            || entry.base_offset < 0
+            || entry.last_offset < entry.base_offset
+            || !(entry.base_offset..=entry.last_offset).contains(&first)
+        {
             return Err(MetaError::invalid_request(format!(
-                "segment entry '{}' [{}..={}] is malformed",
+                "segment entry '{}' [{}..={}] serving from {first} is malformed",
                 entry.key, entry.base_offset, entry.last_offset
             )));
         }
@@ -57,14 +66,16 @@ impl MetaState {
         }
         if let Some(e) = list
             .iter()
-            .find(|e| e.base_offset <= entry.last_offset && entry.base_offset <= e.last_offset)
+            .find(|e| e.first_served() <= entry.last_offset && first <= e.last_offset)
         {
             return Err(overlap(format!(
-                "'{}' holds [{}..={}]",
-                e.key, e.base_offset, e.last_offset
+                "'{}' serves [{}..={}]",
+                e.key,
+                e.first_served(),
+                e.last_offset
             )));
         }
-        let at = list.partition_point(|e| e.base_offset < entry.base_offset);
+        let at = list.partition_point(|e| e.first_served() < first);
         let list = self
             .segments
             .entry(topic_id)

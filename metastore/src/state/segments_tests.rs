@@ -13,6 +13,15 @@ fn seg(key: &str, base: i64, last: i64) -> SegmentEntry {
         checksum: 7,
         index_size: 16,
         time_index_size: 12,
+        served_from: None,
+    }
+}
+
+/// An entry whose object starts at `base` but serves only `from..=last`.
+fn straddling(key: &str, base: i64, from: i64, last: i64) -> SegmentEntry {
+    SegmentEntry {
+        served_from: Some(from),
+        ..seg(key, base, last)
     }
 }
 
@@ -166,4 +175,109 @@ fn trim_removes_only_segments_wholly_below_the_offset() {
     )
     .unwrap();
     assert_eq!(r, CommandOutput::Segments(vec![]));
+}
+
+#[test]
+fn a_new_leaders_segment_straddling_the_manifest_end_serves_only_what_follows() {
+    let mut s = with_agents(1);
+    let t = create(&mut s, "t", 1, 1);
+    let commit = |s: &mut MetaState, e: SegmentEntry| {
+        apply(
+            s,
+            Command::CommitSegment {
+                topic_id: t.id,
+                partition: 0,
+                entry: e,
+            },
+        )
+    };
+    commit(&mut s, seg("old-a", 0, 99)).unwrap();
+    commit(&mut s, seg("old-b", 100, 149)).unwrap();
+    assert!(
+        matches!(
+            commit(&mut s, seg("new", 120, 260)),
+            Err(MetaError::SegmentOverlap { .. })
+        ),
+        "served from its base, the object overlaps what old-b serves"
+    );
+    assert!(matches!(
+        commit(&mut s, straddling("new", 120, 149, 260)),
+        Err(MetaError::SegmentOverlap { .. })
+    ));
+    commit(&mut s, straddling("new", 120, 150, 260)).unwrap();
+    commit(&mut s, straddling("new", 120, 150, 260)).expect("a retry is harmless");
+    // a second failover: a segment of a third layout straddles again, even
+    // with a base below both earlier entries' bases
+    commit(&mut s, straddling("third", 90, 261, 400)).unwrap();
+    assert!(matches!(
+        commit(&mut s, straddling("again", 90, 300, 420)),
+        Err(MetaError::SegmentOverlap { .. })
+    ));
+    let served: Vec<_> = s
+        .segments(t.id, 0)
+        .iter()
+        .map(|e| (e.key.as_str(), e.first_served(), e.last_offset))
+        .collect();
+    assert_eq!(
+        served,
+        [
+            ("old-a", 0, 99),
+            ("old-b", 100, 149),
+            ("new", 150, 260),
+            ("third", 261, 400)
+        ],
+        "sorted by the offsets each entry serves"
+    );
+    let trimmed = apply(
+        &mut s,
+        Command::TrimSegments {
+            topic_id: t.id,
+            partition: 0,
+            below_offset: 261,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        trimmed,
+        CommandOutput::Segments(vec![
+            seg("old-a", 0, 99),
+            seg("old-b", 100, 149),
+            straddling("new", 120, 150, 260)
+        ]),
+        "trimming goes by last offsets, whatever the bases"
+    );
+    assert_eq!(s.segments(t.id, 0), [straddling("third", 90, 261, 400)]);
+}
+
+#[test]
+fn an_entry_serving_from_outside_its_object_is_refused() {
+    let mut s = with_agents(1);
+    let t = create(&mut s, "t", 1, 1);
+    for bad in [straddling("x", 10, 9, 20), straddling("x", 10, 21, 20)] {
+        assert!(matches!(
+            apply(
+                &mut s,
+                Command::CommitSegment {
+                    topic_id: t.id,
+                    partition: 0,
+                    entry: bad,
+                },
+            ),
+            Err(MetaError::InvalidRequest { .. })
+        ));
+    }
+    assert!(s.segments(t.id, 0).is_empty());
+}
+
+#[test]
+fn an_entry_from_before_served_from_existed_loads_serving_from_its_base() {
+    let old = r#"{"key":"k","base_offset":5,"last_offset":9,"first_timestamp":1,
+        "max_timestamp":2,"size":3,"checksum":4,"index_size":8,"time_index_size":12}"#;
+    let e: SegmentEntry = serde_json::from_str(old).expect("an old entry loads");
+    assert_eq!((e.served_from, e.first_served()), (None, 5));
+    let written = serde_json::to_string(&seg("k", 5, 9)).expect("serialize");
+    assert!(
+        !written.contains("served_from"),
+        "an entry serving from its base is written as before: {written}"
+    );
 }

@@ -1,8 +1,10 @@
 //! Cold reads: offsets below the local log start, served from sealed objects
 //! through the [`ColdCache`].
 //!
-//! A read finds the manifest entry holding the offset, looks the offset up
-//! in the entry's `.idx` object (the same sparse index the local segment
+//! A read finds the manifest entry serving the offset (entries never serve
+//! the same offset twice, though a new leader's object may also hold
+//! offsets an earlier entry serves: those are never read from it), looks
+//! the offset up in the entry's `.idx` object (the same sparse index the local segment
 //! had: 8-byte entries `relative offset u32 | position u32`), walks batch
 //! headers from there to the batch holding the offset, and returns whole
 //! batches from it, byte for byte as the local segment held them, after
@@ -155,6 +157,9 @@ impl ColdReader {
         let Some(e) = entries.get(i) else {
             return Ok(None);
         };
+        // below what the entry serves (a gap, or the log start): its first
+        // offset served, never the object's earlier batches
+        let offset = offset.max(e.first_served());
         let key = object_path(&e.key)?;
         let Some((pos, first)) = self.translate(e, &key, offset).await? else {
             return Err(corrupt(
@@ -211,7 +216,8 @@ impl ColdReader {
             if e.last_offset < log_start || e.max_timestamp < ts {
                 continue;
             }
-            if let Some(found) = self.find_timestamp_in(e, ts, log_start).await? {
+            let from = log_start.max(e.first_served());
+            if let Some(found) = self.find_timestamp_in(e, ts, from).await? {
                 return Ok(Some(found));
             }
         }
@@ -220,22 +226,30 @@ impl ColdReader {
 
     /// ListOffsets MAX_TIMESTAMP over tiered data: the largest timestamp and
     /// the first record carrying it.
+    ///
+    /// An entry's `max_timestamp` covers its whole object, also the offsets
+    /// an earlier entry serves; when its largest timestamp lies there, the
+    /// earlier entry (first on a tie) or a later one answers.
     pub async fn max_timestamp(
         &self,
         entries: &[TieredSegment],
         log_start: i64,
     ) -> Result<Option<TimestampOffset>, TierError> {
-        let best = entries
+        let mut candidates: Vec<&TieredSegment> = entries
             .iter()
             .filter(|e| e.last_offset >= log_start && e.max_timestamp >= 0)
-            .fold(None::<&TieredSegment>, |best, e| match best {
-                Some(b) if b.max_timestamp >= e.max_timestamp => Some(b),
-                _ => Some(e),
-            });
-        match best {
-            None => Ok(None),
-            Some(e) => self.find_timestamp_in(e, e.max_timestamp, log_start).await,
+            .collect();
+        // largest first; on a tie the earlier entry (a stable sort keeps order)
+        candidates.sort_by_key(|e| std::cmp::Reverse(e.max_timestamp));
+        for e in candidates {
+            let from = log_start.max(e.first_served());
+            if let Some(found) = self.find_timestamp_in(e, e.max_timestamp, from).await? {
+                if found.timestamp == e.max_timestamp {
+                    return Ok(Some(found));
+                }
+            }
         }
+        Ok(None)
     }
 
     async fn find_timestamp_in(

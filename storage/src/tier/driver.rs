@@ -12,11 +12,18 @@
 //!    partition's shared manifest snapshot, and only then lets the engine
 //!    announce the new `deletable_below` — so a local segment is deleted
 //!    only after cold readers can find its object.
-//! 3. A retention pass (one at a time, every `retention_interval` or when
+//! 3. Every `retention_interval`, and after a refused commit, it re-reads
+//!    the manifest of each open partition (a local read): entries other
+//!    agents committed (the partition's earlier or current leader) go into
+//!    the shared snapshot first, for cold reads, and only then to the
+//!    engine, which may then let local retention delete the local copies
+//!    they serve — on a follower, or on a new leader whose segments were
+//!    uploaded by its predecessor.
+//! 4. A retention pass (one at a time, every `retention_interval` or when
 //!    DeleteRecords asks) trims manifests first, then deletes the objects
 //!    (or moves them under the tombstone prefix), and cleans up after
 //!    deleted topics.
-//! 4. Cold reads run on the control-plane runtime too (spawned there by
+//! 5. Cold reads run on the control-plane runtime too (spawned there by
 //!    [`Tier::read`]), so object-store IO never runs on a shard.
 
 use std::collections::HashMap;
@@ -433,9 +440,17 @@ impl Driver {
                         self.start_retention();
                         self.engine.tick(now())
                     }
+                    Some(Msg::Refresh(partition)) => self.refresh_manifest(now(), partition),
                 },
                 _ = backoff => self.engine.tick(now()),
                 _ = retention_timer.tick() => {
+                    let open: Vec<_> = self.core.registry.lock().keys().copied().collect();
+                    for partition in open {
+                        let actions = self.refresh_manifest(now(), partition);
+                        for action in actions {
+                            self.perform(action);
+                        }
+                    }
                     self.start_retention();
                     // Every wake-up ticks the engine: `next_wake` only names
                     // backoffs still ahead, so one that ended while another
@@ -453,6 +468,30 @@ impl Driver {
         if let Some(r) = self.retention.take() {
             r.abort();
         }
+    }
+
+    /// Reads the partition's manifest; when it changed, the shared snapshot
+    /// takes it first (cold reads find the entries) and the engine second
+    /// (local copies they serve may go).
+    fn refresh_manifest(&mut self, now: u64, partition: PartitionKey) -> Vec<Action> {
+        let Some(shared) = self.core.registry.lock().get(&partition).cloned() else {
+            return Vec::new();
+        };
+        let entries = self.manifest.segments(partition);
+        let committed = entries
+            .iter()
+            .map(|e| (e.first_served(), e.last_offset))
+            .collect();
+        if !shared.replace_entries(entries) {
+            return Vec::new();
+        }
+        self.engine.handle(
+            now,
+            Event::ManifestRead {
+                partition,
+                committed,
+            },
+        )
     }
 
     fn perform(&mut self, action: Action) {
@@ -519,6 +558,8 @@ impl Driver {
                                 _ => format!("no answer within {} s", deadline.as_secs()),
                             };
                             tracing::warn!(key = %entry.key, attempt, error = %reason, "committing a tiered segment failed; will retry");
+                            // another agent may have committed these offsets
+                            let _ = tx.send(Msg::Refresh(partition));
                             Msg::Engine(Event::CommitFailed {
                                 op,
                                 jitter: rand::random::<f64>(),
@@ -604,6 +645,7 @@ async fn upload_segment(
         checksum: data.crc32c,
         index_size: idx.size,
         time_index_size: tix.size,
+        served_from: None,
     };
     Ok((entry, idx.size + tix.size + data.size))
 }

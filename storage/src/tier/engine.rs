@@ -7,19 +7,34 @@
 //!
 //! Rules, step by step:
 //! 1. A partition reports its sealed segments (at registration, then after
-//!    every roll). Segments the manifest already holds (same offsets) are
-//!    done; the others wait for upload, oldest report first across the agent.
+//!    every roll). A segment whose offsets the manifest already serves is
+//!    done, whoever committed them: this agent, or an earlier leader of the
+//!    partition whose segment boundaries differ (a follower rolls its
+//!    segments on its own). The engine learns the manifest's entries at
+//!    registration, from its own commits, and from the driver's reads of
+//!    the manifest ([`Event::ManifestRead`]). Offsets below the manifest's
+//!    first entry count as served: entries leave the manifest only at its
+//!    start (retention, DeleteRecords), and rule 3 keeps gaps out of it.
+//!    The other segments wait for upload, oldest report first across the
+//!    agent.
 //! 2. A segment is uploaded only when its last offset is below the
 //!    partition's high watermark, with at most `max_in_flight` uploads on the
-//!    agent and `max_in_flight_per_partition` per partition.
-//! 3. An uploaded segment is committed to the manifest at once. Commits of
-//!    one partition may complete in any order: the manifest accepts any
-//!    non-overlapping entry, and local deletion only ever follows the
-//!    *contiguous* committed prefix (rule 5).
+//!    agent and `max_in_flight_per_partition` per partition. A follower's
+//!    high watermark stays `i64::MIN`: it uploads nothing, and its segments
+//!    become done (and deletable, rule 5) as its leader's commits reach the
+//!    manifest.
+//! 3. An uploaded segment is committed once every older segment of its
+//!    partition is: uploads run in parallel, commits in offset order, so
+//!    the manifest never has a gap a later leader would have to fill. A
+//!    segment that straddles the end `M` of what the manifest serves (a new
+//!    leader's first segment after a failover) is committed whole but
+//!    serving only `M + 1..=last` (`served_from`), computed afresh at each
+//!    attempt.
 //! 4. A failed upload or commit is retried after `retry.delay(attempt,
-//!    jitter)`, for ever: the local segment stays until its commit succeeds.
+//!    jitter)`, for ever: the local segment stays until its commit succeeds
+//!    or the manifest serves its offsets.
 //! 5. `deletable_below` of a partition is the base offset of its oldest
-//!    segment not yet committed, or, when none waits, the end of the newest
+//!    segment not yet done, or, when none waits, the end of the newest
 //!    reported segment. Everything below it is in object storage (or was
 //!    deleted by DeleteRecords), so local retention may remove it.
 
@@ -99,8 +114,9 @@ impl Default for EngineConfig {
 /// What happened.
 #[derive(Debug, Clone)]
 pub enum Event {
-    /// A partition opened: `committed` holds the `(base, last)` offsets of
-    /// its manifest entries, `sealed` its sealed local segments.
+    /// A partition opened: `committed` holds the offsets its manifest
+    /// entries serve (`(first served, last)`), `sealed` its sealed local
+    /// segments.
     Register {
         partition: PartitionKey,
         /// Tells this opening of the partition from earlier and later ones.
@@ -135,6 +151,13 @@ pub enum Event {
         partition: PartitionKey,
         from: i64,
         high_watermark: i64,
+    },
+    /// A fresh read of the partition's manifest, with entries other agents
+    /// committed: `committed` holds the offsets each entry serves (`(first
+    /// served, last)`). Sealed segments it serves entirely are done.
+    ManifestRead {
+        partition: PartitionKey,
+        committed: Vec<(i64, i64)>,
     },
     /// The partition closed (topic deleted, node stopping). Ignored when the
     /// partition was registered again since.
@@ -221,7 +244,8 @@ struct Part {
     high_watermark: i64,
     /// Not yet committed, by base offset.
     pending: BTreeMap<i64, Pending>,
-    /// `(base -> last)` of committed entries known to the engine.
+    /// `(first served -> last)` of the manifest entries known to the
+    /// engine; they never overlap.
     committed: BTreeMap<i64, i64>,
     /// Offset after the newest segment reported (committed or not).
     reported_end: i64,
@@ -238,6 +262,54 @@ impl Part {
             .next()
             .copied()
             .unwrap_or(self.reported_end)
+    }
+
+    /// The first offset at or after `from` the manifest does not serve,
+    /// walking across adjacent entries; offsets below its first entry count
+    /// as served (rule 1).
+    fn served_until(&self, from: i64) -> i64 {
+        let Some(first) = self.committed.keys().next() else {
+            return from;
+        };
+        let mut at = from.max(*first);
+        while let Some((_, last)) = self.committed.range(..=at).next_back() {
+            if *last < at {
+                break;
+            }
+            if *last == i64::MAX {
+                return i64::MAX;
+            }
+            at = last + 1;
+        }
+        at
+    }
+
+    /// Whether the manifest serves every offset of `seg`.
+    fn serves(&self, seg: &SealedSegment) -> bool {
+        self.served_until(seg.base_offset) > seg.last_offset
+    }
+
+    /// Learns committed ranges; forgets known ones wholly below `from`
+    /// (trimmed from the manifest since).
+    fn learn(&mut self, committed: Vec<(i64, i64)>, trimmed_below: Option<i64>) {
+        if let Some(below) = trimmed_below {
+            self.committed.retain(|_, last| *last >= below);
+        }
+        self.committed.extend(committed);
+    }
+
+    /// Removes pending segments the manifest serves entirely.
+    fn take_served(&mut self) -> Vec<Pending> {
+        let served: Vec<i64> = self
+            .pending
+            .iter()
+            .filter(|(_, s)| self.serves(&s.segment))
+            .map(|(b, _)| *b)
+            .collect();
+        served
+            .into_iter()
+            .filter_map(|b| self.pending.remove(&b))
+            .collect()
     }
 }
 
@@ -303,9 +375,9 @@ impl UploaderEngine {
                 let mut part = Part {
                     registration,
                     high_watermark,
-                    committed: committed.into_iter().collect(),
                     ..Part::default()
                 };
+                part.learn(committed, None);
                 part.reported_end = part
                     .committed
                     .iter()
@@ -378,6 +450,18 @@ impl UploaderEngine {
                 }
                 self.drop_pending(partition, gone);
             }
+            Event::ManifestRead {
+                partition,
+                committed,
+            } => {
+                let mut gone = Vec::new();
+                if let Some(p) = self.parts.get_mut(&partition) {
+                    let start = committed.iter().map(|(first, _)| *first).min();
+                    p.learn(committed, start);
+                    gone = p.take_served();
+                }
+                self.drop_pending(partition, gone);
+            }
             Event::Unregister {
                 partition,
                 registration,
@@ -413,7 +497,9 @@ impl UploaderEngine {
                 if let Some((partition, base)) = self.complete_commit(op) {
                     if let Some(p) = self.parts.get_mut(&partition) {
                         if let Some(s) = p.pending.remove(&base) {
-                            p.committed.insert(base, s.segment.last_offset);
+                            if let State::Committing { entry, .. } = s.state {
+                                p.committed.insert(entry.first_served(), entry.last_offset);
+                            }
                         }
                     }
                 }
@@ -490,7 +576,7 @@ impl UploaderEngine {
         };
         for seg in segments {
             p.reported_end = p.reported_end.max(seg.next_offset());
-            let already = p.committed.get(&seg.base_offset) == Some(&seg.last_offset)
+            let already = p.serves(&seg)
                 || p.pending.contains_key(&seg.base_offset)
                 || seg.last_offset < p.log_start;
             if already {
@@ -571,14 +657,19 @@ impl UploaderEngine {
     }
 
     fn schedule(&mut self, now: u64, out: &mut Vec<Action>) {
-        // Commits: every uploaded segment whose backoff ended.
+        // Commits: the oldest segment of each partition, once uploaded and
+        // its backoff ended, serving what the manifest does not yet serve.
         let mut commits = Vec::new();
         for (key, p) in &self.parts {
-            for (base, s) in &p.pending {
-                if let State::CommitWaiting { entry, not_before } = &s.state {
-                    if *not_before <= now {
-                        commits.push((*key, *base, entry.clone(), s.attempt));
-                    }
+            let Some((base, s)) = p.pending.iter().next() else {
+                continue;
+            };
+            if let State::CommitWaiting { entry, not_before } = &s.state {
+                if *not_before <= now {
+                    let mut entry = entry.clone();
+                    let from = p.served_until(entry.base_offset);
+                    entry.served_from = (from > entry.base_offset).then_some(from);
+                    commits.push((*key, *base, entry, s.attempt));
                 }
             }
         }
@@ -636,7 +727,7 @@ impl UploaderEngine {
                 attempt: s.attempt,
             });
         }
-        // Local deletion follows the contiguous committed prefix.
+        // Local deletion follows the prefix the manifest serves.
         for (key, p) in self.parts.iter_mut() {
             let below = p.deletable_below();
             if p.announced != Some(below) {

@@ -153,7 +153,7 @@ fn segments_at_or_above_the_high_watermark_wait_for_it() {
 }
 
 #[test]
-fn local_deletion_follows_only_the_contiguous_committed_prefix() {
+fn commits_go_in_offset_order_and_local_deletion_follows_them() {
     let mut e = engine(4, 4);
     let acts = register(
         &mut e,
@@ -163,7 +163,7 @@ fn local_deletion_follows_only_the_contiguous_committed_prefix() {
     );
     assert_eq!(deletable(&acts, key(0)), Some(0));
     let ups = uploads(&acts);
-    // The second segment finishes first and commits first.
+    // The second segment finishes uploading first; its commit waits.
     let acts = e.handle(
         1,
         Event::UploadDone {
@@ -171,12 +171,9 @@ fn local_deletion_follows_only_the_contiguous_committed_prefix() {
             entry: entry(&seg(10, 19)),
         },
     );
-    let c = commits(&acts);
-    let acts = e.handle(2, Event::CommitDone { op: c[0].0 });
-    assert_eq!(
-        deletable(&acts, key(0)),
-        None,
-        "segment 0 still waits: nothing changes"
+    assert!(
+        commits(&acts).is_empty(),
+        "no commit before the older segment's: the manifest never has a gap"
     );
     assert_eq!(e.deletable_below(key(0)), Some(0));
     let acts = e.handle(
@@ -187,7 +184,16 @@ fn local_deletion_follows_only_the_contiguous_committed_prefix() {
         },
     );
     let c = commits(&acts);
+    assert_eq!(c.iter().map(|(_, b)| *b).collect::<Vec<_>>(), vec![0]);
     let acts = e.handle(4, Event::CommitDone { op: c[0].0 });
+    assert_eq!(deletable(&acts, key(0)), Some(10));
+    let c = commits(&acts);
+    assert_eq!(
+        c.iter().map(|(_, b)| *b).collect::<Vec<_>>(),
+        vec![10],
+        "the next one commits as soon as the older one is in"
+    );
+    let acts = e.handle(5, Event::CommitDone { op: c[0].0 });
     assert_eq!(
         deletable(&acts, key(0)),
         Some(20),
@@ -488,4 +494,268 @@ fn segments_a_truncation_cut_are_withdrawn_and_their_late_uploads_ignored() {
     let (commit_op, _) = commits(&acts)[0];
     let acts = e.handle(6, Event::CommitDone { op: commit_op });
     assert_eq!(deletable(&acts, p), Some(10));
+}
+
+/// The entries a commit action carries, as `(base, first served, last)`.
+fn committed_entries(actions: &[Action]) -> Vec<(OpId, i64, i64, i64)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Commit { op, entry, .. } => Some((
+                *op,
+                entry.base_offset,
+                entry.first_served(),
+                entry.last_offset,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn manifest_read(p: PartitionKey, committed: &[(i64, i64)]) -> Event {
+    Event::ManifestRead {
+        partition: p,
+        committed: committed.to_vec(),
+    }
+}
+
+#[test]
+fn a_follower_uploads_nothing_and_may_delete_what_its_leader_committed() {
+    let mut e = engine(4, 4);
+    let acts = register(
+        &mut e,
+        key(0),
+        vec![seg(0, 14), seg(15, 30), seg(31, 40)],
+        i64::MIN,
+    );
+    assert!(uploads(&acts).is_empty(), "a follower uploads nothing");
+    assert_eq!(deletable(&acts, key(0)), Some(0));
+    // the leader's segments have other boundaries
+    let acts = e.handle(1, manifest_read(key(0), &[(0, 9), (10, 19)]));
+    assert_eq!(
+        deletable(&acts, key(0)),
+        Some(15),
+        "0..=14 is served by the leader's objects; 15..=30 only in part"
+    );
+    assert!(uploads(&acts).is_empty() && commits(&acts).is_empty());
+    let acts = e.handle(2, manifest_read(key(0), &[(0, 9), (10, 19), (20, 35)]));
+    assert_eq!(deletable(&acts, key(0)), Some(31));
+    let acts = e.handle(3, manifest_read(key(0), &[(20, 35), (37, 41)]));
+    assert_eq!(
+        deletable(&acts, key(0)),
+        None,
+        "36 is not served yet: nothing changes"
+    );
+    let acts = e.handle(4, manifest_read(key(0), &[(20, 35), (36, 36), (37, 41)]));
+    assert_eq!(deletable(&acts, key(0)), Some(41));
+    assert_eq!(e.stats(4).pending_segments, 0);
+    let acts = e.handle(
+        5,
+        Event::HighWatermark {
+            partition: key(0),
+            high_watermark: 100,
+        },
+    );
+    assert!(uploads(&acts).is_empty(), "nothing is left to upload");
+}
+
+#[test]
+fn a_new_leader_uploads_only_what_the_manifest_lacks_and_commits_it_past_the_end() {
+    let mut e = engine(4, 4);
+    // the old leader committed 0..=19 in segments of ten; this agent rolled
+    // its own segments as a follower
+    let acts = e.handle(
+        0,
+        Event::Register {
+            partition: key(0),
+            registration: 1,
+            committed: vec![(0, 9), (10, 19)],
+            sealed: vec![seg(0, 14), seg(15, 30), seg(31, 40)],
+            high_watermark: 100,
+        },
+    );
+    assert_eq!(
+        uploads(&acts).iter().map(|u| u.2).collect::<Vec<_>>(),
+        vec![15, 31],
+        "the segment the manifest serves entirely is not uploaded"
+    );
+    assert_eq!(deletable(&acts, key(0)), Some(15));
+    let ups = uploads(&acts);
+    let acts = e.handle(
+        1,
+        Event::UploadDone {
+            op: ups[1].0,
+            entry: entry(&seg(31, 40)),
+        },
+    );
+    assert!(commits(&acts).is_empty(), "31 waits for 15");
+    let acts = e.handle(
+        2,
+        Event::UploadDone {
+            op: ups[0].0,
+            entry: entry(&seg(15, 30)),
+        },
+    );
+    let c = committed_entries(&acts);
+    assert_eq!(
+        c.iter()
+            .map(|(_, b, f, l)| (*b, *f, *l))
+            .collect::<Vec<_>>(),
+        vec![(15, 20, 30)],
+        "uploaded whole, serving only what follows the manifest's end"
+    );
+    let acts = e.handle(3, Event::CommitDone { op: c[0].0 });
+    assert_eq!(deletable(&acts, key(0)), Some(31));
+    let c = committed_entries(&acts);
+    assert_eq!(
+        c.iter()
+            .map(|(_, b, f, l)| (*b, *f, *l))
+            .collect::<Vec<_>>(),
+        vec![(31, 31, 40)],
+        "adjacent to the new leader's own entry: served from its base"
+    );
+    let acts = e.handle(4, Event::CommitDone { op: c[0].0 });
+    assert_eq!(deletable(&acts, key(0)), Some(41));
+}
+
+#[test]
+fn a_second_failover_continues_after_a_straddling_entry() {
+    let mut e = engine(4, 4);
+    // first leader: 0..=19; second: object 15..=30 serving 20..=30
+    let acts = e.handle(
+        0,
+        Event::Register {
+            partition: key(0),
+            registration: 1,
+            committed: vec![(0, 9), (10, 19), (20, 30)],
+            sealed: vec![seg(0, 25), seg(26, 45)],
+            high_watermark: 100,
+        },
+    );
+    let ups = uploads(&acts);
+    assert_eq!(ups.iter().map(|u| u.2).collect::<Vec<_>>(), vec![26]);
+    let acts = e.handle(
+        1,
+        Event::UploadDone {
+            op: ups[0].0,
+            entry: entry(&seg(26, 45)),
+        },
+    );
+    let c = committed_entries(&acts);
+    assert_eq!(
+        c.iter()
+            .map(|(_, b, f, l)| (*b, *f, *l))
+            .collect::<Vec<_>>(),
+        vec![(26, 31, 45)]
+    );
+}
+
+#[test]
+fn a_commit_refused_for_a_stale_view_is_retried_past_the_fresh_end() {
+    let mut e = engine(4, 4);
+    let acts = e.handle(
+        0,
+        Event::Register {
+            partition: key(0),
+            registration: 1,
+            committed: vec![(0, 9)],
+            sealed: vec![seg(5, 30)],
+            high_watermark: 100,
+        },
+    );
+    let ups = uploads(&acts);
+    let acts = e.handle(
+        1,
+        Event::UploadDone {
+            op: ups[0].0,
+            entry: entry(&seg(5, 30)),
+        },
+    );
+    let c = committed_entries(&acts);
+    assert_eq!((c[0].1, c[0].2), (5, 10));
+    // the old leader's last commit had not reached this agent's view yet
+    e.handle(2, manifest_read(key(0), &[(0, 9), (10, 19)]));
+    let acts = e.handle(
+        3,
+        Event::CommitFailed {
+            op: c[0].0,
+            jitter: 0.0,
+        },
+    );
+    assert!(commits(&acts).is_empty(), "the retry waits for its backoff");
+    let wake = e.next_wake(3).expect("a retry is due");
+    let acts = e.tick(wake);
+    let c = committed_entries(&acts);
+    assert_eq!(
+        c.iter()
+            .map(|(_, b, f, l)| (*b, *f, *l))
+            .collect::<Vec<_>>(),
+        vec![(5, 20, 30)],
+        "recomputed from the fresh view, without uploading again"
+    );
+    assert!(uploads(&acts).is_empty());
+}
+
+#[test]
+fn a_segment_the_manifest_comes_to_serve_mid_upload_is_dropped() {
+    let mut e = engine(4, 4);
+    let acts = register(&mut e, key(0), vec![seg(0, 9), seg(10, 19)], 100);
+    let ups = uploads(&acts);
+    let acts = e.handle(1, manifest_read(key(0), &[(0, 12)]));
+    assert_eq!(deletable(&acts, key(0)), Some(10));
+    assert_eq!(e.stats(1).uploads_in_flight, 2, "uploads run to their end");
+    let acts = e.handle(
+        2,
+        Event::UploadDone {
+            op: ups[0].0,
+            entry: entry(&seg(0, 9)),
+        },
+    );
+    assert!(
+        commits(&acts).is_empty(),
+        "a late upload completes into nothing"
+    );
+    let acts = e.handle(
+        3,
+        Event::UploadDone {
+            op: ups[1].0,
+            entry: entry(&seg(10, 19)),
+        },
+    );
+    let c = committed_entries(&acts);
+    assert_eq!(
+        c.iter()
+            .map(|(_, b, f, l)| (*b, *f, *l))
+            .collect::<Vec<_>>(),
+        vec![(10, 13, 19)]
+    );
+}
+
+#[test]
+fn offsets_below_the_manifests_first_entry_count_as_served() {
+    let mut e = engine(4, 4);
+    // retention trimmed the manifest up to 20 before this agent opened the
+    // partition with older local segments
+    let acts = e.handle(
+        0,
+        Event::Register {
+            partition: key(0),
+            registration: 1,
+            committed: vec![(20, 29)],
+            sealed: vec![seg(0, 14), seg(15, 35)],
+            high_watermark: 100,
+        },
+    );
+    let ups = uploads(&acts);
+    assert_eq!(ups.iter().map(|u| u.2).collect::<Vec<_>>(), vec![15]);
+    assert_eq!(deletable(&acts, key(0)), Some(15));
+    let acts = e.handle(
+        1,
+        Event::UploadDone {
+            op: ups[0].0,
+            entry: entry(&seg(15, 35)),
+        },
+    );
+    let c = committed_entries(&acts);
+    assert_eq!((c[0].1, c[0].2, c[0].3), (15, 30, 35));
 }

@@ -27,6 +27,8 @@ pub(crate) enum Msg {
         entry: TieredSegment,
     },
     Retention,
+    /// Re-read a partition's manifest (a commit was refused).
+    Refresh(PartitionKey),
     Stop,
 }
 

@@ -34,6 +34,13 @@ pub struct TieredSegment {
     pub index_size: u64,
     /// Bytes of the `.tix` object.
     pub time_index_size: u64,
+    /// First offset the entry serves, when above `base_offset` (`None`: from
+    /// `base_offset`). A new partition leader's local segments have their
+    /// own boundaries; one that straddles the end of what earlier leaders
+    /// committed is uploaded whole and serves only the offsets after that
+    /// end, which earlier entries serve. `base_offset` stays the object's
+    /// own base: its `.idx` and `.tix` count from there.
+    pub served_from: Option<i64>,
 }
 
 impl TieredSegment {
@@ -42,8 +49,14 @@ impl TieredSegment {
         self.last_offset.saturating_add(1)
     }
 
+    /// The first offset this entry serves (see [`TieredSegment::served_from`]).
+    pub fn first_served(&self) -> i64 {
+        self.served_from.unwrap_or(self.base_offset)
+    }
+
+    /// Whether this entry serves `offset`.
     pub fn contains(&self, offset: i64) -> bool {
-        (self.base_offset..=self.last_offset).contains(&offset)
+        (self.first_served()..=self.last_offset).contains(&offset)
     }
 }
 
@@ -72,10 +85,12 @@ pub struct ManifestError {
 /// with the `testing` feature):
 /// - `commit` is durable when it returns `Ok` and idempotent (the same entry
 ///   committed twice is one entry); an entry whose key is already recorded
-///   with other content, or whose offsets overlap another entry of the
-///   partition, is refused with a non-retriable error.
-/// - `segments` reads a possibly slightly stale local copy, sorted by base
-///   offset, and always includes every entry this process committed.
+///   with other content, or that serves offsets another entry of the
+///   partition serves (`first_served..=last_offset`), or whose
+///   `served_from` lies outside its object, is refused with a
+///   non-retriable error. Objects may overlap; the offsets served never do.
+/// - `segments` reads a possibly slightly stale local copy, sorted by the
+///   offsets served, and always includes every entry this process committed.
 /// - `trim` removes exactly the entries wholly below the offset and returns
 ///   them; an entry straddling it stays.
 /// - `set_log_start` is durable when it returns `Ok` and monotonic: an
@@ -88,7 +103,7 @@ pub struct ManifestError {
 ///   `forget_deleted_topic`.
 #[async_trait]
 pub trait Manifest: Send + Sync + 'static {
-    /// The partition's entries, sorted by base offset.
+    /// The partition's entries, sorted by the offsets they serve.
     fn segments(&self, partition: PartitionKey) -> Vec<TieredSegment>;
     /// Records `segment` as held by object storage.
     async fn commit(
@@ -200,6 +215,17 @@ impl Manifest for MemoryManifest {
     ) -> Result<(), ManifestError> {
         let mut s = self.state.lock();
         self.check(&s, "commit")?;
+        let first = segment.first_served();
+        if !(segment.base_offset..=segment.last_offset).contains(&first) {
+            return Err(ManifestError {
+                operation: "commit",
+                reason: format!(
+                    "{} [{}..={}] cannot serve from {first}",
+                    segment.key, segment.base_offset, segment.last_offset
+                ),
+                retriable: false,
+            });
+        }
         let list = s.partitions.entry(partition).or_default();
         if let Some(existing) = list.iter().find(|e| e.key == segment.key) {
             if *existing == segment {
@@ -214,7 +240,7 @@ impl Manifest for MemoryManifest {
         }
         if let Some(e) = list
             .iter()
-            .find(|e| e.base_offset <= segment.last_offset && segment.base_offset <= e.last_offset)
+            .find(|e| e.first_served() <= segment.last_offset && first <= e.last_offset)
         {
             return Err(ManifestError {
                 operation: "commit",
@@ -222,7 +248,7 @@ impl Manifest for MemoryManifest {
                 retriable: false,
             });
         }
-        let at = list.partition_point(|e| e.base_offset < segment.base_offset);
+        let at = list.partition_point(|e| e.first_served() < first);
         list.insert(at, segment);
         s.commits += 1;
         Ok(())
@@ -277,8 +303,10 @@ impl Manifest for MemoryManifest {
     }
 }
 
-/// The entry holding `offset`, else the first entry after it (a consumer
+/// The entry serving `offset`, else the first entry after it (a consumer
 /// asking for an offset in a gap gets the next records, as Kafka does).
+/// `entries` are sorted by the offsets they serve, which never overlap, so
+/// they are sorted by last offset too.
 pub fn locate(entries: &[TieredSegment], offset: i64) -> Option<&TieredSegment> {
     let i = entries.partition_point(|e| e.last_offset < offset);
     entries.get(i)

@@ -54,6 +54,7 @@ where
     commit_is_idempotent(&make().await).await;
     an_entry_recorded_differently_is_refused(&make().await).await;
     overlapping_entries_are_refused(&make().await).await;
+    straddling_entries_serve_only_offsets_no_other_entry_serves(&make().await).await;
     entries_are_sorted_and_kept_per_partition(&make().await).await;
     trim_removes_exactly_the_entries_wholly_below(&make().await).await;
     deleted_topics_are_listed_until_forgotten(&make().await).await;
@@ -80,7 +81,24 @@ pub fn entry(p: PartitionKey, base: i64, last: i64) -> TieredSegment {
         checksum: 0xC0FF_EE00 ^ base as u32,
         index_size: 8,
         time_index_size: 12,
+        served_from: None,
     }
+}
+
+/// An entry for the object `[base, last]` serving only `from..=last`, as a
+/// new leader commits a segment straddling the end of the manifest.
+pub fn straddling(p: PartitionKey, base: i64, from: i64, last: i64) -> TieredSegment {
+    TieredSegment {
+        served_from: Some(from),
+        ..entry(p, base, last)
+    }
+}
+
+fn served(entries: &[TieredSegment]) -> Vec<(i64, i64)> {
+    entries
+        .iter()
+        .map(|e| (e.first_served(), e.last_offset))
+        .collect()
 }
 
 fn ranges(entries: &[TieredSegment]) -> Vec<(i64, i64)> {
@@ -134,7 +152,44 @@ pub async fn overlapping_entries_are_refused(m: &impl ManifestUnderTest) {
     assert_eq!(ranges(&m.segments(p)), vec![(0, 9), (10, 19), (30, 39)]);
 }
 
-/// `segments` is sorted by base offset whatever the commit order, and
+/// Objects of different leaders may overlap; the offsets their entries
+/// serve may not, and entries are sorted (and trimmed) by those.
+pub async fn straddling_entries_serve_only_offsets_no_other_entry_serves(
+    m: &impl ManifestUnderTest,
+) {
+    let p = partition(m).await;
+    m.commit(p, entry(p, 0, 9)).await.expect("commit");
+    m.commit(p, entry(p, 10, 19)).await.expect("commit");
+    for (base, from, last) in [(15, 15, 30), (5, 19, 30), (5, 4, 30), (5, 31, 30)] {
+        let err = m
+            .commit(p, straddling(p, base, from, last))
+            .await
+            .expect_err("an entry serving offsets another serves, or outside its object");
+        assert!(!err.retriable, "[{base}, {last}] from {from}: {err}");
+    }
+    m.commit(p, straddling(p, 15, 20, 30))
+        .await
+        .expect("a segment straddling the manifest's end serves what follows");
+    m.commit(p, straddling(p, 15, 20, 30))
+        .await
+        .expect("and may be committed again");
+    m.commit(p, straddling(p, 3, 31, 40))
+        .await
+        .expect("a third leader's segment, based below every earlier one");
+    assert_eq!(
+        served(&m.segments(p)),
+        vec![(0, 9), (10, 19), (20, 30), (31, 40)],
+        "sorted by the offsets served"
+    );
+    assert_eq!(
+        ranges(&m.trim(p, 31).await.expect("trim")),
+        vec![(0, 9), (10, 19), (15, 30)],
+        "trimmed by last offset"
+    );
+    assert_eq!(served(&m.segments(p)), vec![(31, 40)]);
+}
+
+/// `segments` is sorted by the offsets served whatever the commit order, and
 /// partitions do not see each other's entries.
 pub async fn entries_are_sorted_and_kept_per_partition(m: &impl ManifestUnderTest) {
     let p = partition(m).await;

@@ -14,7 +14,8 @@
 //!   serves cold reads through [`cache::ColdCache`];
 //! - [`TieredPartition`] wraps a partition's [`crate::PartitionLog`] on its
 //!   owning task: it reports sealed segments, applies `local.retention.*`
-//!   below what is committed, and refuses appends (retriably) when data not
+//!   below what the manifest serves (whichever agent uploaded it: in a
+//!   cluster only the partition's leader does), and refuses appends (retriably) when data not
 //!   yet uploaded fills the node's [`DiskBudget`]. Every call the owner
 //!   makes (append, reads, timestamp lookups, flush, sync points, config)
 //!   is a method of it; [`latest_max_timestamp`] merges MAX_TIMESTAMP

@@ -101,7 +101,7 @@ impl TieredPartition {
             registration: p.reg.shared.registration(),
             committed: entries
                 .iter()
-                .map(|e| (e.base_offset, e.last_offset))
+                .map(|e| (e.first_served(), e.last_offset))
                 .collect(),
             sealed,
             high_watermark: p.reported_bound,
@@ -294,10 +294,16 @@ impl TieredPartition {
     /// [`PartitionLog::truncate_fully_and_start_at`]); every sealed segment
     /// reported to the uploader and not yet committed is withdrawn.
     /// Refused with [`TierError::TruncationBelowTiered`] below the end of
-    /// what object storage has committed: the offsets there are already
-    /// taken by tiered batches.
+    /// what object storage has committed, unless `offset` is at or past
+    /// the local log end: a follower that fell below its leader's local
+    /// start restarts there, and that start may lie inside tiered offsets
+    /// (a new leader's segment straddling its predecessor's last entry);
+    /// such a restart gives up no local batch and takes the leader's
+    /// batches, which object storage holds too.
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), TierError> {
-        self.refuse_below_tiered(offset)?;
+        if offset < self.log.log_end_offset() {
+            self.refuse_below_tiered(offset)?;
+        }
         let truncated = self.log.truncate_fully_and_start_at(offset);
         self.after_truncation(i64::MIN);
         Ok(truncated?)

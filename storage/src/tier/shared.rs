@@ -74,9 +74,12 @@ impl PartitionShared {
         Arc::clone(&self.manifest.read())
     }
 
-    /// First tiered offset, if anything is tiered.
+    /// First tiered offset served, if anything is tiered.
     pub fn tiered_start(&self) -> Option<i64> {
-        self.manifest.read().first().map(|e| e.base_offset)
+        self.manifest
+            .read()
+            .first()
+            .map(TieredSegment::first_served)
     }
 
     /// Last tiered offset (Kafka's LATEST_TIERED), if anything is tiered.
@@ -90,8 +93,26 @@ impl PartitionShared {
             return;
         }
         let list = Arc::make_mut(&mut m);
-        let at = list.partition_point(|e| e.base_offset < entry.base_offset);
+        let at = list.partition_point(|e| e.first_served() < entry.first_served());
         list.insert(at, entry);
+    }
+
+    /// Replaces the snapshot with a fresh read of the manifest (entries
+    /// other agents committed: earlier leaders of the partition). Returns
+    /// whether it changed. Entries leave the manifest only at its start, so
+    /// entries below the snapshot's first are stale (a retention pass
+    /// removed them while the read was under way) and stay out: their
+    /// objects may be going.
+    pub(crate) fn replace_entries(&self, mut entries: Vec<TieredSegment>) -> bool {
+        let mut m = self.manifest.write();
+        if let Some(first) = m.first().map(TieredSegment::first_served) {
+            entries.retain(|e| e.last_offset >= first);
+        }
+        if m.as_slice() == entries.as_slice() {
+            return false;
+        }
+        *m = Arc::new(entries);
+        true
     }
 
     pub(crate) fn remove_below(&self, below_offset: i64) {
@@ -139,5 +160,41 @@ impl PartitionShared {
             _ => local_start,
         };
         start.max(self.floor())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(base: i64, from: Option<i64>, last: i64) -> TieredSegment {
+        TieredSegment {
+            key: format!("k{base}-{last}"),
+            base_offset: base,
+            last_offset: last,
+            served_from: from,
+            ..TieredSegment::default()
+        }
+    }
+
+    #[test]
+    fn a_fresh_manifest_read_never_brings_back_entries_retention_removed() {
+        let key = PartitionKey::new(uuid::Uuid::from_u128(1), 0);
+        let shared = PartitionShared::new(key, vec![e(0, None, 9), e(10, None, 19)], -1, 1);
+        // a retention pass removed the first entry after a read had begun
+        shared.remove_below(10);
+        let stale_read = vec![e(0, None, 9), e(10, None, 19), e(15, Some(20), 30)];
+        assert!(shared.replace_entries(stale_read));
+        let served: Vec<_> = shared
+            .manifest()
+            .iter()
+            .map(|e| (e.first_served(), e.last_offset))
+            .collect();
+        assert_eq!(served, vec![(10, 19), (20, 30)]);
+        assert_eq!(shared.tiered_start(), Some(10));
+        assert!(
+            !shared.replace_entries(vec![e(10, None, 19), e(15, Some(20), 30)]),
+            "the same entries again change nothing"
+        );
     }
 }

@@ -33,10 +33,7 @@ fn fixture() -> &'static Fixture {
             .build()
             .expect("runtime");
         let broker = rt.block_on(TestBroker::start(Logs::Disk));
-        let client = Client {
-            host: "/127.0.0.1".into(),
-            connection: 1,
-        };
+        let client = Client::direct("/127.0.0.1".into(), 1);
         Fixture { rt, broker, client }
     })
 }

@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use super::client::Metrics;
 use super::MAX_HOST_BYTES;
 use crate::broker::Broker;
+use crate::connections::RequestRoom;
 use crate::kafka::api::{dispatch, Client};
 
 /// Serves requests other agents forward to this one.
@@ -27,10 +28,14 @@ impl ForwardService {
     }
 }
 
+/// Reads one forwarded request; its bytes count against the broker's
+/// `queued.max.request.bytes` like a client's (the room is held until the
+/// request is served).
 async fn read_request(
+    broker: &Broker,
     recv: &mut quinn::RecvStream,
-    max_frame: usize,
-) -> Result<(String, Bytes), String> {
+) -> Result<(String, Bytes, RequestRoom), String> {
+    let max_frame = broker.config.max_request_bytes;
     let mut len = [0u8; 2];
     recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
     let host_len = usize::from(u16::from_be_bytes(len));
@@ -49,11 +54,12 @@ async fn read_request(
             "a forwarded request of {frame_len} bytes exceeds socket.request.max.bytes ({max_frame})"
         ));
     }
+    let room = broker.connections.room_for(frame_len).await;
     let mut frame = vec![0u8; frame_len];
     recv.read_exact(&mut frame)
         .await
         .map_err(|e| e.to_string())?;
-    Ok((String::from_utf8_lossy(&host).into_owned(), frame.into()))
+    Ok((String::from_utf8_lossy(&host).into_owned(), frame.into(), room))
 }
 
 async fn serve_stream(
@@ -61,7 +67,7 @@ async fn serve_stream(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
-    let (host, frame) = match read_request(&mut recv, broker.config.max_request_bytes).await {
+    let (host, frame, room) = match read_request(&broker, &mut recv).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "refused a forwarded request");
@@ -89,6 +95,7 @@ async fn serve_stream(
     broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
     let served = dispatch(&broker, &client, frame).await;
     broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+    drop(room);
     watcher.abort();
     match served {
         Ok(Some(resp)) => match resp.to_bytes() {

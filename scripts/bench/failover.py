@@ -7,7 +7,8 @@ Three agents on this machine, one partition with three replicas and
 min.insync.replicas=2. After each kill the dead agent is restarted and the
 next kill waits until all three replicas are in sync again.
 
-Usage: scripts/bench/failover.py [--kills 20] [--lease-ms 3000] [--out DIR]
+Usage: scripts/bench/failover.py [--kills 20] [--lease-ms 3000]
+       [--retry-backoff-max-ms N] [--out DIR]
 Environment: AEROSTREAM_BIN (default: target/release/aerostream, built
 here when missing). Needs confluent-kafka (tests/requirements.txt).
 """
@@ -40,6 +41,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--lease-ms", type=int, default=3000)
+    ap.add_argument("--retry-backoff-max-ms", type=int, default=None,
+                    help="the producer's retry.backoff.max.ms (librdkafka's default, 1000, when absent)")
     ap.add_argument("--out", default=os.path.join(
         root, "benchmarks", "results", time.strftime("%Y-%m-%d") + "-failover"))
     args = ap.parse_args()
@@ -76,7 +79,9 @@ def main():
     def produce():
         p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                       "linger.ms": 1, "message.timeout.ms": 120000, "socket.timeout.ms": 5000,
-                      "retry.backoff.ms": 50, "topic.metadata.refresh.fast.interval.ms": 50})
+                      "retry.backoff.ms": 50, "topic.metadata.refresh.fast.interval.ms": 50,
+                      **({"retry.backoff.max.ms": args.retry_backoff_max_ms}
+                         if args.retry_backoff_max_ms is not None else {})})
 
         def report(err, msg):
             if err is not None:
@@ -132,6 +137,9 @@ def main():
     }
     os.makedirs(args.out, exist_ok=True)
     name = f"failover-lease-{args.lease_ms}ms"
+    if args.retry_backoff_max_ms is not None:
+        name += f"-retry-backoff-max-{args.retry_backoff_max_ms}ms"
+        summary["retry_backoff_max_ms"] = args.retry_backoff_max_ms
     with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump(summary, f, indent=2)
     line = (f"| {args.lease_ms} ms | {len(samples)} | {summary['min_s']:.2f} | {summary['p50_s']:.2f} | "

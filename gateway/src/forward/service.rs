@@ -59,7 +59,11 @@ async fn read_request(
     recv.read_exact(&mut frame)
         .await
         .map_err(|e| e.to_string())?;
-    Ok((String::from_utf8_lossy(&host).into_owned(), frame.into(), room))
+    Ok((
+        String::from_utf8_lossy(&host).into_owned(),
+        frame.into(),
+        room,
+    ))
 }
 
 async fn serve_stream(

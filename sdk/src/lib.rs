@@ -1,10 +1,11 @@
-//! The AeroStream native protocol: frame types shared by the gateway's
-//! native front end (port 9091, TCP and QUIC streams) and the Rust client.
+//! The AeroStream native protocol and its Rust client.
 //!
-//! Today this crate holds the framing layer every native message rides on:
-//! a 7-byte header `0xAE 0x01 <op:u8> <len:u32 BE>` followed by `len` bytes
-//! of body. The operation bodies and the client arrive with the native
-//! protocol work; they attach to [`frame::FrameHeader::op`].
+//! The protocol rides on a 7-byte frame header `0xAE 0x01 <op:u8>
+//! <len:u32 BE>` followed by `len` bytes of body ([`frame`]); the
+//! operations and their bodies are in [`proto`], specified byte by byte in
+//! `docs/native-protocol.md`. Records travel as Kafka RecordBatch v2 bytes,
+//! the bytes the broker's log stores, so what one protocol writes the other
+//! reads.
 //!
 //! ```
 //! use sdk::frame::{FrameHeader, HEADER_LEN};
@@ -17,3 +18,5 @@
 //! ```
 
 pub mod frame;
+pub mod proto;
+pub mod wire;

@@ -1,0 +1,286 @@
+use super::*;
+use crate::frame::FrameHeader;
+use proptest::prelude::*;
+
+/// Encodes, checks the frame header, decodes back, and checks that every
+/// shorter body is refused with an error rather than a panic or a wrong
+/// message.
+fn round_trip<M: Message + PartialEq + std::fmt::Debug>(m: M) {
+    let frame = m.to_frame();
+    let header = FrameHeader::decode(&frame, u32::MAX).expect("header");
+    assert_eq!(header.op, M::OP);
+    assert_eq!(header.len as usize, frame.len() - HEADER_LEN);
+    let body = frame.slice(HEADER_LEN..);
+    assert_eq!(M::decode_body(body.clone()).as_ref(), Ok(&m));
+    for cut in 0..body.len() {
+        assert!(
+            M::decode_body(body.slice(..cut)).is_err(),
+            "a body cut at {cut} of {} decoded",
+            body.len()
+        );
+    }
+    let mut longer = BytesMut::from(&body[..]);
+    longer.put_u8(0);
+    assert_eq!(
+        M::decode_body(longer.freeze()),
+        Err(DecodeError::Trailing(1))
+    );
+}
+
+#[test]
+fn every_message_round_trips_and_refuses_every_truncation() {
+    round_trip(Hello {
+        correlation: 1,
+        min_version: 1,
+        max_version: 3,
+        client_id: "app".into(),
+        auth_mechanism: String::new(),
+        auth_bytes: Bytes::from_static(b"tok"),
+    });
+    round_trip(HelloResponse {
+        correlation: 1,
+        error: ErrorCode::NONE,
+        version: 1,
+        node_id: 7,
+        max_frame_bytes: 1 << 20,
+        server: "aerostream 0.1.0".into(),
+    });
+    round_trip(Ping {
+        correlation: 2,
+        nonce: 99,
+    });
+    round_trip(Pong {
+        correlation: 2,
+        nonce: 99,
+    });
+    round_trip(ErrorFrame {
+        correlation: 0,
+        error: ErrorCode::BAD_FRAME,
+        message: "bad magic".into(),
+    });
+    round_trip(Metadata {
+        correlation: 3,
+        topics: vec!["a".into(), "b".into()],
+    });
+    round_trip(MetadataResponse {
+        correlation: 3,
+        nodes: vec![Node {
+            id: 1,
+            host: "h".into(),
+            port: 9091,
+            rack: "az1".into(),
+        }],
+        topics: vec![TopicMetadata {
+            name: "a".into(),
+            error: ErrorCode::NONE,
+            partitions: vec![PartitionMetadata {
+                index: 0,
+                leader: 1,
+                leader_epoch: 4,
+                replicas: vec![1, 2, 3],
+                in_sync: vec![1, 3],
+            }],
+        }],
+    });
+    round_trip(CreateTopic {
+        correlation: 4,
+        name: "t".into(),
+        partitions: 3,
+        replication_factor: -1,
+        configs: vec![("retention.ms".into(), "1000".into())],
+    });
+    round_trip(CreateTopicResponse(TopicResponse {
+        correlation: 4,
+        error: ErrorCode::TOPIC_ALREADY_EXISTS,
+        message: "exists".into(),
+    }));
+    round_trip(DeleteTopic {
+        correlation: 5,
+        name: "t".into(),
+    });
+    round_trip(DeleteTopicResponse(TopicResponse::default()));
+    round_trip(InitProducer { correlation: 6 });
+    round_trip(InitProducerResponse {
+        correlation: 6,
+        error: ErrorCode::NONE,
+        producer_id: 1000,
+        producer_epoch: 0,
+    });
+    round_trip(Produce {
+        correlation: 7,
+        acks: -1,
+        timeout_ms: 30_000,
+        topics: vec![ProduceTopic {
+            name: "t".into(),
+            partitions: vec![
+                ProducePartition {
+                    partition: 0,
+                    batch: Bytes::from_static(b"batch0"),
+                },
+                ProducePartition {
+                    partition: 2,
+                    batch: Bytes::from_static(b"batch2"),
+                },
+            ],
+        }],
+    });
+    round_trip(ProduceResponse {
+        correlation: 7,
+        topics: vec![TopicProduced {
+            name: "t".into(),
+            partitions: vec![PartitionProduced {
+                partition: 0,
+                error: ErrorCode::NONE,
+                base_offset: 42,
+                log_append_time_ms: -1,
+                log_start_offset: 0,
+                message: String::new(),
+            }],
+        }],
+    });
+    round_trip(Fetch {
+        correlation: 8,
+        max_wait_ms: 500,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+        topics: vec![FetchTopic {
+            name: "t".into(),
+            partitions: vec![FetchPartition {
+                partition: 1,
+                offset: 10,
+                max_bytes: 65536,
+            }],
+        }],
+    });
+    round_trip(FetchResponse {
+        correlation: 8,
+        topics: vec![TopicFetched {
+            name: "t".into(),
+            partitions: vec![PartitionFetched {
+                partition: 1,
+                error: ErrorCode::NONE,
+                high_watermark: 20,
+                log_start_offset: 0,
+                records: Bytes::from_static(b"records"),
+            }],
+        }],
+    });
+    round_trip(ListOffsets {
+        correlation: 9,
+        partitions: vec![("t".into(), 0, -2), ("t".into(), 1, 1_700_000_000_000)],
+    });
+    round_trip(ListOffsetsResponse {
+        correlation: 9,
+        partitions: vec![OffsetFound {
+            topic: "t".into(),
+            partition: 0,
+            error: ErrorCode::NONE,
+            offset: 5,
+            timestamp: -1,
+        }],
+    });
+    round_trip(CommitOffsets {
+        correlation: 10,
+        group: "g".into(),
+        offsets: vec![CommittedOffset {
+            topic: "t".into(),
+            partition: 0,
+            offset: 5,
+            metadata: "m".into(),
+        }],
+    });
+    round_trip(CommitOffsetsResponse {
+        correlation: 10,
+        partitions: vec![("t".into(), 0, ErrorCode::NONE)],
+    });
+    round_trip(FetchOffsets {
+        correlation: 11,
+        group: "g".into(),
+        partitions: vec![("t".into(), 0)],
+    });
+    round_trip(FetchOffsetsResponse {
+        correlation: 11,
+        offsets: vec![(
+            CommittedOffset {
+                topic: "t".into(),
+                partition: 0,
+                offset: -1,
+                metadata: String::new(),
+            },
+            ErrorCode::NONE,
+        )],
+    });
+}
+
+#[test]
+fn the_fetch_response_head_is_what_the_full_encoder_writes() {
+    let p = PartitionFetched {
+        partition: 3,
+        error: ErrorCode::NONE,
+        high_watermark: 9,
+        log_start_offset: 1,
+        records: Bytes::from_static(b"xyz"),
+    };
+    let mut spliced = BytesMut::new();
+    FetchResponse::put_partition_head(&mut spliced, &p, 3);
+    spliced.put_slice(b"xyz");
+    let mut full = BytesMut::new();
+    FetchResponse {
+        correlation: 0,
+        topics: vec![TopicFetched {
+            name: String::new(),
+            partitions: vec![p],
+        }],
+    }
+    .encode_body(&mut full);
+    assert!(full.ends_with(&spliced));
+}
+
+#[test]
+fn error_codes_are_numbered_without_gaps_and_named_once() {
+    for (i, c) in ErrorCode::ALL.iter().enumerate() {
+        assert_eq!(c.0 as usize, i, "{} is out of order", c.name());
+    }
+    let names: std::collections::HashSet<_> = ErrorCode::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(names.len(), ErrorCode::ALL.len());
+    assert_eq!(ErrorCode(60000).name(), "UNKNOWN_CODE");
+    assert!(!ErrorCode(60000).is_retriable());
+}
+
+#[test]
+fn acks_and_offset_specs_map_to_their_wire_values_and_back() {
+    for a in [Acks::None, Acks::Leader, Acks::All] {
+        assert_eq!(Acks::from_wire(a.to_wire()), Some(a));
+    }
+    assert_eq!(Acks::from_wire(2), None);
+    for s in [
+        OffsetSpec::Earliest,
+        OffsetSpec::Latest,
+        OffsetSpec::Timestamp(0),
+    ] {
+        assert_eq!(OffsetSpec::from_wire(s.to_wire()), Some(s));
+    }
+    assert_eq!(OffsetSpec::from_wire(-3), None);
+}
+
+proptest! {
+    #[test]
+    fn any_body_for_any_operation_decodes_or_is_refused(op in any::<u8>(), body in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = Request::decode(op, Bytes::from(body));
+    }
+
+    #[test]
+    fn produce_requests_round_trip(corr in any::<u32>(), acks in any::<i8>(), names in proptest::collection::vec("[a-z.]{0,12}", 0..4), batch in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let m = Produce {
+            correlation: corr,
+            acks,
+            timeout_ms: 1,
+            topics: names.into_iter().map(|name| ProduceTopic {
+                name,
+                partitions: vec![ProducePartition { partition: 0, batch: Bytes::from(batch.clone()) }],
+            }).collect(),
+        };
+        let frame = m.to_frame();
+        prop_assert_eq!(Produce::decode_body(frame.slice(HEADER_LEN..)), Ok(m));
+    }
+}

@@ -181,23 +181,28 @@ pub struct Hello {
     pub auth_bytes: Bytes,
 }
 
-message!(Hello, op::HELLO, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_u16(s.min_version);
-    b.put_u16(s.max_version);
-    b.put_string(&s.client_id);
-    b.put_string(&s.auth_mechanism);
-    b.put_blob(&s.auth_bytes);
-}, |r| {
-    Ok(Hello {
-        correlation: r.u32("correlation id")?,
-        min_version: r.u16("min version")?,
-        max_version: r.u16("max version")?,
-        client_id: r.string("client id")?,
-        auth_mechanism: r.string("auth mechanism")?,
-        auth_bytes: r.blob("auth bytes")?,
-    })
-});
+message!(
+    Hello,
+    op::HELLO,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u16(s.min_version);
+        b.put_u16(s.max_version);
+        b.put_string(&s.client_id);
+        b.put_string(&s.auth_mechanism);
+        b.put_blob(&s.auth_bytes);
+    },
+    |r| {
+        Ok(Hello {
+            correlation: r.u32("correlation id")?,
+            min_version: r.u16("min version")?,
+            max_version: r.u16("max version")?,
+            client_id: r.string("client id")?,
+            auth_mechanism: r.string("auth mechanism")?,
+            auth_bytes: r.blob("auth bytes")?,
+        })
+    }
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HelloResponse {
@@ -217,23 +222,28 @@ impl Default for ErrorCode {
     }
 }
 
-message!(HelloResponse, op::HELLO | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_u16(s.error.0);
-    b.put_u16(s.version);
-    b.put_u32(s.node_id);
-    b.put_u32(s.max_frame_bytes);
-    b.put_string(&s.server);
-}, |r| {
-    Ok(HelloResponse {
-        correlation: r.u32("correlation id")?,
-        error: ErrorCode(r.u16("error")?),
-        version: r.u16("version")?,
-        node_id: r.u32("node id")?,
-        max_frame_bytes: r.u32("max frame bytes")?,
-        server: r.string("server")?,
-    })
-});
+message!(
+    HelloResponse,
+    op::HELLO | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u16(s.error.0);
+        b.put_u16(s.version);
+        b.put_u32(s.node_id);
+        b.put_u32(s.max_frame_bytes);
+        b.put_string(&s.server);
+    },
+    |r| {
+        Ok(HelloResponse {
+            correlation: r.u32("correlation id")?,
+            error: ErrorCode(r.u16("error")?),
+            version: r.u16("version")?,
+            node_id: r.u32("node id")?,
+            max_frame_bytes: r.u32("max frame bytes")?,
+            server: r.string("server")?,
+        })
+    }
+);
 
 // ---------------------------------------------------------------- ping
 
@@ -243,12 +253,20 @@ pub struct Ping {
     pub nonce: u64,
 }
 
-message!(Ping, op::PING, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_u64(s.nonce);
-}, |r| {
-    Ok(Ping { correlation: r.u32("correlation id")?, nonce: r.u64("nonce")? })
-});
+message!(
+    Ping,
+    op::PING,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u64(s.nonce);
+    },
+    |r| {
+        Ok(Ping {
+            correlation: r.u32("correlation id")?,
+            nonce: r.u64("nonce")?,
+        })
+    }
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Pong {
@@ -256,12 +274,20 @@ pub struct Pong {
     pub nonce: u64,
 }
 
-message!(Pong, op::PING | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_u64(s.nonce);
-}, |r| {
-    Ok(Pong { correlation: r.u32("correlation id")?, nonce: r.u64("nonce")? })
-});
+message!(
+    Pong,
+    op::PING | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u64(s.nonce);
+    },
+    |r| {
+        Ok(Pong {
+            correlation: r.u32("correlation id")?,
+            nonce: r.u64("nonce")?,
+        })
+    }
+);
 
 // ---------------------------------------------------------------- error
 
@@ -274,17 +300,22 @@ pub struct ErrorFrame {
     pub message: String,
 }
 
-message!(ErrorFrame, op::ERROR, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_u16(s.error.0);
-    b.put_string(&s.message);
-}, |r| {
-    Ok(ErrorFrame {
-        correlation: r.u32("correlation id")?,
-        error: ErrorCode(r.u16("error")?),
-        message: r.string("message")?,
-    })
-});
+message!(
+    ErrorFrame,
+    op::ERROR,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u16(s.error.0);
+        b.put_string(&s.message);
+    },
+    |r| {
+        Ok(ErrorFrame {
+            correlation: r.u32("correlation id")?,
+            error: ErrorCode(r.u16("error")?),
+            message: r.string("message")?,
+        })
+    }
+);
 
 // ---------------------------------------------------------------- metadata
 
@@ -295,18 +326,23 @@ pub struct Metadata {
     pub topics: Vec<String>,
 }
 
-message!(Metadata, op::METADATA, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.topics.len());
-    for t in &s.topics {
-        b.put_string(t);
+message!(
+    Metadata,
+    op::METADATA,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.topics.len());
+        for t in &s.topics {
+            b.put_string(t);
+        }
+    },
+    |r| {
+        Ok(Metadata {
+            correlation: r.u32("correlation id")?,
+            topics: r.array("topics", 2, |r| r.string("topic"))?,
+        })
     }
-}, |r| {
-    Ok(Metadata {
-        correlation: r.u32("correlation id")?,
-        topics: r.array("topics", 2, |r| r.string("topic"))?,
-    })
-});
+);
 
 /// A server of the cluster, at its native address.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -349,56 +385,61 @@ fn put_ids(b: &mut BytesMut, ids: &[u32]) {
     }
 }
 
-message!(MetadataResponse, op::METADATA | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.nodes.len());
-    for n in &s.nodes {
-        b.put_u32(n.id);
-        b.put_string(&n.host);
-        b.put_u16(n.port);
-        b.put_string(&n.rack);
-    }
-    b.put_count(s.topics.len());
-    for t in &s.topics {
-        b.put_string(&t.name);
-        b.put_u16(t.error.0);
-        b.put_count(t.partitions.len());
-        for p in &t.partitions {
-            b.put_u32(p.index);
-            b.put_i32(p.leader);
-            b.put_i32(p.leader_epoch);
-            put_ids(b, &p.replicas);
-            put_ids(b, &p.in_sync);
+message!(
+    MetadataResponse,
+    op::METADATA | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.nodes.len());
+        for n in &s.nodes {
+            b.put_u32(n.id);
+            b.put_string(&n.host);
+            b.put_u16(n.port);
+            b.put_string(&n.rack);
         }
+        b.put_count(s.topics.len());
+        for t in &s.topics {
+            b.put_string(&t.name);
+            b.put_u16(t.error.0);
+            b.put_count(t.partitions.len());
+            for p in &t.partitions {
+                b.put_u32(p.index);
+                b.put_i32(p.leader);
+                b.put_i32(p.leader_epoch);
+                put_ids(b, &p.replicas);
+                put_ids(b, &p.in_sync);
+            }
+        }
+    },
+    |r| {
+        Ok(MetadataResponse {
+            correlation: r.u32("correlation id")?,
+            nodes: r.array("nodes", 10, |r| {
+                Ok(Node {
+                    id: r.u32("node id")?,
+                    host: r.string("host")?,
+                    port: r.u16("port")?,
+                    rack: r.string("rack")?,
+                })
+            })?,
+            topics: r.array("topics", 8, |r| {
+                Ok(TopicMetadata {
+                    name: r.string("topic")?,
+                    error: ErrorCode(r.u16("error")?),
+                    partitions: r.array("partitions", 20, |r| {
+                        Ok(PartitionMetadata {
+                            index: r.u32("partition")?,
+                            leader: r.i32("leader")?,
+                            leader_epoch: r.i32("leader epoch")?,
+                            replicas: r.array("replicas", 4, |r| r.u32("replica"))?,
+                            in_sync: r.array("in-sync replicas", 4, |r| r.u32("replica"))?,
+                        })
+                    })?,
+                })
+            })?,
+        })
     }
-}, |r| {
-    Ok(MetadataResponse {
-        correlation: r.u32("correlation id")?,
-        nodes: r.array("nodes", 10, |r| {
-            Ok(Node {
-                id: r.u32("node id")?,
-                host: r.string("host")?,
-                port: r.u16("port")?,
-                rack: r.string("rack")?,
-            })
-        })?,
-        topics: r.array("topics", 8, |r| {
-            Ok(TopicMetadata {
-                name: r.string("topic")?,
-                error: ErrorCode(r.u16("error")?),
-                partitions: r.array("partitions", 20, |r| {
-                    Ok(PartitionMetadata {
-                        index: r.u32("partition")?,
-                        leader: r.i32("leader")?,
-                        leader_epoch: r.i32("leader epoch")?,
-                        replicas: r.array("replicas", 4, |r| r.u32("replica"))?,
-                        in_sync: r.array("in-sync replicas", 4, |r| r.u32("replica"))?,
-                    })
-                })?,
-            })
-        })?,
-    })
-});
+);
 
 // ---------------------------------------------------------------- topics
 
@@ -414,25 +455,32 @@ pub struct CreateTopic {
     pub configs: Vec<(String, String)>,
 }
 
-message!(CreateTopic, op::CREATE_TOPIC, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_string(&s.name);
-    b.put_i32(s.partitions);
-    b.put_i16(s.replication_factor);
-    b.put_count(s.configs.len());
-    for (k, v) in &s.configs {
-        b.put_string(k);
-        b.put_string(v);
+message!(
+    CreateTopic,
+    op::CREATE_TOPIC,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.name);
+        b.put_i32(s.partitions);
+        b.put_i16(s.replication_factor);
+        b.put_count(s.configs.len());
+        for (k, v) in &s.configs {
+            b.put_string(k);
+            b.put_string(v);
+        }
+    },
+    |r| {
+        Ok(CreateTopic {
+            correlation: r.u32("correlation id")?,
+            name: r.string("topic")?,
+            partitions: r.i32("partitions")?,
+            replication_factor: r.i16("replication factor")?,
+            configs: r.array("configs", 4, |r| {
+                Ok((r.string("config name")?, r.string("config value")?))
+            })?,
+        })
     }
-}, |r| {
-    Ok(CreateTopic {
-        correlation: r.u32("correlation id")?,
-        name: r.string("topic")?,
-        partitions: r.i32("partitions")?,
-        replication_factor: r.i16("replication factor")?,
-        configs: r.array("configs", 4, |r| Ok((r.string("config name")?, r.string("config value")?)))?,
-    })
-});
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DeleteTopic {
@@ -440,12 +488,20 @@ pub struct DeleteTopic {
     pub name: String,
 }
 
-message!(DeleteTopic, op::DELETE_TOPIC, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_string(&s.name);
-}, |r| {
-    Ok(DeleteTopic { correlation: r.u32("correlation id")?, name: r.string("topic")? })
-});
+message!(
+    DeleteTopic,
+    op::DELETE_TOPIC,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.name);
+    },
+    |r| {
+        Ok(DeleteTopic {
+            correlation: r.u32("correlation id")?,
+            name: r.string("topic")?,
+        })
+    }
+);
 
 /// The answer to [`CreateTopic`] and [`DeleteTopic`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -474,16 +530,22 @@ impl TopicResponse {
 /// [`TopicResponse`] to a [`CreateTopic`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CreateTopicResponse(pub TopicResponse);
-message!(CreateTopicResponse, op::CREATE_TOPIC | RESPONSE, |s, b| { s.0.encode(b) }, |r| {
-    Ok(CreateTopicResponse(TopicResponse::decode(r)?))
-});
+message!(
+    CreateTopicResponse,
+    op::CREATE_TOPIC | RESPONSE,
+    |s, b| { s.0.encode(b) },
+    |r| { Ok(CreateTopicResponse(TopicResponse::decode(r)?)) }
+);
 
 /// [`TopicResponse`] to a [`DeleteTopic`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DeleteTopicResponse(pub TopicResponse);
-message!(DeleteTopicResponse, op::DELETE_TOPIC | RESPONSE, |s, b| { s.0.encode(b) }, |r| {
-    Ok(DeleteTopicResponse(TopicResponse::decode(r)?))
-});
+message!(
+    DeleteTopicResponse,
+    op::DELETE_TOPIC | RESPONSE,
+    |s, b| { s.0.encode(b) },
+    |r| { Ok(DeleteTopicResponse(TopicResponse::decode(r)?)) }
+);
 
 // ---------------------------------------------------------------- producer id
 
@@ -493,9 +555,18 @@ pub struct InitProducer {
     pub correlation: u32,
 }
 
-message!(InitProducer, op::INIT_PRODUCER, |s, b| { b.put_u32(s.correlation); }, |r| {
-    Ok(InitProducer { correlation: r.u32("correlation id")? })
-});
+message!(
+    InitProducer,
+    op::INIT_PRODUCER,
+    |s, b| {
+        b.put_u32(s.correlation);
+    },
+    |r| {
+        Ok(InitProducer {
+            correlation: r.u32("correlation id")?,
+        })
+    }
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InitProducerResponse {
@@ -505,19 +576,24 @@ pub struct InitProducerResponse {
     pub producer_epoch: i16,
 }
 
-message!(InitProducerResponse, op::INIT_PRODUCER | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_u16(s.error.0);
-    b.put_i64(s.producer_id);
-    b.put_i16(s.producer_epoch);
-}, |r| {
-    Ok(InitProducerResponse {
-        correlation: r.u32("correlation id")?,
-        error: ErrorCode(r.u16("error")?),
-        producer_id: r.i64("producer id")?,
-        producer_epoch: r.i16("producer epoch")?,
-    })
-});
+message!(
+    InitProducerResponse,
+    op::INIT_PRODUCER | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u16(s.error.0);
+        b.put_i64(s.producer_id);
+        b.put_i16(s.producer_epoch);
+    },
+    |r| {
+        Ok(InitProducerResponse {
+            correlation: r.u32("correlation id")?,
+            error: ErrorCode(r.u16("error")?),
+            producer_id: r.i64("producer id")?,
+            producer_epoch: r.i16("producer epoch")?,
+        })
+    }
+);
 
 // ---------------------------------------------------------------- produce
 
@@ -576,34 +652,42 @@ pub struct Produce {
     pub topics: Vec<ProduceTopic>,
 }
 
-message!(Produce, op::PRODUCE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_i8(s.acks);
-    b.put_u32(s.timeout_ms);
-    b.put_count(s.topics.len());
-    for t in &s.topics {
-        b.put_string(&t.name);
-        b.put_count(t.partitions.len());
-        for p in &t.partitions {
-            b.put_u32(p.partition);
-            b.put_blob(&p.batch);
+message!(
+    Produce,
+    op::PRODUCE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_i8(s.acks);
+        b.put_u32(s.timeout_ms);
+        b.put_count(s.topics.len());
+        for t in &s.topics {
+            b.put_string(&t.name);
+            b.put_count(t.partitions.len());
+            for p in &t.partitions {
+                b.put_u32(p.partition);
+                b.put_blob(&p.batch);
+            }
         }
+    },
+    |r| {
+        Ok(Produce {
+            correlation: r.u32("correlation id")?,
+            acks: r.i8("acks")?,
+            timeout_ms: r.u32("timeout")?,
+            topics: r.array("topics", 6, |r| {
+                Ok(ProduceTopic {
+                    name: r.string("topic")?,
+                    partitions: r.array("partitions", 8, |r| {
+                        Ok(ProducePartition {
+                            partition: r.u32("partition")?,
+                            batch: r.blob("batch")?,
+                        })
+                    })?,
+                })
+            })?,
+        })
     }
-}, |r| {
-    Ok(Produce {
-        correlation: r.u32("correlation id")?,
-        acks: r.i8("acks")?,
-        timeout_ms: r.u32("timeout")?,
-        topics: r.array("topics", 6, |r| {
-            Ok(ProduceTopic {
-                name: r.string("topic")?,
-                partitions: r.array("partitions", 8, |r| {
-                    Ok(ProducePartition { partition: r.u32("partition")?, batch: r.blob("batch")? })
-                })?,
-            })
-        })?,
-    })
-});
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PartitionProduced {
@@ -630,41 +714,46 @@ pub struct ProduceResponse {
     pub topics: Vec<TopicProduced>,
 }
 
-message!(ProduceResponse, op::PRODUCE | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.topics.len());
-    for t in &s.topics {
-        b.put_string(&t.name);
-        b.put_count(t.partitions.len());
-        for p in &t.partitions {
-            b.put_u32(p.partition);
-            b.put_u16(p.error.0);
-            b.put_i64(p.base_offset);
-            b.put_i64(p.log_append_time_ms);
-            b.put_i64(p.log_start_offset);
-            b.put_string(&p.message);
+message!(
+    ProduceResponse,
+    op::PRODUCE | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.topics.len());
+        for t in &s.topics {
+            b.put_string(&t.name);
+            b.put_count(t.partitions.len());
+            for p in &t.partitions {
+                b.put_u32(p.partition);
+                b.put_u16(p.error.0);
+                b.put_i64(p.base_offset);
+                b.put_i64(p.log_append_time_ms);
+                b.put_i64(p.log_start_offset);
+                b.put_string(&p.message);
+            }
         }
+    },
+    |r| {
+        Ok(ProduceResponse {
+            correlation: r.u32("correlation id")?,
+            topics: r.array("topics", 6, |r| {
+                Ok(TopicProduced {
+                    name: r.string("topic")?,
+                    partitions: r.array("partitions", 32, |r| {
+                        Ok(PartitionProduced {
+                            partition: r.u32("partition")?,
+                            error: ErrorCode(r.u16("error")?),
+                            base_offset: r.i64("base offset")?,
+                            log_append_time_ms: r.i64("log append time")?,
+                            log_start_offset: r.i64("log start offset")?,
+                            message: r.string("message")?,
+                        })
+                    })?,
+                })
+            })?,
+        })
     }
-}, |r| {
-    Ok(ProduceResponse {
-        correlation: r.u32("correlation id")?,
-        topics: r.array("topics", 6, |r| {
-            Ok(TopicProduced {
-                name: r.string("topic")?,
-                partitions: r.array("partitions", 32, |r| {
-                    Ok(PartitionProduced {
-                        partition: r.u32("partition")?,
-                        error: ErrorCode(r.u16("error")?),
-                        base_offset: r.i64("base offset")?,
-                        log_append_time_ms: r.i64("log append time")?,
-                        log_start_offset: r.i64("log start offset")?,
-                        message: r.string("message")?,
-                    })
-                })?,
-            })
-        })?,
-    })
-});
+);
 
 // ---------------------------------------------------------------- fetch
 
@@ -693,41 +782,46 @@ pub struct Fetch {
     pub topics: Vec<FetchTopic>,
 }
 
-message!(Fetch, op::FETCH, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_u32(s.max_wait_ms);
-    b.put_u32(s.min_bytes);
-    b.put_u32(s.max_bytes);
-    b.put_count(s.topics.len());
-    for t in &s.topics {
-        b.put_string(&t.name);
-        b.put_count(t.partitions.len());
-        for p in &t.partitions {
-            b.put_u32(p.partition);
-            b.put_i64(p.offset);
-            b.put_u32(p.max_bytes);
+message!(
+    Fetch,
+    op::FETCH,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u32(s.max_wait_ms);
+        b.put_u32(s.min_bytes);
+        b.put_u32(s.max_bytes);
+        b.put_count(s.topics.len());
+        for t in &s.topics {
+            b.put_string(&t.name);
+            b.put_count(t.partitions.len());
+            for p in &t.partitions {
+                b.put_u32(p.partition);
+                b.put_i64(p.offset);
+                b.put_u32(p.max_bytes);
+            }
         }
+    },
+    |r| {
+        Ok(Fetch {
+            correlation: r.u32("correlation id")?,
+            max_wait_ms: r.u32("max wait")?,
+            min_bytes: r.u32("min bytes")?,
+            max_bytes: r.u32("max bytes")?,
+            topics: r.array("topics", 6, |r| {
+                Ok(FetchTopic {
+                    name: r.string("topic")?,
+                    partitions: r.array("partitions", 16, |r| {
+                        Ok(FetchPartition {
+                            partition: r.u32("partition")?,
+                            offset: r.i64("offset")?,
+                            max_bytes: r.u32("partition max bytes")?,
+                        })
+                    })?,
+                })
+            })?,
+        })
     }
-}, |r| {
-    Ok(Fetch {
-        correlation: r.u32("correlation id")?,
-        max_wait_ms: r.u32("max wait")?,
-        min_bytes: r.u32("min bytes")?,
-        max_bytes: r.u32("max bytes")?,
-        topics: r.array("topics", 6, |r| {
-            Ok(FetchTopic {
-                name: r.string("topic")?,
-                partitions: r.array("partitions", 16, |r| {
-                    Ok(FetchPartition {
-                        partition: r.u32("partition")?,
-                        offset: r.i64("offset")?,
-                        max_bytes: r.u32("partition max bytes")?,
-                    })
-                })?,
-            })
-        })?,
-    })
-});
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PartitionFetched {
@@ -764,36 +858,41 @@ impl FetchResponse {
     }
 }
 
-message!(FetchResponse, op::FETCH | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.topics.len());
-    for t in &s.topics {
-        b.put_string(&t.name);
-        b.put_count(t.partitions.len());
-        for p in &t.partitions {
-            FetchResponse::put_partition_head(b, p, p.records.len());
-            b.put_slice(&p.records);
+message!(
+    FetchResponse,
+    op::FETCH | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.topics.len());
+        for t in &s.topics {
+            b.put_string(&t.name);
+            b.put_count(t.partitions.len());
+            for p in &t.partitions {
+                FetchResponse::put_partition_head(b, p, p.records.len());
+                b.put_slice(&p.records);
+            }
         }
+    },
+    |r| {
+        Ok(FetchResponse {
+            correlation: r.u32("correlation id")?,
+            topics: r.array("topics", 6, |r| {
+                Ok(TopicFetched {
+                    name: r.string("topic")?,
+                    partitions: r.array("partitions", 26, |r| {
+                        Ok(PartitionFetched {
+                            partition: r.u32("partition")?,
+                            error: ErrorCode(r.u16("error")?),
+                            high_watermark: r.i64("high watermark")?,
+                            log_start_offset: r.i64("log start offset")?,
+                            records: r.blob("records")?,
+                        })
+                    })?,
+                })
+            })?,
+        })
     }
-}, |r| {
-    Ok(FetchResponse {
-        correlation: r.u32("correlation id")?,
-        topics: r.array("topics", 6, |r| {
-            Ok(TopicFetched {
-                name: r.string("topic")?,
-                partitions: r.array("partitions", 26, |r| {
-                    Ok(PartitionFetched {
-                        partition: r.u32("partition")?,
-                        error: ErrorCode(r.u16("error")?),
-                        high_watermark: r.i64("high watermark")?,
-                        log_start_offset: r.i64("log start offset")?,
-                        records: r.blob("records")?,
-                    })
-                })?,
-            })
-        })?,
-    })
-});
+);
 
 // ---------------------------------------------------------------- list offsets
 
@@ -833,20 +932,27 @@ pub struct ListOffsets {
     pub partitions: Vec<(String, u32, i64)>,
 }
 
-message!(ListOffsets, op::LIST_OFFSETS, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.partitions.len());
-    for (t, p, spec) in &s.partitions {
-        b.put_string(t);
-        b.put_u32(*p);
-        b.put_i64(*spec);
+message!(
+    ListOffsets,
+    op::LIST_OFFSETS,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.partitions.len());
+        for (t, p, spec) in &s.partitions {
+            b.put_string(t);
+            b.put_u32(*p);
+            b.put_i64(*spec);
+        }
+    },
+    |r| {
+        Ok(ListOffsets {
+            correlation: r.u32("correlation id")?,
+            partitions: r.array("partitions", 14, |r| {
+                Ok((r.string("topic")?, r.u32("partition")?, r.i64("spec")?))
+            })?,
+        })
     }
-}, |r| {
-    Ok(ListOffsets {
-        correlation: r.u32("correlation id")?,
-        partitions: r.array("partitions", 14, |r| Ok((r.string("topic")?, r.u32("partition")?, r.i64("spec")?)))?,
-    })
-});
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OffsetFound {
@@ -865,30 +971,35 @@ pub struct ListOffsetsResponse {
     pub partitions: Vec<OffsetFound>,
 }
 
-message!(ListOffsetsResponse, op::LIST_OFFSETS | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.partitions.len());
-    for p in &s.partitions {
-        b.put_string(&p.topic);
-        b.put_u32(p.partition);
-        b.put_u16(p.error.0);
-        b.put_i64(p.offset);
-        b.put_i64(p.timestamp);
+message!(
+    ListOffsetsResponse,
+    op::LIST_OFFSETS | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.partitions.len());
+        for p in &s.partitions {
+            b.put_string(&p.topic);
+            b.put_u32(p.partition);
+            b.put_u16(p.error.0);
+            b.put_i64(p.offset);
+            b.put_i64(p.timestamp);
+        }
+    },
+    |r| {
+        Ok(ListOffsetsResponse {
+            correlation: r.u32("correlation id")?,
+            partitions: r.array("partitions", 24, |r| {
+                Ok(OffsetFound {
+                    topic: r.string("topic")?,
+                    partition: r.u32("partition")?,
+                    error: ErrorCode(r.u16("error")?),
+                    offset: r.i64("offset")?,
+                    timestamp: r.i64("timestamp")?,
+                })
+            })?,
+        })
     }
-}, |r| {
-    Ok(ListOffsetsResponse {
-        correlation: r.u32("correlation id")?,
-        partitions: r.array("partitions", 24, |r| {
-            Ok(OffsetFound {
-                topic: r.string("topic")?,
-                partition: r.u32("partition")?,
-                error: ErrorCode(r.u16("error")?),
-                offset: r.i64("offset")?,
-                timestamp: r.i64("timestamp")?,
-            })
-        })?,
-    })
-});
+);
 
 // ---------------------------------------------------------------- group offsets
 
@@ -910,30 +1021,35 @@ pub struct CommitOffsets {
     pub offsets: Vec<CommittedOffset>,
 }
 
-message!(CommitOffsets, op::COMMIT_OFFSETS, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_string(&s.group);
-    b.put_count(s.offsets.len());
-    for o in &s.offsets {
-        b.put_string(&o.topic);
-        b.put_u32(o.partition);
-        b.put_i64(o.offset);
-        b.put_string(&o.metadata);
+message!(
+    CommitOffsets,
+    op::COMMIT_OFFSETS,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.group);
+        b.put_count(s.offsets.len());
+        for o in &s.offsets {
+            b.put_string(&o.topic);
+            b.put_u32(o.partition);
+            b.put_i64(o.offset);
+            b.put_string(&o.metadata);
+        }
+    },
+    |r| {
+        Ok(CommitOffsets {
+            correlation: r.u32("correlation id")?,
+            group: r.string("group")?,
+            offsets: r.array("offsets", 16, |r| {
+                Ok(CommittedOffset {
+                    topic: r.string("topic")?,
+                    partition: r.u32("partition")?,
+                    offset: r.i64("offset")?,
+                    metadata: r.string("metadata")?,
+                })
+            })?,
+        })
     }
-}, |r| {
-    Ok(CommitOffsets {
-        correlation: r.u32("correlation id")?,
-        group: r.string("group")?,
-        offsets: r.array("offsets", 16, |r| {
-            Ok(CommittedOffset {
-                topic: r.string("topic")?,
-                partition: r.u32("partition")?,
-                offset: r.i64("offset")?,
-                metadata: r.string("metadata")?,
-            })
-        })?,
-    })
-});
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CommitOffsetsResponse {
@@ -942,20 +1058,31 @@ pub struct CommitOffsetsResponse {
     pub partitions: Vec<(String, u32, ErrorCode)>,
 }
 
-message!(CommitOffsetsResponse, op::COMMIT_OFFSETS | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.partitions.len());
-    for (t, p, e) in &s.partitions {
-        b.put_string(t);
-        b.put_u32(*p);
-        b.put_u16(e.0);
+message!(
+    CommitOffsetsResponse,
+    op::COMMIT_OFFSETS | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.partitions.len());
+        for (t, p, e) in &s.partitions {
+            b.put_string(t);
+            b.put_u32(*p);
+            b.put_u16(e.0);
+        }
+    },
+    |r| {
+        Ok(CommitOffsetsResponse {
+            correlation: r.u32("correlation id")?,
+            partitions: r.array("partitions", 8, |r| {
+                Ok((
+                    r.string("topic")?,
+                    r.u32("partition")?,
+                    ErrorCode(r.u16("error")?),
+                ))
+            })?,
+        })
     }
-}, |r| {
-    Ok(CommitOffsetsResponse {
-        correlation: r.u32("correlation id")?,
-        partitions: r.array("partitions", 8, |r| Ok((r.string("topic")?, r.u32("partition")?, ErrorCode(r.u16("error")?))))?,
-    })
-});
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FetchOffsets {
@@ -964,21 +1091,28 @@ pub struct FetchOffsets {
     pub partitions: Vec<(String, u32)>,
 }
 
-message!(FetchOffsets, op::FETCH_OFFSETS, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_string(&s.group);
-    b.put_count(s.partitions.len());
-    for (t, p) in &s.partitions {
-        b.put_string(t);
-        b.put_u32(*p);
+message!(
+    FetchOffsets,
+    op::FETCH_OFFSETS,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.group);
+        b.put_count(s.partitions.len());
+        for (t, p) in &s.partitions {
+            b.put_string(t);
+            b.put_u32(*p);
+        }
+    },
+    |r| {
+        Ok(FetchOffsets {
+            correlation: r.u32("correlation id")?,
+            group: r.string("group")?,
+            partitions: r.array("partitions", 6, |r| {
+                Ok((r.string("topic")?, r.u32("partition")?))
+            })?,
+        })
     }
-}, |r| {
-    Ok(FetchOffsets {
-        correlation: r.u32("correlation id")?,
-        group: r.string("group")?,
-        partitions: r.array("partitions", 6, |r| Ok((r.string("topic")?, r.u32("partition")?)))?,
-    })
-});
+);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FetchOffsetsResponse {
@@ -987,29 +1121,42 @@ pub struct FetchOffsetsResponse {
     pub offsets: Vec<(CommittedOffset, ErrorCode)>,
 }
 
-message!(FetchOffsetsResponse, op::FETCH_OFFSETS | RESPONSE, |s, b| {
-    b.put_u32(s.correlation);
-    b.put_count(s.offsets.len());
-    for (o, e) in &s.offsets {
-        b.put_string(&o.topic);
-        b.put_u32(o.partition);
-        b.put_u16(e.0);
-        b.put_i64(o.offset);
-        b.put_string(&o.metadata);
+message!(
+    FetchOffsetsResponse,
+    op::FETCH_OFFSETS | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_count(s.offsets.len());
+        for (o, e) in &s.offsets {
+            b.put_string(&o.topic);
+            b.put_u32(o.partition);
+            b.put_u16(e.0);
+            b.put_i64(o.offset);
+            b.put_string(&o.metadata);
+        }
+    },
+    |r| {
+        Ok(FetchOffsetsResponse {
+            correlation: r.u32("correlation id")?,
+            offsets: r.array("offsets", 18, |r| {
+                let topic = r.string("topic")?;
+                let partition = r.u32("partition")?;
+                let e = ErrorCode(r.u16("error")?);
+                let offset = r.i64("offset")?;
+                let metadata = r.string("metadata")?;
+                Ok((
+                    CommittedOffset {
+                        topic,
+                        partition,
+                        offset,
+                        metadata,
+                    },
+                    e,
+                ))
+            })?,
+        })
     }
-}, |r| {
-    Ok(FetchOffsetsResponse {
-        correlation: r.u32("correlation id")?,
-        offsets: r.array("offsets", 18, |r| {
-            let topic = r.string("topic")?;
-            let partition = r.u32("partition")?;
-            let e = ErrorCode(r.u16("error")?);
-            let offset = r.i64("offset")?;
-            let metadata = r.string("metadata")?;
-            Ok((CommittedOffset { topic, partition, offset, metadata }, e))
-        })?,
-    })
-});
+);
 
 // ---------------------------------------------------------------- requests
 

@@ -17,6 +17,13 @@
 //! assert_eq!(decoded, header);
 //! ```
 
+pub mod bootstrap;
+pub mod error;
 pub mod frame;
+pub mod partitioner;
 pub mod proto;
+pub mod record;
 pub mod wire;
+
+pub use error::Error;
+pub use record::{Compression, ConsumedRecord, Record};

@@ -30,7 +30,7 @@ use crate::error::Error;
 ///
 /// let r = Record::new("hello")
 ///     .with_key("user-42")
-///     .with_header("trace", Some("abc"))
+///     .with_header("trace", "abc")
 ///     .with_timestamp(1_700_000_000_000);
 /// assert_eq!(r.value.as_deref(), Some(&b"hello"[..]));
 /// ```
@@ -63,13 +63,10 @@ impl Record {
         self
     }
 
-    /// Appends a header.
-    pub fn with_header(
-        mut self,
-        key: impl Into<String>,
-        value: Option<impl Into<Bytes>>,
-    ) -> Record {
-        self.headers.push((key.into(), value.map(Into::into)));
+    /// Appends a header (a header without value goes in `headers`
+    /// directly, as `(key, None)`).
+    pub fn with_header(mut self, key: impl Into<String>, value: impl Into<Bytes>) -> Record {
+        self.headers.push((key.into(), Some(value.into())));
         self
     }
 
@@ -452,7 +449,7 @@ mod tests {
         vec![
             Record::new("v0")
                 .with_key("k0")
-                .with_header("h", Some("x"))
+                .with_header("h", "x")
                 .with_timestamp(1_000),
             Record {
                 key: None,
@@ -698,9 +695,7 @@ mod tests {
 
     #[test]
     fn repeated_header_keys_and_empty_batches_are_refused() {
-        let twice = Record::new("v")
-            .with_header("h", Some("1"))
-            .with_header("h", Some("2"));
+        let twice = Record::new("v").with_header("h", "1").with_header("h", "2");
         assert!(matches!(
             encode_batch(&[twice], &BatchOptions::default()),
             Err(Error::InvalidRecord(_))

@@ -17,7 +17,9 @@
 //! assert_eq!(decoded, header);
 //! ```
 
+mod backoff;
 pub mod bootstrap;
+mod conn;
 pub mod error;
 pub mod frame;
 pub mod partitioner;

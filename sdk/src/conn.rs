@@ -1,0 +1,571 @@
+//! One connection to one server: the hello handshake, then pipelined
+//! requests whose answers may come back in any order.
+//!
+//! A connection is three pieces: the [`Conn`] handle callers share, a
+//! writer task that owns the write half, and a reader task that owns the
+//! read half. What they keep, step by step:
+//!
+//! 1. A request is registered in the pending table *before* its frame is
+//!    queued for writing, so its answer can never arrive unregistered.
+//! 2. The reader task alone completes pending requests from the network,
+//!    matching answers by correlation id. An answer nobody waits for any
+//!    more (its caller timed out or gave up) is dropped.
+//! 3. Closing marks the table closed and fails every entry under the same
+//!    lock registration takes: a request is either registered before the
+//!    close, and then failed by it, or sees the mark and fails at once.
+//!    Nothing waits on a dead connection.
+//! 4. An `ErrorFrame` (op 0x7F) fails the request it names with
+//!    [`Error::Server`], or every request if it names correlation 0; the
+//!    server closes the connection after it, so no new request is accepted
+//!    from then on.
+//! 5. A frame header announcing a body longer than the client's limit is
+//!    refused before anything is allocated for it, and kills the
+//!    connection (the stream cannot be resynchronised).
+//! 6. The writer task writes frames in queue order and flushes when the
+//!    queue is momentarily empty, so pipelined requests share syscalls; the
+//!    queue is bounded, so a slow socket pushes back on callers.
+//! 7. Dropping the [`Conn`] stops both tasks and closes the socket.
+//!
+//! The halves are generic over `AsyncRead`/`AsyncWrite`, so a transport is
+//! anything that yields two byte streams (TCP today, a QUIC stream later).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::bootstrap::{Address, Transport};
+use crate::error::Error;
+use crate::frame::{FrameHeader, HEADER_LEN};
+use crate::proto::{self, op, ErrorCode, ErrorFrame, Hello, HelloResponse, Message, RESPONSE};
+
+/// Frames queued for the writer before callers wait.
+const WRITE_QUEUE: usize = 256;
+/// Frames coalesced into one flush at most.
+const MAX_COALESCE: usize = 64;
+const READ_BUFFER: usize = 64 * 1024;
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// How connections are made.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnOptions {
+    pub client_id: String,
+    /// Bounds the TCP connect and the hello exchange together.
+    pub connect_timeout: Duration,
+    /// Longest answer body accepted from a server.
+    pub max_frame_bytes: u32,
+}
+
+/// A request of the protocol and the answer it gets.
+pub(crate) trait Call: Message {
+    type Response: Message;
+    fn set_correlation(&mut self, correlation: u32);
+}
+
+macro_rules! calls {
+    ($($req:ident => $resp:ident),* $(,)?) => {
+        $(impl Call for proto::$req {
+            type Response = proto::$resp;
+            fn set_correlation(&mut self, correlation: u32) {
+                self.correlation = correlation;
+            }
+        })*
+    };
+}
+
+calls! {
+    Ping => Pong,
+    Metadata => MetadataResponse,
+    CreateTopic => CreateTopicResponse,
+    DeleteTopic => DeleteTopicResponse,
+    InitProducer => InitProducerResponse,
+    Produce => ProduceResponse,
+    Fetch => FetchResponse,
+    ListOffsets => ListOffsetsResponse,
+    CommitOffsets => CommitOffsetsResponse,
+    FetchOffsets => FetchOffsetsResponse,
+}
+
+/// A frame as read: operation code and body (correlation id included).
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub op: u8,
+    pub body: Bytes,
+}
+
+type Reply = oneshot::Sender<Result<Frame, Error>>;
+
+#[derive(Default)]
+struct Pending {
+    waiting: HashMap<u32, Reply>,
+    /// Set once the connection is closing: nothing new is registered.
+    closed_at: Option<Instant>,
+}
+
+/// What the handle and both tasks share.
+struct Shared {
+    pending: Mutex<Pending>,
+    addr: String,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        // A panic elsewhere cannot leave the table half-updated: each
+        // operation is a single insert or remove.
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn register(&self, correlation: u32) -> Result<oneshot::Receiver<Result<Frame, Error>>, Error> {
+        let mut p = self.lock();
+        if p.closed_at.is_some() {
+            return Err(Error::Closed);
+        }
+        let (tx, rx) = oneshot::channel();
+        p.waiting.insert(correlation, tx);
+        Ok(rx)
+    }
+
+    fn forget(&self, correlation: u32) {
+        self.lock().waiting.remove(&correlation);
+    }
+
+    /// Hands `result` to the request waiting for `correlation`, if any.
+    fn complete(&self, correlation: u32, result: Result<Frame, Error>) -> bool {
+        let reply = self.lock().waiting.remove(&correlation);
+        match reply {
+            Some(tx) => {
+                // The caller may have given up in the meantime: nothing to do.
+                let _ = tx.send(result);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Accepts no new request; the waiting ones stay until the close.
+    fn stop_accepting(&self) {
+        self.lock().closed_at.get_or_insert_with(Instant::now);
+    }
+
+    /// Fails every waiting request with `why` and accepts no new one.
+    fn close(&self, why: &Error) {
+        let waiting = {
+            let mut p = self.lock();
+            p.closed_at.get_or_insert_with(Instant::now);
+            std::mem::take(&mut p.waiting)
+        };
+        for (_, tx) in waiting {
+            let _ = tx.send(Err(why.clone()));
+        }
+    }
+}
+
+/// A frame for the writer task, and who wants to know it was written.
+struct Outgoing {
+    frame: Bytes,
+    written: Option<oneshot::Sender<()>>,
+}
+
+/// What the server said about itself in its hello answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerInfo {
+    pub node_id: u32,
+    pub version: u16,
+    /// The longest request body the server accepts.
+    pub max_frame_bytes: u32,
+    pub server: String,
+}
+
+/// A live connection to one server. See the module docs for how it works.
+pub(crate) struct Conn {
+    shared: Arc<Shared>,
+    writer: mpsc::Sender<Outgoing>,
+    reader: JoinHandle<()>,
+    next_correlation: AtomicU32,
+    info: ServerInfo,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // The writer task ends when `writer` drops with us.
+        self.reader.abort();
+        self.shared.close(&Error::Closed);
+    }
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("addr", &self.shared.addr)
+            .field("info", &self.info)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// Connects to `addr` and says hello.
+pub(crate) async fn connect(
+    addr: &Address,
+    transport: Transport,
+    options: &ConnOptions,
+) -> Result<Conn, Error> {
+    let name = addr.to_string();
+    let as_connect_error = |e: Error| match e {
+        Error::Io(source) => Error::Connect {
+            addr: name.clone(),
+            source,
+        },
+        other => other,
+    };
+    let attempt = async {
+        match transport {
+            Transport::Tcp => {
+                let stream = TcpStream::connect((addr.host.as_str(), addr.port)).await?;
+                stream.set_nodelay(true)?;
+                let (read, write) = stream.into_split();
+                Conn::handshake(read, write, name.clone(), options).await
+            }
+        }
+    };
+    match tokio::time::timeout(options.connect_timeout, attempt).await {
+        Ok(result) => result.map_err(as_connect_error),
+        Err(_) => Err(Error::Connect {
+            addr: name.clone(),
+            source: Arc::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no hello answer within {:?}", options.connect_timeout),
+            )),
+        }),
+    }
+}
+
+impl Conn {
+    /// Says hello over the two halves of a fresh connection and, once the
+    /// server agreed on a version, starts the reader and writer tasks.
+    pub(crate) async fn handshake<R, W>(
+        read: R,
+        mut write: W,
+        addr: String,
+        options: &ConnOptions,
+    ) -> Result<Conn, Error>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut read = BufReader::with_capacity(READ_BUFFER, read);
+        let hello = Hello {
+            correlation: 1,
+            min_version: proto::MIN_VERSION,
+            max_version: proto::MAX_VERSION,
+            client_id: options.client_id.clone(),
+            auth_mechanism: String::new(),
+            auth_bytes: Bytes::new(),
+        };
+        write.write_all(&hello.to_frame()).await?;
+        write.flush().await?;
+        let frame = read_frame(&mut read, options.max_frame_bytes)
+            .await?
+            .ok_or(Error::Closed)?;
+        if frame.op == op::ERROR {
+            let e = decode::<ErrorFrame>(frame)?;
+            return Err(refusal(e.error, e.message));
+        }
+        let answer = decode::<HelloResponse>(frame)?;
+        if answer.error != ErrorCode::NONE {
+            return Err(refusal(answer.error, answer.server));
+        }
+        if !(proto::MIN_VERSION..=proto::MAX_VERSION).contains(&answer.version) {
+            return Err(Error::UnsupportedVersion(format!(
+                "the server chose version {}",
+                answer.version
+            )));
+        }
+        let info = ServerInfo {
+            node_id: answer.node_id,
+            version: answer.version,
+            max_frame_bytes: answer.max_frame_bytes,
+            server: answer.server,
+        };
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending::default()),
+            addr,
+        });
+        let (writer, queue) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(write_frames(write, queue, Arc::clone(&shared)));
+        let reader = tokio::spawn(read_frames(
+            read,
+            Arc::clone(&shared),
+            options.max_frame_bytes,
+        ));
+        Ok(Conn {
+            shared,
+            writer,
+            reader,
+            next_correlation: AtomicU32::new(2),
+            info,
+        })
+    }
+
+    pub(crate) fn info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shared.lock().closed_at.is_some()
+    }
+
+    /// When the connection stopped taking requests, if it did.
+    pub(crate) fn closed_at(&self) -> Option<Instant> {
+        self.shared.lock().closed_at
+    }
+
+    fn correlation(&self) -> u32 {
+        loop {
+            // 0 means "no request" in an ErrorFrame: never use it.
+            let c = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+            if c != 0 {
+                return c;
+            }
+        }
+    }
+
+    fn frame_of<R: Call>(&self, request: &mut R) -> Result<(u32, Bytes), Error> {
+        let correlation = self.correlation();
+        request.set_correlation(correlation);
+        let frame = request.to_frame();
+        let body = frame.len() - HEADER_LEN;
+        if body > self.info.max_frame_bytes as usize {
+            return Err(Error::TooLarge {
+                what: "a request",
+                size: body,
+                max: self.info.max_frame_bytes as usize,
+            });
+        }
+        Ok((correlation, frame))
+    }
+
+    /// Sends `request` and waits up to `timeout` for its answer.
+    pub(crate) async fn call<R: Call>(
+        &self,
+        mut request: R,
+        timeout: Duration,
+    ) -> Result<R::Response, Error> {
+        let (correlation, frame) = self.frame_of(&mut request)?;
+        let answer = self.shared.register(correlation)?;
+        // Forgets the request however this future ends (timeout, drop).
+        let _forget = Forget {
+            shared: &self.shared,
+            correlation,
+        };
+        let exchange = async {
+            self.writer
+                .send(Outgoing {
+                    frame,
+                    written: None,
+                })
+                .await
+                .map_err(|_| Error::Closed)?;
+            answer.await.map_err(|_| Error::Closed)?
+        };
+        let frame = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| Error::Timeout)??;
+        decode::<R::Response>(frame)
+    }
+
+    /// Sends a request that gets no answer (a produce with acks 0) and
+    /// waits until it is written to the socket.
+    pub(crate) async fn send_only<R: Call>(
+        &self,
+        mut request: R,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let (_, frame) = self.frame_of(&mut request)?;
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let (written, was_written) = oneshot::channel();
+        let send = async {
+            self.writer
+                .send(Outgoing {
+                    frame,
+                    written: Some(written),
+                })
+                .await
+                .map_err(|_| Error::Closed)?;
+            was_written.await.map_err(|_| Error::Closed)
+        };
+        tokio::time::timeout(timeout, send)
+            .await
+            .map_err(|_| Error::Timeout)?
+    }
+}
+
+struct Forget<'a> {
+    shared: &'a Shared,
+    correlation: u32,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.shared.forget(self.correlation);
+    }
+}
+
+/// The error for a hello the server refused.
+fn refusal(code: ErrorCode, message: String) -> Error {
+    if code == ErrorCode::UNSUPPORTED_VERSION {
+        Error::UnsupportedVersion(message)
+    } else {
+        Error::server(code, message)
+    }
+}
+
+/// Decodes an answer, checking it is the operation expected.
+fn decode<M: Message>(frame: Frame) -> Result<M, Error> {
+    if frame.op != M::OP {
+        return Err(Error::Protocol(format!(
+            "expected an answer of operation {:#04x}, got operation {:#04x}",
+            M::OP,
+            frame.op
+        )));
+    }
+    M::decode_body(frame.body)
+        .map_err(|e| Error::Protocol(format!("undecodable body of operation {:#04x}: {e}", M::OP)))
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream between frames.
+pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
+    read: &mut R,
+    max_body: u32,
+) -> Result<Option<Frame>, Error> {
+    let mut head = [0u8; HEADER_LEN];
+    let first = read.read(&mut head).await?;
+    if first == 0 {
+        return Ok(None);
+    }
+    read.read_exact(&mut head[first..]).await?;
+    let header = FrameHeader::decode(&head, max_body)
+        .map_err(|e| Error::Protocol(format!("bad frame header: {e}")))?;
+    // The length was checked against `max_body` above, so this allocation
+    // is bounded by the client's own limit.
+    let len = header.len as usize;
+    let mut body = Vec::with_capacity(len);
+    read.take(u64::from(header.len))
+        .read_to_end(&mut body)
+        .await?;
+    if body.len() < len {
+        return Err(Error::Io(Arc::new(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!(
+                "the stream ended {} bytes into a {len}-byte frame body",
+                body.len()
+            ),
+        ))));
+    }
+    Ok(Some(Frame {
+        op: header.op,
+        body: Bytes::from(body),
+    }))
+}
+
+async fn read_frames<R: AsyncRead + Unpin>(mut read: R, shared: Arc<Shared>, max_body: u32) {
+    let why = loop {
+        match read_frame(&mut read, max_body).await {
+            Ok(Some(frame)) => {
+                if let Err(e) = dispatch(&shared, frame) {
+                    break e;
+                }
+            }
+            Ok(None) => break Error::Closed,
+            Err(e) => break e,
+        }
+    };
+    tracing::debug!(addr = %shared.addr, error = %why, "native connection closed");
+    let why = match why {
+        // An I/O error is the connection's end, not the request's fault.
+        Error::Io(_) => Error::Closed,
+        other => other,
+    };
+    shared.close(&why);
+}
+
+/// Routes one frame read from the server to the request it answers.
+fn dispatch(shared: &Shared, frame: Frame) -> Result<(), Error> {
+    if frame.op == op::ERROR {
+        let e = decode::<ErrorFrame>(frame)?;
+        tracing::debug!(addr = %shared.addr, code = %e.error, message = %e.message, "error frame");
+        let err = Error::server(e.error, e.message);
+        if e.correlation == 0 {
+            shared.close(&err);
+        } else {
+            shared.complete(e.correlation, Err(err));
+            shared.stop_accepting();
+        }
+        return Ok(());
+    }
+    if frame.op & RESPONSE == 0 {
+        return Err(Error::Protocol(format!(
+            "the server sent operation {:#04x}, which is not an answer",
+            frame.op
+        )));
+    }
+    let Some(correlation) = proto::correlation_of(&frame.body) else {
+        return Err(Error::Protocol(format!(
+            "an answer of operation {:#04x} has no correlation id",
+            frame.op
+        )));
+    };
+    if !shared.complete(correlation, Ok(frame)) {
+        tracing::debug!(addr = %shared.addr, correlation, "answer to a request nobody waits for");
+    }
+    Ok(())
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(
+    write: W,
+    mut queue: mpsc::Receiver<Outgoing>,
+    shared: Arc<Shared>,
+) {
+    let mut write = BufWriter::with_capacity(WRITE_BUFFER, write);
+    let mut written = Vec::new();
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        let mut count = 0;
+        let result = async {
+            while let Some(out) = next.take() {
+                write.write_all(&out.frame).await?;
+                written.extend(out.written);
+                count += 1;
+                if count < MAX_COALESCE {
+                    next = queue.try_recv().ok();
+                }
+            }
+            write.flush().await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                for tx in written.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
+            Err(e) => {
+                tracing::debug!(addr = %shared.addr, error = %e, "writing to a native connection failed");
+                shared.close(&Error::Closed);
+                return;
+            }
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

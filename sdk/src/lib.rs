@@ -19,13 +19,18 @@
 
 mod backoff;
 pub mod bootstrap;
+mod client;
 mod conn;
 pub mod error;
 pub mod frame;
 pub mod partitioner;
 pub mod proto;
 pub mod record;
+#[cfg(test)]
+mod testing;
 pub mod wire;
 
+pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
 pub use error::Error;
+pub use proto::{Acks, ErrorCode, OffsetSpec};
 pub use record::{Compression, ConsumedRecord, Record};

@@ -28,6 +28,7 @@ use crate::backoff::Backoff;
 use crate::bootstrap::{Address, Bootstrap};
 use crate::conn::{self, Call, Conn, ConnOptions};
 use crate::error::Error;
+use crate::producer::{Producer, ProducerConfig};
 use crate::proto::{
     self, CommittedOffset, ErrorCode, MetadataResponse, Node, OffsetSpec, PartitionMetadata,
     TopicMetadata,
@@ -347,6 +348,12 @@ impl Client {
             retries: 3,
             retry_backoff: Duration::from_millis(100),
         }
+    }
+
+    /// A producer; see [`Producer`]. Its background task runs on the
+    /// runtime the client was connected in.
+    pub fn producer(&self, config: ProducerConfig) -> Result<Producer, Error> {
+        Producer::start(self.clone(), config)
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {

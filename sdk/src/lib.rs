@@ -24,6 +24,7 @@ mod conn;
 pub mod error;
 pub mod frame;
 pub mod partitioner;
+mod producer;
 pub mod proto;
 pub mod record;
 #[cfg(test)]
@@ -32,5 +33,6 @@ pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
 pub use error::Error;
+pub use producer::{Delivery, Producer, ProducerConfig};
 pub use proto::{Acks, ErrorCode, OffsetSpec};
 pub use record::{Compression, ConsumedRecord, Record};

@@ -1,0 +1,756 @@
+//! The producer: records in, acknowledged offsets out.
+//!
+//! [`Producer::send`] hands a record to a background task and returns a
+//! future of its [`Delivery`]. The task partitions records (Kafka's
+//! murmur2 for keys, sticky batches without), batches them per partition
+//! and sends one `Produce` per leader carrying every partition that is
+//! ready. The batching rules live in an I/O-free engine
+//! (`producer/accumulator.rs`); this module drives it: metadata, producer
+//! id, connections, answers, timers.
+//!
+//! Guarantees:
+//! - records of one partition are written in the order they were queued
+//!   (at most one batch per partition is in flight, retries included);
+//! - with `idempotent` (the default), a batch retried after a lost answer
+//!   is not written twice: it is resent byte for byte with the same
+//!   producer id and sequence, and the broker recognises it;
+//! - every send future resolves: with the record's offset, or with the
+//!   error that failed it after the retries.
+//!
+//! **Dropping the producer** (every clone) lets the background task send
+//! what it holds, then end; but nothing waits for it. If the runtime stops
+//! first (say `main` returns), records not yet acknowledged are lost. Await
+//! [`Producer::flush`] (or every send future) before shutting down.
+
+mod accumulator;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+
+use crate::backoff::Backoff;
+use crate::client::Client;
+use crate::error::Error;
+use crate::partitioner::{partition_for_key, StickyPartitioner};
+use crate::proto::{self, Acks, ErrorCode, ProducePartition, ProduceTopic};
+use crate::record::{Compression, Record};
+use accumulator::{Accumulator, Answer, Dispatch, Outcome, ProducerId, Settings, Tp};
+
+/// How a [`Producer`] batches, acknowledges and retries.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    /// How long a partition's first record waits for others to join its
+    /// batch (default 5 ms). Zero sends as soon as possible.
+    pub linger: Duration,
+    /// A batch is sent once it holds this many bytes (default 1 MiB).
+    pub batch_bytes: usize,
+    /// What the broker waits for before answering (default [`Acks::All`]).
+    pub acks: Acks,
+    /// Deduplicate retried batches with a producer id and per-partition
+    /// sequence numbers (default true). Needs `acks: All`.
+    pub idempotent: bool,
+    /// Compression of produced batches (default none).
+    pub compression: Compression,
+    /// How long the broker may take to answer a produce, and the client
+    /// waits (a little longer) for that answer (default 30 s).
+    pub request_timeout: Duration,
+    /// How many times a batch is resent after a retriable error (default
+    /// 10). Not-leader and unavailable errors refresh metadata first.
+    pub retries: u32,
+    /// Wait before the first retry (default 100 ms); it doubles on every
+    /// retry up to `retry_backoff_max` (default 1 s).
+    pub retry_backoff: Duration,
+    pub retry_backoff_max: Duration,
+    /// Bytes of records the producer holds at most, queued or in flight
+    /// (default 32 MiB). When full, a send queues its record when its
+    /// future is first polled, once there is room.
+    pub buffer_bytes: usize,
+    /// Largest produce request, all its batches together (default 16 MiB;
+    /// never more than the server's frame limit).
+    pub max_request_bytes: usize,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            linger: Duration::from_millis(5),
+            batch_bytes: 1 << 20,
+            acks: Acks::All,
+            idempotent: true,
+            compression: Compression::None,
+            request_timeout: Duration::from_secs(30),
+            retries: 10,
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_secs(1),
+            buffer_bytes: 32 << 20,
+            max_request_bytes: 16 << 20,
+        }
+    }
+}
+
+impl ProducerConfig {
+    fn validate(&self) -> Result<(), Error> {
+        let bad = |why: &str| Err(Error::Config(why.to_owned()));
+        if self.idempotent && self.acks != Acks::All {
+            return bad("an idempotent producer needs acks All (or set idempotent: false)");
+        }
+        if self.batch_bytes == 0 || self.max_request_bytes == 0 {
+            return bad("batch_bytes and max_request_bytes must be above zero");
+        }
+        if self.buffer_bytes == 0 || u32::try_from(self.buffer_bytes).is_err() {
+            return bad("buffer_bytes must be between 1 and 4 GiB");
+        }
+        if self.request_timeout.is_zero()
+            || u32::try_from(self.request_timeout.as_millis()).is_err()
+        {
+            return bad("request_timeout must be between 1 ms and 49 days");
+        }
+        Ok(())
+    }
+}
+
+/// Where an acknowledged record was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery {
+    pub partition: u32,
+    /// The record's offset; -1 with [`Acks::None`] (nothing answers).
+    pub offset: i64,
+}
+
+/// Sends records to a cluster; cheap to clone (clones share one
+/// background task and its batches).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), sdk::Error> {
+/// use sdk::{Client, ProducerConfig, Record};
+///
+/// let client = Client::connect("aero://localhost:9091").await?;
+/// let producer = client.producer(ProducerConfig::default())?;
+/// // The record is queued at once; the future resolves when acknowledged.
+/// let delivery = producer.send("events", Record::new("hello").with_key("user-1"));
+/// let delivery = delivery.await?;
+/// println!("written to partition {} at offset {}", delivery.partition, delivery.offset);
+/// producer.flush().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Producer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("buffer_bytes", &self.shared.buffer_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    commands: mpsc::UnboundedSender<Command>,
+    /// One permit per byte of record held.
+    buffer: Arc<Semaphore>,
+    buffer_bytes: usize,
+    /// Sends waiting for room: while any does, later sends wait too, so
+    /// records are queued in the order they were sent.
+    waiting: AtomicUsize,
+}
+
+enum Command {
+    Send(Queued),
+    Flush(oneshot::Sender<()>),
+}
+
+struct Queued {
+    topic: String,
+    partition: Option<u32>,
+    record: Record,
+    reply: oneshot::Sender<Result<Delivery, Error>>,
+    permit: OwnedSemaphorePermit,
+}
+
+/// Counts a send among the waiting ones while it lives.
+struct WaitingForRoom(Arc<Shared>);
+
+impl Drop for WaitingForRoom {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Producer {
+    pub(crate) fn start(client: Client, config: ProducerConfig) -> Result<Producer, Error> {
+        config.validate()?;
+        let (commands, queue) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            commands,
+            buffer: Arc::new(Semaphore::new(config.buffer_bytes)),
+            buffer_bytes: config.buffer_bytes,
+            waiting: AtomicUsize::new(0),
+        });
+        let runtime = client.runtime().clone();
+        runtime.spawn(Driver::new(client, config).run(queue));
+        Ok(Producer { shared })
+    }
+
+    /// Sends a record to `topic`: to the partition of its key, or, without
+    /// key, to the partition keyless records currently stick to.
+    ///
+    /// The record is queued when `send` is called, so records sent one
+    /// after the other keep their order even if their futures are awaited
+    /// later or never. (When the producer's buffer is full, the record is
+    /// queued when the future is first polled instead, once there is room.)
+    /// The future resolves when the record is acknowledged (or, with
+    /// [`Acks::None`], written to the socket).
+    pub fn send(
+        &self,
+        topic: &str,
+        record: Record,
+    ) -> impl Future<Output = Result<Delivery, Error>> + Send + 'static {
+        self.enqueue(topic, None, record)
+    }
+
+    /// Sends a record to a chosen partition.
+    pub fn send_to(
+        &self,
+        topic: &str,
+        partition: u32,
+        record: Record,
+    ) -> impl Future<Output = Result<Delivery, Error>> + Send + 'static {
+        self.enqueue(topic, Some(partition), record)
+    }
+
+    fn enqueue(
+        &self,
+        topic: &str,
+        partition: Option<u32>,
+        mut record: Record,
+    ) -> impl Future<Output = Result<Delivery, Error>> + Send + 'static {
+        record.timestamp.get_or_insert_with(now_ms);
+        let topic = topic.to_owned();
+        let size = record.estimated_size();
+        let shared = Arc::clone(&self.shared);
+        let (reply, answer) = oneshot::channel();
+        let mut too_large = None;
+        let mut later = None;
+        match u32::try_from(size) {
+            Ok(permits) if size <= shared.buffer_bytes => {
+                let fast = if shared.waiting.load(Ordering::SeqCst) == 0 {
+                    Arc::clone(&shared.buffer)
+                        .try_acquire_many_owned(permits)
+                        .ok()
+                } else {
+                    None
+                };
+                let queued = move |permit| Queued {
+                    topic,
+                    partition,
+                    record,
+                    reply,
+                    permit,
+                };
+                match fast {
+                    // A closed channel drops the reply: the answer is Closed.
+                    Some(permit) => drop(shared.commands.send(Command::Send(queued(permit)))),
+                    None => {
+                        shared.waiting.fetch_add(1, Ordering::SeqCst);
+                        later = Some((WaitingForRoom(Arc::clone(&shared)), permits, queued));
+                    }
+                }
+            }
+            _ => {
+                too_large = Some(Error::TooLarge {
+                    what: "a record",
+                    size,
+                    max: shared.buffer_bytes,
+                })
+            }
+        }
+        async move {
+            if let Some(e) = too_large {
+                return Err(e);
+            }
+            if let Some((waiting, permits, queued)) = later {
+                let permit = Arc::clone(&shared.buffer)
+                    .acquire_many_owned(permits)
+                    .await
+                    .map_err(|_| Error::Closed)?;
+                shared
+                    .commands
+                    .send(Command::Send(queued(permit)))
+                    .map_err(|_| Error::Closed)?;
+                drop(waiting);
+            }
+            answer.await.map_err(|_| Error::Closed)?
+        }
+    }
+
+    /// Waits until every record queued before this call is acknowledged or
+    /// failed (each send future tells which), sending lingering batches at
+    /// once. `Err(Closed)` only if the background task is gone.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let (done, flushed) = oneshot::channel();
+        self.shared
+            .commands
+            .send(Command::Flush(done))
+            .map_err(|_| Error::Closed)?;
+        flushed.await.map_err(|_| Error::Closed)
+    }
+}
+
+// ---------------------------------------------------------------- driver
+
+/// Commands the driver takes in one go before dispatching.
+const COMMANDS_PER_PASS: usize = 1024;
+
+/// What the engine holds for each record: enough to answer it.
+struct Waiter {
+    id: u64,
+    reply: oneshot::Sender<Result<Delivery, Error>>,
+    /// Returns the record's bytes to the buffer when answered.
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Records of a topic the client has no metadata for yet.
+#[derive(Default)]
+struct Parked {
+    records: Vec<(Option<u32>, Record, Waiter)>,
+    failures: u32,
+}
+
+enum Event {
+    Metadata {
+        topic: String,
+        result: Result<(), Error>,
+    },
+    ProducerId(Result<ProducerId, Error>),
+    Produced {
+        dispatch: Vec<(Tp, u64)>,
+        result: Result<Option<proto::ProduceResponse>, Error>,
+    },
+}
+
+/// The background task of a producer.
+struct Driver {
+    client: Client,
+    config: ProducerConfig,
+    acc: Accumulator<Waiter>,
+    sticky: StickyPartitioner,
+    backoff: Backoff,
+    parked: HashMap<String, Parked>,
+    refreshing: HashSet<String>,
+    events: FuturesUnordered<BoxFuture<'static, Event>>,
+    asking_id: bool,
+    id_failures: u32,
+    next_record: u64,
+    /// Records queued and not yet answered, by arrival number.
+    outstanding: BTreeSet<u64>,
+    /// Flushes waiting for every record up to their number.
+    flushes: Vec<(u64, oneshot::Sender<()>)>,
+    open: bool,
+}
+
+impl Driver {
+    fn new(client: Client, config: ProducerConfig) -> Driver {
+        let backoff = Backoff {
+            initial: config.retry_backoff,
+            max: config.retry_backoff_max,
+        };
+        let settings = Settings {
+            linger: config.linger,
+            batch_bytes: config.batch_bytes,
+            compression: config.compression,
+            idempotent: config.idempotent,
+            retries: config.retries,
+            backoff,
+        };
+        Driver {
+            client,
+            acc: Accumulator::new(settings),
+            sticky: StickyPartitioner::new(config.batch_bytes),
+            backoff,
+            config,
+            parked: HashMap::new(),
+            refreshing: HashSet::new(),
+            events: FuturesUnordered::new(),
+            asking_id: false,
+            id_failures: 0,
+            next_record: 0,
+            outstanding: BTreeSet::new(),
+            flushes: Vec::new(),
+            open: true,
+        }
+    }
+
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        loop {
+            self.start_work();
+            if !self.open && self.acc.is_idle() && self.parked.is_empty() && self.events.is_empty()
+            {
+                return;
+            }
+            let wake = self.acc.next_wakeup();
+            tokio::select! {
+                command = commands.recv(), if self.open => {
+                    self.command(command);
+                    // Take what else is queued before looking at the
+                    // partitions again: one pass for many records.
+                    for _ in 0..COMMANDS_PER_PASS {
+                        match commands.try_recv() {
+                            Ok(command) => self.command(Some(command)),
+                            Err(mpsc::error::TryRecvError::Empty) => break,
+                            Err(mpsc::error::TryRecvError::Disconnected) => {
+                                self.command(None);
+                                break;
+                            }
+                        }
+                    }
+                }
+                Some(event) = self.events.next(), if !self.events.is_empty() => self.handle(event),
+                () = sleep_until(wake), if wake.is_some() => {}
+            }
+        }
+    }
+
+    fn command(&mut self, command: Option<Command>) {
+        match command {
+            Some(Command::Send(queued)) => self.route(queued),
+            Some(Command::Flush(done)) => {
+                let upto = self.next_record;
+                self.flushes.push((upto, done));
+                self.settle_flushes();
+            }
+            None => {
+                self.open = false;
+                self.acc.set_flushing(true);
+            }
+        }
+    }
+
+    /// Asks for a producer id if batches wait for one, and sends what the
+    /// engine says is ready.
+    fn start_work(&mut self) {
+        if self.acc.needs_producer_id() && !self.asking_id {
+            self.asking_id = true;
+            let client = self.client.clone();
+            let delay = self.backoff.jittered(self.id_failures);
+            self.events.push(
+                async move {
+                    tokio::time::sleep(delay).await;
+                    let answer = client
+                        .call_any(proto::InitProducer { correlation: 0 })
+                        .await;
+                    Event::ProducerId(answer.and_then(|a| match a.error {
+                        ErrorCode::NONE => Ok(ProducerId {
+                            id: a.producer_id,
+                            epoch: a.producer_epoch,
+                        }),
+                        code => Err(Error::server(code, "asking for a producer id")),
+                    }))
+                }
+                .boxed(),
+            );
+        }
+        let client = &self.client;
+        let max_request = self.config.max_request_bytes;
+        let ready = self.acc.ready(
+            Instant::now(),
+            now_ms(),
+            |topic, partition| client.cached_route(topic)?.leader(partition),
+            |node| {
+                client
+                    .server_max_frame(node)
+                    // Room for the request's own fields around the batches.
+                    .map_or(max_request, |max| {
+                        max.saturating_sub(64 << 10).min(max_request)
+                    })
+            },
+        );
+        self.answer(ready.failed);
+        for topic in ready.no_leader {
+            self.refresh(topic.to_string(), Duration::ZERO);
+        }
+        for dispatch in ready.requests {
+            self.events.push(self.produce(dispatch));
+        }
+    }
+
+    fn produce(&self, dispatch: Dispatch) -> BoxFuture<'static, Event> {
+        let client = self.client.clone();
+        let acks = self.config.acks;
+        let timeout = self.config.request_timeout;
+        let mut topics: Vec<ProduceTopic> = Vec::new();
+        let mut sent = Vec::with_capacity(dispatch.batches.len());
+        for b in dispatch.batches {
+            sent.push(((Arc::clone(&b.topic), b.partition), b.batch));
+            let partition = ProducePartition {
+                partition: b.partition,
+                batch: b.bytes,
+            };
+            match topics.iter_mut().find(|t| *t.name == *b.topic) {
+                Some(t) => t.partitions.push(partition),
+                None => topics.push(ProduceTopic {
+                    name: b.topic.to_string(),
+                    partitions: vec![partition],
+                }),
+            }
+        }
+        let request = proto::Produce {
+            correlation: 0,
+            acks: acks.to_wire(),
+            timeout_ms: u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX),
+            topics,
+        };
+        let node = dispatch.node;
+        async move {
+            let result = async {
+                let conn = client.node_conn(node).await?;
+                if acks == Acks::None {
+                    conn.send_only(request, timeout).await.map(|()| None)
+                } else {
+                    // The broker answers TIMED_OUT at `timeout`; leave it
+                    // time to say so before giving up on the connection.
+                    let patience = timeout + Duration::from_secs(5);
+                    conn.call(request, patience).await.map(Some)
+                }
+            }
+            .await;
+            Event::Produced {
+                dispatch: sent,
+                result,
+            }
+        }
+        .boxed()
+    }
+
+    /// Refreshes a topic's metadata after `delay`, unless already under way.
+    fn refresh(&mut self, topic: String, delay: Duration) {
+        if !self.refreshing.insert(topic.clone()) {
+            return;
+        }
+        let client = self.client.clone();
+        self.events.push(
+            async move {
+                tokio::time::sleep(delay).await;
+                let result = client.refresh(&[topic.as_str()]).await.map(|_| ());
+                Event::Metadata { topic, result }
+            }
+            .boxed(),
+        );
+    }
+
+    fn route(&mut self, queued: Queued) {
+        self.next_record += 1;
+        let id = self.next_record;
+        self.outstanding.insert(id);
+        let waiter = Waiter {
+            id,
+            reply: queued.reply,
+            _permit: queued.permit,
+        };
+        self.place(queued.topic, queued.partition, queued.record, waiter);
+    }
+
+    /// Puts a record in its partition, or parks it until the topic's
+    /// metadata is known. Parked records of a topic go first, in order.
+    fn place(&mut self, topic: String, partition: Option<u32>, record: Record, waiter: Waiter) {
+        let route = self
+            .client
+            .cached_route(&topic)
+            .filter(|r| r.partitions() > 0);
+        let route = match route {
+            Some(route) if !self.parked.contains_key(&topic) => route,
+            _ => {
+                self.parked
+                    .entry(topic.clone())
+                    .or_default()
+                    .records
+                    .push((partition, record, waiter));
+                self.refresh(topic, Duration::ZERO);
+                return;
+            }
+        };
+        let partitions = route.partitions();
+        let partition = match (partition, &record.key) {
+            (Some(p), _) if p < partitions => p,
+            (Some(p), _) => {
+                let e = Error::UnknownPartition {
+                    topic,
+                    partition: p,
+                };
+                self.answer(vec![(waiter, Err(e))]);
+                return;
+            }
+            (None, Some(key)) => partition_for_key(key, partitions),
+            (None, None) => self.sticky.partition(
+                &topic,
+                partitions,
+                record.estimated_size(),
+                |p| route.leader(p).is_some(),
+                rand::random::<u32>,
+            ),
+        };
+        self.acc.push(
+            Instant::now(),
+            (Arc::clone(&route.name), partition),
+            record,
+            waiter,
+        );
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Metadata { topic, result } => {
+                self.refreshing.remove(&topic);
+                let Some(mut parked) = self.parked.remove(&topic) else {
+                    return;
+                };
+                if self
+                    .client
+                    .cached_route(&topic)
+                    .is_some_and(|r| r.partitions() > 0)
+                {
+                    for (partition, record, waiter) in parked.records {
+                        self.place(topic.clone(), partition, record, waiter);
+                    }
+                    return;
+                }
+                parked.failures += 1;
+                let error = match result {
+                    Err(e) if !e.is_retriable() => Some(e),
+                    _ if parked.failures > self.config.retries => {
+                        Some(Error::UnknownTopic(topic.clone()))
+                    }
+                    _ => None,
+                };
+                match error {
+                    Some(e) => {
+                        let failed = parked
+                            .records
+                            .into_iter()
+                            .map(|(_, _, w)| (w, Err(e.clone())))
+                            .collect();
+                        self.answer(failed);
+                    }
+                    None => {
+                        let delay = self.backoff.jittered(parked.failures);
+                        self.parked.insert(topic.clone(), parked);
+                        self.refresh(topic, delay);
+                    }
+                }
+            }
+            Event::ProducerId(result) => {
+                self.asking_id = false;
+                match result {
+                    Ok(id) => {
+                        self.id_failures = 0;
+                        self.acc.set_producer_id(id);
+                    }
+                    Err(e) if e.is_retriable() && self.id_failures < self.config.retries => {
+                        self.id_failures += 1;
+                    }
+                    Err(e) => {
+                        self.id_failures = 0;
+                        let failed = self.acc.fail_waiting(&e);
+                        self.answer(failed);
+                    }
+                }
+            }
+            Event::Produced { dispatch, result } => {
+                let now = Instant::now();
+                for (tp, batch) in dispatch {
+                    let outcome = outcome(&tp, &result);
+                    if let Outcome::Failed(e) = &outcome {
+                        tracing::debug!(topic = %tp.0, partition = tp.1, error = %e, "produce failed");
+                        if e.wants_metadata() {
+                            self.refresh(tp.0.to_string(), Duration::ZERO);
+                        }
+                    }
+                    let answers = self.acc.complete(now, &tp, batch, outcome);
+                    self.answer(answers);
+                }
+            }
+        }
+    }
+
+    /// Answers records and releases the flushes they were holding up.
+    fn answer(&mut self, answers: Vec<Answer<Waiter>>) {
+        for (waiter, result) in answers {
+            self.outstanding.remove(&waiter.id);
+            let _ = waiter.reply.send(result.map(Into::into));
+        }
+        self.settle_flushes();
+    }
+
+    fn settle_flushes(&mut self) {
+        let first = self.outstanding.first().copied();
+        let flushes = std::mem::take(&mut self.flushes);
+        for (upto, done) in flushes {
+            if first.is_none_or(|f| f > upto) {
+                let _ = done.send(());
+            } else {
+                self.flushes.push((upto, done));
+            }
+        }
+        self.acc
+            .set_flushing(!self.flushes.is_empty() || !self.open);
+    }
+}
+
+impl From<(u32, i64)> for Delivery {
+    fn from((partition, offset): (u32, i64)) -> Delivery {
+        Delivery { partition, offset }
+    }
+}
+
+/// What a produce answer says about one of its batches.
+fn outcome(tp: &Tp, result: &Result<Option<proto::ProduceResponse>, Error>) -> Outcome {
+    let answer = match result {
+        Err(e) => return Outcome::Failed(e.clone()),
+        Ok(None) => return Outcome::Written { base_offset: -1 },
+        Ok(Some(answer)) => answer,
+    };
+    let found = answer
+        .topics
+        .iter()
+        .filter(|t| *t.name == *tp.0)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition == tp.1);
+    match found {
+        None => Outcome::Failed(Error::Protocol(format!(
+            "the produce answer says nothing of {}/{}",
+            tp.0, tp.1
+        ))),
+        // Written before, by an attempt whose answer was lost.
+        Some(p) if p.error == ErrorCode::NONE || p.error == ErrorCode::DUPLICATE_SEQUENCE => {
+            Outcome::Written {
+                base_offset: p.base_offset,
+            }
+        }
+        Some(p) => Outcome::Failed(Error::server(p.error, p.message.clone())),
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+#[path = "producer_tests.rs"]
+mod tests;

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::Backoff;
 use crate::bootstrap::{Address, Bootstrap};
 use crate::conn::{self, Call, Conn, ConnOptions};
+use crate::consumer::{Consumer, ConsumerConfig};
 use crate::error::Error;
 use crate::producer::{Producer, ProducerConfig};
 use crate::proto::{
@@ -354,6 +355,11 @@ impl Client {
     /// runtime the client was connected in.
     pub fn producer(&self, config: ProducerConfig) -> Result<Producer, Error> {
         Producer::start(self.clone(), config)
+    }
+
+    /// A consumer with nothing assigned yet; see [`Consumer`].
+    pub fn consumer(&self, config: ConsumerConfig) -> Result<Consumer, Error> {
+        Consumer::new(self.clone(), config)
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {

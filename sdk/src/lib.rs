@@ -21,6 +21,7 @@ mod backoff;
 pub mod bootstrap;
 mod client;
 mod conn;
+mod consumer;
 pub mod error;
 pub mod frame;
 pub mod partitioner;
@@ -32,6 +33,7 @@ mod testing;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
+pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, StartAt};
 pub use error::Error;
 pub use producer::{Delivery, Producer, ProducerConfig};
 pub use proto::{Acks, ErrorCode, OffsetSpec};

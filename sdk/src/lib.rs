@@ -1,11 +1,54 @@
 //! The AeroStream native protocol and its Rust client.
 //!
+//! AeroStream speaks Kafka's protocol and, on port 9091, its own native
+//! protocol: fewer round trips and fields than Kafka's, the same topics,
+//! records and group offsets. This crate is both the protocol's reference
+//! (frames, bodies) and the client built on it.
+//!
+//! ```no_run
+//! use futures::StreamExt;
+//! use sdk::{Client, ConsumerConfig, NewTopic, ProducerConfig, Record, StartAt};
+//!
+//! # async fn run() -> Result<(), sdk::Error> {
+//! let client = Client::connect("aero://localhost:9091").await?;
+//! client.create_topic(NewTopic::new("events", 3)).await?;
+//!
+//! let producer = client.producer(ProducerConfig::default())?;
+//! let delivery = producer.send("events", Record::new("hello").with_key("k")).await?;
+//!
+//! let mut consumer = client.consumer(ConsumerConfig::default())?;
+//! consumer.assign("events", Some(vec![delivery.partition]), StartAt::Offset(delivery.offset)).await?;
+//! if let Some(record) = consumer.next().await {
+//!     assert_eq!(record?.value.as_deref(), Some(&b"hello"[..]));
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # The client
+//!
+//! - [`Client`]: bootstrap URL (`aero://host:port[,host:port…]`), cached
+//!   metadata, one connection per server, admin calls (topics, offsets,
+//!   group offsets). Cheap to clone.
+//! - [`Producer`]: batches per partition, Kafka's partitioner, acks,
+//!   retries, idempotence (no duplicates from retries), `flush`.
+//! - [`Consumer`]: a `futures::Stream` of [`ConsumedRecord`]s from assigned
+//!   partitions, with long-poll fetches, seeks and committed offsets.
+//!   Group membership (rebalancing) is not there yet: see [`Membership`].
+//! - [`Error`]: one error type; [`Error::is_retriable`] says whether trying
+//!   again can help.
+//!
+//! Seams: the transport ([`bootstrap::Transport`], TCP today, QUIC
+//! later), the producer's batching engine (I/O-free, time passed in), and
+//! the consumer's [`Membership`].
+//!
+//! # The protocol
+//!
 //! The protocol rides on a 7-byte frame header `0xAE 0x01 <op:u8>
 //! <len:u32 BE>` followed by `len` bytes of body ([`frame`]); the
 //! operations and their bodies are in [`proto`], specified byte by byte in
-//! `docs/native-protocol.md`. Records travel as Kafka RecordBatch v2 bytes,
-//! the bytes the broker's log stores, so what one protocol writes the other
-//! reads.
+//! `docs/native-protocol.md`. Records travel as Kafka RecordBatch v2 bytes
+//! ([`record`]), the bytes the broker's log stores, so what one protocol
+//! writes the other reads.
 //!
 //! ```
 //! use sdk::frame::{FrameHeader, HEADER_LEN};

@@ -1,0 +1,112 @@
+//! Produces each line of stdin as one record (acks all, idempotent).
+//!
+//! ```text
+//! cargo run -p sdk --example produce -- --bootstrap aero://localhost:9091 --topic events
+//! printf 'user-1:hello\nuser-2:bye\n' | cargo run -p sdk --example produce -- \
+//!     --bootstrap aero://localhost:9091 --topic events --key-sep :
+//! ```
+//!
+//! Prints nothing but errors, on stderr; exits with status 1 if any record
+//! failed. At the end of stdin it flushes and waits for every answer.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
+use sdk::{Client, Delivery, Error, ProducerConfig, Record};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Sends records still unanswered at most; past it, reading stdin waits.
+const MAX_PENDING: usize = 10_000;
+
+#[derive(Parser, Debug)]
+#[command(about = "Produce each line of stdin as a record")]
+struct Args {
+    /// Bootstrap URL, e.g. aero://localhost:9091 (or a list: aero://h1:9091,h2:9091)
+    #[arg(long)]
+    bootstrap: String,
+    /// Topic to produce to
+    #[arg(long)]
+    topic: String,
+    /// Split each line at the first occurrence of this separator into key and value
+    #[arg(long)]
+    key_sep: Option<String>,
+}
+
+/// The record for one line (without its end of line).
+fn record(line: &[u8], key_sep: Option<&[u8]>) -> Record {
+    let split = key_sep.filter(|sep| !sep.is_empty()).and_then(|sep| {
+        line.windows(sep.len())
+            .position(|w| w == sep)
+            .map(|at| (&line[..at], &line[at + sep.len()..]))
+    });
+    match split {
+        Some((key, value)) => Record::new(value.to_vec()).with_key(key.to_vec()),
+        None => Record::new(line.to_vec()),
+    }
+}
+
+fn report(result: Result<Delivery, Error>, failed: &mut bool) {
+    if let Err(e) = result {
+        eprintln!("produce failed: {e}");
+        *failed = true;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<ExitCode> {
+    let args = Args::parse();
+    let client = Client::connect(&args.bootstrap)
+        .await
+        .with_context(|| format!("connecting to {}", args.bootstrap))?;
+    let producer = client.producer(ProducerConfig::default())?;
+    let key_sep = args.key_sep.as_deref().map(str::as_bytes);
+
+    let mut failed = false;
+    let mut pending = FuturesUnordered::new();
+    let mut lines = BufReader::new(tokio::io::stdin()).split(b'\n');
+    while let Some(mut line) = lines.next_segment().await.context("reading stdin")? {
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        pending.push(producer.send(&args.topic, record(&line, key_sep)));
+        // Take the answers already in, without waiting for the others.
+        while let Some(Some(result)) = pending.next().now_or_never() {
+            report(result, &mut failed);
+        }
+        if pending.len() >= MAX_PENDING {
+            if let Some(result) = pending.next().await {
+                report(result, &mut failed);
+            }
+        }
+    }
+    producer.flush().await?;
+    while let Some(result) = pending.next().await {
+        report(result, &mut failed);
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_splits_at_the_first_separator_only() {
+        let r = record(b"k:v:w", Some(b":"));
+        assert_eq!(r.key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(r.value.as_deref(), Some(&b"v:w"[..]));
+        let r = record(b"no separator", Some(b":"));
+        assert_eq!(
+            (r.key, r.value.as_deref()),
+            (None, Some(&b"no separator"[..]))
+        );
+        assert_eq!(record(b"a:b", None).key, None);
+    }
+}

@@ -188,7 +188,7 @@ impl Double {
                 other => match self.answer(node, other) {
                     Answer::Frame(f) => Some(f),
                     Answer::Nothing => None,
-                    Answer::Hang => return,
+                    Answer::Lost => return,
                 },
             };
             if let Some(a) = answer {
@@ -337,7 +337,7 @@ impl Double {
                 }
                 self.appended.notify_waiters();
                 if lose {
-                    return Answer::Hang;
+                    return Answer::Lost;
                 }
                 if p.acks == 0 {
                     return Answer::Nothing;
@@ -486,7 +486,7 @@ enum Answer {
     /// acks 0: no answer at all.
     Nothing,
     /// The answer is lost: the connection closes.
-    Hang,
+    Lost,
 }
 
 fn has_records(answer: &proto::FetchResponse) -> bool {

@@ -58,6 +58,7 @@ for n in "${NODES[@]}"; do
     --data-dir "$DIR/agent-$n" \
     --kafka-addr "127.0.0.1:${n}9092" \
     --http-addr "127.0.0.1:${n}9001" \
+    --native-addr "127.0.0.1:${n}9091" \
     --cluster-addr "127.0.0.1:${n}9093" \
     --voters "$VOTERS" \
     --cluster-certs "$DIR/certs" \

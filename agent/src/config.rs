@@ -25,6 +25,12 @@ pub struct ServeArgs {
     /// HOST:PORT that Kafka clients are told to connect to [default: the Kafka listener].
     #[arg(long, env = "AEROSTREAM_ADVERTISED_KAFKA_ADDR")]
     pub advertised_kafka_addr: Option<String>,
+    /// Native-protocol listener, TCP [default: 127.0.0.1:9091].
+    #[arg(long, env = "AEROSTREAM_NATIVE_ADDR")]
+    pub native_addr: Option<SocketAddr>,
+    /// HOST:PORT that native clients are told to connect to [default: the native listener].
+    #[arg(long, env = "AEROSTREAM_ADVERTISED_NATIVE_ADDR")]
+    pub advertised_native_addr: Option<String>,
     /// Health and metrics listener [default: 127.0.0.1:9001].
     #[arg(long, env = "AEROSTREAM_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
@@ -190,6 +196,8 @@ struct FileSettings {
     data_dir: Option<PathBuf>,
     kafka_addr: Option<SocketAddr>,
     advertised_kafka_addr: Option<String>,
+    native_addr: Option<SocketAddr>,
+    advertised_native_addr: Option<String>,
     http_addr: Option<SocketAddr>,
     node_id: Option<i32>,
     shards: Option<usize>,
@@ -332,6 +340,8 @@ pub struct Settings {
     pub data_dir: PathBuf,
     pub kafka_addr: SocketAddr,
     pub advertised_kafka_addr: Option<(String, u16)>,
+    pub native_addr: SocketAddr,
+    pub advertised_native_addr: Option<(String, u16)>,
     pub http_addr: SocketAddr,
     pub node_id: i32,
     pub shards: usize,
@@ -479,6 +489,17 @@ impl Settings {
             advertised_kafka_addr: advertised
                 .as_deref()
                 .map(|a| parse_host_port(a, "advertised address"))
+                .transpose()?,
+            native_addr: args
+                .native_addr
+                .or(file.native_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9091))),
+            advertised_native_addr: args
+                .advertised_native_addr
+                .clone()
+                .or_else(|| file.advertised_native_addr.clone())
+                .as_deref()
+                .map(|a| parse_host_port(a, "advertised native address"))
                 .transpose()?,
             http_addr: args
                 .http_addr

@@ -116,6 +116,8 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
         advertised: s.advertised_kafka_addr.clone(),
+        native_addr: Some(s.native_addr),
+        native_advertised: s.advertised_native_addr.clone(),
         http_addr: Some(s.http_addr),
         shards: s.shards,
         broker: BrokerConfig {
@@ -175,7 +177,11 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         id: node_id,
         addrs: metastore::AgentAddrs {
             kafka: Some(advertised),
-            native: None,
+            native: s
+                .advertised_native_addr
+                .as_ref()
+                .map(|(h, p)| format!("{h}:{p}"))
+                .or_else(|| gw.native_addr().map(|a| a.to_string())),
             quic: s
                 .cluster
                 .as_ref()
@@ -194,15 +200,17 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     gw.open_led_partitions().await;
     tracing::info!(
         kafka = %gw.kafka_addr(),
+        native = ?gw.native_addr(),
         http = ?gw.http_addr(),
         data_dir = %s.data_dir.display(),
         "aerostream is serving"
     );
     // A line scripts can wait for.
     println!(
-        "aerostream listening kafka={} http={}",
+        "aerostream listening kafka={} http={} native={}",
         gw.kafka_addr(),
-        gw.http_addr().map(|a| a.to_string()).unwrap_or_default()
+        gw.http_addr().map(|a| a.to_string()).unwrap_or_default(),
+        gw.native_addr().map(|a| a.to_string()).unwrap_or_default()
     );
     signals.recv().await;
     tracing::info!("shutting down");

@@ -52,6 +52,9 @@ pub struct BrokerConfig {
     /// clients see the cluster as one broker ([`crate::brokers::LOAD_BALANCER_ID`])
     /// and requests are forwarded to the agent that owns their data.
     pub load_balanced: bool,
+    /// Host and port native-protocol clients are told to connect to; `None`
+    /// when the native listener is off.
+    pub native_advertised: Option<(String, i32)>,
 }
 
 impl Default for BrokerConfig {
@@ -71,6 +74,7 @@ impl Default for BrokerConfig {
             log_defaults: topic_config::LogDefaults::default(),
             connections: ConnectionLimits::default(),
             load_balanced: false,
+            native_advertised: None,
         }
     }
 }

@@ -86,6 +86,35 @@ pub fn agents(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
     out
 }
 
+/// Every live agent with a native-protocol address, by id; this node
+/// first-hand when its native listener is on.
+pub fn native_agents(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
+    let mut out: Vec<BrokerEntry> = catalog
+        .agents()
+        .iter()
+        .filter(|a| !a.fenced && i64::try_from(a.id).ok() != Some(i64::from(config.node_id)))
+        .filter_map(|a| {
+            let (host, port) = split_addr(a.addrs.native.as_deref()?)?;
+            Some(BrokerEntry {
+                id: i32::try_from(a.id).ok()?,
+                host,
+                port,
+                rack: a.rack.clone(),
+            })
+        })
+        .collect();
+    if let Some((host, port)) = &config.native_advertised {
+        out.push(BrokerEntry {
+            id: config.node_id,
+            host: host.clone(),
+            port: *port,
+            rack: config.rack.clone(),
+        });
+    }
+    out.sort_by_key(|e| e.id);
+    out
+}
+
 /// Kafka's controller id: the metastore leader, or -1 while there is none.
 pub fn controller(catalog: &Metastore, config: &BrokerConfig) -> i32 {
     catalog

@@ -19,6 +19,11 @@ pub struct GatewayOptions {
     pub kafka_addr: SocketAddr,
     /// Host and port given to clients; defaults to the bound Kafka address.
     pub advertised: Option<(String, u16)>,
+    /// Native-protocol listener (TCP); `None` disables it, port 0 picks a
+    /// free port.
+    pub native_addr: Option<SocketAddr>,
+    /// Host and port given to native clients; defaults to the bound address.
+    pub native_advertised: Option<(String, u16)>,
     /// Health and metrics listener; `None` disables it.
     pub http_addr: Option<SocketAddr>,
     /// Number of shard runtimes.
@@ -33,6 +38,8 @@ impl Default for GatewayOptions {
         GatewayOptions {
             kafka_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             advertised: None,
+            native_addr: None,
+            native_advertised: None,
             http_addr: None,
             shards: 1,
             broker: BrokerConfig::default(),
@@ -47,6 +54,7 @@ pub struct Gateway {
     shards: Option<Shards>,
     stop: watch::Sender<bool>,
     kafka_addr: SocketAddr,
+    native_addr: Option<SocketAddr>,
     http_addr: Option<SocketAddr>,
 }
 
@@ -72,6 +80,23 @@ impl Gateway {
             .unwrap_or_else(|| (kafka_addr.ip().to_string(), kafka_addr.port()));
         config.advertised_host = host;
         config.advertised_port = i32::from(port);
+        let native = match opts.native_addr {
+            Some(addr) => {
+                let first = server::reuseport_listener(addr)?;
+                let bound = first.local_addr()?;
+                let mut listeners = vec![first];
+                for _ in 1..shards.len() {
+                    listeners.push(server::reuseport_listener(bound)?);
+                }
+                let (host, port) = opts
+                    .native_advertised
+                    .clone()
+                    .unwrap_or_else(|| (bound.ip().to_string(), bound.port()));
+                config.native_advertised = Some((host, i32::from(port)));
+                Some((listeners, bound))
+            }
+            None => None,
+        };
         let partitions = Arc::new(Partitions::new(shards.handles(), logs));
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
         let groups = Coordinator::start(config.group.clone(), prefix);
@@ -83,6 +108,19 @@ impl Gateway {
             let rx = stop_rx.clone();
             handle.spawn(server::serve(listener, b, rx));
         }
+        let native_addr = match native {
+            Some((listeners, bound)) => {
+                // as for Kafka: one listener per shard on the same port, the
+                // kernel spreading connections over them
+                for (l, handle) in listeners.into_iter().zip(shards.handles()) {
+                    l.set_nonblocking(true)?;
+                    handle.spawn(crate::native::serve(l, broker.clone(), stop_rx.clone()));
+                }
+                tracing::info!(native_addr = %bound, "native listener ready");
+                Some(bound)
+            }
+            None => None,
+        };
         let http_addr = match opts.http_addr {
             Some(addr) => {
                 let l = tokio::net::TcpListener::bind(addr).await?;
@@ -103,12 +141,18 @@ impl Gateway {
             shards: Some(shards),
             stop,
             kafka_addr,
+            native_addr,
             http_addr,
         })
     }
 
     pub fn kafka_addr(&self) -> SocketAddr {
         self.kafka_addr
+    }
+
+    /// The bound native-protocol address, when that listener is on.
+    pub fn native_addr(&self) -> Option<SocketAddr> {
+        self.native_addr
     }
 
     pub fn http_addr(&self) -> Option<SocketAddr> {

@@ -45,6 +45,7 @@ pub mod forward;
 pub mod group;
 pub mod http;
 pub mod kafka;
+pub mod native;
 pub mod partition;
 pub mod prometheus;
 pub mod replication;

@@ -79,7 +79,7 @@ http_port=$(free_port)
 (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
     --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
     --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$http_port" \
-    --shards 1) >"$out/broker.log" 2>&1 &
+    --native-addr "127.0.0.1:$(free_port)" --shards 1) >"$out/broker.log" 2>&1 &
 broker_pid=$!
 wait_for_port "$port" "$broker_pid" 60
 

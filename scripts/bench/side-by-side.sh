@@ -143,6 +143,7 @@ start_broker() {
             (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
                 --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
                 --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$(free_port)" \
+                --native-addr "127.0.0.1:$(free_port)" \
                 --shards "$shards" --write-caching "$caching") >>"$log" 2>&1 &
             ;;
         tansu-memory | tansu-sqlite)
@@ -170,6 +171,7 @@ start_broker() {
                 (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
                     --node-id "$n" --data-dir "$scratch/data-$n" --kafka-addr "127.0.0.1:$kp" \
                     --advertised-kafka-addr "127.0.0.1:$kp" --http-addr "127.0.0.1:$hp" \
+                    --native-addr "127.0.0.1:$(free_port)" \
                     --cluster-addr "127.0.0.1:${udp[$((n - 1))]}" --voters "$voters" \
                     --cluster-certs "$scratch/certs" --shards "$shards") >>"${log%.log}-$n.log" 2>&1 &
                 broker_pids+=($!)

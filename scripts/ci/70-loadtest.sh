@@ -26,7 +26,7 @@ trap cleanup EXIT
 port=$(free_port)
 "$aerostream" serve --data-dir "$work/data" --kafka-addr "127.0.0.1:$port" \
     --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$(free_port)" \
-    --shards 1 >"$work/broker.log" 2>&1 &
+    --native-addr "127.0.0.1:$(free_port)" --shards 1 >"$work/broker.log" 2>&1 &
 pid=$!
 if ! wait_for_port "$port" "$pid" 60; then
     cat "$work/broker.log" >&2

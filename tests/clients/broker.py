@@ -37,6 +37,7 @@ class Broker:
         self.dir = tempfile.mkdtemp(prefix="aerostream-test-")
         self.port = None
         self.http_port = None
+        self.native_port = None
         self.proc = None
         self.extra_args = list(extra_args)
         self.log_path = os.path.join(self.dir, "broker.log")
@@ -44,6 +45,10 @@ class Broker:
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def native_url(self):
+        return f"aero://127.0.0.1:{self.native_port}"
 
     def start(self, timeout=60):
         self.launch()
@@ -56,11 +61,14 @@ class Broker:
             self.port = free_port()
         if self.http_port is None:
             self.http_port = free_port()
+        if self.native_port is None:
+            self.native_port = free_port()
         args = [
             binary(), "serve",
             "--data-dir", os.path.join(self.dir, "data"),
             "--kafka-addr", f"127.0.0.1:{self.port}",
             "--http-addr", f"127.0.0.1:{self.http_port}",
+            "--native-addr", f"127.0.0.1:{self.native_port}",
             "--shards", "2",
             "--group-initial-rebalance-delay-ms", "500",
             *self.extra_args,

@@ -24,16 +24,66 @@ pub enum Part {
     Records(Records),
 }
 
+/// How a frame's length is announced before its parts.
+#[derive(Debug, Default, Clone, Copy)]
+enum Prefix {
+    /// Kafka: an `i32` size.
+    #[default]
+    Kafka,
+    /// The native protocol's 7-byte header with this operation code.
+    Native(u8),
+}
+
 /// A whole response: the size prefix is derived from the parts.
 #[derive(Debug, Default)]
 pub struct ResponseFrame {
     parts: Vec<Part>,
     len: usize,
+    prefix: Prefix,
+}
+
+/// A socket a frame can be written to, with `sendfile(2)` for file parts.
+pub trait TcpSink: AsyncWrite + Unpin {
+    fn socket(&self) -> &TcpStream;
+}
+
+impl TcpSink for TcpStream {
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl TcpSink for tokio::net::tcp::OwnedWriteHalf {
+    fn socket(&self) -> &TcpStream {
+        self.as_ref()
+    }
 }
 
 impl ResponseFrame {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A native-protocol frame for operation `op` (its 7-byte header is
+    /// derived from the parts, like Kafka's size prefix).
+    pub fn native(op: u8) -> Self {
+        ResponseFrame {
+            prefix: Prefix::Native(op),
+            ..Self::default()
+        }
+    }
+
+    fn put_prefix(&self, out: &mut BytesMut) {
+        match self.prefix {
+            Prefix::Kafka => out.put_i32(self.len as i32),
+            Prefix::Native(op) => out.put_slice(
+                &sdk::frame::FrameHeader {
+                    op,
+                    len: u32::try_from(self.len).unwrap_or(u32::MAX),
+                }
+                .encode(),
+            ),
+        }
     }
 
     pub fn push_bytes(&mut self, b: Bytes) {
@@ -60,8 +110,8 @@ impl ResponseFrame {
 
     /// The whole frame, size prefix included, in one buffer.
     pub fn to_bytes(&self) -> io::Result<Bytes> {
-        let mut out = BytesMut::with_capacity(4 + self.len);
-        out.put_i32(self.len as i32);
+        let mut out = BytesMut::with_capacity(sdk::frame::HEADER_LEN + self.len);
+        self.put_prefix(&mut out);
         for p in &self.parts {
             match p {
                 Part::Bytes(b) => out.extend_from_slice(b),
@@ -72,9 +122,9 @@ impl ResponseFrame {
     }
 
     /// Writes the frame to a plain TCP socket, sending file ranges with sendfile.
-    pub async fn write_to_tcp(self, stream: &mut TcpStream) -> io::Result<()> {
+    pub async fn write_to_tcp<S: TcpSink>(self, stream: &mut S) -> io::Result<()> {
         let mut pending = BytesMut::with_capacity(512);
-        pending.put_i32(self.len as i32);
+        self.put_prefix(&mut pending);
         for p in self.parts {
             match p {
                 Part::Bytes(b) => pending.extend_from_slice(&b),
@@ -90,7 +140,7 @@ impl ResponseFrame {
                 }) => {
                     stream.write_all(&pending).await?;
                     pending.clear();
-                    send_file(stream, &file, position, len).await?;
+                    send_file(stream.socket(), &file, position, len).await?;
                 }
             }
         }

@@ -345,6 +345,13 @@ pub(super) struct FetchAnswer {
     nonce: [u8; 8],
 }
 
+impl FetchAnswer {
+    /// The response and, apart, each listed partition's records in order.
+    pub(super) fn into_parts(self) -> (FetchResponse, Vec<Records>) {
+        (self.response, self.records)
+    }
+}
+
 fn top_error(e: ResponseError, session_id: i32) -> FetchAnswer {
     FetchAnswer {
         response: FetchResponse::default()

@@ -3,6 +3,7 @@
 //! `kafka-protocol`, calls the handler and encodes its answer.
 
 mod api_versions;
+pub(crate) mod bridge;
 mod configs;
 mod fetch;
 mod group_offsets;

@@ -1,0 +1,90 @@
+//! Kafka error codes as native ones. The native codes are a smaller, stable
+//! set (see `docs/native-protocol.md`); several Kafka codes that ask a
+//! client for the same reaction share one.
+
+use sdk::proto::ErrorCode;
+
+/// The native code for a Kafka error code.
+pub fn from_kafka(code: i16) -> ErrorCode {
+    match code {
+        0 => ErrorCode::NONE,
+        1 => ErrorCode::OFFSET_OUT_OF_RANGE,
+        2 | 87 => ErrorCode::INVALID_RECORDS,
+        3 | 100 => ErrorCode::UNKNOWN_TOPIC,
+        5 | 8 | 14 | 15 | 16 => ErrorCode::NOT_AVAILABLE,
+        6 | 74 | 75 => ErrorCode::NOT_LEADER,
+        7 => ErrorCode::TIMED_OUT,
+        10 | 18 => ErrorCode::RECORDS_TOO_LARGE,
+        12 | 42 => ErrorCode::INVALID_REQUEST,
+        17 => ErrorCode::INVALID_TOPIC,
+        19 => ErrorCode::NOT_ENOUGH_REPLICAS,
+        20 => ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        21 => ErrorCode::INVALID_ACKS,
+        22 | 25 | 27 | 79 | 82 => ErrorCode::GROUP_BUSY,
+        24 => ErrorCode::INVALID_GROUP,
+        29..=31 | 53 | 58 => ErrorCode::UNAUTHORIZED,
+        35 => ErrorCode::UNSUPPORTED_VERSION,
+        36 => ErrorCode::TOPIC_ALREADY_EXISTS,
+        37 => ErrorCode::INVALID_PARTITIONS,
+        38 | 39 => ErrorCode::INVALID_REPLICATION_FACTOR,
+        40 | 44 => ErrorCode::INVALID_CONFIG,
+        45 => ErrorCode::OUT_OF_ORDER_SEQUENCE,
+        46 => ErrorCode::DUPLICATE_SEQUENCE,
+        47 | 90 => ErrorCode::PRODUCER_FENCED,
+        56 => ErrorCode::STORAGE_ERROR,
+        59 => ErrorCode::UNKNOWN_PRODUCER,
+        _ => ErrorCode::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::ResponseError as K;
+
+    #[test]
+    fn kafka_errors_a_client_reacts_to_keep_their_meaning() {
+        let cases = [
+            (K::NotLeaderOrFollower, ErrorCode::NOT_LEADER),
+            (K::FencedLeaderEpoch, ErrorCode::NOT_LEADER),
+            (K::UnknownTopicOrPartition, ErrorCode::UNKNOWN_TOPIC),
+            (K::OffsetOutOfRange, ErrorCode::OFFSET_OUT_OF_RANGE),
+            (K::CorruptMessage, ErrorCode::INVALID_RECORDS),
+            (K::InvalidRecord, ErrorCode::INVALID_RECORDS),
+            (K::MessageTooLarge, ErrorCode::RECORDS_TOO_LARGE),
+            (K::NotEnoughReplicas, ErrorCode::NOT_ENOUGH_REPLICAS),
+            (
+                K::NotEnoughReplicasAfterAppend,
+                ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            ),
+            (K::RequestTimedOut, ErrorCode::TIMED_OUT),
+            (K::TopicAlreadyExists, ErrorCode::TOPIC_ALREADY_EXISTS),
+            (K::InvalidTopicException, ErrorCode::INVALID_TOPIC),
+            (K::InvalidPartitions, ErrorCode::INVALID_PARTITIONS),
+            (
+                K::InvalidReplicationFactor,
+                ErrorCode::INVALID_REPLICATION_FACTOR,
+            ),
+            (K::InvalidConfig, ErrorCode::INVALID_CONFIG),
+            (K::OutOfOrderSequenceNumber, ErrorCode::OUT_OF_ORDER_SEQUENCE),
+            (K::DuplicateSequenceNumber, ErrorCode::DUPLICATE_SEQUENCE),
+            (K::InvalidProducerEpoch, ErrorCode::PRODUCER_FENCED),
+            (K::ProducerFenced, ErrorCode::PRODUCER_FENCED),
+            (K::UnknownProducerId, ErrorCode::UNKNOWN_PRODUCER),
+            (K::KafkaStorageError, ErrorCode::STORAGE_ERROR),
+            (K::CoordinatorNotAvailable, ErrorCode::NOT_AVAILABLE),
+            (K::LeaderNotAvailable, ErrorCode::NOT_AVAILABLE),
+            (K::InvalidRequiredAcks, ErrorCode::INVALID_ACKS),
+            (K::IllegalGeneration, ErrorCode::GROUP_BUSY),
+            (K::UnknownMemberId, ErrorCode::GROUP_BUSY),
+            (K::RebalanceInProgress, ErrorCode::GROUP_BUSY),
+            (K::InvalidGroupId, ErrorCode::INVALID_GROUP),
+            (K::OffsetMetadataTooLarge, ErrorCode::INVALID_REQUEST),
+        ];
+        for (kafka, native) in cases {
+            assert_eq!(from_kafka(kafka.code()), native, "{kafka:?}");
+        }
+        assert_eq!(from_kafka(0), ErrorCode::NONE);
+        assert_eq!(from_kafka(-1), ErrorCode::UNKNOWN_SERVER_ERROR);
+    }
+}

@@ -1,0 +1,608 @@
+//! Each native operation, served on the Kafka handlers.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, GroupId,
+    InitProducerIdRequest, ListOffsetsRequest, OffsetCommitRequest, ProduceRequest, ProducerId,
+    TopicName,
+};
+use sdk::proto::{self, ErrorCode, ErrorFrame, Message, Request};
+use sdk::wire::WireWrite;
+
+use super::codes::from_kafka;
+use super::{frame_of, Answer};
+use crate::broker::Broker;
+use crate::kafka::api::{bridge, s, Client};
+use crate::kafka::response::ResponseFrame;
+
+fn fatal(correlation: u32, error: ErrorCode, message: impl Into<String>) -> ErrorFrame {
+    ErrorFrame {
+        correlation,
+        error,
+        message: message.into(),
+    }
+}
+
+/// Serves the first frame of a connection, which must be a hello. Returns
+/// the answer and the client's id, or the error frame to close with.
+pub(super) fn hello(
+    b: &Broker,
+    op: u8,
+    body: Bytes,
+) -> Result<(ResponseFrame, Arc<str>), ErrorFrame> {
+    let correlation = proto::correlation_of(&body).unwrap_or(0);
+    if op != proto::op::HELLO {
+        return Err(fatal(
+            correlation,
+            ErrorCode::HELLO_REQUIRED,
+            format!("the first frame must be a hello (operation 0x01), not operation {op:#04x}"),
+        ));
+    }
+    let h = proto::Hello::decode_body(body)
+        .map_err(|e| fatal(correlation, ErrorCode::INVALID_REQUEST, e.to_string()))?;
+    let version = h.max_version.min(proto::MAX_VERSION);
+    if version < h.min_version.max(proto::MIN_VERSION) {
+        return Err(fatal(
+            h.correlation,
+            ErrorCode::UNSUPPORTED_VERSION,
+            format!(
+                "the client speaks versions {}..={}, this server {}..={}",
+                h.min_version,
+                h.max_version,
+                proto::MIN_VERSION,
+                proto::MAX_VERSION
+            ),
+        ));
+    }
+    if !h.auth_mechanism.is_empty() {
+        return Err(fatal(
+            h.correlation,
+            ErrorCode::UNAUTHORIZED,
+            format!(
+                "authentication mechanism {:?} is not enabled on this server",
+                h.auth_mechanism
+            ),
+        ));
+    }
+    let resp = proto::HelloResponse {
+        correlation: h.correlation,
+        error: ErrorCode::NONE,
+        version,
+        node_id: u32::try_from(b.config.node_id).unwrap_or(0),
+        max_frame_bytes: u32::try_from(b.config.max_request_bytes).unwrap_or(u32::MAX),
+        server: format!("aerostream {}", env!("CARGO_PKG_VERSION")),
+    };
+    Ok((frame_of(&resp), Arc::from(h.client_id.as_str())))
+}
+
+/// Serves one request after the hello.
+pub(super) async fn serve(b: &Broker, c: &Client, client_id: &str, op: u8, body: Bytes) -> Answer {
+    let correlation = proto::correlation_of(&body).unwrap_or(0);
+    let request = match Request::decode(op, body) {
+        Ok(r) => r,
+        Err(sdk::wire::DecodeError::UnknownOp(op)) => {
+            return Answer::Fatal(fatal(
+                correlation,
+                ErrorCode::UNKNOWN_OPERATION,
+                format!("operation {op:#04x} is not one this server knows"),
+            ))
+        }
+        Err(e) => {
+            return Answer::Fatal(fatal(
+                correlation,
+                ErrorCode::INVALID_REQUEST,
+                e.to_string(),
+            ))
+        }
+    };
+    match request {
+        Request::Hello(h) => Answer::Fatal(fatal(
+            h.correlation,
+            ErrorCode::INVALID_REQUEST,
+            "a connection says hello once",
+        )),
+        Request::Ping(p) => Answer::Frame(frame_of(&proto::Pong {
+            correlation: p.correlation,
+            nonce: p.nonce,
+        })),
+        Request::Metadata(m) => Answer::Frame(frame_of(&metadata(b, m).await)),
+        Request::CreateTopic(t) => Answer::Frame(frame_of(&create_topic(b, c, client_id, t).await)),
+        Request::DeleteTopic(t) => Answer::Frame(frame_of(&delete_topic(b, c, client_id, t).await)),
+        Request::InitProducer(r) => {
+            let resp = bridge::init_producer_id(
+                b,
+                c,
+                client_id,
+                InitProducerIdRequest::default()
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_timeout_ms(-1),
+            )
+            .await;
+            Answer::Frame(frame_of(&proto::InitProducerResponse {
+                correlation: r.correlation,
+                error: from_kafka(resp.error_code),
+                producer_id: resp.producer_id.0,
+                producer_epoch: resp.producer_epoch,
+            }))
+        }
+        Request::Produce(p) => produce(b, c, client_id, p).await,
+        Request::Fetch(f) => Answer::Frame(fetch(b, c, client_id, f).await),
+        Request::ListOffsets(l) => Answer::Frame(frame_of(&list_offsets(b, c, client_id, l).await)),
+        Request::CommitOffsets(o) => {
+            Answer::Frame(frame_of(&commit_offsets(b, c, client_id, o).await))
+        }
+        Request::FetchOffsets(o) => Answer::Frame(frame_of(&fetch_offsets(b, o))),
+    }
+}
+
+/// UNKNOWN_TOPIC from Kafka's UNKNOWN_TOPIC_OR_PARTITION when the topic
+/// exists: then it is the partition that does not.
+fn refine(b: &Broker, topic: &str, code: i16) -> ErrorCode {
+    let e = from_kafka(code);
+    if e == ErrorCode::UNKNOWN_TOPIC && b.catalog.topic(topic).is_some() {
+        ErrorCode::UNKNOWN_PARTITION
+    } else {
+        e
+    }
+}
+
+fn partition_index(p: u32) -> i32 {
+    // an index past i32::MAX names no partition: the handler says so
+    i32::try_from(p).unwrap_or(i32::MAX)
+}
+
+async fn metadata(b: &Broker, m: proto::Metadata) -> proto::MetadataResponse {
+    let nodes = crate::brokers::native_agents(&b.catalog, &b.config)
+        .into_iter()
+        .filter_map(|e| {
+            Some(proto::Node {
+                id: u32::try_from(e.id).ok()?,
+                host: e.host,
+                port: u16::try_from(e.port).ok()?,
+                rack: e.rack.unwrap_or_default(),
+            })
+        })
+        .collect();
+    let mut topics = Vec::new();
+    let wanted: Vec<Option<Arc<metastore::TopicInfo>>> = if m.topics.is_empty() {
+        b.catalog.topics().into_iter().map(Some).collect()
+    } else {
+        let mut found = Vec::with_capacity(m.topics.len());
+        for name in &m.topics {
+            let t = match b.catalog.topic(name) {
+                Some(t) => Ok(t),
+                None if b.config.auto_create_topics => b.auto_create(name).await,
+                None => Err(metastore::MetaError::UnknownTopic { name: name.clone() }),
+            };
+            match t {
+                Ok(t) => found.push(Some(t)),
+                Err(e) => {
+                    topics.push(proto::TopicMetadata {
+                        name: name.clone(),
+                        error: from_kafka(crate::codes::meta_error(&e).code()),
+                        partitions: Vec::new(),
+                    });
+                    found.push(None);
+                }
+            }
+        }
+        found
+    };
+    let ids = |v: &[u64]| v.iter().filter_map(|r| u32::try_from(*r).ok()).collect();
+    for t in wanted.into_iter().flatten() {
+        topics.push(proto::TopicMetadata {
+            name: t.name.clone(),
+            error: ErrorCode::NONE,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| proto::PartitionMetadata {
+                    index: u32::try_from(p.index).unwrap_or(0),
+                    leader: p
+                        .leader
+                        .and_then(|l| i32::try_from(l).ok())
+                        .unwrap_or(-1),
+                    leader_epoch: p.leader_epoch,
+                    replicas: ids(&p.replicas),
+                    in_sync: ids(&p.isr),
+                })
+                .collect(),
+        });
+    }
+    proto::MetadataResponse {
+        correlation: m.correlation,
+        nodes,
+        topics,
+    }
+}
+
+async fn create_topic(
+    b: &Broker,
+    c: &Client,
+    client_id: &str,
+    t: proto::CreateTopic,
+) -> proto::CreateTopicResponse {
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(s(t.name)))
+        .with_num_partitions(t.partitions)
+        .with_replication_factor(t.replication_factor)
+        .with_configs(
+            t.configs
+                .into_iter()
+                .map(|(k, v)| {
+                    CreatableTopicConfig::default()
+                        .with_name(s(k))
+                        .with_value(Some(s(v)))
+                })
+                .collect(),
+        );
+    let resp = bridge::create_topics(
+        b,
+        c,
+        client_id,
+        CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_timeout_ms(30_000),
+    )
+    .await;
+    let (error, message) = resp
+        .topics
+        .first()
+        .map(|r| {
+            (
+                from_kafka(r.error_code),
+                r.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .unwrap_or((ErrorCode::UNKNOWN_SERVER_ERROR, None));
+    proto::CreateTopicResponse(proto::TopicResponse {
+        correlation: t.correlation,
+        error,
+        message: message.unwrap_or_default(),
+    })
+}
+
+async fn delete_topic(
+    b: &Broker,
+    c: &Client,
+    client_id: &str,
+    t: proto::DeleteTopic,
+) -> proto::DeleteTopicResponse {
+    let resp = bridge::delete_topics(
+        b,
+        c,
+        client_id,
+        DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(s(t.name))])
+            .with_timeout_ms(30_000),
+    )
+    .await;
+    let (error, message) = resp
+        .responses
+        .first()
+        .map(|r| {
+            (
+                from_kafka(r.error_code),
+                r.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .unwrap_or((ErrorCode::UNKNOWN_SERVER_ERROR, None));
+    proto::DeleteTopicResponse(proto::TopicResponse {
+        correlation: t.correlation,
+        error,
+        message: message.unwrap_or_default(),
+    })
+}
+
+async fn produce(b: &Broker, c: &Client, client_id: &str, p: proto::Produce) -> Answer {
+    let Some(acks) = proto::Acks::from_wire(p.acks) else {
+        let topics = p
+            .topics
+            .into_iter()
+            .map(|t| proto::TopicProduced {
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|q| proto::PartitionProduced {
+                        partition: q.partition,
+                        error: ErrorCode::INVALID_ACKS,
+                        base_offset: -1,
+                        log_append_time_ms: -1,
+                        log_start_offset: -1,
+                        message: format!("acks {} is not 0, 1 or -1", p.acks),
+                    })
+                    .collect(),
+                name: t.name,
+            })
+            .collect();
+        return Answer::Frame(frame_of(&proto::ProduceResponse {
+            correlation: p.correlation,
+            topics,
+        }));
+    };
+    let topic_data = p
+        .topics
+        .into_iter()
+        .map(|t| {
+            TopicProduceData::default()
+                .with_name(TopicName(s(t.name)))
+                .with_partition_data(
+                    t.partitions
+                        .into_iter()
+                        .map(|q| {
+                            PartitionProduceData::default()
+                                .with_index(partition_index(q.partition))
+                                .with_records(Some(q.batch))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let req = ProduceRequest::default()
+        .with_acks(i16::from(acks.to_wire()))
+        .with_timeout_ms(i32::try_from(p.timeout_ms).unwrap_or(i32::MAX))
+        .with_topic_data(topic_data);
+    let Some(resp) = bridge::produce(b, c, client_id, req).await else {
+        return Answer::Nothing;
+    };
+    if acks == proto::Acks::None {
+        return Answer::Nothing;
+    }
+    let topics = resp
+        .responses
+        .into_iter()
+        .map(|t| {
+            let name = t.name.to_string();
+            proto::TopicProduced {
+                partitions: t
+                    .partition_responses
+                    .into_iter()
+                    .map(|r| proto::PartitionProduced {
+                        partition: u32::try_from(r.index).unwrap_or(u32::MAX),
+                        error: refine(b, &name, r.error_code),
+                        base_offset: r.base_offset,
+                        log_append_time_ms: r.log_append_time_ms,
+                        log_start_offset: r.log_start_offset,
+                        message: r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                    })
+                    .collect(),
+                name,
+            }
+        })
+        .collect();
+    Answer::Frame(frame_of(&proto::ProduceResponse {
+        correlation: p.correlation,
+        topics,
+    }))
+}
+
+async fn fetch(b: &Broker, c: &Client, client_id: &str, f: proto::Fetch) -> ResponseFrame {
+    let topics = f
+        .topics
+        .into_iter()
+        .map(|t| {
+            FetchTopic::default()
+                .with_topic(TopicName(s(t.name)))
+                .with_partitions(
+                    t.partitions
+                        .into_iter()
+                        .map(|q| {
+                            FetchPartition::default()
+                                .with_partition(partition_index(q.partition))
+                                .with_fetch_offset(q.offset)
+                                .with_current_leader_epoch(-1)
+                                .with_log_start_offset(-1)
+                                .with_partition_max_bytes(
+                                    i32::try_from(q.max_bytes).unwrap_or(i32::MAX),
+                                )
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(i32::try_from(f.max_wait_ms).unwrap_or(i32::MAX))
+        .with_min_bytes(i32::try_from(f.min_bytes).unwrap_or(i32::MAX))
+        .with_max_bytes(i32::try_from(f.max_bytes).unwrap_or(i32::MAX))
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let (resp, records) = bridge::fetch(b, c, client_id, req).await;
+    // Everything but the records is encoded here; each partition's records
+    // are spliced in after its head, from the log.
+    let mut frame = ResponseFrame::native(proto::op::FETCH | proto::RESPONSE);
+    let mut head = BytesMut::with_capacity(64);
+    head.put_u32(f.correlation);
+    head.put_count(resp.responses.len());
+    let mut records = records.into_iter();
+    for t in &resp.responses {
+        let name = t.topic.as_str();
+        head.put_string(name);
+        head.put_count(t.partitions.len());
+        for p in &t.partitions {
+            let r = records.next().unwrap_or_else(crate::backend::Records::empty);
+            let part = proto::PartitionFetched {
+                partition: u32::try_from(p.partition_index).unwrap_or(u32::MAX),
+                error: refine(b, name, p.error_code),
+                high_watermark: p.high_watermark,
+                log_start_offset: p.log_start_offset,
+                records: Bytes::new(),
+            };
+            proto::FetchResponse::put_partition_head(&mut head, &part, r.len());
+            if !r.is_empty() {
+                frame.push_bytes(std::mem::take(&mut head).freeze());
+                frame.push_records(r);
+            }
+        }
+    }
+    frame.push_bytes(head.freeze());
+    frame
+}
+
+async fn list_offsets(
+    b: &Broker,
+    c: &Client,
+    client_id: &str,
+    l: proto::ListOffsets,
+) -> proto::ListOffsetsResponse {
+    let mut out: Vec<Option<proto::OffsetFound>> = Vec::with_capacity(l.partitions.len());
+    let mut topics: Vec<ListOffsetsTopic> = Vec::new();
+    for (topic, partition, spec) in &l.partitions {
+        if proto::OffsetSpec::from_wire(*spec).is_none() {
+            out.push(Some(proto::OffsetFound {
+                topic: topic.clone(),
+                partition: *partition,
+                error: ErrorCode::INVALID_REQUEST,
+                offset: -1,
+                timestamp: -1,
+            }));
+            continue;
+        }
+        out.push(None);
+        let p = ListOffsetsPartition::default()
+            .with_partition_index(partition_index(*partition))
+            .with_current_leader_epoch(-1)
+            .with_timestamp(*spec);
+        // one request entry per partition asked, in order, so the answers
+        // line up with the question
+        topics.push(
+            ListOffsetsTopic::default()
+                .with_name(TopicName(s(topic.clone())))
+                .with_partitions(vec![p]),
+        );
+    }
+    let resp = bridge::list_offsets(
+        b,
+        c,
+        client_id,
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(topics),
+    )
+    .await;
+    let mut answers = resp
+        .topics
+        .into_iter()
+        .flat_map(|t| {
+            let name = t.name.to_string();
+            t.partitions.into_iter().map(move |p| (name.clone(), p))
+        })
+        .map(|(name, p)| proto::OffsetFound {
+            error: refine(b, &name, p.error_code),
+            topic: name,
+            partition: u32::try_from(p.partition_index).unwrap_or(u32::MAX),
+            offset: p.offset,
+            timestamp: p.timestamp,
+        });
+    let partitions = out
+        .into_iter()
+        .map(|o| {
+            o.or_else(|| answers.next()).unwrap_or(proto::OffsetFound {
+                error: ErrorCode::UNKNOWN_SERVER_ERROR,
+                offset: -1,
+                timestamp: -1,
+                ..Default::default()
+            })
+        })
+        .collect();
+    proto::ListOffsetsResponse {
+        correlation: l.correlation,
+        partitions,
+    }
+}
+
+async fn commit_offsets(
+    b: &Broker,
+    c: &Client,
+    client_id: &str,
+    o: proto::CommitOffsets,
+) -> proto::CommitOffsetsResponse {
+    if o.group.is_empty() {
+        return proto::CommitOffsetsResponse {
+            correlation: o.correlation,
+            partitions: o
+                .offsets
+                .into_iter()
+                .map(|x| (x.topic, x.partition, ErrorCode::INVALID_GROUP))
+                .collect(),
+        };
+    }
+    // one topic entry per offset, in order, so answers line up
+    let topics = o
+        .offsets
+        .iter()
+        .map(|x| {
+            OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(x.topic.clone())))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(partition_index(x.partition))
+                    .with_committed_offset(x.offset)
+                    .with_committed_leader_epoch(-1)
+                    .with_committed_metadata(Some(s(x.metadata.clone())))])
+        })
+        .collect();
+    let resp = bridge::offset_commit(
+        b,
+        c,
+        client_id,
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(o.group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(topics),
+    )
+    .await;
+    let mut answers = resp
+        .topics
+        .into_iter()
+        .flat_map(|t| t.partitions.into_iter().map(|p| p.error_code));
+    proto::CommitOffsetsResponse {
+        correlation: o.correlation,
+        partitions: o
+            .offsets
+            .into_iter()
+            .map(|x| {
+                let code = answers.next().map(|c| refine(b, &x.topic, c));
+                (
+                    x.topic,
+                    x.partition,
+                    code.unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR),
+                )
+            })
+            .collect(),
+    }
+}
+
+fn fetch_offsets(b: &Broker, o: proto::FetchOffsets) -> proto::FetchOffsetsResponse {
+    let committed = b.catalog.committed_offsets(&o.group);
+    let offsets = o
+        .partitions
+        .into_iter()
+        .map(|(topic, partition)| {
+            let found = committed.get(&(topic.clone(), partition_index(partition)));
+            (
+                proto::CommittedOffset {
+                    offset: found.map(|c| c.offset).unwrap_or(-1),
+                    metadata: found.and_then(|c| c.metadata.clone()).unwrap_or_default(),
+                    topic,
+                    partition,
+                },
+                ErrorCode::NONE,
+            )
+        })
+        .collect();
+    proto::FetchOffsetsResponse {
+        correlation: o.correlation,
+        offsets,
+    }
+}

@@ -123,6 +123,7 @@ pub(super) async fn serve(b: &Broker, c: &Client, client_id: &str, op: u8, body:
                 c,
                 client_id,
                 InitProducerIdRequest::default()
+                    .with_transactional_id(None)
                     .with_producer_id(ProducerId(-1))
                     .with_producer_epoch(-1)
                     .with_transaction_timeout_ms(-1),

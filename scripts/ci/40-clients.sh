@@ -5,7 +5,8 @@
 # test_cluster.py starts three and four agents forming one cluster (about
 # 25 s); test_elasticity.py adds a fourth agent under load and drains it;
 # test_load_balancer.py puts haproxy in front of three agents (about 25 s);
-# test_network_partition.py runs agents in network namespaces (needs root).
+# test_network_partition.py runs agents in network namespaces (needs root);
+# test_native.py drives the native protocol with the SDK's examples.
 # Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail
@@ -14,6 +15,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
 cargo build -p agent --bin aerostream --features fault-injection
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
+# the native protocol's clients in test_native.py: the SDK's examples
+cargo build -p sdk --examples
 
 if ! command -v kcat >/dev/null; then
     echo "kcat is missing: installing Debian's kcat" >&2

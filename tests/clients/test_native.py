@@ -1,0 +1,128 @@
+"""The native protocol against the real binary, through the Rust SDK's
+`produce` and `consume` examples, next to Kafka clients on the same
+broker: what one protocol writes the other reads, keys land where
+librdkafka puts them, and bad input closes only its own connection."""
+
+import os
+import socket
+import struct
+import subprocess
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+def example(name):
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "target"))
+    path = os.path.join(target, "debug", "examples", name)
+    if not os.path.exists(path):
+        pytest.fail(f"{path} not found: run `cargo build -p sdk --examples` first")
+    return path
+
+
+def native_produce(broker, topic, lines):
+    r = subprocess.run([example("produce"), "--bootstrap", broker.native_url, "--topic", topic],
+                       input="".join(f"{l}\n" for l in lines), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "", "produce prints nothing but errors"
+    return r
+
+
+def native_consume(broker, topic, count, start="earliest"):
+    r = subprocess.run([example("consume"), "--bootstrap", broker.native_url, "--topic", topic,
+                        "--from", str(start), "--count", str(count)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def kafka_read_all(broker, topic, count, partitions=1):
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = []
+    for _ in range(200):
+        if len(got) >= count:
+            break
+        for m in c.consume(num_messages=count, timeout=0.5):
+            if m.error() is None:
+                got.append((m.partition(), m.offset(), m.key(), m.value().decode()))
+    c.close()
+    return got
+
+
+def test_lines_produced_natively_are_read_by_confluent_kafka_and_the_native_consumer(broker, topic_name):
+    lines = [f"line {i} ü" for i in range(500)]
+    native_produce(broker, topic_name, lines)
+    assert native_consume(broker, topic_name, len(lines)) == lines
+    got = kafka_read_all(broker, topic_name, len(lines))
+    assert [v for (_, _, _, v) in got] == lines
+    assert [o for (_, o, _, _) in got] == list(range(len(lines)))
+
+
+def test_records_produced_by_kafka_clients_are_read_natively_from_an_offset(broker, topic_name):
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "zstd", "linger.ms": 5})
+    values = [f"kafka-{i}" for i in range(300)]
+    for v in values:
+        p.produce(topic_name, value=v.encode())
+    assert p.flush(30) == 0
+    assert native_consume(broker, topic_name, len(values)) == values
+    assert native_consume(broker, topic_name, 10, start=290) == values[290:]
+
+
+def test_kcat_reads_native_records_and_keys_land_where_librdkafka_puts_them(broker, topic_name):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, num_partitions=4, replication_factor=1)])[topic_name].result(30)
+    keys = [f"customer-{i}" for i in range(40)]
+    r = subprocess.run([example("produce"), "--bootstrap", broker.native_url, "--topic", topic_name,
+                        "--key-sep", "="], input="".join(f"{k}=v-{k}\n" for k in keys),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # librdkafka's murmur2 partitioner (Java-compatible) places the same keys
+    p = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"})
+    placed = {}
+
+    def record(err, msg):
+        assert err is None, err
+        placed[msg.key().decode()] = msg.partition()
+    for k in keys:
+        p.produce(topic_name, key=k.encode(), value=b"again", on_delivery=record)
+    assert p.flush(30) == 0
+    out = subprocess.run(["kcat", "-C", "-b", broker.bootstrap, "-t", topic_name, "-o", "beginning", "-e",
+                          "-f", "%p %k %s\\n"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    native = {}
+    for line in out.stdout.splitlines():
+        part, key, value = line.split(" ", 2)
+        if value.startswith("v-"):
+            native[key] = int(part)
+            assert value == f"v-{key}"
+    assert native == placed, "the native producer and librdkafka agree on every key's partition"
+
+
+def test_a_garbage_frame_is_answered_with_an_error_frame_and_harms_nothing(broker, topic_name):
+    host, port = broker.native_url.removeprefix("aero://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        head = s.recv(7)
+        assert head[:3] == bytes([0xAE, 0x01, 0x7F]), head
+        (length,) = struct.unpack(">I", head[3:7])
+        body = b""
+        while len(body) < length:
+            body += s.recv(length - len(body))
+        correlation, code = struct.unpack(">IH", body[:6])
+        assert (correlation, code) == (0, 4), "BAD_FRAME"
+        assert s.recv(1) == b"", "then the server closes"
+    native_produce(broker, topic_name, ["still serving"])
+    assert native_consume(broker, topic_name, 1) == ["still serving"]
+
+
+def test_the_native_consumer_of_a_missing_topic_with_auto_create_off_says_why(own_broker):
+    own_broker.stop()
+    own_broker.extra_args += ["--auto-create-topics", "false"]
+    own_broker.start()
+    r = subprocess.run([example("consume"), "--bootstrap", own_broker.native_url, "--topic", "nope",
+                        "--from", "earliest", "--count", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "nope" in r.stderr, r.stderr

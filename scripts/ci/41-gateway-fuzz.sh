@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Gateway: a bounded libFuzzer run of Kafka request decoding and dispatch
-# (fuzz/fuzz_targets/kafka_request.rs), then a longer run of the property
-# test that throws random frames at the dispatcher.
+# Gateway: bounded libFuzzer runs of Kafka request decoding and dispatch
+# (fuzz/fuzz_targets/kafka_request.rs) and of native-protocol frames
+# (fuzz/fuzz_targets/native_request.rs; both share one instrumented build),
+# then a longer run of the property test that throws random frames at the
+# dispatcher.
 #
 # cargo-fuzz needs nightly-only compiler flags; on a stable toolchain
 # RUSTC_BOOTSTRAP=1 enables them for this step only. The instrumented build
 # of the gateway and its dependencies takes several minutes on 2 cores.
-# Knobs: FUZZ_SECONDS (default 60), PROPTEST_CASES (default 2000).
+# Knobs: FUZZ_SECONDS (default 60), NATIVE_FUZZ_SECONDS (default 45),
+# PROPTEST_CASES (default 2000).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+NATIVE_FUZZ_SECONDS="${NATIVE_FUZZ_SECONDS:-45}"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}"
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
@@ -25,6 +29,11 @@ mkdir -p "$corpus"
 echo "== cargo fuzz run kafka_request for ${FUZZ_SECONDS}s"
 cargo fuzz run --fuzz-dir fuzz kafka_request "$corpus" -- \
     -max_total_time="${FUZZ_SECONDS}" -rss_limit_mb=2048 -print_final_stats=1
+native_corpus="$CARGO_TARGET_DIR/corpus/native_request"
+mkdir -p "$native_corpus"
+echo "== cargo fuzz run native_request for ${NATIVE_FUZZ_SECONDS}s"
+cargo fuzz run --fuzz-dir fuzz native_request "$native_corpus" -- \
+    -max_total_time="${NATIVE_FUZZ_SECONDS}" -rss_limit_mb=2048 -print_final_stats=1
 
 unset RUSTC_BOOTSTRAP
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR%/fuzz}"

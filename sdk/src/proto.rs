@@ -107,7 +107,7 @@ error_codes! {
     STORAGE_ERROR = 26, true, "the partition's log is offline or its disk failed";
     NOT_AVAILABLE = 27, true, "the server is starting, shutting down or has no leader for this yet";
     INVALID_GROUP = 28, false, "the group id is empty or not allowed";
-    GROUP_BUSY = 29, true, "the group is rebalancing; commit again after it settles";
+    GROUP_BUSY = 29, false, "the group has members managed by its coordinator; offsets are committed through membership";
     UNAUTHORIZED = 30, false, "the client is not allowed to do this";
     INVALID_ACKS = 31, false, "acks must be 0, 1 or -1";
 }

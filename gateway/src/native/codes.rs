@@ -9,7 +9,7 @@ pub fn from_kafka(code: i16) -> ErrorCode {
     match code {
         0 => ErrorCode::NONE,
         1 => ErrorCode::OFFSET_OUT_OF_RANGE,
-        2 | 87 => ErrorCode::INVALID_RECORDS,
+        2 | 43 | 76 | 87 => ErrorCode::INVALID_RECORDS,
         3 | 100 => ErrorCode::UNKNOWN_TOPIC,
         5 | 8 | 14 | 15 | 16 => ErrorCode::NOT_AVAILABLE,
         6 | 74 | 75 => ErrorCode::NOT_LEADER,
@@ -21,7 +21,7 @@ pub fn from_kafka(code: i16) -> ErrorCode {
         20 => ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         21 => ErrorCode::INVALID_ACKS,
         22 | 25 | 27 | 79 | 82 => ErrorCode::GROUP_BUSY,
-        24 => ErrorCode::INVALID_GROUP,
+        24 | 69 => ErrorCode::INVALID_GROUP,
         29..=31 | 53 | 58 => ErrorCode::UNAUTHORIZED,
         35 => ErrorCode::UNSUPPORTED_VERSION,
         36 => ErrorCode::TOPIC_ALREADY_EXISTS,

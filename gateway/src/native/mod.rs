@@ -122,8 +122,15 @@ async fn read_frames(mut rd: OwnedReadHalf, broker: Arc<Broker>, tx: mpsc::Sende
         let len = header.len as usize;
         let room = broker.connections.room_for(len).await;
         let mut body = BytesMut::zeroed(len);
-        if rd.read_exact(&mut body).await.is_err() {
-            return;
+        // a client that stalls inside a body holds request memory: the
+        // body must arrive within the idle timeout too
+        match tokio::time::timeout(idle, rd.read_exact(&mut body)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                Metrics::add(&broker.connections.counters.idle_closed, 1);
+                return;
+            }
         }
         let frame = Incoming::Frame {
             op: header.op,
@@ -165,6 +172,24 @@ pub(crate) fn frame_of<M: Message>(m: &M) -> ResponseFrame {
     f
 }
 
+/// Serves one frame of a connection that said hello, and returns the bytes
+/// the connection would write for it: a response, an error frame (after
+/// which a connection closes), or nothing (produce with acks 0). The
+/// native fuzz target drives the protocol through it.
+pub async fn serve_frame(
+    b: &Broker,
+    c: &Client,
+    client_id: &str,
+    op: u8,
+    body: Bytes,
+) -> std::io::Result<Option<Bytes>> {
+    match ops::serve(b, c, client_id, op, body).await {
+        Answer::Frame(f) => f.to_bytes().map(Some),
+        Answer::Nothing => Ok(None),
+        Answer::Fatal(e) => error_frame(&e).to_bytes().map(Some),
+    }
+}
+
 async fn write(
     wr: &mut OwnedWriteHalf,
     frame: ResponseFrame,
@@ -199,8 +224,10 @@ async fn connection(
     let reader = tokio::spawn(read_frames(rd, broker.clone(), tx));
     let mut client_id: Option<Arc<str>> = None;
     let mut in_flight: FuturesUnordered<Served> = FuturesUnordered::new();
-    // the peer closed its side: answer what it asked for, then close
+    // the peer closed its side, or shutdown began: answer what was asked
+    // for (long polls end early at shutdown), read nothing more, then close
     let mut peer_done = false;
+    let mut stopping = false;
     loop {
         if peer_done && in_flight.is_empty() {
             break;
@@ -208,7 +235,10 @@ async fn connection(
         let room_for_more = in_flight.len() < MAX_IN_FLIGHT && !peer_done;
         tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            _ = stop.changed(), if !stopping => {
+                stopping = true;
+                peer_done = true;
+            }
             Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
                 broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
                 match answer {

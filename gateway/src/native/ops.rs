@@ -174,33 +174,36 @@ async fn metadata(b: &Broker, m: proto::Metadata) -> proto::MetadataResponse {
             })
         })
         .collect();
-    let mut topics = Vec::new();
-    let wanted: Vec<Option<Arc<metastore::TopicInfo>>> = if m.topics.is_empty() {
-        b.catalog.topics().into_iter().map(Some).collect()
-    } else {
-        let mut found = Vec::with_capacity(m.topics.len());
-        for name in &m.topics {
-            let t = match b.catalog.topic(name) {
-                Some(t) => Ok(t),
-                None if b.config.auto_create_topics => b.auto_create(name).await,
-                None => Err(metastore::MetaError::UnknownTopic { name: name.clone() }),
-            };
-            match t {
-                Ok(t) => found.push(Some(t)),
-                Err(e) => {
-                    topics.push(proto::TopicMetadata {
-                        name: name.clone(),
-                        error: from_kafka(crate::codes::meta_error(&e).code()),
-                        partitions: Vec::new(),
-                    });
-                    found.push(None);
-                }
+    // answers in the order asked; all topics when none are named
+    let wanted: Vec<Result<Arc<metastore::TopicInfo>, (String, metastore::MetaError)>> =
+        if m.topics.is_empty() {
+            b.catalog.topics().into_iter().map(Ok).collect()
+        } else {
+            let mut found = Vec::with_capacity(m.topics.len());
+            for name in &m.topics {
+                let t = match b.catalog.topic(name) {
+                    Some(t) => Ok(t),
+                    None if b.config.auto_create_topics => b.auto_create(name).await,
+                    None => Err(metastore::MetaError::UnknownTopic { name: name.clone() }),
+                };
+                found.push(t.map_err(|e| (name.clone(), e)));
             }
-        }
-        found
-    };
+            found
+        };
     let ids = |v: &[u64]| v.iter().filter_map(|r| u32::try_from(*r).ok()).collect();
-    for t in wanted.into_iter().flatten() {
+    let mut topics = Vec::with_capacity(wanted.len());
+    for t in wanted {
+        let t = match t {
+            Ok(t) => t,
+            Err((name, e)) => {
+                topics.push(proto::TopicMetadata {
+                    name,
+                    error: from_kafka(crate::codes::meta_error(&e).code()),
+                    partitions: Vec::new(),
+                });
+                continue;
+            }
+        };
         topics.push(proto::TopicMetadata {
             name: t.name.clone(),
             error: ErrorCode::NONE,
@@ -585,6 +588,11 @@ async fn commit_offsets(
 }
 
 fn fetch_offsets(b: &Broker, o: proto::FetchOffsets) -> proto::FetchOffsetsResponse {
+    let error = if o.group.is_empty() {
+        ErrorCode::INVALID_GROUP
+    } else {
+        ErrorCode::NONE
+    };
     let committed = b.catalog.committed_offsets(&o.group);
     let offsets = o
         .partitions
@@ -598,7 +606,7 @@ fn fetch_offsets(b: &Broker, o: proto::FetchOffsets) -> proto::FetchOffsetsRespo
                     topic,
                     partition,
                 },
-                ErrorCode::NONE,
+                error,
             )
         })
         .collect();

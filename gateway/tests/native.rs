@@ -85,7 +85,11 @@ async fn connect(gw: &Gateway) -> TcpStream {
     )
     .await;
     assert_eq!(hello.error, ErrorCode::NONE);
-    assert_eq!(hello.version, proto::MAX_VERSION, "the highest common version");
+    assert_eq!(
+        hello.version,
+        proto::MAX_VERSION,
+        "the highest common version"
+    );
     assert_eq!(hello.node_id, 1);
     s
 }
@@ -128,7 +132,13 @@ fn produce_req(correlation: u32, topic: &str, parts: Vec<(u32, Bytes)>) -> proto
     }
 }
 
-fn fetch_req(correlation: u32, topic: &str, partition: u32, offset: i64, wait: u32) -> proto::Fetch {
+fn fetch_req(
+    correlation: u32,
+    topic: &str,
+    partition: u32,
+    offset: i64,
+    wait: u32,
+) -> proto::Fetch {
     proto::Fetch {
         correlation,
         max_wait_ms: wait,
@@ -149,7 +159,14 @@ async fn every_operation(kind: Logs) {
     let (gw, backends) = start(kind).await;
     let mut s = connect(&gw).await;
 
-    let pong: proto::Pong = call(&mut s, &proto::Ping { correlation: 2, nonce: 77 }).await;
+    let pong: proto::Pong = call(
+        &mut s,
+        &proto::Ping {
+            correlation: 2,
+            nonce: 77,
+        },
+    )
+    .await;
     assert_eq!((pong.correlation, pong.nonce), (2, 77));
 
     let created: proto::CreateTopicResponse = call(
@@ -257,7 +274,8 @@ async fn every_operation(kind: Logs) {
         Some((pid.producer_id, pid.producer_epoch, 2)),
         Compression::Gzip,
     );
-    let next: proto::ProduceResponse = call(&mut s, &produce_req(10, "orders", vec![(0, more)])).await;
+    let next: proto::ProduceResponse =
+        call(&mut s, &produce_req(10, "orders", vec![(0, more)])).await;
     assert_eq!(next.topics[0].partitions[0].base_offset, 2);
     // a gap in the producer's sequence is refused
     let gap = record_batch(
@@ -266,38 +284,66 @@ async fn every_operation(kind: Logs) {
         Some((pid.producer_id, pid.producer_epoch, 9)),
         Compression::None,
     );
-    let refused: proto::ProduceResponse = call(&mut s, &produce_req(11, "orders", vec![(0, gap)])).await;
+    let refused: proto::ProduceResponse =
+        call(&mut s, &produce_req(11, "orders", vec![(0, gap)])).await;
     assert_eq!(
         refused.topics[0].partitions[0].error,
         ErrorCode::OUT_OF_ORDER_SEQUENCE
     );
     let nowhere: proto::ProduceResponse = call(
         &mut s,
-        &produce_req(12, "orders", vec![(7, record_batch(&[b"x"], false, None, Compression::None))]),
+        &produce_req(
+            12,
+            "orders",
+            vec![(7, record_batch(&[b"x"], false, None, Compression::None))],
+        ),
     )
     .await;
-    assert_eq!(nowhere.topics[0].partitions[0].error, ErrorCode::UNKNOWN_PARTITION);
+    assert_eq!(
+        nowhere.topics[0].partitions[0].error,
+        ErrorCode::UNKNOWN_PARTITION
+    );
     let garbage: proto::ProduceResponse = call(
         &mut s,
-        &produce_req(13, "orders", vec![(1, Bytes::from_static(b"not a record batch at all, sorry"))]),
+        &produce_req(
+            13,
+            "orders",
+            vec![(1, Bytes::from_static(b"not a record batch at all, sorry"))],
+        ),
     )
     .await;
-    assert_eq!(garbage.topics[0].partitions[0].error, ErrorCode::INVALID_RECORDS);
-    let mut bad_acks = produce_req(14, "orders", vec![(1, record_batch(&[b"x"], false, None, Compression::None))]);
+    assert_eq!(
+        garbage.topics[0].partitions[0].error,
+        ErrorCode::INVALID_RECORDS
+    );
+    let mut bad_acks = produce_req(
+        14,
+        "orders",
+        vec![(1, record_batch(&[b"x"], false, None, Compression::None))],
+    );
     bad_acks.acks = 2;
     let bad_acks: proto::ProduceResponse = call(&mut s, &bad_acks).await;
-    assert_eq!(bad_acks.topics[0].partitions[0].error, ErrorCode::INVALID_ACKS);
+    assert_eq!(
+        bad_acks.topics[0].partitions[0].error,
+        ErrorCode::INVALID_ACKS
+    );
 
     let fetched: proto::FetchResponse = call(&mut s, &fetch_req(15, "orders", 0, 1, 100)).await;
     let p = &fetched.topics[0].partitions[0];
-    assert_eq!((p.error, p.high_watermark, p.log_start_offset), (ErrorCode::NONE, 3, 0));
+    assert_eq!(
+        (p.error, p.high_watermark, p.log_start_offset),
+        (ErrorCode::NONE, 3, 0)
+    );
     // whole batches: the first starts before the offset asked for
     assert_eq!(
         values_of(&p.records),
         vec![(0, "a0".into()), (1, "a1".into()), (2, "a2".into())]
     );
     let past: proto::FetchResponse = call(&mut s, &fetch_req(16, "orders", 0, 99, 0)).await;
-    assert_eq!(past.topics[0].partitions[0].error, ErrorCode::OFFSET_OUT_OF_RANGE);
+    assert_eq!(
+        past.topics[0].partitions[0].error,
+        ErrorCode::OFFSET_OUT_OF_RANGE
+    );
 
     let offsets: proto::ListOffsetsResponse = call(
         &mut s,
@@ -343,7 +389,10 @@ async fn every_operation(kind: Logs) {
         },
     )
     .await;
-    assert_eq!(committed.partitions, vec![("orders".into(), 0, ErrorCode::NONE)]);
+    assert_eq!(
+        committed.partitions,
+        vec![("orders".into(), 0, ErrorCode::NONE)]
+    );
     let read_back: proto::FetchOffsetsResponse = call(
         &mut s,
         &proto::FetchOffsets {
@@ -358,7 +407,13 @@ async fn every_operation(kind: Logs) {
         .iter()
         .map(|(o, e)| (o.partition, o.offset, o.metadata.as_str(), *e))
         .collect();
-    assert_eq!(got, vec![(0, 2, "native", ErrorCode::NONE), (1, -1, "", ErrorCode::NONE)]);
+    assert_eq!(
+        got,
+        vec![
+            (0, 2, "native", ErrorCode::NONE),
+            (1, -1, "", ErrorCode::NONE)
+        ]
+    );
 
     // a Kafka client of the group sees the same committed offset
     let mut k = TcpStream::connect(gw.kafka_addr()).await.unwrap();
@@ -423,8 +478,11 @@ async fn records_written_by_either_protocol_are_read_by_the_other() {
     )
     .await;
     let native_batch = record_batch(&[b"from-native"], true, None, Compression::Lz4);
-    let _: proto::ProduceResponse =
-        call(&mut s, &produce_req(3, "both", vec![(0, native_batch.clone())])).await;
+    let _: proto::ProduceResponse = call(
+        &mut s,
+        &produce_req(3, "both", vec![(0, native_batch.clone())]),
+    )
+    .await;
     let mut k = TcpStream::connect(gw.kafka_addr()).await.unwrap();
     let kafka_batch = record_batch(&[b"from-kafka"], false, None, Compression::Snappy);
     let produced: ProduceResponse = common::roundtrip(
@@ -464,13 +522,19 @@ async fn records_written_by_either_protocol_are_read_by_the_other() {
                     .with_partition_max_bytes(1 << 20)])]),
     )
     .await;
-    let records = kafka_view.responses[0].partitions[0].records.clone().unwrap();
+    let records = kafka_view.responses[0].partitions[0]
+        .records
+        .clone()
+        .unwrap();
     // the same bytes the native client wrote, as stored (offset stamped in)
     assert_eq!(
         values_of(&records),
         vec![(0, "from-native".into()), (1, "from-kafka".into())]
     );
-    assert_eq!(records.len(), native_view.topics[0].partitions[0].records.len());
+    assert_eq!(
+        records.len(),
+        native_view.topics[0].partitions[0].records.len()
+    );
     assert_eq!(records, native_view.topics[0].partitions[0].records);
     gw.shutdown().await;
     backends.stop().await;
@@ -493,14 +557,28 @@ async fn requests_are_answered_as_they_complete_while_a_fetch_long_polls() {
     .await;
     // a fetch that waits up to 10 s for data, then a ping behind it
     send(&mut s, &fetch_req(100, "waiting", 0, 0, 10_000)).await;
-    send(&mut s, &proto::Ping { correlation: 101, nonce: 5 }).await;
+    send(
+        &mut s,
+        &proto::Ping {
+            correlation: 101,
+            nonce: 5,
+        },
+    )
+    .await;
     let pong: proto::Pong = recv(&mut s).await;
-    assert_eq!(pong.correlation, 101, "the ping is not held up by the long poll");
+    assert_eq!(
+        pong.correlation, 101,
+        "the ping is not held up by the long poll"
+    );
     // data from another connection ends the long poll
     let mut other = connect(&gw).await;
     let _: proto::ProduceResponse = call(
         &mut other,
-        &produce_req(2, "waiting", vec![(0, record_batch(&[b"wake"], false, None, Compression::None))]),
+        &produce_req(
+            2,
+            "waiting",
+            vec![(0, record_batch(&[b"wake"], false, None, Compression::None))],
+        ),
     )
     .await;
     let fetched: proto::FetchResponse = recv(&mut s).await;
@@ -510,11 +588,21 @@ async fn requests_are_answered_as_they_complete_while_a_fetch_long_polls() {
         vec![(0, "wake".into())]
     );
     // acks 0: no answer at all, the next request's answer comes next
-    let mut fire_and_forget =
-        produce_req(102, "waiting", vec![(0, record_batch(&[b"quiet"], false, None, Compression::None))]);
+    let mut fire_and_forget = produce_req(
+        102,
+        "waiting",
+        vec![(0, record_batch(&[b"quiet"], false, None, Compression::None))],
+    );
     fire_and_forget.acks = 0;
     send(&mut s, &fire_and_forget).await;
-    let pong: proto::Pong = call(&mut s, &proto::Ping { correlation: 103, nonce: 6 }).await;
+    let pong: proto::Pong = call(
+        &mut s,
+        &proto::Ping {
+            correlation: 103,
+            nonce: 6,
+        },
+    )
+    .await;
     assert_eq!(pong.correlation, 103);
     gw.shutdown().await;
     backends.stop().await;
@@ -536,14 +624,27 @@ async fn a_bad_frame_gets_an_error_frame_and_closes_only_its_connection() {
     expect_closed_with(&mut s, ErrorCode::BAD_FRAME).await;
     // a length over the limit: refused from the header, the body never sent
     let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(&FrameHeader { op: proto::op::HELLO, len: u32::MAX }.encode())
-        .await
-        .unwrap();
+    s.write_all(
+        &FrameHeader {
+            op: proto::op::HELLO,
+            len: u32::MAX,
+        }
+        .encode(),
+    )
+    .await
+    .unwrap();
     let e = expect_closed_with(&mut s, ErrorCode::FRAME_TOO_LARGE).await;
     assert!(e.message.contains("exceeds"), "{}", e.message);
     // anything before the hello
     let mut s = TcpStream::connect(addr).await.unwrap();
-    send(&mut s, &proto::Ping { correlation: 9, nonce: 1 }).await;
+    send(
+        &mut s,
+        &proto::Ping {
+            correlation: 9,
+            nonce: 1,
+        },
+    )
+    .await;
     let e = expect_closed_with(&mut s, ErrorCode::HELLO_REQUIRED).await;
     assert_eq!(e.correlation, 9);
     // a hello no version of which this server speaks
@@ -570,7 +671,13 @@ async fn a_bad_frame_gets_an_error_frame_and_closes_only_its_connection() {
     // a body that does not decode (a count past its end)
     let mut s = connect(&gw).await;
     let mut frame = BytesMut::new();
-    frame.put_slice(&FrameHeader { op: proto::op::METADATA, len: 8 }.encode());
+    frame.put_slice(
+        &FrameHeader {
+            op: proto::op::METADATA,
+            len: 8,
+        }
+        .encode(),
+    );
     frame.put_u32(56);
     frame.put_u32(1_000_000);
     s.write_all(&frame).await.unwrap();
@@ -579,7 +686,14 @@ async fn a_bad_frame_gets_an_error_frame_and_closes_only_its_connection() {
 
     // the first connection never noticed
     let mut healthy = healthy;
-    let pong: proto::Pong = call(&mut healthy, &proto::Ping { correlation: 3, nonce: 3 }).await;
+    let pong: proto::Pong = call(
+        &mut healthy,
+        &proto::Ping {
+            correlation: 3,
+            nonce: 3,
+        },
+    )
+    .await;
     assert_eq!(pong.nonce, 3);
     gw.shutdown().await;
     backends.stop().await;
@@ -596,7 +710,10 @@ async fn sdk_round_trip(kind: Logs) {
     let (gw, backends) = start(kind).await;
     let url = format!("aero://{}", gw.native_addr().unwrap());
     let client = Client::connect(&url).await.unwrap();
-    client.create_topic(NewTopic::new("events", 3)).await.unwrap();
+    client
+        .create_topic(NewTopic::new("events", 3))
+        .await
+        .unwrap();
     let producer = client.producer(ProducerConfig::default()).unwrap();
     let sends: Vec<_> = (0..300)
         .map(|i| {
@@ -610,8 +727,13 @@ async fn sdk_round_trip(kind: Logs) {
     for (i, send) in sends.into_iter().enumerate() {
         let d = send.await.unwrap();
         let expected = sdk::partitioner::partition_for_key(format!("key-{}", i % 17).as_bytes(), 3);
-        assert_eq!(d.partition, expected, "record {i} went where Kafka clients put its key");
-        assert!(delivered.insert((d.partition, d.offset), format!("value-{i}")).is_none());
+        assert_eq!(
+            d.partition, expected,
+            "record {i} went where Kafka clients put its key"
+        );
+        assert!(delivered
+            .insert((d.partition, d.offset), format!("value-{i}"))
+            .is_none());
     }
     producer.flush().await.unwrap();
 
@@ -621,7 +743,10 @@ async fn sdk_round_trip(kind: Logs) {
             ..ConsumerConfig::default()
         })
         .unwrap();
-    consumer.assign("events", None, StartAt::Earliest).await.unwrap();
+    consumer
+        .assign("events", None, StartAt::Earliest)
+        .await
+        .unwrap();
     let mut read = std::collections::BTreeMap::new();
     while read.len() < delivered.len() {
         let r = tokio::time::timeout(Duration::from_secs(20), consumer.next())
@@ -630,7 +755,10 @@ async fn sdk_round_trip(kind: Logs) {
             .expect("the stream goes on")
             .unwrap();
         let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
-        assert!(read.insert((r.partition, r.offset), value).is_none(), "read once");
+        assert!(
+            read.insert((r.partition, r.offset), value).is_none(),
+            "read once"
+        );
     }
     assert_eq!(read, delivered);
     consumer.commit().await.unwrap();

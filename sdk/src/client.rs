@@ -27,9 +27,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::Backoff;
 use crate::bootstrap::{Address, Bootstrap};
 use crate::conn::{self, Call, Conn, ConnOptions};
-use crate::consumer::{Consumer, ConsumerConfig};
 use crate::error::Error;
-use crate::producer::{Producer, ProducerConfig};
 use crate::proto::{
     self, CommittedOffset, ErrorCode, MetadataResponse, Node, OffsetSpec, PartitionMetadata,
     TopicMetadata,
@@ -349,17 +347,6 @@ impl Client {
             retries: 3,
             retry_backoff: Duration::from_millis(100),
         }
-    }
-
-    /// A producer; see [`Producer`]. Its background task runs on the
-    /// runtime the client was connected in.
-    pub fn producer(&self, config: ProducerConfig) -> Result<Producer, Error> {
-        Producer::start(self.clone(), config)
-    }
-
-    /// A consumer with nothing assigned yet; see [`Consumer`].
-    pub fn consumer(&self, config: ConsumerConfig) -> Result<Consumer, Error> {
-        Consumer::new(self.clone(), config)
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {

@@ -784,6 +784,13 @@ impl Stream for Consumer {
     }
 }
 
+impl Client {
+    /// A consumer with nothing assigned yet; see [`Consumer`].
+    pub fn consumer(&self, config: ConsumerConfig) -> Result<Consumer, Error> {
+        Consumer::new(self.clone(), config)
+    }
+}
+
 #[cfg(test)]
 #[path = "consumer_tests.rs"]
 mod tests;

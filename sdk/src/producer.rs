@@ -751,6 +751,14 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+impl Client {
+    /// A producer; see [`Producer`]. Its background task runs on the
+    /// runtime the client was connected in.
+    pub fn producer(&self, config: ProducerConfig) -> Result<Producer, Error> {
+        Producer::start(self.clone(), config)
+    }
+}
+
 #[cfg(test)]
 #[path = "producer_tests.rs"]
 mod tests;

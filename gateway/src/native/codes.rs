@@ -66,7 +66,10 @@ mod tests {
                 ErrorCode::INVALID_REPLICATION_FACTOR,
             ),
             (K::InvalidConfig, ErrorCode::INVALID_CONFIG),
-            (K::OutOfOrderSequenceNumber, ErrorCode::OUT_OF_ORDER_SEQUENCE),
+            (
+                K::OutOfOrderSequenceNumber,
+                ErrorCode::OUT_OF_ORDER_SEQUENCE,
+            ),
             (K::DuplicateSequenceNumber, ErrorCode::DUPLICATE_SEQUENCE),
             (K::InvalidProducerEpoch, ErrorCode::PRODUCER_FENCED),
             (K::ProducerFenced, ErrorCode::PRODUCER_FENCED),

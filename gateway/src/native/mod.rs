@@ -298,7 +298,10 @@ async fn connection(
     reader.abort();
     let left = in_flight.len();
     drop(in_flight);
-    broker.metrics.in_flight.fetch_sub(left as u64, Ordering::SeqCst);
+    broker
+        .metrics
+        .in_flight
+        .fetch_sub(left as u64, Ordering::SeqCst);
     drop(admitted);
     Metrics::add(&broker.metrics.connections_closed, 1);
 }

@@ -212,10 +212,7 @@ async fn metadata(b: &Broker, m: proto::Metadata) -> proto::MetadataResponse {
                 .iter()
                 .map(|p| proto::PartitionMetadata {
                     index: u32::try_from(p.index).unwrap_or(0),
-                    leader: p
-                        .leader
-                        .and_then(|l| i32::try_from(l).ok())
-                        .unwrap_or(-1),
+                    leader: p.leader.and_then(|l| i32::try_from(l).ok()).unwrap_or(-1),
                     leader_epoch: p.leader_epoch,
                     replicas: ids(&p.replicas),
                     in_sync: ids(&p.isr),
@@ -435,7 +432,9 @@ async fn fetch(b: &Broker, c: &Client, client_id: &str, f: proto::Fetch) -> Resp
         head.put_string(name);
         head.put_count(t.partitions.len());
         for p in &t.partitions {
-            let r = records.next().unwrap_or_else(crate::backend::Records::empty);
+            let r = records
+                .next()
+                .unwrap_or_else(crate::backend::Records::empty);
             let part = proto::PartitionFetched {
                 partition: u32::try_from(p.partition_index).unwrap_or(u32::MAX),
                 error: refine(b, name, p.error_code),

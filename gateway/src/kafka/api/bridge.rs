@@ -8,9 +8,9 @@
 
 use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse,
-    ProduceRequest, ProduceResponse,
+    FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
+    ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, ProduceRequest,
+    ProduceResponse,
 };
 
 use super::{Client, RequestContext};

@@ -4,7 +4,7 @@
 //! concurrently (up to [`MAX_IN_FLIGHT`] per connection) and answered as
 //! they complete, each response carrying its request's correlation id.
 //! Operations run on the same handlers as Kafka requests
-//! ([`crate::kafka::api::bridge`]), so both protocols share validation,
+//! (`kafka/api/bridge.rs`), so both protocols share validation,
 //! limits and data: what one writes the other reads. Fetched records are
 //! spliced into the response from the log (sendfile).
 //!

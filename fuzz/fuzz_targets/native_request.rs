@@ -5,35 +5,17 @@
 //! what does not decode is answered with an error frame.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use bytes::Bytes;
-use gateway::kafka::api::Client;
-use gateway::testing::{Logs, TestBroker};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "fixture.rs"]
+mod fixture;
+use fixture::fixture;
+
+// The allocator the broker runs with: wire-declared reservations cost
+// address space only (see `gateway::alloc`).
 #[global_allocator]
 static ALLOC: gateway::alloc::WireSafeAlloc = gateway::alloc::WireSafeAlloc;
-
-struct Fixture {
-    rt: tokio::runtime::Runtime,
-    broker: TestBroker,
-    client: Client,
-}
-
-fn fixture() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let broker = rt.block_on(TestBroker::start(Logs::Disk));
-        let client = Client::direct("/127.0.0.1".into(), 1);
-        Fixture { rt, broker, client }
-    })
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&op, body)) = data.split_first() else {

@@ -49,17 +49,34 @@ pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpList
     Ok(std::net::TcpListener::from(fd))
 }
 
-/// Accepts connections until `stop` turns true, then returns; connections
-/// already open finish their in-flight request and close.
+/// Accepts Kafka connections until `stop` turns true, then returns;
+/// connections already open finish their in-flight request and close.
 pub async fn serve(
     listener: std::net::TcpListener,
     broker: Arc<Broker>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
+    accept(listener, broker, stop, "Kafka", connection).await
+}
+
+/// The accept loop every TCP front end shares: admits each connection
+/// under the broker's connection limits (one over a limit is closed at
+/// once) and runs `serve` on it in a task of its own, until `stop` turns
+/// true.
+pub async fn accept<F, Fut>(
+    listener: std::net::TcpListener,
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+    protocol: &'static str,
+    serve: F,
+) where
+    F: Fn(TcpStream, SocketAddr, Admitted, Arc<Broker>, watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!(error = %e, "cannot register the Kafka listener");
+            tracing::error!(error = %e, protocol, "cannot register the listener");
             return;
         }
     };
@@ -75,10 +92,10 @@ pub async fn serve(
                     };
                     let _ = stream.set_nodelay(true);
                     Metrics::add(&broker.metrics.connections_opened, 1);
-                    tokio::spawn(connection(stream, peer, admitted, broker.clone(), stop.clone()));
+                    tokio::spawn(serve(stream, peer, admitted, broker.clone(), stop.clone()));
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
+                    tracing::warn!(error = %e, protocol, "accept failed");
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             },

@@ -28,7 +28,7 @@ use sdk::frame::{FrameError, FrameHeader, HEADER_LEN};
 use sdk::proto::{self, ErrorCode, ErrorFrame, Message};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::broker::{Broker, Metrics};
@@ -44,35 +44,9 @@ pub const MAX_IN_FLIGHT: usize = 64;
 pub async fn serve(
     listener: std::net::TcpListener,
     broker: Arc<Broker>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let listener = match TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot register the native listener");
-            return;
-        }
-    };
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.changed() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let Ok(admitted) = broker.connections.admit(peer.ip()) else {
-                        continue;
-                    };
-                    let _ = stream.set_nodelay(true);
-                    Metrics::add(&broker.metrics.connections_opened, 1);
-                    tokio::spawn(connection(stream, peer, admitted, broker.clone(), stop.clone()));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-        }
-    }
+    crate::server::accept(listener, broker, stop, "native", connection).await
 }
 
 /// What the reader hands the connection.

@@ -1100,6 +1100,16 @@ async fn new_leaders_with_other_segment_boundaries_continue_the_manifest_and_los
     );
     follower_drops_what_is_tiered(&mut c.p, tiered_by_a.last().unwrap().2 + 1).await;
     assert_eq!(c.tier.snapshot().uploaded_segments, 0);
+    // C has read B's last commit before it leads (agents re-read manifests
+    // on a timer; a leader whose view is older has its first overlapping
+    // commit refused, re-reads and retries, which this test does not cover)
+    let b_end = after_b.last().unwrap().2;
+    until("C has read the manifest up to B's last commit", || {
+        c.p.tick(TS).unwrap();
+        let seen = c.p.shared().manifest().last().map(|e| e.last_offset) == Some(b_end);
+        async move { seen }
+    })
+    .await;
 
     // B dies; C, whose boundaries match neither, leads at epoch 3.
     b.p.close().unwrap();

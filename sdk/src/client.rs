@@ -536,7 +536,11 @@ impl Client {
     /// Runs `attempt` again while it fails with a retriable error, up to
     /// the client's retries, refreshing `topics`' metadata first when the
     /// error says routing is stale.
-    async fn retrying<T, F, Fut>(&self, topics: &[&str], mut attempt: F) -> Result<T, Error>
+    pub(crate) async fn retrying<T, F, Fut>(
+        &self,
+        topics: &[&str],
+        mut attempt: F,
+    ) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Error>>,

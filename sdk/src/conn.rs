@@ -90,6 +90,8 @@ calls! {
     ListOffsets => ListOffsetsResponse,
     CommitOffsets => CommitOffsetsResponse,
     FetchOffsets => FetchOffsetsResponse,
+    Subscribe => SubscribeResponse,
+    Unsubscribe => UnsubscribeResponse,
 }
 
 /// A frame as read: operation code and body (correlation id included).
@@ -101,9 +103,15 @@ pub(crate) struct Frame {
 
 type Reply = oneshot::Sender<Result<Frame, Error>>;
 
+/// Where a subscription's pushes go.
+pub(crate) type Pushes = mpsc::UnboundedReceiver<proto::Push>;
+
 #[derive(Default)]
 struct Pending {
     waiting: HashMap<u32, Reply>,
+    /// Open subscriptions. Credit bounds what the server pushes, so these
+    /// queues are bounded by what the subscriber granted.
+    subscriptions: HashMap<u32, mpsc::UnboundedSender<proto::Push>>,
     /// Set once the connection is closing: nothing new is registered.
     closed_at: Option<Instant>,
 }
@@ -153,11 +161,13 @@ impl Shared {
         self.lock().closed_at.get_or_insert_with(Instant::now);
     }
 
-    /// Fails every waiting request with `why` and accepts no new one.
+    /// Fails every waiting request with `why`, ends every subscription,
+    /// and accepts no new request.
     fn close(&self, why: &Error) {
         let waiting = {
             let mut p = self.lock();
             p.closed_at.get_or_insert_with(Instant::now);
+            p.subscriptions.clear();
             std::mem::take(&mut p.waiting)
         };
         for (_, tx) in waiting {
@@ -188,6 +198,7 @@ pub(crate) struct Conn {
     writer: mpsc::Sender<Outgoing>,
     reader: JoinHandle<()>,
     next_correlation: AtomicU32,
+    next_subscription: AtomicU32,
     info: ServerInfo,
 }
 
@@ -308,6 +319,7 @@ impl Conn {
             writer,
             reader,
             next_correlation: AtomicU32::new(2),
+            next_subscription: AtomicU32::new(1),
             info,
         })
     }
@@ -387,6 +399,73 @@ impl Conn {
         timeout: Duration,
     ) -> Result<(), Error> {
         let (_, frame) = self.frame_of(&mut request)?;
+        self.write_only(frame, timeout).await
+    }
+}
+
+impl Conn {
+    /// Opens a subscription (its id chosen here) and returns the answer
+    /// and the queue its pushes arrive on. The queue ends when the
+    /// subscription fails, is closed, or the connection goes away.
+    pub(crate) async fn subscribe(
+        &self,
+        mut request: proto::Subscribe,
+        timeout: Duration,
+    ) -> Result<(proto::SubscribeResponse, Pushes), Error> {
+        let id = self.next_subscription.fetch_add(1, Ordering::Relaxed);
+        request.subscription = id;
+        let (tx, rx) = mpsc::unbounded_channel();
+        {
+            let mut p = self.shared.lock();
+            if p.closed_at.is_some() {
+                return Err(Error::Closed);
+            }
+            // registered before the request goes out: a push can follow
+            // the answer closely
+            p.subscriptions.insert(id, tx);
+        }
+        let answer = self.call(request, timeout).await;
+        if !matches!(&answer, Ok(a) if a.error == ErrorCode::NONE) {
+            self.shared.lock().subscriptions.remove(&id);
+        }
+        Ok((answer?, rx))
+    }
+
+    /// Grants a subscription more bytes (no answer comes).
+    pub(crate) async fn grant(
+        &self,
+        subscription: u32,
+        bytes: u32,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let frame = proto::Credit {
+            subscription,
+            bytes,
+        }
+        .to_frame();
+        self.write_only(frame, timeout).await
+    }
+
+    /// Ends a subscription; its queue ends after the pushes sent before.
+    pub(crate) async fn unsubscribe(
+        &self,
+        subscription: u32,
+        timeout: Duration,
+    ) -> Result<ErrorCode, Error> {
+        let answer = self
+            .call(
+                proto::Unsubscribe {
+                    correlation: 0,
+                    subscription,
+                },
+                timeout,
+            )
+            .await;
+        self.shared.lock().subscriptions.remove(&subscription);
+        Ok(answer?.error)
+    }
+
+    async fn write_only(&self, frame: Bytes, timeout: Duration) -> Result<(), Error> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
@@ -507,6 +586,20 @@ fn dispatch(shared: &Shared, frame: Frame) -> Result<(), Error> {
         } else {
             shared.complete(e.correlation, Err(err));
             shared.stop_accepting();
+        }
+        return Ok(());
+    }
+    if frame.op == op::PUSH | RESPONSE {
+        let push = decode::<proto::Push>(frame)?;
+        let mut p = shared.lock();
+        let id = push.subscription;
+        let ended = push.error != ErrorCode::NONE;
+        if let Some(tx) = p.subscriptions.get(&id) {
+            // the subscriber may have stopped listening: nothing to do
+            let _ = tx.send(push);
+        }
+        if ended {
+            p.subscriptions.remove(&id);
         }
         return Ok(());
     }

@@ -71,6 +71,7 @@ pub mod partitioner;
 mod producer;
 pub mod proto;
 pub mod record;
+mod subscription;
 #[cfg(test)]
 mod testing;
 pub mod wire;
@@ -81,3 +82,4 @@ pub use error::Error;
 pub use producer::{Delivery, Producer, ProducerConfig};
 pub use proto::{Acks, ErrorCode, OffsetSpec};
 pub use record::{Compression, ConsumedRecord, Record};
+pub use subscription::{Subscription, SubscriptionConfig};

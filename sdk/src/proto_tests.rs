@@ -210,6 +210,78 @@ fn every_message_round_trips_and_refuses_every_truncation() {
             ErrorCode::NONE,
         )],
     });
+    round_trip(Subscribe {
+        correlation: 12,
+        subscription: 3,
+        topic: "t".into(),
+        partition: 1,
+        start_kind: 3,
+        start_value: 1_700_000_000_000,
+        credit: 65536,
+    });
+    round_trip(SubscribeResponse {
+        correlation: 12,
+        error: ErrorCode::NONE,
+        subscription: 3,
+        offset: 42,
+        high_watermark: 50,
+        message: String::new(),
+    });
+    round_trip(Push {
+        subscription: 3,
+        error: ErrorCode::NONE,
+        high_watermark: 50,
+        log_start_offset: 0,
+        next_offset: 45,
+        records: Bytes::from_static(b"batches"),
+    });
+    round_trip(Credit {
+        subscription: 3,
+        bytes: 4096,
+    });
+    round_trip(Unsubscribe {
+        correlation: 13,
+        subscription: 3,
+    });
+    round_trip(UnsubscribeResponse {
+        correlation: 13,
+        error: ErrorCode::UNKNOWN_SUBSCRIPTION,
+    });
+}
+
+#[test]
+fn a_push_head_is_what_the_full_encoder_writes_before_the_records() {
+    let p = Push {
+        subscription: 9,
+        error: ErrorCode::NONE,
+        high_watermark: 10,
+        log_start_offset: 2,
+        next_offset: 10,
+        records: Bytes::from_static(b"xyz"),
+    };
+    let mut head = BytesMut::new();
+    p.put_head(&mut head, 3);
+    assert_eq!(head.len(), Push::HEAD_LEN);
+    head.put_slice(b"xyz");
+    let frame = p.to_frame();
+    assert_eq!(&frame[HEADER_LEN..], &head[..]);
+}
+
+#[test]
+fn subscription_starts_round_trip_and_bad_kinds_are_refused() {
+    for s in [
+        Start::Offset(0),
+        Start::Offset(7),
+        Start::Earliest,
+        Start::Latest,
+        Start::Timestamp(5),
+    ] {
+        let (k, v) = s.to_wire();
+        assert_eq!(Start::from_wire(k, v), Some(s));
+    }
+    assert_eq!(Start::from_wire(0, -1), None);
+    assert_eq!(Start::from_wire(3, -5), None);
+    assert_eq!(Start::from_wire(4, 0), None);
 }
 
 #[test]

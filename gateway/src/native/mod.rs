@@ -15,6 +15,7 @@
 
 mod codes;
 mod ops;
+mod subscribe;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -151,13 +152,15 @@ pub(crate) fn frame_of<M: Message>(m: &M) -> ResponseFrame {
 /// which a connection closes), or nothing (produce with acks 0). The
 /// native fuzz target drives the protocol through it.
 pub async fn serve_frame(
-    b: &Broker,
+    b: &Arc<Broker>,
     c: &Client,
     client_id: &str,
     op: u8,
     body: Bytes,
 ) -> std::io::Result<Option<Bytes>> {
-    match ops::serve(b, c, client_id, op, body).await {
+    let (pushes, _) = mpsc::channel(subscribe::PUSH_QUEUE);
+    let subs = subscribe::Subscriptions::new(pushes);
+    match ops::serve(b, c, &Arc::from(client_id), &subs, op, body).await {
         Answer::Frame(f) => f.to_bytes().map(Some),
         Answer::Nothing => Ok(None),
         Answer::Fatal(e) => error_frame(&e).to_bytes().map(Some),
@@ -197,6 +200,9 @@ async fn connection(
     let (tx, mut rx) = mpsc::channel(4);
     let reader = tokio::spawn(read_frames(rd, broker.clone(), tx));
     let mut client_id: Option<Arc<str>> = None;
+    // subscription answers and pushes, written between responses
+    let (pushes, mut pushed) = mpsc::channel(subscribe::PUSH_QUEUE);
+    let subs = Arc::new(subscribe::Subscriptions::new(pushes));
     let mut in_flight: FuturesUnordered<Served> = FuturesUnordered::new();
     // the peer closed its side, or shutdown began: answer what was asked
     // for (long polls end early at shutdown), read nothing more, then close
@@ -226,6 +232,7 @@ async fn connection(
                     }
                 }
             }
+            Some(f) = pushed.recv() => if !write(&mut wr, f, &broker, peer).await { break },
             incoming = rx.recv(), if room_for_more => {
                 let (op, body, room) = match incoming {
                     None => {
@@ -260,9 +267,9 @@ async fn connection(
                     continue;
                 };
                 broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
-                let (b, c) = (broker.clone(), client.clone());
+                let (b, c, s) = (broker.clone(), client.clone(), subs.clone());
                 in_flight.push(Box::pin(async move {
-                    let answer = ops::serve(&b, &c, &id, op, body).await;
+                    let answer = ops::serve(&b, &c, &id, &s, op, body).await;
                     drop(room);
                     answer
                 }));
@@ -272,6 +279,8 @@ async fn connection(
     reader.abort();
     let left = in_flight.len();
     drop(in_flight);
+    // ends every subscription of the connection
+    drop(subs);
     broker
         .metrics
         .in_flight

@@ -19,6 +19,7 @@ use sdk::proto::{self, ErrorCode, ErrorFrame, Message, Request};
 use sdk::wire::WireWrite;
 
 use super::codes::from_kafka;
+use super::subscribe::Subscriptions;
 use super::{frame_of, Answer};
 use crate::broker::Broker;
 use crate::kafka::api::{bridge, s, Client};
@@ -85,7 +86,14 @@ pub(super) fn hello(
 }
 
 /// Serves one request after the hello.
-pub(super) async fn serve(b: &Broker, c: &Client, client_id: &str, op: u8, body: Bytes) -> Answer {
+pub(super) async fn serve(
+    b: &Arc<Broker>,
+    c: &Client,
+    client_id: &Arc<str>,
+    subs: &Subscriptions,
+    op: u8,
+    body: Bytes,
+) -> Answer {
     let correlation = proto::correlation_of(&body).unwrap_or(0);
     let request = match Request::decode(op, body) {
         Ok(r) => r,
@@ -143,12 +151,18 @@ pub(super) async fn serve(b: &Broker, c: &Client, client_id: &str, op: u8, body:
             Answer::Frame(frame_of(&commit_offsets(b, c, client_id, o).await))
         }
         Request::FetchOffsets(o) => Answer::Frame(frame_of(&fetch_offsets(b, o))),
+        Request::Subscribe(r) => subs.subscribe(b, c, client_id, r).await,
+        Request::Credit(r) => {
+            subs.credit(&r);
+            Answer::Nothing
+        }
+        Request::Unsubscribe(r) => subs.unsubscribe(&r),
     }
 }
 
 /// UNKNOWN_TOPIC from Kafka's UNKNOWN_TOPIC_OR_PARTITION when the topic
 /// exists: then it is the partition that does not.
-fn refine(b: &Broker, topic: &str, code: i16) -> ErrorCode {
+pub(super) fn refine(b: &Broker, topic: &str, code: i16) -> ErrorCode {
     let e = from_kafka(code);
     if e == ErrorCode::UNKNOWN_TOPIC && b.catalog.topic(topic).is_some() {
         ErrorCode::UNKNOWN_PARTITION
@@ -157,7 +171,7 @@ fn refine(b: &Broker, topic: &str, code: i16) -> ErrorCode {
     }
 }
 
-fn partition_index(p: u32) -> i32 {
+pub(super) fn partition_index(p: u32) -> i32 {
     // an index past i32::MAX names no partition: the handler says so
     i32::try_from(p).unwrap_or(i32::MAX)
 }

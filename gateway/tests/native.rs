@@ -1007,7 +1007,7 @@ async fn the_rust_client_subscribes_on_tiered_logs() {
 /// partitions as Kafka's partitioner puts them, every acknowledged record
 /// is read back once at its offset, and committed positions are the
 /// group's offsets.
-async fn sdk_round_trip(kind: Logs) {
+async fn sdk_round_trip(kind: Logs, read_mode: sdk::ReadMode) {
     use futures::StreamExt;
     use sdk::{Client, ConsumerConfig, NewTopic, ProducerConfig, Record, StartAt};
 
@@ -1044,6 +1044,7 @@ async fn sdk_round_trip(kind: Logs) {
     let mut consumer = client
         .consumer(ConsumerConfig {
             group: Some("readers".into()),
+            read_mode,
             ..ConsumerConfig::default()
         })
         .unwrap();
@@ -1074,16 +1075,39 @@ async fn sdk_round_trip(kind: Logs) {
         let count = delivered.keys().filter(|(q, _)| *q == p as u32).count() as i64;
         assert_eq!(*c, Some(count), "partition {p}: the next offset to read");
     }
+
+    // a seek reads again from there, and nothing from before it
+    consumer.seek("events", 0, 5).unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(20), consumer.next())
+        .await
+        .expect("a record after the seek")
+        .expect("the stream goes on")
+        .unwrap();
+    assert_eq!((r.partition, r.offset), (0, 5));
+    assert_eq!(
+        Some(String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).as_ref()),
+        delivered.get(&(0, 5)).map(String::as_str)
+    );
     gw.shutdown().await;
     backends.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rust_client_produces_and_consumes_on_disk_logs() {
-    sdk_round_trip(Logs::Disk).await;
+    sdk_round_trip(Logs::Disk, sdk::ReadMode::Fetch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_consumes_pushed_records_on_disk_logs() {
+    sdk_round_trip(Logs::Disk, sdk::ReadMode::Push { window: 64 << 10 }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_consumes_pushed_records_on_tiered_logs() {
+    sdk_round_trip(Logs::Tiered, sdk::ReadMode::Push { window: 64 << 10 }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rust_client_produces_and_consumes_on_tiered_logs() {
-    sdk_round_trip(Logs::Tiered).await;
+    sdk_round_trip(Logs::Tiered, sdk::ReadMode::Fetch).await;
 }

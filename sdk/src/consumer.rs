@@ -42,8 +42,10 @@ use futures::FutureExt;
 use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::error::Error;
+use crate::proto::Start;
 use crate::proto::{self, ErrorCode, FetchPartition, FetchTopic, OffsetSpec};
 use crate::record::{decode_batches, ConsumedRecord};
+use crate::subscription::{Subscription, SubscriptionConfig};
 
 /// How a consumer takes part in a group.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -85,6 +87,20 @@ pub enum OffsetReset {
     Fail,
 }
 
+/// How records reach a [`Consumer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReadMode {
+    /// Long-poll fetches, one in flight per leader for all its partitions.
+    #[default]
+    Fetch,
+    /// A subscription per partition: the server pushes records as they
+    /// are committed, within `window` bytes of credit per partition (at
+    /// least the topics' `max.message.bytes`). On a QUIC connection each
+    /// subscription is its own stream.
+    Push { window: u32 },
+}
+
 /// How a [`Consumer`] fetches.
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
@@ -105,6 +121,9 @@ pub struct ConsumerConfig {
     pub partition_max_bytes: u32,
     /// What an out-of-range offset does (default: back to the earliest).
     pub offset_reset: OffsetReset,
+    /// Fetches or pushed subscriptions (default: fetches). `max_wait`,
+    /// `min_bytes` and the byte limits apply to fetches only.
+    pub read_mode: ReadMode,
 }
 
 impl Default for ConsumerConfig {
@@ -117,6 +136,7 @@ impl Default for ConsumerConfig {
             max_bytes: 50 << 20,
             partition_max_bytes: 1 << 20,
             offset_reset: OffsetReset::Earliest,
+            read_mode: ReadMode::Fetch,
         }
     }
 }
@@ -134,6 +154,9 @@ struct Part {
     resolving: bool,
     /// Out of range with [`OffsetReset::Fail`]: waits for a seek.
     paused: bool,
+    /// With [`ReadMode::Push`]: the open subscription, from `fetch_offset`.
+    sub: Option<Subscription>,
+    subscribing: bool,
     failures: u32,
     retry_at: Option<Instant>,
 }
@@ -152,6 +175,8 @@ impl Part {
             fetching: false,
             resolving: false,
             paused: false,
+            sub: None,
+            subscribing: false,
             failures: 0,
             retry_at: None,
         }
@@ -169,6 +194,11 @@ enum Event {
         result: Result<proto::FetchResponse, Error>,
     },
     Resolved(Vec<(Tp, StartAt, Result<i64, Error>)>),
+    Subscribed {
+        tp: Tp,
+        offset: i64,
+        result: Result<Subscription, Error>,
+    },
     Refreshed(Arc<str>),
 }
 
@@ -228,6 +258,9 @@ impl Consumer {
         }
         if u32::try_from(config.max_wait.as_millis()).is_err() {
             return Err(Error::Config("max_wait is too long".into()));
+        }
+        if config.read_mode == (ReadMode::Push { window: 0 }) {
+            return Err(Error::Config("a push window must be above zero".into()));
         }
         if config.group.as_deref() == Some("") {
             return Err(Error::Config("the group name is empty".into()));
@@ -354,6 +387,8 @@ impl Consumer {
         if let Some(part) = self.parts.get_mut(&tp) {
             part.fetch_offset = Some(offset);
             part.position = Some(offset);
+            // reopened at the new offset (the drop ends it at the server)
+            part.sub = None;
             part.paused = false;
             part.failures = 0;
             part.retry_at = None;
@@ -391,6 +426,9 @@ impl Consumer {
     /// Starts the lookups, refreshes and fetches that can start now.
     fn start_work(&mut self, now: Instant) {
         self.start_resolving(now);
+        if let ReadMode::Push { window } = self.config.read_mode {
+            return self.start_subscribing(now, window);
+        }
         let mut by_node: HashMap<u32, Vec<(Tp, i64)>> = HashMap::new();
         let mut no_leader = Vec::new();
         for (tp, part) in &mut self.parts {
@@ -467,6 +505,82 @@ impl Consumer {
         .boxed()
     }
 
+    /// Opens a subscription for each partition that can have one now.
+    fn start_subscribing(&mut self, now: Instant, window: u32) {
+        for (tp, part) in &mut self.parts {
+            let Some(offset) = part.fetch_offset else {
+                continue;
+            };
+            if part.sub.is_some() || part.subscribing || part.waiting(now) {
+                continue;
+            }
+            part.subscribing = true;
+            let (client, tp) = (self.client.clone(), tp.clone());
+            let config = SubscriptionConfig {
+                window,
+                auto_credit: true,
+            };
+            self.tasks.push(
+                async move {
+                    let result = client
+                        .open_subscription(&tp.0, tp.1, Start::Offset(offset), config)
+                        .await;
+                    Event::Subscribed { tp, offset, result }
+                }
+                .boxed(),
+            );
+        }
+    }
+
+    /// Moves the records the subscriptions have ready into the buffer, a
+    /// bounded number per partition, every partition in turn.
+    fn take_pushed(&mut self, cx: &mut Context<'_>, now: Instant) {
+        const PER_PARTITION: usize = 4096;
+        let mut ended = Vec::new();
+        for (tp, part) in &mut self.parts {
+            let Some(sub) = part.sub.as_mut() else {
+                continue;
+            };
+            for _ in 0..PER_PARTITION {
+                match sub.poll_next_unpin(cx) {
+                    Poll::Ready(Some(Ok(record))) => {
+                        part.fetch_offset = Some(record.offset + 1);
+                        part.buffered += 1;
+                        part.failures = 0;
+                        self.buffer.push_back(record);
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        ended.push((tp.clone(), Some(e)));
+                        break;
+                    }
+                    Poll::Ready(None) => {
+                        ended.push((tp.clone(), None));
+                        break;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+        }
+        for (tp, error) in ended {
+            let Some(part) = self.parts.get_mut(&tp) else {
+                continue;
+            };
+            let Some(sub) = part.sub.take() else {
+                continue;
+            };
+            // go on from the last record taken
+            let offset = sub.position();
+            part.fetch_offset = Some(offset);
+            match error {
+                Some(e) if e.code() == Some(ErrorCode::OFFSET_OUT_OF_RANGE) => {
+                    self.out_of_range(&tp, offset, ErrorCode::OFFSET_OUT_OF_RANGE)
+                }
+                Some(e) => self.failed(&tp, e, now),
+                None => {}
+            }
+        }
+    }
+
     /// Looks up the starting offsets of partitions that have none.
     fn start_resolving(&mut self, now: Instant) {
         let mut wanted = Vec::new();
@@ -505,6 +619,20 @@ impl Consumer {
         match event {
             Event::Refreshed(topic) => {
                 self.refreshing.remove(&topic);
+            }
+            Event::Subscribed { tp, offset, result } => {
+                let Some(part) = self.parts.get_mut(&tp) else {
+                    return;
+                };
+                part.subscribing = false;
+                // sought meanwhile: dropped, and opened again from there
+                if part.fetch_offset != Some(offset) {
+                    return;
+                }
+                match result {
+                    Ok(sub) => part.sub = Some(sub),
+                    Err(e) => self.failed(&tp, e, now),
+                }
             }
             Event::Resolved(found) => {
                 for (tp, start, result) in found {
@@ -569,29 +697,7 @@ impl Consumer {
         match fetched.error {
             ErrorCode::NONE => {}
             ErrorCode::OFFSET_OUT_OF_RANGE => {
-                let code = fetched.error;
-                let Some(part) = self.parts.get_mut(tp) else {
-                    return;
-                };
-                tracing::debug!(topic = %tp.0, partition = tp.1, offset, "offset out of range");
-                match self.config.offset_reset {
-                    OffsetReset::Earliest | OffsetReset::Latest => {
-                        part.start = if self.config.offset_reset == OffsetReset::Earliest {
-                            StartAt::Earliest
-                        } else {
-                            StartAt::Latest
-                        };
-                        part.fetch_offset = None;
-                    }
-                    OffsetReset::Fail => {
-                        part.paused = true;
-                        self.errors.push_back(Error::server(
-                            code,
-                            format!("offset {offset} of {}/{}", tp.0, tp.1),
-                        ));
-                    }
-                }
-                return;
+                return self.out_of_range(tp, offset, fetched.error);
             }
             code => {
                 let e = Error::server(code, format!("fetching {}/{}", tp.0, tp.1));
@@ -621,6 +727,31 @@ impl Consumer {
                 self.buffer.extend(decoded.records);
             }
             Err(e) => self.failed(tp, e, now),
+        }
+    }
+
+    /// Applies the offset reset to a partition whose offset is out of range.
+    fn out_of_range(&mut self, tp: &Tp, offset: i64, code: ErrorCode) {
+        let Some(part) = self.parts.get_mut(tp) else {
+            return;
+        };
+        tracing::debug!(topic = %tp.0, partition = tp.1, offset, "offset out of range");
+        match self.config.offset_reset {
+            OffsetReset::Earliest | OffsetReset::Latest => {
+                part.start = if self.config.offset_reset == OffsetReset::Earliest {
+                    StartAt::Earliest
+                } else {
+                    StartAt::Latest
+                };
+                part.fetch_offset = None;
+            }
+            OffsetReset::Fail => {
+                part.paused = true;
+                self.errors.push_back(Error::server(
+                    code,
+                    format!("offset {offset} of {}/{}", tp.0, tp.1),
+                ));
+            }
         }
     }
 
@@ -764,6 +895,10 @@ impl Stream for Consumer {
                 return Poll::Ready(None);
             }
             let now = Instant::now();
+            this.take_pushed(cx, now);
+            if !this.buffer.is_empty() || !this.errors.is_empty() {
+                continue;
+            }
             this.start_work(now);
             if let Poll::Ready(Some(event)) = this.tasks.poll_next_unpin(cx) {
                 this.handle(event, Instant::now());

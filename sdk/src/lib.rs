@@ -32,7 +32,11 @@
 //! - [`Producer`]: batches per partition, Kafka's partitioner, acks,
 //!   retries, idempotence (no duplicates from retries), `flush`.
 //! - [`Consumer`]: a `futures::Stream` of [`ConsumedRecord`]s from assigned
-//!   partitions, with long-poll fetches, seeks and committed offsets.
+//!   partitions, read by long-poll fetches or pushed by the server
+//!   ([`ReadMode`]), with seeks and committed offsets.
+//! - [`Subscription`]: one partition's records pushed by the server as
+//!   they are committed, within the credit the subscriber grants
+//!   ([`Client::subscribe`]).
 //!   Group membership (rebalancing) is not there yet: see [`Membership`].
 //! - [`Error`]: one error type; [`Error::is_retriable`] says whether trying
 //!   again can help.
@@ -77,7 +81,7 @@ mod testing;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
-pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, StartAt};
+pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, ReadMode, StartAt};
 pub use error::Error;
 pub use producer::{Delivery, Producer, ProducerConfig};
 pub use proto::{Acks, ErrorCode, OffsetSpec};

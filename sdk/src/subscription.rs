@@ -116,27 +116,37 @@ impl Client {
                 "a subscription with automatic credit needs a window above 0".into(),
             ));
         }
+        self.retrying(&[topic], || {
+            self.open_subscription(topic, partition, start, config.clone())
+        })
+        .await
+    }
+
+    /// One attempt at [`Client::subscribe`], at the leader the cached
+    /// metadata names.
+    pub(crate) async fn open_subscription(
+        &self,
+        topic: &str,
+        partition: u32,
+        start: Start,
+        config: SubscriptionConfig,
+    ) -> Result<Subscription, Error> {
         let (start_kind, start_value) = start.to_wire();
-        let (conn, answer, pushes) = self
-            .retrying(&[topic], || async {
-                let node = self.leader(topic, partition).await?;
-                let conn = self.node_conn(node).await?;
-                let request = proto::Subscribe {
-                    correlation: 0,
-                    subscription: 0,
-                    topic: topic.to_owned(),
-                    partition,
-                    start_kind,
-                    start_value,
-                    credit: config.window,
-                };
-                let (answer, pushes) = conn.subscribe(request, self.request_timeout()).await?;
-                if answer.error != ErrorCode::NONE {
-                    return Err(Error::server(answer.error, answer.message));
-                }
-                Ok((conn, answer, pushes))
-            })
-            .await?;
+        let node = self.leader(topic, partition).await?;
+        let conn = self.node_conn(node).await?;
+        let request = proto::Subscribe {
+            correlation: 0,
+            subscription: 0,
+            topic: topic.to_owned(),
+            partition,
+            start_kind,
+            start_value,
+            credit: config.window,
+        };
+        let (answer, pushes) = conn.subscribe(request, self.request_timeout()).await?;
+        if answer.error != ErrorCode::NONE {
+            return Err(Error::server(answer.error, answer.message));
+        }
         Ok(Subscription {
             client: self.clone(),
             conn,

@@ -140,7 +140,9 @@ impl Backends {
 
 /// A broker and its backends, for dispatcher-level tests.
 pub struct TestBroker {
-    pub broker: Broker,
+    /// Shared, as the listeners share it (native subscriptions are tasks
+    /// holding the broker).
+    pub broker: std::sync::Arc<Broker>,
     pub backends: Backends,
 }
 
@@ -152,7 +154,7 @@ impl TestBroker {
     pub async fn start_with(kind: Logs, config: BrokerConfig) -> TestBroker {
         let backends = Backends::start(kind, config.node_id).await;
         TestBroker {
-            broker: backends.broker(config),
+            broker: std::sync::Arc::new(backends.broker(config)),
             backends,
         }
     }

@@ -462,32 +462,9 @@ impl Client {
         group: &str,
         offsets: &[(&str, u32, i64)],
     ) -> Result<(), Error> {
-        let request = proto::CommitOffsets {
-            correlation: 0,
-            group: group.to_owned(),
-            offsets: offsets
-                .iter()
-                .map(|&(topic, partition, offset)| CommittedOffset {
-                    topic: topic.to_owned(),
-                    partition,
-                    offset,
-                    metadata: String::new(),
-                })
-                .collect(),
-        };
+        let request = commit_request(group, offsets);
         self.retrying(&[], || async {
-            let answer = self.call_any(request.clone()).await?;
-            match answer
-                .partitions
-                .iter()
-                .find(|(_, _, e)| *e != ErrorCode::NONE)
-            {
-                None => Ok(()),
-                Some((topic, partition, code)) => Err(Error::server(
-                    *code,
-                    format!("committing {topic}/{partition} for group {group:?}"),
-                )),
-            }
+            commit_outcome(group, &self.call_any(request.clone()).await?)
         })
         .await
     }
@@ -699,6 +676,12 @@ impl Client {
 
     // ------------------------------------------------------------ connections
 
+    /// Remembers the address of a node learnt outside a Metadata answer
+    /// (a group's coordinator), so that [`Client::node_conn`] can reach it.
+    pub(crate) fn learn_node(&self, node: u32, addr: Address) {
+        self.write_cache().nodes.insert(node, addr);
+    }
+
     /// The largest request body `node` accepts, if connected to it.
     pub(crate) fn server_max_frame(&self, node: u32) -> Option<usize> {
         let slot = lock(&self.inner.nodes).get(&node).cloned()?;
@@ -801,6 +784,42 @@ impl Client {
             }
         }
         Err(last.unwrap_or(Error::Closed))
+    }
+}
+
+/// A commit of `offsets` (next offsets to read) for `group`, outside
+/// membership; a member sets its generation and id.
+pub(crate) fn commit_request(group: &str, offsets: &[(&str, u32, i64)]) -> proto::CommitOffsets {
+    proto::CommitOffsets {
+        group: group.to_owned(),
+        offsets: offsets
+            .iter()
+            .map(|&(topic, partition, offset)| CommittedOffset {
+                topic: topic.to_owned(),
+                partition,
+                offset,
+                metadata: String::new(),
+            })
+            .collect(),
+        ..proto::CommitOffsets::default()
+    }
+}
+
+/// The first error of a commit's answer, if any.
+pub(crate) fn commit_outcome(
+    group: &str,
+    answer: &proto::CommitOffsetsResponse,
+) -> Result<(), Error> {
+    match answer
+        .partitions
+        .iter()
+        .find(|(_, _, e)| *e != ErrorCode::NONE)
+    {
+        None => Ok(()),
+        Some((topic, partition, code)) => Err(Error::server(
+            *code,
+            format!("committing {topic}/{partition} for group {group:?}"),
+        )),
     }
 }
 

@@ -90,6 +90,10 @@ calls! {
     ListOffsets => ListOffsetsResponse,
     CommitOffsets => CommitOffsetsResponse,
     FetchOffsets => FetchOffsetsResponse,
+    FindCoordinator => FindCoordinatorResponse,
+    JoinGroup => JoinGroupResponse,
+    Heartbeat => HeartbeatResponse,
+    LeaveGroup => LeaveGroupResponse,
 }
 
 /// A frame as read: operation code and body (correlation id included).

@@ -24,9 +24,10 @@
 //!    not yielded. Other errors are yielded as `Err` items, and the
 //!    partition is tried again after its backoff.
 //!
-//! Server-side consumer groups (join, rebalance) are not in this client
-//! yet: [`Membership::Manual`] is the only membership, and a group is only
-//! where offsets are committed, shared with Kafka clients of the group.
+//! With [`Membership::Group`], [`Consumer::subscribe`] joins the group
+//! instead: the server assigns the partitions, and a background task
+//! (`group.rs`) keeps the membership and hands assignment changes to the
+//! stream, which applies them when polled (see [`GroupOptions`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -42,6 +43,7 @@ use futures::FutureExt;
 use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::error::Error;
+use crate::group::{Change, Group, GroupOptions, Start};
 use crate::proto::{self, ErrorCode, FetchPartition, FetchTopic, OffsetSpec};
 use crate::record::{decode_batches, ConsumedRecord};
 
@@ -50,11 +52,14 @@ use crate::record::{decode_batches, ConsumedRecord};
 #[non_exhaustive]
 pub enum Membership {
     /// The application assigns partitions itself; the group, if any, only
-    /// stores committed offsets. (Joining a group and having partitions
-    /// assigned by rebalancing is a later addition: it will be another
-    /// variant here.)
+    /// stores committed offsets (committed outside membership).
     #[default]
     Manual,
+    /// The consumer joins [`ConsumerConfig::group`] with
+    /// [`Consumer::subscribe`], and the group's coordinator assigns it
+    /// partitions of the subscribed topics, rebalancing them as members
+    /// come and go.
+    Group(GroupOptions),
 }
 
 /// Where a newly assigned partition starts.
@@ -194,8 +199,8 @@ enum Event {
 /// # Ok(()) }
 /// ```
 ///
-/// The stream ends (`None`) only while nothing is assigned; assigning
-/// again revives it.
+/// The stream ends (`None`) only while nothing is assigned and the
+/// consumer is not subscribed to a group; assigning again revives it.
 pub struct Consumer {
     client: Client,
     config: ConsumerConfig,
@@ -207,6 +212,8 @@ pub struct Consumer {
     busy_nodes: HashSet<u32>,
     refreshing: HashSet<Arc<str>>,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The group membership task, once subscribed.
+    group: Option<Group>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -232,6 +239,12 @@ impl Consumer {
         if config.group.as_deref() == Some("") {
             return Err(Error::Config("the group name is empty".into()));
         }
+        if let Membership::Group(options) = &config.membership {
+            if config.group.is_none() {
+                return Err(Error::Config("group membership needs a group name".into()));
+            }
+            options.check()?;
+        }
         Ok(Consumer {
             client,
             config,
@@ -246,7 +259,108 @@ impl Consumer {
             busy_nodes: HashSet::new(),
             refreshing: HashSet::new(),
             timer: None,
+            group: None,
         })
+    }
+
+    /// Joins the consumer's group ([`Membership::Group`]) as a reader of
+    /// `topics`: the group's coordinator assigns this consumer a share of
+    /// their partitions, each read from the group's committed offset (or
+    /// from where [`ConsumerConfig::offset_reset`] says when the group
+    /// committed none), and moves them between the members as members
+    /// join, leave or stop heartbeating. Assignments arrive while the
+    /// stream is polled; the stream does not end while subscribed.
+    pub fn subscribe(&mut self, topics: &[&str]) -> Result<(), Error> {
+        let Membership::Group(options) = &self.config.membership else {
+            return Err(Error::Config(
+                "subscribing needs Membership::Group; assign partitions otherwise".into(),
+            ));
+        };
+        let Some(group) = self.config.group.clone() else {
+            return Err(Error::Config("group membership needs a group name".into()));
+        };
+        if self.group.is_some() {
+            return Err(Error::Config("the consumer is subscribed already".into()));
+        }
+        let topics = topics.iter().map(|t| (*t).to_owned()).collect();
+        self.group = Some(Group::start(
+            self.client.clone(),
+            group,
+            topics,
+            options.clone(),
+        )?);
+        Ok(())
+    }
+
+    /// Ends the consumer: in a group, commits the positions reached (with
+    /// [`GroupOptions::auto_commit`]) and leaves the group, so its
+    /// partitions go to the other members at once. The error is the
+    /// commit's. Dropping the consumer leaves too, without waiting.
+    pub async fn close(mut self) -> Result<(), Error> {
+        match self.group.take() {
+            Some(group) => group.leave(self.positions()).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `(topic, partition, position)` of every partition that has one.
+    fn positions(&self) -> Vec<(String, u32, i64)> {
+        self.assignment()
+            .into_iter()
+            .filter_map(|(t, p)| {
+                let position = self.position(&t, p)?;
+                Some((t, p, position))
+            })
+            .collect()
+    }
+
+    /// Applies the group task's changes: gives partitions up (answering
+    /// with their positions) and takes new ones.
+    fn follow_group(&mut self, cx: &mut Context<'_>) {
+        loop {
+            let change = match self.group.as_mut().map(|g| g.poll_change(cx)) {
+                Some(Poll::Ready(change)) => change,
+                None | Some(Poll::Pending) => return,
+            };
+            match change {
+                Some(Change::Revoke(reply)) => {
+                    let positions = self.positions();
+                    for (topic, _) in self.assignment() {
+                        self.unassign(&topic, None);
+                    }
+                    let _ = reply.send(positions);
+                }
+                Some(Change::Assign(parts)) => {
+                    for (topic, partition, start) in parts {
+                        self.take_assigned(topic, partition, start);
+                    }
+                }
+                Some(Change::Failed(e)) => self.errors.push_back(e),
+                None => self.group = None,
+            }
+        }
+    }
+
+    /// Starts reading a partition the group assigned; its offset is looked
+    /// up while polling when not known.
+    fn take_assigned(&mut self, topic: String, partition: u32, start: Start) {
+        let tp: Tp = (Arc::from(topic.as_str()), partition);
+        let (start, pause) = match (start, self.config.offset_reset) {
+            (Start::At(offset), _) => (StartAt::Offset(offset), false),
+            (Start::Committed, _) => (StartAt::Committed, false),
+            (Start::Reset, OffsetReset::Earliest) => (StartAt::Earliest, false),
+            (Start::Reset, OffsetReset::Latest) => (StartAt::Latest, false),
+            (Start::Reset, OffsetReset::Fail) => (StartAt::Earliest, true),
+        };
+        if pause {
+            self.errors.push_back(Error::Config(format!(
+                "{topic}/{partition} has no committed offset and offset_reset is Fail: seek it"
+            )));
+        }
+        self.drop_buffered(&tp);
+        let mut part = Part::new(start);
+        part.paused = pause;
+        self.parts.insert(tp, part);
     }
 
     /// Assigns partitions of `topic` (all of them with `None`), each to
@@ -362,7 +476,9 @@ impl Consumer {
     }
 
     /// Commits the position of every partition that has one (the offset
-    /// after the last record yielded, or where it started) to the group.
+    /// after the last record yielded, or where it started) to the group;
+    /// as its member when subscribed, which the group refuses once it has
+    /// rebalanced (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS).
     pub async fn commit(&mut self) -> Result<(), Error> {
         let Some(group) = self.config.group.as_deref() else {
             return Err(Error::Config("commit needs a consumer group".into()));
@@ -375,7 +491,10 @@ impl Consumer {
         if offsets.is_empty() {
             return Ok(());
         }
-        self.client.commit_offsets(group, &offsets).await
+        match &self.group {
+            Some(member) => member.commit(&offsets).await,
+            None => self.client.commit_offsets(group, &offsets).await,
+        }
     }
 
     fn drop_buffered(&mut self, tp: &Tp) {
@@ -749,6 +868,7 @@ impl Stream for Consumer {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
+            this.follow_group(cx);
             if let Some(e) = this.errors.pop_front() {
                 return Poll::Ready(Some(Err(e)));
             }
@@ -761,7 +881,16 @@ impl Stream for Consumer {
                 }
             }
             if this.parts.is_empty() {
-                return Poll::Ready(None);
+                if this.group.is_none() {
+                    return Poll::Ready(None);
+                }
+                // waiting for the group to assign something; fetches of
+                // partitions given up still finish
+                if let Poll::Ready(Some(event)) = this.tasks.poll_next_unpin(cx) {
+                    this.handle(event, Instant::now());
+                    continue;
+                }
+                return Poll::Pending;
             }
             let now = Instant::now();
             this.start_work(now);
@@ -780,6 +909,15 @@ impl Stream for Consumer {
                 }
             }
             return Poll::Pending;
+        }
+    }
+}
+
+impl Drop for Consumer {
+    /// Leaves the group (committing with auto-commit) in the background.
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            group.leave_in_background(self.positions());
         }
     }
 }

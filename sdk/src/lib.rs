@@ -32,8 +32,9 @@
 //! - [`Producer`]: batches per partition, Kafka's partitioner, acks,
 //!   retries, idempotence (no duplicates from retries), `flush`.
 //! - [`Consumer`]: a `futures::Stream` of [`ConsumedRecord`]s from assigned
-//!   partitions, with long-poll fetches, seeks and committed offsets.
-//!   Group membership (rebalancing) is not there yet: see [`Membership`].
+//!   partitions, with long-poll fetches, seeks and committed offsets; or,
+//!   with [`Membership::Group`] and [`Consumer::subscribe`], a member of a
+//!   consumer group whose partitions the server assigns and rebalances.
 //! - [`Error`]: one error type; [`Error::is_retriable`] says whether trying
 //!   again can help.
 //!
@@ -67,6 +68,7 @@ mod conn;
 mod consumer;
 pub mod error;
 pub mod frame;
+mod group;
 pub mod partitioner;
 mod producer;
 pub mod proto;
@@ -78,6 +80,7 @@ pub mod wire;
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
 pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, StartAt};
 pub use error::Error;
+pub use group::GroupOptions;
 pub use producer::{Delivery, Producer, ProducerConfig};
 pub use proto::{Acks, ErrorCode, OffsetSpec};
 pub use record::{Compression, ConsumedRecord, Record};

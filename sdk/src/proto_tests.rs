@@ -188,6 +188,14 @@ fn every_message_round_trips_and_refuses_every_truncation() {
             offset: 5,
             metadata: "m".into(),
         }],
+        ..CommitOffsets::default()
+    });
+    round_trip(CommitOffsets {
+        correlation: 10,
+        group: "g".into(),
+        offsets: vec![],
+        generation: 4,
+        member_id: "app-1".into(),
     });
     round_trip(CommitOffsetsResponse {
         correlation: 10,
@@ -210,6 +218,82 @@ fn every_message_round_trips_and_refuses_every_truncation() {
             ErrorCode::NONE,
         )],
     });
+    round_trip(FindCoordinator {
+        correlation: 12,
+        group: "g".into(),
+    });
+    round_trip(FindCoordinatorResponse {
+        correlation: 12,
+        error: ErrorCode::NONE,
+        node_id: 2,
+        host: "h".into(),
+        port: 9091,
+    });
+    round_trip(JoinGroup {
+        correlation: 13,
+        group: "g".into(),
+        member_id: String::new(),
+        topics: vec!["a".into(), "b".into()],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+    });
+    round_trip(JoinGroupResponse {
+        correlation: 13,
+        error: ErrorCode::NONE,
+        generation: 3,
+        member_id: "app-1".into(),
+        assignment: vec![
+            TopicAssignment {
+                topic: "a".into(),
+                partitions: vec![0, 1],
+            },
+            TopicAssignment {
+                topic: "b".into(),
+                partitions: vec![],
+            },
+        ],
+    });
+    round_trip(Heartbeat {
+        correlation: 14,
+        group: "g".into(),
+        member_id: "app-1".into(),
+        generation: 3,
+    });
+    round_trip(HeartbeatResponse(GroupResponse {
+        correlation: 14,
+        error: ErrorCode::REBALANCE_IN_PROGRESS,
+    }));
+    round_trip(LeaveGroup {
+        correlation: 15,
+        group: "g".into(),
+        member_id: "app-1".into(),
+    });
+    round_trip(LeaveGroupResponse(GroupResponse {
+        correlation: 15,
+        error: ErrorCode::NONE,
+    }));
+}
+
+#[test]
+fn a_commit_outside_membership_is_the_default() {
+    let c = CommitOffsets::default();
+    assert_eq!((c.generation, c.member_id.as_str()), (-1, ""));
+}
+
+#[test]
+fn a_join_answer_counting_more_partitions_than_bytes_is_refused_before_allocating() {
+    let mut b = BytesMut::new();
+    b.put_u32(1); // correlation
+    b.put_u16(0); // error
+    b.put_i32(1); // generation
+    b.put_string("m");
+    b.put_u32(1); // one topic
+    b.put_string("t");
+    b.put_u32(u32::MAX); // partitions
+    assert!(matches!(
+        JoinGroupResponse::decode_body(b.freeze()),
+        Err(DecodeError::Count { .. })
+    ));
 }
 
 #[test]

@@ -269,7 +269,10 @@ impl Consumer {
     /// from where [`ConsumerConfig::offset_reset`] says when the group
     /// committed none), and moves them between the members as members
     /// join, leave or stop heartbeating. Assignments arrive while the
-    /// stream is polled; the stream does not end while subscribed.
+    /// stream is polled, so poll it (within the rebalance timeout) for a
+    /// rebalance to go on; the stream does not end while subscribed. The
+    /// group decides the assignment: do not [`assign`](Consumer::assign)
+    /// or [`unassign`](Consumer::unassign) partitions yourself meanwhile.
     pub fn subscribe(&mut self, topics: &[&str]) -> Result<(), Error> {
         let Membership::Group(options) = &self.config.membership else {
             return Err(Error::Config(

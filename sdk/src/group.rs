@@ -62,9 +62,13 @@ pub struct GroupOptions {
     /// Time between heartbeats; `None` for a third of the session timeout.
     pub heartbeat_interval: Option<Duration>,
     /// Commit the positions reached when partitions are given up
-    /// (rebalance) and when the consumer closes (default true). Without
-    /// it, a partition's next owner starts at the last offset the
-    /// application committed, so records read since are read again.
+    /// (rebalance) and when the consumer closes or is dropped (default
+    /// true). There is no periodic commit: call
+    /// [`Consumer::commit`](crate::Consumer::commit) for that. A member the
+    /// group removed (its session expired) can no longer commit, and
+    /// without auto-commit a partition's next owner starts at the last
+    /// offset the application committed: either way, records read since
+    /// are read again.
     pub auto_commit: bool,
 }
 

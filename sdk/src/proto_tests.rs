@@ -368,3 +368,54 @@ proptest! {
         prop_assert_eq!(Produce::decode_body(frame.slice(HEADER_LEN..)), Ok(m));
     }
 }
+
+#[test]
+fn every_error_code_is_in_the_protocol_document_with_its_retriability() {
+    let doc = include_str!("../../docs/native-protocol.md");
+    for c in ErrorCode::ALL {
+        let retriable = if c.is_retriable() { "yes" } else { "no" };
+        let row = format!("| {} | {} | {} |", c.0, c.name(), retriable);
+        assert!(
+            doc.contains(&row),
+            "docs/native-protocol.md lacks the row {row:?}"
+        );
+    }
+}
+
+#[test]
+fn the_worked_join_group_example_is_what_the_encoders_write() {
+    let join = JoinGroup {
+        correlation: 5,
+        group: "billing".into(),
+        member_id: String::new(),
+        topics: vec!["events".into()],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+    };
+    let hex = |b: &[u8]| {
+        b.iter()
+            .map(|x| format!("{x:02X}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        hex(&join.to_frame()),
+        "AE 01 11 00 00 00 23 00 00 00 05 00 07 62 69 6C 6C 69 6E 67 00 00 00 00 00 01 \
+         00 06 65 76 65 6E 74 73 00 00 27 10 00 00 75 30"
+    );
+    let answer = JoinGroupResponse {
+        correlation: 5,
+        error: ErrorCode::NONE,
+        generation: 1,
+        member_id: "demo-a1b2-1".into(),
+        assignment: vec![TopicAssignment {
+            topic: "events".into(),
+            partitions: vec![0, 1],
+        }],
+    };
+    assert_eq!(
+        hex(&answer.to_frame()),
+        "AE 01 91 00 00 00 2F 00 00 00 05 00 00 00 00 00 01 00 0B 64 65 6D 6F 2D 61 31 62 \
+         32 2D 31 00 00 00 01 00 06 65 76 65 6E 74 73 00 00 00 02 00 00 00 00 00 00 00 01"
+    );
+}

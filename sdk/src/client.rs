@@ -482,28 +482,7 @@ impl Client {
             partitions: partitions.iter().map(|&(t, p)| (t.to_owned(), p)).collect(),
         };
         self.retrying(&[], || async {
-            let answer = self.call_any(request.clone()).await?;
-            partitions
-                .iter()
-                .map(|&(topic, partition)| {
-                    let found = answer
-                        .offsets
-                        .iter()
-                        .find(|(o, _)| o.topic == topic && o.partition == partition);
-                    match found {
-                        None => Err(Error::Protocol(format!(
-                            "no committed offset of {topic}/{partition} in the answer"
-                        ))),
-                        Some((_, code)) if *code != ErrorCode::NONE => Err(Error::server(
-                            *code,
-                            format!(
-                                "reading the offset of {topic}/{partition} for group {group:?}"
-                            ),
-                        )),
-                        Some((o, _)) => Ok((o.offset >= 0).then_some(o.offset)),
-                    }
-                })
-                .collect()
+            committed_outcome(group, partitions, &self.call_any(request.clone()).await?)
         })
         .await
     }
@@ -803,6 +782,34 @@ pub(crate) fn commit_request(group: &str, offsets: &[(&str, u32, i64)]) -> proto
             .collect(),
         ..proto::CommitOffsets::default()
     }
+}
+
+/// The committed offsets of a FetchOffsets answer, in the order of
+/// `partitions`; `None` where the group committed nothing.
+pub(crate) fn committed_outcome(
+    group: &str,
+    partitions: &[(&str, u32)],
+    answer: &proto::FetchOffsetsResponse,
+) -> Result<Vec<Option<i64>>, Error> {
+    partitions
+        .iter()
+        .map(|&(topic, partition)| {
+            let found = answer
+                .offsets
+                .iter()
+                .find(|(o, _)| o.topic == topic && o.partition == partition);
+            match found {
+                None => Err(Error::Protocol(format!(
+                    "no committed offset of {topic}/{partition} in the answer"
+                ))),
+                Some((_, code)) if *code != ErrorCode::NONE => Err(Error::server(
+                    *code,
+                    format!("reading the offset of {topic}/{partition} for group {group:?}"),
+                )),
+                Some((o, _)) => Ok((o.offset >= 0).then_some(o.offset)),
+            }
+        })
+        .collect()
 }
 
 /// The first error of a commit's answer, if any.

@@ -42,7 +42,7 @@ use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::bootstrap::Address;
-use crate::client::{commit_outcome, commit_request, Client};
+use crate::client::{commit_outcome, commit_request, committed_outcome, Client};
 use crate::conn::Conn;
 use crate::error::Error;
 use crate::proto::{self, ErrorCode};
@@ -489,8 +489,10 @@ impl Task {
         self.heartbeat_until_rebalance(commands, member).await
     }
 
-    /// Where each assigned partition starts: the group's committed offset.
-    async fn starts(&self, assigned: &[(String, u32)]) -> Vec<(String, u32, Start)> {
+    /// Where each assigned partition starts: the group's committed offset,
+    /// asked of the coordinator, where the members commit (a server reads
+    /// its own writes; another one's copy of the offsets may lag).
+    async fn starts(&mut self, assigned: &[(String, u32)]) -> Vec<(String, u32, Start)> {
         if assigned.is_empty() {
             return Vec::new();
         }
@@ -501,7 +503,30 @@ impl Task {
             let _ = self.client.route(t).await;
         }
         let pairs: Vec<(&str, u32)> = assigned.iter().map(|(t, p)| (t.as_str(), *p)).collect();
-        let found = self.client.committed_offsets(&self.group, &pairs).await;
+        let request = proto::FetchOffsets {
+            correlation: 0,
+            group: self.group.clone(),
+            partitions: assigned.to_vec(),
+        };
+        let mut found = Err(Error::Closed);
+        for attempt in 1..=3 {
+            found = match self.coordinator_conn().await {
+                Ok((_, conn)) => match conn
+                    .call(request.clone(), self.client.request_timeout())
+                    .await
+                {
+                    Ok(answer) => committed_outcome(&self.group, &pairs, &answer),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match &found {
+                Err(e) if e.is_retriable() => {
+                    tokio::time::sleep(self.backoff.jittered(attempt)).await;
+                }
+                _ => break,
+            }
+        }
         assigned
             .iter()
             .enumerate()

@@ -15,13 +15,36 @@ impl Consumer {
     /// Joins the consumer's group ([`Membership::Group`]) as a reader of
     /// `topics`: the group's coordinator assigns this consumer a share of
     /// their partitions, each read from the group's committed offset (or
-    /// from where [`ConsumerConfig::offset_reset`](crate::ConsumerConfig::offset_reset) says when the group
-    /// committed none), and moves them between the members as members
-    /// join, leave or stop heartbeating. Assignments arrive while the
-    /// stream is polled, so poll it (within the rebalance timeout) for a
-    /// rebalance to go on; the stream does not end while subscribed. The
-    /// group decides the assignment: do not [`assign`](Consumer::assign)
-    /// or [`unassign`](Consumer::unassign) partitions yourself meanwhile.
+    /// from where [`ConsumerConfig::offset_reset`](crate::ConsumerConfig::offset_reset)
+    /// says when the group committed none), and moves them between the
+    /// members as members join, leave or stop heartbeating. Assignments
+    /// arrive while the stream is polled, so poll it (within the rebalance
+    /// timeout) for a rebalance to go on; the stream does not end while
+    /// subscribed. The group decides the assignment: do not
+    /// [`assign`](Consumer::assign) or [`unassign`](Consumer::unassign)
+    /// partitions yourself meanwhile.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), sdk::Error> {
+    /// use futures::StreamExt;
+    /// use sdk::{Client, ConsumerConfig, GroupOptions, Membership};
+    ///
+    /// let client = Client::connect("aero://localhost:9091").await?;
+    /// let mut consumer = client.consumer(ConsumerConfig {
+    ///     group: Some("billing".into()),
+    ///     membership: Membership::Group(GroupOptions::default()),
+    ///     ..ConsumerConfig::default()
+    /// })?;
+    /// consumer.subscribe(&["events"])?;
+    /// for _ in 0..100 {
+    ///     let Some(record) = consumer.next().await else { break };
+    ///     let record = record?;
+    ///     println!("{}@{}: {:?}", record.partition, record.offset, record.value);
+    /// }
+    /// // commits the positions reached and leaves, so the others take over
+    /// consumer.close().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn subscribe(&mut self, topics: &[&str]) -> Result<(), Error> {
         let Membership::Group(options) = &self.config.membership else {
             return Err(Error::Config(

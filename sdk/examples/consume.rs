@@ -1,12 +1,21 @@
 //! Prints the value of each record of a topic on its own line (lossy
-//! UTF-8), from all its partitions.
+//! UTF-8), from all its partitions, or, with `--group`, from the
+//! partitions the group assigns this member.
 //!
 //! ```text
 //! cargo run -p sdk --example consume -- --bootstrap aero://localhost:9091 --topic events \
 //!     --from earliest --count 10
+//! cargo run -p sdk --example consume -- --bootstrap aero://localhost:9091 --topic events \
+//!     --group billing
 //! ```
 //!
-//! Exits after `--count` records; without it, runs until interrupted.
+//! Exits after `--count` records; without it, runs until interrupted
+//! (Ctrl-C or SIGTERM). With `--group` it joins the consumer group and
+//! reads the partitions the group gives it, each from the group's
+//! committed offset (from `--from`, earliest or latest, where the group
+//! committed none); when it ends, by count or by signal, it commits the
+//! positions it reached and leaves the group, whose other members then
+//! take its partitions over.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -14,7 +23,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use futures::StreamExt;
-use sdk::{Client, ConsumerConfig, StartAt};
+use sdk::{Client, ConsumerConfig, GroupOptions, Membership, OffsetReset, StartAt};
 
 #[derive(Parser, Debug)]
 #[command(about = "Print the values of a topic's records")]
@@ -25,12 +34,17 @@ struct Args {
     /// Topic to read
     #[arg(long)]
     topic: String,
-    /// Where every partition starts: earliest, latest or an offset
+    /// Where every partition starts: earliest, latest or an offset. With
+    /// --group, where a partition the group committed no offset for starts
+    /// (earliest or latest).
     #[arg(long, default_value = "earliest", value_parser = parse_from)]
     from: StartAt,
-    /// Exit after this many records (default: run forever)
+    /// Exit after this many records (default: run until interrupted)
     #[arg(long)]
     count: Option<u64>,
+    /// Join this consumer group and read the partitions it assigns
+    #[arg(long)]
+    group: Option<String>,
 }
 
 fn parse_from(s: &str) -> Result<StartAt, String> {
@@ -44,21 +58,66 @@ fn parse_from(s: &str) -> Result<StartAt, String> {
     }
 }
 
+/// The consumer settings for the arguments.
+fn config(args: &Args) -> anyhow::Result<ConsumerConfig> {
+    let Some(group) = &args.group else {
+        return Ok(ConsumerConfig::default());
+    };
+    let offset_reset = match args.from {
+        StartAt::Earliest => OffsetReset::Earliest,
+        StartAt::Latest => OffsetReset::Latest,
+        other => anyhow::bail!("--from {other:?} does not go with --group: use earliest or latest"),
+    };
+    Ok(ConsumerConfig {
+        group: Some(group.clone()),
+        membership: Membership::Group(GroupOptions::default()),
+        offset_reset,
+        ..ConsumerConfig::default()
+    })
+}
+
+/// Resolves on Ctrl-C or, on Unix, SIGTERM.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
     let client = Client::connect(&args.bootstrap)
         .await
         .with_context(|| format!("connecting to {}", args.bootstrap))?;
-    let mut consumer = client.consumer(ConsumerConfig::default())?;
-    consumer
-        .assign(&args.topic, None, args.from)
-        .await
-        .with_context(|| format!("assigning {}", args.topic))?;
+    let mut consumer = client.consumer(config(&args)?)?;
+    if args.group.is_some() {
+        consumer
+            .subscribe(&[&args.topic])
+            .with_context(|| format!("subscribing to {}", args.topic))?;
+    } else {
+        consumer
+            .assign(&args.topic, None, args.from)
+            .await
+            .with_context(|| format!("assigning {}", args.topic))?;
+    }
     let mut seen = 0u64;
     let stdout = std::io::stdout();
+    let mut stop = std::pin::pin!(interrupted());
     while args.count.is_none_or(|n| seen < n) {
-        let Some(record) = consumer.next().await else {
+        let record = tokio::select! {
+            record = consumer.next() => record,
+            () = &mut stop => break,
+        };
+        let Some(record) = record else {
             break;
         };
         let record = record?;
@@ -66,10 +125,15 @@ async fn main() -> anyhow::Result<ExitCode> {
         let mut out = stdout.lock();
         if writeln!(out, "{}", String::from_utf8_lossy(value)).is_err() {
             // The reader went away (e.g. `| head`): nothing more to do.
-            return Ok(ExitCode::SUCCESS);
+            break;
         }
         seen += 1;
     }
+    // in a group: commit where this member got to, and leave
+    consumer
+        .close()
+        .await
+        .context("committing the positions reached")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -84,5 +148,20 @@ mod tests {
         assert_eq!(parse_from("42"), Ok(StartAt::Offset(42)));
         assert!(parse_from("-1").is_err());
         assert!(parse_from("soon").is_err());
+    }
+
+    #[test]
+    fn a_group_member_starts_where_the_group_committed_or_at_the_reset() {
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["consume", "--bootstrap", "aero://h:1", "--topic", "t"];
+            argv.extend_from_slice(extra);
+            Args::parse_from(argv)
+        };
+        assert_eq!(config(&args(&[])).unwrap().membership, Membership::Manual);
+        let member = config(&args(&["--group", "g", "--from", "latest"])).unwrap();
+        assert_eq!(member.group.as_deref(), Some("g"));
+        assert!(matches!(member.membership, Membership::Group(_)));
+        assert_eq!(member.offset_reset, OffsetReset::Latest);
+        assert!(config(&args(&["--group", "g", "--from", "5"])).is_err());
     }
 }

@@ -462,32 +462,9 @@ impl Client {
         group: &str,
         offsets: &[(&str, u32, i64)],
     ) -> Result<(), Error> {
-        let request = proto::CommitOffsets {
-            correlation: 0,
-            group: group.to_owned(),
-            offsets: offsets
-                .iter()
-                .map(|&(topic, partition, offset)| CommittedOffset {
-                    topic: topic.to_owned(),
-                    partition,
-                    offset,
-                    metadata: String::new(),
-                })
-                .collect(),
-        };
+        let request = commit_request(group, offsets);
         self.retrying(&[], || async {
-            let answer = self.call_any(request.clone()).await?;
-            match answer
-                .partitions
-                .iter()
-                .find(|(_, _, e)| *e != ErrorCode::NONE)
-            {
-                None => Ok(()),
-                Some((topic, partition, code)) => Err(Error::server(
-                    *code,
-                    format!("committing {topic}/{partition} for group {group:?}"),
-                )),
-            }
+            commit_outcome(group, &self.call_any(request.clone()).await?)
         })
         .await
     }
@@ -505,28 +482,7 @@ impl Client {
             partitions: partitions.iter().map(|&(t, p)| (t.to_owned(), p)).collect(),
         };
         self.retrying(&[], || async {
-            let answer = self.call_any(request.clone()).await?;
-            partitions
-                .iter()
-                .map(|&(topic, partition)| {
-                    let found = answer
-                        .offsets
-                        .iter()
-                        .find(|(o, _)| o.topic == topic && o.partition == partition);
-                    match found {
-                        None => Err(Error::Protocol(format!(
-                            "no committed offset of {topic}/{partition} in the answer"
-                        ))),
-                        Some((_, code)) if *code != ErrorCode::NONE => Err(Error::server(
-                            *code,
-                            format!(
-                                "reading the offset of {topic}/{partition} for group {group:?}"
-                            ),
-                        )),
-                        Some((o, _)) => Ok((o.offset >= 0).then_some(o.offset)),
-                    }
-                })
-                .collect()
+            committed_outcome(group, partitions, &self.call_any(request.clone()).await?)
         })
         .await
     }
@@ -703,6 +659,12 @@ impl Client {
 
     // ------------------------------------------------------------ connections
 
+    /// Remembers the address of a node learnt outside a Metadata answer
+    /// (a group's coordinator), so that [`Client::node_conn`] can reach it.
+    pub(crate) fn learn_node(&self, node: u32, addr: Address) {
+        self.write_cache().nodes.insert(node, addr);
+    }
+
     /// The largest request body `node` accepts, if connected to it.
     pub(crate) fn server_max_frame(&self, node: u32) -> Option<usize> {
         let slot = lock(&self.inner.nodes).get(&node).cloned()?;
@@ -805,6 +767,70 @@ impl Client {
             }
         }
         Err(last.unwrap_or(Error::Closed))
+    }
+}
+
+/// A commit of `offsets` (next offsets to read) for `group`, outside
+/// membership; a member sets its generation and id.
+pub(crate) fn commit_request(group: &str, offsets: &[(&str, u32, i64)]) -> proto::CommitOffsets {
+    proto::CommitOffsets {
+        group: group.to_owned(),
+        offsets: offsets
+            .iter()
+            .map(|&(topic, partition, offset)| CommittedOffset {
+                topic: topic.to_owned(),
+                partition,
+                offset,
+                metadata: String::new(),
+            })
+            .collect(),
+        ..proto::CommitOffsets::default()
+    }
+}
+
+/// The committed offsets of a FetchOffsets answer, in the order of
+/// `partitions`; `None` where the group committed nothing.
+pub(crate) fn committed_outcome(
+    group: &str,
+    partitions: &[(&str, u32)],
+    answer: &proto::FetchOffsetsResponse,
+) -> Result<Vec<Option<i64>>, Error> {
+    partitions
+        .iter()
+        .map(|&(topic, partition)| {
+            let found = answer
+                .offsets
+                .iter()
+                .find(|(o, _)| o.topic == topic && o.partition == partition);
+            match found {
+                None => Err(Error::Protocol(format!(
+                    "no committed offset of {topic}/{partition} in the answer"
+                ))),
+                Some((_, code)) if *code != ErrorCode::NONE => Err(Error::server(
+                    *code,
+                    format!("reading the offset of {topic}/{partition} for group {group:?}"),
+                )),
+                Some((o, _)) => Ok((o.offset >= 0).then_some(o.offset)),
+            }
+        })
+        .collect()
+}
+
+/// The first error of a commit's answer, if any.
+pub(crate) fn commit_outcome(
+    group: &str,
+    answer: &proto::CommitOffsetsResponse,
+) -> Result<(), Error> {
+    match answer
+        .partitions
+        .iter()
+        .find(|(_, _, e)| *e != ErrorCode::NONE)
+    {
+        None => Ok(()),
+        Some((topic, partition, code)) => Err(Error::server(
+            *code,
+            format!("committing {topic}/{partition} for group {group:?}"),
+        )),
     }
 }
 

@@ -92,6 +92,10 @@ calls! {
     FetchOffsets => FetchOffsetsResponse,
     Subscribe => SubscribeResponse,
     Unsubscribe => UnsubscribeResponse,
+    FindCoordinator => FindCoordinatorResponse,
+    JoinGroup => JoinGroupResponse,
+    Heartbeat => HeartbeatResponse,
+    LeaveGroup => LeaveGroupResponse,
 }
 
 /// A frame as read: operation code and body (correlation id included).

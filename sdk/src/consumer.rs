@@ -24,9 +24,10 @@
 //!    not yielded. Other errors are yielded as `Err` items, and the
 //!    partition is tried again after its backoff.
 //!
-//! Server-side consumer groups (join, rebalance) are not in this client
-//! yet: [`Membership::Manual`] is the only membership, and a group is only
-//! where offsets are committed, shared with Kafka clients of the group.
+//! With [`Membership::Group`], [`Consumer::subscribe`] joins the group
+//! instead: the server assigns the partitions, and a background task
+//! (`group.rs`) keeps the membership and hands assignment changes to the
+//! stream, which applies them when polled (see [`GroupOptions`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -42,6 +43,7 @@ use futures::FutureExt;
 use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::error::Error;
+use crate::group::{Group, GroupOptions};
 use crate::proto::Start;
 use crate::proto::{self, ErrorCode, FetchPartition, FetchTopic, OffsetSpec};
 use crate::record::{decode_batches, ConsumedRecord};
@@ -52,11 +54,14 @@ use crate::subscription::{Subscription, SubscriptionConfig};
 #[non_exhaustive]
 pub enum Membership {
     /// The application assigns partitions itself; the group, if any, only
-    /// stores committed offsets. (Joining a group and having partitions
-    /// assigned by rebalancing is a later addition: it will be another
-    /// variant here.)
+    /// stores committed offsets (committed outside membership).
     #[default]
     Manual,
+    /// The consumer joins [`ConsumerConfig::group`] with
+    /// [`Consumer::subscribe`], and the group's coordinator assigns it
+    /// partitions of the subscribed topics, rebalancing them as members
+    /// come and go.
+    Group(GroupOptions),
 }
 
 /// Where a newly assigned partition starts.
@@ -224,8 +229,8 @@ enum Event {
 /// # Ok(()) }
 /// ```
 ///
-/// The stream ends (`None`) only while nothing is assigned; assigning
-/// again revives it.
+/// The stream ends (`None`) only while nothing is assigned and the
+/// consumer is not subscribed to a group; assigning again revives it.
 pub struct Consumer {
     client: Client,
     config: ConsumerConfig,
@@ -237,6 +242,8 @@ pub struct Consumer {
     busy_nodes: HashSet<u32>,
     refreshing: HashSet<Arc<str>>,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The group membership task, once subscribed.
+    group: Option<Group>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -265,6 +272,12 @@ impl Consumer {
         if config.group.as_deref() == Some("") {
             return Err(Error::Config("the group name is empty".into()));
         }
+        if let Membership::Group(options) = &config.membership {
+            if config.group.is_none() {
+                return Err(Error::Config("group membership needs a group name".into()));
+            }
+            options.check()?;
+        }
         Ok(Consumer {
             client,
             config,
@@ -279,6 +292,7 @@ impl Consumer {
             busy_nodes: HashSet::new(),
             refreshing: HashSet::new(),
             timer: None,
+            group: None,
         })
     }
 
@@ -397,7 +411,9 @@ impl Consumer {
     }
 
     /// Commits the position of every partition that has one (the offset
-    /// after the last record yielded, or where it started) to the group.
+    /// after the last record yielded, or where it started) to the group;
+    /// as its member when subscribed, which the group refuses once it has
+    /// rebalanced (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS).
     pub async fn commit(&mut self) -> Result<(), Error> {
         let Some(group) = self.config.group.as_deref() else {
             return Err(Error::Config("commit needs a consumer group".into()));
@@ -410,7 +426,10 @@ impl Consumer {
         if offsets.is_empty() {
             return Ok(());
         }
-        self.client.commit_offsets(group, &offsets).await
+        match &self.group {
+            Some(member) => member.commit(&offsets).await,
+            None => self.client.commit_offsets(group, &offsets).await,
+        }
     }
 
     fn drop_buffered(&mut self, tp: &Tp) {
@@ -880,6 +899,7 @@ impl Stream for Consumer {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
+            this.follow_group(cx);
             if let Some(e) = this.errors.pop_front() {
                 return Poll::Ready(Some(Err(e)));
             }
@@ -892,7 +912,16 @@ impl Stream for Consumer {
                 }
             }
             if this.parts.is_empty() {
-                return Poll::Ready(None);
+                if this.group.is_none() {
+                    return Poll::Ready(None);
+                }
+                // waiting for the group to assign something; fetches of
+                // partitions given up still finish
+                if let Poll::Ready(Some(event)) = this.tasks.poll_next_unpin(cx) {
+                    this.handle(event, Instant::now());
+                    continue;
+                }
+                return Poll::Pending;
             }
             let now = Instant::now();
             this.take_pushed(cx, now);
@@ -925,6 +954,9 @@ impl Client {
         Consumer::new(self.clone(), config)
     }
 }
+
+// Group membership: subscribe, close, and applying the group's changes.
+mod membership;
 
 #[cfg(test)]
 #[path = "consumer_tests.rs"]

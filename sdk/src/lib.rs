@@ -33,11 +33,12 @@
 //!   retries, idempotence (no duplicates from retries), `flush`.
 //! - [`Consumer`]: a `futures::Stream` of [`ConsumedRecord`]s from assigned
 //!   partitions, read by long-poll fetches or pushed by the server
-//!   ([`ReadMode`]), with seeks and committed offsets.
+//!   ([`ReadMode`]), with seeks and committed offsets; or, with
+//!   [`Membership::Group`] and [`Consumer::subscribe`], a member of a
+//!   consumer group whose partitions the server assigns and rebalances.
 //! - [`Subscription`]: one partition's records pushed by the server as
 //!   they are committed, within the credit the subscriber grants
 //!   ([`Client::subscribe`]).
-//!   Group membership (rebalancing) is not there yet: see [`Membership`].
 //! - [`Error`]: one error type; [`Error::is_retriable`] says whether trying
 //!   again can help.
 //!
@@ -71,6 +72,7 @@ mod conn;
 mod consumer;
 pub mod error;
 pub mod frame;
+mod group;
 pub mod partitioner;
 mod producer;
 pub mod proto;
@@ -83,6 +85,7 @@ pub mod wire;
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
 pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, ReadMode, StartAt};
 pub use error::Error;
+pub use group::GroupOptions;
 pub use producer::{Delivery, Producer, ProducerConfig};
 pub use proto::{Acks, ErrorCode, OffsetSpec};
 pub use record::{Compression, ConsumedRecord, Record};

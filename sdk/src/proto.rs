@@ -37,6 +37,10 @@ pub mod op {
     pub const CREDIT: u8 = 0x0E;
     /// Ends a subscription.
     pub const UNSUBSCRIBE: u8 = 0x0F;
+    pub const FIND_COORDINATOR: u8 = 0x10;
+    pub const JOIN_GROUP: u8 = 0x11;
+    pub const HEARTBEAT: u8 = 0x12;
+    pub const LEAVE_GROUP: u8 = 0x13;
     /// Sent by the server, unasked, right before it closes a connection it
     /// cannot go on serving (bad frame, failed hello).
     pub const ERROR: u8 = 0x7F;
@@ -119,9 +123,16 @@ error_codes! {
     GROUP_BUSY = 29, false, "the group has members managed by its coordinator; offsets are committed through membership";
     UNAUTHORIZED = 30, false, "the client is not allowed to do this";
     INVALID_ACKS = 31, false, "acks must be 0, 1 or -1";
-    DUPLICATE_SUBSCRIPTION = 32, false, "the subscription id is already open on this connection";
-    TOO_MANY_SUBSCRIPTIONS = 33, false, "the connection has as many subscriptions open as the server allows";
-    UNKNOWN_SUBSCRIPTION = 34, false, "no subscription with this id is open on this connection";
+    NOT_COORDINATOR = 32, true, "this server does not coordinate the group; find its coordinator again";
+    REBALANCE_IN_PROGRESS = 33, false, "the group is rebalancing: give up the partitions and join again";
+    ILLEGAL_GENERATION = 34, false, "the generation is not the group's current one: join again";
+    UNKNOWN_MEMBER = 35, false, "the group has no member of this id (it left or its session expired): join again as a new member";
+    INCONSISTENT_GROUP_PROTOCOL = 36, false, "the group's members are of another kind (Kafka consumers) or the request does not fit the group";
+    INVALID_SESSION_TIMEOUT = 37, false, "the session timeout is outside the server's group.min.session.timeout.ms..group.max.session.timeout.ms";
+    GROUP_FULL = 38, false, "the group has group.max.size members already";
+    DUPLICATE_SUBSCRIPTION = 39, false, "the subscription id is already open on this connection";
+    TOO_MANY_SUBSCRIPTIONS = 40, false, "the connection has as many subscriptions open as the server allows";
+    UNKNOWN_SUBSCRIPTION = 41, false, "no subscription with this id is open on this connection";
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -1024,13 +1035,32 @@ pub struct CommittedOffset {
     pub metadata: String,
 }
 
-/// Commits offsets for a group outside any membership (generation -1), as
-/// Kafka's standalone consumers do; Kafka clients of the group see them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Commits offsets for a group, where Kafka clients of the group see
+/// them too: outside any membership (generation -1 and no member id), as
+/// Kafka's standalone consumers do, or as a member of the group
+/// ([`JoinGroup`]), with the generation and member id its join gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitOffsets {
     pub correlation: u32,
     pub group: String,
     pub offsets: Vec<CommittedOffset>,
+    /// The member's generation; -1 outside membership.
+    pub generation: i32,
+    /// The member's id; empty outside membership.
+    pub member_id: String,
+}
+
+impl Default for CommitOffsets {
+    /// A commit outside membership.
+    fn default() -> Self {
+        CommitOffsets {
+            correlation: 0,
+            group: String::new(),
+            offsets: Vec::new(),
+            generation: -1,
+            member_id: String::new(),
+        }
+    }
 }
 
 message!(
@@ -1046,6 +1076,8 @@ message!(
             b.put_i64(o.offset);
             b.put_string(&o.metadata);
         }
+        b.put_i32(s.generation);
+        b.put_string(&s.member_id);
     },
     |r| {
         Ok(CommitOffsets {
@@ -1059,6 +1091,8 @@ message!(
                     metadata: r.string("metadata")?,
                 })
             })?,
+            generation: r.i32("generation")?,
+            member_id: r.string("member id")?,
         })
     }
 );
@@ -1170,6 +1204,248 @@ message!(
     }
 );
 
+// ---------------------------------------------------------------- groups
+
+/// Asks which server coordinates a consumer group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FindCoordinator {
+    pub correlation: u32,
+    pub group: String,
+}
+
+message!(
+    FindCoordinator,
+    op::FIND_COORDINATOR,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.group);
+    },
+    |r| {
+        Ok(FindCoordinator {
+            correlation: r.u32("correlation id")?,
+            group: r.string("group")?,
+        })
+    }
+);
+
+/// The server coordinating a group, at its native address.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FindCoordinatorResponse {
+    pub correlation: u32,
+    pub error: ErrorCode,
+    pub node_id: u32,
+    /// Empty on error.
+    pub host: String,
+    /// 0 on error.
+    pub port: u16,
+}
+
+message!(
+    FindCoordinatorResponse,
+    op::FIND_COORDINATOR | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u16(s.error.0);
+        b.put_u32(s.node_id);
+        b.put_string(&s.host);
+        b.put_u16(s.port);
+    },
+    |r| {
+        Ok(FindCoordinatorResponse {
+            correlation: r.u32("correlation id")?,
+            error: ErrorCode(r.u16("error")?),
+            node_id: r.u32("node id")?,
+            host: r.string("host")?,
+            port: r.u16("port")?,
+        })
+    }
+);
+
+/// Joins a consumer group (or rejoins it after a rebalance) and waits for
+/// the member's share of the subscribed topics' partitions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JoinGroup {
+    pub correlation: u32,
+    pub group: String,
+    /// Empty on a first join; the id the last join gave afterwards.
+    pub member_id: String,
+    /// The topics the member reads.
+    pub topics: Vec<String>,
+    /// How long the member stays in the group without a heartbeat.
+    pub session_timeout_ms: u32,
+    /// How long a rebalance waits for the members to join again.
+    pub rebalance_timeout_ms: u32,
+}
+
+message!(
+    JoinGroup,
+    op::JOIN_GROUP,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.group);
+        b.put_string(&s.member_id);
+        b.put_count(s.topics.len());
+        for t in &s.topics {
+            b.put_string(t);
+        }
+        b.put_u32(s.session_timeout_ms);
+        b.put_u32(s.rebalance_timeout_ms);
+    },
+    |r| {
+        Ok(JoinGroup {
+            correlation: r.u32("correlation id")?,
+            group: r.string("group")?,
+            member_id: r.string("member id")?,
+            topics: r.array("topics", 2, |r| r.string("topic"))?,
+            session_timeout_ms: r.u32("session timeout")?,
+            rebalance_timeout_ms: r.u32("rebalance timeout")?,
+        })
+    }
+);
+
+/// Partitions of one topic assigned to a member.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TopicAssignment {
+    pub topic: String,
+    pub partitions: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JoinGroupResponse {
+    pub correlation: u32,
+    pub error: ErrorCode,
+    /// The generation the member belongs to; -1 on error.
+    pub generation: i32,
+    /// The member's id (given on a first join); the request's on error.
+    pub member_id: String,
+    /// The member's partitions; empty on error.
+    pub assignment: Vec<TopicAssignment>,
+}
+
+message!(
+    JoinGroupResponse,
+    op::JOIN_GROUP | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u16(s.error.0);
+        b.put_i32(s.generation);
+        b.put_string(&s.member_id);
+        b.put_count(s.assignment.len());
+        for t in &s.assignment {
+            b.put_string(&t.topic);
+            put_ids(b, &t.partitions);
+        }
+    },
+    |r| {
+        Ok(JoinGroupResponse {
+            correlation: r.u32("correlation id")?,
+            error: ErrorCode(r.u16("error")?),
+            generation: r.i32("generation")?,
+            member_id: r.string("member id")?,
+            assignment: r.array("assignment", 6, |r| {
+                Ok(TopicAssignment {
+                    topic: r.string("topic")?,
+                    partitions: r.array("partitions", 4, |r| r.u32("partition"))?,
+                })
+            })?,
+        })
+    }
+);
+
+/// Keeps a member in its group; tells it when to join again.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Heartbeat {
+    pub correlation: u32,
+    pub group: String,
+    pub member_id: String,
+    pub generation: i32,
+}
+
+message!(
+    Heartbeat,
+    op::HEARTBEAT,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.group);
+        b.put_string(&s.member_id);
+        b.put_i32(s.generation);
+    },
+    |r| {
+        Ok(Heartbeat {
+            correlation: r.u32("correlation id")?,
+            group: r.string("group")?,
+            member_id: r.string("member id")?,
+            generation: r.i32("generation")?,
+        })
+    }
+);
+
+/// The answer to a [`Heartbeat`] and to a [`LeaveGroup`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupResponse {
+    pub correlation: u32,
+    pub error: ErrorCode,
+}
+
+impl GroupResponse {
+    fn encode(&self, b: &mut BytesMut) {
+        b.put_u32(self.correlation);
+        b.put_u16(self.error.0);
+    }
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(GroupResponse {
+            correlation: r.u32("correlation id")?,
+            error: ErrorCode(r.u16("error")?),
+        })
+    }
+}
+
+/// [`GroupResponse`] to a [`Heartbeat`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeartbeatResponse(pub GroupResponse);
+message!(
+    HeartbeatResponse,
+    op::HEARTBEAT | RESPONSE,
+    |s, b| { s.0.encode(b) },
+    |r| { Ok(HeartbeatResponse(GroupResponse::decode(r)?)) }
+);
+
+/// Leaves a group at once, so that the others rebalance without waiting
+/// for the member's session to expire.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LeaveGroup {
+    pub correlation: u32,
+    pub group: String,
+    pub member_id: String,
+}
+
+message!(
+    LeaveGroup,
+    op::LEAVE_GROUP,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.group);
+        b.put_string(&s.member_id);
+    },
+    |r| {
+        Ok(LeaveGroup {
+            correlation: r.u32("correlation id")?,
+            group: r.string("group")?,
+            member_id: r.string("member id")?,
+        })
+    }
+);
+
+/// [`GroupResponse`] to a [`LeaveGroup`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LeaveGroupResponse(pub GroupResponse);
+message!(
+    LeaveGroupResponse,
+    op::LEAVE_GROUP | RESPONSE,
+    |s, b| { s.0.encode(b) },
+    |r| { Ok(LeaveGroupResponse(GroupResponse::decode(r)?)) }
+);
+
 // ---------------------------------------------------------------- requests
 
 /// Any request a server may receive, decoded from its operation code and body.
@@ -1189,6 +1465,10 @@ pub enum Request {
     Subscribe(Subscribe),
     Credit(Credit),
     Unsubscribe(Unsubscribe),
+    FindCoordinator(FindCoordinator),
+    JoinGroup(JoinGroup),
+    Heartbeat(Heartbeat),
+    LeaveGroup(LeaveGroup),
 }
 
 impl Request {
@@ -1208,6 +1488,10 @@ impl Request {
             op::SUBSCRIBE => Request::Subscribe(Subscribe::decode_body(body)?),
             op::CREDIT => Request::Credit(Credit::decode_body(body)?),
             op::UNSUBSCRIBE => Request::Unsubscribe(Unsubscribe::decode_body(body)?),
+            op::FIND_COORDINATOR => Request::FindCoordinator(FindCoordinator::decode_body(body)?),
+            op::JOIN_GROUP => Request::JoinGroup(JoinGroup::decode_body(body)?),
+            op::HEARTBEAT => Request::Heartbeat(Heartbeat::decode_body(body)?),
+            op::LEAVE_GROUP => Request::LeaveGroup(LeaveGroup::decode_body(body)?),
             other => return Err(DecodeError::UnknownOp(other)),
         })
     }

@@ -188,6 +188,14 @@ fn every_message_round_trips_and_refuses_every_truncation() {
             offset: 5,
             metadata: "m".into(),
         }],
+        ..CommitOffsets::default()
+    });
+    round_trip(CommitOffsets {
+        correlation: 10,
+        group: "g".into(),
+        offsets: vec![],
+        generation: 4,
+        member_id: "app-1".into(),
     });
     round_trip(CommitOffsetsResponse {
         correlation: 10,
@@ -247,41 +255,82 @@ fn every_message_round_trips_and_refuses_every_truncation() {
         correlation: 13,
         error: ErrorCode::UNKNOWN_SUBSCRIPTION,
     });
-}
-
-#[test]
-fn a_push_head_is_what_the_full_encoder_writes_before_the_records() {
-    let p = Push {
-        subscription: 9,
+    round_trip(FindCoordinator {
+        correlation: 12,
+        group: "g".into(),
+    });
+    round_trip(FindCoordinatorResponse {
+        correlation: 12,
         error: ErrorCode::NONE,
-        high_watermark: 10,
-        log_start_offset: 2,
-        next_offset: 10,
-        records: Bytes::from_static(b"xyz"),
-    };
-    let mut head = BytesMut::new();
-    p.put_head(&mut head, 3);
-    assert_eq!(head.len(), Push::HEAD_LEN);
-    head.put_slice(b"xyz");
-    let frame = p.to_frame();
-    assert_eq!(&frame[HEADER_LEN..], &head[..]);
+        node_id: 2,
+        host: "h".into(),
+        port: 9091,
+    });
+    round_trip(JoinGroup {
+        correlation: 13,
+        group: "g".into(),
+        member_id: String::new(),
+        topics: vec!["a".into(), "b".into()],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+    });
+    round_trip(JoinGroupResponse {
+        correlation: 13,
+        error: ErrorCode::NONE,
+        generation: 3,
+        member_id: "app-1".into(),
+        assignment: vec![
+            TopicAssignment {
+                topic: "a".into(),
+                partitions: vec![0, 1],
+            },
+            TopicAssignment {
+                topic: "b".into(),
+                partitions: vec![],
+            },
+        ],
+    });
+    round_trip(Heartbeat {
+        correlation: 14,
+        group: "g".into(),
+        member_id: "app-1".into(),
+        generation: 3,
+    });
+    round_trip(HeartbeatResponse(GroupResponse {
+        correlation: 14,
+        error: ErrorCode::REBALANCE_IN_PROGRESS,
+    }));
+    round_trip(LeaveGroup {
+        correlation: 15,
+        group: "g".into(),
+        member_id: "app-1".into(),
+    });
+    round_trip(LeaveGroupResponse(GroupResponse {
+        correlation: 15,
+        error: ErrorCode::NONE,
+    }));
 }
 
 #[test]
-fn subscription_starts_round_trip_and_bad_kinds_are_refused() {
-    for s in [
-        Start::Offset(0),
-        Start::Offset(7),
-        Start::Earliest,
-        Start::Latest,
-        Start::Timestamp(5),
-    ] {
-        let (k, v) = s.to_wire();
-        assert_eq!(Start::from_wire(k, v), Some(s));
-    }
-    assert_eq!(Start::from_wire(0, -1), None);
-    assert_eq!(Start::from_wire(3, -5), None);
-    assert_eq!(Start::from_wire(4, 0), None);
+fn a_commit_outside_membership_is_the_default() {
+    let c = CommitOffsets::default();
+    assert_eq!((c.generation, c.member_id.as_str()), (-1, ""));
+}
+
+#[test]
+fn a_join_answer_counting_more_partitions_than_bytes_is_refused_before_allocating() {
+    let mut b = BytesMut::new();
+    b.put_u32(1); // correlation
+    b.put_u16(0); // error
+    b.put_i32(1); // generation
+    b.put_string("m");
+    b.put_u32(1); // one topic
+    b.put_string("t");
+    b.put_u32(u32::MAX); // partitions
+    assert!(matches!(
+        JoinGroupResponse::decode_body(b.freeze()),
+        Err(DecodeError::Count { .. })
+    ));
 }
 
 #[test]
@@ -355,4 +404,90 @@ proptest! {
         let frame = m.to_frame();
         prop_assert_eq!(Produce::decode_body(frame.slice(HEADER_LEN..)), Ok(m));
     }
+}
+
+#[test]
+fn every_error_code_is_in_the_protocol_document_with_its_retriability() {
+    let doc = include_str!("../../docs/native-protocol.md");
+    for c in ErrorCode::ALL {
+        let retriable = if c.is_retriable() { "yes" } else { "no" };
+        let row = format!("| {} | {} | {} |", c.0, c.name(), retriable);
+        assert!(
+            doc.contains(&row),
+            "docs/native-protocol.md lacks the row {row:?}"
+        );
+    }
+}
+
+#[test]
+fn the_worked_join_group_example_is_what_the_encoders_write() {
+    let join = JoinGroup {
+        correlation: 5,
+        group: "billing".into(),
+        member_id: String::new(),
+        topics: vec!["events".into()],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+    };
+    let hex = |b: &[u8]| {
+        b.iter()
+            .map(|x| format!("{x:02X}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        hex(&join.to_frame()),
+        "AE 01 11 00 00 00 23 00 00 00 05 00 07 62 69 6C 6C 69 6E 67 00 00 00 00 00 01 \
+         00 06 65 76 65 6E 74 73 00 00 27 10 00 00 75 30"
+    );
+    let answer = JoinGroupResponse {
+        correlation: 5,
+        error: ErrorCode::NONE,
+        generation: 1,
+        member_id: "demo-a1b2-1".into(),
+        assignment: vec![TopicAssignment {
+            topic: "events".into(),
+            partitions: vec![0, 1],
+        }],
+    };
+    assert_eq!(
+        hex(&answer.to_frame()),
+        "AE 01 91 00 00 00 2F 00 00 00 05 00 00 00 00 00 01 00 0B 64 65 6D 6F 2D 61 31 62 \
+         32 2D 31 00 00 00 01 00 06 65 76 65 6E 74 73 00 00 00 02 00 00 00 00 00 00 00 01"
+    );
+}
+
+#[test]
+fn a_push_head_is_what_the_full_encoder_writes_before_the_records() {
+    let p = Push {
+        subscription: 9,
+        error: ErrorCode::NONE,
+        high_watermark: 10,
+        log_start_offset: 2,
+        next_offset: 10,
+        records: Bytes::from_static(b"xyz"),
+    };
+    let mut head = BytesMut::new();
+    p.put_head(&mut head, 3);
+    assert_eq!(head.len(), Push::HEAD_LEN);
+    head.put_slice(b"xyz");
+    let frame = p.to_frame();
+    assert_eq!(&frame[HEADER_LEN..], &head[..]);
+}
+
+#[test]
+fn subscription_starts_round_trip_and_bad_kinds_are_refused() {
+    for s in [
+        Start::Offset(0),
+        Start::Offset(7),
+        Start::Earliest,
+        Start::Latest,
+        Start::Timestamp(5),
+    ] {
+        let (k, v) = s.to_wire();
+        assert_eq!(Start::from_wire(k, v), Some(s));
+    }
+    assert_eq!(Start::from_wire(0, -1), None);
+    assert_eq!(Start::from_wire(3, -5), None);
+    assert_eq!(Start::from_wire(4, 0), None);
 }

@@ -40,6 +40,21 @@ struct State {
     lose_answers: usize,
     produces_seen: usize,
     fetches_seen: usize,
+    /// Consumer groups: one member at a time, given every partition.
+    groups: HashMap<String, DoubleGroup>,
+    /// Errors answered to the next heartbeats, in order.
+    heartbeat_errors: Vec<ErrorCode>,
+}
+
+#[derive(Default, Clone, Debug)]
+pub(crate) struct DoubleGroup {
+    pub generation: i32,
+    /// The member, while one is joined.
+    pub member: Option<String>,
+    pub joins: usize,
+    pub leaves: usize,
+    /// Commits made as a member: (generation, topic, partition, offset).
+    pub member_commits: Vec<(i32, String, u32, i64)>,
 }
 
 /// A running double; dropping it leaves the tasks to end with the test.
@@ -116,6 +131,26 @@ impl Double {
 
     pub(crate) fn fetches_seen(&self) -> usize {
         self.lock().fetches_seen
+    }
+
+    /// The next heartbeats are answered with these errors, one each.
+    pub(crate) fn fail_heartbeats(&self, errors: &[ErrorCode]) {
+        self.lock().heartbeat_errors.extend_from_slice(errors);
+    }
+
+    /// What the double knows of a group.
+    pub(crate) fn group(&self, name: &str) -> DoubleGroup {
+        self.lock().groups.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Starts a new generation behind the member's back (as another
+    /// member joining would).
+    pub(crate) fn bump_generation(&self, name: &str) {
+        self.lock()
+            .groups
+            .entry(name.into())
+            .or_default()
+            .generation += 1;
     }
 
     /// Closes every open connection.
@@ -383,16 +418,113 @@ impl Double {
             }
             .to_frame(),
             Request::CommitOffsets(c) => {
+                let member = !c.member_id.is_empty();
+                let group = s.groups.get(&c.group).cloned().unwrap_or_default();
+                let refused = if !member {
+                    None
+                } else if group.member.as_deref() != Some(c.member_id.as_str()) {
+                    Some(ErrorCode::UNKNOWN_MEMBER)
+                } else if group.generation != c.generation {
+                    Some(ErrorCode::ILLEGAL_GENERATION)
+                } else {
+                    None
+                };
                 let mut partitions = Vec::new();
                 for o in c.offsets {
-                    s.committed
-                        .insert((c.group.clone(), o.topic.clone(), o.partition), o.offset);
-                    partitions.push((o.topic, o.partition, ErrorCode::NONE));
+                    if refused.is_none() {
+                        s.committed
+                            .insert((c.group.clone(), o.topic.clone(), o.partition), o.offset);
+                        if member {
+                            s.groups
+                                .entry(c.group.clone())
+                                .or_default()
+                                .member_commits
+                                .push((c.generation, o.topic.clone(), o.partition, o.offset));
+                        }
+                    }
+                    partitions.push((o.topic, o.partition, refused.unwrap_or(ErrorCode::NONE)));
                 }
                 proto::CommitOffsetsResponse {
                     correlation: c.correlation,
                     partitions,
                 }
+                .to_frame()
+            }
+            Request::FindCoordinator(f) => {
+                let a = &s.nodes[0];
+                proto::FindCoordinatorResponse {
+                    correlation: f.correlation,
+                    error: ErrorCode::NONE,
+                    node_id: 0,
+                    host: a.host.clone(),
+                    port: a.port,
+                }
+                .to_frame()
+            }
+            Request::JoinGroup(j) => {
+                let assignment = j
+                    .topics
+                    .iter()
+                    .filter_map(|t| {
+                        let parts = s.topics.get(t)?;
+                        Some(proto::TopicAssignment {
+                            topic: t.clone(),
+                            partitions: (0..parts.len() as u32).collect(),
+                        })
+                    })
+                    .collect();
+                let g = s.groups.entry(j.group.clone()).or_default();
+                g.generation += 1;
+                g.joins += 1;
+                let member_id = if j.member_id.is_empty() {
+                    format!("member-{}", g.joins)
+                } else {
+                    j.member_id.clone()
+                };
+                g.member = Some(member_id.clone());
+                proto::JoinGroupResponse {
+                    correlation: j.correlation,
+                    error: ErrorCode::NONE,
+                    generation: g.generation,
+                    member_id,
+                    assignment,
+                }
+                .to_frame()
+            }
+            Request::Heartbeat(h) => {
+                let injected = if s.heartbeat_errors.is_empty() {
+                    None
+                } else {
+                    Some(s.heartbeat_errors.remove(0))
+                };
+                let g = s.groups.get(&h.group).cloned().unwrap_or_default();
+                let error =
+                    injected.unwrap_or(if g.member.as_deref() != Some(h.member_id.as_str()) {
+                        ErrorCode::UNKNOWN_MEMBER
+                    } else if g.generation != h.generation {
+                        ErrorCode::REBALANCE_IN_PROGRESS
+                    } else {
+                        ErrorCode::NONE
+                    });
+                proto::HeartbeatResponse(proto::GroupResponse {
+                    correlation: h.correlation,
+                    error,
+                })
+                .to_frame()
+            }
+            Request::LeaveGroup(l) => {
+                let g = s.groups.entry(l.group.clone()).or_default();
+                let error = if g.member.as_deref() == Some(l.member_id.as_str()) {
+                    g.member = None;
+                    g.leaves += 1;
+                    ErrorCode::NONE
+                } else {
+                    ErrorCode::UNKNOWN_MEMBER
+                };
+                proto::LeaveGroupResponse(proto::GroupResponse {
+                    correlation: l.correlation,
+                    error,
+                })
                 .to_frame()
             }
             Request::FetchOffsets(f) => proto::FetchOffsetsResponse {

@@ -124,6 +124,44 @@ def test_partitions_spread_over_agents_and_clients_follow_their_leaders(cluster)
     assert sorted(got) == sorted(acked), "the group reads back every message of every partition"
 
 
+def test_native_group_members_bootstrapped_at_different_agents_meet_at_the_coordinator(cluster):
+    import signal
+    import subprocess
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from helpers import admin
+    from test_native import example, read_lines
+    topic = f"ngroup-{uuid.uuid4().hex[:8]}"
+    entry = cluster.agent(random.choice(VOTERS))
+    create_topic(entry, topic, partitions=6)
+    eventually("six partitions with leaders",
+               lambda: (lambda l: l if len(l) == 6 and -1 not in l.values() else None)(
+                   leaders(entry.port, topic)))
+    lines = [f"k{i}=v{i}" for i in range(300)]
+    r = subprocess.run([example("produce"), "--bootstrap", entry.native_url, "--topic", topic, "--key-sep", "="],
+                       input="".join(f"{l}\n" for l in lines), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    group = f"g-{topic}"
+    # each member starts at another agent; FindCoordinator sends all three to one
+    procs = [subprocess.Popen([example("consume"), "--bootstrap", cluster.agent(n).native_url, "--topic", topic,
+                               "--group", group], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in VOTERS]
+    try:
+        out, threads = read_lines(procs, len(lines), timeout=90)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        codes = [p.wait(timeout=30) for p in procs]
+    assert codes == [0, 0, 0], [p.stderr.read() for p in procs]
+    for t in threads:
+        t.join(timeout=10)
+    assert sorted(v for o in out for v in o) == sorted(l.split("=", 1)[1] for l in lines), \
+        "every record read once between the members"
+    a = admin(entry)
+    result = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    assert sum(tp.offset for tp in result.topic_partitions if tp.topic == topic) == len(lines), \
+        "each member committed where it stopped"
+
+
 def test_an_agent_stopped_and_restarted_with_the_same_flags_rejoins(cluster):
     topic = f"restart-{uuid.uuid4().hex[:8]}"
     victim = random.choice(VOTERS)

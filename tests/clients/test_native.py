@@ -1,12 +1,16 @@
 """The native protocol against the real binary, through the Rust SDK's
 `produce` and `consume` examples, next to Kafka clients on the same
 broker: what one protocol writes the other reads, keys land where
-librdkafka puts them, and bad input closes only its own connection."""
+librdkafka puts them, bad input closes only its own connection, and
+native consumer groups share partitions and commit offsets Kafka tools
+read."""
 
 import os
+import signal
 import socket
 import struct
 import subprocess
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -126,3 +130,106 @@ def test_the_native_consumer_of_a_missing_topic_with_auto_create_off_says_why(ow
                         "--from", "earliest", "--count", "1"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "nope" in r.stderr, r.stderr
+
+
+def group_members(broker, topic, group, n):
+    """Starts `n` `consume --group` processes, each printing what it reads."""
+    return [subprocess.Popen([example("consume"), "--bootstrap", broker.native_url, "--topic", topic,
+                              "--group", group], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(n)]
+
+
+def read_lines(procs, expected, timeout=60):
+    """The lines the processes print, per process, until `expected` lines
+    came from all of them together."""
+    import threading
+    out = [[] for _ in procs]
+    lock = threading.Lock()
+
+    def pump(i, p):
+        for line in p.stdout:
+            with lock:
+                out[i].append(line.rstrip("\n"))
+    threads = [threading.Thread(target=pump, args=(i, p), daemon=True) for i, p in enumerate(procs)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with lock:
+            if sum(len(o) for o in out) >= expected:
+                break
+        for p in procs:
+            assert p.poll() is None, p.stderr.read()
+        time.sleep(0.1)
+    return out, threads
+
+
+def test_three_native_group_members_read_every_record_once_and_kafka_tools_see_the_group(broker, topic_name):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaAdminClient
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, num_partitions=6, replication_factor=1)])[topic_name].result(30)
+    group = f"g-{topic_name}"
+    lines = [f"k{i}=line {i}" for i in range(600)]
+    r = subprocess.run([example("produce"), "--bootstrap", broker.native_url, "--topic", topic_name,
+                        "--key-sep", "="], input="".join(f"{l}\n" for l in lines),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    values = sorted(l.split("=", 1)[1] for l in lines)
+
+    procs = group_members(broker, topic_name, group, 3)
+    try:
+        out, threads = read_lines(procs, len(values))
+        got = sorted(v for o in out for v in o)
+        assert got == values, "every record read once between the three members"
+        # Kafka's admin API describes the native group and its members
+        ka = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            deadline = time.time() + 30
+            while True:
+                described = ka.describe_groups([group])[group]
+                if described["group_state"] == "Stable" and len(described["members"]) == 3 \
+                        or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            assert described["protocol_type"] == "consumer"
+            assert described["protocol_data"] == "aerostream-range"
+            assert len(described["members"]) == 3, described
+            for m in described["members"]:
+                assert m["member_metadata"]["topics"] == [topic_name]
+            owned = sorted(p for m in described["members"]
+                           for a in m["member_assignment"]["assigned_partitions"] if a["topic"] == topic_name
+                           for p in a["partitions"])
+            assert owned == list(range(6)), "the members split the six partitions"
+        finally:
+            ka.close()
+    finally:
+        # each member commits where it got to and leaves
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        codes = [p.wait(timeout=30) for p in procs]
+    assert codes == [0, 0, 0], [p.stderr.read() for p in procs]
+    for t in threads:
+        t.join(timeout=10)
+    assert sorted(v for o in out for v in o) == values, "nothing more was read"
+
+    # the committed offsets are the partitions' ends, as Kafka clients see them
+    ends = {}
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"probe-{topic_name}"})
+    for p in range(6):
+        ends[p] = c.get_watermark_offsets(TopicPartition(topic_name, p), timeout=10)[1]
+    c.close()
+    assert sum(ends.values()) == len(lines)
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    committed = {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic_name}
+    assert committed == ends
+
+    # a member joining later starts at the group's offsets: only new records
+    native_produce(broker, topic_name, ["after-1", "after-2", "after-3"])
+    r = subprocess.run([example("consume"), "--bootstrap", broker.native_url, "--topic", topic_name,
+                        "--group", group, "--count", "3"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["after-1", "after-2", "after-3"]
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    assert sum(tp.offset for tp in result.topic_partitions) == len(lines) + 3, "committed on leaving"

@@ -4,6 +4,8 @@
 
 use sdk::proto::ErrorCode;
 
+use crate::group::engine::GroupError;
+
 /// The native code for a Kafka error code.
 pub fn from_kafka(code: i16) -> ErrorCode {
     match code {
@@ -34,6 +36,36 @@ pub fn from_kafka(code: i16) -> ErrorCode {
         56 => ErrorCode::STORAGE_ERROR,
         59 => ErrorCode::UNKNOWN_PRODUCER,
         _ => ErrorCode::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+/// The native code for a Kafka error code of a member's commit: the
+/// membership errors say what the member must do (join again), where a
+/// commit outside membership maps them all to GROUP_BUSY.
+pub fn from_kafka_for_member(code: i16) -> ErrorCode {
+    match code {
+        22 => ErrorCode::ILLEGAL_GENERATION,
+        25 | 82 => ErrorCode::UNKNOWN_MEMBER,
+        27 => ErrorCode::REBALANCE_IN_PROGRESS,
+        other => from_kafka(other),
+    }
+}
+
+/// The native code for an answer of the group coordinator.
+pub fn from_group(e: GroupError) -> ErrorCode {
+    match e {
+        GroupError::InvalidGroupId | GroupError::GroupIdNotFound => ErrorCode::INVALID_GROUP,
+        GroupError::InvalidSessionTimeout => ErrorCode::INVALID_SESSION_TIMEOUT,
+        GroupError::InconsistentGroupProtocol => ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
+        // native members are never static (no instance id): a fenced
+        // instance cannot happen, and would mean the member is gone
+        GroupError::UnknownMemberId
+        | GroupError::MemberIdRequired
+        | GroupError::FencedInstanceId => ErrorCode::UNKNOWN_MEMBER,
+        GroupError::IllegalGeneration => ErrorCode::ILLEGAL_GENERATION,
+        GroupError::RebalanceInProgress => ErrorCode::REBALANCE_IN_PROGRESS,
+        GroupError::GroupMaxSizeReached => ErrorCode::GROUP_FULL,
+        GroupError::NonEmptyGroup => ErrorCode::GROUP_BUSY,
     }
 }
 
@@ -87,6 +119,22 @@ mod tests {
         for (kafka, native) in cases {
             assert_eq!(from_kafka(kafka.code()), native, "{kafka:?}");
         }
+        assert_eq!(
+            from_kafka_for_member(K::IllegalGeneration.code()),
+            ErrorCode::ILLEGAL_GENERATION
+        );
+        assert_eq!(
+            from_kafka_for_member(K::UnknownMemberId.code()),
+            ErrorCode::UNKNOWN_MEMBER
+        );
+        assert_eq!(
+            from_kafka_for_member(K::RebalanceInProgress.code()),
+            ErrorCode::REBALANCE_IN_PROGRESS
+        );
+        assert_eq!(
+            from_kafka_for_member(K::NotLeaderOrFollower.code()),
+            ErrorCode::NOT_LEADER
+        );
         assert_eq!(from_kafka(0), ErrorCode::NONE);
         assert_eq!(from_kafka(-1), ErrorCode::UNKNOWN_SERVER_ERROR);
     }

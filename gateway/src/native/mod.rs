@@ -14,6 +14,7 @@
 //! is closed; nothing else is affected.
 
 mod codes;
+mod groups;
 mod ops;
 mod subscribe;
 

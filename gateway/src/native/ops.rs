@@ -18,9 +18,9 @@ use kafka_protocol::messages::{
 use sdk::proto::{self, ErrorCode, ErrorFrame, Message, Request};
 use sdk::wire::WireWrite;
 
-use super::codes::from_kafka;
+use super::codes::{from_kafka, from_kafka_for_member};
 use super::subscribe::Subscriptions;
-use super::{frame_of, Answer};
+use super::{frame_of, groups, Answer};
 use crate::broker::Broker;
 use crate::kafka::api::{bridge, s, Client};
 use crate::kafka::response::ResponseFrame;
@@ -157,6 +157,12 @@ pub(super) async fn serve(
             Answer::Nothing
         }
         Request::Unsubscribe(r) => subs.unsubscribe(&r),
+        Request::FindCoordinator(f) => Answer::Frame(frame_of(&groups::find_coordinator(b, f))),
+        Request::JoinGroup(j) => {
+            Answer::Frame(frame_of(&groups::join_group(b, c, client_id, j).await))
+        }
+        Request::Heartbeat(h) => Answer::Frame(frame_of(&groups::heartbeat(b, h).await)),
+        Request::LeaveGroup(l) => Answer::Frame(frame_of(&groups::leave_group(b, l).await)),
     }
 }
 
@@ -545,13 +551,23 @@ async fn commit_offsets(
     client_id: &str,
     o: proto::CommitOffsets,
 ) -> proto::CommitOffsetsResponse {
-    if o.group.is_empty() {
+    let member = !o.member_id.is_empty() || o.generation >= 0;
+    let refused = if o.group.is_empty() {
+        Some(ErrorCode::INVALID_GROUP)
+    } else if member && !groups::coordinates(b, &o.group) {
+        // a member's commit is checked against the group's members, which
+        // only its coordinator knows
+        Some(ErrorCode::NOT_COORDINATOR)
+    } else {
+        None
+    };
+    if let Some(error) = refused {
         return proto::CommitOffsetsResponse {
             correlation: o.correlation,
             partitions: o
                 .offsets
                 .into_iter()
-                .map(|x| (x.topic, x.partition, ErrorCode::INVALID_GROUP))
+                .map(|x| (x.topic, x.partition, error))
                 .collect(),
         };
     }
@@ -575,7 +591,8 @@ async fn commit_offsets(
         client_id,
         OffsetCommitRequest::default()
             .with_group_id(GroupId(s(o.group)))
-            .with_generation_id_or_member_epoch(-1)
+            .with_generation_id_or_member_epoch(o.generation)
+            .with_member_id(s(o.member_id))
             .with_topics(topics),
     )
     .await;
@@ -589,7 +606,16 @@ async fn commit_offsets(
             .offsets
             .into_iter()
             .map(|x| {
-                let code = answers.next().map(|c| refine(b, &x.topic, c));
+                let code = answers.next().map(|c| {
+                    if member {
+                        match from_kafka_for_member(c) {
+                            ErrorCode::UNKNOWN_TOPIC => refine(b, &x.topic, c),
+                            other => other,
+                        }
+                    } else {
+                        refine(b, &x.topic, c)
+                    }
+                });
                 (
                     x.topic,
                     x.partition,

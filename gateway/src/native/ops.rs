@@ -19,7 +19,7 @@ use sdk::proto::{self, ErrorCode, ErrorFrame, Message, Request};
 use sdk::wire::WireWrite;
 
 use super::codes::from_kafka;
-use super::{frame_of, Answer};
+use super::{frame_of, Answer, Session, StreamCtx};
 use crate::broker::Broker;
 use crate::kafka::api::{bridge, s, Client};
 use crate::kafka::response::ResponseFrame;
@@ -33,12 +33,13 @@ fn fatal(correlation: u32, error: ErrorCode, message: impl Into<String>) -> Erro
 }
 
 /// Serves the first frame of a connection, which must be a hello. Returns
-/// the answer and the client's id, or the error frame to close with.
+/// the answer and what the hello settled (the client's id, the version),
+/// or the error frame to close with.
 pub(super) fn hello(
     b: &Broker,
     op: u8,
     body: Bytes,
-) -> Result<(ResponseFrame, Arc<str>), ErrorFrame> {
+) -> Result<(ResponseFrame, Session), ErrorFrame> {
     let correlation = proto::correlation_of(&body).unwrap_or(0);
     if op != proto::op::HELLO {
         return Err(fatal(
@@ -81,11 +82,16 @@ pub(super) fn hello(
         max_frame_bytes: u32::try_from(b.config.max_request_bytes).unwrap_or(u32::MAX),
         server: format!("aerostream {}", env!("CARGO_PKG_VERSION")),
     };
-    Ok((frame_of(&resp), Arc::from(h.client_id.as_str())))
+    let session = Session {
+        client_id: Arc::from(h.client_id.as_str()),
+        version,
+    };
+    Ok((frame_of(&resp), session))
 }
 
-/// Serves one request after the hello.
-pub(super) async fn serve(b: &Broker, c: &Client, client_id: &str, op: u8, body: Bytes) -> Answer {
+/// Serves one request after the hello, made on the stream `s` describes.
+pub(super) async fn serve(b: &Broker, c: &Client, s: &StreamCtx, op: u8, body: Bytes) -> Answer {
+    let client_id: &str = &s.session.client_id;
     let correlation = proto::correlation_of(&body).unwrap_or(0);
     let request = match Request::decode(op, body) {
         Ok(r) => r,

@@ -31,6 +31,15 @@ pub struct ServeArgs {
     /// HOST:PORT that native clients are told to connect to [default: the native listener].
     #[arg(long, env = "AEROSTREAM_ADVERTISED_NATIVE_ADDR")]
     pub advertised_native_addr: Option<String>,
+    /// Certificate chain (PEM, leaf first) of the native protocol's QUIC
+    /// endpoint, on the UDP port of --native-addr; with --native-tls-key
+    /// [default: a certificate issued at start by the agent's own CA, whose
+    /// certificate is DATA_DIR/native-tls/ca.pem].
+    #[arg(long, env = "AEROSTREAM_NATIVE_TLS_CERT")]
+    pub native_tls_cert: Option<PathBuf>,
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --native-tls-cert.
+    #[arg(long, env = "AEROSTREAM_NATIVE_TLS_KEY")]
+    pub native_tls_key: Option<PathBuf>,
     /// Health and metrics listener [default: 127.0.0.1:9001].
     #[arg(long, env = "AEROSTREAM_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
@@ -198,6 +207,8 @@ struct FileSettings {
     advertised_kafka_addr: Option<String>,
     native_addr: Option<SocketAddr>,
     advertised_native_addr: Option<String>,
+    native_tls_cert: Option<PathBuf>,
+    native_tls_key: Option<PathBuf>,
     http_addr: Option<SocketAddr>,
     node_id: Option<i32>,
     shards: Option<usize>,
@@ -342,6 +353,9 @@ pub struct Settings {
     pub advertised_kafka_addr: Option<(String, u16)>,
     pub native_addr: SocketAddr,
     pub advertised_native_addr: Option<(String, u16)>,
+    /// The native QUIC endpoint's certificate and key files; `None`: the
+    /// agent's own CA issues one at start.
+    pub native_tls: Option<NativeTlsFiles>,
     pub http_addr: SocketAddr,
     pub node_id: i32,
     pub shards: usize,
@@ -377,6 +391,40 @@ pub struct Settings {
     pub cluster: Option<ClusterSettings>,
     #[cfg(feature = "fault-injection")]
     pub object_store_faults: bool,
+}
+
+/// `--native-tls-cert` and `--native-tls-key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeTlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Both files or neither.
+fn resolve_native_tls(
+    args: &ServeArgs,
+    file: &FileSettings,
+) -> anyhow::Result<Option<NativeTlsFiles>> {
+    let cert = args
+        .native_tls_cert
+        .clone()
+        .or_else(|| file.native_tls_cert.clone());
+    let key = args
+        .native_tls_key
+        .clone()
+        .or_else(|| file.native_tls_key.clone());
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(NativeTlsFiles { cert, key })),
+        (None, None) => Ok(None),
+        (Some(_), None) => anyhow::bail!(
+            "--native-tls-cert is set but --native-tls-key is not: the QUIC endpoint needs the \
+             certificate's private key too (or leave both out for a certificate from the agent's own CA)"
+        ),
+        (None, Some(_)) => anyhow::bail!(
+            "--native-tls-key is set but --native-tls-cert is not: the QUIC endpoint needs the \
+             certificate too (or leave both out for a certificate from the agent's own CA)"
+        ),
+    }
 }
 
 fn parse_host_port(s: &str, what: &str) -> anyhow::Result<(String, u16)> {
@@ -480,6 +528,7 @@ impl Settings {
             .unwrap_or_else(|| PathBuf::from("./data"));
         let node_id = args.node_id.or(file.node_id).unwrap_or(1);
         let cluster = resolve_cluster(args, &file, node_id, &data_dir)?;
+        let native_tls = resolve_native_tls(args, &file)?;
         let s = Settings {
             data_dir,
             kafka_addr: args
@@ -501,6 +550,7 @@ impl Settings {
                 .as_deref()
                 .map(|a| parse_host_port(a, "advertised native address"))
                 .transpose()?,
+            native_tls,
             http_addr: args
                 .http_addr
                 .or(file.http_addr)
@@ -729,6 +779,55 @@ mod tests {
             Settings::resolve(&tiny).is_err(),
             "a disk tier below 64MiB is refused"
         );
+    }
+
+    #[test]
+    fn native_tls_files_come_both_or_neither() {
+        assert_eq!(
+            Settings::resolve(&ServeArgs::default())
+                .expect("valid")
+                .native_tls,
+            None
+        );
+        let s = Settings::resolve(&ServeArgs {
+            native_tls_cert: Some("/etc/a/cert.pem".into()),
+            native_tls_key: Some("/etc/a/key.pem".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            s.native_tls,
+            Some(NativeTlsFiles {
+                cert: "/etc/a/cert.pem".into(),
+                key: "/etc/a/key.pem".into()
+            })
+        );
+        let err = error_of(&ServeArgs {
+            native_tls_cert: Some("/c.pem".into()),
+            ..Default::default()
+        });
+        assert!(err.contains("--native-tls-key is not"), "{err}");
+        let err = error_of(&ServeArgs {
+            native_tls_key: Some("/k.pem".into()),
+            ..Default::default()
+        });
+        assert!(err.contains("--native-tls-cert is not"), "{err}");
+
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "native_tls_cert = \"/f/cert.pem\"\nnative_tls_key = \"/f/key.pem\""
+        )
+        .expect("write");
+        let s = Settings::resolve(&ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            native_tls_key: Some("/flag/key.pem".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        let files = s.native_tls.expect("from the file");
+        assert_eq!(files.cert, PathBuf::from("/f/cert.pem"));
+        assert_eq!(files.key, PathBuf::from("/flag/key.pem"), "the flag wins");
     }
 
     #[test]

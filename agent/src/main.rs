@@ -17,6 +17,7 @@ use config::{ServeArgs, Settings};
 use gateway::broker::BrokerConfig;
 use gateway::connections::ConnectionLimits;
 use gateway::group::engine::GroupLimits;
+use gateway::native::quic::{NativeCa, NativeTls};
 use gateway::replication::manager::ReplicationSettings;
 use gateway::topic_config::LogDefaults;
 use gateway::{Gateway, GatewayOptions};
@@ -113,11 +114,13 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         // only a partition's leader uploads, and only below its high watermark
         tiered.tier.hold_uploads_until_limited();
     }
+    let native_tls = native_tls(&s)?;
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
         advertised: s.advertised_kafka_addr.clone(),
         native_addr: Some(s.native_addr),
         native_advertised: s.advertised_native_addr.clone(),
+        native_tls: Some(native_tls),
         http_addr: Some(s.http_addr),
         shards: s.shards,
         broker: BrokerConfig {
@@ -201,16 +204,20 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     tracing::info!(
         kafka = %gw.kafka_addr(),
         native = ?gw.native_addr(),
+        native_quic = ?gw.native_quic_addr(),
         http = ?gw.http_addr(),
         data_dir = %s.data_dir.display(),
         "aerostream is serving"
     );
     // A line scripts can wait for.
     println!(
-        "aerostream listening kafka={} http={} native={}",
+        "aerostream listening kafka={} http={} native={} native_quic={}",
         gw.kafka_addr(),
         gw.http_addr().map(|a| a.to_string()).unwrap_or_default(),
-        gw.native_addr().map(|a| a.to_string()).unwrap_or_default()
+        gw.native_addr().map(|a| a.to_string()).unwrap_or_default(),
+        gw.native_quic_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
     );
     signals.recv().await;
     tracing::info!("shutting down");
@@ -223,6 +230,42 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     }
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// The certificate of the native QUIC endpoint: the files given, or one
+/// issued now by the agent's own CA (kept in DATA_DIR/native-tls, made on
+/// first start) for the names a local client or the advertised native
+/// address dials.
+fn native_tls(s: &Settings) -> anyhow::Result<NativeTls> {
+    if let Some(files) = &s.native_tls {
+        let tls = NativeTls::load(&files.cert, &files.key)
+            .context("cannot use --native-tls-cert and --native-tls-key")?;
+        tracing::info!(cert = %files.cert.display(), "native QUIC endpoint uses the given certificate");
+        return Ok(tls);
+    }
+    let dir = s.data_dir.join("native-tls");
+    let loaded = NativeCa::load_or_create(&dir)
+        .with_context(|| format!("cannot set up the native TLS CA in {}", dir.display()))?;
+    let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    let advertised = match &s.advertised_native_addr {
+        Some((host, _)) => Some(host.clone()),
+        None => (!s.native_addr.ip().is_unspecified()).then(|| s.native_addr.ip().to_string()),
+    };
+    names.extend(advertised);
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    let tls = loaded
+        .ca
+        .issue(&names)
+        .context("cannot issue the native QUIC certificate")?;
+    tracing::info!(
+        ca = %loaded.cert_path.display(),
+        new_ca = loaded.created,
+        names = ?names,
+        "native QUIC certificate issued by the agent's own CA: clients trust {}",
+        loaded.cert_path.display()
+    );
+    Ok(tls)
 }
 
 /// SIGTERM and SIGINT, watched from start to shutdown.

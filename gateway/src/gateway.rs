@@ -24,6 +24,11 @@ pub struct GatewayOptions {
     pub native_addr: Option<SocketAddr>,
     /// Host and port given to native clients; defaults to the bound address.
     pub native_advertised: Option<(String, u16)>,
+    /// The certificate of the native protocol's QUIC endpoint, which listens
+    /// on the UDP port of the same number as the native TCP listener
+    /// (see [`crate::native::quic`]); `None` leaves QUIC off. Needs
+    /// `native_addr`.
+    pub native_tls: Option<crate::native::quic::NativeTls>,
     /// Health and metrics listener; `None` disables it.
     pub http_addr: Option<SocketAddr>,
     /// Number of shard runtimes.
@@ -40,10 +45,41 @@ impl Default for GatewayOptions {
             advertised: None,
             native_addr: None,
             native_advertised: None,
+            native_tls: None,
             http_addr: None,
             shards: 1,
             broker: BrokerConfig::default(),
             http_extensions: Vec::new(),
+        }
+    }
+}
+
+/// Binds the native TCP listener on `addr` and, for QUIC, a UDP socket on
+/// the same address and port. With port 0 the TCP port is picked first;
+/// if its UDP twin is taken, another pair is tried.
+fn bind_native(
+    addr: SocketAddr,
+    quic: bool,
+) -> std::io::Result<(std::net::TcpListener, Option<std::net::UdpSocket>)> {
+    let mut attempt = 0;
+    loop {
+        let tcp = server::reuseport_listener(addr)?;
+        if !quic {
+            return Ok((tcp, None));
+        }
+        let bound = tcp.local_addr()?;
+        match std::net::UdpSocket::bind(bound) {
+            Ok(udp) => return Ok((tcp, Some(udp))),
+            Err(e) if addr.port() == 0 && attempt < 20 => {
+                attempt += 1;
+                tracing::debug!(%bound, error = %e, "UDP twin of the native port is taken; trying another port");
+            }
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot bind the native QUIC endpoint on UDP {bound}: {e}"),
+                ))
+            }
         }
     }
 }
@@ -55,6 +91,8 @@ pub struct Gateway {
     stop: watch::Sender<bool>,
     kafka_addr: SocketAddr,
     native_addr: Option<SocketAddr>,
+    /// The native QUIC endpoint's address and its accept task.
+    native_quic: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
     http_addr: Option<SocketAddr>,
 }
 
@@ -80,9 +118,15 @@ impl Gateway {
             .unwrap_or_else(|| (kafka_addr.ip().to_string(), kafka_addr.port()));
         config.advertised_host = host;
         config.advertised_port = i32::from(port);
+        if opts.native_tls.is_some() && opts.native_addr.is_none() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "native QUIC needs the native listener's address (native_addr)",
+            ));
+        }
         let native = match opts.native_addr {
             Some(addr) => {
-                let first = server::reuseport_listener(addr)?;
+                let (first, udp) = bind_native(addr, opts.native_tls.is_some())?;
                 let bound = first.local_addr()?;
                 let mut listeners = vec![first];
                 for _ in 1..shards.len() {
@@ -93,7 +137,7 @@ impl Gateway {
                     .clone()
                     .unwrap_or_else(|| (bound.ip().to_string(), bound.port()));
                 config.native_advertised = Some((host, i32::from(port)));
-                Some((listeners, bound))
+                Some((listeners, bound, udp))
             }
             None => None,
         };
@@ -108,8 +152,9 @@ impl Gateway {
             let rx = stop_rx.clone();
             handle.spawn(server::serve(listener, b, rx));
         }
+        let mut native_quic = None;
         let native_addr = match native {
-            Some((listeners, bound)) => {
+            Some((listeners, bound, udp)) => {
                 // as for Kafka: one listener per shard on the same port, the
                 // kernel spreading connections over them
                 for (l, handle) in listeners.into_iter().zip(shards.handles()) {
@@ -117,6 +162,18 @@ impl Gateway {
                     handle.spawn(crate::native::serve(l, broker.clone(), stop_rx.clone()));
                 }
                 tracing::info!(native_addr = %bound, "native listener ready");
+                if let (Some(udp), Some(tls)) = (udp, &opts.native_tls) {
+                    let endpoint = crate::native::quic::endpoint(udp, tls)?;
+                    let quic_addr = endpoint.local_addr()?;
+                    let task = tokio::spawn(crate::native::quic::serve(
+                        endpoint,
+                        broker.clone(),
+                        stop_rx.clone(),
+                        shards.handles(),
+                    ));
+                    tracing::info!(native_quic_addr = %quic_addr, alpn = "aerostream/1", "native QUIC endpoint ready");
+                    native_quic = Some((quic_addr, task));
+                }
                 Some(bound)
             }
             None => None,
@@ -142,6 +199,7 @@ impl Gateway {
             stop,
             kafka_addr,
             native_addr,
+            native_quic,
             http_addr,
         })
     }
@@ -153,6 +211,12 @@ impl Gateway {
     /// The bound native-protocol address, when that listener is on.
     pub fn native_addr(&self) -> Option<SocketAddr> {
         self.native_addr
+    }
+
+    /// The bound UDP address of the native QUIC endpoint, when it is on
+    /// (the same port number as [`Gateway::native_addr`]).
+    pub fn native_quic_addr(&self) -> Option<SocketAddr> {
+        self.native_quic.as_ref().map(|(a, _)| *a)
     }
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
@@ -243,6 +307,11 @@ impl Gateway {
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        // QUIC streams write their last answers and the endpoint closes
+        // (bounded inside) before the logs close and the shards stop.
+        if let Some((_, task)) = self.native_quic.take() {
+            let _ = task.await;
         }
         self.broker.partitions.close_all().await;
         if let Some(shards) = self.shards.take() {

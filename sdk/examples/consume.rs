@@ -7,6 +7,9 @@
 //!     --from earliest --count 10
 //! cargo run -p sdk --example consume -- --bootstrap aero://localhost:9091 --topic events \
 //!     --group billing
+//! # over QUIC, trusting the CA the agent wrote into its data folder
+//! cargo run -p sdk --example consume -- --bootstrap aero+quic://localhost:9091 \
+//!     --tls-ca data/native-tls/ca.pem --topic events
 //! ```
 //!
 //! Exits after `--count` records; without it, runs until interrupted
@@ -23,14 +26,21 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use futures::StreamExt;
-use sdk::{Client, ConsumerConfig, GroupOptions, Membership, OffsetReset, StartAt};
+use sdk::{Client, ClientBuilder, ConsumerConfig, GroupOptions, Membership, OffsetReset, StartAt};
 
 #[derive(Parser, Debug)]
 #[command(about = "Print the values of a topic's records")]
 struct Args {
-    /// Bootstrap URL, e.g. aero://localhost:9091
+    /// Bootstrap URL, e.g. aero://localhost:9091, or aero+quic://localhost:9091 for QUIC
     #[arg(long)]
     bootstrap: String,
+    /// For aero+quic://: the CA certificate (PEM) that signed the servers'
+    /// certificates, e.g. the agent's DATA_DIR/native-tls/ca.pem
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// For aero+quic://: accept any server certificate (trying things out only)
+    #[arg(long)]
+    insecure: bool,
     /// Topic to read
     #[arg(long)]
     topic: String,
@@ -92,10 +102,23 @@ async fn interrupted() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// The client's settings from the command line.
+fn client_builder(url: &str, tls_ca: Option<&std::path::Path>, insecure: bool) -> ClientBuilder {
+    let mut builder = Client::builder(url);
+    if let Some(ca) = tls_ca {
+        builder = builder.tls_ca_file(ca);
+    }
+    if insecure {
+        builder = builder.danger_accept_invalid_certs();
+    }
+    builder
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
-    let client = Client::connect(&args.bootstrap)
+    let client = client_builder(&args.bootstrap, args.tls_ca.as_deref(), args.insecure)
+        .connect()
         .await
         .with_context(|| format!("connecting to {}", args.bootstrap))?;
     let mut consumer = client.consumer(config(&args)?)?;
@@ -140,6 +163,29 @@ async fn main() -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quic_trust_flags_parse() {
+        let args = Args::try_parse_from([
+            "consume",
+            "--bootstrap",
+            "aero+quic://h:9091",
+            "--topic",
+            "t",
+            "--tls-ca",
+            "/d/native-tls/ca.pem",
+            "--insecure",
+        ])
+        .expect("valid");
+        assert_eq!(
+            args.tls_ca.as_deref(),
+            Some(std::path::Path::new("/d/native-tls/ca.pem"))
+        );
+        assert!(args.insecure);
+        let args = Args::try_parse_from(["consume", "--bootstrap", "aero://h", "--topic", "t"])
+            .expect("valid");
+        assert_eq!((args.tls_ca, args.insecure), (None, false));
+    }
 
     #[test]
     fn from_takes_earliest_latest_or_an_offset() {

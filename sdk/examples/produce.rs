@@ -4,6 +4,9 @@
 //! cargo run -p sdk --example produce -- --bootstrap aero://localhost:9091 --topic events
 //! printf 'user-1:hello\nuser-2:bye\n' | cargo run -p sdk --example produce -- \
 //!     --bootstrap aero://localhost:9091 --topic events --key-sep :
+//! # over QUIC, trusting the CA the agent wrote into its data folder
+//! cargo run -p sdk --example produce -- --bootstrap aero+quic://localhost:9091 \
+//!     --tls-ca data/native-tls/ca.pem --topic events
 //! ```
 //!
 //! Prints nothing but errors, on stderr; exits with status 1 if any record
@@ -15,7 +18,7 @@ use anyhow::Context;
 use clap::Parser;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
-use sdk::{Client, Delivery, Error, ProducerConfig, Record};
+use sdk::{Client, ClientBuilder, Delivery, Error, ProducerConfig, Record};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Sends records still unanswered at most; past it, reading stdin waits.
@@ -24,9 +27,17 @@ const MAX_PENDING: usize = 10_000;
 #[derive(Parser, Debug)]
 #[command(about = "Produce each line of stdin as a record")]
 struct Args {
-    /// Bootstrap URL, e.g. aero://localhost:9091 (or a list: aero://h1:9091,h2:9091)
+    /// Bootstrap URL, e.g. aero://localhost:9091 (or a list: aero://h1:9091,h2:9091);
+    /// aero+quic://localhost:9091 for QUIC
     #[arg(long)]
     bootstrap: String,
+    /// For aero+quic://: the CA certificate (PEM) that signed the servers'
+    /// certificates, e.g. the agent's DATA_DIR/native-tls/ca.pem
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// For aero+quic://: accept any server certificate (trying things out only)
+    #[arg(long)]
+    insecure: bool,
     /// Topic to produce to
     #[arg(long)]
     topic: String,
@@ -55,10 +66,23 @@ fn report(result: Result<Delivery, Error>, failed: &mut bool) {
     }
 }
 
+/// The client's settings from the command line.
+fn client_builder(url: &str, tls_ca: Option<&std::path::Path>, insecure: bool) -> ClientBuilder {
+    let mut builder = Client::builder(url);
+    if let Some(ca) = tls_ca {
+        builder = builder.tls_ca_file(ca);
+    }
+    if insecure {
+        builder = builder.danger_accept_invalid_certs();
+    }
+    builder
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
-    let client = Client::connect(&args.bootstrap)
+    let client = client_builder(&args.bootstrap, args.tls_ca.as_deref(), args.insecure)
+        .connect()
         .await
         .with_context(|| format!("connecting to {}", args.bootstrap))?;
     let producer = client.producer(ProducerConfig::default())?;
@@ -96,6 +120,29 @@ async fn main() -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quic_trust_flags_parse() {
+        let args = Args::try_parse_from([
+            "produce",
+            "--bootstrap",
+            "aero+quic://h:9091",
+            "--topic",
+            "t",
+            "--tls-ca",
+            "/d/native-tls/ca.pem",
+            "--insecure",
+        ])
+        .expect("valid");
+        assert_eq!(
+            args.tls_ca.as_deref(),
+            Some(std::path::Path::new("/d/native-tls/ca.pem"))
+        );
+        assert!(args.insecure);
+        let args = Args::try_parse_from(["produce", "--bootstrap", "aero://h", "--topic", "t"])
+            .expect("valid");
+        assert_eq!((args.tls_ca, args.insecure), (None, false));
+    }
 
     #[test]
     fn a_line_splits_at_the_first_separator_only() {

@@ -1,8 +1,11 @@
-//! Bootstrap URLs: `aero://host:port[,host:port…]`.
+//! Bootstrap URLs: `aero://host:port[,host:port…]` or
+//! `aero+quic://host:port[,host:port…]`.
 //!
-//! The scheme names the transport. `aero://` is TCP; `aero+quic://` is
-//! reserved for QUIC, which this build does not have yet: the
-//! [`Transport`] enum is the seam it will plug into.
+//! The scheme names the [`Transport`]: `aero://` is TCP, `aero+quic://` is
+//! QUIC over UDP on the same port number (TLS 1.3: the client must be given
+//! the CA of the server's certificate, see
+//! [`crate::ClientBuilder::tls_ca_file`]). Every server of the cluster is
+//! reached with the bootstrap URL's transport.
 
 use std::fmt;
 
@@ -17,6 +20,9 @@ pub const DEFAULT_PORT: u16 = 9091;
 pub enum Transport {
     /// One TCP connection per server (`aero://`).
     Tcp,
+    /// One QUIC connection per server (`aero+quic://`): the hello and
+    /// requests on its first stream, further streams for subscriptions.
+    Quic,
 }
 
 /// A server address as written in a URL or advertised in metadata.
@@ -44,9 +50,10 @@ pub struct Bootstrap {
 }
 
 impl Bootstrap {
-    /// Parses `aero://host[:port][,host[:port]…]`. The port defaults to
-    /// 9091; IPv6 hosts go in brackets (`aero://[::1]:9091`). A trailing
-    /// `/` is allowed; paths, users and queries are not.
+    /// Parses `aero://host[:port][,host[:port]…]` (TCP) or the same with
+    /// `aero+quic://` (QUIC). The port defaults to 9091; IPv6 hosts go in
+    /// brackets (`aero://[::1]:9091`). A trailing `/` is allowed; paths,
+    /// users and queries are not.
     ///
     /// ```
     /// use sdk::bootstrap::{Bootstrap, Transport};
@@ -55,6 +62,10 @@ impl Bootstrap {
     /// assert_eq!(b.transport, Transport::Tcp);
     /// assert_eq!(b.addresses[0].to_string(), "a:9191");
     /// assert_eq!(b.addresses[1].to_string(), "b:9091");
+    ///
+    /// let q = Bootstrap::parse("aero+quic://[::1]:9091").unwrap();
+    /// assert_eq!(q.transport, Transport::Quic);
+    /// assert_eq!(q.addresses[0].host, "::1");
     /// ```
     pub fn parse(url: &str) -> Result<Bootstrap, Error> {
         let url = url.trim();
@@ -65,14 +76,10 @@ impl Bootstrap {
         };
         let transport = match scheme.to_ascii_lowercase().as_str() {
             "aero" => Transport::Tcp,
-            "aero+quic" => {
-                return Err(Error::Config(
-                    "QUIC transport is not available in this build yet".into(),
-                ))
-            }
+            "aero+quic" => Transport::Quic,
             other => {
                 return Err(Error::InvalidUrl(format!(
-                    "unknown scheme {other:?} in {url:?}: use aero://"
+                    "unknown scheme {other:?} in {url:?}: use aero:// (TCP) or aero+quic:// (QUIC)"
                 )))
             }
         };
@@ -160,11 +167,24 @@ mod tests {
     }
 
     #[test]
-    fn quic_says_it_is_not_in_this_build() {
-        let e = Bootstrap::parse("aero+quic://h:9092").unwrap_err();
-        assert!(
-            matches!(&e, Error::Config(m) if m == "QUIC transport is not available in this build yet")
+    fn quic_urls_parse_like_tcp_ones() {
+        let b = Bootstrap::parse("AERO+QUIC://h:9092,127.0.0.1,[::1]").unwrap();
+        assert_eq!(b.transport, Transport::Quic);
+        assert_eq!(
+            b.addresses
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["h:9092", "127.0.0.1:9091", "[::1]:9091"]
         );
+        assert!(matches!(
+            Bootstrap::parse("aero+quic://h:1/x"),
+            Err(Error::InvalidUrl(_))
+        ));
+        assert!(matches!(
+            Bootstrap::parse("quic://h:1"),
+            Err(Error::InvalidUrl(_))
+        ));
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //!   cache is refreshed when a server answers NOT_LEADER, UNKNOWN_TOPIC,
 //!   UNKNOWN_PARTITION or NOT_AVAILABLE, when a server cannot be reached,
 //!   and on demand ([`Client::metadata`]);
-//! - one connection per node id. A dropped connection is replaced on the
+//! - one connection per node id, over the bootstrap URL's transport (TCP,
+//!   or a QUIC connection whose first stream carries the requests; its
+//!   certificate is checked for the host the metadata advertises). A
+//!   dropped connection is replaced on the
 //!   next request for that node, after a backoff that starts at 100 ms and
 //!   doubles up to 5 s while attempts keep failing. Bootstrap servers
 //!   become the connection of the node id they announce in their hello.
@@ -25,13 +28,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
-use crate::bootstrap::{Address, Bootstrap};
+use crate::bootstrap::{Address, Bootstrap, Transport};
 use crate::conn::{self, Call, Conn, ConnOptions};
 use crate::error::Error;
 use crate::proto::{
     self, CommittedOffset, ErrorCode, MetadataResponse, Node, OffsetSpec, PartitionMetadata,
     TopicMetadata,
 };
+use crate::quic::{QuicClient, TrustSettings};
 
 /// Where `Client::connect` starts when nothing else is set.
 const DEFAULT_CLIENT_ID: &str = "aerostream-rust";
@@ -82,6 +86,7 @@ pub struct ClientBuilder {
     max_frame_bytes: u32,
     retries: u32,
     retry_backoff: Duration,
+    trust: TrustSettings,
 }
 
 impl ClientBuilder {
@@ -121,9 +126,60 @@ impl ClientBuilder {
         self
     }
 
+    /// For `aero+quic://`: trusts the CA certificate(s) in `pem` (PEM
+    /// text) to sign servers' certificates, e.g. the `ca.pem` an AeroStream
+    /// agent writes to `<data dir>/native-tls/` when it was given no
+    /// certificate of its own. May be given several times. A server's
+    /// certificate must also name the host the client dials (from the URL,
+    /// or as the cluster metadata advertises it; IP addresses work).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), sdk::Error> {
+    /// let ca = std::fs::read("data/native-tls/ca.pem").expect("the agent's CA");
+    /// let client = sdk::Client::builder("aero+quic://localhost:9091")
+    ///     .tls_ca_pem(ca)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.trust.ca_pems.push(pem.into());
+        self
+    }
+
+    /// Like [`ClientBuilder::tls_ca_pem`], from a file read when
+    /// connecting (an unreadable file is an [`Error::Config`]).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), sdk::Error> {
+    /// let client = sdk::Client::builder("aero+quic://127.0.0.1:9091")
+    ///     .tls_ca_file("data/native-tls/ca.pem")
+    ///     .connect()
+    ///     .await?;
+    /// client.ping().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.trust.ca_files.push(path.into());
+        self
+    }
+
+    /// For `aero+quic://`: accepts any server certificate, so anyone on the
+    /// path can pose as the server. For trying things out only; the
+    /// traffic is still encrypted.
+    pub fn danger_accept_invalid_certs(mut self) -> Self {
+        self.trust.accept_invalid_certs = true;
+        self
+    }
+
     /// Parses the URL and connects to the first bootstrap server that
     /// answers the hello. Must run inside a tokio runtime, which the
     /// client's background work (producers) then uses.
+    ///
+    /// With `aero+quic://` and neither a CA ([`ClientBuilder::tls_ca_file`])
+    /// nor [`ClientBuilder::danger_accept_invalid_certs`], fails with
+    /// [`Error::Config`] saying so: no system roots are used. A server
+    /// whose certificate is not trusted fails with [`Error::Tls`].
     pub async fn connect(self) -> Result<Client, Error> {
         let bootstrap = Bootstrap::parse(&self.url)?;
         if self.request_timeout.is_zero() || self.connect_timeout.is_zero() {
@@ -131,6 +187,10 @@ impl ClientBuilder {
         }
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::Config("the client needs a tokio runtime".into()))?;
+        let quic = match bootstrap.transport {
+            Transport::Quic => Some(QuicClient::new(&self.trust)?),
+            _ => None,
+        };
         let client = Client {
             inner: Arc::new(Inner {
                 bootstrap,
@@ -138,6 +198,7 @@ impl ClientBuilder {
                     client_id: self.client_id,
                     connect_timeout: self.connect_timeout,
                     max_frame_bytes: self.max_frame_bytes,
+                    quic,
                 },
                 request_timeout: self.request_timeout,
                 retries: self.retries,
@@ -317,8 +378,9 @@ impl NodeSlot {
 
 impl Client {
     /// Connects with default settings: `aero://host:port`, or a list
-    /// `aero://h1:p1,h2:p2` of bootstrap servers tried in order.
-    /// `aero+quic://` is refused for now with [`Error::Config`].
+    /// `aero://h1:p1,h2:p2` of bootstrap servers tried in order. QUIC
+    /// (`aero+quic://`) needs a CA to trust, so goes through
+    /// [`Client::builder`] and [`ClientBuilder::tls_ca_file`].
     pub async fn connect(url: &str) -> Result<Client, Error> {
         Client::builder(url).connect().await
     }
@@ -346,6 +408,7 @@ impl Client {
             max_frame_bytes: 64 << 20,
             retries: 3,
             retry_backoff: Duration::from_millis(100),
+            trust: TrustSettings::default(),
         }
     }
 

@@ -36,8 +36,8 @@ async fn connect_says_why_it_cannot() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&quic, Error::Config(m) if m.contains("QUIC transport is not available")),
-        "{quic}"
+        matches!(&quic, Error::Config(m) if m.contains("needs the CA")),
+        "QUIC needs a CA to trust: {quic}"
     );
     let bad = Client::connect("127.0.0.1:9091").await.unwrap_err();
     assert!(matches!(bad, Error::InvalidUrl(_)), "{bad}");

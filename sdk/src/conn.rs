@@ -27,7 +27,10 @@
 //! 7. Dropping the [`Conn`] stops both tasks and closes the socket.
 //!
 //! The halves are generic over `AsyncRead`/`AsyncWrite`, so a transport is
-//! anything that yields two byte streams (TCP today, a QUIC stream later).
+//! anything that yields two byte streams: a TCP connection, or a
+//! bidirectional QUIC stream. Over QUIC the hello goes on the connection's
+//! first stream, and [`Conn::open_stream`] opens further streams that share
+//! it, each a [`Conn`] of its own.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -44,6 +47,7 @@ use crate::bootstrap::{Address, Transport};
 use crate::error::Error;
 use crate::frame::{FrameHeader, HEADER_LEN};
 use crate::proto::{self, op, ErrorCode, ErrorFrame, Hello, HelloResponse, Message, RESPONSE};
+use crate::quic::QuicClient;
 
 /// Frames queued for the writer before callers wait.
 const WRITE_QUEUE: usize = 256;
@@ -60,6 +64,8 @@ pub(crate) struct ConnOptions {
     pub connect_timeout: Duration,
     /// Longest answer body accepted from a server.
     pub max_frame_bytes: u32,
+    /// The QUIC endpoint and TLS settings; needed by [`Transport::Quic`].
+    pub quic: Option<QuicClient>,
 }
 
 /// A request of the protocol and the answer it gets.
@@ -196,7 +202,8 @@ pub(crate) struct ServerInfo {
     pub server: String,
 }
 
-/// A live connection to one server. See the module docs for how it works.
+/// A live connection to one server (or one stream of a QUIC connection to
+/// it). See the module docs for how it works.
 pub(crate) struct Conn {
     shared: Arc<Shared>,
     writer: mpsc::Sender<Outgoing>,
@@ -204,6 +211,10 @@ pub(crate) struct Conn {
     next_correlation: AtomicU32,
     next_subscription: AtomicU32,
     info: ServerInfo,
+    /// The client's limit on answer bodies.
+    max_frame_bytes: u32,
+    /// The QUIC connection this stream belongs to; `None` on TCP.
+    quic: Option<quinn::Connection>,
 }
 
 impl Drop for Conn {
@@ -245,6 +256,19 @@ pub(crate) async fn connect(
                 stream.set_nodelay(true)?;
                 let (read, write) = stream.into_split();
                 Conn::handshake(read, write, name.clone(), options).await
+            }
+            Transport::Quic => {
+                let quic = options.quic.as_ref().ok_or_else(|| {
+                    Error::Config("aero+quic:// needs the client's QUIC settings".into())
+                })?;
+                let connection = quic.connect(addr).await?;
+                let (send, recv) = connection
+                    .open_bi()
+                    .await
+                    .map_err(|e| Error::Io(Arc::new(e.into())))?;
+                let mut conn = Conn::handshake(recv, send, name.clone(), options).await?;
+                conn.quic = Some(connection);
+                Ok(conn)
             }
         }
     };
@@ -307,25 +331,88 @@ impl Conn {
             max_frame_bytes: answer.max_frame_bytes,
             server: answer.server,
         };
+        Ok(Conn::start(
+            read,
+            write,
+            addr,
+            info,
+            options.max_frame_bytes,
+            2,
+        ))
+    }
+
+    /// Starts the reader and writer tasks of a stream on which the hello
+    /// is said (or, for [`Conn::open_stream`], needs not be).
+    fn start<R, W>(
+        read: R,
+        write: W,
+        addr: String,
+        info: ServerInfo,
+        max_frame_bytes: u32,
+        first_correlation: u32,
+    ) -> Conn
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending::default()),
             addr,
         });
         let (writer, queue) = mpsc::channel(WRITE_QUEUE);
         tokio::spawn(write_frames(write, queue, Arc::clone(&shared)));
-        let reader = tokio::spawn(read_frames(
-            read,
-            Arc::clone(&shared),
-            options.max_frame_bytes,
-        ));
-        Ok(Conn {
+        let reader = tokio::spawn(read_frames(read, Arc::clone(&shared), max_frame_bytes));
+        Conn {
             shared,
             writer,
             reader,
-            next_correlation: AtomicU32::new(2),
+            next_correlation: AtomicU32::new(first_correlation),
             next_subscription: AtomicU32::new(1),
             info,
-        })
+            max_frame_bytes,
+            quic: None,
+        }
+    }
+
+    /// Opens another bidirectional stream on this connection's QUIC
+    /// connection and returns a handle for requests on it: the same calls
+    /// as on `self`, but no hello (the stream shares the version and client
+    /// id of the connection's hello, and [`Conn::info`]). `Ok(None)` on TCP,
+    /// where a connection is one stream.
+    ///
+    /// Streams are independent: answers on one never wait behind another's
+    /// (a long-polling fetch there holds up nothing here), and a stream's
+    /// correlation ids are its own. That is what subscriptions use: one
+    /// stream per subscription, so partitions never block each other, and
+    /// frames the server pushes for a subscription arrive on its stream.
+    /// (The reader task routes answers by correlation id, and pushed
+    /// frames by their subscription id.)
+    ///
+    /// Dropping the handle finishes the stream; the QUIC connection lives
+    /// while any handle to it does, and a bad frame on any stream closes
+    /// it, failing every stream. The server allows a few hundred open
+    /// streams per connection; past that, opening waits for one to close.
+    pub(crate) async fn open_stream(&self) -> Result<Option<Conn>, Error> {
+        let Some(quic) = &self.quic else {
+            return Ok(None);
+        };
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let (send, recv) = quic
+            .open_bi()
+            .await
+            .map_err(|e| Error::Io(Arc::new(e.into())))?;
+        let mut conn = Conn::start(
+            recv,
+            send,
+            self.shared.addr.clone(),
+            self.info.clone(),
+            self.max_frame_bytes,
+            1,
+        );
+        conn.quic = Some(quic.clone());
+        Ok(Some(conn))
     }
 
     pub(crate) fn info(&self) -> &ServerInfo {

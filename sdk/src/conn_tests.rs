@@ -18,6 +18,7 @@ fn options() -> ConnOptions {
         client_id: "conn-test".into(),
         connect_timeout: LONG,
         max_frame_bytes: 1 << 20,
+        quic: None,
     }
 }
 
@@ -344,4 +345,186 @@ async fn a_refused_connection_is_a_connect_error_naming_the_address() {
         "{err}"
     );
     assert!(err.is_retriable());
+}
+
+// ------------------------------------------------------------------ QUIC
+
+/// A CA and a server certificate it signed for localhost and 127.0.0.1:
+/// (CA PEM, server chain, server key).
+fn certificates() -> (
+    String,
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("test CA {}", rand::random::<u32>()),
+    );
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (
+        ca.pem(),
+        vec![leaf.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+}
+
+fn quic_options(trust: TrustSettings) -> ConnOptions {
+    ConnOptions {
+        quic: Some(QuicClient::new(&trust).unwrap()),
+        ..options()
+    }
+}
+
+fn trusting(ca_pem: &str) -> TrustSettings {
+    TrustSettings {
+        ca_pems: vec![ca_pem.as_bytes().to_vec()],
+        ..TrustSettings::default()
+    }
+}
+
+use crate::quic::{QuicClient, TrustSettings};
+
+/// A QUIC server double: answers the hello on a connection's first stream,
+/// then pings on every stream (on further ones without a hello), except
+/// pings of nonce 666, which it never answers. Returns its CA and address.
+async fn quic_double() -> (String, Address) {
+    let (ca, chain, key) = certificates();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    tls.alpn_protocols = vec![crate::quic::ALPN.to_vec()];
+    let config = quinn::ServerConfig::with_crypto(Arc::new(
+        quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap(),
+    ));
+    let endpoint = quinn::Endpoint::server(config, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = endpoint.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Some(incoming) = endpoint.accept().await {
+            tokio::spawn(async move {
+                let Ok(conn) = incoming.await else { return };
+                let mut first = true;
+                while let Ok((mut send, recv)) = conn.accept_bi().await {
+                    let hello = std::mem::take(&mut first);
+                    tokio::spawn(async move {
+                        let mut read = BufReader::new(recv);
+                        if hello {
+                            let h = read_frame(&mut read, u32::MAX).await.unwrap().unwrap();
+                            assert_eq!(h.op, op::HELLO);
+                            let h = Hello::decode_body(h.body).unwrap();
+                            send.write_all(&hello_ok(h)).await.unwrap();
+                        }
+                        while let Ok(Some(f)) = read_frame(&mut read, u32::MAX).await {
+                            assert_eq!(f.op, op::PING, "no hello on further streams");
+                            let p = Ping::decode_body(f.body).unwrap();
+                            if p.nonce != 666 {
+                                let answer = Pong {
+                                    correlation: p.correlation,
+                                    nonce: p.nonce,
+                                };
+                                send.write_all(&answer.to_frame()).await.unwrap();
+                            }
+                        }
+                    });
+                }
+            });
+        }
+    });
+    (
+        ca,
+        Address {
+            host: "127.0.0.1".into(),
+            port,
+        },
+    )
+}
+
+#[tokio::test]
+async fn over_quic_further_streams_share_the_hello_and_do_not_wait_for_each_other() {
+    let (ca, addr) = quic_double().await;
+    let conn = connect(&addr, Transport::Quic, &quic_options(trusting(&ca)))
+        .await
+        .unwrap();
+    assert_eq!(conn.info().node_id, 7);
+    assert_eq!(conn.call(ping(1), LONG).await.unwrap().nonce, 1);
+    let stream = conn.open_stream().await.unwrap().expect("QUIC has streams");
+    assert_eq!(stream.info(), conn.info(), "the hello's outcome, shared");
+    assert_eq!(stream.call(ping(2), LONG).await.unwrap().nonce, 2);
+    // a request nobody answers on one stream holds up no other
+    let stuck = conn.open_stream().await.unwrap().unwrap();
+    let held = tokio::spawn(async move { stuck.call(ping(666), LONG).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(stream.call(ping(3), LONG).await.unwrap().nonce, 3);
+    assert_eq!(conn.call(ping(4), LONG).await.unwrap().nonce, 4);
+    assert!(!held.is_finished());
+    held.abort();
+    // a dropped stream leaves the connection and the other streams be
+    drop(stream);
+    assert_eq!(conn.call(ping(5), LONG).await.unwrap().nonce, 5);
+}
+
+#[tokio::test]
+async fn over_tcp_there_are_no_further_streams() {
+    let addr = serve(hello_ok, |read, _write| until_closed(read)).await;
+    let conn = connect(&addr, Transport::Tcp, &options()).await.unwrap();
+    assert!(conn.open_stream().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_server_whose_certificate_is_not_trusted_is_refused_with_a_tls_error() {
+    let (_, addr) = quic_double().await;
+    let (stranger, _, _) = certificates();
+    let err = connect(&addr, Transport::Quic, &quic_options(trusting(&stranger)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Tls { reason, .. } if reason.contains("UnknownIssuer")),
+        "{err:?}"
+    );
+    assert!(!err.is_retriable());
+    // accepting anything connects (for trying things out)
+    let conn = connect(
+        &addr,
+        Transport::Quic,
+        &quic_options(TrustSettings {
+            accept_invalid_certs: true,
+            ..TrustSettings::default()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(conn.call(ping(9), LONG).await.unwrap().nonce, 9);
+}
+
+#[tokio::test]
+async fn quic_without_a_ca_or_with_a_bad_one_says_what_it_needs() {
+    let none = QuicClient::new(&TrustSettings::default()).unwrap_err();
+    assert!(
+        matches!(&none, Error::Config(m) if m.contains("tls_ca_file") && m.contains("ca.pem")),
+        "{none}"
+    );
+    let missing = QuicClient::new(&TrustSettings {
+        ca_files: vec!["/nonexistent/ca.pem".into()],
+        ..TrustSettings::default()
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&missing, Error::Config(m) if m.contains("/nonexistent/ca.pem")),
+        "{missing}"
+    );
+    let garbage = QuicClient::new(&trusting("not a certificate")).unwrap_err();
+    assert!(matches!(garbage, Error::Config(_)), "{garbage}");
 }

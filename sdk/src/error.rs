@@ -24,6 +24,12 @@ pub enum Error {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// The TLS handshake of a QUIC connection failed: above all, the
+    /// server's certificate is not signed by a CA the client trusts (see
+    /// [`crate::ClientBuilder::tls_ca_file`]) or does not name the host
+    /// dialled. Not retriable: trying again meets the same certificate.
+    #[error("TLS handshake with {addr} failed: {reason}")]
+    Tls { addr: String, reason: String },
     /// Reading or writing an established connection failed.
     #[error("connection failed: {0}")]
     Io(#[source] Arc<std::io::Error>),
@@ -89,6 +95,7 @@ impl Error {
             | Error::UnknownNode(_) => true,
             Error::Server { code, .. } => code.is_retriable(),
             Error::Protocol(_)
+            | Error::Tls { .. }
             | Error::UnsupportedVersion(_)
             | Error::InvalidUrl(_)
             | Error::UnknownPartition { .. }

@@ -26,9 +26,9 @@
 //!
 //! # The client
 //!
-//! - [`Client`]: bootstrap URL (`aero://host:port[,host:port…]`), cached
-//!   metadata, one connection per server, admin calls (topics, offsets,
-//!   group offsets). Cheap to clone.
+//! - [`Client`]: bootstrap URL (`aero://host:port[,host:port…]` for TCP,
+//!   `aero+quic://…` for QUIC), cached metadata, one connection per
+//!   server, admin calls (topics, offsets, group offsets). Cheap to clone.
 //! - [`Producer`]: batches per partition, Kafka's partitioner, acks,
 //!   retries, idempotence (no duplicates from retries), `flush`.
 //! - [`Consumer`]: a `futures::Stream` of [`ConsumedRecord`]s from assigned
@@ -42,9 +42,24 @@
 //! - [`Error`]: one error type; [`Error::is_retriable`] says whether trying
 //!   again can help.
 //!
-//! Seams: the transport ([`bootstrap::Transport`], TCP today, QUIC
-//! later), the producer's batching engine (I/O-free, time passed in), and
-//! the consumer's [`Membership`].
+//! Seams: the transport ([`bootstrap::Transport`]: TCP, or QUIC whose
+//! further streams on one connection are there for subscriptions), the
+//! producer's batching engine (I/O-free, time passed in), and the
+//! consumer's [`Membership`].
+//!
+//! Over QUIC the client checks the server's certificate against a CA it is
+//! given (no system roots are used):
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), sdk::Error> {
+//! let client = sdk::Client::builder("aero+quic://localhost:9091")
+//!     // the CA an AeroStream agent writes when given no certificate
+//!     .tls_ca_file("data/native-tls/ca.pem")
+//!     .connect()
+//!     .await?;
+//! client.ping().await?;
+//! # Ok(()) }
+//! ```
 //!
 //! # The protocol
 //!
@@ -76,6 +91,7 @@ mod group;
 pub mod partitioner;
 mod producer;
 pub mod proto;
+mod quic;
 pub mod record;
 mod subscription;
 #[cfg(test)]

@@ -134,6 +134,12 @@ impl Client {
         let (start_kind, start_value) = start.to_wire();
         let node = self.leader(topic, partition).await?;
         let conn = self.node_conn(node).await?;
+        // over QUIC a stream of its own, so partitions never wait on each
+        // other; over TCP the connection
+        let conn = match conn.open_stream().await? {
+            Some(stream) => Arc::new(stream),
+            None => conn,
+        };
         let request = proto::Subscribe {
             correlation: 0,
             subscription: 0,

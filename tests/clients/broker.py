@@ -30,6 +30,20 @@ def free_udp_port():
         return s.getsockname()[1]
 
 
+def free_tcp_and_udp_port():
+    """A port number free for both TCP and UDP: the native protocol listens
+    on TCP and QUIC (UDP) with the same number."""
+    for _ in range(50):
+        port = free_port()
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no port free for both TCP and UDP")
+
+
 class Broker:
     """One aerostream process with its own data dir and ports."""
 
@@ -50,6 +64,17 @@ class Broker:
     def native_url(self):
         return f"aero://127.0.0.1:{self.native_port}"
 
+    @property
+    def native_quic_url(self):
+        """The native protocol over QUIC: the UDP port of the native TCP port's number."""
+        return f"aero+quic://127.0.0.1:{self.native_port}"
+
+    @property
+    def native_ca(self):
+        """The CA certificate the agent issues its QUIC certificate with
+        (written at start; clients trust it)."""
+        return os.path.join(self.dir, "data", "native-tls", "ca.pem")
+
     def start(self, timeout=60):
         self.launch()
         return self.wait_ready(timeout)
@@ -62,7 +87,7 @@ class Broker:
         if self.http_port is None:
             self.http_port = free_port()
         if self.native_port is None:
-            self.native_port = free_port()
+            self.native_port = free_tcp_and_udp_port()
         args = [
             binary(), "serve",
             "--data-dir", os.path.join(self.dir, "data"),

@@ -1,11 +1,12 @@
 """The native protocol against the real binary, through the Rust SDK's
 `produce` and `consume` examples, next to Kafka clients on the same
-broker: what one protocol writes the other reads, keys land where
-librdkafka puts them, bad input closes only its own connection, and
-native consumer groups share partitions and commit offsets Kafka tools
-read."""
+broker: what one protocol writes the other reads (over TCP and over QUIC),
+keys land where librdkafka puts them, bad input closes only its own
+connection, and native consumer groups share partitions and commit offsets
+Kafka tools read."""
 
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -24,16 +25,23 @@ def example(name):
     return path
 
 
-def native_produce(broker, topic, lines):
-    r = subprocess.run([example("produce"), "--bootstrap", broker.native_url, "--topic", topic],
+def connection_args(broker, quic=False):
+    """--bootstrap (and, over QUIC, the agent's CA to trust) for an example."""
+    if quic:
+        return ["--bootstrap", broker.native_quic_url, "--tls-ca", broker.native_ca]
+    return ["--bootstrap", broker.native_url]
+
+
+def native_produce(broker, topic, lines, quic=False):
+    r = subprocess.run([example("produce"), *connection_args(broker, quic), "--topic", topic],
                        input="".join(f"{l}\n" for l in lines), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "", "produce prints nothing but errors"
     return r
 
 
-def native_consume(broker, topic, count, start="earliest"):
-    r = subprocess.run([example("consume"), "--bootstrap", broker.native_url, "--topic", topic,
+def native_consume(broker, topic, count, start="earliest", quic=False):
+    r = subprocess.run([example("consume"), *connection_args(broker, quic), "--topic", topic,
                         "--from", str(start), "--count", str(count)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -233,3 +241,92 @@ def test_three_native_group_members_read_every_record_once_and_kafka_tools_see_t
     assert sorted(r.stdout.splitlines()) == ["after-1", "after-2", "after-3"]
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
     assert sum(tp.offset for tp in result.topic_partitions) == len(lines) + 3, "committed on leaving"
+
+
+# ------------------------------------------------------------------ QUIC
+
+
+def test_the_agent_serves_quic_on_the_native_port_and_writes_its_ca(broker):
+    assert os.path.exists(broker.native_ca), "the agent wrote the CA clients trust"
+    with open(broker.native_ca) as f:
+        assert f.read().startswith("-----BEGIN CERTIFICATE-----")
+    log = broker.run_log()
+    assert broker.native_ca in log, "the CA's path is logged at startup"
+    assert f"native_quic=127.0.0.1:{broker.native_port}" in log
+
+
+def test_lines_produced_natively_over_quic_are_read_by_confluent_kafka_and_over_tcp(broker, topic_name):
+    lines = [f"quic line {i} ü" for i in range(500)]
+    native_produce(broker, topic_name, lines, quic=True)
+    assert native_consume(broker, topic_name, len(lines), quic=True) == lines
+    assert native_consume(broker, topic_name, len(lines)) == lines, "TCP reads what QUIC wrote"
+    got = kafka_read_all(broker, topic_name, len(lines))
+    assert [v for (_, _, _, v) in got] == lines
+    assert [o for (_, o, _, _) in got] == list(range(len(lines)))
+
+
+def test_records_produced_by_kafka_clients_are_read_natively_over_quic(broker, topic_name):
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 5})
+    values = [f"kafka-{i}" for i in range(300)]
+    for v in values:
+        p.produce(topic_name, value=v.encode())
+    assert p.flush(30) == 0
+    assert native_consume(broker, topic_name, len(values), quic=True) == values
+    assert native_consume(broker, topic_name, 10, start=290, quic=True) == values[290:]
+
+
+def test_keys_produced_over_quic_land_where_librdkafka_puts_them(broker, topic_name):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, num_partitions=3, replication_factor=1)])[topic_name].result(30)
+    keys = [f"k-{i}" for i in range(30)]
+    r = subprocess.run([example("produce"), *connection_args(broker, quic=True), "--topic", topic_name,
+                        "--key-sep", "="], input="".join(f"{k}=v-{k}\n" for k in keys),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = kafka_read_all(broker, topic_name, len(keys), partitions=3)
+    by_key = {key.decode(): (part, value) for (part, _, key, value) in got}
+    assert sorted(by_key) == sorted(keys)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"})
+    placed = {}
+
+    def record(err, msg):
+        assert err is None, err
+        placed[msg.key().decode()] = msg.partition()
+    for k in keys:
+        p.produce(topic_name, key=k.encode(), value=b"again", on_delivery=record)
+    assert p.flush(30) == 0
+    assert {k: part for k, (part, _) in by_key.items()} == placed
+
+
+def test_quic_without_a_ca_says_what_to_give_and_insecure_goes_through(broker, topic_name):
+    r = subprocess.run([example("consume"), "--bootstrap", broker.native_quic_url, "--topic", topic_name,
+                        "--count", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "ca.pem" in r.stderr and "tls_ca_file" in r.stderr, r.stderr
+    r = subprocess.run([example("produce"), "--bootstrap", broker.native_quic_url, "--insecure",
+                        "--topic", topic_name], input="unverified\n", capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert native_consume(broker, topic_name, 1, quic=True) == ["unverified"]
+
+
+def test_the_ca_outlives_a_restart_and_a_stale_ca_is_refused_clearly(own_broker, topic_name, tmp_path):
+    with open(own_broker.native_ca) as f:
+        first = f.read()
+    native_produce(own_broker, topic_name, ["before"], quic=True)
+    own_broker.restart()
+    with open(own_broker.native_ca) as f:
+        assert f.read() == first, "clients trusting ca.pem keep trusting the agent"
+    assert native_consume(own_broker, topic_name, 1, quic=True) == ["before"]
+    # a new CA (its folder removed): the old ca.pem no longer verifies
+    stale = tmp_path / "stale-ca.pem"
+    stale.write_text(first)
+    own_broker.stop()
+    shutil.rmtree(os.path.dirname(own_broker.native_ca))
+    own_broker.start()
+    r = subprocess.run([example("consume"), "--bootstrap", own_broker.native_quic_url, "--tls-ca", str(stale),
+                        "--topic", topic_name, "--count", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "TLS handshake" in r.stderr and "not trusted" in r.stderr, r.stderr
+    assert native_consume(own_broker, topic_name, 1, quic=True) == ["before"]

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "clients"))
-from broker import binary, free_port  # noqa: E402
+from broker import binary, free_port, free_tcp_and_udp_port  # noqa: E402
 
 # Record timestamps are recent (an hour before the run started), so the topics'
 # default retention.ms (7 days) keeps them.
@@ -56,6 +56,9 @@ class Broker:
         self.extra_args = list(extra_args)
         self.port = free_port()
         self.http_port = free_port()
+        # the native protocol's TCP and QUIC (UDP) ports: free ones, so a
+        # broker on the default 9091 elsewhere on the machine is no obstacle
+        self.native_port = free_tcp_and_udp_port()
         self.log_path = os.path.join(self.dir, "broker.log")
         self.proc = None
 
@@ -66,6 +69,7 @@ class Broker:
     def start(self, timeout=90):
         args = [binary(), "serve", "--data-dir", self.data_dir,
                 "--kafka-addr", f"127.0.0.1:{self.port}", "--http-addr", f"127.0.0.1:{self.http_port}",
+                "--native-addr", f"127.0.0.1:{self.native_port}",
                 "--shards", "2", "--group-initial-rebalance-delay-ms", "0", *self.extra_args]
         if self.object_store:
             args += ["--object-store", self.object_store]

@@ -1,21 +1,30 @@
-//! The native protocol's front end on TCP (port 9091 by default).
+//! The native protocol's front end: on TCP (port 9091 by default) and on
+//! QUIC over UDP on the same port number ([`quic`]).
 //!
 //! A connection starts with a hello; after it, requests are served
-//! concurrently (up to [`MAX_IN_FLIGHT`] per connection) and answered as
-//! they complete, each response carrying its request's correlation id.
+//! concurrently (up to [`MAX_IN_FLIGHT`] per stream) and answered as they
+//! complete, each response carrying its request's correlation id.
 //! Operations run on the same handlers as Kafka requests
 //! (`kafka/api/bridge.rs`), so both protocols share validation,
-//! limits and data: what one writes the other reads. Fetched records are
-//! spliced into the response from the log (sendfile).
+//! limits and data: what one writes the other reads. On TCP fetched records
+//! are spliced into the response from the log (sendfile); on QUIC they are
+//! copied in memory.
+//!
+//! Both transports run the same loop, `serve_stream`, over any pair of
+//! `AsyncRead`/`AsyncWrite` halves: a TCP connection is one stream; a QUIC
+//! connection is one stream per bidirectional QUIC stream the client opens,
+//! the first carrying the hello and the others sharing what it settled
+//! (`Session`).
 //!
 //! A frame that cannot be served (wrong magic or framing version, a body
 //! larger than `socket.request.max.bytes`, an unknown operation, an
-//! undecodable body) is answered with an error frame, and the connection
-//! is closed; nothing else is affected.
+//! undecodable body) is answered with an error frame on its stream, and the
+//! connection is closed; nothing else is affected.
 
 mod codes;
 mod groups;
 mod ops;
+pub mod quic;
 mod subscribe;
 
 use std::net::SocketAddr;
@@ -28,8 +37,8 @@ use futures::stream::FuturesUnordered;
 use futures::{Future, StreamExt};
 use sdk::frame::{FrameError, FrameHeader, HEADER_LEN};
 use sdk::proto::{self, ErrorCode, ErrorFrame, Message};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
@@ -38,11 +47,11 @@ use crate::connections::{Admitted, RequestRoom};
 use crate::kafka::api::Client;
 use crate::kafka::response::ResponseFrame;
 
-/// Requests of one connection served at once; the connection's next frame
-/// is not read while this many are under way.
+/// Requests of one stream served at once; the stream's next frame is not
+/// read while this many are under way.
 pub const MAX_IN_FLIGHT: usize = 64;
 
-/// Accepts native connections until `stop` turns true.
+/// Accepts native TCP connections until `stop` turns true.
 pub async fn serve(
     listener: std::net::TcpListener,
     broker: Arc<Broker>,
@@ -51,7 +60,90 @@ pub async fn serve(
     crate::server::accept(listener, broker, stop, "native", connection).await
 }
 
-/// What the reader hands the connection.
+/// What a connection's hello settled; every stream of the connection
+/// shares it.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    /// The client's id, as its hello gave it.
+    pub client_id: Arc<str>,
+    /// The protocol version both sides speak.
+    pub version: u16,
+}
+
+/// What serving a request knows of the stream it came on (one per stream,
+/// shared by the stream's requests).
+pub(crate) struct StreamCtx {
+    pub session: Session,
+    /// The stream's open subscriptions. Their answers and pushes go out
+    /// through a queue the stream's loop writes between answers, with the
+    /// same write timeout; the queue is bounded, so a subscription waits
+    /// while the client reads slowly. Dropping the context (the stream
+    /// ended) ends them.
+    ///
+    /// The loop does not wait for pushes: it ends once the client finished
+    /// its side and every request is answered, or when no frame arrives for
+    /// `connections.max.idle.ms`, and the subscriptions end with it.
+    pub subs: subscribe::Subscriptions,
+}
+
+/// One native connection as its streams see it.
+pub(crate) struct Link {
+    pub broker: Arc<Broker>,
+    /// The Kafka handlers' view of the connection (its id and address).
+    pub client: Client,
+    pub peer: SocketAddr,
+    /// `tcp` or `quic`, for the logs.
+    pub transport: &'static str,
+}
+
+/// How a stream starts.
+pub(crate) enum Start {
+    /// The connection's first stream: its first frame must be a hello,
+    /// whose outcome is published here for the connection's other streams.
+    Hello(watch::Sender<Option<Session>>),
+    /// Another stream of a connection whose first stream said hello.
+    After(Session),
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamEnd {
+    /// The peer finished its side (or went away, or idled out, or shutdown
+    /// began) and every request was answered.
+    Done,
+    /// A frame was refused with an error frame: the connection must close.
+    Refused,
+}
+
+/// Where a stream's frames are written: a TCP connection sends file-backed
+/// records with sendfile ([`ResponseFrame::write_to_tcp`]), anything else
+/// copies them ([`ResponseFrame::write_to`]).
+pub(crate) trait Sink: AsyncWrite + Unpin + Send {
+    fn send_frame(
+        &mut self,
+        frame: ResponseFrame,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+impl Sink for OwnedWriteHalf {
+    fn send_frame(
+        &mut self,
+        frame: ResponseFrame,
+    ) -> impl Future<Output = std::io::Result<()>> + Send {
+        frame.write_to_tcp(self)
+    }
+}
+
+impl Sink for quinn::SendStream {
+    fn send_frame(
+        &mut self,
+        frame: ResponseFrame,
+    ) -> impl Future<Output = std::io::Result<()>> + Send {
+        frame.write_to(self)
+    }
+}
+
+/// What the reader hands the stream's loop.
 enum Incoming {
     Frame {
         op: u8,
@@ -63,9 +155,13 @@ enum Incoming {
 }
 
 /// Reads frames until the peer closes, a frame is refused or the
-/// connection goes away. Each frame first reserves its size among the
+/// stream goes away. Each frame first reserves its size among the
 /// requests being served broker-wide.
-async fn read_frames(mut rd: OwnedReadHalf, broker: Arc<Broker>, tx: mpsc::Sender<Incoming>) {
+async fn read_frames<R: AsyncRead + Unpin>(
+    mut rd: R,
+    broker: Arc<Broker>,
+    tx: mpsc::Sender<Incoming>,
+) {
     let max = u32::try_from(broker.config.max_request_bytes).unwrap_or(u32::MAX);
     let idle = broker.connections.limits().idle_timeout;
     loop {
@@ -159,31 +255,51 @@ pub async fn serve_frame(
     op: u8,
     body: Bytes,
 ) -> std::io::Result<Option<Bytes>> {
-    let (pushes, _) = mpsc::channel(subscribe::PUSH_QUEUE);
-    let subs = subscribe::Subscriptions::new(pushes);
-    match ops::serve(b, c, &Arc::from(client_id), &subs, op, body).await {
+    // a stream of its own whose pushes nobody reads
+    let (pushes, _) = mpsc::channel(1);
+    let ctx = StreamCtx {
+        session: Session {
+            client_id: Arc::from(client_id),
+            version: proto::MAX_VERSION,
+        },
+        subs: subscribe::Subscriptions::new(pushes),
+    };
+    match ops::serve(b, c, &ctx, op, body).await {
         Answer::Frame(f) => f.to_bytes().map(Some),
         Answer::Nothing => Ok(None),
         Answer::Fatal(e) => error_frame(&e).to_bytes().map(Some),
     }
 }
 
-async fn write(
-    wr: &mut OwnedWriteHalf,
-    frame: ResponseFrame,
-    broker: &Broker,
-    peer: SocketAddr,
-) -> bool {
+/// Counts a request in flight broker-wide until dropped (answered, or
+/// abandoned with its stream).
+struct InFlight(Arc<Broker>);
+
+impl InFlight {
+    fn new(broker: &Arc<Broker>) -> InFlight {
+        broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(broker.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn write<W: Sink>(wr: &mut W, frame: ResponseFrame, link: &Link) -> bool {
+    let (broker, peer, transport) = (&link.broker, link.peer, link.transport);
     let timeout = broker.connections.limits().write_timeout;
-    match tokio::time::timeout(timeout, frame.write_to_tcp(wr)).await {
+    match tokio::time::timeout(timeout, wr.send_frame(frame)).await {
         Ok(Ok(())) => true,
         Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "writing a native response failed");
+            tracing::debug!(%peer, transport, error = %e, "writing a native response failed");
             false
         }
         Err(_) => {
             Metrics::add(&broker.connections.counters.write_timeouts, 1);
-            tracing::warn!(%peer, "closing native connection: the client did not read its response in time");
+            tracing::warn!(%peer, transport, "closing native stream: the client did not read its response in time");
             false
         }
     }
@@ -194,24 +310,62 @@ async fn connection(
     peer: SocketAddr,
     admitted: Admitted,
     broker: Arc<Broker>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let client = Client::direct(format!("/{}", peer.ip()), admitted.id);
+    let link = Link {
+        client: Client::direct(format!("/{}", peer.ip()), admitted.id),
+        broker,
+        peer,
+        transport: "tcp",
+    };
+    tracing::debug!(%peer, transport = link.transport, id = admitted.id, "native connection open");
     let (rd, mut wr) = stream.into_split();
+    let (hello, _) = watch::channel(None);
+    let end = serve_stream(&link, rd, &mut wr, Start::Hello(hello), stop).await;
+    tracing::debug!(%peer, transport = link.transport, id = admitted.id, ?end, "native connection closed");
+    drop(admitted);
+    Metrics::add(&link.broker.metrics.connections_closed, 1);
+}
+
+/// Serves one stream of frames (a TCP connection, or one QUIC stream) until
+/// the peer finishes its side and every request is answered, a frame is
+/// refused, writing fails, or shutdown begins (answering what was asked
+/// first). Requests are served concurrently, up to [`MAX_IN_FLIGHT`], and
+/// answered as they complete; frames pushed through the stream's
+/// [`StreamCtx::pushes`] are written as they come.
+pub(crate) async fn serve_stream<R, W>(
+    link: &Link,
+    rd: R,
+    wr: &mut W,
+    start: Start,
+    mut stop: watch::Receiver<bool>,
+) -> StreamEnd
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: Sink,
+{
+    let (broker, peer, transport) = (&link.broker, link.peer, link.transport);
     let (tx, mut rx) = mpsc::channel(4);
-    let reader = tokio::spawn(read_frames(rd, broker.clone(), tx));
-    let mut client_id: Option<Arc<str>> = None;
-    // subscription answers and pushes, written between responses
-    let (pushes, mut pushed) = mpsc::channel(subscribe::PUSH_QUEUE);
-    let subs = Arc::new(subscribe::Subscriptions::new(pushes));
+    let reader = AbortOnDrop(tokio::spawn(read_frames(rd, broker.clone(), tx)));
+    let (push_tx, mut pushes) = mpsc::channel::<ResponseFrame>(subscribe::PUSH_QUEUE);
+    let new_ctx = |session: Session| {
+        Arc::new(StreamCtx {
+            session,
+            subs: subscribe::Subscriptions::new(push_tx.clone()),
+        })
+    };
+    let (mut ctx, mut hello) = match start {
+        Start::Hello(tx) => (None, Some(tx)),
+        Start::After(session) => (Some(new_ctx(session)), None),
+    };
     let mut in_flight: FuturesUnordered<Served> = FuturesUnordered::new();
     // the peer closed its side, or shutdown began: answer what was asked
     // for (long polls end early at shutdown), read nothing more, then close
     let mut peer_done = false;
     let mut stopping = false;
-    loop {
+    let end = loop {
         if peer_done && in_flight.is_empty() {
-            break;
+            break StreamEnd::Done;
         }
         let room_for_more = in_flight.len() < MAX_IN_FLIGHT && !peer_done;
         tokio::select! {
@@ -221,19 +375,20 @@ async fn connection(
                 peer_done = true;
             }
             Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
-                broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
                 match answer {
-                    Answer::Frame(f) => if !write(&mut wr, f, &broker, peer).await { break },
+                    Answer::Frame(f) => if !write(wr, f, link).await { break StreamEnd::Done },
                     Answer::Nothing => {}
                     Answer::Fatal(e) => {
                         Metrics::add(&broker.metrics.malformed_requests, 1);
-                        tracing::warn!(%peer, error = %e.error, message = %e.message, "closing native connection");
-                        let _ = write(&mut wr, error_frame(&e), &broker, peer).await;
-                        break;
+                        tracing::warn!(%peer, transport, error = %e.error, message = %e.message, "closing native connection");
+                        let _ = write(wr, error_frame(&e), link).await;
+                        break StreamEnd::Refused;
                     }
                 }
             }
-            Some(f) = pushed.recv() => if !write(&mut wr, f, &broker, peer).await { break },
+            Some(pushed) = pushes.recv() => {
+                if !write(wr, pushed, link).await { break StreamEnd::Done }
+            }
             incoming = rx.recv(), if room_for_more => {
                 let (op, body, room) = match incoming {
                     None => {
@@ -242,50 +397,56 @@ async fn connection(
                     }
                     Some(Incoming::Refused(e)) => {
                         Metrics::add(&broker.metrics.malformed_requests, 1);
-                        tracing::warn!(%peer, error = %e.error, message = %e.message, "closing native connection: bad frame");
-                        let _ = write(&mut wr, error_frame(&e), &broker, peer).await;
-                        break;
+                        tracing::warn!(%peer, transport, error = %e.error, message = %e.message, "closing native connection: bad frame");
+                        let _ = write(wr, error_frame(&e), link).await;
+                        break StreamEnd::Refused;
                     }
                     Some(Incoming::Frame { op, body, room }) => (op, body, room),
                 };
                 if broker.is_shutting_down() {
-                    break;
+                    break StreamEnd::Done;
                 }
-                let Some(id) = client_id.clone() else {
+                let Some(stream) = ctx.clone() else {
                     // The hello is served before anything else is read.
-                    match ops::hello(&broker, op, body) {
-                        Ok((resp, id)) => {
-                            client_id = Some(id);
-                            if !write(&mut wr, resp, &broker, peer).await { break }
+                    match ops::hello(broker, op, body) {
+                        Ok((resp, session)) => {
+                            tracing::debug!(%peer, transport, client_id = %session.client_id, version = session.version, "native hello");
+                            ctx = Some(new_ctx(session.clone()));
+                            if let Some(tx) = hello.take() {
+                                tx.send_replace(Some(session));
+                            }
+                            if !write(wr, resp, link).await { break StreamEnd::Done }
                         }
                         Err(e) => {
-                            tracing::info!(%peer, error = %e.error, message = %e.message, "native hello refused");
-                            let _ = write(&mut wr, error_frame(&e), &broker, peer).await;
-                            break;
+                            tracing::info!(%peer, transport, error = %e.error, message = %e.message, "native hello refused");
+                            let _ = write(wr, error_frame(&e), link).await;
+                            break StreamEnd::Refused;
                         }
                     }
                     drop(room);
                     continue;
                 };
-                broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
-                let (b, c, s) = (broker.clone(), client.clone(), subs.clone());
+                let counted = InFlight::new(broker);
+                let (b, c) = (broker.clone(), link.client.clone());
                 in_flight.push(Box::pin(async move {
-                    let answer = ops::serve(&b, &c, &id, &s, op, body).await;
+                    let answer = ops::serve(&b, &c, &stream, op, body).await;
                     drop(room);
+                    drop(counted);
                     answer
                 }));
             }
         }
-    }
-    reader.abort();
-    let left = in_flight.len();
+    };
+    drop(reader);
     drop(in_flight);
-    // ends every subscription of the connection
-    drop(subs);
-    broker
-        .metrics
-        .in_flight
-        .fetch_sub(left as u64, Ordering::SeqCst);
-    drop(admitted);
-    Metrics::add(&broker.metrics.connections_closed, 1);
+    end
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -19,8 +19,7 @@ use sdk::proto::{self, ErrorCode, ErrorFrame, Message, Request};
 use sdk::wire::WireWrite;
 
 use super::codes::{from_kafka, from_kafka_for_member};
-use super::subscribe::Subscriptions;
-use super::{frame_of, groups, Answer};
+use super::{frame_of, groups, Answer, Session, StreamCtx};
 use crate::broker::Broker;
 use crate::kafka::api::{bridge, s, Client};
 use crate::kafka::response::ResponseFrame;
@@ -34,12 +33,13 @@ fn fatal(correlation: u32, error: ErrorCode, message: impl Into<String>) -> Erro
 }
 
 /// Serves the first frame of a connection, which must be a hello. Returns
-/// the answer and the client's id, or the error frame to close with.
+/// the answer and what the hello settled (the client's id, the version),
+/// or the error frame to close with.
 pub(super) fn hello(
     b: &Broker,
     op: u8,
     body: Bytes,
-) -> Result<(ResponseFrame, Arc<str>), ErrorFrame> {
+) -> Result<(ResponseFrame, Session), ErrorFrame> {
     let correlation = proto::correlation_of(&body).unwrap_or(0);
     if op != proto::op::HELLO {
         return Err(fatal(
@@ -82,18 +82,22 @@ pub(super) fn hello(
         max_frame_bytes: u32::try_from(b.config.max_request_bytes).unwrap_or(u32::MAX),
         server: format!("aerostream {}", env!("CARGO_PKG_VERSION")),
     };
-    Ok((frame_of(&resp), Arc::from(h.client_id.as_str())))
+    let session = Session {
+        client_id: Arc::from(h.client_id.as_str()),
+        version,
+    };
+    Ok((frame_of(&resp), session))
 }
 
-/// Serves one request after the hello.
+/// Serves one request after the hello, made on the stream `s` describes.
 pub(super) async fn serve(
     b: &Arc<Broker>,
     c: &Client,
-    client_id: &Arc<str>,
-    subs: &Subscriptions,
+    s: &StreamCtx,
     op: u8,
     body: Bytes,
 ) -> Answer {
+    let client_id: &str = &s.session.client_id;
     let correlation = proto::correlation_of(&body).unwrap_or(0);
     let request = match Request::decode(op, body) {
         Ok(r) => r,
@@ -151,12 +155,12 @@ pub(super) async fn serve(
             Answer::Frame(frame_of(&commit_offsets(b, c, client_id, o).await))
         }
         Request::FetchOffsets(o) => Answer::Frame(frame_of(&fetch_offsets(b, o))),
-        Request::Subscribe(r) => subs.subscribe(b, c, client_id, r).await,
+        Request::Subscribe(r) => s.subs.subscribe(b, c, &s.session.client_id, r).await,
         Request::Credit(r) => {
-            subs.credit(&r);
+            s.subs.credit(&r);
             Answer::Nothing
         }
-        Request::Unsubscribe(r) => subs.unsubscribe(&r),
+        Request::Unsubscribe(r) => s.subs.unsubscribe(&r),
         Request::FindCoordinator(f) => Answer::Frame(frame_of(&groups::find_coordinator(b, f))),
         Request::JoinGroup(j) => {
             Answer::Frame(frame_of(&groups::join_group(b, c, client_id, j).await))

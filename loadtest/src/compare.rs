@@ -31,11 +31,25 @@ pub fn ratio(num: f64, den: f64) -> String {
     }
 }
 
-/// Broker CPU time per message, microseconds of one core.
-fn cpu_us_per_msg(r: &RunResult) -> Option<f64> {
-    let cpu = r.broker_resources.as_ref()?.cpu_percent / 100.0;
+/// CPU time per message of a process, microseconds of one core.
+fn cpu_us_per_msg(r: &RunResult, who: Option<&crate::procstat::ResourceSummary>) -> Option<f64> {
+    let cpu = who?.cpu_percent / 100.0;
     let rate = r.publish.msgs_per_sec.max(r.consume.msgs_per_sec);
     (rate > 0.0).then(|| cpu / rate * 1e6)
+}
+
+/// Broker CPU time per message, microseconds of one core.
+fn broker_us(r: &RunResult) -> Option<f64> {
+    cpu_us_per_msg(r, r.broker_resources.as_ref())
+}
+
+/// Load generator (client) CPU time per message, microseconds of one core.
+fn loadgen_us(r: &RunResult) -> Option<f64> {
+    cpu_us_per_msg(r, r.loadgen_resources.as_ref())
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into())
 }
 
 fn workloads_in_order(results: &[RunResult]) -> Vec<String> {
@@ -48,12 +62,70 @@ fn workloads_in_order(results: &[RunResult]) -> Vec<String> {
     names
 }
 
-/// The markdown report for a set of runs; `baseline` names the broker the
-/// ratios are taken against.
-pub fn markdown(results: &[RunResult], baseline: &str) -> String {
+/// What tells the runs of one workload apart in a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Brokers, all reached the same way (the broker label).
+    Broker,
+    /// Ways in to one broker (the driver: `kafka`, `native-tcp`, …).
+    WayIn,
+    /// Both vary: `broker / way in`.
+    Both,
+}
+
+impl Rows {
+    /// Brokers when every run used one driver, ways in when every run
+    /// reached one broker, both otherwise.
+    pub fn for_results(results: &[RunResult]) -> Rows {
+        let all_same = |f: fn(&RunResult) -> &str| results.windows(2).all(|w| f(&w[0]) == f(&w[1]));
+        if all_same(|r| &r.driver) {
+            Rows::Broker
+        } else if all_same(|r| &r.broker) {
+            Rows::WayIn
+        } else {
+            Rows::Both
+        }
+    }
+
+    pub fn label(self, r: &RunResult) -> String {
+        match self {
+            Rows::Broker => r.broker.clone(),
+            Rows::WayIn => r.driver.clone(),
+            Rows::Both => format!("{} / {}", r.broker, r.driver),
+        }
+    }
+
+    fn heading(self) -> &'static str {
+        match self {
+            Rows::Broker => "broker",
+            Rows::WayIn => "way in",
+            Rows::Both => "broker / way in",
+        }
+    }
+
+    /// The label ratios are taken against when none is given.
+    pub fn default_baseline(self) -> &'static str {
+        match self {
+            Rows::Broker => "aerostream",
+            Rows::WayIn => "kafka",
+            Rows::Both => "aerostream / kafka",
+        }
+    }
+}
+
+/// The markdown report for a set of runs: one row per run, labelled as
+/// [`Rows::for_results`] says (brokers side by side, or the ways in to one
+/// broker), then ratios against `baseline` (a row label; by default
+/// `aerostream` for brokers, `kafka` for ways in).
+pub fn markdown(results: &[RunResult], baseline: Option<&str>) -> String {
+    let rows = Rows::for_results(results);
+    let baseline = baseline.unwrap_or(rows.default_baseline());
     let mut s = String::new();
-    let _ = writeln!(s, "| workload | broker | offered msg/s | published msg/s | consumed msg/s | publish p50 / p99 / p99.9 ms | e2e p50 / p99 / p99.9 ms | errors | lost | drained | broker CPU | broker CPU µs/msg | broker RSS start → end (max) MiB |");
-    let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|");
+    let _ = writeln!(s, "| workload | {} | offered msg/s | published msg/s | consumed msg/s | max rate msg/s | publish p50 / p99 / p99.9 ms | e2e p50 / p99 / p99.9 ms | errors | lost | dup | drained | broker CPU | broker CPU µs/msg | loadgen CPU µs/msg | broker RSS start → end (max) MiB |", rows.heading());
+    let _ = writeln!(
+        s,
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|"
+    );
     let names = workloads_in_order(results);
     for name in &names {
         for r in results.iter().filter(|r| &r.workload.name == name) {
@@ -75,12 +147,13 @@ pub fn markdown(results: &[RunResult], baseline: &str) -> String {
             let e = &r.end_to_end_latency;
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 name,
-                r.broker,
+                rows.label(r),
                 offered,
                 rate(r.publish.msgs_per_sec),
                 rate(r.consume.msgs_per_sec),
+                rate(r.sustained_rate()),
                 ms(p.p50_ms),
                 ms(p.p99_ms),
                 ms(p.p999_ms),
@@ -89,9 +162,11 @@ pub fn markdown(results: &[RunResult], baseline: &str) -> String {
                 ms(e.p999_ms),
                 r.errors.total(),
                 r.delivery.lost,
+                r.delivery.duplicates,
                 if r.drained { "yes" } else { "**no**" },
                 cpu,
-                cpu_us_per_msg(r).map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into()),
+                opt(broker_us(r)),
+                opt(loadgen_us(r)),
                 rss
             );
         }
@@ -99,35 +174,41 @@ pub fn markdown(results: &[RunResult], baseline: &str) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
+        "Max rate: what was both acknowledged and consumed per second, if consumers drained (for `rate: max`, the highest rate sustained). CPU µs/msg: CPU time of one core per message; loadgen is the whole load-generator process (its clients, producers and consumers)."
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
         "Ratios against {baseline} (above 1× means {baseline} is better): throughput = {baseline} / other; latency, CPU per message and RSS = other / {baseline}."
     );
     let _ = writeln!(s);
-    let _ = writeln!(s, "| workload | other broker | published | sustained (drained) | publish p99 | e2e p99 | CPU per message | max RSS |");
-    let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|");
+    let _ = writeln!(s, "| workload | other {} | published | sustained (drained) | publish p99 | e2e p99 | broker CPU per message | loadgen CPU per message | max RSS |", rows.heading());
+    let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|");
     for name in &names {
         let Some(base) = results
             .iter()
-            .find(|r| &r.workload.name == name && r.broker == baseline)
+            .find(|r| &r.workload.name == name && rows.label(r) == baseline)
         else {
             continue;
         };
         for r in results
             .iter()
-            .filter(|r| &r.workload.name == name && r.broker != baseline)
+            .filter(|r| &r.workload.name == name && rows.label(r) != baseline)
         {
             let rss = |x: &RunResult| x.broker_resources.as_ref().map_or(0.0, |b| b.rss_max_mib);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 name,
-                r.broker,
+                rows.label(r),
                 ratio(base.publish.msgs_per_sec, r.publish.msgs_per_sec),
                 ratio(base.sustained_rate(), r.sustained_rate()),
                 ratio(r.publish_latency.p99_ms, base.publish_latency.p99_ms),
                 ratio(r.end_to_end_latency.p99_ms, base.end_to_end_latency.p99_ms),
+                ratio(broker_us(r).unwrap_or(0.0), broker_us(base).unwrap_or(0.0)),
                 ratio(
-                    cpu_us_per_msg(r).unwrap_or(0.0),
-                    cpu_us_per_msg(base).unwrap_or(0.0)
+                    loadgen_us(r).unwrap_or(0.0),
+                    loadgen_us(base).unwrap_or(0.0)
                 ),
                 ratio(rss(r), rss(base)),
             );
@@ -162,12 +243,16 @@ mod tests {
             rss_max_mib: 900.0,
             ..ResourceSummary::default()
         });
-        let md = markdown(&[aero, tansu], "aerostream");
-        assert!(md.contains("| t | aerostream | 20000 |"), "{md}");
+        let md = markdown(&[aero, tansu], None);
+        assert!(md.contains("| workload | broker |"), "{md}");
+        assert!(
+            md.contains("| t | aerostream | 20000 | 20000 | 19900 | 19900 |"),
+            "{md}"
+        );
         assert!(md.contains("| t | tansu-memory |"), "{md}");
         // publish p99 25 ms vs 2.5 ms, e2e 40 vs 4: both 10x in aerostream's favour.
         assert!(
-            md.contains("| t | tansu-memory | 1.00× | 1.00× | 10× | 10× | n/a | n/a |"),
+            md.contains("| t | tansu-memory | 1.00× | 1.00× | 10× | 10× | n/a | n/a | n/a |"),
             "{md}"
         );
     }
@@ -178,8 +263,37 @@ mod tests {
         let mut other = sample_result();
         other.broker = "other".into();
         other.drained = false;
-        let md = markdown(&[aero, other], "aerostream");
+        let md = markdown(&[aero, other], Some("aerostream"));
         assert!(md.contains("**no**"), "{md}");
         assert!(md.contains("| t | other | 1.00× | n/a |"), "{md}");
+    }
+
+    #[test]
+    fn runs_of_one_broker_by_several_drivers_are_rows_per_way_in_against_kafka() {
+        let kafka = sample_result();
+        let mut native = sample_result();
+        native.driver = "native-tcp".into();
+        native.publish_latency.p99_ms = 1.25;
+        native.loadgen_resources = Some(ResourceSummary {
+            cpu_percent: 40.0,
+            ..ResourceSummary::default()
+        });
+        let runs = [kafka.clone(), native.clone()];
+        assert_eq!(Rows::for_results(&runs), Rows::WayIn);
+        let md = markdown(&runs, None);
+        assert!(md.contains("| workload | way in |"), "{md}");
+        assert!(md.contains("| t | kafka | 20000 |"), "{md}");
+        // 40% of a core over max(20000, 19900) msg/s = 20 µs per message.
+        assert!(md.contains("| n/a | 20.0 | n/a |"), "{md}");
+        // Publish p99 1.25 vs 2.5 ms: half of kafka's.
+        assert!(
+            md.contains("| t | native-tcp | 1.00× | 1.00× | 0.50× | 1.00× | n/a | n/a | n/a |"),
+            "{md}"
+        );
+        let mut tansu = kafka;
+        tansu.broker = "tansu-memory".into();
+        let runs = [sample_result(), native, tansu];
+        assert_eq!(Rows::for_results(&runs), Rows::Both);
+        assert!(markdown(&runs, None).contains("| t | aerostream / native-tcp |"));
     }
 }

@@ -17,8 +17,12 @@ pub enum LoadError {
     InvalidWorkload { field: &'static str, reason: String },
     #[error("`{text}` is not a duration (use e.g. 500ms, 10s, 2m, 1h)")]
     InvalidDuration { text: String },
-    #[error("the Kafka client rejected its configuration: {0}")]
+    #[error("the client rejected its configuration: {0}")]
     ClientConfig(String),
+    #[error("--bootstrap does not suit the driver: {0}")]
+    Bootstrap(String),
+    #[error("native client: {0}")]
+    Native(String),
     #[error("topic {topic} could not be prepared: {reason}")]
     Topic { topic: String, reason: String },
     #[error("sending to the broker failed: {0}")]

@@ -1,6 +1,7 @@
 //! `loadtest`: an OpenMessaging-Benchmark-style load generator for
-//! Kafka-wire brokers, used to measure AeroStream side by side with other
-//! brokers on the same machine.
+//! Kafka-wire brokers and AeroStream's native protocol, used to measure
+//! AeroStream side by side with other brokers on the same machine, and its
+//! ways in (Kafka wire, native TCP, native QUIC) side by side.
 //!
 //! A run follows a [`workload::Workload`] (one topic with P partitions, N
 //! producers at a fixed total rate or `max`, M consumers in one group,
@@ -13,8 +14,10 @@
 //! Seams:
 //! - [`driver::Driver`] is how the runner reaches a broker. The Kafka
 //!   driver uses librdkafka (the `rdkafka` crate) so the figures do not
-//!   depend on AeroStream's own protocol code; a native-protocol driver
-//!   plugs in behind the same traits.
+//!   depend on AeroStream's own protocol code; the native driver
+//!   ([`driver::native`]) uses the `sdk` crate over the native protocol.
+//!   `loadtest run --driver kafka|native` picks one; results record the
+//!   way in (`kafka`, `native-tcp`, `native-quic`).
 //! - Pacing and the `max`-rate search ([`rate`]) are pure: time is passed
 //!   in, so they are tested without sleeping.
 //!

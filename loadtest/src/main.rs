@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use loadtest::driver::kafka::KafkaDriver;
+use loadtest::driver::native::{NativeDriver, NativeOptions, RuntimeMode};
+use loadtest::driver::{check_bootstrap, Driver, DriverKind};
 use loadtest::report::{summary_text, RunResult};
 use loadtest::runner::{self, RunOptions};
 use loadtest::workload::{parse_duration, Overrides, Rate, Workload};
@@ -17,7 +19,7 @@ use loadtest::workload::{parse_duration, Overrides, Rate, Workload};
 #[command(
     name = "loadtest",
     version,
-    about = "OpenMessaging-Benchmark-style load generator for Kafka-wire brokers"
+    about = "OpenMessaging-Benchmark-style load generator for Kafka-wire brokers and AeroStream's native protocol"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -35,9 +37,23 @@ enum Command {
         /// Workload YAML file.
         #[arg(long)]
         workload: PathBuf,
-        /// Broker bootstrap address, HOST:PORT.
+        /// How to reach the broker: `kafka` (librdkafka over the Kafka wire)
+        /// or `native` (the SDK over AeroStream's native protocol).
+        #[arg(long, default_value = "kafka")]
+        driver: DriverKind,
+        /// Broker bootstrap address: HOST:PORT[,HOST:PORT…] for --driver
+        /// kafka; aero://HOST:PORT (TCP) or aero+quic://HOST:PORT (QUIC) for
+        /// --driver native (the agent's --native-addr, shown as native=… in
+        /// its ready line).
+        // TLS trust flags for aero+quic:// (CA file, server name) go next to
+        // this one when the SDK takes them; see `NativeOptions`.
         #[arg(long)]
         bootstrap: String,
+        /// Where the native driver runs the SDK: `per-client` (a
+        /// current-thread runtime per client) or `shared:N` (one runtime
+        /// of N worker threads for all clients).
+        #[arg(long, default_value_t = RuntimeMode::default())]
+        native_runtime: RuntimeMode,
         /// Name of the broker in reports.
         #[arg(long, default_value = "broker")]
         broker_label: String,
@@ -77,9 +93,12 @@ enum Command {
     },
     /// Print a side-by-side markdown table of result files.
     Compare {
-        /// Broker label the ratios are taken against.
-        #[arg(long, default_value = "aerostream")]
-        baseline: String,
+        /// Row the ratios are taken against: a broker label (default
+        /// `aerostream`) when the results compare brokers, a way in
+        /// (default `kafka`; `native-tcp`, `native-quic`) when they compare
+        /// the drivers of one broker, `BROKER / WAY` when both vary.
+        #[arg(long)]
+        baseline: Option<String>,
         /// Write the table here as well as to stdout.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -108,7 +127,9 @@ fn real_main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
         Command::Run {
             workload,
+            driver,
             bootstrap,
+            native_runtime,
             broker_label,
             broker_pid,
             json,
@@ -129,7 +150,24 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 duration,
                 drain_timeout,
             })?;
-            let driver = Arc::new(KafkaDriver::new(&bootstrap, &w));
+            check_bootstrap(driver, &bootstrap)?;
+            let driver: Arc<dyn Driver> = match driver {
+                DriverKind::Kafka => Arc::new(KafkaDriver::new(&bootstrap, &w)),
+                DriverKind::Native => {
+                    let native = NativeDriver::new(
+                        NativeOptions {
+                            url: bootstrap.clone(),
+                            runtime: native_runtime,
+                        },
+                        &w,
+                    )?;
+                    for note in native.notes() {
+                        println!("note: the native driver has no equivalent of {note}; ignored");
+                    }
+                    Arc::new(native)
+                }
+            };
+            println!("driver {} ({bootstrap})", driver.name());
             let mut opts = RunOptions::new(w, &broker_label, &bootstrap);
             opts.broker_pid = broker_pid;
             opts.topic = topic;
@@ -167,7 +205,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 .iter()
                 .map(|p| RunResult::read_json(p))
                 .collect::<Result<Vec<_>, _>>()?;
-            let table = loadtest::compare::markdown(&runs, &baseline);
+            let table = loadtest::compare::markdown(&runs, baseline.as_deref());
             print!("{table}");
             if let Some(path) = out {
                 std::fs::write(&path, &table)

@@ -77,6 +77,8 @@ pub struct RunResult {
     /// What the broker under test is called in reports (e.g. `aerostream`).
     pub broker: String,
     pub bootstrap: String,
+    /// The way in: `kafka` (librdkafka over the Kafka wire), `native-tcp`
+    /// or `native-quic` (the SDK over the native protocol).
     pub driver: String,
     pub workload: Workload,
     pub topic: String,
@@ -159,10 +161,11 @@ pub fn summary_text(r: &RunResult) -> String {
     let w = &r.workload;
     let _ = writeln!(
         s,
-        "== {} against {} ({}), {} partitions, {}+{} clients, {} B, acks={}, rate {} ==",
+        "== {} against {} ({} via {}), {} partitions, {}+{} clients, {} B, acks={}, rate {} ==",
         w.name,
         r.broker,
         r.bootstrap,
+        r.driver,
         w.partitions,
         w.producers,
         w.consumers,

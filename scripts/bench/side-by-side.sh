@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: AeroStream and the peer broker tansu, started one
 # after the other on this machine with the same CPU pinning, driven by the
-# same `loadtest` workloads. Writes raw JSON, logs and a markdown table with
-# ratios to benchmarks/results/<date>-<machine>/.
+# same `loadtest` workloads, and AeroStream reached by several ways in (the
+# Kafka wire, the native protocol over TCP, later over QUIC). Writes raw
+# JSON, logs and a markdown table with ratios to
+# benchmarks/results/<date>-<machine>/.
 #
 # Usage: scripts/bench/side-by-side.sh [WORKLOAD...]
 #   WORKLOAD  names under loadtest/workloads/ (default: small-20k small-50k small-max)
 #
+# The ways in to one broker, side by side (scripts/bench/ways-in.sh does this):
+#   BROKERS=aerostream DRIVERS="kafka native-tcp" scripts/bench/side-by-side.sh
+#
 # Environment:
+#   DRIVERS         ways in, in order (default: "kafka"): "kafka" (librdkafka
+#                   over the Kafka wire), "native-tcp" (the SDK over the
+#                   native protocol, aero://), "native-quic" (aero+quic://,
+#                   once the agent has a native QUIC listener: see
+#                   native_quic_url below). Native ways in apply to the
+#                   aerostream brokers only; other brokers skip them. Every
+#                   (workload, broker, way in) gets a fresh broker.
+#   BASELINE        row the ratios are taken against (default: aerostream when
+#                   comparing brokers, kafka when comparing the ways in to one
+#                   broker, "aerostream / kafka" when both vary)
+#   NATIVE_RUNTIME  loadtest --native-runtime for native ways in (default:
+#                   the tool's, per-client)
 #   BROKERS         which brokers, in order (default: "aerostream tansu-memory tansu-sqlite");
 #                   "aerostream-fsync" is AeroStream with --write-caching false
 #                   (acks=all answered after a shared fdatasync);
@@ -70,6 +87,13 @@ fi
 workloads=("$@")
 [ ${#workloads[@]} -gt 0 ] || workloads=(small-20k small-50k small-max)
 read -r -a brokers <<<"${BROKERS:-aerostream tansu-memory tansu-sqlite}"
+read -r -a ways <<<"${DRIVERS:-kafka}"
+for way in "${ways[@]}"; do
+    case $way in
+        kafka | native-tcp | native-quic) ;;
+        *) echo "unknown way in $way in DRIVERS (use kafka, native-tcp, native-quic)" >&2; exit 1 ;;
+    esac
+done
 broker_cpus=${BROKER_CPUS:-0}
 if [ "$(nproc)" -gt 1 ]; then loadgen_cpus=${LOADGEN_CPUS:-1}; else loadgen_cpus=${LOADGEN_CPUS:-0}; fi
 count_cpus() { python3 -c 'import sys
@@ -106,7 +130,7 @@ mkdir -p "$out"
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
     echo "scheduler: benchmark session autogroup $autogroup"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs; figures are only comparable within one run)"
-    echo "command: scripts/bench/side-by-side.sh ${workloads[*]} (BROKERS=\"${brokers[*]}\" DURATION=${DURATION:-file} WARMUP=${WARMUP:-file})"
+    echo "command: scripts/bench/side-by-side.sh ${workloads[*]} (BROKERS=\"${brokers[*]}\" DRIVERS=\"${ways[*]}\" NATIVE_RUNTIME=${NATIVE_RUNTIME:-default} DURATION=${DURATION:-file} WARMUP=${WARMUP:-file})"
 } >"$out/machine.txt"
 cat "$out/machine.txt"
 
@@ -114,6 +138,8 @@ broker_pid=
 broker_pids=()
 http_ports=()
 bootstrap=
+# Native listeners of the running aerostream agents (HOST:PORT, comma-separated).
+native_hosts=
 rf=1
 scratch=
 current=
@@ -129,22 +155,49 @@ cleanup() {
     stop_brokers
     if [ -n "$scratch" ]; then rm -rf "$scratch"; fi
 }
+
+# way_url WAY: the --bootstrap of a way in to the running broker.
+way_url() {
+    case $1 in
+        kafka) echo "$bootstrap" ;;
+        native-tcp) echo "aero://$native_hosts" ;;
+        native-quic)
+            # Adding QUIC is this one URL: once the agent serves the native
+            # protocol over QUIC, start it with that listener in
+            # start_broker, keep its HOST:PORT list in a variable and echo
+            # "aero+quic://$that_list" here.
+            echo "native-quic: the agent has no native QUIC listener yet (see way_url in $0)" >&2
+            return 1
+            ;;
+    esac
+}
 trap cleanup EXIT
 
 # start_broker NAME PORT: starts it pinned, in a fresh scratch folder.
 start_broker() {
     local name=$1 port=$2
     scratch=$(mktemp -d "${TMPDIR:-/tmp}/bench-$name.XXXXXX")
-    local log="$out/$current-$name-broker.log"
+    local log="$out/$current-broker.log"
+    native_hosts=
+    local native_port
     case $name in
         aerostream | aerostream-fsync)
             local caching=true
             [ "$name" = aerostream-fsync ] && caching=false
+            native_port=$(free_port)
+            native_hosts="127.0.0.1:$native_port"
             (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
                 --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
                 --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$(free_port)" \
-                --native-addr "127.0.0.1:$(free_port)" \
+                --native-addr "127.0.0.1:$native_port" \
                 --shards "$shards" --write-caching "$caching") >>"$log" 2>&1 &
+            broker_pid=$!
+            broker_pids=("$broker_pid")
+            bootstrap="127.0.0.1:$port"
+            rf=1
+            wait_for_port "$port" "$broker_pid" 60
+            wait_for_port "$native_port" "$broker_pid" 60
+            return 0
             ;;
         tansu-memory | tansu-sqlite)
             local engine="memory://tansu/"
@@ -164,21 +217,28 @@ start_broker() {
             done
             bootstrap=""
             http_ports=()
+            local natives=()
             for n in 1 2 3; do
                 local kp=${ports[$((n - 1))]} hp
                 hp=$(free_port)
                 http_ports+=("$hp")
+                native_port=$(free_port)
+                natives+=("$native_port")
+                native_hosts+="${native_hosts:+,}127.0.0.1:$native_port"
                 (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
                     --node-id "$n" --data-dir "$scratch/data-$n" --kafka-addr "127.0.0.1:$kp" \
                     --advertised-kafka-addr "127.0.0.1:$kp" --http-addr "127.0.0.1:$hp" \
-                    --native-addr "127.0.0.1:$(free_port)" \
+                    --native-addr "127.0.0.1:$native_port" \
                     --cluster-addr "127.0.0.1:${udp[$((n - 1))]}" --voters "$voters" \
                     --cluster-certs "$scratch/certs" --shards "$shards") >>"${log%.log}-$n.log" 2>&1 &
                 broker_pids+=($!)
                 bootstrap+="${bootstrap:+,}127.0.0.1:$kp"
             done
             rf=3
-            for n in 0 1 2; do wait_for_port "${ports[$n]}" "${broker_pids[$n]}" 120; done
+            for n in 0 1 2; do
+                wait_for_port "${ports[$n]}" "${broker_pids[$n]}" 120
+                wait_for_port "${natives[$n]}" "${broker_pids[$n]}" 120
+            done
             broker_pid=$(IFS=,; echo "${broker_pids[*]}")
             return 0
             ;;
@@ -209,31 +269,58 @@ overrides=()
 
 status=0
 for w in "${workloads[@]}"; do
-    current=$w
     file=loadtest/workloads/$w.yaml
     [ -f "$file" ] || { echo "no workload $file" >&2; exit 1; }
     for b in "${brokers[@]}"; do
-        port=$(free_port)
-        echo "=== $w on $b (127.0.0.1:$port) ==="
-        start_broker "$b" "$port"
-        set +e
-        taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" \
-            --bootstrap "$bootstrap" --broker-label "$b" --broker-pid "$broker_pid" \
-            --replication-factor "$rf" \
-            --json "$out/$w-$b.json" "${overrides[@]}" 2>&1 | tee "$out/$w-$b.log"
-        rc=${PIPESTATUS[0]}
-        set -e
-        if [ "$rc" -ne 0 ]; then
-            echo "!!! $w on $b: loadtest exited $rc" | tee -a "$out/failures.txt"
-            status=1
-        fi
-        if [ "$b" = aerostream-rf3 ]; then
-            # bytes the leaders sent to followers, per byte produced
-            replication_bytes | tee -a "$out/$w-$b.log" || true
-        fi
-        stop_brokers
-        rm -rf "$scratch"
-        scratch=
+        for way in "${ways[@]}"; do
+            case $way-$b in
+                native-*-aerostream*) ;;
+                native-*)
+                    echo "=== $w on $b: $way skipped ($b does not speak the native protocol) ==="
+                    continue
+                    ;;
+            esac
+            # Kafka-wire results keep their historical names.
+            run=$w-$b
+            [ "$way" = kafka ] || run=$w-$b-$way
+            current=$run
+            port=$(free_port)
+            start_broker "$b" "$port"
+            driver_args=(--driver kafka)
+            case $way in
+                native-*)
+                    driver_args=(--driver native)
+                    [ -n "${NATIVE_RUNTIME:-}" ] && driver_args+=(--native-runtime "$NATIVE_RUNTIME")
+                    ;;
+            esac
+            if ! url=$(way_url "$way"); then
+                echo "!!! $run: no URL for $way" | tee -a "$out/failures.txt"
+                status=1
+                stop_brokers
+                rm -rf "$scratch"
+                scratch=
+                continue
+            fi
+            echo "=== $w on $b via $way ($url) ==="
+            set +e
+            taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" "${driver_args[@]}" \
+                --bootstrap "$url" --broker-label "$b" --broker-pid "$broker_pid" \
+                --replication-factor "$rf" \
+                --json "$out/$run.json" "${overrides[@]}" 2>&1 | tee "$out/$run.log"
+            rc=${PIPESTATUS[0]}
+            set -e
+            if [ "$rc" -ne 0 ]; then
+                echo "!!! $run: loadtest exited $rc" | tee -a "$out/failures.txt"
+                status=1
+            fi
+            if [ "$b" = aerostream-rf3 ]; then
+                # bytes the leaders sent to followers, per byte produced
+                replication_bytes | tee -a "$out/$run.log" || true
+            fi
+            stop_brokers
+            rm -rf "$scratch"
+            scratch=
+        done
     done
 done
 
@@ -242,7 +329,9 @@ echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt
 shopt -s nullglob
 results=("$out"/*.json)
 if [ ${#results[@]} -gt 0 ]; then
-    "$loadtest" compare --baseline aerostream --out "$out/table.md" "${results[@]}"
+    # Rows are brokers, or ways in when one broker was reached several
+    # ways (ratios against aerostream, or against kafka); BASELINE overrides.
+    "$loadtest" compare ${BASELINE:+--baseline "$BASELINE"} --out "$out/table.md" "${results[@]}"
     echo "results in $out (table.md, *.json, *.log)"
 fi
 exit $status

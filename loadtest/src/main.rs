@@ -45,10 +45,16 @@ enum Command {
         /// kafka; aero://HOST:PORT (TCP) or aero+quic://HOST:PORT (QUIC) for
         /// --driver native (the agent's --native-addr, shown as native=… in
         /// its ready line).
-        // TLS trust flags for aero+quic:// (CA file, server name) go next to
-        // this one when the SDK takes them; see `NativeOptions`.
         #[arg(long)]
         bootstrap: String,
+        /// For aero+quic://: a PEM file of CA certificates to trust (an
+        /// agent writes its own to <data dir>/native-tls/ca.pem); repeat
+        /// for several.
+        #[arg(long)]
+        native_tls_ca: Vec<PathBuf>,
+        /// For aero+quic://: trust any server certificate (test agents only).
+        #[arg(long)]
+        native_insecure: bool,
         /// Where the native driver runs the SDK: `per-client` (a
         /// current-thread runtime per client) or `shared:N` (one runtime
         /// of N worker threads for all clients).
@@ -130,6 +136,8 @@ fn real_main() -> anyhow::Result<ExitCode> {
             driver,
             bootstrap,
             native_runtime,
+            native_tls_ca,
+            native_insecure,
             broker_label,
             broker_pid,
             json,
@@ -158,6 +166,8 @@ fn real_main() -> anyhow::Result<ExitCode> {
                         NativeOptions {
                             url: bootstrap.clone(),
                             runtime: native_runtime,
+                            tls_ca: native_tls_ca,
+                            insecure: native_insecure,
                         },
                         &w,
                     )?;

@@ -2,7 +2,7 @@
 # Side-by-side benchmark: AeroStream and the peer broker tansu, started one
 # after the other on this machine with the same CPU pinning, driven by the
 # same `loadtest` workloads, and AeroStream reached by several ways in (the
-# Kafka wire, the native protocol over TCP, later over QUIC). Writes raw
+# Kafka wire, the native protocol over TCP, and over QUIC). Writes raw
 # JSON, logs and a markdown table with ratios to
 # benchmarks/results/<date>-<machine>/.
 #
@@ -16,8 +16,7 @@
 #   DRIVERS         ways in, in order (default: "kafka"): "kafka" (librdkafka
 #                   over the Kafka wire), "native-tcp" (the SDK over the
 #                   native protocol, aero://), "native-quic" (aero+quic://,
-#                   once the agent has a native QUIC listener: see
-#                   native_quic_url below). Native ways in apply to the
+#                   trusting each agent's own CA). Native ways in apply to the
 #                   aerostream brokers only; other brokers skip them. Every
 #                   (workload, broker, way in) gets a fresh broker.
 #   BASELINE        row the ratios are taken against (default: aerostream when
@@ -161,14 +160,8 @@ way_url() {
     case $1 in
         kafka) echo "$bootstrap" ;;
         native-tcp) echo "aero://$native_hosts" ;;
-        native-quic)
-            # Adding QUIC is this one URL: once the agent serves the native
-            # protocol over QUIC, start it with that listener in
-            # start_broker, keep its HOST:PORT list in a variable and echo
-            # "aero+quic://$that_list" here.
-            echo "native-quic: the agent has no native QUIC listener yet (see way_url in $0)" >&2
-            return 1
-            ;;
+        # QUIC on the UDP port of the native TCP port's number
+        native-quic) echo "aero+quic://$native_hosts" ;;
     esac
 }
 trap cleanup EXIT
@@ -291,6 +284,10 @@ for w in "${workloads[@]}"; do
                 native-*)
                     driver_args=(--driver native)
                     [ -n "${NATIVE_RUNTIME:-}" ] && driver_args+=(--native-runtime "$NATIVE_RUNTIME")
+                    # each agent's own CA, written into its data folder
+                    for ca in "$scratch"/data*/native-tls/ca.pem; do
+                        [ -e "$ca" ] && driver_args+=(--native-tls-ca "$ca")
+                    done
                     ;;
             esac
             if ! url=$(way_url "$way"); then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI: short load-test runs against the real `aerostream` binary: ci-smoke
 # through librdkafka (the Kafka wire, about 20 s of traffic), then a
-# shorter ci-smoke through the Rust SDK (the native protocol over TCP).
+# shorter ci-smoke through the Rust SDK (the native protocol over TCP and
+# over QUIC).
 # Fails when consumers did not receive every acknowledged message intact,
 # on any client error, or when the native run's ledger shows a duplicate.
 set -euo pipefail
@@ -59,17 +60,22 @@ smoke kafka --driver kafka --bootstrap "127.0.0.1:$port"
 # read paths at length); the point is the SDK's delivery ledger.
 smoke native-tcp --driver native --bootstrap "aero://127.0.0.1:$native_port" \
     --warmup 2s --duration 8s
+# Native QUIC (UDP, same port number), trusting the CA the agent wrote.
+smoke native-quic --driver native --bootstrap "aero+quic://127.0.0.1:$native_port" \
+    --native-tls-ca "$work/data/native-tls/ca.pem" --warmup 2s --duration 8s
 
 # --strict fails on lost, corrupt, failed or unflushed messages; duplicates
-# are not errors to it (at-least-once allows them), but nothing in this run
-# retries, so the native ledger must be exact: every ack received once.
-python3 - "$work/native-tcp.json" <<'PY'
+# are not errors to it (at-least-once allows them), but nothing in these
+# runs retries, so the native ledgers must be exact: every ack received once.
+for way in native-tcp native-quic; do
+    python3 - "$work/$way.json" "$way" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["delivery"]
-print(f"native-tcp ledger: {d['acked']} acked, {d['received']} received, "
+print(f"{sys.argv[2]} ledger: {d['acked']} acked, {d['received']} received, "
       f"{d['lost']} lost, {d['duplicates']} duplicates, {d['received_unacked']} received unacked")
 ok = d["acked"] > 0 and d["lost"] == 0 and d["duplicates"] == 0 \
     and d["received_unacked"] == 0 and d["received"] == d["acked"]
 sys.exit(0 if ok else 1)
 PY
+done
 echo "70-loadtest: ok in ${SECONDS} s"

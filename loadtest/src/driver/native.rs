@@ -159,11 +159,11 @@ pub struct NativeOptions {
     /// [`super::check_bootstrap`]; handed to the SDK as it is.
     pub url: String,
     pub runtime: RuntimeMode,
-    // TLS trust for `aero+quic://` goes here once the SDK's `ClientBuilder`
-    // takes it (the CA file of the cluster, e.g. from `aerostream
-    // cluster-ca`, the server name to verify, and an opt-in to trust a
-    // self-signed test agent), with matching `loadtest run` flags next to
-    // `--bootstrap` (main.rs) and a `ClientBuilder` call in `connect`.
+    /// PEM files of the CAs to trust for `aero+quic://` (an agent writes
+    /// its own to `<data dir>/native-tls/ca.pem`).
+    pub tls_ca: Vec<std::path::PathBuf>,
+    /// Trust any certificate (`aero+quic://` against a test agent).
+    pub insecure: bool,
 }
 
 /// Every setting the native clients take from a workload.
@@ -511,7 +511,14 @@ impl NativeDriver {
     /// Connects a client named `client_id` on `rt`.
     fn connect(&self, rt: &ClientRuntime, client_id: &str) -> Result<Client, LoadError> {
         let url = self.options.url.clone();
-        rt.block_on(Client::builder(&url).client_id(client_id).connect())
+        let mut builder = Client::builder(&url).client_id(client_id);
+        for ca in &self.options.tls_ca {
+            builder = builder.tls_ca_file(ca);
+        }
+        if self.options.insecure {
+            builder = builder.danger_accept_invalid_certs();
+        }
+        rt.block_on(builder.connect())
             .map_err(|e| sdk_err(&format!("connecting to {url}"), e))
     }
 

@@ -498,15 +498,25 @@ async fn behind_a_load_balancer_any_agent_serves_a_partition_another_agent_leads
     let elsewhere = c.agents.iter().find(|a| a.id != leader).unwrap().id;
     let addr = kafka_addr(&c, elsewhere);
 
-    // the client sees one broker, which leads the partition
+    // the client sees one broker, which leads the partition (once this
+    // agent's catalog has caught up with the topic's creation)
     let mut s = TcpStream::connect(&addr).await.unwrap();
-    let md: MetadataResponse = roundtrip(
-        &mut s,
-        ApiKey::Metadata,
-        9,
-        &MetadataRequest::default().with_topics(None),
-    )
-    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let md = loop {
+        let md: MetadataResponse = roundtrip(
+            &mut s,
+            ApiKey::Metadata,
+            9,
+            &MetadataRequest::default().with_topics(None),
+        )
+        .await;
+        if md.topics.first().is_some_and(|t| !t.partitions.is_empty())
+            || std::time::Instant::now() > deadline
+        {
+            break md;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(md.brokers.len(), 1);
     assert_eq!(md.brokers[0].node_id, BrokerId(0));
     let p = &md.topics[0].partitions[0];

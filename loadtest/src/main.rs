@@ -49,9 +49,9 @@ enum Command {
         // this one when the SDK takes them; see `NativeOptions`.
         #[arg(long)]
         bootstrap: String,
-        /// Where the native driver runs the SDK: `per-client` (a
-        /// current-thread runtime per client) or `shared:N` (one runtime
-        /// of N worker threads for all clients).
+        /// Where the native driver runs the SDK: `shared:N` (one runtime of
+        /// N worker threads for all clients; `shared` is shared:1) or
+        /// `per-client` (a current-thread runtime per client).
         #[arg(long, default_value_t = RuntimeMode::default())]
         native_runtime: RuntimeMode,
         /// Name of the broker in reports.

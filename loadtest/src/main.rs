@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use loadtest::driver::bootstrap::{check_bootstrap, DriverKind};
 use loadtest::driver::kafka::KafkaDriver;
 use loadtest::driver::native::{NativeDriver, NativeOptions, RuntimeMode};
-use loadtest::driver::{check_bootstrap, Driver, DriverKind};
+use loadtest::driver::Driver;
 use loadtest::report::{summary_text, RunResult};
 use loadtest::runner::{self, RunOptions};
 use loadtest::workload::{parse_duration, Overrides, Rate, Workload};

@@ -91,6 +91,7 @@ use sdk::{
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc;
 
+use super::bootstrap::{check_native_url, Transport};
 use super::{ConsumerClient, Driver, ProducerClient, SendOutcome, TopicSpec};
 use crate::error::LoadError;
 use crate::probe::{ConsumerProbe, ProducerProbe};
@@ -106,26 +107,6 @@ const WORK_PER_POLL: usize = 1024;
 /// How long dropping a producer waits for its collector to report the
 /// sends still unanswered.
 const PURGE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The native protocol's transports, named by the bootstrap URL's scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// `aero://`
-    Tcp,
-    /// `aero+quic://`: passed through to the SDK, which accepts it once
-    /// its QUIC transport lands.
-    Quic,
-}
-
-impl Transport {
-    /// The way in, as reports name it.
-    pub fn way_in(self) -> &'static str {
-        match self {
-            Transport::Tcp => "native-tcp",
-            Transport::Quic => "native-quic",
-        }
-    }
-}
 
 /// Where the SDK's async work runs; see the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,7 +155,7 @@ impl std::fmt::Display for RuntimeMode {
 #[derive(Debug, Clone)]
 pub struct NativeOptions {
     /// `aero://host:port[,host:port…]` or `aero+quic://…`, checked by
-    /// [`super::check_bootstrap`]; handed to the SDK as it is.
+    /// [`check_native_url`]; handed to the SDK as it is.
     pub url: String,
     pub runtime: RuntimeMode,
     // TLS trust for `aero+quic://` goes here once the SDK's `ClientBuilder`
@@ -480,7 +461,7 @@ fn topic_err(topic: &str, reason: impl ToString) -> LoadError {
 impl NativeDriver {
     /// A driver for the workload `w` at `options.url` (checked first).
     pub fn new(options: NativeOptions, w: &Workload) -> Result<NativeDriver, LoadError> {
-        let transport = super::check_native_url(&options.url)?;
+        let transport = check_native_url(&options.url)?;
         let settings = NativeSettings::from_workload(w)?;
         let shared = match options.runtime {
             RuntimeMode::Shared { workers } => Some(

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use loadtest::driver::bootstrap::{check_bootstrap, DriverKind};
 use loadtest::driver::kafka::KafkaDriver;
 use loadtest::driver::native::{NativeDriver, NativeOptions, RuntimeMode};
-use loadtest::driver::{check_bootstrap, Driver, DriverKind};
+use loadtest::driver::Driver;
 use loadtest::report::{summary_text, RunResult};
 use loadtest::runner::{self, RunOptions};
 use loadtest::workload::{parse_duration, Overrides, Rate, Workload};
@@ -55,9 +56,9 @@ enum Command {
         /// For aero+quic://: trust any server certificate (test agents only).
         #[arg(long)]
         native_insecure: bool,
-        /// Where the native driver runs the SDK: `per-client` (a
-        /// current-thread runtime per client) or `shared:N` (one runtime
-        /// of N worker threads for all clients).
+        /// Where the native driver runs the SDK: `shared:N` (one runtime of
+        /// N worker threads for all clients; `shared` is shared:1) or
+        /// `per-client` (a current-thread runtime per client).
         #[arg(long, default_value_t = RuntimeMode::default())]
         native_runtime: RuntimeMode,
         /// Name of the broker in reports.

@@ -23,7 +23,7 @@
 #                   comparing brokers, kafka when comparing the ways in to one
 #                   broker, "aerostream / kafka" when both vary)
 #   NATIVE_RUNTIME  loadtest --native-runtime for native ways in (default:
-#                   the tool's, per-client)
+#                   the tool's, shared:1)
 #   BROKERS         which brokers, in order (default: "aerostream tansu-memory tansu-sqlite");
 #                   "aerostream-fsync" is AeroStream with --write-caching false
 #                   (acks=all answered after a shared fdatasync);

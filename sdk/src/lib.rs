@@ -96,6 +96,7 @@ pub mod record;
 mod subscription;
 #[cfg(test)]
 mod testing;
+pub mod udp;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};

@@ -371,6 +371,7 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), TlsError> {
 /// endpoint's socket.
 pub(crate) fn endpoint(socket: UdpSocket, tls: &NativeTls) -> io::Result<quinn::Endpoint> {
     let server = tls.server_config()?;
+    sdk::udp::widen_buffers(&socket);
     quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
         Some(server),

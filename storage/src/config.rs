@@ -21,6 +21,12 @@ pub struct LogConfig {
     /// Roll the active segment when it would grow past this (`segment.bytes`,
     /// default 128 MiB, at least 1 MiB).
     pub segment_bytes: u64,
+    /// Roll up to this many bytes before `segment_bytes`, at a point that
+    /// differs per partition and per segment, so partitions written at the
+    /// same rate do not all roll (and seal, and upload) in the same moment.
+    /// 0 (the default here) rolls exactly at `segment_bytes`; at most half
+    /// of it. The gateway sets an eighth of `segment.bytes`.
+    pub segment_jitter_bytes: u64,
     /// Roll the active segment when its first append is this old
     /// (`segment.ms`; `None` = never by age).
     pub segment_ms: Option<u64>,
@@ -56,6 +62,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             segment_bytes: 128 << 20,
+            segment_jitter_bytes: 0,
             segment_ms: None,
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
@@ -77,6 +84,12 @@ impl LogConfig {
             return bad(format!(
                 "segment.bytes {} must be between {MIN_SEGMENT_BYTES} and {MAX_SEGMENT_BYTES}",
                 self.segment_bytes
+            ));
+        }
+        if self.segment_jitter_bytes > self.segment_bytes / 2 {
+            return bad(format!(
+                "the segment roll jitter {} is more than half of segment.bytes {}",
+                self.segment_jitter_bytes, self.segment_bytes
             ));
         }
         if self.index_interval_bytes == 0 {

@@ -128,6 +128,9 @@ pub struct PartitionLog {
     /// Truncations so far: a durability point started before one does not
     /// cover the offsets it rewrote (see `sync`).
     pub(crate) truncations: u64,
+    /// Picks where each segment rolls within the jitter (a hash of the
+    /// log's directory: a different point for each partition).
+    pub(crate) roll_seed: u64,
 }
 
 /// A roll whose fsyncs run in the background: once its ticket succeeds,
@@ -166,6 +169,7 @@ impl PartitionLog {
             flush_gate: None,
             health: Arc::new(Health::default()),
             truncations: 0,
+            roll_seed: roll_seed(dir),
         };
         let config = log.config.clone();
         log.active_mut().unseal(&config)?;
@@ -435,7 +439,13 @@ impl PartitionLog {
         if seg.is_empty() {
             return Ok(());
         }
-        let too_big = seg.size + bytes > self.config.segment_bytes;
+        let limit = self.config.segment_bytes
+            - roll_jitter(
+                self.roll_seed,
+                seg.base_offset,
+                self.config.segment_jitter_bytes,
+            );
+        let too_big = seg.size + bytes > limit;
         let offsets_overflow = next_offset - seg.base_offset > i64::from(i32::MAX);
         if too_big || offsets_overflow || seg.offset_index.is_full() {
             self.roll(now_ms)?;
@@ -794,6 +804,31 @@ fn next_batch_with(
         pos += h.total_len().unwrap_or(0) as u64;
     }
     Ok(None)
+}
+
+/// FNV-1a of the directory's path: stable across restarts, different for
+/// each partition.
+fn roll_seed(dir: &Path) -> u64 {
+    dir.as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
+/// How many bytes before `segment.bytes` the segment starting at
+/// `base_offset` rolls: a value in `0..=jitter` spread by a SplitMix64 step
+/// over the log's seed and the segment's base offset.
+fn roll_jitter(seed: u64, base_offset: i64, jitter: u64) -> u64 {
+    if jitter == 0 {
+        return 0;
+    }
+    let mut z = (seed ^ base_offset as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    z % (jitter + 1)
 }
 
 #[cfg(test)]

@@ -167,3 +167,73 @@ fn a_log_can_move_to_its_shard_task_and_slices_to_any_task() {
     send_sync::<ReadSlice>();
     send_sync::<StorageError>();
 }
+
+/// Appends about `bytes` in batches of four 1 KiB records; returns the
+/// sealed segments' sizes.
+fn sealed_sizes_after(log: &mut PartitionLog, bytes: usize) -> Vec<u64> {
+    let mut written = 0;
+    while written < bytes {
+        let mut b = batch(1_000);
+        written += b.len();
+        log.append(&mut b, 0, 1_000).expect("append");
+    }
+    log.segments()
+        .iter()
+        .filter(|s| s.sealed)
+        .map(|s| s.size)
+        .collect()
+}
+
+#[test]
+fn with_a_roll_jitter_segments_roll_at_different_points_within_it() {
+    let jitter = 256 << 10;
+    let cfg = LogConfig {
+        segment_jitter_bytes: jitter,
+        ..config()
+    };
+    let one_batch = batch(1_000).len() as u64;
+    let mut sizes = Vec::new();
+    for _ in 0..3 {
+        let d = tempfile::tempdir().expect("dir");
+        let mut log = PartitionLog::open(d.path(), cfg.clone()).expect("open");
+        sizes.extend(sealed_sizes_after(&mut log, 6 << 20));
+    }
+    assert!(sizes.len() >= 15, "{sizes:?}");
+    for &size in &sizes {
+        assert!(size <= cfg.segment_bytes, "{size} past segment.bytes");
+        assert!(
+            size + one_batch > cfg.segment_bytes - jitter,
+            "{size} rolled before the jitter allows"
+        );
+    }
+    let distinct: std::collections::BTreeSet<u64> = sizes.iter().copied().collect();
+    assert!(
+        distinct.len() > sizes.len() / 2,
+        "segments roll at the same point: {sizes:?}"
+    );
+}
+
+#[test]
+fn without_a_roll_jitter_every_segment_rolls_at_segment_bytes() {
+    let d = tempfile::tempdir().expect("dir");
+    let mut log = PartitionLog::open(d.path(), config()).expect("open");
+    let one_batch = batch(1_000).len() as u64;
+    let sizes = sealed_sizes_after(&mut log, 4 << 20);
+    assert!(sizes.len() >= 3, "{sizes:?}");
+    for size in sizes {
+        assert!(size <= config().segment_bytes && size + one_batch > config().segment_bytes);
+    }
+}
+
+#[test]
+fn a_roll_jitter_over_half_a_segment_is_refused() {
+    let cfg = LogConfig {
+        segment_jitter_bytes: (1 << 19) + 1,
+        ..config()
+    };
+    let d = tempfile::tempdir().expect("dir");
+    assert!(matches!(
+        PartitionLog::open(d.path(), cfg),
+        Err(StorageError::InvalidConfig { .. })
+    ));
+}

@@ -99,6 +99,9 @@ impl Appended {
     }
 }
 
+/// A segment rolls up to `segment.bytes / ROLL_JITTER_FRACTION` early.
+const ROLL_JITTER_FRACTION: u64 = 8;
+
 /// Settings of one partition log derived from its topic's configs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogSettings {
@@ -125,11 +128,16 @@ pub struct LogSettings {
 impl LogSettings {
     /// The storage crate's settings for this partition.
     pub fn log_config(&self) -> storage::LogConfig {
+        let segment_bytes = self.segment_bytes.clamp(
+            storage::config::MIN_SEGMENT_BYTES,
+            storage::config::MAX_SEGMENT_BYTES,
+        );
         storage::LogConfig {
-            segment_bytes: self.segment_bytes.clamp(
-                storage::config::MIN_SEGMENT_BYTES,
-                storage::config::MAX_SEGMENT_BYTES,
-            ),
+            segment_bytes,
+            // Partitions filled at the same rate would otherwise roll,
+            // seal and upload in the same moment, one after the other on
+            // their shard: each rolls somewhere in the last eighth instead.
+            segment_jitter_bytes: segment_bytes / ROLL_JITTER_FRACTION,
             segment_ms: self.segment_ms,
             max_message_bytes: self.max_message_bytes,
             flush_messages: self.flush_messages,

@@ -14,11 +14,8 @@ use std::path::Path;
 pub enum DeviceOp {
     /// `fdatasync` of a segment's `.log` file (flush, seal, sync point).
     Fsync,
-    /// The start of a paced writeback chunk on the append path
-    /// (`sync_file_range` with `WRITE`) of a segment's `.log` file.
-    WritebackStart,
-    /// The background wait for a paced writeback chunk (`sync_file_range`
-    /// with `WAIT_AFTER`) of a segment's `.log` file.
+    /// The background writeback of a paced chunk (`sync_file_range` with
+    /// `WRITE` and `WAIT_AFTER`) of a segment's `.log` file.
     WritebackWait,
 }
 

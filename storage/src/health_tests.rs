@@ -131,23 +131,3 @@ fn an_append_whose_own_fsync_fails_is_undone_and_the_log_goes_offline() {
     let log = PartitionLog::open(d.path(), config).expect("reopen");
     assert_eq!(log.log_end_offset(), 4, "nor is it found after a reopen");
 }
-
-#[test]
-fn an_append_whose_writeback_cannot_start_is_undone_and_the_log_goes_offline() {
-    let d = tempfile::tempdir().expect("dir");
-    let mut log = PartitionLog::open(d.path(), config()).expect("open");
-    log.append(&mut batch(30_000), 0, 1_000).expect("append");
-    let active = log.segments()[0].path.clone();
-    fault::fail_next(DeviceOp::WritebackStart, &active, 1);
-    let mut appended = 4;
-    let err = loop {
-        match log.append(&mut batch(30_000), 0, 1_000) {
-            Ok(_) => appended += 4,
-            Err(e) => break e,
-        }
-    };
-    assert!(err.to_string().contains("paced writeback"), "{err}");
-    assert_eq!(log.log_end_offset(), appended);
-    assert_eq!(*log.subscribe().borrow(), appended);
-    assert_offline(&mut log);
-}

@@ -8,14 +8,17 @@
 //! segment at once. Both show up as multi-hundred-millisecond append stalls.
 //!
 //! With pacing:
-//! 1. every `chunk_bytes` appended, the append path calls
-//!    `sync_file_range(SYNC_FILE_RANGE_WRITE)` to start writeback of that
-//!    chunk (asynchronous), so the device is kept busy long before the
-//!    kernel's thresholds would wake its flusher;
-//! 2. the chunk's wait, `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`,
-//!    runs on the writeback pool (`pool`), not on the append path;
-//!    an append blocks only when more than `MAX_PENDING_CHUNKS` (4) chunks of
-//!    its segment are still unwaited, i.e. when the producer outruns the
+//! 1. every `chunk_bytes` appended, the append path hands the chunk to the
+//!    writeback pool (`pool`), which starts and waits for its writeback
+//!    with `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`, so the device
+//!    is kept busy long before the kernel's thresholds would wake its
+//!    flusher. The append path makes no writeback call itself: even starting
+//!    writeback is not cheap (a filesystem with delayed allocation
+//!    allocates the chunk's blocks then, and submitting 8 MiB of pages takes
+//!    milliseconds), and every millisecond on the append path stalls every
+//!    partition of its shard;
+//! 2. an append blocks only when more than `MAX_PENDING_CHUNKS` (4) chunks
+//!    of its segment are still unwaited, i.e. when the producer outruns the
 //!    device, which bounds dirty memory per partition;
 //! 3. with `drop_behind`, the worker then drops ranges that are written
 //!    back and older than `keep_hot_bytes` from the page cache with
@@ -207,8 +210,8 @@ impl Progress {
     }
 }
 
-/// The blocking half of pacing one chunk, run by the writeback pool:
-/// wait until the chunk's writeback reached the device queue, then drop
+/// Pacing one chunk, run by the writeback pool: start the chunk's
+/// writeback and wait until it reached the device queue, then drop
 /// written-back bytes older than the hot window from the page cache.
 #[derive(Debug)]
 pub(crate) struct WritebackJob {
@@ -277,13 +280,13 @@ impl WritebackJob {
     }
 }
 
-/// Writeback pacing of one segment file. The append path only starts
-/// writeback (`SYNC_FILE_RANGE_WRITE`) of each full chunk and queues the
-/// chunk's wait and cache drop on the writeback pool; it blocks only
-/// when more than [`MAX_PENDING_CHUNKS`] chunks are still unwaited.
+/// Writeback pacing of one segment file. The append path only queues each
+/// full chunk's writeback, wait and cache drop on the writeback pool; it
+/// blocks only when more than [`MAX_PENDING_CHUNKS`] chunks are still
+/// unwaited.
 #[derive(Debug)]
 pub(crate) struct Pacer {
-    /// Everything below has been handed to `SYNC_FILE_RANGE_WRITE`.
+    /// Everything below has been handed to the writeback pool.
     submitted: u64,
     progress: Arc<Progress>,
     /// Flusher worker route: one per segment keeps its chunks in order.
@@ -319,8 +322,6 @@ impl Pacer {
         }
         while size.saturating_sub(self.submitted) >= cfg.chunk_bytes {
             let from = self.submitted;
-            fault::check(DeviceOp::WritebackStart, path)?;
-            sync_file_range(&**file, from, cfg.chunk_bytes, SyncRangeFlags::WRITE)?;
             self.submitted += cfg.chunk_bytes;
             self.progress.note_submitted(self.submitted);
             let job = WritebackJob {
@@ -389,7 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn appends_only_start_writeback_and_the_flusher_waits_and_drops_behind() {
+    fn appends_only_queue_chunks_and_the_pool_writes_them_back_and_drops_behind() {
         let f = file_of(64 << 10);
         let cfg = small_chunks();
         let gate = GateGuard(Gate::closed());

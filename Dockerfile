@@ -39,6 +39,9 @@ USER aerostream
 VOLUME ["/var/lib/aerostream"]
 # Kafka, native protocol (TCP, and QUIC on UDP), health and metrics
 EXPOSE 9092/tcp 9091/tcp 9091/udp 9001/tcp
+# /health answers 200 while serving, 503 while stopping (no curl in the image: bash's /dev/tcp)
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
+    CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9001 && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/aerostream"]
 CMD ["serve"]

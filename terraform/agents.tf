@@ -44,9 +44,9 @@ resource "aws_instance" "agent" {
   }
 
   tags = {
-    Name                  = "${var.name}-agent-${count.index + 1}"
-    "aerostream:node-id"  = tostring(count.index + 1)
-    "aerostream:rack"     = local.zones[count.index % 3]
+    Name                 = "${var.name}-agent-${count.index + 1}"
+    "aerostream:node-id" = tostring(count.index + 1)
+    "aerostream:rack"    = local.zones[count.index % 3]
   }
 
   lifecycle {

@@ -38,7 +38,7 @@ resource "aws_iam_role_policy" "agent_objects" {
       {
         # uploads (multipart included), cold reads, retention deletes and
         # tombstone moves (a copy then a delete)
-        Sid = "ReadWriteOwnObjects"
+        Sid    = "ReadWriteOwnObjects"
         Effect = "Allow"
         Action = [
           "s3:GetObject",

@@ -44,19 +44,19 @@ output "ansible_inventory" {
   value = yamlencode({
     aerostream_agents = {
       hosts = { for i, a in aws_instance.agent : "agent-${i + 1}" => {
-        ansible_host             = a.id
-        aerostream_node_id       = i + 1
-        aerostream_private_ip    = a.private_ip
-        aerostream_rack          = local.zones[i % 3]
+        ansible_host          = a.id
+        aerostream_node_id    = i + 1
+        aerostream_private_ip = a.private_ip
+        aerostream_rack       = local.zones[i % 3]
       } }
       vars = {
-        ansible_user                 = "ubuntu"
-        ansible_ssh_common_args      = "-o ProxyCommand='aws ec2-instance-connect open-tunnel --region ${var.region} --instance-id %h'"
-        aerostream_voters            = [for i in range(local.voter_count) : "${i + 1}@${aws_instance.agent[i].private_ip}:${local.cluster_port}"]
-        aerostream_load_balanced     = true
-        aerostream_advertised_kafka  = "${aws_lb.main.dns_name}:${local.kafka_port}"
-        aerostream_object_store      = module.bucket.object_store_url
-        aerostream_environment       = { AWS_REGION = var.region }
+        ansible_user                = "ubuntu"
+        ansible_ssh_common_args     = "-o StrictHostKeyChecking=accept-new -o ProxyCommand='aws ec2-instance-connect open-tunnel --region ${var.region} --instance-id %h'"
+        aerostream_voters           = [for i in range(local.voter_count) : "${i + 1}@${aws_instance.agent[i].private_ip}:${local.cluster_port}"]
+        aerostream_load_balanced    = true
+        aerostream_advertised_kafka = "${aws_lb.main.dns_name}:${local.kafka_port}"
+        aerostream_object_store     = module.bucket.object_store_url
+        aerostream_environment      = { AWS_REGION = var.region }
       }
     }
   })

@@ -8,7 +8,7 @@
 # with xfs, and the real binary starts with the configuration it writes);
 # the Dockerfile builds with run.sh's steps; the AWS benchmark runner
 # creates nothing without --yes.
-# Needs: python3-venv, xfsprogs (apt); the pins of tests/deploy/requirements.txt,
+# Needs: python3-venv, xfsprogs, systemd-analyze (apt); the pins of tests/deploy/requirements.txt,
 # installed here into their own virtual environment (kept between runs).
 # Bounded: about 2-4 minutes once the packages are installed (installing
 # them the first time takes a minute or two more).
@@ -31,11 +31,16 @@ if ! cmp -s "$req" "$stamp"; then
 fi
 echo "== deploy tools ready after $(elapsed)"
 
-if ! command -v mkfs.xfs >/dev/null && [ ! -x /usr/sbin/mkfs.xfs ] && [ ! -x /sbin/mkfs.xfs ]; then
-    echo "mkfs.xfs is missing: installing Debian's xfsprogs (the disk role formats an image with it)" >&2
+# the disk role formats an image with mkfs.xfs; the unit checks use systemd-escape and systemd-analyze
+missing=()
+command -v mkfs.xfs >/dev/null || [ -x /usr/sbin/mkfs.xfs ] || [ -x /sbin/mkfs.xfs ] || missing+=(xfsprogs)
+command -v systemd-analyze >/dev/null || missing+=(systemd)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing Debian's ${missing[*]} for the ansible checks" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq xfsprogs >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+export PATH="$PATH:/usr/sbin:/sbin"
 
 # the binary the rest of the suite builds (scripts/ci/40-clients.sh): a no-op there
 cargo build -p agent --bin aerostream --features fault-injection

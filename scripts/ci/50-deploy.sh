@@ -8,8 +8,9 @@
 # with xfs, and the real binary starts with the configuration it writes);
 # the Dockerfile builds with run.sh's steps; the AWS benchmark runner
 # creates nothing without --yes.
-# Needs: python3-venv, xfsprogs, systemd-analyze (apt); the pins of tests/deploy/requirements.txt,
-# installed here into their own virtual environment (kept between runs).
+# Needs: python3-venv, xfsprogs, systemd-analyze (apt); the pins of
+# tests/deploy/requirements*.txt, installed here into virtual environments of
+# their own (kept between runs).
 # Bounded: about 2-4 minutes once the packages are installed (installing
 # them the first time takes a minute or two more).
 set -euo pipefail
@@ -18,17 +19,22 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 started=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - started ))s"; }
 
-venv="${AEROSTREAM_DEPLOY_VENV:-$HOME/.cache/aerostream/deploy-venv}"
-req=tests/deploy/requirements.txt
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-stamp="$venv/.aerostream-requirements"
-if ! cmp -s "$req" "$stamp"; then
-    echo "== pip install -r $req (into $venv)"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
-    cp "$req" "$stamp"
-fi
+# two virtual environments, kept between runs: the tests' tools, and checkov
+# (whose own HCL parser fork would replace python-hcl2 in the same one)
+venvs="${AEROSTREAM_DEPLOY_VENVS:-$HOME/.cache/aerostream/deploy-venvs}"
+install() { # install VENV REQUIREMENTS
+    local venv=$1 req=$2
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    if ! cmp -s "$req" "$venv/.aerostream-requirements"; then
+        echo "== pip install -r $req (into $venv)"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+        cp "$req" "$venv/.aerostream-requirements"
+    fi
+}
+install "$venvs/tests" tests/deploy/requirements.txt
+install "$venvs/checkov" tests/deploy/requirements-checkov.txt
+export AEROSTREAM_CHECKOV="$venvs/checkov/bin/checkov"
+venv="$venvs/tests"
 echo "== deploy tools ready after $(elapsed)"
 
 # the disk role formats an image with mkfs.xfs; the unit checks use systemd-escape and systemd-analyze

@@ -61,6 +61,9 @@ def applied(tmp_path_factory, aerostream_bin):
         (root / "sys/block" / dev / "device").mkdir(parents=True)
         (root / "sys/block" / dev / "device/model").write_text(model + "\n")
     (root / "dev").mkdir()
+    # irqbalance is there to be told where interrupts go
+    (root / "usr/sbin").mkdir(parents=True)
+    (root / "usr/sbin/irqbalance").write_text("")
     with open(root / "dev/nvme1n1", "wb") as f:
         f.truncate(512 << 20)  # sparse; xfs needs 300 MiB at least
     cluster_port = free_udp_port()
@@ -85,6 +88,8 @@ def applied(tmp_path_factory, aerostream_bin):
             }},
             "vars": {
                 "aerostream_cluster_port": cluster_port,
+                # one CPU kept for interrupts even on a small machine
+                "aerostream_reserved_cpus": 1,
                 "aerostream_voters": [f"1@127.0.0.1:{cluster_port}"],
                 "aerostream_load_balanced": True,
                 "aerostream_advertised_kafka": "nlb.example.internal:9092",
@@ -133,6 +138,15 @@ def test_kernel_settings_cover_map_count_and_quic_buffers(applied):
     # docs/configuration.md, "Operating system limits"
     assert int(values["vm.max_map_count"]) >= 262144
     assert int(values["net.core.rmem_max"]) >= 4 << 20 and int(values["net.core.wmem_max"]) >= 4 << 20
+
+
+def test_shards_and_interrupts_get_separate_cpus(applied):
+    config = tomllib.loads((applied["root"] / "etc/aerostream/config.toml").read_text())
+    cpus = os.cpu_count()
+    assert config["shards"] == cpus - 1
+    # shards pin themselves to CPUs 0..shards-1 (gateway/src/shard.rs); irqbalance keeps off them
+    irq = (applied["root"] / "etc/default/irqbalance").read_text()
+    assert re.search(rf"^IRQBALANCE_BANNED_CPULIST=0-{cpus - 2}$", irq, re.M), irq
 
 
 def test_the_service_unit_is_hardened_and_restarts_on_failure(applied):

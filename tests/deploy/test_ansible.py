@@ -145,6 +145,9 @@ def test_shards_and_interrupts_get_separate_cpus(applied):
     cpus = os.cpu_count()
     assert config["shards"] == cpus - 1
     # shards pin themselves to CPUs 0..shards-1 (gateway/src/shard.rs); irqbalance keeps off them
+    shard_rs = (ANSIBLE.parent / "gateway/src/shard.rs").read_text()
+    assert re.search(r"for i in 0\.\.n \{.*?pin_to_core\(i\)", shard_rs, re.S), \
+        "shards no longer pin shard i to CPU i: the CPU placement of the tuning role must follow"
     irq = (applied["root"] / "etc/default/irqbalance").read_text()
     assert re.search(rf"^IRQBALANCE_BANNED_CPULIST=0-{cpus - 2}$", irq, re.M), irq
 

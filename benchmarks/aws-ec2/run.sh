@@ -2,9 +2,9 @@
 # The seed benchmark on AWS: provisions one c6id.2xlarge with terraform
 # (main.tf next to this script), copies this checkout to it, runs the
 # OMB-shaped workloads with `loadtest` (32 partitions, 8+8 clients, 1 KiB,
-# acks=1; broker on CPUs 0-3, load generator on CPUs 4-7, data on the NVMe
-# instance store), fetches the results and destroys everything it created,
-# also when a step fails or the run is interrupted.
+# acks=1; broker and load generator on separate physical cores, two each,
+# data on the NVMe instance store), fetches the results and destroys
+# everything it created, also when a step fails or the run is interrupted.
 #
 # Usage: benchmarks/aws-ec2/run.sh [--yes] [--region R] [WORKLOAD...]
 #   WORKLOAD   names under loadtest/workloads/ (default: seed-100k seed-200k seed-max)
@@ -80,7 +80,7 @@ Plan (terraform in benchmarks/aws-ec2/, region $region):
   create   1 key pair (a throwaway key made for this run)
   create   1 $instance_type (Ubuntu 24.04, 40 GB gp3 root, NVMe instance store for data)
   run      scripts/bench/side-by-side.sh ${workloads[*]}
-           (BROKERS=aerostream, broker on CPUs 0-3, loadtest on CPUs 4-7)
+           (BROKERS=aerostream; broker and loadtest on separate physical cores, two each)
   fetch    the results into ${RESULTS_DIR:-benchmarks/results/<date>-aws-$instance_type}
   destroy  everything above
 Time:  about $(( (total_s + 59) / 60 )) min (workloads $(( run_s / 60 )) min at most, build $(( build_s / 60 )) min, provisioning and teardown $(( (provision_s + teardown_s) / 60 )) min)
@@ -143,8 +143,26 @@ cd aerostream
 scripts/setup.sh --build-only
 export PATH="$HOME/.cargo/bin:$PATH"
 export CARGO_TARGET_DIR=/mnt/nvme/target
-TMPDIR=/mnt/nvme/tmp BROKERS=aerostream BROKER_CPUS=0-3 LOADGEN_CPUS=4-7 SHARDS=4 \
+# Separate physical cores: the broker gets the first half of the cores with
+# both their hardware threads, the load generator the other half. Shards pin
+# themselves to CPUs 0..shards-1, so there is one shard per broker core, on
+# each core's first thread (on EC2, CPUs 0-3 are cores 0-3 and 4-7 their siblings).
+read -r broker_cpus loadgen_cpus shards < <(python3 - <<'PY'
+import glob
+cores = sorted({tuple(sorted(int(c) for c in open(p).read().replace("-", ",").split(",")))
+                for p in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list")})
+half = len(cores) // 2
+broker, loadgen = cores[:half], cores[half:]
+firsts = sorted(c[0] for c in broker)
+assert firsts == list(range(len(broker))), f"cores' first threads are not 0..{len(broker)-1}: {cores}"
+print(",".join(str(c) for core in broker for c in core), ",".join(str(c) for core in loadgen for c in core), len(broker))
+PY
+)
+echo "broker on CPUs $broker_cpus ($shards shards), loadtest on CPUs $loadgen_cpus"
+lscpu > "$HOME/lscpu.txt"
+TMPDIR=/mnt/nvme/tmp BROKERS=aerostream BROKER_CPUS="$broker_cpus" LOADGEN_CPUS="$loadgen_cpus" SHARDS="$shards" \
     RESULTS_DIR="$HOME/results" scripts/bench/side-by-side.sh "$@"
+cp "$HOME/lscpu.txt" "$HOME/results/"
 REMOTE
 
 mkdir -p "$results"

@@ -3,14 +3,23 @@
 # through a gateway endpoint, administrators and ansible through an EC2
 # Instance Connect endpoint, and the binary is copied in by ansible.
 
-data "aws_availability_zones" "available" {
+locals {
+  wanted_zones = length(var.zones) == 3 ? var.zones : [for z in ["a", "b", "c"] : "${var.region}${z}"]
+}
+
+# Exactly the zones named: a zone AWS adds later never joins the cluster by itself.
+data "aws_availability_zones" "chosen" {
   state = "available"
+  filter {
+    name   = "zone-name"
+    values = local.wanted_zones
+  }
 }
 
 data "aws_region" "current" {}
 
 locals {
-  zones = length(var.zones) == 3 ? var.zones : slice(data.aws_availability_zones.available.names, 0, 3)
+  zones = data.aws_availability_zones.chosen.names
 }
 
 resource "aws_vpc" "main" {

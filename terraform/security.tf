@@ -76,6 +76,7 @@ resource "aws_vpc_security_group_egress_rule" "s3" {
 }
 
 resource "aws_vpc_security_group_ingress_rule" "ssh" {
+  #checkov:skip=CKV_AWS_24:The source is the Instance Connect endpoint's security group (referenced_security_group_id), not an address range; the check reads only address ranges and source_security_group_id.
   security_group_id            = aws_security_group.agents.id
   description                  = "SSH through the EC2 Instance Connect endpoint"
   referenced_security_group_id = aws_security_group.admin.id

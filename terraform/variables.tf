@@ -11,7 +11,7 @@ variable "region" {
 }
 
 variable "zones" {
-  description = "Three availability zones of the region; empty picks the first three that are available."
+  description = "Three availability zones of the region; empty means REGIONa, REGIONb and REGIONc."
   type        = list(string)
   default     = []
 

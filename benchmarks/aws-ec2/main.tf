@@ -45,8 +45,18 @@ provider "aws" {
   }
 }
 
-data "aws_availability_zones" "available" {
+variable "zone" {
+  description = "Availability zone of the host; empty means REGIONa."
+  type        = string
+  default     = ""
+}
+
+data "aws_availability_zones" "chosen" {
   state = "available"
+  filter {
+    name   = "zone-name"
+    values = [var.zone == "" ? "${var.region}a" : var.zone]
+  }
 }
 
 data "aws_ssm_parameter" "ubuntu" {
@@ -67,7 +77,7 @@ resource "aws_default_security_group" "bench" {
 resource "aws_subnet" "bench" {
   vpc_id            = aws_vpc.bench.id
   cidr_block        = "10.99.0.0/24"
-  availability_zone = data.aws_availability_zones.available.names[0]
+  availability_zone = data.aws_availability_zones.chosen.names[0]
 }
 
 resource "aws_internet_gateway" "bench" {

@@ -26,14 +26,14 @@ resource "google_storage_bucket" "segments" {
     log_bucket = var.log_bucket
   }
 
-  # Parts of an XML-API multipart upload a crashed agent never completed.
+  # Parts of an XML-API multipart upload a crashed agent never completed;
+  # the bucket is AeroStream's, so the rule covers all of it.
   lifecycle_rule {
     action {
       type = "AbortIncompleteMultipartUpload"
     }
     condition {
-      age            = var.abort_multipart_after_days
-      matches_prefix = [local.key_root]
+      age = var.abort_multipart_after_days
     }
   }
 

@@ -97,13 +97,13 @@ resource "aws_s3_bucket_lifecycle_configuration" "segments" {
   bucket     = aws_s3_bucket.segments.id
   depends_on = [aws_s3_bucket_versioning.segments]
 
-  # A crashed agent leaves its multipart upload unfinished: invisible, but billed.
+  # A crashed agent leaves its multipart upload unfinished: invisible, but
+  # billed. The bucket is AeroStream's, so the rule covers all of it (every
+  # cluster sharing it under another prefix needs the same).
   rule {
     id     = "aerostream-abort-incomplete-multipart-uploads"
     status = "Enabled"
-    filter {
-      prefix = local.key_root
-    }
+    filter {}
     abort_incomplete_multipart_upload {
       days_after_initiation = var.abort_multipart_after_days
     }

@@ -18,7 +18,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 if $BUILD_ONLY; then
   APT_PACKAGES=(gcc g++ make pkg-config curl ca-certificates)
 else
-  APT_PACKAGES=(kcat python3-pip python3-venv nodejs npm gcc g++ make pkg-config curl ca-certificates)
+  APT_PACKAGES=(kcat python3-pip python3-venv xfsprogs nodejs npm gcc g++ make pkg-config curl ca-certificates)
 fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

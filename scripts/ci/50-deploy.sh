@@ -44,6 +44,7 @@ command -v systemd-analyze >/dev/null || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing Debian's ${missing[*]} for the ansible checks" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 export PATH="$PATH:/usr/sbin:/sbin"

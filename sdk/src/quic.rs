@@ -133,11 +133,9 @@ impl QuicClient {
         t.max_concurrent_bidi_streams(0u32.into());
         t.max_concurrent_uni_streams(0u32.into());
         config.transport_config(Arc::new(t));
-        let socket = std::net::UdpSocket::bind(SocketAddr::from((
-            std::net::Ipv6Addr::UNSPECIFIED,
-            0,
-        )))
-        .or_else(|_| std::net::UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0))))?;
+        let socket =
+            std::net::UdpSocket::bind(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)))
+                .or_else(|_| std::net::UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0))))?;
         crate::udp::widen_buffers(&socket);
         let runtime = quinn::default_runtime()
             .ok_or_else(|| Error::Config("the QUIC transport needs a tokio runtime".into()))?;

@@ -234,7 +234,7 @@ start_broker() {
             local topic="floor-$current" offset=0 ready
             [ -f "$log" ] && offset=$(wc -c <"$log")
             (cd "$scratch" && exec taskset -c "$broker_cpus" "$loadtest" mock-broker \
-                --topic "$topic" --workload "$workload_file") >>"$log" 2>&1 &
+                --topic "$topic" --workload "$root/$workload_file") >>"$log" 2>&1 &
             broker_pid=$!
             broker_pids=("$broker_pid")
             rf=1

@@ -1,5 +1,8 @@
 //! Side-by-side tables: the same workloads run against several brokers,
-//! one markdown table of figures and one of ratios against a baseline.
+//! one markdown table of figures and one of ratios against a baseline, and,
+//! when the runs include the floor (broker label [`FLOOR`], librdkafka's
+//! mock cluster: see [`crate::mock_broker`]), one of every other row as a
+//! multiple of the floor.
 
 use std::fmt::Write as _;
 
@@ -14,6 +17,14 @@ fn ms(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
+}
+
+/// Broker label of the floor: `loadtest mock-broker`, the broker that does
+/// the least possible work.
+pub const FLOOR: &str = "floor";
+
+fn is_floor(r: &RunResult) -> bool {
+    r.broker == FLOOR
 }
 
 fn rate(v: f64) -> String {
@@ -197,10 +208,12 @@ pub fn markdown(results: &[RunResult], baseline: Option<&str>) -> String {
         else {
             continue;
         };
-        for r in results
-            .iter()
-            .filter(|r| &r.workload.name == name && rows.label(r) != baseline)
-        {
+        // The floor gets a table of its own below, unless it is the baseline.
+        for r in results.iter().filter(|r| {
+            &r.workload.name == name
+                && rows.label(r) != baseline
+                && (!is_floor(r) || is_floor(base))
+        }) {
             let rss = |x: &RunResult| x.broker_resources.as_ref().map_or(0.0, |b| b.rss_max_mib);
             let _ = writeln!(
                 s,
@@ -220,7 +233,62 @@ pub fn markdown(results: &[RunResult], baseline: Option<&str>) -> String {
             );
         }
     }
+    let base_is_floor = results
+        .iter()
+        .any(|r| rows.label(r) == baseline && is_floor(r));
+    if !base_is_floor {
+        floor_table(&mut s, results, rows, &names);
+    }
     s
+}
+
+/// Every row that is not the floor, as a multiple of the floor's figure for
+/// the same workload. Nothing when no run was against the floor.
+fn floor_table(s: &mut String, results: &[RunResult], rows: Rows, names: &[String]) {
+    let pairs: Vec<(&RunResult, &RunResult)> = names
+        .iter()
+        .flat_map(|name| {
+            let floor = results
+                .iter()
+                .find(|r| &r.workload.name == name && is_floor(r));
+            results
+                .iter()
+                .filter(move |r| &r.workload.name == name && !is_floor(r))
+                .filter_map(move |r| floor.map(|f| (f, r)))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "Multiples of the floor (the same workload against `loadtest mock-broker`, librdkafka's mock cluster, which does the least possible work; what the load generator and its clients cost on their own): latency and CPU per message = other / floor, rate = floor / other. The mock does not wake a waiting fetch when records arrive, so the floor's end-to-end latency includes up to one `fetch.wait.max.ms` per empty fetch (side-by-side.sh sets 1 ms for the floor's consumers)."
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "| workload | {} | published | sustained (drained) | publish p50 | publish p99 | publish p99.9 | e2e p99 | broker CPU per message | loadgen CPU per message |",
+        rows.heading()
+    );
+    let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for (f, r) in pairs {
+        let (p, fp) = (&r.publish_latency, &f.publish_latency);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.workload.name,
+            rows.label(r),
+            ratio(f.publish.msgs_per_sec, r.publish.msgs_per_sec),
+            ratio(f.sustained_rate(), r.sustained_rate()),
+            ratio(p.p50_ms, fp.p50_ms),
+            ratio(p.p99_ms, fp.p99_ms),
+            ratio(p.p999_ms, fp.p999_ms),
+            ratio(r.end_to_end_latency.p99_ms, f.end_to_end_latency.p99_ms),
+            ratio(broker_us(r).unwrap_or(0.0), broker_us(f).unwrap_or(0.0)),
+            ratio(loadgen_us(r).unwrap_or(0.0), loadgen_us(f).unwrap_or(0.0)),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -272,6 +340,48 @@ mod tests {
         let md = markdown(&[aero, other], Some("aerostream"));
         assert!(md.contains("**no**"), "{md}");
         assert!(md.contains("| t | other | 1.00× | n/a |"), "{md}");
+    }
+
+    #[test]
+    fn our_rows_read_as_multiples_of_the_floor() {
+        let mut aero = sample_result();
+        aero.publish_latency.p50_ms = 1.0;
+        aero.publish_latency.p99_ms = 6.0;
+        aero.broker_resources = Some(ResourceSummary {
+            cpu_percent: 60.0,
+            ..ResourceSummary::default()
+        });
+        let mut floor = sample_result();
+        floor.broker = FLOOR.into();
+        floor.publish_latency.p50_ms = 0.5;
+        floor.publish_latency.p99_ms = 1.5;
+        floor.broker_resources = Some(ResourceSummary {
+            cpu_percent: 20.0,
+            ..ResourceSummary::default()
+        });
+        let md = markdown(&[floor.clone(), aero.clone()], None);
+        // The baseline table leaves the floor out ...
+        assert!(!md.contains("| t | floor | 1.00×"), "{md}");
+        // ... and the floor table has aerostream as its multiple: publish
+        // p50 1.0 vs 0.5 ms, p99 6 vs 1.5 ms, broker CPU 60% vs 20%.
+        assert!(md.contains("Multiples of the floor"), "{md}");
+        assert!(
+            md.contains(
+                "| t | aerostream | 1.00× | 1.00× | 2.00× | 4.00× | n/a | 1.00× | 3.00× | n/a |"
+            ),
+            "{md}"
+        );
+        // With the floor as the baseline the ratio table is that table.
+        let md = markdown(&[floor.clone(), aero], Some(FLOOR));
+        assert!(!md.contains("Multiples of the floor"), "{md}");
+        assert!(
+            md.contains("| t | aerostream | 1.00× | 1.00× | 4.00× |"),
+            "{md}"
+        );
+        // The floor alone: its row, no ratios.
+        let md = markdown(&[floor], None);
+        assert!(md.contains("| t | floor | 20000 |"), "{md}");
+        assert!(!md.contains("Multiples of the floor"), "{md}");
     }
 
     #[test]

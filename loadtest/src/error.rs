@@ -21,6 +21,8 @@ pub enum LoadError {
     ClientConfig(String),
     #[error("--bootstrap does not suit the driver: {0}")]
     Bootstrap(String),
+    #[error("mock broker: {0}")]
+    MockBroker(String),
     #[error("native client: {0}")]
     Native(String),
     #[error("topic {topic} could not be prepared: {reason}")]

@@ -18,6 +18,9 @@
 //!   ([`driver::native`]) uses the `sdk` crate over the native protocol.
 //!   `loadtest run --driver kafka|native` picks one; results record the
 //!   way in (`kafka`, `native-tcp`, `native-quic`).
+//! - [`mock_broker`] runs librdkafka's built-in mock cluster as the floor:
+//!   a broker that does the least possible work, to measure what the load
+//!   generator itself costs (`loadtest mock-broker`).
 //! - Pacing and the `max`-rate search ([`rate`]) are pure: time is passed
 //!   in, so they are tested without sleeping.
 //!
@@ -39,6 +42,7 @@ pub mod compare;
 pub mod driver;
 pub mod error;
 pub mod ledger;
+pub mod mock_broker;
 pub mod payload;
 pub mod probe;
 pub mod procstat;

@@ -1,5 +1,6 @@
 //! The `loadtest` command line: `run` one workload against a broker,
-//! `compare` result files side by side, `check` workload files.
+//! `compare` result files side by side, `check` workload files, and
+//! `mock-broker`: librdkafka's mock cluster as the floor to measure against.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +13,7 @@ use loadtest::driver::bootstrap::{check_bootstrap, DriverKind};
 use loadtest::driver::kafka::KafkaDriver;
 use loadtest::driver::native::{NativeDriver, NativeOptions, RuntimeMode};
 use loadtest::driver::Driver;
+use loadtest::mock_broker::{MockBroker, MockTopic};
 use loadtest::report::{summary_text, RunResult};
 use loadtest::runner::{self, RunOptions};
 use loadtest::workload::{parse_duration, Overrides, Rate, Workload};
@@ -31,7 +33,18 @@ fn duration_arg(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+fn key_value_arg(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not KEY=VALUE")),
+    }
+}
+
 #[derive(Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing the run's arguments buys nothing"
+)]
 enum Command {
     /// Run one workload against a broker and report.
     Run {
@@ -80,6 +93,13 @@ enum Command {
         duration: Option<Duration>,
         #[arg(long, value_parser = duration_arg)]
         drain_timeout: Option<Duration>,
+        /// Set a consumer client property on top of the workload's
+        /// `consumer_config` (KEY=VALUE; repeat for several), recorded in the
+        /// result's workload. side-by-side.sh uses it for the floor only:
+        /// fetch.wait.max.ms=1, because librdkafka's mock cluster holds an
+        /// empty fetch for the whole wait even when records arrive.
+        #[arg(long, value_parser = key_value_arg)]
+        consumer_config: Vec<(String, String)>,
         /// Use an existing topic instead of creating a fresh one.
         #[arg(long)]
         topic: Option<String>,
@@ -112,6 +132,28 @@ enum Command {
         /// Result JSON files.
         #[arg(required = true)]
         results: Vec<PathBuf>,
+    },
+    /// Serve librdkafka's built-in mock cluster (one broker on a free port
+    /// of 127.0.0.1) until SIGTERM or SIGINT: the floor, a Kafka-wire broker
+    /// that does the least possible work, to measure what the load generator
+    /// itself costs. Prints `loadtest mock-broker listening kafka=HOST:PORT
+    /// topics=NAME:PARTITIONS,…` when ready. The mock does not implement
+    /// CreateTopics: its topics are made here, and runs use them with
+    /// `loadtest run --topic NAME --no-create`.
+    MockBroker {
+        /// Topic to create; repeat for several.
+        #[arg(long = "topic", required = true)]
+        topics: Vec<String>,
+        /// Partitions of each topic.
+        #[arg(
+            long,
+            conflicts_with = "workload",
+            required_unless_present = "workload"
+        )]
+        partitions: Option<u32>,
+        /// Take the partition count from this workload file.
+        #[arg(long)]
+        workload: Option<PathBuf>,
     },
     /// Validate workload files.
     Check {
@@ -146,6 +188,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             warmup,
             duration,
             drain_timeout,
+            consumer_config,
             topic,
             no_create,
             delete_topic,
@@ -153,12 +196,16 @@ fn real_main() -> anyhow::Result<ExitCode> {
             progress,
             strict,
         } => {
-            let w = Workload::from_file(&workload)?.with_overrides(&Overrides {
+            let mut w = Workload::from_file(&workload)?.with_overrides(&Overrides {
                 rate,
                 warmup,
                 duration,
                 drain_timeout,
             })?;
+            for (k, v) in consumer_config {
+                println!("consumer config {k}={v} (given on the command line)");
+                w.consumer_config.insert(k, v);
+            }
             check_bootstrap(driver, &bootstrap)?;
             let driver: Arc<dyn Driver> = match driver {
                 DriverKind::Kafka => Arc::new(KafkaDriver::new(&bootstrap, &w)),
@@ -224,6 +271,28 @@ fn real_main() -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::MockBroker {
+            topics,
+            partitions,
+            workload,
+        } => {
+            let partitions = match (partitions, workload) {
+                (Some(n), _) => n,
+                (None, Some(path)) => Workload::from_file(&path)?.partitions,
+                (None, None) => anyhow::bail!("give --partitions or --workload"),
+            };
+            let topics: Vec<MockTopic> = topics
+                .into_iter()
+                .map(|name| MockTopic { name, partitions })
+                .collect();
+            let broker = MockBroker::start(&topics)?;
+            // stdout is line-buffered: the line is out before we wait.
+            println!("{}", broker.ready_line());
+            wait_for_stop_signal()?;
+            println!("loadtest mock-broker stopping");
+            drop(broker);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check { workloads } => {
             for path in workloads {
                 let w = Workload::from_file(&path)?;
@@ -240,4 +309,22 @@ fn real_main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Blocks until SIGTERM or SIGINT.
+fn wait_for_stop_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the signal runtime")?;
+    rt.block_on(async {
+        let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok::<(), anyhow::Error>(())
+    })
 }

@@ -25,6 +25,13 @@
 #   NATIVE_RUNTIME  loadtest --native-runtime for native ways in (default:
 #                   the tool's, shared:1)
 #   BROKERS         which brokers, in order (default: "aerostream tansu-memory tansu-sqlite");
+#                   "floor" is `loadtest mock-broker` (librdkafka's built-in mock
+#                   cluster, a broker that does the least possible work), pinned
+#                   like the others, so its row shows what the load generator
+#                   itself costs: BROKERS="floor aerostream" gives a floor row
+#                   per workload and a table of multiples of the floor;
+#                   its consumers fetch with fetch.wait.max.ms=FLOOR_FETCH_WAIT_MS
+#                   (default 1; the mock does not wake a waiting fetch);
 #                   "aerostream-fsync" is AeroStream with --write-caching false
 #                   (acks=all answered after a shared fdatasync);
 #                   "aerostream-rf3" is three AeroStream agents forming a
@@ -126,6 +133,9 @@ mkdir -p "$out"
         echo "aerostream: $aerostream given by AEROSTREAM_BIN, built $(date -u -r "$aerostream" +%Y-%m-%dT%H:%M:%SZ) (checkout at $head; the binary may be older), --shards $shards"
     fi
     [ -x "${tansu:-}" ] && echo "tansu: $("$tansu" --version 2>/dev/null || echo unknown) ($tansu)"
+    case " ${brokers[*]} " in
+        *" floor "*) echo "floor: $loadtest mock-broker (librdkafka's mock cluster), its consumers with fetch.wait.max.ms=${FLOOR_FETCH_WAIT_MS:-1}" ;;
+    esac
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
     echo "scheduler: benchmark session autogroup $autogroup"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs; figures are only comparable within one run)"
@@ -166,12 +176,37 @@ way_url() {
 }
 trap cleanup EXIT
 
-# start_broker NAME PORT: starts it pinned, in a fresh scratch folder.
+# Extra `loadtest run` arguments the running broker needs (the floor's topic).
+run_args=()
+
+# wait_for_ready LOG OFFSET PATTERN PID SECONDS: prints the first line of LOG
+# past byte OFFSET that contains PATTERN, once there is one; fails if process
+# PID exits first or after SECONDS.
+wait_for_ready() {
+    local log=$1 offset=$2 pattern=$3 pid=$4 secs=$5 i line
+    for ((i = 0; i < secs * 10; i++)); do
+        line=$(tail -c "+$((offset + 1))" "$log" 2>/dev/null | grep -m1 -F "$pattern" || true)
+        if [ -n "$line" ]; then
+            echo "$line"
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "broker process $pid exited before printing '$pattern'" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+    echo "no '$pattern' in $log after ${secs}s" >&2
+    return 1
+}
+
+# start_broker NAME PORT WORKLOAD_FILE: starts it pinned, in a fresh scratch folder.
 start_broker() {
-    local name=$1 port=$2
+    local name=$1 port=$2 workload_file=$3
     scratch=$(mktemp -d "${TMPDIR:-/tmp}/bench-$name.XXXXXX")
     local log="$out/$current-broker.log"
     native_hosts=
+    run_args=()
     local native_port
     case $name in
         aerostream | aerostream-fsync)
@@ -190,6 +225,28 @@ start_broker() {
             rf=1
             wait_for_port "$port" "$broker_pid" 60
             wait_for_port "$native_port" "$broker_pid" 60
+            return 0
+            ;;
+        floor)
+            # librdkafka's mock cluster picks its own port and does not
+            # implement CreateTopics: it makes the run's topic, with the
+            # workload's partitions, when it starts.
+            local topic="floor-$current" offset=0 ready
+            [ -f "$log" ] && offset=$(wc -c <"$log")
+            (cd "$scratch" && exec taskset -c "$broker_cpus" "$loadtest" mock-broker \
+                --topic "$topic" --workload "$root/$workload_file") >>"$log" 2>&1 &
+            broker_pid=$!
+            broker_pids=("$broker_pid")
+            rf=1
+            ready=$(wait_for_ready "$log" "$offset" "loadtest mock-broker listening kafka=" "$broker_pid" 60)
+            bootstrap=$(echo "$ready" | sed -E 's/.* kafka=([^ ]+).*/\1/')
+            # The mock holds a fetch that finds no data for the consumer's
+            # whole fetch.wait.max.ms (500 ms by default) even when records
+            # arrive meanwhile; a real broker answers as soon as they do.
+            # A 1 ms wait stands in for that wake-up (at most one empty
+            # fetch per millisecond per consumer, as a woken long poll).
+            run_args=(--topic "$topic" --no-create
+                --consumer-config "fetch.wait.max.ms=${FLOOR_FETCH_WAIT_MS:-1}")
             return 0
             ;;
         tansu-memory | tansu-sqlite)
@@ -278,7 +335,7 @@ for w in "${workloads[@]}"; do
             [ "$way" = kafka ] || run=$w-$b-$way
             current=$run
             port=$(free_port)
-            start_broker "$b" "$port"
+            start_broker "$b" "$port" "$file"
             driver_args=(--driver kafka)
             case $way in
                 native-*)
@@ -302,7 +359,7 @@ for w in "${workloads[@]}"; do
             set +e
             taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" "${driver_args[@]}" \
                 --bootstrap "$url" --broker-label "$b" --broker-pid "$broker_pid" \
-                --replication-factor "$rf" \
+                --replication-factor "$rf" "${run_args[@]}" \
                 --json "$out/$run.json" "${overrides[@]}" 2>&1 | tee "$out/$run.log"
             rc=${PIPESTATUS[0]}
             set -e

@@ -14,6 +14,7 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
+use rdkafka::metadata::Metadata;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 
 use super::{ConsumerClient, Driver, ProducerClient, SendOutcome, TopicSpec};
@@ -74,7 +75,10 @@ impl KafkaDriver {
     }
 
     fn admin(&self) -> Result<AdminClient<DefaultClientContext>, LoadError> {
-        self.config(&BTreeMap::new(), "loadtest-admin")
+        let mut props = BTreeMap::new();
+        // Looking a topic up must not create it with the broker's defaults.
+        props.insert("allow.auto.create.topics".to_string(), "false".to_string());
+        self.config(&props, "loadtest-admin")
             .create()
             .map_err(|e| LoadError::ClientConfig(e.to_string()))
     }
@@ -87,6 +91,31 @@ fn topic_err(topic: &str, reason: impl ToString) -> LoadError {
     }
 }
 
+/// Why the topic in `md` is not ready for the run, or `Ok` when it has the
+/// partition count wanted and every partition has a leader.
+fn topic_status(md: &Metadata, name: &str, partitions: u32) -> Result<(), String> {
+    let Some(t) = md.topics().iter().find(|t| t.name() == name) else {
+        return Err("topic missing from metadata".into());
+    };
+    if let Some(e) = t.error() {
+        return Err(format!("metadata error: {}", RDKafkaErrorCode::from(e)));
+    }
+    if t.partitions().len() != partitions as usize {
+        return Err(format!(
+            "it has {} partitions, the workload needs {partitions}",
+            t.partitions().len()
+        ));
+    }
+    if t.partitions()
+        .iter()
+        .all(|p| p.error().is_none() && p.leader() >= 0)
+    {
+        Ok(())
+    } else {
+        Err("partitions without a leader".into())
+    }
+}
+
 impl Driver for KafkaDriver {
     fn name(&self) -> &'static str {
         "kafka"
@@ -94,7 +123,14 @@ impl Driver for KafkaDriver {
 
     fn prepare_topic(&self, topic: &TopicSpec) -> Result<(), LoadError> {
         let admin = self.admin()?;
-        if topic.create {
+        // A topic that is already there as the run needs it is used as it
+        // is: a broker without CreateTopics (librdkafka's mock cluster, the
+        // floor) lets that request time out rather than refuse it.
+        let exists = admin
+            .inner()
+            .fetch_metadata(Some(&topic.name), Duration::from_secs(5))
+            .is_ok_and(|md| topic_status(&md, &topic.name, topic.partitions).is_ok());
+        if topic.create && !exists {
             let mut new = NewTopic::new(
                 &topic.name,
                 topic.partitions as i32,
@@ -104,8 +140,18 @@ impl Driver for KafkaDriver {
                 new = new.set(k, v);
             }
             let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-            let results = block_on(admin.create_topics([&new], &opts))
-                .map_err(|e| topic_err(&topic.name, e))?;
+            let results = block_on(admin.create_topics([&new], &opts)).map_err(|e| match e {
+                KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut) => topic_err(
+                    &topic.name,
+                    format!(
+                        "{e} (a broker without CreateTopics, such as librdkafka's mock cluster, \
+                         lets it time out: create the topic beforehand, e.g. `loadtest mock-broker \
+                         --topic {} --partitions {}`, and pass --topic {} --no-create)",
+                        topic.name, topic.partitions, topic.name
+                    ),
+                ),
+                e => topic_err(&topic.name, e),
+            })?;
             for r in results {
                 match r {
                     Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
@@ -122,24 +168,10 @@ impl Driver for KafkaDriver {
                 .inner()
                 .fetch_metadata(Some(&topic.name), Duration::from_secs(5))
             {
-                Ok(md) => {
-                    let ready = md
-                        .topics()
-                        .iter()
-                        .find(|t| t.name() == topic.name)
-                        .map(|t| {
-                            t.error().is_none()
-                                && t.partitions().len() == topic.partitions as usize
-                                && t.partitions()
-                                    .iter()
-                                    .all(|p| p.error().is_none() && p.leader() >= 0)
-                        });
-                    match ready {
-                        Some(true) => return Ok(()),
-                        Some(false) => last = "partitions without a leader".into(),
-                        None => last = "topic missing from metadata".into(),
-                    }
-                }
+                Ok(md) => match topic_status(&md, &topic.name, topic.partitions) {
+                    Ok(()) => return Ok(()),
+                    Err(why) => last = why,
+                },
                 Err(e) => last = e.to_string(),
             }
             std::thread::sleep(Duration::from_millis(200));

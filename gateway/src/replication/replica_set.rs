@@ -225,11 +225,16 @@ impl ReplicaSet {
                     .get(r)
                     .is_none_or(|f| now_ms - f.caught_up_ms > self.lag_max_ms)
         };
+        // a replica joins only while it is fetching: one that stopped keeps
+        // the log end it last reported, and with no new writes that end
+        // stays at the high watermark, so without this it would flap in and
+        // out of the ISR and let acks=all writes in that it never confirms
         let joining = |r: &AgentId| {
             !isr.contains(r)
                 && self.followers.get(r).is_some_and(|f| {
-                    f.log_end
-                        .is_some_and(|e| e >= hw && e >= self.epoch_start_offset)
+                    now_ms - f.caught_up_ms <= self.lag_max_ms
+                        && f.log_end
+                            .is_some_and(|e| e >= hw && e >= self.epoch_start_offset)
                 })
         };
         let mut next: Vec<AgentId> = isr.iter().copied().filter(|r| !lagging(r)).collect();

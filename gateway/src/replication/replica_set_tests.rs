@@ -119,6 +119,35 @@ fn a_follower_rejoins_once_it_holds_the_high_watermark_and_this_epochs_start() {
 }
 
 #[test]
+fn a_follower_that_stopped_fetching_does_not_rejoin_on_its_last_log_end() {
+    let mut r = leader(&[1, 2, 3], 100, 2);
+    r.on_fetch(2, 100, 100, 1).unwrap();
+    r.on_fetch(3, 100, 100, 1).unwrap();
+    // 3 stops; 2 keeps fetching; nothing new is written
+    r.on_fetch(2, 100, 100, LAG + 2).unwrap();
+    let shrink = r.propose_isr_change(100, LAG + 2).expect("3 lags");
+    assert_eq!(shrink.isr, vec![1, 2]);
+    r.on_assignment(Assignment {
+        isr: vec![1, 2],
+        partition_epoch: 10,
+        ..three(&[1, 2, 3])
+    });
+    for t in [LAG + 3, LAG + 500, 3 * LAG] {
+        r.on_fetch(2, 100, 100, t).unwrap();
+        assert_eq!(
+            r.propose_isr_change(100, t),
+            None,
+            "at {t} ms 3 still reports the high watermark but has not fetched since 1 ms"
+        );
+    }
+    r.on_fetch(3, 100, 100, 3 * LAG + 1).unwrap();
+    let change = r
+        .propose_isr_change(100, 3 * LAG + 1)
+        .expect("3 fetches again");
+    assert_eq!(change.isr, vec![1, 2, 3]);
+}
+
+#[test]
 fn a_joining_member_counts_for_the_high_watermark_before_its_change_commits() {
     let mut r = leader(&[1, 2], 0, 1);
     r.on_fetch(2, 100, 100, 1).unwrap();

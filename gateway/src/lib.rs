@@ -51,6 +51,7 @@ pub mod prometheus;
 pub mod replication;
 pub mod server;
 pub mod shard;
+pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod topic_config;

@@ -15,6 +15,8 @@
 //! is not there yet, whatever the leader keeps locally. The leader holds the fetch while it has
 //! nothing new, so an idle follower costs one round trip per `max_wait`.
 
+use crate::telemetry::sampling::{sampled, SPAN_TARGET};
+use tracing::Instrument;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,7 +153,19 @@ async fn fetch_from(
             .fetch_add(bytes as u64, Ordering::Relaxed);
         let mut progressed = false;
         for (f, p) in followed.iter().zip(resp.partitions) {
-            progressed |= apply(meta, f, p).await;
+            let span = if sampled() {
+                tracing::info_span!(
+                    target: SPAN_TARGET,
+                    "replicate",
+                    topic = &*f.handle.stats().topic,
+                    partition = f.key.partition,
+                    leader,
+                    bytes = p.records.len(),
+                )
+            } else {
+                tracing::Span::none()
+            };
+            progressed |= apply(meta, f, p).instrument(span).await;
         }
         if !progressed {
             // every partition refused (e.g. a leadership change the

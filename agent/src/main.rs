@@ -5,6 +5,7 @@
 mod cluster;
 mod config;
 mod drain;
+mod otel;
 mod tiering;
 
 use std::sync::Arc;
@@ -65,12 +66,22 @@ fn main() -> anyhow::Result<()> {
         Command::Drain(args) => return drain::run(&args),
     };
     let settings = Settings::resolve(&args)?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&settings.log).unwrap_or_else(|_| "info".into()),
-        )
-        .with_target(false)
-        .init();
+    let (otel, span_layer) = otel::start(&settings)?.unzip();
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        use tracing_subscriber::Layer as _;
+        let filter =
+            tracing_subscriber::EnvFilter::try_new(&settings.log).unwrap_or_else(|_| "info".into());
+        tracing_subscriber::registry()
+            .with(span_layer)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_target(false)
+                    .with_filter(filter),
+            )
+            .init();
+    }
     // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
     let control = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -78,10 +89,15 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the control runtime")?;
-    control.block_on(serve(settings))
+    let served = control.block_on(serve(settings, otel.as_ref()));
+    // the exporters' last flush blocks: outside the runtime
+    if let Some(o) = otel {
+        o.shutdown();
+    }
+    served
 }
 
-async fn serve(s: Settings) -> anyhow::Result<()> {
+async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&s.data_dir)
         .with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
     let node_id = u64::try_from(s.node_id).context("--node-id must not be negative")?;
@@ -146,6 +162,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
                     .unwrap_or(usize::MAX),
                 ..ConnectionLimits::default()
             },
+            metrics_max_series: s.metrics_max_series,
             ..BrokerConfig::default()
         },
         http_extensions: vec![Arc::clone(&tiered.http)],
@@ -153,6 +170,9 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
+    if let Some(o) = otel {
+        o.observe_metrics(gw.metrics_text());
+    }
     // In a cluster, partitions are replicated: serve followers' fetches and
     // keep every local replica leading or following as the metastore says.
     if s.cluster.is_some() {

@@ -84,6 +84,30 @@ fn bind_native(
     }
 }
 
+/// Renders the text `/metrics` serves, built the same way: the broker's
+/// figures, the connections', then every HTTP extension's.
+#[derive(Clone)]
+pub struct MetricsText {
+    broker: Arc<Broker>,
+    extensions: Vec<Arc<dyn crate::http::HttpExtension>>,
+}
+
+impl MetricsText {
+    pub fn render(&self) -> String {
+        let b = &self.broker;
+        let mut text = b.metrics.render(
+            b.partitions.len(),
+            b.partitions.counters(),
+            &b.forward_counters,
+        );
+        text.push_str(&b.connections.render());
+        for x in &self.extensions {
+            text.push_str(&x.metrics());
+        }
+        text
+    }
+}
+
 /// A running gateway.
 pub struct Gateway {
     broker: Arc<Broker>,
@@ -235,18 +259,13 @@ impl Gateway {
         &self.broker
     }
 
-    /// The Prometheus text `/metrics` serves, built the same way, for
-    /// exports that read it in-process (the binary's OpenTelemetry metrics).
-    pub fn render_metrics(&self) -> String {
-        let b = &self.broker;
-        let mut text = b
-            .metrics
-            .render(b.partitions.len(), b.partitions.counters(), &b.forward_counters);
-        text.push_str(&b.connections.render());
-        for x in &self.http_extensions {
-            text.push_str(&x.metrics());
+    /// What renders the Prometheus text `/metrics` serves, for exports that
+    /// read it in-process (the binary's OpenTelemetry metrics).
+    pub fn metrics_text(&self) -> MetricsText {
+        MetricsText {
+            broker: self.broker.clone(),
+            extensions: self.http_extensions.clone(),
         }
-        text
     }
 
     /// Replicates partitions with the other agents of the cluster: serves

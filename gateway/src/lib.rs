@@ -58,7 +58,7 @@ pub mod topic_config;
 
 mod gateway;
 
-pub use crate::gateway::{Gateway, GatewayOptions};
+pub use crate::gateway::{Gateway, GatewayOptions, MetricsText};
 
 // The gateway's own tests decode hostile frames too.
 #[cfg(test)]

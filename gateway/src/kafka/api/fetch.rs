@@ -378,9 +378,12 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
     let started = std::time::Instant::now();
     let span = if sampled() {
         let first = req.topics.first();
+        // v13 and later name topics by id
         let topic = first.map(|t| {
             if t.topic.is_empty() {
-                t.topic_id.to_string()
+                b.catalog
+                    .topic_by_id(t.topic_id)
+                    .map_or_else(|| t.topic_id.to_string(), |i| i.name.clone())
             } else {
                 t.topic.to_string()
             }

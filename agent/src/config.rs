@@ -802,6 +802,46 @@ mod tests {
     }
 
     #[test]
+    fn telemetry_is_off_by_default_and_set_from_the_file_or_flags() {
+        let s = Settings::resolve(&ServeArgs::default()).expect("valid");
+        assert_eq!(s.otlp_endpoint, None, "nothing exported unless asked");
+        assert_eq!(s.otlp_sample_ratio, 0.01);
+        assert_eq!(s.metrics_max_series, 1000);
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "otlp_endpoint = \"http://collector:4318\"\notlp_sample_ratio = 0.5\nmetrics_max_series = 20\notlp_export_interval_ms = 2000"
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            otlp_sample_ratio: Some(1.0),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        assert_eq!(s.otlp_sample_ratio, 1.0, "flag wins");
+        assert_eq!(s.metrics_max_series, 20);
+        assert_eq!(s.otlp_export_interval_ms, 2000);
+        for bad in [
+            ServeArgs {
+                otlp_sample_ratio: Some(1.5),
+                ..Default::default()
+            },
+            ServeArgs {
+                otlp_endpoint: Some("collector:4318".into()),
+                ..Default::default()
+            },
+            ServeArgs {
+                metrics_max_series: Some(0),
+                ..Default::default()
+            },
+        ] {
+            assert!(Settings::resolve(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn byte_counts_take_binary_units() {
         assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
         assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));

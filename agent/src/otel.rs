@@ -52,10 +52,7 @@ pub fn start(s: &Settings) -> anyhow::Result<Option<(Otel, SpanLayer)>> {
     let base = endpoint.trim_end_matches('/');
     let resource = Resource::builder()
         .with_service_name("aerostream")
-        .with_attribute(KeyValue::new(
-            "service.instance.id",
-            i64::from(s.node_id),
-        ))
+        .with_attribute(KeyValue::new("service.instance.id", i64::from(s.node_id)))
         .build();
     let spans = opentelemetry_otlp::SpanExporter::builder()
         .with_http()

@@ -80,9 +80,9 @@ pub fn parse(text: &str) -> Vec<Family> {
                     .filter(|f| {
                         s.name == f.name
                             || (f.kind == "histogram"
-                                && s.name.strip_prefix(f.name.as_str()).is_some_and(|t| {
-                                    matches!(t, "_bucket" | "_sum" | "_count")
-                                }))
+                                && s.name
+                                    .strip_prefix(f.name.as_str())
+                                    .is_some_and(|t| matches!(t, "_bucket" | "_sum" | "_count")))
                     })
                     .map(|f| f.name.clone())
                     .unwrap_or_else(|| s.name.clone());

@@ -113,11 +113,11 @@ async fn partition_series_past_the_cap_are_summed_under_other_and_lag_is_per_gro
             .with_max_wait_ms(0)
             .with_max_bytes(1 << 20)
             .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default().with_topic(topic()).with_partitions(
-                vec![FetchPartition::default()
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(topic())
+                .with_partitions(vec![FetchPartition::default()
                     .with_partition(0)
-                    .with_partition_max_bytes(1 << 20)],
-            )]),
+                    .with_partition_max_bytes(1 << 20)])]),
     )
     .await;
     assert_eq!(fetched.responses[0].partitions[0].error_code, 0);
@@ -150,7 +150,11 @@ async fn partition_series_past_the_cap_are_summed_under_other_and_lag_is_per_gro
     assert_eq!(own("1"), Some(8.0));
     assert_eq!(own("2"), None);
     assert_eq!(
-        value(&fams, records, &[("topic", "other"), ("partition", "other")]),
+        value(
+            &fams,
+            records,
+            &[("topic", "other"), ("partition", "other")]
+        ),
         Some(12.0)
     );
     assert_eq!(

@@ -16,10 +16,10 @@
 //! nothing new, so an idle follower costs one round trip per `max_wait`.
 
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
-use tracing::Instrument;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use kafka_protocol::ResponseError;
 use metastore::{AgentId, Metastore};

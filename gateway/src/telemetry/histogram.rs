@@ -158,7 +158,10 @@ mod tests {
         let mut text = String::new();
         h.render(&mut text, "x_seconds", "help");
         assert!(text.contains("# TYPE x_seconds histogram\n"));
-        assert!(text.contains("x_seconds_bucket{le=\"0.001\"} 2\n"), "{text}");
+        assert!(
+            text.contains("x_seconds_bucket{le=\"0.001\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("x_seconds_bucket{le=\"0.05\"} 4\n"), "{text}");
         assert!(text.contains("x_seconds_bucket{le=\"+Inf\"} 5\n"), "{text}");
         assert!(text.contains("x_seconds_count 5\n"), "{text}");

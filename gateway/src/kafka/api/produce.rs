@@ -13,8 +13,8 @@ use crate::codes;
 use crate::partition::Acks;
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 use crate::topic_config;
-use tracing::Instrument;
 use metastore::TopicInfo;
+use tracing::Instrument;
 
 fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()

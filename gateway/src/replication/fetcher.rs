@@ -15,20 +15,20 @@
 //! is not there yet, whatever the leader keeps locally. The leader holds the fetch while it has
 //! nothing new, so an idle follower costs one round trip per `max_wait`.
 
-use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::Instrument;
 
 use kafka_protocol::ResponseError;
 use metastore::{AgentId, Metastore};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::service::ALPN;
 use super::wire::{self, Diverging, FetchPartition, FetchRequest, FetchResponse, FetchedPartition};
 use crate::partition::{PartitionCounters, PartitionHandle};
+use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 
 /// A partition this node follows, as the fetcher sees it.
 #[derive(Clone)]

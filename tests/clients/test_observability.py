@@ -127,3 +127,17 @@ def test_every_dashboard_query_names_metrics_the_broker_exposes(broker):
         if gone:
             missing[e] = sorted(gone)
     assert not missing, f"queries naming metrics /metrics does not show: {json.dumps(missing, indent=1)}"
+
+
+def test_without_an_endpoint_nothing_is_exported(monkeypatch):
+    with Receiver() as rx:
+        # the SDK's own variable must not turn the export on by itself
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
+        b = Broker(extra_args=["--otlp-export-interval-ms", "200"]).start()
+        topic = f"quiet-{uuid.uuid4().hex[:8]}"
+        try:
+            traffic(b, topic, group=f"g-{topic}", partitions=1, n=10)
+        finally:
+            assert b.stop() == 0, b.log()
+        spans, metrics, _ = rx.snapshot()
+    assert spans == [] and metrics == []

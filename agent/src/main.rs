@@ -66,22 +66,7 @@ fn main() -> anyhow::Result<()> {
         Command::Drain(args) => return drain::run(&args),
     };
     let settings = Settings::resolve(&args)?;
-    let (otel, span_layer) = otel::start(&settings)?.unzip();
-    {
-        use tracing_subscriber::layer::SubscriberExt as _;
-        use tracing_subscriber::util::SubscriberInitExt as _;
-        use tracing_subscriber::Layer as _;
-        let filter =
-            tracing_subscriber::EnvFilter::try_new(&settings.log).unwrap_or_else(|_| "info".into());
-        tracing_subscriber::registry()
-            .with(span_layer)
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_target(false)
-                    .with_filter(filter),
-            )
-            .init();
-    }
+    let otel = otel::init_logging(&settings)?;
     // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
     let control = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -41,11 +41,30 @@ pub struct Otel {
 }
 
 /// The layer that turns the broker's spans into OpenTelemetry spans.
-pub type SpanLayer = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+type SpanLayer = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
 
-/// Starts the exporters when an endpoint is configured. Call outside any
-/// async runtime: the blocking HTTP client is built here.
-pub fn start(s: &Settings) -> anyhow::Result<Option<(Otel, SpanLayer)>> {
+/// Installs the process's `tracing` subscriber: log lines filtered by
+/// `--log`, plus, when an OTLP endpoint is configured, the span exporter
+/// (whose running exporters are returned). Call once, outside any async
+/// runtime: the exporters' blocking HTTP client is built here.
+pub fn init_logging(s: &Settings) -> anyhow::Result<Option<Otel>> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let (otel, span_layer) = start(s)?.unzip();
+    let filter = tracing_subscriber::EnvFilter::try_new(&s.log).unwrap_or_else(|_| "info".into());
+    tracing_subscriber::registry()
+        .with(span_layer)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_target(false)
+                .with_filter(filter),
+        )
+        .init();
+    Ok(otel)
+}
+
+/// Starts the exporters when an endpoint is configured.
+fn start(s: &Settings) -> anyhow::Result<Option<(Otel, SpanLayer)>> {
     let Some(endpoint) = &s.otlp_endpoint else {
         return Ok(None);
     };

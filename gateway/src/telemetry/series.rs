@@ -1,7 +1,7 @@
 //! Per-partition and per-group series on `/metrics`, with bounded
 //! cardinality.
 //!
-//! Each open partition carries a [`PartitionStats`] of atomics that the
+//! Each open partition carries a [`PartitionStats`](super::stats::PartitionStats) of atomics that the
 //! produce and fetch paths add to (no lock, no allocation per request). A
 //! scrape walks the open partitions and the groups' committed offsets. The
 //! first `max_series` (topic, partition) pairs a scrape sees get series of

@@ -41,6 +41,39 @@ def traffic(broker, topic, group, partitions=2, n=40):
         c.close()
 
 
+def metric_values(broker):
+    values = {}
+    for line in scrape(broker).splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def tiered_traffic(broker, topic, n=300):
+    """Sealed segments uploaded and gone from local disk, then read back
+    from object storage."""
+    create_topic(broker, topic, config={
+        "segment.bytes": "1048576",
+        "segment.ms": "1000",
+        "local.retention.bytes": "0",
+    })
+    produce_all(broker, topic, [(None, b"x" * 4096, None) for _ in range(n)])
+    log_dir = os.path.join(broker.dir, "data", "log", f"{topic}-0")
+    deadline = time.time() + 60
+    while True:
+        m = metric_values(broker)
+        local = [f for f in os.listdir(log_dir) if f.endswith(".log")]
+        if m["aerostream_tier_pending_segments"] == 0 and m["aerostream_tier_uploaded_segments_total"] > 0 \
+                and len(local) <= 1:
+            break
+        assert time.time() < deadline, f"segments not tiered: {local} {m['aerostream_tier_pending_segments']}"
+        time.sleep(0.2)
+    c, got = consume(broker, topic, n, group=f"g-{topic}")
+    c.close()
+    assert len(got) == n
+
+
 def test_otlp_export_carries_request_spans_and_the_broker_metrics():
     with Receiver() as rx:
         b = Broker(extra_args=[
@@ -49,8 +82,10 @@ def test_otlp_export_carries_request_spans_and_the_broker_metrics():
             "--otlp-export-interval-ms", "500",
         ]).start()
         topic = f"otel-{uuid.uuid4().hex[:8]}"
+        cold = f"cold-{uuid.uuid4().hex[:8]}"
         try:
             traffic(b, topic, group=f"g-{topic}")
+            tiered_traffic(b, cold)
             # a periodic export after the traffic, then the flush at shutdown
             time.sleep(1.5)
         finally:
@@ -67,6 +102,11 @@ def test_otlp_export_carries_request_spans_and_the_broker_metrics():
     assert {s["attributes"]["partition"] for s in produced} == {0, 1}
     assert all("partition" in s["attributes"] for s in fetched)
     assert any(r.get("service.name") == "aerostream" for r in resources)
+
+    uploads = [s for s in spans if s["name"] == "upload"]
+    assert uploads and all("partition" in s["attributes"] and int(s["attributes"].get("bytes", 0)) > 0 for s in uploads)
+    assert [s for s in spans if s["name"] == "cold_read" and s["attributes"].get("topic") == cold], \
+        f"no cold_read span for {cold}: {sorted({s['name'] for s in spans})}"
 
     names = {m["name"] for m in metrics}
     for expected in [

@@ -159,8 +159,8 @@ async fn fetch_from(
                     "replicate",
                     topic = &*f.handle.stats().topic,
                     partition = f.key.partition,
-                    leader,
-                    bytes = p.records.len(),
+                    leader = i64::try_from(leader).unwrap_or(-1),
+                    bytes = p.records.len() as i64,
                 )
             } else {
                 tracing::Span::none()

@@ -517,7 +517,7 @@ impl Driver {
                         topic_id = %partition.topic_id,
                         partition = partition.partition,
                         base_offset = segment.base_offset,
-                        bytes = segment.size,
+                        bytes = i64::try_from(segment.size).unwrap_or(i64::MAX),
                     );
                     let uploaded = upload_segment(&store, partition, &segment, &config)
                         .instrument(span)

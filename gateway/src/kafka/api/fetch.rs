@@ -391,7 +391,8 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         let partition = first
             .and_then(|t| t.partitions.first())
             .map_or(-1, |p| p.partition);
-        let partitions: usize = req.topics.iter().map(|t| t.partitions.len()).sum();
+        // signed: the OpenTelemetry layer exports unsigned fields as strings
+        let partitions: i64 = req.topics.iter().map(|t| t.partitions.len() as i64).sum();
         tracing::info_span!(
             target: SPAN_TARGET,
             "fetch",

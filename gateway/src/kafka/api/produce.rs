@@ -182,7 +182,7 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
                         "produce",
                         topic = topic.as_deref().map_or(t.name.as_str(), |i| i.name.as_str()),
                         partition = p.index,
-                        bytes = p.records.as_ref().map_or(0, |r| r.len()),
+                        bytes = p.records.as_ref().map_or(0, |r| r.len() as i64),
                     )
                 } else {
                     tracing::Span::none()

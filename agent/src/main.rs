@@ -2,6 +2,7 @@
 //! root only: it reads settings, builds the runtimes, wires the gateway to the
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
+mod cli;
 mod cluster;
 mod config;
 mod drain;
@@ -48,6 +49,16 @@ enum Command {
     /// Drain an agent: move its replicas to other agents and wait until it
     /// holds none (`--undo` lets it take replicas again).
     Drain(drain::DrainArgs),
+    /// Topics: list, create, describe, delete, alter-config.
+    Topic(cli::TopicArgs),
+    /// Consumer groups: list, describe (members, committed offsets, lag).
+    Group(cli::GroupArgs),
+    /// Produce stdin's lines to a topic, one record per line.
+    Produce(cli::ProduceArgs),
+    /// Print a topic's records (kcat-like).
+    Consume(cli::ConsumeArgs),
+    /// Cluster id, controller and brokers.
+    Cluster(cli::ClusterArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,6 +74,11 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => *args,
         Command::ClusterCa(args) => return cluster::create_certificates(&args),
         Command::Drain(args) => return drain::run(&args),
+        Command::Topic(args) => return cli::run(cli::Admin::Topic(args)),
+        Command::Group(args) => return cli::run(cli::Admin::Group(args)),
+        Command::Produce(args) => return cli::run(cli::Admin::Produce(args)),
+        Command::Consume(args) => return cli::run(cli::Admin::Consume(args)),
+        Command::Cluster(args) => return cli::run(cli::Admin::Cluster(args)),
     };
     let settings = Settings::resolve(&args)?;
     tracing_subscriber::fmt()

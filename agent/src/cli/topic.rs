@@ -241,6 +241,7 @@ pub(super) async fn topic_metadata(
     let meta = client.metadata(Some(&[name.to_owned()]), auto_create).await?;
     match meta.topics.iter().find(|t| super::client::named(t.name.as_ref(), name)) {
         None => bail!("unknown topic: {name}"),
+        Some(t) if t.error_code == 3 => bail!("unknown topic: {name}"),
         Some(t) if t.error_code != 0 => bail!(describe_error(name, t.error_code, None)),
         Some(_) => Ok(meta),
     }

@@ -72,7 +72,12 @@ pub async fn run(args: ClusterArgs) -> anyhow::Result<()> {
             b.id.to_string(),
             format!("{}:{}", b.host, b.port),
             b.rack.clone().unwrap_or_else(|| "-".to_owned()),
-            if b.id == info.controller_id { "yes" } else { "" }.to_owned(),
+            if b.id == info.controller_id {
+                "yes"
+            } else {
+                ""
+            }
+            .to_owned(),
         ]);
     }
     text.push_str(&table.render());

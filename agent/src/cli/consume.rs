@@ -87,7 +87,10 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     let leaders = leaders_of(&mut client, &topic).await?;
     let chosen: Vec<i32> = match args.partition {
         Some(p) if leaders.contains_key(&p) => vec![p],
-        Some(p) => bail!("topic {topic} has no partition {p} (it has {})", leaders.len()),
+        Some(p) => bail!(
+            "topic {topic} has no partition {p} (it has {})",
+            leaders.len()
+        ),
         None => leaders.keys().copied().collect(),
     };
     let starts = match args.from {
@@ -311,7 +314,9 @@ fn decode(mut bytes: Bytes) -> anyhow::Result<Vec<Record>> {
     let mut records = Vec::new();
     while bytes.len() >= 12 {
         let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        let total = usize::try_from(len).unwrap_or(usize::MAX).saturating_add(12);
+        let total = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .saturating_add(12);
         if bytes.len() < total {
             break;
         }

@@ -40,9 +40,7 @@ pub async fn run(args: GroupArgs) -> anyhow::Result<()> {
     let mut client = Client::connect(&args.common.bootstrap).await?;
     match args.command {
         GroupCommand::List => list(&mut client, args.common.output).await,
-        GroupCommand::Describe { group } => {
-            describe(&mut client, args.common.output, &group).await
-        }
+        GroupCommand::Describe { group } => describe(&mut client, args.common.output, &group).await,
     }
 }
 
@@ -140,7 +138,11 @@ async fn describe(client: &mut Client, out: Format, group: &str) -> anyhow::Resu
         bail!("the coordinator did not describe group {group}");
     };
     if g.error_code != 0 {
-        bail!(describe_error(group, g.error_code, g.error_message.as_ref()));
+        bail!(describe_error(
+            group,
+            g.error_code,
+            g.error_message.as_ref()
+        ));
     }
     let consumer = g.protocol_type.as_str() == "consumer";
     let members: Vec<Member> = g

@@ -276,7 +276,10 @@ impl Producer {
             let mut by_leader: BTreeMap<i32, Vec<(i32, Bytes)>> = BTreeMap::new();
             for (partition, batch) in batches {
                 let leader = self.leaders.get(&partition).copied().unwrap_or(-1);
-                by_leader.entry(leader).or_default().push((partition, batch));
+                by_leader
+                    .entry(leader)
+                    .or_default()
+                    .push((partition, batch));
             }
             for (leader, parts) in by_leader {
                 if leader < 0 {
@@ -468,7 +471,10 @@ mod tests {
         let values: Vec<_> = set.records.iter().map(|r| r.value.clone()).collect();
         assert_eq!(
             values,
-            vec![Some(Bytes::from_static(b"one")), Some(Bytes::from_static(b"two"))]
+            vec![
+                Some(Bytes::from_static(b"one")),
+                Some(Bytes::from_static(b"two"))
+            ]
         );
     }
 }

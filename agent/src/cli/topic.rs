@@ -74,7 +74,17 @@ pub async fn run(args: TopicArgs) -> anyhow::Result<()> {
             partitions,
             replication_factor,
             configs,
-        } => create(&mut client, out, &name, partitions, replication_factor, &configs).await,
+        } => {
+            create(
+                &mut client,
+                out,
+                &name,
+                partitions,
+                replication_factor,
+                &configs,
+            )
+            .await
+        }
         TopicCommand::Describe { name } => describe(&mut client, out, &name).await,
         TopicCommand::Delete { names } => delete(&mut client, out, &names).await,
         TopicCommand::AlterConfig { name, set, delete } => {
@@ -238,8 +248,14 @@ pub(super) async fn topic_metadata(
     name: &str,
     auto_create: bool,
 ) -> anyhow::Result<MetadataResponse> {
-    let meta = client.metadata(Some(&[name.to_owned()]), auto_create).await?;
-    match meta.topics.iter().find(|t| super::client::named(t.name.as_ref(), name)) {
+    let meta = client
+        .metadata(Some(&[name.to_owned()]), auto_create)
+        .await?;
+    match meta
+        .topics
+        .iter()
+        .find(|t| super::client::named(t.name.as_ref(), name))
+    {
         None => bail!("unknown topic: {name}"),
         Some(t) if t.error_code == 3 => bail!("unknown topic: {name}"),
         Some(t) if t.error_code != 0 => bail!(describe_error(name, t.error_code, None)),
@@ -249,7 +265,11 @@ pub(super) async fn topic_metadata(
 
 async fn describe(client: &mut Client, out: Format, name: &str) -> anyhow::Result<()> {
     let meta = topic_metadata(client, name, false).await?;
-    let Some(topic) = meta.topics.iter().find(|t| super::client::named(t.name.as_ref(), name)) else {
+    let Some(topic) = meta
+        .topics
+        .iter()
+        .find(|t| super::client::named(t.name.as_ref(), name))
+    else {
         bail!("unknown topic: {name}");
     };
     let mut partitions: Vec<PartitionInfo> = topic
@@ -334,12 +354,11 @@ fn config_source(source: i8) -> &'static str {
 
 async fn describe_configs(client: &mut Client, name: &str) -> anyhow::Result<Vec<ConfigEntry>> {
     let addr = client.bootstrap().to_owned();
-    let req = DescribeConfigsRequest::default().with_resources(vec![
-        DescribeConfigsResource::default()
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(TOPIC_RESOURCE)
             .with_resource_name(StrBytes::from_string(name.to_owned()))
-            .with_configuration_keys(None),
-    ]);
+            .with_configuration_keys(None)]);
     let resp = client.call(&addr, &req, 1, 4).await?;
     let Some(result) = resp.results.first() else {
         bail!("the broker did not describe the configs of {name}");
@@ -387,11 +406,9 @@ async fn delete(client: &mut Client, out: Format, names: &[String]) -> anyhow::R
             .find(|r| super::client::named(r.name.as_ref(), name));
         let error = match answer {
             None => Some(format!("the broker did not answer for topic {name}")),
-            Some(r) if r.error_code != 0 => Some(describe_error(
-                name,
-                r.error_code,
-                r.error_message.as_ref(),
-            )),
+            Some(r) if r.error_code != 0 => {
+                Some(describe_error(name, r.error_code, r.error_message.as_ref()))
+            }
             Some(_) => None,
         };
         results.push(Deleted {

@@ -7,7 +7,8 @@
 //! `--output json`; a failure prints one `error: ...` line on stderr and
 //! exits with status 1.
 
-mod client;
+pub mod agents;
+pub mod client;
 mod cluster;
 mod consume;
 mod group;

@@ -228,3 +228,22 @@ def test_errors_are_one_clear_line_and_a_failing_exit(broker, topic_name):
                              stdin=b"x\n", check=False), "no partition 5")
     assert_clean_failure(cli(broker, "consume", "-t", topic_name, "--partition", "5",
                              check=False), "no partition 5")
+
+
+def test_follow_waits_for_records_produced_later(broker, topic_name):
+    cli(broker, "topic", "create", topic_name, "--partitions", "2")
+    reader = subprocess.Popen(
+        [binary(), "consume", "-t", topic_name, "--follow", "--count", "3", "--format", "%v",
+         "--bootstrap", broker.bootstrap],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1)
+        assert reader.poll() is None, "an empty topic does not end a --follow consumer"
+        cli(broker, "produce", "-t", topic_name, stdin=b"one\ntwo\nthree\n")
+        out, err = reader.communicate(timeout=30)
+        assert reader.returncode == 0, err
+        assert sorted(out.decode().splitlines()) == ["one", "three", "two"]
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()

@@ -247,3 +247,66 @@ def test_follow_waits_for_records_produced_later(broker, topic_name):
         if reader.poll() is None:
             reader.kill()
             reader.wait()
+
+
+def test_three_agents_leaders_everywhere_and_one_bootstrap(topic_name):
+    """Requests go to each partition's leader and each group's coordinator,
+    wherever they are, from one bootstrap address."""
+    import shutil
+
+    from cluster import VOTERS, Cluster, eventually
+
+    c = Cluster()
+    try:
+        for node in VOTERS:
+            c.agent(node).launch()
+        for node in VOTERS:
+            c.agent(node).wait_ready(timeout=90)
+        first = c.agent(VOTERS[0])
+
+        info = eventually("three brokers in cluster info",
+                          lambda: (lambda i: i if len(i["brokers"]) == 3 else None)(
+                              cli_json(first, "cluster", "info")), timeout=30)
+        assert {(b["id"], b["rack"], b["port"]) for b in info["brokers"]} == {
+            (n, f"rack-{n}", c.agent(n).port) for n in VOTERS}
+        assert info["controller_id"] in VOTERS
+
+        cli(first, "topic", "create", topic_name, "--partitions", "6", "--replication-factor", "3")
+
+        def all_in_sync():
+            desc = cli_json(first, "topic", "describe", topic_name)
+            ok = all(sorted(p["isr"]) == list(VOTERS) and sorted(p["replicas"]) == list(VOTERS)
+                     for p in desc["partitions"])
+            return desc if ok else None
+        desc = eventually("every replica in sync", all_in_sync, timeout=30)
+        assert len({p["leader"] for p in desc["partitions"]}) > 1, "leaders spread over agents"
+
+        lines = [f"k{i % 40}:v{i}" for i in range(600)]
+        cli(first, "produce", "-t", topic_name, "-K", ":", stdin=("\n".join(lines) + "\n").encode())
+        rows = [json.loads(r) for r in
+                cli(first, "consume", "-t", topic_name, "--output", "json").stdout.splitlines()]
+        assert sorted(f"{r['key']}:{r['value']}" for r in rows) == sorted(lines)
+        assert len({r["partition"] for r in rows}) == 6
+
+        # a group whose coordinator may be any agent, found from agent 1
+        group = f"g-{topic_name}"
+        consumer = KafkaConsumer(topic_name, bootstrap_servers=first.bootstrap, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        try:
+            got = 0
+            deadline = time.time() + 60
+            while got < len(lines) and time.time() < deadline:
+                got += sum(len(v) for v in consumer.poll(timeout_ms=500).values())
+            assert got == len(lines)
+            consumer.commit()
+            assert group in {g["group"] for g in cli_json(first, "group", "list")}
+            desc = cli_json(first, "group", "describe", group)
+            assert len(desc["offsets"]) == 6
+            assert all(o["lag"] == 0 and o["committed_offset"] == o["log_end_offset"]
+                       for o in desc["offsets"])
+            assert sum(o["committed_offset"] for o in desc["offsets"]) == len(lines)
+        finally:
+            consumer.close()
+    finally:
+        c.stop_all()
+        shutil.rmtree(c.dir, ignore_errors=True)

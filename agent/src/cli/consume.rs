@@ -25,6 +25,9 @@ use super::Common;
 const FETCH_MAX_WAIT_MS: i32 = 500;
 const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const FETCH_MAX_BYTES: i32 = 8 << 20;
+/// Without `--follow`, how many rounds (200 ms apart) a partition may stay
+/// without a reachable leader before the command gives up.
+const STALE_ROUNDS: u32 = 150;
 
 #[derive(clap::Args)]
 pub struct ConsumeArgs {
@@ -119,6 +122,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     let printer = Printer::new(&args.format, args.common.output, &topic);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut printed = 0u64;
+    let mut stale_rounds = 0u32;
     loop {
         positions.retain(|_, pos| pos.end.is_none_or(|end| pos.next < end));
         if positions.is_empty() || args.count.is_some_and(|c| printed >= c) {
@@ -172,11 +176,17 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
             return closed_or(e);
         }
         if stale {
+            stale_rounds += 1;
+            if stale_rounds > STALE_ROUNDS && !args.follow {
+                bail!("{topic}: partitions stayed without a reachable leader; try again later");
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
             let fresh = leaders_of(&mut client, &topic).await?;
             for (p, pos) in positions.iter_mut() {
                 pos.leader = fresh.get(p).copied().unwrap_or(-1);
             }
+        } else {
+            stale_rounds = 0;
         }
     }
     if let Err(e) = out.flush() {

@@ -57,23 +57,37 @@ async fn list(client: &mut Client, out: Format) -> anyhow::Result<()> {
     let mut nodes: Vec<i32> = meta.brokers.iter().map(|b| b.node_id.0).collect();
     nodes.sort_unstable();
     let mut groups = Vec::new();
-    // every coordinator lists only its own groups
-    for node in nodes {
-        let resp = client
+    let mut answered = 0;
+    // every coordinator lists only its own groups; one broker down still
+    // leaves the others' groups worth showing
+    for &node in &nodes {
+        let resp = match client
             .call_node(node, &ListGroupsRequest::default(), 0, 4)
-            .await?;
-        if resp.error_code != 0 {
-            bail!(
-                "broker {node} cannot list its groups: {}",
-                error_name(resp.error_code)
-            );
-        }
+            .await
+        {
+            Ok(r) if r.error_code == 0 => r,
+            Ok(r) => {
+                eprintln!(
+                    "warning: broker {node} cannot list its groups: {}",
+                    error_name(r.error_code)
+                );
+                continue;
+            }
+            Err(e) => {
+                eprintln!("warning: broker {node} cannot list its groups: {e:#}");
+                continue;
+            }
+        };
+        answered += 1;
         groups.extend(resp.groups.iter().map(|g| GroupSummary {
             group: g.group_id.to_string(),
             state: g.group_state.to_string(),
             protocol_type: g.protocol_type.to_string(),
             coordinator: node,
         }));
+    }
+    if answered == 0 && !nodes.is_empty() {
+        bail!("no broker could list its groups");
     }
     groups.sort_by(|a, b| a.group.cmp(&b.group));
     if out == Format::Json {

@@ -2,6 +2,7 @@
 //! root only: it reads settings, builds the runtimes, wires the gateway to the
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
+mod bucket;
 mod cluster;
 mod config;
 mod drain;
@@ -48,6 +49,8 @@ enum Command {
     /// Drain an agent: move its replicas to other agents and wait until it
     /// holds none (`--undo` lets it take replicas again).
     Drain(drain::DrainArgs),
+    /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
+    Bucket(bucket::BucketArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,6 +66,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => *args,
         Command::ClusterCa(args) => return cluster::create_certificates(&args),
         Command::Drain(args) => return drain::run(&args),
+        Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;
     tracing_subscriber::fmt()
@@ -110,6 +114,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         }
     }
     let tiered = tiering::wire(&s, &meta).await?;
+    bucket::spawn_startup_check(&s);
     if s.cluster.is_some() {
         // only a partition's leader uploads, and only below its high watermark
         tiered.tier.hold_uploads_until_limited();

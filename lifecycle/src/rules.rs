@@ -1,0 +1,784 @@
+//! The lifecycle rules AeroStream relies on, and how a bucket's rules are
+//! judged and merged. Pure functions over a plain view of each rule: no IO,
+//! no SDK types, so every case is a unit test.
+//!
+//! Two rules are relied on (see `docs/tiering.md`, "Bucket lifecycle rules"):
+//!
+//! 1. abort incomplete multipart uploads under the cluster's prefix: an
+//!    upload a crashed agent never completed is invisible but billed;
+//! 2. expire objects under `{prefix}/tombstones/` (the layout constant
+//!    [`cache::layout::TOMBSTONES_DIR`]) after some days: retention and topic
+//!    deletion move objects there with `--object-store-tombstones true`.
+//!
+//! A rule satisfies a requirement when it is enabled, its filter is a plain
+//! key prefix (no tag or size condition) and:
+//! - abort: the prefix covers `{prefix}/topics/` (the only keys AeroStream
+//!   uploads in parts; a whole-bucket rule does too) and it sets
+//!   `DaysAfterInitiation`;
+//! - tombstones: the prefix is `{prefix}/tombstones/` exactly (without its
+//!   trailing slash too) and it expires objects after a number of days.
+//!
+//! Merging never removes or edits a rule that is not AeroStream's: a rule
+//! with AeroStream's id that targets this cluster's keys is fixed in place;
+//! anything else (for example the same id naming another cluster's prefix in
+//! a shared bucket) is left as it is and a new rule with a fresh id is added.
+
+use cache::layout::{TOMBSTONES_DIR, TOPICS_DIR};
+
+/// Days after which an incomplete multipart upload is aborted (as the
+/// terraform modules and `terraform/lifecycle/*.json` set it).
+pub const ABORT_MULTIPART_AFTER_DAYS: i32 = 2;
+/// Days a tombstoned object stays recoverable.
+pub const TOMBSTONE_EXPIRY_DAYS: i32 = 7;
+/// Days a replaced or deleted version is kept when versioning is on.
+pub const NONCURRENT_VERSION_DAYS: i32 = 1;
+
+/// The key prefixes of one cluster in its bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// `""` or `"cluster-1/"`: every key of the cluster starts with it.
+    root: String,
+}
+
+impl Layout {
+    /// The layout under `prefix`, the path part of the `--object-store` URL
+    /// (`cluster-1`, `a/b`, or empty for the whole bucket).
+    pub fn new(prefix: &str) -> Self {
+        let p = prefix.trim_matches('/');
+        Layout {
+            root: if p.is_empty() {
+                String::new()
+            } else {
+                format!("{p}/")
+            },
+        }
+    }
+
+    /// `""` or `"cluster-1/"`.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// `{prefix}/topics/`: live segment objects.
+    pub fn topics(&self) -> String {
+        format!("{}{TOPICS_DIR}/", self.root)
+    }
+
+    /// `{prefix}/tombstones/`: deleted objects awaiting expiry.
+    pub fn tombstones(&self) -> String {
+        format!("{}{TOMBSTONES_DIR}/", self.root)
+    }
+
+    /// What the bucket should hold for `req`.
+    pub fn wanted(&self, req: Requirement) -> WantedRule {
+        match req {
+            Requirement::AbortIncompleteUploads => WantedRule {
+                requirement: req,
+                prefix: self.root.clone(),
+                abort_days: Some(ABORT_MULTIPART_AFTER_DAYS),
+                expiration_days: None,
+                noncurrent_days: None,
+            },
+            Requirement::ExpireTombstones => WantedRule {
+                requirement: req,
+                prefix: self.tombstones(),
+                abort_days: None,
+                expiration_days: Some(TOMBSTONE_EXPIRY_DAYS),
+                // with versioning on, an expiry alone leaves a billed copy
+                noncurrent_days: Some(NONCURRENT_VERSION_DAYS),
+            },
+        }
+    }
+}
+
+/// A lifecycle rule AeroStream relies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Requirement {
+    AbortIncompleteUploads,
+    ExpireTombstones,
+}
+
+impl Requirement {
+    /// Both, in the order they are reported.
+    pub const ALL: [Requirement; 2] = [
+        Requirement::AbortIncompleteUploads,
+        Requirement::ExpireTombstones,
+    ];
+
+    /// The rule id AeroStream (and the terraform modules) give this rule.
+    pub fn id(self) -> &'static str {
+        match self {
+            Requirement::AbortIncompleteUploads => "aerostream-abort-incomplete-multipart-uploads",
+            Requirement::ExpireTombstones => "aerostream-expire-tombstones",
+        }
+    }
+
+    /// What the rule does, for people.
+    pub fn describe(self, layout: &Layout) -> String {
+        match self {
+            Requirement::AbortIncompleteUploads => format!(
+                "abort incomplete multipart uploads under {}",
+                shown(layout.root())
+            ),
+            Requirement::ExpireTombstones => {
+                format!("expire deleted objects under {}", layout.tombstones())
+            }
+        }
+    }
+
+    /// Whether `id` is this rule's id or one AeroStream derived from it.
+    fn owns_id(self, id: &str) -> bool {
+        id == self.id()
+            || id
+                .strip_prefix(self.id())
+                .is_some_and(|rest| rest.starts_with('-'))
+    }
+}
+
+/// A prefix for messages: the empty prefix is the whole bucket.
+fn shown(prefix: &str) -> String {
+    if prefix.is_empty() {
+        "the whole bucket".to_string()
+    } else {
+        prefix.to_string()
+    }
+}
+
+/// Which keys a rule applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Filter {
+    /// Every key starting with this (empty: the whole bucket).
+    Prefix(String),
+    /// A prefix with tag or object-size conditions: only some of its keys.
+    Conditional(String),
+}
+
+impl Filter {
+    fn prefix(&self) -> &str {
+        match self {
+            Filter::Prefix(p) | Filter::Conditional(p) => p,
+        }
+    }
+}
+
+/// What a rule does to current objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiration {
+    None,
+    Days(i32),
+    /// On a fixed date, once: not a standing rule.
+    Date,
+    /// Only removes expired delete markers (deletes no data).
+    DeleteMarkersOnly,
+}
+
+/// The parts of one lifecycle rule that matter here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleView {
+    pub id: Option<String>,
+    pub enabled: bool,
+    pub filter: Filter,
+    /// The rule has an abort-multipart action ...
+    pub has_abort: bool,
+    /// ... and this many days in it.
+    pub abort_days: Option<i32>,
+    pub expiration: Expiration,
+    pub noncurrent_days: Option<i32>,
+}
+
+impl RuleView {
+    fn name(&self, index: usize) -> String {
+        match &self.id {
+            Some(id) if !id.is_empty() => format!("\"{id}\""),
+            _ => format!("#{} (no id)", index + 1),
+        }
+    }
+}
+
+/// The rule AeroStream installs for a requirement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WantedRule {
+    pub requirement: Requirement,
+    pub prefix: String,
+    pub abort_days: Option<i32>,
+    pub expiration_days: Option<i32>,
+    pub noncurrent_days: Option<i32>,
+}
+
+/// How a requirement stands in the bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Met by the rule at this index.
+    Present { index: usize, rule: String },
+    /// No rule is meant for it.
+    Missing,
+    /// A rule meant for it (by id or by prefix) does not do the job.
+    Wrong {
+        index: usize,
+        rule: String,
+        problems: Vec<String>,
+    },
+}
+
+/// One requirement and how it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub requirement: Requirement,
+    pub status: Status,
+}
+
+/// A rule that endangers data AeroStream still needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hazard {
+    pub index: usize,
+    pub rule: String,
+    pub problem: String,
+}
+
+/// The verdict on a bucket's rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    pub hazards: Vec<Hazard>,
+}
+
+impl Report {
+    /// Every relied-on rule present and nothing endangering live segments.
+    pub fn all_good(&self) -> bool {
+        self.hazards.is_empty()
+            && self
+                .findings
+                .iter()
+                .all(|f| matches!(f.status, Status::Present { .. }))
+    }
+}
+
+/// Judges `rules` (a bucket's whole lifecycle configuration) for `layout`.
+pub fn check(rules: &[RuleView], layout: &Layout) -> Report {
+    let findings = Requirement::ALL
+        .iter()
+        .map(|&req| Finding {
+            requirement: req,
+            status: status_of(req, rules, layout),
+        })
+        .collect();
+    Report {
+        findings,
+        hazards: hazards(rules, layout),
+    }
+}
+
+/// Why `rule` does not meet `req` (empty: it does).
+fn problems(req: Requirement, rule: &RuleView, layout: &Layout) -> Vec<String> {
+    let mut out = Vec::new();
+    if !rule.enabled {
+        out.push("it is disabled".to_string());
+    }
+    if let Filter::Conditional(_) = rule.filter {
+        out.push("its filter has tag or object-size conditions, so it skips some keys".to_string());
+    }
+    let prefix = rule.filter.prefix();
+    match req {
+        Requirement::AbortIncompleteUploads => {
+            if !layout.topics().starts_with(prefix) {
+                out.push(format!(
+                    "its prefix {} does not cover {}",
+                    shown(prefix),
+                    layout.topics()
+                ));
+            }
+            if rule.abort_days.is_none() {
+                out.push("it sets no days after which to abort incomplete uploads".to_string());
+            }
+        }
+        Requirement::ExpireTombstones => {
+            let want = layout.tombstones();
+            if prefix != want && prefix != want.trim_end_matches('/') {
+                out.push(format!(
+                    "its prefix {} differs from the tombstone prefix {want}",
+                    shown(prefix)
+                ));
+            }
+            match rule.expiration {
+                Expiration::Days(_) => {}
+                Expiration::Date => out.push(
+                    "it expires objects on a fixed date, not a number of days after deletion"
+                        .to_string(),
+                ),
+                Expiration::None | Expiration::DeleteMarkersOnly => {
+                    out.push("it sets no days after which objects expire".to_string())
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a rule that is not AeroStream's by id is still about `req` here:
+/// it acts on this cluster's keys in the way `req` needs.
+fn aimed_at(req: Requirement, rule: &RuleView, layout: &Layout) -> bool {
+    let p = rule.filter.prefix();
+    match req {
+        Requirement::AbortIncompleteUploads => {
+            rule.has_abort && (layout.topics().starts_with(p) || p.starts_with(layout.root()))
+        }
+        Requirement::ExpireTombstones => {
+            let want = layout.tombstones();
+            want.trim_end_matches('/') == p.trim_end_matches('/')
+                || (p.starts_with(&want) && rule.expiration != Expiration::None)
+        }
+    }
+}
+
+fn status_of(req: Requirement, rules: &[RuleView], layout: &Layout) -> Status {
+    if let Some((index, rule)) = rules
+        .iter()
+        .enumerate()
+        .find(|(_, r)| problems(req, r, layout).is_empty())
+    {
+        return Status::Present {
+            index,
+            rule: rule.name(index),
+        };
+    }
+    // The closest miss: AeroStream's own id first, then a derived id, then
+    // a rule of the user's aimed at the same keys.
+    let by_id = |exact: bool| {
+        rules.iter().enumerate().find(|(_, r)| {
+            r.id.as_deref().is_some_and(|id| {
+                if exact {
+                    id == req.id()
+                } else {
+                    req.owns_id(id)
+                }
+            })
+        })
+    };
+    let near = by_id(true)
+        .or_else(|| by_id(false))
+        .or_else(|| rules.iter().enumerate().find(|(_, r)| aimed_at(req, r, layout)));
+    match near {
+        Some((index, rule)) => Status::Wrong {
+            index,
+            rule: rule.name(index),
+            problems: problems(req, rule, layout),
+        },
+        None => Status::Missing,
+    }
+}
+
+/// Enabled rules that expire current objects under `{prefix}/topics/`:
+/// retention is AeroStream's job, and a segment the metastore still lists
+/// must stay readable.
+fn hazards(rules: &[RuleView], layout: &Layout) -> Vec<Hazard> {
+    let topics = layout.topics();
+    rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.enabled && matches!(r.expiration, Expiration::Days(_) | Expiration::Date))
+        .filter(|(_, r)| {
+            let p = r.filter.prefix();
+            topics.starts_with(p) || p.starts_with(&topics)
+        })
+        .map(|(index, r)| Hazard {
+            index,
+            rule: r.name(index),
+            problem: format!(
+                "it expires current objects under {}, where the live segments ({topics}) are: \
+                 they would vanish while the cluster still reads them (retention is \
+                 AeroStream's job; remove the rule or narrow its prefix)",
+                shown(r.filter.prefix())
+            ),
+        })
+        .collect()
+}
+
+/// One edit of the bucket's rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Append a new rule with this id.
+    Add { id: String, rule: WantedRule },
+    /// Fix AeroStream's rule at `index` in place: enable it and set the
+    /// missing action; its id, filter and other actions stay.
+    Fix {
+        index: usize,
+        rule: String,
+        wanted: WantedRule,
+        problems: Vec<String>,
+    },
+}
+
+/// What `--apply` does: the changes that make [`check`] pass for both
+/// requirements, and the rules it leaves alone that the user should look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    /// Rules reported wrong that are not edited (not clearly AeroStream's
+    /// rule for this prefix), with why.
+    pub left_alone: Vec<String>,
+}
+
+/// Plans the merge of the wanted rules into `rules`. Rules not named in a
+/// [`Change::Fix`] are kept exactly as they are.
+pub fn plan(rules: &[RuleView], layout: &Layout, report: &Report) -> Plan {
+    let mut taken: Vec<String> = rules.iter().filter_map(|r| r.id.clone()).collect();
+    let mut changes = Vec::new();
+    let mut left_alone = Vec::new();
+    for finding in &report.findings {
+        let req = finding.requirement;
+        let wanted = layout.wanted(req);
+        match &finding.status {
+            Status::Present { .. } => {}
+            Status::Wrong {
+                index,
+                rule,
+                problems,
+            } if fixable_in_place(req, &rules[*index], layout) => changes.push(Change::Fix {
+                index: *index,
+                rule: rule.clone(),
+                wanted,
+                problems: problems.clone(),
+            }),
+            status => {
+                if let Status::Wrong { rule, problems, .. } = status {
+                    left_alone.push(format!(
+                        "rule {rule} left as it is ({}): remove it if it was meant for {}",
+                        problems.join("; "),
+                        shown(layout.root())
+                    ));
+                }
+                let id = fresh_id(req, layout, &taken);
+                taken.push(id.clone());
+                changes.push(Change::Add { id, rule: wanted });
+            }
+        }
+    }
+    Plan {
+        changes,
+        left_alone,
+    }
+}
+
+/// A rule is fixed in place only when it carries AeroStream's id and already
+/// targets this cluster's keys: then it can only be ours. Its filter must be
+/// a plain prefix, since a fix keeps the filter.
+fn fixable_in_place(req: Requirement, rule: &RuleView, layout: &Layout) -> bool {
+    let ours = rule.id.as_deref().is_some_and(|id| req.owns_id(id));
+    let Filter::Prefix(p) = &rule.filter else {
+        return false;
+    };
+    ours && match req {
+        Requirement::AbortIncompleteUploads => layout.topics().starts_with(p.as_str()),
+        Requirement::ExpireTombstones => {
+            p.trim_end_matches('/') == layout.tombstones().trim_end_matches('/')
+        }
+    }
+}
+
+/// The requirement's id if free, else one naming the prefix, else numbered.
+fn fresh_id(req: Requirement, layout: &Layout, taken: &[String]) -> String {
+    let free = |id: &str| !taken.iter().any(|t| t == id);
+    if free(req.id()) {
+        return req.id().to_string();
+    }
+    let tail: String = layout
+        .root()
+        .trim_end_matches('/')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let base = if tail.is_empty() {
+        req.id().to_string()
+    } else {
+        format!("{}-{tail}", req.id())
+    };
+    if free(&base) {
+        return base;
+    }
+    (2..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|id| free(id))
+        .unwrap_or(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(id: &str, prefix: &str) -> RuleView {
+        RuleView {
+            id: Some(id.to_string()),
+            enabled: true,
+            filter: Filter::Prefix(prefix.to_string()),
+            has_abort: false,
+            abort_days: None,
+            expiration: Expiration::None,
+            noncurrent_days: None,
+        }
+    }
+
+    fn abort(id: &str, prefix: &str, days: Option<i32>) -> RuleView {
+        RuleView {
+            has_abort: true,
+            abort_days: days,
+            ..rule(id, prefix)
+        }
+    }
+
+    fn expire(id: &str, prefix: &str, days: i32) -> RuleView {
+        RuleView {
+            expiration: Expiration::Days(days),
+            ..rule(id, prefix)
+        }
+    }
+
+    fn status(report: &Report, req: Requirement) -> &Status {
+        &report
+            .findings
+            .iter()
+            .find(|f| f.requirement == req)
+            .unwrap()
+            .status
+    }
+
+    /// `rules` after `plan`, as the S3 merge applies it.
+    fn apply(rules: &[RuleView], plan: &Plan) -> Vec<RuleView> {
+        let mut out = rules.to_vec();
+        for c in &plan.changes {
+            match c {
+                Change::Add { id, rule } => out.push(RuleView {
+                    id: Some(id.clone()),
+                    enabled: true,
+                    filter: Filter::Prefix(rule.prefix.clone()),
+                    has_abort: rule.abort_days.is_some(),
+                    abort_days: rule.abort_days,
+                    expiration: rule.expiration_days.map_or(Expiration::None, Expiration::Days),
+                    noncurrent_days: rule.noncurrent_days,
+                }),
+                Change::Fix { index, wanted, .. } => {
+                    let r = &mut out[*index];
+                    r.enabled = true;
+                    if wanted.abort_days.is_some() && r.abort_days.is_none() {
+                        r.has_abort = true;
+                        r.abort_days = wanted.abort_days;
+                    }
+                    if let Some(d) = wanted.expiration_days {
+                        if !matches!(r.expiration, Expiration::Days(_)) {
+                            r.expiration = Expiration::Days(d);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_empty_configuration_misses_both_rules() {
+        let layout = Layout::new("cluster-1");
+        let report = check(&[], &layout);
+        assert!(!report.all_good());
+        for req in Requirement::ALL {
+            assert_eq!(status(&report, req), &Status::Missing);
+        }
+    }
+
+    #[test]
+    fn the_terraform_rules_pass() {
+        // as terraform/modules/s3-bucket writes them: abort over the whole bucket
+        let layout = Layout::new("cluster-1");
+        let rules = [
+            abort("aerostream-abort-incomplete-multipart-uploads", "", Some(2)),
+            RuleView {
+                noncurrent_days: Some(1),
+                ..expire("aerostream-expire-tombstones", "cluster-1/tombstones/", 7)
+            },
+            RuleView {
+                expiration: Expiration::DeleteMarkersOnly,
+                noncurrent_days: Some(1),
+                ..rule("aerostream-expire-replaced-versions", "cluster-1/topics/")
+            },
+        ];
+        let report = check(&rules, &layout);
+        assert!(report.all_good(), "{report:?}");
+    }
+
+    #[test]
+    fn rules_under_other_ids_count_when_they_do_the_job() {
+        let layout = Layout::new("a/b");
+        let rules = [
+            abort("user-abort", "a/", Some(5)),
+            expire("my-tombstones", "a/b/tombstones", 30),
+        ];
+        let report = check(&rules, &layout);
+        assert!(report.all_good(), "{report:?}");
+    }
+
+    #[test]
+    fn a_tombstone_rule_with_another_prefix_is_reported_wrong() {
+        let layout = Layout::new("cluster-1");
+        let rules = [expire("aerostream-expire-tombstones", "cluster-1/tombstone/", 7)];
+        let report = check(&rules, &layout);
+        match status(&report, Requirement::ExpireTombstones) {
+            Status::Wrong { problems, .. } => {
+                assert_eq!(problems.len(), 1, "{problems:?}");
+                assert!(problems[0].contains("cluster-1/tombstones/"), "{problems:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_abort_rule_without_days_or_disabled_is_reported_wrong() {
+        let layout = Layout::new("p");
+        let no_days = [abort("aerostream-abort-incomplete-multipart-uploads", "p/", None)];
+        let Status::Wrong { problems, .. } =
+            status(&check(&no_days, &layout), Requirement::AbortIncompleteUploads).clone()
+        else {
+            panic!("a rule without days passed")
+        };
+        assert!(problems[0].contains("no days"), "{problems:?}");
+
+        let disabled = [RuleView {
+            enabled: false,
+            ..abort("someone-else", "p/topics/", Some(2))
+        }];
+        let Status::Wrong { problems, .. } =
+            status(&check(&disabled, &layout), Requirement::AbortIncompleteUploads).clone()
+        else {
+            panic!("a disabled rule passed")
+        };
+        assert_eq!(problems, vec!["it is disabled".to_string()]);
+    }
+
+    #[test]
+    fn a_narrower_or_conditional_abort_rule_does_not_count() {
+        let layout = Layout::new("p");
+        let rules = [
+            abort("x", "p/topics/some-topic/", Some(2)),
+            RuleView {
+                filter: Filter::Conditional("p/".into()),
+                ..abort("y", "p/", Some(2))
+            },
+        ];
+        assert!(matches!(
+            status(&check(&rules, &layout), Requirement::AbortIncompleteUploads),
+            Status::Wrong { .. }
+        ));
+    }
+
+    #[test]
+    fn a_rule_expiring_live_segments_is_a_hazard() {
+        let layout = Layout::new("c");
+        let rules = [
+            abort("aerostream-abort-incomplete-multipart-uploads", "c/", Some(2)),
+            expire("aerostream-expire-tombstones", "c/tombstones/", 7),
+            expire("cleanup", "", 90),
+        ];
+        let report = check(&rules, &layout);
+        assert_eq!(report.hazards.len(), 1);
+        assert_eq!(report.hazards[0].index, 2);
+        assert!(!report.all_good());
+        // another cluster's data is not ours to judge
+        let other = [expire("cleanup", "d/topics/", 90)];
+        assert!(check(&other, &layout).hazards.is_empty());
+    }
+
+    #[test]
+    fn merging_adds_the_missing_rules_and_keeps_the_users_rules() {
+        let layout = Layout::new("cluster-1");
+        let user = RuleView {
+            expiration: Expiration::Days(30),
+            ..rule("logs-expire", "logs/")
+        };
+        let rules = vec![user.clone()];
+        let report = check(&rules, &layout);
+        let plan = plan(&rules, &layout, &report);
+        assert_eq!(plan.changes.len(), 2);
+        assert!(plan.left_alone.is_empty());
+        let merged = apply(&rules, &plan);
+        assert_eq!(merged[0], user, "the user's rule changed");
+        assert_eq!(merged.len(), 3);
+        assert!(check(&merged, &layout).all_good());
+        assert_eq!(
+            merged[1].id.as_deref(),
+            Some("aerostream-abort-incomplete-multipart-uploads")
+        );
+        assert_eq!(merged[1].filter, Filter::Prefix("cluster-1/".into()));
+        assert_eq!(
+            merged[2].filter,
+            Filter::Prefix("cluster-1/tombstones/".into())
+        );
+    }
+
+    #[test]
+    fn our_own_rule_is_fixed_in_place_when_it_targets_this_prefix() {
+        let layout = Layout::new("cluster-1");
+        let rules = vec![
+            RuleView {
+                enabled: false,
+                ..expire("aerostream-expire-tombstones", "cluster-1/tombstones/", 7)
+            },
+            abort("aerostream-abort-incomplete-multipart-uploads", "", None),
+        ];
+        let report = check(&rules, &layout);
+        let plan = plan(&rules, &layout, &report);
+        assert!(plan
+            .changes
+            .iter()
+            .all(|c| matches!(c, Change::Fix { .. })));
+        let merged = apply(&rules, &plan);
+        assert_eq!(merged.len(), 2, "nothing added");
+        assert!(check(&merged, &layout).all_good());
+        // the whole-bucket filter stays as it was
+        assert_eq!(merged[1].filter, Filter::Prefix(String::new()));
+    }
+
+    #[test]
+    fn another_clusters_rule_with_our_id_is_left_alone_and_a_new_one_added() {
+        // a bucket shared by two clusters: cluster-2 checks after cluster-1 applied
+        let layout = Layout::new("cluster-2");
+        let theirs = RuleView {
+            noncurrent_days: Some(1),
+            ..expire("aerostream-expire-tombstones", "cluster-1/tombstones/", 7)
+        };
+        let rules = vec![
+            abort("aerostream-abort-incomplete-multipart-uploads", "", Some(2)),
+            theirs.clone(),
+        ];
+        let report = check(&rules, &layout);
+        assert!(matches!(
+            status(&report, Requirement::ExpireTombstones),
+            Status::Wrong { .. }
+        ));
+        let plan = plan(&rules, &layout, &report);
+        assert_eq!(plan.left_alone.len(), 1);
+        let Change::Add { id, .. } = &plan.changes[0] else {
+            panic!("{plan:?}")
+        };
+        assert_eq!(id, "aerostream-expire-tombstones-cluster-2");
+        let merged = apply(&rules, &plan);
+        assert_eq!(merged[1], theirs, "cluster-1's rule changed");
+        assert!(check(&merged, &layout).all_good());
+        // ids stay unique when the derived one is taken too
+        let mut again = merged.clone();
+        again[2].filter = Filter::Prefix("elsewhere/".into());
+        let p = super::plan(&again, &layout, &check(&again, &layout));
+        let Change::Add { id, .. } = &p.changes[0] else {
+            panic!("{p:?}")
+        };
+        assert_eq!(id, "aerostream-expire-tombstones-cluster-2-2");
+    }
+
+    #[test]
+    fn a_bucket_without_prefix_is_laid_out_at_the_root() {
+        let layout = Layout::new("");
+        assert_eq!(layout.topics(), "topics/");
+        assert_eq!(layout.tombstones(), "tombstones/");
+        assert_eq!(
+            Requirement::AbortIncompleteUploads.describe(&layout),
+            "abort incomplete multipart uploads under the whole bucket"
+        );
+        assert_eq!(Layout::new("/a/b/").root(), "a/b/");
+    }
+}

@@ -107,7 +107,7 @@ mod check {
                 println!(
                     "cannot check lifecycle rules on {kind} ({scheme}://): AeroStream reads them \
                      on S3 only; {}",
-                    lifecycle::TERRAFORM_POINTER
+                    lifecycle::terraform_pointer(kind)
                 );
                 return exit::UNSUPPORTED_STORE;
             }
@@ -141,7 +141,9 @@ mod check {
             if plan.changes.is_empty() {
                 println!("changed nothing");
             } else {
-                println!("changed the bucket's lifecycle configuration (other rules kept as they were):");
+                println!(
+                    "changed the bucket's lifecycle configuration (other rules kept as they were):"
+                );
             }
             for line in lifecycle::plan_lines(&plan, b.layout()) {
                 println!("  {line}");
@@ -159,7 +161,12 @@ mod check {
             println!("all lifecycle rules AeroStream relies on are in place");
             exit::OK
         } else {
-            if !args.apply {
+            let missing = checked
+                .report
+                .findings
+                .iter()
+                .any(|f| !matches!(f.status, lifecycle::rules::Status::Present { .. }));
+            if missing && !args.apply {
                 println!(
                     "run `aerostream bucket check --object-store {url} --apply` to install the \
                      missing rules (other rules are kept)"

@@ -52,7 +52,9 @@ pub enum LifecycleError {
     NoCredentials { detail: String },
     #[error("the AWS credentials were refused ({reason})")]
     BadCredentials { reason: String },
-    #[error("bucket {bucket} does not exist (check the bucket name, AWS_REGION and AWS_ENDPOINT_URL)")]
+    #[error(
+        "bucket {bucket} does not exist (check the bucket name, AWS_REGION and AWS_ENDPOINT_URL)"
+    )]
     NoSuchBucket { bucket: String },
     #[error(
         "access denied: these credentials may not {action} the lifecycle configuration of bucket \
@@ -88,7 +90,9 @@ pub enum Store {
 /// Classifies `url` (the `--object-store` value).
 pub fn store(url: &str, env: &StoreEnv) -> Result<Store, LifecycleError> {
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
-        LifecycleError::InvalidUrl(format!("{url}: expected SCHEME://..., e.g. s3://bucket/prefix"))
+        LifecycleError::InvalidUrl(format!(
+            "{url}: expected SCHEME://..., e.g. s3://bucket/prefix"
+        ))
     })?;
     let scheme = scheme.to_ascii_lowercase();
     match scheme.as_str() {
@@ -117,10 +121,18 @@ pub fn store(url: &str, env: &StoreEnv) -> Result<Store, LifecycleError> {
     }
 }
 
-/// Where the rules for unsupported stores are written down.
-pub const TERRAFORM_POINTER: &str = "set the rules with terraform/modules/gcs-bucket or \
-     terraform/modules/azure-container, or apply terraform/lifecycle/gcs-lifecycle.json or \
-     terraform/lifecycle/azure-lifecycle-policy.json (docs/tiering.md, \"Bucket lifecycle rules\")";
+/// Where the rules for a store this crate cannot check are written down.
+pub fn terraform_pointer(kind: &str) -> String {
+    let (module, file) = if kind.starts_with("Azure") {
+        ("azure-container", "azure-lifecycle-policy.json")
+    } else {
+        ("gcs-bucket", "gcs-lifecycle.json")
+    };
+    format!(
+        "set them with the terraform module terraform/modules/{module}, or apply \
+         terraform/lifecycle/{file} (docs/tiering.md, \"Bucket lifecycle rules\")"
+    )
+}
 
 /// One S3 bucket's lifecycle configuration, for one cluster prefix.
 pub struct Bucket {
@@ -275,10 +287,15 @@ pub async fn startup_notices(url: &str, env: &StoreEnv, tombstones: bool) -> Vec
         Ok(Store::Local) => return Vec::new(),
         Ok(Store::Unsupported { kind, .. }) => {
             return vec![Notice::Info(format!(
-                "bucket lifecycle rules are not checked on {kind}: {TERRAFORM_POINTER}"
+                "bucket lifecycle rules are not checked on {kind}: {}",
+                terraform_pointer(kind)
             ))]
         }
-        Err(e) => return vec![Notice::Warn(format!("bucket lifecycle rules not checked: {e}"))],
+        Err(e) => {
+            return vec![Notice::Warn(format!(
+                "bucket lifecycle rules not checked: {e}"
+            ))]
+        }
     };
     let checked = match Bucket::connect(bucket.clone(), layout.clone(), env).await {
         Ok(b) => b.check().await,
@@ -293,7 +310,9 @@ pub async fn startup_notices(url: &str, env: &StoreEnv, tombstones: bool) -> Vec
             ))]
         }
         Err(e) => {
-            return vec![Notice::Warn(format!("bucket lifecycle rules not checked: {e}"))]
+            return vec![Notice::Warn(format!(
+                "bucket lifecycle rules not checked: {e}"
+            ))]
         }
     };
     let mut out = Vec::new();
@@ -351,11 +370,17 @@ mod tests {
         );
         assert!(matches!(
             store("gs://b/p", &env()).unwrap(),
-            Store::Unsupported { kind: "Google Cloud Storage", .. }
+            Store::Unsupported {
+                kind: "Google Cloud Storage",
+                ..
+            }
         ));
         assert!(matches!(
             store("az://c", &env()).unwrap(),
-            Store::Unsupported { kind: "Azure Blob Storage", .. }
+            Store::Unsupported {
+                kind: "Azure Blob Storage",
+                ..
+            }
         ));
         assert_eq!(store("memory://", &env()).unwrap(), Store::Local);
         assert!(store("ftp://x", &env()).is_err());

@@ -354,9 +354,12 @@ fn status_of(req: Requirement, rules: &[RuleView], layout: &Layout) -> Status {
             })
         })
     };
-    let near = by_id(true)
-        .or_else(|| by_id(false))
-        .or_else(|| rules.iter().enumerate().find(|(_, r)| aimed_at(req, r, layout)));
+    let near = by_id(true).or_else(|| by_id(false)).or_else(|| {
+        rules
+            .iter()
+            .enumerate()
+            .find(|(_, r)| aimed_at(req, r, layout))
+    });
     match near {
         Some((index, rule)) => Status::Wrong {
             index,
@@ -375,7 +378,9 @@ fn hazards(rules: &[RuleView], layout: &Layout) -> Vec<Hazard> {
     rules
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.enabled && matches!(r.expiration, Expiration::Days(_) | Expiration::Date))
+        .filter(|(_, r)| {
+            r.enabled && matches!(r.expiration, Expiration::Days(_) | Expiration::Date)
+        })
         .filter(|(_, r)| {
             let p = r.filter.prefix();
             topics.starts_with(p) || p.starts_with(&topics)
@@ -552,7 +557,9 @@ mod tests {
                     filter: Filter::Prefix(rule.prefix.clone()),
                     has_abort: rule.abort_days.is_some(),
                     abort_days: rule.abort_days,
-                    expiration: rule.expiration_days.map_or(Expiration::None, Expiration::Days),
+                    expiration: rule
+                        .expiration_days
+                        .map_or(Expiration::None, Expiration::Days),
                     noncurrent_days: rule.noncurrent_days,
                 }),
                 Change::Fix { index, wanted, .. } => {
@@ -617,12 +624,19 @@ mod tests {
     #[test]
     fn a_tombstone_rule_with_another_prefix_is_reported_wrong() {
         let layout = Layout::new("cluster-1");
-        let rules = [expire("aerostream-expire-tombstones", "cluster-1/tombstone/", 7)];
+        let rules = [expire(
+            "aerostream-expire-tombstones",
+            "cluster-1/tombstone/",
+            7,
+        )];
         let report = check(&rules, &layout);
         match status(&report, Requirement::ExpireTombstones) {
             Status::Wrong { problems, .. } => {
                 assert_eq!(problems.len(), 1, "{problems:?}");
-                assert!(problems[0].contains("cluster-1/tombstones/"), "{problems:?}");
+                assert!(
+                    problems[0].contains("cluster-1/tombstones/"),
+                    "{problems:?}"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -631,10 +645,16 @@ mod tests {
     #[test]
     fn an_abort_rule_without_days_or_disabled_is_reported_wrong() {
         let layout = Layout::new("p");
-        let no_days = [abort("aerostream-abort-incomplete-multipart-uploads", "p/", None)];
-        let Status::Wrong { problems, .. } =
-            status(&check(&no_days, &layout), Requirement::AbortIncompleteUploads).clone()
-        else {
+        let no_days = [abort(
+            "aerostream-abort-incomplete-multipart-uploads",
+            "p/",
+            None,
+        )];
+        let Status::Wrong { problems, .. } = status(
+            &check(&no_days, &layout),
+            Requirement::AbortIncompleteUploads,
+        )
+        .clone() else {
             panic!("a rule without days passed")
         };
         assert!(problems[0].contains("no days"), "{problems:?}");
@@ -643,9 +663,11 @@ mod tests {
             enabled: false,
             ..abort("someone-else", "p/topics/", Some(2))
         }];
-        let Status::Wrong { problems, .. } =
-            status(&check(&disabled, &layout), Requirement::AbortIncompleteUploads).clone()
-        else {
+        let Status::Wrong { problems, .. } = status(
+            &check(&disabled, &layout),
+            Requirement::AbortIncompleteUploads,
+        )
+        .clone() else {
             panic!("a disabled rule passed")
         };
         assert_eq!(problems, vec!["it is disabled".to_string()]);
@@ -671,7 +693,11 @@ mod tests {
     fn a_rule_expiring_live_segments_is_a_hazard() {
         let layout = Layout::new("c");
         let rules = [
-            abort("aerostream-abort-incomplete-multipart-uploads", "c/", Some(2)),
+            abort(
+                "aerostream-abort-incomplete-multipart-uploads",
+                "c/",
+                Some(2),
+            ),
             expire("aerostream-expire-tombstones", "c/tombstones/", 7),
             expire("cleanup", "", 90),
         ];
@@ -723,10 +749,7 @@ mod tests {
         ];
         let report = check(&rules, &layout);
         let plan = plan(&rules, &layout, &report);
-        assert!(plan
-            .changes
-            .iter()
-            .all(|c| matches!(c, Change::Fix { .. })));
+        assert!(plan.changes.iter().all(|c| matches!(c, Change::Fix { .. })));
         let merged = apply(&rules, &plan);
         assert_eq!(merged.len(), 2, "nothing added");
         assert!(check(&merged, &layout).all_good());

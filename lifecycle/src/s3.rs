@@ -38,9 +38,11 @@ pub async fn client(env: &StoreEnv) -> Result<Client, LifecycleError> {
         env.get(k)
             .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
     };
+    // an empty variable counts as unset, as a shell's `VAR=` means
+    let get = |k: &str| env.get(k).filter(|v| !v.is_empty());
     let endpoint = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
         .iter()
-        .find_map(|k| env.get(k))
+        .find_map(|k| get(k))
         .map(str::to_string);
     if let Some(e) = &endpoint {
         if e.to_ascii_lowercase().starts_with("http://") && !truthy("AWS_ALLOW_HTTP") {
@@ -49,9 +51,8 @@ pub async fn client(env: &StoreEnv) -> Result<Client, LifecycleError> {
             )));
         }
     }
-    let region = env
-        .get("AWS_REGION")
-        .or_else(|| env.get("AWS_DEFAULT_REGION"))
+    let region = get("AWS_REGION")
+        .or_else(|| get("AWS_DEFAULT_REGION"))
         .unwrap_or("us-east-1")
         .to_string();
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
@@ -62,13 +63,12 @@ pub async fn client(env: &StoreEnv) -> Result<Client, LifecycleError> {
                 .operation_timeout(Duration::from_secs(30))
                 .build(),
         );
-    if let (Some(key), Some(secret)) = (env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY"))
-    {
-        let token = env
-            .get("AWS_SESSION_TOKEN")
-            .or_else(|| env.get("AWS_TOKEN"))
+    if let (Some(key), Some(secret)) = (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+        let token = get("AWS_SESSION_TOKEN")
+            .or_else(|| get("AWS_TOKEN"))
             .map(str::to_string);
-        loader = loader.credentials_provider(Credentials::new(key, secret, token, None, "environment"));
+        loader =
+            loader.credentials_provider(Credentials::new(key, secret, token, None, "environment"));
     }
     let shared = loader.load().await;
     let mut conf = aws_sdk_s3::config::Builder::from(&shared)
@@ -157,24 +157,28 @@ where
         ) => LifecycleError::BadCredentials {
             reason: format!("{code}: {}", err.message().unwrap_or("refused")),
         },
-        _ if caused_by_credentials(&err) => LifecycleError::NoCredentials { detail },
-        _ => LifecycleError::Request {
-            bucket: bucket.to_string(),
-            action,
-            detail,
+        _ => match credentials_failure(&err) {
+            Some(detail) => LifecycleError::NoCredentials { detail },
+            None => LifecycleError::Request {
+                bucket: bucket.to_string(),
+                action,
+                detail,
+            },
         },
     }
 }
 
-fn caused_by_credentials(err: &(dyn std::error::Error + 'static)) -> bool {
+/// The credential provider's own account of why it found none, if that is
+/// what failed.
+fn credentials_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cur = Some(err);
     while let Some(e) = cur {
-        if e.downcast_ref::<CredentialsError>().is_some() {
-            return true;
+        if let Some(c) = e.downcast_ref::<CredentialsError>() {
+            return Some(c.to_string());
         }
         cur = e.source();
     }
-    false
+    None
 }
 
 /// The parts of an SDK rule that [`crate::rules`] judges.
@@ -218,7 +222,10 @@ pub fn view(rule: &LifecycleRule) -> RuleView {
 
 /// The rule-level `Prefix` of configurations written before `Filter`
 /// existed: S3 still returns it for them.
-#[expect(deprecated, reason = "old configurations still carry the rule-level prefix")]
+#[expect(
+    deprecated,
+    reason = "old configurations still carry the rule-level prefix"
+)]
 fn legacy_prefix(rule: &LifecycleRule) -> &str {
     rule.prefix().unwrap_or_default()
 }
@@ -248,7 +255,11 @@ fn new_rule(id: &str, w: &WantedRule) -> Result<LifecycleRule, LifecycleError> {
     let mut b = LifecycleRule::builder()
         .id(id)
         .status(ExpirationStatus::Enabled)
-        .filter(LifecycleRuleFilter::builder().prefix(w.prefix.clone()).build());
+        .filter(
+            LifecycleRuleFilter::builder()
+                .prefix(w.prefix.clone())
+                .build(),
+        );
     if let Some(days) = w.abort_days {
         b = b.abort_incomplete_multipart_upload(
             AbortIncompleteMultipartUpload::builder()
@@ -351,7 +362,11 @@ mod tests {
         let ours = LifecycleRule::builder()
             .id("aerostream-expire-tombstones")
             .status(ExpirationStatus::Disabled)
-            .filter(LifecycleRuleFilter::builder().prefix("c/tombstones/").build())
+            .filter(
+                LifecycleRuleFilter::builder()
+                    .prefix("c/tombstones/")
+                    .build(),
+            )
             .noncurrent_version_expiration(
                 NoncurrentVersionExpiration::builder()
                     .noncurrent_days(3)

@@ -4,7 +4,9 @@ uploads, expire PREFIX/tombstones/) are reported missing or wrong, `--apply`
 installs them beside the user's own rules, and `serve` warns until they are
 there."""
 
+import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -41,7 +43,7 @@ def bucket(moto_server, request):
 
 def check(server, url, *extra, env=None):
     proc = subprocess.run([binary(), "bucket", "check", "--object-store", url, *extra],
-                          env=dict(os.environ, **servers.s3_env(server), **(env or {})),
+                          env={**os.environ, **servers.s3_env(server), **(env or {})},
                           capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -132,6 +134,51 @@ def test_serve_warns_at_start_until_the_rules_are_applied(moto_server, bucket):
         wait_until("the start-up check found the rules",
                    lambda: "has the lifecycle rules AeroStream relies on" in broker.log()[seen:], timeout=60)
         assert "bucket lifecycle rule missing" not in broker.log()[seen:]
+        assert broker.stop() == 0
+    finally:
+        broker.cleanup()
+
+
+@pytest.fixture(scope="module")
+def agent_keys_without_lifecycle():
+    """moto enforcing IAM, and keys whose policy covers objects but not the
+    bucket's lifecycle configuration (as the AWS deployment's agent role)."""
+    # moto lets this many requests through unauthenticated: the set-up below
+    server = servers.moto(env={"INITIAL_NO_AUTH_ACTION_COUNT": "4"})
+    try:
+        servers.create_bucket(server, "restricted")
+        import boto3
+        iam = boto3.client("iam", endpoint_url=server.endpoint, aws_access_key_id="test",
+                           aws_secret_access_key="test", region_name="us-east-1")
+        iam.create_user(UserName="agent")
+        key = iam.create_access_key(UserName="agent")["AccessKey"]
+        iam.put_user_policy(UserName="agent", PolicyName="objects", PolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Resource": "*", "Action": [
+                "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
+                "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]}]}))
+        env = dict(servers.s3_env(server), AWS_ACCESS_KEY_ID=key["AccessKeyId"],
+                   AWS_SECRET_ACCESS_KEY=key["SecretAccessKey"])
+        yield server, env
+    finally:
+        server.cleanup()
+
+
+def test_without_permission_check_says_access_denied_and_serve_stays_quiet(agent_keys_without_lifecycle):
+    server, env = agent_keys_without_lifecycle
+    url = "s3://restricted/cluster-1"
+    code, out = check(server, url, env=env)
+    assert code == 2, out
+    assert "access denied" in out and "s3:GetLifecycleConfiguration" in out, out
+
+    broker = Broker(url, env)
+    try:
+        broker.start()
+        wait_until("the start-up check gave up for lack of permission",
+                   lambda: "bucket lifecycle rules not checked: access denied" in broker.log(), timeout=60)
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", broker.log())
+        lines = [line for line in plain.splitlines() if "lifecycle" in line]
+        assert len(lines) == 1 and " INFO " in lines[0], lines
         assert broker.stop() == 0
     finally:
         broker.cleanup()

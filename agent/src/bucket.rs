@@ -35,6 +35,10 @@ pub struct CheckArgs {
 }
 
 /// Exit statuses of `bucket check`.
+#[cfg_attr(
+    not(feature = "bucket-lifecycle"),
+    expect(dead_code, reason = "without the feature only ERROR is returned")
+)]
 pub mod exit {
     pub const OK: i32 = 0;
     pub const RULES_MISSING: i32 = 1;

@@ -793,6 +793,50 @@ mod tests {
         assert_eq!(id, "aerostream-expire-tombstones-cluster-2-2");
     }
 
+    /// The ready-made S3 file of `terraform/lifecycle/` passes the check it
+    /// is written for: the file and the checker agree on ids and prefixes.
+    #[test]
+    fn the_shipped_s3_lifecycle_file_passes_the_check() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../terraform/lifecycle/s3-lifecycle.json"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let days = |v: &serde_json::Value, a: &str, b: &str| {
+            v.get(a)
+                .and_then(|x| x.get(b))
+                .and_then(|d| d.as_i64())
+                .map(|d| d as i32)
+        };
+        let rules: Vec<RuleView> = json["Rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| RuleView {
+                id: r["ID"].as_str().map(str::to_string),
+                enabled: r["Status"] == "Enabled",
+                filter: Filter::Prefix(r["Filter"]["Prefix"].as_str().unwrap_or("").to_string()),
+                has_abort: r.get("AbortIncompleteMultipartUpload").is_some(),
+                abort_days: days(r, "AbortIncompleteMultipartUpload", "DaysAfterInitiation"),
+                expiration: match days(r, "Expiration", "Days") {
+                    Some(d) => Expiration::Days(d),
+                    None if r.get("Expiration").is_some() => Expiration::DeleteMarkersOnly,
+                    None => Expiration::None,
+                },
+                noncurrent_days: days(r, "NoncurrentVersionExpiration", "NoncurrentDays"),
+            })
+            .collect();
+        let report = check(&rules, &Layout::new("cluster-1"));
+        assert!(report.all_good(), "{report:?}");
+        for f in &report.findings {
+            let Status::Present { rule, .. } = &f.status else {
+                unreachable!()
+            };
+            assert_eq!(rule, &format!("\"{}\"", f.requirement.id()));
+        }
+    }
+
     #[test]
     fn a_bucket_without_prefix_is_laid_out_at_the_root() {
         let layout = Layout::new("");

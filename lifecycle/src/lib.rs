@@ -8,8 +8,8 @@
 //! fetch or upload path depends on it (the agent links it behind its
 //! `bucket-lifecycle` feature).
 //!
-//! - [`rules`]: the relied-on rules and the pure judging and merging of a
-//!   bucket's rules;
+//! - [`rules`]: the relied-on rules and the pure judging of a bucket's rules;
+//! - [`merge`]: the pure plan of what `--apply` changes;
 //! - [`s3`]: reading and writing an S3 bucket's configuration, with the same
 //!   `AWS_*` settings as the broker's `s3://` store;
 //! - [`Bucket`]: the two together for one `--object-store` URL.
@@ -32,11 +32,13 @@
 //! # Ok(()) }
 //! ```
 
+pub mod merge;
 pub mod rules;
 pub mod s3;
 
 use cache::StoreEnv;
-use rules::{Change, Layout, Plan, Report, Requirement, RuleView, Status};
+use merge::{Change, Plan};
+use rules::{Layout, Report, Requirement, RuleView, Status};
 
 /// Why the lifecycle rules could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -186,7 +188,7 @@ impl Bucket {
     /// Installs what `checked` found missing or wrong, keeping every other
     /// rule; returns what was done (nothing when all was good).
     pub async fn apply(&self, checked: &Checked) -> Result<Plan, LifecycleError> {
-        let plan = rules::plan(&checked.views, &self.layout, &checked.report);
+        let plan = merge::plan(&checked.views, &self.layout, &checked.report);
         if !plan.changes.is_empty() {
             let merged = s3::merge(&checked.current.rules, &plan)?;
             s3::write(&self.client, &self.bucket, &checked.current, merged).await?;

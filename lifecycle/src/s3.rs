@@ -20,7 +20,8 @@ use aws_sdk_s3::types::{
 use aws_sdk_s3::Client;
 use cache::StoreEnv;
 
-use crate::rules::{Change, Expiration, Filter, Plan, RuleView, WantedRule};
+use crate::merge::{Change, Plan};
+use crate::rules::{Expiration, Filter, RuleView, WantedRule};
 use crate::LifecycleError;
 
 /// An S3 client for lifecycle calls, configured like object_store's.
@@ -320,7 +321,8 @@ fn fixed(old: &LifecycleRule, w: &WantedRule) -> Result<LifecycleRule, Lifecycle
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::{check, plan, Layout};
+    use crate::merge::plan;
+    use crate::rules::{check, Layout};
     use aws_sdk_s3::types::{StorageClass, Tag, Transition, TransitionStorageClass};
 
     fn user_rule() -> LifecycleRule {

@@ -3,6 +3,7 @@
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
 mod cli;
+mod bucket;
 mod cluster;
 mod config;
 mod drain;
@@ -59,6 +60,8 @@ enum Command {
     Consume(cli::ConsumeArgs),
     /// Cluster id, controller and brokers.
     Cluster(cli::ClusterArgs),
+    /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
+    Bucket(bucket::BucketArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -79,6 +82,7 @@ fn main() -> anyhow::Result<()> {
         Command::Produce(args) => return cli::run(cli::Admin::Produce(args)),
         Command::Consume(args) => return cli::run(cli::Admin::Consume(args)),
         Command::Cluster(args) => return cli::run(cli::Admin::Cluster(args)),
+        Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;
     tracing_subscriber::fmt()
@@ -126,6 +130,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         }
     }
     let tiered = tiering::wire(&s, &meta).await?;
+    bucket::spawn_startup_check(&s);
     if s.cluster.is_some() {
         // only a partition's leader uploads, and only below its high watermark
         tiered.tier.hold_uploads_until_limited();

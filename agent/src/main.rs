@@ -2,6 +2,8 @@
 //! root only: it reads settings, builds the runtimes, wires the gateway to the
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
+mod cli;
+mod bucket;
 mod cluster;
 mod config;
 mod drain;
@@ -49,6 +51,18 @@ enum Command {
     /// Drain an agent: move its replicas to other agents and wait until it
     /// holds none (`--undo` lets it take replicas again).
     Drain(drain::DrainArgs),
+    /// Topics: list, create, describe, delete, alter-config.
+    Topic(cli::TopicArgs),
+    /// Consumer groups: list, describe (members, committed offsets, lag).
+    Group(cli::GroupArgs),
+    /// Produce stdin's lines to a topic, one record per line.
+    Produce(cli::ProduceArgs),
+    /// Print a topic's records (kcat-like).
+    Consume(cli::ConsumeArgs),
+    /// Cluster id, controller and brokers.
+    Cluster(cli::ClusterArgs),
+    /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
+    Bucket(bucket::BucketArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -64,6 +78,12 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => *args,
         Command::ClusterCa(args) => return cluster::create_certificates(&args),
         Command::Drain(args) => return drain::run(&args),
+        Command::Topic(args) => return cli::run(cli::Admin::Topic(args)),
+        Command::Group(args) => return cli::run(cli::Admin::Group(args)),
+        Command::Produce(args) => return cli::run(cli::Admin::Produce(args)),
+        Command::Consume(args) => return cli::run(cli::Admin::Consume(args)),
+        Command::Cluster(args) => return cli::run(cli::Admin::Cluster(args)),
+        Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;
     let otel = otel::init_logging(&settings)?;
@@ -111,6 +131,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         }
     }
     let tiered = tiering::wire(&s, &meta).await?;
+    bucket::spawn_startup_check(&s);
     if s.cluster.is_some() {
         // only a partition's leader uploads, and only below its high watermark
         tiered.tier.hold_uploads_until_limited();

@@ -33,7 +33,6 @@
 //! # Ok(()) }
 //! ```
 
-pub mod admin_client;
 pub mod alloc;
 pub mod backend;
 pub mod broker;

@@ -7,10 +7,11 @@
 # test_load_balancer.py puts haproxy in front of three agents (about 25 s);
 # test_network_partition.py runs agents in network namespaces (needs root);
 # test_native.py drives the native protocol with the SDK's examples (and
-# test_cluster.py native group members across agents);
+# test_cluster.py native group members across agents); test_cli.py runs the
+# admin command line (`aerostream topic|group|produce|consume|cluster`);
 # test_observability.py checks the OTLP export against a receiver that
 # decodes it with opentelemetry-proto, and the Grafana dashboard's queries
-# against /metrics (about 5 s together).
+# against /metrics (about 10 s together).
 # Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail

@@ -2,8 +2,8 @@
 //! root only: it reads settings, builds the runtimes, wires the gateway to the
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
-mod cli;
 mod bucket;
+mod cli;
 mod cluster;
 mod config;
 mod drain;

@@ -15,8 +15,8 @@ use super::command::{
 };
 use super::{now_ms, PartitionCounters};
 use crate::backend::{Appended, LocalRead, LogBackend, LogError, LogSettings, TimestampOffset};
+use crate::replication::divergence::{self, LeaderLog};
 use crate::replication::replica_set::ReplicaSet;
-use crate::replication::wire::Diverging;
 use kafka_protocol::ResponseError;
 use storage::tier::PartitionKey;
 
@@ -441,24 +441,15 @@ impl Task {
         if f.leader_epoch > epoch {
             return refuse(answer, ResponseError::UnknownLeaderEpoch);
         }
-        if f.last_fetched_epoch >= 0 {
-            let diverging = match self.log.epoch_end_offset(f.last_fetched_epoch) {
-                Some((e, end)) if e != f.last_fetched_epoch || end < f.fetch_offset => {
-                    Some(Diverging {
-                        epoch: e.max(0),
-                        end_offset: end,
-                    })
-                }
-                Some(_) => None,
-                None => Some(Diverging {
-                    epoch: 0,
-                    end_offset: local_start,
-                }),
-            };
-            if diverging.is_some() {
-                answer.diverging = diverging;
-                return answer;
-            }
+        let leader_log = LeaderLog {
+            epoch_end: self.log.epoch_end_offset(f.last_fetched_epoch),
+            latest_epoch: self.log.latest_epoch(),
+            log_end,
+            local_start,
+        };
+        if let Some(d) = divergence::diverging(leader_log, f.last_fetched_epoch, f.fetch_offset) {
+            answer.diverging = Some(d);
+            return answer;
         }
         if f.fetch_offset < local_start || f.fetch_offset > log_end {
             return refuse(answer, ResponseError::OffsetOutOfRange);

@@ -450,3 +450,76 @@ async fn a_follower_ahead_in_an_epoch_its_new_leader_never_saw_keeps_the_committ
     );
     assert_eq!(pos.latest_epoch, 0);
 }
+
+/// A partition opened in a cluster, before its replica manager assigned
+/// this node a role.
+async fn unassigned(dir: &tempfile::TempDir) -> (Arc<Partitions>, PartitionHandle) {
+    let p = partitions(Arc::new(DiskLogFactory::new(dir.path()).expect("factory")));
+    let (opened, _) = tokio::sync::mpsc::unbounded_channel();
+    p.join_cluster(opened);
+    let h = p
+        .get_or_open("t", Uuid::new_v4(), 0, settings)
+        .await
+        .expect("open");
+    (p, h)
+}
+
+/// The metastore said this node leads before its replica manager applied
+/// it: the first writes wait for the leadership and are written in the
+/// order they came. (Refusing the first while accepting the next would
+/// lose an idempotent producer's first batch for good.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_arrive_before_the_leadership_is_applied_wait_for_it_in_order() {
+    let dir = scratch_dir();
+    let (_p, h) = unassigned(&dir).await;
+    let first = tokio::spawn({
+        let h = h.clone();
+        async move { h.append(batch_of(&[b"first"]), 0, Acks::Leader).await }
+    });
+    // the second is sent only once the first is parked (the task serves
+    // commands in order, so a position answer means the first was taken)
+    h.position().await.expect("position");
+    let second = tokio::spawn({
+        let h = h.clone();
+        async move { h.append(batch_of(&[b"second"]), 0, Acks::Leader).await }
+    });
+    h.position().await.expect("position");
+    assert!(!first.is_finished() && !second.is_finished(), "both wait");
+    h.lead(leadership(1, 0)).await.expect("lead");
+    let first = first.await.expect("task").expect("first written");
+    let second = second.await.expect("task").expect("second written");
+    assert_eq!((first.0.base_offset, second.0.base_offset), (0, 1));
+}
+
+/// The leadership went elsewhere: the waiting write is refused as from
+/// any follower, and nothing was written here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_write_is_refused_when_this_node_is_told_to_follow() {
+    let dir = scratch_dir();
+    let (_p, h) = unassigned(&dir).await;
+    let write = tokio::spawn({
+        let h = h.clone();
+        async move { h.append(batch_of(&[b"x"]), 3, Acks::Leader).await }
+    });
+    h.position().await.expect("position");
+    h.follow(2, 3).await.expect("follow");
+    let refused = write.await.expect("task");
+    assert!(
+        matches!(refused, Err(LogError::NotServing(_))),
+        "{refused:?}"
+    );
+    assert_eq!(h.position().await.expect("position").log_end, 0);
+}
+
+/// A leadership that never comes: the write is refused after the wait,
+/// not held for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_waits_for_a_leadership_only_so_long() {
+    let dir = scratch_dir();
+    let (_p, h) = unassigned(&dir).await;
+    let refused = h.append(batch_of(&[b"x"]), 0, Acks::Leader).await;
+    assert!(
+        matches!(refused, Err(LogError::NotServing(_))),
+        "{refused:?}"
+    );
+}

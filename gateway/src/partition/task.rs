@@ -27,6 +27,20 @@ struct Waiter {
     reply: AppendReply,
 }
 
+/// How long a write waits here for the leadership the metastore already
+/// gave this node (the replica manager applies it a moment later).
+const PARK_MS: i64 = 2_000;
+
+/// A write that arrived before this node took up a leadership the client
+/// already saw in the metastore's metadata.
+struct Parked {
+    records: BytesMut,
+    leader_epoch: i32,
+    acks: Acks,
+    reply: AppendReply,
+    until_ms: i64,
+}
+
 /// What this node is for the partition.
 pub(super) enum Role {
     /// Not part of a cluster: the node's own log is the partition.
@@ -57,6 +71,9 @@ pub(super) struct Task {
     log_end: watch::Sender<i64>,
     write_caching: bool,
     waiting: VecDeque<Waiter>,
+    /// Writes that reached this node before its replica manager told it to
+    /// lead (see [`Task::park`]), oldest first.
+    parked: VecDeque<Parked>,
     /// Appended data waits for a durability point not yet started.
     sync_wanted: bool,
     /// The log refused work after a failed write or fsync (counted once).
@@ -87,6 +104,7 @@ impl Task {
             log_end,
             write_caching,
             waiting: VecDeque::new(),
+            parked: VecDeque::new(),
             sync_wanted: false,
             offline: false,
             syncing: None,
@@ -147,6 +165,18 @@ impl Task {
     }
 
     fn append(&mut self, mut records: BytesMut, leader_epoch: i32, acks: Acks, reply: AppendReply) {
+        let awaits_leadership = match &self.role {
+            Role::Unassigned => true,
+            Role::Follower {
+                leader_epoch: following,
+                ..
+            } => leader_epoch > *following,
+            _ => false,
+        };
+        if awaits_leadership || !self.parked.is_empty() {
+            self.park(records, leader_epoch, acks, reply);
+            return;
+        }
         match &self.role {
             Role::Unassigned | Role::Follower { .. } => {
                 let _ = reply.send(Err(LogError::NotServing(
@@ -185,6 +215,51 @@ impl Task {
             }
             other => {
                 let _ = reply.send(other);
+            }
+        }
+    }
+
+    /// Holds a write that names a leader epoch newer than this node's role
+    /// (or any write while this node has no role yet): the produce path
+    /// routed it here because the metastore already says this node leads,
+    /// and the replica manager applies that a moment later. Refusing it
+    /// would let the producer's next write in first, and an idempotent
+    /// producer the partition has never seen may start at any sequence, so
+    /// the refused first batch could never be written again. Parked writes
+    /// keep their order and are appended when this node leads, refused when
+    /// it follows at their epoch or later, or after [`PARK_MS`].
+    fn park(&mut self, records: BytesMut, leader_epoch: i32, acks: Acks, reply: AppendReply) {
+        self.parked.push_back(Parked {
+            records,
+            leader_epoch,
+            acks,
+            reply,
+            until_ms: now_ms() + PARK_MS,
+        });
+    }
+
+    /// Appends (as leader) or refuses the parked writes, in order; those
+    /// still waiting for a leadership, and everything after them, stay.
+    fn unpark(&mut self) {
+        let mut parked = std::mem::take(&mut self.parked);
+        while let Some(p) = parked.pop_front() {
+            let waits = match &self.role {
+                Role::Unassigned => true,
+                Role::Follower { leader_epoch, .. } => p.leader_epoch > *leader_epoch,
+                Role::Leader(_) | Role::Standalone => false,
+            };
+            if waits && p.until_ms > now_ms() {
+                parked.push_front(p);
+                self.parked = parked;
+                return;
+            }
+            if waits {
+                let _ = p.reply.send(Err(LogError::NotServing(
+                    "this node does not lead the partition",
+                )));
+            } else {
+                // as leader: written; as a follower at its epoch: refused
+                self.append(p.records, p.leader_epoch, p.acks, p.reply);
             }
         }
     }
@@ -363,6 +438,7 @@ impl Task {
         }
         self.advance_hw();
         self.propose_isr_change(now);
+        self.unpark();
     }
 
     /// Another agent leads the partition now; writes waiting here fail.
@@ -384,6 +460,7 @@ impl Task {
             leader,
             leader_epoch,
         };
+        self.unpark();
     }
 
     fn fail_waiting_with(&mut self, why: &'static str) {
@@ -600,6 +677,8 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 t.advance_hw();
                 // followers that stopped fetching leave the ISR
                 t.propose_isr_change(now_ms());
+                // writes parked for a leadership that never came are refused
+                t.unpark();
             }
             Event::Command(None) => break,
             Event::Command(Some(cmd)) => match cmd {

@@ -1,10 +1,17 @@
-//! A small HTTP/1.1 listener for `/health` (also `/healthz`) and `/metrics`
-//! (Prometheus text), plus whatever [`HttpExtension`]s the binary adds
-//! (tiering figures, test-only admin endpoints). One request per connection.
+//! The HTTP admin listener (axum): `/health` (also `/healthz`), `/metrics`
+//! (Prometheus text), the JSON REST API under `/v1` ([`crate::rest`]), and
+//! whatever [`HttpExtension`]s the binary adds (tiering figures, test-only
+//! admin endpoints). Every answer closes its connection, as the listener
+//! always has: probes and scrapers open one connection per request.
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -15,8 +22,101 @@ pub trait HttpExtension: Send + Sync + 'static {
     /// Prometheus text appended to `/metrics`.
     fn metrics(&self) -> String;
     /// The status and body for `target` (path and query) if this extension
-    /// serves it, else `None`.
+    /// serves it, else `None`. Extensions are asked before any route.
     fn handle(&self, target: &str) -> Option<(u16, String)>;
+    /// The tiering figures `/v1/tiering` shows, when this extension owns
+    /// the node's tiered storage. Most extensions do not.
+    fn tiering(&self) -> Option<storage::tier::TierSnapshot> {
+        None
+    }
+}
+
+/// What every HTTP handler shares.
+#[derive(Clone)]
+pub struct HttpState {
+    pub broker: Arc<Broker>,
+    pub extensions: Arc<Vec<Arc<dyn HttpExtension>>>,
+}
+
+const TEXT: &str = "text/plain";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn health(State(st): State<HttpState>) -> Response {
+    if st.broker.is_shutting_down() {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "shutting down\n".into(),
+        )
+    } else {
+        text(StatusCode::OK, TEXT, "ok\n".into())
+    }
+}
+
+async fn metrics(State(st): State<HttpState>) -> Response {
+    let b = &st.broker;
+    let mut body = b.metrics.render(
+        b.partitions.len(),
+        b.partitions.counters(),
+        &b.forward_counters,
+    );
+    body.push_str(&b.connections.render());
+    for x in st.extensions.iter() {
+        body.push_str(&x.metrics());
+    }
+    text(StatusCode::OK, PROMETHEUS_TEXT, body)
+}
+
+/// Extensions answer first, whatever the method, with their own status
+/// (200, 404, anything else as 400) in plain text.
+async fn extensions_first(State(st): State<HttpState>, req: Request, next: Next) -> Response {
+    let target = req.uri().path_and_query().map_or_else(
+        || req.uri().path().to_string(),
+        |pq| pq.as_str().to_string(),
+    );
+    if let Some((code, body)) = st.extensions.iter().find_map(|x| x.handle(&target)) {
+        let status = match code {
+            200 => StatusCode::OK,
+            404 => StatusCode::NOT_FOUND,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        return text(status, TEXT, body);
+    }
+    next.run(req).await
+}
+
+async fn close_after(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
+async fn not_found(req: Request) -> Response {
+    if req.uri().path().starts_with("/v1/") {
+        return crate::rest::ApiError::not_found(req.uri().path()).into_response();
+    }
+    text(StatusCode::NOT_FOUND, TEXT, "not found\n".into())
+}
+
+/// The whole HTTP service: probes, metrics, the REST API and extensions.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/health", any(health))
+        .route("/healthz", any(health))
+        .route("/metrics", any(metrics))
+        .merge(crate::rest::router())
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            extensions_first,
+        ))
+        .layer(middleware::from_fn(close_after))
+        .with_state(state)
 }
 
 /// Serves until `stop` turns true.
@@ -26,82 +126,17 @@ pub async fn serve(
     extensions: Vec<Arc<dyn HttpExtension>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let extensions = Arc::new(extensions);
-    loop {
-        let (mut stream, _) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of descriptors, say: back off rather than spin on the
-                    // runtime that also keeps this node's leases alive.
-                    tracing::warn!(error = %e, "HTTP accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stop.changed() => return,
-        };
-        let broker = broker.clone();
-        let extensions = extensions.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let mut used = 0;
-            // Read until the end of the request head (or the buffer is full).
-            loop {
-                match stream.read(&mut buf[used..]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        used += n;
-                        if buf[..used].windows(4).any(|w| w == b"\r\n\r\n") || used == buf.len() {
-                            break;
-                        }
-                    }
-                }
-            }
-            let head = String::from_utf8_lossy(&buf[..used]);
-            let path = head.split_whitespace().nth(1).unwrap_or("/");
-            let admin = extensions.iter().find_map(|x| x.handle(path));
-            let (status, ctype, body) = match path {
-                _ if admin.is_some() => {
-                    let (code, text) = admin.unwrap_or_default();
-                    let status = match code {
-                        200 => "200 OK",
-                        404 => "404 Not Found",
-                        _ => "400 Bad Request",
-                    };
-                    (status, "text/plain", text)
-                }
-                "/health" | "/healthz" => {
-                    if broker.is_shutting_down() {
-                        (
-                            "503 Service Unavailable",
-                            "text/plain",
-                            "shutting down\n".to_string(),
-                        )
-                    } else {
-                        ("200 OK", "text/plain", "ok\n".to_string())
-                    }
-                }
-                "/metrics" => {
-                    let mut text = broker.metrics.render(
-                        broker.partitions.len(),
-                        broker.partitions.counters(),
-                        &broker.forward_counters,
-                    );
-                    text.push_str(&broker.connections.render());
-                    for x in extensions.iter() {
-                        text.push_str(&x.metrics());
-                    }
-                    ("200 OK", "text/plain; version=0.0.4", text)
-                }
-                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(resp.as_bytes()).await;
-            let _ = stream.shutdown().await;
-        });
+    let app = router(HttpState {
+        broker,
+        extensions: Arc::new(extensions),
+    });
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stopped)
+        .await
+    {
+        tracing::warn!(error = %e, "the HTTP listener stopped");
     }
 }

@@ -33,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
 pub mod admin_client;
 pub mod alloc;
 pub mod backend;
@@ -49,6 +50,7 @@ pub mod native;
 pub mod partition;
 pub mod prometheus;
 pub mod replication;
+pub mod rest;
 pub mod server;
 pub mod shard;
 #[cfg(any(test, feature = "testing"))]

@@ -6,7 +6,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::http::HttpState;
+use crate::http::extension::HttpState;
 
 /// One agent of the cluster.
 #[derive(Debug, Serialize, ToSchema)]

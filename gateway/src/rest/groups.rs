@@ -11,7 +11,7 @@ use crate::admin::groups as admin;
 use crate::admin::topics::partition_offsets;
 use crate::broker::Broker;
 use crate::brokers;
-use crate::http::HttpState;
+use crate::http::extension::HttpState;
 
 /// One group of the list.
 #[derive(Debug, Serialize, ToSchema)]

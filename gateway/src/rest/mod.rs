@@ -26,7 +26,7 @@ use utoipa_axum::routes;
 
 pub use error::{ApiError, ErrorBody};
 
-use crate::http::HttpState;
+use crate::http::extension::HttpState;
 
 #[derive(OpenApi)]
 #[openapi(

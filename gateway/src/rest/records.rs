@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::unavailable;
 use super::{ApiError, ErrorBody};
-use crate::http::HttpState;
+use crate::http::extension::HttpState;
 
 /// Records answered at most per request.
 const MAX_LIMIT: usize = 1000;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::ApiError;
-use crate::http::HttpState;
+use crate::http::extension::HttpState;
 
 /// The cold-read cache.
 #[derive(Debug, Serialize, ToSchema)]

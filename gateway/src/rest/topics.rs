@@ -14,7 +14,7 @@ use super::error::unavailable;
 use super::{ApiError, ErrorBody};
 use crate::admin::topics::{self as admin, ConfigSource, NewTopic};
 use crate::broker::{Broker, Unavailable};
-use crate::http::HttpState;
+use crate::http::extension::HttpState;
 
 /// One topic of the list.
 #[derive(Debug, Serialize, ToSchema)]

@@ -17,26 +17,9 @@ use tokio::sync::watch;
 
 use crate::broker::Broker;
 
-/// Extra figures and endpoints the embedding binary adds to the listener.
-pub trait HttpExtension: Send + Sync + 'static {
-    /// Prometheus text appended to `/metrics`.
-    fn metrics(&self) -> String;
-    /// The status and body for `target` (path and query) if this extension
-    /// serves it, else `None`. Extensions are asked before any route.
-    fn handle(&self, target: &str) -> Option<(u16, String)>;
-    /// The tiering figures `/v1/tiering` shows, when this extension owns
-    /// the node's tiered storage. Most extensions do not.
-    fn tiering(&self) -> Option<storage::tier::TierSnapshot> {
-        None
-    }
-}
+pub mod extension;
 
-/// What every HTTP handler shares.
-#[derive(Clone)]
-pub struct HttpState {
-    pub broker: Arc<Broker>,
-    pub extensions: Arc<Vec<Arc<dyn HttpExtension>>>,
-}
+pub use extension::{HttpExtension, HttpState};
 
 const TEXT: &str = "text/plain";
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";

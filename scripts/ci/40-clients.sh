@@ -7,7 +7,8 @@
 # test_load_balancer.py puts haproxy in front of three agents (about 25 s);
 # test_network_partition.py runs agents in network namespaces (needs root);
 # test_native.py drives the native protocol with the SDK's examples (and
-# test_cluster.py native group members across agents).
+# test_cluster.py native group members across agents); test_rest_api.py
+# checks the REST admin API against what confluent-kafka produced and consumed.
 # Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail

@@ -41,6 +41,7 @@ pub mod broker;
 pub mod brokers;
 pub mod codes;
 pub mod connections;
+pub mod console;
 pub mod fetch_session;
 pub mod forward;
 pub mod group;

@@ -976,3 +976,91 @@ async fn openapi_document_matches_the_routes_served_and_the_answers_given() {
     assert_eq!(served, documented);
     gw.shutdown().await;
 }
+
+/// `/v1/...` paths the console's script calls, with `${...}` parts as `{}`.
+fn console_calls(js: &str) -> BTreeSet<(String, String)> {
+    let mut calls = BTreeSet::new();
+    for (i, _) in js.match_indices("api(\"") {
+        let rest = &js[i + 5..];
+        let (method, rest) = rest.split_once('"').unwrap();
+        let rest = rest.trim_start_matches([',', ' ']);
+        let path: String = rest[1..]
+            .chars()
+            .take_while(|c| !matches!(c, '"' | '`' | '?'))
+            .collect();
+        let mut normal = String::new();
+        let mut depth = 0;
+        for c in path.chars() {
+            match c {
+                '$' if depth == 0 => {}
+                '{' => {
+                    if depth == 0 {
+                        normal.push_str("{}");
+                    }
+                    depth += 1;
+                }
+                '}' => depth -= 1,
+                _ if depth == 0 => normal.push(c),
+                _ => {}
+            }
+        }
+        calls.insert((method.to_lowercase(), normal));
+    }
+    calls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_is_served_from_the_binary_and_calls_only_documented_endpoints() {
+    let (gw, _backends, api) = start().await;
+    let resp = api
+        .http
+        .get(format!("{}/aerostream/console", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(resp.url().path().ends_with("/aerostream/console/"));
+    let html = resp.text().await.unwrap();
+    assert!(html.contains(r#"src="app.js""#) && html.contains(r#"href="style.css""#));
+    let mut assets = vec![html];
+    for (file, kind) in [("app.js", "text/javascript"), ("style.css", "text/css")] {
+        let resp = api
+            .http
+            .get(format!("{}/aerostream/console/{file}", api.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{file}");
+        let ctype = resp.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ctype.starts_with(kind), "{file}: {ctype}");
+        assets.push(resp.text().await.unwrap());
+    }
+    for a in &assets {
+        assert!(
+            !a.contains("http://") && !a.contains("https://"),
+            "the console loads nothing from elsewhere"
+        );
+    }
+    let (_, doc) = api.get("/v1/openapi.json").await;
+    let documented: BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            let normal = path.replace("{name}", "{}").replace("{id}", "{}");
+            item.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (m.clone(), normal.clone()))
+        })
+        .collect();
+    let calls = console_calls(&assets[1]);
+    assert!(calls.len() >= 8, "{calls:?}");
+    for call in &calls {
+        assert!(
+            documented.contains(call),
+            "the console calls {call:?}, which the API does not document"
+        );
+    }
+    gw.shutdown().await;
+}

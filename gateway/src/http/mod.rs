@@ -1,5 +1,6 @@
 //! The HTTP admin listener (axum): `/health` (also `/healthz`), `/metrics`
-//! (Prometheus text), the JSON REST API under `/v1` ([`crate::rest`]), and
+//! (Prometheus text), the JSON REST API under `/v1` ([`crate::rest`]), the
+//! web console under `/aerostream/console/` ([`crate::console`]), and
 //! whatever [`HttpExtension`]s the binary adds (tiering figures, test-only
 //! admin endpoints). Every answer closes its connection, as the listener
 //! always has: probes and scrapers open one connection per request.
@@ -93,6 +94,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/healthz", any(health))
         .route("/metrics", any(metrics))
         .merge(crate::rest::router())
+        .merge(crate::console::router())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             state.clone(),

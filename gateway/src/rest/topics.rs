@@ -10,7 +10,6 @@ use metastore::TopicInfo;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::error::unavailable;
 use super::{ApiError, ErrorBody};
 use crate::admin::topics::{self as admin, ConfigSource, NewTopic};
 use crate::broker::{Broker, Unavailable};
@@ -61,7 +60,9 @@ pub struct PartitionView {
     /// What consumers may read up to (-1 before anything is known).
     pub high_watermark: i64,
     /// `leader` when the offsets are this agent's own, `metastore` when
-    /// only the recorded high watermark is known.
+    /// another agent leads the partition and only the recorded high
+    /// watermark is known, `unavailable` when this agent leads it but its
+    /// log cannot answer (offline after a failed write, say).
     pub offsets_from: String,
 }
 
@@ -119,7 +120,11 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
                 view.offsets_from = "leader".into();
             }
             Err(Unavailable::NotLeader) => {}
-            Err(e) => return Err(unavailable(e, &t.name, p.index, p.leader)),
+            // One offline log leaves the rest of the topic readable.
+            Err(e) => {
+                tracing::warn!(topic = %t.name, partition = p.index, error = %e, "partition offsets unavailable");
+                view.offsets_from = "unavailable".into();
+            }
         }
         partitions.push(view);
     }

@@ -36,6 +36,15 @@ resource "aws_iam_role_policy" "agent_objects" {
         }
       },
       {
+        # the start-up check that the lifecycle rules the agent relies on
+        # are in place (reading only; installing them is the operator's
+        # `aerostream bucket check --apply`, or this module's own rules)
+        Sid      = "ReadLifecycleRules"
+        Effect   = "Allow"
+        Action   = ["s3:GetLifecycleConfiguration"]
+        Resource = module.bucket.bucket_arn
+      },
+      {
         # uploads (multipart included), cold reads, retention deletes and
         # tombstone moves (a copy then a delete)
         Sid    = "ReadWriteOwnObjects"

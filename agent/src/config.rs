@@ -156,6 +156,22 @@ pub struct ServeArgs {
     /// used with --voters [default: DATA_DIR/certs].
     #[arg(long, env = "AEROSTREAM_CLUSTER_CERTS")]
     pub cluster_certs: Option<PathBuf>,
+    /// OTLP/HTTP (protobuf) collector to export metrics and sampled traces
+    /// to, e.g. http://127.0.0.1:4318 (paths /v1/metrics and /v1/traces are
+    /// added) [default: none: nothing is exported].
+    #[arg(long, env = "AEROSTREAM_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Share of produce, fetch, replication and cold-read requests traced
+    /// when --otlp-endpoint is set, from 0 to 1 [default: 0.01].
+    #[arg(long, env = "AEROSTREAM_OTLP_SAMPLE_RATIO")]
+    pub otlp_sample_ratio: Option<f64>,
+    /// How often metrics go to the OTLP collector, in milliseconds [default: 10000].
+    #[arg(long, env = "AEROSTREAM_OTLP_EXPORT_INTERVAL_MS")]
+    pub otlp_export_interval_ms: Option<u64>,
+    /// Most per-(topic, partition) and per-(group, topic) series /metrics
+    /// shows each; the rest are summed under topic="other" [default: 1000].
+    #[arg(long, env = "AEROSTREAM_METRICS_MAX_SERIES")]
+    pub metrics_max_series: Option<usize>,
     /// Testing only: wrap the object store in a fault injector controlled at
     /// HTTP /admin/object-store/faults.
     #[cfg(feature = "fault-injection")]
@@ -244,6 +260,10 @@ struct FileSettings {
     rack: Option<String>,
     load_balanced: Option<bool>,
     cluster_certs: Option<PathBuf>,
+    otlp_endpoint: Option<String>,
+    otlp_sample_ratio: Option<f64>,
+    otlp_export_interval_ms: Option<u64>,
+    metrics_max_series: Option<usize>,
 }
 
 /// `voters` in the file: the flag's string, or an array of its entries.
@@ -389,6 +409,11 @@ pub struct Settings {
     pub load_balanced: bool,
     /// `None`: the embedded one-node metastore (no --voters).
     pub cluster: Option<ClusterSettings>,
+    /// `None`: no OpenTelemetry export.
+    pub otlp_endpoint: Option<String>,
+    pub otlp_sample_ratio: f64,
+    pub otlp_export_interval_ms: u64,
+    pub metrics_max_series: usize,
     #[cfg(feature = "fault-injection")]
     pub object_store_faults: bool,
 }
@@ -627,6 +652,23 @@ impl Settings {
             rack: args.rack.clone().or(file.rack),
             load_balanced: args.load_balanced.or(file.load_balanced).unwrap_or(false),
             cluster,
+            otlp_endpoint: args
+                .otlp_endpoint
+                .clone()
+                .or(file.otlp_endpoint)
+                .filter(|e| !e.trim().is_empty()),
+            otlp_sample_ratio: args
+                .otlp_sample_ratio
+                .or(file.otlp_sample_ratio)
+                .unwrap_or(0.01),
+            otlp_export_interval_ms: args
+                .otlp_export_interval_ms
+                .or(file.otlp_export_interval_ms)
+                .unwrap_or(10_000),
+            metrics_max_series: args
+                .metrics_max_series
+                .or(file.metrics_max_series)
+                .unwrap_or(gateway::broker::DEFAULT_METRICS_MAX_SERIES),
             #[cfg(feature = "fault-injection")]
             object_store_faults: args.object_store_faults.unwrap_or(false),
         };
@@ -687,6 +729,24 @@ impl Settings {
             "--agent-lease-ms must be at least 500 (an agent heartbeats several times per lease)"
         );
         anyhow::ensure!(
+            (0.0..=1.0).contains(&s.otlp_sample_ratio),
+            "--otlp-sample-ratio must be between 0 and 1"
+        );
+        anyhow::ensure!(
+            s.otlp_export_interval_ms >= 100,
+            "--otlp-export-interval-ms must be at least 100"
+        );
+        anyhow::ensure!(
+            s.metrics_max_series >= 1,
+            "--metrics-max-series must be at least 1"
+        );
+        if let Some(e) = &s.otlp_endpoint {
+            anyhow::ensure!(
+                e.starts_with("http://") || e.starts_with("https://"),
+                "--otlp-endpoint must be an http:// or https:// URL, not {e}"
+            );
+        }
+        anyhow::ensure!(
             s.queued_max_request_bytes >= 1 << 20,
             "--queued-max-request-bytes must be at least 1MiB"
         );
@@ -739,6 +799,46 @@ mod tests {
             ..Default::default()
         };
         assert!(Settings::resolve(&args).is_err());
+    }
+
+    #[test]
+    fn telemetry_is_off_by_default_and_set_from_the_file_or_flags() {
+        let s = Settings::resolve(&ServeArgs::default()).expect("valid");
+        assert_eq!(s.otlp_endpoint, None, "nothing exported unless asked");
+        assert_eq!(s.otlp_sample_ratio, 0.01);
+        assert_eq!(s.metrics_max_series, 1000);
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "otlp_endpoint = \"http://collector:4318\"\notlp_sample_ratio = 0.5\nmetrics_max_series = 20\notlp_export_interval_ms = 2000"
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            otlp_sample_ratio: Some(1.0),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        assert_eq!(s.otlp_sample_ratio, 1.0, "flag wins");
+        assert_eq!(s.metrics_max_series, 20);
+        assert_eq!(s.otlp_export_interval_ms, 2000);
+        for bad in [
+            ServeArgs {
+                otlp_sample_ratio: Some(1.5),
+                ..Default::default()
+            },
+            ServeArgs {
+                otlp_endpoint: Some("collector:4318".into()),
+                ..Default::default()
+            },
+            ServeArgs {
+                metrics_max_series: Some(0),
+                ..Default::default()
+            },
+        ] {
+            assert!(Settings::resolve(&bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! `aerostream drain`: asks a running agent to drain one agent of the
 //! cluster (or to stop), then prints progress until it holds no replicas.
+//! It talks Kafka through the admin command line's client, on one
+//! connection for the whole run.
 
 use std::time::{Duration, Instant};
 
+use crate::cli::agents;
+use crate::cli::client::Client;
 use anyhow::Context;
-use gateway::admin_client;
 
 #[derive(clap::Args)]
 pub struct DrainArgs {
@@ -34,8 +37,9 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<()> {
 }
 
 async fn drain(args: &DrainArgs) -> anyhow::Result<()> {
-    let (node, addr) = (args.node, args.bootstrap.as_str());
-    admin_client::set_draining(addr, node, !args.undo)
+    let node = args.node;
+    let mut client = Client::connect(&args.bootstrap).await?;
+    agents::set_draining(&mut client, node, !args.undo)
         .await
         .with_context(|| format!("cannot change the draining state of agent {node}"))?;
     if args.undo {
@@ -49,7 +53,7 @@ async fn drain(args: &DrainArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut last = None;
     loop {
-        match admin_client::load(addr, node).await {
+        match agents::load(&mut client, node).await {
             Ok(load) if load.replicas == 0 => {
                 println!(
                     "agent {node} holds no replicas ({}s); it can be stopped",
@@ -69,7 +73,7 @@ async fn drain(args: &DrainArgs) -> anyhow::Result<()> {
                     last = Some(load);
                 }
             }
-            Err(e) => println!("cannot read progress yet: {e}"),
+            Err(e) => println!("cannot read progress yet: {e:#}"),
         }
         if args.timeout_secs > 0 && started.elapsed() > Duration::from_secs(args.timeout_secs) {
             anyhow::bail!(

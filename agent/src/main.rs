@@ -2,9 +2,12 @@
 //! root only: it reads settings, builds the runtimes, wires the gateway to the
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
+mod bucket;
+mod cli;
 mod cluster;
 mod config;
 mod drain;
+mod otel;
 mod tiering;
 
 use std::sync::Arc;
@@ -48,6 +51,18 @@ enum Command {
     /// Drain an agent: move its replicas to other agents and wait until it
     /// holds none (`--undo` lets it take replicas again).
     Drain(drain::DrainArgs),
+    /// Topics: list, create, describe, delete, alter-config.
+    Topic(cli::TopicArgs),
+    /// Consumer groups: list, describe (members, committed offsets, lag).
+    Group(cli::GroupArgs),
+    /// Produce stdin's lines to a topic, one record per line.
+    Produce(cli::ProduceArgs),
+    /// Print a topic's records (kcat-like).
+    Consume(cli::ConsumeArgs),
+    /// Cluster id, controller and brokers.
+    Cluster(cli::ClusterArgs),
+    /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
+    Bucket(bucket::BucketArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,14 +78,15 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => *args,
         Command::ClusterCa(args) => return cluster::create_certificates(&args),
         Command::Drain(args) => return drain::run(&args),
+        Command::Topic(args) => return cli::run(cli::Admin::Topic(args)),
+        Command::Group(args) => return cli::run(cli::Admin::Group(args)),
+        Command::Produce(args) => return cli::run(cli::Admin::Produce(args)),
+        Command::Consume(args) => return cli::run(cli::Admin::Consume(args)),
+        Command::Cluster(args) => return cli::run(cli::Admin::Cluster(args)),
+        Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&settings.log).unwrap_or_else(|_| "info".into()),
-        )
-        .with_target(false)
-        .init();
+    let otel = otel::init_logging(&settings)?;
     // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
     let control = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -78,10 +94,15 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the control runtime")?;
-    control.block_on(serve(settings))
+    let served = control.block_on(serve(settings, otel.as_ref()));
+    // the exporters' last flush blocks: outside the runtime
+    if let Some(o) = otel {
+        o.shutdown();
+    }
+    served
 }
 
-async fn serve(s: Settings) -> anyhow::Result<()> {
+async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&s.data_dir)
         .with_context(|| format!("cannot create data dir {}", s.data_dir.display()))?;
     let node_id = u64::try_from(s.node_id).context("--node-id must not be negative")?;
@@ -110,6 +131,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
         }
     }
     let tiered = tiering::wire(&s, &meta).await?;
+    bucket::spawn_startup_check(&s);
     if s.cluster.is_some() {
         // only a partition's leader uploads, and only below its high watermark
         tiered.tier.hold_uploads_until_limited();
@@ -146,6 +168,7 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
                     .unwrap_or(usize::MAX),
                 ..ConnectionLimits::default()
             },
+            metrics_max_series: s.metrics_max_series,
             ..BrokerConfig::default()
         },
         http_extensions: vec![Arc::clone(&tiered.http)],
@@ -153,6 +176,9 @@ async fn serve(s: Settings) -> anyhow::Result<()> {
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
+    if let Some(o) = otel {
+        o.observe_metrics(gw.metrics_text());
+    }
     // In a cluster, partitions are replicated: serve followers' fetches and
     // keep every local replica leading or following as the metastore says.
     if s.cluster.is_some() {

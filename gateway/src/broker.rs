@@ -18,6 +18,7 @@ use crate::group::coordinator::Coordinator;
 use crate::group::engine::GroupLimits;
 use crate::partition::{PartitionCounters, PartitionHandle, Partitions};
 use crate::prometheus::write_metric;
+use crate::telemetry::histogram::LatencyHistogram;
 use crate::topic_config;
 
 /// Broker-level settings (Kafka's server.properties equivalents).
@@ -55,6 +56,9 @@ pub struct BrokerConfig {
     /// Host and port native-protocol clients are told to connect to; `None`
     /// when the native listener is off.
     pub native_advertised: Option<(String, i32)>,
+    /// Most (topic, partition) and (group, topic) series `/metrics` shows
+    /// each; the rest are summed under `topic="other"`.
+    pub metrics_max_series: usize,
 }
 
 impl Default for BrokerConfig {
@@ -75,9 +79,13 @@ impl Default for BrokerConfig {
             connections: ConnectionLimits::default(),
             load_balanced: false,
             native_advertised: None,
+            metrics_max_series: DEFAULT_METRICS_MAX_SERIES,
         }
     }
 }
+
+/// The default of [`BrokerConfig::metrics_max_series`].
+pub const DEFAULT_METRICS_MAX_SERIES: usize = 1000;
 
 /// Request counters exported on /metrics.
 #[derive(Debug, Default)]
@@ -93,6 +101,12 @@ pub struct Metrics {
     pub trailing_bytes_requests: AtomicU64,
     /// Requests being served right now; shutdown waits for this to reach zero.
     pub in_flight: AtomicU64,
+    /// Produce requests, from decoded to answered (acks=all includes the
+    /// wait for the in-sync replicas).
+    pub produce_latency: LatencyHistogram,
+    /// Fetch requests, from decoded to answered (includes the long-poll
+    /// wait for `min_bytes`).
+    pub fetch_latency: LatencyHistogram,
 }
 
 impl Metrics {
@@ -206,6 +220,16 @@ impl Metrics {
             "gauge",
             "Partition logs open on this node",
             open_partitions as u64,
+        );
+        self.produce_latency.render(
+            &mut s,
+            "aerostream_produce_latency_seconds",
+            "Produce requests from decoded to answered (acks=all includes the replicas' confirmation)",
+        );
+        self.fetch_latency.render(
+            &mut s,
+            "aerostream_fetch_latency_seconds",
+            "Fetch requests from decoded to answered (includes the long-poll wait for min.bytes)",
         );
         s
     }

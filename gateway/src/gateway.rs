@@ -84,6 +84,30 @@ fn bind_native(
     }
 }
 
+/// Renders the text `/metrics` serves, built the same way: the broker's
+/// figures, the connections', then every HTTP extension's.
+#[derive(Clone)]
+pub struct MetricsText {
+    broker: Arc<Broker>,
+    extensions: Vec<Arc<dyn crate::http::HttpExtension>>,
+}
+
+impl MetricsText {
+    pub fn render(&self) -> String {
+        let b = &self.broker;
+        let mut text = b.metrics.render(
+            b.partitions.len(),
+            b.partitions.counters(),
+            &b.forward_counters,
+        );
+        text.push_str(&b.connections.render());
+        for x in &self.extensions {
+            text.push_str(&x.metrics());
+        }
+        text
+    }
+}
+
 /// A running gateway.
 pub struct Gateway {
     broker: Arc<Broker>,
@@ -94,6 +118,8 @@ pub struct Gateway {
     /// The native QUIC endpoint's address and its accept task.
     native_quic: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
     http_addr: Option<SocketAddr>,
+    /// What `/metrics` appends after the broker's own figures.
+    http_extensions: Vec<Arc<dyn crate::http::HttpExtension>>,
 }
 
 impl Gateway {
@@ -178,6 +204,11 @@ impl Gateway {
             }
             None => None,
         };
+        // the bounded per-partition and per-group series come first, then
+        // what the binary adds
+        let mut http_extensions: Vec<Arc<dyn crate::http::HttpExtension>> =
+            vec![Arc::new(crate::telemetry::Series::new(broker.clone()))];
+        http_extensions.extend(opts.http_extensions.iter().cloned());
         let http_addr = match opts.http_addr {
             Some(addr) => {
                 let l = tokio::net::TcpListener::bind(addr).await?;
@@ -185,7 +216,7 @@ impl Gateway {
                 tokio::spawn(crate::http::serve(
                     l,
                     broker.clone(),
-                    opts.http_extensions.clone(),
+                    http_extensions.clone(),
                     stop_rx.clone(),
                 ));
                 Some(bound)
@@ -201,6 +232,7 @@ impl Gateway {
             native_addr,
             native_quic,
             http_addr,
+            http_extensions,
         })
     }
 
@@ -225,6 +257,15 @@ impl Gateway {
 
     pub fn broker(&self) -> &Arc<Broker> {
         &self.broker
+    }
+
+    /// What renders the Prometheus text `/metrics` serves, for exports that
+    /// read it in-process (the binary's OpenTelemetry metrics).
+    pub fn metrics_text(&self) -> MetricsText {
+        MetricsText {
+            broker: self.broker.clone(),
+            extensions: self.http_extensions.clone(),
+        }
     }
 
     /// Replicates partitions with the other agents of the cluster: serves

@@ -34,7 +34,6 @@
 //! ```
 
 pub mod admin;
-pub mod admin_client;
 pub mod alloc;
 pub mod backend;
 pub mod broker;
@@ -54,13 +53,14 @@ pub mod replication;
 pub mod rest;
 pub mod server;
 pub mod shard;
+pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod topic_config;
 
 mod gateway;
 
-pub use crate::gateway::{Gateway, GatewayOptions};
+pub use crate::gateway::{Gateway, GatewayOptions, MetricsText};
 
 // The gateway's own tests decode hostile frames too.
 #[cfg(test)]

@@ -7,8 +7,12 @@
 # test_load_balancer.py puts haproxy in front of three agents (about 25 s);
 # test_network_partition.py runs agents in network namespaces (needs root);
 # test_native.py drives the native protocol with the SDK's examples (and
-# test_cluster.py native group members across agents); test_rest_api.py
-# checks the REST admin API against what confluent-kafka produced and consumed;
+# test_cluster.py native group members across agents); test_cli.py runs the
+# admin command line (`aerostream topic|group|produce|consume|cluster`);
+# test_observability.py checks the OTLP export against a receiver that
+# decodes it with opentelemetry-proto, and the Grafana dashboard's queries
+# against /metrics (about 10 s together); test_rest_api.py checks the REST
+# admin API against what confluent-kafka produced and consumed;
 # tests/js/console.test.js loads the web console in jsdom against the binary.
 # Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
@@ -29,7 +33,7 @@ if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
     echo "haproxy is missing: installing Debian's haproxy (the load balancer of test_load_balancer.py)" >&2
     apt-get install -y haproxy >/dev/null
 fi
-if ! python3 -c "import confluent_kafka, kafka, pytest, lz4, snappy, zstandard" 2>/dev/null; then
+if ! python3 -c "import confluent_kafka, kafka, pytest, lz4, snappy, zstandard, opentelemetry.proto" 2>/dev/null; then
     echo "python client packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi

@@ -41,8 +41,9 @@ def _wait_listening(proc, port, name, log_path, timeout=60):
 
 
 class Server:
-    def __init__(self, name, argv, port):
+    def __init__(self, name, argv, port, env=None):
         self.name, self.argv, self.port = name, argv, port
+        self.env = dict(os.environ, **(env or {}))
         self.dir = tempfile.mkdtemp(prefix=f"aerostream-{name}-")
         self.log_path = os.path.join(self.dir, "server.log")
         self.proc = None
@@ -54,7 +55,7 @@ class Server:
     def start(self):
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(self.argv, cwd=self.dir, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=self.env)
         _wait_listening(self.proc, self.port, self.name, self.log_path)
         return self
 
@@ -74,12 +75,13 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def moto(port=None):
+def moto(port=None, env=None):
+    """`env`: extra variables for moto, e.g. INITIAL_NO_AUTH_ACTION_COUNT to enforce IAM."""
     exe = shutil.which("moto_server")
     if exe is None:
         raise RuntimeError('moto_server is not installed: pip install "moto[server]" boto3 (tests/requirements.txt)')
     port = port or free_port()
-    return Server("moto", [exe, "-H", "127.0.0.1", "-p", str(port)], port).start()
+    return Server("moto", [exe, "-H", "127.0.0.1", "-p", str(port)], port, env).start()
 
 
 def http(port, method, path, headers=None, body=b""):

@@ -12,6 +12,9 @@ use super::command::{
     ReplicaPosition, Reply, TaskRead,
 };
 use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
+use crate::telemetry::sampling::{sampled, SPAN_TARGET};
+use crate::telemetry::stats::PartitionStats;
+use tracing::Instrument;
 
 /// A cheap handle to a partition task.
 #[derive(Clone)]
@@ -21,6 +24,7 @@ pub struct PartitionHandle {
     pub(super) hw: watch::Receiver<i64>,
     pub(super) log_end: watch::Receiver<i64>,
     pub(super) cold: Option<Arc<dyn ColdLog>>,
+    pub(super) stats: Arc<PartitionStats>,
 }
 
 fn closed<T>(_: T) -> LogError {
@@ -36,6 +40,11 @@ impl PartitionHandle {
 
     pub fn key(&self) -> PartitionKey {
         self.key
+    }
+
+    /// The partition's traffic counters (shown on `/metrics`).
+    pub fn stats(&self) -> &PartitionStats {
+        &self.stats
     }
 
     /// Whether both handles reach the same task (a log closed and opened
@@ -97,7 +106,18 @@ impl PartitionHandle {
             })
         };
         let cold = self.cold.as_ref().ok_or_else(out_of_range)?;
-        match cold.read(offset, max_bytes).await? {
+        let span = if sampled() {
+            tracing::info_span!(
+                target: SPAN_TARGET,
+                "cold_read",
+                topic = &*self.stats.topic,
+                partition = self.key.partition,
+                offset,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        match cold.read(offset, max_bytes).instrument(span).await? {
             Some(bytes) => {
                 let records = if !min_one && bytes.len() > max_bytes {
                     Records::empty()

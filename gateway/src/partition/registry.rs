@@ -18,6 +18,7 @@ use super::task::SyncGate;
 use super::task::{run, Role, Task};
 use super::PartitionCounters;
 use crate::backend::{LogError, LogFactory, LogSettings, OpenedLog};
+use crate::telemetry::stats::PartitionStats;
 
 /// Depth of each partition task's request queue.
 const QUEUE_DEPTH: usize = 256;
@@ -105,6 +106,15 @@ impl Partitions {
             .iter()
             .filter(|(_, c)| c.get().is_some_and(|h| !h.is_closed()))
             .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// The handles of every partition open here.
+    pub fn open_handles(&self) -> Vec<PartitionHandle> {
+        self.lock()
+            .open
+            .values()
+            .filter_map(|c| c.get().filter(|h| !h.is_closed()).cloned())
             .collect()
     }
 
@@ -277,6 +287,7 @@ impl Partitions {
             hw: hw_rx,
             log_end: end_rx,
             cold,
+            stats: Arc::new(PartitionStats::new(topic)),
         })
     }
 

@@ -23,10 +23,12 @@ use kafka_protocol::ResponseError;
 use metastore::{AgentId, Metastore};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::service::ALPN;
 use super::wire::{self, Diverging, FetchPartition, FetchRequest, FetchResponse, FetchedPartition};
 use crate::partition::{PartitionCounters, PartitionHandle};
+use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 
 /// A partition this node follows, as the fetcher sees it.
 #[derive(Clone)]
@@ -151,7 +153,19 @@ async fn fetch_from(
             .fetch_add(bytes as u64, Ordering::Relaxed);
         let mut progressed = false;
         for (f, p) in followed.iter().zip(resp.partitions) {
-            progressed |= apply(meta, f, p).await;
+            let span = if sampled() {
+                tracing::info_span!(
+                    target: SPAN_TARGET,
+                    "replicate",
+                    topic = &*f.handle.stats().topic,
+                    partition = f.key.partition,
+                    leader = i64::try_from(leader).unwrap_or(-1),
+                    bytes = p.records.len() as i64,
+                )
+            } else {
+                tracing::Span::none()
+            };
+            progressed |= apply(meta, f, p).instrument(span).await;
         }
         if !progressed {
             // every partition refused (e.g. a leadership change the

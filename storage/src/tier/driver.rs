@@ -39,6 +39,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::budget::DiskBudget;
 use super::cold::{ColdRead, ColdReader};
@@ -507,7 +508,21 @@ impl Driver {
                 let metrics = Arc::clone(&self.metrics);
                 let tx = self.tx.clone();
                 self.tasks.spawn(async move {
-                    let event = match upload_segment(&store, partition, &segment, &config).await {
+                    // One span per segment (rare next to requests, so not
+                    // sampled), at the target the binary's trace exporter
+                    // listens to; nothing is made when no layer wants it.
+                    let span = tracing::debug_span!(
+                        target: "aerostream_otel",
+                        "upload",
+                        topic_id = %partition.topic_id,
+                        partition = partition.partition,
+                        base_offset = segment.base_offset,
+                        bytes = i64::try_from(segment.size).unwrap_or(i64::MAX),
+                    );
+                    let uploaded = upload_segment(&store, partition, &segment, &config)
+                        .instrument(span)
+                        .await;
+                    let event = match uploaded {
                         Ok((entry, bytes)) => {
                             add(&metrics.uploaded_bytes, bytes);
                             add(&metrics.uploaded_objects, 3);

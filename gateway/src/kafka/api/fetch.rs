@@ -29,6 +29,8 @@ use crate::codes;
 use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
 use crate::kafka::response::{marker, splice_records, ResponseFrame};
 use crate::partition::{PartitionHandle, ReadResult};
+use crate::telemetry::sampling::{sampled, SPAN_TARGET};
+use tracing::Instrument;
 
 #[path = "fetch_forward.rs"]
 mod forwarded;
@@ -164,6 +166,13 @@ async fn long_poll(
             || hurried
             || b.is_shutting_down();
         if done {
+            // what the consumer is sent, counted once however many re-reads
+            // the long poll made
+            for (it, o) in items.iter().zip(&outcomes) {
+                if let (Ok(h), false) = (&it.handle, o.records.is_empty()) {
+                    h.stats().sent(o.records.len() as u64);
+                }
+            }
             return outcomes;
         }
         if watches.is_empty() {
@@ -363,7 +372,44 @@ fn top_error(e: ResponseError, session_id: i32) -> FetchAnswer {
 }
 
 /// Serves a Fetch; the records are returned separately, in response order.
+/// Serves a Fetch request, timed into the fetch latency histogram and, when
+/// sampled, traced as a `fetch` span naming the first partition asked for.
 pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnswer {
+    let started = std::time::Instant::now();
+    let span = if sampled() {
+        let first = req.topics.first();
+        // v13 and later name topics by id
+        let topic = first.map(|t| {
+            if t.topic.is_empty() {
+                b.catalog
+                    .topic_by_id(t.topic_id)
+                    .map_or_else(|| t.topic_id.to_string(), |i| i.name.clone())
+            } else {
+                t.topic.to_string()
+            }
+        });
+        let partition = first
+            .and_then(|t| t.partitions.first())
+            .map_or(-1, |p| p.partition);
+        // signed: the OpenTelemetry layer exports unsigned fields as strings
+        let partitions: i64 = req.topics.iter().map(|t| t.partitions.len() as i64).sum();
+        tracing::info_span!(
+            target: SPAN_TARGET,
+            "fetch",
+            topic = topic.as_deref().unwrap_or(""),
+            partition,
+            partitions,
+            replica = req.replica_id.0 >= 0,
+        )
+    } else {
+        tracing::Span::none()
+    };
+    let answer = serve(b, ctx, req).instrument(span).await;
+    b.metrics.fetch_latency.record(started.elapsed());
+    answer
+}
+
+async fn serve(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnswer {
     let v = ctx.api_version;
     let mode = if v >= 7 {
         SessionMode::of(req.session_id, req.session_epoch)

@@ -11,8 +11,10 @@ use super::RequestContext;
 use crate::broker::{Broker, Metrics};
 use crate::codes;
 use crate::partition::Acks;
+use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 use crate::topic_config;
 use metastore::TopicInfo;
+use tracing::Instrument;
 
 fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -115,6 +117,10 @@ async fn produce_partition(
         Ok((appended, log_start)) => {
             if !appended.duplicate {
                 Metrics::add(&b.metrics.produced_bytes, len as u64);
+                let records = appended.last_offset - appended.base_offset + 1;
+                handle
+                    .stats()
+                    .appended(len as u64, u64::try_from(records).unwrap_or(0));
             }
             PartitionProduceResponse::default()
                 .with_index(index)
@@ -131,6 +137,15 @@ pub(super) async fn produce(
     ctx: &RequestContext,
     req: ProduceRequest,
 ) -> Option<ProduceResponse> {
+    let started = std::time::Instant::now();
+    let answer = serve(b, ctx, req).await;
+    b.metrics.produce_latency.record(started.elapsed());
+    answer
+}
+
+/// Serves a Produce request; when sampled, each partition's append is
+/// traced as a `produce` span.
+async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<ProduceResponse> {
     let acks = Acks::from_wire(req.acks);
     // a client's timeout of 0 or less still lets a local append finish
     let timeout = std::time::Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0))
@@ -161,7 +176,19 @@ pub(super) async fn produce(
         } else {
             join_all(t.partition_data.into_iter().map(|p| {
                 let acks = acks.unwrap_or(Acks::All);
+                let span = if sampled() {
+                    tracing::info_span!(
+                        target: SPAN_TARGET,
+                        "produce",
+                        topic = topic.as_deref().map_or(t.name.as_str(), |i| i.name.as_str()),
+                        partition = p.index,
+                        bytes = p.records.as_ref().map_or(0, |r| r.len() as i64),
+                    )
+                } else {
+                    tracing::Span::none()
+                };
                 produce_partition(b, topic.as_deref(), p.index, p.records, acks, timeout)
+                    .instrument(span)
             }))
             .await
         };

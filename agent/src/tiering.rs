@@ -21,8 +21,8 @@ pub struct Wired {
     pub logs: TieredLogFactory,
 }
 
-/// The tier's figures on `/metrics`, and in test builds the object-store
-/// fault endpoint.
+/// The tier's figures on `/metrics` and `/v1/tiering`, and in test builds
+/// the object-store fault endpoint.
 struct TierHttp {
     tier: Tier,
     #[cfg(feature = "fault-injection")]
@@ -32,6 +32,10 @@ struct TierHttp {
 impl HttpExtension for TierHttp {
     fn metrics(&self) -> String {
         self.tier.snapshot().render()
+    }
+
+    fn tiering(&self) -> Option<storage::tier::TierSnapshot> {
+        Some(self.tier.snapshot())
     }
 
     #[cfg(feature = "fault-injection")]

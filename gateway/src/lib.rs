@@ -33,12 +33,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
 pub mod alloc;
 pub mod backend;
 pub mod broker;
 pub mod brokers;
 pub mod codes;
 pub mod connections;
+pub mod console;
 pub mod fetch_session;
 pub mod forward;
 pub mod group;
@@ -48,6 +50,7 @@ pub mod native;
 pub mod partition;
 pub mod prometheus;
 pub mod replication;
+pub mod rest;
 pub mod server;
 pub mod shard;
 pub mod telemetry;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real Kafka clients against the real `aerostream` binary: kcat (Debian's,
 # librdkafka 2.0.2), confluent-kafka (librdkafka 2.16), kafka-python 3.0 and
-# kafkajs 2.2.4. Each test starts its own broker on free ports;
+# kafkajs 2.2.4 (and jsdom for the web console). Each test starts its own broker on free ports;
 # test_cluster.py starts three and four agents forming one cluster (about
 # 25 s); test_elasticity.py adds a fourth agent under load and drains it;
 # test_load_balancer.py puts haproxy in front of three agents (about 25 s);
@@ -11,7 +11,9 @@
 # admin command line (`aerostream topic|group|produce|consume|cluster`);
 # test_observability.py checks the OTLP export against a receiver that
 # decodes it with opentelemetry-proto, and the Grafana dashboard's queries
-# against /metrics (about 10 s together).
+# against /metrics (about 10 s together); test_rest_api.py checks the REST
+# admin API against what confluent-kafka produced and consumed;
+# tests/js/console.test.js loads the web console in jsdom against the binary.
 # Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail
@@ -35,7 +37,7 @@ if ! python3 -c "import confluent_kafka, kafka, pytest, lz4, snappy, zstandard, 
     echo "python client packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi
-if [ ! -d tests/js/node_modules/kafkajs ]; then
+if [ ! -d tests/js/node_modules/kafkajs ] || [ ! -d tests/js/node_modules/jsdom ]; then
     (cd tests/js && npm install --no-audit --no-fund --silent)
 fi
 
@@ -44,3 +46,5 @@ timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovide
 
 echo "== kafkajs"
 (cd tests/js && timeout 300 node --test --test-concurrency=1 kafkajs.test.js)
+echo "== web console (jsdom running the console's scripts against the binary)"
+(cd tests/js && timeout 120 node --test --test-concurrency=1 console.test.js)

@@ -52,6 +52,7 @@ async function startBroker() {
     if (await healthy(httpPort)) {
       return {
         bootstrap: `127.0.0.1:${port}`,
+        http: `http://127.0.0.1:${httpPort}`,
         stop: () => new Promise((resolve) => {
           if (exited !== null) return resolve(exited);
           proc.on('exit', (code) => resolve(code));

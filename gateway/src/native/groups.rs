@@ -344,22 +344,14 @@ fn encode_assignments(
 
 /// A member's assignment as the native answer lists it; an empty
 /// assignment (nothing for this member) is no partitions.
-fn decode_assignment(mut b: Bytes) -> Option<Vec<proto::TopicAssignment>> {
-    if b.is_empty() {
-        return Some(Vec::new());
-    }
-    if b.remaining() < 2 {
-        return None;
-    }
-    let version = b.get_i16().clamp(0, 3);
-    let a = ConsumerProtocolAssignment::decode(&mut b, version).ok()?;
+fn decode_assignment(b: Bytes) -> Option<Vec<proto::TopicAssignment>> {
+    let topics = crate::admin::groups::decode_consumer_assignment(b)?;
     Some(
-        a.assigned_partitions
+        topics
             .into_iter()
-            .map(|tp| proto::TopicAssignment {
-                topic: tp.topic.to_string(),
-                partitions: tp
-                    .partitions
+            .map(|(topic, partitions)| proto::TopicAssignment {
+                topic,
+                partitions: partitions
                     .into_iter()
                     .filter_map(|p| u32::try_from(p).ok())
                     .collect(),

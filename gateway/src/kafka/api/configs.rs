@@ -14,8 +14,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::topics::{SOURCE_DEFAULT, SOURCE_TOPIC};
+use super::topics::{source_number, SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::{msg, s, RequestContext};
+use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
 use crate::topic_config::{self, ConfigType};
@@ -158,24 +159,17 @@ pub(super) fn describe_configs(
                     );
                     continue;
                 };
-                let configs = topic_config::catalogue()
-                    .iter()
-                    .filter(|d| wanted(&r.configuration_keys, d.name))
-                    .map(|d| {
-                        // Unset keys AeroStream adds have the broker's default.
-                        let default = if d.name == topic_config::WRITE_CACHING {
-                            if b.config.log_defaults.write_caching {
-                                "true"
-                            } else {
-                                "false"
-                            }
-                        } else {
-                            d.default
-                        };
-                        match topic.configs.get(d.name) {
-                            Some(val) => entry(d.name, val, SOURCE_TOPIC, d.kind, Some(default)),
-                            None => entry(d.name, default, SOURCE_DEFAULT, d.kind, Some(default)),
-                        }
+                let configs = admin::topics::topic_configs(b, &topic)
+                    .into_iter()
+                    .filter(|c| wanted(&r.configuration_keys, c.name))
+                    .map(|c| {
+                        entry(
+                            c.name,
+                            &c.value,
+                            source_number(c.source),
+                            c.kind,
+                            Some(&c.default),
+                        )
                     })
                     .collect();
                 results.push(result.with_configs(configs));

@@ -1,8 +1,6 @@
 //! OffsetCommit, OffsetFetch and OffsetDelete: committed offsets live in the
 //! catalog (the metastore), membership checks in the group coordinator.
 
-use std::collections::BTreeMap;
-
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -20,10 +18,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
+use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
 use crate::partition::now_ms;
-use metastore::{CommittedOffset, OffsetCommit};
+use metastore::OffsetCommit;
 
 /// `offset.metadata.max.bytes`.
 const MAX_METADATA: usize = 4096;
@@ -117,60 +116,30 @@ pub(super) async fn offset_commit(
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-type Committed = BTreeMap<(String, i32), CommittedOffset>;
-
-/// (offset, leader epoch, metadata) for one partition; -1 when nothing is committed.
-fn lookup(c: &Committed, topic: &str, p: i32) -> (i64, i32, String) {
-    match c.get(&(topic.to_string(), p)) {
-        Some(o) => (
-            o.offset,
-            o.leader_epoch,
-            o.metadata.clone().unwrap_or_default(),
-        ),
-        None => (-1, -1, String::new()),
-    }
-}
-
-/// Partitions asked for, or every committed partition when `topics` is null.
-fn requested(c: &Committed, topics: Option<Vec<(String, Vec<i32>)>>) -> Vec<(String, Vec<i32>)> {
-    match topics {
-        Some(t) => t,
-        None => {
-            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-            for (t, p) in c.keys() {
-                by_topic.entry(t.clone()).or_default().push(*p);
-            }
-            by_topic.into_iter().collect()
-        }
-    }
-}
-
 pub(super) async fn offset_fetch(
     b: &Broker,
     ctx: &RequestContext,
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     if ctx.api_version < 8 {
-        let committed = b.catalog.committed_offsets(req.group_id.as_str());
         let topics = req.topics.map(|ts| {
             ts.into_iter()
                 .map(|t| (t.name.to_string(), t.partition_indexes))
                 .collect()
         });
-        let topics = requested(&committed, topics)
+        let topics = admin::groups::committed_offsets(b, req.group_id.as_str(), topics)
             .into_iter()
             .map(|(name, parts)| {
                 OffsetFetchResponseTopic::default()
                     .with_partitions(
                         parts
                             .into_iter()
-                            .map(|p| {
-                                let (offset, epoch, meta) = lookup(&committed, &name, p);
+                            .map(|c| {
                                 OffsetFetchResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(offset)
-                                    .with_committed_leader_epoch(epoch)
-                                    .with_metadata(Some(s(meta)))
+                                    .with_partition_index(c.partition)
+                                    .with_committed_offset(c.offset)
+                                    .with_committed_leader_epoch(c.leader_epoch)
+                                    .with_metadata(Some(s(c.metadata)))
                             })
                             .collect(),
                     )
@@ -183,13 +152,12 @@ pub(super) async fn offset_fetch(
         .groups
         .into_iter()
         .map(|g| {
-            let committed = b.catalog.committed_offsets(g.group_id.as_str());
             let topics = g.topics.map(|ts| {
                 ts.into_iter()
                     .map(|t| (t.name.to_string(), t.partition_indexes))
                     .collect()
             });
-            let topics = requested(&committed, topics)
+            let topics = admin::groups::committed_offsets(b, g.group_id.as_str(), topics)
                 .into_iter()
                 .map(|(name, parts)| {
                     let topic_id = b.catalog.topic(&name).map(|t| t.id).unwrap_or_default();
@@ -198,13 +166,12 @@ pub(super) async fn offset_fetch(
                         .with_partitions(
                             parts
                                 .into_iter()
-                                .map(|p| {
-                                    let (offset, epoch, meta) = lookup(&committed, &name, p);
+                                .map(|c| {
                                     OffsetFetchResponsePartitions::default()
-                                        .with_partition_index(p)
-                                        .with_committed_offset(offset)
-                                        .with_committed_leader_epoch(epoch)
-                                        .with_metadata(Some(s(meta)))
+                                        .with_partition_index(c.partition)
+                                        .with_committed_offset(c.offset)
+                                        .with_committed_leader_epoch(c.leader_epoch)
+                                        .with_metadata(Some(s(c.metadata)))
                                 })
                                 .collect(),
                         )

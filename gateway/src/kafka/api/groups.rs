@@ -17,10 +17,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
+use crate::admin;
 use crate::broker::Broker;
 use crate::brokers;
 use crate::codes;
-use crate::group::engine::{GroupError, GroupState, JoinRequest, SyncRequest};
+use crate::group::engine::{GroupError, JoinRequest, SyncRequest};
 
 const GONE: ResponseError = ResponseError::CoordinatorNotAvailable;
 
@@ -233,35 +234,31 @@ pub(super) async fn describe_groups(
         let base = DescribedGroup::default()
             .with_group_id(g)
             .with_authorized_operations(i32::MIN);
-        let described = match b.groups.describe(name.clone()).await {
+        let d = match admin::groups::describe_group(b, &name).await {
             Ok(d) => d,
             Err(_) => {
                 groups.push(base.with_error_code(GONE.code()));
                 continue;
             }
         };
-        let entry = match described {
-            Some(d) => base
-                .with_group_state(s(d.state.as_str()))
-                .with_protocol_type(s(d.protocol_type))
-                .with_protocol_data(s(d.protocol))
-                .with_members(
-                    d.members
-                        .into_iter()
-                        .map(|m| {
-                            DescribedGroupMember::default()
-                                .with_member_id(s(m.member_id))
-                                .with_group_instance_id(m.group_instance_id.map(s))
-                                .with_client_id(s(m.client_id))
-                                .with_client_host(s(m.client_host))
-                                .with_member_metadata(m.metadata)
-                                .with_member_assignment(m.assignment)
-                        })
-                        .collect(),
-                ),
-            None if b.catalog.groups().contains(&name) => base.with_group_state(s("Empty")),
-            None => base.with_group_state(s("Dead")),
-        };
+        let entry = base
+            .with_group_state(s(d.state))
+            .with_protocol_type(s(d.protocol_type))
+            .with_protocol_data(s(d.protocol))
+            .with_members(
+                d.members
+                    .into_iter()
+                    .map(|m| {
+                        DescribedGroupMember::default()
+                            .with_member_id(s(m.member_id))
+                            .with_group_instance_id(m.group_instance_id.map(s))
+                            .with_client_id(s(m.client_id))
+                            .with_client_host(s(m.client_host))
+                            .with_member_metadata(m.metadata)
+                            .with_member_assignment(m.assignment)
+                    })
+                    .collect(),
+            );
         groups.push(entry);
     }
     DescribeGroupsResponse::default().with_groups(groups)
@@ -272,30 +269,19 @@ pub(super) async fn list_groups(
     _ctx: &RequestContext,
     req: ListGroupsRequest,
 ) -> ListGroupsResponse {
-    let live = match b.groups.list().await {
+    let all = match admin::groups::list_groups(b).await {
         Ok(l) => l,
         Err(_) => return ListGroupsResponse::default().with_error_code(GONE.code()),
     };
-    let mut all: Vec<(String, String, String)> = live
-        .into_iter()
-        .map(|(id, state, ptype)| (id, state.as_str().to_string(), ptype))
-        .collect();
-    for g in b.catalog.groups() {
-        if !all.iter().any(|(id, _, _)| *id == g) {
-            all.push((g, GroupState::Empty.as_str().to_string(), String::new()));
-        }
-    }
     let states: Vec<String> = req.states_filter.iter().map(|x| x.to_string()).collect();
     let groups = all
         .into_iter()
-        .filter(|(_, state, _)| {
-            states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(state))
-        })
-        .map(|(id, state, ptype)| {
+        .filter(|g| states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(&g.state)))
+        .map(|g| {
             ListedGroup::default()
-                .with_group_id(GroupId(s(id)))
-                .with_protocol_type(s(ptype))
-                .with_group_state(s(state))
+                .with_group_id(GroupId(s(g.group_id)))
+                .with_protocol_type(s(g.protocol_type))
+                .with_group_state(s(g.state))
                 .with_group_type(s("classic"))
         })
         .collect();

@@ -14,30 +14,34 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{msg, s, RequestContext};
+use crate::admin;
+use crate::admin::topics::{ConfigSource, NewTopic};
 use crate::broker::Broker;
 use crate::codes;
-use crate::topic_config;
-use metastore::{CreateTopic, TopicInfo};
+use metastore::TopicInfo;
 
 /// Config source numbers of DescribeConfigs/CreateTopics.
 pub(super) const SOURCE_TOPIC: i8 = 1;
 pub(super) const SOURCE_DEFAULT: i8 = 5;
 
-fn all_configs(t: &TopicInfo) -> Vec<CreatableTopicConfigs> {
-    topic_config::catalogue()
-        .iter()
-        .map(|d| {
-            let set = t.configs.get(d.name);
+fn all_configs(b: &Broker, t: &TopicInfo) -> Vec<CreatableTopicConfigs> {
+    admin::topics::topic_configs(b, t)
+        .into_iter()
+        .map(|c| {
             CreatableTopicConfigs::default()
-                .with_name(s(d.name))
-                .with_value(Some(s(set.map(String::as_str).unwrap_or(d.default))))
-                .with_config_source(if set.is_some() {
-                    SOURCE_TOPIC
-                } else {
-                    SOURCE_DEFAULT
-                })
+                .with_name(s(c.name))
+                .with_value(Some(s(c.value)))
+                .with_config_source(source_number(c.source))
         })
         .collect()
+}
+
+/// The DescribeConfigs/CreateTopics number of a config source.
+pub(super) fn source_number(source: ConfigSource) -> i8 {
+    match source {
+        ConfigSource::Topic => SOURCE_TOPIC,
+        ConfigSource::Default => SOURCE_DEFAULT,
+    }
 }
 
 /// A CreateTopics entry's replica assignments (Kafka's `assignments`),
@@ -106,20 +110,8 @@ pub(super) async fn create_topics(
                 continue;
             }
         };
-        let partitions = if !t.assignments.is_empty() {
-            t.assignments.len() as i32
-        } else if t.num_partitions == -1 {
-            b.config.num_partitions
-        } else {
-            t.num_partitions
-        };
-        let replication_factor = if !t.assignments.is_empty() {
-            t.assignments[0].broker_ids.len() as i16
-        } else if t.replication_factor == -1 {
-            b.default_replication_factor()
-        } else {
-            t.replication_factor
-        };
+        let partitions = (t.num_partitions != -1).then_some(t.num_partitions);
+        let replication_factor = (t.replication_factor != -1).then_some(t.replication_factor);
         let mut configs = BTreeMap::new();
         let mut null_value = None;
         for c in t.configs {
@@ -138,30 +130,22 @@ pub(super) async fn create_topics(
             );
             continue;
         }
-        // explicit assignments name the partitions and replicas themselves
-        let (spec_partitions, spec_rf) = if assignments.is_empty() {
-            (partitions, replication_factor)
-        } else {
-            (-1, -1)
-        };
-        let spec = CreateTopic {
-            name: name.clone(),
-            partitions: spec_partitions,
-            replication_factor: spec_rf,
+        let spec = NewTopic {
+            name,
+            partitions,
+            replication_factor,
             configs,
             assignments,
         };
-        match b.catalog.create_topic(spec, req.validate_only).await {
-            Ok(meta) => {
-                if !req.validate_only {
-                    tracing::info!(topic = %name, partitions, "created topic");
-                }
+        match admin::topics::create_topic(b, spec, req.validate_only).await {
+            Ok(created) => {
+                let meta = created.topic;
                 results.push(
                     result
                         .with_topic_id(meta.id)
                         .with_num_partitions(meta.partitions.len() as i32)
-                        .with_replication_factor(replication_factor)
-                        .with_configs(Some(all_configs(&meta))),
+                        .with_replication_factor(created.replication_factor)
+                        .with_configs(Some(all_configs(b, &meta))),
                 );
             }
             Err(e) => results.push(
@@ -208,12 +192,8 @@ pub(super) async fn delete_topics(
             responses.push(result.with_error_code(e.code()));
             continue;
         };
-        match b.catalog.delete_topic(&meta.name).await {
-            Ok(_) => {
-                b.partitions
-                    .remove_topic(&meta.name, meta.id, meta.partitions.len() as i32)
-                    .await;
-                tracing::info!(topic = %meta.name, "deleted topic");
+        match admin::topics::delete_topic(b, &meta).await {
+            Ok(()) => {
                 responses.push(
                     result
                         .with_name(Some(TopicName(s(meta.name.clone()))))

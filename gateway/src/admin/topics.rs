@@ -1,0 +1,177 @@
+//! Topics: creation, deletion, effective configs and the offsets of a
+//! partition, for CreateTopics/DeleteTopics/DescribeConfigs and `/v1/topics`.
+
+use std::collections::BTreeMap;
+
+use metastore::{AgentId, CreateTopic, MetaError, TopicInfo};
+
+use crate::broker::{Broker, Unavailable};
+use crate::partition::OffsetQuery;
+use crate::topic_config::{self, ConfigType};
+
+/// A topic to create. `None` takes the broker's default (`num.partitions`,
+/// `default.replication.factor`); explicit `assignments` (replicas per
+/// partition, in partition order) name both counts themselves.
+#[derive(Debug, Clone, Default)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: Option<i32>,
+    pub replication_factor: Option<i16>,
+    pub configs: BTreeMap<String, String>,
+    pub assignments: Vec<Vec<AgentId>>,
+}
+
+/// A topic created (or, with `validate_only`, one that would be).
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub topic: TopicInfo,
+    pub replication_factor: i16,
+}
+
+/// Creates a topic through the metastore; with `validate_only` only checks
+/// that it could be created.
+pub async fn create_topic(
+    b: &Broker,
+    t: NewTopic,
+    validate_only: bool,
+) -> Result<Created, MetaError> {
+    let explicit = !t.assignments.is_empty();
+    let partitions = if explicit {
+        i32::try_from(t.assignments.len()).unwrap_or(i32::MAX)
+    } else {
+        t.partitions.unwrap_or(b.config.num_partitions)
+    };
+    let replication_factor = match t.assignments.first() {
+        Some(replicas) => i16::try_from(replicas.len()).unwrap_or(i16::MAX),
+        None => t
+            .replication_factor
+            .unwrap_or_else(|| b.default_replication_factor()),
+    };
+    // explicit assignments name the partitions and replicas themselves
+    let (spec_partitions, spec_rf) = if explicit {
+        (-1, -1)
+    } else {
+        (partitions, replication_factor)
+    };
+    let spec = CreateTopic {
+        name: t.name.clone(),
+        partitions: spec_partitions,
+        replication_factor: spec_rf,
+        configs: t.configs,
+        assignments: t.assignments,
+    };
+    let topic = b.catalog.create_topic(spec, validate_only).await?;
+    if !validate_only {
+        tracing::info!(topic = %t.name, partitions, "created topic");
+    }
+    Ok(Created {
+        topic,
+        replication_factor,
+    })
+}
+
+/// Deletes a topic from the metastore, then closes and removes its local
+/// partition logs.
+pub async fn delete_topic(b: &Broker, topic: &TopicInfo) -> Result<(), MetaError> {
+    b.catalog.delete_topic(&topic.name).await?;
+    let partitions = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+    b.partitions
+        .remove_topic(&topic.name, topic.id, partitions)
+        .await;
+    tracing::info!(topic = %topic.name, "deleted topic");
+    Ok(())
+}
+
+/// Where a config's effective value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Set on the topic.
+    Topic,
+    /// The default (Kafka's, or this broker's for keys AeroStream adds).
+    Default,
+}
+
+/// One topic config with its effective value.
+#[derive(Debug, Clone)]
+pub struct ConfigEntry {
+    pub name: &'static str,
+    pub value: String,
+    pub default: String,
+    pub source: ConfigSource,
+    pub kind: ConfigType,
+}
+
+/// The default of a topic config on this broker: the catalogue's, except for
+/// keys whose default is a broker setting.
+fn broker_default(b: &Broker, d: &topic_config::ConfigDef) -> &'static str {
+    if d.name == topic_config::WRITE_CACHING {
+        if b.config.log_defaults.write_caching {
+            "true"
+        } else {
+            "false"
+        }
+    } else {
+        d.default
+    }
+}
+
+/// Every config a topic has, in catalogue order, with its effective value.
+pub fn topic_configs(b: &Broker, t: &TopicInfo) -> Vec<ConfigEntry> {
+    topic_config::catalogue()
+        .iter()
+        .map(|d| {
+            let default = broker_default(b, d);
+            let (value, source) = match t.configs.get(d.name) {
+                Some(v) => (v.clone(), ConfigSource::Topic),
+                None => (default.to_string(), ConfigSource::Default),
+            };
+            ConfigEntry {
+                name: d.name,
+                value,
+                default: default.to_string(),
+                source,
+                kind: d.kind,
+            }
+        })
+        .collect()
+}
+
+/// The offsets of a partition this agent leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    /// The first offset across tiers.
+    pub log_start: i64,
+    /// The first offset on local disk.
+    pub local_log_start: i64,
+    /// The first offset in object storage, when object storage holds
+    /// offsets below the local start.
+    pub tiered_start: Option<i64>,
+    /// The next offset to be written.
+    pub log_end: i64,
+    /// The last committed offset plus one: what consumers may read up to.
+    pub high_watermark: i64,
+}
+
+/// The offsets of partition `index`, opening its log if need be. Only the
+/// leader knows them: other agents answer [`Unavailable::NotLeader`].
+pub async fn partition_offsets(
+    b: &Broker,
+    topic: &TopicInfo,
+    index: i32,
+) -> Result<PartitionOffsets, Unavailable> {
+    let h = b.partition(topic, index).await?;
+    let (log_start, high_watermark) = h.bounds().await.map_err(Unavailable::Log)?;
+    let local_log_start = h
+        .offsets(OffsetQuery::EarliestLocal)
+        .await
+        .map_err(Unavailable::Log)?
+        .map_or(log_start, |o| o.offset);
+    let log_end = *h.log_end().borrow();
+    Ok(PartitionOffsets {
+        log_start,
+        local_log_start,
+        tiered_start: (log_start < local_log_start).then_some(log_start),
+        log_end,
+        high_watermark,
+    })
+}

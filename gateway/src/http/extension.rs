@@ -1,0 +1,27 @@
+//! What the HTTP listener's handlers share, and the seam through which the
+//! embedding binary adds figures and endpoints.
+
+use std::sync::Arc;
+
+use crate::broker::Broker;
+
+/// Extra figures and endpoints the embedding binary adds to the listener.
+pub trait HttpExtension: Send + Sync + 'static {
+    /// Prometheus text appended to `/metrics`.
+    fn metrics(&self) -> String;
+    /// The status and body for `target` (path and query) if this extension
+    /// serves it, else `None`. Extensions are asked before any route.
+    fn handle(&self, target: &str) -> Option<(u16, String)>;
+    /// The tiering figures `/v1/tiering` shows, when this extension owns
+    /// the node's tiered storage. Most extensions do not.
+    fn tiering(&self) -> Option<storage::tier::TierSnapshot> {
+        None
+    }
+}
+
+/// What every HTTP handler shares.
+#[derive(Clone)]
+pub struct HttpState {
+    pub broker: Arc<Broker>,
+    pub extensions: Arc<Vec<Arc<dyn HttpExtension>>>,
+}

@@ -1,0 +1,127 @@
+//! The HTTP admin listener (axum): `/health` (also `/healthz`), `/metrics`
+//! (Prometheus text), the JSON REST API under `/v1` ([`crate::rest`]), the
+//! web console under `/aerostream/console/` ([`crate::console`]), and
+//! whatever [`HttpExtension`]s the binary adds (tiering figures, test-only
+//! admin endpoints). Every answer closes its connection, as the listener
+//! always has: probes and scrapers open one connection per request.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::broker::Broker;
+
+pub mod extension;
+
+pub use extension::{HttpExtension, HttpState};
+
+const TEXT: &str = "text/plain";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn health(State(st): State<HttpState>) -> Response {
+    if st.broker.is_shutting_down() {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "shutting down\n".into(),
+        )
+    } else {
+        text(StatusCode::OK, TEXT, "ok\n".into())
+    }
+}
+
+async fn metrics(State(st): State<HttpState>) -> Response {
+    let b = &st.broker;
+    let mut body = b.metrics.render(
+        b.partitions.len(),
+        b.partitions.counters(),
+        &b.forward_counters,
+    );
+    body.push_str(&b.connections.render());
+    for x in st.extensions.iter() {
+        body.push_str(&x.metrics());
+    }
+    text(StatusCode::OK, PROMETHEUS_TEXT, body)
+}
+
+/// Extensions answer first, whatever the method, with their own status
+/// (200, 404, anything else as 400) in plain text.
+async fn extensions_first(State(st): State<HttpState>, req: Request, next: Next) -> Response {
+    let target = req.uri().path_and_query().map_or_else(
+        || req.uri().path().to_string(),
+        |pq| pq.as_str().to_string(),
+    );
+    if let Some((code, body)) = st.extensions.iter().find_map(|x| x.handle(&target)) {
+        let status = match code {
+            200 => StatusCode::OK,
+            404 => StatusCode::NOT_FOUND,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        return text(status, TEXT, body);
+    }
+    next.run(req).await
+}
+
+async fn close_after(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
+async fn not_found(req: Request) -> Response {
+    if req.uri().path().starts_with("/v1/") {
+        return crate::rest::ApiError::not_found(req.uri().path()).into_response();
+    }
+    text(StatusCode::NOT_FOUND, TEXT, "not found\n".into())
+}
+
+/// The whole HTTP service: probes, metrics, the REST API and extensions.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/health", any(health))
+        .route("/healthz", any(health))
+        .route("/metrics", any(metrics))
+        .merge(crate::rest::router())
+        .merge(crate::console::router())
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            extensions_first,
+        ))
+        .layer(middleware::from_fn(close_after))
+        .with_state(state)
+}
+
+/// Serves until `stop` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    extensions: Vec<Arc<dyn HttpExtension>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let app = router(HttpState {
+        broker,
+        extensions: Arc::new(extensions),
+    });
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stopped)
+        .await
+    {
+        tracing::warn!(error = %e, "the HTTP listener stopped");
+    }
+}

@@ -1,0 +1,250 @@
+//! `/v1/topics`: list, create, describe and delete topics.
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use metastore::TopicInfo;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{ApiError, ErrorBody};
+use crate::admin::topics::{self as admin, ConfigSource, NewTopic};
+use crate::broker::{Broker, Unavailable};
+use crate::http::extension::HttpState;
+
+/// One topic of the list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopicSummary {
+    pub name: String,
+    pub id: String,
+    pub partitions: u64,
+    pub replication_factor: u64,
+}
+
+/// A topic to create.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTopicBody {
+    pub name: String,
+    /// Defaults to the broker's `num.partitions`.
+    pub partitions: Option<i32>,
+    /// Defaults to the broker's `default.replication.factor`.
+    pub replication_factor: Option<i16>,
+    /// Topic configs (Kafka's names, e.g. `retention.ms`).
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+}
+
+/// One partition and its offsets. The offsets are the leader's own when
+/// this agent leads the partition; otherwise only the high watermark the
+/// leader last recorded in the metastore is known.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PartitionView {
+    pub partition: i32,
+    pub leader: Option<u64>,
+    pub leader_epoch: i32,
+    pub replicas: Vec<u64>,
+    pub isr: Vec<u64>,
+    /// The first offset across tiers.
+    pub log_start: Option<i64>,
+    /// The first offset on the leader's local disk.
+    pub local_log_start: Option<i64>,
+    /// The first offset in object storage, when object storage holds
+    /// offsets below the local start.
+    pub tiered_start: Option<i64>,
+    /// The next offset to be written.
+    pub log_end: Option<i64>,
+    /// What consumers may read up to (-1 before anything is known).
+    pub high_watermark: i64,
+    /// `leader` when the offsets are this agent's own, `metastore` when
+    /// another agent leads the partition and only the recorded high
+    /// watermark is known, `unavailable` when this agent leads it but its
+    /// log cannot answer (offline after a failed write, say).
+    pub offsets_from: String,
+}
+
+/// A topic config with its effective value.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConfigView {
+    pub name: String,
+    pub value: String,
+    pub default: String,
+    /// `topic` when set on the topic, else `default`.
+    pub source: String,
+}
+
+/// A topic with its partitions and configs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopicDetail {
+    pub name: String,
+    pub id: String,
+    pub partitions: Vec<PartitionView>,
+    pub configs: Vec<ConfigView>,
+}
+
+fn summary(t: &TopicInfo) -> TopicSummary {
+    TopicSummary {
+        name: t.name.clone(),
+        id: t.id.to_string(),
+        partitions: t.partitions.len() as u64,
+        replication_factor: t.partitions.first().map_or(0, |p| p.replicas.len()) as u64,
+    }
+}
+
+async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
+    let mut partitions = Vec::with_capacity(t.partitions.len());
+    for p in &t.partitions {
+        let mut view = PartitionView {
+            partition: p.index,
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+            log_start: None,
+            local_log_start: None,
+            tiered_start: None,
+            log_end: None,
+            high_watermark: p.high_watermark,
+            offsets_from: "metastore".into(),
+        };
+        match admin::partition_offsets(b, t, p.index).await {
+            Ok(o) => {
+                view.log_start = Some(o.log_start);
+                view.local_log_start = Some(o.local_log_start);
+                view.tiered_start = o.tiered_start;
+                view.log_end = Some(o.log_end);
+                view.high_watermark = o.high_watermark;
+                view.offsets_from = "leader".into();
+            }
+            Err(Unavailable::NotLeader) => {}
+            // One offline log leaves the rest of the topic readable.
+            Err(e) => {
+                tracing::warn!(topic = %t.name, partition = p.index, error = %e, "partition offsets unavailable");
+                view.offsets_from = "unavailable".into();
+            }
+        }
+        partitions.push(view);
+    }
+    let configs = admin::topic_configs(b, t)
+        .into_iter()
+        .map(|c| ConfigView {
+            name: c.name.to_string(),
+            value: c.value,
+            default: c.default,
+            source: match c.source {
+                ConfigSource::Topic => "topic",
+                ConfigSource::Default => "default",
+            }
+            .into(),
+        })
+        .collect();
+    Ok(TopicDetail {
+        name: t.name.clone(),
+        id: t.id.to_string(),
+        partitions,
+        configs,
+    })
+}
+
+/// Every topic, by name.
+#[utoipa::path(
+    get,
+    path = "/v1/topics",
+    tag = "topics",
+    responses((status = 200, description = "The topics", body = Vec<TopicSummary>))
+)]
+pub async fn list_topics(State(st): State<HttpState>) -> Json<Vec<TopicSummary>> {
+    let mut topics: Vec<TopicSummary> = st
+        .broker
+        .catalog
+        .topics()
+        .iter()
+        .map(|t| summary(t))
+        .collect();
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    Json(topics)
+}
+
+/// Creates a topic (as Kafka's CreateTopics does).
+#[utoipa::path(
+    post,
+    path = "/v1/topics",
+    tag = "topics",
+    request_body = CreateTopicBody,
+    responses(
+        (status = 201, description = "Created", body = TopicDetail),
+        (status = 400, description = "`invalid_request`, `invalid_topic_name`, `invalid_partitions`, `invalid_replication_factor` or `invalid_config`", body = ErrorBody),
+        (status = 409, description = "`topic_exists`", body = ErrorBody)
+    )
+)]
+pub async fn create_topic(
+    State(st): State<HttpState>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<TopicDetail>), ApiError> {
+    let req: CreateTopicBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid(format!("the body is not a topic to create: {e}")))?;
+    let b = &st.broker;
+    let created = admin::create_topic(
+        b,
+        NewTopic {
+            name: req.name,
+            partitions: req.partitions,
+            replication_factor: req.replication_factor,
+            configs: req.configs,
+            assignments: Vec::new(),
+        },
+        false,
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(detail(b, &created.topic).await?)))
+}
+
+/// A topic's partitions (leader, replicas, ISR, offsets) and configs.
+#[utoipa::path(
+    get,
+    path = "/v1/topics/{name}",
+    tag = "topics",
+    params(("name" = String, Path, description = "Topic name")),
+    responses(
+        (status = 200, description = "The topic", body = TopicDetail),
+        (status = 404, description = "`topic_not_found`", body = ErrorBody)
+    )
+)]
+pub async fn get_topic(
+    State(st): State<HttpState>,
+    Path(name): Path<String>,
+) -> Result<Json<TopicDetail>, ApiError> {
+    let b = &st.broker;
+    let t = b
+        .catalog
+        .topic(&name)
+        .ok_or_else(|| ApiError::topic_not_found(&name))?;
+    Ok(Json(detail(b, &t).await?))
+}
+
+/// Deletes a topic and its data (as Kafka's DeleteTopics does).
+#[utoipa::path(
+    delete,
+    path = "/v1/topics/{name}",
+    tag = "topics",
+    params(("name" = String, Path, description = "Topic name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`topic_not_found`", body = ErrorBody)
+    )
+)]
+pub async fn delete_topic(
+    State(st): State<HttpState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let b = &st.broker;
+    let t = b
+        .catalog
+        .topic(&name)
+        .ok_or_else(|| ApiError::topic_not_found(&name))?;
+    admin::delete_topic(b, &t).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,72 @@
+"""The REST admin API of the real binary, seen by real Kafka clients
+(confluent-kafka): a topic created over REST is the topic Kafka clients
+produce to and consume from in a group, and REST then reports the offsets,
+the group's committed offsets and its lag as the clients left them."""
+
+import json
+import urllib.error
+import urllib.request
+
+from helpers import admin, consume, messages, produce_all
+
+
+def rest(broker, method, path, body=None):
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{broker.http_port}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_topic_created_over_rest_is_used_by_kafka_clients_and_reported_back(broker, topic_name):
+    status, created = rest(broker, "POST", "/v1/topics",
+                           {"name": topic_name, "partitions": 3, "configs": {"retention.ms": "3600000"}})
+    assert status == 201, created
+    md = admin(broker).list_topics(topic=topic_name, timeout=10)
+    assert sorted(md.topics[topic_name].partitions) == [0, 1, 2]
+
+    sent = messages(30)
+    produce_all(broker, topic_name, sent)
+    group = f"rest-{topic_name}"
+    c, got = consume(broker, topic_name, len(sent), group=group)
+    assert len(got) == len(sent)
+    c.commit(asynchronous=False)
+
+    status, topic = rest(broker, "GET", f"/v1/topics/{topic_name}")
+    assert status == 200, topic
+    assert sum(p["high_watermark"] for p in topic["partitions"]) == len(sent)
+    retention = next(x for x in topic["configs"] if x["name"] == "retention.ms")
+    assert (retention["value"], retention["source"]) == ("3600000", "topic")
+
+    status, g = rest(broker, "GET", f"/v1/groups/{group}")
+    assert status == 200, g
+    assert g["state"] == "Stable"
+    assert len(g["members"]) == 1
+    assigned = {p for a in g["members"][0]["assignment"] for p in a["partitions"]}
+    assert assigned == {0, 1, 2}
+    assert sum(o["committed_offset"] for o in g["offsets"]) == len(sent)
+    assert g["total_lag"] == 0
+    c.close()
+
+    # Every record the producer sent, browsed partition by partition.
+    browsed = []
+    for p in range(3):
+        status, page = rest(broker, "GET", f"/v1/topics/{topic_name}/records?partition={p}&limit=100")
+        assert status == 200, page
+        browsed += [(r["key"]["data"], r["value"]["data"]) for r in page["records"]]
+    assert sorted(browsed) == sorted((k.decode(), v.decode()) for k, v, _ in sent)
+
+    status, t = rest(broker, "GET", "/v1/tiering")
+    assert status == 200 and "upload_lag_seconds" in t, t
+
+    status, _ = rest(broker, "DELETE", f"/v1/topics/{topic_name}")
+    assert status == 204
+    status, err = rest(broker, "GET", f"/v1/topics/{topic_name}")
+    assert (status, err["code"]) == (404, "topic_not_found")

@@ -44,11 +44,12 @@ function errorBox(e) {
   return el("p", { class: "error" }, e.code ? `${e.code}: ${e.message}` : String(e.message || e));
 }
 
+// Wide tables scroll sideways inside their box, never the whole page.
 function table(headers, rows) {
-  return el("table", {},
+  return el("div", { class: "table-wrap" }, el("table", {},
     el("thead", {}, el("tr", {}, headers.map(h =>
       el("th", { class: h.num ? "num" : null }, h.label || h)))),
-    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: headers.length, class: "muted" }, "none"))));
+    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: headers.length, class: "muted" }, "none")))));
 }
 
 function num(v) {

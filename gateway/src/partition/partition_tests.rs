@@ -472,22 +472,30 @@ async fn unassigned(dir: &tempfile::TempDir) -> (Arc<Partitions>, PartitionHandl
 async fn writes_that_arrive_before_the_leadership_is_applied_wait_for_it_in_order() {
     let dir = scratch_dir();
     let (_p, h) = unassigned(&dir).await;
-    let first = tokio::spawn({
-        let h = h.clone();
-        async move { h.append(batch_of(&[b"first"]), 0, Acks::Leader).await }
-    });
-    // the second is sent only once the first is parked (the task serves
-    // commands in order, so a position answer means the first was taken)
+    // each write is polled once, which hands its command to the partition
+    // task before the next is made: the order they arrive in is fixed
+    let first = h.append(batch_of(&[b"first"]), 0, Acks::Leader);
+    let second = h.append(batch_of(&[b"second"]), 0, Acks::Leader);
+    tokio::pin!(first, second);
+    assert!(
+        futures::poll!(first.as_mut()).is_pending(),
+        "the first waits"
+    );
+    assert!(
+        futures::poll!(second.as_mut()).is_pending(),
+        "the second waits"
+    );
+    // the task serves commands in order: a position answer means both were
+    // taken, and neither was answered
     h.position().await.expect("position");
-    let second = tokio::spawn({
-        let h = h.clone();
-        async move { h.append(batch_of(&[b"second"]), 0, Acks::Leader).await }
-    });
-    h.position().await.expect("position");
-    assert!(!first.is_finished() && !second.is_finished(), "both wait");
+    assert!(
+        futures::poll!(first.as_mut()).is_pending(),
+        "the first waits"
+    );
     h.lead(leadership(1, 0)).await.expect("lead");
-    let first = first.await.expect("task").expect("first written");
-    let second = second.await.expect("task").expect("second written");
+    let (first, second) = tokio::join!(first, second);
+    let first = first.expect("first written");
+    let second = second.expect("second written");
     assert_eq!((first.0.base_offset, second.0.base_offset), (0, 1));
 }
 
@@ -497,13 +505,14 @@ async fn writes_that_arrive_before_the_leadership_is_applied_wait_for_it_in_orde
 async fn a_waiting_write_is_refused_when_this_node_is_told_to_follow() {
     let dir = scratch_dir();
     let (_p, h) = unassigned(&dir).await;
-    let write = tokio::spawn({
-        let h = h.clone();
-        async move { h.append(batch_of(&[b"x"]), 3, Acks::Leader).await }
-    });
-    h.position().await.expect("position");
+    let write = h.append(batch_of(&[b"x"]), 3, Acks::Leader);
+    tokio::pin!(write);
+    assert!(
+        futures::poll!(write.as_mut()).is_pending(),
+        "the write waits"
+    );
     h.follow(2, 3).await.expect("follow");
-    let refused = write.await.expect("task");
+    let refused = write.await;
     assert!(
         matches!(refused, Err(LogError::NotServing(_))),
         "{refused:?}"

@@ -735,6 +735,32 @@ async fn tiering_counts_segments_uploaded_to_object_storage() {
     assert!(t["uploaded_bytes"].as_u64().unwrap() > 0, "{t}");
     assert!(t["cache"]["hit_ratio"].is_number(), "{t}");
     assert!(t["upload_lag_seconds"].is_number(), "{t}");
+
+    // bytes per tier: the partition's segments in object storage once the
+    // metastore recorded them, and what its local disk holds
+    let mut p = Value::Null;
+    for _ in 0..600 {
+        let (_, topic) = api.get("/v1/topics/cold").await;
+        p = topic["partitions"][0].clone();
+        if p["tiered_bytes"].as_u64().unwrap() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tiered = p["tiered_bytes"].as_u64().unwrap();
+    assert!(tiered >= 1_048_576, "at least one whole segment: {p}");
+    assert!(p["local_bytes"].as_u64().unwrap() > 0, "{p}");
+    let (_, m) = api.get("/v1/metrics").await;
+    let cold = m["storage"]["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic"] == "cold")
+        .unwrap_or_else(|| panic!("no topic cold in {m}"))
+        .clone();
+    assert_eq!(cold["tiered_bytes"], tiered, "{m}");
+    assert_eq!(cold["local_bytes"], p["local_bytes"], "{m}");
+    assert_eq!(m["storage"]["tiered_bytes"], tiered, "{m}");
     gw.shutdown().await;
 
     let (gw, _backends, api) = start_with(false).await;
@@ -742,6 +768,143 @@ async fn tiering_counts_segments_uploaded_to_object_storage() {
     assert_eq!(
         (status, err["code"].as_str()),
         (404, Some("tiering_disabled"))
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_seek_to_the_first_record_at_or_after_a_timestamp() {
+    let (gw, _backends, api) = start().await;
+    let (status, body) = api
+        .post("/v1/topics", r#"{"name": "clock", "partitions": 1}"#)
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let mut s = kafka(&gw).await;
+    // record i of each batch is stamped T0 + i ms
+    const T0: i64 = 1_700_000_000_000;
+    produce(&mut s, "clock", 0, values(3).await).await;
+    produce(&mut s, "clock", 0, values(3).await).await;
+    let offsets = |page: &Value| -> Vec<i64> {
+        page["records"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no records in {page}"))
+            .iter()
+            .map(|r| r["offset"].as_i64().unwrap())
+            .collect()
+    };
+    let (status, page) = api
+        .get(&format!(
+            "/v1/topics/clock/records?timestamp={}&limit=2",
+            T0 + 1
+        ))
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(offsets(&page), [1, 2], "{page}");
+    assert_eq!(page["next_offset"], 3);
+    // nothing that late: an empty page at the high watermark
+    let (_, page) = api
+        .get(&format!("/v1/topics/clock/records?timestamp={}", T0 + 3))
+        .await;
+    assert_eq!(offsets(&page), Vec::<i64>::new(), "{page}");
+    assert_eq!(page["next_offset"], 6);
+    let (_, page) = api.get("/v1/topics/clock/records?timestamp=0").await;
+    assert_eq!(offsets(&page), [0, 1, 2, 3, 4, 5], "{page}");
+    for bad in ["timestamp=1&offset=0", "timestamp=-5", "timestamp=soon"] {
+        let (status, err) = api.get(&format!("/v1/topics/clock/records?{bad}")).await;
+        assert_eq!(
+            (status, err["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{bad}: {err}"
+        );
+    }
+    gw.shutdown().await;
+}
+
+fn counts(h: &Value) -> u64 {
+    h["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum()
+}
+
+/// What the console's throughput and latency charts are drawn from: each
+/// produce and each fetch answer is counted once, a long poll that re-read
+/// the log as writes woke it included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_each_request_once_for_the_console_charts() {
+    let (gw, _backends, api) = start().await;
+    let (status, body) = api
+        .post("/v1/topics", r#"{"name": "meter", "partitions": 1}"#)
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, before) = api.get("/v1/metrics").await;
+    assert_eq!(status, 200, "{before}");
+    let mut s = kafka(&gw).await;
+    let batch = values(4).await;
+    for _ in 0..3 {
+        produce(&mut s, "meter", 0, batch.clone()).await;
+    }
+    // a long poll for more than there is, woken by a fourth write
+    let mut poller = kafka(&gw).await;
+    let long_poll = tokio::spawn(async move {
+        let fetched: FetchResponse = roundtrip(
+            &mut poller,
+            ApiKey::Fetch,
+            12,
+            &FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(1500)
+                .with_min_bytes(1 << 20)
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(name("meter"))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(0)
+                        .with_partition_max_bytes(1 << 20)])]),
+        )
+        .await;
+        let p = &fetched.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        p.records.as_ref().map_or(0, |r| r.len()) as u64
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    produce(&mut s, "meter", 0, batch.clone()).await;
+    let answered = long_poll.await.unwrap();
+    assert_eq!(answered, 4 * batch.len() as u64, "the long poll's answer");
+
+    let (_, after) = api.get("/v1/metrics").await;
+    let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    assert_eq!(delta("produced_bytes"), 4 * batch.len() as u64, "{after}");
+    assert_eq!(delta("produced_records"), 16, "{after}");
+    assert_eq!(delta("fetched_bytes"), answered, "{after}");
+    assert_eq!(
+        counts(&after["produce_latency"]) - counts(&before["produce_latency"]),
+        4
+    );
+    assert_eq!(
+        counts(&after["fetch_latency"]) - counts(&before["fetch_latency"]),
+        1
+    );
+    let h = &after["produce_latency"];
+    assert_eq!(
+        h["counts"].as_array().unwrap().len(),
+        h["bounds_seconds"].as_array().unwrap().len() + 1
+    );
+    assert!(after["at_ms"].as_i64().unwrap() >= before["at_ms"].as_i64().unwrap());
+    let meter = after["storage"]["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic"] == "meter")
+        .unwrap_or_else(|| panic!("no topic meter in {after}"))
+        .clone();
+    assert_eq!(
+        meter,
+        json!({"topic": "meter", "local_bytes": 4 * batch.len(), "tiered_bytes": 0}),
+        "the log stores the bytes produced, as sent"
     );
     gw.shutdown().await;
 }

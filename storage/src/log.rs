@@ -732,6 +732,12 @@ impl PartitionLog {
         self.epochs.end_offset_for(epoch, self.log_end_offset())
     }
 
+    /// Bytes of record data on local disk, over every segment (indexes
+    /// not counted).
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+
     /// Segments in offset order; the last one is the active segment.
     pub fn segments(&self) -> Vec<SegmentInfo> {
         self.segments.values().map(Segment::info).collect()

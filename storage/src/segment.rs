@@ -677,6 +677,11 @@ impl Segment {
         Ok(info)
     }
 
+    /// Bytes in the log file.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
     pub(crate) fn info(&self) -> SegmentInfo {
         SegmentInfo {
             base_offset: self.base_offset,

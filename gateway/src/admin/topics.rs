@@ -150,6 +150,19 @@ pub struct PartitionOffsets {
     pub log_end: i64,
     /// The last committed offset plus one: what consumers may read up to.
     pub high_watermark: i64,
+    /// Bytes of record data on the leader's local disk.
+    pub local_bytes: u64,
+}
+
+/// Bytes of a partition's segments in object storage, as the metastore
+/// records them (any agent knows this; segment objects only, not their
+/// index objects).
+pub fn tiered_bytes(b: &Broker, topic: &TopicInfo, index: i32) -> u64 {
+    b.catalog
+        .segments(topic.id, index)
+        .iter()
+        .map(|s| s.size)
+        .sum()
 }
 
 /// The offsets of partition `index`, opening its log if need be. Only the
@@ -167,11 +180,13 @@ pub async fn partition_offsets(
         .map_err(Unavailable::Log)?
         .map_or(log_start, |o| o.offset);
     let log_end = *h.log_end().borrow();
+    let local_bytes = h.local_bytes().await.map_err(Unavailable::Log)?;
     Ok(PartitionOffsets {
         log_start,
         local_log_start,
         tiered_start: (log_start < local_log_start).then_some(log_start),
         log_end,
         high_watermark,
+        local_bytes,
     })
 }

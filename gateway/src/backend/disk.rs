@@ -76,6 +76,10 @@ impl LogBackend for DiskLog {
         self.log.log_end_offset()
     }
 
+    fn local_bytes(&self) -> u64 {
+        self.log.size_bytes()
+    }
+
     fn flushed_offset(&self) -> i64 {
         self.log.flushed_offset()
     }

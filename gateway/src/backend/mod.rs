@@ -220,6 +220,8 @@ pub trait LogBackend: Send + 'static {
     /// The last offset held by object storage, if any.
     fn latest_tiered_offset(&self) -> Option<i64>;
     fn log_end_offset(&self) -> i64;
+    /// Bytes of record data on local disk.
+    fn local_bytes(&self) -> u64;
     /// Every offset below this survives a power loss.
     fn flushed_offset(&self) -> i64;
     /// Starts a durability point at the log end (never blocks); run it off

@@ -80,6 +80,10 @@ impl LogBackend for TieredLog {
         self.p.log_end_offset()
     }
 
+    fn local_bytes(&self) -> u64 {
+        self.p.log().size_bytes()
+    }
+
     fn flushed_offset(&self) -> i64 {
         self.p.flushed_offset()
     }

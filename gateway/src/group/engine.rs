@@ -312,7 +312,6 @@ impl GroupEngine {
         if group.members.is_empty() {
             group.state = GroupState::Empty;
             group.protocol = None;
-            group.protocol_type = None;
             group.leader = None;
             group.phase_deadline = None;
             return Vec::new();

@@ -171,6 +171,9 @@ pub(super) enum Command {
     Bounds {
         reply: Reply<(i64, i64)>,
     },
+    LocalBytes {
+        reply: Reply<u64>,
+    },
     DeleteBefore {
         offset: i64,
         reply: Reply<Result<i64, LogError>>,

@@ -165,6 +165,11 @@ impl PartitionHandle {
         self.ask(|reply| Command::Bounds { reply }).await
     }
 
+    /// Bytes of record data this replica holds on local disk.
+    pub async fn local_bytes(&self) -> Result<u64, LogError> {
+        self.ask(|reply| Command::LocalBytes { reply }).await
+    }
+
     /// DeleteRecords: raises the log start to `offset` (at most the high
     /// watermark) and returns the new log start. With object storage behind
     /// the log, the floor is recorded in the metastore first.

@@ -702,6 +702,9 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 Command::Bounds { reply } => {
                     let _ = reply.send((t.log.log_start_offset(), *t.hw.borrow()));
                 }
+                Command::LocalBytes { reply } => {
+                    let _ = reply.send(t.log.local_bytes());
+                }
                 Command::DeleteBefore { offset, reply } => {
                     let _ = reply.send(t.log.delete_records_before(offset));
                 }

@@ -11,6 +11,7 @@
 mod cluster;
 mod error;
 mod groups;
+mod metrics;
 mod records;
 mod tiering;
 mod topics;
@@ -73,6 +74,7 @@ fn api() -> OpenApiRouter<HttpState> {
         .routes(routes!(groups::list_groups))
         .routes(routes!(groups::get_group))
         .routes(routes!(tiering::get_tiering))
+        .routes(routes!(metrics::get_metrics))
         .routes(routes!(openapi_json))
 }
 

@@ -14,6 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::unavailable;
 use super::{ApiError, ErrorBody};
 use crate::http::extension::HttpState;
+use crate::partition::OffsetQuery;
 
 /// Records answered at most per request.
 const MAX_LIMIT: usize = 1000;
@@ -29,8 +30,13 @@ const MAX_READS: usize = 32;
 pub struct RecordsQuery {
     /// Partition (default 0).
     pub partition: Option<i32>,
-    /// First offset (default: the log start).
+    /// First offset (default: the log start). Not with `timestamp`.
     pub offset: Option<i64>,
+    /// Start at the first record whose timestamp is at or after this many
+    /// milliseconds since the epoch, as Kafka's ListOffsets finds it
+    /// (across both tiers). With no such record the page is empty and
+    /// `next_offset` is the high watermark. Not with `offset`.
+    pub timestamp: Option<i64>,
     /// Records at most (default 20, at most 1000).
     pub limit: Option<usize>,
 }
@@ -130,7 +136,26 @@ pub async fn get_records(
         .map_err(|e| unavailable(e, &name, partition, leader))?;
     let fail = |e| unavailable(crate::broker::Unavailable::Log(e), &name, partition, leader);
     let (log_start, high_watermark) = h.bounds().await.map_err(fail)?;
-    let start = q.offset.unwrap_or(log_start);
+    let start = match (q.offset, q.timestamp) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "give either offset or timestamp, not both",
+            ))
+        }
+        (_, Some(ts)) if ts < 0 => {
+            return Err(ApiError::invalid(
+                "timestamp is milliseconds since the epoch and cannot be negative",
+            ))
+        }
+        (_, Some(ts)) => h
+            .offsets(OffsetQuery::Timestamp(ts))
+            .await
+            .map_err(fail)?
+            .map_or(high_watermark, |found| {
+                found.offset.clamp(log_start, high_watermark)
+            }),
+        (offset, None) => offset.unwrap_or(log_start),
+    };
     if start < log_start || start > high_watermark {
         return Err(ApiError::new(
             StatusCode::RANGE_NOT_SATISFIABLE,
@@ -139,6 +164,7 @@ pub async fn get_records(
         ));
     }
     let mut next = start;
+    let mut seeking = q.timestamp;
     let mut records = Vec::new();
     for _ in 0..MAX_READS {
         if records.len() >= limit || next >= high_watermark {
@@ -176,6 +202,14 @@ pub async fn get_records(
             next = r.offset + 1;
             if r.control {
                 continue;
+            }
+            // ListOffsets answers a compressed batch's first offset: skip
+            // its records stamped before the timestamp asked for
+            if let Some(ts) = seeking {
+                if r.timestamp < ts {
+                    continue;
+                }
+                seeking = None;
             }
             records.push(RecordView {
                 offset: r.offset,

@@ -59,6 +59,13 @@ pub struct PartitionView {
     pub log_end: Option<i64>,
     /// What consumers may read up to (-1 before anything is known).
     pub high_watermark: i64,
+    /// Bytes of record data on the leader's local disk (known only on the
+    /// leader, like the offsets).
+    pub local_bytes: Option<u64>,
+    /// Bytes of the partition's segment objects in object storage, from
+    /// the metastore (0 without tiered storage). A segment stays on local
+    /// disk for `local.retention.*` after its upload, so the two overlap.
+    pub tiered_bytes: u64,
     /// `leader` when the offsets are this agent's own, `metastore` when
     /// another agent leads the partition and only the recorded high
     /// watermark is known, `unavailable` when this agent leads it but its
@@ -108,6 +115,8 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
             tiered_start: None,
             log_end: None,
             high_watermark: p.high_watermark,
+            local_bytes: None,
+            tiered_bytes: admin::tiered_bytes(b, t, p.index),
             offsets_from: "metastore".into(),
         };
         match admin::partition_offsets(b, t, p.index).await {
@@ -117,6 +126,7 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
                 view.tiered_start = o.tiered_start;
                 view.log_end = Some(o.log_end);
                 view.high_watermark = o.high_watermark;
+                view.local_bytes = Some(o.local_bytes);
                 view.offsets_from = "leader".into();
             }
             Err(Unavailable::NotLeader) => {}

@@ -80,7 +80,7 @@ impl Outcome {
 /// `max_total` record bytes and each partition at most its own limit, except
 /// that the first batch of the first partition returning data comes whole
 /// even when larger, so a consumer always makes progress.
-async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>, usize) {
+async fn read_all(items: &[Item], max_total: usize) -> (Vec<Outcome>, usize) {
     let mut total = 0usize;
     let mut out = Vec::with_capacity(items.len());
     for it in items {
@@ -121,7 +121,6 @@ async fn read_all(b: &Broker, items: &[Item], max_total: usize) -> (Vec<Outcome>
             Err(e) => Outcome::failed(codes::log_error(&e), -1, -1),
         });
     }
-    Metrics::add(&b.metrics.fetched_bytes, total as u64);
     (out, total)
 }
 
@@ -158,7 +157,7 @@ async fn long_poll(
         for w in &mut watches {
             w.borrow_and_update();
         }
-        let (outcomes, total) = read_all(b, items, max_total).await;
+        let (outcomes, total) = read_all(items, max_total).await;
         let done = total >= min_bytes
             || outcomes.iter().any(|o| o.error.is_some())
             || items.iter().any(|it| it.preferred_replica.is_some())
@@ -168,6 +167,7 @@ async fn long_poll(
         if done {
             // what the consumer is sent, counted once however many re-reads
             // the long poll made
+            Metrics::add(&b.metrics.fetched_bytes, total as u64);
             for (it, o) in items.iter().zip(&outcomes) {
                 if let (Ok(h), false) = (&it.handle, o.records.is_empty()) {
                     h.stats().sent(o.records.len() as u64);

@@ -3,8 +3,10 @@
 # Debian's chromium (headless, over the DevTools protocol with puppeteer-core;
 # no browser is downloaded) against the real `aerostream` binary holding
 # records kafkajs produced and a group kafkajs committed. It loads every
-# console page (overview, topics, topic detail with the record browser's
-# offset seek, groups, group detail, tiering) at 1280x800 and at 390x844,
+# console page (overview with its throughput and latency charts drawn while
+# kafkajs writes, topics, topic detail with the record browser's offset and
+# time seek, groups, group detail with its lag chart, tiering with its upload
+# charts) at 1280x800 and at 390x844,
 # checks what each shows, fails on any browser console error, uncaught page
 # error or failed request, and on a page that scrolls sideways at phone size.
 # Screenshots of each page at both sizes: $AEROSTREAM_ARTIFACTS/console/

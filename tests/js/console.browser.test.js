@@ -2,8 +2,10 @@
 // real browser: Debian's chromium, headless, driven over the DevTools
 // protocol by puppeteer-core. kafkajs writes records into a two-partition
 // topic and a kafkajs consumer group commits offsets; then every page of the
-// console (overview, topics, topic detail with the record browser and its
-// offset seek and next page, groups, group detail, tiering) is loaded at a
+// console (overview with its live charts drawn while kafkajs keeps writing,
+// topics, topic detail with the record browser and its offset seek, time
+// seek and next page, groups, group detail with its lag chart, tiering with
+// its upload charts) is loaded at a
 // desktop size (1280x800) and at a phone size (390x844). Each page must show
 // what the broker holds, must not scroll sideways at phone size, and the
 // browser must report no console error, no uncaught page error and no failed
@@ -33,6 +35,8 @@ const VIEWPORTS = [
 // In the topic's partition 0; partition 1 gets PARTITION_1 more.
 const RECORDS = 30;
 const PARTITION_1 = 4;
+// Record i of partition 0 is stamped T0 + i seconds.
+const T0 = Date.UTC(2026, 0, 1);
 
 let broker;
 let browser;
@@ -43,14 +47,16 @@ async function writeAndConsume() {
   const kafka = new Kafka({ brokers: [broker.bootstrap], clientId: 'console-browser-test', logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic, numPartitions: 2 }], waitForLeaders: true });
+  await admin.createTopics({ topics: [{ topic, numPartitions: 2 }, { topic: `${topic}-live`, numPartitions: 1 }], waitForLeaders: true });
   await admin.disconnect();
   const producer = kafka.producer();
   await producer.connect();
   await producer.send({
     topic,
     messages: [
-      ...Array.from({ length: RECORDS }, (_, i) => ({ partition: 0, key: `k${i}`, value: `v-${i}`, headers: { h: `x${i}` } })),
+      ...Array.from({ length: RECORDS }, (_, i) => ({
+        partition: 0, key: `k${i}`, value: `v-${i}`, headers: { h: `x${i}` }, timestamp: String(T0 + i * 1000),
+      })),
       ...Array.from({ length: PARTITION_1 }, (_, i) => ({ partition: 1, key: null, value: `p1-${i}` })),
     ],
   });
@@ -154,6 +160,30 @@ async function check(page, problems, viewport, name) {
   assert.deepStrictEqual(problems, [], `the browser complained on ${name} at ${viewport.name} size`);
 }
 
+// The chart titled `title`: how many points it draws, its lines and legend.
+function chart(page, title) {
+  return page.$$eval('#main figure.chart', (figs, t) => {
+    const f = figs.find((x) => x.querySelector('figcaption').textContent === t);
+    if (!f) return null;
+    return {
+      points: Number(f.dataset.points),
+      lines: f.querySelectorAll('path.series').length,
+      legend: f.querySelector('.legend').textContent,
+    };
+  }, title);
+}
+
+// Waits (a hang guard) until the chart titled `title` satisfies `ok`.
+async function untilChart(page, title, ok, what) {
+  let last = null;
+  for (let i = 0; i < 200; i++) {
+    last = await chart(page, title);
+    if (last && ok(last)) return last;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return assert.fail(`the ${title} chart never showed ${what}: ${JSON.stringify(last)}`);
+}
+
 async function go(page, hash, ...texts) {
   await page.evaluate((h) => { location.hash = h; }, hash);
   return until(page, ...texts);
@@ -172,9 +202,32 @@ for (const viewport of VIEWPORTS) {
     const { page, problems } = await openTab(viewport);
     await page.goto(`${broker.http}/aerostream/console/`, { waitUntil: 'load' });
 
-    const overview = await until(page, 'Agents live', 'Partitions');
+    const overview = await until(page, 'Agents live', 'Partitions', 'Storage by tier', topic);
     assert.ok(overview.includes('1 / 1'), `one live agent: ${overview}`);
     assert.ok(overview.includes('this agent'), overview);
+    // Live charts: kafkajs writes while the overview samples the agent.
+    const kafka = new Kafka({ brokers: [broker.bootstrap], clientId: 'console-live', logLevel: logLevel.NOTHING });
+    const producer = kafka.producer();
+    await producer.connect();
+    let writing = true;
+    const writes = (async () => {
+      while (writing) {
+        await producer.send({ topic: `${topic}-live`, messages: [{ value: 'x'.repeat(2000) }] });
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    try {
+      const throughput = await untilChart(page, 'Throughput',
+        (c) => c.points >= 4 && /^in [1-9]/.test(c.legend), 'records coming in');
+      assert.strictEqual(throughput.lines, 2, 'a line in and a line out');
+      const latency = await untilChart(page, 'Produce latency', (c) => /p99 \d/.test(c.legend), 'a p99');
+      assert.strictEqual(latency.lines, 2, 'p50 and p99 lines');
+    } finally {
+      writing = false;
+      await writes;
+      await producer.disconnect();
+    }
+    await until(page, `${topic}-live`);
     await check(page, problems, viewport, 'overview');
 
     const topics = await go(page, '#/topics', topic, 'New topic');
@@ -183,7 +236,7 @@ for (const viewport of VIEWPORTS) {
 
     // The topic page opens on partition 0 from the log start, 20 records.
     const detail = await go(page, `#/topics/${topic}`, `high watermark ${RECORDS}`, 'v-19', 'retention.ms');
-    for (const text of ['v-0', 'k1', 'h: x1', 'next offset 20', 'Next page', 'Danger zone']) {
+    for (const text of ['v-0', 'k1', 'h: x1', 'next offset 20', 'Next page', 'Danger zone', 'Local bytes', 'Tiered bytes']) {
       assert.ok(detail.includes(text), `the topic page shows ${text}: ${detail}`);
     }
     assert.ok(!detail.includes('v-20'), 'one page holds 20 records');
@@ -201,6 +254,15 @@ for (const viewport of VIEWPORTS) {
     await page.$$eval('#main button', (bs) => bs.find((b) => b.textContent === 'Next page').click());
     await until(page, 'next offset 22');
     assert.deepStrictEqual(await shownOffsets(page), ['17', '18', '19', '20', '21']);
+    // Seek by time: record i is stamped T0 + i s, so 00:00:07.5 starts at 8.
+    await form.$eval('input[name=timestamp]', (i) => { i.value = '2026-01-01T00:00:07.500Z'; });
+    await form.$eval('input[name=limit]', (i) => { i.value = '3'; });
+    await form.$eval('button[type=submit]', (b) => b.click());
+    await until(page, 'next offset 11');
+    assert.deepStrictEqual(await shownOffsets(page), ['8', '9', '10']);
+    await check(page, problems, viewport, 'topic-time-seek');
+    await form.$eval('input[name=timestamp]', (i) => { i.value = ''; });
+    await form.$eval('input[name=limit]', (i) => { i.value = '20'; });
     // Partition 1 holds the keyless records.
     await form.$eval('input[name=partition]', (i) => { i.value = '1'; });
     await form.$eval('input[name=offset]', (i) => { i.value = ''; });
@@ -225,9 +287,14 @@ for (const viewport of VIEWPORTS) {
       [['0', String(RECORDS), String(RECORDS)], ['1', String(PARTITION_1), String(PARTITION_1)]],
       'partition, committed offset and high watermark of each partition',
     );
+    const lag = await untilChart(page, 'Lag over time', (c) => c.points >= 2, 'two samples');
+    assert.ok(lag.legend.includes('total 0'), `no lag left: ${lag.legend}`);
+    assert.ok(lag.legend.includes(`${topic}/0 0`), lag.legend);
     await check(page, problems, viewport, 'group');
 
     const tiering = await go(page, '#/tiering', 'Uploaded segments');
+    await untilChart(page, 'Upload lag', (c) => c.points >= 2, 'two samples');
+    await untilChart(page, 'Waiting for upload', (c) => c.points >= 2, 'two samples');
     for (const text of ['Upload lag', 'Local disk', 'Cache hit ratio']) {
       assert.ok(tiering.includes(text), `the tiering page shows ${text}: ${tiering}`);
     }

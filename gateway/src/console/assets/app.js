@@ -70,12 +70,155 @@ function bytes(n) {
 
 const enc = encodeURIComponent;
 
+// --- live charts -----------------------------------------------------------
+//
+// Every SAMPLE_MS the console samples /v1/metrics (and /v1/tiering, and the
+// group on screen) and keeps WINDOW_MS of samples while it is open; charts
+// are drawn from them as inline SVG, so nothing is loaded from elsewhere.
+
+const SAMPLE_MS = 2000;
+const WINDOW_MS = 5 * 60 * 1000;
+const samples = { metrics: [], tiering: [], groups: new Map() };
+// Redraws the open page's charts after each sample; set by the page.
+let livePage = null;
+
+function keep(list, sample) {
+  list.push(sample);
+  while (list.length > 1 && sample.t - list[0].t > WINDOW_MS) list.shift();
+}
+
+// The q-quantile of a histogram's counts (not cumulative, one more than
+// bounds), interpolated inside its bucket; null with no counts.
+function quantile(boundsSeconds, counts, q) {
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (total === 0) return null;
+  const want = q * total;
+  let seen = 0;
+  for (let i = 0; i < counts.length; i++) {
+    if (counts[i] > 0 && seen + counts[i] >= want) {
+      const lo = i === 0 ? 0 : boundsSeconds[i - 1];
+      const hi = i < boundsSeconds.length ? boundsSeconds[i] : boundsSeconds[boundsSeconds.length - 1];
+      return lo + (hi - lo) * ((want - seen) / counts[i]);
+    }
+    seen += counts[i];
+  }
+  return boundsSeconds[boundsSeconds.length - 1];
+}
+
+// Per-interval figures between consecutive /v1/metrics samples. A counter
+// that went down (the agent restarted) gives no point for that interval.
+function intervals(list) {
+  const out = [];
+  for (let i = 1; i < list.length; i++) {
+    const a = list[i - 1].m, b = list[i].m;
+    const secs = (b.at_ms - a.at_ms) / 1000;
+    if (secs <= 0 || b.produced_bytes < a.produced_bytes || b.fetched_bytes < a.fetched_bytes) continue;
+    const diff = b.produce_latency.counts.map((c, j) => Math.max(0, c - (a.produce_latency.counts[j] || 0)));
+    const bounds = b.produce_latency.bounds_seconds;
+    const p50 = quantile(bounds, diff, 0.5), p99 = quantile(bounds, diff, 0.99);
+    out.push({
+      t: list[i].t,
+      in: (b.produced_bytes - a.produced_bytes) / secs,
+      out: (b.fetched_bytes - a.fetched_bytes) / secs,
+      records: Math.max(0, b.produced_records - a.produced_records) / secs,
+      p50: p50 === null ? null : p50 * 1000,
+      p99: p99 === null ? null : p99 * 1000,
+    });
+  }
+  return out;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function ago(ms) {
+  const s = Math.round(ms / 1000);
+  return s < 90 ? `${s} s ago` : `${Math.round(s / 60)} min ago`;
+}
+
+// A line chart of `series` ([{label, points: [[t, value|null], ...]}]) with
+// values shown by `fmt`. Fewer than two points: says it is collecting.
+function lineChart(title, series, fmt) {
+  const W = 600, H = 170, L = 64, R = 8, T = 8, B = 22;
+  const all = series.flatMap(s => s.points).filter(p => p[1] !== null);
+  const legend = el("div", { class: "legend" }, series.map((s, i) => {
+    const last = [...s.points].reverse().find(p => p[1] !== null);
+    return el("span", { class: `key c${i}` }, `${s.label} `, el("b", {}, last ? fmt(last[1]) : "–"));
+  }));
+  const box = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
+  if (all.length < 2) {
+    box.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "note" }, "collecting samples…"));
+    return el("figure", { class: "chart", "data-points": "0" }, el("figcaption", {}, title), legend, box);
+  }
+  const t0 = Math.min(...all.map(p => p[0])), t1 = Math.max(...all.map(p => p[0]));
+  const top = Math.max(...all.map(p => p[1]));
+  const vmax = top > 0 ? top : 1;
+  const x = t => L + (W - L - R) * (t1 === t0 ? 1 : (t - t0) / (t1 - t0));
+  const y = v => T + (H - T - B) * (1 - v / (vmax * 1.1));
+  // all zero: one grid line, at zero
+  for (const frac of top > 0 ? [0, 0.5, 1] : [0]) {
+    const v = vmax * frac;
+    box.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
+    box.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" }, fmt(v)));
+  }
+  box.append(svg("text", { x: L, y: H - 6, class: "axis" }, ago(t1 - t0)));
+  box.append(svg("text", { x: W - R, y: H - 6, "text-anchor": "end", class: "axis" }, "now"));
+  series.forEach((s, i) => {
+    let d = "", pen = "M";
+    for (const [t, v] of s.points) {
+      if (v === null) { pen = "M"; continue; }
+      d += `${pen}${x(t).toFixed(1)},${y(v).toFixed(1)} `;
+      pen = "L";
+    }
+    if (d) box.append(svg("path", { d, class: `series c${i}` }));
+  });
+  return el("figure", { class: "chart", "data-points": String(all.length) }, el("figcaption", {}, title), legend, box);
+}
+
+const perSecond = v => `${bytes(v)}/s`;
+const millis = v => `${v < 10 ? v.toFixed(2) : v.toFixed(0)} ms`;
+const count = v => Math.round(v).toLocaleString();
+const seconds = v => `${v.toFixed(1)} s`;
+
+async function sampleTick() {
+  try {
+    const now = Date.now();
+    keep(samples.metrics, { t: now, m: await api("GET", "/v1/metrics") });
+    try { keep(samples.tiering, { t: now, v: await api("GET", "/v1/tiering") }); }
+    catch (e) { if (e.code !== "tiering_disabled") throw e; }
+    if (livePage) await livePage(now);
+  } catch (e) {
+    statusLine.textContent = `refresh failed: ${e.message || e}`;
+  }
+  setTimeout(sampleTick, SAMPLE_MS);
+}
+
+// Bars of local and object-storage bytes per topic, on one scale.
+function storageTable(topics) {
+  const most = Math.max(1, ...topics.map(t => Math.max(t.local_bytes, t.tiered_bytes)));
+  const bar = (n, cls) => el("div", { class: `bar ${cls}`, style: `width: ${(100 * n / most).toFixed(1)}%` });
+  return table(["Topic", { label: "Local disk", num: true }, { label: "Object storage", num: true }, "Share"],
+    topics.map(t => el("tr", {},
+      el("td", {}, el("a", { href: `#/topics/${enc(t.topic)}` }, t.topic)),
+      el("td", { class: "num" }, bytes(t.local_bytes)),
+      el("td", { class: "num" }, bytes(t.tiered_bytes)),
+      el("td", { class: "bars" }, bar(t.local_bytes, "c0"), bar(t.tiered_bytes, "c1")))));
+}
+
 // --- pages ---------------------------------------------------------------
 
 async function overview() {
   const c = await api("GET", "/v1/cluster");
+  if (!samples.metrics.length) keep(samples.metrics, { t: Date.now(), m: await api("GET", "/v1/metrics") });
   let tiering = null;
   try { tiering = await api("GET", "/v1/tiering"); } catch (e) { if (e.code !== "tiering_disabled") throw e; }
+  const traffic = el("div", { class: "charts" });
+  const storage = el("div", {});
   show(
     el("h1", {}, "Overview"),
     el("div", { class: "cards" },
@@ -94,7 +237,31 @@ async function overview() {
         el("td", { class: "mono" }, a.kafka_address || "–"),
         el("td", {}, a.rack || "–"),
         el("td", { class: a.live ? "good" : "bad" }, a.live ? (a.draining ? "live, draining" : "live") : "fenced"),
-        num(a.leader_of), num(a.follower_of)))));
+        num(a.leader_of), num(a.follower_of)))),
+    el("h2", {}, `Traffic on agent ${c.node_id}`),
+    traffic,
+    el("h2", {}, "Storage by tier"),
+    storage);
+  const live = () => {
+    const iv = intervals(samples.metrics);
+    traffic.replaceChildren(
+      lineChart("Throughput", [
+        { label: "in", points: iv.map(p => [p.t, p.in]) },
+        { label: "out", points: iv.map(p => [p.t, p.out]) },
+      ], perSecond),
+      lineChart("Produce latency", [
+        { label: "p50", points: iv.map(p => [p.t, p.p50]) },
+        { label: "p99", points: iv.map(p => [p.t, p.p99]) },
+      ], millis));
+    const st = samples.metrics[samples.metrics.length - 1].m.storage;
+    storage.replaceChildren(
+      el("div", { class: "cards" },
+        card(`Local disk (agent ${c.node_id})`, bytes(st.local_bytes)),
+        card("Object storage", bytes(st.tiered_bytes))),
+      storageTable(st.topics));
+  };
+  live();
+  return live;
 }
 
 async function topics() {
@@ -132,14 +299,17 @@ function payload(p) {
 
 async function recordBrowser(name, partitions, into) {
   const out = el("div", {});
-  const load = async (partition, offset, limit) => {
+  // `from` is {offset} or {timestamp} (ms), or {} for the log start
+  const load = async (partition, from, limit) => {
     let q = `partition=${partition}&limit=${limit}`;
-    if (offset !== "") q += `&offset=${offset}`;
+    if (from.offset !== undefined) q += `&offset=${from.offset}`;
+    if (from.timestamp !== undefined) q += `&timestamp=${from.timestamp}`;
     try {
       const page = await api("GET", `/v1/topics/${enc(name)}/records?${q}`);
       const next = el("button", { class: "secondary", type: "button", onclick: () => {
         form.elements.offset.value = page.next_offset;
-        load(partition, page.next_offset, limit);
+        form.elements.timestamp.value = "";
+        load(partition, { offset: page.next_offset }, limit);
       } }, "Next page");
       out.replaceChildren(
         el("p", { class: "muted" }, `log start ${page.log_start}, high watermark ${page.high_watermark}, next offset ${page.next_offset}`),
@@ -156,14 +326,25 @@ async function recordBrowser(name, partitions, into) {
   const form = el("form", { class: "inline", onsubmit: ev => {
     ev.preventDefault();
     const f = form.elements;
-    load(f.partition.value, f.offset.value, f.limit.value);
+    const from = {};
+    const ts = f.timestamp.value.trim();
+    if (ts !== "") {
+      // milliseconds since the epoch, or a date and time (ISO 8601)
+      from.timestamp = /^\d+$/.test(ts) ? Number(ts) : Date.parse(ts);
+      if (Number.isNaN(from.timestamp)) {
+        out.replaceChildren(errorBox({ message: `"${ts}" is neither milliseconds since the epoch nor a date and time` }));
+        return;
+      }
+    } else if (f.offset.value !== "") from.offset = f.offset.value;
+    load(f.partition.value, from, f.limit.value);
   } },
     el("label", {}, "Partition", el("input", { name: "partition", type: "number", min: "0", max: String(partitions - 1), value: "0" })),
     el("label", {}, "From offset", el("input", { name: "offset", type: "number", min: "0", placeholder: "log start" })),
+    el("label", {}, "or from time", el("input", { name: "timestamp", class: "wide", placeholder: "2026-12-01T09:00:00Z or ms" })),
     el("label", {}, "Records", el("input", { name: "limit", type: "number", min: "1", max: "1000", value: "20" })),
     el("button", { type: "submit" }, "Browse"));
   into.append(form, out);
-  load(0, "", 20);
+  load(0, {}, 20);
 }
 
 async function topic(name) {
@@ -180,13 +361,16 @@ async function topic(name) {
     el("h2", {}, "Partitions"),
     table([{ label: "Partition", num: true }, "Leader", "Replicas", "ISR",
       { label: "Log start", num: true }, { label: "Local start", num: true }, { label: "Tiered start", num: true },
-      { label: "Log end", num: true }, { label: "High watermark", num: true }, "Offsets from"],
+      { label: "Log end", num: true }, { label: "High watermark", num: true },
+      { label: "Local bytes", num: true }, { label: "Tiered bytes", num: true }, "Offsets from"],
       t.partitions.map(p => el("tr", {},
         num(p.partition),
         el("td", { class: p.leader === null ? "bad" : null }, p.leader ?? "none"),
         el("td", {}, p.replicas.join(", ")),
         el("td", {}, p.isr.join(", ")),
         num(p.log_start), num(p.local_log_start), num(p.tiered_start), num(p.log_end), num(p.high_watermark),
+        el("td", { class: "num" }, p.local_bytes === null ? "–" : bytes(p.local_bytes)),
+        el("td", { class: "num" }, bytes(p.tiered_bytes)),
         el("td", { class: "muted" }, p.offsets_from)))),
     el("h2", {}, "Records"),
     records,
@@ -213,14 +397,34 @@ async function groups() {
         el("td", {}, g.protocol_type || "–")))));
 }
 
+// Lag of a group's partitions over time: the total and up to six partitions.
+function lagChart(id) {
+  const list = samples.groups.get(id) || [];
+  const parts = [...new Set(list.flatMap(s => Object.keys(s.lag)))].sort().slice(0, 6);
+  return lineChart("Lag over time", [
+    { label: "total", points: list.map(s => [s.t, s.total]) },
+    ...parts.map(k => ({ label: k, points: list.map(s => [s.t, s.lag[k] ?? null]) })),
+  ], count);
+}
+
+function sampleGroup(id, g, t) {
+  if (!samples.groups.has(id)) samples.groups.set(id, []);
+  const lag = {};
+  for (const o of g.offsets) if (o.lag !== null && o.lag !== undefined) lag[`${o.topic}/${o.partition}`] = o.lag;
+  keep(samples.groups.get(id), { t, total: g.total_lag, lag });
+}
+
 async function group(id) {
   const g = await api("GET", `/v1/groups/${enc(id)}`);
+  sampleGroup(id, g, Date.now());
+  const chart = el("div", { class: "charts" }, lagChart(id));
+  let totalLag = card("Total lag", g.total_lag.toLocaleString());
   show(
     el("h1", {}, `Group ${g.group_id}`),
     el("div", { class: "cards" },
       card("State", g.state),
       card("Members", g.members.length),
-      card("Total lag", g.total_lag.toLocaleString()),
+      totalLag,
       card("Coordinator", g.coordinator),
       card("Assignor", g.protocol || "–")),
     el("h2", {}, "Members"),
@@ -237,7 +441,15 @@ async function group(id) {
       g.offsets.map(o => el("tr", {},
         el("td", {}, el("a", { href: `#/topics/${enc(o.topic)}` }, o.topic)),
         num(o.partition), num(o.committed_offset), num(o.high_watermark), num(o.lag),
-        el("td", { class: "mono muted" }, o.metadata)))));
+        el("td", { class: "mono muted" }, o.metadata)))),
+    el("h2", {}, "Lag"),
+    chart);
+  return async t => {
+    const now = await api("GET", `/v1/groups/${enc(id)}`);
+    sampleGroup(id, now, t);
+    totalLag.replaceWith(totalLag = card("Total lag", now.total_lag.toLocaleString()));
+    chart.replaceChildren(lagChart(id));
+  };
 }
 
 async function tiering() {
@@ -247,8 +459,11 @@ async function tiering() {
     if (e.code === "tiering_disabled") { show(el("h1", {}, "Tiering"), el("p", { class: "muted" }, "This agent has no tiered storage.")); return; }
     throw e;
   }
+  if (!samples.tiering.length) keep(samples.tiering, { t: Date.now(), v: t });
+  const charts = el("div", { class: "charts" });
   show(
     el("h1", {}, "Tiering"),
+    charts,
     el("div", { class: "cards" },
       card("Uploaded segments", t.uploaded_segments.toLocaleString()),
       card("Uploaded", bytes(t.uploaded_bytes)),
@@ -268,19 +483,35 @@ async function tiering() {
       card("Read from object storage", bytes(t.cache.get_bytes)),
       card("Served", bytes(t.cache.bytes_served)),
       card("Errors", t.cold_read_errors + t.cache.get_errors)));
+  const live = () => charts.replaceChildren(
+    lineChart("Upload lag", [
+      { label: "oldest waiting segment", points: samples.tiering.map(s => [s.t, s.v.upload_lag_seconds]) },
+    ], seconds),
+    lineChart("Waiting for upload", [
+      { label: "sealed, not uploaded", points: samples.tiering.map(s => [s.t, s.v.pending_bytes]) },
+    ], bytes));
+  live();
+  return live;
 }
 
 // --- routing -------------------------------------------------------------
 
+// Pages render themselves and may return a function that redraws their
+// live parts after each sample.
+let routed = 0;
 async function route() {
+  livePage = null;
+  const mine = ++routed;
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   try {
-    if (parts[0] === "topics" && parts[1]) await topic(parts[1]);
-    else if (parts[0] === "topics") await topics();
-    else if (parts[0] === "groups" && parts[1]) await group(parts[1]);
-    else if (parts[0] === "groups") await groups();
-    else if (parts[0] === "tiering") await tiering();
-    else await overview();
+    let live;
+    if (parts[0] === "topics" && parts[1]) live = await topic(parts[1]);
+    else if (parts[0] === "topics") live = await topics();
+    else if (parts[0] === "groups" && parts[1]) live = await group(parts[1]);
+    else if (parts[0] === "groups") live = await groups();
+    else if (parts[0] === "tiering") live = await tiering();
+    else live = await overview();
+    if (mine === routed) livePage = live || null;
     statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (e) {
     show(errorBox(e));
@@ -289,3 +520,4 @@ async function route() {
 
 window.addEventListener("hashchange", route);
 route();
+setTimeout(sampleTick, SAMPLE_MS);

@@ -1199,6 +1199,8 @@ async fn console_is_served_from_the_binary_and_calls_only_documented_endpoints()
         assets.push(resp.text().await.unwrap());
     }
     for a in &assets {
+        // the SVG namespace is a name the browser never fetches
+        let a = a.replace("\"http://www.w3.org/2000/svg\"", "");
         assert!(
             !a.contains("http://") && !a.contains("https://"),
             "the console loads nothing from elsewhere"

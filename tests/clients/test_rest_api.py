@@ -7,6 +7,8 @@ import json
 import urllib.error
 import urllib.request
 
+from confluent_kafka import Producer
+
 from helpers import admin, consume, messages, produce_all
 
 
@@ -70,3 +72,39 @@ def test_topic_created_over_rest_is_used_by_kafka_clients_and_reported_back(brok
     assert status == 204
     status, err = rest(broker, "GET", f"/v1/topics/{topic_name}")
     assert (status, err["code"]) == (404, "topic_not_found")
+
+
+def test_records_seek_by_time_inside_a_compressed_batch_and_metrics_count_the_traffic(broker, topic_name):
+    status, created = rest(broker, "POST", "/v1/topics", {"name": topic_name, "partitions": 1})
+    assert status == 201, created
+    status, before = rest(broker, "GET", "/v1/metrics")
+    assert status == 200, before
+
+    # 50 records, one second apart, in lz4 batches the log keeps compressed
+    t0 = 1_767_225_600_000
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 50})
+    for i in range(50):
+        p.produce(topic_name, value=f"r{i}".encode(), timestamp=t0 + i * 1000)
+    assert p.flush(30) == 0
+
+    status, page = rest(broker, "GET", f"/v1/topics/{topic_name}/records?timestamp={t0 + 20_500}&limit=3")
+    assert status == 200, page
+    assert [(r["offset"], r["value"]["data"], r["timestamp"]) for r in page["records"]] == [
+        (21, "r21", t0 + 21_000), (22, "r22", t0 + 22_000), (23, "r23", t0 + 23_000)]
+    status, page = rest(broker, "GET", f"/v1/topics/{topic_name}/records?timestamp={t0 + 60_000}")
+    assert (status, page["records"], page["next_offset"]) == (200, [], 50), page
+
+    c, got = consume(broker, topic_name, 50, group=f"metrics-{topic_name}")
+    c.close()
+    assert len(got) == 50
+    status, after = rest(broker, "GET", "/v1/metrics")
+    assert status == 200, after
+    assert after["produced_bytes"] > before["produced_bytes"]
+    assert after["fetched_bytes"] - before["fetched_bytes"] >= after["produced_bytes"] - before["produced_bytes"], \
+        "the consumer read back at least every byte written"
+    assert sum(after["produce_latency"]["counts"]) > sum(before["produce_latency"]["counts"])
+    mine = next(t for t in after["storage"]["topics"] if t["topic"] == topic_name)
+    assert mine["local_bytes"] == after["produced_bytes"] - before["produced_bytes"], \
+        "the log holds the compressed batches as they were sent"
+    status, topic = rest(broker, "GET", f"/v1/topics/{topic_name}")
+    assert topic["partitions"][0]["local_bytes"] == mine["local_bytes"], topic

@@ -172,6 +172,11 @@ impl Gateway {
         let groups = Coordinator::start(config.group.clone(), prefix);
         let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
         let (stop, stop_rx) = watch::channel(false);
+        tokio::spawn(crate::partition::hw_checkpoint::run(
+            broker.clone(),
+            crate::partition::hw_checkpoint::INTERVAL,
+            stop_rx.clone(),
+        ));
         for (listener, handle) in listeners.into_iter().zip(shards.handles()) {
             listener.set_nonblocking(true)?;
             let b = broker.clone();

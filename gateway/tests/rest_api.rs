@@ -772,6 +772,40 @@ async fn tiering_counts_segments_uploaded_to_object_storage() {
     gw.shutdown().await;
 }
 
+/// The leader records its high watermarks in the metastore, where agents
+/// that do not lead a partition read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_records_high_watermarks_in_the_metastore() {
+    let (gw, backends, api) = start().await;
+    let (status, body) = api
+        .post("/v1/topics", r#"{"name": "marks", "partitions": 2}"#)
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let mut s = kafka(&gw).await;
+    produce(&mut s, "marks", 1, values(3).await).await;
+    produce(&mut s, "marks", 1, values(2).await).await;
+    let recorded = |p: usize| {
+        backends
+            .meta
+            .topic("marks")
+            .map_or(-2, |t| t.partitions[p].high_watermark)
+    };
+    // a hang guard, not a speed check: the leader writes every few seconds
+    for _ in 0..300 {
+        if recorded(1) == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(recorded(1), 5);
+    assert!(
+        [-1, 0].contains(&recorded(0)),
+        "nothing written to partition 0: {}",
+        recorded(0)
+    );
+    gw.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_seek_to_the_first_record_at_or_after_a_timestamp() {
     let (gw, _backends, api) = start().await;

@@ -1,6 +1,9 @@
 """Shared helpers for client scenarios."""
 
+import json
 import time
+import urllib.error
+import urllib.request
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -63,3 +66,19 @@ def consume(broker, topic, expected, group=None, timeout=30, **conf):
         assert m.error() is None, m.error()
         got.append(m)
     return c, got
+
+
+def rest(broker, method, path, body=None):
+    """Calls the agent's REST API; returns (status, parsed JSON or None)."""
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{broker.http_port}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

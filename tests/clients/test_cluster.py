@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cluster import VOTERS, Cluster, eventually, metadata
-from helpers import create_topic
+from helpers import create_topic, rest
 
 LEADER_NOT_AVAILABLE = 5
 
@@ -122,6 +122,54 @@ def test_partitions_spread_over_agents_and_clients_follow_their_leaders(cluster)
     assert {p for p, _ in acked} == set(range(6))
     got = consume_all(entry.bootstrap, topic, len(acked), group=f"g-{topic}")
     assert sorted(got) == sorted(acked), "the group reads back every message of every partition"
+
+
+def test_the_rest_api_of_every_agent_tells_the_same_cluster_and_points_to_leaders(cluster):
+    """Asked of any agent, /v1 describes one cluster; records are read on a
+    partition's leader, and another agent answers 421 naming the leader."""
+    topic = f"rest-{uuid.uuid4().hex[:8]}"
+    entry = cluster.agent(VOTERS[0])
+    create_topic(entry, topic, partitions=3)
+    placed = eventually("three partitions with leaders",
+                        lambda: (lambda l: l if len(l) == 3 and -1 not in l.values() else None)(
+                            leaders(entry.port, topic)))
+    acked = produce_to(entry.bootstrap, topic, range(3), 5, "rest")
+    group = f"g-{topic}"
+    assert len(consume_all(entry.bootstrap, topic, len(acked), group=group)) == len(acked)
+
+    views = {n: rest(cluster.agent(n), "GET", "/v1/cluster")[1] for n in VOTERS}
+    for n, v in views.items():
+        assert v["node_id"] == n
+        assert sorted(a["id"] for a in v["agents"] if a["live"]) == sorted(VOTERS), v
+        assert [a["id"] for a in v["agents"] if a["this_agent"]] == [n], v
+    assert len({v["metastore_leader"] for v in views.values()}) == 1, views
+
+    for part, leader in placed.items():
+        other = next(n for n in VOTERS if n != leader)
+        status, page = rest(cluster.agent(leader), "GET", f"/v1/topics/{topic}/records?partition={part}")
+        assert status == 200, page
+        assert sorted(r["value"]["data"] for r in page["records"]) == sorted(
+            v.decode() for p, v in acked if p == part)
+        status, err = rest(cluster.agent(other), "GET", f"/v1/topics/{topic}/records?partition={part}")
+        assert (status, err["code"]) == (421, "not_leader"), err
+        assert f"agent {leader} leads it" in err["message"], err
+
+        status, at_leader = rest(cluster.agent(leader), "GET", f"/v1/topics/{topic}")
+        assert status == 200, at_leader
+        mine = at_leader["partitions"][part]
+        assert (mine["leader"], mine["offsets_from"], mine["log_end"]) == (leader, "leader", 5), mine
+        assert mine["local_bytes"] > 0, mine
+        theirs = eventually(
+            f"agent {other} sees the high watermark the leader of {part} recorded",
+            lambda: (lambda t: t if t["partitions"][part]["high_watermark"] == 5 else None)(
+                rest(cluster.agent(other), "GET", f"/v1/topics/{topic}")[1]))["partitions"][part]
+        assert (theirs["leader"], theirs["offsets_from"], theirs["local_bytes"]) == (leader, "metastore", None), theirs
+
+    groups = {n: rest(cluster.agent(n), "GET", f"/v1/groups/{group}") for n in VOTERS}
+    for n, (status, g) in groups.items():
+        assert status == 200, (n, g)
+        assert sum(o["committed_offset"] for o in g["offsets"]) == len(acked), (n, g)
+    assert len({g["coordinator"] for _s, g in groups.values()}) == 1, groups
 
 
 def test_native_group_members_bootstrapped_at_different_agents_meet_at_the_coordinator(cluster):

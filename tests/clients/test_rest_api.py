@@ -3,28 +3,9 @@
 produce to and consume from in a group, and REST then reports the offsets,
 the group's committed offsets and its lag as the clients left them."""
 
-import json
-import urllib.error
-import urllib.request
-
 from confluent_kafka import Producer
 
-from helpers import admin, consume, messages, produce_all
-
-
-def rest(broker, method, path, body=None):
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{broker.http_port}{path}",
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            text = r.read()
-            return r.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+from helpers import admin, consume, messages, produce_all, rest
 
 
 def test_topic_created_over_rest_is_used_by_kafka_clients_and_reported_back(broker, topic_name):

@@ -35,6 +35,7 @@
 
 mod command;
 mod handle;
+pub mod hw_checkpoint;
 mod registry;
 mod task;
 

@@ -134,6 +134,44 @@ def test_otlp_export_carries_request_spans_and_the_broker_metrics():
     assert max(produce_counts) > 0
 
 
+def test_followers_export_a_replicate_span_for_what_they_copy_from_the_leader():
+    import shutil
+
+    from confluent_kafka import Producer
+
+    from cluster import VOTERS, Cluster, bootstrap, create_replicated, state
+
+    with Receiver() as rx:
+        c = Cluster(extra_args=[
+            "--otlp-endpoint", rx.url,
+            "--otlp-sample-ratio", "1",
+            "--otlp-export-interval-ms", "500",
+        ])
+        topic = f"otel-repl-{uuid.uuid4().hex[:8]}"
+        try:
+            for n in VOTERS:
+                c.agent(n).launch()
+            for n in VOTERS:
+                c.agent(n).wait_ready(timeout=90)
+            create_replicated(c, topic)
+            leader, _replicas, _isr = state(c, topic)
+            p = Producer({"bootstrap.servers": bootstrap(c), "acks": "all"})
+            for i in range(20):
+                p.produce(topic, value=f"r{i}".encode())
+            assert p.flush(30) == 0
+            time.sleep(1.5)
+        finally:
+            c.stop_all()
+            shutil.rmtree(c.dir, ignore_errors=True)
+        spans, _metrics, _resources = rx.snapshot()
+
+    copied = [s for s in spans if s["name"] == "replicate" and s["attributes"].get("topic") == topic
+              and s["attributes"].get("bytes", 0) > 0]
+    assert copied, f"no replicate span for {topic}: {sorted({s['name'] for s in spans})}"
+    assert {s["attributes"]["leader"] for s in copied} == {leader}, copied
+    assert all(s["attributes"]["partition"] == 0 for s in copied)
+
+
 def dashboard_queries():
     with open(DASHBOARD) as f:
         dash = json.load(f)

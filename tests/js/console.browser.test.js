@@ -295,7 +295,7 @@ for (const viewport of VIEWPORTS) {
     const tiering = await go(page, '#/tiering', 'Uploaded segments');
     await untilChart(page, 'Upload lag', (c) => c.points >= 2, 'two samples');
     await untilChart(page, 'Waiting for upload', (c) => c.points >= 2, 'two samples');
-    for (const text of ['Upload lag', 'Local disk', 'Cache hit ratio']) {
+    for (const text of ['Upload lag', 'Objects written', 'Objects deleted', 'Local disk', 'Cache hit ratio']) {
       assert.ok(tiering.includes(text), `the tiering page shows ${text}: ${tiering}`);
     }
     await check(page, problems, viewport, 'tiering');

@@ -467,6 +467,8 @@ async function tiering() {
     el("div", { class: "cards" },
       card("Uploaded segments", t.uploaded_segments.toLocaleString()),
       card("Uploaded", bytes(t.uploaded_bytes)),
+      card("Objects written", t.uploaded_objects.toLocaleString()),
+      card("Objects deleted", t.deleted_objects.toLocaleString()),
       card("Upload lag", `${t.upload_lag_seconds.toFixed(1)} s`),
       card("Lag in offsets", t.upload_lag_offsets.toLocaleString()),
       card("Waiting", `${t.pending_segments} segments, ${bytes(t.pending_bytes)}`),

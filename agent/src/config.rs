@@ -40,6 +40,18 @@ pub struct ServeArgs {
     /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --native-tls-cert.
     #[arg(long, env = "AEROSTREAM_NATIVE_TLS_KEY")]
     pub native_tls_key: Option<PathBuf>,
+    /// Certificate chain (PEM, leaf first) that turns on TLS for the Kafka
+    /// listener (Kafka's SSL security protocol); with --kafka-tls-key. The
+    /// files are re-read when they change, without a restart.
+    #[arg(long, env = "AEROSTREAM_KAFKA_TLS_CERT")]
+    pub kafka_tls_cert: Option<PathBuf>,
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --kafka-tls-cert.
+    #[arg(long, env = "AEROSTREAM_KAFKA_TLS_KEY")]
+    pub kafka_tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that issue Kafka clients' certificates: with
+    /// it, a client must present one (mutual TLS). Needs --kafka-tls-cert.
+    #[arg(long, env = "AEROSTREAM_KAFKA_TLS_CLIENT_CA")]
+    pub kafka_tls_client_ca: Option<PathBuf>,
     /// Health and metrics listener [default: 127.0.0.1:9001].
     #[arg(long, env = "AEROSTREAM_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
@@ -225,6 +237,9 @@ struct FileSettings {
     advertised_native_addr: Option<String>,
     native_tls_cert: Option<PathBuf>,
     native_tls_key: Option<PathBuf>,
+    kafka_tls_cert: Option<PathBuf>,
+    kafka_tls_key: Option<PathBuf>,
+    kafka_tls_client_ca: Option<PathBuf>,
     http_addr: Option<SocketAddr>,
     node_id: Option<i32>,
     shards: Option<usize>,
@@ -376,6 +391,8 @@ pub struct Settings {
     /// The native QUIC endpoint's certificate and key files; `None`: the
     /// agent's own CA issues one at start.
     pub native_tls: Option<NativeTlsFiles>,
+    /// TLS on the Kafka listener; `None` serves plaintext.
+    pub kafka_tls: Option<KafkaTlsFiles>,
     pub http_addr: SocketAddr,
     pub node_id: i32,
     pub shards: usize,
@@ -448,6 +465,53 @@ fn resolve_native_tls(
         (None, Some(_)) => anyhow::bail!(
             "--native-tls-key is set but --native-tls-cert is not: the QUIC endpoint needs the \
              certificate too (or leave both out for a certificate from the agent's own CA)"
+        ),
+    }
+}
+
+/// `--kafka-tls-cert`, `--kafka-tls-key` and `--kafka-tls-client-ca`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaTlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Certificate and key both or neither; a client CA only with them.
+fn resolve_kafka_tls(
+    args: &ServeArgs,
+    file: &FileSettings,
+) -> anyhow::Result<Option<KafkaTlsFiles>> {
+    let cert = args
+        .kafka_tls_cert
+        .clone()
+        .or_else(|| file.kafka_tls_cert.clone());
+    let key = args
+        .kafka_tls_key
+        .clone()
+        .or_else(|| file.kafka_tls_key.clone());
+    let client_ca = args
+        .kafka_tls_client_ca
+        .clone()
+        .or_else(|| file.kafka_tls_client_ca.clone());
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(KafkaTlsFiles {
+            cert,
+            key,
+            client_ca,
+        })),
+        (None, None) if client_ca.is_some() => anyhow::bail!(
+            "--kafka-tls-client-ca is set but --kafka-tls-cert is not: clients present their \
+             certificates over TLS, so the listener needs its own certificate and key too"
+        ),
+        (None, None) => Ok(None),
+        (Some(_), None) => anyhow::bail!(
+            "--kafka-tls-cert is set but --kafka-tls-key is not: the Kafka listener needs the \
+             certificate's private key too"
+        ),
+        (None, Some(_)) => anyhow::bail!(
+            "--kafka-tls-key is set but --kafka-tls-cert is not: the Kafka listener needs the \
+             certificate too"
         ),
     }
 }
@@ -554,6 +618,7 @@ impl Settings {
         let node_id = args.node_id.or(file.node_id).unwrap_or(1);
         let cluster = resolve_cluster(args, &file, node_id, &data_dir)?;
         let native_tls = resolve_native_tls(args, &file)?;
+        let kafka_tls = resolve_kafka_tls(args, &file)?;
         let s = Settings {
             data_dir,
             kafka_addr: args
@@ -576,6 +641,7 @@ impl Settings {
                 .map(|a| parse_host_port(a, "advertised native address"))
                 .transpose()?,
             native_tls,
+            kafka_tls,
             http_addr: args
                 .http_addr
                 .or(file.http_addr)
@@ -878,6 +944,63 @@ mod tests {
         assert!(
             Settings::resolve(&tiny).is_err(),
             "a disk tier below 64MiB is refused"
+        );
+    }
+
+    #[test]
+    fn kafka_tls_files_come_both_or_neither_and_the_client_ca_only_with_them() {
+        assert_eq!(
+            Settings::resolve(&ServeArgs::default())
+                .expect("valid")
+                .kafka_tls,
+            None
+        );
+        let s = Settings::resolve(&ServeArgs {
+            kafka_tls_cert: Some("/c.pem".into()),
+            kafka_tls_key: Some("/k.pem".into()),
+            kafka_tls_client_ca: Some("/ca.pem".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            s.kafka_tls,
+            Some(KafkaTlsFiles {
+                cert: "/c.pem".into(),
+                key: "/k.pem".into(),
+                client_ca: Some("/ca.pem".into()),
+            })
+        );
+        let err = error_of(&ServeArgs {
+            kafka_tls_cert: Some("/c.pem".into()),
+            ..Default::default()
+        });
+        assert!(err.contains("--kafka-tls-key is not"), "{err}");
+        let err = error_of(&ServeArgs {
+            kafka_tls_key: Some("/k.pem".into()),
+            ..Default::default()
+        });
+        assert!(err.contains("--kafka-tls-cert is not"), "{err}");
+        let err = error_of(&ServeArgs {
+            kafka_tls_client_ca: Some("/ca.pem".into()),
+            ..Default::default()
+        });
+        assert!(err.contains("--kafka-tls-cert is not"), "{err}");
+
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "kafka_tls_cert = \"/f/cert.pem\"\nkafka_tls_key = \"/f/key.pem\""
+        )
+        .expect("write");
+        let s = Settings::resolve(&ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            ..Default::default()
+        })
+        .expect("valid");
+        let files = s.kafka_tls.expect("from the file");
+        assert_eq!(
+            (files.cert, files.client_ca),
+            (PathBuf::from("/f/cert.pem"), None)
         );
     }
 

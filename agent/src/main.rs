@@ -143,6 +143,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         native_addr: Some(s.native_addr),
         native_advertised: s.advertised_native_addr.clone(),
         native_tls: Some(native_tls),
+        kafka_tls: kafka_tls(&s)?,
         http_addr: Some(s.http_addr),
         shards: s.shards,
         broker: BrokerConfig {
@@ -262,6 +263,22 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
 /// issued now by the agent's own CA (kept in DATA_DIR/native-tls, made on
 /// first start) for the names a local client or the advertised native
 /// address dials.
+/// TLS for the Kafka listener, when its files are given.
+fn kafka_tls(s: &Settings) -> anyhow::Result<Option<gateway::kafka_tls::KafkaTls>> {
+    let Some(files) = &s.kafka_tls else {
+        return Ok(None);
+    };
+    let tls =
+        gateway::kafka_tls::KafkaTls::load(&files.cert, &files.key, files.client_ca.as_deref())
+            .context("the Kafka listener's TLS settings")?;
+    tracing::info!(
+        cert = %files.cert.display(),
+        mutual = tls.mutual,
+        "Kafka listener speaks TLS"
+    );
+    Ok(Some(tls))
+}
+
 fn native_tls(s: &Settings) -> anyhow::Result<NativeTls> {
     if let Some(files) = &s.native_tls {
         let tls = NativeTls::load(&files.cert, &files.key)

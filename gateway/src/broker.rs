@@ -97,6 +97,8 @@ pub struct Metrics {
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
     pub malformed_requests: AtomicU64,
+    /// Connections to a TLS listener closed before the handshake completed.
+    pub tls_handshake_failures: AtomicU64,
     /// Requests with bytes after their last field (tolerated, as Kafka does).
     pub trailing_bytes_requests: AtomicU64,
     /// Requests being served right now; shutdown waits for this to reach zero.
@@ -138,6 +140,11 @@ impl Metrics {
                 "aerostream_kafka_malformed_requests_total",
                 "Connections closed for malformed requests",
                 g(&self.malformed_requests),
+            ),
+            (
+                "aerostream_kafka_tls_handshake_failures_total",
+                "Connections to the TLS Kafka listener closed before the handshake completed",
+                g(&self.tls_handshake_failures),
             ),
             (
                 "aerostream_kafka_requests_with_trailing_bytes_total",

@@ -29,6 +29,8 @@ pub struct GatewayOptions {
     /// (see [`crate::native::quic`]); `None` leaves QUIC off. Needs
     /// `native_addr`.
     pub native_tls: Option<crate::native::quic::NativeTls>,
+    /// TLS on the Kafka listener (`SSL`); `None` serves plaintext.
+    pub kafka_tls: Option<crate::kafka_tls::KafkaTls>,
     /// Health and metrics listener; `None` disables it.
     pub http_addr: Option<SocketAddr>,
     /// Number of shard runtimes.
@@ -46,6 +48,7 @@ impl Default for GatewayOptions {
             native_addr: None,
             native_advertised: None,
             native_tls: None,
+            kafka_tls: None,
             http_addr: None,
             shards: 1,
             broker: BrokerConfig::default(),
@@ -177,11 +180,18 @@ impl Gateway {
             crate::partition::hw_checkpoint::INTERVAL,
             stop_rx.clone(),
         ));
+        let kafka_tls = opts.kafka_tls.as_ref().map(|t| t.acceptor());
+        if let Some(t) = &opts.kafka_tls {
+            tokio::spawn(
+                t.clone()
+                    .watch(crate::kafka_tls::RELOAD_CHECK, stop_rx.clone()),
+            );
+        }
         for (listener, handle) in listeners.into_iter().zip(shards.handles()) {
             listener.set_nonblocking(true)?;
             let b = broker.clone();
             let rx = stop_rx.clone();
-            handle.spawn(server::serve(listener, b, rx));
+            handle.spawn(server::serve(listener, b, rx, kafka_tls.clone()));
         }
         let mut native_quic = None;
         let native_addr = match native {

@@ -46,6 +46,7 @@ pub mod forward;
 pub mod group;
 pub mod http;
 pub mod kafka;
+pub mod kafka_tls;
 pub mod native;
 pub mod partition;
 pub mod prometheus;

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -16,6 +17,7 @@ use crate::broker::{Broker, Metrics};
 use crate::connections::{Admitted, RequestRoom};
 use crate::kafka::api::{dispatch, Client};
 use crate::kafka::frame::{read_body, read_size, FrameError};
+use crate::kafka::response::ResponseFrame;
 
 /// Creates a listening socket with `SO_REUSEPORT` (and `SO_REUSEADDR`) set, so
 /// several shards can listen on one address.
@@ -49,14 +51,74 @@ pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpList
     Ok(std::net::TcpListener::from(fd))
 }
 
+/// A Kafka connection's byte stream: plain TCP, whose file-backed response
+/// parts go out with `sendfile(2)`, or TLS, where they are read and
+/// encrypted like the rest.
+pub trait KafkaStream: AsyncRead + AsyncWrite + Unpin + Send {
+    fn send(
+        &mut self,
+        resp: ResponseFrame,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+}
+
+impl KafkaStream for TcpStream {
+    async fn send(&mut self, resp: ResponseFrame) -> std::io::Result<()> {
+        resp.write_to_tcp(self).await
+    }
+}
+
+impl KafkaStream for tokio_rustls::server::TlsStream<TcpStream> {
+    async fn send(&mut self, resp: ResponseFrame) -> std::io::Result<()> {
+        resp.write_to(self).await?;
+        self.flush().await
+    }
+}
+
 /// Accepts Kafka connections until `stop` turns true, then returns;
 /// connections already open finish their in-flight request and close.
+/// With `tls`, every connection starts with a TLS handshake; a client that
+/// does not complete one within [`crate::kafka_tls::HANDSHAKE_TIMEOUT`]
+/// (a plaintext Kafka client, say) is disconnected.
 pub async fn serve(
     listener: std::net::TcpListener,
     broker: Arc<Broker>,
     stop: watch::Receiver<bool>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
-    accept(listener, broker, stop, "Kafka", connection).await
+    match tls {
+        None => accept(listener, broker, stop, "Kafka", connection::<TcpStream>).await,
+        Some(acceptor) => {
+            let tls_connection =
+                move |stream: TcpStream,
+                      peer: SocketAddr,
+                      admitted: Admitted,
+                      broker: Arc<Broker>,
+                      stop: watch::Receiver<bool>| {
+                    let acceptor = acceptor.clone();
+                    async move {
+                        let handshake = tokio::time::timeout(
+                            crate::kafka_tls::HANDSHAKE_TIMEOUT,
+                            acceptor.accept(stream),
+                        )
+                        .await;
+                        match handshake {
+                            Ok(Ok(tls)) => connection(tls, peer, admitted, broker, stop).await,
+                            Ok(Err(e)) => {
+                                Metrics::add(&broker.metrics.tls_handshake_failures, 1);
+                                Metrics::add(&broker.metrics.connections_closed, 1);
+                                tracing::info!(%peer, error = %e, "closing connection: TLS handshake failed");
+                            }
+                            Err(_) => {
+                                Metrics::add(&broker.metrics.tls_handshake_failures, 1);
+                                Metrics::add(&broker.metrics.connections_closed, 1);
+                                tracing::info!(%peer, "closing connection: no TLS handshake in time");
+                            }
+                        }
+                    }
+                };
+            accept(listener, broker, stop, "Kafka (TLS)", tls_connection).await
+        }
+    }
 }
 
 /// The accept loop every TCP front end shares: admits each connection
@@ -111,8 +173,8 @@ enum Next {
 
 /// Reads the next request: the size, then room for it among the requests
 /// being served broker-wide, then the body; all within the idle timeout.
-async fn next_request(
-    stream: &mut TcpStream,
+async fn next_request<S: KafkaStream>(
+    stream: &mut S,
     broker: &Broker,
     peer: SocketAddr,
 ) -> Result<Next, ()> {
@@ -141,8 +203,8 @@ async fn next_request(
     }
 }
 
-async fn connection(
-    mut stream: TcpStream,
+async fn connection<S: KafkaStream>(
+    mut stream: S,
     peer: SocketAddr,
     admitted: Admitted,
     broker: Arc<Broker>,
@@ -170,20 +232,18 @@ async fn connection(
         broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(room);
         match served {
-            Ok(Some(resp)) => {
-                match tokio::time::timeout(write_timeout, resp.write_to_tcp(&mut stream)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "writing response failed");
-                        break;
-                    }
-                    Err(_) => {
-                        Metrics::add(&broker.connections.counters.write_timeouts, 1);
-                        tracing::warn!(%peer, timeout_ms = write_timeout.as_millis() as u64, "closing connection: the client did not read its response in time");
-                        break;
-                    }
+            Ok(Some(resp)) => match tokio::time::timeout(write_timeout, stream.send(resp)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "writing response failed");
+                    break;
                 }
-            }
+                Err(_) => {
+                    Metrics::add(&broker.connections.counters.write_timeouts, 1);
+                    tracing::warn!(%peer, timeout_ms = write_timeout.as_millis() as u64, "closing connection: the client did not read its response in time");
+                    break;
+                }
+            },
             Ok(None) => {}
             Err(e) => {
                 Metrics::add(&broker.metrics.malformed_requests, 1);

@@ -26,6 +26,8 @@ pub struct DrainArgs {
     /// Give up waiting after this many seconds (0: wait as long as it takes).
     #[arg(long, default_value_t = 0)]
     pub timeout_secs: u64,
+    #[command(flatten)]
+    pub tls: crate::cli::client::TlsArgs,
 }
 
 pub fn run(args: &DrainArgs) -> anyhow::Result<()> {
@@ -38,7 +40,7 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<()> {
 
 async fn drain(args: &DrainArgs) -> anyhow::Result<()> {
     let node = args.node;
-    let mut client = Client::connect(&args.bootstrap).await?;
+    let mut client = Client::connect(&args.bootstrap, args.tls.config()?).await?;
     agents::set_draining(&mut client, node, !args.undo)
         .await
         .with_context(|| format!("cannot change the draining state of agent {node}"))?;

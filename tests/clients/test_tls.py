@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from broker import Broker
+from broker import Broker, binary
 
 
 def _name(cn):
@@ -190,6 +190,15 @@ def test_kafka_clients_produce_and_consume_over_tls_and_plaintext_is_refused(cer
                                  capture_output=True, check=True, timeout=30)
             assert out.stdout.split() == [b"a", b"b", b"c"]
 
+        # the admin command line
+        cli = [binary(), "topic", "list", "--bootstrap", b.bootstrap, "--output", "json"]
+        out = subprocess.run([*cli, "--tls-ca", os.path.join(certs, "ca.pem")],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert topic in out.stdout
+        out = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and out.stderr.strip(), "plaintext to a TLS listener fails with a message"
+
         before = handshake_failures(b)
         assert refused(b, {}), "a plaintext client gets nothing from a TLS listener"
         assert refused(b, ssl_conf(certs, ca="other-ca")), "nor does one that does not trust the certificate"
@@ -201,7 +210,16 @@ def test_kafka_clients_produce_and_consume_over_tls_and_plaintext_is_refused(cer
 def test_with_a_client_ca_only_clients_with_its_certificates_get_in(certs):
     b = tls_broker(certs, "--kafka-tls-client-ca", os.path.join(certs, "ca.pem"))
     try:
-        roundtrip_confluent(b, ssl_conf(certs, client="client"), f"mtls-{uuid.uuid4().hex[:6]}", n=50)
+        topic = f"mtls-{uuid.uuid4().hex[:6]}"
+        roundtrip_confluent(b, ssl_conf(certs, client="client"), topic, n=50)
+        cli = [binary(), "topic", "describe", topic, "--bootstrap", b.bootstrap,
+               "--tls-ca", os.path.join(certs, "ca.pem")]
+        out = subprocess.run([*cli, "--tls-cert", os.path.join(certs, "client.pem"),
+                              "--tls-key", os.path.join(certs, "client.key")],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        out = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0, "the command line without a client certificate is refused"
         assert refused(b, ssl_conf(certs)), "no client certificate"
         assert refused(b, ssl_conf(certs, client="stranger")), "a certificate from another CA"
     finally:

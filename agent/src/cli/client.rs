@@ -18,7 +18,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::ResponseError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Largest answer read (a Metadata answer of a large cluster, a fetch).
@@ -28,9 +33,72 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const CLIENT_ID: &str = "aerostream-cli";
 
+/// How to reach brokers whose Kafka listener speaks TLS (the `SSL`
+/// security protocol).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TlsArgs {
+    /// Speak TLS, trusting the CA certificates (PEM) in this file.
+    #[arg(long, global = true)]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for a listener that asks for one (mutual
+    /// TLS); with --tls-key.
+    #[arg(long, global = true, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, global = true, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The TLS client settings, or `None` for plaintext.
+    pub fn config(&self) -> anyhow::Result<Option<Arc<rustls::ClientConfig>>> {
+        let Some(ca) = &self.tls_ca else {
+            if self.tls_cert.is_some() {
+                bail!("--tls-cert needs --tls-ca: the CA that issued the broker's certificate");
+            }
+            return Ok(None);
+        };
+        let read =
+            |p: &PathBuf| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(&read(ca)?) {
+            let c = c.with_context(|| format!("{} is not PEM certificates", ca.display()))?;
+            roots
+                .add(c)
+                .with_context(|| format!("{} holds a certificate rustls refuses", ca.display()))?;
+        }
+        if roots.is_empty() {
+            bail!("{} holds no certificate", ca.display());
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .context("TLS versions")?
+            .with_root_certificates(roots);
+        let config = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                let chain = CertificateDer::pem_slice_iter(&read(cert)?)
+                    .collect::<Result<Vec<_>, _>>()
+                    .with_context(|| format!("{} is not PEM certificates", cert.display()))?;
+                let key_der = PrivateKeyDer::from_pem_slice(&read(key)?)
+                    .with_context(|| format!("{} is not a PEM private key", key.display()))?;
+                builder
+                    .with_client_auth_cert(chain, key_der)
+                    .context("the client certificate and key do not go together")?
+            }
+            _ => builder.with_no_client_auth(),
+        };
+        Ok(Some(Arc::new(config)))
+    }
+}
+
+/// A connection's bytes: plain TCP or TLS over it.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
 /// One open connection and what its broker supports.
 struct Conn {
-    stream: TcpStream,
+    stream: Box<dyn Io>,
     /// api key -> (min, max) version the broker accepts
     versions: HashMap<i16, (i16, i16)>,
     next_correlation: i32,
@@ -41,6 +109,7 @@ struct Conn {
 /// A Kafka client over a pool of connections, one per broker address.
 pub struct Client {
     bootstrap: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
     /// Broker addresses learned from Metadata and FindCoordinator.
     brokers: HashMap<i32, String>,
     conns: HashMap<String, Conn>,
@@ -49,9 +118,14 @@ pub struct Client {
 impl Client {
     /// Connects to `bootstrap` (`host:port`) and learns its API versions, so
     /// an unreachable address fails here with a clear message.
-    pub async fn connect(bootstrap: &str) -> anyhow::Result<Self> {
+    /// With `tls`, every connection speaks TLS.
+    pub async fn connect(
+        bootstrap: &str,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> anyhow::Result<Self> {
         let mut client = Client {
             bootstrap: bootstrap.to_owned(),
+            tls,
             brokers: HashMap::new(),
             conns: HashMap::new(),
         };
@@ -199,7 +273,7 @@ impl Client {
     /// The pooled connection to `addr`, opened (and its versions learned) on first use.
     async fn conn(&mut self, addr: &str) -> anyhow::Result<&mut Conn> {
         if !self.conns.contains_key(addr) {
-            let conn = Conn::open(addr).await?;
+            let conn = Conn::open(addr, self.tls.clone()).await?;
             self.conns.insert(addr.to_owned(), conn);
         }
         self.conns
@@ -209,7 +283,7 @@ impl Client {
 }
 
 impl Conn {
-    async fn open(addr: &str) -> anyhow::Result<Conn> {
+    async fn open(addr: &str, tls: Option<Arc<rustls::ClientConfig>>) -> anyhow::Result<Conn> {
         let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => bail!("cannot reach a broker at {addr}: {e}"),
@@ -220,6 +294,27 @@ impl Conn {
         };
         // best effort: small requests should not wait for Nagle
         let _ = stream.set_nodelay(true);
+        let stream: Box<dyn Io> = match tls {
+            None => Box::new(stream),
+            Some(config) => {
+                let host = addr
+                    .rsplit_once(':')
+                    .map_or(addr, |(h, _)| h)
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                let name = ServerName::try_from(host.to_owned())
+                    .with_context(|| format!("{host} is not a name a certificate can hold"))?;
+                let handshake = tokio_rustls::TlsConnector::from(config).connect(name, stream);
+                match tokio::time::timeout(CONNECT_TIMEOUT, handshake).await {
+                    Ok(Ok(s)) => Box::new(s),
+                    Ok(Err(e)) => bail!("TLS with the broker at {addr} failed: {e}"),
+                    Err(_) => bail!(
+                        "TLS with the broker at {addr} failed: no handshake within {}s",
+                        CONNECT_TIMEOUT.as_secs()
+                    ),
+                }
+            }
+        };
         let mut conn = Conn {
             stream,
             versions: HashMap::new(),

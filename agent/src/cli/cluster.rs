@@ -38,7 +38,7 @@ struct ClusterInfo {
 
 pub async fn run(args: ClusterArgs) -> anyhow::Result<()> {
     let ClusterCommand::Info = args.command;
-    let mut client = Client::connect(&args.common.bootstrap).await?;
+    let mut client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
     let meta = client.metadata(None, false).await?;
     let mut brokers: Vec<BrokerInfo> = meta
         .brokers

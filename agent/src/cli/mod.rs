@@ -33,6 +33,8 @@ pub struct Common {
     /// `table` for people, `json` for scripts.
     #[arg(long, value_enum, default_value = "table", global = true)]
     pub output: Format,
+    #[command(flatten)]
+    pub tls: client::TlsArgs,
 }
 
 /// One admin command, as `main` parsed it.

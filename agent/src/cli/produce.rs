@@ -87,7 +87,7 @@ struct Producer {
 }
 
 pub async fn run(args: ProduceArgs) -> anyhow::Result<()> {
-    let client = Client::connect(&args.common.bootstrap).await?;
+    let client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
     let mut producer = Producer {
         client,
         topic: args.topic.clone(),

@@ -548,6 +548,54 @@ impl Metastore {
         })
     }
 
+    /// Sets `user`'s credential for `mechanism` (Kafka's
+    /// AlterUserScramCredentials upsertion).
+    pub async fn upsert_scram_credential(
+        &self,
+        user: &str,
+        mechanism: crate::types::ScramMechanism,
+        credential: crate::types::ScramCredential,
+    ) -> Result<(), MetaError> {
+        self.unit_command(Command::UpsertScramCredential {
+            user: user.to_owned(),
+            mechanism,
+            credential,
+        })
+        .await
+    }
+
+    /// Removes `user`'s credential for `mechanism`; whether there was one.
+    pub async fn delete_scram_credential(
+        &self,
+        user: &str,
+        mechanism: crate::types::ScramMechanism,
+    ) -> Result<bool, MetaError> {
+        match self
+            .submit_one(Command::DeleteScramCredential {
+                user: user.to_owned(),
+                mechanism,
+            })
+            .await?
+        {
+            CommandOutput::Count(n) => Ok(n > 0),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// `user`'s credential for `mechanism`, as this replica knows it.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: crate::types::ScramMechanism,
+    ) -> Option<crate::types::ScramCredential> {
+        self.read(|s| s.scram_credential(user, mechanism).cloned())
+    }
+
+    /// Every SCRAM user with its mechanisms and iteration counts.
+    pub fn scram_users(&self) -> Vec<(String, Vec<(crate::types::ScramMechanism, u32)>)> {
+        self.read(|s| s.scram_users().map(|(u, m)| (u.clone(), m)).collect())
+    }
+
     /// Groups that have committed offsets.
     pub fn groups(&self) -> Vec<String> {
         self.read(|s| s.group_names().cloned().collect())

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::error::MetaError;
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
-    OffsetCommit, SegmentEntry, TopicInfo,
+    OffsetCommit, ScramCredential, ScramMechanism, SegmentEntry, TopicInfo,
 };
 
 /// Largest write: the commands of one request, and of one Raft entry, JSON
@@ -206,6 +206,17 @@ pub enum Command {
     AllocateProducerIds {
         count: u32,
     },
+    /// Sets a user's credential for one SCRAM mechanism (creating the user).
+    UpsertScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+        credential: ScramCredential,
+    },
+    /// Removes a user's credential for one mechanism; counts 0 or 1.
+    DeleteScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+    },
 }
 
 impl Command {
@@ -215,6 +226,7 @@ impl Command {
         matches!(
             self,
             Command::Heartbeat { .. }
+                | Command::UpsertScramCredential { .. }
                 | Command::CommitOffsets { .. }
                 | Command::CommitSegment { .. }
                 | Command::SetLogStart { .. }

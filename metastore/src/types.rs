@@ -369,3 +369,65 @@ pub enum MetaEvent {
     /// everything may have changed.
     Resync,
 }
+
+/// A SCRAM mechanism Kafka clients authenticate with (RFC 5802, RFC 7677).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ScramMechanism {
+    Sha256,
+    Sha512,
+}
+
+impl ScramMechanism {
+    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
+
+    /// The SASL mechanism name (`SCRAM-SHA-256`, `SCRAM-SHA-512`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScramMechanism::Sha256 => "SCRAM-SHA-256",
+            ScramMechanism::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ScramMechanism> {
+        ScramMechanism::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The mechanism's number in Kafka's Describe/AlterUserScramCredentials.
+    pub fn kafka_type(self) -> i8 {
+        match self {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        }
+    }
+
+    pub fn from_kafka_type(t: i8) -> Option<ScramMechanism> {
+        ScramMechanism::ALL
+            .into_iter()
+            .find(|m| m.kafka_type() == t)
+    }
+
+    /// Bytes of the mechanism's hash (and so of its keys).
+    pub fn hash_len(self) -> usize {
+        match self {
+            ScramMechanism::Sha256 => 32,
+            ScramMechanism::Sha512 => 64,
+        }
+    }
+}
+
+/// The SCRAM iteration counts Kafka accepts.
+pub const SCRAM_MIN_ITERATIONS: u32 = 4096;
+pub const SCRAM_MAX_ITERATIONS: u32 = 16384;
+
+/// A user's credential for one SCRAM mechanism as the metastore keeps it:
+/// the salt, the iteration count and the two keys derived from the salted
+/// password. The password itself is never stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredential {
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: u32,
+}

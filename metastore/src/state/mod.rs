@@ -24,7 +24,8 @@ pub use topics::MAX_PARTITIONS_PER_TOPIC;
 use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
 use crate::error::MetaError;
 use crate::types::{
-    AgentId, AgentInfo, CommittedOffset, DeletedTopic, MetaEvent, SegmentEntry, TopicInfo,
+    AgentId, AgentInfo, CommittedOffset, DeletedTopic, MetaEvent, ScramCredential, ScramMechanism,
+    SegmentEntry, TopicInfo, SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS,
 };
 
 /// Largest producer id block one request may take.
@@ -60,9 +61,62 @@ pub struct MetaState {
     /// Log start floors (DeleteRecords): topic id -> partition -> offset.
     #[serde(default)]
     pub(crate) log_starts: BTreeMap<Uuid, Arc<BTreeMap<i32, i64>>>,
+    /// SASL/SCRAM users: name -> mechanism -> credential.
+    #[serde(default)]
+    pub(crate) scram_users: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
 }
 
 impl MetaState {
+    /// A user's SCRAM credential, checked as Kafka checks one.
+    fn upsert_scram_credential(
+        &mut self,
+        user: String,
+        mechanism: ScramMechanism,
+        credential: ScramCredential,
+    ) -> Result<CommandOutput, MetaError> {
+        if user.is_empty() {
+            return Err(MetaError::invalid_request("a user name must not be empty"));
+        }
+        if !(SCRAM_MIN_ITERATIONS..=SCRAM_MAX_ITERATIONS).contains(&credential.iterations) {
+            return Err(MetaError::invalid_request(format!(
+                "{} iterations must be between {SCRAM_MIN_ITERATIONS} and {SCRAM_MAX_ITERATIONS}, not {}",
+                mechanism.name(),
+                credential.iterations
+            )));
+        }
+        let len = mechanism.hash_len();
+        if credential.salt.is_empty()
+            || credential.stored_key.len() != len
+            || credential.server_key.len() != len
+        {
+            return Err(MetaError::invalid_request(format!(
+                "a {} credential needs a salt and two {len}-byte keys",
+                mechanism.name()
+            )));
+        }
+        self.scram_users
+            .entry(user)
+            .or_default()
+            .insert(mechanism, credential);
+        Ok(CommandOutput::Done)
+    }
+
+    /// A user's credential for `mechanism`.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<&ScramCredential> {
+        self.scram_users.get(user)?.get(&mechanism)
+    }
+
+    /// Every SCRAM user with the mechanisms and iteration counts they have.
+    pub fn scram_users(&self) -> impl Iterator<Item = (&String, Vec<(ScramMechanism, u32)>)> {
+        self.scram_users
+            .iter()
+            .map(|(u, m)| (u, m.iter().map(|(k, c)| (*k, c.iterations)).collect()))
+    }
+
     /// Applies one Raft entry: each request once, returning one result per command.
     pub fn apply_proposal(
         &mut self,
@@ -223,6 +277,21 @@ impl MetaState {
                 self.delete_offsets(&group, &partitions)
             }
             Command::AllocateProducerIds { count } => self.allocate_producer_ids(count),
+            Command::UpsertScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => self.upsert_scram_credential(user, mechanism, credential),
+            Command::DeleteScramCredential { user, mechanism } => {
+                let users = &mut self.scram_users;
+                let removed = users
+                    .get_mut(&user)
+                    .is_some_and(|m| m.remove(&mechanism).is_some());
+                if users.get(&user).is_some_and(|m| m.is_empty()) {
+                    users.remove(&user);
+                }
+                Ok(CommandOutput::Count(usize::from(removed)))
+            }
         }
     }
 

@@ -326,3 +326,74 @@ fn state_survives_a_snapshot_round_trip() {
     let back: MetaState = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(back, s);
 }
+
+fn credential(m: ScramMechanism, iterations: u32) -> ScramCredential {
+    ScramCredential {
+        salt: b"salt".to_vec(),
+        stored_key: vec![1; m.hash_len()],
+        server_key: vec![2; m.hash_len()],
+        iterations,
+    }
+}
+
+#[test]
+fn scram_credentials_are_kept_per_user_and_mechanism_and_survive_a_snapshot() {
+    let mut s = MetaState::default();
+    for m in ScramMechanism::ALL {
+        apply(
+            &mut s,
+            Command::UpsertScramCredential {
+                user: "alice".into(),
+                mechanism: m,
+                credential: credential(m, 8192),
+            },
+        )
+        .unwrap();
+    }
+    let restored: MetaState = serde_json::from_slice(&serde_json::to_vec(&s).unwrap()).unwrap();
+    assert_eq!(restored, s);
+    assert_eq!(
+        s.scram_credential("alice", ScramMechanism::Sha512),
+        Some(&credential(ScramMechanism::Sha512, 8192))
+    );
+    assert_eq!(s.scram_credential("bob", ScramMechanism::Sha512), None);
+    let delete = |user: &str| Command::DeleteScramCredential {
+        user: user.into(),
+        mechanism: ScramMechanism::Sha256,
+    };
+    assert_eq!(apply(&mut s, delete("alice")), Ok(CommandOutput::Count(1)));
+    assert_eq!(apply(&mut s, delete("alice")), Ok(CommandOutput::Count(0)));
+    let users: Vec<_> = s.scram_users().map(|(u, m)| (u.clone(), m)).collect();
+    assert_eq!(
+        users,
+        vec![("alice".to_string(), vec![(ScramMechanism::Sha512, 8192)])]
+    );
+}
+
+#[test]
+fn scram_credentials_kafka_would_refuse_are_refused() {
+    let mut s = MetaState::default();
+    let m = ScramMechanism::Sha256;
+    let short = ScramCredential {
+        stored_key: vec![1; 10],
+        ..credential(m, 4096)
+    };
+    for (user, c) in [
+        ("", credential(m, 4096)),
+        ("u", credential(m, 4095)),
+        ("u", credential(m, 16385)),
+        ("u", short),
+    ] {
+        let err = apply(
+            &mut s,
+            Command::UpsertScramCredential {
+                user: user.into(),
+                mechanism: m,
+                credential: c,
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(err, MetaError::InvalidRequest { .. }), "{err:?}");
+    }
+    assert_eq!(s.scram_users().count(), 0);
+}

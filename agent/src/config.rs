@@ -52,6 +52,16 @@ pub struct ServeArgs {
     /// it, a client must present one (mutual TLS). Needs --kafka-tls-cert.
     #[arg(long, env = "AEROSTREAM_KAFKA_TLS_CLIENT_CA")]
     pub kafka_tls_client_ca: Option<PathBuf>,
+    /// SASL mechanisms Kafka clients must authenticate with, comma-separated:
+    /// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 [default: none, no authentication].
+    /// Use with TLS: PLAIN sends the password as it is.
+    #[arg(long, env = "AEROSTREAM_SASL_MECHANISMS", value_delimiter = ',')]
+    pub sasl_mechanisms: Option<Vec<String>>,
+    /// A user to create at start when it has no credential yet, NAME:PASSWORD
+    /// (SCRAM-SHA-256 and SCRAM-SHA-512; PLAIN checks the same password).
+    /// An existing user's credential is left alone.
+    #[arg(long, env = "AEROSTREAM_ADMIN_USER")]
+    pub admin_user: Option<String>,
     /// Health and metrics listener [default: 127.0.0.1:9001].
     #[arg(long, env = "AEROSTREAM_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
@@ -240,6 +250,8 @@ struct FileSettings {
     kafka_tls_cert: Option<PathBuf>,
     kafka_tls_key: Option<PathBuf>,
     kafka_tls_client_ca: Option<PathBuf>,
+    sasl_mechanisms: Option<Vec<String>>,
+    admin_user: Option<String>,
     http_addr: Option<SocketAddr>,
     node_id: Option<i32>,
     shards: Option<usize>,
@@ -393,6 +405,10 @@ pub struct Settings {
     pub native_tls: Option<NativeTlsFiles>,
     /// TLS on the Kafka listener; `None` serves plaintext.
     pub kafka_tls: Option<KafkaTlsFiles>,
+    /// SASL mechanisms of the Kafka listener; empty: no authentication.
+    pub sasl_mechanisms: Vec<gateway::sasl::Mechanism>,
+    /// (name, password) to create at start.
+    pub admin_user: Option<(String, String)>,
     pub http_addr: SocketAddr,
     pub node_id: i32,
     pub shards: usize,
@@ -619,6 +635,34 @@ impl Settings {
         let cluster = resolve_cluster(args, &file, node_id, &data_dir)?;
         let native_tls = resolve_native_tls(args, &file)?;
         let kafka_tls = resolve_kafka_tls(args, &file)?;
+        let mut sasl_mechanisms = Vec::new();
+        for name in args
+            .sasl_mechanisms
+            .clone()
+            .or_else(|| file.sasl_mechanisms.clone())
+            .unwrap_or_default()
+        {
+            let name = name.trim();
+            if name.is_empty() {
+                continue;
+            }
+            let m = gateway::sasl::Mechanism::from_name(name).with_context(|| {
+                format!("unknown SASL mechanism {name}: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+            })?;
+            if !sasl_mechanisms.contains(&m) {
+                sasl_mechanisms.push(m);
+            }
+        }
+        let admin_user = match args.admin_user.clone().or_else(|| file.admin_user.clone()) {
+            None => None,
+            Some(pair) => {
+                let (name, password) = pair
+                    .split_once(':')
+                    .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+                    .context("--admin-user is NAME:PASSWORD, both non-empty")?;
+                Some((name.to_string(), password.to_string()))
+            }
+        };
         let s = Settings {
             data_dir,
             kafka_addr: args
@@ -642,6 +686,8 @@ impl Settings {
                 .transpose()?,
             native_tls,
             kafka_tls,
+            sasl_mechanisms,
+            admin_user,
             http_addr: args
                 .http_addr
                 .or(file.http_addr)

@@ -130,6 +130,9 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    if let Some((user, password)) = &s.admin_user {
+        create_admin_user(&meta, user, password).await?;
+    }
     let tiered = tiering::wire(&s, &meta).await?;
     bucket::spawn_startup_check(&s);
     if s.cluster.is_some() {
@@ -148,6 +151,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         shards: s.shards,
         broker: BrokerConfig {
             node_id: s.node_id,
+            sasl_mechanisms: s.sasl_mechanisms.clone(),
             max_request_bytes: s.max_request_bytes,
             auto_create_topics: s.auto_create_topics,
             num_partitions: s.num_partitions,
@@ -263,6 +267,32 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
 /// issued now by the agent's own CA (kept in DATA_DIR/native-tls, made on
 /// first start) for the names a local client or the advertised native
 /// address dials.
+/// Gives `user` SCRAM-SHA-256 and SCRAM-SHA-512 credentials for `password`
+/// unless it already has one for the mechanism.
+async fn create_admin_user(
+    meta: &metastore::Metastore,
+    user: &str,
+    password: &str,
+) -> anyhow::Result<()> {
+    for m in metastore::ScramMechanism::ALL {
+        if meta.scram_credential(user, m).is_some() {
+            continue;
+        }
+        let c =
+            gateway::sasl::scram::credential(m, password, gateway::sasl::scram::DEFAULT_ITERATIONS)
+                .map_err(|e| anyhow::anyhow!(e))?;
+        meta.upsert_scram_credential(user, m, c)
+            .await
+            .with_context(|| format!("creating the admin user {user}"))?;
+        tracing::info!(
+            user,
+            mechanism = m.name(),
+            "created the admin user's credential"
+        );
+    }
+    Ok(())
+}
+
 /// TLS for the Kafka listener, when its files are given.
 fn kafka_tls(s: &Settings) -> anyhow::Result<Option<gateway::kafka_tls::KafkaTls>> {
     let Some(files) = &s.kafka_tls else {

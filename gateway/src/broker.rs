@@ -25,6 +25,9 @@ use crate::topic_config;
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
+    /// SASL mechanisms clients must authenticate with on the Kafka
+    /// listener; empty: no authentication.
+    pub sasl_mechanisms: Vec<crate::sasl::Mechanism>,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -65,6 +68,7 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             node_id: 1,
+            sasl_mechanisms: Vec::new(),
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,
             max_request_bytes: 100 * 1024 * 1024,
@@ -99,6 +103,8 @@ pub struct Metrics {
     pub malformed_requests: AtomicU64,
     /// Connections to a TLS listener closed before the handshake completed.
     pub tls_handshake_failures: AtomicU64,
+    /// Connections closed for failing or skipping SASL authentication.
+    pub sasl_failures: AtomicU64,
     /// Requests with bytes after their last field (tolerated, as Kafka does).
     pub trailing_bytes_requests: AtomicU64,
     /// Requests being served right now; shutdown waits for this to reach zero.
@@ -145,6 +151,11 @@ impl Metrics {
                 "aerostream_kafka_tls_handshake_failures_total",
                 "Connections to the TLS Kafka listener closed before the handshake completed",
                 g(&self.tls_handshake_failures),
+            ),
+            (
+                "aerostream_kafka_sasl_failures_total",
+                "Connections closed for failing or skipping SASL authentication",
+                g(&self.sasl_failures),
             ),
             (
                 "aerostream_kafka_requests_with_trailing_bytes_total",

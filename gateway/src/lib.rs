@@ -52,6 +52,7 @@ pub mod partition;
 pub mod prometheus;
 pub mod replication;
 pub mod rest;
+pub mod sasl;
 pub mod server;
 pub mod shard;
 pub mod telemetry;

@@ -212,6 +212,9 @@ async fn connection<S: KafkaStream>(
 ) {
     let client = Client::direct(format!("/{}", peer.ip()), admitted.id);
     let write_timeout = broker.connections.limits().write_timeout;
+    // with SASL on, nothing but ApiVersions is served before the client
+    // authenticated
+    let mut sasl = (!broker.config.sasl_mechanisms.is_empty()).then(crate::sasl::Session::default);
     loop {
         // Shutdown wins over a frame already buffered: once it begins, no
         // new request is dispatched (the partitions are being closed).
@@ -226,6 +229,33 @@ async fn connection<S: KafkaStream>(
         };
         if broker.is_shutting_down() {
             break;
+        }
+        if let Some(session) = sasl.as_mut().filter(|s| !s.authenticated()) {
+            match session.step(&broker.config.sasl_mechanisms, &broker.catalog, &frame) {
+                Ok(crate::sasl::Step::Pass) => {}
+                Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
+                    drop(room);
+                    let sent = tokio::time::timeout(write_timeout, stream.send(resp)).await;
+                    if close || !matches!(sent, Ok(Ok(()))) {
+                        Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
+                        break;
+                    }
+                    if session.authenticated() {
+                        tracing::debug!(%peer, user = session.user().unwrap_or_default(), "SASL authenticated");
+                    }
+                    continue;
+                }
+                Ok(crate::sasl::Step::Close(reason)) => {
+                    Metrics::add(&broker.metrics.sasl_failures, 1);
+                    tracing::info!(%peer, %reason, "closing connection: not authenticated");
+                    break;
+                }
+                Err(e) => {
+                    Metrics::add(&broker.metrics.malformed_requests, 1);
+                    tracing::warn!(%peer, error = %e, "closing connection: request not served");
+                    break;
+                }
+            }
         }
         broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
         let served = dispatch(&broker, &client, frame).await;

@@ -14,6 +14,7 @@ mod offsets;
 mod produce;
 mod reassignments;
 mod routing;
+mod scram_users;
 mod topics;
 
 use std::sync::Arc;
@@ -89,7 +90,7 @@ pub enum DispatchError {
     Encode(String),
 }
 
-fn encode_frame(
+pub(crate) fn encode_frame(
     header: &RequestHeader,
     api: ApiKey,
     body: &ResponseKind,
@@ -235,6 +236,28 @@ pub async fn dispatch(
         }
         RequestKind::ListPartitionReassignments(r) => {
             reassignments::list_partition_reassignments(broker, &ctx, r).into()
+        }
+        RequestKind::DescribeUserScramCredentials(r) => scram_users::describe(broker, r).into(),
+        RequestKind::AlterUserScramCredentials(r) => scram_users::alter(broker, r).await.into(),
+        // The connection's SASL session answers these until it authenticated:
+        // here SASL is off, or done (re-authentication is not supported).
+        RequestKind::SaslHandshake(_) => {
+            let code = if broker.config.sasl_mechanisms.is_empty() {
+                ResponseError::UnsupportedSaslMechanism
+            } else {
+                ResponseError::IllegalSaslState
+            };
+            kafka_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(code.code())
+                .into()
+        }
+        RequestKind::SaslAuthenticate(_) => {
+            kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_code(ResponseError::IllegalSaslState.code())
+                .with_error_message(Some(s(
+                    "this connection is already authenticated, or SASL is off",
+                )))
+                .into()
         }
         _ => return Err(DispatchError::UnsupportedVersion { api, version }),
     };

@@ -1,0 +1,265 @@
+//! SASL on the Kafka listener, as Kafka clients speak it: SaslHandshake v1
+//! names a mechanism, then SaslAuthenticate carries its messages until the
+//! client is authenticated (KIP-152). Until then a connection may only ask
+//! for ApiVersions; anything else closes it, as Kafka does. A failed
+//! authentication is answered with SASL_AUTHENTICATION_FAILED and the
+//! connection closed.
+//!
+//! Mechanisms: PLAIN (checked against the user's SCRAM credential, so one
+//! password serves both) and SCRAM-SHA-256/512, with credentials in the
+//! metastore ([`metastore::ScramCredential`]). The authenticated user name
+//! is the connection's principal (`User:NAME`), where authorization will
+//! attach.
+
+pub mod scram;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiKey, RequestHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::ResponseError;
+use metastore::{Metastore, ScramMechanism};
+
+use kafka_protocol::messages::ResponseKind;
+
+use crate::kafka::api::{encode_frame, DispatchError};
+use crate::kafka::response::ResponseFrame;
+
+/// A SASL mechanism the listener can offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    Plain,
+    Scram(ScramMechanism),
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::Scram(m) => m.name(),
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mechanism> {
+        if name.eq_ignore_ascii_case("PLAIN") {
+            return Some(Mechanism::Plain);
+        }
+        ScramMechanism::from_name(name).map(Mechanism::Scram)
+    }
+}
+
+/// How far a connection's authentication got.
+#[derive(Debug, Default)]
+enum State {
+    #[default]
+    Start,
+    Chosen(Mechanism),
+    Scram(Box<scram::Exchange>),
+    Done,
+}
+
+/// One connection's SASL authentication.
+#[derive(Debug, Default)]
+pub struct Session {
+    state: State,
+    user: Option<String>,
+}
+
+/// What the connection does with a request before authentication.
+pub enum Step {
+    /// Served as usual (ApiVersions).
+    Pass,
+    /// Send this answer; then close the connection when `close` is set.
+    Answer { frame: ResponseFrame, close: bool },
+    /// Close the connection without an answer.
+    Close(String),
+}
+
+fn auth_failed(mechanism: Mechanism) -> String {
+    format!(
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+        mechanism.name()
+    )
+}
+
+impl Session {
+    /// Whether the client has authenticated.
+    pub fn authenticated(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// The authenticated user.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// Handles a request that arrives before the client authenticated.
+    pub fn step(
+        &mut self,
+        enabled: &[Mechanism],
+        catalog: &Metastore,
+        frame: &Bytes,
+    ) -> Result<Step, DispatchError> {
+        if frame.len() < 8 {
+            return Err(DispatchError::BadHeader(format!("{} bytes", frame.len())));
+        }
+        let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+        let version = i16::from_be_bytes([frame[2], frame[3]]);
+        let api = ApiKey::try_from(raw_key).map_err(|_| DispatchError::UnknownApi(raw_key))?;
+        match api {
+            ApiKey::ApiVersions => return Ok(Step::Pass),
+            ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {}
+            other => {
+                return Ok(Step::Close(format!(
+                    "{other:?} before SASL authentication completed"
+                )))
+            }
+        }
+        let Some((lo, hi)) = crate::kafka::versions::range(api) else {
+            return Err(DispatchError::UnsupportedVersion { api, version });
+        };
+        if version < lo || version > hi {
+            return Err(DispatchError::UnsupportedVersion { api, version });
+        }
+        let mut body = frame.clone();
+        let header = RequestHeader::decode(&mut body, api.request_header_version(version))
+            .map_err(|e| DispatchError::BadHeader(e.to_string()))?;
+        let malformed = |reason: String| DispatchError::Malformed {
+            api,
+            version,
+            reason,
+        };
+        if api == ApiKey::SaslHandshake {
+            let req = SaslHandshakeRequest::decode(&mut body, version)
+                .map_err(|e| malformed(e.to_string()))?;
+            let offered: Vec<StrBytes> = enabled
+                .iter()
+                .map(|m| StrBytes::from_static_str(m.name()))
+                .collect();
+            let resp = SaslHandshakeResponse::default().with_mechanisms(offered);
+            let chosen = enabled
+                .iter()
+                .copied()
+                .find(|m| m.name().eq_ignore_ascii_case(req.mechanism.as_str()));
+            let (resp, close) = match (&self.state, chosen) {
+                (State::Start, Some(m)) => {
+                    self.state = State::Chosen(m);
+                    (resp, false)
+                }
+                (State::Start, None) => (
+                    resp.with_error_code(ResponseError::UnsupportedSaslMechanism.code()),
+                    true,
+                ),
+                _ => (
+                    resp.with_error_code(ResponseError::IllegalSaslState.code()),
+                    true,
+                ),
+            };
+            let frame = encode_frame(&header, api, &ResponseKind::SaslHandshake(resp))?;
+            return Ok(Step::Answer { frame, close });
+        }
+        let req = SaslAuthenticateRequest::decode(&mut body, version)
+            .map_err(|e| malformed(e.to_string()))?;
+        let token = req.auth_bytes;
+        let (answer, error) = match std::mem::take(&mut self.state) {
+            State::Chosen(Mechanism::Plain) => match plain(catalog, &token) {
+                Ok(user) => {
+                    self.user = Some(user);
+                    self.state = State::Done;
+                    (Bytes::new(), None)
+                }
+                Err(e) => {
+                    tracing::info!(reason = %e, "SASL/PLAIN authentication failed");
+                    (Bytes::new(), Some(auth_failed(Mechanism::Plain)))
+                }
+            },
+            State::Chosen(Mechanism::Scram(m)) => {
+                let first = std::str::from_utf8(&token)
+                    .map_err(|_| "not UTF-8".to_string())
+                    .and_then(scram::parse_client_first);
+                let started = first.and_then(|f| {
+                    let c = catalog
+                        .scram_credential(&f.user, m)
+                        .ok_or_else(|| format!("no {} credential for user {}", m.name(), f.user))?;
+                    let user = f.user.clone();
+                    scram::Exchange::start(m, f, c).map(|(x, reply)| (x, reply, user))
+                });
+                match started {
+                    Ok((x, reply, user)) => {
+                        self.user = Some(user);
+                        self.state = State::Scram(Box::new(x));
+                        (Bytes::from(reply), None)
+                    }
+                    Err(e) => {
+                        tracing::info!(reason = %e, mechanism = m.name(), "SASL/SCRAM authentication failed");
+                        (Bytes::new(), Some(auth_failed(Mechanism::Scram(m))))
+                    }
+                }
+            }
+            State::Scram(x) => {
+                let m = x.mechanism();
+                let done = std::str::from_utf8(&token)
+                    .map_err(|_| "not UTF-8".to_string())
+                    .and_then(|fin| x.finish(fin));
+                match done {
+                    Ok(server_final) => {
+                        self.state = State::Done;
+                        (Bytes::from(server_final), None)
+                    }
+                    Err(e) => {
+                        tracing::info!(reason = %e, mechanism = m.name(), user = ?self.user, "SASL/SCRAM authentication failed");
+                        self.user = None;
+                        (Bytes::new(), Some(auth_failed(Mechanism::Scram(m))))
+                    }
+                }
+            }
+            State::Start | State::Done => (
+                Bytes::new(),
+                Some("SaslAuthenticate before SaslHandshake".to_string()),
+            ),
+        };
+        let mut resp = SaslAuthenticateResponse::default().with_auth_bytes(answer);
+        let close = error.is_some();
+        if let Some(message) = error {
+            let code = if message.starts_with("SaslAuthenticate before") {
+                ResponseError::IllegalSaslState.code()
+            } else {
+                ResponseError::SaslAuthenticationFailed.code()
+            };
+            resp = resp
+                .with_error_code(code)
+                .with_error_message(Some(StrBytes::from_string(message)));
+        }
+        let frame = encode_frame(&header, api, &ResponseKind::SaslAuthenticate(resp))?;
+        Ok(Step::Answer { frame, close })
+    }
+}
+
+/// Checks a SASL/PLAIN message (`[authzid] NUL user NUL password`) against
+/// the user's SCRAM credential (SHA-512 first); the user on success.
+fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, String> {
+    let mut parts = token.split(|b| *b == 0);
+    let authzid = parts.next().unwrap_or_default();
+    let user = parts.next().ok_or("no user")?;
+    let password = parts.next().ok_or("no password")?;
+    if parts.next().is_some() {
+        return Err("too many fields".into());
+    }
+    let user = std::str::from_utf8(user).map_err(|_| "the user is not UTF-8")?;
+    let password = std::str::from_utf8(password).map_err(|_| "the password is not UTF-8")?;
+    if !authzid.is_empty() && authzid != user.as_bytes() {
+        return Err(format!("user {user} may not act as another user"));
+    }
+    for m in [ScramMechanism::Sha512, ScramMechanism::Sha256] {
+        if let Some(c) = catalog.scram_credential(user, m) {
+            return if scram::password_matches(m, &c, password) {
+                Ok(user.to_string())
+            } else {
+                Err(format!("wrong password for user {user}"))
+            };
+        }
+    }
+    Err(format!("no user {user}"))
+}

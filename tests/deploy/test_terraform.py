@@ -93,9 +93,10 @@ def test_the_load_balancer_listens_on_the_binarys_default_ports():
         assert text(check["protocol"]) == "HTTP"
         assert "local.http_port" in ref(check["port"])
         assert text(check["path"]) == "/health"
-    # the agent answers that path (gateway/src/http.rs)
-    http = (ROOT / "gateway" / "src" / "http.rs").read_text()
-    assert re.search(r'"/health"\s*(\||=>)', http), "gateway/src/http.rs no longer serves /health"
+    # the agent answers that path (the axum router of gateway/src/http/mod.rs)
+    http = (ROOT / "gateway" / "src" / "http" / "mod.rs").read_text()
+    assert re.search(r'\.route\("/health",\s*any\(health\)\)', http), \
+        "gateway/src/http/mod.rs no longer serves /health"
 
 
 def test_the_cluster_port_is_open_between_agents_only():

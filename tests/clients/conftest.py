@@ -30,3 +30,6 @@ def own_broker():
 @pytest.fixture
 def topic_name():
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+from tls_certs import certs  # noqa: E402,F401 (a fixture for test_tls and test_sasl)

@@ -1,0 +1,136 @@
+"""SASL on the Kafka listener with real clients, over TLS (SASL_SSL) as a
+deployment runs it: SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN with the user
+--admin-user creates; a wrong password gets Kafka's authentication error;
+users made and removed with Kafka's AlterUserScramCredentials (through
+confluent-kafka's admin client) can, then cannot, authenticate."""
+
+import os
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialDeletion, UserScramCredentialUpsertion)
+
+from broker import Broker
+
+ADMIN = ("admin", "admin-secret")
+
+
+@pytest.fixture(scope="module")
+def broker(certs):
+    b = Broker(extra_args=[
+        "--kafka-tls-cert", os.path.join(certs, "server.pem"),
+        "--kafka-tls-key", os.path.join(certs, "server.key"),
+        "--sasl-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "--admin-user", f"{ADMIN[0]}:{ADMIN[1]}",
+    ]).start()
+    yield b
+    assert b.stop() == 0, b.log()
+
+
+def conf(broker, certs, mechanism, user, password):
+    return {
+        "bootstrap.servers": broker.bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": os.path.join(certs, "ca.pem"),
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def auth_error(c):
+    """The error librdkafka reports when it cannot authenticate with `c`
+    (None when it can)."""
+    errors = []
+    p = Producer({**c, "error_cb": errors.append})
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        try:
+            p.list_topics(timeout=1)
+            return None
+        except KafkaException:
+            pass
+        p.poll(0.1)  # serves error_cb
+        failed = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        if failed:
+            return failed[0]
+    return errors[0] if errors else "no error"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
+def test_the_admin_user_produces_and_consumes_with_each_mechanism(broker, certs, mechanism):
+    c = conf(broker, certs, mechanism, *ADMIN)
+    topic = f"sasl-{mechanism.lower()}-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(c)  # must outlive the future
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
+    p = Producer(c)
+    for i in range(30):
+        p.produce(topic, value=f"s{i}".encode())
+    assert p.flush(30) == 0
+    cons = Consumer({**c, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    cons.subscribe([topic])
+    got = []
+    deadline = time.time() + 30
+    while len(got) < 30 and time.time() < deadline:
+        m = cons.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    cons.close()
+    assert got == [f"s{i}".encode() for i in range(30)]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_a_wrong_password_or_unknown_user_gets_the_authentication_error(broker, certs, mechanism):
+    for user, password in [(ADMIN[0], "wrong"), ("nobody", ADMIN[1])]:
+        err = auth_error(conf(broker, certs, mechanism, user, password))
+        assert isinstance(err, KafkaError) and err.code() == KafkaError._AUTHENTICATION, err
+        assert "Authentication failed" in err.str(), err.str()
+
+
+def test_a_client_without_sasl_is_refused(broker, certs):
+    c = {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL",
+         "ssl.ca.location": os.path.join(certs, "ca.pem")}
+    with pytest.raises(Exception):
+        AdminClient(c).list_topics(timeout=4)
+
+
+def test_users_made_and_removed_with_kafkas_admin_api(broker, certs):
+    admin = AdminClient(conf(broker, certs, "SCRAM-SHA-512", *ADMIN))
+    upsert = UserScramCredentialUpsertion(
+        "reader", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"reader-pw")
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(timeout=15)
+    desc = admin.describe_user_scram_credentials(["reader"])["reader"].result(timeout=15)
+    infos = [(i.mechanism, i.iterations) for i in desc.scram_credential_infos]
+    assert infos == [(ScramMechanism.SCRAM_SHA_256, 4096)], infos
+
+    assert auth_error(conf(broker, certs, "SCRAM-SHA-256", "reader", "reader-pw")) is None
+    assert auth_error(conf(broker, certs, "PLAIN", "reader", "reader-pw")) is None
+    err = auth_error(conf(broker, certs, "SCRAM-SHA-512", "reader", "reader-pw"))
+    assert isinstance(err, KafkaError), "no SHA-512 credential was made for reader"
+
+    deletion = UserScramCredentialDeletion("reader", ScramMechanism.SCRAM_SHA_256)
+    for f in admin.alter_user_scram_credentials([deletion]).values():
+        f.result(timeout=15)
+    err = auth_error(conf(broker, certs, "SCRAM-SHA-256", "reader", "reader-pw"))
+    assert isinstance(err, KafkaError) and err.code() == KafkaError._AUTHENTICATION, err
+
+
+def test_kafka_python_authenticates_with_scram_over_tls(broker, certs):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = f"sasl-kp-{uuid.uuid4().hex[:6]}"
+    kw = dict(bootstrap_servers=broker.bootstrap, security_protocol="SASL_SSL",
+              ssl_cafile=os.path.join(certs, "ca.pem"), sasl_mechanism="SCRAM-SHA-512",
+              sasl_plain_username=ADMIN[0], sasl_plain_password=ADMIN[1])
+    p = KafkaProducer(**kw)
+    for i in range(10):
+        p.send(topic, value=f"kp{i}".encode())
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **kw)
+    assert sorted(m.value for m in c) == sorted(f"kp{i}".encode() for i in range(10))
+    c.close()

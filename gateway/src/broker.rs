@@ -27,7 +27,7 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// SASL mechanisms clients must authenticate with on the Kafka
     /// listener; empty: no authentication.
-    pub sasl_mechanisms: Vec<crate::sasl::Mechanism>,
+    pub sasl_mechanisms: Vec<crate::sasl::mechanism::Mechanism>,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,

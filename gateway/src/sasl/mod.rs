@@ -11,7 +11,10 @@
 //! is the connection's principal (`User:NAME`), where authorization will
 //! attach.
 
+pub mod mechanism;
 pub mod scram;
+
+pub use mechanism::Mechanism;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -26,29 +29,6 @@ use kafka_protocol::messages::ResponseKind;
 
 use crate::kafka::api::{encode_frame, DispatchError};
 use crate::kafka::response::ResponseFrame;
-
-/// A SASL mechanism the listener can offer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mechanism {
-    Plain,
-    Scram(ScramMechanism),
-}
-
-impl Mechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::Plain => "PLAIN",
-            Mechanism::Scram(m) => m.name(),
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Mechanism> {
-        if name.eq_ignore_ascii_case("PLAIN") {
-            return Some(Mechanism::Plain);
-        }
-        ScramMechanism::from_name(name).map(Mechanism::Scram)
-    }
-}
 
 /// How far a connection's authentication got.
 #[derive(Debug, Default)]

@@ -1,0 +1,26 @@
+//! The SASL mechanisms the Kafka listener can offer.
+
+use metastore::ScramMechanism;
+
+/// A SASL mechanism the listener can offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    Plain,
+    Scram(ScramMechanism),
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::Scram(m) => m.name(),
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mechanism> {
+        if name.eq_ignore_ascii_case("PLAIN") {
+            return Some(Mechanism::Plain);
+        }
+        ScramMechanism::from_name(name).map(Mechanism::Scram)
+    }
+}

@@ -13,8 +13,10 @@
 # decodes it with opentelemetry-proto, and the Grafana dashboard's queries
 # against /metrics (about 10 s together); test_rest_api.py checks the REST
 # admin API against what confluent-kafka produced and consumed;
-# tests/js/console.test.js loads the web console in jsdom against the binary.
-# Needs: apt kcat haproxy; pip -r tests/requirements.txt; npm install in tests/js.
+# tests/js/console.test.js loads the web console in jsdom against the binary;
+# test_tls.py, test_sasl.py and tests/js/kafkajs_security.test.js check TLS
+# and SASL on the Kafka listener (about 2 minutes together).
+# Needs: apt kcat haproxy openssl; pip -r tests/requirements.txt; npm install in tests/js.
 # Bounded: about 3-4 minutes on 2 cores once the binary is built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +35,11 @@ if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
     echo "haproxy is missing: installing Debian's haproxy (the load balancer of test_load_balancer.py)" >&2
     apt-get install -y haproxy >/dev/null
 fi
-if ! python3 -c "import confluent_kafka, kafka, pytest, lz4, snappy, zstandard, opentelemetry.proto" 2>/dev/null; then
+if ! command -v openssl >/dev/null; then
+    echo "openssl is missing: installing Debian's openssl (kafkajs_security.test.js makes its certificates with it)" >&2
+    apt-get install -y openssl >/dev/null
+fi
+if ! python3 -c "import confluent_kafka, kafka, aiokafka, pytest, lz4, snappy, zstandard, opentelemetry.proto, cryptography" 2>/dev/null; then
     echo "python client packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi
@@ -46,5 +52,7 @@ timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovide
 
 echo "== kafkajs"
 (cd tests/js && timeout 300 node --test --test-concurrency=1 kafkajs.test.js)
+echo "== kafkajs over TLS and SASL"
+(cd tests/js && timeout 180 node --test --test-concurrency=1 kafkajs_security.test.js)
 echo "== web console (jsdom running the console's scripts against the binary)"
 (cd tests/js && timeout 120 node --test --test-concurrency=1 console.test.js)

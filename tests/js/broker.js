@@ -34,7 +34,8 @@ function healthy(port) {
   });
 }
 
-async function startBroker() {
+// `extra`: more `serve` flags (TLS, SASL).
+async function startBroker(extra = []) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aerostream-js-'));
   const port = await freePort();
   const httpPort = await freePort();
@@ -43,6 +44,7 @@ async function startBroker() {
     'serve', '--data-dir', path.join(dir, 'data'),
     '--kafka-addr', `127.0.0.1:${port}`, '--http-addr', `127.0.0.1:${httpPort}`,
     '--shards', '2', '--group-initial-rebalance-delay-ms', '500',
+    ...extra,
   ], { stdio: ['ignore', log, log] });
   let exited = null;
   proc.on('exit', (code) => { exited = code; });

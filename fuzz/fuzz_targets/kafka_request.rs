@@ -2,6 +2,12 @@
 //! them (against the real backends: disk logs and an embedded metastore in a
 //! scratch directory) without panicking or over-allocating; anything
 //! malformed is an error that closes the connection.
+//!
+//! Inputs that start with `SASL` drive a connection's SASL authentication
+//! instead: the next byte picks the mechanism (PLAIN, SCRAM-SHA-256,
+//! SCRAM-SHA-512) named in a SaslHandshake, and the rest, split at 0xFF,
+//! are the tokens of up to three SaslAuthenticate requests, against a user
+//! `fuzz` whose SCRAM credentials the fixture made.
 #![no_main]
 
 use bytes::Bytes;
@@ -17,7 +23,56 @@ use fixture::fixture;
 #[global_allocator]
 static ALLOC: gateway::alloc::WireSafeAlloc = gateway::alloc::WireSafeAlloc;
 
+/// A request frame (no size prefix) with a v1 header.
+fn frame(api: i16, version: i16, body: &[u8]) -> Bytes {
+    let mut b = Vec::with_capacity(16 + body.len());
+    b.extend_from_slice(&api.to_be_bytes());
+    b.extend_from_slice(&version.to_be_bytes());
+    b.extend_from_slice(&7i32.to_be_bytes());
+    b.extend_from_slice(&4i16.to_be_bytes());
+    b.extend_from_slice(b"fuzz");
+    b.extend_from_slice(body);
+    Bytes::from(b)
+}
+
+fn sasl(data: &[u8]) {
+    use gateway::sasl::{Mechanism, ScramMechanism, Session, Step};
+    let f = fixture();
+    let all = [
+        Mechanism::Plain,
+        Mechanism::Scram(ScramMechanism::Sha256),
+        Mechanism::Scram(ScramMechanism::Sha512),
+    ];
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let name = all[usize::from(pick) % all.len()].name().as_bytes();
+    let mut body = (name.len() as i16).to_be_bytes().to_vec();
+    body.extend_from_slice(name);
+    let mut session = Session::default();
+    let catalog = &f.broker.broker.catalog;
+    let mut frames = vec![frame(17, 1, &body)];
+    for token in rest.split(|b| *b == 0xFF).take(3) {
+        let mut body = (token.len() as i32).to_be_bytes().to_vec();
+        body.extend_from_slice(token);
+        frames.push(frame(36, 0, &body));
+    }
+    for fr in frames {
+        match session.step(&all, catalog, &fr) {
+            Ok(Step::Answer { close: false, .. }) | Ok(Step::Pass) => {}
+            _ => return,
+        }
+        if session.authenticated() {
+            return;
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
+    if let Some(rest) = data.strip_prefix(b"SASL") {
+        sasl(rest);
+        return;
+    }
     let f = fixture();
     let frame = Bytes::copy_from_slice(data);
     f.rt.block_on(async {

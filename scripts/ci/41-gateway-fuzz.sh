@@ -26,6 +26,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/fuzz"
 export RUSTC_BOOTSTRAP=1
 corpus="$CARGO_TARGET_DIR/corpus/kafka_request"
 mkdir -p "$corpus"
+# seeds for the SASL inputs (see the target): a SCRAM first message for the
+# fixture's user, and a PLAIN token
+printf 'SASL\002n,,n=fuzz,r=abc' > "$corpus/seed-sasl-scram"
+printf 'SASL\000\000fuzz\000fuzz-password' > "$corpus/seed-sasl-plain"
 echo "== cargo fuzz run kafka_request for ${FUZZ_SECONDS}s"
 cargo fuzz run --fuzz-dir fuzz kafka_request "$corpus" -- \
     -max_total_time="${FUZZ_SECONDS}" -rss_limit_mb=2048 -print_final_stats=1

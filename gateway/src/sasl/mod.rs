@@ -15,6 +15,7 @@ pub mod mechanism;
 pub mod scram;
 
 pub use mechanism::Mechanism;
+pub use metastore::{ScramCredential, ScramMechanism};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -23,7 +24,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
-use metastore::{Metastore, ScramMechanism};
+use metastore::Metastore;
 
 use kafka_protocol::messages::ResponseKind;
 

@@ -747,8 +747,9 @@ async fn tiering_counts_segments_uploaded_to_object_storage() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // a sealed segment holds whole batches of 200 kB, up to segment.bytes
     let tiered = p["tiered_bytes"].as_u64().unwrap();
-    assert!(tiered >= 1_048_576, "at least one whole segment: {p}");
+    assert!(tiered >= 200_000, "at least one sealed segment: {p}");
     assert!(p["local_bytes"].as_u64().unwrap() > 0, "{p}");
     let (_, m) = api.get("/v1/metrics").await;
     let cold = m["storage"]["topics"]
@@ -758,9 +759,11 @@ async fn tiering_counts_segments_uploaded_to_object_storage() {
         .find(|t| t["topic"] == "cold")
         .unwrap_or_else(|| panic!("no topic cold in {m}"))
         .clone();
-    assert_eq!(cold["tiered_bytes"], tiered, "{m}");
+    // the second sealed segment may have gone up since
+    let now_tiered = cold["tiered_bytes"].as_u64().unwrap();
+    assert!(now_tiered >= tiered, "{m}");
     assert_eq!(cold["local_bytes"], p["local_bytes"], "{m}");
-    assert_eq!(m["storage"]["tiered_bytes"], tiered, "{m}");
+    assert_eq!(m["storage"]["tiered_bytes"], now_tiered, "{m}");
     gw.shutdown().await;
 
     let (gw, _backends, api) = start_with(false).await;

@@ -177,8 +177,8 @@ async fn next_request<S: KafkaStream>(
     stream: &mut S,
     broker: &Broker,
     peer: SocketAddr,
+    max: usize,
 ) -> Result<Next, ()> {
-    let max = broker.config.max_request_bytes;
     let idle = broker.connections.limits().idle_timeout;
     let read = async {
         let Some(size) = read_size(stream, max).await? else {
@@ -203,6 +203,18 @@ async fn next_request<S: KafkaStream>(
     }
 }
 
+/// The largest request a connection may send now: until it authenticated,
+/// only [`crate::sasl::MAX_UNAUTHENTICATED_REQUEST`] bytes.
+fn max_request(broker: &Broker, sasl: Option<&crate::sasl::Session>) -> usize {
+    match sasl {
+        Some(s) if !s.authenticated() => broker
+            .config
+            .max_request_bytes
+            .min(crate::sasl::MAX_UNAUTHENTICATED_REQUEST),
+        _ => broker.config.max_request_bytes,
+    }
+}
+
 async fn connection<S: KafkaStream>(
     mut stream: S,
     peer: SocketAddr,
@@ -221,7 +233,7 @@ async fn connection<S: KafkaStream>(
         let next = tokio::select! {
             biased;
             _ = stop.changed() => break,
-            n = next_request(&mut stream, &broker, peer) => n,
+            n = next_request(&mut stream, &broker, peer, max_request(&broker, sasl.as_ref())) => n,
         };
         let (frame, room) = match next {
             Ok(Next::Frame(f, room)) => (f, room),

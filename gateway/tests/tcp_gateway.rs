@@ -144,6 +144,66 @@ async fn oversized_frame_closes_only_its_own_connection() {
     gw.shutdown().await;
 }
 
+/// Before a client authenticated, a request over 512 KiB closes its
+/// connection (Kafka's `sasl.server.max.receive.size`); only ApiVersions
+/// and the SASL requests are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_sasl_on_an_unauthenticated_client_may_send_only_small_sasl_requests() {
+    let (gw, _backends) = start_with(BrokerConfig {
+        sasl_mechanisms: vec![gateway::sasl::Mechanism::Plain],
+        ..Default::default()
+    })
+    .await;
+    let malformed = || {
+        gw.broker()
+            .metrics
+            .malformed_requests
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = malformed();
+    let mut big = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    big.write_all(&(600_000i32).to_be_bytes()).await.unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(big.read(&mut buf).await.unwrap(), 0, "closed unread");
+    assert_eq!(
+        malformed(),
+        before + 1,
+        "refused for its size, not left to the idle timeout"
+    );
+
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let v: ApiVersionsResponse = roundtrip(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    assert_eq!(
+        v.error_code, 0,
+        "ApiVersions is served before authentication"
+    );
+    let mut frame = Vec::new();
+    let req = MetadataRequest::default();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Metadata as i16)
+        .with_request_api_version(12)
+        .with_correlation_id(9)
+        .encode(&mut frame, ApiKey::Metadata.request_header_version(12))
+        .unwrap();
+    req.encode(&mut frame, 12).unwrap();
+    s.write_all(&(frame.len() as i32).to_be_bytes())
+        .await
+        .unwrap();
+    s.write_all(&frame).await.unwrap();
+    assert_eq!(
+        s.read(&mut buf).await.unwrap(),
+        0,
+        "Metadata before authentication closes the connection"
+    );
+    gw.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_metrics_answer_over_http() {
     let (gw, _backends) = start().await;

@@ -15,6 +15,11 @@ pub mod mechanism;
 pub mod scram;
 
 pub use mechanism::Mechanism;
+
+/// The largest request a connection may send before it authenticated
+/// (Kafka's `sasl.server.max.receive.size`): an unauthenticated client
+/// cannot make the broker hold a large request.
+pub const MAX_UNAUTHENTICATED_REQUEST: usize = 512 * 1024;
 pub use metastore::{ScramCredential, ScramMechanism};
 
 use bytes::Bytes;

@@ -582,6 +582,45 @@ impl Metastore {
         }
     }
 
+    /// Adds ACL bindings (CreateAcls), one result per binding in order; a
+    /// binding that exists already succeeds without a second copy.
+    pub async fn create_acls(
+        &self,
+        bindings: Vec<crate::acl::AclBinding>,
+    ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
+        let commands = bindings
+            .into_iter()
+            .map(|binding| Command::CreateAcl { binding })
+            .collect();
+        let results = self.submit(commands).await?;
+        Ok(results.into_iter().map(|r| r.map(|_| ())).collect())
+    }
+
+    /// Removes the bindings each filter selects (DeleteAcls): per filter,
+    /// in order, the bindings it removed.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<crate::acl::AclFilter>,
+    ) -> Result<Vec<Result<Vec<crate::acl::AclBinding>, MetaError>>, MetaError> {
+        let commands = filters
+            .into_iter()
+            .map(|filter| Command::DeleteAcls { filter })
+            .collect();
+        let results = self.submit(commands).await?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r? {
+                CommandOutput::Acls(gone) => Ok(gone),
+                other => Err(unexpected(other)),
+            })
+            .collect())
+    }
+
+    /// The bindings `filter` selects, as this replica knows them.
+    pub fn acls(&self, filter: &crate::acl::AclFilter) -> Vec<crate::acl::AclBinding> {
+        self.read(|s| s.acls().filter(|b| filter.matches(b)).cloned().collect())
+    }
+
     /// `user`'s credential for `mechanism`, as this replica knows it.
     pub fn scram_credential(
         &self,

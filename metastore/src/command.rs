@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::acl::{AclBinding, AclFilter};
 use crate::error::MetaError;
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
@@ -217,6 +218,14 @@ pub enum Command {
         user: String,
         mechanism: ScramMechanism,
     },
+    /// Adds an ACL binding (CreateAcls); adding one that exists changes nothing.
+    CreateAcl {
+        binding: AclBinding,
+    },
+    /// Removes every binding the filter selects (DeleteAcls) and returns them.
+    DeleteAcls {
+        filter: AclFilter,
+    },
 }
 
 impl Command {
@@ -227,6 +236,7 @@ impl Command {
             self,
             Command::Heartbeat { .. }
                 | Command::UpsertScramCredential { .. }
+                | Command::CreateAcl { .. }
                 | Command::CommitOffsets { .. }
                 | Command::CommitSegment { .. }
                 | Command::SetLogStart { .. }
@@ -273,6 +283,8 @@ pub enum CommandOutput {
     Count(usize),
     /// A partition's log start floor after the command.
     LogStart(i64),
+    /// The ACL bindings a command removed.
+    Acls(Vec<AclBinding>),
 }
 
 /// The result of one command.

@@ -55,6 +55,7 @@
 //! # }
 //! ```
 
+pub mod acl;
 mod api;
 pub mod balance;
 pub mod command;

@@ -13,7 +13,7 @@ mod reassign;
 mod segments;
 mod topics;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 pub use topics::MAX_PARTITIONS_PER_TOPIC;
 
+use crate::acl::{AclBinding, AclFilter};
 use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
 use crate::error::MetaError;
 use crate::types::{
@@ -64,6 +65,9 @@ pub struct MetaState {
     /// SASL/SCRAM users: name -> mechanism -> credential.
     #[serde(default)]
     pub(crate) scram_users: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    /// ACL bindings (CreateAcls), each once.
+    #[serde(default)]
+    pub(crate) acls: BTreeSet<AclBinding>,
 }
 
 impl MetaState {
@@ -115,6 +119,28 @@ impl MetaState {
         self.scram_users
             .iter()
             .map(|(u, m)| (u, m.iter().map(|(k, c)| (*k, c.iterations)).collect()))
+    }
+
+    /// Every ACL binding.
+    pub fn acls(&self) -> impl Iterator<Item = &AclBinding> {
+        self.acls.iter()
+    }
+
+    fn create_acl(&mut self, binding: AclBinding) -> CommandResult {
+        if let Some(why) = binding.invalid() {
+            return Err(MetaError::invalid_request(why));
+        }
+        self.acls.insert(binding);
+        Ok(CommandOutput::Done)
+    }
+
+    fn delete_acls(&mut self, filter: &AclFilter) -> CommandResult {
+        let (gone, kept) = std::mem::take(&mut self.acls)
+            .into_iter()
+            .partition(|b| filter.matches(b));
+        self.acls = kept;
+        let gone: BTreeSet<AclBinding> = gone;
+        Ok(CommandOutput::Acls(gone.into_iter().collect()))
     }
 
     /// Applies one Raft entry: each request once, returning one result per command.
@@ -292,6 +318,8 @@ impl MetaState {
                 }
                 Ok(CommandOutput::Count(usize::from(removed)))
             }
+            Command::CreateAcl { binding } => self.create_acl(binding),
+            Command::DeleteAcls { filter } => self.delete_acls(&filter),
         }
     }
 

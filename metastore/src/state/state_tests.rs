@@ -1,5 +1,6 @@
 use super::testkit::*;
 use super::*;
+use crate::acl::{AclOperation, AclPermission, PatternType, ResourceType};
 
 #[test]
 fn producer_id_blocks_never_overlap() {
@@ -396,4 +397,78 @@ fn scram_credentials_kafka_would_refuse_are_refused() {
         assert!(matches!(err, MetaError::InvalidRequest { .. }), "{err:?}");
     }
     assert_eq!(s.scram_users().count(), 0);
+}
+
+fn acl(name: &str, op: AclOperation) -> AclBinding {
+    AclBinding {
+        resource_type: ResourceType::Topic,
+        resource_name: name.into(),
+        pattern: PatternType::Literal,
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: op,
+        permission: AclPermission::Allow,
+    }
+}
+
+#[test]
+fn acls_are_kept_once_deleted_by_filter_and_survive_a_snapshot() {
+    let mut s = MetaState::default();
+    for b in [
+        acl("orders", AclOperation::Read),
+        acl("orders", AclOperation::Read),
+        acl("orders", AclOperation::Write),
+        acl("audit", AclOperation::Read),
+    ] {
+        assert_eq!(
+            apply(&mut s, Command::CreateAcl { binding: b }),
+            Ok(CommandOutput::Done)
+        );
+    }
+    assert_eq!(s.acls().count(), 3);
+    let restored: MetaState = serde_json::from_slice(&serde_json::to_vec(&s).unwrap()).unwrap();
+    assert_eq!(restored, s);
+    let reads_of_orders = AclFilter {
+        resource_name: Some("orders".into()),
+        operation: Some(AclOperation::Read),
+        ..AclFilter::any()
+    };
+    assert_eq!(
+        apply(
+            &mut s,
+            Command::DeleteAcls {
+                filter: reads_of_orders.clone()
+            }
+        ),
+        Ok(CommandOutput::Acls(vec![acl("orders", AclOperation::Read)]))
+    );
+    assert_eq!(
+        apply(
+            &mut s,
+            Command::DeleteAcls {
+                filter: reads_of_orders
+            }
+        ),
+        Ok(CommandOutput::Acls(vec![]))
+    );
+    let left: Vec<_> = s.acls().cloned().collect();
+    assert_eq!(
+        left,
+        vec![
+            acl("audit", AclOperation::Read),
+            acl("orders", AclOperation::Write)
+        ]
+    );
+}
+
+#[test]
+fn an_acl_kafka_would_refuse_is_refused_and_not_kept() {
+    let mut s = MetaState::default();
+    let bad = AclBinding {
+        principal: "alice".into(),
+        ..acl("orders", AclOperation::Read)
+    };
+    let err = apply(&mut s, Command::CreateAcl { binding: bad }).unwrap_err();
+    assert!(matches!(err, MetaError::InvalidRequest { .. }), "{err:?}");
+    assert_eq!(s.acls().count(), 0);
 }

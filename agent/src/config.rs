@@ -62,6 +62,15 @@ pub struct ServeArgs {
     /// An existing user's credential is left alone.
     #[arg(long, env = "AEROSTREAM_ADMIN_USER")]
     pub admin_user: Option<String>,
+    /// Principals allowed everything whatever the ACLs say, comma-separated
+    /// (User:alice,User:CN=ops); the --admin-user is always one. ACLs are
+    /// enforced when clients authenticate (SASL or mutual TLS).
+    #[arg(long, env = "AEROSTREAM_SUPERUSERS", value_delimiter = ',')]
+    pub superusers: Option<Vec<String>>,
+    /// Allow a request on a resource no ACL names, as Kafka's
+    /// allow.everyone.if.no.acl.found [default: false: no ACL means deny].
+    #[arg(long, env = "AEROSTREAM_ALLOW_EVERYONE_IF_NO_ACL_FOUND")]
+    pub allow_everyone_if_no_acl_found: Option<bool>,
     /// Health and metrics listener [default: 127.0.0.1:9001].
     #[arg(long, env = "AEROSTREAM_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
@@ -252,6 +261,8 @@ struct FileSettings {
     kafka_tls_client_ca: Option<PathBuf>,
     sasl_mechanisms: Option<Vec<String>>,
     admin_user: Option<String>,
+    superusers: Option<Vec<String>>,
+    allow_everyone_if_no_acl_found: Option<bool>,
     http_addr: Option<SocketAddr>,
     node_id: Option<i32>,
     shards: Option<usize>,
@@ -409,6 +420,8 @@ pub struct Settings {
     pub sasl_mechanisms: Vec<gateway::sasl::Mechanism>,
     /// (name, password) to create at start.
     pub admin_user: Option<(String, String)>,
+    /// ACL authorization: on when clients authenticate.
+    pub authz: gateway::authz::AuthzConfig,
     pub http_addr: SocketAddr,
     pub node_id: i32,
     pub shards: usize,
@@ -663,6 +676,37 @@ impl Settings {
                 Some((name.to_string(), password.to_string()))
             }
         };
+        let mut superusers = Vec::new();
+        for p in args
+            .superusers
+            .clone()
+            .or_else(|| file.superusers.clone())
+            .unwrap_or_default()
+        {
+            let p = p.trim();
+            if p.is_empty() {
+                continue;
+            }
+            if !p
+                .split_once(':')
+                .is_some_and(|(k, n)| !k.is_empty() && !n.is_empty())
+            {
+                anyhow::bail!("--superusers takes principals as Type:name (User:alice), not {p}");
+            }
+            superusers.push(p.to_string());
+        }
+        if let Some((name, _)) = &admin_user {
+            superusers.push(format!("User:{name}"));
+        }
+        let authz = gateway::authz::AuthzConfig {
+            enabled: !sasl_mechanisms.is_empty()
+                || kafka_tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+            superusers,
+            allow_if_no_acl: args
+                .allow_everyone_if_no_acl_found
+                .or(file.allow_everyone_if_no_acl_found)
+                .unwrap_or(false),
+        };
         let s = Settings {
             data_dir,
             kafka_addr: args
@@ -688,6 +732,7 @@ impl Settings {
             kafka_tls,
             sasl_mechanisms,
             admin_user,
+            authz,
             http_addr: args
                 .http_addr
                 .or(file.http_addr)

@@ -152,6 +152,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         broker: BrokerConfig {
             node_id: s.node_id,
             sasl_mechanisms: s.sasl_mechanisms.clone(),
+            authz: s.authz.clone(),
             max_request_bytes: s.max_request_bytes,
             auto_create_topics: s.auto_create_topics,
             num_partitions: s.num_partitions,

@@ -28,6 +28,8 @@ pub struct BrokerConfig {
     /// SASL mechanisms clients must authenticate with on the Kafka
     /// listener; empty: no authentication.
     pub sasl_mechanisms: Vec<crate::sasl::mechanism::Mechanism>,
+    /// ACL authorization of Kafka requests.
+    pub authz: crate::authz::AuthzConfig,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -69,6 +71,7 @@ impl Default for BrokerConfig {
         BrokerConfig {
             node_id: 1,
             sasl_mechanisms: Vec::new(),
+            authz: crate::authz::AuthzConfig::default(),
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,
             max_request_bytes: 100 * 1024 * 1024,

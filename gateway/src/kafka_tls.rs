@@ -69,6 +69,55 @@ fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, KafkaTlsError>
     Ok(ck)
 }
 
+/// The principal a client certificate names, as Kafka's default principal
+/// builder does: `User:` and the subject's distinguished name in RFC 2253
+/// form (`User:CN=alice,O=Example`). `None` when the certificate does not
+/// parse (the handshake already verified it, so this does not happen).
+pub fn principal_of(cert: &CertificateDer<'_>) -> Option<String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, parsed) = X509Certificate::from_der(cert.as_ref()).ok()?;
+    let registry = x509_parser::objects::oid_registry();
+    let mut parts = Vec::new();
+    // RFC 2253 names the most specific attribute first: the reverse of the
+    // order the certificate holds them in
+    for rdn in parsed
+        .subject()
+        .iter()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        let attrs: Vec<String> = rdn
+            .iter()
+            .map(|a| {
+                let key = x509_parser::objects::oid2abbrev(a.attr_type(), registry)
+                    .map(str::to_string)
+                    .unwrap_or_else(|_| a.attr_type().to_id_string());
+                let value = a.as_str().map(escape_dn_value).unwrap_or_default();
+                format!("{key}={value}")
+            })
+            .collect();
+        parts.push(attrs.join("+"));
+    }
+    Some(format!("User:{}", parts.join(",")))
+}
+
+/// A distinguished name's attribute value with RFC 2253's special
+/// characters escaped.
+fn escape_dn_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for (i, c) in v.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && matches!(c, '#' | ' '))
+            || (i + 1 == v.chars().count() && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn modified(p: &Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }

@@ -35,6 +35,7 @@
 
 pub mod admin;
 pub mod alloc;
+pub mod authz;
 pub mod backend;
 pub mod broker;
 pub mod brokers;

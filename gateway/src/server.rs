@@ -59,6 +59,11 @@ pub trait KafkaStream: AsyncRead + AsyncWrite + Unpin + Send {
         &mut self,
         resp: ResponseFrame,
     ) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+
+    /// The principal the client's TLS certificate names (mutual TLS).
+    fn tls_principal(&self) -> Option<String> {
+        None
+    }
 }
 
 impl KafkaStream for TcpStream {
@@ -71,6 +76,11 @@ impl KafkaStream for tokio_rustls::server::TlsStream<TcpStream> {
     async fn send(&mut self, resp: ResponseFrame) -> std::io::Result<()> {
         resp.write_to(self).await?;
         self.flush().await
+    }
+
+    fn tls_principal(&self) -> Option<String> {
+        let certs = self.get_ref().1.peer_certificates()?;
+        crate::kafka_tls::principal_of(certs.first()?)
     }
 }
 
@@ -222,7 +232,10 @@ async fn connection<S: KafkaStream>(
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let client = Client::direct(format!("/{}", peer.ip()), admitted.id);
+    let mut client = Client::direct(format!("/{}", peer.ip()), admitted.id);
+    if let Some(principal) = stream.tls_principal() {
+        client.principal = Arc::from(principal);
+    }
     let write_timeout = broker.connections.limits().write_timeout;
     // with SASL on, nothing but ApiVersions is served before the client
     // authenticated
@@ -252,8 +265,9 @@ async fn connection<S: KafkaStream>(
                         Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
                         break;
                     }
-                    if session.authenticated() {
-                        tracing::debug!(%peer, user = session.user().unwrap_or_default(), "SASL authenticated");
+                    if let Some(user) = session.user().filter(|_| session.authenticated()) {
+                        tracing::debug!(%peer, user, "SASL authenticated");
+                        client.principal = Arc::from(format!("User:{user}"));
                     }
                     continue;
                 }

@@ -11,7 +11,7 @@ use metastore::{AgentId, Metastore};
 use std::sync::Mutex;
 use tokio::sync::Notify;
 
-use super::{ALPN, MAX_HOST_BYTES};
+use super::{Origin, ALPN, MAX_HOST_BYTES, MAX_PRINCIPAL_BYTES};
 
 /// Why a forwarded request got no answer from its owner.
 #[derive(Debug, thiserror::Error)]
@@ -95,13 +95,13 @@ impl Forwarder {
     pub async fn call(
         &self,
         agent: AgentId,
-        client_host: &str,
+        origin: Origin<'_>,
         frame: &[u8],
         hurry: Option<Arc<Notify>>,
         timeout: Duration,
     ) -> Result<Option<Bytes>, ForwardError> {
         Metrics::bump(&self.counters.sent);
-        let answer = tokio::time::timeout(timeout, self.exchange(agent, client_host, frame, hurry))
+        let answer = tokio::time::timeout(timeout, self.exchange(agent, origin, frame, hurry))
             .await
             .unwrap_or_else(|_| {
                 Err(ForwardError::TimedOut {
@@ -124,18 +124,27 @@ impl Forwarder {
     async fn exchange(
         &self,
         agent: AgentId,
-        client_host: &str,
+        origin: Origin<'_>,
         frame: &[u8],
         hurry: Option<Arc<Notify>>,
     ) -> Result<Option<Bytes>, ForwardError> {
         let broken = |reason: String| ForwardError::Broken { agent, reason };
+        let principal = origin.principal.as_bytes();
+        if principal.len() > MAX_PRINCIPAL_BYTES {
+            return Err(broken(format!(
+                "a principal of {} bytes is longer than {MAX_PRINCIPAL_BYTES}",
+                principal.len()
+            )));
+        }
         let conn = self.connection(agent).await?;
         let (mut send, mut recv) = conn.open_bi().await.map_err(|e| broken(e.to_string()))?;
-        let host = &client_host.as_bytes()[..client_host.len().min(MAX_HOST_BYTES)];
+        let host = &origin.host.as_bytes()[..origin.host.len().min(MAX_HOST_BYTES)];
         let frame_len = u32::try_from(frame.len()).map_err(|_| broken("frame too large".into()))?;
-        let mut head = BytesMut::with_capacity(6 + host.len());
-        head.extend_from_slice(&(host.len() as u16).to_be_bytes());
-        head.extend_from_slice(host);
+        let mut head = BytesMut::with_capacity(8 + host.len() + principal.len());
+        for field in [host, principal] {
+            head.extend_from_slice(&(field.len() as u16).to_be_bytes());
+            head.extend_from_slice(field);
+        }
         head.extend_from_slice(&frame_len.to_be_bytes());
         send.write_all(&head)
             .await

@@ -10,7 +10,7 @@ use metastore::network::services::{ClusterService, PeerCertificate};
 use tokio::sync::Notify;
 
 use super::client::Metrics;
-use super::MAX_HOST_BYTES;
+use super::{MAX_HOST_BYTES, MAX_PRINCIPAL_BYTES};
 use crate::broker::Broker;
 use crate::connections::RequestRoom;
 use crate::kafka::api::{dispatch, Client};
@@ -34,18 +34,10 @@ impl ForwardService {
 async fn read_request(
     broker: &Broker,
     recv: &mut quinn::RecvStream,
-) -> Result<(String, Bytes, RequestRoom), String> {
+) -> Result<(String, String, Bytes, RequestRoom), String> {
     let max_frame = broker.config.max_request_bytes;
-    let mut len = [0u8; 2];
-    recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
-    let host_len = usize::from(u16::from_be_bytes(len));
-    if host_len > MAX_HOST_BYTES {
-        return Err(format!("client host of {host_len} bytes"));
-    }
-    let mut host = vec![0u8; host_len];
-    recv.read_exact(&mut host)
-        .await
-        .map_err(|e| e.to_string())?;
+    let host = read_field(recv, MAX_HOST_BYTES, "client host").await?;
+    let principal = read_field(recv, MAX_PRINCIPAL_BYTES, "principal").await?;
     let mut len = [0u8; 4];
     recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
     let frame_len = usize::try_from(u32::from_be_bytes(len)).unwrap_or(usize::MAX);
@@ -59,11 +51,26 @@ async fn read_request(
     recv.read_exact(&mut frame)
         .await
         .map_err(|e| e.to_string())?;
-    Ok((
-        String::from_utf8_lossy(&host).into_owned(),
-        frame.into(),
-        room,
-    ))
+    Ok((host, principal, frame.into(), room))
+}
+
+/// A `[u16 length][bytes]` field of at most `max` bytes.
+async fn read_field(
+    recv: &mut quinn::RecvStream,
+    max: usize,
+    what: &str,
+) -> Result<String, String> {
+    let mut len = [0u8; 2];
+    recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    let len = usize::from(u16::from_be_bytes(len));
+    if len > max {
+        return Err(format!("{what} of {len} bytes"));
+    }
+    let mut bytes = vec![0u8; len];
+    recv.read_exact(&mut bytes)
+        .await
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|_| format!("{what} is not UTF-8"))
 }
 
 async fn serve_stream(
@@ -71,7 +78,7 @@ async fn serve_stream(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
-    let (host, frame, room) = match read_request(&broker, &mut recv).await {
+    let (host, principal, frame, room) = match read_request(&broker, &mut recv).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "refused a forwarded request");
@@ -94,6 +101,7 @@ async fn serve_stream(
         connection: broker.connections.next_connection_id(),
         forwarded: true,
         hurry: Some(hurry),
+        principal: Arc::from(principal),
     };
     Metrics::bump(&broker.forward_counters.served);
     broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);

@@ -42,6 +42,9 @@ const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The advertised (api, min, max) list, clipped to the codec's range.

@@ -25,6 +25,7 @@ fn ctx(client: &Client, client_id: &str, api_version: i16) -> RequestContext {
         connection: client.connection,
         forwarded: client.forwarded,
         hurry: client.hurry.clone(),
+        principal: client.principal.clone(),
     }
 }
 

@@ -20,6 +20,7 @@ use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
 use crate::topic_config::{self, ConfigType};
+use metastore::acl::{AclOperation, ResourceType};
 use metastore::{ConfigOp, MetaError};
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -105,6 +106,25 @@ fn wanted(keys: &Option<Vec<StrBytes>>, name: &str) -> bool {
         .is_none_or(|k| k.is_empty() || k.iter().any(|x| x.as_str() == name))
 }
 
+/// The error when the client may not `operation` the configs of a topic
+/// (TOPIC resource) or of a broker (the CLUSTER resource, as in Kafka).
+fn refused(
+    b: &Broker,
+    ctx: &RequestContext,
+    operation: AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Option<ResponseError> {
+    match resource_type {
+        RESOURCE_TOPIC => (!ctx.may(b, operation, ResourceType::Topic, name))
+            .then_some(ResponseError::TopicAuthorizationFailed),
+        RESOURCE_BROKER => {
+            (!ctx.may_on_cluster(b, operation)).then_some(ResponseError::ClusterAuthorizationFailed)
+        }
+        _ => None,
+    }
+}
+
 pub(super) fn describe_configs(
     b: &Broker,
     ctx: &RequestContext,
@@ -146,6 +166,11 @@ pub(super) fn describe_configs(
                     .with_config_type(kind.kafka_code())
                     .with_synonyms(synonyms)
             };
+        let name = r.resource_name.as_str();
+        if let Some(e) = refused(b, ctx, AclOperation::DescribeConfigs, r.resource_type, name) {
+            results.push(result.with_error_code(e.code()));
+            continue;
+        }
         match r.resource_type {
             RESOURCE_TOPIC => {
                 let Some(topic) = b.catalog.topic(r.resource_name.as_str()) else {
@@ -209,12 +234,16 @@ pub(super) fn describe_configs(
 /// Applies config changes to one topic and pushes the new settings to its partitions.
 async fn alter_topic(
     b: &Broker,
+    ctx: &RequestContext,
     resource_type: i8,
     name: &str,
     ops: Result<Vec<ConfigOp>, MetaError>,
     replace_all: bool,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
+    if let Some(e) = refused(b, ctx, AclOperation::AlterConfigs, resource_type, name) {
+        return (e.code(), None);
+    }
     if resource_type == RESOURCE_BROKER {
         return alter_broker(b, name, ops, validate_only).await;
     }
@@ -310,7 +339,7 @@ async fn alter_broker(
 
 pub(super) async fn alter_configs(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let mut responses = Vec::new();
@@ -325,6 +354,7 @@ pub(super) async fn alter_configs(
             .collect();
         let (code, message) = alter_topic(
             b,
+            ctx,
             r.resource_type,
             r.resource_name.as_str(),
             ops,
@@ -345,7 +375,7 @@ pub(super) async fn alter_configs(
 
 pub(super) async fn incremental_alter_configs(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::new();
@@ -371,8 +401,16 @@ pub(super) async fn incremental_alter_configs(
                 }
             })
             .collect();
-        let (code, message) =
-            alter_topic(b, r.resource_type, &topic, ops, false, req.validate_only).await;
+        let (code, message) = alter_topic(
+            b,
+            ctx,
+            r.resource_type,
+            &topic,
+            ops,
+            false,
+            req.validate_only,
+        )
+        .await;
         responses.push(
             incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_error_code(code)

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{s, DispatchError, RequestContext};
+use metastore::acl::{AclOperation, ResourceType};
 use metastore::{AgentId, TopicInfo};
 
 use crate::backend::{LogError, Records};
@@ -206,15 +207,18 @@ async fn long_poll(
 /// partitions the request lists.
 struct TopicCache<'a> {
     b: &'a Broker,
+    /// Who reads: each topic is checked for READ.
+    ctx: &'a RequestContext,
     by_id: bool,
     seen: HashMap<(String, Uuid), Option<Arc<TopicInfo>>>,
 }
 
 impl<'a> TopicCache<'a> {
-    fn new(b: &'a Broker, version: i16) -> Self {
+    fn new(b: &'a Broker, ctx: &'a RequestContext) -> Self {
         TopicCache {
             b,
-            by_id: version >= 13,
+            ctx,
+            by_id: ctx.api_version >= 13,
             seen: HashMap::new(),
         }
     }
@@ -249,6 +253,17 @@ async fn resolve(
     reach: Reach,
 ) -> Resolved {
     let by_id = topics.by_id;
+    let ctx = topics.ctx;
+    let readable = |name: &str| ctx.may(b, AclOperation::Read, ResourceType::Topic, name);
+    // by name, an unreadable topic is refused whether or not it exists
+    if !by_id && !readable(name) {
+        return (
+            name.to_string(),
+            id,
+            Err(ResponseError::TopicAuthorizationFailed),
+            None,
+        );
+    }
     let Some(topic) = topics.get(name, id) else {
         let e = if by_id {
             ResponseError::UnknownTopicId
@@ -257,6 +272,10 @@ async fn resolve(
         };
         return (name.to_string(), id, Err(e), None);
     };
+    if by_id && !readable(&topic.name) {
+        let e = Err(ResponseError::TopicAuthorizationFailed);
+        return (topic.name.clone(), topic.id, e, None);
+    }
     let current = usize::try_from(partition)
         .ok()
         .and_then(|i| topic.partitions.get(i))
@@ -416,7 +435,7 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnsw
     } else {
         SessionMode::Sessionless
     };
-    let mut topics = TopicCache::new(b, v);
+    let mut topics = TopicCache::new(b, ctx);
     let forwarder = b.forwarder(ctx.forwarded);
     // KIP-392: consumers (v11+) may read from a follower; not behind a
     // load balancer, where clients see one broker.

@@ -173,7 +173,7 @@ pub(super) async fn gather(
                         Ok(frame) => {
                             let timeout =
                                 deadline.saturating_duration_since(Instant::now()) + GRACE;
-                            fwd.call(owner, &ctx.client_host, &frame, Some(hurry), timeout)
+                            fwd.call(owner, ctx.origin(), &frame, Some(hurry), timeout)
                                 .await
                                 .map_err(|e| e.to_string())
                         }

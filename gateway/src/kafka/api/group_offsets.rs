@@ -22,6 +22,7 @@ use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
 use crate::partition::now_ms;
+use metastore::acl::{AclOperation, ResourceType};
 use metastore::OffsetCommit;
 
 /// `offset.metadata.max.bytes`.
@@ -29,23 +30,27 @@ const MAX_METADATA: usize = 4096;
 
 pub(super) async fn offset_commit(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = req.group_id.to_string();
-    let check = b
-        .groups
-        .validate_commit(
-            group.clone(),
-            req.member_id.to_string(),
-            req.group_instance_id.as_ref().map(|x| x.to_string()),
-            req.generation_id_or_member_epoch,
-        )
-        .await;
-    let group_error = match check {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(codes::group_error(e)),
-        Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+    let group_error = if !ctx.may(b, AclOperation::Read, ResourceType::Group, &group) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        let check = b
+            .groups
+            .validate_commit(
+                group.clone(),
+                req.member_id.to_string(),
+                req.group_instance_id.as_ref().map(|x| x.to_string()),
+                req.generation_id_or_member_epoch,
+            )
+            .await;
+        match check {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(codes::group_error(e)),
+            Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+        }
     };
     let now = now_ms();
     let mut to_commit = Vec::new();
@@ -53,10 +58,13 @@ pub(super) async fn offset_commit(
     for t in &req.topics {
         let name = t.name.to_string();
         let topic = b.catalog.topic(&name);
+        let readable = ctx.may(b, AclOperation::Read, ResourceType::Topic, &name);
         let mut parts = Vec::new();
         for p in &t.partitions {
             let error = if let Some(e) = group_error {
                 Some(e)
+            } else if !readable {
+                Some(ResponseError::TopicAuthorizationFailed)
             } else if topic.as_ref().is_none_or(|tm| {
                 p.partition_index < 0 || p.partition_index as usize >= tm.partitions.len()
             }) {
@@ -122,12 +130,21 @@ pub(super) async fn offset_fetch(
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     if ctx.api_version < 8 {
+        if !ctx.may(
+            b,
+            AclOperation::Describe,
+            ResourceType::Group,
+            req.group_id.as_str(),
+        ) {
+            return OffsetFetchResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
         let topics = req.topics.map(|ts| {
             ts.into_iter()
                 .map(|t| (t.name.to_string(), t.partition_indexes))
                 .collect()
         });
-        let topics = admin::groups::committed_offsets(b, req.group_id.as_str(), topics)
+        let topics = describable_offsets(b, ctx, req.group_id.as_str(), topics)
             .into_iter()
             .map(|(name, parts)| {
                 OffsetFetchResponseTopic::default()
@@ -140,6 +157,7 @@ pub(super) async fn offset_fetch(
                                     .with_committed_offset(c.offset)
                                     .with_committed_leader_epoch(c.leader_epoch)
                                     .with_metadata(Some(s(c.metadata)))
+                                    .with_error_code(c.error)
                             })
                             .collect(),
                     )
@@ -152,12 +170,22 @@ pub(super) async fn offset_fetch(
         .groups
         .into_iter()
         .map(|g| {
+            if !ctx.may(
+                b,
+                AclOperation::Describe,
+                ResourceType::Group,
+                g.group_id.as_str(),
+            ) {
+                return OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             let topics = g.topics.map(|ts| {
                 ts.into_iter()
                     .map(|t| (t.name.to_string(), t.partition_indexes))
                     .collect()
             });
-            let topics = admin::groups::committed_offsets(b, g.group_id.as_str(), topics)
+            let topics = describable_offsets(b, ctx, g.group_id.as_str(), topics)
                 .into_iter()
                 .map(|(name, parts)| {
                     let topic_id = b.catalog.topic(&name).map(|t| t.id).unwrap_or_default();
@@ -172,6 +200,7 @@ pub(super) async fn offset_fetch(
                                         .with_committed_offset(c.offset)
                                         .with_committed_leader_epoch(c.leader_epoch)
                                         .with_metadata(Some(s(c.metadata)))
+                                        .with_error_code(c.error)
                                 })
                                 .collect(),
                         )
@@ -186,12 +215,67 @@ pub(super) async fn offset_fetch(
     OffsetFetchResponse::default().with_groups(groups)
 }
 
+/// One committed offset as OffsetFetch reports it.
+struct Reported {
+    partition: i32,
+    offset: i64,
+    leader_epoch: i32,
+    metadata: String,
+    error: i16,
+}
+
+/// A group's committed offsets of the topics the client may describe: a
+/// topic it asked for by name and may not describe is answered with
+/// TOPIC_AUTHORIZATION_FAILED; when it asked for all, such topics are left
+/// out, as Kafka does.
+fn describable_offsets(
+    b: &Broker,
+    ctx: &RequestContext,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Vec<(String, Vec<Reported>)> {
+    let all = topics.is_none();
+    admin::groups::committed_offsets(b, group, topics)
+        .into_iter()
+        .filter_map(|(name, parts)| {
+            let allowed = ctx.may(b, AclOperation::Describe, ResourceType::Topic, &name);
+            if !allowed && all {
+                return None;
+            }
+            let parts = parts
+                .into_iter()
+                .map(|c| match allowed {
+                    true => Reported {
+                        partition: c.partition,
+                        offset: c.offset,
+                        leader_epoch: c.leader_epoch,
+                        metadata: c.metadata,
+                        error: 0,
+                    },
+                    false => Reported {
+                        partition: c.partition,
+                        offset: -1,
+                        leader_epoch: -1,
+                        metadata: String::new(),
+                        error: ResponseError::TopicAuthorizationFailed.code(),
+                    },
+                })
+                .collect();
+            Some((name, parts))
+        })
+        .collect()
+}
+
 pub(super) async fn offset_delete(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let group = req.group_id.to_string();
+    if !ctx.may(b, AclOperation::Delete, ResourceType::Group, &group) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let live_members = match b.groups.describe(group.clone()).await {
         Ok(Some(d)) => !d.members.is_empty(),
         Ok(None) => false,
@@ -210,12 +294,15 @@ pub(super) async fn offset_delete(
     for t in req.topics {
         let name = t.name.to_string();
         let exists = b.catalog.topic(&name).is_some();
+        let readable = ctx.may(b, AclOperation::Read, ResourceType::Topic, &name);
         let parts = t
             .partitions
             .iter()
             .map(|p| {
                 // A group with live members may be consuming the topic; Kafka refuses then.
-                let code = if !exists {
+                let code = if !readable {
+                    ResponseError::TopicAuthorizationFailed.code()
+                } else if !exists {
                     ResponseError::UnknownTopicOrPartition.code()
                 } else if live_members {
                     ResponseError::GroupSubscribedToTopic.code()

@@ -22,12 +22,20 @@ use crate::broker::Broker;
 use crate::brokers;
 use crate::codes;
 use crate::group::engine::{GroupError, JoinRequest, SyncRequest};
+use metastore::acl::{AclOperation, ResourceType};
 
 const GONE: ResponseError = ResponseError::CoordinatorNotAvailable;
 
 fn opt(v: Option<kafka_protocol::protocol::StrBytes>) -> Option<String> {
     v.map(|x| x.to_string())
 }
+
+/// Whether the client may `operation` the group.
+fn may(b: &Broker, ctx: &RequestContext, operation: AclOperation, group: &str) -> bool {
+    ctx.may(b, operation, ResourceType::Group, group)
+}
+
+const REFUSED: ResponseError = ResponseError::GroupAuthorizationFailed;
 
 pub(super) fn find_coordinator(
     b: &Broker,
@@ -48,8 +56,28 @@ pub(super) fn find_coordinator(
                 )
             })
     };
+    // DESCRIBE on the group, or on the transactional id (key type 1)
+    let refused = |key: &str| {
+        if req.key_type == 1 {
+            let denied = !ctx.may(
+                b,
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                key,
+            );
+            denied.then_some(ResponseError::TransactionalIdAuthorizationFailed)
+        } else {
+            (!may(b, ctx, AclOperation::Describe, key)).then_some(REFUSED)
+        }
+    };
     let resp = FindCoordinatorResponse::default();
     if ctx.api_version < 4 {
+        if let Some(e) = refused(&req.key) {
+            return resp
+                .with_error_code(e.code())
+                .with_node_id(BrokerId(-1))
+                .with_port(-1);
+        }
         let (node, host, port) = pick(&req.key);
         return resp.with_node_id(node).with_host(host).with_port(port);
     }
@@ -57,6 +85,13 @@ pub(super) fn find_coordinator(
         .coordinator_keys
         .into_iter()
         .map(|key| {
+            if let Some(e) = refused(&key) {
+                return CoordinatorEntry::default()
+                    .with_key(key)
+                    .with_error_code(e.code())
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1);
+            }
             let (node, host, port) = pick(&key);
             CoordinatorEntry::default()
                 .with_key(key)
@@ -73,6 +108,12 @@ pub(super) async fn join_group(
     ctx: &RequestContext,
     req: JoinGroupRequest,
 ) -> JoinGroupResponse {
+    if !may(b, ctx, AclOperation::Read, req.group_id.as_str()) {
+        return JoinGroupResponse::default()
+            .with_error_code(REFUSED.code())
+            .with_generation_id(-1)
+            .with_member_id(req.member_id);
+    }
     let v = ctx.api_version;
     let join = JoinRequest {
         group_id: req.group_id.to_string(),
@@ -127,9 +168,12 @@ pub(super) async fn join_group(
 
 pub(super) async fn sync_group(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: SyncGroupRequest,
 ) -> SyncGroupResponse {
+    if !may(b, ctx, AclOperation::Read, req.group_id.as_str()) {
+        return SyncGroupResponse::default().with_error_code(REFUSED.code());
+    }
     let sync = SyncRequest {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),
@@ -160,9 +204,12 @@ pub(super) async fn sync_group(
 
 pub(super) async fn heartbeat(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: HeartbeatRequest,
 ) -> HeartbeatResponse {
+    if !may(b, ctx, AclOperation::Read, req.group_id.as_str()) {
+        return HeartbeatResponse::default().with_error_code(REFUSED.code());
+    }
     let code = match b
         .groups
         .heartbeat(
@@ -185,6 +232,9 @@ pub(super) async fn leave_group(
     ctx: &RequestContext,
     req: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
+    if !may(b, ctx, AclOperation::Read, req.group_id.as_str()) {
+        return LeaveGroupResponse::default().with_error_code(REFUSED.code());
+    }
     let batched = ctx.api_version >= 3;
     let members: Vec<(String, Option<String>)> = if batched {
         req.members
@@ -225,7 +275,7 @@ pub(super) async fn leave_group(
 
 pub(super) async fn describe_groups(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::new();
@@ -234,6 +284,10 @@ pub(super) async fn describe_groups(
         let base = DescribedGroup::default()
             .with_group_id(g)
             .with_authorized_operations(i32::MIN);
+        if !may(b, ctx, AclOperation::Describe, &name) {
+            groups.push(base.with_error_code(REFUSED.code()));
+            continue;
+        }
         let d = match admin::groups::describe_group(b, &name).await {
             Ok(d) => d,
             Err(_) => {
@@ -266,9 +320,12 @@ pub(super) async fn describe_groups(
 
 pub(super) async fn list_groups(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ListGroupsRequest,
 ) -> ListGroupsResponse {
+    // Kafka: DESCRIBE on the cluster lists every group, else those the
+    // client may describe
+    let every = ctx.may_on_cluster(b, AclOperation::Describe);
     let all = match admin::groups::list_groups(b).await {
         Ok(l) => l,
         Err(_) => return ListGroupsResponse::default().with_error_code(GONE.code()),
@@ -277,6 +334,7 @@ pub(super) async fn list_groups(
     let groups = all
         .into_iter()
         .filter(|g| states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(&g.state)))
+        .filter(|g| every || may(b, ctx, AclOperation::Describe, &g.group_id))
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(s(g.group_id)))
@@ -290,12 +348,20 @@ pub(super) async fn list_groups(
 
 pub(super) async fn delete_groups(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let mut results = Vec::new();
     for g in req.groups_names {
         let name = g.to_string();
+        if !may(b, ctx, AclOperation::Delete, &name) {
+            results.push(
+                DeletableGroupResult::default()
+                    .with_group_id(g)
+                    .with_error_code(REFUSED.code()),
+            );
+            continue;
+        }
         let has_offsets = b.catalog.groups().contains(&name);
         let code = match b.groups.delete(name.clone()).await {
             Err(_) => GONE.code(),

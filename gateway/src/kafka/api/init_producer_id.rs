@@ -5,13 +5,15 @@
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
+use metastore::acl::{AclOperation, ResourceType};
+
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::codes;
 
 pub(super) async fn init_producer_id(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let resp = InitProducerIdResponse::default()
@@ -22,6 +24,12 @@ pub(super) async fn init_producer_id(
     if req.transactional_id.is_some() {
         // Transactions are not implemented (their APIs are not advertised).
         return resp.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    // Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+    if !ctx.may_on_cluster(b, AclOperation::IdempotentWrite)
+        && !ctx.may_on_some(b, AclOperation::Write, ResourceType::Topic)
+    {
+        return resp.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
     // KIP-360: a known idempotent producer may bump its epoch instead of taking a new id.
     if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {

@@ -15,6 +15,7 @@ use crate::broker::{Broker, BrokerConfig};
 use crate::brokers;
 use crate::codes;
 use crate::topic_config;
+use metastore::acl::{AclOperation, ResourceType};
 use metastore::{MetaError, TopicInfo};
 
 /// Kafka's "authorized operations not requested" value.
@@ -88,16 +89,37 @@ pub(super) async fn metadata(
         Some(t) => t.is_empty() && v == 0,
     };
     let allow_create = b.config.auto_create_topics && (v < 4 || req.allow_auto_topic_creation);
+    let describable = |name: &str| ctx.may(b, AclOperation::Describe, ResourceType::Topic, name);
+    let refused =
+        |name: Option<String>, id| topic_error(name, id, ResponseError::TopicAuthorizationFailed);
     let mut topics = Vec::new();
     if all {
-        topics.extend(b.catalog.topics().iter().map(|t| topic_entry(&b.config, t)));
+        // every topic the client may see, and no other
+        topics.extend(
+            b.catalog
+                .topics()
+                .iter()
+                .filter(|t| describable(&t.name))
+                .map(|t| topic_entry(&b.config, t)),
+        );
     } else {
         for wanted in req.topics.unwrap_or_default() {
             match wanted.name {
                 Some(name) => {
                     let name = name.0.to_string();
+                    if !describable(&name) {
+                        topics.push(refused(Some(name), uuid::Uuid::nil()));
+                        continue;
+                    }
                     match b.catalog.topic(&name) {
                         Some(t) => topics.push(topic_entry(&b.config, &t)),
+                        // Kafka: CREATE on the cluster or on the topic
+                        None if allow_create
+                            && !ctx.may_on_cluster(b, AclOperation::Create)
+                            && !ctx.may(b, AclOperation::Create, ResourceType::Topic, &name) =>
+                        {
+                            topics.push(refused(Some(name), uuid::Uuid::nil()))
+                        }
                         None if allow_create => match b.auto_create(&name).await {
                             Ok(t) => topics.push(topic_entry(&b.config, &t)),
                             Err(e @ MetaError::InvalidTopicName { .. }) => topics.push(
@@ -123,6 +145,7 @@ pub(super) async fn metadata(
                     }
                 }
                 None => match b.catalog.topic_by_id(wanted.topic_id) {
+                    Some(t) if !describable(&t.name) => topics.push(refused(None, wanted.topic_id)),
                     Some(t) => topics.push(topic_entry(&b.config, &t)),
                     None => topics.push(topic_error(
                         None,

@@ -2,6 +2,7 @@
 //! `init_producer_id.rs`, ...). [`dispatch`] decodes a request frame with
 //! `kafka-protocol`, calls the handler and encodes its answer.
 
+mod acls;
 mod api_versions;
 pub(crate) mod bridge;
 mod configs;
@@ -20,13 +21,19 @@ mod topics;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsResponse, ApiKey, DescribeUserScramCredentialsResponse,
+    ListPartitionReassignmentsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use tokio::sync::Notify;
 
+use metastore::acl::{AclOperation, ResourceType};
+
 use super::response::ResponseFrame;
 use super::versions;
+use crate::authz::{Requester, ANONYMOUS, CLUSTER_RESOURCE};
 use crate::broker::{Broker, Metrics};
 
 /// The connection a request arrived on.
@@ -43,6 +50,9 @@ pub struct Client {
     /// Notified when whoever waits for the answer wants it now: a long poll
     /// then answers with what it has.
     pub hurry: Option<Arc<Notify>>,
+    /// Who the client authenticated as (`User:alice`); [`ANONYMOUS`] until
+    /// it does, or when the listener authenticates no one.
+    pub principal: Arc<str>,
 }
 
 impl Client {
@@ -53,6 +63,7 @@ impl Client {
             connection,
             forwarded: false,
             hurry: None,
+            principal: Arc::from(ANONYMOUS),
         }
     }
 }
@@ -69,6 +80,57 @@ pub struct RequestContext {
     pub forwarded: bool,
     /// See [`Client::hurry`].
     pub hurry: Option<Arc<Notify>>,
+    /// See [`Client::principal`].
+    pub principal: Arc<str>,
+}
+
+impl RequestContext {
+    /// Whether the client may perform `operation` on the resource (always,
+    /// with authorization off).
+    pub(crate) fn may(
+        &self,
+        broker: &Broker,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        crate::authz::allowed(
+            broker,
+            Requester::new(&self.principal, &self.client_host),
+            operation,
+            resource_type,
+            name,
+        )
+    }
+
+    /// Whether the client may perform `operation` on at least one resource
+    /// of the type (Kafka's `authorizeByResourceType`).
+    pub(crate) fn may_on_some(
+        &self,
+        broker: &Broker,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool {
+        crate::authz::allowed_on_some(
+            broker,
+            Requester::new(&self.principal, &self.client_host),
+            operation,
+            resource_type,
+        )
+    }
+
+    /// Whom a request forwarded for this one is from.
+    pub(crate) fn origin(&self) -> crate::forward::Origin<'_> {
+        crate::forward::Origin {
+            host: &self.client_host,
+            principal: &self.principal,
+        }
+    }
+
+    /// [`Self::may`] on the cluster resource.
+    pub(crate) fn may_on_cluster(&self, broker: &Broker, operation: AclOperation) -> bool {
+        self.may(broker, operation, ResourceType::Cluster, CLUSTER_RESOURCE)
+    }
 }
 
 /// Why a request frame could not be served; the connection is closed.
@@ -179,6 +241,7 @@ pub async fn dispatch(
         connection: client.connection,
         forwarded: client.forwarded,
         hurry: client.hurry.clone(),
+        principal: client.principal.clone(),
     };
     // Load-balancer mode: data and groups another agent owns are served there.
     let request = match broker.forwarder(client.forwarded) {
@@ -188,6 +251,7 @@ pub async fn dispatch(
         },
         None => request,
     };
+    let cluster = |op| ctx.may_on_cluster(broker, op);
     let body: ResponseKind = match request {
         RequestKind::ApiVersions(_) => api_versions::api_versions_body(0).into(),
         RequestKind::Metadata(r) => metadata::metadata(broker, &ctx, r).await.into(),
@@ -229,16 +293,37 @@ pub async fn dispatch(
         RequestKind::OffsetCommit(r) => group_offsets::offset_commit(broker, &ctx, r).await.into(),
         RequestKind::OffsetFetch(r) => group_offsets::offset_fetch(broker, &ctx, r).await.into(),
         RequestKind::OffsetDelete(r) => group_offsets::offset_delete(broker, &ctx, r).await.into(),
+        RequestKind::AlterPartitionReassignments(_) if !cluster(AclOperation::Alter) => {
+            AlterPartitionReassignmentsResponse::default()
+                .with_error_code(CLUSTER_REFUSED.code())
+                .into()
+        }
         RequestKind::AlterPartitionReassignments(r) => {
             reassignments::alter_partition_reassignments(broker, &ctx, r)
                 .await
                 .into()
         }
+        RequestKind::ListPartitionReassignments(_) if !cluster(AclOperation::Describe) => {
+            ListPartitionReassignmentsResponse::default()
+                .with_error_code(CLUSTER_REFUSED.code())
+                .into()
+        }
         RequestKind::ListPartitionReassignments(r) => {
             reassignments::list_partition_reassignments(broker, &ctx, r).into()
         }
+        RequestKind::DescribeUserScramCredentials(_) if !cluster(AclOperation::Describe) => {
+            DescribeUserScramCredentialsResponse::default()
+                .with_error_code(CLUSTER_REFUSED.code())
+                .into()
+        }
         RequestKind::DescribeUserScramCredentials(r) => scram_users::describe(broker, r).into(),
+        RequestKind::AlterUserScramCredentials(r) if !cluster(AclOperation::Alter) => {
+            scram_users::refuse(r, CLUSTER_REFUSED).into()
+        }
         RequestKind::AlterUserScramCredentials(r) => scram_users::alter(broker, r).await.into(),
+        RequestKind::CreateAcls(r) => acls::create_acls(broker, &ctx, r).await.into(),
+        RequestKind::DescribeAcls(r) => acls::describe_acls(broker, &ctx, r).into(),
+        RequestKind::DeleteAcls(r) => acls::delete_acls(broker, &ctx, r).await.into(),
         // The connection's SASL session answers these until it authenticated:
         // here SASL is off, or done (re-authentication is not supported).
         RequestKind::SaslHandshake(_) => {
@@ -263,6 +348,9 @@ pub async fn dispatch(
     };
     encode_frame(&header, api, &body).map(Some)
 }
+
+/// The answer to a cluster operation the client may not perform.
+const CLUSTER_REFUSED: ResponseError = ResponseError::ClusterAuthorizationFailed;
 
 /// Every advertised API as the ApiVersions body lists it.
 pub(crate) fn advertised() -> Vec<kafka_protocol::messages::api_versions_response::ApiVersion> {

@@ -19,14 +19,20 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::codes;
 use crate::partition::{OffsetQuery, PartitionHandle};
+use metastore::acl::{AclOperation, ResourceType};
 use metastore::TopicInfo;
 
-/// Finds a partition's task and its current leader epoch, or the error to report.
+/// Finds a partition's task and its current leader epoch, or the error to
+/// report; the client must be allowed `operation` on the topic `name`.
 async fn locate(
     b: &Broker,
+    (ctx, operation, name): (&RequestContext, AclOperation, &str),
     topic: Option<&TopicInfo>,
     index: i32,
 ) -> Result<(PartitionHandle, i32), ResponseError> {
+    if !ctx.may(b, operation, ResourceType::Topic, name) {
+        return Err(ResponseError::TopicAuthorizationFailed);
+    }
     let topic = topic.ok_or(ResponseError::UnknownTopicOrPartition)?;
     let epoch = usize::try_from(index)
         .ok()
@@ -64,11 +70,14 @@ pub(super) async fn list_offsets(
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
-            let located = locate(b, topic.as_deref(), p.partition_index)
-                .await
-                .and_then(|(h, epoch)| {
-                    check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch))
-                });
+            let located = locate(
+                b,
+                (ctx, AclOperation::Describe, t.name.as_str()),
+                topic.as_deref(),
+                p.partition_index,
+            )
+            .await
+            .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| (h, epoch)));
             let (h, epoch) = match located.map(|(h, e)| (h, if has_epoch { e } else { -1 })) {
                 Ok(x) => x,
                 Err(e) => {
@@ -109,7 +118,7 @@ pub(super) async fn list_offsets(
 
 pub(super) async fn offset_for_leader_epoch(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut topics = Vec::new();
@@ -121,9 +130,14 @@ pub(super) async fn offset_for_leader_epoch(
                 .with_partition(p.partition)
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
-            let located = locate(b, topic.as_deref(), p.partition)
-                .await
-                .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| h));
+            let located = locate(
+                b,
+                (ctx, AclOperation::Describe, t.topic.as_str()),
+                topic.as_deref(),
+                p.partition,
+            )
+            .await
+            .and_then(|(h, epoch)| check_epoch(p.current_leader_epoch, epoch).map(|_| h));
             let resp = match located {
                 Err(e) => resp.with_error_code(e.code()),
                 Ok(h) => match h.epoch_end(p.leader_epoch).await {
@@ -145,7 +159,7 @@ pub(super) async fn offset_for_leader_epoch(
 
 pub(super) async fn delete_records(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let mut topics = Vec::new();
@@ -156,7 +170,14 @@ pub(super) async fn delete_records(
             let resp = DeleteRecordsPartitionResult::default()
                 .with_partition_index(p.partition_index)
                 .with_low_watermark(-1);
-            let h = match locate(b, topic.as_deref(), p.partition_index).await {
+            let h = match locate(
+                b,
+                (ctx, AclOperation::Delete, t.name.as_str()),
+                topic.as_deref(),
+                p.partition_index,
+            )
+            .await
+            {
                 Ok((h, _)) => h,
                 Err(e) => {
                     parts.push(resp.with_error_code(e.code()));

@@ -13,6 +13,7 @@ use crate::codes;
 use crate::partition::Acks;
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 use crate::topic_config;
+use metastore::acl::{AclOperation, ResourceType};
 use metastore::TopicInfo;
 use tracing::Instrument;
 
@@ -157,6 +158,9 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
         } else {
             b.catalog.topic(t.name.as_str())
         };
+        let name = topic
+            .as_deref()
+            .map_or(t.name.as_str(), |i| i.name.as_str());
         let parts = if acks.is_none() {
             t.partition_data
                 .iter()
@@ -173,6 +177,11 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
                     )
                 })
                 .collect()
+        } else if !ctx.may(b, AclOperation::Write, ResourceType::Topic, name) {
+            t.partition_data
+                .iter()
+                .map(|p| failed(p.index, ResponseError::TopicAuthorizationFailed, None))
+                .collect()
         } else {
             join_all(t.partition_data.into_iter().map(|p| {
                 let acks = acks.unwrap_or(Acks::All);
@@ -180,7 +189,7 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
                     tracing::info_span!(
                         target: SPAN_TARGET,
                         "produce",
-                        topic = topic.as_deref().map_or(t.name.as_str(), |i| i.name.as_str()),
+                        topic = name,
                         partition = p.index,
                         bytes = p.records.as_ref().map_or(0, |r| r.len() as i64),
                     )

@@ -114,7 +114,7 @@ async fn call<Q: Encodable, R: Decodable>(
 ) -> Result<Option<R>, String> {
     let frame = request_frame(ctx, header, api, body)?;
     match fwd
-        .call(owner, &ctx.client_host, &frame, None, timeout)
+        .call(owner, ctx.origin(), &frame, None, timeout)
         .await
         .map_err(|e| e.to_string())?
     {
@@ -596,10 +596,7 @@ async fn route_group(
     let Some(owner) = group.as_deref().and_then(|g| remote_coordinator(b, g)) else {
         return Ok(Routed::Local(Box::new(request)));
     };
-    match fwd
-        .call(owner, &ctx.client_host, frame, None, timeout)
-        .await
-    {
+    match fwd.call(owner, ctx.origin(), frame, None, timeout).await {
         Ok(Some(resp)) => {
             let mut frame = ResponseFrame::new();
             frame.push_bytes(resp);

@@ -88,6 +88,35 @@ fn result(user: &str, e: Option<(ResponseError, String)>) -> AlterUserScramCrede
     }
 }
 
+/// Every alteration's user answered with `error` (the client may not
+/// alter credentials).
+pub fn refuse(
+    req: AlterUserScramCredentialsRequest,
+    error: ResponseError,
+) -> AlterUserScramCredentialsResponse {
+    let mut users: Vec<String> = req
+        .deletions
+        .iter()
+        .map(|d| d.name.to_string())
+        .chain(req.upsertions.iter().map(|u| u.name.to_string()))
+        .collect();
+    users.sort();
+    users.dedup();
+    let results = users
+        .iter()
+        .map(|u| {
+            result(
+                u,
+                Some((
+                    error,
+                    format!("ALTER on the cluster is needed to change {u}"),
+                )),
+            )
+        })
+        .collect();
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
 pub async fn alter(
     b: &Broker,
     req: AlterUserScramCredentialsRequest,

@@ -18,6 +18,7 @@ use crate::admin;
 use crate::admin::topics::{ConfigSource, NewTopic};
 use crate::broker::Broker;
 use crate::codes;
+use metastore::acl::{AclOperation, ResourceType};
 use metastore::TopicInfo;
 
 /// Config source numbers of DescribeConfigs/CreateTopics.
@@ -89,16 +90,22 @@ fn explicit_assignments(
 
 pub(super) async fn create_topics(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut results = Vec::new();
+    // Kafka: CREATE on the cluster allows every topic, else each topic's own
+    let on_cluster = ctx.may_on_cluster(b, AclOperation::Create);
     for t in req.topics {
         let name = t.name.to_string();
         let result = CreatableTopicResult::default()
             .with_name(t.name.clone())
             .with_num_partitions(-1)
             .with_replication_factor(-1);
+        if !on_cluster && !ctx.may(b, AclOperation::Create, ResourceType::Topic, &name) {
+            results.push(result.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
+            continue;
+        }
         let assignments = match explicit_assignments(&t) {
             Ok(a) => a,
             Err(why) => {
@@ -183,6 +190,12 @@ pub(super) async fn delete_topics(
         let result = DeletableTopicResult::default()
             .with_name(name.clone().map(|n| TopicName(s(n))))
             .with_topic_id(id);
+        // by name, refused whether or not it exists; by id, once it is found
+        let named = meta.as_ref().map(|m| m.name.as_str()).or(name.as_deref());
+        if named.is_some_and(|n| !ctx.may(b, AclOperation::Delete, ResourceType::Topic, n)) {
+            responses.push(result.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
+            continue;
+        }
         let Some(meta) = meta else {
             let e = if name.is_some() {
                 ResponseError::UnknownTopicOrPartition
@@ -212,12 +225,16 @@ pub(super) async fn delete_topics(
 
 pub(super) async fn create_partitions(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::new();
     for t in req.topics {
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        if !ctx.may(b, AclOperation::Alter, ResourceType::Topic, t.name.as_str()) {
+            results.push(result.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
+            continue;
+        }
         match b
             .catalog
             .create_partitions(t.name.as_str(), t.count, req.validate_only)

@@ -150,7 +150,9 @@ def test_kafka_clients_produce_and_consume_over_tls_and_plaintext_is_refused(cer
 
 
 def test_with_a_client_ca_only_clients_with_its_certificates_get_in(certs):
-    b = tls_broker(certs, "--kafka-tls-client-ca", os.path.join(certs, "ca.pem"))
+    # mutual TLS authenticates clients, so ACLs apply: this one may do anything
+    b = tls_broker(certs, "--kafka-tls-client-ca", os.path.join(certs, "ca.pem"),
+                   "--superusers", "User:CN=client")
     try:
         topic = f"mtls-{uuid.uuid4().hex[:6]}"
         roundtrip_confluent(b, ssl_conf(certs, client="client"), topic, n=50)

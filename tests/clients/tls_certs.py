@@ -55,12 +55,14 @@ def _issue(dir, name, issuer=None, server=False):
 
 @pytest.fixture(scope="session")
 def certs():
-    """A folder of NAME.pem and NAME.key files: ca, server, client, other-ca,
+    """A folder of NAME.pem and NAME.key files: ca, server, client, ops (a
+    second client of ca), other-ca,
     stranger (a client of other-ca) and server-next (a server of other-ca)."""
     d = tempfile.mkdtemp(prefix="aerostream-tls-")
     ca = _issue(d, "ca")
     _issue(d, "server", ca, server=True)
     _issue(d, "client", ca)
+    _issue(d, "ops", ca)
     other = _issue(d, "other-ca")
     _issue(d, "stranger", other)
     # a second server certificate, from the other CA, for the reload test

@@ -39,10 +39,14 @@ async function startBroker(extra = []) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aerostream-js-'));
   const port = await freePort();
   const httpPort = await freePort();
+  // the native listener takes TCP and UDP on one port: free ones, so two
+  // brokers can run at once
+  const nativePort = await freePort();
   const log = fs.openSync(path.join(dir, 'broker.log'), 'a');
   const proc = spawn(binary(), [
     'serve', '--data-dir', path.join(dir, 'data'),
     '--kafka-addr', `127.0.0.1:${port}`, '--http-addr', `127.0.0.1:${httpPort}`,
+    '--native-addr', `127.0.0.1:${nativePort}`,
     '--shards', '2', '--group-initial-rebalance-delay-ms', '500',
     ...extra,
   ], { stdio: ['ignore', log, log] });

@@ -1,7 +1,10 @@
 // kafkajs against the real aerostream binary with TLS and SASL on the Kafka
 // listener (SASL_SSL): SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN with the user
 // --admin-user creates produce and consume; a wrong password is refused
-// with kafkajs's authentication error. Certificates come from openssl.
+// with kafkajs's authentication error. With mutual TLS a client
+// certificate's name is its principal: without an ACL kafkajs gets
+// TOPIC_AUTHORIZATION_FAILED, and an ACL made with kafkajs's createAcls lets
+// it write. Certificates come from openssl.
 const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('node:fs');
@@ -30,6 +33,14 @@ test.before(async () => {
   fs.writeFileSync(path.join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
   openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
     '-out', 'server.pem', '-days', '2', '-extfile', 'ext');
+  // extensions make a v3 certificate, the only kind WebPKI accepts
+  fs.writeFileSync(path.join(dir, 'client-ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const name of ['ops', 'client']) {
+    openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+      '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key',
+      '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', 'client-ext');
+  }
   broker = await startBroker([
     '--kafka-tls-cert', path.join(dir, 'server.pem'),
     '--kafka-tls-key', path.join(dir, 'server.key'),
@@ -91,4 +102,48 @@ test('kafkajs with a wrong password gets its SASL authentication error', async (
     assert.match(e.message, /Authentication failed/);
     return true;
   });
+});
+
+test('with mutual TLS the certificate names the principal that ACLs grant', async () => {
+  const mtls = await startBroker([
+    '--kafka-tls-cert', path.join(dir, 'server.pem'),
+    '--kafka-tls-key', path.join(dir, 'server.key'),
+    '--kafka-tls-client-ca', path.join(dir, 'ca.pem'),
+    '--superusers', 'User:CN=ops',
+  ]);
+  const as = (name) => new Kafka({
+    brokers: [mtls.bootstrap],
+    clientId: `kafkajs-${name}`,
+    logLevel: logLevel.NOTHING,
+    ssl: {
+      ca: [fs.readFileSync(path.join(dir, 'ca.pem'), 'utf8')],
+      cert: fs.readFileSync(path.join(dir, `${name}.pem`), 'utf8'),
+      key: fs.readFileSync(path.join(dir, `${name}.key`), 'utf8'),
+    },
+    retry: { retries: 1 },
+  });
+  try {
+    const topic = `js-acl-${Date.now()}`;
+    const ops = as('ops').admin();
+    await ops.connect();
+    await ops.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
+    const producer = as('client').producer();
+    await producer.connect();
+    await assert.rejects(
+      producer.send({ topic, messages: [{ value: 'refused' }] }),
+      (e) => e.type === 'TOPIC_AUTHORIZATION_FAILED' || e.cause?.type === 'TOPIC_AUTHORIZATION_FAILED',
+    );
+    await ops.createAcls({
+      acl: [{
+        resourceType: 2, resourceName: topic, resourcePatternType: 3,
+        principal: 'User:CN=client', host: '*', operation: 4, permissionType: 3,
+      }],
+    });
+    const sent = await producer.send({ topic, messages: [{ value: 'allowed' }] });
+    assert.strictEqual(sent[0].errorCode, 0);
+    await producer.disconnect();
+    await ops.disconnect();
+  } finally {
+    assert.strictEqual(await mtls.stop(), 0, 'aerostream exits 0 on SIGTERM');
+  }
 });

@@ -376,6 +376,8 @@ pub(crate) fn msg(e: &impl std::fmt::Display) -> Option<StrBytes> {
 }
 
 #[cfg(test)]
+mod acl_tests;
+#[cfg(test)]
 mod api_tests;
 #[cfg(test)]
 mod fetch_tests;

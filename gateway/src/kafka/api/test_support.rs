@@ -61,8 +61,31 @@ pub async fn call<Req: Encodable, Resp: Decodable>(
     version: i16,
     req: &Req,
 ) -> Resp {
+    call_from(b, &client(), api, version, req).await
+}
+
+/// [`call`] from a client that authenticated as `principal`.
+pub async fn call_as<Req: Encodable, Resp: Decodable>(
+    b: &Broker,
+    principal: &str,
+    api: ApiKey,
+    version: i16,
+    req: &Req,
+) -> Resp {
+    let mut c = client();
+    c.principal = principal.into();
+    call_from(b, &c, api, version, req).await
+}
+
+async fn call_from<Req: Encodable, Resp: Decodable>(
+    b: &Broker,
+    client: &Client,
+    api: ApiKey,
+    version: i16,
+    req: &Req,
+) -> Resp {
     let f = frame(api, version, req).expect("request encodes");
-    let resp = dispatch(b, &client(), f)
+    let resp = dispatch(b, client, f)
         .await
         .expect("served")
         .expect("a response");

@@ -12,7 +12,8 @@
 //! 5. Otherwise an ALLOW binding of an operation that implies the wanted one
 //!    ([`AclOperation::implies`]) allows it; anything else is denied.
 //!
-//! The bindings are read from the local metastore replica on every check,
+//! [`crate::kafka::api::RequestContext::may`] asks; the bindings are read
+//! from the local metastore replica on every check,
 //! so a CreateAcls or DeleteAcls takes effect for open connections as soon
 //! as the replica applied it.
 
@@ -94,23 +95,6 @@ pub fn decide<'b>(
     allowed || (!any_on_resource && config.allow_if_no_acl)
 }
 
-/// Decides against the ACLs the local metastore replica holds.
-pub fn allowed(
-    broker: &crate::broker::Broker,
-    who: Requester<'_>,
-    operation: AclOperation,
-    resource_type: ResourceType,
-    name: &str,
-) -> bool {
-    let config = &broker.config.authz;
-    if !config.enabled {
-        return true;
-    }
-    broker
-        .catalog
-        .read(|s| decide(config, s.acls(), who, operation, resource_type, name))
-}
-
 /// Whether some resource of `resource_type` exists that `who` may
 /// `operation`: an ALLOW binding that applies to it and grants the
 /// operation, not undone by a DENY of the same pattern (Kafka's
@@ -139,23 +123,6 @@ pub fn decide_on_some<'b>(
     };
     bindings.clone().into_iter().filter(relevant).any(|b| {
         b.permission == AclPermission::Allow && b.operation.implies(operation) && !denied(b)
-    })
-}
-
-/// [`decide_on_some`] against the local metastore replica's ACLs.
-pub fn allowed_on_some(
-    broker: &crate::broker::Broker,
-    who: Requester<'_>,
-    operation: AclOperation,
-    resource_type: ResourceType,
-) -> bool {
-    let config = &broker.config.authz;
-    if !config.enabled {
-        return true;
-    }
-    broker.catalog.read(|s| {
-        let all: Vec<&AclBinding> = s.acls().collect();
-        decide_on_some(config, all.iter().copied(), who, operation, resource_type)
     })
 }
 

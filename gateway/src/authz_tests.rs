@@ -141,3 +141,36 @@ fn superusers_need_no_acl() {
     assert!(may(&deny_all, &c, admin, AclOperation::Delete, "orders"));
     assert!(!may(&deny_all, &c, ALICE, AclOperation::Describe, "orders"));
 }
+
+#[test]
+fn an_allow_on_some_topic_is_enough_for_an_idempotent_producer_unless_denied() {
+    let c = on(&AuthzConfig::default());
+    let some = |acls: &[AclBinding]| {
+        decide_on_some(&c, acls, ALICE, AclOperation::Write, ResourceType::Topic)
+    };
+    assert!(!some(&[]));
+    let write = bind(
+        "User:alice",
+        "orders",
+        PatternType::Prefixed,
+        AclOperation::Write,
+        AclPermission::Allow,
+    );
+    assert!(some(std::slice::from_ref(&write)));
+    let read = bind(
+        "User:alice",
+        "orders",
+        PatternType::Literal,
+        AclOperation::Read,
+        AclPermission::Allow,
+    );
+    assert!(!some(&[read]));
+    let deny_all = bind(
+        "User:alice",
+        "*",
+        PatternType::Literal,
+        AclOperation::Write,
+        AclPermission::Deny,
+    );
+    assert!(!some(&[write, deny_all]));
+}

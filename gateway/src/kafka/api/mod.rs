@@ -94,13 +94,14 @@ impl RequestContext {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        crate::authz::allowed(
-            broker,
-            Requester::new(&self.principal, &self.client_host),
-            operation,
-            resource_type,
-            name,
-        )
+        let config = &broker.config.authz;
+        if !config.enabled {
+            return true;
+        }
+        let who = Requester::new(&self.principal, &self.client_host);
+        broker
+            .catalog
+            .read(|s| crate::authz::decide(config, s.acls(), who, operation, resource_type, name))
     }
 
     /// Whether the client may perform `operation` on at least one resource
@@ -111,12 +112,15 @@ impl RequestContext {
         operation: AclOperation,
         resource_type: ResourceType,
     ) -> bool {
-        crate::authz::allowed_on_some(
-            broker,
-            Requester::new(&self.principal, &self.client_host),
-            operation,
-            resource_type,
-        )
+        let config = &broker.config.authz;
+        if !config.enabled {
+            return true;
+        }
+        let who = Requester::new(&self.principal, &self.client_host);
+        broker.catalog.read(|s| {
+            let all: Vec<&metastore::acl::AclBinding> = s.acls().collect();
+            crate::authz::decide_on_some(config, all.iter().copied(), who, operation, resource_type)
+        })
     }
 
     /// Whom a request forwarded for this one is from.

@@ -61,6 +61,8 @@ enum Command {
     Consume(cli::ConsumeArgs),
     /// Cluster id, controller and brokers.
     Cluster(cli::ClusterArgs),
+    /// Client quotas (bytes/s per user or client id): set, remove, list.
+    Quota(cli::QuotaArgs),
     /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
     Bucket(bucket::BucketArgs),
 }
@@ -83,6 +85,7 @@ fn main() -> anyhow::Result<()> {
         Command::Produce(args) => return cli::run(cli::Admin::Produce(args)),
         Command::Consume(args) => return cli::run(cli::Admin::Consume(args)),
         Command::Cluster(args) => return cli::run(cli::Admin::Cluster(args)),
+        Command::Quota(args) => return cli::run(cli::Admin::Quota(args)),
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;

@@ -12,7 +12,7 @@
 //! 5. Otherwise an ALLOW binding of an operation that implies the wanted one
 //!    ([`AclOperation::implies`]) allows it; anything else is denied.
 //!
-//! [`crate::kafka::api::RequestContext::may`] asks; the bindings are read
+//! `RequestContext::may` (in `kafka::api`) asks; the bindings are read
 //! from the local metastore replica on every check,
 //! so a CreateAcls or DeleteAcls takes effect for open connections as soon
 //! as the replica applied it.

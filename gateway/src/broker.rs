@@ -290,6 +290,8 @@ pub struct Broker {
     pub partitions: Arc<Partitions>,
     pub groups: Coordinator,
     pub fetch_sessions: FetchSessions,
+    /// Client quotas' rate windows on this agent.
+    pub quotas: crate::quota::Quotas,
     pub metrics: Metrics,
     pub connections: Arc<Connections>,
     /// Forwarded requests, sent and served.
@@ -310,6 +312,7 @@ impl Broker {
     ) -> Self {
         Broker {
             fetch_sessions: FetchSessions::new(config.fetch_session_slots),
+            quotas: crate::quota::Quotas::default(),
             connections: Connections::new(config.connections.clone()),
             config,
             catalog,

@@ -51,6 +51,7 @@ pub mod kafka_tls;
 pub mod native;
 pub mod partition;
 pub mod prometheus;
+pub mod quota;
 pub mod replication;
 pub mod rest;
 pub mod sasl;

@@ -307,6 +307,15 @@ async fn connection<S: KafkaStream>(
                 break;
             }
         }
+        // over a quota: the next request stays unread for the throttle time
+        let throttle = client.throttle.swap(0, Ordering::Relaxed);
+        if throttle > 0 {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                _ = tokio::time::sleep(std::time::Duration::from_millis(throttle)) => {}
+            }
+        }
     }
     broker.fetch_sessions.close_connection(client.connection);
     drop(admitted);

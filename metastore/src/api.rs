@@ -621,6 +621,27 @@ impl Metastore {
         self.read(|s| s.acls().filter(|b| filter.matches(b)).cloned().collect())
     }
 
+    /// Applies AlterClientQuotas entries, one result per entity in order.
+    pub async fn alter_client_quotas(
+        &self,
+        entries: Vec<(
+            crate::quota::QuotaEntity,
+            Vec<(String, Option<crate::quota::QuotaValue>)>,
+        )>,
+    ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
+        let commands = entries
+            .into_iter()
+            .map(|(entity, ops)| Command::AlterClientQuota { entity, ops })
+            .collect();
+        let results = self.submit(commands).await?;
+        Ok(results.into_iter().map(|r| r.map(|_| ())).collect())
+    }
+
+    /// Every configured quota, as this replica knows them.
+    pub fn client_quotas(&self) -> crate::quota::QuotaTable {
+        self.read(|s| s.client_quotas().clone())
+    }
+
     /// `user`'s credential for `mechanism`, as this replica knows it.
     pub fn scram_credential(
         &self,

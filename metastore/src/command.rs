@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::acl::{AclBinding, AclFilter};
 use crate::error::MetaError;
+use crate::quota::{QuotaEntity, QuotaValue};
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
     OffsetCommit, ScramCredential, ScramMechanism, SegmentEntry, TopicInfo,
@@ -226,6 +227,12 @@ pub enum Command {
     DeleteAcls {
         filter: AclFilter,
     },
+    /// Sets (`Some`) or removes (`None`) quota values of one entity
+    /// (AlterClientQuotas); all or none apply.
+    AlterClientQuota {
+        entity: QuotaEntity,
+        ops: Vec<(String, Option<QuotaValue>)>,
+    },
 }
 
 impl Command {
@@ -237,6 +244,7 @@ impl Command {
             Command::Heartbeat { .. }
                 | Command::UpsertScramCredential { .. }
                 | Command::CreateAcl { .. }
+                | Command::AlterClientQuota { .. }
                 | Command::CommitOffsets { .. }
                 | Command::CommitSegment { .. }
                 | Command::SetLogStart { .. }

@@ -66,6 +66,7 @@ pub mod network;
 mod node;
 pub mod options;
 mod proposer;
+pub mod quota;
 pub mod raft_types;
 pub mod state;
 mod store;

@@ -1,5 +1,5 @@
 //! The admin command line: `aerostream topic`, `group`, `produce`,
-//! `consume` and `cluster`. Every command speaks only the Kafka protocol
+//! `consume`, `cluster` and `quota`. Every command speaks only the Kafka protocol
 //! (through [`client::Client`]), so it works against AeroStream and against
 //! any other Kafka broker; none of it is on the broker's data path.
 //!
@@ -14,12 +14,14 @@ mod consume;
 mod group;
 mod output;
 mod produce;
+mod quota;
 mod topic;
 
 pub use cluster::ClusterArgs;
 pub use consume::ConsumeArgs;
 pub use group::GroupArgs;
 pub use produce::ProduceArgs;
+pub use quota::QuotaArgs;
 pub use topic::TopicArgs;
 
 use output::Format;
@@ -44,6 +46,7 @@ pub enum Admin {
     Produce(ProduceArgs),
     Consume(ConsumeArgs),
     Cluster(ClusterArgs),
+    Quota(QuotaArgs),
 }
 
 /// Runs `command` on a small runtime of its own. A failure is printed as one
@@ -59,6 +62,7 @@ pub fn run(command: Admin) -> anyhow::Result<()> {
             Admin::Produce(a) => produce::run(a).await,
             Admin::Consume(a) => consume::run(a).await,
             Admin::Cluster(a) => cluster::run(a).await,
+            Admin::Quota(a) => quota::run(a).await,
         }
     });
     // do not wait for a blocking stdin read the command abandoned

@@ -102,6 +102,7 @@ async fn serve_stream(
         forwarded: true,
         hurry: Some(hurry),
         principal: Arc::from(principal),
+        throttle: Arc::default(),
     };
     Metrics::bump(&broker.forward_counters.served);
     broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);

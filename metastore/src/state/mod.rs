@@ -24,6 +24,7 @@ pub use topics::MAX_PARTITIONS_PER_TOPIC;
 use crate::acl::{AclBinding, AclFilter};
 use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
 use crate::error::MetaError;
+use crate::quota::{QuotaEntity, QuotaTable, QuotaValue};
 use crate::types::{
     AgentId, AgentInfo, CommittedOffset, DeletedTopic, MetaEvent, ScramCredential, ScramMechanism,
     SegmentEntry, TopicInfo, SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS,
@@ -68,6 +69,9 @@ pub struct MetaState {
     /// ACL bindings (CreateAcls), each once.
     #[serde(default)]
     pub(crate) acls: BTreeSet<AclBinding>,
+    /// Client quotas (AlterClientQuotas): entity -> key -> value.
+    #[serde(default)]
+    pub(crate) client_quotas: QuotaTable,
 }
 
 impl MetaState {
@@ -141,6 +145,44 @@ impl MetaState {
         self.acls = kept;
         let gone: BTreeSet<AclBinding> = gone;
         Ok(CommandOutput::Acls(gone.into_iter().collect()))
+    }
+
+    /// Every entity with configured quotas.
+    pub fn client_quotas(&self) -> &QuotaTable {
+        &self.client_quotas
+    }
+
+    fn alter_client_quota(
+        &mut self,
+        entity: QuotaEntity,
+        ops: Vec<(String, Option<QuotaValue>)>,
+    ) -> CommandResult {
+        if let Some(why) = entity.invalid() {
+            return Err(MetaError::invalid_request(why));
+        }
+        for (key, value) in &ops {
+            let why = match value {
+                Some(v) => crate::quota::invalid_value(key, v.0),
+                None if !crate::quota::KEYS.contains(&key.as_str()) => {
+                    Some(format!("quota {key} is not supported"))
+                }
+                None => None,
+            };
+            if let Some(why) = why {
+                return Err(MetaError::invalid_request(why));
+            }
+        }
+        let values = self.client_quotas.entry(entity.clone()).or_default();
+        for (key, value) in ops {
+            match value {
+                Some(v) => values.insert(key, v),
+                None => values.remove(&key),
+            };
+        }
+        if values.is_empty() {
+            self.client_quotas.remove(&entity);
+        }
+        Ok(CommandOutput::Done)
     }
 
     /// Applies one Raft entry: each request once, returning one result per command.
@@ -320,6 +362,7 @@ impl MetaState {
             }
             Command::CreateAcl { binding } => self.create_acl(binding),
             Command::DeleteAcls { filter } => self.delete_acls(&filter),
+            Command::AlterClientQuota { entity, ops } => self.alter_client_quota(entity, ops),
         }
     }
 

@@ -472,3 +472,39 @@ fn an_acl_kafka_would_refuse_is_refused_and_not_kept() {
     assert!(matches!(err, MetaError::InvalidRequest { .. }), "{err:?}");
     assert_eq!(s.acls().count(), 0);
 }
+
+#[test]
+fn client_quotas_are_set_and_removed_per_entity_and_refused_whole() {
+    use crate::quota::{EntityName, QuotaEntity, QuotaValue, PRODUCER_BYTE_RATE};
+    let mut s = MetaState::default();
+    let alice = QuotaEntity {
+        user: Some(EntityName::Named("alice".into())),
+        client_id: None,
+    };
+    let set = |v: Option<f64>| Command::AlterClientQuota {
+        entity: alice.clone(),
+        ops: vec![(PRODUCER_BYTE_RATE.into(), v.map(QuotaValue))],
+    };
+    assert_eq!(apply(&mut s, set(Some(1024.0))), Ok(CommandOutput::Done));
+    let restored: MetaState = serde_json::from_slice(&serde_json::to_vec(&s).unwrap()).unwrap();
+    assert_eq!(restored, s);
+    assert_eq!(
+        s.client_quotas()[&alice][PRODUCER_BYTE_RATE],
+        QuotaValue(1024.0)
+    );
+    // one bad op refuses the whole entry
+    let mixed = Command::AlterClientQuota {
+        entity: alice.clone(),
+        ops: vec![
+            (PRODUCER_BYTE_RATE.into(), Some(QuotaValue(1.0))),
+            ("request_percentage".into(), Some(QuotaValue(5.0))),
+        ],
+    };
+    assert!(apply(&mut s, mixed).is_err());
+    assert_eq!(
+        s.client_quotas()[&alice][PRODUCER_BYTE_RATE],
+        QuotaValue(1024.0)
+    );
+    assert_eq!(apply(&mut s, set(None)), Ok(CommandOutput::Done));
+    assert!(s.client_quotas().is_empty());
+}

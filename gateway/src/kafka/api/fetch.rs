@@ -374,6 +374,16 @@ pub(super) struct FetchAnswer {
 }
 
 impl FetchAnswer {
+    /// Bytes of records the answer carries (what a fetch quota counts).
+    pub(super) fn record_bytes(&self) -> usize {
+        self.records.iter().map(Records::len).sum()
+    }
+
+    /// Tells the client to wait `ms` before its next fetch (a quota).
+    pub(super) fn set_throttle(&mut self, ms: i32) {
+        self.response.throttle_time_ms = ms;
+    }
+
     /// The response and, apart, each listed partition's records in order.
     pub(super) fn into_parts(self) -> (FetchResponse, Vec<Records>) {
         (self.response, self.records)

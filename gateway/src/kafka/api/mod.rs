@@ -5,6 +5,7 @@
 mod acls;
 mod api_versions;
 pub(crate) mod bridge;
+mod client_quotas;
 mod configs;
 mod fetch;
 mod group_offsets;
@@ -18,6 +19,7 @@ mod routing;
 mod scram_users;
 mod topics;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -35,6 +37,7 @@ use super::response::ResponseFrame;
 use super::versions;
 use crate::authz::{Requester, ANONYMOUS, CLUSTER_RESOURCE};
 use crate::broker::{Broker, Metrics};
+use crate::quota::Traffic;
 
 /// The connection a request arrived on.
 #[derive(Debug, Clone)]
@@ -53,6 +56,9 @@ pub struct Client {
     /// Who the client authenticated as (`User:alice`); [`ANONYMOUS`] until
     /// it does, or when the listener authenticates no one.
     pub principal: Arc<str>,
+    /// Milliseconds a quota asks the connection to stay unread after the
+    /// response it is about to get; the connection takes (and zeroes) it.
+    pub throttle: Arc<AtomicU64>,
 }
 
 impl Client {
@@ -64,6 +70,7 @@ impl Client {
             forwarded: false,
             hurry: None,
             principal: Arc::from(ANONYMOUS),
+            throttle: Arc::default(),
         }
     }
 }
@@ -247,6 +254,15 @@ pub async fn dispatch(
         hurry: client.hurry.clone(),
         principal: client.principal.clone(),
     };
+    // Quotas count a produce request's size where the client is connected,
+    // before it is served (a forwarded request was counted already).
+    let produce_wait = match &request {
+        RequestKind::Produce(_) if !client.forwarded => {
+            quota_wait(broker, &ctx, Traffic::Produce, original.len())
+        }
+        _ => 0,
+    };
+    mute(client, produce_wait);
     // Load-balancer mode: data and groups another agent owns are served there.
     let request = match broker.forwarder(client.forwarded) {
         Some(fwd) => match routing::route(broker, fwd, &ctx, &header, &original, request).await? {
@@ -261,11 +277,16 @@ pub async fn dispatch(
         RequestKind::Metadata(r) => metadata::metadata(broker, &ctx, r).await.into(),
         RequestKind::DescribeCluster(r) => metadata::describe_cluster(broker, &ctx, r).into(),
         RequestKind::Produce(r) => match produce::produce(broker, &ctx, r).await {
-            Some(resp) => resp.into(),
+            Some(resp) => resp.with_throttle_time_ms(produce_wait).into(),
             None => return Ok(None),
         },
         RequestKind::Fetch(r) => {
-            let answer = fetch::fetch(broker, &ctx, r).await;
+            let mut answer = fetch::fetch(broker, &ctx, r).await;
+            if !client.forwarded {
+                let wait = quota_wait(broker, &ctx, Traffic::Fetch, answer.record_bytes());
+                answer.set_throttle(wait);
+                mute(client, wait);
+            }
             return fetch::encode(&header, answer).map(Some);
         }
         RequestKind::ListOffsets(r) => offsets::list_offsets(broker, &ctx, r).await.into(),
@@ -325,6 +346,12 @@ pub async fn dispatch(
             scram_users::refuse(r, CLUSTER_REFUSED).into()
         }
         RequestKind::AlterUserScramCredentials(r) => scram_users::alter(broker, r).await.into(),
+        RequestKind::DescribeClientQuotas(r) => {
+            client_quotas::describe_client_quotas(broker, &ctx, r).into()
+        }
+        RequestKind::AlterClientQuotas(r) => client_quotas::alter_client_quotas(broker, &ctx, r)
+            .await
+            .into(),
         RequestKind::CreateAcls(r) => acls::create_acls(broker, &ctx, r).await.into(),
         RequestKind::DescribeAcls(r) => acls::describe_acls(broker, &ctx, r).into(),
         RequestKind::DeleteAcls(r) => acls::delete_acls(broker, &ctx, r).await.into(),
@@ -351,6 +378,36 @@ pub async fn dispatch(
         _ => return Err(DispatchError::UnsupportedVersion { api, version }),
     };
     encode_frame(&header, api, &body).map(Some)
+}
+
+/// Milliseconds the client must wait after `bytes` of `traffic`, by the
+/// quota that applies to it (0 when none does).
+fn quota_wait(broker: &Broker, ctx: &RequestContext, traffic: Traffic, bytes: usize) -> i32 {
+    let user = ctx
+        .principal
+        .strip_prefix("User:")
+        .unwrap_or(&ctx.principal);
+    let quota = broker.catalog.read(|s| {
+        let table = s.client_quotas();
+        if table.is_empty() {
+            return None;
+        }
+        crate::quota::applicable(table, traffic, user, &ctx.client_id)
+    });
+    let Some((entity, limit)) = quota else {
+        return 0;
+    };
+    let wait = broker
+        .quotas
+        .record(entity, traffic, limit, bytes, std::time::Instant::now());
+    i32::try_from(wait.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// Keeps the connection unread for `ms` after this response (KIP-219).
+fn mute(client: &Client, ms: i32) {
+    if let Ok(ms) = u64::try_from(ms) {
+        client.throttle.fetch_max(ms, Ordering::Relaxed);
+    }
 }
 
 /// The answer to a cluster operation the client may not perform.

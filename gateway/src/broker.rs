@@ -108,6 +108,8 @@ pub struct Metrics {
     pub tls_handshake_failures: AtomicU64,
     /// Connections closed for failing or skipping SASL authentication.
     pub sasl_failures: AtomicU64,
+    /// Responses that told a client over its quota to wait.
+    pub quota_throttles: AtomicU64,
     /// Requests with bytes after their last field (tolerated, as Kafka does).
     pub trailing_bytes_requests: AtomicU64,
     /// Requests being served right now; shutdown waits for this to reach zero.
@@ -159,6 +161,11 @@ impl Metrics {
                 "aerostream_kafka_sasl_failures_total",
                 "Connections closed for failing or skipping SASL authentication",
                 g(&self.sasl_failures),
+            ),
+            (
+                "aerostream_kafka_quota_throttles_total",
+                "Responses that told a client over its byte-rate quota to wait (throttle_time_ms)",
+                g(&self.quota_throttles),
             ),
             (
                 "aerostream_kafka_requests_with_trailing_bytes_total",

@@ -106,14 +106,14 @@ pub fn applicable(
         })
 }
 
+/// Each entity's window, and the second of the last sweep of idle ones.
+type Windows = (HashMap<(QuotaEntity, Traffic), Window>, u64);
+
 /// Every entity's windows on this agent.
 #[derive(Debug)]
 pub struct Quotas {
     started: Instant,
-    /// Each entity's window, and the second of the last sweep of idle ones.
-    windows: Mutex<(HashMap<(QuotaEntity, Traffic), Window>, u64)>,
-    /// Throttles handed out, for `/metrics`.
-    pub throttled: std::sync::atomic::AtomicU64,
+    windows: Mutex<Windows>,
 }
 
 impl Default for Quotas {
@@ -121,7 +121,6 @@ impl Default for Quotas {
         Quotas {
             started: Instant::now(),
             windows: Mutex::new((HashMap::new(), 0)),
-            throttled: Default::default(),
         }
     }
 }
@@ -152,15 +151,10 @@ impl Quotas {
                     .is_some_and(|(s, _)| s + WINDOW_SECONDS > second)
             });
         }
-        let wait = windows
+        windows
             .entry((entity, traffic))
             .or_default()
-            .record(at, bytes as f64, limit);
-        if !wait.is_zero() {
-            self.throttled
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        wait
+            .record(at, bytes as f64, limit)
     }
 }
 

@@ -624,10 +624,7 @@ impl Metastore {
     /// Applies AlterClientQuotas entries, one result per entity in order.
     pub async fn alter_client_quotas(
         &self,
-        entries: Vec<(
-            crate::quota::QuotaEntity,
-            Vec<(String, Option<crate::quota::QuotaValue>)>,
-        )>,
+        entries: Vec<(crate::quota::QuotaEntity, crate::quota::QuotaOps)>,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
         let commands = entries
             .into_iter()

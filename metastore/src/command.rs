@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::acl::{AclBinding, AclFilter};
 use crate::error::MetaError;
-use crate::quota::{QuotaEntity, QuotaValue};
+use crate::quota::{QuotaEntity, QuotaOps};
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
     OffsetCommit, ScramCredential, ScramMechanism, SegmentEntry, TopicInfo,
@@ -231,7 +231,7 @@ pub enum Command {
     /// (AlterClientQuotas); all or none apply.
     AlterClientQuota {
         entity: QuotaEntity,
-        ops: Vec<(String, Option<QuotaValue>)>,
+        ops: QuotaOps,
     },
 }
 

@@ -102,6 +102,10 @@ impl PartialEq for QuotaValue {
 
 impl Eq for QuotaValue {}
 
+/// Changes to one entity's quotas: per key, the new value or `None` to
+/// remove it.
+pub type QuotaOps = Vec<(String, Option<QuotaValue>)>;
+
 /// Every configured entity with its values, key -> value.
 pub type QuotaTable = BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>;
 

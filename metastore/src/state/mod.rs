@@ -24,7 +24,7 @@ pub use topics::MAX_PARTITIONS_PER_TOPIC;
 use crate::acl::{AclBinding, AclFilter};
 use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
 use crate::error::MetaError;
-use crate::quota::{QuotaEntity, QuotaTable, QuotaValue};
+use crate::quota::{QuotaEntity, QuotaTable};
 use crate::types::{
     AgentId, AgentInfo, CommittedOffset, DeletedTopic, MetaEvent, ScramCredential, ScramMechanism,
     SegmentEntry, TopicInfo, SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS,
@@ -155,7 +155,7 @@ impl MetaState {
     fn alter_client_quota(
         &mut self,
         entity: QuotaEntity,
-        ops: Vec<(String, Option<QuotaValue>)>,
+        ops: crate::quota::QuotaOps,
     ) -> CommandResult {
         if let Some(why) = entity.invalid() {
             return Err(MetaError::invalid_request(why));

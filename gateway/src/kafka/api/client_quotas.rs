@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 use metastore::acl::AclOperation;
-use metastore::quota::{EntityName, QuotaEntity, QuotaValue, CLIENT_ID, USER};
+use metastore::quota::{EntityName, QuotaEntity, QuotaOps, QuotaValue, CLIENT_ID, USER};
 
 use super::{s, RequestContext};
 use crate::broker::Broker;
@@ -88,7 +88,7 @@ pub(super) async fn alter_client_quotas(
         return AlterClientQuotasResponse::default().with_entries(entries);
     }
     // checked here, so one bad entry does not fail the others' write
-    let parsed: Vec<Result<(QuotaEntity, Vec<(String, Option<QuotaValue>)>), String>> = req
+    let parsed: Vec<Result<(QuotaEntity, QuotaOps), String>> = req
         .entries
         .iter()
         .map(|e| {

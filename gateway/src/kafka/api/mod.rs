@@ -262,7 +262,7 @@ pub async fn dispatch(
         }
         _ => 0,
     };
-    mute(client, produce_wait);
+    mute(broker, client, produce_wait);
     // Load-balancer mode: data and groups another agent owns are served there.
     let request = match broker.forwarder(client.forwarded) {
         Some(fwd) => match routing::route(broker, fwd, &ctx, &header, &original, request).await? {
@@ -285,7 +285,7 @@ pub async fn dispatch(
             if !client.forwarded {
                 let wait = quota_wait(broker, &ctx, Traffic::Fetch, answer.record_bytes());
                 answer.set_throttle(wait);
-                mute(client, wait);
+                mute(broker, client, wait);
             }
             return fetch::encode(&header, answer).map(Some);
         }
@@ -404,9 +404,13 @@ fn quota_wait(broker: &Broker, ctx: &RequestContext, traffic: Traffic, bytes: us
 }
 
 /// Keeps the connection unread for `ms` after this response (KIP-219).
-fn mute(client: &Client, ms: i32) {
-    if let Ok(ms) = u64::try_from(ms) {
-        client.throttle.fetch_max(ms, Ordering::Relaxed);
+fn mute(broker: &Broker, client: &Client, ms: i32) {
+    match u64::try_from(ms) {
+        Ok(ms) if ms > 0 => {
+            Metrics::add(&broker.metrics.quota_throttles, 1);
+            client.throttle.fetch_max(ms, Ordering::Relaxed);
+        }
+        _ => {}
     }
 }
 

@@ -109,6 +109,25 @@ pub type QuotaOps = Vec<(String, Option<QuotaValue>)>;
 /// Every configured entity with its values, key -> value.
 pub type QuotaTable = BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>;
 
+/// A [`QuotaTable`] kept in the state as a list of (entity, values) pairs:
+/// the state is stored as JSON, whose map keys must be strings.
+pub(crate) mod table_as_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{QuotaEntity, QuotaTable, QuotaValue};
+
+    pub fn serialize<S: Serializer>(table: &QuotaTable, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(table.iter())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<QuotaTable, D::Error> {
+        let pairs: Vec<(QuotaEntity, BTreeMap<String, QuotaValue>)> = Vec::deserialize(d)?;
+        Ok(pairs.into_iter().collect())
+    }
+}
+
 /// Why Kafka would refuse to set `key` to `value`, if it would.
 pub fn invalid_value(key: &str, value: f64) -> Option<String> {
     if !KEYS.contains(&key) {

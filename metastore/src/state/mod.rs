@@ -70,7 +70,7 @@ pub struct MetaState {
     #[serde(default)]
     pub(crate) acls: BTreeSet<AclBinding>,
     /// Client quotas (AlterClientQuotas): entity -> key -> value.
-    #[serde(default)]
+    #[serde(default, with = "crate::quota::table_as_list")]
     pub(crate) client_quotas: QuotaTable,
 }
 

@@ -53,7 +53,8 @@ pub struct ServeArgs {
     #[arg(long, env = "AEROSTREAM_KAFKA_TLS_CLIENT_CA")]
     pub kafka_tls_client_ca: Option<PathBuf>,
     /// SASL mechanisms Kafka clients must authenticate with, comma-separated:
-    /// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 [default: none, no authentication].
+    /// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER [default: none, no
+    /// authentication].
     /// Use with TLS: PLAIN sends the password as it is.
     #[arg(long, env = "AEROSTREAM_SASL_MECHANISMS", value_delimiter = ',')]
     pub sasl_mechanisms: Option<Vec<String>>,
@@ -62,6 +63,20 @@ pub struct ServeArgs {
     /// An existing user's credential is left alone.
     #[arg(long, env = "AEROSTREAM_ADMIN_USER")]
     pub admin_user: Option<String>,
+    /// JSON Web Key Set file with the public keys OAUTHBEARER tokens must be
+    /// signed with (needed with OAUTHBEARER in --sasl-mechanisms); re-read
+    /// when it changes.
+    #[arg(long, env = "AEROSTREAM_SASL_OAUTHBEARER_JWKS")]
+    pub sasl_oauthbearer_jwks: Option<PathBuf>,
+    /// The `iss` claim OAUTHBEARER tokens must carry [default: any].
+    #[arg(long, env = "AEROSTREAM_SASL_OAUTHBEARER_ISSUER")]
+    pub sasl_oauthbearer_issuer: Option<String>,
+    /// An `aud` value OAUTHBEARER tokens must include [default: not checked].
+    #[arg(long, env = "AEROSTREAM_SASL_OAUTHBEARER_AUDIENCE")]
+    pub sasl_oauthbearer_audience: Option<String>,
+    /// The claim that names an OAUTHBEARER token's principal [default: sub].
+    #[arg(long, env = "AEROSTREAM_SASL_OAUTHBEARER_SUB_CLAIM")]
+    pub sasl_oauthbearer_sub_claim: Option<String>,
     /// Principals allowed everything whatever the ACLs say, comma-separated
     /// (User:alice,User:CN=ops); the --admin-user is always one. ACLs are
     /// enforced when clients authenticate (SASL or mutual TLS).
@@ -263,6 +278,10 @@ struct FileSettings {
     admin_user: Option<String>,
     superusers: Option<Vec<String>>,
     allow_everyone_if_no_acl_found: Option<bool>,
+    sasl_oauthbearer_jwks: Option<PathBuf>,
+    sasl_oauthbearer_issuer: Option<String>,
+    sasl_oauthbearer_audience: Option<String>,
+    sasl_oauthbearer_sub_claim: Option<String>,
     http_addr: Option<SocketAddr>,
     node_id: Option<i32>,
     shards: Option<usize>,
@@ -422,6 +441,8 @@ pub struct Settings {
     pub admin_user: Option<(String, String)>,
     /// ACL authorization: on when clients authenticate.
     pub authz: gateway::authz::AuthzConfig,
+    /// How OAUTHBEARER tokens are checked, with that mechanism on.
+    pub oauthbearer: Option<gateway::sasl::oauthbearer::OAuthConfig>,
     pub http_addr: SocketAddr,
     pub node_id: i32,
     pub shards: usize,
@@ -660,7 +681,7 @@ impl Settings {
                 continue;
             }
             let m = gateway::sasl::Mechanism::from_name(name).with_context(|| {
-                format!("unknown SASL mechanism {name}: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+                format!("unknown SASL mechanism {name}: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
             })?;
             if !sasl_mechanisms.contains(&m) {
                 sasl_mechanisms.push(m);
@@ -675,6 +696,35 @@ impl Settings {
                     .context("--admin-user is NAME:PASSWORD, both non-empty")?;
                 Some((name.to_string(), password.to_string()))
             }
+        };
+        let jwks = args
+            .sasl_oauthbearer_jwks
+            .clone()
+            .or_else(|| file.sasl_oauthbearer_jwks.clone());
+        let oauthbearer = match (sasl_mechanisms.contains(&gateway::sasl::Mechanism::OAuthBearer), jwks) {
+            (true, Some(jwks)) => Some(gateway::sasl::oauthbearer::OAuthConfig {
+                jwks,
+                issuer: args
+                    .sasl_oauthbearer_issuer
+                    .clone()
+                    .or_else(|| file.sasl_oauthbearer_issuer.clone()),
+                audience: args
+                    .sasl_oauthbearer_audience
+                    .clone()
+                    .or_else(|| file.sasl_oauthbearer_audience.clone()),
+                principal_claim: args
+                    .sasl_oauthbearer_sub_claim
+                    .clone()
+                    .or_else(|| file.sasl_oauthbearer_sub_claim.clone())
+                    .unwrap_or_else(|| "sub".into()),
+            }),
+            (true, None) => anyhow::bail!(
+                "OAUTHBEARER needs --sasl-oauthbearer-jwks: the issuer's public keys its tokens are checked with"
+            ),
+            (false, Some(_)) => anyhow::bail!(
+                "--sasl-oauthbearer-jwks is set but OAUTHBEARER is not in --sasl-mechanisms"
+            ),
+            (false, None) => None,
         };
         let mut superusers = Vec::new();
         for p in args
@@ -733,6 +783,7 @@ impl Settings {
             sasl_mechanisms,
             admin_user,
             authz,
+            oauthbearer,
             http_addr: args
                 .http_addr
                 .or(file.http_addr)

@@ -156,6 +156,13 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             node_id: s.node_id,
             sasl_mechanisms: s.sasl_mechanisms.clone(),
             authz: s.authz.clone(),
+            oauthbearer: s
+                .oauthbearer
+                .clone()
+                .map(gateway::sasl::oauthbearer::Validator::new)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("OAUTHBEARER: {e}"))?
+                .map(std::sync::Arc::new),
             max_request_bytes: s.max_request_bytes,
             auto_create_topics: s.auto_create_topics,
             num_partitions: s.num_partitions,

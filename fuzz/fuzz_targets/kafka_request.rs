@@ -35,6 +35,28 @@ fn frame(api: i16, version: i16, body: &[u8]) -> Bytes {
     Bytes::from(b)
 }
 
+/// An OAUTHBEARER validator with one public key (RFC 7517's example P-256
+/// key), so tokens are parsed and checked all the way to the signature.
+fn oauth() -> Option<&'static gateway::sasl::oauthbearer::Validator> {
+    use gateway::sasl::oauthbearer::{OAuthConfig, Validator};
+    static V: std::sync::OnceLock<Option<Validator>> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let jwks = std::env::temp_dir().join(format!("aerostream-fuzz-jwks-{}.json", std::process::id()));
+        let key = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"1","alg":"ES256",
+            "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
+            "y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#;
+        std::fs::write(&jwks, key).ok()?;
+        Validator::new(OAuthConfig {
+            jwks,
+            issuer: None,
+            audience: None,
+            principal_claim: "sub".into(),
+        })
+        .ok()
+    })
+    .as_ref()
+}
+
 fn sasl(data: &[u8]) {
     use gateway::sasl::{Mechanism, ScramMechanism, Session, Step};
     let f = fixture();
@@ -42,6 +64,7 @@ fn sasl(data: &[u8]) {
         Mechanism::Plain,
         Mechanism::Scram(ScramMechanism::Sha256),
         Mechanism::Scram(ScramMechanism::Sha512),
+        Mechanism::OAuthBearer,
     ];
     let Some((&pick, rest)) = data.split_first() else {
         return;
@@ -58,7 +81,7 @@ fn sasl(data: &[u8]) {
         frames.push(frame(36, 0, &body));
     }
     for fr in frames {
-        match session.step(&all, catalog, &fr) {
+        match session.step(&all, catalog, oauth(), &fr) {
             Ok(Step::Answer { close: false, .. }) | Ok(Step::Pass) => {}
             _ => return,
         }

@@ -28,6 +28,8 @@ pub struct BrokerConfig {
     /// SASL mechanisms clients must authenticate with on the Kafka
     /// listener; empty: no authentication.
     pub sasl_mechanisms: Vec<crate::sasl::mechanism::Mechanism>,
+    /// How OAUTHBEARER tokens are checked, when that mechanism is on.
+    pub oauthbearer: Option<std::sync::Arc<crate::sasl::oauthbearer::Validator>>,
     /// ACL authorization of Kafka requests.
     pub authz: crate::authz::AuthzConfig,
     /// Host and port clients are told to connect to.
@@ -71,6 +73,7 @@ impl Default for BrokerConfig {
         BrokerConfig {
             node_id: 1,
             sasl_mechanisms: Vec::new(),
+            oauthbearer: None,
             authz: crate::authz::AuthzConfig::default(),
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,

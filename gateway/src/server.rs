@@ -256,7 +256,13 @@ async fn connection<S: KafkaStream>(
             break;
         }
         if let Some(session) = sasl.as_mut().filter(|s| !s.authenticated()) {
-            match session.step(&broker.config.sasl_mechanisms, &broker.catalog, &frame) {
+            let oauth = broker.config.oauthbearer.as_deref();
+            match session.step(
+                &broker.config.sasl_mechanisms,
+                &broker.catalog,
+                oauth,
+                &frame,
+            ) {
                 Ok(crate::sasl::Step::Pass) => {}
                 Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
                     drop(room);

@@ -27,9 +27,10 @@ export RUSTC_BOOTSTRAP=1
 corpus="$CARGO_TARGET_DIR/corpus/kafka_request"
 mkdir -p "$corpus"
 # seeds for the SASL inputs (see the target): a SCRAM first message for the
-# fixture's user, and a PLAIN token
+# fixture's user, a PLAIN token and an OAUTHBEARER initial response
 printf 'SASL\002n,,n=fuzz,r=abc' > "$corpus/seed-sasl-scram"
 printf 'SASL\000\000fuzz\000fuzz-password' > "$corpus/seed-sasl-plain"
+printf 'SASL\003n,,\001auth=Bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJmdXp6In0.c2ln\001\001' > "$corpus/seed-sasl-oauthbearer"
 echo "== cargo fuzz run kafka_request for ${FUZZ_SECONDS}s"
 cargo fuzz run --fuzz-dir fuzz kafka_request "$corpus" -- \
     -max_total_time="${FUZZ_SECONDS}" -rss_limit_mb=2048 -print_final_stats=1

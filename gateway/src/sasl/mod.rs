@@ -12,6 +12,7 @@
 //! attach.
 
 pub mod mechanism;
+pub mod oauthbearer;
 pub mod scram;
 
 pub use mechanism::Mechanism;
@@ -86,6 +87,7 @@ impl Session {
         &mut self,
         enabled: &[Mechanism],
         catalog: &Metastore,
+        oauth: Option<&oauthbearer::Validator>,
         frame: &Bytes,
     ) -> Result<Step, DispatchError> {
         if frame.len() < 8 {
@@ -184,6 +186,20 @@ impl Session {
                     }
                 }
             }
+            State::Chosen(Mechanism::OAuthBearer) => match bearer(oauth, &token) {
+                Ok(user) => {
+                    self.user = Some(user);
+                    self.state = State::Done;
+                    (Bytes::new(), None)
+                }
+                Err(e) => {
+                    tracing::info!(reason = %e, "SASL/OAUTHBEARER authentication failed");
+                    (
+                        Bytes::new(),
+                        Some(format!("{}: {e}", auth_failed(Mechanism::OAuthBearer))),
+                    )
+                }
+            },
             State::Scram(x) => {
                 let m = x.mechanism();
                 let done = std::str::from_utf8(&token)
@@ -220,6 +236,18 @@ impl Session {
         }
         let frame = encode_frame(&header, api, &ResponseKind::SaslAuthenticate(resp))?;
         Ok(Step::Answer { frame, close })
+    }
+}
+
+/// Checks an OAUTHBEARER initial response; the token's principal name on
+/// success.
+fn bearer(oauth: Option<&oauthbearer::Validator>, message: &[u8]) -> Result<String, String> {
+    let oauth = oauth.ok_or("no key set is configured (--sasl-oauthbearer-jwks)")?;
+    let r = oauthbearer::initial_response(message)?;
+    let user = oauth.validate(r.token)?;
+    match r.authzid {
+        Some(a) if a != user => Err(format!("{user} may not act as {a}")),
+        _ => Ok(user),
     }
 }
 

@@ -96,11 +96,11 @@ impl ProducerClient for MemProducer {
         let b = &self.broker;
         let n = b.next.fetch_add(1, Ordering::Relaxed) + 1;
         let mut stored = payload.to_vec();
-        if b.faults.corrupt_every.is_some_and(|k| n % k == 0) {
+        if b.faults.corrupt_every.is_some_and(|k| n.is_multiple_of(k)) {
             let last = stored.len() - 1;
             stored[last] ^= 0xff;
         }
-        if b.faults.lose_every.is_none_or(|k| n % k != 0) {
+        if b.faults.lose_every.is_none_or(|k| !n.is_multiple_of(k)) {
             let p = (n % b.partitions.len() as u64) as usize;
             b.partitions[p].lock().unwrap().push(stored);
         }

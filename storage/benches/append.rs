@@ -188,7 +188,7 @@ fn run(dir: &Path, batch_bytes: u64, paced: bool, a: &Args) -> RunResult {
 }
 
 fn human(b: u64) -> String {
-    if b >= 1 << 30 && b % (1 << 30) == 0 {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{} GiB", b >> 30)
     } else if b >= 1 << 20 {
         format!("{} MiB", b >> 20)

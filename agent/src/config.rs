@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -63,6 +64,12 @@ pub struct ServeArgs {
     /// An existing user's credential is left alone.
     #[arg(long, env = "AEROSTREAM_ADMIN_USER")]
     pub admin_user: Option<String>,
+    /// How long a SASL session lasts before the client must authenticate
+    /// again on the same connection (KIP-368), as Kafka's
+    /// connections.max.reauth.ms [default: 0, sessions never end]. A client
+    /// that does not re-authenticate in time is disconnected.
+    #[arg(long, env = "AEROSTREAM_CONNECTIONS_MAX_REAUTH_MS")]
+    pub connections_max_reauth_ms: Option<u64>,
     /// JSON Web Key Set file with the public keys OAUTHBEARER tokens must be
     /// signed with (needed with OAUTHBEARER in --sasl-mechanisms); re-read
     /// when it changes.
@@ -278,6 +285,7 @@ struct FileSettings {
     admin_user: Option<String>,
     superusers: Option<Vec<String>>,
     allow_everyone_if_no_acl_found: Option<bool>,
+    connections_max_reauth_ms: Option<u64>,
     sasl_oauthbearer_jwks: Option<PathBuf>,
     sasl_oauthbearer_issuer: Option<String>,
     sasl_oauthbearer_audience: Option<String>,
@@ -443,6 +451,8 @@ pub struct Settings {
     pub authz: gateway::authz::AuthzConfig,
     /// How OAUTHBEARER tokens are checked, with that mechanism on.
     pub oauthbearer: Option<gateway::sasl::oauthbearer::OAuthConfig>,
+    /// connections.max.reauth.ms; `None` for 0.
+    pub sasl_max_session: Option<Duration>,
     pub http_addr: SocketAddr,
     pub node_id: i32,
     pub shards: usize,
@@ -784,6 +794,11 @@ impl Settings {
             admin_user,
             authz,
             oauthbearer,
+            sasl_max_session: args
+                .connections_max_reauth_ms
+                .or(file.connections_max_reauth_ms)
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
             http_addr: args
                 .http_addr
                 .or(file.http_addr)

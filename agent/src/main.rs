@@ -156,6 +156,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             node_id: s.node_id,
             sasl_mechanisms: s.sasl_mechanisms.clone(),
             authz: s.authz.clone(),
+            sasl_max_session: s.sasl_max_session,
             oauthbearer: s
                 .oauthbearer
                 .clone()

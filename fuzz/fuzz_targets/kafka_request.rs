@@ -73,7 +73,12 @@ fn sasl(data: &[u8]) {
     let mut body = (name.len() as i16).to_be_bytes().to_vec();
     body.extend_from_slice(name);
     let mut session = Session::default();
-    let catalog = &f.broker.broker.catalog;
+    let settings = gateway::sasl::Settings {
+        mechanisms: &all,
+        catalog: &f.broker.broker.catalog,
+        oauth: oauth(),
+        max_session: Some(std::time::Duration::from_secs(60)),
+    };
     let mut frames = vec![frame(17, 1, &body)];
     for token in rest.split(|b| *b == 0xFF).take(3) {
         let mut body = (token.len() as i32).to_be_bytes().to_vec();
@@ -81,7 +86,7 @@ fn sasl(data: &[u8]) {
         frames.push(frame(36, 0, &body));
     }
     for fr in frames {
-        match session.step(&all, catalog, oauth(), &fr) {
+        match session.step(&settings, &fr, std::time::Instant::now()) {
             Ok(Step::Answer { close: false, .. }) | Ok(Step::Pass) => {}
             _ => return,
         }

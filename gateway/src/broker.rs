@@ -28,6 +28,9 @@ pub struct BrokerConfig {
     /// SASL mechanisms clients must authenticate with on the Kafka
     /// listener; empty: no authentication.
     pub sasl_mechanisms: Vec<crate::sasl::mechanism::Mechanism>,
+    /// Kafka's `connections.max.reauth.ms`: how long a SASL session lasts
+    /// before the client must authenticate again (KIP-368); `None`: for ever.
+    pub sasl_max_session: Option<std::time::Duration>,
     /// How OAUTHBEARER tokens are checked, when that mechanism is on.
     pub oauthbearer: Option<std::sync::Arc<crate::sasl::oauthbearer::Validator>>,
     /// ACL authorization of Kafka requests.
@@ -74,6 +77,7 @@ impl Default for BrokerConfig {
             node_id: 1,
             sasl_mechanisms: Vec::new(),
             oauthbearer: None,
+            sasl_max_session: None,
             authz: crate::authz::AuthzConfig::default(),
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,
@@ -111,6 +115,11 @@ pub struct Metrics {
     pub tls_handshake_failures: AtomicU64,
     /// Connections closed for failing or skipping SASL authentication.
     pub sasl_failures: AtomicU64,
+    /// Completed SASL re-authentications (KIP-368).
+    pub sasl_reauthentications: AtomicU64,
+    /// Connections closed because their SASL session ended before the
+    /// client authenticated again.
+    pub sasl_expired: AtomicU64,
     /// Responses that told a client over its quota to wait.
     pub quota_throttles: AtomicU64,
     /// Requests with bytes after their last field (tolerated, as Kafka does).
@@ -164,6 +173,16 @@ impl Metrics {
                 "aerostream_kafka_sasl_failures_total",
                 "Connections closed for failing or skipping SASL authentication",
                 g(&self.sasl_failures),
+            ),
+            (
+                "aerostream_kafka_sasl_reauthentications_total",
+                "SASL re-authentications completed on open connections (KIP-368)",
+                g(&self.sasl_reauthentications),
+            ),
+            (
+                "aerostream_kafka_sasl_sessions_expired_total",
+                "Connections closed because their SASL session ended before the client authenticated again",
+                g(&self.sasl_expired),
             ),
             (
                 "aerostream_kafka_quota_throttles_total",

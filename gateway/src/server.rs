@@ -255,37 +255,52 @@ async fn connection<S: KafkaStream>(
         if broker.is_shutting_down() {
             break;
         }
-        if let Some(session) = sasl.as_mut().filter(|s| !s.authenticated()) {
-            let oauth = broker.config.oauthbearer.as_deref();
-            match session.step(
-                &broker.config.sasl_mechanisms,
-                &broker.catalog,
-                oauth,
-                &frame,
-            ) {
-                Ok(crate::sasl::Step::Pass) => {}
-                Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
-                    drop(room);
-                    let sent = tokio::time::timeout(write_timeout, stream.send(resp)).await;
-                    if close || !matches!(sent, Ok(Ok(()))) {
-                        Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
+        if let Some(session) = sasl.as_mut() {
+            let settings = crate::sasl::Settings {
+                mechanisms: &broker.config.sasl_mechanisms,
+                catalog: &broker.catalog,
+                oauth: broker.config.oauthbearer.as_deref(),
+                max_session: broker.config.sasl_max_session,
+            };
+            let now = std::time::Instant::now();
+            if !session.wants(&settings, &frame) {
+                if session.expired(now) {
+                    Metrics::add(&broker.metrics.sasl_expired, 1);
+                    tracing::info!(%peer, user = session.user().unwrap_or_default(), "closing connection: its SASL session ended without re-authentication");
+                    break;
+                }
+            } else {
+                let before = session.completed();
+                match session.step(&settings, &frame, now) {
+                    Ok(crate::sasl::Step::Pass) => {}
+                    Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
+                        drop(room);
+                        let sent = tokio::time::timeout(write_timeout, stream.send(resp)).await;
+                        if close || !matches!(sent, Ok(Ok(()))) {
+                            Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
+                            break;
+                        }
+                        if session.completed() > before {
+                            if let Some(user) = session.user() {
+                                tracing::debug!(%peer, user, "SASL authenticated");
+                                client.principal = Arc::from(format!("User:{user}"));
+                            }
+                            if before > 0 {
+                                Metrics::add(&broker.metrics.sasl_reauthentications, 1);
+                            }
+                        }
+                        continue;
+                    }
+                    Ok(crate::sasl::Step::Close(reason)) => {
+                        Metrics::add(&broker.metrics.sasl_failures, 1);
+                        tracing::info!(%peer, %reason, "closing connection: not authenticated");
                         break;
                     }
-                    if let Some(user) = session.user().filter(|_| session.authenticated()) {
-                        tracing::debug!(%peer, user, "SASL authenticated");
-                        client.principal = Arc::from(format!("User:{user}"));
+                    Err(e) => {
+                        Metrics::add(&broker.metrics.malformed_requests, 1);
+                        tracing::warn!(%peer, error = %e, "closing connection: request not served");
+                        break;
                     }
-                    continue;
-                }
-                Ok(crate::sasl::Step::Close(reason)) => {
-                    Metrics::add(&broker.metrics.sasl_failures, 1);
-                    tracing::info!(%peer, %reason, "closing connection: not authenticated");
-                    break;
-                }
-                Err(e) => {
-                    Metrics::add(&broker.metrics.malformed_requests, 1);
-                    tracing::warn!(%peer, error = %e, "closing connection: request not served");
-                    break;
                 }
             }
         }

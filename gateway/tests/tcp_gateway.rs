@@ -450,3 +450,89 @@ async fn a_client_that_stops_reading_its_response_is_disconnected() {
     }
     gw.shutdown().await;
 }
+
+/// PLAIN over a socket: a handshake and the user's password.
+async fn plain_login(s: &mut TcpStream, user: &str, password: &str) -> SaslAuthenticateResponse {
+    let hs: SaslHandshakeResponse = roundtrip(
+        s,
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await;
+    assert_eq!(hs.error_code, 0);
+    let token = format!("\0{user}\0{password}");
+    roundtrip(
+        s,
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
+    )
+    .await
+}
+
+/// KIP-368: with a session lifetime, SaslAuthenticate says how long the
+/// session lasts; the client may authenticate again on the connection (as
+/// the same principal only), and one that does not is closed once the
+/// session ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_session_ends_unless_the_client_authenticates_again_as_itself() {
+    let (gw, backends) = start_with(BrokerConfig {
+        sasl_mechanisms: vec![gateway::sasl::Mechanism::Plain],
+        sasl_max_session: Some(std::time::Duration::from_millis(500)),
+        ..Default::default()
+    })
+    .await;
+    for user in ["alice", "bob"] {
+        let m = gateway::sasl::ScramMechanism::Sha512;
+        let c = gateway::sasl::scram::credential(m, "pw", 4096).unwrap();
+        backends
+            .meta
+            .upsert_scram_credential(user, m, c)
+            .await
+            .unwrap();
+    }
+    let counter = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let metrics = &gw.broker().metrics;
+
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let first = plain_login(&mut s, "alice", "pw").await;
+    assert_eq!((first.error_code, first.session_lifetime_ms), (0, 500));
+    let again = plain_login(&mut s, "alice", "pw").await;
+    assert_eq!(again.error_code, 0);
+    assert_eq!(counter(&metrics.sasl_reauthentications), 1);
+    let v: ApiVersionsResponse = roundtrip(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    assert_eq!(v.error_code, 0, "served after re-authenticating");
+    let other = plain_login(&mut s, "bob", "pw").await;
+    assert_eq!(
+        other.error_code,
+        kafka_protocol::ResponseError::SaslAuthenticationFailed.code(),
+        "a connection keeps its principal"
+    );
+
+    let mut idle = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    assert_eq!(plain_login(&mut idle, "alice", "pw").await.error_code, 0);
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let mut frame = Vec::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Metadata as i16)
+        .with_request_api_version(12)
+        .with_correlation_id(9)
+        .encode(&mut frame, ApiKey::Metadata.request_header_version(12))
+        .unwrap();
+    MetadataRequest::default().encode(&mut frame, 12).unwrap();
+    idle.write_all(&(frame.len() as i32).to_be_bytes())
+        .await
+        .unwrap();
+    idle.write_all(&frame).await.unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(idle.read(&mut buf).await.unwrap(), 0, "closed: its session ended");
+    assert_eq!(counter(&metrics.sasl_expired), 1);
+    gw.shutdown().await;
+}

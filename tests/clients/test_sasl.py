@@ -134,3 +134,44 @@ def test_kafka_python_authenticates_with_scram_over_tls(broker, certs):
     c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **kw)
     assert sorted(m.value for m in c) == sorted(f"kp{i}".encode() for i in range(10))
     c.close()
+
+
+def metric(broker, name):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
+def test_clients_re_authenticate_before_their_session_ends(certs):
+    """KIP-368: with a 2 s session lifetime librdkafka authenticates again on
+    its open connection, and a producer sending for 7 s loses nothing."""
+    b = Broker(extra_args=[
+        "--kafka-tls-cert", os.path.join(certs, "server.pem"),
+        "--kafka-tls-key", os.path.join(certs, "server.key"),
+        "--sasl-mechanisms", "SCRAM-SHA-512",
+        "--admin-user", f"{ADMIN[0]}:{ADMIN[1]}",
+        "--connections-max-reauth-ms", "2000",
+    ]).start()
+    try:
+        c = conf(b, certs, "SCRAM-SHA-512", *ADMIN)
+        topic = f"reauth-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient(c)
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
+        acked, failed = [], []
+        p = Producer(c)
+        start = time.time()
+        i = 0
+        while time.time() - start < 7:
+            p.produce(topic, value=f"r{i}".encode(),
+                      on_delivery=lambda err, m: (failed if err else acked).append(err or m.value()))
+            i += 1
+            p.poll(0.1)
+        assert p.flush(30) == 0
+        assert failed == [] and len(acked) == i, failed[:3]
+        assert metric(b, "aerostream_kafka_sasl_reauthentications_total") >= 2
+        assert metric(b, "aerostream_kafka_sasl_sessions_expired_total") == 0
+    finally:
+        assert b.stop() == 0, b.log()

@@ -8,8 +8,14 @@
 //! Mechanisms: PLAIN (checked against the user's SCRAM credential, so one
 //! password serves both) and SCRAM-SHA-256/512, with credentials in the
 //! metastore ([`metastore::ScramCredential`]). The authenticated user name
-//! is the connection's principal (`User:NAME`), where authorization will
-//! attach.
+//! is the connection's principal (`User:NAME`).
+//!
+//! Re-authentication (KIP-368): with a session lifetime configured
+//! (`connections.max.reauth.ms`), SaslAuthenticate tells the client how
+//! long its session lasts (no longer than an OAUTHBEARER token's `exp`);
+//! the client authenticates again on the same connection before then, with
+//! the same mechanism and as the same principal, and a connection that
+//! sends anything else after its session ended is closed.
 
 pub mod mechanism;
 pub mod oauthbearer;
@@ -22,6 +28,8 @@ pub use mechanism::Mechanism;
 /// cannot make the broker hold a large request.
 pub const MAX_UNAUTHENTICATED_REQUEST: usize = 512 * 1024;
 pub use metastore::{ScramCredential, ScramMechanism};
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -52,6 +60,26 @@ enum State {
 pub struct Session {
     state: State,
     user: Option<String>,
+    /// Whom the last completed authentication was for, and with what.
+    authenticated_as: Option<(String, Mechanism)>,
+    /// When the session ends (re-authentication on).
+    expires: Option<Instant>,
+    /// An OAUTHBEARER token's `exp`, for the session's end.
+    token_expiry: Option<u64>,
+    /// Completed authentications on this connection.
+    completed: u64,
+    /// The mechanism of the exchange under way.
+    mechanism: Option<Mechanism>,
+}
+
+/// What a connection's SASL exchange is checked with.
+pub struct Settings<'a> {
+    pub mechanisms: &'a [Mechanism],
+    pub catalog: &'a Metastore,
+    pub oauth: Option<&'a oauthbearer::Validator>,
+    /// Kafka's `connections.max.reauth.ms`: how long a session lasts
+    /// before the client must authenticate again; `None`: for ever.
+    pub max_session: Option<Duration>,
 }
 
 /// What the connection does with a request before authentication.
@@ -82,14 +110,38 @@ impl Session {
         self.user.as_deref()
     }
 
-    /// Handles a request that arrives before the client authenticated.
+    /// How many times the client completed authentication on this
+    /// connection (more than once: it re-authenticated).
+    pub fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// Whether the session ended without the client authenticating again.
+    pub fn expired(&self, now: Instant) -> bool {
+        self.authenticated() && self.expires.is_some_and(|e| now >= e)
+    }
+
+    /// Whether a request must go through [`Session::step`] rather than be
+    /// served: everything before authentication, and SaslHandshake or
+    /// SaslAuthenticate when re-authentication is on.
+    pub fn wants(&self, settings: &Settings<'_>, frame: &[u8]) -> bool {
+        if !self.authenticated() {
+            return true;
+        }
+        let key = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+        settings.max_session.is_some()
+            && matches!(key, Some(k) if k == ApiKey::SaslHandshake as i16 || k == ApiKey::SaslAuthenticate as i16)
+    }
+
+    /// Handles a request that arrives before the client authenticated, or
+    /// that re-authenticates it.
     pub fn step(
         &mut self,
-        enabled: &[Mechanism],
-        catalog: &Metastore,
-        oauth: Option<&oauthbearer::Validator>,
+        settings: &Settings<'_>,
         frame: &Bytes,
+        now: Instant,
     ) -> Result<Step, DispatchError> {
+        let (enabled, catalog, oauth) = (settings.mechanisms, settings.catalog, settings.oauth);
         if frame.len() < 8 {
             return Err(DispatchError::BadHeader(format!("{} bytes", frame.len())));
         }
@@ -133,6 +185,15 @@ impl Session {
                 .find(|m| m.name().eq_ignore_ascii_case(req.mechanism.as_str()));
             let (resp, close) = match (&self.state, chosen) {
                 (State::Start, Some(m)) => {
+                    self.state = State::Chosen(m);
+                    self.mechanism = Some(m);
+                    (resp, false)
+                }
+                // re-authentication, with the mechanism used before
+                (State::Done, Some(m))
+                    if settings.max_session.is_some()
+                        && self.authenticated_as.as_ref().is_some_and(|(_, was)| *was == m) =>
+                {
                     self.state = State::Chosen(m);
                     (resp, false)
                 }
@@ -187,8 +248,9 @@ impl Session {
                 }
             }
             State::Chosen(Mechanism::OAuthBearer) => match bearer(oauth, &token) {
-                Ok(user) => {
+                Ok((user, exp)) => {
                     self.user = Some(user);
+                    self.token_expiry = Some(exp);
                     self.state = State::Done;
                     (Bytes::new(), None)
                 }
@@ -222,7 +284,17 @@ impl Session {
                 Some("SaslAuthenticate before SaslHandshake".to_string()),
             ),
         };
-        let mut resp = SaslAuthenticateResponse::default().with_auth_bytes(answer);
+        let mut error = error;
+        let mut lifetime_ms = 0;
+        if error.is_none() && self.authenticated() {
+            match self.complete(settings, now) {
+                Ok(ms) => lifetime_ms = ms,
+                Err(e) => error = Some(e),
+            }
+        }
+        let mut resp = SaslAuthenticateResponse::default()
+            .with_auth_bytes(answer)
+            .with_session_lifetime_ms(lifetime_ms);
         let close = error.is_some();
         if let Some(message) = error {
             let code = if message.starts_with("SaslAuthenticate before") {
@@ -239,15 +311,51 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Records a completed authentication: the same principal and
+    /// mechanism as before when re-authenticating, and the session's end;
+    /// the session's lifetime in ms for the client (0: no end).
+    fn complete(&mut self, settings: &Settings<'_>, now: Instant) -> Result<i64, String> {
+        let user = self.user.clone().unwrap_or_default();
+        let mechanism = match &self.authenticated_as {
+            Some((was, _)) if *was != user => {
+                return Err(format!(
+                    "re-authentication as {user} on a connection authenticated as {was}"
+                ))
+            }
+            Some((_, m)) => *m,
+            None => self.mechanism.ok_or("no mechanism was chosen")?,
+        };
+        self.authenticated_as = Some((user, mechanism));
+        self.completed += 1;
+        let Some(max) = settings.max_session else {
+            return Ok(0);
+        };
+        // no longer than the token is valid
+        let token_left = self.token_expiry.take().map(|exp| {
+            let now_s = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            Duration::from_secs(exp.saturating_sub(now_s))
+        });
+        let lifetime = token_left.map_or(max, |left| left.min(max));
+        self.expires = Some(now + lifetime);
+        Ok(i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
 /// Checks an OAUTHBEARER initial response; the token's principal name on
 /// success.
-fn bearer(oauth: Option<&oauthbearer::Validator>, message: &[u8]) -> Result<String, String> {
+fn bearer(
+    oauth: Option<&oauthbearer::Validator>,
+    message: &[u8],
+) -> Result<(String, u64), String> {
     let oauth = oauth.ok_or("no key set is configured (--sasl-oauthbearer-jwks)")?;
     let r = oauthbearer::initial_response(message)?;
-    let user = oauth.validate(r.token)?;
+    let (user, exp) = oauth.validate(r.token)?;
     match r.authzid {
         Some(a) if a != user => Err(format!("{user} may not act as {a}")),
-        _ => Ok(user),
+        _ => Ok((user, exp)),
     }
 }
 

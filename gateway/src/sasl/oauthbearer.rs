@@ -119,8 +119,9 @@ impl Validator {
         }
     }
 
-    /// The principal's name a valid token stands for, or why it is not valid.
-    pub fn validate(&self, token: &str) -> Result<String, String> {
+    /// The principal's name a valid token stands for and when the token
+    /// expires (seconds since the epoch), or why it is not valid.
+    pub fn validate(&self, token: &str) -> Result<(String, u64), String> {
         self.refresh();
         let header = jsonwebtoken::decode_header(token).map_err(|e| format!("bad token: {e}"))?;
         if !ASYMMETRIC.contains(&header.alg) {
@@ -154,8 +155,13 @@ impl Validator {
             jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(token, &key, &v)
                 .map_err(|e| format!("token refused: {e}"))?;
         let claim = &self.config.principal_claim;
+        let exp = data
+            .claims
+            .get("exp")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or("the token's exp is not a number of seconds")?;
         match data.claims.get(claim) {
-            Some(serde_json::Value::String(p)) if !p.is_empty() => Ok(p.clone()),
+            Some(serde_json::Value::String(p)) if !p.is_empty() => Ok((p.clone(), exp)),
             _ => Err(format!(
                 "the token has no {claim} claim naming the principal"
             )),

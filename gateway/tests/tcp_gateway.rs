@@ -532,7 +532,11 @@ async fn a_sasl_session_ends_unless_the_client_authenticates_again_as_itself() {
         .unwrap();
     idle.write_all(&frame).await.unwrap();
     let mut buf = [0u8; 1];
-    assert_eq!(idle.read(&mut buf).await.unwrap(), 0, "closed: its session ended");
+    assert_eq!(
+        idle.read(&mut buf).await.unwrap(),
+        0,
+        "closed: its session ended"
+    );
     assert_eq!(counter(&metrics.sasl_expired), 1);
     gw.shutdown().await;
 }

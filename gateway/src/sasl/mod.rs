@@ -192,7 +192,10 @@ impl Session {
                 // re-authentication, with the mechanism used before
                 (State::Done, Some(m))
                     if settings.max_session.is_some()
-                        && self.authenticated_as.as_ref().is_some_and(|(_, was)| *was == m) =>
+                        && self
+                            .authenticated_as
+                            .as_ref()
+                            .is_some_and(|(_, was)| *was == m) =>
                 {
                     self.state = State::Chosen(m);
                     (resp, false)
@@ -346,10 +349,7 @@ impl Session {
 
 /// Checks an OAUTHBEARER initial response; the token's principal name on
 /// success.
-fn bearer(
-    oauth: Option<&oauthbearer::Validator>,
-    message: &[u8],
-) -> Result<(String, u64), String> {
+fn bearer(oauth: Option<&oauthbearer::Validator>, message: &[u8]) -> Result<(String, u64), String> {
     let oauth = oauth.ok_or("no key set is configured (--sasl-oauthbearer-jwks)")?;
     let r = oauthbearer::initial_response(message)?;
     let (user, exp) = oauth.validate(r.token)?;

@@ -1266,3 +1266,102 @@ async fn console_is_served_from_the_binary_and_calls_only_documented_endpoints()
     }
     gw.shutdown().await;
 }
+
+/// With security on, the REST API and the console need a Kafka user's
+/// login (or a token), and the ACLs decide what it may do; the probes and
+/// /metrics stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_security_on_the_api_needs_a_login_the_acls_allow() {
+    let backends = Backends::start(Logs::Tiered, 1).await;
+    let opts = GatewayOptions {
+        http_addr: Some("127.0.0.1:0".parse().unwrap()),
+        broker: BrokerConfig {
+            sasl_mechanisms: vec![gateway::sasl::Mechanism::Plain],
+            authz: gateway::authz::AuthzConfig {
+                enabled: true,
+                superusers: vec!["User:admin".into()],
+                allow_if_no_acl: false,
+            },
+            ..BrokerConfig::default()
+        },
+        ..GatewayOptions::default()
+    };
+    let gw = Gateway::start(opts, backends.meta.clone(), backends.logs.clone())
+        .await
+        .unwrap();
+    for user in ["admin", "alice"] {
+        let m = gateway::sasl::ScramMechanism::Sha512;
+        let c = gateway::sasl::scram::credential(m, "pw", 4096).unwrap();
+        backends
+            .meta
+            .upsert_scram_credential(user, m, c)
+            .await
+            .unwrap();
+    }
+    let base = format!("http://{}", gw.http_addr().unwrap());
+    let http = reqwest::Client::new();
+    let status = |r: reqwest::Response| r.status().as_u16();
+
+    let anonymous = http.get(format!("{base}/v1/topics")).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    assert!(anonymous
+        .headers()
+        .get("www-authenticate")
+        .is_some_and(|v| v.to_str().unwrap().starts_with("Basic")));
+    let console = http
+        .get(format!("{base}/aerostream/console/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(console), 401, "the console asks for a login");
+    let wrong = http
+        .get(format!("{base}/v1/topics"))
+        .basic_auth("admin", Some("nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(wrong), 401);
+    for open in ["/health", "/metrics"] {
+        let r = http.get(format!("{base}{open}")).send().await.unwrap();
+        assert_eq!(status(r), 200, "{open} stays open");
+    }
+
+    let as_admin = http
+        .post(format!("{base}/v1/topics"))
+        .basic_auth("admin", Some("pw"))
+        .header("content-type", "application/json")
+        .body(r#"{"name":"secured","partitions":1}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(as_admin), 201);
+    let alice_reads = || {
+        http.get(format!("{base}/v1/topics"))
+            .basic_auth("alice", Some("pw"))
+            .send()
+    };
+    assert_eq!(status(alice_reads().await.unwrap()), 403, "no ACL yet");
+    let grant = metastore::acl::AclBinding {
+        resource_type: metastore::acl::ResourceType::Cluster,
+        resource_name: "kafka-cluster".into(),
+        pattern: metastore::acl::PatternType::Literal,
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: metastore::acl::AclOperation::Describe,
+        permission: metastore::acl::AclPermission::Allow,
+    };
+    backends.meta.create_acls(vec![grant]).await.unwrap();
+    assert_eq!(status(alice_reads().await.unwrap()), 200);
+    let alice_deletes = http
+        .delete(format!("{base}/v1/topics/secured"))
+        .basic_auth("alice", Some("pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        status(alice_deletes),
+        403,
+        "DESCRIBE does not allow changes"
+    );
+    gw.shutdown().await;
+}

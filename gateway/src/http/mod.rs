@@ -2,7 +2,8 @@
 //! (Prometheus text), the JSON REST API under `/v1` ([`crate::rest`]), the
 //! web console under `/aerostream/console/` ([`crate::console`]), and
 //! whatever [`HttpExtension`]s the binary adds (tiering figures, test-only
-//! admin endpoints). Every answer closes its connection, as the listener
+//! admin endpoints). With security on, all but the probes and `/metrics`
+//! need a login (`auth.rs`). Every answer closes its connection, as the listener
 //! always has: probes and scrapers open one connection per request.
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::broker::Broker;
 
+mod auth;
 pub mod extension;
 
 pub use extension::{HttpExtension, HttpState};
@@ -100,6 +102,11 @@ pub fn router(state: HttpState) -> Router {
             state.clone(),
             extensions_first,
         ))
+        // before extensions: their endpoints need a login too
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_login,
+        ))
         .layer(middleware::from_fn(close_after))
         .with_state(state)
 }
@@ -118,6 +125,7 @@ pub async fn serve(
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(stopped)
         .await

@@ -374,10 +374,18 @@ fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, String> {
     if !authzid.is_empty() && authzid != user.as_bytes() {
         return Err(format!("user {user} may not act as another user"));
     }
+    check_password(catalog, user, password)?;
+    Ok(user.to_string())
+}
+
+/// Whether `password` is `user`'s, by the user's SCRAM credential (SHA-512
+/// first): PLAIN and the HTTP listener's Basic authentication check
+/// passwords so.
+pub fn check_password(catalog: &Metastore, user: &str, password: &str) -> Result<(), String> {
     for m in [ScramMechanism::Sha512, ScramMechanism::Sha256] {
         if let Some(c) = catalog.scram_credential(user, m) {
             return if scram::password_matches(m, &c, password) {
-                Ok(user.to_string())
+                Ok(())
             } else {
                 Err(format!("wrong password for user {user}"))
             };

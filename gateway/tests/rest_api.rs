@@ -1289,15 +1289,7 @@ async fn with_security_on_the_api_needs_a_login_the_acls_allow() {
     let gw = Gateway::start(opts, backends.meta.clone(), backends.logs.clone())
         .await
         .unwrap();
-    for user in ["admin", "alice"] {
-        let m = gateway::sasl::ScramMechanism::Sha512;
-        let c = gateway::sasl::scram::credential(m, "pw", 4096).unwrap();
-        backends
-            .meta
-            .upsert_scram_credential(user, m, c)
-            .await
-            .unwrap();
-    }
+    common::add_users(&backends.meta, &["admin", "alice"], "pw").await;
     let base = format!("http://{}", gw.http_addr().unwrap());
     let http = reqwest::Client::new();
     let status = |r: reqwest::Response| r.status().as_u16();

@@ -21,7 +21,7 @@ use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::roundtrip;
+use common::{add_users, api_versions_code, metadata_closes, roundtrip};
 
 async fn start_with(broker: BrokerConfig) -> (Gateway, Backends) {
     let backends = Backends::start(Logs::Disk, broker.node_id).await;
@@ -183,22 +183,8 @@ async fn with_sasl_on_an_unauthenticated_client_may_send_only_small_sasl_request
         v.error_code, 0,
         "ApiVersions is served before authentication"
     );
-    let mut frame = Vec::new();
-    let req = MetadataRequest::default();
-    RequestHeader::default()
-        .with_request_api_key(ApiKey::Metadata as i16)
-        .with_request_api_version(12)
-        .with_correlation_id(9)
-        .encode(&mut frame, ApiKey::Metadata.request_header_version(12))
-        .unwrap();
-    req.encode(&mut frame, 12).unwrap();
-    s.write_all(&(frame.len() as i32).to_be_bytes())
-        .await
-        .unwrap();
-    s.write_all(&frame).await.unwrap();
-    assert_eq!(
-        s.read(&mut buf).await.unwrap(),
-        0,
+    assert!(
+        metadata_closes(&mut s).await,
         "Metadata before authentication closes the connection"
     );
     gw.shutdown().await;
@@ -483,15 +469,7 @@ async fn a_sasl_session_ends_unless_the_client_authenticates_again_as_itself() {
         ..Default::default()
     })
     .await;
-    for user in ["alice", "bob"] {
-        let m = gateway::sasl::ScramMechanism::Sha512;
-        let c = gateway::sasl::scram::credential(m, "pw", 4096).unwrap();
-        backends
-            .meta
-            .upsert_scram_credential(user, m, c)
-            .await
-            .unwrap();
-    }
+    add_users(&backends.meta, &["alice", "bob"], "pw").await;
     let counter = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     let metrics = &gw.broker().metrics;
 
@@ -501,14 +479,11 @@ async fn a_sasl_session_ends_unless_the_client_authenticates_again_as_itself() {
     let again = plain_login(&mut s, "alice", "pw").await;
     assert_eq!(again.error_code, 0);
     assert_eq!(counter(&metrics.sasl_reauthentications), 1);
-    let v: ApiVersionsResponse = roundtrip(
-        &mut s,
-        ApiKey::ApiVersions,
-        3,
-        &ApiVersionsRequest::default(),
-    )
-    .await;
-    assert_eq!(v.error_code, 0, "served after re-authenticating");
+    assert_eq!(
+        api_versions_code(&mut s).await,
+        0,
+        "served after re-authenticating"
+    );
     let other = plain_login(&mut s, "bob", "pw").await;
     assert_eq!(
         other.error_code,
@@ -519,22 +494,8 @@ async fn a_sasl_session_ends_unless_the_client_authenticates_again_as_itself() {
     let mut idle = TcpStream::connect(gw.kafka_addr()).await.unwrap();
     assert_eq!(plain_login(&mut idle, "alice", "pw").await.error_code, 0);
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    let mut frame = Vec::new();
-    RequestHeader::default()
-        .with_request_api_key(ApiKey::Metadata as i16)
-        .with_request_api_version(12)
-        .with_correlation_id(9)
-        .encode(&mut frame, ApiKey::Metadata.request_header_version(12))
-        .unwrap();
-    MetadataRequest::default().encode(&mut frame, 12).unwrap();
-    idle.write_all(&(frame.len() as i32).to_be_bytes())
-        .await
-        .unwrap();
-    idle.write_all(&frame).await.unwrap();
-    let mut buf = [0u8; 1];
-    assert_eq!(
-        idle.read(&mut buf).await.unwrap(),
-        0,
+    assert!(
+        metadata_closes(&mut idle).await,
         "closed: its session ended"
     );
     assert_eq!(counter(&metrics.sasl_expired), 1);

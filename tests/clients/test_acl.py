@@ -18,19 +18,15 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    UserScramCredentialUpsertion)
 
 from broker import Broker
+from sasl_helpers import ADMIN, sasl_broker
+from sasl_helpers import conf as sasl_conf
 
-ADMIN = ("admin", "admin-secret")
 USERS = {"alice": "alice-pw", "bob": "bob-pw"}
 
 
 @pytest.fixture(scope="module")
 def broker(certs):
-    b = Broker(extra_args=[
-        "--kafka-tls-cert", os.path.join(certs, "server.pem"),
-        "--kafka-tls-key", os.path.join(certs, "server.key"),
-        "--sasl-mechanisms", "PLAIN,SCRAM-SHA-512",
-        "--admin-user", f"{ADMIN[0]}:{ADMIN[1]}",
-    ]).start()
+    b = sasl_broker(certs, "PLAIN,SCRAM-SHA-512")
     admin = AdminClient(conf(b, certs, *ADMIN))
     upserts = [UserScramCredentialUpsertion(u, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
                                             pw.encode()) for u, pw in USERS.items()]
@@ -41,14 +37,7 @@ def broker(certs):
 
 
 def conf(broker, certs, user, password, mechanism="SCRAM-SHA-512"):
-    return {
-        "bootstrap.servers": broker.bootstrap,
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": os.path.join(certs, "ca.pem"),
-        "sasl.mechanism": mechanism,
-        "sasl.username": user,
-        "sasl.password": password,
-    }
+    return sasl_conf(broker, certs, mechanism, user, password)
 
 
 def as_user(broker, certs, user):

@@ -18,10 +18,9 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from broker import Broker
+from sasl_helpers import ADMIN, conf, sasl_broker
 
 ISSUER = "https://idp.example"
-ADMIN = ("admin", "admin-secret")
 
 
 def b64(data):
@@ -61,14 +60,8 @@ def broker(certs, issuer):
     jwks = os.path.join(d, "jwks.json")
     with open(jwks, "w") as f:
         json.dump({"keys": [issuer.jwk]}, f)
-    b = Broker(extra_args=[
-        "--kafka-tls-cert", os.path.join(certs, "server.pem"),
-        "--kafka-tls-key", os.path.join(certs, "server.key"),
-        "--sasl-mechanisms", "OAUTHBEARER,SCRAM-SHA-512",
-        "--sasl-oauthbearer-jwks", jwks,
-        "--sasl-oauthbearer-issuer", ISSUER,
-        "--admin-user", f"{ADMIN[0]}:{ADMIN[1]}",
-    ]).start()
+    b = sasl_broker(certs, "OAUTHBEARER,SCRAM-SHA-512", "--sasl-oauthbearer-jwks", jwks,
+                    "--sasl-oauthbearer-issuer", ISSUER)
     yield b
     assert b.stop() == 0, b.log()
 
@@ -84,10 +77,7 @@ def oauth_conf(broker, certs, token_and_expiry):
 
 
 def admin(broker, certs):
-    return AdminClient({
-        "bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_SSL",
-        "ssl.ca.location": os.path.join(certs, "ca.pem"), "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": ADMIN[0], "sasl.password": ADMIN[1]})
+    return AdminClient(conf(broker, certs, "SCRAM-SHA-512", *ADMIN))
 
 
 def produce_error(c, topic):

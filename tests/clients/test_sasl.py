@@ -13,32 +13,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 
-from broker import Broker
-
-ADMIN = ("admin", "admin-secret")
+from sasl_helpers import ADMIN, conf, sasl_broker
 
 
 @pytest.fixture(scope="module")
 def broker(certs):
-    b = Broker(extra_args=[
-        "--kafka-tls-cert", os.path.join(certs, "server.pem"),
-        "--kafka-tls-key", os.path.join(certs, "server.key"),
-        "--sasl-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "--admin-user", f"{ADMIN[0]}:{ADMIN[1]}",
-    ]).start()
+    b = sasl_broker(certs, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
     yield b
     assert b.stop() == 0, b.log()
-
-
-def conf(broker, certs, mechanism, user, password):
-    return {
-        "bootstrap.servers": broker.bootstrap,
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": os.path.join(certs, "ca.pem"),
-        "sasl.mechanism": mechanism,
-        "sasl.username": user,
-        "sasl.password": password,
-    }
 
 
 def auth_error(c):
@@ -148,13 +130,7 @@ def metric(broker, name):
 def test_clients_re_authenticate_before_their_session_ends(certs):
     """KIP-368: with a 2 s session lifetime librdkafka authenticates again on
     its open connection, and a producer sending for 7 s loses nothing."""
-    b = Broker(extra_args=[
-        "--kafka-tls-cert", os.path.join(certs, "server.pem"),
-        "--kafka-tls-key", os.path.join(certs, "server.key"),
-        "--sasl-mechanisms", "SCRAM-SHA-512",
-        "--admin-user", f"{ADMIN[0]}:{ADMIN[1]}",
-        "--connections-max-reauth-ms", "2000",
-    ]).start()
+    b = sasl_broker(certs, "SCRAM-SHA-512", "--connections-max-reauth-ms", "2000")
     try:
         c = conf(b, certs, "SCRAM-SHA-512", *ADMIN)
         topic = f"reauth-{uuid.uuid4().hex[:6]}"

@@ -37,3 +37,38 @@ pub async fn roundtrip<Req: Encodable, Resp: Decodable>(
     assert!(!buf.has_remaining(), "the size prefix matches the body");
     resp
 }
+
+/// Sends a Metadata v12 request and returns whether the broker closed the
+/// connection instead of answering.
+pub async fn metadata_closes(s: &mut TcpStream) -> bool {
+    let mut frame = Vec::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Metadata as i16)
+        .with_request_api_version(12)
+        .with_correlation_id(9)
+        .encode(&mut frame, ApiKey::Metadata.request_header_version(12))
+        .unwrap();
+    MetadataRequest::default().encode(&mut frame, 12).unwrap();
+    s.write_all(&(frame.len() as i32).to_be_bytes())
+        .await
+        .unwrap();
+    s.write_all(&frame).await.unwrap();
+    let mut buf = [0u8; 1];
+    s.read(&mut buf).await.unwrap() == 0
+}
+
+/// ApiVersions' error code on `s`.
+pub async fn api_versions_code(s: &mut TcpStream) -> i16 {
+    let v: ApiVersionsResponse =
+        roundtrip(s, ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).await;
+    v.error_code
+}
+
+/// Gives each user a SCRAM-SHA-512 credential for `password`.
+pub async fn add_users(meta: &metastore::Metastore, users: &[&str], password: &str) {
+    for user in users {
+        let m = gateway::sasl::ScramMechanism::Sha512;
+        let c = gateway::sasl::scram::credential(m, password, 4096).unwrap();
+        meta.upsert_scram_credential(user, m, c).await.unwrap();
+    }
+}

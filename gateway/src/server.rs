@@ -275,11 +275,9 @@ async fn connection<S: KafkaStream>(
                     Ok(crate::sasl::Step::Pass) => {}
                     Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
                         drop(room);
-                        let sent = tokio::time::timeout(write_timeout, stream.send(resp)).await;
-                        if close || !matches!(sent, Ok(Ok(()))) {
-                            Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
-                            break;
-                        }
+                        // counted before the answer leaves: a client that
+                        // reads it sees the counters already moved
+                        Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
                         if session.completed() > before {
                             if let Some(user) = session.user() {
                                 tracing::debug!(%peer, user, "SASL authenticated");
@@ -288,6 +286,10 @@ async fn connection<S: KafkaStream>(
                             if before > 0 {
                                 Metrics::add(&broker.metrics.sasl_reauthentications, 1);
                             }
+                        }
+                        let sent = tokio::time::timeout(write_timeout, stream.send(resp)).await;
+                        if close || !matches!(sent, Ok(Ok(()))) {
+                            break;
                         }
                         continue;
                     }

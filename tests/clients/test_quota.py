@@ -70,8 +70,10 @@ def test_a_producer_is_held_to_its_client_ids_byte_rate(broker):
             "value": float(LIMIT)} in listed, listed
 
     rate = produce_rate(broker, topic, "throttled", SECONDS)
+    print(f"throttled producer: {rate:.0f} B/s, {rate / LIMIT:.2f}x its limit")
     assert 0.8 * LIMIT <= rate <= 1.2 * LIMIT, f"{rate:.0f} B/s against a limit of {LIMIT}"
     free = produce_rate(broker, topic, "free", 3)
+    print(f"producer without a quota: {free:.0f} B/s")
     assert free > 2 * LIMIT, f"a client id without a quota ran at {free:.0f} B/s"
 
     cli(broker, "remove", "--client-id", "throttled", "--key", "producer_byte_rate")
@@ -105,4 +107,5 @@ def test_a_consumer_is_held_to_its_byte_rate(broker):
     rate = got / (time.time() - start)
     c.close()
     cli(broker, "remove", "--default-client-id", "--key", "consumer_byte_rate")
+    print(f"throttled consumer: {rate:.0f} B/s, {rate / LIMIT:.2f}x its limit")
     assert 0.8 * LIMIT <= rate <= 1.2 * LIMIT, f"{rate:.0f} B/s against a limit of {LIMIT}"

@@ -355,8 +355,9 @@ pub async fn dispatch(
         RequestKind::CreateAcls(r) => acls::create_acls(broker, &ctx, r).await.into(),
         RequestKind::DescribeAcls(r) => acls::describe_acls(broker, &ctx, r).into(),
         RequestKind::DeleteAcls(r) => acls::delete_acls(broker, &ctx, r).await.into(),
-        // The connection's SASL session answers these until it authenticated:
-        // here SASL is off, or done (re-authentication is not supported).
+        // The connection's SASL session answers these until it authenticated,
+        // and after, with re-authentication on: here SASL is off, or done
+        // and re-authentication off.
         RequestKind::SaslHandshake(_) => {
             let code = if broker.config.sasl_mechanisms.is_empty() {
                 ResponseError::UnsupportedSaslMechanism

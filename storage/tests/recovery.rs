@@ -261,6 +261,19 @@ fn open_files_under(dir: &Path) -> usize {
         .count()
 }
 
+/// [`open_files_under`] once it is `want`, or after 5 s: a seal job marks
+/// its flush done just before its thread drops the segment's handles.
+fn open_files_settling_at(dir: &Path, want: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let n = open_files_under(dir);
+        if n == want || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_sealed_segment_nobody_reads_keeps_only_its_log_file_open() {
     let d = tempfile::tempdir().unwrap();
@@ -272,12 +285,20 @@ fn a_sealed_segment_nobody_reads_keeps_only_its_log_file_open() {
         log.append(&mut b, 0, 0).unwrap();
         i += 1;
     }
-    log.flush().unwrap(); // the seal jobs' own handles are closed by now
+    log.flush().unwrap();
     let sealed = log.segments().len() - 1;
-    assert_eq!(open_files_under(&dir), sealed + 3, "1 per sealed, 3 active");
+    assert_eq!(
+        open_files_settling_at(&dir, sealed + 3),
+        sealed + 3,
+        "1 per sealed, 3 active"
+    );
     drop(log);
     let log = PartitionLog::open(&dir, small_segments()).unwrap();
-    assert_eq!(open_files_under(&dir), sealed + 3, "the same after an open");
+    assert_eq!(
+        open_files_settling_at(&dir, sealed + 3),
+        sealed + 3,
+        "the same after an open"
+    );
     // Reading an old segment loads its indexes; they serve the read.
     let first = read_all(&log, 0).len();
     assert_eq!(first as u64, i * 3);

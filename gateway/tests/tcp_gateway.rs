@@ -133,14 +133,11 @@ async fn oversized_frame_closes_only_its_own_connection() {
         0,
         "closed without reading the body"
     );
-    let v: ApiVersionsResponse = roundtrip(
-        &mut good,
-        ApiKey::ApiVersions,
-        3,
-        &ApiVersionsRequest::default(),
-    )
-    .await;
-    assert_eq!(v.error_code, 0, "the other client is unaffected");
+    assert_eq!(
+        api_versions_code(&mut good).await,
+        0,
+        "the other client is unaffected"
+    );
     gw.shutdown().await;
 }
 
@@ -172,15 +169,9 @@ async fn with_sasl_on_an_unauthenticated_client_may_send_only_small_sasl_request
     );
 
     let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
-    let v: ApiVersionsResponse = roundtrip(
-        &mut s,
-        ApiKey::ApiVersions,
-        3,
-        &ApiVersionsRequest::default(),
-    )
-    .await;
     assert_eq!(
-        v.error_code, 0,
+        api_versions_code(&mut s).await,
+        0,
         "ApiVersions is served before authentication"
     );
     assert!(

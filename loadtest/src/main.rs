@@ -100,6 +100,14 @@ enum Command {
         /// empty fetch for the whole wait even when records arrive.
         #[arg(long, value_parser = key_value_arg)]
         consumer_config: Vec<(String, String)>,
+        /// Set a property of every Kafka client of the run (producers,
+        /// consumers, the admin client) under the workload's own
+        /// (KEY=VALUE; repeat for several), recorded in the result's
+        /// workload: how to reach a TLS or SASL listener, e.g.
+        /// security.protocol=ssl and ssl.ca.location=ca.pem. TLS needs a
+        /// loadtest built with `--features tls`.
+        #[arg(long, value_parser = key_value_arg)]
+        client_config: Vec<(String, String)>,
         /// Use an existing topic instead of creating a fresh one.
         #[arg(long)]
         topic: Option<String>,
@@ -189,6 +197,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             duration,
             drain_timeout,
             consumer_config,
+            client_config,
             topic,
             no_create,
             delete_topic,
@@ -205,6 +214,10 @@ fn real_main() -> anyhow::Result<ExitCode> {
             for (k, v) in consumer_config {
                 println!("consumer config {k}={v} (given on the command line)");
                 w.consumer_config.insert(k, v);
+            }
+            for (k, v) in client_config {
+                println!("client config {k}={v} (given on the command line)");
+                w.client_config.insert(k, v);
             }
             check_bootstrap(driver, &bootstrap)?;
             let driver: Arc<dyn Driver> = match driver {

@@ -67,6 +67,11 @@ pub struct Workload {
     /// Extra client properties passed verbatim to every consumer.
     #[serde(default)]
     pub consumer_config: BTreeMap<String, String>,
+    /// Client properties for every Kafka client of the run (producers,
+    /// consumers and the admin client), under the two maps above: how to
+    /// reach the broker (`security.protocol`, `ssl.ca.location`, SASL).
+    #[serde(default)]
+    pub client_config: BTreeMap<String, String>,
 }
 
 fn default_linger_ms() -> u32 {

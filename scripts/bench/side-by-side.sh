@@ -34,6 +34,10 @@
 #                   (default 1; the mock does not wake a waiting fetch);
 #                   "aerostream-fsync" is AeroStream with --write-caching false
 #                   (acks=all answered after a shared fdatasync);
+#                   "aerostream-tls" is AeroStream with TLS on its Kafka
+#                   listener (a test CA made with openssl), its clients on
+#                   security.protocol=ssl (the loadtest is then built with
+#                   --features tls, which needs libssl-dev);
 #                   "aerostream-rf3" is three AeroStream agents forming a
 #                   cluster, all on BROKER_CPUS, with the topic replicated
 #                   three times (CPU and memory are the three agents' sum)
@@ -68,7 +72,12 @@ if [ -z "${BENCH_IN_SESSION:-}" ]; then
         need_build+=(-p agent)
         export AEROSTREAM_BUILT_HERE=1
     fi
-    [ -n "${LOADTEST_BIN:-}" ] || need_build+=(-p loadtest)
+    if [ -z "${LOADTEST_BIN:-}" ]; then
+        need_build+=(-p loadtest)
+        case " ${BROKERS:-} " in
+            *" aerostream-tls "*) need_build+=(--features loadtest/tls) ;;
+        esac
+    fi
     if [ ${#need_build[@]} -gt 0 ]; then
         echo "building ${need_build[*]} (release)"
         cargo build --release "${need_build[@]}"
@@ -200,6 +209,19 @@ wait_for_ready() {
     return 1
 }
 
+# make_test_certs DIR: a throw-away CA and a server certificate for 127.0.0.1.
+make_test_certs() {
+    local d=$1
+    mkdir -p "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=bench CA" -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -subj "/CN=127.0.0.1" -keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/ext.cnf"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 2 -extfile "$d/ext.cnf" -out "$d/server.pem" 2>/dev/null
+}
+
 # start_broker NAME PORT WORKLOAD_FILE: starts it pinned, in a fresh scratch folder.
 start_broker() {
     local name=$1 port=$2 workload_file=$3
@@ -209,16 +231,22 @@ start_broker() {
     run_args=()
     local native_port
     case $name in
-        aerostream | aerostream-fsync)
-            local caching=true
+        aerostream | aerostream-fsync | aerostream-tls)
+            local caching=true tls=()
             [ "$name" = aerostream-fsync ] && caching=false
+            if [ "$name" = aerostream-tls ]; then
+                make_test_certs "$scratch/tls"
+                tls=(--kafka-tls-cert "$scratch/tls/server.pem" --kafka-tls-key "$scratch/tls/server.key")
+                run_args=(--client-config security.protocol=ssl
+                    --client-config "ssl.ca.location=$scratch/tls/ca.pem")
+            fi
             native_port=$(free_port)
             native_hosts="127.0.0.1:$native_port"
             (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
                 --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
                 --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$(free_port)" \
                 --native-addr "127.0.0.1:$native_port" \
-                --shards "$shards" --write-caching "$caching") >>"$log" 2>&1 &
+                --shards "$shards" --write-caching "$caching" "${tls[@]}") >>"$log" 2>&1 &
             broker_pid=$!
             broker_pids=("$broker_pid")
             bootstrap="127.0.0.1:$port"

@@ -31,13 +31,16 @@ pub struct KafkaDriver {
     bootstrap: String,
     producer_props: BTreeMap<String, String>,
     consumer_props: BTreeMap<String, String>,
+    /// The workload's `client_config`, for the admin client (the two maps
+    /// above include it).
+    common_props: BTreeMap<String, String>,
 }
 
 impl KafkaDriver {
     /// Client settings come from the workload; its `producer_config` and
     /// `consumer_config` entries win over the derived ones.
     pub fn new(bootstrap: &str, w: &Workload) -> KafkaDriver {
-        let mut producer_props = BTreeMap::new();
+        let mut producer_props = w.client_config.clone();
         for (k, v) in [
             ("acks", w.acks.as_str().to_string()),
             ("linger.ms", w.linger_ms.to_string()),
@@ -47,7 +50,7 @@ impl KafkaDriver {
             producer_props.insert(k.to_string(), v);
         }
         producer_props.extend(w.producer_config.clone());
-        let mut consumer_props = BTreeMap::new();
+        let mut consumer_props = w.client_config.clone();
         for (k, v) in [
             ("auto.offset.reset", "earliest"),
             ("enable.auto.commit", "true"),
@@ -60,6 +63,7 @@ impl KafkaDriver {
             bootstrap: bootstrap.to_string(),
             producer_props,
             consumer_props,
+            common_props: w.client_config.clone(),
         }
     }
 
@@ -75,7 +79,7 @@ impl KafkaDriver {
     }
 
     fn admin(&self) -> Result<AdminClient<DefaultClientContext>, LoadError> {
-        let mut props = BTreeMap::new();
+        let mut props = self.common_props.clone();
         // Looking a topic up must not create it with the broker's defaults.
         props.insert("allow.auto.create.topics".to_string(), "false".to_string());
         self.config(&props, "loadtest-admin")

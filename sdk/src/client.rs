@@ -27,6 +27,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::auth::Credentials;
 use crate::backoff::Backoff;
 use crate::bootstrap::{Address, Bootstrap, Transport};
 use crate::conn::{self, Call, Conn, ConnOptions};
@@ -87,9 +88,30 @@ pub struct ClientBuilder {
     retries: u32,
     retry_backoff: Duration,
     trust: TrustSettings,
+    credentials: Option<Credentials>,
 }
 
 impl ClientBuilder {
+    /// Logs in as this user, on servers that require authentication (the
+    /// same users and mechanisms as their Kafka listener): SCRAM, PLAIN or
+    /// an OAuth bearer token. Each connection authenticates when it opens;
+    /// when a session reaches the lifetime the server gives it, requests
+    /// fail with the retriable SESSION_EXPIRED and the next one connects
+    /// and logs in again.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), sdk::Error> {
+    /// let client = sdk::Client::builder("aero+quic://broker:9091")
+    ///     .credentials(sdk::Credentials::scram_sha512("alice", "s3cret"))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
     /// Names the client in the servers' logs (default `aerostream-rust`).
     pub fn client_id(mut self, id: impl Into<String>) -> Self {
         self.client_id = id.into();
@@ -199,6 +221,7 @@ impl ClientBuilder {
                     connect_timeout: self.connect_timeout,
                     max_frame_bytes: self.max_frame_bytes,
                     quic,
+                    credentials: self.credentials,
                 },
                 request_timeout: self.request_timeout,
                 retries: self.retries,
@@ -409,6 +432,7 @@ impl Client {
             retries: 3,
             retry_backoff: Duration::from_millis(100),
             trust: TrustSettings::default(),
+            credentials: None,
         }
     }
 

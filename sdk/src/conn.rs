@@ -43,6 +43,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::auth::{Credentials, ScramClient};
 use crate::bootstrap::{Address, Transport};
 use crate::error::Error;
 use crate::frame::{FrameHeader, HEADER_LEN};
@@ -66,6 +67,8 @@ pub(crate) struct ConnOptions {
     pub max_frame_bytes: u32,
     /// The QUIC endpoint and TLS settings; needed by [`Transport::Quic`].
     pub quic: Option<QuicClient>,
+    /// Who to log in as, on a server that requires it.
+    pub credentials: Option<Credentials>,
 }
 
 /// A request of the protocol and the answer it gets.
@@ -235,6 +238,35 @@ impl std::fmt::Debug for Conn {
     }
 }
 
+/// Sends one message of an authentication exchange and reads the
+/// server's, as text.
+async fn authenticate<R, W>(
+    read: &mut R,
+    write: &mut W,
+    message: proto::Authenticate,
+    max_frame_bytes: u32,
+) -> Result<String, Error>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    write.write_all(&message.to_frame()).await?;
+    write.flush().await?;
+    let frame = read_frame(read, max_frame_bytes)
+        .await?
+        .ok_or(Error::Closed)?;
+    if frame.op == op::ERROR {
+        let e = decode::<ErrorFrame>(frame)?;
+        return Err(refusal(e.error, e.message));
+    }
+    let answer = decode::<proto::AuthenticateResponse>(frame)?;
+    if answer.error != ErrorCode::NONE {
+        return Err(refusal(answer.error, String::new()));
+    }
+    String::from_utf8(answer.auth_bytes.to_vec())
+        .map_err(|_| Error::Protocol("a SCRAM message that is not UTF-8".into()))
+}
+
 /// Connects to `addr` and says hello.
 pub(crate) async fn connect(
     addr: &Address,
@@ -298,13 +330,20 @@ impl Conn {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let mut read = BufReader::with_capacity(READ_BUFFER, read);
+        let in_hello = match &options.credentials {
+            Some(c) => c.hello_message()?,
+            None => None,
+        };
+        let (auth_mechanism, auth_bytes) = in_hello
+            .map(|(m, b)| (m, Bytes::from(b)))
+            .unwrap_or_default();
         let hello = Hello {
             correlation: 1,
             min_version: proto::MIN_VERSION,
             max_version: proto::MAX_VERSION,
             client_id: options.client_id.clone(),
-            auth_mechanism: String::new(),
-            auth_bytes: Bytes::new(),
+            auth_mechanism,
+            auth_bytes,
         };
         write.write_all(&hello.to_frame()).await?;
         write.flush().await?;
@@ -331,13 +370,38 @@ impl Conn {
             max_frame_bytes: answer.max_frame_bytes,
             server: answer.server,
         };
+        let mut correlation = 2;
+        if let Some(Credentials::Scram {
+            mechanism,
+            user,
+            password,
+        }) = &options.credentials
+        {
+            // SCRAM's two round trips, before any request
+            let mut step = |message: String| {
+                let a = proto::Authenticate {
+                    correlation,
+                    mechanism: mechanism.name().to_string(),
+                    auth_bytes: Bytes::from(message),
+                };
+                correlation += 1;
+                a
+            };
+            let (x, first) = ScramClient::start(*mechanism, user, password)?;
+            let server_first =
+                authenticate(&mut read, &mut write, step(first), options.max_frame_bytes).await?;
+            let (fin, expected) = x.answer(&server_first)?;
+            let server_final =
+                authenticate(&mut read, &mut write, step(fin), options.max_frame_bytes).await?;
+            ScramClient::verify(&server_final, &expected)?;
+        }
         Ok(Conn::start(
             read,
             write,
             addr,
             info,
             options.max_frame_bytes,
-            2,
+            correlation,
         ))
     }
 

@@ -19,6 +19,7 @@ fn options() -> ConnOptions {
         connect_timeout: LONG,
         max_frame_bytes: 1 << 20,
         quic: None,
+        credentials: None,
     }
 }
 

@@ -80,6 +80,7 @@
 //! assert_eq!(decoded, header);
 //! ```
 
+pub mod auth;
 mod backoff;
 pub mod bootstrap;
 mod client;
@@ -99,6 +100,7 @@ mod testing;
 pub mod udp;
 pub mod wire;
 
+pub use auth::{Credentials, ScramMechanism};
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
 pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, ReadMode, StartAt};
 pub use error::Error;

@@ -41,6 +41,9 @@ pub mod op {
     pub const JOIN_GROUP: u8 = 0x11;
     pub const HEARTBEAT: u8 = 0x12;
     pub const LEAVE_GROUP: u8 = 0x13;
+    /// One message of a SASL exchange (SCRAM, PLAIN, OAUTHBEARER), after
+    /// the hello, on a server that requires authentication.
+    pub const AUTHENTICATE: u8 = 0x14;
     /// Sent by the server, unasked, right before it closes a connection it
     /// cannot go on serving (bad frame, failed hello).
     pub const ERROR: u8 = 0x7F;
@@ -133,6 +136,9 @@ error_codes! {
     DUPLICATE_SUBSCRIPTION = 39, false, "the subscription id is already open on this connection";
     TOO_MANY_SUBSCRIPTIONS = 40, false, "the connection has as many subscriptions open as the server allows";
     UNKNOWN_SUBSCRIPTION = 41, false, "no subscription with this id is open on this connection";
+    AUTHENTICATION_FAILED = 42, false, "the credentials were refused, or the mechanism is not enabled on the server";
+    AUTHENTICATION_REQUIRED = 43, false, "the server serves nothing but authentication until the client authenticated";
+    SESSION_EXPIRED = 44, true, "the authenticated session reached its lifetime: connect and authenticate again";
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -198,9 +204,11 @@ pub struct Hello {
     pub min_version: u16,
     pub max_version: u16,
     pub client_id: String,
-    /// Authentication mechanism; empty for none. Reserved: servers of
-    /// protocol version 1 accept only the empty mechanism.
+    /// A SASL mechanism whose exchange is one client message (`PLAIN`,
+    /// `OAUTHBEARER`), to authenticate within the hello; empty for none.
+    /// Multi-message mechanisms (SCRAM) use [`Authenticate`] after it.
     pub auth_mechanism: String,
+    /// That message.
     pub auth_bytes: Bytes,
 }
 
@@ -264,6 +272,72 @@ message!(
             node_id: r.u32("node id")?,
             max_frame_bytes: r.u32("max frame bytes")?,
             server: r.string("server")?,
+        })
+    }
+);
+
+// ---------------------------------------------------------------- authenticate
+
+/// One client message of a SASL exchange, as Kafka's SaslAuthenticate
+/// carries it: SCRAM takes two (client-first, client-final), PLAIN and
+/// OAUTHBEARER one. Every message of an exchange names its mechanism.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Authenticate {
+    pub correlation: u32,
+    pub mechanism: String,
+    pub auth_bytes: Bytes,
+}
+
+message!(
+    Authenticate,
+    op::AUTHENTICATE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_string(&s.mechanism);
+        b.put_blob(&s.auth_bytes);
+    },
+    |r| {
+        Ok(Authenticate {
+            correlation: r.u32("correlation id")?,
+            mechanism: r.string("mechanism")?,
+            auth_bytes: r.blob("auth bytes")?,
+        })
+    }
+);
+
+/// The server's message of the exchange. A failed exchange is answered
+/// with an error frame (AUTHENTICATION_FAILED) and the connection closed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuthenticateResponse {
+    pub correlation: u32,
+    pub error: ErrorCode,
+    /// The server's message (SCRAM's server-first and server-final).
+    pub auth_bytes: Bytes,
+    /// Whether the client is now authenticated.
+    pub complete: bool,
+    /// How long the session lasts once complete, in ms; 0: for as long as
+    /// the connection. Past it every request is refused with
+    /// SESSION_EXPIRED and the connection closed.
+    pub session_lifetime_ms: u64,
+}
+
+message!(
+    AuthenticateResponse,
+    op::AUTHENTICATE | RESPONSE,
+    |s, b| {
+        b.put_u32(s.correlation);
+        b.put_u16(s.error.0);
+        b.put_blob(&s.auth_bytes);
+        b.put_u8(u8::from(s.complete));
+        b.put_u64(s.session_lifetime_ms);
+    },
+    |r| {
+        Ok(AuthenticateResponse {
+            correlation: r.u32("correlation id")?,
+            error: ErrorCode(r.u16("error")?),
+            auth_bytes: r.blob("auth bytes")?,
+            complete: r.u8("complete")? != 0,
+            session_lifetime_ms: r.u64("session lifetime")?,
         })
     }
 );
@@ -1452,6 +1526,7 @@ message!(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Hello(Hello),
+    Authenticate(Authenticate),
     Ping(Ping),
     Metadata(Metadata),
     CreateTopic(CreateTopic),
@@ -1475,6 +1550,7 @@ impl Request {
     pub fn decode(op: u8, body: Bytes) -> Result<Request, DecodeError> {
         Ok(match op {
             op::HELLO => Request::Hello(Hello::decode_body(body)?),
+            op::AUTHENTICATE => Request::Authenticate(Authenticate::decode_body(body)?),
             op::PING => Request::Ping(Ping::decode_body(body)?),
             op::METADATA => Request::Metadata(Metadata::decode_body(body)?),
             op::CREATE_TOPIC => Request::CreateTopic(CreateTopic::decode_body(body)?),

@@ -45,6 +45,18 @@ fn every_message_round_trips_and_refuses_every_truncation() {
         max_frame_bytes: 1 << 20,
         server: "aerostream 0.1.0".into(),
     });
+    round_trip(Authenticate {
+        correlation: 2,
+        mechanism: "SCRAM-SHA-512".into(),
+        auth_bytes: Bytes::from_static(b"n,,n=alice,r=abc"),
+    });
+    round_trip(AuthenticateResponse {
+        correlation: 2,
+        error: ErrorCode::NONE,
+        auth_bytes: Bytes::from_static(b"r=abcdef,s=c2FsdA==,i=4096"),
+        complete: true,
+        session_lifetime_ms: 60_000,
+    });
     round_trip(Ping {
         correlation: 2,
         nonce: 99,

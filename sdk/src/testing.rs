@@ -550,16 +550,17 @@ impl Double {
             }
             .to_frame(),
             Request::Fetch(_) => unreachable!("fetches are answered by serve"),
-            // Subscriptions are exercised against the real broker (the
-            // gateway's tests), not this double.
-            Request::Subscribe(_) | Request::Credit(_) | Request::Unsubscribe(_) => {
-                proto::ErrorFrame {
-                    correlation: 0,
-                    error: ErrorCode::UNKNOWN_OPERATION,
-                    message: "the test double has no subscriptions".into(),
-                }
-                .to_frame()
+            // Subscriptions and authentication are exercised against the
+            // real broker (the gateway's tests), not this double.
+            Request::Subscribe(_)
+            | Request::Credit(_)
+            | Request::Unsubscribe(_)
+            | Request::Authenticate(_) => proto::ErrorFrame {
+                correlation: 0,
+                error: ErrorCode::UNKNOWN_OPERATION,
+                message: "the test double has no subscriptions and authenticates no one".into(),
             }
+            .to_frame(),
         };
         Answer::Frame(frame)
     }

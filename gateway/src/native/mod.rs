@@ -31,6 +31,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures::stream::FuturesUnordered;
@@ -68,6 +69,18 @@ pub(crate) struct Session {
     pub client_id: Arc<str>,
     /// The protocol version both sides speak.
     pub version: u16,
+    /// Who the client authenticated as (`User:alice`), or
+    /// [`crate::authz::ANONYMOUS`] when the server authenticates no one.
+    pub principal: Arc<str>,
+    /// When the authenticated session ends: from then on every request is
+    /// refused with SESSION_EXPIRED and the connection closed.
+    pub expires: Option<Instant>,
+}
+
+impl Session {
+    fn expired(&self, now: Instant) -> bool {
+        self.expires.is_some_and(|e| now >= e)
+    }
 }
 
 /// What serving a request knows of the stream it came on (one per stream,
@@ -261,6 +274,8 @@ pub async fn serve_frame(
         session: Session {
             client_id: Arc::from(client_id),
             version: proto::MAX_VERSION,
+            principal: c.principal.clone(),
+            expires: None,
         },
         subs: subscribe::Subscriptions::new(pushes),
     };
@@ -354,6 +369,8 @@ where
             subs: subscribe::Subscriptions::new(push_tx.clone()),
         })
     };
+    // between a hello and the end of the authentication it needs
+    let mut pending: Option<(Session, crate::sasl::Session)> = None;
     let (mut ctx, mut hello) = match start {
         Start::Hello(tx) => (None, Some(tx)),
         Start::After(session) => (Some(new_ctx(session)), None),
@@ -363,16 +380,26 @@ where
     // for (long polls end early at shutdown), read nothing more, then close
     let mut peer_done = false;
     let mut stopping = false;
+    let mut muted: Option<tokio::time::Instant> = None;
     let end = loop {
         if peer_done && in_flight.is_empty() {
             break StreamEnd::Done;
         }
-        let room_for_more = in_flight.len() < MAX_IN_FLIGHT && !peer_done;
+        // over a quota: nothing more is read for the wait (KIP-219)
+        let throttle = link.client.throttle.swap(0, Ordering::Relaxed);
+        if throttle > 0 {
+            let until = tokio::time::Instant::now() + std::time::Duration::from_millis(throttle);
+            muted = Some(muted.map_or(until, |m| m.max(until)));
+        }
+        let room_for_more = in_flight.len() < MAX_IN_FLIGHT && !peer_done && muted.is_none();
         tokio::select! {
             biased;
             _ = stop.changed(), if !stopping => {
                 stopping = true;
                 peer_done = true;
+            }
+            _ = tokio::time::sleep_until(muted.unwrap_or_else(tokio::time::Instant::now)), if muted.is_some() => {
+                muted = None;
             }
             Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
                 match answer {
@@ -407,18 +434,28 @@ where
                     break StreamEnd::Done;
                 }
                 let Some(stream) = ctx.clone() else {
-                    // The hello is served before anything else is read.
-                    match ops::hello(broker, op, body) {
-                        Ok((resp, session)) => {
-                            tracing::debug!(%peer, transport, client_id = %session.client_id, version = session.version, "native hello");
-                            ctx = Some(new_ctx(session.clone()));
-                            if let Some(tx) = hello.take() {
-                                tx.send_replace(Some(session));
+                    // The hello, and an authentication the server requires,
+                    // are served before anything else is read.
+                    let settled = match pending.as_mut() {
+                        Some((session, auth)) => ops::authenticate(broker, session, auth, op, body),
+                        None => ops::hello(broker, op, body),
+                    };
+                    match settled {
+                        Ok(ops::Settled { answer, session, auth }) => {
+                            if let Some(auth) = auth {
+                                pending = Some((session, auth));
+                            } else {
+                                pending = None;
+                                tracing::debug!(%peer, transport, client_id = %session.client_id, version = session.version, principal = %session.principal, "native session open");
+                                ctx = Some(new_ctx(session.clone()));
+                                if let Some(tx) = hello.take() {
+                                    tx.send_replace(Some(session));
+                                }
                             }
-                            if !write(wr, resp, link).await { break StreamEnd::Done }
+                            if !write(wr, answer, link).await { break StreamEnd::Done }
                         }
                         Err(e) => {
-                            tracing::info!(%peer, transport, error = %e.error, message = %e.message, "native hello refused");
+                            tracing::info!(%peer, transport, error = %e.error, message = %e.message, "native hello or authentication refused");
                             let _ = write(wr, error_frame(&e), link).await;
                             break StreamEnd::Refused;
                         }
@@ -426,8 +463,21 @@ where
                     drop(room);
                     continue;
                 };
+                if stream.session.expired(Instant::now()) {
+                    Metrics::add(&broker.metrics.sasl_expired, 1);
+                    let e = ErrorFrame {
+                        correlation: proto::correlation_of(&body).unwrap_or(0),
+                        error: ErrorCode::SESSION_EXPIRED,
+                        message: "the authenticated session ended: connect and authenticate again".into(),
+                    };
+                    tracing::info!(%peer, transport, principal = %stream.session.principal, "closing native connection: its session ended");
+                    let _ = write(wr, error_frame(&e), link).await;
+                    break StreamEnd::Refused;
+                }
                 let counted = InFlight::new(broker);
-                let (b, c) = (broker.clone(), link.client.clone());
+                let b = broker.clone();
+                let mut c = link.client.clone();
+                c.principal = stream.session.principal.clone();
                 in_flight.push(Box::pin(async move {
                     let answer = ops::serve(&b, &c, &stream, op, body).await;
                     drop(room);

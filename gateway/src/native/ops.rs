@@ -1,6 +1,7 @@
 //! Each native operation, served on the Kafka handlers.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -15,12 +16,13 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, ListOffsetsRequest, OffsetCommitRequest, ProduceRequest, ProducerId,
     TopicName,
 };
+use metastore::acl::{AclOperation as Op, ResourceType as Rt};
 use sdk::proto::{self, ErrorCode, ErrorFrame, Message, Request};
 use sdk::wire::WireWrite;
 
 use super::codes::{from_kafka, from_kafka_for_member};
 use super::{frame_of, groups, Answer, Session, StreamCtx};
-use crate::broker::Broker;
+use crate::broker::{Broker, Metrics};
 use crate::kafka::api::{bridge, s, Client};
 use crate::kafka::response::ResponseFrame;
 
@@ -32,14 +34,32 @@ fn fatal(correlation: u32, error: ErrorCode, message: impl Into<String>) -> Erro
     }
 }
 
-/// Serves the first frame of a connection, which must be a hello. Returns
-/// the answer and what the hello settled (the client's id, the version),
-/// or the error frame to close with.
-pub(super) fn hello(
-    b: &Broker,
-    op: u8,
-    body: Bytes,
-) -> Result<(ResponseFrame, Session), ErrorFrame> {
+/// What the hello, or a message of the authentication after it, settled.
+pub(super) struct Settled {
+    /// The answer to write.
+    pub answer: ResponseFrame,
+    /// The connection's session: complete unless `auth` is set.
+    pub session: Session,
+    /// The authentication still under way; `None` once the client may
+    /// send requests.
+    pub auth: Option<crate::sasl::Session>,
+}
+
+fn sasl_settings(b: &Broker) -> crate::sasl::Settings<'_> {
+    crate::sasl::Settings {
+        mechanisms: &b.config.sasl_mechanisms,
+        catalog: &b.catalog,
+        oauth: b.config.oauthbearer.as_deref(),
+        max_session: b.config.sasl_max_session,
+    }
+}
+
+/// Serves the first frame of a connection, which must be a hello, and the
+/// authentication it may carry (a one-message mechanism). On a server that
+/// requires authentication (SASL mechanisms configured), a hello without
+/// it leaves the authentication to [`authenticate`]. The error frame to
+/// close with when refused.
+pub(super) fn hello(b: &Broker, op: u8, body: Bytes) -> Result<Settled, ErrorFrame> {
     let correlation = proto::correlation_of(&body).unwrap_or(0);
     if op != proto::op::HELLO {
         return Err(fatal(
@@ -64,29 +84,122 @@ pub(super) fn hello(
             ),
         ));
     }
-    if !h.auth_mechanism.is_empty() {
-        return Err(fatal(
-            h.correlation,
-            ErrorCode::UNAUTHORIZED,
-            format!(
-                "authentication mechanism {:?} is not enabled on this server",
-                h.auth_mechanism
-            ),
-        ));
-    }
-    let resp = proto::HelloResponse {
+    let mut session = Session {
+        client_id: Arc::from(h.client_id.as_str()),
+        version,
+        principal: Arc::from(crate::authz::ANONYMOUS),
+        expires: None,
+    };
+    let answer = frame_of(&proto::HelloResponse {
         correlation: h.correlation,
         error: ErrorCode::NONE,
         version,
         node_id: u32::try_from(b.config.node_id).unwrap_or(0),
         max_frame_bytes: u32::try_from(b.config.max_request_bytes).unwrap_or(u32::MAX),
         server: format!("aerostream {}", env!("CARGO_PKG_VERSION")),
-    };
-    let session = Session {
-        client_id: Arc::from(h.client_id.as_str()),
-        version,
-    };
-    Ok((frame_of(&resp), session))
+    });
+    if b.config.sasl_mechanisms.is_empty() {
+        if !h.auth_mechanism.is_empty() {
+            return Err(fatal(
+                h.correlation,
+                ErrorCode::AUTHENTICATION_FAILED,
+                format!(
+                    "authentication mechanism {:?} is not enabled on this server (it authenticates no one)",
+                    h.auth_mechanism
+                ),
+            ));
+        }
+        return Ok(Settled {
+            answer,
+            session,
+            auth: None,
+        });
+    }
+    let mut auth = crate::sasl::Session::default();
+    if h.auth_mechanism.is_empty() {
+        return Ok(Settled {
+            answer,
+            session,
+            auth: Some(auth),
+        });
+    }
+    let now = Instant::now();
+    let step = auth
+        .native_message(&sasl_settings(b), &h.auth_mechanism, &h.auth_bytes, now)
+        .map_err(|why| refused(b, h.correlation, why))?;
+    if !step.complete {
+        return Err(refused(
+            b,
+            h.correlation,
+            format!(
+                "{} takes more than one message: authenticate after the hello (operation 0x14)",
+                h.auth_mechanism
+            ),
+        ));
+    }
+    authenticated(&mut session, &auth, now);
+    Ok(Settled {
+        answer,
+        session,
+        auth: None,
+    })
+}
+
+/// Counts a refused authentication; the error frame that closes the
+/// connection.
+fn refused(b: &Broker, correlation: u32, why: String) -> ErrorFrame {
+    Metrics::add(&b.metrics.sasl_failures, 1);
+    tracing::info!(reason = %why, "native authentication failed");
+    fatal(correlation, ErrorCode::AUTHENTICATION_FAILED, why)
+}
+
+/// The session of a client that completed its authentication.
+fn authenticated(session: &mut Session, auth: &crate::sasl::Session, now: Instant) {
+    let user = auth.user().unwrap_or_default();
+    session.principal = Arc::from(format!("User:{user}"));
+    session.expires = auth.expires().filter(|e| *e > now);
+}
+
+/// Serves a frame of a connection that said hello but has yet to complete
+/// the authentication the server requires: an Authenticate message, or
+/// the error frame that closes the connection.
+pub(super) fn authenticate(
+    b: &Broker,
+    session: &mut Session,
+    auth: &mut crate::sasl::Session,
+    op: u8,
+    body: Bytes,
+) -> Result<Settled, ErrorFrame> {
+    let correlation = proto::correlation_of(&body).unwrap_or(0);
+    if op != proto::op::AUTHENTICATE {
+        Metrics::add(&b.metrics.sasl_failures, 1);
+        return Err(fatal(
+            correlation,
+            ErrorCode::AUTHENTICATION_REQUIRED,
+            format!("operation {op:#04x} before the client authenticated: this server requires authentication (operation 0x14)"),
+        ));
+    }
+    let a = proto::Authenticate::decode_body(body)
+        .map_err(|e| fatal(correlation, ErrorCode::INVALID_REQUEST, e.to_string()))?;
+    let now = Instant::now();
+    let step = auth
+        .native_message(&sasl_settings(b), &a.mechanism, &a.auth_bytes, now)
+        .map_err(|why| refused(b, a.correlation, why))?;
+    if step.complete {
+        authenticated(session, auth, now);
+    }
+    let answer = frame_of(&proto::AuthenticateResponse {
+        correlation: a.correlation,
+        error: ErrorCode::NONE,
+        auth_bytes: step.answer,
+        complete: step.complete,
+        session_lifetime_ms: if step.complete { step.lifetime_ms } else { 0 },
+    });
+    Ok(Settled {
+        answer,
+        session: session.clone(),
+        auth: (!step.complete).then(|| std::mem::take(auth)),
+    })
 }
 
 /// Serves one request after the hello, made on the stream `s` describes.
@@ -122,11 +235,20 @@ pub(super) async fn serve(
             ErrorCode::INVALID_REQUEST,
             "a connection says hello once",
         )),
+        Request::Authenticate(a) => Answer::Fatal(fatal(
+            a.correlation,
+            ErrorCode::INVALID_REQUEST,
+            if b.config.sasl_mechanisms.is_empty() {
+                "this server authenticates no one"
+            } else {
+                "the connection is authenticated already: a session is renewed by connecting again"
+            },
+        )),
         Request::Ping(p) => Answer::Frame(frame_of(&proto::Pong {
             correlation: p.correlation,
             nonce: p.nonce,
         })),
-        Request::Metadata(m) => Answer::Frame(frame_of(&metadata(b, m).await)),
+        Request::Metadata(m) => Answer::Frame(frame_of(&metadata(b, c, m).await)),
         Request::CreateTopic(t) => Answer::Frame(frame_of(&create_topic(b, c, client_id, t).await)),
         Request::DeleteTopic(t) => Answer::Frame(frame_of(&delete_topic(b, c, client_id, t).await)),
         Request::InitProducer(r) => {
@@ -154,19 +276,62 @@ pub(super) async fn serve(
         Request::CommitOffsets(o) => {
             Answer::Frame(frame_of(&commit_offsets(b, c, client_id, o).await))
         }
-        Request::FetchOffsets(o) => Answer::Frame(frame_of(&fetch_offsets(b, o))),
+        Request::FetchOffsets(o) => Answer::Frame(frame_of(&fetch_offsets(b, c, o))),
+        Request::Subscribe(r) if !bridge::may(b, c, Op::Read, Rt::Topic, &r.topic) => {
+            Answer::Frame(frame_of(&proto::SubscribeResponse {
+                correlation: r.correlation,
+                error: ErrorCode::UNAUTHORIZED,
+                subscription: r.subscription,
+                offset: -1,
+                high_watermark: -1,
+                message: format!("{} may not read topic {}", c.principal, r.topic),
+            }))
+        }
         Request::Subscribe(r) => s.subs.subscribe(b, c, &s.session.client_id, r).await,
         Request::Credit(r) => {
             s.subs.credit(&r);
             Answer::Nothing
         }
         Request::Unsubscribe(r) => s.subs.unsubscribe(&r),
+        Request::FindCoordinator(f) if !bridge::may(b, c, Op::Describe, Rt::Group, &f.group) => {
+            Answer::Frame(frame_of(&proto::FindCoordinatorResponse {
+                correlation: f.correlation,
+                error: ErrorCode::UNAUTHORIZED,
+                ..Default::default()
+            }))
+        }
         Request::FindCoordinator(f) => Answer::Frame(frame_of(&groups::find_coordinator(b, f))),
+        Request::JoinGroup(j) if !bridge::may(b, c, Op::Read, Rt::Group, &j.group) => {
+            Answer::Frame(frame_of(&proto::JoinGroupResponse {
+                correlation: j.correlation,
+                error: ErrorCode::UNAUTHORIZED,
+                generation: -1,
+                member_id: j.member_id,
+                assignment: Vec::new(),
+            }))
+        }
         Request::JoinGroup(j) => {
             Answer::Frame(frame_of(&groups::join_group(b, c, client_id, j).await))
         }
+        Request::Heartbeat(h) if !bridge::may(b, c, Op::Read, Rt::Group, &h.group) => {
+            Answer::Frame(frame_of(&proto::HeartbeatResponse(group_refused(
+                h.correlation,
+            ))))
+        }
         Request::Heartbeat(h) => Answer::Frame(frame_of(&groups::heartbeat(b, h).await)),
+        Request::LeaveGroup(l) if !bridge::may(b, c, Op::Read, Rt::Group, &l.group) => {
+            Answer::Frame(frame_of(&proto::LeaveGroupResponse(group_refused(
+                l.correlation,
+            ))))
+        }
         Request::LeaveGroup(l) => Answer::Frame(frame_of(&groups::leave_group(b, l).await)),
+    }
+}
+
+fn group_refused(correlation: u32) -> proto::GroupResponse {
+    proto::GroupResponse {
+        correlation,
+        error: ErrorCode::UNAUTHORIZED,
     }
 }
 
@@ -186,7 +351,12 @@ pub(super) fn partition_index(p: u32) -> i32 {
     i32::try_from(p).unwrap_or(i32::MAX)
 }
 
-async fn metadata(b: &Broker, m: proto::Metadata) -> proto::MetadataResponse {
+/// The cluster's nodes and the topics asked for (every topic the client may
+/// describe when none are named), as Kafka's Metadata answers them: a
+/// named topic the client may not describe is UNAUTHORIZED, and one that
+/// does not exist is created only if it may create it.
+async fn metadata(b: &Broker, c: &Client, m: proto::Metadata) -> proto::MetadataResponse {
+    let describable = |name: &str| bridge::may(b, c, Op::Describe, Rt::Topic, name);
     let nodes = crate::brokers::native_agents(&b.catalog, &b.config)
         .into_iter()
         .filter_map(|e| {
@@ -199,30 +369,53 @@ async fn metadata(b: &Broker, m: proto::Metadata) -> proto::MetadataResponse {
         })
         .collect();
     // answers in the order asked; all topics when none are named
-    let wanted: Vec<Result<Arc<metastore::TopicInfo>, (String, metastore::MetaError)>> =
-        if m.topics.is_empty() {
-            b.catalog.topics().into_iter().map(Ok).collect()
-        } else {
-            let mut found = Vec::with_capacity(m.topics.len());
-            for name in &m.topics {
-                let t = match b.catalog.topic(name) {
-                    Some(t) => Ok(t),
-                    None if b.config.auto_create_topics => b.auto_create(name).await,
-                    None => Err(metastore::MetaError::UnknownTopic { name: name.clone() }),
-                };
-                found.push(t.map_err(|e| (name.clone(), e)));
-            }
-            found
-        };
+    let wanted: Vec<Result<Arc<metastore::TopicInfo>, (String, ErrorCode)>> = if m.topics.is_empty()
+    {
+        b.catalog
+            .topics()
+            .into_iter()
+            .filter(|t| describable(&t.name))
+            .map(Ok)
+            .collect()
+    } else {
+        let mut found = Vec::with_capacity(m.topics.len());
+        for name in &m.topics {
+            let t = match b.catalog.topic(name) {
+                _ if !describable(name) => {
+                    found.push(Err((name.clone(), ErrorCode::UNAUTHORIZED)));
+                    continue;
+                }
+                Some(t) => Ok(t),
+                None if b.config.auto_create_topics
+                    && (bridge::may(b, c, Op::Create, Rt::Topic, name)
+                        || bridge::may(
+                            b,
+                            c,
+                            Op::Create,
+                            Rt::Cluster,
+                            crate::authz::CLUSTER_RESOURCE,
+                        )) =>
+                {
+                    b.auto_create(name).await
+                }
+                None => Err(metastore::MetaError::UnknownTopic { name: name.clone() }),
+            };
+            found.push(t.map_err(|e| {
+                let code = from_kafka(crate::codes::meta_error(&e).code());
+                (name.clone(), code)
+            }));
+        }
+        found
+    };
     let ids = |v: &[u64]| v.iter().filter_map(|r| u32::try_from(*r).ok()).collect();
     let mut topics = Vec::with_capacity(wanted.len());
     for t in wanted {
         let t = match t {
             Ok(t) => t,
-            Err((name, e)) => {
+            Err((name, error)) => {
                 topics.push(proto::TopicMetadata {
                     name,
-                    error: from_kafka(crate::codes::meta_error(&e).code()),
+                    error,
                     partitions: Vec::new(),
                 });
                 continue;
@@ -443,7 +636,10 @@ async fn fetch(b: &Broker, c: &Client, client_id: &str, f: proto::Fetch) -> Resp
         .with_session_id(0)
         .with_session_epoch(-1)
         .with_topics(topics);
-    let (resp, records) = bridge::fetch(b, c, client_id, req).await;
+    let (resp, records, wait) = bridge::fetch(b, c, client_id, req).await;
+    // over a consumer quota: the stream stays unread for the wait
+    c.throttle
+        .fetch_max(wait, std::sync::atomic::Ordering::Relaxed);
     // Everything but the records is encoded here; each partition's records
     // are spliced in after its head, from the log.
     let mut frame = ResponseFrame::native(proto::op::FETCH | proto::RESPONSE);
@@ -630,9 +826,11 @@ async fn commit_offsets(
     }
 }
 
-fn fetch_offsets(b: &Broker, o: proto::FetchOffsets) -> proto::FetchOffsetsResponse {
+fn fetch_offsets(b: &Broker, c: &Client, o: proto::FetchOffsets) -> proto::FetchOffsetsResponse {
     let error = if o.group.is_empty() {
         ErrorCode::INVALID_GROUP
+    } else if !bridge::may(b, c, Op::Describe, Rt::Group, &o.group) {
+        ErrorCode::UNAUTHORIZED
     } else {
         ErrorCode::NONE
     };
@@ -641,7 +839,16 @@ fn fetch_offsets(b: &Broker, o: proto::FetchOffsets) -> proto::FetchOffsetsRespo
         .partitions
         .into_iter()
         .map(|(topic, partition)| {
-            let found = committed.get(&(topic.clone(), partition_index(partition)));
+            let error = if error == ErrorCode::NONE
+                && !bridge::may(b, c, Op::Describe, Rt::Topic, &topic)
+            {
+                ErrorCode::UNAUTHORIZED
+            } else {
+                error
+            };
+            let found = (error == ErrorCode::NONE)
+                .then(|| committed.get(&(topic.clone(), partition_index(partition))))
+                .flatten();
             (
                 proto::CommittedOffset {
                     offset: found.map(|c| c.offset).unwrap_or(-1),

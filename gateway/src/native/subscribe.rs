@@ -326,8 +326,12 @@ impl Served {
                 return;
             };
             let req = self.fetch_request(offset, room);
-            let (resp, records) =
+            let (resp, records, wait) =
                 bridge::fetch(&self.broker, &self.client, &self.client_id, req).await;
+            if wait > 0 {
+                // over a consumer quota: the next read waits
+                tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            }
             let Some(p) = resp.responses.first().and_then(|t| t.partitions.first()) else {
                 ending.error = ErrorCode::UNKNOWN_SERVER_ERROR;
                 break;

@@ -141,7 +141,7 @@ impl Session {
         frame: &Bytes,
         now: Instant,
     ) -> Result<Step, DispatchError> {
-        let (enabled, catalog, oauth) = (settings.mechanisms, settings.catalog, settings.oauth);
+        let enabled = settings.mechanisms;
         if frame.len() < 8 {
             return Err(DispatchError::BadHeader(format!("{} bytes", frame.len())));
         }
@@ -179,44 +179,92 @@ impl Session {
                 .map(|m| StrBytes::from_static_str(m.name()))
                 .collect();
             let resp = SaslHandshakeResponse::default().with_mechanisms(offered);
-            let chosen = enabled
-                .iter()
-                .copied()
-                .find(|m| m.name().eq_ignore_ascii_case(req.mechanism.as_str()));
-            let (resp, close) = match (&self.state, chosen) {
-                (State::Start, Some(m)) => {
-                    self.state = State::Chosen(m);
-                    self.mechanism = Some(m);
-                    (resp, false)
-                }
-                // re-authentication, with the mechanism used before
-                (State::Done, Some(m))
-                    if settings.max_session.is_some()
-                        && self
-                            .authenticated_as
-                            .as_ref()
-                            .is_some_and(|(_, was)| *was == m) =>
-                {
-                    self.state = State::Chosen(m);
-                    (resp, false)
-                }
-                (State::Start, None) => (
-                    resp.with_error_code(ResponseError::UnsupportedSaslMechanism.code()),
-                    true,
-                ),
-                _ => (
-                    resp.with_error_code(ResponseError::IllegalSaslState.code()),
-                    true,
-                ),
+            let (resp, close) = match self.choose(settings, req.mechanism.as_str()) {
+                Ok(()) => (resp, false),
+                Err(code) => (resp.with_error_code(code.code()), true),
             };
             let frame = encode_frame(&header, api, &ResponseKind::SaslHandshake(resp))?;
             return Ok(Step::Answer { frame, close });
         }
         let req = SaslAuthenticateRequest::decode(&mut body, version)
             .map_err(|e| malformed(e.to_string()))?;
-        let token = req.auth_bytes;
+        let Exchanged {
+            answer,
+            error,
+            lifetime_ms,
+        } = self.authenticate(settings, &req.auth_bytes, now);
+        let mut resp = SaslAuthenticateResponse::default()
+            .with_auth_bytes(answer)
+            .with_session_lifetime_ms(lifetime_ms);
+        let close = error.is_some();
+        if let Some((code, message)) = error {
+            resp = resp
+                .with_error_code(code.code())
+                .with_error_message(Some(StrBytes::from_string(message)));
+        }
+        let frame = encode_frame(&header, api, &ResponseKind::SaslAuthenticate(resp))?;
+        Ok(Step::Answer { frame, close })
+    }
+}
+
+/// What one client message of an exchange gave.
+struct Exchanged {
+    /// The server's message back.
+    answer: Bytes,
+    /// Why the exchange failed (the connection closes).
+    error: Option<(ResponseError, String)>,
+    /// The session's lifetime once authenticated (0: no end).
+    lifetime_ms: i64,
+}
+
+/// One message of a native-protocol exchange, served.
+#[derive(Debug)]
+pub struct NativeStep {
+    /// The server's message back.
+    pub answer: Bytes,
+    /// Whether the client is now authenticated.
+    pub complete: bool,
+    /// The session's lifetime in ms once complete (0: no end).
+    pub lifetime_ms: u64,
+}
+
+impl Session {
+    /// Starts an exchange with the mechanism a client named (SaslHandshake,
+    /// or a native message): one of the enabled ones, or the one used
+    /// before when re-authenticating.
+    fn choose(&mut self, settings: &Settings<'_>, name: &str) -> Result<(), ResponseError> {
+        let chosen = settings
+            .mechanisms
+            .iter()
+            .copied()
+            .find(|m| m.name().eq_ignore_ascii_case(name));
+        match (&self.state, chosen) {
+            (State::Start, Some(m)) => {
+                self.state = State::Chosen(m);
+                self.mechanism = Some(m);
+                Ok(())
+            }
+            // re-authentication, with the mechanism used before
+            (State::Done, Some(m))
+                if settings.max_session.is_some()
+                    && self
+                        .authenticated_as
+                        .as_ref()
+                        .is_some_and(|(_, was)| *was == m) =>
+            {
+                self.state = State::Chosen(m);
+                Ok(())
+            }
+            (State::Start, None) => Err(ResponseError::UnsupportedSaslMechanism),
+            _ => Err(ResponseError::IllegalSaslState),
+        }
+    }
+
+    /// Serves one client message of the chosen mechanism's exchange.
+    fn authenticate(&mut self, settings: &Settings<'_>, token: &Bytes, now: Instant) -> Exchanged {
+        let (catalog, oauth) = (settings.catalog, settings.oauth);
         let (answer, error) = match std::mem::take(&mut self.state) {
-            State::Chosen(Mechanism::Plain) => match plain(catalog, &token) {
+            State::Chosen(Mechanism::Plain) => match plain(catalog, token) {
                 Ok(user) => {
                     self.user = Some(user);
                     self.state = State::Done;
@@ -228,7 +276,7 @@ impl Session {
                 }
             },
             State::Chosen(Mechanism::Scram(m)) => {
-                let first = std::str::from_utf8(&token)
+                let first = std::str::from_utf8(token)
                     .map_err(|_| "not UTF-8".to_string())
                     .and_then(scram::parse_client_first);
                 let started = first.and_then(|f| {
@@ -250,7 +298,7 @@ impl Session {
                     }
                 }
             }
-            State::Chosen(Mechanism::OAuthBearer) => match bearer(oauth, &token) {
+            State::Chosen(Mechanism::OAuthBearer) => match bearer(oauth, token) {
                 Ok((user, exp)) => {
                     self.user = Some(user);
                     self.token_expiry = Some(exp);
@@ -267,7 +315,7 @@ impl Session {
             },
             State::Scram(x) => {
                 let m = x.mechanism();
-                let done = std::str::from_utf8(&token)
+                let done = std::str::from_utf8(token)
                     .map_err(|_| "not UTF-8".to_string())
                     .and_then(|fin| x.finish(fin));
                 match done {
@@ -282,10 +330,16 @@ impl Session {
                     }
                 }
             }
-            State::Start | State::Done => (
-                Bytes::new(),
-                Some("SaslAuthenticate before SaslHandshake".to_string()),
-            ),
+            State::Start | State::Done => {
+                return Exchanged {
+                    answer: Bytes::new(),
+                    error: Some((
+                        ResponseError::IllegalSaslState,
+                        "SaslAuthenticate before SaslHandshake".to_string(),
+                    )),
+                    lifetime_ms: 0,
+                }
+            }
         };
         let mut error = error;
         let mut lifetime_ms = 0;
@@ -295,22 +349,62 @@ impl Session {
                 Err(e) => error = Some(e),
             }
         }
-        let mut resp = SaslAuthenticateResponse::default()
-            .with_auth_bytes(answer)
-            .with_session_lifetime_ms(lifetime_ms);
-        let close = error.is_some();
-        if let Some(message) = error {
-            let code = if message.starts_with("SaslAuthenticate before") {
-                ResponseError::IllegalSaslState.code()
-            } else {
-                ResponseError::SaslAuthenticationFailed.code()
-            };
-            resp = resp
-                .with_error_code(code)
-                .with_error_message(Some(StrBytes::from_string(message)));
+        Exchanged {
+            answer,
+            error: error.map(|e| (ResponseError::SaslAuthenticationFailed, e)),
+            lifetime_ms,
         }
-        let frame = encode_frame(&header, api, &ResponseKind::SaslAuthenticate(resp))?;
-        Ok(Step::Answer { frame, close })
+    }
+
+    /// Serves one message of a native-protocol exchange: the hello's, or an
+    /// Authenticate's. Every message names its mechanism: the first one
+    /// chooses it, the others must name the same. `Err`: why the client is
+    /// refused (the connection closes).
+    pub fn native_message(
+        &mut self,
+        settings: &Settings<'_>,
+        mechanism: &str,
+        token: &Bytes,
+        now: Instant,
+    ) -> Result<NativeStep, String> {
+        match &self.state {
+            State::Start => self.choose(settings, mechanism).map_err(|e| match e {
+                ResponseError::UnsupportedSaslMechanism => format!(
+                    "mechanism {mechanism:?} is not enabled on this server (enabled: {})",
+                    settings
+                        .mechanisms
+                        .iter()
+                        .map(|m| m.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => "the exchange is in a state that does not take this message".to_string(),
+            })?,
+            State::Scram(x) if x.mechanism().name().eq_ignore_ascii_case(mechanism) => {}
+            State::Scram(x) => {
+                return Err(format!(
+                    "the exchange under way is {}, not {mechanism}",
+                    x.mechanism().name()
+                ))
+            }
+            State::Chosen(_) | State::Done => {
+                return Err("the connection is already authenticated".to_string())
+            }
+        }
+        let done = self.authenticate(settings, token, now);
+        if let Some((_, why)) = done.error {
+            return Err(why);
+        }
+        Ok(NativeStep {
+            answer: done.answer,
+            complete: self.authenticated(),
+            lifetime_ms: u64::try_from(done.lifetime_ms).unwrap_or(0),
+        })
+    }
+
+    /// When the session ends (re-authentication on, or a token's expiry).
+    pub fn expires(&self) -> Option<Instant> {
+        self.expires
     }
 }
 

@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
 use super::{Client, RequestContext};
 use crate::backend::Records;
 use crate::broker::{Broker, Metrics};
+use crate::quota::Traffic;
 
 fn ctx(client: &Client, client_id: &str, api_version: i16) -> RequestContext {
     RequestContext {
@@ -29,6 +30,19 @@ fn ctx(client: &Client, client_id: &str, api_version: i16) -> RequestContext {
     }
 }
 
+/// Whether the client may perform `operation` on a resource, by the ACLs
+/// (always, with authorization off): for operations that call no Kafka
+/// handler (subscriptions, native groups, metadata).
+pub(crate) fn may(
+    b: &Broker,
+    client: &Client,
+    operation: metastore::acl::AclOperation,
+    resource_type: metastore::acl::ResourceType,
+    name: &str,
+) -> bool {
+    ctx(client, "", 0).may(b, operation, resource_type, name)
+}
+
 /// Produce v9 (topics by name); `None` for acks=0.
 pub(crate) async fn produce(
     b: &Broker,
@@ -37,22 +51,45 @@ pub(crate) async fn produce(
     req: ProduceRequest,
 ) -> Option<ProduceResponse> {
     Metrics::add(&b.metrics.requests, 1);
-    super::produce::produce(b, &ctx(client, client_id, 9), req).await
+    let ctx = ctx(client, client_id, 9);
+    // counted where the client is connected, as a Kafka produce is; the
+    // connection stays unread for the wait (`Client::throttle`)
+    if !client.forwarded {
+        let bytes = req
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+            .sum();
+        let wait = super::quota_wait(b, &ctx, Traffic::Produce, bytes);
+        super::mute(b, client, wait);
+    }
+    super::produce::produce(b, &ctx, req).await
 }
 
-/// Sessionless Fetch v12 (topics by name): the response, and each listed
+/// Sessionless Fetch v12 (topics by name): the response, each listed
 /// partition's records apart, in response order, to be spliced in
-/// (sendfile on TCP).
+/// (sendfile on TCP), and the milliseconds a consumer byte-rate quota asks
+/// the client to wait before fetching again (0: none).
 pub(crate) async fn fetch(
     b: &Broker,
     client: &Client,
     client_id: &str,
     req: FetchRequest,
-) -> (FetchResponse, Vec<Records>) {
+) -> (FetchResponse, Vec<Records>, u64) {
     Metrics::add(&b.metrics.requests, 1);
-    super::fetch::fetch(b, &ctx(client, client_id, 12), req)
-        .await
-        .into_parts()
+    let ctx = ctx(client, client_id, 12);
+    let answer = super::fetch::fetch(b, &ctx, req).await;
+    let wait = if client.forwarded {
+        0
+    } else {
+        super::quota_wait(b, &ctx, Traffic::Fetch, answer.record_bytes())
+    };
+    if wait > 0 {
+        Metrics::add(&b.metrics.quota_throttles, 1);
+    }
+    let (resp, records) = answer.into_parts();
+    (resp, records, u64::try_from(wait).unwrap_or(0))
 }
 
 /// ListOffsets v4.

@@ -383,7 +383,12 @@ pub async fn dispatch(
 
 /// Milliseconds the client must wait after `bytes` of `traffic`, by the
 /// quota that applies to it (0 when none does).
-fn quota_wait(broker: &Broker, ctx: &RequestContext, traffic: Traffic, bytes: usize) -> i32 {
+pub(crate) fn quota_wait(
+    broker: &Broker,
+    ctx: &RequestContext,
+    traffic: Traffic,
+    bytes: usize,
+) -> i32 {
     let user = ctx
         .principal
         .strip_prefix("User:")
@@ -405,7 +410,7 @@ fn quota_wait(broker: &Broker, ctx: &RequestContext, traffic: Traffic, bytes: us
 }
 
 /// Keeps the connection unread for `ms` after this response (KIP-219).
-fn mute(broker: &Broker, client: &Client, ms: i32) {
+pub(crate) fn mute(broker: &Broker, client: &Client, ms: i32) {
     match u64::try_from(ms) {
         Ok(ms) if ms > 0 => {
             Metrics::add(&broker.metrics.quota_throttles, 1);

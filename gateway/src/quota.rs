@@ -70,8 +70,12 @@ impl Window {
 /// What is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Traffic {
+    /// Produce request bytes.
     Produce,
+    /// Fetched record bytes.
     Fetch,
+    /// Microseconds spent serving requests (`request_percentage`).
+    Request,
 }
 
 impl Traffic {
@@ -79,13 +83,24 @@ impl Traffic {
         match self {
             Traffic::Produce => metastore::quota::PRODUCER_BYTE_RATE,
             Traffic::Fetch => metastore::quota::CONSUMER_BYTE_RATE,
+            Traffic::Request => metastore::quota::REQUEST_PERCENTAGE,
+        }
+    }
+
+    /// The quota's value in units per second: bytes/s as configured, and
+    /// for request time microseconds per second (1% of a thread is
+    /// 10,000 µs each second).
+    fn per_second(self, configured: f64) -> f64 {
+        match self {
+            Traffic::Produce | Traffic::Fetch => configured,
+            Traffic::Request => configured * 10_000.0,
         }
     }
 }
 
 /// The quota that applies to `user` and `client_id` for `traffic`: whose
 /// it is (a `<default>` entry stands for the client's own name) and its
-/// bytes/s, if any is configured.
+/// units per second (bytes, or µs of request time), if any is configured.
 pub fn applicable(
     table: &QuotaTable,
     traffic: Traffic,
@@ -97,7 +112,7 @@ pub fn applicable(
     QuotaEntity::candidates(user, client_id)
         .into_iter()
         .find_map(|e| {
-            let v = table.get(&e)?.get(traffic.key())?.0;
+            let v = traffic.per_second(table.get(&e)?.get(traffic.key())?.0);
             let whose = QuotaEntity {
                 user: own(e.user, user),
                 client_id: own(e.client_id, client_id),

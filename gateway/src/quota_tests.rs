@@ -62,3 +62,22 @@ fn the_most_specific_quota_applies_and_a_default_is_each_clients_own() {
     );
     assert_eq!(applicable(&table, Traffic::Fetch, "bob", "app"), None);
 }
+
+#[test]
+fn a_request_percentage_is_microseconds_of_request_time_per_second() {
+    let mut table = QuotaTable::new();
+    table.insert(
+        QuotaEntity {
+            user: None,
+            client_id: Some(EntityName::Named("app".into())),
+        },
+        [(
+            metastore::quota::REQUEST_PERCENTAGE.to_string(),
+            QuotaValue(2.5),
+        )]
+        .into(),
+    );
+    let (_, limit) = applicable(&table, Traffic::Request, "alice", "app").unwrap();
+    assert_eq!(limit, 25_000.0, "2.5% of a thread is 25 ms each second");
+    assert_eq!(applicable(&table, Traffic::Produce, "alice", "app"), None);
+}

@@ -13,8 +13,12 @@ pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 /// Bytes a consumer may fetch per second (per agent).
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
 
+/// The share of one thread's time (in percent, over 100 for more than a
+/// thread) an agent may spend serving a client's requests.
+pub const REQUEST_PERCENTAGE: &str = "request_percentage";
+
 /// The quota keys AeroStream enforces.
-pub const KEYS: [&str; 2] = [PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE];
+pub const KEYS: [&str; 3] = [PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE];
 
 /// Kafka's entity type names.
 pub const USER: &str = "user";
@@ -133,7 +137,7 @@ pub fn invalid_value(key: &str, value: f64) -> Option<String> {
     if !KEYS.contains(&key) {
         return Some(format!(
             "quota {key} is not supported: use {}",
-            KEYS.join(" or ")
+            KEYS.join(", ")
         ));
     }
     if !(value.is_finite() && value > 0.0) {

@@ -37,7 +37,8 @@ fn the_most_specific_entity_comes_first_as_in_kafka() {
 #[test]
 fn unknown_keys_non_positive_values_and_empty_entities_are_refused() {
     assert_eq!(invalid_value(PRODUCER_BYTE_RATE, 1024.0), None);
-    assert!(invalid_value("request_percentage", 50.0).is_some());
+    assert_eq!(invalid_value(REQUEST_PERCENTAGE, 50.0), None);
+    assert!(invalid_value("controller_mutation_rate", 50.0).is_some());
     assert!(invalid_value(CONSUMER_BYTE_RATE, 0.0).is_some());
     assert!(invalid_value(CONSUMER_BYTE_RATE, f64::NAN).is_some());
     let nobody = QuotaEntity {

@@ -128,6 +128,14 @@ class Broker:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    def metric(self, name):
+        """A series' value on /metrics (the first one of that name), or None."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return None
+
     def stop(self, timeout=15):
         """SIGTERM and wait; returns the exit code."""
         if self.proc is None:

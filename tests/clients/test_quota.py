@@ -3,7 +3,8 @@ consumer_byte_rate set with `aerostream quota` (Kafka's AlterClientQuotas)
 hold a confluent-kafka producer and consumer that try to go as fast as they
 can to within 20% of the limit, while a client id without a quota is not
 held; `quota list` reads them back (DescribeClientQuotas) and `quota remove`
-lifts them."""
+lifts them. A request_percentage holds a connection that sends requests
+back to back."""
 
 import json
 import subprocess
@@ -109,3 +110,46 @@ def test_a_consumer_is_held_to_its_byte_rate(broker):
     cli(broker, "remove", "--default-client-id", "--key", "consumer_byte_rate")
     print(f"throttled consumer: {rate:.0f} B/s, {rate / LIMIT:.2f}x its limit")
     assert 0.8 * LIMIT <= rate <= 1.2 * LIMIT, f"{rate:.0f} B/s against a limit of {LIMIT}"
+
+
+def requests_per_second(broker, client_id, seconds):
+    """ApiVersions requests answered per second on one connection that
+    sends the next as soon as the last is answered."""
+    import socket
+    import struct
+    host, port = broker.bootstrap.split(":")
+    cid = client_id.encode()
+    answered = 0
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        start = time.time()
+        while time.time() - start < seconds:
+            body = struct.pack(">hhih", 18, 0, answered, len(cid)) + cid
+            s.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", read_exactly(s, 4))[0]
+            answer = read_exactly(s, size)
+            assert struct.unpack(">i", answer[:4])[0] == answered
+            answered += 1
+        return answered / (time.time() - start)
+
+
+def read_exactly(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "the broker closed the connection"
+        buf += chunk
+    return buf
+
+
+def test_a_request_percentage_holds_a_client_ids_request_rate(broker):
+    # 0.1% of a thread: a millisecond of request time each second
+    cli(broker, "set", "--client-id", "chatty", "--set", "request_percentage=0.1")
+    free = requests_per_second(broker, "quiet", 3)
+    held = requests_per_second(broker, "chatty", 5)
+    print(f"requests/s without a quota: {free:.0f}, with request_percentage=0.1: {held:.0f}")
+    assert held < free / 4, f"{held:.0f} requests/s held against {free:.0f} free"
+    throttles = broker.metric("aerostream_kafka_quota_throttles_total")
+    assert throttles > 0
+    cli(broker, "remove", "--client-id", "chatty", "--key", "request_percentage")
+    again = requests_per_second(broker, "chatty", 2)
+    assert again > 2 * held, f"{again:.0f} requests/s once the quota is gone"

@@ -118,15 +118,6 @@ def test_kafka_python_authenticates_with_scram_over_tls(broker, certs):
     c.close()
 
 
-def metric(broker, name):
-    import urllib.request
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}/metrics", timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return None
-
-
 def test_clients_re_authenticate_before_their_session_ends(certs):
     """KIP-368: with a 2 s session lifetime librdkafka authenticates again on
     its open connection, and a producer sending for 7 s loses nothing."""
@@ -147,7 +138,7 @@ def test_clients_re_authenticate_before_their_session_ends(certs):
             p.poll(0.1)
         assert p.flush(30) == 0
         assert failed == [] and len(acked) == i, failed[:3]
-        assert metric(b, "aerostream_kafka_sasl_reauthentications_total") >= 2
-        assert metric(b, "aerostream_kafka_sasl_sessions_expired_total") == 0
+        assert b.metric("aerostream_kafka_sasl_reauthentications_total") >= 2
+        assert b.metric("aerostream_kafka_sasl_sessions_expired_total") == 0
     finally:
         assert b.stop() == 0, b.log()

@@ -55,7 +55,8 @@ impl Entity {
 
 #[derive(clap::Subcommand)]
 enum QuotaCommand {
-    /// Set quotas: `--set producer_byte_rate=1048576 --set consumer_byte_rate=2097152`
+    /// Set quotas: `--set producer_byte_rate=1048576 --set consumer_byte_rate=2097152
+    /// --set request_percentage=25`
     /// (bytes per second per agent).
     Set {
         #[command(flatten)]

@@ -497,7 +497,7 @@ fn client_quotas_are_set_and_removed_per_entity_and_refused_whole() {
         entity: alice.clone(),
         ops: vec![
             (PRODUCER_BYTE_RATE.into(), Some(QuotaValue(1.0))),
-            ("request_percentage".into(), Some(QuotaValue(5.0))),
+            ("connection_creation_rate".into(), Some(QuotaValue(5.0))),
         ],
     };
     assert!(apply(&mut s, mixed).is_err());

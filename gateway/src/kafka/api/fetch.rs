@@ -134,6 +134,8 @@ async fn read_all(items: &[Item], max_total: usize) -> (Vec<Outcome>, usize) {
 /// loop of re-reads.
 ///
 /// `hurry`, once notified, ends the wait: the next read is the answer.
+/// Returns the outcomes and how long the poll slept (time that request-rate
+/// quotas do not count).
 async fn long_poll(
     b: &Broker,
     items: &[Item],
@@ -141,7 +143,8 @@ async fn long_poll(
     min_bytes: usize,
     deadline: Instant,
     hurry: Option<&Notify>,
-) -> Vec<Outcome> {
+) -> (Vec<Outcome>, Duration) {
+    let mut slept = Duration::ZERO;
     let mut watches: Vec<watch::Receiver<i64>> = items
         .iter()
         .filter_map(|it| it.handle.as_ref().ok().map(|h| h.high_watermark()))
@@ -174,14 +177,16 @@ async fn long_poll(
                     h.stats().sent(o.records.len() as u64);
                 }
             }
-            return outcomes;
+            return (outcomes, slept);
         }
+        let asleep = Instant::now();
         if watches.is_empty() {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => {}
                 _ = b.shutdown_started() => {}
                 _ = &mut hurried_now => hurried = true,
             }
+            slept += asleep.elapsed();
             continue;
         }
         let stopped = {
@@ -196,6 +201,7 @@ async fn long_poll(
                 }
             }
         };
+        slept += asleep.elapsed();
         if let Some(i) = stopped {
             // The partition's task stopped: the next read reports it.
             watches.swap_remove(i);
@@ -371,9 +377,17 @@ pub(super) struct FetchAnswer {
     response: FetchResponse,
     records: Vec<Records>,
     nonce: [u8; 8],
+    /// How long the request waited for records (a long poll), or for the
+    /// agents it was forwarded to.
+    waited: Duration,
 }
 
 impl FetchAnswer {
+    /// How long the request waited rather than worked.
+    pub(super) fn waited(&self) -> Duration {
+        self.waited
+    }
+
     /// Bytes of records the answer carries (what a fetch quota counts).
     pub(super) fn record_bytes(&self) -> usize {
         self.records.iter().map(Records::len).sum()
@@ -397,6 +411,7 @@ fn top_error(e: ResponseError, session_id: i32) -> FetchAnswer {
             .with_session_id(session_id),
         records: Vec::new(),
         nonce: [0; 8],
+        waited: Duration::ZERO,
     }
 }
 
@@ -502,8 +517,12 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnsw
     // min_bytes 0 asks for an immediate answer, as in Kafka.
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let outcomes = match forwarder.filter(|_| items.iter().any(|it| it.owner.is_some())) {
-        Some(fwd) => gather(b, fwd, ctx, &items, max_total, min_bytes, deadline).await,
+    let (outcomes, waited) = match forwarder.filter(|_| items.iter().any(|it| it.owner.is_some())) {
+        Some(fwd) => {
+            let started = Instant::now();
+            let outcomes = gather(b, fwd, ctx, &items, max_total, min_bytes, deadline).await;
+            (outcomes, started.elapsed())
+        }
         None => {
             long_poll(
                 b,
@@ -518,7 +537,8 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnsw
     };
 
     let incremental = matches!(mode, SessionMode::Incremental { .. });
-    let (answer, sent) = build_response(v, &items, outcomes, incremental, session_id);
+    let (mut answer, sent) = build_response(v, &items, outcomes, incremental, session_id);
+    answer.waited = waited;
     if session_id != 0 {
         b.fetch_sessions.remember(session_id, &sent);
     }
@@ -679,6 +699,7 @@ fn build_response(
             .with_responses(topics),
         records,
         nonce,
+        waited: Duration::ZERO,
     };
     (answer, sent)
 }
@@ -692,6 +713,7 @@ pub(super) fn encode(
         response: resp,
         records,
         nonce,
+        ..
     } = answer;
     let version = header.request_api_version;
     let mut buf = BytesMut::with_capacity(256);

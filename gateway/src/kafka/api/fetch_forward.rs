@@ -160,7 +160,7 @@ pub(super) async fn gather(
             None => {
                 let local = &local;
                 parts.push(Box::pin(async move {
-                    let out =
+                    let (out, _) =
                         long_poll(b, local, max_total, min_bytes, deadline, Some(&hurry)).await;
                     (n, out)
                 }));

@@ -254,6 +254,14 @@ pub async fn dispatch(
         hurry: client.hurry.clone(),
         principal: client.principal.clone(),
     };
+    // request-rate quotas count the time until the answer is ready
+    let mut clock = RequestClock {
+        broker,
+        ctx: &ctx,
+        client,
+        started: std::time::Instant::now(),
+        waited: std::time::Duration::ZERO,
+    };
     // Quotas count a produce request's size where the client is connected,
     // before it is served (a forwarded request was counted already).
     let produce_wait = match &request {
@@ -282,6 +290,7 @@ pub async fn dispatch(
         },
         RequestKind::Fetch(r) => {
             let mut answer = fetch::fetch(broker, &ctx, r).await;
+            clock.waited = answer.waited();
             if !client.forwarded {
                 let wait = quota_wait(broker, &ctx, Traffic::Fetch, answer.record_bytes());
                 answer.set_throttle(wait);
@@ -407,6 +416,30 @@ pub(crate) fn quota_wait(
         .quotas
         .record(entity, traffic, limit, bytes, std::time::Instant::now());
     i32::try_from(wait.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// Counts the time a request took, less what a fetch spent waiting for
+/// records, against the client's request-rate quota (`request_percentage`)
+/// when it is dropped: the request was answered (or failed).
+struct RequestClock<'a> {
+    broker: &'a Broker,
+    ctx: &'a RequestContext,
+    client: &'a Client,
+    started: std::time::Instant,
+    waited: std::time::Duration,
+}
+
+impl Drop for RequestClock<'_> {
+    fn drop(&mut self) {
+        if self.client.forwarded {
+            // counted where the client is connected
+            return;
+        }
+        let worked = self.started.elapsed().saturating_sub(self.waited);
+        let micros = usize::try_from(worked.as_micros()).unwrap_or(usize::MAX);
+        let wait = quota_wait(self.broker, self.ctx, Traffic::Request, micros);
+        mute(self.broker, self.client, wait);
+    }
 }
 
 /// Keeps the connection unread for `ms` after this response (KIP-219).

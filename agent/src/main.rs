@@ -63,6 +63,8 @@ enum Command {
     Cluster(cli::ClusterArgs),
     /// Client quotas (bytes/s per user or client id): set, remove, list.
     Quota(cli::QuotaArgs),
+    /// SASL/SCRAM users (Kafka's AlterUserScramCredentials): set, delete, list.
+    User(cli::UserArgs),
     /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
     Bucket(bucket::BucketArgs),
 }
@@ -86,6 +88,7 @@ fn main() -> anyhow::Result<()> {
         Command::Consume(args) => return cli::run(cli::Admin::Consume(args)),
         Command::Cluster(args) => return cli::run(cli::Admin::Cluster(args)),
         Command::Quota(args) => return cli::run(cli::Admin::Quota(args)),
+        Command::User(args) => return cli::run(cli::Admin::User(args)),
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;

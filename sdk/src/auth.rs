@@ -153,8 +153,28 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// A SCRAM exchange from the client's side, after its first message.
-pub(crate) struct ScramClient {
+/// Hi(password, salt, iterations) of RFC 5802: what a SCRAM credential
+/// stores a proof of (Kafka's AlterUserScramCredentials carries it).
+pub fn salted_password(
+    mechanism: ScramMechanism,
+    password: &str,
+    salt: &[u8],
+    iterations: NonZeroU32,
+) -> Vec<u8> {
+    let mut salted = vec![0u8; mechanism.digest().output_len()];
+    pbkdf2::derive(
+        mechanism.pbkdf2(),
+        iterations,
+        salt,
+        password.as_bytes(),
+        &mut salted,
+    );
+    salted
+}
+
+/// A SCRAM exchange from the client's side, after its first message: for
+/// any Kafka-wire client too (SaslAuthenticate carries the same messages).
+pub struct ScramClient {
     mechanism: ScramMechanism,
     password: String,
     nonce: String,
@@ -166,7 +186,7 @@ fn sasl_name(user: &str) -> String {
     user.replace('=', "=3D").replace(',', "=2C")
 }
 
-fn attr<'a>(message: &'a str, key: char) -> Option<&'a str> {
+fn attr(message: &str, key: char) -> Option<&str> {
     message.split(',').find_map(|part| {
         let mut chars = part.chars();
         (chars.next() == Some(key) && chars.next() == Some('=')).then(|| &part[2..])
@@ -179,7 +199,7 @@ fn refused(why: impl Into<String>) -> Error {
 
 impl ScramClient {
     /// Starts an exchange; the client-first message to send.
-    pub(crate) fn start(
+    pub fn start(
         mechanism: ScramMechanism,
         user: &str,
         password: &str,
@@ -215,7 +235,7 @@ impl ScramClient {
 
     /// Answers the server-first message: the client-final message to send,
     /// and the server signature its final message must carry.
-    pub(crate) fn answer(&self, server_first: &str) -> Result<(String, Vec<u8>), Error> {
+    pub fn answer(&self, server_first: &str) -> Result<(String, Vec<u8>), Error> {
         let m = self.mechanism;
         let nonce = attr(server_first, 'r').ok_or_else(|| refused("server-first without r="))?;
         if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
@@ -228,14 +248,7 @@ impl ScramClient {
             .and_then(|i| i.parse::<u32>().ok())
             .and_then(NonZeroU32::new)
             .ok_or_else(|| refused("server-first without an iteration count"))?;
-        let mut salted = vec![0u8; m.digest().output_len()];
-        pbkdf2::derive(
-            m.pbkdf2(),
-            iterations,
-            &salt,
-            self.password.as_bytes(),
-            &mut salted,
-        );
+        let salted = salted_password(m, &self.password, &salt, iterations);
         let key = hmac::Key::new(m.hmac(), &salted);
         let client_key = hmac::sign(&key, b"Client Key");
         let stored = digest::digest(m.digest(), client_key.as_ref());
@@ -263,7 +276,7 @@ impl ScramClient {
     }
 
     /// Checks the server-final message against the signature expected.
-    pub(crate) fn verify(server_final: &str, expected: &[u8]) -> Result<(), Error> {
+    pub fn verify(server_final: &str, expected: &[u8]) -> Result<(), Error> {
         if let Some(e) = attr(server_final, 'e') {
             return Err(refused(format!("the server refused the proof: {e}")));
         }

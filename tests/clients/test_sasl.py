@@ -2,7 +2,8 @@
 deployment runs it: SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN with the user
 --admin-user creates; a wrong password gets Kafka's authentication error;
 users made and removed with Kafka's AlterUserScramCredentials (through
-confluent-kafka's admin client) can, then cannot, authenticate."""
+confluent-kafka's admin client and `aerostream user`) can, then cannot,
+authenticate; the CLI logs in with SCRAM and PLAIN."""
 
 import os
 import time
@@ -142,3 +143,43 @@ def test_clients_re_authenticate_before_their_session_ends(certs):
         assert b.metric("aerostream_kafka_sasl_sessions_expired_total") == 0
     finally:
         assert b.stop() == 0, b.log()
+
+
+def cli(broker, certs, *args, login=ADMIN, mechanism="SCRAM-SHA-512"):
+    """`aerostream ARGS` against the SASL_SSL listener, logged in as `login`
+    (its password through the environment, as the docs advise)."""
+    import subprocess
+    from broker import binary
+    env = {**os.environ, "AEROSTREAM_SASL_PASSWORD": login[1]}
+    return subprocess.run(
+        [binary(), *args, "--bootstrap", broker.bootstrap,
+         "--tls-ca", os.path.join(certs, "ca.pem"),
+         "--sasl-mechanism", mechanism, "--sasl-username", login[0]],
+        capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_the_cli_logs_in_and_manages_scram_users(broker, certs):
+    """`aerostream user` makes a user that librdkafka then logs in as, lists
+    it and deletes it; the CLI itself logs in with SCRAM or PLAIN, and a
+    wrong password is refused with a clear message."""
+    import json
+    made = cli(broker, certs, "user", "set", "carol", "--password", "carol-pw")
+    assert made.returncode == 0, made.stderr
+    assert auth_error(conf(broker, certs, "SCRAM-SHA-512", "carol", "carol-pw")) is None
+    assert auth_error(conf(broker, certs, "PLAIN", "carol", "carol-pw")) is None
+    listed = cli(broker, certs, "user", "list", "--output", "json", mechanism="PLAIN")
+    assert listed.returncode == 0, listed.stderr
+    assert {"name": "carol", "mechanism": "SCRAM-SHA-512", "iterations": 8192} in json.loads(listed.stdout)
+
+    # carol is no superuser and has no ACL: she logs in, but may not alter users
+    refused = cli(broker, certs, "user", "set", "dave", "--password", "x", login=("carol", "carol-pw"))
+    assert refused.returncode != 0
+    assert "authoriz" in refused.stderr.lower(), refused.stderr
+    wrong = cli(broker, certs, "cluster", "info", login=("carol", "wrong"))
+    assert wrong.returncode != 0
+    assert "cannot log in" in wrong.stderr and "authenticat" in wrong.stderr.lower(), wrong.stderr
+
+    gone = cli(broker, certs, "user", "delete", "carol")
+    assert gone.returncode == 0, gone.stderr
+    err = auth_error(conf(broker, certs, "SCRAM-SHA-512", "carol", "carol-pw"))
+    assert isinstance(err, KafkaError) and err.code() == KafkaError._AUTHENTICATION, err

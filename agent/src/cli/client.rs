@@ -14,7 +14,8 @@ use anyhow::{anyhow, bail, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, MetadataRequest, MetadataResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::ResponseError;
@@ -106,10 +107,88 @@ struct Conn {
     pending_header: i16,
 }
 
+/// How to log in to brokers whose Kafka listener requires SASL
+/// (`SASL_PLAINTEXT`, or `SASL_SSL` with the TLS flags).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SaslArgs {
+    /// SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN; with
+    /// --sasl-username.
+    #[arg(long, global = true, requires = "sasl_username")]
+    pub sasl_mechanism: Option<String>,
+    /// The user to log in as (SCRAM-SHA-512 unless --sasl-mechanism says
+    /// otherwise).
+    #[arg(long, global = true)]
+    pub sasl_username: Option<String>,
+    /// Its password; read from AEROSTREAM_SASL_PASSWORD when not given, so
+    /// it stays out of the shell's history and the process list.
+    #[arg(
+        long,
+        global = true,
+        env = "AEROSTREAM_SASL_PASSWORD",
+        hide_env_values = true
+    )]
+    pub sasl_password: Option<String>,
+}
+
+/// A SASL login, as every connection of a [`Client`] performs it.
+#[derive(Clone)]
+pub struct Login {
+    mechanism: LoginMechanism,
+    user: String,
+    password: String,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum LoginMechanism {
+    Plain,
+    Scram(sdk::ScramMechanism),
+}
+
+impl LoginMechanism {
+    fn name(self) -> &'static str {
+        match self {
+            LoginMechanism::Plain => "PLAIN",
+            LoginMechanism::Scram(m) => m.name(),
+        }
+    }
+}
+
+impl SaslArgs {
+    /// The login the flags describe; `None` without --sasl-username.
+    pub fn login(&self) -> anyhow::Result<Option<Login>> {
+        let Some(user) = &self.sasl_username else {
+            return Ok(None);
+        };
+        let mechanism = match self
+            .sasl_mechanism
+            .as_deref()
+            .unwrap_or("SCRAM-SHA-512")
+            .to_ascii_uppercase()
+            .as_str()
+        {
+            "PLAIN" => LoginMechanism::Plain,
+            "SCRAM-SHA-256" => LoginMechanism::Scram(sdk::ScramMechanism::Sha256),
+            "SCRAM-SHA-512" => LoginMechanism::Scram(sdk::ScramMechanism::Sha512),
+            other => {
+                bail!("--sasl-mechanism {other} is not one of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN")
+            }
+        };
+        let Some(password) = self.sasl_password.clone() else {
+            bail!("--sasl-username needs a password: --sasl-password or AEROSTREAM_SASL_PASSWORD");
+        };
+        Ok(Some(Login {
+            mechanism,
+            user: user.clone(),
+            password,
+        }))
+    }
+}
+
 /// A Kafka client over a pool of connections, one per broker address.
 pub struct Client {
     bootstrap: String,
     tls: Option<Arc<rustls::ClientConfig>>,
+    login: Option<Login>,
     /// Broker addresses learned from Metadata and FindCoordinator.
     brokers: HashMap<i32, String>,
     conns: HashMap<String, Conn>,
@@ -123,9 +202,19 @@ impl Client {
         bootstrap: &str,
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> anyhow::Result<Self> {
+        Client::connect_as(bootstrap, tls, None).await
+    }
+
+    /// [`Client::connect`], every connection then logging in with `login`.
+    pub async fn connect_as(
+        bootstrap: &str,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        login: Option<Login>,
+    ) -> anyhow::Result<Self> {
         let mut client = Client {
             bootstrap: bootstrap.to_owned(),
             tls,
+            login,
             brokers: HashMap::new(),
             conns: HashMap::new(),
         };
@@ -273,7 +362,12 @@ impl Client {
     /// The pooled connection to `addr`, opened (and its versions learned) on first use.
     async fn conn(&mut self, addr: &str) -> anyhow::Result<&mut Conn> {
         if !self.conns.contains_key(addr) {
-            let conn = Conn::open(addr, self.tls.clone()).await?;
+            let mut conn = Conn::open(addr, self.tls.clone()).await?;
+            if let Some(login) = &self.login {
+                conn.log_in(login)
+                    .await
+                    .with_context(|| format!("cannot log in to the broker at {addr}"))?;
+            }
             self.conns.insert(addr.to_owned(), conn);
         }
         self.conns
@@ -326,6 +420,61 @@ impl Conn {
             .await
             .with_context(|| format!("{addr} does not answer like a Kafka broker"))?;
         Ok(conn)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate (one message for PLAIN, two
+    /// for SCRAM, whose last answer must carry the broker's proof that it
+    /// holds the user's credential).
+    async fn log_in(&mut self, login: &Login) -> anyhow::Result<()> {
+        let name = login.mechanism.name();
+        let hs = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(name));
+        let correlation = self.send(ApiKey::SaslHandshake, 1, &hs).await?;
+        let mut body = self.receive(correlation).await?;
+        let resp = SaslHandshakeResponse::decode(&mut body, 1)
+            .map_err(|e| anyhow!("cannot decode the SaslHandshake answer: {e}"))?;
+        if resp.error_code != 0 {
+            let offered: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
+            bail!(
+                "the broker does not take {name} ({}); it offers: {}",
+                error_name(resp.error_code),
+                offered.join(", ")
+            );
+        }
+        match login.mechanism {
+            LoginMechanism::Plain => {
+                let message = format!("\0{}\0{}", login.user, login.password);
+                self.authenticate(message.into_bytes()).await?;
+            }
+            LoginMechanism::Scram(m) => {
+                let (x, first) = sdk::auth::ScramClient::start(m, &login.user, &login.password)?;
+                let server_first = self.authenticate(first.into_bytes()).await?;
+                let server_first = String::from_utf8(server_first.to_vec())
+                    .map_err(|_| anyhow!("the broker's SCRAM message is not UTF-8"))?;
+                let (fin, expected) = x.answer(&server_first)?;
+                let server_final = self.authenticate(fin.into_bytes()).await?;
+                let server_final = String::from_utf8(server_final.to_vec())
+                    .map_err(|_| anyhow!("the broker's SCRAM message is not UTF-8"))?;
+                sdk::auth::ScramClient::verify(&server_final, &expected)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One SaslAuthenticate round trip; the broker's message.
+    async fn authenticate(&mut self, message: Vec<u8>) -> anyhow::Result<Bytes> {
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
+        let correlation = self.send(ApiKey::SaslAuthenticate, 2, &req).await?;
+        let mut body = self.receive(correlation).await?;
+        let resp = SaslAuthenticateResponse::decode(&mut body, 2)
+            .map_err(|e| anyhow!("cannot decode the SaslAuthenticate answer: {e}"))?;
+        if resp.error_code != 0 {
+            bail!(
+                "{}: {}",
+                error_name(resp.error_code),
+                resp.error_message.as_deref().unwrap_or("refused")
+            );
+        }
+        Ok(resp.auth_bytes)
     }
 
     /// ApiVersions v3, or v0 when the broker refuses v3 (it then answers in v0).

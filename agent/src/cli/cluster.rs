@@ -38,7 +38,12 @@ struct ClusterInfo {
 
 pub async fn run(args: ClusterArgs) -> anyhow::Result<()> {
     let ClusterCommand::Info = args.command;
-    let mut client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
+    let mut client = Client::connect_as(
+        &args.common.bootstrap,
+        args.common.tls.config()?,
+        args.common.sasl.login()?,
+    )
+    .await?;
     let meta = client.metadata(None, false).await?;
     let mut brokers: Vec<BrokerInfo> = meta
         .brokers

@@ -85,7 +85,12 @@ struct Position {
 }
 
 pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
-    let mut client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
+    let mut client = Client::connect_as(
+        &args.common.bootstrap,
+        args.common.tls.config()?,
+        args.common.sasl.login()?,
+    )
+    .await?;
     let topic = args.topic.clone();
     let leaders = leaders_of(&mut client, &topic).await?;
     let chosen: Vec<i32> = match args.partition {

@@ -37,7 +37,12 @@ enum GroupCommand {
 }
 
 pub async fn run(args: GroupArgs) -> anyhow::Result<()> {
-    let mut client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
+    let mut client = Client::connect_as(
+        &args.common.bootstrap,
+        args.common.tls.config()?,
+        args.common.sasl.login()?,
+    )
+    .await?;
     match args.command {
         GroupCommand::List => list(&mut client, args.common.output).await,
         GroupCommand::Describe { group } => describe(&mut client, args.common.output, &group).await,

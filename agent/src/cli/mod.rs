@@ -16,6 +16,7 @@ mod output;
 mod produce;
 mod quota;
 mod topic;
+mod user;
 
 pub use cluster::ClusterArgs;
 pub use consume::ConsumeArgs;
@@ -23,6 +24,7 @@ pub use group::GroupArgs;
 pub use produce::ProduceArgs;
 pub use quota::QuotaArgs;
 pub use topic::TopicArgs;
+pub use user::UserArgs;
 
 use output::Format;
 
@@ -37,6 +39,8 @@ pub struct Common {
     pub output: Format,
     #[command(flatten)]
     pub tls: client::TlsArgs,
+    #[command(flatten)]
+    pub sasl: client::SaslArgs,
 }
 
 /// One admin command, as `main` parsed it.
@@ -47,6 +51,7 @@ pub enum Admin {
     Consume(ConsumeArgs),
     Cluster(ClusterArgs),
     Quota(QuotaArgs),
+    User(UserArgs),
 }
 
 /// Runs `command` on a small runtime of its own. A failure is printed as one
@@ -63,6 +68,7 @@ pub fn run(command: Admin) -> anyhow::Result<()> {
             Admin::Consume(a) => consume::run(a).await,
             Admin::Cluster(a) => cluster::run(a).await,
             Admin::Quota(a) => quota::run(a).await,
+            Admin::User(a) => user::run(a).await,
         }
     });
     // do not wait for a blocking stdin read the command abandoned

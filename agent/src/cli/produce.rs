@@ -87,7 +87,12 @@ struct Producer {
 }
 
 pub async fn run(args: ProduceArgs) -> anyhow::Result<()> {
-    let client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
+    let client = Client::connect_as(
+        &args.common.bootstrap,
+        args.common.tls.config()?,
+        args.common.sasl.login()?,
+    )
+    .await?;
     let mut producer = Producer {
         client,
         topic: args.topic.clone(),

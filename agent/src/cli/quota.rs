@@ -121,7 +121,12 @@ async fn alter(client: &mut Client, entity: &Entity, ops: Vec<OpData>) -> anyhow
 }
 
 pub async fn run(args: QuotaArgs) -> anyhow::Result<()> {
-    let mut client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
+    let mut client = Client::connect_as(
+        &args.common.bootstrap,
+        args.common.tls.config()?,
+        args.common.sasl.login()?,
+    )
+    .await?;
     match args.command {
         QuotaCommand::Set { entity, values } => {
             let mut ops = Vec::new();

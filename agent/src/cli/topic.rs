@@ -65,7 +65,12 @@ enum TopicCommand {
 }
 
 pub async fn run(args: TopicArgs) -> anyhow::Result<()> {
-    let mut client = Client::connect(&args.common.bootstrap, args.common.tls.config()?).await?;
+    let mut client = Client::connect_as(
+        &args.common.bootstrap,
+        args.common.tls.config()?,
+        args.common.sasl.login()?,
+    )
+    .await?;
     let out = args.common.output;
     match args.command {
         TopicCommand::List => list(&mut client, out).await,

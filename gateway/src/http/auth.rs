@@ -10,8 +10,20 @@
 //!
 //! A missing or wrong login gets 401 with `WWW-Authenticate: Basic`, so a
 //! browser asks for one and then sends it with the console's requests.
+//!
+//! Basic sends the password with every request, and checking it costs
+//! thousands of PBKDF2 iterations: a login verified once is remembered for
+//! [`LOGIN_TTL`] (by a keyed hash of user and password, never the
+//! password), and the check itself runs on the blocking pool. So a changed
+//! password or a deleted user stops working on the HTTP port within that
+//! time; the ACLs apply to every request at once.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aws_lc_rs::hmac;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -28,8 +40,84 @@ use crate::rest::ApiError;
 /// Paths open without a login.
 const OPEN: [&str; 3] = ["/health", "/healthz", "/metrics"];
 
+/// How long a verified Basic login is remembered.
+pub const LOGIN_TTL: Duration = Duration::from_secs(60);
+
+/// Logins remembered at most; past it the oldest half is dropped.
+const MAX_REMEMBERED: usize = 4096;
+
+/// Basic logins verified lately: a keyed hash of `user:password` (the key
+/// is random per process) and when it was verified.
+struct Remembered {
+    /// `None` when the system gave no randomness: nothing is remembered.
+    key: Option<hmac::Key>,
+    verified: Mutex<HashMap<Vec<u8>, Instant>>,
+}
+
+fn remembered() -> &'static Remembered {
+    static R: OnceLock<Remembered> = OnceLock::new();
+    R.get_or_init(|| {
+        let mut raw = [0u8; 32];
+        let key = aws_lc_rs::rand::fill(&mut raw)
+            .ok()
+            .map(|()| hmac::Key::new(hmac::HMAC_SHA256, &raw));
+        Remembered {
+            key,
+            verified: Mutex::new(HashMap::new()),
+        }
+    })
+}
+
+impl Remembered {
+    fn tag(&self, user: &str, password: &str) -> Option<Vec<u8>> {
+        let mut ctx = hmac::Context::with_key(self.key.as_ref()?);
+        // length-prefixed: no other split of the same bytes makes the tag
+        ctx.update(&(user.len() as u64).to_be_bytes());
+        ctx.update(user.as_bytes());
+        ctx.update(password.as_bytes());
+        Some(ctx.sign().as_ref().to_vec())
+    }
+
+    fn knows(&self, tag: &[u8], now: Instant) -> bool {
+        self.verified
+            .lock()
+            .map(|m| {
+                m.get(tag)
+                    .is_some_and(|at| now.duration_since(*at) < LOGIN_TTL)
+            })
+            .unwrap_or(false)
+    }
+
+    fn remember(&self, tag: Vec<u8>, now: Instant) {
+        if let Ok(mut m) = self.verified.lock() {
+            if m.len() >= MAX_REMEMBERED {
+                m.retain(|_, at| now.duration_since(*at) < LOGIN_TTL / 2);
+            }
+            m.insert(tag, now);
+        }
+    }
+}
+
+/// Checks a Basic login: remembered, or verified on the blocking pool.
+async fn basic(b: &Arc<Broker>, user: &str, password: &str) -> Result<(), String> {
+    let r = remembered();
+    let tag = r.tag(user, password);
+    let now = Instant::now();
+    if tag.as_deref().is_some_and(|t| r.knows(t, now)) {
+        return Ok(());
+    }
+    let (b, u, p) = (b.clone(), user.to_string(), password.to_string());
+    tokio::task::spawn_blocking(move || crate::sasl::check_password(&b.catalog, &u, &p))
+        .await
+        .map_err(|e| format!("the password check failed: {e}"))??;
+    if let Some(tag) = tag {
+        r.remember(tag, now);
+    }
+    Ok(())
+}
+
 /// The principal the request's credentials prove, or why they do not.
-fn principal(b: &Broker, headers: &HeaderMap) -> Result<String, String> {
+async fn principal(b: &Arc<Broker>, headers: &HeaderMap) -> Result<String, String> {
     let value = headers
         .get(header::AUTHORIZATION)
         .ok_or("no Authorization header")?
@@ -46,7 +134,7 @@ fn principal(b: &Broker, headers: &HeaderMap) -> Result<String, String> {
         let (user, password) = text
             .split_once(':')
             .ok_or("Basic credentials are user:password")?;
-        crate::sasl::check_password(&b.catalog, user, password)?;
+        basic(b, user, password).await?;
         return Ok(format!("User:{user}"));
     }
     if scheme.eq_ignore_ascii_case("Bearer") {
@@ -89,7 +177,7 @@ pub(super) async fn require_login(
     if !config.enabled || OPEN.contains(&req.uri().path()) {
         return next.run(req).await;
     }
-    let who = match principal(b, req.headers()) {
+    let who = match principal(b, req.headers()).await {
         Ok(p) => p,
         Err(why) => {
             tracing::info!(path = req.uri().path(), reason = %why, "HTTP login refused");
@@ -126,4 +214,31 @@ pub(super) async fn require_login(
         .into_response();
     }
     next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remembered_login_is_its_user_and_password_for_a_while_only() {
+        let r = remembered();
+        let now = Instant::now();
+        let tag = r.tag("alice", "right").expect("a key");
+        assert!(!r.knows(&tag, now));
+        r.remember(tag.clone(), now);
+        assert!(r.knows(&tag, now + Duration::from_secs(1)));
+        assert!(!r.knows(&tag, now + LOGIN_TTL), "forgotten after the TTL");
+        // another user, another password, or the same bytes split elsewhere
+        r.remember(r.tag("a\0b", "c").expect("a key"), now);
+        for (user, password) in [
+            ("alice", "wrong"),
+            ("bob", "right"),
+            ("aliceright", ""),
+            ("a", "b\0c"),
+        ] {
+            let other = r.tag(user, password).expect("a key");
+            assert!(!r.knows(&other, now), "{user:?}/{password:?}");
+        }
+    }
 }

@@ -51,6 +51,9 @@ pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpList
     Ok(std::net::TcpListener::from(fd))
 }
 
+/// Bytes a Kafka connection reads ahead (per connection).
+const READ_BUFFER: usize = 8 * 1024;
+
 /// A Kafka connection's byte stream: plain TCP, whose file-backed response
 /// parts go out with `sendfile(2)`, or TLS, where they are read and
 /// encrypted like the rest.
@@ -183,8 +186,8 @@ enum Next {
 
 /// Reads the next request: the size, then room for it among the requests
 /// being served broker-wide, then the body; all within the idle timeout.
-async fn next_request<S: KafkaStream>(
-    stream: &mut S,
+async fn next_request<R: AsyncRead + Unpin>(
+    stream: &mut R,
     broker: &Broker,
     peer: SocketAddr,
     max: usize,
@@ -225,8 +228,47 @@ fn max_request(broker: &Broker, sasl: Option<&crate::sasl::Session>) -> usize {
     }
 }
 
+fn sasl_settings(broker: &Broker) -> crate::sasl::Settings<'_> {
+    crate::sasl::Settings {
+        mechanisms: &broker.config.sasl_mechanisms,
+        catalog: &broker.catalog,
+        oauth: broker.config.oauthbearer.as_deref(),
+        max_session: broker.config.sasl_max_session,
+    }
+}
+
+/// Serves a request of the SASL exchange on the blocking pool, not on the
+/// shard's thread: PLAIN and SCRAM derive keys with thousands of PBKDF2
+/// iterations (milliseconds each), which on the shard would stall every
+/// other connection it serves, as a burst of reconnecting clients would.
+async fn sasl_step(
+    broker: &Arc<Broker>,
+    session: &mut crate::sasl::Session,
+    frame: &Bytes,
+    now: std::time::Instant,
+) -> Result<crate::sasl::Step, crate::kafka::api::DispatchError> {
+    let (b, f) = (broker.clone(), frame.clone());
+    let mut s = std::mem::take(session);
+    let stepped = tokio::task::spawn_blocking(move || {
+        let step = s.step(&sasl_settings(&b), &f, now);
+        (s, step)
+    })
+    .await;
+    match stepped {
+        Ok((s, step)) => {
+            *session = s;
+            step
+        }
+        // the step panicked or the runtime is going away: the connection
+        // closes unauthenticated
+        Err(e) => Ok(crate::sasl::Step::Close(format!(
+            "the authentication step failed: {e}"
+        ))),
+    }
+}
+
 async fn connection<S: KafkaStream>(
-    mut stream: S,
+    stream: S,
     peer: SocketAddr,
     admitted: Admitted,
     broker: Arc<Broker>,
@@ -236,6 +278,10 @@ async fn connection<S: KafkaStream>(
     if let Some(principal) = stream.tls_principal() {
         client.principal = Arc::from(principal);
     }
+    // Requests are read through a buffer: a size prefix and a small request
+    // (or several pipelined ones) take one read instead of three; a body
+    // larger than the buffer is read straight into its own memory.
+    let mut stream = tokio::io::BufReader::with_capacity(READ_BUFFER, stream);
     let write_timeout = broker.connections.limits().write_timeout;
     // with SASL on, nothing but ApiVersions is served before the client
     // authenticated
@@ -256,12 +302,7 @@ async fn connection<S: KafkaStream>(
             break;
         }
         if let Some(session) = sasl.as_mut() {
-            let settings = crate::sasl::Settings {
-                mechanisms: &broker.config.sasl_mechanisms,
-                catalog: &broker.catalog,
-                oauth: broker.config.oauthbearer.as_deref(),
-                max_session: broker.config.sasl_max_session,
-            };
+            let settings = sasl_settings(&broker);
             let now = std::time::Instant::now();
             if !session.wants(&settings, &frame) {
                 if session.expired(now) {
@@ -271,7 +312,7 @@ async fn connection<S: KafkaStream>(
                 }
             } else {
                 let before = session.completed();
-                match session.step(&settings, &frame, now) {
+                match sasl_step(&broker, session, &frame, now).await {
                     Ok(crate::sasl::Step::Pass) => {}
                     Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
                         drop(room);
@@ -287,7 +328,8 @@ async fn connection<S: KafkaStream>(
                                 Metrics::add(&broker.metrics.sasl_reauthentications, 1);
                             }
                         }
-                        let sent = tokio::time::timeout(write_timeout, stream.send(resp)).await;
+                        let sent =
+                            tokio::time::timeout(write_timeout, stream.get_mut().send(resp)).await;
                         if close || !matches!(sent, Ok(Ok(()))) {
                             break;
                         }
@@ -311,18 +353,20 @@ async fn connection<S: KafkaStream>(
         broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(room);
         match served {
-            Ok(Some(resp)) => match tokio::time::timeout(write_timeout, stream.send(resp)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "writing response failed");
-                    break;
+            Ok(Some(resp)) => {
+                match tokio::time::timeout(write_timeout, stream.get_mut().send(resp)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "writing response failed");
+                        break;
+                    }
+                    Err(_) => {
+                        Metrics::add(&broker.connections.counters.write_timeouts, 1);
+                        tracing::warn!(%peer, timeout_ms = write_timeout.as_millis() as u64, "closing connection: the client did not read its response in time");
+                        break;
+                    }
                 }
-                Err(_) => {
-                    Metrics::add(&broker.connections.counters.write_timeouts, 1);
-                    tracing::warn!(%peer, timeout_ms = write_timeout.as_millis() as u64, "closing connection: the client did not read its response in time");
-                    break;
-                }
-            },
+            }
             Ok(None) => {}
             Err(e) => {
                 Metrics::add(&broker.metrics.malformed_requests, 1);

@@ -57,6 +57,28 @@ impl Records {
         self.len() == 0
     }
 
+    /// Appends the bytes themselves to `out` (a positioned read straight
+    /// into it for file ranges).
+    pub fn append_to(&self, out: &mut bytes::BytesMut) -> std::io::Result<()> {
+        match self {
+            Records::Bytes(b) => out.extend_from_slice(b),
+            Records::File {
+                file,
+                position,
+                len,
+            } => {
+                use std::os::unix::fs::FileExt;
+                let start = out.len();
+                out.resize(start + *len, 0);
+                if let Err(e) = file.read_exact_at(&mut out[start..], *position) {
+                    out.truncate(start);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The bytes themselves (a positioned read for file ranges).
     pub fn to_bytes(&self) -> std::io::Result<Bytes> {
         match self {

@@ -1,6 +1,7 @@
 //! Response frames made of parts, so record bytes are spliced in rather than
-//! copied: on plain TCP a file-backed part goes out with `sendfile(2)`
-//! straight from the segment file.
+//! copied: on plain TCP a file-backed part of a large frame goes out with
+//! `sendfile(2)` straight from the segment file (a small frame is copied
+//! into one write).
 //!
 //! Fetch responses are encoded by `kafka-protocol` with a unique 16-byte
 //! marker in place of each partition's records; [`splice_records`] finds the
@@ -41,6 +42,10 @@ pub struct ResponseFrame {
     len: usize,
     prefix: Prefix,
 }
+
+/// Frames up to this size go out as one copied buffer, larger ones with
+/// `sendfile(2)` for their file parts.
+pub const COPY_AT_MOST: usize = 128 * 1024;
 
 /// A socket a frame can be written to, with `sendfile(2)` for file parts.
 pub trait TcpSink: AsyncWrite + Unpin {
@@ -115,14 +120,21 @@ impl ResponseFrame {
         for p in &self.parts {
             match p {
                 Part::Bytes(b) => out.extend_from_slice(b),
-                Part::Records(r) => out.extend_from_slice(&r.to_bytes()?),
+                Part::Records(r) => r.append_to(&mut out)?,
             }
         }
         Ok(out.freeze())
     }
 
-    /// Writes the frame to a plain TCP socket, sending file ranges with sendfile.
+    /// Writes the frame to a plain TCP socket, sending file ranges with
+    /// sendfile. A frame of at most [`COPY_AT_MOST`] bytes is copied into one
+    /// buffer and written at once instead: a write and a sendfile per
+    /// partition cost more than the copy, and each goes out as a segment of
+    /// its own that the client must take in and wake up for.
     pub async fn write_to_tcp<S: TcpSink>(self, stream: &mut S) -> io::Result<()> {
+        if self.len <= COPY_AT_MOST {
+            return stream.write_all(&self.to_bytes()?).await;
+        }
         let mut pending = BytesMut::with_capacity(512);
         self.put_prefix(&mut pending);
         for p in self.parts {
@@ -330,5 +342,50 @@ mod tests {
             len: 5,
         };
         assert_eq!(r.to_bytes().expect("read"), Bytes::from_static(b"HELLO"));
+    }
+
+    /// What goes over a real socket is the frame's bytes, whether it is
+    /// copied into one write (small) or sent with sendfile (large).
+    #[tokio::test]
+    async fn a_frame_on_tcp_is_its_bytes_copied_or_sent_from_the_file() {
+        use std::io::Write;
+        use tokio::io::AsyncReadExt;
+        let mut f = tempfile::tempfile().expect("tmp");
+        let content: Vec<u8> = (0..(3 * COPY_AT_MOST)).map(|i| (i % 251) as u8).collect();
+        f.write_all(&content).expect("write");
+        let file = std::sync::Arc::new(f);
+        for records in [1_000, COPY_AT_MOST / 3, COPY_AT_MOST, 2 * COPY_AT_MOST] {
+            let mut frame = ResponseFrame::new();
+            frame.push_bytes(Bytes::from_static(b"head"));
+            frame.push_records(Records::File {
+                file: file.clone(),
+                position: 7,
+                len: records,
+            });
+            frame.push_bytes(Bytes::from_static(b"middle"));
+            frame.push_records(Records::Bytes(Bytes::from_static(b"inline")));
+            frame.push_records(Records::File {
+                file: file.clone(),
+                position: 11,
+                len: 100,
+            });
+            let expected = frame.to_bytes().expect("bytes");
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let reader = tokio::spawn(async move {
+                let (mut s, _) = listener.accept().await.expect("accept");
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).await.expect("read");
+                got
+            });
+            let mut out = TcpStream::connect(addr).await.expect("connect");
+            frame.write_to_tcp(&mut out).await.expect("write");
+            drop(out);
+            let got = reader.await.expect("reader");
+            assert_eq!(got.len(), expected.len(), "{records} bytes of records");
+            assert!(got == expected[..], "{records} bytes of records");
+        }
     }
 }

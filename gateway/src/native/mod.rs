@@ -335,6 +335,8 @@ async fn connection(
     };
     tracing::debug!(%peer, transport = link.transport, id = admitted.id, "native connection open");
     let (rd, mut wr) = stream.into_split();
+    // a frame header and a small body (or several) in one read
+    let rd = tokio::io::BufReader::with_capacity(8 * 1024, rd);
     let (hello, _) = watch::channel(None);
     let end = serve_stream(&link, rd, &mut wr, Start::Hello(hello), stop).await;
     tracing::debug!(%peer, transport = link.transport, id = admitted.id, ?end, "native connection closed");
@@ -436,10 +438,24 @@ where
                 let Some(stream) = ctx.clone() else {
                     // The hello, and an authentication the server requires,
                     // are served before anything else is read.
-                    let settled = match pending.as_mut() {
-                        Some((session, auth)) => ops::authenticate(broker, session, auth, op, body),
-                        None => ops::hello(broker, op, body),
-                    };
+                    // on the blocking pool: PLAIN and SCRAM run PBKDF2
+                    // (milliseconds), which would stall the shard's other
+                    // connections
+                    let (b, taken) = (broker.clone(), pending.take());
+                    let settled = tokio::task::spawn_blocking(move || match taken {
+                        Some((mut session, mut auth)) => {
+                            ops::authenticate(&b, &mut session, &mut auth, op, body)
+                        }
+                        None => ops::hello(&b, op, body),
+                    })
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(ErrorFrame {
+                            correlation: 0,
+                            error: ErrorCode::UNKNOWN_SERVER_ERROR,
+                            message: format!("the hello or authentication step failed: {e}"),
+                        })
+                    });
                     match settled {
                         Ok(ops::Settled { answer, session, auth }) => {
                             if let Some(auth) = auth {

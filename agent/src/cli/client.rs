@@ -447,13 +447,13 @@ impl Conn {
             }
             LoginMechanism::Scram(m) => {
                 let (x, first) = sdk::auth::ScramClient::start(m, &login.user, &login.password)?;
-                let server_first = self.authenticate(first.into_bytes()).await?;
-                let server_first = String::from_utf8(server_first.to_vec())
-                    .map_err(|_| anyhow!("the broker's SCRAM message is not UTF-8"))?;
+                let text = |b: Bytes| {
+                    String::from_utf8(b.to_vec())
+                        .map_err(|_| anyhow!("the broker's SCRAM message is not UTF-8"))
+                };
+                let server_first = text(self.authenticate(first.into_bytes()).await?)?;
                 let (fin, expected) = x.answer(&server_first)?;
-                let server_final = self.authenticate(fin.into_bytes()).await?;
-                let server_final = String::from_utf8(server_final.to_vec())
-                    .map_err(|_| anyhow!("the broker's SCRAM message is not UTF-8"))?;
+                let server_final = text(self.authenticate(fin.into_bytes()).await?)?;
                 sdk::auth::ScramClient::verify(&server_final, &expected)?;
             }
         }

@@ -45,15 +45,6 @@ pub(super) struct Settled {
     pub auth: Option<crate::sasl::Session>,
 }
 
-fn sasl_settings(b: &Broker) -> crate::sasl::Settings<'_> {
-    crate::sasl::Settings {
-        mechanisms: &b.config.sasl_mechanisms,
-        catalog: &b.catalog,
-        oauth: b.config.oauthbearer.as_deref(),
-        max_session: b.config.sasl_max_session,
-    }
-}
-
 /// Serves the first frame of a connection, which must be a hello, and the
 /// authentication it may carry (a one-message mechanism). On a server that
 /// requires authentication (SASL mechanisms configured), a hello without
@@ -125,7 +116,7 @@ pub(super) fn hello(b: &Broker, op: u8, body: Bytes) -> Result<Settled, ErrorFra
     }
     let now = Instant::now();
     let step = auth
-        .native_message(&sasl_settings(b), &h.auth_mechanism, &h.auth_bytes, now)
+        .native_message(&b.sasl_settings(), &h.auth_mechanism, &h.auth_bytes, now)
         .map_err(|why| refused(b, h.correlation, why))?;
     if !step.complete {
         return Err(refused(
@@ -183,7 +174,7 @@ pub(super) fn authenticate(
         .map_err(|e| fatal(correlation, ErrorCode::INVALID_REQUEST, e.to_string()))?;
     let now = Instant::now();
     let step = auth
-        .native_message(&sasl_settings(b), &a.mechanism, &a.auth_bytes, now)
+        .native_message(&b.sasl_settings(), &a.mechanism, &a.auth_bytes, now)
         .map_err(|why| refused(b, a.correlation, why))?;
     if step.complete {
         authenticated(session, auth, now);

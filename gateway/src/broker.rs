@@ -333,16 +333,6 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// What the SASL exchanges of this broker's listeners check against.
-    pub(crate) fn sasl_settings(&self) -> crate::sasl::Settings<'_> {
-        crate::sasl::Settings {
-            mechanisms: &self.config.sasl_mechanisms,
-            catalog: &self.catalog,
-            oauth: self.config.oauthbearer.as_deref(),
-            max_session: self.config.sasl_max_session,
-        }
-    }
-
     pub fn new(
         config: BrokerConfig,
         catalog: Metastore,

@@ -228,6 +228,17 @@ fn max_request(broker: &Broker, sasl: Option<&crate::sasl::Session>) -> usize {
     }
 }
 
+/// What the SASL exchanges of `broker`'s listeners (Kafka and native)
+/// check against.
+pub(crate) fn sasl_settings(broker: &Broker) -> crate::sasl::Settings<'_> {
+    crate::sasl::Settings {
+        mechanisms: &broker.config.sasl_mechanisms,
+        catalog: &broker.catalog,
+        oauth: broker.config.oauthbearer.as_deref(),
+        max_session: broker.config.sasl_max_session,
+    }
+}
+
 /// Serves a request of the SASL exchange on the blocking pool, not on the
 /// shard's thread: PLAIN and SCRAM derive keys with thousands of PBKDF2
 /// iterations (milliseconds each), which on the shard would stall every
@@ -241,7 +252,7 @@ async fn sasl_step(
     let (b, f) = (broker.clone(), frame.clone());
     let mut s = std::mem::take(session);
     let stepped = tokio::task::spawn_blocking(move || {
-        let step = s.step(&b.sasl_settings(), &f, now);
+        let step = s.step(&sasl_settings(&b), &f, now);
         (s, step)
     })
     .await;
@@ -293,7 +304,7 @@ async fn connection<S: KafkaStream>(
             break;
         }
         if let Some(session) = sasl.as_mut() {
-            let settings = broker.sasl_settings();
+            let settings = sasl_settings(&broker);
             let now = std::time::Instant::now();
             if !session.wants(&settings, &frame) {
                 if session.expired(now) {

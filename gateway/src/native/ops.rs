@@ -116,7 +116,12 @@ pub(super) fn hello(b: &Broker, op: u8, body: Bytes) -> Result<Settled, ErrorFra
     }
     let now = Instant::now();
     let step = auth
-        .native_message(&b.sasl_settings(), &h.auth_mechanism, &h.auth_bytes, now)
+        .native_message(
+            &crate::server::sasl_settings(b),
+            &h.auth_mechanism,
+            &h.auth_bytes,
+            now,
+        )
         .map_err(|why| refused(b, h.correlation, why))?;
     if !step.complete {
         return Err(refused(
@@ -174,7 +179,12 @@ pub(super) fn authenticate(
         .map_err(|e| fatal(correlation, ErrorCode::INVALID_REQUEST, e.to_string()))?;
     let now = Instant::now();
     let step = auth
-        .native_message(&b.sasl_settings(), &a.mechanism, &a.auth_bytes, now)
+        .native_message(
+            &crate::server::sasl_settings(b),
+            &a.mechanism,
+            &a.auth_bytes,
+            now,
+        )
         .map_err(|why| refused(b, a.correlation, why))?;
     if step.complete {
         authenticated(session, auth, now);

@@ -92,7 +92,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;
+    // before any runtime starts: as many arenas as shards, and one more
+    let arenas = gateway::alloc::cap_malloc_arenas(settings.shards + 1);
     let otel = otel::init_logging(&settings)?;
+    tracing::debug!(?arenas, "malloc arenas");
     // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
     let control = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -38,6 +38,7 @@
 //! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
 //! ```
 
+pub mod background;
 mod block;
 mod cold;
 mod error;

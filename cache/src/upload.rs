@@ -214,19 +214,12 @@ async fn link_file(
     if !linked {
         return Ok(None);
     }
-    // The manifest records the bytes' checksum; reading from the page cache
-    // costs CPU only.
-    let mut reader = tokio::fs::File::open(file).await?;
-    let mut crc = 0u32;
-    let mut size = 0u64;
-    loop {
-        let chunk = read_chunk(&mut reader, 1 << 20).await?;
-        if chunk.is_empty() {
-            break;
-        }
-        crc = crc32c::crc32c_append(crc, &chunk);
-        size += chunk.len() as u64;
-    }
+    // The manifest records the bytes' checksum. Reading a whole segment and
+    // checksumming it is a burst of CPU (and of reads, once writeback has
+    // dropped the segment from the page cache) that no client waits for:
+    // it runs on a thread of its own below the shards' priority.
+    let source = file.to_path_buf();
+    let (crc, size) = crate::background::run("aerostream-crc", move || checksum(&source)).await??;
     Ok(Some(Uploaded {
         key: key.clone(),
         size,
@@ -234,6 +227,26 @@ async fn link_file(
         parts: 1,
         e_tag: None,
     }))
+}
+
+/// crc32c and length of a file's bytes, read in 1 MiB pieces.
+fn checksum(file: &FsPath) -> std::io::Result<(u32, u64)> {
+    use std::io::Read;
+    let mut reader = std::fs::File::open(file)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut crc = 0u32;
+    let mut size = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok((crc, size)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let read = buf.get(..n).unwrap_or_default();
+        crc = crc32c::crc32c_append(crc, read);
+        size += n as u64;
+    }
 }
 
 fn store_error(key: &Path, source: object_store::Error) -> CacheError {

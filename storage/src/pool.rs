@@ -18,7 +18,8 @@
 //! Jobs given the same route run on the same worker, in submission order.
 //! If no worker thread could be started, a job runs on the caller's thread.
 //!
-//! Workers run at a lower CPU priority (nice [`WORKER_NICE`]): their work
+//! Workers run at a lower CPU priority (nice
+//! [`cache::background::BACKGROUND_NICE`]): their work
 //! is mostly waiting for the device, but starting writeback and syncing
 //! also cost CPU (block allocation, page submission), and on a broker with
 //! one core per shard that CPU would otherwise be taken from the shard
@@ -75,7 +76,7 @@ impl Pool {
                 let spawned = std::thread::Builder::new()
                     .name(format!("{}-{n}", self.name))
                     .spawn(move || {
-                        lower_priority(name);
+                        cache::background::lower_thread_priority(name);
                         for job in rx {
                             job();
                         }
@@ -89,34 +90,6 @@ impl Pool {
             }
             out
         })
-    }
-}
-
-/// How much nicer than the thread that starts them pool workers run (the
-/// nice scale goes from -20 to 19, the lowest priority).
-pub(crate) const WORKER_NICE: i32 = 10;
-
-/// The calling thread's nice value, from /proc (field 19 of its stat);
-/// `None` where /proc cannot tell.
-fn own_nice() -> Option<i32> {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
-    // The command name (field 2) may hold spaces: count after its ')'.
-    let after = stat.get(stat.rfind(')')? + 2..)?;
-    after.split(' ').nth(16)?.parse().ok()
-}
-
-/// Lowers the calling thread's CPU priority by [`WORKER_NICE`]. Linux
-/// keeps a nice value per thread; lowering one's own priority needs no
-/// privilege. A failure only costs latency elsewhere, so it is logged.
-fn lower_priority(pool: &str) {
-    let nice = (own_nice().unwrap_or(0) + WORKER_NICE).min(19);
-    // SAFETY: setpriority reads no memory of ours; `who` 0 with
-    // PRIO_PROCESS names the calling thread.
-    #[expect(unsafe_code, reason = "nix has no setpriority wrapper")]
-    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        tracing::debug!(pool, error = %e, "could not lower a worker thread's priority");
     }
 }
 
@@ -183,6 +156,7 @@ impl Drop for GateGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cache::background::{own_nice, BACKGROUND_NICE};
 
     #[test]
     fn workers_run_below_the_priority_of_the_thread_that_submits() {
@@ -197,6 +171,10 @@ mod tests {
         let caller = own_nice().expect("caller nice");
         // Workers start from the nice of the first thread that used the
         // pool: this process's, as every thread here inherits it.
-        assert_eq!(worker, (caller + WORKER_NICE).min(19), "caller {caller}");
+        assert_eq!(
+            worker,
+            (caller + BACKGROUND_NICE).min(19),
+            "caller {caller}"
+        );
     }
 }

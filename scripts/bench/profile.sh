@@ -17,7 +17,9 @@
 # Usage: scripts/bench/profile.sh [WORKLOAD] (default small-50k)
 # Environment: AEROSTREAM_BIN, LOADTEST_BIN (default: built here, release),
 #   OUT (default benchmarks/results/<date>-<host>/profile-<workload>),
-#   BROKER_CPUS (0), LOADGEN_CPUS (1), CPU_SECONDS (20), SCHED_SECONDS (5),
+#   BROKER_CPUS (0), LOADGEN_CPUS (1), PERF_CPUS (where perf itself runs:
+#   LOADGEN_CPUS, so that draining its buffers and writing its files does
+#   not take the broker's core), CPU_SECONDS (20), SCHED_SECONDS (5),
 #   SWITCH_SECONDS (10), WIDE_SECONDS (10), TRACE_SECONDS (45),
 #   FREQ (sampling Hz, 999). A step given 0 seconds is skipped.
 # Needs perf (Debian: linux-perf) and permission to use it (root, or
@@ -42,6 +44,7 @@ aerostream=${AEROSTREAM_BIN:-$target_dir/release/aerostream}
 loadtest=${LOADTEST_BIN:-$target_dir/release/loadtest}
 broker_cpus=${BROKER_CPUS:-0}
 loadgen_cpus=${LOADGEN_CPUS:-1}
+perf_cpus=${PERF_CPUS:-$loadgen_cpus}
 cpu_s=${CPU_SECONDS:-20}
 sched_s=${SCHED_SECONDS:-5}
 switch_s=${SWITCH_SECONDS:-10}
@@ -69,7 +72,7 @@ trap cleanup EXIT
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "workload: $workload"
     echo "aerostream: $aerostream"
-    echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
+    echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus, perf on CPUs $perf_cpus"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "perf: $(perf version) cpu-clock at $freq Hz"
 } | tee "$out/machine.txt"
@@ -113,7 +116,7 @@ record() {
     shift 2
     [ "$secs" -gt 0 ] || return 0
     echo "recording $what for ${secs}s"
-    "$@" 2>>"$out/perf-record.err" || true
+    taskset -c "$perf_cpus" "$@" 2>>"$out/perf-record.err" || true
 }
 record "$cpu_s" "on-CPU stacks" perf record -q -e cpu-clock -F "$freq" --call-graph dwarf,16384 \
     -p "$broker_pid" -o "$scratch/cpu.data" -- sleep "$cpu_s"

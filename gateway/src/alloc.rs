@@ -154,8 +154,8 @@ unsafe impl GlobalAlloc for WireSafeAlloc {
 /// per core, and never returns an arena. The blocking threads that run
 /// `fdatasync` and segment seals come and go with the load, so each new one
 /// could claim another arena and leave about a megabyte resident in it: the
-/// broker's RSS then climbed for minutes and stayed up (27 to 44 MiB at
-/// 50k msg/s on two cores, while with two arenas it stayed at 27 to 30 MiB).
+/// broker's RSS then climbed for minutes and stayed up (27 to 48 MiB over
+/// 150 s at 50k msg/s on two cores; capped at two arenas, 30 to 34 MiB).
 /// Past the cap, threads share arenas; each arena's lock is held only for
 /// the allocation itself, and the broker's hot threads (one per shard)
 /// allocate little per message.

@@ -50,8 +50,8 @@
 #   LOADGEN_CPUS    taskset CPU list for the load generator (default: 1, or 0 on one CPU)
 #   SHARDS          aerostream --shards (default: number of CPUs in BROKER_CPUS)
 #   DURATION, WARMUP  override every workload's measurement / warm-up time (e.g. 30s)
-#   SETTLE_SECONDS  pause after each broker's data is deleted, once dirty and
-#                   writeback pages have drained (default: 5): on a filesystem
+#   SETTLE_SECONDS  pause after each broker's data is deleted and the page
+#                   cache written back with sync (default: 5): on a filesystem
 #                   mounted with `discard`, deleting gigabytes of segments
 #                   sends discards for a while, and the next run's first
 #                   seconds would measure them
@@ -346,18 +346,11 @@ replication_bytes() {
     python3 -c "import sys; s,p=int(sys.argv[1]),int(sys.argv[2]); print(f'replication: {s} replica fetch bytes sent for {p} bytes produced ({s/max(p,1):.2f} per byte)')" "$sent" "$produced"
 }
 
-# settle_disk: waits until the page cache's dirty and writeback pages are
-# below 64 MiB (at most a minute), then SETTLE_SECONDS more, so one run's
-# deleted data is not still being written back or discarded while the next
-# is measured.
+# settle_disk: writes back everything dirty (sync returns once it is on
+# disk), then waits SETTLE_SECONDS more, so one run's deleted data is not
+# still being written back or discarded while the next is measured.
 settle_disk() {
-    local pending
     sync
-    for _ in $(seq 60); do
-        pending=$(awk '/^(Dirty|Writeback):/ {s += $2} END {print s + 0}' /proc/meminfo)
-        [ "$pending" -lt 65536 ] && break
-        sleep 1
-    done
     sleep "${SETTLE_SECONDS:-5}"
 }
 

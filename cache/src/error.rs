@@ -56,6 +56,12 @@ pub enum CacheError {
         got: u64,
     },
 
+    /// A file read for upload does not hold the bytes its writer recorded
+    /// (the local disk changed them after they were written): nothing was
+    /// committed under the key.
+    #[error("{path} no longer holds the bytes written to it: {reason}")]
+    ContentMismatch { path: String, reason: String },
+
     /// The object store failed a request (after the client's own retries).
     #[error("object store request for {key} failed: {source}")]
     Store {
@@ -98,6 +104,7 @@ impl CacheError {
             | CacheError::InvalidKey { .. }
             | CacheError::RangeOutOfBounds { .. }
             | CacheError::SizeMismatch { .. }
+            | CacheError::ContentMismatch { .. }
             | CacheError::InvalidConfig { .. } => false,
         }
     }

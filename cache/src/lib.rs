@@ -52,7 +52,10 @@ pub mod upload;
 pub use cold::{CacheConfig, CacheStats, ColdCache, DiskTierConfig};
 pub use error::CacheError;
 pub use objects::{store_from_url, Backend, ObjectStoreHandle, StoreEnv, StoreOptions};
-pub use upload::{link_or_upload_file, upload_file, RetrySchedule, UploadOptions, Uploaded};
+pub use upload::{
+    link_or_upload_file, upload_file, upload_file_checked, KnownBytes, RetrySchedule,
+    UploadOptions, Uploaded,
+};
 
 /// Re-exported so callers use the same object_store version and its convenience methods.
 pub use object_store::{self, ObjectStore, ObjectStoreExt};

@@ -56,6 +56,29 @@ pub struct Uploaded {
     pub e_tag: Option<String>,
 }
 
+/// What the writer of a file recorded of its bytes as it wrote them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownBytes {
+    pub size: u64,
+    pub crc32c: u32,
+}
+
+impl KnownBytes {
+    /// Whether bytes read back for upload are the ones written.
+    fn check(&self, file: &FsPath, size: u64, crc32c: u32) -> Result<(), CacheError> {
+        if size == self.size && crc32c == self.crc32c {
+            return Ok(());
+        }
+        Err(CacheError::ContentMismatch {
+            path: file.display().to_string(),
+            reason: format!(
+                "{} bytes with CRC-32C {:08x} were written, {} bytes with CRC-32C {:08x} were read back",
+                self.size, self.crc32c, size, crc32c
+            ),
+        })
+    }
+}
+
 /// Uploads the file at `file` to `key`. Sealed segments are immutable, so
 /// the bytes read are the bytes of the segment; the result says how many.
 pub async fn upload_file(
@@ -63,6 +86,19 @@ pub async fn upload_file(
     key: &Path,
     file: &FsPath,
     options: &UploadOptions,
+) -> Result<Uploaded, CacheError> {
+    upload_file_checked(store, key, file, options, None).await
+}
+
+/// [`upload_file`], refusing to complete the upload when `known` is given
+/// and the bytes read differ from it: a single PUT is never sent, a
+/// multipart upload is aborted instead of completed.
+pub async fn upload_file_checked(
+    store: &dyn ObjectStore,
+    key: &Path,
+    file: &FsPath,
+    options: &UploadOptions,
+    known: Option<KnownBytes>,
 ) -> Result<Uploaded, CacheError> {
     let io_error = |source| CacheError::File {
         path: file.display().to_string(),
@@ -77,6 +113,9 @@ pub async fn upload_file(
         let data = Bytes::from(data);
         let crc = crc32c::crc32c(&data);
         let size = data.len() as u64;
+        if let Some(known) = known {
+            known.check(file, size, crc)?;
+        }
         let result = store
             .put_opts(key, PutPayload::from(data), Default::default())
             .await
@@ -119,6 +158,12 @@ pub async fn upload_file(
         size += chunk.len() as u64;
         writer.put(chunk);
     }
+    if let Some(known) = known {
+        if let Err(e) = known.check(file, size, crc) {
+            abort_quietly(writer, key).await;
+            return Err(e);
+        }
+    }
     // `finish` aborts the upload itself when a part or the completion fails.
     let result = writer.finish().await.map_err(|e| store_error(key, e))?;
     Ok(Uploaded {
@@ -137,23 +182,31 @@ pub async fn upload_file(
 /// only unlinks them), so the object keeps the bytes the manifest records.
 /// Anything that prevents the link (another filesystem, no link support)
 /// falls back to copying.
+///
+/// `known` is what the file's writer recorded of its bytes. An upload that
+/// reads them back checks them against it; a link takes its size and
+/// checksum from it instead of reading the file again.
 pub async fn link_or_upload_file(
     handle: &crate::ObjectStoreHandle,
     key: &Path,
     file: &FsPath,
     options: &UploadOptions,
+    known: Option<KnownBytes>,
 ) -> Result<Uploaded, CacheError> {
     let Some(local) = &handle.local else {
-        return upload_file(handle.store.as_ref(), key, file, options).await;
+        return upload_file_checked(handle.store.as_ref(), key, file, options, known).await;
     };
     let file_error = |source: std::io::Error| CacheError::File {
         path: file.display().to_string(),
         source,
     };
-    if let Some(uploaded) = link_file(local, key, file).await.map_err(file_error)? {
+    if let Some(uploaded) = link_file(local, key, file, known)
+        .await
+        .map_err(file_error)?
+    {
         return Ok(uploaded);
     }
-    let uploaded = upload_file(handle.store.as_ref(), key, file, options).await?;
+    let uploaded = upload_file_checked(handle.store.as_ref(), key, file, options, known).await?;
     // The folder store writes without fsync; the manifest entry committed
     // next must not name an object a power loss can empty.
     if let Ok(target) = local.path_to_filesystem(key) {
@@ -184,6 +237,7 @@ async fn link_file(
     local: &object_store::local::LocalFileSystem,
     key: &Path,
     file: &FsPath,
+    known: Option<KnownBytes>,
 ) -> std::io::Result<Option<Uploaded>> {
     let Ok(target) = local.path_to_filesystem(key) else {
         return Ok(None);
@@ -214,12 +268,18 @@ async fn link_file(
     if !linked {
         return Ok(None);
     }
-    // The manifest records the bytes' checksum. Reading a whole segment and
+    // The manifest records the bytes' checksum. A writer that kept one as
+    // it wrote saves reading the whole file back. Otherwise reading and
     // checksumming it is a burst of CPU (and of reads, once writeback has
-    // dropped the segment from the page cache) that no client waits for:
-    // it runs on a thread of its own below the shards' priority.
-    let source = file.to_path_buf();
-    let (crc, size) = crate::background::run("aerostream-crc", move || checksum(&source)).await??;
+    // dropped the file from the page cache) that no client waits for: it
+    // runs on a thread of its own below the shards' priority.
+    let (crc, size) = match known {
+        Some(known) => (known.crc32c, known.size),
+        None => {
+            let source = file.to_path_buf();
+            crate::background::run("aerostream-crc", move || checksum(&source)).await??
+        }
+    };
     Ok(Some(Uploaded {
         key: key.clone(),
         size,
@@ -342,7 +402,7 @@ mod tests {
         let key = Path::from("topics/t/0/00000000000000000000.seg");
         let opts = UploadOptions::default();
 
-        let up = link_or_upload_file(&handle, &key, &file, &opts)
+        let up = link_or_upload_file(&handle, &key, &file, &opts, None)
             .await
             .expect("upload");
         assert_eq!(up.size, data.len() as u64);
@@ -353,10 +413,16 @@ mod tests {
             2,
             "the object shares the segment's bytes on disk"
         );
-        // Uploading again (a retry after a restart) replaces the object.
-        link_or_upload_file(&handle, &key, &file, &opts)
+        // Uploading again (a retry after a restart) replaces the object; a
+        // writer that kept the checksum as it wrote hands it over.
+        let known = KnownBytes {
+            size: data.len() as u64,
+            crc32c: crc32c::crc32c(&data),
+        };
+        let again = link_or_upload_file(&handle, &key, &file, &opts, Some(known))
             .await
             .expect("again");
+        assert_eq!((again.size, again.crc32c), (known.size, known.crc32c));
         std::fs::remove_file(&file).expect("local retention");
         assert_eq!(object_bytes(&handle, &key).await.as_ref(), &data[..]);
     }
@@ -370,7 +436,7 @@ mod tests {
         let file = dir.path().join("seg.log");
         std::fs::write(&file, b"sealed bytes").expect("write");
         let key = Path::from("k.seg");
-        link_or_upload_file(&wrapped, &key, &file, &UploadOptions::default())
+        link_or_upload_file(&wrapped, &key, &file, &UploadOptions::default(), None)
             .await
             .expect("upload");
         assert_eq!(std::fs::metadata(&file).expect("meta").nlink(), 1);

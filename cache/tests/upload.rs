@@ -8,7 +8,9 @@ use std::sync::Arc;
 use cache::fault::{Fault, FaultController, FaultInjectingStore, FaultRule, Op};
 use cache::object_store::memory::InMemory;
 use cache::object_store::path::Path;
-use cache::{upload_file, ObjectStoreExt, UploadOptions};
+use cache::{
+    upload_file, upload_file_checked, CacheError, KnownBytes, ObjectStoreExt, UploadOptions,
+};
 use common::conformance::pattern;
 
 fn store() -> (Arc<FaultInjectingStore>, FaultController) {
@@ -152,4 +154,65 @@ async fn a_missing_file_is_an_error_naming_it() {
     .await
     .unwrap_err();
     assert!(err.to_string().contains("/nonexistent/seg.log"), "{err}");
+}
+
+#[tokio::test]
+async fn bytes_that_changed_on_disk_since_they_were_written_are_not_put() {
+    let (store, faults) = store();
+    let dir = tempfile::tempdir().unwrap();
+    let (file, data) = segment_file(&dir, 100_000);
+    let key = Path::from("t/0/flipped");
+    let written = KnownBytes {
+        size: data.len() as u64,
+        crc32c: crc32c::crc32c(&data),
+    };
+    // One bit flips on the disk after the writer recorded the checksum.
+    let mut on_disk = data.to_vec();
+    on_disk[4242] ^= 0x10;
+    std::fs::write(&file, &on_disk).unwrap();
+
+    let err = upload_file_checked(store.as_ref(), &key, &file, &OPTIONS, Some(written))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CacheError::ContentMismatch { .. }), "{err}");
+    assert!(!err.is_retriable(), "{err}");
+    assert!(
+        err.to_string().contains("00000000000000000000.log"),
+        "{err}"
+    );
+    assert_eq!(faults.calls(Op::Put), 0, "nothing was sent");
+    assert!(store.head(&key).await.is_err());
+
+    // The bytes as written go up, and the result carries their checksum.
+    std::fs::write(&file, &data).unwrap();
+    let up = upload_file_checked(store.as_ref(), &key, &file, &OPTIONS, Some(written))
+        .await
+        .unwrap();
+    assert_eq!((up.size, up.crc32c), (written.size, written.crc32c));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multipart_upload_of_changed_bytes_is_aborted_not_completed() {
+    let (store, faults) = store();
+    let dir = tempfile::tempdir().unwrap();
+    let (file, data) = segment_file(&dir, 6 * (256 << 10) + 5);
+    let key = Path::from("t/0/flipped-big");
+    let written = KnownBytes {
+        size: data.len() as u64,
+        crc32c: crc32c::crc32c(&data),
+    };
+    // The tail was cut after the writer recorded it.
+    std::fs::write(&file, &data[..data.len() - 5]).unwrap();
+
+    let err = upload_file_checked(store.as_ref(), &key, &file, &OPTIONS, Some(written))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CacheError::ContentMismatch { .. }), "{err}");
+    assert_eq!(
+        faults.calls(Op::AbortMultipart),
+        1,
+        "the upload was aborted"
+    );
+    assert_eq!(faults.calls(Op::CompleteMultipart), 0);
+    assert!(store.head(&key).await.is_err(), "no object is visible");
 }

@@ -41,6 +41,11 @@ pub struct SegmentInfo {
     pub first_timestamp: Option<i64>,
     /// Largest batch max timestamp in the segment.
     pub max_timestamp: Option<i64>,
+    /// CRC-32C of the log file's `size` bytes, kept as they were appended;
+    /// `None` when this process did not write every byte of it (a segment
+    /// reopened after a restart, or cut back by truncation), and the bytes
+    /// must be read to know it.
+    pub crc32c: Option<u32>,
 }
 
 /// One batch placed by an append: where it sits and what it holds.
@@ -80,6 +85,8 @@ pub(crate) struct Segment {
     pub(crate) created_ms: Option<i64>,
     pub(crate) sealed: bool,
     pub(crate) pacer: Pacer,
+    /// Running CRC-32C of the file's bytes (see [`SegmentInfo::crc32c`]).
+    pub(crate) crc32c: Option<u32>,
 }
 
 /// What a header scan found.
@@ -133,6 +140,7 @@ impl Segment {
             created_ms: None,
             sealed: false,
             pacer: Pacer::starting_at(size),
+            crc32c: (size == 0).then_some(0),
         })
     }
 
@@ -236,6 +244,9 @@ impl Segment {
             );
         }
         self.size = start + buf.len() as u64;
+        // The bytes are in cache now; tiering takes the checksum from here
+        // instead of reading the sealed segment back.
+        self.crc32c = self.crc32c.map(|crc| crc32c::crc32c_append(crc, buf));
         if self.created_ms.is_none() {
             self.created_ms = Some(now_ms);
         }
@@ -568,6 +579,11 @@ impl Segment {
         self.file
             .set_len(size)
             .ctx(|| format!("truncate {} to {size}", self.path.display()))?;
+        if size != self.size {
+            // Undoing the checksum of the cut bytes needs them: read back
+            // when needed instead.
+            self.crc32c = (size == 0).then_some(0);
+        }
         self.size = size;
         self.pacer.truncated(size);
         Ok(())
@@ -693,6 +709,7 @@ impl Segment {
             sealed: self.sealed,
             first_timestamp: self.first_timestamp,
             max_timestamp: (self.next_offset > self.base_offset).then_some(self.max_timestamp),
+            crc32c: self.crc32c,
         }
     }
 }

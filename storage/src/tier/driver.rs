@@ -33,7 +33,9 @@ use std::time::Duration;
 
 use cache::layout::SegmentId;
 use cache::object_store::path::Path;
-use cache::{link_or_upload_file, ColdCache, ObjectStoreHandle, UploadOptions, Uploaded};
+use cache::{
+    link_or_upload_file, ColdCache, KnownBytes, ObjectStoreHandle, UploadOptions, Uploaded,
+};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
@@ -629,14 +631,30 @@ async fn upload_segment(
     )?;
     let prefix = &store.prefix;
     let (idx, tix, data) = tokio::try_join!(
-        upload_one(store, id.index_key(prefix), &seg.offset_index_path, config),
+        upload_one(
+            store,
+            id.index_key(prefix),
+            &seg.offset_index_path,
+            config,
+            None
+        ),
         upload_one(
             store,
             id.time_index_key(prefix),
             &seg.time_index_path,
-            config
+            config,
+            None
         ),
-        upload_one(store, id.segment_key(prefix), &seg.path, config),
+        upload_one(
+            store,
+            id.segment_key(prefix),
+            &seg.path,
+            config,
+            seg.crc32c.map(|crc32c| KnownBytes {
+                size: seg.size,
+                crc32c
+            })
+        ),
     )?;
     if data.size != seg.size {
         return Err(TierError::CorruptObject {
@@ -670,13 +688,14 @@ async fn upload_one(
     key: Path,
     file: &std::path::Path,
     config: &TierConfig,
+    known: Option<KnownBytes>,
 ) -> Result<Uploaded, TierError> {
     let size = tokio::fs::metadata(file).await.map_or(0, |m| m.len());
     let deadline =
         config.upload_timeout + Duration::from_secs(size / config.min_upload_bytes_per_sec.max(1));
     match tokio::time::timeout(
         deadline,
-        link_or_upload_file(store, &key, file, &config.upload),
+        link_or_upload_file(store, &key, file, &config.upload, known),
     )
     .await
     {

@@ -61,6 +61,8 @@ pub struct SealedSegment {
     pub first_timestamp: i64,
     /// -1 when unknown.
     pub max_timestamp: i64,
+    /// CRC-32C of the log file kept while it was written, when known.
+    pub crc32c: Option<u32>,
 }
 
 impl SealedSegment {
@@ -78,6 +80,7 @@ impl SealedSegment {
             time_index_path: info.time_index_path.clone(),
             first_timestamp: info.first_timestamp.unwrap_or(-1),
             max_timestamp: info.max_timestamp.unwrap_or(-1),
+            crc32c: info.crc32c,
         })
     }
 

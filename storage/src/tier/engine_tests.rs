@@ -16,6 +16,7 @@ fn seg(base: i64, last: i64) -> SealedSegment {
         time_index_path: PathBuf::from(format!("/x/{base:020}.timeindex")),
         first_timestamp: 1,
         max_timestamp: 2,
+        crc32c: None,
     }
 }
 

@@ -47,6 +47,8 @@ pub struct Counters {
     pub consume_errors: AtomicU64,
     pub bytes_acked: AtomicU64,
     pub bytes_received: AtomicU64,
+    /// Sends the client refused because its queue was full.
+    pub refused: AtomicU64,
 }
 
 /// A point-in-time copy of [`Counters`].
@@ -62,6 +64,8 @@ pub struct CounterSnapshot {
     pub consume_errors: u64,
     pub bytes_acked: u64,
     pub bytes_received: u64,
+    #[serde(default)]
+    pub refused: u64,
 }
 
 impl Counters {
@@ -78,6 +82,7 @@ impl Counters {
             consume_errors: g(&self.consume_errors),
             bytes_acked: g(&self.bytes_acked),
             bytes_received: g(&self.bytes_received),
+            refused: g(&self.refused),
         }
     }
 }
@@ -96,6 +101,7 @@ impl CounterSnapshot {
             consume_errors: self.consume_errors.saturating_sub(earlier.consume_errors),
             bytes_acked: self.bytes_acked.saturating_sub(earlier.bytes_acked),
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+            refused: self.refused.saturating_sub(earlier.refused),
         }
     }
 
@@ -208,6 +214,12 @@ impl ProducerProbe {
         if self.shared.in_measurement(send_us) {
             relock(&self.hists).delay.record_us(delay_us);
         }
+    }
+
+    /// The client refused a send: its queue of unacknowledged messages is
+    /// full, so the offer runs ahead of what the broker takes.
+    pub fn on_refused(&self) {
+        self.shared.counters.refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The client reported the outcome of a send. `payload` is the message

@@ -71,6 +71,8 @@ pub struct Observation {
     /// average, not a point sample: a broker whose fetches answer in cycles
     /// has a backlog that saw-tooths within each cycle.)
     pub backlog: u64,
+    /// Sends the client refused in the window because its queue was full.
+    pub refused: u64,
 }
 
 /// Finds the highest rate a broker sustains with consumers keeping up.
@@ -79,9 +81,13 @@ pub struct Observation {
 /// unacknowledged) and behind it (acknowledged but unconsumed): a window is
 /// congested when either queue *grew* by more than a tenth of the window's
 /// traffic while holding more than a tenth of a second of it, or when
-/// either holds more than a second of traffic. Growth rather than level is
+/// either holds more than a second of traffic, or when the client refused
+/// sends because its own queue was full. Growth rather than level is
 /// what matters: a broker whose consumers lag a steady half second (say,
-/// fetches that always wait out their long poll) still keeps up.
+/// fetches that always wait out their long poll) still keeps up. A full
+/// client queue is congestion whatever the levels: its bound hides the
+/// growth, and every message then waits in it, so the run would measure
+/// the client's queue rather than the broker.
 ///
 /// Multiplicative increase while healthy, a drop to 80% of the offer on
 /// congestion. The first climb doubles its step each healthy window (up to
@@ -136,7 +142,7 @@ impl RateController {
             let building = lag > 0.1 && level > 1000 && lag - prev_lag > growth_limit;
             deep || building
         };
-        queue(o.unacked, now.0, prev.0) || queue(o.backlog, now.1, prev.1)
+        o.refused > 0 || queue(o.unacked, now.0, prev.0) || queue(o.backlog, now.1, prev.1)
     }
 
     /// Feeds one window; returns the rate to offer next.
@@ -211,6 +217,7 @@ mod tests {
                 received: done as u64,
                 unacked: queued as u64,
                 backlog: 0,
+                refused: 0,
             };
             // A congested window lets the queue drain at the lower rate.
             rates.push(c.observe(&o));
@@ -241,6 +248,7 @@ mod tests {
             received: 100_000,
             unacked: 10,
             backlog: 100,
+            refused: 0,
         };
         let up = c.observe(&calm);
         assert!(up > 100_000.0);
@@ -272,6 +280,7 @@ mod tests {
                 received: rate as u64,
                 unacked: (rate * 0.05) as u64,
                 backlog: (rate * 0.5) as u64,
+                refused: 0,
             };
             let next = c.observe(&o);
             assert!(
@@ -292,9 +301,51 @@ mod tests {
             received: 10_000,
             unacked: 12_000,
             backlog: 0,
+            refused: 0,
         };
         c.observe(&o);
         assert!((c.observe(&o) - 6_400.0).abs() < 1.0);
+    }
+
+    /// A client whose queue holds at most `bound` unacknowledged messages
+    /// in front of a broker that takes `capacity` msg/s: what does not fit
+    /// is refused, so the queue never grows past the bound.
+    fn simulate_bounded(capacity: f64, bound: f64, windows: usize) -> Vec<f64> {
+        let mut c = RateController::new(5_000.0, 1_000.0, 10_000_000.0);
+        let mut queued = 0.0f64;
+        let mut rates = Vec::new();
+        for _ in 0..windows {
+            let offered = c.rate();
+            let fits = (bound - queued).max(0.0) + capacity;
+            let sent = offered.min(fits);
+            let done = (queued + sent).min(capacity);
+            queued = queued + sent - done;
+            let o = Observation {
+                window_s: 1.0,
+                sent: sent as u64,
+                acked: done as u64,
+                received: done as u64,
+                unacked: queued as u64,
+                backlog: 0,
+                refused: (offered - sent).max(0.0) as u64,
+            };
+            rates.push(c.observe(&o));
+        }
+        rates
+    }
+
+    #[test]
+    fn a_full_client_queue_stops_the_climb_near_the_brokers_capacity() {
+        // librdkafka's default queue: 100k messages per producer, two producers.
+        for capacity in [150_000.0, 300_000.0] {
+            let rates = simulate_bounded(capacity, 200_000.0, 60);
+            let tail = &rates[40..];
+            let avg = tail.iter().sum::<f64>() / tail.len() as f64;
+            assert!(
+                avg > 0.7 * capacity && avg < 1.1 * capacity,
+                "capacity {capacity}: settled at {avg} ({tail:?})"
+            );
+        }
     }
 
     #[test]

@@ -147,7 +147,10 @@ fn spawn_producer(
                             probe.on_send(send_us, now.saturating_sub(intended) / 1000);
                             seq += 1;
                         }
-                        Ok(SendOutcome::Full) => std::thread::sleep(Duration::from_micros(500)),
+                        Ok(SendOutcome::Full) => {
+                            probe.on_refused();
+                            std::thread::sleep(Duration::from_micros(500));
+                        }
                         Err(e) => {
                             shared.note_error("send", &e.to_string());
                             std::thread::sleep(Duration::from_millis(10));
@@ -436,6 +439,7 @@ pub fn run(
                     received: d.received_new,
                     unacked,
                     backlog: backlog_avg,
+                    refused: d.refused,
                 });
                 rate_bits.store(per_producer(next, w.producers).to_bits(), Ordering::Relaxed);
                 rate_history.push(next);

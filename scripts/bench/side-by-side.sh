@@ -132,6 +132,13 @@ for b in "${brokers[@]}"; do
     esac
 done
 
+# A guest kernel's free page reporting (virtio-balloon) returns free memory
+# to the hypervisor; where it is on, a run's page-cache writes may each
+# fault on the host first, which makes the copy into the page cache several
+# times slower and varies from run to run.
+reporting=/sys/module/page_reporting/parameters
+reported_kib() { cat "$reporting/reported_kib" 2>/dev/null || echo 0; }
+
 out=${RESULTS_DIR:-benchmarks/results/$(date +%Y-%m-%d)-$(hostname -s)}
 mkdir -p "$out"
 {
@@ -153,6 +160,9 @@ mkdir -p "$out"
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
     echo "scheduler: benchmark session autogroup $autogroup"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs; figures are only comparable within one run)"
+    if [ -r "$reporting/reported_kib" ]; then
+        echo "free page reporting: on (order $(cat "$reporting/page_reporting_order" 2>/dev/null || echo '?'), min_free_ms $(cat "$reporting/min_free_ms" 2>/dev/null || echo '?')): this VM hands free memory back to its host, and the first write to each page-cache page afterwards faults on the host; each run's log says how much was handed back during it"
+    fi
     echo "command: scripts/bench/side-by-side.sh ${workloads[*]} (BROKERS=\"${brokers[*]}\" DRIVERS=\"${ways[*]}\" NATIVE_RUNTIME=${NATIVE_RUNTIME:-default} DURATION=${DURATION:-file} WARMUP=${WARMUP:-file})"
 } >"$out/machine.txt"
 cat "$out/machine.txt"
@@ -398,6 +408,7 @@ for w in "${workloads[@]}"; do
                 continue
             fi
             echo "=== $w on $b via $way ($url) ==="
+            reported_before=$(reported_kib)
             set +e
             taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" "${driver_args[@]}" \
                 --bootstrap "$url" --broker-label "$b" --broker-pid "$broker_pid" \
@@ -405,6 +416,9 @@ for w in "${workloads[@]}"; do
                 --json "$out/$run.json" "${overrides[@]}" 2>&1 | tee "$out/$run.log"
             rc=${PIPESTATUS[0]}
             set -e
+            if [ -r "$reporting/reported_kib" ]; then
+                echo "free page reporting: $(( ($(reported_kib) - reported_before) / 1024 )) MiB handed back to the host during the run" | tee -a "$out/$run.log"
+            fi
             if [ "$rc" -ne 0 ]; then
                 echo "!!! $run: loadtest exited $rc" | tee -a "$out/failures.txt"
                 status=1

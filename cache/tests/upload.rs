@@ -156,16 +156,21 @@ async fn a_missing_file_is_an_error_naming_it() {
     assert!(err.to_string().contains("/nonexistent/seg.log"), "{err}");
 }
 
+/// What a writer records of `data` as it writes it.
+fn as_written(data: &[u8]) -> KnownBytes {
+    KnownBytes {
+        size: data.len() as u64,
+        crc32c: crc32c::crc32c(data),
+    }
+}
+
 #[tokio::test]
 async fn bytes_that_changed_on_disk_since_they_were_written_are_not_put() {
     let (store, faults) = store();
     let dir = tempfile::tempdir().unwrap();
     let (file, data) = segment_file(&dir, 100_000);
     let key = Path::from("t/0/flipped");
-    let written = KnownBytes {
-        size: data.len() as u64,
-        crc32c: crc32c::crc32c(&data),
-    };
+    let written = as_written(&data);
     // One bit flips on the disk after the writer recorded the checksum.
     let mut on_disk = data.to_vec();
     on_disk[4242] ^= 0x10;
@@ -197,10 +202,7 @@ async fn a_multipart_upload_of_changed_bytes_is_aborted_not_completed() {
     let dir = tempfile::tempdir().unwrap();
     let (file, data) = segment_file(&dir, 6 * (256 << 10) + 5);
     let key = Path::from("t/0/flipped-big");
-    let written = KnownBytes {
-        size: data.len() as u64,
-        crc32c: crc32c::crc32c(&data),
-    };
+    let written = as_written(&data);
     // The tail was cut after the writer recorded it.
     std::fs::write(&file, &data[..data.len() - 5]).unwrap();
 

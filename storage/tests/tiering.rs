@@ -353,25 +353,7 @@ async fn server_errors_and_timeouts_are_retried_until_the_upload_succeeds() {
     let s = r.tier.snapshot();
     assert!(s.upload_failures >= 2, "{s:?}");
     r.faults.clear();
-    let entries = p.shared().manifest();
-    for e in entries.iter() {
-        let data = r
-            .store
-            .store
-            .get(&cache::object_store::path::Path::parse(&e.key).unwrap())
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        assert_eq!(
-            crc32c::crc32c(&data),
-            e.checksum,
-            "{} holds what was committed",
-            e.key
-        );
-        assert_eq!(data.len() as u64, e.size);
-    }
+    assert_entries_describe_their_objects(&r.store, &p).await;
     p.close().unwrap();
     r.tier.shutdown().await;
 }
@@ -1237,7 +1219,12 @@ async fn assert_entries_describe_their_objects(store: &ObjectStoreHandle, p: &Ti
             .bytes()
             .await
             .unwrap();
-        assert_eq!(crc32c::crc32c(&data), e.checksum, "{}", e.key);
+        assert_eq!(
+            crc32c::crc32c(&data),
+            e.checksum,
+            "{} holds what was committed",
+            e.key
+        );
         assert_eq!(data.len() as u64, e.size, "{}", e.key);
     }
 }

@@ -8,10 +8,8 @@ use std::sync::Arc;
 use cache::fault::{Fault, FaultController, FaultInjectingStore, FaultRule, Op};
 use cache::object_store::memory::InMemory;
 use cache::object_store::path::Path;
-use cache::{
-    upload_file, upload_file_checked, CacheError, KnownBytes, ObjectStoreExt, UploadOptions,
-};
-use common::conformance::pattern;
+use cache::{upload_file, upload_file_checked, CacheError, ObjectStoreExt, UploadOptions};
+use common::conformance::{as_written, pattern};
 
 fn store() -> (Arc<FaultInjectingStore>, FaultController) {
     let store = Arc::new(FaultInjectingStore::new(Arc::new(InMemory::new())));
@@ -154,14 +152,6 @@ async fn a_missing_file_is_an_error_naming_it() {
     .await
     .unwrap_err();
     assert!(err.to_string().contains("/nonexistent/seg.log"), "{err}");
-}
-
-/// What a writer records of `data` as it writes it.
-fn as_written(data: &[u8]) -> KnownBytes {
-    KnownBytes {
-        size: data.len() as u64,
-        crc32c: crc32c::crc32c(data),
-    }
 }
 
 #[tokio::test]

@@ -57,6 +57,14 @@ pub fn pattern(len: usize, seed: u8) -> Bytes {
         .into()
 }
 
+/// What a writer records of `data` as it writes it.
+pub fn as_written(data: &[u8]) -> cache::KnownBytes {
+    cache::KnownBytes {
+        size: data.len() as u64,
+        crc32c: crc32c::crc32c(data),
+    }
+}
+
 pub struct Report {
     pub backend: String,
     pub results: Vec<(&'static str, Outcome)>,
@@ -229,6 +237,13 @@ pub async fn run(backend: &str, handle: ObjectStoreHandle, caps: Caps, seed: See
         "aborted_multipart_upload_leaves_no_object",
         needs_writes,
         multipart_abort
+    );
+    check!(
+        report,
+        ctx,
+        "bytes_changed_since_they_were_written_are_not_uploaded",
+        needs_writes,
+        changed_bytes_not_uploaded
     );
     let tombstone = if !ctx.caps.writes || !ctx.caps.server_side_copy {
         Outcome::Skip("this server cannot do a server-side copy with this client")
@@ -510,6 +525,44 @@ async fn multipart_abort(ctx: &Ctx, name: &str) -> Result<()> {
         Err(cache::object_store::Error::NotFound { .. }) => Ok(()),
         other => bail!("aborted upload left an object: {other:?}"),
     }
+}
+
+/// The uploader's check of a sealed segment against the checksum kept as
+/// it was written: a single PUT is never sent and a multipart upload is
+/// aborted, so the server shows no object either way.
+async fn changed_bytes_not_uploaded(ctx: &Ctx, name: &str) -> Result<()> {
+    let options = cache::UploadOptions {
+        multipart_threshold: 6 << 20,
+        part_size: 5 << 20,
+        max_concurrent_parts: 2,
+    };
+    let dir = tempfile::tempdir()?;
+    for (file_name, len) in [("small.seg", 4096), ("big.seg", (11 << 20) + 7)] {
+        let data = pattern(len, 11);
+        let written = as_written(&data);
+        let mut on_disk = data.to_vec();
+        on_disk[len / 2] ^= 0x01;
+        let file = dir.path().join(file_name);
+        std::fs::write(&file, &on_disk)?;
+        let path = ctx.base(name).join(file_name);
+        match cache::upload_file_checked(
+            ctx.handle.store.as_ref(),
+            &path,
+            &file,
+            &options,
+            Some(written),
+        )
+        .await
+        {
+            Err(cache::CacheError::ContentMismatch { .. }) => {}
+            other => bail!("{file_name}: a changed file was not refused: {other:?}"),
+        }
+        match ctx.handle.store.head(&path).await {
+            Err(cache::object_store::Error::NotFound { .. }) => {}
+            other => bail!("{file_name}: a refused upload left an object: {other:?}"),
+        }
+    }
+    Ok(())
 }
 
 async fn tombstone_move(ctx: &Ctx, name: &str) -> Result<()> {

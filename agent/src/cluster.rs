@@ -110,7 +110,7 @@ pub fn metastore_transport(s: &Settings, node: u64) -> anyhow::Result<(Transport
     // partition replication and request forwarding share the endpoint
     // (and its mutual TLS)
     quic.service_alpns = vec![
-        gateway::replication::service::ALPN.to_vec(),
+        dataplane::partition::replication::service::ALPN.to_vec(),
         gateway::forward::ALPN.to_vec(),
     ];
     let bootstrap = if c.is_voter(node) {

@@ -448,7 +448,7 @@ pub struct Settings {
     /// (name, password) to create at start.
     pub admin_user: Option<(String, String)>,
     /// ACL authorization: on when clients authenticate.
-    pub authz: gateway::authz::AuthzConfig,
+    pub authz: dataplane::policy::authz::AuthzConfig,
     /// How OAUTHBEARER tokens are checked, with that mechanism on.
     pub oauthbearer: Option<gateway::sasl::oauthbearer::OAuthConfig>,
     /// connections.max.reauth.ms; `None` for 0.
@@ -758,7 +758,7 @@ impl Settings {
         if let Some((name, _)) = &admin_user {
             superusers.push(format!("User:{name}"));
         }
-        let authz = gateway::authz::AuthzConfig {
+        let authz = dataplane::policy::authz::AuthzConfig {
             enabled: !sasl_mechanisms.is_empty()
                 || kafka_tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
             superusers,

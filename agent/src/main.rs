@@ -17,12 +17,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use config::{ServeArgs, Settings};
+use dataplane::group::engine::GroupLimits;
+use dataplane::partition::replication::manager::ReplicationSettings;
+use dataplane::topic_config::LogDefaults;
 use gateway::broker::BrokerConfig;
 use gateway::connections::ConnectionLimits;
-use gateway::group::engine::GroupLimits;
 use gateway::native::quic::{NativeCa, NativeTls};
-use gateway::replication::manager::ReplicationSettings;
-use gateway::topic_config::LogDefaults;
 use gateway::{Gateway, GatewayOptions};
 
 /// Keeps element counts declared by hostile frames from aborting the process

@@ -2,10 +2,10 @@
 //! is set; nothing at all otherwise.
 //!
 //! - Traces: the `tracing` spans the gateway and storage make at target
-//!   [`gateway::telemetry::SPAN_TARGET`] (produce, fetch, replicate,
+//!   [`dataplane::telemetry::SPAN_TARGET`] (produce, fetch, replicate,
 //!   cold_read, upload) go through `tracing-opentelemetry` to a batch
 //!   processor. The gateway decides which requests get a span
-//!   ([`gateway::telemetry::set_sample_ratio`]), so the SDK keeps every span
+//!   ([`dataplane::telemetry::set_sample_ratio`]), so the SDK keeps every span
 //!   it is given.
 //! - Metrics: one observable instrument per family of the `/metrics` text,
 //!   whose callback reads that text (rendered at most once per export), so
@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use gateway::prometheus::{parse, Family};
-use gateway::telemetry::SPAN_TARGET;
+use dataplane::telemetry::prometheus::{parse, Family};
+use dataplane::telemetry::SPAN_TARGET;
 use gateway::MetricsText;
 use opentelemetry::metrics::{AsyncInstrument, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;
@@ -100,7 +100,7 @@ fn start(s: &Settings) -> anyhow::Result<Option<(Otel, SpanLayer)>> {
         .with_tracer(tracer.tracer("aerostream"))
         .with_filter(filter_fn(|m| m.target() == SPAN_TARGET))
         .boxed();
-    gateway::telemetry::set_sample_ratio(s.otlp_sample_ratio);
+    dataplane::telemetry::set_sample_ratio(s.otlp_sample_ratio);
     Ok(Some((Otel { tracer, meter }, layer)))
 }
 

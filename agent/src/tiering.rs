@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use cache::{CacheConfig, ColdCache, DiskTierConfig, ObjectStoreHandle, StoreEnv};
-use gateway::backend::disk::DiskLogFactory;
-use gateway::backend::manifest::MetastoreManifest;
-use gateway::backend::tiered::TieredLogFactory;
+use dataplane::backend::disk::DiskLogFactory;
+use dataplane::backend::manifest::MetastoreManifest;
+use dataplane::backend::tiered::TieredLogFactory;
 use gateway::http::HttpExtension;
 use storage::tier::{DeleteMode, EngineConfig, Tier, TierConfig};
 

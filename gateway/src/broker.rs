@@ -10,16 +10,16 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use metastore::{CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
 
-use crate::backend::LogError;
 use crate::connections::{ConnectionLimits, Connections};
 use crate::fetch_session::FetchSessions;
 use crate::forward::client::{ForwardCounters, Forwarder};
-use crate::group::coordinator::Coordinator;
-use crate::group::engine::GroupLimits;
-use crate::partition::{PartitionCounters, PartitionHandle, Partitions};
-use crate::prometheus::write_metric;
-use crate::telemetry::histogram::LatencyHistogram;
-use crate::topic_config;
+use dataplane::backend::LogError;
+use dataplane::group::coordinator::Coordinator;
+use dataplane::group::engine::GroupLimits;
+use dataplane::partition::{PartitionCounters, PartitionHandle, Partitions};
+use dataplane::telemetry::histogram::LatencyHistogram;
+use dataplane::telemetry::prometheus::write_metric;
+use dataplane::topic_config;
 
 /// Broker-level settings (Kafka's server.properties equivalents).
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ pub struct BrokerConfig {
     /// How OAUTHBEARER tokens are checked, when that mechanism is on.
     pub oauthbearer: Option<std::sync::Arc<crate::sasl::oauthbearer::Validator>>,
     /// ACL authorization of Kafka requests.
-    pub authz: crate::authz::AuthzConfig,
+    pub authz: dataplane::policy::authz::AuthzConfig,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -78,7 +78,7 @@ impl Default for BrokerConfig {
             sasl_mechanisms: Vec::new(),
             oauthbearer: None,
             sasl_max_session: None,
-            authz: crate::authz::AuthzConfig::default(),
+            authz: dataplane::policy::authz::AuthzConfig::default(),
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,
             max_request_bytes: 100 * 1024 * 1024,
@@ -320,7 +320,7 @@ pub struct Broker {
     pub groups: Coordinator,
     pub fetch_sessions: FetchSessions,
     /// Client quotas' rate windows on this agent.
-    pub quotas: crate::quota::Quotas,
+    pub quotas: dataplane::policy::quota::Quotas,
     pub metrics: Metrics,
     pub connections: Arc<Connections>,
     /// Forwarded requests, sent and served.
@@ -341,7 +341,7 @@ impl Broker {
     ) -> Self {
         Broker {
             fetch_sessions: FetchSessions::new(config.fetch_session_slots),
-            quotas: crate::quota::Quotas::default(),
+            quotas: dataplane::policy::quota::Quotas::default(),
             connections: Connections::new(config.connections.clone()),
             config,
             catalog,
@@ -411,6 +411,12 @@ impl Broker {
     pub fn leads(&self, p: &PartitionInfo) -> bool {
         p.leader
             .is_some_and(|l| i64::try_from(l) == Ok(i64::from(self.config.node_id)))
+    }
+
+    /// This node's id as the metastore spells it (node ids are never
+    /// negative: the binary refuses one at start).
+    pub fn agent_id(&self) -> metastore::AgentId {
+        u64::try_from(self.config.node_id).unwrap_or(u64::MAX)
     }
 
     /// The replication factor of topics created without one.

@@ -9,9 +9,9 @@ use storage::StorageError;
 
 use metastore::MetaError;
 
-use crate::backend::LogError;
-use crate::group::engine::GroupError;
-use crate::replication::replica_set::NotEnoughReplicas;
+use dataplane::backend::LogError;
+use dataplane::group::engine::GroupError;
+use dataplane::partition::replication::replica_set::NotEnoughReplicas;
 
 /// The Kafka error code for a partition-log failure.
 pub fn log_error(e: &LogError) -> ResponseError {
@@ -19,7 +19,7 @@ pub fn log_error(e: &LogError) -> ResponseError {
         LogError::Storage(s) => storage_error(s),
         LogError::Tier(t) => tier_error(t),
         LogError::NotServing(_) => ResponseError::NotLeaderOrFollower,
-        LogError::NotDurable(_) => ResponseError::KafkaStorageError,
+        LogError::NotDurable(_) | LogError::Read(_) => ResponseError::KafkaStorageError,
         LogError::NotEnoughReplicas(NotEnoughReplicas::Before { .. }) => {
             ResponseError::NotEnoughReplicas
         }
@@ -131,4 +131,29 @@ pub fn group_error(e: GroupError) -> ResponseError {
 /// `error_code` field value for an optional error.
 pub fn code(e: Option<ResponseError>) -> i16 {
     e.map(|e| e.code()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use dataplane::backend::{LogError, NotDurable};
+    use kafka_protocol::ResponseError;
+
+    /// Writes a failed durability point leaves unacknowledged are answered
+    /// with a code clients retry, whatever the cause.
+    #[test]
+    fn writes_that_were_not_made_durable_get_kafka_storage_error() {
+        let cause = Arc::new(LogError::NotServing("closed"));
+        for e in [
+            NotDurable::SyncThreadStopped,
+            NotDurable::SyncFailed(cause.clone()),
+            NotDurable::CloseFailed(cause),
+        ] {
+            assert_eq!(
+                super::log_error(&LogError::NotDurable(e)),
+                ResponseError::KafkaStorageError
+            );
+        }
+    }
 }

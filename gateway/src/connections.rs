@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::prometheus::write_metric;
+use dataplane::telemetry::prometheus::write_metric;
 
 /// Connection limits (Kafka's names where Kafka has the setting).
 #[derive(Debug, Clone)]

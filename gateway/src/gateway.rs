@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::backend::LogFactory;
 use crate::broker::{Broker, BrokerConfig};
-use crate::group::coordinator::Coordinator;
-use crate::partition::Partitions;
 use crate::server;
-use crate::shard::Shards;
+use dataplane::backend::LogFactory;
+use dataplane::group::coordinator::Coordinator;
+use dataplane::partition::Partitions;
+use dataplane::shard::Shards;
 
 /// How to run a gateway.
 #[derive(Clone)]
@@ -175,9 +175,11 @@ impl Gateway {
         let groups = Coordinator::start(config.group.clone(), prefix);
         let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
         let (stop, stop_rx) = watch::channel(false);
-        tokio::spawn(crate::partition::hw_checkpoint::run(
-            broker.clone(),
-            crate::partition::hw_checkpoint::INTERVAL,
+        tokio::spawn(dataplane::partition::hw_checkpoint::run(
+            broker.catalog.clone(),
+            broker.partitions.clone(),
+            broker.agent_id(),
+            dataplane::partition::hw_checkpoint::INTERVAL,
             stop_rx.clone(),
         ));
         let kafka_tls = opts.kafka_tls.as_ref().map(|t| t.acceptor());
@@ -222,7 +224,12 @@ impl Gateway {
         // the bounded per-partition and per-group series come first, then
         // what the binary adds
         let mut http_extensions: Vec<Arc<dyn crate::http::HttpExtension>> =
-            vec![Arc::new(crate::telemetry::Series::new(broker.clone()))];
+            vec![Arc::new(dataplane::telemetry::Series::new(
+                broker.catalog.clone(),
+                broker.partitions.clone(),
+                broker.agent_id(),
+                broker.config.metrics_max_series,
+            ))];
         http_extensions.extend(opts.http_extensions.iter().cloned());
         let http_addr = match opts.http_addr {
             Some(addr) => {
@@ -285,19 +292,20 @@ impl Gateway {
 
     /// Replicates partitions with the other agents of the cluster: serves
     /// followers' fetches on the metastore's cluster endpoint (which must
-    /// offer [`crate::replication::service::ALPN`]) and keeps every local
+    /// offer [`dataplane::partition::replication::service::ALPN`]) and keeps every local
     /// replica leading or following as the metastore says. Partitions
     /// opened from now on refuse writes until their role is known.
     pub fn start_replication(
         &self,
-        settings: crate::replication::manager::ReplicationSettings,
-    ) -> Result<crate::replication::manager::ReplicaManager, metastore::MetaError> {
+        settings: dataplane::partition::replication::manager::ReplicationSettings,
+    ) -> Result<dataplane::partition::replication::manager::ReplicaManager, metastore::MetaError>
+    {
         let b = &self.broker;
         let me =
             u64::try_from(b.config.node_id).map_err(|_| metastore::MetaError::InvalidSettings {
                 reason: "a node id must not be negative".into(),
             })?;
-        crate::replication::manager::ReplicaManager::start(
+        dataplane::partition::replication::manager::ReplicaManager::start(
             me,
             b.catalog.clone(),
             b.partitions.clone(),

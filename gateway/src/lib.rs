@@ -35,8 +35,6 @@
 
 pub mod admin;
 pub mod alloc;
-pub mod authz;
-pub mod backend;
 pub mod broker;
 pub mod brokers;
 pub mod codes;
@@ -44,23 +42,15 @@ pub mod connections;
 pub mod console;
 pub mod fetch_session;
 pub mod forward;
-pub mod group;
 pub mod http;
 pub mod kafka;
 pub mod kafka_tls;
 pub mod native;
-pub mod partition;
-pub mod prometheus;
-pub mod quota;
-pub mod replication;
 pub mod rest;
 pub mod sasl;
 pub mod server;
-pub mod shard;
-pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod topic_config;
 
 mod gateway;
 

@@ -6,8 +6,8 @@
 mod common;
 
 use bytes::Bytes;
+use dataplane::telemetry::prometheus::{parse, Family};
 use gateway::broker::BrokerConfig;
-use gateway::prometheus::{parse, Family};
 use gateway::testing::{record_batch, Backends, Logs};
 use gateway::{Gateway, GatewayOptions};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;

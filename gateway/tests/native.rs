@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use dataplane::group::engine::GroupLimits;
 use gateway::broker::BrokerConfig;
-use gateway::group::engine::GroupLimits;
 use gateway::native::quic::NativeCa;
 use gateway::testing::{record_batch, Backends, Logs};
 use gateway::{Gateway, GatewayOptions};
@@ -2346,7 +2346,7 @@ async fn start_secured(
             ],
             sasl_max_session: session,
             oauthbearer: Some(Arc::new(oauth)),
-            authz: gateway::authz::AuthzConfig {
+            authz: dataplane::policy::authz::AuthzConfig {
                 enabled: true,
                 superusers: vec!["User:admin".into()],
                 allow_if_no_acl: false,

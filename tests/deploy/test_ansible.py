@@ -154,8 +154,8 @@ def test_shards_and_interrupts_get_separate_cpus(applied):
     config = tomllib.loads((applied["root"] / "etc/aerostream/config.toml").read_text())
     cpus = os.cpu_count()
     assert config["shards"] == cpus - 1
-    # shards pin themselves to CPUs 0..shards-1 (gateway/src/shard.rs); irqbalance keeps off them
-    shard_rs = (ANSIBLE.parent / "gateway/src/shard.rs").read_text()
+    # shards pin themselves to CPUs 0..shards-1 (dataplane/src/shard.rs); irqbalance keeps off them
+    shard_rs = (ANSIBLE.parent / "dataplane/src/shard.rs").read_text()
     assert re.search(r"for i in 0\.\.n \{.*?pin_to_core\(i\)", shard_rs, re.S), \
         "shards no longer pin shard i to CPU i: the CPU placement of the tuning role must follow"
     irq = (applied["root"] / "etc/default/irqbalance").read_text()

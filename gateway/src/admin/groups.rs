@@ -11,8 +11,8 @@ use kafka_protocol::messages::ConsumerProtocolAssignment;
 use kafka_protocol::protocol::Decodable;
 
 use crate::broker::Broker;
-use crate::group::coordinator::CoordinatorGone;
-use crate::group::engine::{GroupState, MemberDescription};
+use dataplane::group::coordinator::CoordinatorGone;
+use dataplane::group::engine::{GroupState, MemberDescription};
 
 /// Kafka's state name of a group nobody knows.
 pub const DEAD: &str = "Dead";

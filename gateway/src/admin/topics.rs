@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use metastore::{AgentId, CreateTopic, MetaError, TopicInfo};
 
 use crate::broker::{Broker, Unavailable};
-use crate::partition::OffsetQuery;
-use crate::topic_config::{self, ConfigType};
+use dataplane::partition::OffsetQuery;
+use dataplane::topic_config::{self, ConfigType};
 
 /// A topic to create. `None` takes the broker's default (`num.partitions`,
 /// `default.replication.factor`); explicit `assignments` (replicas per

@@ -33,9 +33,9 @@ use base64::Engine;
 use metastore::acl::{AclOperation, ResourceType};
 
 use super::HttpState;
-use crate::authz::{Requester, CLUSTER_RESOURCE};
 use crate::broker::Broker;
 use crate::rest::ApiError;
+use dataplane::policy::authz::{Requester, CLUSTER_RESOURCE};
 
 /// Paths open without a login.
 const OPEN: [&str; 3] = ["/health", "/healthz", "/metrics"];
@@ -196,7 +196,7 @@ pub(super) async fn require_login(
         AclOperation::Alter
     };
     let allowed = b.catalog.read(|s| {
-        crate::authz::decide(
+        dataplane::policy::authz::decide(
             config,
             s.acls(),
             Requester::new(&who, &host),

@@ -19,6 +19,17 @@ pub trait HttpExtension: Send + Sync + 'static {
     }
 }
 
+/// The bounded per-partition and per-group series: figures only.
+impl HttpExtension for dataplane::telemetry::Series {
+    fn metrics(&self) -> String {
+        self.render()
+    }
+
+    fn handle(&self, _target: &str) -> Option<(u16, String)> {
+        None
+    }
+}
+
 /// What every HTTP handler shares.
 #[derive(Clone)]
 pub struct HttpState {

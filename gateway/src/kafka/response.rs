@@ -16,7 +16,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use crate::backend::Records;
+use dataplane::backend::Records;
 
 /// One piece of a response frame.
 #[derive(Debug)]

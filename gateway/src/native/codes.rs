@@ -4,7 +4,7 @@
 
 use sdk::proto::ErrorCode;
 
-use crate::group::engine::GroupError;
+use dataplane::group::engine::GroupError;
 
 /// The native code for a Kafka error code.
 pub fn from_kafka(code: i16) -> ErrorCode {

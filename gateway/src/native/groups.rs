@@ -1,6 +1,6 @@
 //! Consumer groups over the native protocol: FindCoordinator, JoinGroup,
 //! Heartbeat and LeaveGroup, served by the broker's group coordinator
-//! (`crate::group`), the one Kafka's JoinGroup, SyncGroup, Heartbeat and
+//! (`dataplane::group`), the one Kafka's JoinGroup, SyncGroup, Heartbeat and
 //! LeaveGroup use. Native groups therefore live in the same group store as
 //! Kafka's: DescribeGroups and ListGroups show them, and their offsets are
 //! the group's offsets Kafka tools read.
@@ -34,8 +34,8 @@ use sdk::proto::{self, ErrorCode};
 use super::codes::from_group;
 use crate::broker::Broker;
 use crate::brokers;
-use crate::group::engine::{GroupError, JoinRequest, JoinedMember, SyncRequest};
 use crate::kafka::api::{s, Client};
+use dataplane::group::engine::{GroupError, JoinRequest, JoinedMember, SyncRequest};
 
 /// Kafka's protocol type of consumer groups: Kafka tools decode the
 /// members' metadata and assignments as consumer-protocol messages.

@@ -78,7 +78,7 @@ pub(super) fn hello(b: &Broker, op: u8, body: Bytes) -> Result<Settled, ErrorFra
     let mut session = Session {
         client_id: Arc::from(h.client_id.as_str()),
         version,
-        principal: Arc::from(crate::authz::ANONYMOUS),
+        principal: Arc::from(dataplane::policy::authz::ANONYMOUS),
         expires: None,
     };
     let answer = frame_of(&proto::HelloResponse {
@@ -394,7 +394,7 @@ async fn metadata(b: &Broker, c: &Client, m: proto::Metadata) -> proto::Metadata
                             c,
                             Op::Create,
                             Rt::Cluster,
-                            crate::authz::CLUSTER_RESOURCE,
+                            dataplane::policy::authz::CLUSTER_RESOURCE,
                         )) =>
                 {
                     b.auto_create(name).await
@@ -655,7 +655,7 @@ async fn fetch(b: &Broker, c: &Client, client_id: &str, f: proto::Fetch) -> Resp
         for p in &t.partitions {
             let r = records
                 .next()
-                .unwrap_or_else(crate::backend::Records::empty);
+                .unwrap_or_else(dataplane::backend::Records::empty);
             let part = proto::PartitionFetched {
                 partition: u32::try_from(p.partition_index).unwrap_or(u32::MAX),
                 error: refine(b, name, p.error_code),

@@ -346,7 +346,7 @@ impl Served {
             let r = records
                 .into_iter()
                 .next()
-                .unwrap_or_else(crate::backend::Records::empty);
+                .unwrap_or_else(dataplane::backend::Records::empty);
             if r.is_empty() {
                 if self.broker.is_shutting_down() {
                     ending.error = ErrorCode::NOT_AVAILABLE;

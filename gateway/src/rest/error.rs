@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::broker::Unavailable;
-use crate::group::coordinator::CoordinatorGone;
+use dataplane::group::coordinator::CoordinatorGone;
 
 /// The body of every error answer.
 #[derive(Debug, Serialize, ToSchema)]

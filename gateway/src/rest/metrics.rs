@@ -15,7 +15,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::http::extension::HttpState;
-use crate::telemetry::{LatencyHistogram, BOUNDS_MICROS};
+use dataplane::telemetry::{LatencyHistogram, BOUNDS_MICROS};
 
 /// A latency histogram: counts per bucket since the agent started.
 #[derive(Debug, Serialize, ToSchema)]
@@ -138,7 +138,7 @@ pub async fn get_metrics(State(st): State<HttpState>) -> Json<MetricsView> {
     let closed = load(&m.connections_closed);
     Json(MetricsView {
         node_id: b.config.node_id,
-        at_ms: crate::partition::now_ms(),
+        at_ms: dataplane::partition::now_ms(),
         produced_bytes: load(&m.produced_bytes),
         produced_records,
         fetched_bytes: load(&m.fetched_bytes),

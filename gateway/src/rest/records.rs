@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::unavailable;
 use super::{ApiError, ErrorBody};
 use crate::http::extension::HttpState;
-use crate::partition::OffsetQuery;
+use dataplane::partition::OffsetQuery;
 
 /// Records answered at most per request.
 const MAX_LIMIT: usize = 1000;

@@ -10,9 +10,9 @@ use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 
 use super::test_support::*;
-use crate::authz::AuthzConfig;
 use crate::broker::{Broker, BrokerConfig};
 use crate::testing::{Logs, TestBroker};
+use dataplane::policy::authz::AuthzConfig;
 
 on_every_backend!(acls_decide_what_a_principal_may_do);
 

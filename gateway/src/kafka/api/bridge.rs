@@ -14,9 +14,9 @@ use kafka_protocol::messages::{
 };
 
 use super::{Client, RequestContext};
-use crate::backend::Records;
 use crate::broker::{Broker, Metrics};
-use crate::quota::Traffic;
+use dataplane::backend::Records;
+use dataplane::policy::quota::Traffic;
 
 fn ctx(client: &Client, client_id: &str, api_version: i16) -> RequestContext {
     RequestContext {

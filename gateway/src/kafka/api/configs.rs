@@ -19,7 +19,7 @@ use super::{msg, s, RequestContext};
 use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
-use crate::topic_config::{self, ConfigType};
+use dataplane::topic_config::{self, ConfigType};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::{ConfigOp, MetaError};
 

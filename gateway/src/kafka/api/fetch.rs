@@ -24,13 +24,13 @@ use super::{s, DispatchError, RequestContext};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::{AgentId, TopicInfo};
 
-use crate::backend::{LogError, Records};
 use crate::broker::{Broker, Metrics, Unavailable};
 use crate::codes;
 use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
 use crate::kafka::response::{marker, splice_records, ResponseFrame};
-use crate::partition::{PartitionHandle, ReadResult};
-use crate::telemetry::sampling::{sampled, SPAN_TARGET};
+use dataplane::backend::{LogError, Records};
+use dataplane::partition::{PartitionHandle, ReadResult};
+use dataplane::telemetry::sampling::{sampled, SPAN_TARGET};
 use tracing::Instrument;
 
 #[path = "fetch_forward.rs"]

@@ -27,10 +27,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{long_poll, Item, Outcome};
-use crate::backend::Records;
 use crate::broker::Broker;
 use crate::forward::client::Forwarder;
 use crate::kafka::api::RequestContext;
+use dataplane::backend::Records;
 
 /// The Fetch version of forwarded reads: names topics, so any client
 /// version's request can be forwarded.

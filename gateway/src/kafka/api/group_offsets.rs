@@ -21,7 +21,7 @@ use super::{s, RequestContext};
 use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
-use crate::partition::now_ms;
+use dataplane::partition::now_ms;
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::OffsetCommit;
 

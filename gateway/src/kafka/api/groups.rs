@@ -21,7 +21,7 @@ use crate::admin;
 use crate::broker::Broker;
 use crate::brokers;
 use crate::codes;
-use crate::group::engine::{GroupError, JoinRequest, SyncRequest};
+use dataplane::group::engine::{GroupError, JoinRequest, SyncRequest};
 use metastore::acl::{AclOperation, ResourceType};
 
 const GONE: ResponseError = ResponseError::CoordinatorNotAvailable;

@@ -14,7 +14,7 @@ use super::{s, RequestContext};
 use crate::broker::{Broker, BrokerConfig};
 use crate::brokers;
 use crate::codes;
-use crate::topic_config;
+use dataplane::topic_config;
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::{MetaError, TopicInfo};
 

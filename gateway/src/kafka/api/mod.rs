@@ -35,9 +35,9 @@ use metastore::acl::{AclOperation, ResourceType};
 
 use super::response::ResponseFrame;
 use super::versions;
-use crate::authz::{Requester, ANONYMOUS, CLUSTER_RESOURCE};
 use crate::broker::{Broker, Metrics};
-use crate::quota::Traffic;
+use dataplane::policy::authz::{Requester, ANONYMOUS, CLUSTER_RESOURCE};
+use dataplane::policy::quota::Traffic;
 
 /// The connection a request arrived on.
 #[derive(Debug, Clone)]
@@ -106,9 +106,9 @@ impl RequestContext {
             return true;
         }
         let who = Requester::new(&self.principal, &self.client_host);
-        broker
-            .catalog
-            .read(|s| crate::authz::decide(config, s.acls(), who, operation, resource_type, name))
+        broker.catalog.read(|s| {
+            dataplane::policy::authz::decide(config, s.acls(), who, operation, resource_type, name)
+        })
     }
 
     /// Whether the client may perform `operation` on at least one resource
@@ -126,7 +126,13 @@ impl RequestContext {
         let who = Requester::new(&self.principal, &self.client_host);
         broker.catalog.read(|s| {
             let all: Vec<&metastore::acl::AclBinding> = s.acls().collect();
-            crate::authz::decide_on_some(config, all.iter().copied(), who, operation, resource_type)
+            dataplane::policy::authz::decide_on_some(
+                config,
+                all.iter().copied(),
+                who,
+                operation,
+                resource_type,
+            )
         })
     }
 
@@ -407,7 +413,7 @@ pub(crate) fn quota_wait(
         if table.is_empty() {
             return None;
         }
-        crate::quota::applicable(table, traffic, user, &ctx.client_id)
+        dataplane::policy::quota::applicable(table, traffic, user, &ctx.client_id)
     });
     let Some((entity, limit)) = quota else {
         return 0;

@@ -18,7 +18,7 @@ use kafka_protocol::ResponseError;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::codes;
-use crate::partition::{OffsetQuery, PartitionHandle};
+use dataplane::partition::{OffsetQuery, PartitionHandle};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::TopicInfo;
 

@@ -170,10 +170,13 @@ async fn two_batches_for_one_partition_are_refused_and_nothing_is_written(logs: 
 async fn a_partition_this_node_does_not_lead_refuses_produce_and_fetch(logs: Logs) {
     let t = TestBroker::start(logs).await;
     create(&t.broker, "led", 1).await;
-    let other = t.backends.broker(BrokerConfig {
-        node_id: 2,
-        ..BrokerConfig::default()
-    });
+    let other = crate::testing::broker(
+        &t.backends,
+        BrokerConfig {
+            node_id: 2,
+            ..BrokerConfig::default()
+        },
+    );
     let resp = produce(&other, "led", batch(&["x"], None, Compression::None)).await;
     assert_eq!(resp.error_code, 6, "NOT_LEADER_OR_FOLLOWER");
     let fetched: FetchResponse = call(&other, ApiKey::Fetch, 12, &fetch_req("led", 0, 0, 1)).await;

@@ -14,10 +14,12 @@ use super::command::{
     OffsetQuery, ReadResult, ReplicaPosition, TaskOffsets, TaskRead,
 };
 use super::{now_ms, PartitionCounters};
-use crate::backend::{Appended, LocalRead, LogBackend, LogError, LogSettings, TimestampOffset};
-use crate::replication::divergence::{self, LeaderLog};
-use crate::replication::replica_set::ReplicaSet;
-use kafka_protocol::ResponseError;
+use crate::backend::{
+    Appended, LocalRead, LogBackend, LogError, LogSettings, NotDurable, TimestampOffset,
+};
+use crate::partition::replication::divergence::{self, LeaderLog};
+use crate::partition::replication::replica_set::ReplicaSet;
+use crate::partition::replication::wire::Refusal;
 use storage::tier::PartitionKey;
 
 /// An acks=all append waiting for the high watermark.
@@ -287,7 +289,7 @@ impl Task {
         self.syncing = None;
         let recorded = match done {
             Ok(done) => self.log.sync_done(done),
-            Err(_) => Err(LogError::NotDurable("the fdatasync thread stopped".into())),
+            Err(_) => Err(NotDurable::SyncThreadStopped.into()),
         };
         match recorded {
             Ok(_) => {
@@ -298,7 +300,7 @@ impl Task {
                 // A failed durability point takes the log offline (storage's
                 // contract): acknowledged bytes may not be durable.
                 self.mark_offline(&e);
-                self.fail_waiting(&e);
+                self.fail_waiting(Arc::new(e));
             }
         }
     }
@@ -326,15 +328,14 @@ impl Task {
         }
     }
 
-    fn fail_waiting(&mut self, e: &LogError) {
+    fn fail_waiting(&mut self, e: Arc<LogError>) {
         if self.waiting.is_empty() {
             tracing::error!(error = %e, "making appended data durable failed");
             return;
         }
         tracing::error!(error = %e, waiting = self.waiting.len(), "making appended data durable failed; waiting acks=all producers get an error");
-        let reason = e.to_string();
         for w in self.waiting.drain(..) {
-            let _ = w.reply.send(Err(LogError::NotDurable(reason.clone())));
+            let _ = w.reply.send(Err(NotDurable::SyncFailed(e.clone()).into()));
         }
     }
 
@@ -349,14 +350,21 @@ impl Task {
             self.finish_sync(done);
         }
         let waiting = std::mem::take(&mut self.waiting);
-        let closed = self.log.close();
-        for w in waiting {
-            let _ = w.reply.send(match &closed {
-                Ok(()) => Ok(w.answer),
-                Err(e) => Err(LogError::NotDurable(e.to_string())),
-            });
+        match self.log.close() {
+            Ok(()) => {
+                for w in waiting {
+                    let _ = w.reply.send(Ok(w.answer));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                for w in waiting {
+                    let _ = w.reply.send(Err(NotDurable::CloseFailed(e.clone()).into()));
+                }
+                Err(NotDurable::CloseFailed(e).into())
+            }
         }
-        closed
     }
 
     fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<TaskRead, LogError> {
@@ -504,19 +512,19 @@ impl Task {
             diverging: None,
             records: bytes::Bytes::new(),
         };
-        let refuse = |mut a: FollowerFetchAnswer, e: ResponseError| {
+        let refuse = |mut a: FollowerFetchAnswer, e: Refusal| {
             a.error = e.code();
             a
         };
         let epoch = match &self.role {
             Role::Leader(l) => l.set.leader_epoch(),
-            _ => return refuse(answer, ResponseError::NotLeaderOrFollower),
+            _ => return refuse(answer, Refusal::NotLeaderOrFollower),
         };
         if f.leader_epoch < epoch {
-            return refuse(answer, ResponseError::FencedLeaderEpoch);
+            return refuse(answer, Refusal::FencedLeaderEpoch);
         }
         if f.leader_epoch > epoch {
-            return refuse(answer, ResponseError::UnknownLeaderEpoch);
+            return refuse(answer, Refusal::UnknownLeaderEpoch);
         }
         let leader_log = LeaderLog {
             epoch_end: self.log.epoch_end_offset(f.last_fetched_epoch),
@@ -529,7 +537,7 @@ impl Task {
             return answer;
         }
         if f.fetch_offset < local_start || f.fetch_offset > log_end {
-            return refuse(answer, ResponseError::OffsetOutOfRange);
+            return refuse(answer, Refusal::OffsetOutOfRange);
         }
         let now = now_ms();
         if let Role::Leader(l) = &mut self.role {
@@ -537,7 +545,7 @@ impl Task {
                 .on_fetch(f.follower, f.fetch_offset, log_end, now)
                 .is_err()
             {
-                return refuse(answer, ResponseError::NotLeaderOrFollower);
+                return refuse(answer, Refusal::NotLeaderOrFollower);
             }
         }
         self.advance_hw();
@@ -547,16 +555,14 @@ impl Task {
             .log
             .read(f.fetch_offset, f.max_bytes, true, log_end)
             .and_then(|r| match r {
-                LocalRead::Records(r) => r
-                    .to_bytes()
-                    .map_err(|e| LogError::NotDurable(format!("reading for a follower: {e}"))),
+                LocalRead::Records(r) => r.to_bytes().map_err(LogError::Read),
                 LocalRead::Tiered => Ok(bytes::Bytes::new()),
             });
         match read {
             Ok(records) => answer.records = records,
             Err(e) => {
                 tracing::warn!(error = %e, "reading for a follower failed");
-                return refuse(answer, ResponseError::KafkaStorageError);
+                return refuse(answer, Refusal::KafkaStorageError);
             }
         }
         answer

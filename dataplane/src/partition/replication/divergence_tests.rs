@@ -1,5 +1,5 @@
 use super::*;
-use crate::replication::fetcher::truncation_point;
+use crate::partition::replication::fetcher::truncation_point;
 
 fn leader(epoch_end: Option<(i32, i64)>, latest_epoch: Option<i32>, log_end: i64) -> LeaderLog {
     LeaderLog {

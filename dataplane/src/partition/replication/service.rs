@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kafka_protocol::ResponseError;
 use metastore::network::services::{ClusterService, PeerCertificate};
 use storage::tier::PartitionKey;
 
-use super::wire::{self, FetchRequest, FetchResponse, FetchedPartition};
+use super::wire::{self, FetchRequest, FetchResponse, FetchedPartition, Refusal};
 use crate::partition::{FollowerFetch, PartitionHandle, Partitions};
 
 /// The ALPN name of replica fetches on the cluster endpoint.
@@ -78,7 +77,7 @@ impl ReplicaService {
             let mut out = FetchedPartition {
                 topic_id: p.topic_id,
                 partition: p.partition,
-                error: ResponseError::NotLeaderOrFollower.code(),
+                error: Refusal::NotLeaderOrFollower.code(),
                 high_watermark: -1,
                 log_start_offset: -1,
                 diverging: None,

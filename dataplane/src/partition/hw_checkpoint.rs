@@ -8,22 +8,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use metastore::{AgentId, Metastore};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::broker::Broker;
+use crate::partition::Partitions;
 
 /// How often moved high watermarks are written.
 pub const INTERVAL: Duration = Duration::from_secs(5);
 
 /// High watermarks of partitions this agent leads, open here, that are
 /// ahead of what the metastore holds.
-pub fn moved(b: &Broker) -> Vec<(Uuid, i32, i64)> {
+pub fn moved(catalog: &Metastore, partitions: &Partitions, node: AgentId) -> Vec<(Uuid, i32, i64)> {
     let mut out = Vec::new();
-    for t in b.catalog.topics() {
-        for p in t.partitions.iter().filter(|p| b.leads(p)) {
-            let Some(h) = b.partitions.get_open(PartitionKey::new(t.id, p.index)) else {
+    for t in catalog.topics() {
+        for p in t.partitions.iter().filter(|p| p.leader == Some(node)) {
+            let Some(h) = partitions.get_open(PartitionKey::new(t.id, p.index)) else {
                 continue;
             };
             let hw = *h.high_watermark().borrow();
@@ -36,7 +37,13 @@ pub fn moved(b: &Broker) -> Vec<(Uuid, i32, i64)> {
 }
 
 /// Writes moved high watermarks every `every` until `stop` turns true.
-pub async fn run(b: Arc<Broker>, every: Duration, mut stop: watch::Receiver<bool>) {
+pub async fn run(
+    catalog: Metastore,
+    partitions: Arc<Partitions>,
+    node: AgentId,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -44,11 +51,11 @@ pub async fn run(b: Arc<Broker>, every: Duration, mut stop: watch::Receiver<bool
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let entries = moved(&b);
+        let entries = moved(&catalog, &partitions, node);
         if entries.is_empty() {
             continue;
         }
-        if let Err(e) = b.catalog.checkpoint_high_watermarks(entries).await {
+        if let Err(e) = catalog.checkpoint_high_watermarks(entries).await {
             // the next tick tries again with whatever moved by then
             tracing::debug!(error = %e, "could not record high watermarks");
         }

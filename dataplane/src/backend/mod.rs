@@ -186,10 +186,29 @@ pub enum LogError {
     /// A durability point failed: the log is offline and acks=all writes
     /// waiting for it are not acknowledged.
     #[error("the write could not be made durable: {0}")]
-    NotDurable(String),
+    NotDurable(#[from] NotDurable),
+    /// Reading what the log holds failed (the file could not be read).
+    #[error("reading the log failed: {0}")]
+    Read(#[source] std::io::Error),
     /// Too few in-sync replicas for an acks=all write.
     #[error(transparent)]
-    NotEnoughReplicas(#[from] crate::replication::replica_set::NotEnoughReplicas),
+    NotEnoughReplicas(#[from] crate::partition::replication::replica_set::NotEnoughReplicas),
+}
+
+/// Why appended data was not made durable. Every write waiting for the
+/// same durability point gets the same cause, hence the shared [`Arc`].
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotDurable {
+    /// The blocking thread running the fdatasync went away before it
+    /// answered (the runtime is shutting down).
+    #[error("the fdatasync thread stopped before it answered")]
+    SyncThreadStopped,
+    /// The fdatasync, or recording its outcome, failed.
+    #[error("a durability point failed: {0}")]
+    SyncFailed(std::sync::Arc<LogError>),
+    /// Closing the log (its last fsync) failed.
+    #[error("closing the log failed: {0}")]
+    CloseFailed(std::sync::Arc<LogError>),
 }
 
 impl From<TierError> for LogError {

@@ -19,14 +19,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::ResponseError;
 use metastore::{AgentId, Metastore};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
 use tracing::Instrument;
 
 use super::service::ALPN;
-use super::wire::{self, Diverging, FetchPartition, FetchRequest, FetchResponse, FetchedPartition};
+use super::wire::{
+    self, Diverging, FetchPartition, FetchRequest, FetchResponse, FetchedPartition, Refusal,
+};
 use crate::partition::{PartitionCounters, PartitionHandle};
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 
@@ -240,7 +241,7 @@ async fn apply(meta: &Metastore, f: &Followed, p: FetchedPartition) -> bool {
                 .await
                 .map(|_| true),
         }
-    } else if p.error == ResponseError::OffsetOutOfRange.code() && p.log_start_offset >= 0 {
+    } else if p.error == Refusal::OffsetOutOfRange.code() && p.log_start_offset >= 0 {
         match f.handle.position().await {
             // fell below what the leader keeps locally: restart there, or
             // where object storage ends if that is later

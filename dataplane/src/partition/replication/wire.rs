@@ -73,11 +73,36 @@ pub struct Diverging {
     pub end_offset: i64,
 }
 
+/// Why a leader refused a follower's fetch of one partition. The numbers
+/// are part of the replication wire and never reused; they are Kafka's error
+/// codes for the same conditions, so an operator reads them alike in logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i16)]
+pub enum Refusal {
+    /// The fetch offset is outside what the leader keeps locally.
+    OffsetOutOfRange = 1,
+    /// This agent does not lead the partition.
+    NotLeaderOrFollower = 6,
+    /// The leader could not read its own log.
+    KafkaStorageError = 56,
+    /// The follower's leader epoch is older than the leader's.
+    FencedLeaderEpoch = 74,
+    /// The follower's leader epoch is newer than the leader's.
+    UnknownLeaderEpoch = 75,
+}
+
+impl Refusal {
+    /// The number sent on the wire.
+    pub const fn code(self) -> i16 {
+        self as i16
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchedPartition {
     pub topic_id: Uuid,
     pub partition: i32,
-    /// A Kafka error code (0: none).
+    /// A [`Refusal`] code (0: none).
     pub error: i16,
     pub high_watermark: i64,
     pub log_start_offset: i64,

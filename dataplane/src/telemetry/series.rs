@@ -14,16 +14,21 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use crate::broker::Broker;
-use crate::http::HttpExtension;
-use crate::prometheus::{write_family, write_sample};
+use metastore::{AgentId, Metastore};
+
+use crate::partition::Partitions;
+use crate::telemetry::prometheus::{write_family, write_sample};
 
 /// The label value of the series that sums everything past the cap.
 pub const OTHER: &str = "other";
 
-/// The `/metrics` extension that renders the bounded series.
+/// The bounded series of one agent's open partitions and of the groups'
+/// lag on the partitions it leads.
 pub struct Series {
-    broker: Arc<Broker>,
+    catalog: Metastore,
+    open: Arc<Partitions>,
+    node: AgentId,
+    max_series: usize,
     /// Keys with series of their own, admitted in the order scrapes saw them.
     partitions: Mutex<HashSet<(Arc<str>, i32)>>,
     groups: Mutex<HashSet<(String, String)>>,
@@ -70,9 +75,19 @@ fn admit<K: Ord + Clone + std::hash::Hash>(
 }
 
 impl Series {
-    pub fn new(broker: Arc<Broker>) -> Self {
+    /// Series of `open`'s partitions and of lag on those `node` leads, at
+    /// most `max_series` of each kind.
+    pub fn new(
+        catalog: Metastore,
+        open: Arc<Partitions>,
+        node: AgentId,
+        max_series: usize,
+    ) -> Self {
         Series {
-            broker,
+            catalog,
+            open,
+            node,
+            max_series,
             partitions: Mutex::default(),
             groups: Mutex::default(),
         }
@@ -80,8 +95,8 @@ impl Series {
 
     /// Prometheus text of the per-partition and per-group series.
     pub fn render(&self) -> String {
-        let cap = self.broker.config.metrics_max_series;
-        let handles = self.broker.partitions.open_handles();
+        let cap = self.max_series;
+        let handles = self.open.open_handles();
         let mut rows: BTreeMap<(Arc<str>, i32), Row> = BTreeMap::new();
         for h in &handles {
             let s = h.stats();
@@ -177,14 +192,14 @@ impl Series {
     /// committed offset, summed over the topic's partitions this node leads
     /// (each leader reports its own partitions).
     fn render_lag(&self, out: &mut String, rows: &BTreeMap<(Arc<str>, i32), Row>, cap: usize) {
-        let catalog = &self.broker.catalog;
+        let catalog = &self.catalog;
         let mut led: HashMap<(&str, i32), u64> = HashMap::new();
         for ((topic, partition), r) in rows {
             let leads = catalog.topic(topic).is_some_and(|t| {
                 usize::try_from(*partition)
                     .ok()
                     .and_then(|i| t.partitions.get(i))
-                    .is_some_and(|p| self.broker.leads(p))
+                    .is_some_and(|p| p.leader == Some(self.node))
             });
             if leads {
                 led.insert((topic, *partition), r.high_watermark);
@@ -223,16 +238,6 @@ impl Series {
         if let Some(v) = other {
             write_sample(out, name, &[("group", OTHER), ("topic", OTHER)], v);
         }
-    }
-}
-
-impl HttpExtension for Series {
-    fn metrics(&self) -> String {
-        self.render()
-    }
-
-    fn handle(&self, _target: &str) -> Option<(u16, String)> {
-        None
     }
 }
 

@@ -37,6 +37,7 @@ mod command;
 mod handle;
 pub mod hw_checkpoint;
 mod registry;
+pub mod replication;
 mod task;
 
 use std::sync::atomic::AtomicU64;

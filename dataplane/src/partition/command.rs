@@ -6,8 +6,8 @@ use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::{Appended, LogError, LogSettings, Records, TimestampOffset};
-use crate::replication::replica_set::{Assignment, IsrChange};
-use crate::replication::wire::Diverging;
+use crate::partition::replication::replica_set::{Assignment, IsrChange};
+use crate::partition::replication::wire::Diverging;
 
 /// What a producer asked to wait for (`acks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,8 @@
 //!   backends, local segments and local segments sealed to object storage.
 //! - [`group`]: the consumer group coordinator, a task driving the pure
 //!   [`group::engine::GroupEngine`].
+//! - [`node`]: one agent's data plane as the front ends hold it, and
+//!   [`topics`]: the topic operations every front end shares.
 //! - [`topic_config`]: topic settings, validated and turned into log settings.
 //! - [`policy`]: ACL authorization and client quotas.
 //! - [`telemetry`]: latency histograms, per-partition counters, trace
@@ -42,6 +44,7 @@
 
 pub mod backend;
 pub mod group;
+pub mod node;
 pub mod partition;
 pub mod policy;
 pub mod shard;
@@ -49,3 +52,4 @@ pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod topic_config;
+pub mod topics;

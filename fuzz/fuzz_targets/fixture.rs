@@ -27,7 +27,7 @@ pub fn fixture() -> &'static Fixture {
         // a SCRAM user for the SASL inputs of kafka_request
         for m in gateway::sasl::ScramMechanism::ALL {
             let c = gateway::sasl::scram::credential(m, "fuzz-password", 4096).expect("salt");
-            rt.block_on(broker.broker.catalog.upsert_scram_credential("fuzz", m, c))
+            rt.block_on(broker.broker.node.catalog.upsert_scram_credential("fuzz", m, c))
                 .expect("credential");
         }
         let client = Client::direct("/127.0.0.1".into(), 1);

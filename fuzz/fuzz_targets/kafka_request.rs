@@ -75,7 +75,7 @@ fn sasl(data: &[u8]) {
     let mut session = Session::default();
     let settings = gateway::sasl::Settings {
         mechanisms: &all,
-        catalog: &f.broker.broker.catalog,
+        catalog: &f.broker.broker.node.catalog,
         oauth: oauth(),
         max_session: Some(std::time::Duration::from_secs(60)),
     };

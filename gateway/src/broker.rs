@@ -1,22 +1,18 @@
 //! The state every connection shares: settings, the catalog, the partition
 //! tasks, the group coordinator, producer ids and fetch sessions.
 
-use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use kafka_protocol::ResponseError;
-use tokio::sync::Mutex as AsyncMutex;
-
-use metastore::{CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
+use metastore::Metastore;
 
 use crate::connections::{ConnectionLimits, Connections};
 use crate::fetch_session::FetchSessions;
 use crate::forward::client::{ForwardCounters, Forwarder};
-use dataplane::backend::LogError;
 use dataplane::group::coordinator::Coordinator;
 use dataplane::group::engine::GroupLimits;
-use dataplane::partition::{PartitionCounters, PartitionHandle, Partitions};
+use dataplane::node::{Node, NodeConfig};
+use dataplane::partition::{PartitionCounters, Partitions};
 use dataplane::telemetry::histogram::LatencyHistogram;
 use dataplane::telemetry::prometheus::write_metric;
 use dataplane::topic_config;
@@ -285,39 +281,13 @@ impl Metrics {
     }
 }
 
-/// Why a partition cannot be served here.
-#[derive(Debug, thiserror::Error)]
-pub enum Unavailable {
-    #[error("the partition does not exist")]
-    UnknownPartition,
-    #[error("this node does not lead the partition")]
-    NotLeader,
-    #[error(transparent)]
-    Log(LogError),
-}
-
-impl Unavailable {
-    /// The Kafka error code to answer with.
-    pub fn code(&self) -> ResponseError {
-        match self {
-            Unavailable::UnknownPartition => ResponseError::UnknownTopicOrPartition,
-            Unavailable::NotLeader => ResponseError::NotLeaderOrFollower,
-            Unavailable::Log(e) => crate::codes::log_error(e),
-        }
-    }
-}
-
-/// Number of producer ids fetched from the catalog at a time.
-const PRODUCER_ID_BLOCK: u32 = 1000;
-
-/// Everything a request handler needs.
+/// Everything a request handler needs: the node's data plane and what the
+/// front ends share on top of it.
 pub struct Broker {
     pub config: BrokerConfig,
-    /// Topics, configs, committed offsets and producer ids: the metastore
-    /// (writes through Raft, reads from the local replica).
-    pub catalog: Metastore,
-    pub partitions: Arc<Partitions>,
-    pub groups: Coordinator,
+    /// The catalog, the partitions, the group coordinator and the
+    /// decisions every front end makes the same way.
+    pub node: Node,
     pub fetch_sessions: FetchSessions,
     /// Client quotas' rate windows on this agent.
     pub quotas: dataplane::policy::quota::Quotas,
@@ -326,9 +296,6 @@ pub struct Broker {
     /// Forwarded requests, sent and served.
     pub forward_counters: Arc<ForwardCounters>,
     forwarder: OnceLock<Arc<Forwarder>>,
-    producer_ids: AsyncMutex<Range<i64>>,
-    /// Serialises topic auto-creation so concurrent Metadata requests create once.
-    create_lock: AsyncMutex<()>,
     shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
@@ -339,19 +306,21 @@ impl Broker {
         partitions: Arc<Partitions>,
         groups: Coordinator,
     ) -> Self {
+        let node = NodeConfig {
+            node_id: config.node_id,
+            num_partitions: config.num_partitions,
+            default_replication_factor: config.default_replication_factor,
+            log_defaults: config.log_defaults.clone(),
+        };
         Broker {
             fetch_sessions: FetchSessions::new(config.fetch_session_slots),
             quotas: dataplane::policy::quota::Quotas::default(),
             connections: Connections::new(config.connections.clone()),
             config,
-            catalog,
-            partitions,
-            groups,
+            node: Node::new(node, catalog, partitions, groups),
             metrics: Metrics::default(),
             forward_counters: Arc::default(),
             forwarder: OnceLock::new(),
-            producer_ids: AsyncMutex::new(0..0),
-            create_lock: AsyncMutex::new(()),
             shutting_down: tokio::sync::watch::channel(false).0,
         }
     }
@@ -370,92 +339,6 @@ impl Broker {
             return None;
         }
         self.forwarder.get()
-    }
-
-    /// A fresh producer id, from the current block or a newly allocated one.
-    pub async fn next_producer_id(&self) -> Result<i64, MetaError> {
-        let mut ids = self.producer_ids.lock().await;
-        if ids.is_empty() {
-            *ids = self
-                .catalog
-                .allocate_producer_ids(PRODUCER_ID_BLOCK)
-                .await?;
-        }
-        ids.next().ok_or(MetaError::ProducerIdsExhausted)
-    }
-
-    /// The task of a topic's partition, opening its log on first use. This
-    /// node must lead the partition: an agent whose lease lapsed, or that was
-    /// never given the partition, answers NOT_LEADER_OR_FOLLOWER.
-    pub async fn partition(
-        &self,
-        topic: &TopicInfo,
-        index: i32,
-    ) -> Result<PartitionHandle, Unavailable> {
-        let meta = usize::try_from(index)
-            .ok()
-            .and_then(|i| topic.partitions.get(i))
-            .ok_or(Unavailable::UnknownPartition)?;
-        if !self.leads(meta) {
-            return Err(Unavailable::NotLeader);
-        }
-        self.partitions
-            .get_or_open(&topic.name, topic.id, index, || {
-                topic_config::log_settings(&topic.configs, &self.config.log_defaults)
-            })
-            .await
-            .map_err(Unavailable::Log)
-    }
-
-    /// Whether this node leads the partition (holds its lease).
-    pub fn leads(&self, p: &PartitionInfo) -> bool {
-        p.leader
-            .is_some_and(|l| i64::try_from(l) == Ok(i64::from(self.config.node_id)))
-    }
-
-    /// This node's id as the metastore spells it (node ids are never
-    /// negative: the binary refuses one at start).
-    pub fn agent_id(&self) -> metastore::AgentId {
-        u64::try_from(self.config.node_id).unwrap_or(u64::MAX)
-    }
-
-    /// The replication factor of topics created without one.
-    pub fn default_replication_factor(&self) -> i16 {
-        if self.config.default_replication_factor > 0 {
-            return self.config.default_replication_factor;
-        }
-        let live = self.catalog.agents().iter().filter(|a| !a.fenced).count();
-        i16::try_from(live.clamp(1, 3)).unwrap_or(1)
-    }
-
-    /// Creates a topic the way Kafka's auto-creation does (default partitions
-    /// and replication factor), unless it appeared meanwhile.
-    pub async fn auto_create(&self, name: &str) -> Result<Arc<TopicInfo>, MetaError> {
-        let _guard = self.create_lock.lock().await;
-        if let Some(t) = self.catalog.topic(name) {
-            return Ok(t);
-        }
-        let topic = CreateTopic {
-            name: name.to_string(),
-            partitions: self.config.num_partitions,
-            replication_factor: self.default_replication_factor(),
-            configs: Default::default(),
-            assignments: Vec::new(),
-        };
-        match self.catalog.create_topic(topic, false).await {
-            Ok(t) => {
-                tracing::info!(topic = name, "auto-created topic");
-                Ok(Arc::new(t))
-            }
-            Err(MetaError::TopicAlreadyExists { .. }) => {
-                self.catalog
-                    .topic(name)
-                    .ok_or_else(|| MetaError::UnknownTopic {
-                        name: name.to_string(),
-                    })
-            }
-            Err(e) => Err(e),
-        }
     }
 
     pub fn begin_shutdown(&self) {

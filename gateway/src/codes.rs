@@ -11,7 +11,17 @@ use metastore::MetaError;
 
 use dataplane::backend::LogError;
 use dataplane::group::engine::GroupError;
+use dataplane::node::Unavailable;
 use dataplane::partition::replication::replica_set::NotEnoughReplicas;
+
+/// The Kafka error code for a partition this node cannot serve.
+pub fn unavailable(e: &Unavailable) -> ResponseError {
+    match e {
+        Unavailable::UnknownPartition => ResponseError::UnknownTopicOrPartition,
+        Unavailable::NotLeader => ResponseError::NotLeaderOrFollower,
+        Unavailable::Log(e) => log_error(e),
+    }
+}
 
 /// The Kafka error code for a partition-log failure.
 pub fn log_error(e: &LogError) -> ResponseError {

@@ -99,8 +99,8 @@ impl MetricsText {
     pub fn render(&self) -> String {
         let b = &self.broker;
         let mut text = b.metrics.render(
-            b.partitions.len(),
-            b.partitions.counters(),
+            b.node.partitions.len(),
+            b.node.partitions.counters(),
             &b.forward_counters,
         );
         text.push_str(&b.connections.render());
@@ -176,9 +176,9 @@ impl Gateway {
         let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
         let (stop, stop_rx) = watch::channel(false);
         tokio::spawn(dataplane::partition::hw_checkpoint::run(
-            broker.catalog.clone(),
-            broker.partitions.clone(),
-            broker.agent_id(),
+            broker.node.catalog.clone(),
+            broker.node.partitions.clone(),
+            broker.node.agent_id(),
             dataplane::partition::hw_checkpoint::INTERVAL,
             stop_rx.clone(),
         ));
@@ -225,9 +225,9 @@ impl Gateway {
         // what the binary adds
         let mut http_extensions: Vec<Arc<dyn crate::http::HttpExtension>> =
             vec![Arc::new(dataplane::telemetry::Series::new(
-                broker.catalog.clone(),
-                broker.partitions.clone(),
-                broker.agent_id(),
+                broker.node.catalog.clone(),
+                broker.node.partitions.clone(),
+                broker.node.agent_id(),
                 broker.config.metrics_max_series,
             ))];
         http_extensions.extend(opts.http_extensions.iter().cloned());
@@ -307,8 +307,8 @@ impl Gateway {
             })?;
         dataplane::partition::replication::manager::ReplicaManager::start(
             me,
-            b.catalog.clone(),
-            b.partitions.clone(),
+            b.node.catalog.clone(),
+            b.node.partitions.clone(),
             b.config.log_defaults.clone(),
             settings,
         )
@@ -320,12 +320,12 @@ impl Gateway {
     /// for data and groups other agents own (see [`crate::forward`]).
     pub fn start_forwarding(&self) -> Result<(), metastore::MetaError> {
         let b = &self.broker;
-        b.catalog.register_cluster_service(
+        b.node.catalog.register_cluster_service(
             crate::forward::ALPN,
             crate::forward::service::ForwardService::new(b),
         )?;
         b.set_forwarder(crate::forward::client::Forwarder::new(
-            b.catalog.clone(),
+            b.node.catalog.clone(),
             b.forward_counters.clone(),
             b.config.fetch_max_bytes.saturating_add(1 << 20),
         ));
@@ -338,12 +338,12 @@ impl Gateway {
     pub async fn open_led_partitions(&self) -> usize {
         let b = &self.broker;
         let mut opened = 0;
-        for topic in b.catalog.topics() {
+        for topic in b.node.catalog.topics() {
             for p in &topic.partitions {
-                if !b.leads(p) {
+                if !b.node.leads(p) {
                     continue;
                 }
-                match b.partition(&topic, p.index).await {
+                match b.node.partition(&topic, p.index).await {
                     Ok(_) => opened += 1,
                     Err(e) => {
                         tracing::warn!(topic = %topic.name, partition = p.index, error = %e, "could not open a partition at start")
@@ -377,7 +377,7 @@ impl Gateway {
         if let Some((_, task)) = self.native_quic.take() {
             let _ = task.await;
         }
-        self.broker.partitions.close_all().await;
+        self.broker.node.partitions.close_all().await;
         if let Some(shards) = self.shards.take() {
             let _ = tokio::task::spawn_blocking(move || shards.stop()).await;
         }

@@ -233,7 +233,7 @@ fn max_request(broker: &Broker, sasl: Option<&crate::sasl::Session>) -> usize {
 pub(crate) fn sasl_settings(broker: &Broker) -> crate::sasl::Settings<'_> {
     crate::sasl::Settings {
         mechanisms: &broker.config.sasl_mechanisms,
-        catalog: &broker.catalog,
+        catalog: &broker.node.catalog,
         oauth: broker.config.oauthbearer.as_deref(),
         max_session: broker.config.sasl_max_session,
     }

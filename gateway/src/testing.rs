@@ -47,7 +47,7 @@ impl TestBroker {
 
     /// Closes every partition (clean shutdown) and stops the backends.
     pub async fn stop(self) -> TempDir {
-        self.broker.partitions.close_all().await;
+        self.broker.node.partitions.close_all().await;
         self.backends.stop().await
     }
 }

@@ -31,6 +31,7 @@ pub struct ListedGroup {
 /// that only have committed offsets.
 pub async fn list_groups(b: &Broker) -> Result<Vec<ListedGroup>, CoordinatorGone> {
     let mut all: Vec<ListedGroup> = b
+        .node
         .groups
         .list()
         .await?
@@ -41,7 +42,7 @@ pub async fn list_groups(b: &Broker) -> Result<Vec<ListedGroup>, CoordinatorGone
             protocol_type,
         })
         .collect();
-    for g in b.catalog.groups() {
+    for g in b.node.catalog.groups() {
         if !all.iter().any(|l| l.group_id == g) {
             all.push(ListedGroup {
                 group_id: g,
@@ -74,7 +75,7 @@ impl DescribedGroup {
 /// A group's state and members; a group with committed offsets and no
 /// member is `Empty`, one with neither is [`DEAD`].
 pub async fn describe_group(b: &Broker, group: &str) -> Result<DescribedGroup, CoordinatorGone> {
-    let described = b.groups.describe(group.to_string()).await?;
+    let described = b.node.groups.describe(group.to_string()).await?;
     Ok(match described {
         Some(d) => DescribedGroup {
             state: d.state.as_str().to_string(),
@@ -83,7 +84,7 @@ pub async fn describe_group(b: &Broker, group: &str) -> Result<DescribedGroup, C
             members: d.members,
         },
         None => DescribedGroup {
-            state: if b.catalog.groups().iter().any(|g| g == group) {
+            state: if b.node.catalog.groups().iter().any(|g| g == group) {
                 GroupState::Empty.as_str().to_string()
             } else {
                 DEAD.to_string()
@@ -112,7 +113,7 @@ pub fn committed_offsets(
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Vec<(String, Vec<Committed>)> {
-    let committed = b.catalog.committed_offsets(group);
+    let committed = b.node.catalog.committed_offsets(group);
     let wanted = match topics {
         Some(t) => t,
         None => {

@@ -107,7 +107,7 @@ async fn basic(b: &Arc<Broker>, user: &str, password: &str) -> Result<(), String
         return Ok(());
     }
     let (b, u, p) = (b.clone(), user.to_string(), password.to_string());
-    tokio::task::spawn_blocking(move || crate::sasl::check_password(&b.catalog, &u, &p))
+    tokio::task::spawn_blocking(move || crate::sasl::check_password(&b.node.catalog, &u, &p))
         .await
         .map_err(|e| format!("the password check failed: {e}"))??;
     if let Some(tag) = tag {
@@ -195,7 +195,7 @@ pub(super) async fn require_login(
     } else {
         AclOperation::Alter
     };
-    let allowed = b.catalog.read(|s| {
+    let allowed = b.node.catalog.read(|s| {
         dataplane::policy::authz::decide(
             config,
             s.acls(),

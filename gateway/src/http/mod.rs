@@ -46,8 +46,8 @@ async fn health(State(st): State<HttpState>) -> Response {
 async fn metrics(State(st): State<HttpState>) -> Response {
     let b = &st.broker;
     let mut body = b.metrics.render(
-        b.partitions.len(),
-        b.partitions.counters(),
+        b.node.partitions.len(),
+        b.node.partitions.counters(),
         &b.forward_counters,
     );
     body.push_str(&b.connections.render());

@@ -51,7 +51,7 @@ const MAX_JOINS: usize = 5;
 /// names (in load-balancer mode, the agent the balancer forwards the
 /// group's requests to).
 fn coordinator(b: &Broker, group: &str) -> Option<brokers::BrokerEntry> {
-    let agents = brokers::agents(&b.catalog, &b.config);
+    let agents = brokers::agents(&b.node.catalog, &b.config);
     brokers::coordinator(&agents, group).cloned()
 }
 
@@ -77,7 +77,7 @@ pub(super) fn find_coordinator(
     };
     // the coordinator at its native address; an agent without a native
     // listener (or not registered yet) cannot be reached natively
-    let native = brokers::native_agents(&b.catalog, &b.config)
+    let native = brokers::native_agents(&b.node.catalog, &b.config)
         .into_iter()
         .find(|e| e.id == c.id)
         .and_then(|e| {
@@ -139,7 +139,7 @@ pub(super) async fn join_group(
         };
         // waits for the join phase: every member rejoined, or the group's
         // rebalance timeout passed
-        let Ok(joined) = b.groups.join(join).await else {
+        let Ok(joined) = b.node.groups.join(join).await else {
             return refuse(ErrorCode::NOT_AVAILABLE, member_id);
         };
         if let Some(e) = joined.error {
@@ -151,7 +151,8 @@ pub(super) async fn join_group(
         }
         let assignments = if joined.leader == member_id {
             encode_assignments(&range_assign(&subscriptions(&joined.members), |t| {
-                b.catalog
+                b.node
+                    .catalog
                     .topic(t)
                     .and_then(|info| u32::try_from(info.partitions.len()).ok())
             }))
@@ -169,7 +170,7 @@ pub(super) async fn join_group(
         };
         // waits for the leader's assignment (bounded by the rebalance
         // timeout too: then the group rebalances without the laggards)
-        let Ok(synced) = b.groups.sync(sync).await else {
+        let Ok(synced) = b.node.groups.sync(sync).await else {
             return refuse(ErrorCode::NOT_AVAILABLE, member_id);
         };
         match synced.error {
@@ -200,6 +201,7 @@ pub(super) async fn heartbeat(b: &Broker, h: proto::Heartbeat) -> proto::Heartbe
         ErrorCode::NOT_COORDINATOR
     } else {
         match b
+            .node
             .groups
             .heartbeat(h.group, h.member_id, None, h.generation)
             .await
@@ -221,7 +223,12 @@ pub(super) async fn leave_group(b: &Broker, l: proto::LeaveGroup) -> proto::Leav
     } else if !coordinates(b, &l.group) {
         ErrorCode::NOT_COORDINATOR
     } else {
-        match b.groups.leave(l.group, vec![(l.member_id, None)]).await {
+        match b
+            .node
+            .groups
+            .leave(l.group, vec![(l.member_id, None)])
+            .await
+        {
             Ok(results) => match results.first() {
                 Some(Ok(())) => ErrorCode::NONE,
                 Some(Err(e)) => from_group(*e),

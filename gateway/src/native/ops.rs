@@ -340,7 +340,7 @@ fn group_refused(correlation: u32) -> proto::GroupResponse {
 /// exists: then it is the partition that does not.
 pub(super) fn refine(b: &Broker, topic: &str, code: i16) -> ErrorCode {
     let e = from_kafka(code);
-    if e == ErrorCode::UNKNOWN_TOPIC && b.catalog.topic(topic).is_some() {
+    if e == ErrorCode::UNKNOWN_TOPIC && b.node.catalog.topic(topic).is_some() {
         ErrorCode::UNKNOWN_PARTITION
     } else {
         e
@@ -358,7 +358,7 @@ pub(super) fn partition_index(p: u32) -> i32 {
 /// does not exist is created only if it may create it.
 async fn metadata(b: &Broker, c: &Client, m: proto::Metadata) -> proto::MetadataResponse {
     let describable = |name: &str| bridge::may(b, c, Op::Describe, Rt::Topic, name);
-    let nodes = crate::brokers::native_agents(&b.catalog, &b.config)
+    let nodes = crate::brokers::native_agents(&b.node.catalog, &b.config)
         .into_iter()
         .filter_map(|e| {
             Some(proto::Node {
@@ -372,7 +372,8 @@ async fn metadata(b: &Broker, c: &Client, m: proto::Metadata) -> proto::Metadata
     // answers in the order asked; all topics when none are named
     let wanted: Vec<Result<Arc<metastore::TopicInfo>, (String, ErrorCode)>> = if m.topics.is_empty()
     {
-        b.catalog
+        b.node
+            .catalog
             .topics()
             .into_iter()
             .filter(|t| describable(&t.name))
@@ -381,7 +382,7 @@ async fn metadata(b: &Broker, c: &Client, m: proto::Metadata) -> proto::Metadata
     } else {
         let mut found = Vec::with_capacity(m.topics.len());
         for name in &m.topics {
-            let t = match b.catalog.topic(name) {
+            let t = match b.node.catalog.topic(name) {
                 _ if !describable(name) => {
                     found.push(Err((name.clone(), ErrorCode::UNAUTHORIZED)));
                     continue;
@@ -397,7 +398,7 @@ async fn metadata(b: &Broker, c: &Client, m: proto::Metadata) -> proto::Metadata
                             dataplane::policy::authz::CLUSTER_RESOURCE,
                         )) =>
                 {
-                    b.auto_create(name).await
+                    b.node.auto_create(name).await
                 }
                 None => Err(metastore::MetaError::UnknownTopic { name: name.clone() }),
             };
@@ -835,7 +836,7 @@ fn fetch_offsets(b: &Broker, c: &Client, o: proto::FetchOffsets) -> proto::Fetch
     } else {
         ErrorCode::NONE
     };
-    let committed = b.catalog.committed_offsets(&o.group);
+    let committed = b.node.catalog.committed_offsets(&o.group);
     let offsets = o
         .partitions
         .into_iter()

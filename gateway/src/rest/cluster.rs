@@ -51,10 +51,11 @@ pub struct ClusterView {
 )]
 pub async fn get_cluster(State(st): State<HttpState>) -> Json<ClusterView> {
     let b = &st.broker;
-    let topics = b.catalog.topics();
+    let topics = b.node.catalog.topics();
     let partitions = topics.iter().flat_map(|t| t.partitions.iter());
     let me = u64::try_from(b.config.node_id).ok();
     let agents = b
+        .node
         .catalog
         .agents()
         .into_iter()
@@ -81,9 +82,9 @@ pub async fn get_cluster(State(st): State<HttpState>) -> Json<ClusterView> {
         })
         .collect();
     Json(ClusterView {
-        cluster_id: b.catalog.cluster().cluster_id,
+        cluster_id: b.node.catalog.cluster().cluster_id,
         node_id: b.config.node_id,
-        metastore_leader: b.catalog.metastore_leader(),
+        metastore_leader: b.node.catalog.metastore_leader(),
         topics: topics.len() as u64,
         partitions: partitions.count() as u64,
         agents,

@@ -10,8 +10,8 @@ use metastore::MetaError;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::broker::Unavailable;
 use dataplane::group::coordinator::CoordinatorGone;
+use dataplane::node::Unavailable;
 
 /// The body of every error answer.
 #[derive(Debug, Serialize, ToSchema)]

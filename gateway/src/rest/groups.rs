@@ -8,10 +8,10 @@ use utoipa::ToSchema;
 
 use super::{ApiError, ErrorBody};
 use crate::admin::groups as admin;
-use crate::admin::topics::partition_offsets;
 use crate::broker::Broker;
 use crate::brokers;
 use crate::http::extension::HttpState;
+use dataplane::topics::partition_offsets;
 
 /// One group of the list.
 #[derive(Debug, Serialize, ToSchema)]
@@ -101,12 +101,12 @@ pub async fn list_groups(State(st): State<HttpState>) -> Result<Json<Vec<GroupSu
 /// The high watermark of a partition: the leader's own when this agent
 /// leads it, else the last one recorded in the metastore.
 async fn high_watermark(b: &Broker, topic: &str, partition: i32) -> Option<i64> {
-    let t = b.catalog.topic(topic)?;
+    let t = b.node.catalog.topic(topic)?;
     let p = usize::try_from(partition)
         .ok()
         .and_then(|i| t.partitions.get(i))?;
-    if b.leads(p) {
-        if let Ok(o) = partition_offsets(b, &t, partition).await {
+    if b.node.leads(p) {
+        if let Ok(o) = partition_offsets(&b.node, &t, partition).await {
             return Some(o.high_watermark);
         }
     }
@@ -163,7 +163,7 @@ pub async fn get_group(
             });
         }
     }
-    let live = brokers::live(&b.catalog, &b.config);
+    let live = brokers::live(&b.node.catalog, &b.config);
     let coordinator = brokers::coordinator(&live, &id).map_or(b.config.node_id, |e| e.id);
     Ok(Json(GroupDetail {
         group_id: id,

@@ -101,7 +101,7 @@ pub async fn get_metrics(State(st): State<HttpState>) -> Json<MetricsView> {
     let b = &st.broker;
     let m = &b.metrics;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let handles = b.partitions.open_handles();
+    let handles = b.node.partitions.open_handles();
     let mut per_topic: BTreeMap<String, TopicStorage> = BTreeMap::new();
     let mut produced_records = 0;
     for h in &handles {
@@ -118,11 +118,11 @@ pub async fn get_metrics(State(st): State<HttpState>) -> Json<MetricsView> {
             })
             .local_bytes += local;
     }
-    for t in b.catalog.topics() {
+    for t in b.node.catalog.topics() {
         let tiered: u64 = t
             .partitions
             .iter()
-            .map(|p| crate::admin::topics::tiered_bytes(b, &t, p.index))
+            .map(|p| dataplane::topics::tiered_bytes(&b.node, &t, p.index))
             .sum();
         per_topic
             .entry(t.name.clone())

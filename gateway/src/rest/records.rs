@@ -116,6 +116,7 @@ pub async fn get_records(
     let Query(q) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let b = &st.broker;
     let t = b
+        .node
         .catalog
         .topic(&name)
         .ok_or_else(|| ApiError::topic_not_found(&name))?;
@@ -131,10 +132,18 @@ pub async fn get_records(
         )));
     }
     let h = b
+        .node
         .partition(&t, partition)
         .await
         .map_err(|e| unavailable(e, &name, partition, leader))?;
-    let fail = |e| unavailable(crate::broker::Unavailable::Log(e), &name, partition, leader);
+    let fail = |e| {
+        unavailable(
+            dataplane::node::Unavailable::Log(e),
+            &name,
+            partition,
+            leader,
+        )
+    };
     let (log_start, high_watermark) = h.bounds().await.map_err(fail)?;
     let start = match (q.offset, q.timestamp) {
         (Some(_), Some(_)) => {

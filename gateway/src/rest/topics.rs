@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{ApiError, ErrorBody};
-use crate::admin::topics::{self as admin, ConfigSource, NewTopic};
-use crate::broker::{Broker, Unavailable};
+use crate::broker::Broker;
 use crate::http::extension::HttpState;
+use dataplane::node::Unavailable;
+use dataplane::topics::{self as admin, ConfigSource, NewTopic};
 
 /// One topic of the list.
 #[derive(Debug, Serialize, ToSchema)]
@@ -116,10 +117,10 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
             log_end: None,
             high_watermark: p.high_watermark,
             local_bytes: None,
-            tiered_bytes: admin::tiered_bytes(b, t, p.index),
+            tiered_bytes: admin::tiered_bytes(&b.node, t, p.index),
             offsets_from: "metastore".into(),
         };
-        match admin::partition_offsets(b, t, p.index).await {
+        match admin::partition_offsets(&b.node, t, p.index).await {
             Ok(o) => {
                 view.log_start = Some(o.log_start);
                 view.local_log_start = Some(o.local_log_start);
@@ -138,7 +139,7 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
         }
         partitions.push(view);
     }
-    let configs = admin::topic_configs(b, t)
+    let configs = admin::topic_configs(&b.node, t)
         .into_iter()
         .map(|c| ConfigView {
             name: c.name.to_string(),
@@ -169,6 +170,7 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
 pub async fn list_topics(State(st): State<HttpState>) -> Json<Vec<TopicSummary>> {
     let mut topics: Vec<TopicSummary> = st
         .broker
+        .node
         .catalog
         .topics()
         .iter()
@@ -198,7 +200,7 @@ pub async fn create_topic(
         .map_err(|e| ApiError::invalid(format!("the body is not a topic to create: {e}")))?;
     let b = &st.broker;
     let created = admin::create_topic(
-        b,
+        &b.node,
         NewTopic {
             name: req.name,
             partitions: req.partitions,
@@ -229,6 +231,7 @@ pub async fn get_topic(
 ) -> Result<Json<TopicDetail>, ApiError> {
     let b = &st.broker;
     let t = b
+        .node
         .catalog
         .topic(&name)
         .ok_or_else(|| ApiError::topic_not_found(&name))?;
@@ -252,9 +255,10 @@ pub async fn delete_topic(
 ) -> Result<StatusCode, ApiError> {
     let b = &st.broker;
     let t = b
+        .node
         .catalog
         .topic(&name)
         .ok_or_else(|| ApiError::topic_not_found(&name))?;
-    admin::delete_topic(b, &t).await?;
+    admin::delete_topic(&b.node, &t).await?;
     Ok(StatusCode::NO_CONTENT)
 }

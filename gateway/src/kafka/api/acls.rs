@@ -99,7 +99,7 @@ pub(super) async fn create_acls(
         .filter_map(|p| p.as_ref().ok())
         .cloned()
         .collect();
-    let mut written = match b.catalog.create_acls(valid).await {
+    let mut written = match b.node.catalog.create_acls(valid).await {
         Ok(r) => r.into_iter(),
         Err(e) => {
             let code = codes::meta_error(&e).code();
@@ -178,7 +178,7 @@ pub(super) fn describe_acls(
     // grouped by resource pattern, as Kafka answers
     let mut by_resource: BTreeMap<(ResourceType, String, PatternType), Vec<AclDescription>> =
         BTreeMap::new();
-    for a in b.catalog.acls(&filter) {
+    for a in b.node.catalog.acls(&filter) {
         by_resource
             .entry((a.resource_type, a.resource_name, a.pattern))
             .or_default()
@@ -239,7 +239,7 @@ pub(super) async fn delete_acls(
         .filter_map(|p| p.as_ref().ok())
         .cloned()
         .collect();
-    let mut deleted = match b.catalog.delete_acls(valid).await {
+    let mut deleted = match b.node.catalog.delete_acls(valid).await {
         Ok(r) => r.into_iter(),
         Err(e) => {
             let code = codes::meta_error(&e).code();

@@ -116,7 +116,7 @@ pub(super) async fn alter_client_quotas(
     let mut written = if req.validate_only || valid.is_empty() {
         Vec::new().into_iter()
     } else {
-        match b.catalog.alter_client_quotas(valid).await {
+        match b.node.catalog.alter_client_quotas(valid).await {
             Ok(r) => r.into_iter(),
             Err(e) => {
                 let code = codes::meta_error(&e).code();
@@ -200,7 +200,7 @@ pub(super) fn describe_client_quotas(
             );
         }
     }
-    let table = b.catalog.client_quotas();
+    let table = b.node.catalog.client_quotas();
     let entries = table
         .iter()
         .filter(|(e, _)| {

@@ -16,7 +16,6 @@ use kafka_protocol::ResponseError;
 
 use super::topics::{source_number, SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::{msg, s, RequestContext};
-use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
 use dataplane::topic_config::{self, ConfigType};
@@ -45,7 +44,7 @@ fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
         ),
         (
             "default.replication.factor",
-            b.default_replication_factor().to_string(),
+            b.node.default_replication_factor().to_string(),
             ConfigType::Int,
         ),
         (
@@ -173,7 +172,7 @@ pub(super) fn describe_configs(
         }
         match r.resource_type {
             RESOURCE_TOPIC => {
-                let Some(topic) = b.catalog.topic(r.resource_name.as_str()) else {
+                let Some(topic) = b.node.catalog.topic(r.resource_name.as_str()) else {
                     results.push(
                         result
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code())
@@ -184,7 +183,7 @@ pub(super) fn describe_configs(
                     );
                     continue;
                 };
-                let configs = admin::topics::topic_configs(b, &topic)
+                let configs = dataplane::topics::topic_configs(&b.node, &topic)
                     .into_iter()
                     .filter(|c| wanted(&r.configuration_keys, c.name))
                     .map(|c| {
@@ -257,7 +256,8 @@ async fn alter_topic(
     }
     let result = match ops {
         Ok(ops) => {
-            b.catalog
+            b.node
+                .catalog
                 .alter_topic_configs(name, ops, replace_all, validate_only)
                 .await
         }
@@ -266,7 +266,8 @@ async fn alter_topic(
     match result {
         Ok(meta) => {
             if !validate_only {
-                b.partitions
+                b.node
+                    .partitions
                     .update_settings(
                         meta.id,
                         &topic_config::log_settings(&meta.configs, &b.config.log_defaults),
@@ -290,7 +291,7 @@ async fn alter_broker(
     let Some(agent) = name
         .parse::<u64>()
         .ok()
-        .filter(|id| b.catalog.agents().iter().any(|a| a.id == *id))
+        .filter(|id| b.node.catalog.agents().iter().any(|a| a.id == *id))
     else {
         return invalid(
             ResponseError::InvalidRequest,
@@ -328,7 +329,7 @@ async fn alter_broker(
     let Some(draining) = draining.filter(|_| !validate_only) else {
         return (0, None);
     };
-    match b.catalog.set_draining(agent, draining).await {
+    match b.node.catalog.set_draining(agent, draining).await {
         Ok(_) => {
             tracing::info!(agent, draining, "agent draining changed");
             (0, None)

@@ -24,11 +24,12 @@ use super::{s, DispatchError, RequestContext};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::{AgentId, TopicInfo};
 
-use crate::broker::{Broker, Metrics, Unavailable};
+use crate::broker::{Broker, Metrics};
 use crate::codes;
 use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
 use crate::kafka::response::{marker, splice_records, ResponseFrame};
 use dataplane::backend::{LogError, Records};
+use dataplane::node::Unavailable;
 use dataplane::partition::{PartitionHandle, ReadResult};
 use dataplane::telemetry::sampling::{sampled, SPAN_TARGET};
 use tracing::Instrument;
@@ -240,9 +241,9 @@ impl<'a> TopicCache<'a> {
             .entry(key)
             .or_insert_with(|| {
                 if by_id {
-                    b.catalog.topic_by_id(id)
+                    b.node.catalog.topic_by_id(id)
                 } else {
-                    b.catalog.topic(name)
+                    b.node.catalog.topic(name)
                 }
             })
             .as_deref()
@@ -292,13 +293,13 @@ async fn resolve(
             Err(ResponseError::FencedLeaderEpoch)
         }
         Some(cur) if leader_epoch > cur => Err(ResponseError::UnknownLeaderEpoch),
-        Some(_) => match b.partition(topic, partition).await {
+        Some(_) => match b.node.partition(topic, partition).await {
             Ok(h) => Ok(h),
             // KIP-392: a follower serves consumers up to its own high watermark
             Err(Unavailable::NotLeader) if reach.follower_reads => {
                 follower_replica(b, topic, partition).ok_or(ResponseError::NotLeaderOrFollower)
             }
-            Err(e) => Err(e.code()),
+            Err(e) => Err(crate::codes::unavailable(&e)),
         },
     };
     let owner = match handle {
@@ -326,7 +327,8 @@ fn follower_replica(b: &Broker, topic: &TopicInfo, partition: i32) -> Option<Par
     if !p.replicas.contains(&me) {
         return None;
     }
-    b.partitions
+    b.node
+        .partitions
         .get_open(storage::tier::PartitionKey::new(topic.id, partition))
 }
 
@@ -350,7 +352,7 @@ fn preferred_read_replica(
     if b.config.rack.as_deref() == Some(rack) {
         return None;
     }
-    let topic = b.catalog.topic_by_id(topic_id)?;
+    let topic = b.node.catalog.topic_by_id(topic_id)?;
     let p = topic.partitions.get(usize::try_from(partition).ok()?)?;
     if p.leader != Some(me) {
         return None;
@@ -425,7 +427,8 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
         // v13 and later name topics by id
         let topic = first.map(|t| {
             if t.topic.is_empty() {
-                b.catalog
+                b.node
+                    .catalog
                     .topic_by_id(t.topic_id)
                     .map_or_else(|| t.topic_id.to_string(), |i| i.name.clone())
             } else {
@@ -503,7 +506,7 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnsw
     };
 
     if follower_reads && !req.rack_id.is_empty() {
-        let agents = b.catalog.agents();
+        let agents = b.node.catalog.agents();
         for it in items.iter_mut().filter(|it| it.handle.is_ok()) {
             it.preferred_replica =
                 preferred_read_replica(b, &agents, it.topic_id, it.partition, req.rack_id.as_str());

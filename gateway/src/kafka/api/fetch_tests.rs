@@ -27,7 +27,7 @@ on_every_backend!(
 );
 
 fn reads(b: &Broker) -> u64 {
-    b.partitions.counters().reads.load(Ordering::Relaxed)
+    b.node.partitions.counters().reads.load(Ordering::Relaxed)
 }
 
 async fn fetch_waits_for_min_bytes_until_data_arrives(logs: Logs) {

@@ -38,6 +38,7 @@ pub(super) async fn offset_commit(
         Some(ResponseError::GroupAuthorizationFailed)
     } else {
         let check = b
+            .node
             .groups
             .validate_commit(
                 group.clone(),
@@ -57,7 +58,7 @@ pub(super) async fn offset_commit(
     let mut topics = Vec::new();
     for t in &req.topics {
         let name = t.name.to_string();
-        let topic = b.catalog.topic(&name);
+        let topic = b.node.catalog.topic(&name);
         let readable = ctx.may(b, AclOperation::Read, ResourceType::Topic, &name);
         let mut parts = Vec::new();
         for p in &t.partitions {
@@ -94,7 +95,7 @@ pub(super) async fn offset_commit(
         None
     } else {
         // One failure fails the request: each entry was vetted above.
-        let outcome = match b.catalog.commit_offsets(&group, to_commit).await {
+        let outcome = match b.node.catalog.commit_offsets(&group, to_commit).await {
             Ok(results) => results.into_iter().find_map(Result::err),
             Err(e) => Some(e),
         };
@@ -188,7 +189,12 @@ pub(super) async fn offset_fetch(
             let topics = describable_offsets(b, ctx, g.group_id.as_str(), topics)
                 .into_iter()
                 .map(|(name, parts)| {
-                    let topic_id = b.catalog.topic(&name).map(|t| t.id).unwrap_or_default();
+                    let topic_id = b
+                        .node
+                        .catalog
+                        .topic(&name)
+                        .map(|t| t.id)
+                        .unwrap_or_default();
                     OffsetFetchResponseTopics::default()
                         .with_topic_id(topic_id)
                         .with_partitions(
@@ -276,7 +282,7 @@ pub(super) async fn offset_delete(
         return OffsetDeleteResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
-    let live_members = match b.groups.describe(group.clone()).await {
+    let live_members = match b.node.groups.describe(group.clone()).await {
         Ok(Some(d)) => !d.members.is_empty(),
         Ok(None) => false,
         Err(_) => {
@@ -284,7 +290,7 @@ pub(super) async fn offset_delete(
                 .with_error_code(ResponseError::CoordinatorNotAvailable.code())
         }
     };
-    let committed = b.catalog.committed_offsets(&group);
+    let committed = b.node.catalog.committed_offsets(&group);
     if committed.is_empty() && !live_members {
         return OffsetDeleteResponse::default()
             .with_error_code(ResponseError::GroupIdNotFound.code());
@@ -293,7 +299,7 @@ pub(super) async fn offset_delete(
     let mut topics = Vec::new();
     for t in req.topics {
         let name = t.name.to_string();
-        let exists = b.catalog.topic(&name).is_some();
+        let exists = b.node.catalog.topic(&name).is_some();
         let readable = ctx.may(b, AclOperation::Read, ResourceType::Topic, &name);
         let parts = t
             .partitions
@@ -322,7 +328,13 @@ pub(super) async fn offset_delete(
         );
     }
     if !doomed.is_empty() {
-        if let Err(e) = b.catalog.delete_offsets(&group, doomed).await.map(|_| ()) {
+        if let Err(e) = b
+            .node
+            .catalog
+            .delete_offsets(&group, doomed)
+            .await
+            .map(|_| ())
+        {
             return OffsetDeleteResponse::default().with_error_code(codes::meta_error(&e).code());
         }
     }

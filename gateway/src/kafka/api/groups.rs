@@ -42,7 +42,7 @@ pub(super) fn find_coordinator(
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let live = brokers::live(&b.catalog, &b.config);
+    let live = brokers::live(&b.node.catalog, &b.config);
     // `live` always holds this node, so there is always a coordinator
     let pick = |key: &str| {
         brokers::coordinator(&live, key)
@@ -137,7 +137,7 @@ pub(super) async fn join_group(
             .collect(),
         require_known_member_id: v >= 4,
     };
-    let resp = match b.groups.join(join).await {
+    let resp = match b.node.groups.join(join).await {
         Ok(r) => r,
         Err(_) => {
             return JoinGroupResponse::default()
@@ -192,7 +192,7 @@ pub(super) async fn sync_group(
             })
             .collect(),
     };
-    match b.groups.sync(sync).await {
+    match b.node.groups.sync(sync).await {
         Ok(r) => SyncGroupResponse::default()
             .with_error_code(codes::code(r.error.map(codes::group_error)))
             .with_protocol_type(r.protocol_type.map(s))
@@ -211,6 +211,7 @@ pub(super) async fn heartbeat(
         return HeartbeatResponse::default().with_error_code(REFUSED.code());
     }
     let code = match b
+        .node
         .groups
         .heartbeat(
             req.group_id.to_string(),
@@ -245,6 +246,7 @@ pub(super) async fn leave_group(
         vec![(req.member_id.to_string(), None)]
     };
     let results = match b
+        .node
         .groups
         .leave(req.group_id.to_string(), members.clone())
         .await
@@ -362,14 +364,14 @@ pub(super) async fn delete_groups(
             );
             continue;
         }
-        let has_offsets = b.catalog.groups().contains(&name);
-        let code = match b.groups.delete(name.clone()).await {
+        let has_offsets = b.node.catalog.groups().contains(&name);
+        let code = match b.node.groups.delete(name.clone()).await {
             Err(_) => GONE.code(),
             Ok(Err(GroupError::GroupIdNotFound)) if !has_offsets => {
                 ResponseError::GroupIdNotFound.code()
             }
             Ok(Err(GroupError::GroupIdNotFound)) | Ok(Ok(())) => {
-                match b.catalog.delete_group(&name).await {
+                match b.node.catalog.delete_group(&name).await {
                     Ok(()) | Err(metastore::MetaError::GroupIdNotFound { .. }) => 0,
                     Err(e) => codes::meta_error(&e).code(),
                 }

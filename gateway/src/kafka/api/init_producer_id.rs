@@ -37,7 +37,7 @@ pub(super) async fn init_producer_id(
             .with_producer_id(req.producer_id)
             .with_producer_epoch(req.producer_epoch + 1);
     }
-    match b.next_producer_id().await {
+    match b.node.next_producer_id().await {
         Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::warn!(error = %e, "producer id allocation failed");

@@ -96,7 +96,8 @@ pub(super) async fn metadata(
     if all {
         // every topic the client may see, and no other
         topics.extend(
-            b.catalog
+            b.node
+                .catalog
                 .topics()
                 .iter()
                 .filter(|t| describable(&t.name))
@@ -111,7 +112,7 @@ pub(super) async fn metadata(
                         topics.push(refused(Some(name), uuid::Uuid::nil()));
                         continue;
                     }
-                    match b.catalog.topic(&name) {
+                    match b.node.catalog.topic(&name) {
                         Some(t) => topics.push(topic_entry(&b.config, &t)),
                         // Kafka: CREATE on the cluster or on the topic
                         None if allow_create
@@ -120,7 +121,7 @@ pub(super) async fn metadata(
                         {
                             topics.push(refused(Some(name), uuid::Uuid::nil()))
                         }
-                        None if allow_create => match b.auto_create(&name).await {
+                        None if allow_create => match b.node.auto_create(&name).await {
                             Ok(t) => topics.push(topic_entry(&b.config, &t)),
                             Err(e @ MetaError::InvalidTopicName { .. }) => topics.push(
                                 topic_error(Some(name), uuid::Uuid::nil(), codes::meta_error(&e)),
@@ -144,7 +145,7 @@ pub(super) async fn metadata(
                         }
                     }
                 }
-                None => match b.catalog.topic_by_id(wanted.topic_id) {
+                None => match b.node.catalog.topic_by_id(wanted.topic_id) {
                     Some(t) if !describable(&t.name) => topics.push(refused(None, wanted.topic_id)),
                     Some(t) => topics.push(topic_entry(&b.config, &t)),
                     None => topics.push(topic_error(
@@ -156,7 +157,7 @@ pub(super) async fn metadata(
             }
         }
     }
-    let live = brokers::live(&b.catalog, &b.config);
+    let live = brokers::live(&b.node.catalog, &b.config);
     MetadataResponse::default()
         .with_brokers(
             live.into_iter()
@@ -169,8 +170,8 @@ pub(super) async fn metadata(
                 })
                 .collect(),
         )
-        .with_cluster_id(Some(s(b.catalog.cluster().cluster_id)))
-        .with_controller_id(BrokerId(brokers::controller(&b.catalog, &b.config)))
+        .with_cluster_id(Some(s(b.node.catalog.cluster().cluster_id)))
+        .with_controller_id(BrokerId(brokers::controller(&b.node.catalog, &b.config)))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
 }
@@ -182,8 +183,8 @@ pub(super) fn describe_cluster(
 ) -> DescribeClusterResponse {
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
-        .with_cluster_id(s(b.catalog.cluster().cluster_id))
-        .with_controller_id(BrokerId(brokers::controller(&b.catalog, &b.config)))
+        .with_cluster_id(s(b.node.catalog.cluster().cluster_id))
+        .with_controller_id(BrokerId(brokers::controller(&b.node.catalog, &b.config)))
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
     if req.endpoint_type != 1 {
         return resp
@@ -191,7 +192,7 @@ pub(super) fn describe_cluster(
             .with_error_message(Some(s("only broker endpoints are described")));
     }
     resp.with_brokers(
-        brokers::live(&b.catalog, &b.config)
+        brokers::live(&b.node.catalog, &b.config)
             .into_iter()
             .map(|e| {
                 DescribeClusterBroker::default()

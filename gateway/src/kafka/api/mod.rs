@@ -106,7 +106,7 @@ impl RequestContext {
             return true;
         }
         let who = Requester::new(&self.principal, &self.client_host);
-        broker.catalog.read(|s| {
+        broker.node.catalog.read(|s| {
             dataplane::policy::authz::decide(config, s.acls(), who, operation, resource_type, name)
         })
     }
@@ -124,7 +124,7 @@ impl RequestContext {
             return true;
         }
         let who = Requester::new(&self.principal, &self.client_host);
-        broker.catalog.read(|s| {
+        broker.node.catalog.read(|s| {
             let all: Vec<&metastore::acl::AclBinding> = s.acls().collect();
             dataplane::policy::authz::decide_on_some(
                 config,
@@ -408,7 +408,7 @@ pub(crate) fn quota_wait(
         .principal
         .strip_prefix("User:")
         .unwrap_or(&ctx.principal);
-    let quota = broker.catalog.read(|s| {
+    let quota = broker.node.catalog.read(|s| {
         let table = s.client_quotas();
         if table.is_empty() {
             return None;

@@ -39,7 +39,11 @@ async fn locate(
         .and_then(|i| topic.partitions.get(i))
         .map(|p| p.leader_epoch)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let h = b.partition(topic, index).await.map_err(|e| e.code())?;
+    let h = b
+        .node
+        .partition(topic, index)
+        .await
+        .map_err(|e| crate::codes::unavailable(&e))?;
     Ok((h, epoch))
 }
 
@@ -62,7 +66,7 @@ pub(super) async fn list_offsets(
     let has_epoch = ctx.api_version >= 4;
     let mut topics = Vec::new();
     for t in req.topics {
-        let topic = b.catalog.topic(t.name.as_str());
+        let topic = b.node.catalog.topic(t.name.as_str());
         let mut parts = Vec::new();
         for p in t.partitions {
             let resp = ListOffsetsPartitionResponse::default()
@@ -123,7 +127,7 @@ pub(super) async fn offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse {
     let mut topics = Vec::new();
     for t in req.topics {
-        let topic = b.catalog.topic(t.topic.as_str());
+        let topic = b.node.catalog.topic(t.topic.as_str());
         let mut parts = Vec::new();
         for p in t.partitions {
             let resp = EpochEndOffset::default()
@@ -164,7 +168,7 @@ pub(super) async fn delete_records(
 ) -> DeleteRecordsResponse {
     let mut topics = Vec::new();
     for t in req.topics {
-        let topic = b.catalog.topic(t.name.as_str());
+        let topic = b.node.catalog.topic(t.name.as_str());
         let mut parts = Vec::new();
         for p in t.partitions {
             let resp = DeleteRecordsPartitionResult::default()

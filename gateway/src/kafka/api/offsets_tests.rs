@@ -108,6 +108,6 @@ async fn delete_records_records_its_floor_in_the_metastore_before_answering() {
     ]);
     let resp: DeleteRecordsResponse = call(b, ApiKey::DeleteRecords, 2, &req).await;
     assert_eq!(resp.topics[0].partitions[0].error_code, 0);
-    let id = b.catalog.topic("floor").expect("topic").id;
+    let id = b.node.catalog.topic("floor").expect("topic").id;
     assert_eq!(t.backends.meta.log_start(id, 0), Some(2));
 }

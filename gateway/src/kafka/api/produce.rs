@@ -60,9 +60,9 @@ async fn produce_partition(
     let Some(topic) = topic else {
         return failed(index, ResponseError::UnknownTopicOrPartition, None);
     };
-    let handle = match b.partition(topic, index).await {
+    let handle = match b.node.partition(topic, index).await {
         Ok(h) => h,
-        Err(e) => return failed(index, e.code(), Some(e.to_string())),
+        Err(e) => return failed(index, crate::codes::unavailable(&e), Some(e.to_string())),
     };
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return failed(
@@ -154,9 +154,9 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
         let topic = if ctx.api_version >= 13 {
-            b.catalog.topic_by_id(t.topic_id)
+            b.node.catalog.topic_by_id(t.topic_id)
         } else {
-            b.catalog.topic(t.name.as_str())
+            b.node.catalog.topic(t.name.as_str())
         };
         let name = topic
             .as_deref()

@@ -65,7 +65,7 @@ pub(super) async fn alter_partition_reassignments(
     let allow_rf_change = ctx.api_version < 1 || req.allow_replication_factor_change;
     let mut responses = Vec::with_capacity(req.topics.len());
     for t in req.topics {
-        let topic = b.catalog.topic(t.name.as_str());
+        let topic = b.node.catalog.topic(t.name.as_str());
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let out =
@@ -91,6 +91,7 @@ pub(super) async fn alter_partition_reassignments(
                 },
             };
             let result = b
+                .node
                 .catalog
                 .alter_reassignment(topic.id, p.partition_index, target.clone())
                 .await;
@@ -131,7 +132,7 @@ pub(super) fn list_partition_reassignments(
     let mut topics = Vec::new();
     match req.topics {
         None => {
-            for t in b.catalog.topics() {
+            for t in b.node.catalog.topics() {
                 let partitions: Vec<_> = t
                     .partitions
                     .iter()
@@ -146,7 +147,7 @@ pub(super) fn list_partition_reassignments(
         Some(wanted) => {
             // as Kafka's controller: unknown topics and partitions are skipped
             for w in wanted {
-                let Some(t) = b.catalog.topic(w.name.as_str()) else {
+                let Some(t) = b.node.catalog.topic(w.name.as_str()) else {
                     continue;
                 };
                 let partitions: Vec<_> = w

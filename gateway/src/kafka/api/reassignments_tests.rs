@@ -77,7 +77,8 @@ async fn reassignments_are_started_listed_and_cancelled_with_kafka_error_codes(l
     let t = TestBroker::start(logs).await;
     let b = &t.broker;
     create(b, "moving", 1).await;
-    b.catalog
+    b.node
+        .catalog
         .register_agent(metastore::AgentRegistration {
             id: 2,
             ..Default::default()
@@ -109,13 +110,13 @@ async fn reassignments_are_started_listed_and_cancelled_with_kafka_error_codes(l
         vec![("moving".to_owned(), 0, vec![2, 1], vec![2], vec![1])],
         "agent 2 is added and agent 1 stays until 2 is in sync"
     );
-    let p = b.catalog.topic("moving").expect("topic").partitions[0].clone();
+    let p = b.node.catalog.topic("moving").expect("topic").partitions[0].clone();
     assert_eq!((p.leader, p.isr.clone()), (Some(1), vec![1]));
 
     assert_eq!(alter_code(b, 0, &alter("moving", None)).await, 0, "cancel");
     assert!(listed(b).await.is_empty());
     assert_eq!(
-        b.catalog.topic("moving").expect("topic").partitions[0].replicas,
+        b.node.catalog.topic("moving").expect("topic").partitions[0].replicas,
         vec![1]
     );
 
@@ -127,7 +128,12 @@ async fn reassignments_are_started_listed_and_cancelled_with_kafka_error_codes(l
     )
     .await;
     assert_eq!(resp.responses[0].error_code, 0);
-    assert!(b.catalog.agents().iter().any(|a| a.id == 2 && a.draining));
+    assert!(b
+        .node
+        .catalog
+        .agents()
+        .iter()
+        .any(|a| a.id == 2 && a.draining));
     for (agent, key, value, code) in [
         ("2", "log.retention.ms", "1", 40),
         ("2", "aerostream.draining", "soon", 40),

@@ -69,14 +69,14 @@ pub(super) fn remote_leader(
     let p = usize::try_from(partition)
         .ok()
         .and_then(|i| topic?.partitions.get(i))?;
-    p.leader.filter(|_| !b.leads(p))
+    p.leader.filter(|_| !b.node.leads(p))
 }
 
 fn lookup(b: &Broker, by_id: bool, name: &str, id: Uuid) -> Option<Arc<TopicInfo>> {
     if by_id {
-        b.catalog.topic_by_id(id)
+        b.node.catalog.topic_by_id(id)
     } else {
-        b.catalog.topic(name)
+        b.node.catalog.topic(name)
     }
 }
 
@@ -552,7 +552,7 @@ pub(super) async fn route(
 
 /// The agent coordinating `group`, when it is not this one.
 fn remote_coordinator(b: &Broker, group: &str) -> Option<AgentId> {
-    let agents = brokers::agents(&b.catalog, &b.config);
+    let agents = brokers::agents(&b.node.catalog, &b.config);
     let c = brokers::coordinator(&agents, group)?;
     (c.id != b.config.node_id)
         .then(|| u64::try_from(c.id).ok())

@@ -25,7 +25,7 @@ pub fn describe(
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
     let all: BTreeMap<String, Vec<(ScramMechanism, u32)>> =
-        b.catalog.scram_users().into_iter().collect();
+        b.node.catalog.scram_users().into_iter().collect();
     let info = |m: &[(ScramMechanism, u32)]| -> Vec<CredentialInfo> {
         m.iter()
             .map(|(mech, i)| {
@@ -146,7 +146,7 @@ pub async fn alter(
                 format!("user {user} is altered twice"),
             ))
         } else if let Some(m) = ScramMechanism::from_kafka_type(d.mechanism) {
-            match b.catalog.delete_scram_credential(&user, m).await {
+            match b.node.catalog.delete_scram_credential(&user, m).await {
                 Ok(true) => None,
                 Ok(false) => Some((
                     ResponseError::ResourceNotFound,
@@ -205,7 +205,7 @@ pub async fn alter(
                     &u.salted_password,
                     iterations,
                 );
-                match b.catalog.upsert_scram_credential(&user, m, c).await {
+                match b.node.catalog.upsert_scram_credential(&user, m, c).await {
                     Ok(()) => {
                         tracing::info!(user, mechanism = m.name(), "SCRAM credential set");
                         None

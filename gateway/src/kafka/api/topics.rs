@@ -14,10 +14,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{msg, s, RequestContext};
-use crate::admin;
-use crate::admin::topics::{ConfigSource, NewTopic};
 use crate::broker::Broker;
 use crate::codes;
+use dataplane::topics::{ConfigSource, NewTopic};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::TopicInfo;
 
@@ -26,7 +25,7 @@ pub(super) const SOURCE_TOPIC: i8 = 1;
 pub(super) const SOURCE_DEFAULT: i8 = 5;
 
 fn all_configs(b: &Broker, t: &TopicInfo) -> Vec<CreatableTopicConfigs> {
-    admin::topics::topic_configs(b, t)
+    dataplane::topics::topic_configs(&b.node, t)
         .into_iter()
         .map(|c| {
             CreatableTopicConfigs::default()
@@ -144,7 +143,7 @@ pub(super) async fn create_topics(
             configs,
             assignments,
         };
-        match admin::topics::create_topic(b, spec, req.validate_only).await {
+        match dataplane::topics::create_topic(&b.node, spec, req.validate_only).await {
             Ok(created) => {
                 let meta = created.topic;
                 results.push(
@@ -184,8 +183,8 @@ pub(super) async fn delete_topics(
     let mut responses = Vec::new();
     for (name, id) in wanted {
         let meta = match &name {
-            Some(n) => b.catalog.topic(n),
-            None => b.catalog.topic_by_id(id),
+            Some(n) => b.node.catalog.topic(n),
+            None => b.node.catalog.topic_by_id(id),
         };
         let result = DeletableTopicResult::default()
             .with_name(name.clone().map(|n| TopicName(s(n))))
@@ -205,7 +204,7 @@ pub(super) async fn delete_topics(
             responses.push(result.with_error_code(e.code()));
             continue;
         };
-        match admin::topics::delete_topic(b, &meta).await {
+        match dataplane::topics::delete_topic(&b.node, &meta).await {
             Ok(()) => {
                 responses.push(
                     result
@@ -236,6 +235,7 @@ pub(super) async fn create_partitions(
             continue;
         }
         match b
+            .node
             .catalog
             .create_partitions(t.name.as_str(), t.count, req.validate_only)
             .await

@@ -48,7 +48,10 @@ async fn create_partitions_only_grows_a_topic(logs: Logs) {
     };
     let grown: CreatePartitionsResponse = call(b, ApiKey::CreatePartitions, 3, &req(3)).await;
     assert_eq!(grown.results[0].error_code, 0);
-    assert_eq!(b.catalog.topic("grow").map(|t| t.partitions.len()), Some(3));
+    assert_eq!(
+        b.node.catalog.topic("grow").map(|t| t.partitions.len()),
+        Some(3)
+    );
     let shrink: CreatePartitionsResponse = call(b, ApiKey::CreatePartitions, 3, &req(2)).await;
     assert_eq!(shrink.results[0].error_code, 37, "INVALID_PARTITIONS");
     let resp: ProduceResponse = call(
@@ -90,7 +93,8 @@ async fn a_deleted_topic_is_gone_with_its_data_and_can_be_created_again(logs: Lo
 async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_leader(logs: Logs) {
     let t = TestBroker::start(logs).await;
     let b = &t.broker;
-    b.catalog
+    b.node
+        .catalog
         .register_agent(metastore::AgentRegistration {
             id: 2,
             addrs: metastore::AgentAddrs {
@@ -101,7 +105,8 @@ async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_
         })
         .await
         .expect("agent 2 registers");
-    b.catalog
+    b.node
+        .catalog
         .create_topic(
             metastore::CreateTopic {
                 name: "spread".into(),
@@ -162,7 +167,8 @@ async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_
 async fn create_topics_places_replicas_where_the_assignments_say(logs: Logs) {
     let t = TestBroker::start(logs).await;
     let b = &t.broker;
-    b.catalog
+    b.node
+        .catalog
         .register_agent(metastore::AgentRegistration {
             id: 2,
             ..Default::default()
@@ -200,7 +206,7 @@ async fn create_topics_places_replicas_where_the_assignments_say(logs: Logs) {
         "{:?}",
         resp.topics[0].error_message
     );
-    let placed = b.catalog.topic("placed").expect("created");
+    let placed = b.node.catalog.topic("placed").expect("created");
     let replicas: Vec<Vec<u64>> = placed
         .partitions
         .iter()
@@ -223,6 +229,6 @@ async fn create_topics_places_replicas_where_the_assignments_say(logs: Logs) {
             resp.topics[0].error_code, 39,
             "{name}: INVALID_REPLICA_ASSIGNMENT"
         );
-        assert!(b.catalog.topic(name).is_none());
+        assert!(b.node.catalog.topic(name).is_none());
     }
 }

@@ -1,13 +1,15 @@
 //! Topics: creation, deletion, effective configs and the offsets of a
-//! partition, for CreateTopics/DeleteTopics/DescribeConfigs and `/v1/topics`.
+//! partition: one implementation for every front end (Kafka's
+//! CreateTopics/DeleteTopics/DescribeConfigs, `/v1/topics`, the native
+//! protocol), so they cannot disagree on what an operation does.
 
 use std::collections::BTreeMap;
 
 use metastore::{AgentId, CreateTopic, MetaError, TopicInfo};
 
-use crate::broker::{Broker, Unavailable};
-use dataplane::partition::OffsetQuery;
-use dataplane::topic_config::{self, ConfigType};
+use crate::node::{Node, Unavailable};
+use crate::partition::OffsetQuery;
+use crate::topic_config::{self, ConfigType};
 
 /// A topic to create. `None` takes the broker's default (`num.partitions`,
 /// `default.replication.factor`); explicit `assignments` (replicas per
@@ -31,7 +33,7 @@ pub struct Created {
 /// Creates a topic through the metastore; with `validate_only` only checks
 /// that it could be created.
 pub async fn create_topic(
-    b: &Broker,
+    node: &Node,
     t: NewTopic,
     validate_only: bool,
 ) -> Result<Created, MetaError> {
@@ -39,13 +41,13 @@ pub async fn create_topic(
     let partitions = if explicit {
         i32::try_from(t.assignments.len()).unwrap_or(i32::MAX)
     } else {
-        t.partitions.unwrap_or(b.config.num_partitions)
+        t.partitions.unwrap_or(node.config.num_partitions)
     };
     let replication_factor = match t.assignments.first() {
         Some(replicas) => i16::try_from(replicas.len()).unwrap_or(i16::MAX),
         None => t
             .replication_factor
-            .unwrap_or_else(|| b.default_replication_factor()),
+            .unwrap_or_else(|| node.default_replication_factor()),
     };
     // explicit assignments name the partitions and replicas themselves
     let (spec_partitions, spec_rf) = if explicit {
@@ -60,7 +62,7 @@ pub async fn create_topic(
         configs: t.configs,
         assignments: t.assignments,
     };
-    let topic = b.catalog.create_topic(spec, validate_only).await?;
+    let topic = node.catalog.create_topic(spec, validate_only).await?;
     if !validate_only {
         tracing::info!(topic = %t.name, partitions, "created topic");
     }
@@ -72,10 +74,10 @@ pub async fn create_topic(
 
 /// Deletes a topic from the metastore, then closes and removes its local
 /// partition logs.
-pub async fn delete_topic(b: &Broker, topic: &TopicInfo) -> Result<(), MetaError> {
-    b.catalog.delete_topic(&topic.name).await?;
+pub async fn delete_topic(node: &Node, topic: &TopicInfo) -> Result<(), MetaError> {
+    node.catalog.delete_topic(&topic.name).await?;
     let partitions = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
-    b.partitions
+    node.partitions
         .remove_topic(&topic.name, topic.id, partitions)
         .await;
     tracing::info!(topic = %topic.name, "deleted topic");
@@ -103,9 +105,9 @@ pub struct ConfigEntry {
 
 /// The default of a topic config on this broker: the catalogue's, except for
 /// keys whose default is a broker setting.
-fn broker_default(b: &Broker, d: &topic_config::ConfigDef) -> &'static str {
+fn broker_default(node: &Node, d: &topic_config::ConfigDef) -> &'static str {
     if d.name == topic_config::WRITE_CACHING {
-        if b.config.log_defaults.write_caching {
+        if node.config.log_defaults.write_caching {
             "true"
         } else {
             "false"
@@ -116,11 +118,11 @@ fn broker_default(b: &Broker, d: &topic_config::ConfigDef) -> &'static str {
 }
 
 /// Every config a topic has, in catalogue order, with its effective value.
-pub fn topic_configs(b: &Broker, t: &TopicInfo) -> Vec<ConfigEntry> {
+pub fn topic_configs(node: &Node, t: &TopicInfo) -> Vec<ConfigEntry> {
     topic_config::catalogue()
         .iter()
         .map(|d| {
-            let default = broker_default(b, d);
+            let default = broker_default(node, d);
             let (value, source) = match t.configs.get(d.name) {
                 Some(v) => (v.clone(), ConfigSource::Topic),
                 None => (default.to_string(), ConfigSource::Default),
@@ -157,8 +159,8 @@ pub struct PartitionOffsets {
 /// Bytes of a partition's segments in object storage, as the metastore
 /// records them (any agent knows this; segment objects only, not their
 /// index objects).
-pub fn tiered_bytes(b: &Broker, topic: &TopicInfo, index: i32) -> u64 {
-    b.catalog
+pub fn tiered_bytes(node: &Node, topic: &TopicInfo, index: i32) -> u64 {
+    node.catalog
         .segments(topic.id, index)
         .iter()
         .map(|s| s.size)
@@ -168,11 +170,11 @@ pub fn tiered_bytes(b: &Broker, topic: &TopicInfo, index: i32) -> u64 {
 /// The offsets of partition `index`, opening its log if need be. Only the
 /// leader knows them: other agents answer [`Unavailable::NotLeader`].
 pub async fn partition_offsets(
-    b: &Broker,
+    node: &Node,
     topic: &TopicInfo,
     index: i32,
 ) -> Result<PartitionOffsets, Unavailable> {
-    let h = b.partition(topic, index).await?;
+    let h = node.partition(topic, index).await?;
     let (log_start, high_watermark) = h.bounds().await.map_err(Unavailable::Log)?;
     let local_log_start = h
         .offsets(OffsetQuery::EarliestLocal)

@@ -2,7 +2,14 @@
 # The whole AeroStream test suite, exactly as CI runs it: installs what it
 # needs, checks formatting and lints, runs every crate's tests, then the
 # real-client, object-storage and load-generator suites against the real
-# `aerostream` binary.
+# `aerostream` binary, and ends with a table of each step's seconds.
+#
+# Budget on a 2-core machine: 40 minutes from an empty target directory,
+# 20 with a warm one. To fit, every step shares one target directory (kept
+# outside the clone, so a fresh clone starts warm), the instrumented fuzz
+# build runs once for all fuzz targets, and the time-bounded fuzz runs go on
+# in the background, at low priority, while the suites that mostly wait on
+# servers and clients run in the foreground.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,12 +18,24 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$CARGO_TARGET_DIR"
 
 started=$(date +%s)
+names=()
+seconds=()
 step() {
   local name="$1"; shift
   local t0; t0=$(date +%s)
   printf '\n\033[1m==> %s\033[0m\n' "$name"
   "$@"
-  printf '\033[1m<== %s (%ss)\033[0m\n' "$name" "$(( $(date +%s) - t0 ))"
+  names+=("$name")
+  seconds+=("$(( $(date +%s) - t0 ))")
+  printf '\033[1m<== %s (%ss)\033[0m\n' "$name" "${seconds[-1]}"
+}
+table() {
+  printf '\n%-58s %8s\n' "step" "seconds"
+  local i
+  for i in "${!names[@]}"; do
+    printf '%-58s %8s\n' "${names[$i]}" "${seconds[$i]}"
+  done
+  printf '%-58s %8s\n' "total" "$(( $(date +%s) - started ))"
 }
 
 step "setup" scripts/setup.sh
@@ -32,9 +51,45 @@ step "cargo clippy (release features)" cargo clippy -p agent --locked -- -D warn
 step "cargo clippy (agent without the AWS SDK)" cargo clippy -p agent --locked --no-default-features -- -D warnings
 step "cargo doc (broken links are errors)" cargo doc --workspace --no-deps --locked
 step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
+step "fuzz targets built (instrumented, once for all)" scripts/ci/fuzz-build.sh
+
+# The fuzz runs are bounded by time, not by work: run them beside the
+# suites below, niced, so they take what CPU the suites leave.
+fuzz_log=$(mktemp "${TMPDIR:-/tmp}/aerostream-fuzz.XXXXXX")
+fuzz_t0=$(date +%s)
+(
+  set -e
+  for s in scripts/ci/[0-9]*-fuzz.sh; do
+    echo "==> $s"
+    t0=$(date +%s)
+    nice -n 15 "$s"
+    echo "<== $s ($(( $(date +%s) - t0 ))s)"
+  done
+) >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+# a failing foreground step ends the script: take the fuzz runs with it
+trap 'kill -- -"$fuzz_pid" 2>/dev/null || kill "$fuzz_pid" 2>/dev/null || true' EXIT
+echo "fuzz runs in the background (pid $fuzz_pid, log $fuzz_log)"
+
 for s in scripts/ci/[0-9]*.sh; do
   [ -e "$s" ] || continue
+  case "$s" in *-fuzz.sh) continue ;; esac
   step "$s" "$s"
 done
 
+printf '\n\033[1m==> fuzz runs (background)\033[0m\n'
+fuzz_rc=0
+wait "$fuzz_pid" || fuzz_rc=$?
+trap - EXIT
+cat "$fuzz_log"
+rm -f "$fuzz_log"
+names+=("fuzz runs, in the background from $(( fuzz_t0 - started ))s")
+seconds+=("$(( $(date +%s) - fuzz_t0 ))")
+if [ "$fuzz_rc" -ne 0 ]; then
+  table
+  echo "the fuzz runs failed (exit $fuzz_rc)" >&2
+  exit "$fuzz_rc"
+fi
+
+table
 printf '\nall tests passed in %ss\n' "$(( $(date +%s) - started ))"

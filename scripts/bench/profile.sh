@@ -38,10 +38,12 @@ command -v perf >/dev/null || { echo "perf not found (apt-get install linux-perf
 
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 if [ -z "${AEROSTREAM_BIN:-}" ] || [ -z "${LOADTEST_BIN:-}" ]; then
-    cargo build --release -p agent -p loadtest
+    # the release build with line tables (Cargo.toml's `profiling` profile),
+    # so perf can name functions and lines
+    cargo build --profile profiling -p agent -p loadtest
 fi
-aerostream=${AEROSTREAM_BIN:-$target_dir/release/aerostream}
-loadtest=${LOADTEST_BIN:-$target_dir/release/loadtest}
+aerostream=${AEROSTREAM_BIN:-$target_dir/profiling/aerostream}
+loadtest=${LOADTEST_BIN:-$target_dir/profiling/loadtest}
 broker_cpus=${BROKER_CPUS:-0}
 loadgen_cpus=${LOADGEN_CPUS:-1}
 perf_cpus=${PERF_CPUS:-$loadgen_cpus}

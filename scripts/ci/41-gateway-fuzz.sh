@@ -4,10 +4,7 @@
 # (fuzz/fuzz_targets/native_request.rs; both share one instrumented build),
 # then a longer run of the property test that throws random frames at the
 # dispatcher.
-#
-# cargo-fuzz needs nightly-only compiler flags; on a stable toolchain
-# RUSTC_BOOTSTRAP=1 enables them for this step only. The instrumented build
-# of the gateway and its dependencies takes several minutes on 2 cores.
+# The instrumented build and its flags: fuzz-env.sh.
 # Knobs: FUZZ_SECONDS (default 60), NATIVE_FUZZ_SECONDS (default 45),
 # PROPTEST_CASES (default 2000).
 set -euo pipefail
@@ -17,13 +14,9 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 NATIVE_FUZZ_SECONDS="${NATIVE_FUZZ_SECONDS:-45}"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}"
 
-if ! command -v cargo-fuzz >/dev/null 2>&1; then
-    echo "== installing cargo-fuzz (one-off, a few minutes)"
-    cargo install cargo-fuzz --locked
-fi
-
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/fuzz"
-export RUSTC_BOOTSTRAP=1
+# shellcheck source=scripts/ci/fuzz-env.sh
+source scripts/ci/fuzz-env.sh
+fuzz_env
 corpus="$CARGO_TARGET_DIR/corpus/kafka_request"
 mkdir -p "$corpus"
 # seeds for the SASL inputs (see the target): a SCRAM first message for the
@@ -32,15 +25,14 @@ printf 'SASL\002n,,n=fuzz,r=abc' > "$corpus/seed-sasl-scram"
 printf 'SASL\000\000fuzz\000fuzz-password' > "$corpus/seed-sasl-plain"
 printf 'SASL\003n,,\001auth=Bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJmdXp6In0.c2ln\001\001' > "$corpus/seed-sasl-oauthbearer"
 echo "== cargo fuzz run kafka_request for ${FUZZ_SECONDS}s"
-cargo fuzz run --fuzz-dir fuzz kafka_request "$corpus" -- \
+cargo fuzz run "${FUZZ_BUILD_FLAGS[@]}" kafka_request "$corpus" -- \
     -max_total_time="${FUZZ_SECONDS}" -rss_limit_mb=2048 -print_final_stats=1
 native_corpus="$CARGO_TARGET_DIR/corpus/native_request"
 mkdir -p "$native_corpus"
 echo "== cargo fuzz run native_request for ${NATIVE_FUZZ_SECONDS}s"
-cargo fuzz run --fuzz-dir fuzz native_request "$native_corpus" -- \
+cargo fuzz run "${FUZZ_BUILD_FLAGS[@]}" native_request "$native_corpus" -- \
     -max_total_time="${NATIVE_FUZZ_SECONDS}" -rss_limit_mb=2048 -print_final_stats=1
 
-unset RUSTC_BOOTSTRAP
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR%/fuzz}"
+fuzz_env_done
 echo "== dispatcher property test with PROPTEST_CASES=${PROPTEST_CASES}"
 PROPTEST_CASES="${PROPTEST_CASES}" cargo test -p gateway --lib random_frames_never_panic_the_dispatcher

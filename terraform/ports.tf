@@ -1,4 +1,4 @@
-# The agent's listeners. These are the binary's defaults (agent/src/config.rs;
+# The agent's listeners. These are the binary's defaults (agent/src/config/;
 # tests/deploy/test_terraform.py checks they stay equal); the ansible role
 # binds the same ports on 0.0.0.0.
 locals {

@@ -27,19 +27,18 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::auth::Credentials;
 use crate::backoff::Backoff;
-use crate::bootstrap::{Address, Bootstrap, Transport};
+use crate::bootstrap::{Address, Bootstrap};
 use crate::conn::{self, Call, Conn, ConnOptions};
 use crate::error::Error;
-use crate::proto::{
-    self, CommittedOffset, ErrorCode, MetadataResponse, Node, OffsetSpec, PartitionMetadata,
-    TopicMetadata,
-};
-use crate::quic::{QuicClient, TrustSettings};
+use crate::proto::{self, CommittedOffset, ErrorCode, MetadataResponse, OffsetSpec};
 
-/// Where `Client::connect` starts when nothing else is set.
-const DEFAULT_CLIENT_ID: &str = "aerostream-rust";
+mod builder;
+mod metadata;
+
+pub use builder::ClientBuilder;
+pub use metadata::ClusterMetadata;
+use metadata::{MetaCache, TopicRoute};
 
 /// A connection to an AeroStream cluster over the native protocol.
 ///
@@ -77,172 +76,6 @@ struct Inner {
     runtime: tokio::runtime::Handle,
 }
 
-/// Settings of a [`Client`], set through [`Client::builder`].
-#[derive(Debug, Clone)]
-pub struct ClientBuilder {
-    url: String,
-    client_id: String,
-    request_timeout: Duration,
-    connect_timeout: Duration,
-    max_frame_bytes: u32,
-    retries: u32,
-    retry_backoff: Duration,
-    trust: TrustSettings,
-    credentials: Option<Credentials>,
-}
-
-impl ClientBuilder {
-    /// Logs in as this user, on servers that require authentication (the
-    /// same users and mechanisms as their Kafka listener): SCRAM, PLAIN or
-    /// an OAuth bearer token. Each connection authenticates when it opens;
-    /// when a session reaches the lifetime the server gives it, requests
-    /// fail with the retriable SESSION_EXPIRED and the next one connects
-    /// and logs in again.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), sdk::Error> {
-    /// let client = sdk::Client::builder("aero+quic://broker:9091")
-    ///     .credentials(sdk::Credentials::scram_sha512("alice", "s3cret"))
-    ///     .connect()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn credentials(mut self, credentials: Credentials) -> Self {
-        self.credentials = Some(credentials);
-        self
-    }
-
-    /// Names the client in the servers' logs (default `aerostream-rust`).
-    pub fn client_id(mut self, id: impl Into<String>) -> Self {
-        self.client_id = id.into();
-        self
-    }
-
-    /// How long a request waits for its answer (default 30 s). A fetch
-    /// waits this long on top of its `max_wait`.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// How long a connection attempt, hello included, may take (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// The largest answer body the client reads (default 64 MiB); a server
-    /// frame announcing more closes the connection. Keep it above the
-    /// consumer's `max_bytes`.
-    pub fn max_frame_bytes(mut self, bytes: u32) -> Self {
-        self.max_frame_bytes = bytes;
-        self
-    }
-
-    /// How many times the admin calls that are safe to repeat (metadata,
-    /// offsets, ping) retry a retriable error (default 3), waiting
-    /// `retry_backoff` (default 100 ms), doubling, between attempts.
-    pub fn retries(mut self, retries: u32, retry_backoff: Duration) -> Self {
-        self.retries = retries;
-        self.retry_backoff = retry_backoff;
-        self
-    }
-
-    /// For `aero+quic://`: trusts the CA certificate(s) in `pem` (PEM
-    /// text) to sign servers' certificates, e.g. the `ca.pem` an AeroStream
-    /// agent writes to `<data dir>/native-tls/` when it was given no
-    /// certificate of its own. May be given several times. A server's
-    /// certificate must also name the host the client dials (from the URL,
-    /// or as the cluster metadata advertises it; IP addresses work).
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), sdk::Error> {
-    /// let ca = std::fs::read("data/native-tls/ca.pem").expect("the agent's CA");
-    /// let client = sdk::Client::builder("aero+quic://localhost:9091")
-    ///     .tls_ca_pem(ca)
-    ///     .connect()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.trust.ca_pems.push(pem.into());
-        self
-    }
-
-    /// Like [`ClientBuilder::tls_ca_pem`], from a file read when
-    /// connecting (an unreadable file is an [`Error::Config`]).
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), sdk::Error> {
-    /// let client = sdk::Client::builder("aero+quic://127.0.0.1:9091")
-    ///     .tls_ca_file("data/native-tls/ca.pem")
-    ///     .connect()
-    ///     .await?;
-    /// client.ping().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.trust.ca_files.push(path.into());
-        self
-    }
-
-    /// For `aero+quic://`: accepts any server certificate, so anyone on the
-    /// path can pose as the server. For trying things out only; the
-    /// traffic is still encrypted.
-    pub fn danger_accept_invalid_certs(mut self) -> Self {
-        self.trust.accept_invalid_certs = true;
-        self
-    }
-
-    /// Parses the URL and connects to the first bootstrap server that
-    /// answers the hello. Must run inside a tokio runtime, which the
-    /// client's background work (producers) then uses.
-    ///
-    /// With `aero+quic://` and neither a CA ([`ClientBuilder::tls_ca_file`])
-    /// nor [`ClientBuilder::danger_accept_invalid_certs`], fails with
-    /// [`Error::Config`] saying so: no system roots are used. A server
-    /// whose certificate is not trusted fails with [`Error::Tls`].
-    pub async fn connect(self) -> Result<Client, Error> {
-        let bootstrap = Bootstrap::parse(&self.url)?;
-        if self.request_timeout.is_zero() || self.connect_timeout.is_zero() {
-            return Err(Error::Config("timeouts must be longer than zero".into()));
-        }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| Error::Config("the client needs a tokio runtime".into()))?;
-        let quic = match bootstrap.transport {
-            Transport::Quic => Some(QuicClient::new(&self.trust)?),
-            _ => None,
-        };
-        let client = Client {
-            inner: Arc::new(Inner {
-                bootstrap,
-                options: ConnOptions {
-                    client_id: self.client_id,
-                    connect_timeout: self.connect_timeout,
-                    max_frame_bytes: self.max_frame_bytes,
-                    quic,
-                    credentials: self.credentials,
-                },
-                request_timeout: self.request_timeout,
-                retries: self.retries,
-                reconnect: Backoff {
-                    initial: Duration::from_millis(100),
-                    max: Duration::from_secs(5),
-                },
-                retry: Backoff {
-                    initial: self.retry_backoff,
-                    max: Duration::from_secs(5),
-                },
-                cache: RwLock::new(MetaCache::default()),
-                nodes: Mutex::new(HashMap::new()),
-                runtime,
-            }),
-        };
-        client.any_conn().await?;
-        Ok(client)
-    }
-}
-
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NewTopic {
@@ -275,93 +108,6 @@ impl NewTopic {
     pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> NewTopic {
         self.configs.push((key.into(), value.into()));
         self
-    }
-}
-
-/// What [`Client::metadata`] found: the servers and the topics asked
-/// about, each with its error code (UNKNOWN_TOPIC for a missing one).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ClusterMetadata {
-    pub nodes: Vec<Node>,
-    pub topics: Vec<TopicMetadata>,
-}
-
-impl ClusterMetadata {
-    /// The topic of this name, if it exists.
-    pub fn topic(&self, name: &str) -> Option<&TopicMetadata> {
-        self.topics
-            .iter()
-            .find(|t| t.name == name && t.error == ErrorCode::NONE)
-    }
-}
-
-/// A topic's partitions as the client routes to them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TopicRoute {
-    pub name: Arc<str>,
-    /// The leader of partition `i` at index `i`; `None` while it has none.
-    pub leaders: Vec<Option<u32>>,
-}
-
-impl TopicRoute {
-    fn from_metadata(t: &TopicMetadata) -> TopicRoute {
-        let count = t
-            .partitions
-            .iter()
-            .map(|p| p.index as usize + 1)
-            .max()
-            .unwrap_or(0);
-        let mut leaders = vec![None; count];
-        for PartitionMetadata { index, leader, .. } in &t.partitions {
-            leaders[*index as usize] = u32::try_from(*leader).ok();
-        }
-        TopicRoute {
-            name: Arc::from(t.name.as_str()),
-            leaders,
-        }
-    }
-
-    pub(crate) fn partitions(&self) -> u32 {
-        self.leaders.len() as u32
-    }
-
-    pub(crate) fn leader(&self, partition: u32) -> Option<u32> {
-        self.leaders.get(partition as usize).copied().flatten()
-    }
-}
-
-#[derive(Debug, Default)]
-struct MetaCache {
-    nodes: HashMap<u32, Address>,
-    topics: HashMap<String, Arc<TopicRoute>>,
-}
-
-impl MetaCache {
-    fn apply(&mut self, answer: &MetadataResponse, all_topics: bool) {
-        if !answer.nodes.is_empty() {
-            self.nodes = answer
-                .nodes
-                .iter()
-                .map(|n| {
-                    let addr = Address {
-                        host: n.host.clone(),
-                        port: n.port,
-                    };
-                    (n.id, addr)
-                })
-                .collect();
-        }
-        if all_topics {
-            self.topics.clear();
-        }
-        for t in &answer.topics {
-            if t.error == ErrorCode::NONE {
-                self.topics
-                    .insert(t.name.clone(), Arc::new(TopicRoute::from_metadata(t)));
-            } else {
-                self.topics.remove(&t.name);
-            }
-        }
     }
 }
 
@@ -423,17 +169,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder {
-            url: url.to_owned(),
-            client_id: DEFAULT_CLIENT_ID.to_owned(),
-            request_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(10),
-            max_frame_bytes: 64 << 20,
-            retries: 3,
-            retry_backoff: Duration::from_millis(100),
-            trust: TrustSettings::default(),
-            credentials: None,
-        }
+        ClientBuilder::new(url)
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {

@@ -43,108 +43,17 @@ use futures::FutureExt;
 use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::error::Error;
-use crate::group::{Group, GroupOptions};
+use crate::group::Group;
 use crate::proto::Start;
 use crate::proto::{self, ErrorCode, FetchPartition, FetchTopic, OffsetSpec};
 use crate::record::{decode_batches, ConsumedRecord};
 use crate::subscription::{Subscription, SubscriptionConfig};
 
-/// How a consumer takes part in a group.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Membership {
-    /// The application assigns partitions itself; the group, if any, only
-    /// stores committed offsets (committed outside membership).
-    #[default]
-    Manual,
-    /// The consumer joins [`ConsumerConfig::group`] with
-    /// [`Consumer::subscribe`], and the group's coordinator assigns it
-    /// partitions of the subscribed topics, rebalancing them as members
-    /// come and go.
-    Group(GroupOptions),
-}
+mod config;
+// Group membership: subscribe, close, and applying the group's changes.
+mod membership;
 
-/// Where a newly assigned partition starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartAt {
-    /// The first offset still held.
-    Earliest,
-    /// The high watermark: only records produced from now on.
-    Latest,
-    /// This offset.
-    Offset(i64),
-    /// The first record at or after this time (ms since the Unix epoch);
-    /// the high watermark when every record is older.
-    Timestamp(i64),
-    /// The group's committed offset; the earliest when it committed none.
-    Committed,
-}
-
-/// What to do when a fetch offset is out of the partition's range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OffsetReset {
-    /// Go on from the first offset still held.
-    #[default]
-    Earliest,
-    /// Go on from the high watermark.
-    Latest,
-    /// Yield OFFSET_OUT_OF_RANGE and pause the partition until a seek.
-    Fail,
-}
-
-/// How records reach a [`Consumer`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ReadMode {
-    /// Long-poll fetches, one in flight per leader for all its partitions.
-    #[default]
-    Fetch,
-    /// A subscription per partition: the server pushes records as they
-    /// are committed, within `window` bytes of credit per partition (at
-    /// least the topics' `max.message.bytes`). On a QUIC connection each
-    /// subscription is its own stream.
-    Push { window: u32 },
-}
-
-/// How a [`Consumer`] fetches.
-#[derive(Debug, Clone)]
-pub struct ConsumerConfig {
-    /// Where [`Consumer::commit`] commits and [`StartAt::Committed`]
-    /// reads; `None` for a consumer that commits nothing.
-    pub group: Option<String>,
-    pub membership: Membership,
-    /// How long the server may hold a fetch waiting for data (default
-    /// 500 ms).
-    pub max_wait: Duration,
-    /// Bytes the server waits for before answering early (default 1).
-    pub min_bytes: u32,
-    /// Records per fetch answer at most (default 50 MiB; the first batch
-    /// comes whole even when larger). Keep it under the client's
-    /// `max_frame_bytes`.
-    pub max_bytes: u32,
-    /// Records per partition per fetch at most (default 1 MiB).
-    pub partition_max_bytes: u32,
-    /// What an out-of-range offset does (default: back to the earliest).
-    pub offset_reset: OffsetReset,
-    /// Fetches or pushed subscriptions (default: fetches). `max_wait`,
-    /// `min_bytes` and the byte limits apply to fetches only.
-    pub read_mode: ReadMode,
-}
-
-impl Default for ConsumerConfig {
-    fn default() -> Self {
-        ConsumerConfig {
-            group: None,
-            membership: Membership::Manual,
-            max_wait: Duration::from_millis(500),
-            min_bytes: 1,
-            max_bytes: 50 << 20,
-            partition_max_bytes: 1 << 20,
-            offset_reset: OffsetReset::Earliest,
-            read_mode: ReadMode::Fetch,
-        }
-    }
-}
+pub use config::{ConsumerConfig, Membership, OffsetReset, ReadMode, StartAt};
 
 type Tp = (Arc<str>, u32);
 
@@ -954,9 +863,6 @@ impl Client {
         Consumer::new(self.clone(), config)
     }
 }
-
-// Group membership: subscribe, close, and applying the group's changes.
-mod membership;
 
 #[cfg(test)]
 #[path = "consumer_tests.rs"]

@@ -1,5 +1,7 @@
 use super::*;
-use crate::frame::FrameHeader;
+use crate::frame::{FrameHeader, HEADER_LEN};
+use crate::wire::{DecodeError, WireWrite};
+use bytes::{BufMut, Bytes, BytesMut};
 use proptest::prelude::*;
 
 /// Encodes, checks the frame header, decodes back, and checks that every

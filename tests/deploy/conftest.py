@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TERRAFORM = ROOT / "terraform"
 ANSIBLE = ROOT / "ansible"
 BENCH_AWS = ROOT / "benchmarks" / "aws-ec2"
-CONFIG_RS = ROOT / "agent" / "src" / "config.rs"
+CONFIG_DIR = ROOT / "agent" / "src" / "config"
 LAYOUT_RS = ROOT / "cache" / "src" / "layout.rs"
 
 
@@ -32,17 +32,23 @@ def tf_files():
                   if ".terraform" not in p.parts)
 
 
+def config_source():
+    """Every file of the agent's settings module, as one text: what the checks
+    read does not depend on which of its files holds it."""
+    return "\n".join(p.read_text() for p in sorted(CONFIG_DIR.glob("*.rs")))
+
+
 def _default_port(source, pattern, what):
     m = re.search(pattern, source, re.S)
     if not m:
-        pytest.fail(f"cannot find the default {what} in {CONFIG_RS}: "
+        pytest.fail(f"cannot find the default {what} in {CONFIG_DIR}: "
                     "the pattern this test reads no longer matches the code")
     return int(m.group(1))
 
 
 def rust_default_ports():
     """The ports `aerostream serve` binds when given no address, as the code has them."""
-    src = CONFIG_RS.read_text()
+    src = config_source()
     addr = r"SocketAddr::from\(\(\[[0-9, ]+\],\s*(\d+)\)\)"
     ports = {
         name: _default_port(src, rf"\.or\(file\.{name}_addr\)\s*\.unwrap_or_else\(\|\|\s*{addr}\)",
@@ -68,11 +74,11 @@ def layout_dirs():
 
 def config_file_keys():
     """The keys the agent's TOML file accepts (FileSettings; unknown keys are an error)."""
-    src = CONFIG_RS.read_text()
+    src = config_source()
     m = re.search(r"struct FileSettings \{(.*?)\n\}", src, re.S)
     if not m:
-        pytest.fail(f"cannot find struct FileSettings in {CONFIG_RS}")
-    return set(re.findall(r"^\s*([a-z_]+):", m.group(1), re.M))
+        pytest.fail(f"cannot find struct FileSettings in {CONFIG_DIR}")
+    return set(re.findall(r"^\s*(?:pub(?:\([a-z]+\))?\s+)?([a-z_]+):", m.group(1), re.M))
 
 
 @pytest.fixture(scope="session")

@@ -80,7 +80,7 @@ def test_the_load_balancer_listens_on_the_binarys_default_ports():
     ports = rust_default_ports()
     local = locals_of(TERRAFORM)
     assert {k: local[f"{k}_port"] for k in ports} == ports, \
-        "terraform/ports.tf must name the ports agent/src/config.rs binds by default"
+        "terraform/ports.tf must name the ports agent/src/config/ binds by default"
 
     res = blocks(TERRAFORM, "resource")
     kafka = res[("aws_lb_listener", "kafka")]

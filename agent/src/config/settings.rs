@@ -1,0 +1,429 @@
+//! The resolved settings: each one taken from the first of flags,
+//! environment, file and default that has it, then checked as a whole.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::address::parse_host_port;
+use super::args::ServeArgs;
+use super::cluster::{resolve_cluster, ClusterSettings};
+use super::file::{read_file, FileSettings};
+use super::security::{
+    resolve_auth, resolve_kafka_tls, resolve_native_tls, Auth, KafkaTlsFiles, NativeTlsFiles,
+};
+
+/// Resolved settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub kafka_addr: SocketAddr,
+    pub advertised_kafka_addr: Option<(String, u16)>,
+    pub native_addr: SocketAddr,
+    pub advertised_native_addr: Option<(String, u16)>,
+    /// The native QUIC endpoint's certificate and key files; `None`: the
+    /// agent's own CA issues one at start.
+    pub native_tls: Option<NativeTlsFiles>,
+    /// TLS on the Kafka listener; `None` serves plaintext.
+    pub kafka_tls: Option<KafkaTlsFiles>,
+    /// SASL mechanisms of the Kafka listener; empty: no authentication.
+    pub sasl_mechanisms: Vec<gateway::sasl::Mechanism>,
+    /// (name, password) to create at start.
+    pub admin_user: Option<(String, String)>,
+    /// ACL authorization: on when clients authenticate.
+    pub authz: dataplane::policy::authz::AuthzConfig,
+    /// How OAUTHBEARER tokens are checked, with that mechanism on.
+    pub oauthbearer: Option<gateway::sasl::oauthbearer::OAuthConfig>,
+    /// connections.max.reauth.ms; `None` for 0.
+    pub sasl_max_session: Option<Duration>,
+    pub http_addr: SocketAddr,
+    pub node_id: i32,
+    pub shards: usize,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    pub max_request_bytes: usize,
+    pub group_initial_rebalance_delay_ms: i64,
+    pub group_min_session_timeout_ms: i32,
+    pub log: String,
+    /// `None`: the folder DATA_DIR/objects.
+    pub object_store: Option<String>,
+    pub cache_memory_bytes: u64,
+    /// 0: no disk tier.
+    pub cache_disk_bytes: u64,
+    pub cache_dir: PathBuf,
+    /// `None`: worked out from the free space at start.
+    pub local_disk_limit: Option<u64>,
+    pub upload_concurrency: usize,
+    pub object_store_tombstones: bool,
+    pub write_caching: bool,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    pub connections_max_idle_ms: u64,
+    pub replica_lag_time_max_ms: u64,
+    pub partition_moves: usize,
+    pub agent_lease_ms: u64,
+    pub queued_max_request_bytes: u64,
+    /// Kafka's broker.rack.
+    pub rack: Option<String>,
+    /// Load-balancer mode (forwarding to owners).
+    pub load_balanced: bool,
+    /// `None`: the embedded one-node metastore (no --voters).
+    pub cluster: Option<ClusterSettings>,
+    /// `None`: no OpenTelemetry export.
+    pub otlp_endpoint: Option<String>,
+    pub otlp_sample_ratio: f64,
+    pub otlp_export_interval_ms: u64,
+    pub metrics_max_series: usize,
+    #[cfg(feature = "fault-injection")]
+    pub object_store_faults: bool,
+}
+
+impl Settings {
+    /// Merges flags/env with the TOML file (if any) and the defaults.
+    pub fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileSettings::default(),
+        };
+        let cores = std::thread::available_parallelism()
+            .map(|c| c.get())
+            .unwrap_or(1);
+        let advertised = args
+            .advertised_kafka_addr
+            .clone()
+            .or_else(|| file.advertised_kafka_addr.clone());
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| file.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from("./data"));
+        let node_id = args.node_id.or(file.node_id).unwrap_or(1);
+        let cluster = resolve_cluster(args, &file, node_id, &data_dir)?;
+        let native_tls = resolve_native_tls(args, &file)?;
+        let kafka_tls = resolve_kafka_tls(args, &file)?;
+        let Auth {
+            sasl_mechanisms,
+            admin_user,
+            oauthbearer,
+            authz,
+        } = resolve_auth(args, &file, kafka_tls.as_ref())?;
+        let s = Settings {
+            data_dir,
+            kafka_addr: args
+                .kafka_addr
+                .or(file.kafka_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9092))),
+            advertised_kafka_addr: advertised
+                .as_deref()
+                .map(|a| parse_host_port(a, "advertised address"))
+                .transpose()?,
+            native_addr: args
+                .native_addr
+                .or(file.native_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9091))),
+            advertised_native_addr: args
+                .advertised_native_addr
+                .clone()
+                .or_else(|| file.advertised_native_addr.clone())
+                .as_deref()
+                .map(|a| parse_host_port(a, "advertised native address"))
+                .transpose()?,
+            native_tls,
+            kafka_tls,
+            sasl_mechanisms,
+            admin_user,
+            authz,
+            oauthbearer,
+            sasl_max_session: args
+                .connections_max_reauth_ms
+                .or(file.connections_max_reauth_ms)
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
+            http_addr: args
+                .http_addr
+                .or(file.http_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9001))),
+            node_id,
+            shards: args.shards.or(file.shards).unwrap_or(cores),
+            auto_create_topics: args
+                .auto_create_topics
+                .or(file.auto_create_topics)
+                .unwrap_or(true),
+            num_partitions: args.num_partitions.or(file.num_partitions).unwrap_or(1),
+            max_request_bytes: args
+                .max_request_bytes
+                .or(file.max_request_bytes)
+                .unwrap_or(100 * 1024 * 1024),
+            group_initial_rebalance_delay_ms: args
+                .group_initial_rebalance_delay_ms
+                .or(file.group_initial_rebalance_delay_ms)
+                .unwrap_or(3000),
+            group_min_session_timeout_ms: args
+                .group_min_session_timeout_ms
+                .or(file.group_min_session_timeout_ms)
+                .unwrap_or(6000),
+            log: args
+                .log
+                .clone()
+                .or(file.log)
+                .unwrap_or_else(|| "info".into()),
+            object_store: args.object_store.clone().or(file.object_store),
+            cache_memory_bytes: args
+                .cache_memory_bytes
+                .or(file.cache_memory_bytes)
+                .unwrap_or(256 << 20),
+            cache_disk_bytes: args
+                .cache_disk_bytes
+                .or(file.cache_disk_bytes)
+                .unwrap_or(1 << 30),
+            cache_dir: PathBuf::new(),
+            local_disk_limit: args.local_disk_limit.or(file.local_disk_limit),
+            upload_concurrency: args
+                .upload_concurrency
+                .or(file.upload_concurrency)
+                .unwrap_or(8),
+            object_store_tombstones: args
+                .object_store_tombstones
+                .or(file.object_store_tombstones)
+                .unwrap_or(false),
+            write_caching: args.write_caching.or(file.write_caching).unwrap_or(true),
+            max_connections: args
+                .max_connections
+                .or(file.max_connections)
+                .unwrap_or(4096),
+            max_connections_per_ip: args
+                .max_connections_per_ip
+                .or(file.max_connections_per_ip)
+                .unwrap_or(4096),
+            connections_max_idle_ms: args
+                .connections_max_idle_ms
+                .or(file.connections_max_idle_ms)
+                .unwrap_or(600_000),
+            replica_lag_time_max_ms: args
+                .replica_lag_time_max_ms
+                .or(file.replica_lag_time_max_ms)
+                .unwrap_or(30_000),
+            partition_moves: args
+                .partition_moves
+                .or(file.partition_moves)
+                .unwrap_or(metastore::balance::DEFAULT_MAX_IN_FLIGHT),
+            agent_lease_ms: args.agent_lease_ms.or(file.agent_lease_ms).unwrap_or(3_000),
+            queued_max_request_bytes: args
+                .queued_max_request_bytes
+                .or(file.queued_max_request_bytes)
+                .unwrap_or(512 << 20),
+            rack: args.rack.clone().or(file.rack),
+            load_balanced: args.load_balanced.or(file.load_balanced).unwrap_or(false),
+            cluster,
+            otlp_endpoint: args
+                .otlp_endpoint
+                .clone()
+                .or(file.otlp_endpoint)
+                .filter(|e| !e.trim().is_empty()),
+            otlp_sample_ratio: args
+                .otlp_sample_ratio
+                .or(file.otlp_sample_ratio)
+                .unwrap_or(0.01),
+            otlp_export_interval_ms: args
+                .otlp_export_interval_ms
+                .or(file.otlp_export_interval_ms)
+                .unwrap_or(10_000),
+            metrics_max_series: args
+                .metrics_max_series
+                .or(file.metrics_max_series)
+                .unwrap_or(gateway::broker::DEFAULT_METRICS_MAX_SERIES),
+            #[cfg(feature = "fault-injection")]
+            object_store_faults: args.object_store_faults.unwrap_or(false),
+        };
+        let s = Settings {
+            cache_dir: args
+                .cache_dir
+                .clone()
+                .or(file.cache_dir)
+                .unwrap_or_else(|| s.data_dir.join("cache")),
+            ..s
+        };
+        if let Some(rack) = &s.rack {
+            anyhow::ensure!(
+                !rack.trim().is_empty(),
+                "--rack is empty; leave it out or name the rack"
+            );
+        }
+        anyhow::ensure!(
+            !s.load_balanced || s.cluster.is_some(),
+            "--load-balanced needs a cluster (--voters): one agent has no other agent to forward to"
+        );
+        anyhow::ensure!(
+            s.upload_concurrency >= 1,
+            "--upload-concurrency must be at least 1"
+        );
+        anyhow::ensure!(
+            s.cache_memory_bytes >= 1 << 20,
+            "--cache-memory-bytes must be at least 1MiB"
+        );
+        anyhow::ensure!(
+            s.cache_disk_bytes == 0 || s.cache_disk_bytes >= 64 << 20,
+            "--cache-disk-bytes must be 0 (no disk tier) or at least 64MiB"
+        );
+        anyhow::ensure!(s.shards >= 1, "--shards must be at least 1");
+        anyhow::ensure!(s.num_partitions >= 1, "--num-partitions must be at least 1");
+        anyhow::ensure!(
+            s.max_request_bytes >= 1024,
+            "--max-request-bytes must be at least 1024"
+        );
+        anyhow::ensure!(
+            s.max_connections >= 1,
+            "--max-connections must be at least 1"
+        );
+        anyhow::ensure!(
+            s.max_connections_per_ip >= 1,
+            "--max-connections-per-ip must be at least 1"
+        );
+        anyhow::ensure!(
+            s.connections_max_idle_ms >= 1000,
+            "--connections-max-idle-ms must be at least 1000"
+        );
+        anyhow::ensure!(
+            s.replica_lag_time_max_ms >= 100,
+            "--replica-lag-time-max-ms must be at least 100"
+        );
+        anyhow::ensure!(
+            s.agent_lease_ms >= 500,
+            "--agent-lease-ms must be at least 500 (an agent heartbeats several times per lease)"
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&s.otlp_sample_ratio),
+            "--otlp-sample-ratio must be between 0 and 1"
+        );
+        anyhow::ensure!(
+            s.otlp_export_interval_ms >= 100,
+            "--otlp-export-interval-ms must be at least 100"
+        );
+        anyhow::ensure!(
+            s.metrics_max_series >= 1,
+            "--metrics-max-series must be at least 1"
+        );
+        if let Some(e) = &s.otlp_endpoint {
+            anyhow::ensure!(
+                e.starts_with("http://") || e.starts_with("https://"),
+                "--otlp-endpoint must be an http:// or https:// URL, not {e}"
+            );
+        }
+        anyhow::ensure!(
+            s.queued_max_request_bytes >= 1 << 20,
+            "--queued-max-request-bytes must be at least 1MiB"
+        );
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_over_defaults() {
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "node_id = 7\nshards = 3\nkafka_addr = \"127.0.0.1:19092\""
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            shards: Some(2),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.shards, 2, "flag wins");
+        assert_eq!(s.node_id, 7, "file wins over default");
+        assert_eq!(s.kafka_addr.port(), 19092);
+        assert_eq!(s.data_dir, PathBuf::from("./data"), "default");
+    }
+
+    #[test]
+    fn unknown_file_keys_and_bad_addresses_are_errors() {
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(f, "no_such_setting = 1").expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            ..Default::default()
+        };
+        assert!(Settings::resolve(&args).is_err());
+        let args = ServeArgs {
+            advertised_kafka_addr: Some("nohost".into()),
+            ..Default::default()
+        };
+        assert!(Settings::resolve(&args).is_err());
+    }
+
+    #[test]
+    fn telemetry_is_off_by_default_and_set_from_the_file_or_flags() {
+        let s = Settings::resolve(&ServeArgs::default()).expect("valid");
+        assert_eq!(s.otlp_endpoint, None, "nothing exported unless asked");
+        assert_eq!(s.otlp_sample_ratio, 0.01);
+        assert_eq!(s.metrics_max_series, 1000);
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "otlp_endpoint = \"http://collector:4318\"\notlp_sample_ratio = 0.5\nmetrics_max_series = 20\notlp_export_interval_ms = 2000"
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            otlp_sample_ratio: Some(1.0),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        assert_eq!(s.otlp_sample_ratio, 1.0, "flag wins");
+        assert_eq!(s.metrics_max_series, 20);
+        assert_eq!(s.otlp_export_interval_ms, 2000);
+        for bad in [
+            ServeArgs {
+                otlp_sample_ratio: Some(1.5),
+                ..Default::default()
+            },
+            ServeArgs {
+                otlp_endpoint: Some("collector:4318".into()),
+                ..Default::default()
+            },
+            ServeArgs {
+                metrics_max_series: Some(0),
+                ..Default::default()
+            },
+        ] {
+            assert!(Settings::resolve(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tiering_settings_default_under_the_data_dir_and_read_units_from_the_file() {
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "data_dir = \"/d\"\ncache_disk_bytes = \"128MiB\"\nlocal_disk_limit = 4096000000"
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            object_store: Some("s3://b/p".into()),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.cache_dir, PathBuf::from("/d/cache"));
+        assert_eq!(s.cache_disk_bytes, 128 << 20);
+        assert_eq!(s.local_disk_limit, Some(4_096_000_000));
+        assert_eq!(s.object_store.as_deref(), Some("s3://b/p"));
+        assert_eq!(s.upload_concurrency, 8);
+        let tiny = ServeArgs {
+            cache_disk_bytes: Some(1 << 20),
+            ..Default::default()
+        };
+        assert!(
+            Settings::resolve(&tiny).is_err(),
+            "a disk tier below 64MiB is refused"
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! Operation codes. A response uses its request's code with [`RESPONSE`] set.
+
+pub const HELLO: u8 = 0x01;
+pub const PING: u8 = 0x02;
+pub const METADATA: u8 = 0x03;
+pub const CREATE_TOPIC: u8 = 0x04;
+pub const DELETE_TOPIC: u8 = 0x05;
+pub const INIT_PRODUCER: u8 = 0x06;
+pub const PRODUCE: u8 = 0x07;
+pub const FETCH: u8 = 0x08;
+pub const LIST_OFFSETS: u8 = 0x09;
+pub const COMMIT_OFFSETS: u8 = 0x0A;
+pub const FETCH_OFFSETS: u8 = 0x0B;
+/// Opens a subscription: the server pushes a partition's new batches.
+pub const SUBSCRIBE: u8 = 0x0C;
+/// A subscription's records, sent by the server unasked (always with
+/// [`RESPONSE`] set: `0x8D`).
+pub const PUSH: u8 = 0x0D;
+/// Grants a subscription more bytes; never answered.
+pub const CREDIT: u8 = 0x0E;
+/// Ends a subscription.
+pub const UNSUBSCRIBE: u8 = 0x0F;
+pub const FIND_COORDINATOR: u8 = 0x10;
+pub const JOIN_GROUP: u8 = 0x11;
+pub const HEARTBEAT: u8 = 0x12;
+pub const LEAVE_GROUP: u8 = 0x13;
+/// One message of a SASL exchange (SCRAM, PLAIN, OAUTHBEARER), after
+/// the hello, on a server that requires authentication.
+pub const AUTHENTICATE: u8 = 0x14;
+/// Sent by the server, unasked, right before it closes a connection it
+/// cannot go on serving (bad frame, failed hello).
+pub const ERROR: u8 = 0x7F;
+/// Set on a response's operation code.
+pub const RESPONSE: u8 = 0x80;

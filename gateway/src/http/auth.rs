@@ -109,7 +109,8 @@ async fn basic(b: &Arc<Broker>, user: &str, password: &str) -> Result<(), String
     let (b, u, p) = (b.clone(), user.to_string(), password.to_string());
     tokio::task::spawn_blocking(move || crate::sasl::check_password(&b.node.catalog, &u, &p))
         .await
-        .map_err(|e| format!("the password check failed: {e}"))??;
+        .map_err(|e| format!("the password check failed: {e}"))?
+        .map_err(|e| e.to_string())?;
     if let Some(tag) = tag {
         r.remember(tag, now);
     }

@@ -17,6 +17,7 @@
 //! the same mechanism and as the same principal, and a connection that
 //! sends anything else after its session ended is closed.
 
+mod error;
 pub mod mechanism;
 pub mod oauthbearer;
 pub mod scram;
@@ -39,6 +40,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 use metastore::Metastore;
+
+pub use error::LoginError;
 
 use kafka_protocol::messages::ResponseKind;
 
@@ -277,12 +280,15 @@ impl Session {
             },
             State::Chosen(Mechanism::Scram(m)) => {
                 let first = std::str::from_utf8(token)
-                    .map_err(|_| "not UTF-8".to_string())
+                    .map_err(|_| LoginError::NotUtf8("the client's first message"))
                     .and_then(scram::parse_client_first);
                 let started = first.and_then(|f| {
-                    let c = catalog
-                        .scram_credential(&f.user, m)
-                        .ok_or_else(|| format!("no {} credential for user {}", m.name(), f.user))?;
+                    let c = catalog.scram_credential(&f.user, m).ok_or_else(|| {
+                        LoginError::NoCredential {
+                            mechanism: m.name(),
+                            user: f.user.clone(),
+                        }
+                    })?;
                     let user = f.user.clone();
                     scram::Exchange::start(m, f, c).map(|(x, reply)| (x, reply, user))
                 });
@@ -316,7 +322,7 @@ impl Session {
             State::Scram(x) => {
                 let m = x.mechanism();
                 let done = std::str::from_utf8(token)
-                    .map_err(|_| "not UTF-8".to_string())
+                    .map_err(|_| LoginError::NotUtf8("the client's final message"))
                     .and_then(|fin| x.finish(fin));
                 match done {
                     Ok(server_final) => {
@@ -443,30 +449,40 @@ impl Session {
 
 /// Checks an OAUTHBEARER initial response; the token's principal name on
 /// success.
-fn bearer(oauth: Option<&oauthbearer::Validator>, message: &[u8]) -> Result<(String, u64), String> {
-    let oauth = oauth.ok_or("no key set is configured (--sasl-oauthbearer-jwks)")?;
-    let r = oauthbearer::initial_response(message)?;
-    let (user, exp) = oauth.validate(r.token)?;
+fn bearer(
+    oauth: Option<&oauthbearer::Validator>,
+    message: &[u8],
+) -> Result<(String, u64), LoginError> {
+    let oauth = oauth.ok_or(LoginError::NoKeySet)?;
+    let r = oauthbearer::initial_response(message).map_err(LoginError::InvalidToken)?;
+    let (user, exp) = oauth.validate(r.token).map_err(LoginError::InvalidToken)?;
     match r.authzid {
-        Some(a) if a != user => Err(format!("{user} may not act as {a}")),
+        Some(a) if a != user => Err(LoginError::ActsAsOther {
+            user,
+            other: a.to_string(),
+        }),
         _ => Ok((user, exp)),
     }
 }
 
 /// Checks a SASL/PLAIN message (`[authzid] NUL user NUL password`) against
 /// the user's SCRAM credential (SHA-512 first); the user on success.
-fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, String> {
+fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, LoginError> {
     let mut parts = token.split(|b| *b == 0);
     let authzid = parts.next().unwrap_or_default();
-    let user = parts.next().ok_or("no user")?;
-    let password = parts.next().ok_or("no password")?;
+    let user = parts.next().ok_or(LoginError::Malformed("no user"))?;
+    let password = parts.next().ok_or(LoginError::Malformed("no password"))?;
     if parts.next().is_some() {
-        return Err("too many fields".into());
+        return Err(LoginError::Malformed("too many fields"));
     }
-    let user = std::str::from_utf8(user).map_err(|_| "the user is not UTF-8")?;
-    let password = std::str::from_utf8(password).map_err(|_| "the password is not UTF-8")?;
+    let user = std::str::from_utf8(user).map_err(|_| LoginError::NotUtf8("the user"))?;
+    let password =
+        std::str::from_utf8(password).map_err(|_| LoginError::NotUtf8("the password"))?;
     if !authzid.is_empty() && authzid != user.as_bytes() {
-        return Err(format!("user {user} may not act as another user"));
+        return Err(LoginError::ActsAsOther {
+            user: user.to_string(),
+            other: String::from_utf8_lossy(authzid).into_owned(),
+        });
     }
     check_password(catalog, user, password)?;
     Ok(user.to_string())
@@ -475,15 +491,15 @@ fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, String> {
 /// Whether `password` is `user`'s, by the user's SCRAM credential (SHA-512
 /// first): PLAIN and the HTTP listener's Basic authentication check
 /// passwords so.
-pub fn check_password(catalog: &Metastore, user: &str, password: &str) -> Result<(), String> {
+pub fn check_password(catalog: &Metastore, user: &str, password: &str) -> Result<(), LoginError> {
     for m in [ScramMechanism::Sha512, ScramMechanism::Sha256] {
         if let Some(c) = catalog.scram_credential(user, m) {
             return if scram::password_matches(m, &c, password) {
                 Ok(())
             } else {
-                Err(format!("wrong password for user {user}"))
+                Err(LoginError::WrongPassword(user.to_string()))
             };
         }
     }
-    Err(format!("no user {user}"))
+    Err(LoginError::UnknownUser(user.to_string()))
 }

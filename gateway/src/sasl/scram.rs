@@ -9,6 +9,8 @@ use aws_lc_rs::{constant_time, digest, hmac, pbkdf2, rand as lc_rand};
 use base64::Engine;
 use metastore::{ScramCredential, ScramMechanism};
 
+use super::error::LoginError::{self, Malformed};
+
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 /// Iterations of a credential made here (Kafka's tools default to 4096).
@@ -80,9 +82,9 @@ pub fn credential(
     m: ScramMechanism,
     password: &str,
     iterations: u32,
-) -> Result<ScramCredential, String> {
+) -> Result<ScramCredential, LoginError> {
     let mut salt = vec![0u8; 32];
-    lc_rand::fill(&mut salt).map_err(|_| "no randomness for a salt".to_string())?;
+    lc_rand::fill(&mut salt).map_err(|_| LoginError::NoRandomness("salt"))?;
     let salted = salted_password(m, password.as_bytes(), &salt, iterations);
     Ok(credential_from_salted(m, salt, &salted, iterations))
 }
@@ -131,22 +133,24 @@ pub struct ClientFirst {
 
 /// Parses `gs2-header client-first-message-bare`. Channel binding is not
 /// offered (Kafka's clients never ask for it).
-pub fn parse_client_first(msg: &str) -> Result<ClientFirst, String> {
+pub fn parse_client_first(msg: &str) -> Result<ClientFirst, LoginError> {
     let mut parts = msg.splitn(3, ',');
     let cb = parts.next().unwrap_or_default();
-    let authzid = parts.next().ok_or("no GS2 header")?;
-    let bare = parts.next().ok_or("no client-first-message-bare")?;
+    let authzid = parts.next().ok_or(Malformed("no GS2 header"))?;
+    let bare = parts
+        .next()
+        .ok_or(Malformed("no client-first-message-bare"))?;
     if cb != "n" && cb != "y" {
-        return Err("channel binding is not supported".into());
+        return Err(LoginError::ChannelBindingUnsupported);
     }
     if !authzid.is_empty() && !authzid.starts_with("a=") {
-        return Err("a malformed authorization identity".into());
+        return Err(Malformed("a malformed authorization identity"));
     }
-    let user = attr(bare, 'n').ok_or("no user name")?;
-    let user = unescape(user).ok_or("a malformed user name")?;
-    let nonce = attr(bare, 'r').ok_or("no client nonce")?;
+    let user = attr(bare, 'n').ok_or(Malformed("no user name"))?;
+    let user = unescape(user).ok_or(Malformed("a malformed user name"))?;
+    let nonce = attr(bare, 'r').ok_or(Malformed("no client nonce"))?;
     if nonce.is_empty() || nonce.contains(',') {
-        return Err("a malformed nonce".into());
+        return Err(Malformed("a malformed nonce"));
     }
     Ok(ClientFirst {
         user,
@@ -172,9 +176,9 @@ impl Exchange {
         mechanism: ScramMechanism,
         first: ClientFirst,
         credential: ScramCredential,
-    ) -> Result<(Exchange, String), String> {
+    ) -> Result<(Exchange, String), LoginError> {
         let mut ours = [0u8; 24];
-        lc_rand::fill(&mut ours).map_err(|_| "no randomness for a nonce".to_string())?;
+        lc_rand::fill(&mut ours).map_err(|_| LoginError::NoRandomness("nonce"))?;
         Ok(Exchange::start_with(
             mechanism,
             first,
@@ -215,24 +219,28 @@ impl Exchange {
 
     /// Checks the client's final message; the server's final message when
     /// the proof holds.
-    pub fn finish(self, client_final: &str) -> Result<String, String> {
+    pub fn finish(self, client_final: &str) -> Result<String, LoginError> {
         let m = self.mechanism;
-        let (without_proof, proof) = client_final.rsplit_once(",p=").ok_or("no client proof")?;
-        let binding = attr(without_proof, 'c').ok_or("no channel binding attribute")?;
+        let (without_proof, proof) = client_final
+            .rsplit_once(",p=")
+            .ok_or(Malformed("no client proof"))?;
+        let binding = attr(without_proof, 'c').ok_or(Malformed("no channel binding attribute"))?;
         if B64.decode(binding).ok().as_deref() != Some(self.first.gs2_header.as_bytes()) {
-            return Err("the channel binding does not match the first message".into());
+            return Err(LoginError::ChannelBindingMismatch);
         }
         if attr(without_proof, 'r') != Some(self.nonce.as_str()) {
-            return Err("the nonce does not match".into());
+            return Err(LoginError::NonceMismatch);
         }
-        let proof = B64.decode(proof).map_err(|_| "the proof is not base64")?;
+        let proof = B64
+            .decode(proof)
+            .map_err(|_| Malformed("the proof is not base64"))?;
         let auth = format!(
             "{},{},{}",
             self.first.bare, self.server_first, without_proof
         );
         let signature = mac(m, &self.credential.stored_key, auth.as_bytes());
         if proof.len() != signature.len() {
-            return Err("the proof has the wrong length".into());
+            return Err(Malformed("the proof has the wrong length"));
         }
         let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
         if constant_time::verify_slices_are_equal(
@@ -241,7 +249,7 @@ impl Exchange {
         )
         .is_err()
         {
-            return Err("invalid credentials".into());
+            return Err(LoginError::InvalidProof);
         }
         let server_signature = mac(m, &self.credential.server_key, auth.as_bytes());
         Ok(format!("v={}", B64.encode(server_signature)))

@@ -166,7 +166,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             oauthbearer: s
                 .oauthbearer
                 .clone()
-                .map(gateway::sasl::oauthbearer::Validator::new)
+                .map(security::oauthbearer::Validator::new)
                 .transpose()
                 .map_err(|e| anyhow::anyhow!("OAUTHBEARER: {e}"))?
                 .map(std::sync::Arc::new),
@@ -296,9 +296,8 @@ async fn create_admin_user(
         if meta.scram_credential(user, m).is_some() {
             continue;
         }
-        let c =
-            gateway::sasl::scram::credential(m, password, gateway::sasl::scram::DEFAULT_ITERATIONS)
-                .map_err(|e| anyhow::anyhow!(e))?;
+        let c = security::scram::credential(m, password, security::scram::DEFAULT_ITERATIONS)
+            .map_err(|e| anyhow::anyhow!(e))?;
         meta.upsert_scram_credential(user, m, c)
             .await
             .with_context(|| format!("creating the admin user {user}"))?;

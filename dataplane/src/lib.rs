@@ -17,7 +17,6 @@
 //! - [`node`]: one agent's data plane as the front ends hold it, and
 //!   [`topics`]: the topic operations every front end shares.
 //! - [`topic_config`]: topic settings, validated and turned into log settings.
-//! - [`policy`]: ACL authorization and client quotas.
 //! - [`telemetry`]: latency histograms, per-partition counters, trace
 //!   sampling and the Prometheus text format.
 //!
@@ -46,7 +45,6 @@ pub mod backend;
 pub mod group;
 pub mod node;
 pub mod partition;
-pub mod policy;
 pub mod shard;
 pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]

@@ -26,7 +26,7 @@ pub fn fixture() -> &'static Fixture {
         let broker = rt.block_on(TestBroker::start(Logs::Disk));
         // a SCRAM user for the SASL inputs of kafka_request
         for m in gateway::sasl::ScramMechanism::ALL {
-            let c = gateway::sasl::scram::credential(m, "fuzz-password", 4096).expect("salt");
+            let c = security::scram::credential(m, "fuzz-password", 4096).expect("salt");
             rt.block_on(broker.broker.node.catalog.upsert_scram_credential("fuzz", m, c))
                 .expect("credential");
         }

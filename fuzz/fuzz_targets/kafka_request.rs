@@ -37,8 +37,8 @@ fn frame(api: i16, version: i16, body: &[u8]) -> Bytes {
 
 /// An OAUTHBEARER validator with one public key (RFC 7517's example P-256
 /// key), so tokens are parsed and checked all the way to the signature.
-fn oauth() -> Option<&'static gateway::sasl::oauthbearer::Validator> {
-    use gateway::sasl::oauthbearer::{OAuthConfig, Validator};
+fn oauth() -> Option<&'static security::oauthbearer::Validator> {
+    use security::oauthbearer::{OAuthConfig, Validator};
     static V: std::sync::OnceLock<Option<Validator>> = std::sync::OnceLock::new();
     V.get_or_init(|| {
         let jwks = std::env::temp_dir().join(format!("aerostream-fuzz-jwks-{}.json", std::process::id()));

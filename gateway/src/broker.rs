@@ -28,9 +28,9 @@ pub struct BrokerConfig {
     /// before the client must authenticate again (KIP-368); `None`: for ever.
     pub sasl_max_session: Option<std::time::Duration>,
     /// How OAUTHBEARER tokens are checked, when that mechanism is on.
-    pub oauthbearer: Option<std::sync::Arc<crate::sasl::oauthbearer::Validator>>,
+    pub oauthbearer: Option<std::sync::Arc<security::oauthbearer::Validator>>,
     /// ACL authorization of Kafka requests.
-    pub authz: dataplane::policy::authz::AuthzConfig,
+    pub authz: security::authz::AuthzConfig,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -74,7 +74,7 @@ impl Default for BrokerConfig {
             sasl_mechanisms: Vec::new(),
             oauthbearer: None,
             sasl_max_session: None,
-            authz: dataplane::policy::authz::AuthzConfig::default(),
+            authz: security::authz::AuthzConfig::default(),
             advertised_host: "127.0.0.1".into(),
             advertised_port: 9092,
             max_request_bytes: 100 * 1024 * 1024,
@@ -290,7 +290,7 @@ pub struct Broker {
     pub node: Node,
     pub fetch_sessions: FetchSessions,
     /// Client quotas' rate windows on this agent.
-    pub quotas: dataplane::policy::quota::Quotas,
+    pub quotas: security::quota::Quotas,
     pub metrics: Metrics,
     pub connections: Arc<Connections>,
     /// Forwarded requests, sent and served.
@@ -314,7 +314,7 @@ impl Broker {
         };
         Broker {
             fetch_sessions: FetchSessions::new(config.fetch_session_slots),
-            quotas: dataplane::policy::quota::Quotas::default(),
+            quotas: security::quota::Quotas::default(),
             connections: Connections::new(config.connections.clone()),
             config,
             node: Node::new(node, catalog, partitions, groups),

@@ -2328,14 +2328,13 @@ async fn start_secured(
     use gateway::sasl::{Mechanism, ScramMechanism};
     let dir = tempfile::tempdir().unwrap();
     let (jwks, sign) = token_issuer(dir.path());
-    let oauth =
-        gateway::sasl::oauthbearer::Validator::new(gateway::sasl::oauthbearer::OAuthConfig {
-            jwks,
-            issuer: None,
-            audience: None,
-            principal_claim: "sub".into(),
-        })
-        .unwrap();
+    let oauth = security::oauthbearer::Validator::new(security::oauthbearer::OAuthConfig {
+        jwks,
+        issuer: None,
+        audience: None,
+        principal_claim: "sub".into(),
+    })
+    .unwrap();
     let (gw, backends) = start_with(
         Logs::Disk,
         BrokerConfig {
@@ -2346,7 +2345,7 @@ async fn start_secured(
             ],
             sasl_max_session: session,
             oauthbearer: Some(Arc::new(oauth)),
-            authz: dataplane::policy::authz::AuthzConfig {
+            authz: security::authz::AuthzConfig {
                 enabled: true,
                 superusers: vec!["User:admin".into()],
                 allow_if_no_acl: false,

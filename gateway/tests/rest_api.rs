@@ -1277,7 +1277,7 @@ async fn with_security_on_the_api_needs_a_login_the_acls_allow() {
         http_addr: Some("127.0.0.1:0".parse().unwrap()),
         broker: BrokerConfig {
             sasl_mechanisms: vec![gateway::sasl::Mechanism::Plain],
-            authz: dataplane::policy::authz::AuthzConfig {
+            authz: security::authz::AuthzConfig {
                 enabled: true,
                 superusers: vec!["User:admin".into()],
                 allow_if_no_acl: false,

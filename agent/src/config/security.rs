@@ -95,8 +95,8 @@ pub(super) fn resolve_kafka_tls(
 pub(super) struct Auth {
     pub(super) sasl_mechanisms: Vec<gateway::sasl::Mechanism>,
     pub(super) admin_user: Option<(String, String)>,
-    pub(super) oauthbearer: Option<gateway::sasl::oauthbearer::OAuthConfig>,
-    pub(super) authz: dataplane::policy::authz::AuthzConfig,
+    pub(super) oauthbearer: Option<security::oauthbearer::OAuthConfig>,
+    pub(super) authz: security::authz::AuthzConfig,
 }
 
 /// SASL mechanisms, the admin user, OAUTHBEARER's token checks and ACL
@@ -140,7 +140,7 @@ pub(super) fn resolve_auth(
         .clone()
         .or_else(|| file.sasl_oauthbearer_jwks.clone());
     let oauthbearer = match (sasl_mechanisms.contains(&gateway::sasl::Mechanism::OAuthBearer), jwks) {
-        (true, Some(jwks)) => Some(gateway::sasl::oauthbearer::OAuthConfig {
+        (true, Some(jwks)) => Some(security::oauthbearer::OAuthConfig {
             jwks,
             issuer: args
                 .sasl_oauthbearer_issuer
@@ -186,7 +186,7 @@ pub(super) fn resolve_auth(
     if let Some((name, _)) = &admin_user {
         superusers.push(format!("User:{name}"));
     }
-    let authz = dataplane::policy::authz::AuthzConfig {
+    let authz = security::authz::AuthzConfig {
         enabled: !sasl_mechanisms.is_empty() || kafka_tls.is_some_and(|t| t.client_ca.is_some()),
         superusers,
         allow_if_no_acl: args

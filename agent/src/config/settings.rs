@@ -31,9 +31,9 @@ pub struct Settings {
     /// (name, password) to create at start.
     pub admin_user: Option<(String, String)>,
     /// ACL authorization: on when clients authenticate.
-    pub authz: dataplane::policy::authz::AuthzConfig,
+    pub authz: security::authz::AuthzConfig,
     /// How OAUTHBEARER tokens are checked, with that mechanism on.
-    pub oauthbearer: Option<gateway::sasl::oauthbearer::OAuthConfig>,
+    pub oauthbearer: Option<security::oauthbearer::OAuthConfig>,
     /// connections.max.reauth.ms; `None` for 0.
     pub sasl_max_session: Option<Duration>,
     pub http_addr: SocketAddr,

@@ -35,7 +35,7 @@ use metastore::acl::{AclOperation, ResourceType};
 use super::HttpState;
 use crate::broker::Broker;
 use crate::rest::ApiError;
-use dataplane::policy::authz::{Requester, CLUSTER_RESOURCE};
+use security::authz::{Requester, CLUSTER_RESOURCE};
 
 /// Paths open without a login.
 const OPEN: [&str; 3] = ["/health", "/healthz", "/metrics"];
@@ -107,7 +107,7 @@ async fn basic(b: &Arc<Broker>, user: &str, password: &str) -> Result<(), String
         return Ok(());
     }
     let (b, u, p) = (b.clone(), user.to_string(), password.to_string());
-    tokio::task::spawn_blocking(move || crate::sasl::check_password(&b.node.catalog, &u, &p))
+    tokio::task::spawn_blocking(move || security::check_password(&b.node.catalog, &u, &p))
         .await
         .map_err(|e| format!("the password check failed: {e}"))?
         .map_err(|e| e.to_string())?;
@@ -197,7 +197,7 @@ pub(super) async fn require_login(
         AclOperation::Alter
     };
     let allowed = b.node.catalog.read(|s| {
-        dataplane::policy::authz::decide(
+        security::authz::decide(
             config,
             s.acls(),
             Requester::new(&who, &host),

@@ -70,7 +70,7 @@ pub(crate) struct Session {
     /// The protocol version both sides speak.
     pub version: u16,
     /// Who the client authenticated as (`User:alice`), or
-    /// [`dataplane::policy::authz::ANONYMOUS`] when the server authenticates no one.
+    /// [`security::authz::ANONYMOUS`] when the server authenticates no one.
     pub principal: Arc<str>,
     /// When the authenticated session ends: from then on every request is
     /// refused with SESSION_EXPIRED and the connection closed.

@@ -17,10 +17,7 @@
 //! the same mechanism and as the same principal, and a connection that
 //! sends anything else after its session ended is closed.
 
-mod error;
 pub mod mechanism;
-pub mod oauthbearer;
-pub mod scram;
 
 pub use mechanism::Mechanism;
 
@@ -41,7 +38,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 use metastore::Metastore;
 
-pub use error::LoginError;
+use security::{check_password, oauthbearer, scram, LoginError};
 
 use kafka_protocol::messages::ResponseKind;
 
@@ -486,20 +483,4 @@ fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, LoginError> {
     }
     check_password(catalog, user, password)?;
     Ok(user.to_string())
-}
-
-/// Whether `password` is `user`'s, by the user's SCRAM credential (SHA-512
-/// first): PLAIN and the HTTP listener's Basic authentication check
-/// passwords so.
-pub fn check_password(catalog: &Metastore, user: &str, password: &str) -> Result<(), LoginError> {
-    for m in [ScramMechanism::Sha512, ScramMechanism::Sha256] {
-        if let Some(c) = catalog.scram_credential(user, m) {
-            return if scram::password_matches(m, &c, password) {
-                Ok(())
-            } else {
-                Err(LoginError::WrongPassword(user.to_string()))
-            };
-        }
-    }
-    Err(LoginError::UnknownUser(user.to_string()))
 }

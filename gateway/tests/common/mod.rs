@@ -68,7 +68,7 @@ pub async fn api_versions_code(s: &mut TcpStream) -> i16 {
 pub async fn add_users(meta: &metastore::Metastore, users: &[&str], password: &str) {
     for user in users {
         let m = gateway::sasl::ScramMechanism::Sha512;
-        let c = gateway::sasl::scram::credential(m, password, 4096).unwrap();
+        let c = security::scram::credential(m, password, 4096).unwrap();
         meta.upsert_scram_credential(user, m, c).await.unwrap();
     }
 }

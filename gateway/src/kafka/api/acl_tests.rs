@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError;
 use super::test_support::*;
 use crate::broker::{Broker, BrokerConfig};
 use crate::testing::{Logs, TestBroker};
-use dataplane::policy::authz::AuthzConfig;
+use security::authz::AuthzConfig;
 
 on_every_backend!(acls_decide_what_a_principal_may_do);
 

@@ -1,5 +1,5 @@
 //! CreateAcls, DescribeAcls and DeleteAcls (KIP-140): the ACLs the
-//! authorizer ([`dataplane::policy::authz`]) decides with, kept in the metastore.
+//! authorizer ([`security::authz`]) decides with, kept in the metastore.
 //! Managing them needs ALTER on the cluster, reading them DESCRIBE, as in
 //! Kafka; with authorization off they answer SECURITY_DISABLED.
 

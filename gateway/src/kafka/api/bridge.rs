@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use super::{Client, RequestContext};
 use crate::broker::{Broker, Metrics};
 use dataplane::backend::Records;
-use dataplane::policy::quota::Traffic;
+use security::quota::Traffic;
 
 fn ctx(client: &Client, client_id: &str, api_version: i16) -> RequestContext {
     RequestContext {

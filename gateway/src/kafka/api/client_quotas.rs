@@ -1,5 +1,5 @@
 //! DescribeClientQuotas and AlterClientQuotas (KIP-546): the quotas
-//! [`dataplane::policy::quota`] enforces, per user, client id or both, kept in the
+//! [`security::quota`] enforces, per user, client id or both, kept in the
 //! metastore. Reading needs DESCRIBE_CONFIGS on the cluster and changing
 //! ALTER_CONFIGS, as in Kafka.
 

@@ -36,8 +36,8 @@ use metastore::acl::{AclOperation, ResourceType};
 use super::response::ResponseFrame;
 use super::versions;
 use crate::broker::{Broker, Metrics};
-use dataplane::policy::authz::{Requester, ANONYMOUS, CLUSTER_RESOURCE};
-use dataplane::policy::quota::Traffic;
+use security::authz::{Requester, ANONYMOUS, CLUSTER_RESOURCE};
+use security::quota::Traffic;
 
 /// The connection a request arrived on.
 #[derive(Debug, Clone)]
@@ -107,7 +107,7 @@ impl RequestContext {
         }
         let who = Requester::new(&self.principal, &self.client_host);
         broker.node.catalog.read(|s| {
-            dataplane::policy::authz::decide(config, s.acls(), who, operation, resource_type, name)
+            security::authz::decide(config, s.acls(), who, operation, resource_type, name)
         })
     }
 
@@ -126,7 +126,7 @@ impl RequestContext {
         let who = Requester::new(&self.principal, &self.client_host);
         broker.node.catalog.read(|s| {
             let all: Vec<&metastore::acl::AclBinding> = s.acls().collect();
-            dataplane::policy::authz::decide_on_some(
+            security::authz::decide_on_some(
                 config,
                 all.iter().copied(),
                 who,
@@ -413,7 +413,7 @@ pub(crate) fn quota_wait(
         if table.is_empty() {
             return None;
         }
-        dataplane::policy::quota::applicable(table, traffic, user, &ctx.client_id)
+        security::quota::applicable(table, traffic, user, &ctx.client_id)
     });
     let Some((entity, limit)) = quota else {
         return 0;

@@ -18,7 +18,7 @@ use metastore::{ScramMechanism, SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS};
 
 use super::{msg, s};
 use crate::broker::Broker;
-use crate::sasl::scram;
+use security::scram;
 
 pub fn describe(
     b: &Broker,

@@ -56,7 +56,7 @@ pub(in crate::native) fn hello(b: &Broker, op: u8, body: Bytes) -> Result<Settle
     let mut session = Session {
         client_id: Arc::from(h.client_id.as_str()),
         version,
-        principal: Arc::from(dataplane::policy::authz::ANONYMOUS),
+        principal: Arc::from(security::authz::ANONYMOUS),
         expires: None,
     };
     let answer = frame_of(&proto::HelloResponse {

@@ -57,7 +57,7 @@ pub(super) async fn metadata(
                             c,
                             Op::Create,
                             Rt::Cluster,
-                            dataplane::policy::authz::CLUSTER_RESOURCE,
+                            security::authz::CLUSTER_RESOURCE,
                         )) =>
                 {
                     b.node.auto_create(name).await

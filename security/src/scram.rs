@@ -9,7 +9,7 @@ use aws_lc_rs::{constant_time, digest, hmac, pbkdf2, rand as lc_rand};
 use base64::Engine;
 use metastore::{ScramCredential, ScramMechanism};
 
-use super::error::LoginError::{self, Malformed};
+use crate::error::LoginError::{self, Malformed};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 

@@ -372,15 +372,27 @@ impl GroupEngine {
     }
 
     fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Reply> {
-        // Members that did not rejoin in time are dropped from the new generation.
+        // Dynamic members that did not rejoin in time are dropped from the
+        // new generation. Static members stay until their session ends
+        // (KIP-345): one restarting during a rebalance keeps its place.
         let missing: Vec<String> = group
             .members
             .iter()
-            .filter(|(_, m)| m.pending_join.is_none())
+            .filter(|(_, m)| m.pending_join.is_none() && m.instance_id.is_none())
             .map(|(id, _)| id.clone())
             .collect();
         for id in missing {
             Self::drop_member(group, &id);
+        }
+        if !group.members.is_empty() && !group.members.values().any(|m| m.pending_join.is_some()) {
+            // Only absent static members are left: nothing changes until one
+            // comes back or a session ends.
+            group.phase_deadline = group
+                .members
+                .values()
+                .map(|m| m.heartbeat_deadline.max(now_ms + 1))
+                .min();
+            return Vec::new();
         }
         group.generation += 1;
         group.initial_delay = false;
@@ -391,12 +403,18 @@ impl GroupEngine {
             group.phase_deadline = None;
             return Vec::new();
         }
-        if group
-            .leader
-            .as_ref()
-            .is_none_or(|l| !group.members.contains_key(l))
-        {
-            group.leader = group.members.keys().next().cloned();
+        // The leader assigns, so it must be one that joined.
+        if group.leader.as_ref().is_none_or(|l| {
+            group
+                .members
+                .get(l)
+                .is_none_or(|m| m.pending_join.is_none())
+        }) {
+            group.leader = group
+                .members
+                .iter()
+                .find(|(_, m)| m.pending_join.is_some())
+                .map(|(id, _)| id.clone());
         }
         group.protocol = group.select_protocol();
         group.state = GroupState::CompletingRebalance;
@@ -406,9 +424,9 @@ impl GroupEngine {
         for id in ids {
             let resp = group.join_response_for(&id);
             if let Some(m) = group.members.get_mut(&id) {
-                m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
                 m.assignment = Bytes::new();
                 if let Some(r) = m.pending_join.take() {
+                    m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
                     out.push(Reply::Join(r, resp));
                 }
             }

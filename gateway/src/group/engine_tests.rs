@@ -733,6 +733,80 @@ fn the_previous_incarnation_of_a_static_member_is_fenced() {
 }
 
 #[test]
+fn a_static_member_away_past_its_session_is_removed_with_a_rebalance() {
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let mut now = DELAY;
+    // the others heartbeat; `f` has stopped (a closed static member sends no LeaveGroup)
+    while now < DELAY + 9_000 {
+        now += 1_000;
+        others_undisturbed(&mut e, &g, &f, now, 1);
+        assert!(e.tick(now).is_empty());
+    }
+    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    now += 1_000;
+    let _ = e.tick(now);
+    let d = e.describe("g").expect("group exists");
+    assert_eq!(d.state, GroupState::PreparingRebalance);
+    assert_eq!(d.members.len(), 2);
+    assert_eq!(
+        e.heartbeat(now, "g", &g.id(&f), Some(&f), 1),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn a_static_member_absent_during_a_rebalance_keeps_its_place_until_it_returns() {
+    // A rebalance (a new dynamic member) while `f` is restarting: the new
+    // generation keeps `f`, so the leader assigns to it, and its next
+    // incarnation takes that assignment without another rebalance.
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let mut dynamic = join_req("", None);
+    dynamic.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+    assert!(e.join(4_000, dynamic, 20).is_empty());
+    // `f` is still heartbeating when its process stops, without rejoining
+    assert_eq!(
+        e.heartbeat(15_000, "g", &g.id(&f), Some(&f), 1),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let mut out = Vec::new();
+    for (n, inst) in ["a", "b", "c"].iter().filter(|i| **i != f).enumerate() {
+        let mut req = join_req(&g.id(inst), Some(inst));
+        req.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+        out.extend(e.join(4_001, req, 21 + n as u64));
+    }
+    assert!(out.is_empty(), "waits for `f` until the rebalance timeout");
+    let out = e.tick(4_000 + 20_000);
+    let leader_reply = out
+        .iter()
+        .filter_map(|r| match r {
+            Reply::Join(_, resp) if resp.leader == resp.member_id => Some(resp.clone()),
+            _ => None,
+        })
+        .next()
+        .expect("a leader among the members that joined");
+    assert_eq!(leader_reply.generation_id, 2);
+    assert_ne!(leader_reply.member_id, g.id(&f));
+    assert_eq!(leader_reply.members.len(), 4, "`f` keeps its place");
+    let mut sync = static_sync(&leader_reply.member_id, "", 2);
+    sync.group_instance_id = ["a", "b", "c"]
+        .iter()
+        .find(|i| g.id(i) == leader_reply.member_id)
+        .map(|i| i.to_string());
+    sync.assignments = vec![(g.id(&f), Bytes::from_static(b"F2"))];
+    let out = e.sync(24_001, sync, 30);
+    assert_eq!(sync_reply(&out, 30).error, None);
+    let out = e.join(24_002, static_join(&f, subscription(&["t"], &[], -1)), 31);
+    let back = join_reply(&out, 31);
+    assert_eq!((back.error, back.generation_id), (None, 2));
+    let out = e.sync(24_003, static_sync(&back.member_id, &f, 2), 32);
+    assert_eq!(sync_reply(&out, 32).assignment, Bytes::from_static(b"F2"));
+}
+
+#[test]
 fn consumer_subscriptions_compare_by_topics() {
     use super::super::state::subscription_changed;
     let p = |m: Bytes| vec![("range".to_string(), m)];

@@ -469,6 +469,13 @@ impl GroupEngine {
         limits: &GroupLimits,
     ) -> Vec<Reply> {
         let mut out = Self::drop_member(group, member_id);
+        out.extend(Self::rebalance_after_removal(group, now_ms, limits));
+        out
+    }
+
+    /// Rebalances the members left after some were removed.
+    fn rebalance_after_removal(group: &mut Group, now_ms: i64, limits: &GroupLimits) -> Vec<Reply> {
+        let mut out = Vec::new();
         if group.leader.is_none() {
             group.leader = group.members.keys().next().cloned();
         }
@@ -627,27 +634,64 @@ impl GroupEngine {
         member_id: &str,
         instance_id: Option<&str>,
     ) -> (Result<(), GroupError>, Vec<Reply>) {
+        let member = (member_id.to_string(), instance_id.map(str::to_string));
+        let (mut results, out) = self.leave_batch(now_ms, group_id, &[member]);
+        (
+            results.pop().unwrap_or(Err(GroupError::UnknownMemberId)),
+            out,
+        )
+    }
+
+    /// Handles a LeaveGroup naming several members (v3+), each by its member
+    /// id, its instance id or both: each one's answer in order, and one
+    /// rebalance for all that left. Naming a static member by an id its
+    /// instance no longer has is FENCED_INSTANCE_ID.
+    pub fn leave_batch(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> (Vec<Result<(), GroupError>>, Vec<Reply>) {
         let limits = self.limits.clone();
         let Some(group) = self.groups.get_mut(group_id) else {
-            return (Err(GroupError::UnknownMemberId), Vec::new());
+            let unknown = members.iter().map(|_| Err(GroupError::UnknownMemberId));
+            return (unknown.collect(), Vec::new());
         };
-        let target = match instance_id {
-            Some(inst) => match group.static_members.get(inst) {
-                Some(current) if member_id.is_empty() || current == member_id => current.clone(),
-                Some(_) => return (Err(GroupError::FencedInstanceId), Vec::new()),
-                None => return (Err(GroupError::UnknownMemberId), Vec::new()),
-            },
-            None => member_id.to_string(),
-        };
-        if group.pending_members.remove(&target).is_some() {
-            return (Ok(()), Vec::new());
+        let mut results = Vec::with_capacity(members.len());
+        let mut out = Vec::new();
+        let mut removed = false;
+        for (member_id, instance_id) in members {
+            let target = match instance_id {
+                Some(inst) => match group.static_members.get(inst) {
+                    Some(current) if member_id.is_empty() || current == member_id => {
+                        current.clone()
+                    }
+                    Some(_) => {
+                        results.push(Err(GroupError::FencedInstanceId));
+                        continue;
+                    }
+                    None => {
+                        results.push(Err(GroupError::UnknownMemberId));
+                        continue;
+                    }
+                },
+                None => member_id.clone(),
+            };
+            if group.pending_members.remove(&target).is_some() {
+                results.push(Ok(()));
+            } else if group.members.contains_key(&target) {
+                out.extend(Self::drop_member(group, &target));
+                removed = true;
+                results.push(Ok(()));
+            } else {
+                results.push(Err(GroupError::UnknownMemberId));
+            }
         }
-        if !group.members.contains_key(&target) {
-            return (Err(GroupError::UnknownMemberId), Vec::new());
+        if removed {
+            out.extend(Self::rebalance_after_removal(group, now_ms, &limits));
         }
-        let out = Self::remove_and_rebalance(group, &target, now_ms, &limits);
         self.forget_if_unused(group_id);
-        (Ok(()), out)
+        (results, out)
     }
 
     /// Drops a group that has no members, no pending members and no phase

@@ -733,6 +733,53 @@ fn the_previous_incarnation_of_a_static_member_is_fenced() {
 }
 
 #[test]
+fn a_batched_leave_removes_static_members_by_instance_id_in_one_rebalance() {
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let other = ["a", "b", "c"]
+        .iter()
+        .find(|i| **i != f && **i != g.leader)
+        .map(|i| i.to_string())
+        .unwrap_or_default();
+    let (results, out) = e.leave_batch(
+        5_000,
+        "g",
+        &[
+            (String::new(), Some(f.clone())),
+            (g.id(&other), Some(other.clone())),
+            (String::new(), Some("nobody".into())),
+            ("stale-id".into(), Some(g.leader.clone())),
+        ],
+    );
+    assert!(out.is_empty());
+    assert_eq!(
+        results,
+        vec![
+            Ok(()),
+            Ok(()),
+            Err(GroupError::UnknownMemberId),
+            Err(GroupError::FencedInstanceId),
+        ]
+    );
+    assert_eq!(
+        e.heartbeat(5_001, "g", &g.id(&g.leader), Some(&g.leader), 1),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let mut req = join_req(&g.id(&g.leader), Some(&g.leader));
+    req.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+    let out = e.join(5_002, req, 20);
+    let resp = join_reply(&out, 20);
+    assert_eq!(resp.generation_id, 2, "one rebalance for both leaves");
+    assert_eq!(resp.members.len(), 1);
+    // the instance ids are free again: joining with one is a new member
+    assert_eq!(
+        e.heartbeat(5_003, "g", &g.id(&f), Some(&f), 2),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
 fn a_static_member_away_past_its_session_is_removed_with_a_rebalance() {
     let mut e = engine();
     let g = stable_static_group(&mut e);

@@ -5,6 +5,8 @@
 # test_cluster.py starts three and four agents forming one cluster (about
 # 25 s); test_elasticity.py adds a fourth agent under load and drains it;
 # test_load_balancer.py puts haproxy in front of three agents (about 25 s);
+# test_static_membership.py restarts static group members on one agent,
+# three, and three behind haproxy (about 60 s);
 # test_network_partition.py runs agents in network namespaces (needs root);
 # test_native.py drives the native protocol with the SDK's examples (and
 # test_cluster.py native group members across agents); test_cli.py runs the
@@ -17,7 +19,7 @@
 # test_tls.py, test_sasl.py and tests/js/kafkajs_security.test.js check TLS
 # and SASL on the Kafka listener (about 2 minutes together).
 # Needs: apt kcat haproxy openssl; pip -r tests/requirements.txt; npm install in tests/js.
-# Bounded: about 3-4 minutes on 2 cores once the binary is built.
+# Bounded: about 4-5 minutes on 2 cores once the binary is built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

@@ -193,13 +193,7 @@ async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>) {
                 members,
                 reply,
             } => {
-                let mut results = Vec::new();
-                let mut out = Vec::new();
-                for (member, instance) in members {
-                    let (res, replies) = engine.leave(now(), &group, &member, instance.as_deref());
-                    results.push(res);
-                    out.extend(replies);
-                }
+                let (results, out) = engine.leave_batch(now(), &group, &members);
                 let _ = reply.send(results);
                 out
             }

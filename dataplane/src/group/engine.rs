@@ -17,8 +17,11 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::state::{Group, Member};
+use super::state::{subscription_changed, Group, Member};
 pub use super::types::*;
+
+/// A static member's previous incarnation: its member id and its state.
+type Replaced = (String, Member);
 
 /// Every classic group this coordinator owns.
 #[derive(Debug)]
@@ -111,7 +114,7 @@ impl GroupEngine {
         now_ms: i64,
         limits: &GroupLimits,
         out: &mut Vec<Reply>,
-    ) -> Result<(String, Option<Member>), Box<Reply>> {
+    ) -> Result<(String, Option<Replaced>), Box<Reply>> {
         let mut replaced = None;
         if let Some(instance) = &req.group_instance_id {
             // A static member coming back with a new incarnation replaces its old id.
@@ -133,8 +136,8 @@ impl GroupEngine {
                         group.leader = Some(fresh.clone());
                     }
                     // KIP-345: the new incarnation inherits the old one's place
-                    // (and assignment), so an unchanged follower needs no rebalance.
-                    replaced = Some(old);
+                    // (and assignment), so an unchanged member needs no rebalance.
+                    replaced = Some((old_id, old));
                 }
             }
             group.static_members.insert(instance.clone(), fresh.clone());
@@ -163,7 +166,7 @@ impl GroupEngine {
         req: &JoinRequest,
         reply: ReplyId,
         limits: &GroupLimits,
-    ) -> Result<(String, Option<Member>), Box<Reply>> {
+    ) -> Result<(String, Option<Replaced>), Box<Reply>> {
         let id = req.member_id.clone();
         let refuse =
             |e: GroupError, id: String| Box::new(Reply::Join(reply, JoinResponse::error(e, id)));
@@ -188,24 +191,34 @@ impl GroupEngine {
     }
 
     /// Seats an admitted member and moves the group on: a follower
-    /// rejoining with nothing new gets the current generation again,
-    /// anything else joins (or starts) a rebalance.
+    /// rejoining with nothing new gets the current generation again, so
+    /// does a static member's new incarnation asking for what the old one
+    /// had (leader or not); anything else joins (or starts) a rebalance.
     #[allow(clippy::too_many_arguments)]
     fn seat(
         group: &mut Group,
         req: JoinRequest,
         member_id: String,
-        replaced: Option<Member>,
+        replaced: Option<Replaced>,
         reply: ReplyId,
         now_ms: i64,
         limits: &GroupLimits,
         out: &mut Vec<Reply>,
     ) {
+        let (replaced_id, replaced) = match replaced {
+            Some((id, m)) => (Some(id), Some(m)),
+            None => (None, None),
+        };
+        let subscription_changed = replaced.as_ref().is_some_and(|old| {
+            old.protocol_type != req.protocol_type
+                || subscription_changed(&req.protocol_type, &old.protocols, &req.protocols)
+        });
         let previous = group.members.remove(&member_id).or(replaced);
         let protocols_changed = previous
             .as_ref()
             .map(|p| p.protocols != req.protocols || p.protocol_type != req.protocol_type)
             .unwrap_or(true);
+        let supports_skip_assignment = req.supports_skip_assignment;
         if let Some(prev) = &previous {
             if let Some(r) = prev.pending_join {
                 // A second join from the same member supersedes the first.
@@ -239,6 +252,20 @@ impl GroupEngine {
             group.leader = Some(member_id.clone());
         }
 
+        if let Some(old_id) = replaced_id {
+            Self::seat_returning_static(
+                group,
+                &member_id,
+                &old_id,
+                subscription_changed,
+                supports_skip_assignment,
+                reply,
+                now_ms,
+                limits,
+                out,
+            );
+            return;
+        }
         match group.state {
             GroupState::CompletingRebalance | GroupState::Stable
                 if !protocols_changed && group.leader.as_deref() != Some(member_id.as_str()) =>
@@ -248,6 +275,54 @@ impl GroupEngine {
                     m.pending_join = None;
                 }
                 out.push(Reply::Join(reply, group.join_response_for(&member_id)));
+            }
+            GroupState::PreparingRebalance => {
+                out.extend(Self::maybe_complete_join(group, now_ms));
+            }
+            _ => {
+                out.extend(Self::prepare_rebalance(group, now_ms, limits));
+                out.extend(Self::maybe_complete_join(group, now_ms));
+            }
+        }
+    }
+
+    /// A static member's new incarnation, seated in its old one's place, as
+    /// Kafka's classic coordinator has it (KIP-345): in a stable group it
+    /// gets the current generation and, at its SyncGroup, the old one's
+    /// assignment, unless the group's protocol would change or it
+    /// subscribes to something else. A leader is either told to skip the
+    /// assignment (JoinGroup v9+, KIP-814) or named the old id, so that it
+    /// does not assign. During a sync phase the leader may be assigning to
+    /// the old id, so the group rebalances.
+    #[allow(clippy::too_many_arguments)]
+    fn seat_returning_static(
+        group: &mut Group,
+        member_id: &str,
+        old_id: &str,
+        subscription_changed: bool,
+        supports_skip_assignment: bool,
+        reply: ReplyId,
+        now_ms: i64,
+        limits: &GroupLimits,
+        out: &mut Vec<Reply>,
+    ) {
+        match group.state {
+            GroupState::Stable
+                if !subscription_changed && group.select_protocol() == group.protocol =>
+            {
+                if let Some(m) = group.members.get_mut(member_id) {
+                    m.pending_join = None;
+                }
+                let mut resp = group.join_response_for(member_id);
+                if group.leader.as_deref() == Some(member_id) {
+                    if supports_skip_assignment {
+                        resp.skip_assignment = true;
+                    } else {
+                        resp.leader = old_id.to_string();
+                        resp.members.clear();
+                    }
+                }
+                out.push(Reply::Join(reply, resp));
             }
             GroupState::PreparingRebalance => {
                 out.extend(Self::maybe_complete_join(group, now_ms));
@@ -297,15 +372,27 @@ impl GroupEngine {
     }
 
     fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Reply> {
-        // Members that did not rejoin in time are dropped from the new generation.
+        // Dynamic members that did not rejoin in time are dropped from the
+        // new generation. Static members stay until their session ends
+        // (KIP-345): one restarting during a rebalance keeps its place.
         let missing: Vec<String> = group
             .members
             .iter()
-            .filter(|(_, m)| m.pending_join.is_none())
+            .filter(|(_, m)| m.pending_join.is_none() && m.instance_id.is_none())
             .map(|(id, _)| id.clone())
             .collect();
         for id in missing {
             Self::drop_member(group, &id);
+        }
+        if !group.members.is_empty() && !group.members.values().any(|m| m.pending_join.is_some()) {
+            // Only absent static members are left: nothing changes until one
+            // comes back or a session ends.
+            group.phase_deadline = group
+                .members
+                .values()
+                .map(|m| m.heartbeat_deadline.max(now_ms + 1))
+                .min();
+            return Vec::new();
         }
         group.generation += 1;
         group.initial_delay = false;
@@ -316,12 +403,18 @@ impl GroupEngine {
             group.phase_deadline = None;
             return Vec::new();
         }
-        if group
-            .leader
-            .as_ref()
-            .is_none_or(|l| !group.members.contains_key(l))
-        {
-            group.leader = group.members.keys().next().cloned();
+        // The leader assigns, so it must be one that joined.
+        if group.leader.as_ref().is_none_or(|l| {
+            group
+                .members
+                .get(l)
+                .is_none_or(|m| m.pending_join.is_none())
+        }) {
+            group.leader = group
+                .members
+                .iter()
+                .find(|(_, m)| m.pending_join.is_some())
+                .map(|(id, _)| id.clone());
         }
         group.protocol = group.select_protocol();
         group.state = GroupState::CompletingRebalance;
@@ -331,9 +424,9 @@ impl GroupEngine {
         for id in ids {
             let resp = group.join_response_for(&id);
             if let Some(m) = group.members.get_mut(&id) {
-                m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
                 m.assignment = Bytes::new();
                 if let Some(r) = m.pending_join.take() {
+                    m.heartbeat_deadline = now_ms + i64::from(m.session_timeout_ms);
                     out.push(Reply::Join(r, resp));
                 }
             }
@@ -376,6 +469,13 @@ impl GroupEngine {
         limits: &GroupLimits,
     ) -> Vec<Reply> {
         let mut out = Self::drop_member(group, member_id);
+        out.extend(Self::rebalance_after_removal(group, now_ms, limits));
+        out
+    }
+
+    /// Rebalances the members left after some were removed.
+    fn rebalance_after_removal(group: &mut Group, now_ms: i64, limits: &GroupLimits) -> Vec<Reply> {
+        let mut out = Vec::new();
         if group.leader.is_none() {
             group.leader = group.members.keys().next().cloned();
         }
@@ -534,27 +634,64 @@ impl GroupEngine {
         member_id: &str,
         instance_id: Option<&str>,
     ) -> (Result<(), GroupError>, Vec<Reply>) {
+        let member = (member_id.to_string(), instance_id.map(str::to_string));
+        let (mut results, out) = self.leave_batch(now_ms, group_id, &[member]);
+        (
+            results.pop().unwrap_or(Err(GroupError::UnknownMemberId)),
+            out,
+        )
+    }
+
+    /// Handles a LeaveGroup naming several members (v3+), each by its member
+    /// id, its instance id or both: each one's answer in order, and one
+    /// rebalance for all that left. Naming a static member by an id its
+    /// instance no longer has is FENCED_INSTANCE_ID.
+    pub fn leave_batch(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> (Vec<Result<(), GroupError>>, Vec<Reply>) {
         let limits = self.limits.clone();
         let Some(group) = self.groups.get_mut(group_id) else {
-            return (Err(GroupError::UnknownMemberId), Vec::new());
+            let unknown = members.iter().map(|_| Err(GroupError::UnknownMemberId));
+            return (unknown.collect(), Vec::new());
         };
-        let target = match instance_id {
-            Some(inst) => match group.static_members.get(inst) {
-                Some(current) if member_id.is_empty() || current == member_id => current.clone(),
-                Some(_) => return (Err(GroupError::FencedInstanceId), Vec::new()),
-                None => return (Err(GroupError::UnknownMemberId), Vec::new()),
-            },
-            None => member_id.to_string(),
-        };
-        if group.pending_members.remove(&target).is_some() {
-            return (Ok(()), Vec::new());
+        let mut results = Vec::with_capacity(members.len());
+        let mut out = Vec::new();
+        let mut removed = false;
+        for (member_id, instance_id) in members {
+            let target = match instance_id {
+                Some(inst) => match group.static_members.get(inst) {
+                    Some(current) if member_id.is_empty() || current == member_id => {
+                        current.clone()
+                    }
+                    Some(_) => {
+                        results.push(Err(GroupError::FencedInstanceId));
+                        continue;
+                    }
+                    None => {
+                        results.push(Err(GroupError::UnknownMemberId));
+                        continue;
+                    }
+                },
+                None => member_id.clone(),
+            };
+            if group.pending_members.remove(&target).is_some() {
+                results.push(Ok(()));
+            } else if group.members.contains_key(&target) {
+                out.extend(Self::drop_member(group, &target));
+                removed = true;
+                results.push(Ok(()));
+            } else {
+                results.push(Err(GroupError::UnknownMemberId));
+            }
         }
-        if !group.members.contains_key(&target) {
-            return (Err(GroupError::UnknownMemberId), Vec::new());
+        if removed {
+            out.extend(Self::rebalance_after_removal(group, now_ms, &limits));
         }
-        let out = Self::remove_and_rebalance(group, &target, now_ms, &limits);
         self.forget_if_unused(group_id);
-        (Ok(()), out)
+        (results, out)
     }
 
     /// Drops a group that has no members, no pending members and no phase

@@ -1,3 +1,5 @@
+use std::collections::HashMap;
+
 use super::*;
 
 const DELAY: i64 = 3_000;
@@ -18,6 +20,7 @@ fn join_req(member: &str, instance: Option<&str>) -> JoinRequest {
         protocol_type: "consumer".into(),
         protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
         require_known_member_id: false,
+        supports_skip_assignment: false,
     }
 }
 
@@ -281,13 +284,12 @@ fn static_member_restart_fences_its_previous_incarnation() {
     let out = e.sync(DELAY, sync, 2);
     assert_eq!(sync_reply(&out, 2).error, None);
     // The process restarts and joins again with the same instance id and no member id.
-    // It is the only member, so the rebalance completes at once.
     let out = e.join(5_000, join_req("", Some("host-1")), 3);
     let err = e.heartbeat(5_001, "g", &first.member_id, Some("host-1"), 1);
     assert_eq!(err, Err(GroupError::FencedInstanceId));
     let second = join_reply(&out, 3);
     assert_ne!(second.member_id, first.member_id);
-    assert_eq!(second.generation_id, 2);
+    assert_eq!(second.generation_id, 1, "nothing changed: no rebalance");
 }
 
 #[test]
@@ -393,4 +395,491 @@ fn restarted_static_follower_keeps_its_assignment_without_a_rebalance() {
         Ok(()),
         "the leader was not disturbed"
     );
+}
+
+// ---- static members (KIP-345) ------------------------------------------------
+
+/// A ConsumerProtocolSubscription v3, as librdkafka and the Java client
+/// write it: topics, no user data, owned partitions, generation, no rack.
+fn subscription(topics: &[&str], owned: &[i32], generation: i32) -> Bytes {
+    let mut b = Vec::new();
+    b.extend_from_slice(&3i16.to_be_bytes());
+    b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+    for t in topics {
+        b.extend_from_slice(&(t.len() as i16).to_be_bytes());
+        b.extend_from_slice(t.as_bytes());
+    }
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    if owned.is_empty() {
+        b.extend_from_slice(&0i32.to_be_bytes());
+    } else {
+        b.extend_from_slice(&1i32.to_be_bytes());
+        b.extend_from_slice(&(topics[0].len() as i16).to_be_bytes());
+        b.extend_from_slice(topics[0].as_bytes());
+        b.extend_from_slice(&(owned.len() as i32).to_be_bytes());
+        for p in owned {
+            b.extend_from_slice(&p.to_be_bytes());
+        }
+    }
+    b.extend_from_slice(&generation.to_be_bytes());
+    b.extend_from_slice(&(-1i16).to_be_bytes());
+    Bytes::from(b)
+}
+
+fn static_join(instance: &str, metadata: Bytes) -> JoinRequest {
+    let mut req = join_req("", Some(instance));
+    req.require_known_member_id = true;
+    req.protocols = vec![("range".into(), metadata)];
+    req
+}
+
+fn static_sync(member: &str, instance: &str, generation: i32) -> SyncRequest {
+    let mut req = sync_req(member, generation, vec![]);
+    req.group_instance_id = Some(instance.into());
+    req
+}
+
+/// Three static members `a`, `b` and `c` subscribed to `t`, stable in
+/// generation 1 with assignments "A", "B" and "C": the member id of each
+/// instance, and the leader's instance.
+struct StaticGroup {
+    ids: HashMap<String, String>,
+    leader: String,
+}
+
+impl StaticGroup {
+    fn id(&self, instance: &str) -> String {
+        self.ids[instance].clone()
+    }
+
+    fn follower(&self) -> String {
+        ["a", "b", "c"]
+            .iter()
+            .find(|i| **i != self.leader)
+            .map(|i| i.to_string())
+            .unwrap_or_default()
+    }
+}
+
+fn stable_static_group(e: &mut GroupEngine) -> StaticGroup {
+    let meta = subscription(&["t"], &[], -1);
+    for (i, inst) in ["a", "b", "c"].iter().enumerate() {
+        assert!(e
+            .join(0, static_join(inst, meta.clone()), i as u64 + 1)
+            .is_empty());
+    }
+    let out = e.tick(DELAY);
+    let mut ids = HashMap::new();
+    let mut leader = String::new();
+    for (i, inst) in ["a", "b", "c"].iter().enumerate() {
+        let r = join_reply(&out, i as u64 + 1);
+        assert_eq!(r.generation_id, 1);
+        if r.leader == r.member_id {
+            assert_eq!(r.members.len(), 3);
+            leader = inst.to_string();
+        }
+        ids.insert(inst.to_string(), r.member_id);
+    }
+    let g = StaticGroup { ids, leader };
+    let assignments: Vec<(String, Bytes)> = ["a", "b", "c"]
+        .iter()
+        .map(|i| (g.id(i), Bytes::from(i.to_uppercase())))
+        .collect();
+    let mut out = Vec::new();
+    for (n, inst) in ["a", "b", "c"].iter().enumerate() {
+        let mut req = static_sync(&g.id(inst), inst, 1);
+        if *inst == g.leader {
+            req.assignments = assignments.clone();
+        }
+        out.extend(e.sync(DELAY, req, 10 + n as u64));
+    }
+    for (n, inst) in ["a", "b", "c"].iter().enumerate() {
+        assert_eq!(
+            sync_reply(&out, 10 + n as u64).assignment,
+            Bytes::from(inst.to_uppercase())
+        );
+    }
+    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    g
+}
+
+/// Every member but `except` still heartbeats in `generation` undisturbed.
+fn others_undisturbed(
+    e: &mut GroupEngine,
+    g: &StaticGroup,
+    except: &str,
+    now: i64,
+    generation: i32,
+) {
+    for inst in ["a", "b", "c"].iter().filter(|i| **i != except) {
+        assert_eq!(
+            e.heartbeat(now, "g", &g.id(inst), Some(inst), generation),
+            Ok(()),
+            "{inst} was not disturbed"
+        );
+    }
+}
+
+#[test]
+fn restarted_static_leader_keeps_the_generation_and_is_told_not_to_assign() {
+    // JoinGroup below v9: the answer names the old leader id, so the client
+    // acts as a follower and takes its assignment at SyncGroup.
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let leader = g.leader.clone();
+    let out = e.join(
+        5_000,
+        static_join(&leader, subscription(&["t"], &[], -1)),
+        20,
+    );
+    let back = join_reply(&out, 20);
+    assert_eq!(back.error, None);
+    assert_eq!(back.generation_id, 1, "no new generation");
+    assert_ne!(back.member_id, g.id(&leader));
+    assert_eq!(back.leader, g.id(&leader), "the old id: not this member");
+    assert!(back.members.is_empty());
+    assert!(!back.skip_assignment);
+    let out = e.sync(5_001, static_sync(&back.member_id, &leader, 1), 21);
+    assert_eq!(
+        sync_reply(&out, 21).assignment,
+        Bytes::from(leader.to_uppercase())
+    );
+    others_undisturbed(&mut e, &g, &leader, 5_002, 1);
+
+    // JoinGroup v9+ (KIP-814): told it leads, with the members, and to skip
+    // the assignment.
+    let mut req = static_join(&leader, subscription(&["t"], &[], -1));
+    req.supports_skip_assignment = true;
+    let out = e.join(6_000, req, 22);
+    let again = join_reply(&out, 22);
+    assert_eq!((again.error, again.generation_id), (None, 1));
+    assert_eq!(again.leader, again.member_id);
+    assert!(again.skip_assignment);
+    assert_eq!(again.members.len(), 3);
+    let out = e.sync(6_001, static_sync(&again.member_id, &leader, 1), 23);
+    assert_eq!(
+        sync_reply(&out, 23).assignment,
+        Bytes::from(leader.to_uppercase())
+    );
+    others_undisturbed(&mut e, &g, &leader, 6_002, 1);
+    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+}
+
+#[test]
+fn restarted_static_follower_owning_nothing_yet_needs_no_rebalance() {
+    // A restarted consumer's subscription names no owned partitions and no
+    // generation where its previous incarnation's did: same topics, same ask.
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let mut req = join_req(&g.id(&f), Some(&f));
+    req.protocols = vec![("range".into(), subscription(&["t"], &[0, 1], 1))];
+    // a known member's rejoin with other bytes in Stable rebalances (Kafka's
+    // rule for members that did not restart); take it to Stable again first
+    let out = e.join(4_000, req, 20);
+    assert!(out.is_empty(), "parked: a rebalance started");
+    let mut out = Vec::new();
+    for (n, inst) in ["a", "b", "c"].iter().filter(|i| **i != f).enumerate() {
+        let mut req = join_req(&g.id(inst), Some(inst));
+        req.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+        out.extend(e.join(4_001, req, 21 + n as u64));
+    }
+    assert_eq!(join_reply(&out, 20).generation_id, 2);
+    let mut out = Vec::new();
+    for (n, inst) in ["a", "b", "c"].iter().enumerate() {
+        let mut req = static_sync(&g.id(inst), inst, 2);
+        if *inst == g.leader {
+            req.assignments = ["a", "b", "c"]
+                .iter()
+                .map(|i| (g.id(i), Bytes::from(i.to_uppercase())))
+                .collect();
+        }
+        out.extend(e.sync(4_002, req, 30 + n as u64));
+    }
+    assert_eq!(out.len(), 3);
+    // the process restarts
+    let out = e.join(5_000, static_join(&f, subscription(&["t"], &[], -1)), 40);
+    let back = join_reply(&out, 40);
+    assert_eq!((back.error, back.generation_id), (None, 2));
+    let out = e.sync(5_001, static_sync(&back.member_id, &f, 2), 41);
+    assert_eq!(
+        sync_reply(&out, 41).assignment,
+        Bytes::from(f.to_uppercase())
+    );
+    others_undisturbed(&mut e, &g, &f, 5_002, 2);
+}
+
+#[test]
+fn restarted_static_member_subscribing_to_other_topics_rebalances() {
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let out = e.join(
+        5_000,
+        static_join(&f, subscription(&["t", "u"], &[], -1)),
+        20,
+    );
+    assert!(out.is_empty(), "parked until the others rejoin");
+    assert_eq!(
+        e.describe("g").map(|d| d.state),
+        Some(GroupState::PreparingRebalance)
+    );
+    for inst in ["a", "b", "c"].iter().filter(|i| **i != f) {
+        assert_eq!(
+            e.heartbeat(5_001, "g", &g.id(inst), Some(inst), 1),
+            Err(GroupError::RebalanceInProgress)
+        );
+    }
+    let mut out = Vec::new();
+    for (n, inst) in ["a", "b", "c"].iter().filter(|i| **i != f).enumerate() {
+        let mut req = join_req(&g.id(inst), Some(inst));
+        req.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+        out.extend(e.join(5_002, req, 21 + n as u64));
+    }
+    let back = join_reply(&out, 20);
+    assert_eq!(back.generation_id, 2);
+    let listed = out
+        .iter()
+        .filter_map(|r| match r {
+            Reply::Join(_, resp) if !resp.members.is_empty() => Some(resp.members.clone()),
+            _ => None,
+        })
+        .next()
+        .unwrap_or_default();
+    let mine = listed
+        .iter()
+        .find(|m| m.member_id == back.member_id)
+        .map(|m| m.metadata.clone());
+    assert_eq!(
+        mine,
+        Some(subscription(&["t", "u"], &[], -1)),
+        "the leader sees the new topics"
+    );
+}
+
+#[test]
+fn restarted_static_member_during_the_sync_phase_rebalances() {
+    // The leader may be computing an assignment that names the old id, so
+    // even a follower's new incarnation starts a rebalance.
+    let mut e = engine();
+    let meta = subscription(&["t"], &[], -1);
+    e.join(0, static_join("a", meta.clone()), 1);
+    e.join(0, static_join("b", meta.clone()), 2);
+    let out = e.tick(DELAY);
+    let (ra, rb) = (join_reply(&out, 1), join_reply(&out, 2));
+    let ((leader, leader_inst), (follower, follower_inst)) = if ra.leader == ra.member_id {
+        ((ra.member_id, "a"), (rb.member_id, "b"))
+    } else {
+        ((rb.member_id, "b"), (ra.member_id, "a"))
+    };
+    assert_eq!(
+        e.describe("g").map(|d| d.state),
+        Some(GroupState::CompletingRebalance)
+    );
+    let out = e.join(DELAY + 1, static_join(follower_inst, meta.clone()), 3);
+    assert!(out.is_empty(), "parked: a rebalance started");
+    assert_eq!(
+        e.describe("g").map(|d| d.state),
+        Some(GroupState::PreparingRebalance)
+    );
+    let mut again = join_req(&leader, Some(leader_inst));
+    again.protocols = vec![("range".into(), meta)];
+    let out = e.join(DELAY + 2, again, 4);
+    assert_eq!(join_reply(&out, 3).generation_id, 2);
+    assert_eq!(join_reply(&out, 4).generation_id, 2);
+    let out = e.sync(DELAY + 3, static_sync(&follower, follower_inst, 1), 5);
+    assert_eq!(
+        sync_reply(&out, 5).error,
+        Some(GroupError::FencedInstanceId)
+    );
+}
+
+#[test]
+fn the_previous_incarnation_of_a_static_member_is_fenced() {
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let old = g.id(&f);
+    let out = e.join(5_000, static_join(&f, subscription(&["t"], &[], -1)), 20);
+    let new = join_reply(&out, 20).member_id;
+    assert_eq!(
+        e.heartbeat(5_001, "g", &old, Some(&f), 1),
+        Err(GroupError::FencedInstanceId)
+    );
+    let out = e.sync(5_001, static_sync(&old, &f, 1), 21);
+    assert_eq!(
+        sync_reply(&out, 21).error,
+        Some(GroupError::FencedInstanceId)
+    );
+    let mut rejoin = join_req(&old, Some(&f));
+    rejoin.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+    let out = e.join(5_001, rejoin, 22);
+    assert_eq!(
+        join_reply(&out, 22).error,
+        Some(GroupError::FencedInstanceId)
+    );
+    assert_eq!(
+        e.validate_commit("g", &old, Some(&f), 1),
+        Err(GroupError::FencedInstanceId)
+    );
+    assert_eq!(
+        e.leave(5_001, "g", &old, Some(&f)).0,
+        Err(GroupError::FencedInstanceId)
+    );
+    // the new incarnation is the member now, and nothing moved
+    assert_eq!(e.heartbeat(5_002, "g", &new, Some(&f), 1), Ok(()));
+    others_undisturbed(&mut e, &g, &f, 5_002, 1);
+    assert_eq!(e.describe("g").map(|d| d.members.len()), Some(3));
+}
+
+#[test]
+fn a_batched_leave_removes_static_members_by_instance_id_in_one_rebalance() {
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let other = ["a", "b", "c"]
+        .iter()
+        .find(|i| **i != f && **i != g.leader)
+        .map(|i| i.to_string())
+        .unwrap_or_default();
+    let (results, out) = e.leave_batch(
+        5_000,
+        "g",
+        &[
+            (String::new(), Some(f.clone())),
+            (g.id(&other), Some(other.clone())),
+            (String::new(), Some("nobody".into())),
+            ("stale-id".into(), Some(g.leader.clone())),
+        ],
+    );
+    assert!(out.is_empty());
+    assert_eq!(
+        results,
+        vec![
+            Ok(()),
+            Ok(()),
+            Err(GroupError::UnknownMemberId),
+            Err(GroupError::FencedInstanceId),
+        ]
+    );
+    assert_eq!(
+        e.heartbeat(5_001, "g", &g.id(&g.leader), Some(&g.leader), 1),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let mut req = join_req(&g.id(&g.leader), Some(&g.leader));
+    req.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+    let out = e.join(5_002, req, 20);
+    let resp = join_reply(&out, 20);
+    assert_eq!(resp.generation_id, 2, "one rebalance for both leaves");
+    assert_eq!(resp.members.len(), 1);
+    // the instance ids are free again: joining with one is a new member
+    assert_eq!(
+        e.heartbeat(5_003, "g", &g.id(&f), Some(&f), 2),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn a_static_member_away_past_its_session_is_removed_with_a_rebalance() {
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let mut now = DELAY;
+    // the others heartbeat; `f` has stopped (a closed static member sends no LeaveGroup)
+    while now < DELAY + 9_000 {
+        now += 1_000;
+        others_undisturbed(&mut e, &g, &f, now, 1);
+        assert!(e.tick(now).is_empty());
+    }
+    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    now += 1_000;
+    let _ = e.tick(now);
+    let d = e.describe("g").expect("group exists");
+    assert_eq!(d.state, GroupState::PreparingRebalance);
+    assert_eq!(d.members.len(), 2);
+    assert_eq!(
+        e.heartbeat(now, "g", &g.id(&f), Some(&f), 1),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn a_static_member_absent_during_a_rebalance_keeps_its_place_until_it_returns() {
+    // A rebalance (a new dynamic member) while `f` is restarting: the new
+    // generation keeps `f`, so the leader assigns to it, and its next
+    // incarnation takes that assignment without another rebalance.
+    let mut e = engine();
+    let g = stable_static_group(&mut e);
+    let f = g.follower();
+    let mut dynamic = join_req("", None);
+    dynamic.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+    assert!(e.join(4_000, dynamic, 20).is_empty());
+    // `f` is still heartbeating when its process stops, without rejoining
+    assert_eq!(
+        e.heartbeat(15_000, "g", &g.id(&f), Some(&f), 1),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let mut out = Vec::new();
+    for (n, inst) in ["a", "b", "c"].iter().filter(|i| **i != f).enumerate() {
+        let mut req = join_req(&g.id(inst), Some(inst));
+        req.protocols = vec![("range".into(), subscription(&["t"], &[], -1))];
+        out.extend(e.join(4_001, req, 21 + n as u64));
+    }
+    assert!(out.is_empty(), "waits for `f` until the rebalance timeout");
+    let out = e.tick(4_000 + 20_000);
+    let leader_reply = out
+        .iter()
+        .filter_map(|r| match r {
+            Reply::Join(_, resp) if resp.leader == resp.member_id => Some(resp.clone()),
+            _ => None,
+        })
+        .next()
+        .expect("a leader among the members that joined");
+    assert_eq!(leader_reply.generation_id, 2);
+    assert_ne!(leader_reply.member_id, g.id(&f));
+    assert_eq!(leader_reply.members.len(), 4, "`f` keeps its place");
+    let mut sync = static_sync(&leader_reply.member_id, "", 2);
+    sync.group_instance_id = ["a", "b", "c"]
+        .iter()
+        .find(|i| g.id(i) == leader_reply.member_id)
+        .map(|i| i.to_string());
+    sync.assignments = vec![(g.id(&f), Bytes::from_static(b"F2"))];
+    let out = e.sync(24_001, sync, 30);
+    assert_eq!(sync_reply(&out, 30).error, None);
+    let out = e.join(24_002, static_join(&f, subscription(&["t"], &[], -1)), 31);
+    let back = join_reply(&out, 31);
+    assert_eq!((back.error, back.generation_id), (None, 2));
+    let out = e.sync(24_003, static_sync(&back.member_id, &f, 2), 32);
+    assert_eq!(sync_reply(&out, 32).assignment, Bytes::from_static(b"F2"));
+}
+
+#[test]
+fn consumer_subscriptions_compare_by_topics() {
+    use super::super::state::subscription_changed;
+    let p = |m: Bytes| vec![("range".to_string(), m)];
+    let t = subscription(&["t", "u"], &[], -1);
+    let same = subscription(&["u", "t"], &[3, 4], 7);
+    assert!(!subscription_changed("consumer", &p(t.clone()), &p(same)));
+    assert!(subscription_changed(
+        "consumer",
+        &p(t.clone()),
+        &p(subscription(&["t"], &[], -1))
+    ));
+    // not a subscription, or not the consumer protocol: the bytes decide
+    let junk = Bytes::from_static(&[0, 3, 0x7f, 0xff, 0xff, 0xff, 0, 1]);
+    assert!(subscription_changed(
+        "consumer",
+        &p(t.clone()),
+        &p(junk.clone())
+    ));
+    assert!(!subscription_changed(
+        "consumer",
+        &p(junk.clone()),
+        &p(junk)
+    ));
+    assert!(subscription_changed(
+        "connect",
+        &p(t),
+        &p(subscription(&["t", "u"], &[1], 2))
+    ));
 }

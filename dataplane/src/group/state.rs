@@ -162,6 +162,56 @@ impl Group {
             leader: self.leader.clone().unwrap_or_default(),
             member_id: member_id.to_string(),
             members,
+            skip_assignment: false,
         }
     }
+}
+
+/// Whether a static member's new incarnation subscribes to something else
+/// than its previous one: other protocols, other metadata or, for the
+/// consumer protocol, other topics. A consumer's subscription also carries
+/// the partitions it owns, its generation and its assignor's user data;
+/// those describe the incarnation (a restarted consumer owns nothing yet),
+/// so they do not count.
+pub(super) fn subscription_changed(
+    protocol_type: &str,
+    old: &[(String, Bytes)],
+    new: &[(String, Bytes)],
+) -> bool {
+    old.len() != new.len()
+        || old
+            .iter()
+            .zip(new)
+            .any(|((old_name, old_meta), (name, meta))| {
+                if old_name != name {
+                    return true;
+                }
+                if protocol_type != "consumer" {
+                    return old_meta != meta;
+                }
+                match (consumer_topics(old_meta), consumer_topics(meta)) {
+                    (Some(a), Some(b)) => a != b,
+                    _ => old_meta != meta,
+                }
+            })
+}
+
+/// The topics of a ConsumerProtocolSubscription (any version: a version
+/// and the topic array come first in all of them), sorted; `None` when the
+/// bytes do not hold one.
+fn consumer_topics(metadata: &[u8]) -> Option<Vec<&[u8]>> {
+    let rest = metadata.get(2..)?;
+    let (count, mut rest) = rest.split_first_chunk::<4>()?;
+    let count = usize::try_from(i32::from_be_bytes(*count)).ok()?;
+    // each topic takes at least its two length bytes
+    let mut topics = Vec::with_capacity(count.min(rest.len() / 2));
+    for _ in 0..count {
+        let (len, after) = rest.split_first_chunk::<2>()?;
+        let len = usize::try_from(i16::from_be_bytes(*len)).ok()?;
+        topics.push(after.get(..len)?);
+        rest = after.get(len..)?;
+    }
+    topics.sort_unstable();
+    topics.dedup();
+    Some(topics)
 }

@@ -76,6 +76,9 @@ pub struct JoinRequest {
     pub protocols: Vec<(String, Bytes)>,
     /// JoinGroup v4+: a dynamic member without an id first gets MEMBER_ID_REQUIRED.
     pub require_known_member_id: bool,
+    /// JoinGroup v9+ (KIP-814): a returning static leader may be told it
+    /// leads but must not assign.
+    pub supports_skip_assignment: bool,
 }
 
 /// One member as the leader sees it in its JoinGroup answer.
@@ -96,6 +99,8 @@ pub struct JoinResponse {
     pub leader: String,
     pub member_id: String,
     pub members: Vec<JoinedMember>,
+    /// The leader keeps the current assignment instead of computing one.
+    pub skip_assignment: bool,
 }
 
 impl JoinResponse {
@@ -108,6 +113,7 @@ impl JoinResponse {
             leader: String::new(),
             member_id,
             members: Vec::new(),
+            skip_assignment: false,
         }
     }
 }

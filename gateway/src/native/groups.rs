@@ -136,6 +136,7 @@ pub(super) async fn join_group(
             protocol_type: PROTOCOL_TYPE.to_string(),
             protocols: vec![(PROTOCOL_NAME.to_string(), metadata.clone())],
             require_known_member_id: false,
+            supports_skip_assignment: false,
         };
         // waits for the join phase: every member rejoined, or the group's
         // rebalance timeout passed

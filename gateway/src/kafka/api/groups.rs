@@ -136,6 +136,7 @@ pub(super) async fn join_group(
             .map(|p| (p.name.to_string(), Bytes::copy_from_slice(&p.metadata)))
             .collect(),
         require_known_member_id: v >= 4,
+        supports_skip_assignment: v >= 9,
     };
     let resp = match b.node.groups.join(join).await {
         Ok(r) => r,
@@ -153,6 +154,7 @@ pub(super) async fn join_group(
         .with_protocol_name(resp.protocol_name.map(s))
         .with_leader(s(resp.leader))
         .with_member_id(s(resp.member_id))
+        .with_skip_assignment(resp.skip_assignment)
         .with_members(
             resp.members
                 .into_iter()

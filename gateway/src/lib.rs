@@ -33,7 +33,6 @@
 //! # Ok(()) }
 //! ```
 
-pub mod admin;
 pub mod alloc;
 pub mod broker;
 pub mod brokers;

@@ -1,5 +1,6 @@
 //! Classic consumer groups: the pure [`engine`] and its async [`coordinator`] driver.
 
+pub mod admin;
 pub mod coordinator;
 pub mod engine;
 mod state;

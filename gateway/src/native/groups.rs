@@ -353,7 +353,7 @@ fn encode_assignments(
 /// A member's assignment as the native answer lists it; an empty
 /// assignment (nothing for this member) is no partitions.
 fn decode_assignment(b: Bytes) -> Option<Vec<proto::TopicAssignment>> {
-    let topics = crate::admin::groups::decode_consumer_assignment(b)?;
+    let topics = crate::kafka::consumer_protocol::decode_consumer_assignment(b)?;
     Some(
         topics
             .into_iter()

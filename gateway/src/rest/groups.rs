@@ -7,10 +7,11 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{ApiError, ErrorBody};
-use crate::admin::groups as admin;
 use crate::broker::Broker;
 use crate::brokers;
 use crate::http::extension::HttpState;
+use crate::kafka::consumer_protocol::decode_consumer_assignment;
+use dataplane::group::admin;
 use dataplane::topics::partition_offsets;
 
 /// One group of the list.
@@ -85,7 +86,7 @@ pub struct GroupDetail {
     )
 )]
 pub async fn list_groups(State(st): State<HttpState>) -> Result<Json<Vec<GroupSummary>>, ApiError> {
-    let mut groups: Vec<GroupSummary> = admin::list_groups(&st.broker)
+    let mut groups: Vec<GroupSummary> = admin::list_groups(&st.broker.node)
         .await?
         .into_iter()
         .map(|g| GroupSummary {
@@ -130,7 +131,7 @@ pub async fn get_group(
     Path(id): Path<String>,
 ) -> Result<Json<GroupDetail>, ApiError> {
     let b = &st.broker;
-    let d = admin::describe_group(b, &id).await?;
+    let d = admin::describe_group(&b.node, &id).await?;
     if !d.exists() {
         return Err(ApiError::group_not_found(&id));
     }
@@ -142,7 +143,7 @@ pub async fn get_group(
             group_instance_id: m.group_instance_id,
             client_id: m.client_id,
             client_host: m.client_host,
-            assignment: admin::decode_consumer_assignment(m.assignment).map(|a| {
+            assignment: decode_consumer_assignment(m.assignment).map(|a| {
                 a.into_iter()
                     .map(|(topic, partitions)| TopicPartitions { topic, partitions })
                     .collect()
@@ -150,7 +151,7 @@ pub async fn get_group(
         })
         .collect();
     let mut offsets = Vec::new();
-    for (topic, parts) in admin::committed_offsets(b, &id, None) {
+    for (topic, parts) in admin::committed_offsets(&b.node, &id, None) {
         for c in parts {
             let hw = high_watermark(b, &topic, c.partition).await;
             offsets.push(OffsetView {

@@ -14,7 +14,7 @@ use super::{ApiError, ErrorBody};
 use crate::broker::Broker;
 use crate::http::extension::HttpState;
 use dataplane::node::Unavailable;
-use dataplane::topics::{self as admin, ConfigSource, NewTopic};
+use dataplane::topics::{self, ConfigSource, NewTopic};
 
 /// One topic of the list.
 #[derive(Debug, Serialize, ToSchema)]
@@ -117,10 +117,10 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
             log_end: None,
             high_watermark: p.high_watermark,
             local_bytes: None,
-            tiered_bytes: admin::tiered_bytes(&b.node, t, p.index),
+            tiered_bytes: topics::tiered_bytes(&b.node, t, p.index),
             offsets_from: "metastore".into(),
         };
-        match admin::partition_offsets(&b.node, t, p.index).await {
+        match topics::partition_offsets(&b.node, t, p.index).await {
             Ok(o) => {
                 view.log_start = Some(o.log_start);
                 view.local_log_start = Some(o.local_log_start);
@@ -139,7 +139,7 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
         }
         partitions.push(view);
     }
-    let configs = admin::topic_configs(&b.node, t)
+    let configs = topics::topic_configs(&b.node, t)
         .into_iter()
         .map(|c| ConfigView {
             name: c.name.to_string(),
@@ -199,7 +199,7 @@ pub async fn create_topic(
     let req: CreateTopicBody = serde_json::from_slice(&body)
         .map_err(|e| ApiError::invalid(format!("the body is not a topic to create: {e}")))?;
     let b = &st.broker;
-    let created = admin::create_topic(
+    let created = topics::create_topic(
         &b.node,
         NewTopic {
             name: req.name,
@@ -259,6 +259,6 @@ pub async fn delete_topic(
         .catalog
         .topic(&name)
         .ok_or_else(|| ApiError::topic_not_found(&name))?;
-    admin::delete_topic(&b.node, &t).await?;
+    topics::delete_topic(&b.node, &t).await?;
     Ok(StatusCode::NO_CONTENT)
 }

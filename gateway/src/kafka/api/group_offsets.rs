@@ -18,9 +18,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
-use crate::admin;
 use crate::broker::Broker;
 use crate::codes;
+use dataplane::group::admin;
 use dataplane::partition::now_ms;
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::OffsetCommit;
@@ -241,7 +241,7 @@ fn describable_offsets(
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Vec<(String, Vec<Reported>)> {
     let all = topics.is_none();
-    admin::groups::committed_offsets(b, group, topics)
+    admin::committed_offsets(&b.node, group, topics)
         .into_iter()
         .filter_map(|(name, parts)| {
             let allowed = ctx.may(b, AclOperation::Describe, ResourceType::Topic, &name);

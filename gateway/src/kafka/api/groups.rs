@@ -17,10 +17,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{s, RequestContext};
-use crate::admin;
 use crate::broker::Broker;
 use crate::brokers;
 use crate::codes;
+use dataplane::group::admin;
 use dataplane::group::engine::{GroupError, JoinRequest, SyncRequest};
 use metastore::acl::{AclOperation, ResourceType};
 
@@ -292,7 +292,7 @@ pub(super) async fn describe_groups(
             groups.push(base.with_error_code(REFUSED.code()));
             continue;
         }
-        let d = match admin::groups::describe_group(b, &name).await {
+        let d = match admin::describe_group(&b.node, &name).await {
             Ok(d) => d,
             Err(_) => {
                 groups.push(base.with_error_code(GONE.code()));
@@ -330,7 +330,7 @@ pub(super) async fn list_groups(
     // Kafka: DESCRIBE on the cluster lists every group, else those the
     // client may describe
     let every = ctx.may_on_cluster(b, AclOperation::Describe);
-    let all = match admin::groups::list_groups(b).await {
+    let all = match admin::list_groups(&b.node).await {
         Ok(l) => l,
         Err(_) => return ListGroupsResponse::default().with_error_code(GONE.code()),
     };

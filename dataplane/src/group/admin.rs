@@ -1,18 +1,15 @@
 //! Consumer groups: the list, one group's members and assignment, and its
-//! committed offsets, for ListGroups/DescribeGroups/OffsetFetch and
-//! `/v1/groups`. Membership lives in this agent's group coordinator,
+//! committed offsets: one implementation for Kafka's
+//! ListGroups/DescribeGroups/OffsetFetch, `/v1/groups` and the native
+//! protocol. Membership lives in this agent's group coordinator,
 //! committed offsets in the metastore; a group with offsets but no live
 //! member is `Empty`.
 
 use std::collections::BTreeMap;
 
-use bytes::{Buf, Bytes};
-use kafka_protocol::messages::ConsumerProtocolAssignment;
-use kafka_protocol::protocol::Decodable;
-
-use crate::broker::Broker;
-use dataplane::group::coordinator::CoordinatorGone;
-use dataplane::group::engine::{GroupState, MemberDescription};
+use super::coordinator::CoordinatorGone;
+use super::engine::{GroupState, MemberDescription};
+use crate::node::Node;
 
 /// Kafka's state name of a group nobody knows.
 pub const DEAD: &str = "Dead";
@@ -29,9 +26,8 @@ pub struct ListedGroup {
 
 /// Every group: those with members on this agent's coordinator, then those
 /// that only have committed offsets.
-pub async fn list_groups(b: &Broker) -> Result<Vec<ListedGroup>, CoordinatorGone> {
-    let mut all: Vec<ListedGroup> = b
-        .node
+pub async fn list_groups(node: &Node) -> Result<Vec<ListedGroup>, CoordinatorGone> {
+    let mut all: Vec<ListedGroup> = node
         .groups
         .list()
         .await?
@@ -42,7 +38,7 @@ pub async fn list_groups(b: &Broker) -> Result<Vec<ListedGroup>, CoordinatorGone
             protocol_type,
         })
         .collect();
-    for g in b.node.catalog.groups() {
+    for g in node.catalog.groups() {
         if !all.iter().any(|l| l.group_id == g) {
             all.push(ListedGroup {
                 group_id: g,
@@ -74,8 +70,8 @@ impl DescribedGroup {
 
 /// A group's state and members; a group with committed offsets and no
 /// member is `Empty`, one with neither is [`DEAD`].
-pub async fn describe_group(b: &Broker, group: &str) -> Result<DescribedGroup, CoordinatorGone> {
-    let described = b.node.groups.describe(group.to_string()).await?;
+pub async fn describe_group(node: &Node, group: &str) -> Result<DescribedGroup, CoordinatorGone> {
+    let described = node.groups.describe(group.to_string()).await?;
     Ok(match described {
         Some(d) => DescribedGroup {
             state: d.state.as_str().to_string(),
@@ -84,7 +80,7 @@ pub async fn describe_group(b: &Broker, group: &str) -> Result<DescribedGroup, C
             members: d.members,
         },
         None => DescribedGroup {
-            state: if b.node.catalog.groups().iter().any(|g| g == group) {
+            state: if node.catalog.groups().iter().any(|g| g == group) {
                 GroupState::Empty.as_str().to_string()
             } else {
                 DEAD.to_string()
@@ -109,11 +105,11 @@ pub struct Committed {
 /// A group's committed offsets for the partitions asked, or for every
 /// partition it committed when `topics` is `None`; by topic.
 pub fn committed_offsets(
-    b: &Broker,
+    node: &Node,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Vec<(String, Vec<Committed>)> {
-    let committed = b.node.catalog.committed_offsets(group);
+    let committed = node.catalog.committed_offsets(group);
     let wanted = match topics {
         Some(t) => t,
         None => {
@@ -147,24 +143,4 @@ pub fn committed_offsets(
             (topic, entries)
         })
         .collect()
-}
-
-/// A member's assignment in Kafka's consumer protocol (a version, then a
-/// `ConsumerProtocolAssignment`) as (topic, partitions); an empty
-/// assignment is no partitions, bytes that do not decode are `None`.
-pub fn decode_consumer_assignment(mut b: Bytes) -> Option<Vec<(String, Vec<i32>)>> {
-    if b.is_empty() {
-        return Some(Vec::new());
-    }
-    if b.remaining() < 2 {
-        return None;
-    }
-    let version = b.get_i16().clamp(0, 3);
-    let a = ConsumerProtocolAssignment::decode(&mut b, version).ok()?;
-    Some(
-        a.assigned_partitions
-            .into_iter()
-            .map(|tp| (tp.topic.to_string(), tp.partitions))
-            .collect(),
-    )
 }

@@ -24,6 +24,16 @@ pub enum ForwardError {
     TimedOut { agent: AgentId, waited_ms: u64 },
     #[error("the exchange with agent {agent} broke: {reason}")]
     Broken { agent: AgentId, reason: String },
+    /// The request could not be encoded at the client's version (the
+    /// codec's words).
+    #[error("the forwarded request could not be encoded: {0}")]
+    Encode(String),
+    /// The owner's answer is not a response of the kind asked for.
+    #[error("the owner's answer could not be decoded: {0}")]
+    Decode(String),
+    /// The owner had no answer where one was due.
+    #[error("the owner sent no answer where one was due")]
+    NoAnswer,
 }
 
 /// Counters for `/metrics`.

@@ -28,29 +28,42 @@ impl ForwardService {
     }
 }
 
+/// Why a forwarded request was refused before it was served (the stream is
+/// reset; the forwarder answers its client NOT_LEADER_OR_FOLLOWER).
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("the stream ended early: {0}")]
+    Read(#[from] quinn::ReadExactError),
+    #[error("a forwarded request of {len} bytes exceeds socket.request.max.bytes ({max})")]
+    TooLarge { len: usize, max: usize },
+    #[error("{what} of {len} bytes is over its limit")]
+    FieldTooLong { what: &'static str, len: usize },
+    #[error("{what} is not UTF-8")]
+    NotUtf8 { what: &'static str },
+}
+
 /// Reads one forwarded request; its bytes count against the broker's
 /// `queued.max.request.bytes` like a client's (the room is held until the
 /// request is served).
 async fn read_request(
     broker: &Broker,
     recv: &mut quinn::RecvStream,
-) -> Result<(String, String, Bytes, RequestRoom), String> {
+) -> Result<(String, String, Bytes, RequestRoom), Refused> {
     let max_frame = broker.config.max_request_bytes;
     let host = read_field(recv, MAX_HOST_BYTES, "client host").await?;
     let principal = read_field(recv, MAX_PRINCIPAL_BYTES, "principal").await?;
     let mut len = [0u8; 4];
-    recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    recv.read_exact(&mut len).await?;
     let frame_len = usize::try_from(u32::from_be_bytes(len)).unwrap_or(usize::MAX);
     if frame_len > max_frame {
-        return Err(format!(
-            "a forwarded request of {frame_len} bytes exceeds socket.request.max.bytes ({max_frame})"
-        ));
+        return Err(Refused::TooLarge {
+            len: frame_len,
+            max: max_frame,
+        });
     }
     let room = broker.connections.room_for(frame_len).await;
     let mut frame = vec![0u8; frame_len];
-    recv.read_exact(&mut frame)
-        .await
-        .map_err(|e| e.to_string())?;
+    recv.read_exact(&mut frame).await?;
     Ok((host, principal, frame.into(), room))
 }
 
@@ -58,19 +71,17 @@ async fn read_request(
 async fn read_field(
     recv: &mut quinn::RecvStream,
     max: usize,
-    what: &str,
-) -> Result<String, String> {
+    what: &'static str,
+) -> Result<String, Refused> {
     let mut len = [0u8; 2];
-    recv.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    recv.read_exact(&mut len).await?;
     let len = usize::from(u16::from_be_bytes(len));
     if len > max {
-        return Err(format!("{what} of {len} bytes"));
+        return Err(Refused::FieldTooLong { what, len });
     }
     let mut bytes = vec![0u8; len];
-    recv.read_exact(&mut bytes)
-        .await
-        .map_err(|e| e.to_string())?;
-    String::from_utf8(bytes).map_err(|_| format!("{what} is not UTF-8"))
+    recv.read_exact(&mut bytes).await?;
+    String::from_utf8(bytes).map_err(|_| Refused::NotUtf8 { what })
 }
 
 async fn serve_stream(

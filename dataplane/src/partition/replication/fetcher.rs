@@ -27,7 +27,9 @@ use tracing::Instrument;
 use super::service::ALPN;
 use super::wire::{
     self, Diverging, FetchPartition, FetchRequest, FetchResponse, FetchedPartition, Refusal,
+    WireError,
 };
+use crate::backend::LogError;
 use crate::partition::{PartitionCounters, PartitionHandle};
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 
@@ -96,6 +98,28 @@ pub async fn run(
     }
 }
 
+/// Why a follower's connection to its leader ended; the fetcher retries
+/// with a backoff.
+#[derive(Debug, thiserror::Error)]
+enum FetchFailed {
+    #[error("agent {0} has no cluster address registered")]
+    NoAddress(AgentId),
+    #[error("cannot reach the leader: {0}")]
+    Dial(#[from] metastore::MetaError),
+    #[error("the connection to the leader failed: {0}")]
+    Connection(#[from] quinn::ConnectionError),
+    #[error("sending the fetch failed: {0}")]
+    Send(#[from] quinn::WriteError),
+    #[error("reading the answer failed: {0}")]
+    Read(#[from] quinn::ReadExactError),
+    #[error("the leader's answer is malformed: {0}")]
+    Wire(#[from] WireError),
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    #[error("the local replica failed: {0}")]
+    Log(#[from] LogError),
+}
+
 /// One connection's life: `Ok` when the fetcher should stop.
 async fn fetch_from(
     me: AgentId,
@@ -104,18 +128,15 @@ async fn fetch_from(
     set: &mut watch::Receiver<Vec<Followed>>,
     settings: FetchSettings,
     counters: &PartitionCounters,
-) -> Result<(), String> {
+) -> Result<(), FetchFailed> {
     let addr = meta
         .agents()
         .into_iter()
         .find(|a| a.id == leader)
         .and_then(|a| a.addrs.quic)
-        .ok_or_else(|| format!("agent {leader} has no cluster address registered"))?;
-    let conn = meta
-        .dial_cluster(&addr, leader, ALPN)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+        .ok_or(FetchFailed::NoAddress(leader))?;
+    let conn = meta.dial_cluster(&addr, leader, ALPN).await?;
+    let (mut send, mut recv) = conn.open_bi().await?;
     loop {
         let followed = set.borrow_and_update().clone();
         if followed.is_empty() {
@@ -126,7 +147,7 @@ async fn fetch_from(
         }
         let mut partitions = Vec::with_capacity(followed.len());
         for f in &followed {
-            let pos = f.handle.position().await.map_err(|e| e.to_string())?;
+            let pos = f.handle.position().await?;
             partitions.push(FetchPartition {
                 topic_id: f.key.topic_id,
                 partition: f.key.partition,
@@ -141,14 +162,12 @@ async fn fetch_from(
             max_wait_ms: settings.max_wait_ms,
             partitions,
         };
-        send.write_all(&req.encode())
-            .await
-            .map_err(|e| e.to_string())?;
+        send.write_all(&req.encode()).await?;
         let limit =
             Duration::from_millis(u64::from(settings.max_wait_ms)) + Duration::from_secs(10);
         let (resp, bytes) = tokio::time::timeout(limit, read_response(&mut recv))
             .await
-            .map_err(|_| format!("no answer within {limit:?}"))??;
+            .map_err(|_| FetchFailed::TimedOut(limit))??;
         counters
             .replica_bytes_received
             .fetch_add(bytes as u64, Ordering::Relaxed);
@@ -177,17 +196,15 @@ async fn fetch_from(
 }
 
 /// The next response and its size on the wire.
-async fn read_response(recv: &mut quinn::RecvStream) -> Result<(FetchResponse, usize), String> {
+async fn read_response(
+    recv: &mut quinn::RecvStream,
+) -> Result<(FetchResponse, usize), FetchFailed> {
     let mut prefix = [0u8; 4];
-    recv.read_exact(&mut prefix)
-        .await
-        .map_err(|e| e.to_string())?;
-    let len = wire::body_len(prefix, wire::MAX_RESPONSE_BYTES).map_err(|e| e.to_string())?;
+    recv.read_exact(&mut prefix).await?;
+    let len = wire::body_len(prefix, wire::MAX_RESPONSE_BYTES)?;
     let mut body = vec![0u8; len];
-    recv.read_exact(&mut body)
-        .await
-        .map_err(|e| e.to_string())?;
-    let resp = FetchResponse::decode(body.into()).map_err(|e| e.to_string())?;
+    recv.read_exact(&mut body).await?;
+    let resp = FetchResponse::decode(body.into())?;
     Ok((resp, 4 + len))
 }
 

@@ -18,9 +18,9 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use metastore::AgentId;
 use tokio::sync::Notify;
@@ -28,7 +28,8 @@ use tokio::time::Instant;
 
 use super::{long_poll, Item, Outcome};
 use crate::broker::Broker;
-use crate::forward::client::Forwarder;
+use crate::forward::client::{ForwardError, Forwarder};
+use crate::kafka::api::routing::decode_response;
 use crate::kafka::api::RequestContext;
 use dataplane::backend::Records;
 
@@ -45,7 +46,7 @@ fn request(
     max_total: usize,
     min_bytes: usize,
     deadline: Instant,
-) -> Result<Bytes, String> {
+) -> Result<Bytes, ForwardError> {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for it in items {
         if topics.last().is_none_or(|t| t.topic.as_str() != it.topic) {
@@ -81,19 +82,18 @@ fn request(
         .with_request_api_version(VERSION)
         .with_client_id(Some(StrBytes::from_string(ctx.client_id.clone())))
         .encode(&mut buf, ApiKey::Fetch.request_header_version(VERSION))
-        .map_err(|e| e.to_string())?;
-    body.encode(&mut buf, VERSION).map_err(|e| e.to_string())?;
+        .map_err(|e| ForwardError::Encode(e.to_string()))?;
+    body.encode(&mut buf, VERSION)
+        .map_err(|e| ForwardError::Encode(e.to_string()))?;
     Ok(buf.freeze())
 }
 
 /// The owner's answer as one outcome per item (in `items` order).
-fn outcomes(items: &[&Item], answer: Result<Option<Bytes>, String>) -> Vec<Outcome> {
+fn outcomes(items: &[&Item], answer: Result<Option<Bytes>, ForwardError>) -> Vec<Outcome> {
     let unreachable = || Outcome::failed(ResponseError::NotLeaderOrFollower, -1, -1);
     let decoded = answer.and_then(|a| {
-        let mut frame = a.ok_or_else(|| "no answer".to_string())?;
-        ResponseHeader::decode(&mut frame, ApiKey::Fetch.response_header_version(VERSION))
-            .map_err(|e| e.to_string())?;
-        FetchResponse::decode(&mut frame, VERSION).map_err(|e| e.to_string())
+        let frame = a.ok_or(ForwardError::NoAnswer)?;
+        decode_response::<FetchResponse>(ApiKey::Fetch, VERSION, frame)
     });
     let resp = match decoded {
         Ok(r) if r.error_code == 0 => r,
@@ -175,7 +175,6 @@ pub(super) async fn gather(
                                 deadline.saturating_duration_since(Instant::now()) + GRACE;
                             fwd.call(owner, ctx.origin(), &frame, Some(hurry), timeout)
                                 .await
-                                .map_err(|e| e.to_string())
                         }
                         Err(e) => Err(e),
                     };

@@ -46,7 +46,7 @@ use uuid::Uuid;
 use super::{DispatchError, RequestContext};
 use crate::broker::Broker;
 use crate::brokers;
-use crate::forward::client::Forwarder;
+use crate::forward::client::{ForwardError, Forwarder};
 use crate::kafka::response::ResponseFrame;
 
 /// What routing decided for a request.
@@ -86,20 +86,26 @@ fn request_frame<R: Encodable>(
     header: &RequestHeader,
     api: ApiKey,
     body: &R,
-) -> Result<Bytes, String> {
+) -> Result<Bytes, ForwardError> {
     let v = ctx.api_version;
     let mut buf = BytesMut::with_capacity(256);
     header
         .encode(&mut buf, api.request_header_version(v))
-        .map_err(|e| e.to_string())?;
-    body.encode(&mut buf, v).map_err(|e| e.to_string())?;
+        .map_err(|e| ForwardError::Encode(e.to_string()))?;
+    body.encode(&mut buf, v)
+        .map_err(|e| ForwardError::Encode(e.to_string()))?;
     Ok(buf.freeze())
 }
 
-fn decode_response<R: Decodable>(api: ApiKey, version: i16, mut frame: Bytes) -> Result<R, String> {
+/// Decodes an owner's response frame of `api` at `version`.
+pub(super) fn decode_response<R: Decodable>(
+    api: ApiKey,
+    version: i16,
+    mut frame: Bytes,
+) -> Result<R, ForwardError> {
     ResponseHeader::decode(&mut frame, api.response_header_version(version))
-        .map_err(|e| e.to_string())?;
-    R::decode(&mut frame, version).map_err(|e| e.to_string())
+        .map_err(|e| ForwardError::Decode(e.to_string()))?;
+    R::decode(&mut frame, version).map_err(|e| ForwardError::Decode(e.to_string()))
 }
 
 /// Sends `body` to `owner` and decodes its answer (`Ok(None)`: none due).
@@ -111,13 +117,9 @@ async fn call<Q: Encodable, R: Decodable>(
     owner: AgentId,
     body: &Q,
     timeout: Duration,
-) -> Result<Option<R>, String> {
+) -> Result<Option<R>, ForwardError> {
     let frame = request_frame(ctx, header, api, body)?;
-    match fwd
-        .call(owner, ctx.origin(), &frame, None, timeout)
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    match fwd.call(owner, ctx.origin(), &frame, None, timeout).await? {
         Some(resp) => decode_response(api, ctx.api_version, resp).map(Some),
         None => Ok(None),
     }

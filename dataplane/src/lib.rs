@@ -30,18 +30,20 @@
 //! use std::sync::Arc;
 //! use dataplane::backend::disk::DiskLogFactory;
 //! use dataplane::partition::Partitions;
+//! use dataplane::topic_config;
 //!
 //! let logs = Arc::new(DiskLogFactory::new("data/log")?);
 //! let partitions = Partitions::new(vec![tokio::runtime::Handle::current()], logs);
 //! let topic = uuid::Uuid::new_v4();
-//! let handle = partitions
-//!     .get_or_open("orders", topic, 0, Default::default)
-//!     .await?;
+//! // a topic with no settings of its own, on the broker's defaults
+//! let settings = || topic_config::log_settings(&Default::default(), &Default::default());
+//! let handle = partitions.get_or_open("orders", topic, 0, settings).await?;
 //! println!("log end offset: {}", handle.position().await?.log_end);
 //! # Ok(()) }
 //! ```
 
 pub mod backend;
+pub mod fetch;
 pub mod group;
 pub mod node;
 pub mod partition;

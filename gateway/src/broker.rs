@@ -349,6 +349,11 @@ impl Broker {
         *self.shutting_down.borrow()
     }
 
+    /// A receiver that turns true once shutdown has begun.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutting_down.subscribe()
+    }
+
     /// Resolves once shutdown has begun (long polls stop waiting then).
     pub async fn shutdown_started(&self) {
         let mut rx = self.shutting_down.subscribe();

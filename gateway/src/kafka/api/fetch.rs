@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use futures::future::select_all;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
@@ -16,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 use storage::StorageError;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -29,8 +28,9 @@ use crate::codes;
 use crate::fetch_session::{SessionError, SessionMode, SessionPartition};
 use crate::kafka::response::{marker, splice_records, ResponseFrame};
 use dataplane::backend::{LogError, Records};
+use dataplane::fetch::{PartitionRead, ReadOutcome, Wait};
 use dataplane::node::Unavailable;
-use dataplane::partition::{PartitionHandle, ReadResult};
+use dataplane::partition::PartitionHandle;
 use dataplane::telemetry::sampling::{sampled, SPAN_TARGET};
 use tracing::Instrument;
 
@@ -78,65 +78,8 @@ impl Outcome {
     }
 }
 
-/// Reads every item once. Kafka's limits: the response holds at most
-/// `max_total` record bytes and each partition at most its own limit, except
-/// that the first batch of the first partition returning data comes whole
-/// even when larger, so a consumer always makes progress.
-async fn read_all(items: &[Item], max_total: usize) -> (Vec<Outcome>, usize) {
-    let mut total = 0usize;
-    let mut out = Vec::with_capacity(items.len());
-    for it in items {
-        let h = match &it.handle {
-            Ok(h) => h,
-            Err(e) => {
-                out.push(Outcome::failed(*e, -1, -1));
-                continue;
-            }
-        };
-        let budget = max_total.saturating_sub(total).min(it.max_bytes);
-        let read = if (budget == 0 && total > 0) || it.preferred_replica.is_some() {
-            // The response is full, or the consumer is sent to a replica in
-            // its rack: the partition reports its offsets only.
-            h.bounds()
-                .await
-                .map(|(log_start_offset, high_watermark)| ReadResult {
-                    records: Records::empty(),
-                    high_watermark,
-                    log_start_offset,
-                })
-        } else {
-            h.read(it.offset, budget, total == 0).await
-        };
-        out.push(match read {
-            Ok(r) => {
-                total += r.records.len();
-                Outcome {
-                    error: None,
-                    high_watermark: r.high_watermark,
-                    log_start: r.log_start_offset,
-                    records: r.records,
-                }
-            }
-            Err(LogError::Storage(StorageError::OffsetOutOfRange {
-                log_start, log_end, ..
-            })) => Outcome::failed(ResponseError::OffsetOutOfRange, log_end, log_start),
-            Err(e) => Outcome::failed(codes::log_error(&e), -1, -1),
-        });
-    }
-    (out, total)
-}
-
-/// Long poll: reads, and while fewer than `min_bytes` are available, sleeps
-/// until some partition's high watermark moves or the deadline passes.
-///
-/// Each item's watch is marked seen right before the read that it
-/// guards, so a wake-up means an append happened after that read: an idle
-/// consumer costs one read at the start and one at the deadline, never a
-/// loop of re-reads.
-///
-/// `hurry`, once notified, ends the wait: the next read is the answer.
-/// Returns the outcomes and how long the poll slept (time that request-rate
-/// quotas do not count).
+/// The long poll of `dataplane::fetch` over `items`, its outcomes in Kafka's
+/// terms, and how long it slept (time request-rate quotas do not count).
 async fn long_poll(
     b: &Broker,
     items: &[Item],
@@ -145,69 +88,49 @@ async fn long_poll(
     deadline: Instant,
     hurry: Option<&Notify>,
 ) -> (Vec<Outcome>, Duration) {
-    let mut slept = Duration::ZERO;
-    let mut watches: Vec<watch::Receiver<i64>> = items
+    let reads: Vec<PartitionRead<'_>> = items
         .iter()
-        .filter_map(|it| it.handle.as_ref().ok().map(|h| h.high_watermark()))
+        .map(|it| PartitionRead {
+            handle: it.handle.as_ref().ok(),
+            offset: it.offset,
+            max_bytes: it.max_bytes,
+            offsets_only: it.preferred_replica.is_some(),
+        })
         .collect();
-    let mut hurried = false;
-    let hurried_now = async {
-        match hurry {
-            Some(h) => h.notified().await,
-            None => std::future::pending().await,
-        }
+    let wait = Wait {
+        min_bytes,
+        deadline,
+        hurry,
+        stop: b.shutdown_signal(),
     };
-    tokio::pin!(hurried_now);
-    loop {
-        for w in &mut watches {
-            w.borrow_and_update();
-        }
-        let (outcomes, total) = read_all(items, max_total).await;
-        let done = total >= min_bytes
-            || outcomes.iter().any(|o| o.error.is_some())
-            || items.iter().any(|it| it.preferred_replica.is_some())
-            || Instant::now() >= deadline
-            || hurried
-            || b.is_shutting_down();
-        if done {
-            // what the consumer is sent, counted once however many re-reads
-            // the long poll made
-            Metrics::add(&b.metrics.fetched_bytes, total as u64);
-            for (it, o) in items.iter().zip(&outcomes) {
-                if let (Ok(h), false) = (&it.handle, o.records.is_empty()) {
-                    h.stats().sent(o.records.len() as u64);
-                }
+    let (outcomes, total, slept) = dataplane::fetch::long_poll(&reads, max_total, wait).await;
+    Metrics::add(&b.metrics.fetched_bytes, total as u64);
+    let outcomes = items
+        .iter()
+        .zip(outcomes)
+        .map(|(it, o)| match (o, &it.handle) {
+            (ReadOutcome::Read(r), _) => Outcome {
+                error: None,
+                high_watermark: r.high_watermark,
+                log_start: r.log_start_offset,
+                records: r.records,
+            },
+            (ReadOutcome::Unresolved, Err(e)) => Outcome::failed(*e, -1, -1),
+            (ReadOutcome::Unresolved, Ok(_)) => {
+                Outcome::failed(ResponseError::UnknownServerError, -1, -1)
             }
-            return (outcomes, slept);
-        }
-        let asleep = Instant::now();
-        if watches.is_empty() {
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => {}
-                _ = b.shutdown_started() => {}
-                _ = &mut hurried_now => hurried = true,
-            }
-            slept += asleep.elapsed();
-            continue;
-        }
-        let stopped = {
-            let changed = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
-            tokio::select! {
-                (result, i, _) = changed => result.is_err().then_some(i),
-                _ = tokio::time::sleep_until(deadline) => None,
-                _ = b.shutdown_started() => None,
-                _ = &mut hurried_now => {
-                    hurried = true;
-                    None
-                }
-            }
-        };
-        slept += asleep.elapsed();
-        if let Some(i) = stopped {
-            // The partition's task stopped: the next read reports it.
-            watches.swap_remove(i);
-        }
-    }
+            (
+                ReadOutcome::Failed(LogError::Storage(StorageError::OffsetOutOfRange {
+                    log_start,
+                    log_end,
+                    ..
+                })),
+                _,
+            ) => Outcome::failed(ResponseError::OffsetOutOfRange, log_end, log_start),
+            (ReadOutcome::Failed(e), _) => Outcome::failed(codes::log_error(&e), -1, -1),
+        })
+        .collect();
+    (outcomes, slept)
 }
 
 /// The topics a request names, each looked up once however many of its

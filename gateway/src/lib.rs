@@ -1,28 +1,31 @@
-//! gateway: the Kafka wire front end of AeroStream.
+//! gateway: AeroStream's front ends. Each translates its wire format to
+//! the data plane's calls (the `dataplane` crate) and answers in its own
+//! terms; nothing below this crate knows a wire protocol or HTTP.
 //!
-//! A request's path: a shard's [`server`] accepts the connection and reads a
-//! size-capped frame ([`kafka::frame`]); [`kafka::api::dispatch`] decodes it
-//! with `kafka-protocol` and calls the handler for that API; handlers reach
-//! partition logs through [`partition::Partitions`] (one task per partition on
-//! its owning shard, bounded channels) and cluster metadata through the
-//! `metastore::Metastore` (writes through Raft, reads from the local
-//! replica); consumer groups go through the
-//! [`group::coordinator::Coordinator`] task that drives the pure
-//! [`group::engine::GroupEngine`]. Responses are frames of parts so fetched
-//! records are spliced in and, on plain TCP, sent with `sendfile(2)`.
+//! - The Kafka listener: a shard's [`server`] accepts the connection and
+//!   reads a size-capped frame ([`kafka::frame`]); [`kafka::api::dispatch`]
+//!   decodes it with `kafka-protocol` and calls the handler for that API
+//!   (one file per API under `kafka/api/`). Handlers reach partitions and
+//!   groups through the broker's [`dataplane::node::Node`], and
+//!   [`codes`] maps every data-plane error to one Kafka code. Responses are
+//!   frames of parts, so fetched records are spliced in and, on plain TCP,
+//!   sent with `sendfile(2)`.
+//! - The native protocol over TCP and QUIC ([`native`]), one file per
+//!   operation under `native/ops/`, served on the Kafka handlers.
+//! - The HTTP port ([`http`]): health, metrics, the REST API ([`rest`]) and
+//!   the web console ([`console`]).
+//! - Load-balancer mode's forwarding between agents ([`forward`]).
+//! - SASL exchanges ([`sasl`]) and TLS ([`kafka_tls`]); the login checks
+//!   themselves are the `security` crate's.
 //!
-//! Partitions tier to object storage: the production log backend
-//! ([`backend::tiered`]) wraps each storage log in a
-//! `storage::tier::TieredPartition`, and a partition's handle reads below the
-//! local log start from object storage ([`partition::PartitionHandle::read`]).
-//!
-//! Seams: [`backend::LogBackend`]/[`backend::LogFactory`] (the `storage`
-//! crate, with or without tiering), and the metastore with its own types.
+//! [`broker::Broker`] is what every connection shares: the node's data plane
+//! and the front ends' own state (fetch sessions, connection limits, request
+//! metrics, the forwarder).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use gateway::backend::disk::DiskLogFactory;
+//! use dataplane::backend::disk::DiskLogFactory;
 //! use gateway::{Gateway, GatewayOptions};
 //!
 //! let meta = metastore::Metastore::start(metastore::MetastoreConfig::embedded("data/meta")).await?;

@@ -2,7 +2,8 @@
 //! records, consumer groups and tiering (docs/rest-api.md).
 //!
 //! Handlers only translate HTTP and JSON: every operation goes through the
-//! same [`crate::admin`] functions the Kafka admin APIs call. Routes are
+//! same data-plane functions the Kafka admin APIs call
+//! ([`dataplane::topics`], [`dataplane::group::admin`]). Routes are
 //! registered through `utoipa-axum`'s router from the handlers'
 //! `#[utoipa::path]` annotations, so a route cannot be served without
 //! being in the OpenAPI document (`GET /v1/openapi.json`), nor documented

@@ -551,6 +551,41 @@ async fn behind_a_load_balancer_any_agent_serves_a_partition_another_agent_leads
     );
 }
 
+/// An agent that has begun shutting down serves no more forwarded
+/// requests: a produce it took now could be acknowledged from its own log
+/// alone. The client gets NOT_LEADER_OR_FOLLOWER and retries elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutting_down_leader_refuses_forwarded_produce() {
+    let mut c = Cluster::start_with(true).await;
+    create_replicated_topic(&c).await;
+    let (leader, _, _) = c.leadership().unwrap();
+    let elsewhere = c.agents.iter().find(|a| a.id != leader).unwrap().id;
+    let addr = kafka_addr(&c, elsewhere);
+    let broker = c.agent(leader).gw.as_ref().unwrap().broker().clone();
+    let served = || {
+        broker
+            .forward_counters
+            .served
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert_eq!(
+        produce_settled(&addr, 0).await,
+        0,
+        "served while the leader runs"
+    );
+    let before = served();
+    broker.begin_shutdown();
+    assert_eq!(
+        produce(&addr, 1).await,
+        6,
+        "NOT_LEADER_OR_FOLLOWER once the leader is shutting down"
+    );
+    assert_eq!(served(), before, "the leader served nothing more");
+    for id in [1, 2, 3] {
+        c.stop(id).await;
+    }
+}
+
 /// Reads the partition from its leader directly.
 async fn read_all_from_leader(c: &Cluster) -> Vec<String> {
     let (leader, _, _) = c.leadership().unwrap();

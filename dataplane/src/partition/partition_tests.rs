@@ -389,6 +389,70 @@ fn leadership(me: u64, epoch: i32) -> Leadership {
     }
 }
 
+/// Waits until `h`'s log ends at `end` (a spawned append reached its task).
+async fn appended(h: &PartitionHandle, end: i64) {
+    while h.position().await.expect("position").log_end < end {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A leader that closes (the agent shutting down) while acks=all writes
+/// wait for its followers must not acknowledge them: its own fsync does not
+/// put them on the followers, and the follower that takes over would not
+/// have them. They get NOT_LEADER_OR_FOLLOWER (producers retry at the next
+/// leader); what the followers had before stays acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closing_leader_fails_acks_all_writes_its_followers_do_not_have() {
+    let dirs = [scratch_dir(), scratch_dir()];
+    let id = Uuid::new_v4();
+    let leader_reg = partitions(Arc::new(
+        DiskLogFactory::new(dirs[0].path()).expect("factory"),
+    ));
+    let follower_reg = partitions(Arc::new(
+        DiskLogFactory::new(dirs[1].path()).expect("factory"),
+    ));
+    let leader = leader_reg
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
+    let follower = follower_reg
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
+    let mut lead = leadership(1, 0);
+    lead.assignment.replicas = vec![1, 2];
+    lead.assignment.isr = vec![1, 2];
+    leader.lead(lead).await.expect("lead");
+    follower.follow(1, 0).await.expect("follow");
+
+    // a write the follower fetches is acknowledged as usual
+    let replicated = {
+        let h = leader.clone();
+        tokio::spawn(async move { h.append(batch_of(&[b"kept"]), 0, Acks::All).await })
+    };
+    appended(&leader, 1).await;
+    fetch_once(&leader, &follower, 2, 0).await;
+    fetch_once(&leader, &follower, 2, 0).await;
+    replicated
+        .await
+        .expect("task")
+        .expect("acknowledged once the follower has it");
+
+    // one the follower never fetches waits, and the close must not ack it
+    let unreplicated = {
+        let h = leader.clone();
+        tokio::spawn(async move { h.append(batch_of(&[b"lost?"]), 0, Acks::All).await })
+    };
+    appended(&leader, 2).await;
+    leader_reg.close_all().await;
+    let answer = unreplicated.await.expect("task");
+    assert!(
+        matches!(answer, Err(LogError::NotServing(_))),
+        "a write only the closing leader holds is not acknowledged: {answer:?}"
+    );
+    follower_reg.close_all().await;
+}
+
 /// Leadership moved twice in quick succession: agent 2 led epoch 1 and
 /// wrote one batch that agent 1 fetched, then agent 3 (in sync, but
 /// without that batch) took over at epoch 2 before writing anything.

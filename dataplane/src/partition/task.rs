@@ -340,7 +340,13 @@ impl Task {
     }
 
     /// Closes the log (which fsyncs everything) and answers the writes still
-    /// waiting for a durability point from its outcome.
+    /// waiting. The close makes the local log durable, and that is all it
+    /// can promise: a standalone log's waiting writes are then acknowledged,
+    /// but a leader's only up to what its in-sync followers also hold (the
+    /// high watermark the close would allow). The rest get
+    /// NOT_LEADER_OR_FOLLOWER, which producers retry at the next leader: a
+    /// write acknowledged here and missing from the followers would be lost
+    /// when one of them takes over.
     async fn close(mut self) -> Result<(), LogError> {
         if self.offline {
             self.counters.offline.fetch_sub(1, Ordering::Relaxed);
@@ -350,10 +356,23 @@ impl Task {
             self.finish_sync(done);
         }
         let waiting = std::mem::take(&mut self.waiting);
+        let durable_end = self.log.log_end_offset();
+        let committed_after_close = match &self.role {
+            Role::Standalone => durable_end,
+            Role::Leader(l) => l.set.high_watermark(durable_end),
+            // writes parked for a leadership never applied
+            Role::Unassigned | Role::Follower { .. } => i64::MIN,
+        };
         match self.log.close() {
             Ok(()) => {
                 for w in waiting {
-                    let _ = w.reply.send(Ok(w.answer));
+                    let _ = w.reply.send(if w.end <= committed_after_close {
+                        Ok(w.answer)
+                    } else {
+                        Err(LogError::NotServing(
+                            "the agent shut down before the in-sync replicas had the write",
+                        ))
+                    });
                 }
                 Ok(())
             }

@@ -97,6 +97,15 @@ async fn serve_stream(
             return;
         }
     };
+    if broker.is_shutting_down() {
+        // An agent on its way down takes no more work: a produce accepted
+        // now could be answered only from this agent's log, before its
+        // followers have it. The forwarder answers NOT_LEADER_OR_FOLLOWER
+        // and the client looks for the next leader.
+        tracing::debug!("refused a forwarded request: shutting down");
+        let _ = send.reset(quinn::VarInt::from_u32(4));
+        return;
+    }
     // The forwarder finishes its side to ask for an answer now.
     let hurry = Arc::new(Notify::new());
     let watcher = {

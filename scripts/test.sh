@@ -7,9 +7,9 @@
 # Budget on a 2-core machine: 40 minutes from an empty target directory,
 # 20 with a warm one. To fit, every step shares one target directory (kept
 # outside the clone, so a fresh clone starts warm), the instrumented fuzz
-# build runs once for all fuzz targets, and the time-bounded fuzz runs go on
-# in the background, at low priority, while the suites that mostly wait on
-# servers and clients run in the foreground.
+# build runs once for all fuzz targets, and it and the time-bounded fuzz
+# runs go on in the background, at the lowest priority, while the suites
+# that mostly wait on servers and clients run in the foreground.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,18 +51,19 @@ step "cargo clippy (release features)" cargo clippy -p agent --locked -- -D warn
 step "cargo clippy (agent without the AWS SDK)" cargo clippy -p agent --locked --no-default-features -- -D warnings
 step "cargo doc (broken links are errors)" cargo doc --workspace --no-deps --locked
 step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
-step "fuzz targets built (instrumented, once for all)" scripts/ci/fuzz-build.sh
 
-# The fuzz runs are bounded by time, not by work: run them beside the
-# suites below, niced, so they take what CPU the suites leave.
+# The fuzz targets' instrumented build and their time-bounded runs go on in
+# the background at the lowest priority, beside the suites below, which
+# mostly wait on servers and clients: the build takes the CPU they leave
+# idle, and the runs are bounded by time, not by work.
 fuzz_log=$(mktemp "${TMPDIR:-/tmp}/aerostream-fuzz.XXXXXX")
 fuzz_t0=$(date +%s)
 (
   set -e
-  for s in scripts/ci/[0-9]*-fuzz.sh; do
+  for s in scripts/ci/fuzz-build.sh scripts/ci/[0-9]*-fuzz.sh; do
     echo "==> $s"
     t0=$(date +%s)
-    nice -n 15 "$s"
+    nice -n 19 "$s"
     echo "<== $s ($(( $(date +%s) - t0 ))s)"
   done
 ) >"$fuzz_log" 2>&1 &
@@ -77,13 +78,13 @@ for s in scripts/ci/[0-9]*.sh; do
   step "$s" "$s"
 done
 
-printf '\n\033[1m==> fuzz runs (background)\033[0m\n'
+printf '\n\033[1m==> fuzz build and runs (background)\033[0m\n'
 fuzz_rc=0
 wait "$fuzz_pid" || fuzz_rc=$?
 trap - EXIT
 cat "$fuzz_log"
 rm -f "$fuzz_log"
-names+=("fuzz runs, in the background from $(( fuzz_t0 - started ))s")
+names+=("fuzz build and runs, in the background from $(( fuzz_t0 - started ))s")
 seconds+=("$(( $(date +%s) - fuzz_t0 ))")
 if [ "$fuzz_rc" -ne 0 ]; then
   table

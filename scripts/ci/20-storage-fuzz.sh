@@ -24,4 +24,5 @@ done
 
 fuzz_env_done
 echo "== property tests with PROPTEST_CASES=${PROPTEST_CASES}"
-PROPTEST_CASES="${PROPTEST_CASES}" cargo test -p storage --test bad_input
+# the workspace build of the suite's cargo test step, so nothing is rebuilt
+PROPTEST_CASES="${PROPTEST_CASES}" cargo test --workspace --locked --features agent/fault-injection --test bad_input

@@ -35,4 +35,5 @@ cargo fuzz run "${FUZZ_BUILD_FLAGS[@]}" native_request "$native_corpus" -- \
 
 fuzz_env_done
 echo "== dispatcher property test with PROPTEST_CASES=${PROPTEST_CASES}"
-PROPTEST_CASES="${PROPTEST_CASES}" cargo test -p gateway --lib random_frames_never_panic_the_dispatcher
+# the workspace build of the suite's cargo test step, so nothing is rebuilt
+PROPTEST_CASES="${PROPTEST_CASES}" cargo test --workspace --locked --features agent/fault-injection --lib random_frames_never_panic_the_dispatcher

@@ -52,45 +52,62 @@ step "cargo clippy (agent without the AWS SDK)" cargo clippy -p agent --locked -
 step "cargo doc (broken links are errors)" cargo doc --workspace --no-deps --locked
 step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
 
-# The fuzz targets' instrumented build and their time-bounded runs go on in
-# the background at the lowest priority, beside the suites below, which
-# mostly wait on servers and clients: the build takes the CPU they leave
-# idle, and the runs are bounded by time, not by work.
-fuzz_log=$(mktemp "${TMPDIR:-/tmp}/aerostream-fuzz.XXXXXX")
-fuzz_t0=$(date +%s)
-(
-  set -e
-  for s in scripts/ci/fuzz-build.sh scripts/ci/[0-9]*-fuzz.sh; do
-    echo "==> $s"
-    t0=$(date +%s)
-    nice -n 19 "$s"
-    echo "<== $s ($(( $(date +%s) - t0 ))s)"
-  done
-) >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-# a failing foreground step ends the script: take the fuzz runs with it
-trap 'kill -- -"$fuzz_pid" 2>/dev/null || kill "$fuzz_pid" 2>/dev/null || true' EXIT
-echo "fuzz runs in the background (pid $fuzz_pid, log $fuzz_log)"
+# Suites that share nothing with the others run in the background beside
+# them: the fuzz targets' instrumented build and their time-bounded runs, at
+# the lowest priority, so the build takes the CPU the server suites leave
+# idle while they wait on servers and clients; and the offline checks of the
+# deployment files (which mostly wait on pip and checkov). Each writes a log
+# of its own, printed when it is waited for.
+bg_names=(); bg_pids=(); bg_logs=(); bg_starts=()
+background() { # background NAME NICENESS SCRIPT...
+  local name=$1 niceness=$2; shift 2
+  local log; log=$(mktemp "${TMPDIR:-/tmp}/aerostream-bg.XXXXXX")
+  # job control gives the job a process group of its own, so a failure in
+  # the foreground can stop it with everything it started
+  set -m
+  (
+    set -e
+    for s in "$@"; do
+      echo "==> $s"
+      t0=$(date +%s)
+      nice -n "$niceness" "$s"
+      echo "<== $s ($(( $(date +%s) - t0 ))s)"
+    done
+  ) >"$log" 2>&1 &
+  set +m
+  bg_names+=("$name"); bg_pids+=("$!"); bg_logs+=("$log"); bg_starts+=("$(date +%s)")
+  echo "$name: in the background (pid $!, log $log)"
+}
+# a failing foreground step ends the script: take the background jobs with it
+trap 'for p in "${bg_pids[@]}"; do kill -- -"$p" 2>/dev/null; done; true' EXIT
+
+background "fuzz build and runs" 19 scripts/ci/fuzz-build.sh scripts/ci/[0-9]*-fuzz.sh
+background "scripts/ci/50-deploy.sh" 0 scripts/ci/50-deploy.sh
 
 for s in scripts/ci/[0-9]*.sh; do
   [ -e "$s" ] || continue
-  case "$s" in *-fuzz.sh) continue ;; esac
+  case "$s" in *-fuzz.sh|*/50-deploy.sh) continue ;; esac
   step "$s" "$s"
 done
 
-printf '\n\033[1m==> fuzz build and runs (background)\033[0m\n'
-fuzz_rc=0
-wait "$fuzz_pid" || fuzz_rc=$?
+failed=""
+for i in "${!bg_pids[@]}"; do
+  printf '\n\033[1m==> %s (background)\033[0m\n' "${bg_names[$i]}"
+  rc=0
+  wait "${bg_pids[$i]}" || rc=$?
+  cat "${bg_logs[$i]}"
+  rm -f "${bg_logs[$i]}"
+  names+=("${bg_names[$i]}, in the background from $(( bg_starts[i] - started ))s")
+  seconds+=("$(( $(date +%s) - bg_starts[i] ))")
+  if [ "$rc" -ne 0 ]; then
+    failed="$failed ${bg_names[$i]} (exit $rc)"
+  fi
+done
 trap - EXIT
-cat "$fuzz_log"
-rm -f "$fuzz_log"
-names+=("fuzz build and runs, in the background from $(( fuzz_t0 - started ))s")
-seconds+=("$(( $(date +%s) - fuzz_t0 ))")
-if [ "$fuzz_rc" -ne 0 ]; then
-  table
-  echo "the fuzz runs failed (exit $fuzz_rc)" >&2
-  exit "$fuzz_rc"
-fi
 
 table
+if [ -n "$failed" ]; then
+  echo "failed in the background:$failed" >&2
+  exit 1
+fi
 printf '\nall tests passed in %ss\n' "$(( $(date +%s) - started ))"

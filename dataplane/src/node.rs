@@ -11,6 +11,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use metastore::Topics;
 use metastore::{AgentId, CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
 use tokio::sync::Mutex as AsyncMutex;
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use metastore::Topics;
 use metastore::{AgentId, CreateTopic, MetaError, TopicInfo};
 
 use crate::node::{Node, Unavailable};

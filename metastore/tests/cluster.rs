@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::{agent, eventually, Cluster};
+use metastore::Topics;
 use metastore::{
     Bootstrap, CreateTopic, MetaError, MetaEvent, Metastore, MetastoreConfig, OffsetCommit,
     QuicSettings, Transport,

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use metastore::Topics;
 use metastore::{AgentAddrs, AgentRegistration, CreateTopic, Metastore, MetastoreConfig};
 use rand::Rng;
 

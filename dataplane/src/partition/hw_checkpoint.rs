@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use metastore::Topics;
 use metastore::{AgentId, Metastore};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;

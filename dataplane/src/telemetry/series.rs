@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use metastore::Topics;
 use metastore::{AgentId, Metastore};
 
 use crate::partition::Partitions;

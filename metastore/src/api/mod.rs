@@ -6,6 +6,14 @@
 //! replica: [`Metastore::staleness`] says how far behind it may be,
 //! [`Metastore::ensure_fresh`] bounds that, and
 //! [`Metastore::linearizable_barrier`] makes the next reads linearizable.
+//!
+//! The handle itself holds the core: starting and stopping the node, raw
+//! batches of commands ([`Metastore::submit`]), local reads
+//! ([`Metastore::read`]), the change stream, freshness and Raft's own view.
+//! Some concerns are traits of their own, each implemented by `Metastore`
+//! alone (import the trait to call its methods):
+//!
+//! - [`Topics`] (`topics.rs`): topics and their configs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -26,10 +34,13 @@ use crate::options::MetastoreConfig;
 use crate::raft_types::{MetaNode, NodeId};
 use crate::state::MetaState;
 use crate::types::{
-    AgentId, AgentInfo, AgentRegistration, ClusterInfo, CommittedOffset, ConfigOp, CreateTopic,
-    DeletedTopic, ElectionType, LeaderAndEpoch, MembershipInfo, MetaEvent, OffsetCommit,
-    SegmentEntry, TopicInfo,
+    AgentId, AgentInfo, AgentRegistration, ClusterInfo, CommittedOffset, DeletedTopic,
+    ElectionType, LeaderAndEpoch, MembershipInfo, MetaEvent, OffsetCommit, SegmentEntry,
 };
+
+mod topics;
+
+pub use topics::Topics;
 
 /// A running metastore node. Cheap to clone; clones share the node.
 #[derive(Clone)]
@@ -111,6 +122,9 @@ impl Metastore {
     }
 
     // ---- writes --------------------------------------------------------------
+    //
+    // The facets' writes are built on `submit_one` and `unit_command`; the
+    // helpers only one facet needs live in that facet's file.
 
     /// Proposes commands as one batch; one result per command.
     pub async fn submit(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, MetaError> {
@@ -145,13 +159,6 @@ impl Metastore {
         })
     }
 
-    async fn topic_command(&self, command: Command) -> Result<TopicInfo, MetaError> {
-        match self.submit_one(command).await? {
-            CommandOutput::Topic(t) => Ok(t),
-            other => Err(unexpected(other)),
-        }
-    }
-
     async fn unit_command(&self, command: Command) -> Result<(), MetaError> {
         self.submit_one(command).await.map(|_| ())
     }
@@ -161,80 +168,6 @@ impl Metastore {
             CommandOutput::Leader(l) => Ok(l),
             other => Err(unexpected(other)),
         }
-    }
-
-    pub async fn create_topic(
-        &self,
-        req: CreateTopic,
-        validate_only: bool,
-    ) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::CreateTopic {
-            id: Uuid::new_v4(),
-            spec: req,
-            validate_only,
-        })
-        .await
-    }
-
-    /// CreateTopics with several topics: one Raft entry, one result per topic.
-    pub async fn create_topics(
-        &self,
-        reqs: Vec<CreateTopic>,
-        validate_only: bool,
-    ) -> Result<Vec<Result<TopicInfo, MetaError>>, MetaError> {
-        let cmds = reqs
-            .into_iter()
-            .map(|spec| Command::CreateTopic {
-                id: Uuid::new_v4(),
-                spec,
-                validate_only,
-            })
-            .collect();
-        let results = self.submit(cmds).await?;
-        Ok(results
-            .into_iter()
-            .map(|r| match r? {
-                CommandOutput::Topic(t) => Ok(t),
-                other => Err(unexpected(other)),
-            })
-            .collect())
-    }
-
-    pub async fn delete_topic(&self, name: &str) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::DeleteTopic {
-            name: name.to_owned(),
-        })
-        .await
-    }
-
-    pub async fn create_partitions(
-        &self,
-        name: &str,
-        total: i32,
-        validate_only: bool,
-    ) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::CreatePartitions {
-            name: name.to_owned(),
-            total,
-            validate_only,
-        })
-        .await
-    }
-
-    pub async fn alter_topic_configs(
-        &self,
-        name: &str,
-        ops: Vec<ConfigOp>,
-        replace_all: bool,
-        validate_only: bool,
-    ) -> Result<TopicInfo, MetaError> {
-        self.topic_command(Command::AlterTopicConfigs {
-            name: name.to_owned(),
-            ops,
-            replace_all,
-            validate_only,
-        })
-        .await
     }
 
     /// Stores a group's offsets; one result per offset, in order. Concurrent
@@ -514,23 +447,6 @@ impl Metastore {
     /// Runs `f` on the local replica's state (under a read lock: keep it short).
     pub fn read<R>(&self, f: impl FnOnce(&MetaState) -> R) -> R {
         f(&self.node.applied.read().state)
-    }
-
-    /// Every topic. Each is shared, not copied: the read lock is held only
-    /// for one pointer copy per topic, and a later change never alters a
-    /// `TopicInfo` already handed out (it replaces it).
-    pub fn topics(&self) -> Vec<Arc<TopicInfo>> {
-        self.read(|s| s.topics().cloned().collect())
-    }
-
-    /// The topic called `name`, shared (a pointer copy under the read lock).
-    pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
-        self.read(|s| s.topic(name).cloned())
-    }
-
-    /// The topic with this id, shared (a pointer copy under the read lock).
-    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
-        self.read(|s| s.topic_by_id(id).cloned())
     }
 
     /// A group's offsets keyed by (topic, partition); empty for an unknown group.

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use hdrhistogram::Histogram;
+use metastore::Topics;
 use metastore::{
     AgentAddrs, AgentRegistration, Bootstrap, ClusterCa, CreateTopic, Metastore, MetastoreConfig,
     OffsetCommit, QuicSettings, RaftTiming, RaftTls, Transport,

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use metastore::Topics;
 use metastore::{AgentId, Metastore, TopicInfo};
 use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, watch};

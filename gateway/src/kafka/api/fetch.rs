@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use super::{s, DispatchError, RequestContext};
 use metastore::acl::{AclOperation, ResourceType};
+use metastore::Topics;
 use metastore::{AgentId, TopicInfo};
 
 use crate::broker::{Broker, Metrics};

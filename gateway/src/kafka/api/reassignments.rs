@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
+use metastore::Topics;
 use metastore::{AgentId, PartitionInfo};
 
 use super::{msg, s, RequestContext};

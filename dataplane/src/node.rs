@@ -11,8 +11,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use metastore::Topics;
 use metastore::{AgentId, CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
+use metastore::{Groups, Topics};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::backend::LogError;

@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::{agent, eventually, Cluster};
-use metastore::Topics;
 use metastore::{
     Bootstrap, CreateTopic, MetaError, MetaEvent, Metastore, MetastoreConfig, OffsetCommit,
     QuicSettings, Transport,
 };
+use metastore::{Groups, Topics};
 
 fn commit(topic: &str, offset: i64) -> OffsetCommit {
     OffsetCommit {

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use metastore::Topics;
 use metastore::{AgentAddrs, AgentRegistration, CreateTopic, Metastore, MetastoreConfig};
+use metastore::{Groups, Topics};
 use rand::Rng;
 
 /// Set in the child process: the data directory to write into.

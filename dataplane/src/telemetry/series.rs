@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use metastore::Topics;
 use metastore::{AgentId, Metastore};
+use metastore::{Groups, Topics};
 
 use crate::partition::Partitions;
 use crate::telemetry::prometheus::{write_family, write_sample};

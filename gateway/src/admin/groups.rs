@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::ConsumerProtocolAssignment;
 use kafka_protocol::protocol::Decodable;
+use metastore::Groups;
 
 use crate::broker::Broker;
 use dataplane::group::coordinator::CoordinatorGone;

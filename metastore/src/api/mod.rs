@@ -13,11 +13,12 @@
 //! Some concerns are traits of their own, each implemented by `Metastore`
 //! alone (import the trait to call its methods):
 //!
-//! - [`Topics`] (`topics.rs`): topics and their configs.
+//! - [`Topics`] (`topics.rs`): topics and their configs;
+//! - [`Groups`] (`groups.rs`): consumer groups' committed offsets, producer
+//!   ids.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,12 +35,14 @@ use crate::options::MetastoreConfig;
 use crate::raft_types::{MetaNode, NodeId};
 use crate::state::MetaState;
 use crate::types::{
-    AgentId, AgentInfo, AgentRegistration, ClusterInfo, CommittedOffset, DeletedTopic,
-    ElectionType, LeaderAndEpoch, MembershipInfo, MetaEvent, OffsetCommit, SegmentEntry,
+    AgentId, AgentInfo, AgentRegistration, ClusterInfo, DeletedTopic, ElectionType, LeaderAndEpoch,
+    MembershipInfo, MetaEvent, SegmentEntry,
 };
 
+mod groups;
 mod topics;
 
+pub use groups::Groups;
 pub use topics::Topics;
 
 /// A running metastore node. Cheap to clone; clones share the node.
@@ -166,72 +169,6 @@ impl Metastore {
     async fn leader_command(&self, command: Command) -> Result<LeaderAndEpoch, MetaError> {
         match self.submit_one(command).await? {
             CommandOutput::Leader(l) => Ok(l),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Stores a group's offsets; one result per offset, in order. Concurrent
-    /// commits from many groups share Raft entries. A commit too large for
-    /// one write (about 2 MiB of offsets, some 20,000 partitions) goes out as
-    /// several in order; if one fails, the offsets before it are stored
-    /// (committing them again is harmless).
-    pub async fn commit_offsets(
-        &self,
-        group: &str,
-        offsets: Vec<OffsetCommit>,
-    ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
-        let mut results = Vec::with_capacity(offsets.len());
-        // an empty commit is still written: the group id gets checked
-        let runs = if offsets.is_empty() {
-            vec![Vec::new()]
-        } else {
-            runs_within_write_limit(offsets)
-        };
-        for run in runs {
-            let command = Command::CommitOffsets {
-                group: group.to_owned(),
-                offsets: run,
-            };
-            match self.submit_one(command).await? {
-                CommandOutput::OffsetResults(r) => results.extend(r),
-                other => return Err(unexpected(other)),
-            }
-        }
-        Ok(results)
-    }
-
-    pub async fn delete_group(&self, group: &str) -> Result<(), MetaError> {
-        self.unit_command(Command::DeleteGroup {
-            group: group.to_owned(),
-        })
-        .await
-    }
-
-    /// Removes some of a group's offsets; returns how many existed.
-    pub async fn delete_offsets(
-        &self,
-        group: &str,
-        partitions: Vec<(String, i32)>,
-    ) -> Result<usize, MetaError> {
-        match self
-            .submit_one(Command::DeleteOffsets {
-                group: group.to_owned(),
-                partitions,
-            })
-            .await?
-        {
-            CommandOutput::Count(n) => Ok(n),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// A block of `count` producer ids no one else will get.
-    pub async fn allocate_producer_ids(&self, count: u32) -> Result<Range<i64>, MetaError> {
-        match self
-            .submit_one(Command::AllocateProducerIds { count })
-            .await?
-        {
-            CommandOutput::ProducerIds { first, count } => Ok(first..first + i64::from(count)),
             other => Err(unexpected(other)),
         }
     }
@@ -449,21 +386,6 @@ impl Metastore {
         f(&self.node.applied.read().state)
     }
 
-    /// A group's offsets keyed by (topic, partition); empty for an unknown group.
-    pub fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), CommittedOffset> {
-        self.read(|s| {
-            s.group(group)
-                .map(|g| {
-                    g.iter()
-                        .flat_map(|(t, parts)| {
-                            parts.iter().map(move |(p, o)| ((t.clone(), *p), o.clone()))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        })
-    }
-
     /// Sets `user`'s credential for `mechanism` (Kafka's
     /// AlterUserScramCredentials upsertion).
     pub async fn upsert_scram_credential(
@@ -567,11 +489,6 @@ impl Metastore {
     /// Every SCRAM user with its mechanisms and iteration counts.
     pub fn scram_users(&self) -> Vec<(String, Vec<(crate::types::ScramMechanism, u32)>)> {
         self.read(|s| s.scram_users().map(|(u, m)| (u.clone(), m)).collect())
-    }
-
-    /// Groups that have committed offsets.
-    pub fn groups(&self) -> Vec<String> {
-        self.read(|s| s.group_names().cloned().collect())
     }
 
     pub fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry> {

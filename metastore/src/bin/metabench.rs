@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use hdrhistogram::Histogram;
-use metastore::Topics;
 use metastore::{
     AgentAddrs, AgentRegistration, Bootstrap, ClusterCa, CreateTopic, Metastore, MetastoreConfig,
     OffsetCommit, QuicSettings, RaftTiming, RaftTls, Transport,
 };
+use metastore::{Groups, Topics};
 
 #[derive(Parser)]
 #[command(about = "Benchmarks the AeroStream metastore and prints what it measured")]

@@ -24,7 +24,7 @@ use crate::codes;
 use dataplane::partition::now_ms;
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::OffsetCommit;
-use metastore::Topics;
+use metastore::{Groups, Topics};
 
 /// `offset.metadata.max.bytes`.
 const MAX_METADATA: usize = 4096;

@@ -40,6 +40,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 use metastore::Metastore;
+use metastore::Security;
 
 pub use error::LoginError;
 

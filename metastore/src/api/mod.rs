@@ -15,7 +15,8 @@
 //!
 //! - [`Topics`] (`topics.rs`): topics and their configs;
 //! - [`Groups`] (`groups.rs`): consumer groups' committed offsets, producer
-//!   ids.
+//!   ids;
+//! - [`Security`] (`security.rs`): SCRAM users, ACLs, client quotas.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -40,9 +41,11 @@ use crate::types::{
 };
 
 mod groups;
+mod security;
 mod topics;
 
 pub use groups::Groups;
+pub use security::Security;
 pub use topics::Topics;
 
 /// A running metastore node. Cheap to clone; clones share the node.
@@ -384,111 +387,6 @@ impl Metastore {
     /// Runs `f` on the local replica's state (under a read lock: keep it short).
     pub fn read<R>(&self, f: impl FnOnce(&MetaState) -> R) -> R {
         f(&self.node.applied.read().state)
-    }
-
-    /// Sets `user`'s credential for `mechanism` (Kafka's
-    /// AlterUserScramCredentials upsertion).
-    pub async fn upsert_scram_credential(
-        &self,
-        user: &str,
-        mechanism: crate::types::ScramMechanism,
-        credential: crate::types::ScramCredential,
-    ) -> Result<(), MetaError> {
-        self.unit_command(Command::UpsertScramCredential {
-            user: user.to_owned(),
-            mechanism,
-            credential,
-        })
-        .await
-    }
-
-    /// Removes `user`'s credential for `mechanism`; whether there was one.
-    pub async fn delete_scram_credential(
-        &self,
-        user: &str,
-        mechanism: crate::types::ScramMechanism,
-    ) -> Result<bool, MetaError> {
-        match self
-            .submit_one(Command::DeleteScramCredential {
-                user: user.to_owned(),
-                mechanism,
-            })
-            .await?
-        {
-            CommandOutput::Count(n) => Ok(n > 0),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Adds ACL bindings (CreateAcls), one result per binding in order; a
-    /// binding that exists already succeeds without a second copy.
-    pub async fn create_acls(
-        &self,
-        bindings: Vec<crate::acl::AclBinding>,
-    ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
-        let commands = bindings
-            .into_iter()
-            .map(|binding| Command::CreateAcl { binding })
-            .collect();
-        let results = self.submit(commands).await?;
-        Ok(results.into_iter().map(|r| r.map(|_| ())).collect())
-    }
-
-    /// Removes the bindings each filter selects (DeleteAcls): per filter,
-    /// in order, the bindings it removed.
-    pub async fn delete_acls(
-        &self,
-        filters: Vec<crate::acl::AclFilter>,
-    ) -> Result<Vec<Result<Vec<crate::acl::AclBinding>, MetaError>>, MetaError> {
-        let commands = filters
-            .into_iter()
-            .map(|filter| Command::DeleteAcls { filter })
-            .collect();
-        let results = self.submit(commands).await?;
-        Ok(results
-            .into_iter()
-            .map(|r| match r? {
-                CommandOutput::Acls(gone) => Ok(gone),
-                other => Err(unexpected(other)),
-            })
-            .collect())
-    }
-
-    /// The bindings `filter` selects, as this replica knows them.
-    pub fn acls(&self, filter: &crate::acl::AclFilter) -> Vec<crate::acl::AclBinding> {
-        self.read(|s| s.acls().filter(|b| filter.matches(b)).cloned().collect())
-    }
-
-    /// Applies AlterClientQuotas entries, one result per entity in order.
-    pub async fn alter_client_quotas(
-        &self,
-        entries: Vec<(crate::quota::QuotaEntity, crate::quota::QuotaOps)>,
-    ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
-        let commands = entries
-            .into_iter()
-            .map(|(entity, ops)| Command::AlterClientQuota { entity, ops })
-            .collect();
-        let results = self.submit(commands).await?;
-        Ok(results.into_iter().map(|r| r.map(|_| ())).collect())
-    }
-
-    /// Every configured quota, as this replica knows them.
-    pub fn client_quotas(&self) -> crate::quota::QuotaTable {
-        self.read(|s| s.client_quotas().clone())
-    }
-
-    /// `user`'s credential for `mechanism`, as this replica knows it.
-    pub fn scram_credential(
-        &self,
-        user: &str,
-        mechanism: crate::types::ScramMechanism,
-    ) -> Option<crate::types::ScramCredential> {
-        self.read(|s| s.scram_credential(user, mechanism).cloned())
-    }
-
-    /// Every SCRAM user with its mechanisms and iteration counts.
-    pub fn scram_users(&self) -> Vec<(String, Vec<(crate::types::ScramMechanism, u32)>)> {
-        self.read(|s| s.scram_users().map(|(u, m)| (u.clone(), m)).collect())
     }
 
     pub fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry> {

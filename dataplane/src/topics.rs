@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use metastore::Topics;
 use metastore::{AgentId, CreateTopic, MetaError, TopicInfo};
+use metastore::{Manifests, Topics};
 
 use crate::node::{Node, Unavailable};
 use crate::partition::OffsetQuery;

@@ -28,11 +28,11 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use metastore::network::certs::create_cluster_certificates;
-use metastore::Topics;
 use metastore::{
     AgentAddrs, AgentKeepAlive, AgentRegistration, Bootstrap, CreateTopic, Metastore,
     MetastoreConfig, QuicSettings, RaftTiming, RaftTls, Transport,
 };
+use metastore::{Manifests, Topics};
 use storage::tier::{PartitionKey, Tier, TierConfig};
 use tokio::net::TcpStream;
 

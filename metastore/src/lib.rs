@@ -25,7 +25,7 @@
 //! - [`Metastore`]: the handle: linearizable writes routed to the leader and
 //!   batched there, local reads with a staleness bound, a change stream. Its
 //!   operations come in facets, one trait each: [`Topics`], [`Groups`],
-//!   [`Security`].
+//!   [`Security`], [`Manifests`].
 //!
 //! # Features
 //!
@@ -76,7 +76,7 @@ mod store;
 pub mod topic_config;
 pub mod types;
 
-pub use api::{AgentKeepAlive, Groups, Metastore, Security, Topics};
+pub use api::{AgentKeepAlive, Groups, Manifests, Metastore, Security, Topics};
 pub use error::MetaError;
 pub use lease_driver::new_cluster_id;
 pub use network::certs::{ClusterCa, NodeCertificate};

@@ -10,7 +10,7 @@ use metastore::{
     CommittedOffset, ConfigOp, CreateTopic, MetaError, MetaEvent, Metastore, MetastoreConfig,
     OffsetCommit, SegmentEntry,
 };
-use metastore::{Groups, Topics};
+use metastore::{Groups, Manifests, Topics};
 
 fn commit(topic: &str, partition: i32, offset: i64) -> OffsetCommit {
     OffsetCommit {

@@ -16,7 +16,8 @@
 //! - [`Topics`] (`topics.rs`): topics and their configs;
 //! - [`Groups`] (`groups.rs`): consumer groups' committed offsets, producer
 //!   ids;
-//! - [`Security`] (`security.rs`): SCRAM users, ACLs, client quotas.
+//! - [`Security`] (`security.rs`): SCRAM users, ACLs, client quotas;
+//! - [`Manifests`] (`manifests.rs`): tiering manifests and log start floors.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -36,15 +37,17 @@ use crate::options::MetastoreConfig;
 use crate::raft_types::{MetaNode, NodeId};
 use crate::state::MetaState;
 use crate::types::{
-    AgentId, AgentInfo, AgentRegistration, ClusterInfo, DeletedTopic, ElectionType, LeaderAndEpoch,
-    MembershipInfo, MetaEvent, SegmentEntry,
+    AgentId, AgentInfo, AgentRegistration, ClusterInfo, ElectionType, LeaderAndEpoch,
+    MembershipInfo, MetaEvent,
 };
 
 mod groups;
+mod manifests;
 mod security;
 mod topics;
 
 pub use groups::Groups;
+pub use manifests::Manifests;
 pub use security::Security;
 pub use topics::Topics;
 
@@ -317,89 +320,11 @@ impl Metastore {
         Ok(moved)
     }
 
-    /// Adds a sealed object to a partition's manifest. Retrying the same entry is harmless.
-    pub async fn commit_segment(
-        &self,
-        topic_id: Uuid,
-        partition: i32,
-        entry: SegmentEntry,
-    ) -> Result<(), MetaError> {
-        self.unit_command(Command::CommitSegment {
-            topic_id,
-            partition,
-            entry,
-        })
-        .await
-    }
-
-    /// Drops manifest entries wholly below `below_offset`; returns them so
-    /// their objects can be deleted.
-    pub async fn trim_segments(
-        &self,
-        topic_id: Uuid,
-        partition: i32,
-        below_offset: i64,
-    ) -> Result<Vec<SegmentEntry>, MetaError> {
-        match self
-            .submit_one(Command::TrimSegments {
-                topic_id,
-                partition,
-                below_offset,
-            })
-            .await?
-        {
-            CommandOutput::Segments(s) => Ok(s),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Raises the partition's log start floor to `offset` (Kafka
-    /// DeleteRecords) and returns the floor now in force: a lower offset than
-    /// the current floor changes nothing. Durable (committed to a quorum's
-    /// disks) when it returns; dropped when the topic is deleted.
-    pub async fn set_log_start(
-        &self,
-        topic_id: Uuid,
-        partition: i32,
-        offset: i64,
-    ) -> Result<i64, MetaError> {
-        match self
-            .submit_one(Command::SetLogStart {
-                topic_id,
-                partition,
-                offset,
-            })
-            .await?
-        {
-            CommandOutput::LogStart(floor) => Ok(floor),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// Forgets a deleted topic's manifest once its objects are deleted.
-    pub async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError> {
-        self.unit_command(Command::ForgetDeletedTopic { topic_id })
-            .await
-    }
-
     // ---- local reads -----------------------------------------------------------
 
     /// Runs `f` on the local replica's state (under a read lock: keep it short).
     pub fn read<R>(&self, f: impl FnOnce(&MetaState) -> R) -> R {
         f(&self.node.applied.read().state)
-    }
-
-    pub fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry> {
-        self.read(|s| s.segments(topic_id, partition).to_vec())
-    }
-
-    /// The partition's log start floor on the local replica, if one was set.
-    pub fn log_start(&self, topic_id: Uuid, partition: i32) -> Option<i64> {
-        self.read(|s| s.log_start(topic_id, partition))
-    }
-
-    pub fn deleted_topics(&self) -> Vec<DeletedTopic> {
-        self.read(|s| s.deleted_topics().cloned().collect())
     }
 
     pub fn agents(&self) -> Vec<AgentInfo> {

@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use metastore::Manifests;
 use metastore::{AgentId, Metastore};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;

@@ -3,7 +3,7 @@
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use metastore::Topics;
+use metastore::{Manifests, Topics};
 
 use super::test_support::*;
 use crate::testing::{Logs, TestBroker};

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use metastore::Topics;
+use metastore::{ClusterControl, Topics};
 use tokio::sync::watch;
 
 use crate::broker::{Broker, BrokerConfig};

@@ -25,12 +25,12 @@
 //! - [`Metastore`]: the handle: linearizable writes routed to the leader and
 //!   batched there, local reads with a staleness bound, a change stream. Its
 //!   operations come in facets, one trait each: [`Topics`], [`Groups`],
-//!   [`Security`], [`Manifests`].
+//!   [`Security`], [`ClusterControl`], [`Manifests`].
 //!
 //! # Features
 //!
 //! - `testing`: test machinery, never in release builds: link fault
-//!   injection (`NetworkFaults`, `Metastore::fault_injection`) and the
+//!   injection (`NetworkFaults`, `ClusterControl::fault_injection`) and the
 //!   in-process transport (`Transport::InProcess`, `LocalRouter`).
 //! - `bench`: the `metabench` binary and its dependencies.
 //!
@@ -39,7 +39,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), metastore::MetaError> {
 //! use metastore::{AgentAddrs, AgentRegistration, CreateTopic, Metastore, MetastoreConfig};
-//! use metastore::Topics;
+//! use metastore::{ClusterControl, Topics};
 //!
 //! let ms = Metastore::start(MetastoreConfig::embedded("data/meta")).await?;
 //! let mut changes = ms.subscribe();
@@ -76,7 +76,7 @@ mod store;
 pub mod topic_config;
 pub mod types;
 
-pub use api::{AgentKeepAlive, Groups, Manifests, Metastore, Security, Topics};
+pub use api::{AgentKeepAlive, ClusterControl, Groups, Manifests, Metastore, Security, Topics};
 pub use error::MetaError;
 pub use lease_driver::new_cluster_id;
 pub use network::certs::{ClusterCa, NodeCertificate};

@@ -6,11 +6,11 @@ mod common;
 use std::time::Duration;
 
 use common::{agent, embedded, eventually};
+use metastore::{ClusterControl, Groups, Manifests, Topics};
 use metastore::{
     CommittedOffset, ConfigOp, CreateTopic, MetaError, MetaEvent, Metastore, MetastoreConfig,
     OffsetCommit, SegmentEntry,
 };
-use metastore::{Groups, Manifests, Topics};
 
 fn commit(topic: &str, partition: i32, offset: i64) -> OffsetCommit {
     OffsetCommit {

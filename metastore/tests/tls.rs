@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use common::{agent, eventually};
 use metastore::network::certs::create_cluster_certificates;
-use metastore::Topics;
 use metastore::{
     Bootstrap, ClusterCa, CreateTopic, MetaError, Metastore, MetastoreConfig, QuicSettings,
     RaftTls, Transport,
 };
+use metastore::{ClusterControl, Topics};
 
 fn config(
     id: u64,

@@ -19,8 +19,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metastore::Manifests;
 use metastore::{AgentId, Metastore};
+use metastore::{ClusterControl, Manifests};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
 use tracing::Instrument;

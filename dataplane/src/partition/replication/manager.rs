@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metastore::Topics;
 use metastore::{AgentId, Metastore, TopicInfo};
+use metastore::{ClusterControl, Topics};
 use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;

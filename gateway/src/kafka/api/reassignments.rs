@@ -14,8 +14,8 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
-use metastore::Topics;
 use metastore::{AgentId, PartitionInfo};
+use metastore::{ClusterControl, Topics};
 
 use super::{msg, s, RequestContext};
 use crate::broker::Broker;

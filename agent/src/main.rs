@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use metastore::{ClusterControl, Security};
 
 use config::{ServeArgs, Settings};
 use dataplane::group::engine::GroupLimits;

@@ -12,6 +12,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use metastore::{AgentId, CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
+use metastore::{ClusterControl, Groups, Topics};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::backend::LogError;

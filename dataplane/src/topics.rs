@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use metastore::{AgentId, CreateTopic, MetaError, TopicInfo};
+use metastore::{Manifests, Topics};
 
 use crate::node::{Node, Unavailable};
 use crate::partition::OffsetQuery;

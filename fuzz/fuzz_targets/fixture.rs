@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use gateway::kafka::api::Client;
 use gateway::testing::{Logs, TestBroker};
+use metastore::Security;
 
 pub struct Fixture {
     pub rt: tokio::runtime::Runtime,

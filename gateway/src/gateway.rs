@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use metastore::{ClusterControl, Topics};
 use tokio::sync::watch;
 
 use crate::broker::{Broker, BrokerConfig};

@@ -32,6 +32,7 @@ use metastore::{
     AgentAddrs, AgentKeepAlive, AgentRegistration, Bootstrap, CreateTopic, Metastore,
     MetastoreConfig, QuicSettings, RaftTiming, RaftTls, Transport,
 };
+use metastore::{ClusterControl, Manifests, Topics};
 use storage::tier::{PartitionKey, Tier, TierConfig};
 use tokio::net::TcpStream;
 

@@ -34,6 +34,7 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use metastore::{Security, Topics};
 use serde_json::{json, Value};
 use storage::tier::{Tier, TierSnapshot};
 use tokio::net::TcpStream;

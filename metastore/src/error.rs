@@ -122,7 +122,7 @@ pub enum MetaError {
     OffsetMetadataTooLarge { len: usize, max: usize },
 
     /// A segment that overlaps what the manifest already holds. The uploader
-    /// must reconcile with [`crate::Metastore::segments`] before retrying.
+    /// must reconcile with [`crate::Manifests::segments`] before retrying.
     #[error("segment {key} [{base_offset}..={last_offset}] overlaps the manifest: {reason}")]
     SegmentOverlap {
         key: String,

@@ -22,21 +22,24 @@
 //!   mutual TLS (each node id bound to its certificate; [`network::certs`]
 //!   makes them), or over an in-process router in tests; behind one
 //!   `Transport` seam.
+//! - [`Metastore`]: the handle: linearizable writes routed to the leader and
+//!   batched there, local reads with a staleness bound, a change stream. Its
+//!   operations come in facets, one trait each: [`Topics`], [`Groups`],
+//!   [`Security`], [`ClusterControl`], [`Manifests`].
 //!
 //! # Features
 //!
 //! - `testing`: test machinery, never in release builds: link fault
-//!   injection (`NetworkFaults`, `Metastore::fault_injection`) and the
+//!   injection (`NetworkFaults`, `ClusterControl::fault_injection`) and the
 //!   in-process transport (`Transport::InProcess`, `LocalRouter`).
 //! - `bench`: the `metabench` binary and its dependencies.
-//! - [`Metastore`]: the handle: linearizable writes routed to the leader and
-//!   batched there, local reads with a staleness bound, a change stream.
 //!
 //! # Example
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), metastore::MetaError> {
 //! use metastore::{AgentAddrs, AgentRegistration, CreateTopic, Metastore, MetastoreConfig};
+//! use metastore::{ClusterControl, Topics};
 //!
 //! let ms = Metastore::start(MetastoreConfig::embedded("data/meta")).await?;
 //! let mut changes = ms.subscribe();
@@ -73,7 +76,7 @@ mod store;
 pub mod topic_config;
 pub mod types;
 
-pub use api::{AgentKeepAlive, Metastore};
+pub use api::{AgentKeepAlive, ClusterControl, Groups, Manifests, Metastore, Security, Topics};
 pub use error::MetaError;
 pub use lease_driver::new_cluster_id;
 pub use network::certs::{ClusterCa, NodeCertificate};

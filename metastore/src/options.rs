@@ -33,7 +33,7 @@ pub enum Bootstrap {
     /// member is started with the same map; this node must be in it.
     Members(BTreeMap<NodeId, String>),
     /// Start empty and wait to be added by a member of an existing cluster
-    /// ([`crate::Metastore::add_learner`]).
+    /// ([`crate::ClusterControl::add_learner`]).
     Join,
 }
 

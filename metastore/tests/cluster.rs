@@ -12,6 +12,7 @@ use metastore::{
     Bootstrap, CreateTopic, MetaError, MetaEvent, Metastore, MetastoreConfig, OffsetCommit,
     QuicSettings, Transport,
 };
+use metastore::{ClusterControl, Groups, Topics};
 
 fn commit(topic: &str, offset: i64) -> OffsetCommit {
     OffsetCommit {

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use metastore::{AgentAddrs, AgentRegistration, CreateTopic, Metastore, MetastoreConfig};
+use metastore::{ClusterControl, Groups, Topics};
 use rand::Rng;
 
 /// Set in the child process: the data directory to write into.

@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{agent, eventually, Cluster};
+use metastore::{ClusterControl, Topics};
 use metastore::{CreateTopic, MetaError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{agent, embedded, eventually};
+use metastore::{ClusterControl, Groups, Manifests, Topics};
 use metastore::{
     CommittedOffset, ConfigOp, CreateTopic, MetaError, MetaEvent, Metastore, MetastoreConfig,
     OffsetCommit, SegmentEntry,

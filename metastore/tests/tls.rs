@@ -14,6 +14,7 @@ use metastore::{
     Bootstrap, ClusterCa, CreateTopic, MetaError, Metastore, MetastoreConfig, QuicSettings,
     RaftTls, Transport,
 };
+use metastore::{ClusterControl, Topics};
 
 fn config(
     id: u64,

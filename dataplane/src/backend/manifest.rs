@@ -2,6 +2,7 @@
 //! segment, local-replica reads. Production wires it into `storage::tier::Tier`.
 
 use async_trait::async_trait;
+use metastore::Manifests;
 use metastore::{MetaError, Metastore, SegmentEntry};
 use storage::tier::{Manifest, ManifestError, PartitionKey, TieredSegment, TopicToPurge};
 

@@ -5,6 +5,7 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use metastore::Topics;
 use storage::tier::manifest_suite::{run_all, ManifestUnderTest};
 use uuid::Uuid;
 

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use metastore::Groups;
+
 use super::coordinator::CoordinatorGone;
 use super::engine::{GroupState, MemberDescription};
 use crate::node::Node;

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use metastore::{AgentId, Metastore};
+use metastore::{Groups, Topics};
 
 use crate::partition::Partitions;
 use crate::telemetry::prometheus::{write_family, write_sample};

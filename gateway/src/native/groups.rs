@@ -29,6 +29,7 @@ use kafka_protocol::messages::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
+use metastore::Topics;
 use sdk::proto::{self, ErrorCode};
 
 use super::codes::from_group;

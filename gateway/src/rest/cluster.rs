@@ -3,6 +3,7 @@
 
 use axum::extract::State;
 use axum::Json;
+use metastore::{ClusterControl, Topics};
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -3,6 +3,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
+use metastore::Topics;
 use serde::Serialize;
 use utoipa::ToSchema;
 

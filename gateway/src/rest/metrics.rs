@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use axum::extract::State;
 use axum::Json;
+use metastore::Topics;
 use serde::Serialize;
 use utoipa::ToSchema;
 

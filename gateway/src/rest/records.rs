@@ -8,6 +8,7 @@ use axum::Json;
 use base64::Engine;
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
+use metastore::Topics;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 

@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use metastore::TopicInfo;
+use metastore::Topics;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

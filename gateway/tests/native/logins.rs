@@ -2,6 +2,7 @@
 //! clients, failed logins are refused with a reason, and a session ends at
 //! its lifetime.
 
+use metastore::Security;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -28,6 +28,7 @@ use metastore::{
     AgentAddrs, AgentRegistration, Bootstrap, ClusterCa, CreateTopic, Metastore, MetastoreConfig,
     OffsetCommit, QuicSettings, RaftTiming, RaftTls, Transport,
 };
+use metastore::{ClusterControl, Groups, Topics};
 
 #[derive(Parser)]
 #[command(about = "Benchmarks the AeroStream metastore and prints what it measured")]

@@ -10,8 +10,8 @@
 //! A protocol is declared when the endpoint is bound (its ALPN name in
 //! [`super::quic::QuicSettings::service_alpns`], so the TLS handshake can
 //! offer it) and its handler registered later with
-//! [`crate::Metastore::register_cluster_service`], once whatever serves it
-//! exists. A connection for a declared protocol whose handler is not
+//! [`crate::ClusterControl::register_cluster_service`], once whatever serves
+//! it exists. A connection for a declared protocol whose handler is not
 //! registered yet is closed at once; the dialer retries.
 
 use std::collections::HashMap;

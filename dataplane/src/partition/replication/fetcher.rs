@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metastore::{AgentId, Metastore};
+use metastore::{ClusterControl, Manifests};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
 use tracing::Instrument;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metastore::{AgentId, Metastore, TopicInfo};
+use metastore::{ClusterControl, Topics};
 use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;

@@ -20,6 +20,7 @@ use kafka_protocol::ResponseError;
 use metastore::acl::{
     AclBinding, AclFilter, AclOperation, AclPermission, PatternFilter, PatternType, ResourceType,
 };
+use metastore::Security;
 
 use super::{msg, s, RequestContext};
 use crate::broker::Broker;

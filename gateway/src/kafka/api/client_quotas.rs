@@ -11,6 +11,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use metastore::acl::AclOperation;
 use metastore::quota::{EntityName, QuotaEntity, QuotaOps, QuotaValue, CLIENT_ID, USER};
+use metastore::Security;
 
 use super::{s, RequestContext};
 use crate::broker::Broker;

@@ -20,6 +20,7 @@ use crate::broker::Broker;
 use crate::codes;
 use dataplane::topic_config::{self, ConfigType};
 use metastore::acl::{AclOperation, ResourceType};
+use metastore::{ClusterControl, Topics};
 use metastore::{ConfigOp, MetaError};
 
 const RESOURCE_TOPIC: i8 = 2;

@@ -22,6 +22,7 @@ use uuid::Uuid;
 use super::{s, DispatchError, RequestContext};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::{AgentId, TopicInfo};
+use metastore::{ClusterControl, Topics};
 
 use crate::broker::{Broker, Metrics};
 use crate::codes;

@@ -24,6 +24,7 @@ use dataplane::group::admin;
 use dataplane::partition::now_ms;
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::OffsetCommit;
+use metastore::{Groups, Topics};
 
 /// `offset.metadata.max.bytes`.
 const MAX_METADATA: usize = 4096;

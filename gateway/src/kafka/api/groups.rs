@@ -23,6 +23,7 @@ use crate::codes;
 use dataplane::group::admin;
 use dataplane::group::engine::{GroupError, JoinRequest, SyncRequest};
 use metastore::acl::{AclOperation, ResourceType};
+use metastore::Groups;
 
 const GONE: ResponseError = ResponseError::CoordinatorNotAvailable;
 

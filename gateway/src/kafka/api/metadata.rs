@@ -16,6 +16,7 @@ use crate::brokers;
 use crate::codes;
 use dataplane::topic_config;
 use metastore::acl::{AclOperation, ResourceType};
+use metastore::{ClusterControl, Topics};
 use metastore::{MetaError, TopicInfo};
 
 /// Kafka's "authorized operations not requested" value.

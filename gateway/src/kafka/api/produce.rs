@@ -15,6 +15,7 @@ use dataplane::telemetry::sampling::{sampled, SPAN_TARGET};
 use dataplane::topic_config;
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::TopicInfo;
+use metastore::Topics;
 use tracing::Instrument;
 
 fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {

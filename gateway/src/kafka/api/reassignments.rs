@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 use metastore::{AgentId, PartitionInfo};
+use metastore::{ClusterControl, Topics};
 
 use super::{msg, s, RequestContext};
 use crate::broker::Broker;

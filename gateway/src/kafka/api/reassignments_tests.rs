@@ -3,6 +3,7 @@
 
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use metastore::{ClusterControl, Topics};
 
 use super::test_support::*;
 use crate::testing::{Logs, TestBroker};

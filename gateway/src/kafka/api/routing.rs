@@ -40,6 +40,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
+use metastore::Topics;
 use metastore::{AgentId, TopicInfo};
 use uuid::Uuid;
 

@@ -19,6 +19,7 @@ use crate::codes;
 use dataplane::topics::{ConfigSource, NewTopic};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::TopicInfo;
+use metastore::Topics;
 
 /// Config source numbers of DescribeConfigs/CreateTopics.
 pub(super) const SOURCE_TOPIC: i8 = 1;

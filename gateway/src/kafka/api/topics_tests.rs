@@ -4,6 +4,7 @@
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
+use metastore::{ClusterControl, Topics};
 
 use super::test_support::*;
 use crate::testing::{Logs, TestBroker};

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use metastore::acl::{AclOperation as Op, ResourceType as Rt};
+use metastore::Topics;
 use sdk::proto::{self, ErrorCode};
 
 use crate::broker::Broker;

@@ -8,6 +8,7 @@ use kafka_protocol::messages::{
     BrokerId, GroupId, ListOffsetsRequest, OffsetCommitRequest, TopicName,
 };
 use metastore::acl::{AclOperation as Op, ResourceType as Rt};
+use metastore::Groups;
 use sdk::proto::{self, ErrorCode};
 
 use super::shared::{partition_index, refine};

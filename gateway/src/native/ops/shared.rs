@@ -2,6 +2,7 @@
 //! refusal of a group operation, and Kafka's codes refined for the native
 //! protocol.
 
+use metastore::Topics;
 use sdk::proto::{self, ErrorCode, ErrorFrame};
 
 use crate::broker::Broker;

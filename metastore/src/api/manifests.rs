@@ -1,0 +1,132 @@
+//! [`Manifests`]: tiering manifests and log start floors.
+
+use uuid::Uuid;
+
+use super::{unexpected, Metastore};
+use crate::command::{Command, CommandOutput};
+use crate::error::MetaError;
+use crate::types::{DeletedTopic, SegmentEntry};
+
+/// Tiering manifests: which sealed objects in object storage hold which of
+/// a partition's offsets; each partition's log start floor, below which its
+/// records are deleted (Kafka DeleteRecords); and the manifests of deleted
+/// topics, kept until their objects are deleted.
+///
+/// Writes go through Raft (forwarded to the leader, wherever it is) and
+/// resolve once committed (on a quorum's disks) and applied on this replica
+/// too. Reads come from the local replica, possibly stale by
+/// [`Metastore::staleness`].
+#[expect(
+    async_fn_in_trait,
+    reason = "implemented by Metastore only; callers hold the concrete type, whose futures are Send"
+)]
+pub trait Manifests {
+    /// Adds a sealed object to a partition's manifest. Retrying the same entry is harmless.
+    async fn commit_segment(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        entry: SegmentEntry,
+    ) -> Result<(), MetaError>;
+
+    /// Drops manifest entries wholly below `below_offset`; returns them so
+    /// their objects can be deleted.
+    async fn trim_segments(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        below_offset: i64,
+    ) -> Result<Vec<SegmentEntry>, MetaError>;
+
+    fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry>;
+
+    /// Raises the partition's log start floor to `offset` (Kafka
+    /// DeleteRecords) and returns the floor now in force: a lower offset than
+    /// the current floor changes nothing. Durable (committed to a quorum's
+    /// disks) when it returns; dropped when the topic is deleted.
+    async fn set_log_start(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    ) -> Result<i64, MetaError>;
+
+    /// The partition's log start floor on the local replica, if one was set.
+    fn log_start(&self, topic_id: Uuid, partition: i32) -> Option<i64>;
+
+    fn deleted_topics(&self) -> Vec<DeletedTopic>;
+
+    /// Forgets a deleted topic's manifest once its objects are deleted.
+    async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError>;
+}
+
+impl Manifests for Metastore {
+    async fn commit_segment(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        entry: SegmentEntry,
+    ) -> Result<(), MetaError> {
+        self.unit_command(Command::CommitSegment {
+            topic_id,
+            partition,
+            entry,
+        })
+        .await
+    }
+
+    async fn trim_segments(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        below_offset: i64,
+    ) -> Result<Vec<SegmentEntry>, MetaError> {
+        match self
+            .submit_one(Command::TrimSegments {
+                topic_id,
+                partition,
+                below_offset,
+            })
+            .await?
+        {
+            CommandOutput::Segments(s) => Ok(s),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn segments(&self, topic_id: Uuid, partition: i32) -> Vec<SegmentEntry> {
+        self.read(|s| s.segments(topic_id, partition).to_vec())
+    }
+
+    async fn set_log_start(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    ) -> Result<i64, MetaError> {
+        match self
+            .submit_one(Command::SetLogStart {
+                topic_id,
+                partition,
+                offset,
+            })
+            .await?
+        {
+            CommandOutput::LogStart(floor) => Ok(floor),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn log_start(&self, topic_id: Uuid, partition: i32) -> Option<i64> {
+        self.read(|s| s.log_start(topic_id, partition))
+    }
+
+    fn deleted_topics(&self) -> Vec<DeletedTopic> {
+        self.read(|s| s.deleted_topics().cloned().collect())
+    }
+
+    async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError> {
+        self.unit_command(Command::ForgetDeletedTopic { topic_id })
+            .await
+    }
+}

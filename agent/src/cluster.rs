@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use metastore::network::certs::{ensure_cluster_certificates, node_files, CA_CERT_FILE};
-use metastore::ClusterControl;
-use metastore::{Bootstrap, MetaError, Metastore, QuicSettings, RaftTls, Transport};
+use metastore::{
+    Bootstrap, ClusterControl, MetaError, Metastore, QuicSettings, RaftTls, Transport,
+};
 
 use crate::config::{ClusterSettings, Settings};
 

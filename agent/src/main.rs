@@ -211,11 +211,13 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     }
     let replication = match &s.cluster {
         Some(_) => Some(
-            gw.start_replication(ReplicationSettings {
-                lag_max_ms: i64::try_from(s.replica_lag_time_max_ms).unwrap_or(i64::MAX),
-                ..ReplicationSettings::default()
-            })
-            .context("cannot start partition replication")?,
+            gw.broker()
+                .node
+                .start_replication(ReplicationSettings {
+                    lag_max_ms: i64::try_from(s.replica_lag_time_max_ms).unwrap_or(i64::MAX),
+                    ..ReplicationSettings::default()
+                })
+                .context("cannot start partition replication")?,
         ),
         None => None,
     };
@@ -250,7 +252,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     let keep_alive = meta.keep_agent_alive(registration, heartbeat);
     // Open every partition now rather than on first use, so segments sealed
     // but not yet uploaded before a restart go up without waiting for a client.
-    gw.open_led_partitions().await;
+    gw.broker().node.open_led_partitions().await;
     tracing::info!(
         kafka = %gw.kafka_addr(),
         native = ?gw.native_addr(),

@@ -11,12 +11,15 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use metastore::{AgentId, CreateTopic, MetaError, Metastore, PartitionInfo, TopicInfo};
-use metastore::{ClusterControl, Groups, Topics};
+use metastore::{
+    AgentId, ClusterControl, CreateTopic, Groups, MetaError, Metastore, PartitionInfo, TopicInfo,
+    Topics,
+};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::backend::LogError;
 use crate::group::coordinator::Coordinator;
+use crate::partition::replication::manager::{ReplicaManager, ReplicationSettings};
 use crate::partition::{PartitionHandle, Partitions};
 use crate::topic_config::{self, LogDefaults};
 
@@ -162,5 +165,47 @@ impl Node {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Replicates partitions with the other agents of the cluster: serves
+    /// followers' fetches on the metastore's cluster endpoint (which must
+    /// offer [`crate::partition::replication::service::ALPN`]) and keeps
+    /// every local replica leading or following as the metastore says.
+    /// Partitions opened from now on refuse writes until their role is known.
+    pub fn start_replication(
+        &self,
+        settings: ReplicationSettings,
+    ) -> Result<ReplicaManager, MetaError> {
+        let me = u64::try_from(self.config.node_id).map_err(|_| MetaError::InvalidSettings {
+            reason: "a node id must not be negative".into(),
+        })?;
+        ReplicaManager::start(
+            me,
+            self.catalog.clone(),
+            self.partitions.clone(),
+            self.config.log_defaults.clone(),
+            settings,
+        )
+    }
+
+    /// Opens (recovers) every partition this node leads, so segments sealed
+    /// but not yet uploaded before a restart go up without waiting for a
+    /// client. Returns how many opened.
+    pub async fn open_led_partitions(&self) -> usize {
+        let mut opened = 0;
+        for topic in self.catalog.topics() {
+            for p in &topic.partitions {
+                if !self.leads(p) {
+                    continue;
+                }
+                match self.partition(&topic, p.index).await {
+                    Ok(_) => opened += 1,
+                    Err(e) => {
+                        tracing::warn!(topic = %topic.name, partition = p.index, error = %e, "could not open a partition at start")
+                    }
+                }
+            }
+        }
+        opened
     }
 }

@@ -14,8 +14,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metastore::ClusterControl;
-use metastore::{AgentAddrs, AgentKeepAlive, AgentRegistration, Metastore, MetastoreConfig};
+use metastore::{
+    AgentAddrs, AgentKeepAlive, AgentRegistration, ClusterControl, Metastore, MetastoreConfig,
+};
 use storage::tier::{Tier, TierConfig};
 use tempfile::TempDir;
 

@@ -5,8 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use metastore::{AgentId, CreateTopic, MetaError, TopicInfo};
-use metastore::{Manifests, Topics};
+use metastore::{AgentId, CreateTopic, Manifests, MetaError, TopicInfo, Topics};
 
 use crate::node::{Node, Unavailable};
 use crate::partition::OffsetQuery;

@@ -6,8 +6,7 @@
 //! briefly disagree after a change; clients refresh their metadata on the
 //! errors that follow (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR).
 
-use metastore::ClusterControl;
-use metastore::{AgentInfo, Metastore};
+use metastore::{AgentInfo, ClusterControl, Metastore};
 
 use crate::broker::BrokerConfig;
 

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use metastore::{ClusterControl, Topics};
+use metastore::ClusterControl;
 use tokio::sync::watch;
 
 use crate::broker::{Broker, BrokerConfig};
@@ -291,30 +291,6 @@ impl Gateway {
         }
     }
 
-    /// Replicates partitions with the other agents of the cluster: serves
-    /// followers' fetches on the metastore's cluster endpoint (which must
-    /// offer [`dataplane::partition::replication::service::ALPN`]) and keeps every local
-    /// replica leading or following as the metastore says. Partitions
-    /// opened from now on refuse writes until their role is known.
-    pub fn start_replication(
-        &self,
-        settings: dataplane::partition::replication::manager::ReplicationSettings,
-    ) -> Result<dataplane::partition::replication::manager::ReplicaManager, metastore::MetaError>
-    {
-        let b = &self.broker;
-        let me =
-            u64::try_from(b.config.node_id).map_err(|_| metastore::MetaError::InvalidSettings {
-                reason: "a node id must not be negative".into(),
-            })?;
-        dataplane::partition::replication::manager::ReplicaManager::start(
-            me,
-            b.node.catalog.clone(),
-            b.node.partitions.clone(),
-            b.config.log_defaults.clone(),
-            settings,
-        )
-    }
-
     /// Serves requests other agents forward here on the metastore's cluster
     /// endpoint (which must offer [`crate::forward::ALPN`]) and, when the
     /// broker runs in load-balancer mode, forwards its clients' requests
@@ -331,28 +307,6 @@ impl Gateway {
             b.config.fetch_max_bytes.saturating_add(1 << 20),
         ));
         Ok(())
-    }
-
-    /// Opens (recovers) every partition this node leads, so segments sealed
-    /// but not yet uploaded before a restart go up without waiting for a
-    /// client. Returns how many opened.
-    pub async fn open_led_partitions(&self) -> usize {
-        let b = &self.broker;
-        let mut opened = 0;
-        for topic in b.node.catalog.topics() {
-            for p in &topic.partitions {
-                if !b.node.leads(p) {
-                    continue;
-                }
-                match b.node.partition(&topic, p.index).await {
-                    Ok(_) => opened += 1,
-                    Err(e) => {
-                        tracing::warn!(topic = %topic.name, partition = p.index, error = %e, "could not open a partition at start")
-                    }
-                }
-            }
-        }
-        opened
     }
 
     /// Stops accepting, lets connections finish their in-flight request, then

@@ -106,6 +106,8 @@ async fn start_gateway_on(
     let gw = Gateway::start(opts, meta.clone(), logs).await.unwrap();
     gw.start_forwarding().unwrap();
     let replication = gw
+        .broker()
+        .node
         .start_replication(ReplicationSettings {
             lag_max_ms: 1_000,
             ..ReplicationSettings::default()

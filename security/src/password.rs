@@ -2,8 +2,7 @@
 //! port's Basic logins and the native protocol's PLAIN logins check
 //! passwords this way, so one password serves every mechanism.
 
-use metastore::Security;
-use metastore::{Metastore, ScramMechanism};
+use metastore::{Metastore, ScramMechanism, Security};
 
 use crate::error::LoginError;
 use crate::scram;

@@ -2,8 +2,7 @@
 //! segment, local-replica reads. Production wires it into `storage::tier::Tier`.
 
 use async_trait::async_trait;
-use metastore::Manifests;
-use metastore::{MetaError, Metastore, SegmentEntry};
+use metastore::{Manifests, MetaError, Metastore, SegmentEntry};
 use storage::tier::{Manifest, ManifestError, PartitionKey, TieredSegment, TopicToPurge};
 
 /// [`Manifest`] over a running [`Metastore`].

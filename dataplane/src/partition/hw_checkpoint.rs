@@ -8,8 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use metastore::{AgentId, Metastore};
-use metastore::{ClusterControl, Topics};
+use metastore::{AgentId, ClusterControl, Metastore, Topics};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
 use uuid::Uuid;

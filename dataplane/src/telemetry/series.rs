@@ -14,8 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use metastore::{AgentId, Metastore};
-use metastore::{Groups, Topics};
+use metastore::{AgentId, Groups, Metastore, Topics};
 
 use crate::partition::Partitions;
 use crate::telemetry::prometheus::{write_family, write_sample};

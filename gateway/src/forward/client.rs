@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use metastore::ClusterControl;
-use metastore::{AgentId, Metastore};
+use metastore::{AgentId, ClusterControl, Metastore};
 use std::sync::Mutex;
 use tokio::sync::Notify;
 

@@ -6,8 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use metastore::TopicInfo;
-use metastore::Topics;
+use metastore::{TopicInfo, Topics};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

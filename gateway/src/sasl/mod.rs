@@ -36,8 +36,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
-use metastore::Metastore;
-use metastore::Security;
+use metastore::{Metastore, Security};
 
 use security::{check_password, oauthbearer, scram, LoginError};
 

@@ -19,8 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metastore::{AgentId, Metastore};
-use metastore::{ClusterControl, Manifests};
+use metastore::{AgentId, ClusterControl, Manifests, Metastore};
 use storage::tier::PartitionKey;
 use tokio::sync::watch;
 use tracing::Instrument;

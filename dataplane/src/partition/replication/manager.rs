@@ -18,8 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metastore::{AgentId, Metastore, TopicInfo};
-use metastore::{ClusterControl, Topics};
+use metastore::{AgentId, ClusterControl, Metastore, TopicInfo, Topics};
 use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;

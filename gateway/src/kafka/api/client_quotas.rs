@@ -9,9 +9,8 @@ use kafka_protocol::messages::{
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 };
 use kafka_protocol::ResponseError;
-use metastore::acl::AclOperation;
 use metastore::quota::{EntityName, QuotaEntity, QuotaOps, QuotaValue, CLIENT_ID, USER};
-use metastore::Security;
+use metastore::{acl::AclOperation, Security};
 
 use super::{s, RequestContext};
 use crate::broker::Broker;

@@ -20,8 +20,7 @@ use crate::broker::Broker;
 use crate::codes;
 use dataplane::topic_config::{self, ConfigType};
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::{ClusterControl, Topics};
-use metastore::{ConfigOp, MetaError};
+use metastore::{ClusterControl, ConfigOp, MetaError, Topics};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;

@@ -21,8 +21,7 @@ use uuid::Uuid;
 
 use super::{s, DispatchError, RequestContext};
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::{AgentId, TopicInfo};
-use metastore::{ClusterControl, Topics};
+use metastore::{AgentId, ClusterControl, TopicInfo, Topics};
 
 use crate::broker::{Broker, Metrics};
 use crate::codes;

@@ -23,8 +23,7 @@ use crate::codes;
 use dataplane::group::admin;
 use dataplane::partition::now_ms;
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::OffsetCommit;
-use metastore::{Groups, Topics};
+use metastore::{Groups, OffsetCommit, Topics};
 
 /// `offset.metadata.max.bytes`.
 const MAX_METADATA: usize = 4096;

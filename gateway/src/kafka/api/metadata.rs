@@ -16,8 +16,7 @@ use crate::brokers;
 use crate::codes;
 use dataplane::topic_config;
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::{ClusterControl, Topics};
-use metastore::{MetaError, TopicInfo};
+use metastore::{ClusterControl, MetaError, TopicInfo, Topics};
 
 /// Kafka's "authorized operations not requested" value.
 const OPS_NOT_REQUESTED: i32 = i32::MIN;

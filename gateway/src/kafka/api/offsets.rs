@@ -20,8 +20,7 @@ use crate::broker::Broker;
 use crate::codes;
 use dataplane::partition::{OffsetQuery, PartitionHandle};
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::TopicInfo;
-use metastore::Topics;
+use metastore::{TopicInfo, Topics};
 
 /// Finds a partition's task and its current leader epoch, or the error to
 /// report; the client must be allowed `operation` on the topic `name`.

@@ -14,8 +14,7 @@ use dataplane::partition::Acks;
 use dataplane::telemetry::sampling::{sampled, SPAN_TARGET};
 use dataplane::topic_config;
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::TopicInfo;
-use metastore::Topics;
+use metastore::{TopicInfo, Topics};
 use tracing::Instrument;
 
 fn failed(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {

@@ -14,8 +14,7 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
-use metastore::{AgentId, PartitionInfo};
-use metastore::{ClusterControl, Topics};
+use metastore::{AgentId, ClusterControl, PartitionInfo, Topics};
 
 use super::{msg, s, RequestContext};
 use crate::broker::Broker;

@@ -40,8 +40,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
-use metastore::Topics;
-use metastore::{AgentId, TopicInfo};
+use metastore::{AgentId, TopicInfo, Topics};
 use uuid::Uuid;
 
 use super::{DispatchError, RequestContext};

@@ -14,8 +14,7 @@ use kafka_protocol::messages::{
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
 use kafka_protocol::ResponseError;
-use metastore::Security;
-use metastore::{ScramMechanism, SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS};
+use metastore::{ScramMechanism, Security, SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS};
 
 use super::{msg, s};
 use crate::broker::Broker;

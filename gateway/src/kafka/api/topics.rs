@@ -18,8 +18,7 @@ use crate::broker::Broker;
 use crate::codes;
 use dataplane::topics::{ConfigSource, NewTopic};
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::TopicInfo;
-use metastore::Topics;
+use metastore::{TopicInfo, Topics};
 
 /// Config source numbers of DescribeConfigs/CreateTopics.
 pub(super) const SOURCE_TOPIC: i8 = 1;

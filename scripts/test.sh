@@ -73,6 +73,7 @@ background() { # background NAME NICENESS SCRIPT...
       nice -n "$niceness" "$s"
       echo "<== $s ($(( $(date +%s) - t0 ))s)"
     done
+    date +%s >"$log.end"
   ) >"$log" 2>&1 &
   set +m
   bg_names+=("$name"); bg_pids+=("$!"); bg_logs+=("$log"); bg_starts+=("$(date +%s)")
@@ -96,9 +97,10 @@ for i in "${!bg_pids[@]}"; do
   rc=0
   wait "${bg_pids[$i]}" || rc=$?
   cat "${bg_logs[$i]}"
-  rm -f "${bg_logs[$i]}"
-  names+=("${bg_names[$i]}, in the background from $(( bg_starts[i] - started ))s")
-  seconds+=("$(( $(date +%s) - bg_starts[i] ))")
+  ended=$(cat "${bg_logs[$i]}.end" 2>/dev/null || date +%s)
+  rm -f "${bg_logs[$i]}" "${bg_logs[$i]}.end"
+  names+=("${bg_names[$i]} (background, started at $(( bg_starts[i] - started ))s)")
+  seconds+=("$(( ended - bg_starts[i] ))")
   if [ "$rc" -ne 0 ]; then
     failed="$failed ${bg_names[$i]} (exit $rc)"
   fi

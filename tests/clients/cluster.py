@@ -3,6 +3,7 @@ agent at a time over a raw Kafka connection (clients send it to whichever
 broker they like)."""
 
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -186,6 +187,30 @@ backend agents
             self.proc.terminate()
             self.proc.wait(timeout=10)
             self.proc = None
+
+
+def balanced_cluster(extra_args=()):
+    """Three voters in load-balancer mode behind a Balancer, for a pytest
+    fixture to `yield from`: yields (cluster, balancer), then stops both and
+    removes their folders."""
+    balancer = Balancer()
+    c = Cluster(extra_args=["--load-balanced", "--advertised-kafka-addr", balancer.bootstrap,
+                            *extra_args])
+    for node in VOTERS:
+        a = c.agent(node)
+        a.port, a.http_port = free_port(), free_port()
+    for node in VOTERS:
+        c.agent(node).launch()
+    for node in VOTERS:
+        c.agent(node).wait_ready(timeout=90)
+    balancer.start([c.agent(n) for n in VOTERS])
+    try:
+        yield c, balancer
+    finally:
+        balancer.stop()
+        c.stop_all()
+        shutil.rmtree(c.dir, ignore_errors=True)
+        shutil.rmtree(balancer.dir, ignore_errors=True)
 
 
 def haproxy():

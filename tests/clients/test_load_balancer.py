@@ -10,7 +10,6 @@ killed with SIGKILL; every acknowledged record is read back.
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -22,8 +21,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
-from broker import free_port
-from cluster import VOTERS, Balancer, Cluster, eventually, metadata
+from cluster import VOTERS, balanced_cluster, eventually, metadata
 
 JS_DIR = os.path.join(os.path.dirname(__file__), "..", "js")
 PARTITIONS = 6
@@ -31,25 +29,7 @@ PARTITIONS = 6
 
 @pytest.fixture(scope="module")
 def deployment():
-    balancer = Balancer()
-    c = Cluster(extra_args=[
-        "--load-balanced",
-        "--advertised-kafka-addr", balancer.bootstrap,
-        "--replica-lag-time-max-ms", "2000",
-    ])
-    for node in VOTERS:
-        a = c.agent(node)
-        a.port, a.http_port = free_port(), free_port()
-    for node in VOTERS:
-        c.agent(node).launch()
-    for node in VOTERS:
-        c.agent(node).wait_ready(timeout=90)
-    balancer.start([c.agent(n) for n in VOTERS])
-    yield c, balancer
-    balancer.stop()
-    c.stop_all()
-    shutil.rmtree(c.dir, ignore_errors=True)
-    shutil.rmtree(balancer.dir, ignore_errors=True)
+    yield from balanced_cluster(["--replica-lag-time-max-ms", "2000"])
 
 
 def forwarded_served(agent):

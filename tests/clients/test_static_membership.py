@@ -18,8 +18,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker import free_port
-from cluster import VOTERS, Balancer, Cluster, create_replicated, eventually, metadata
+from cluster import VOTERS, Cluster, balanced_cluster, create_replicated, eventually, metadata
 from helpers import create_topic
 
 PARTITIONS = 6
@@ -164,21 +163,7 @@ def test_a_restarted_static_member_takes_back_its_partitions_on_three_agents(thr
 
 @pytest.fixture(scope="module")
 def balanced():
-    balancer = Balancer()
-    c = Cluster(extra_args=["--load-balanced", "--advertised-kafka-addr", balancer.bootstrap])
-    for node in VOTERS:
-        a = c.agent(node)
-        a.port, a.http_port = free_port(), free_port()
-    for node in VOTERS:
-        c.agent(node).launch()
-    for node in VOTERS:
-        c.agent(node).wait_ready(timeout=90)
-    balancer.start([c.agent(n) for n in VOTERS])
-    yield c, balancer
-    balancer.stop()
-    c.stop_all()
-    shutil.rmtree(c.dir, ignore_errors=True)
-    shutil.rmtree(balancer.dir, ignore_errors=True)
+    yield from balanced_cluster()
 
 
 def test_a_restarted_static_member_takes_back_its_partitions_behind_a_load_balancer(balanced):

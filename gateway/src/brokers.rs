@@ -135,10 +135,15 @@ fn stable_hash(key: &str) -> u64 {
 /// every agent that sees the same live agents, so all members of a group
 /// meet on one coordinator. Committed offsets live in the metastore, so any
 /// agent can take a group over when the live agents change.
+///
+/// Rendezvous hashing: each live agent gets a weight from the key and its
+/// id, and the heaviest coordinates. An agent that leaves or joins moves
+/// only the groups it coordinates (or now outweighs); the others stay put,
+/// even on an agent whose view of the live set briefly differs, so their
+/// members are not split between two coordinators.
 pub fn coordinator<'a>(live: &'a [BrokerEntry], key: &str) -> Option<&'a BrokerEntry> {
-    let n = u64::try_from(live.len()).ok().filter(|n| *n > 0)?;
-    let i = usize::try_from(stable_hash(key) % n).ok()?;
-    live.get(i)
+    live.iter()
+        .max_by_key(|b| (stable_hash(&format!("{key}\0{}", b.id)), b.id))
 }
 
 #[cfg(test)]
@@ -172,5 +177,21 @@ mod tests {
             (0..50).filter_map(|i| pick(&format!("g{i}"))).collect();
         assert_eq!(used.len(), 3, "{used:?}");
         assert_eq!(coordinator(&[], "g"), None);
+    }
+
+    #[test]
+    fn an_agent_leaving_or_joining_moves_only_the_groups_it_coordinates() {
+        let all = [b(1), b(2), b(3)];
+        for i in 0..200 {
+            let g = format!("g{i}");
+            let owner = coordinator(&all, &g).map(|e| e.id);
+            for gone in [1, 2, 3] {
+                let live: Vec<BrokerEntry> = all.iter().filter(|e| e.id != gone).cloned().collect();
+                let now = coordinator(&live, &g).map(|e| e.id);
+                if owner != Some(gone) {
+                    assert_eq!(now, owner, "{g} moved when agent {gone} left");
+                }
+            }
+        }
     }
 }

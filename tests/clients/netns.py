@@ -71,6 +71,20 @@ class Network:
     def heal(self, n):
         ip("link", "set", self.veth(n), "up")
 
+    def separate(self, n, others):
+        """Agent n and each of `others` stop reaching one another (packets
+        between them are dropped silently, both ways), while both sides
+        still reach everyone else, clients included."""
+        for o in others:
+            ip("-n", self.ns(n), "route", "add", "blackhole", f"{self.addr(o)}/32")
+            ip("-n", self.ns(o), "route", "add", "blackhole", f"{self.addr(n)}/32")
+
+    def join(self, n, others):
+        """Undoes `separate`."""
+        for o in others:
+            ip("-n", self.ns(n), "route", "del", "blackhole", f"{self.addr(o)}/32", check=False)
+            ip("-n", self.ns(o), "route", "del", "blackhole", f"{self.addr(n)}/32", check=False)
+
     def run_in(self, n, args, **kw):
         """Starts `args` inside agent n's namespace."""
         return subprocess.Popen(["ip", "netns", "exec", self.ns(n), *args], **kw)

@@ -1,8 +1,15 @@
-# AeroStream in a container: one agent on its embedded defaults, data in a volume.
+# AeroStream in a container: one agent, data in a volume, security on.
 #
 #   docker build -t aerostream .
+#   printf 'admin:%s\n' "$(openssl rand -base64 24)" > admin && chmod 600 admin
 #   docker run --rm -p 9092:9092 -p 9091:9091/tcp -p 9091:9091/udp -p 9001:9001 \
-#       -v aerostream-data:/var/lib/aerostream aerostream
+#       -v ./admin:/run/secrets/aerostream-admin:ro -v aerostream-data:/var/lib/aerostream aerostream
+#
+# The start script (deploy/docker/entrypoint.sh) turns on SCRAM logins for
+# that admin user and TLS on the Kafka listener (a certificate from a CA in
+# the volume, kafka-tls/ca.pem, unless AEROSTREAM_KAFKA_TLS_CERT and _KEY
+# name mounted files), and refuses to listen on 0.0.0.0 without logins
+# unless AEROSTREAM_INSECURE=true (docs/deploy.md, "A container instead").
 #
 # The build stage runs the same two commands as scripts/run.sh (its build
 # steps; tests/deploy/test_dockerfile.py keeps them equal), on a fresh Debian
@@ -19,11 +26,13 @@ RUN scripts/setup.sh --build-only \
 
 FROM debian:bookworm-slim
 RUN apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ca-certificates \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ca-certificates openssl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/aerostream --shell /usr/sbin/nologin aerostream \
  && install -d -o aerostream -g aerostream -m 0750 /var/lib/aerostream
 COPY --from=build /usr/local/bin/aerostream /usr/local/bin/aerostream
+COPY deploy/docker/entrypoint.sh /usr/local/bin/aerostream-entrypoint
+COPY scripts/kafka-tls.sh /usr/local/lib/aerostream/kafka-tls.sh
 
 # Listen on every address of the container; tell clients to come back
 # through the published ports on the host (override both advertised
@@ -43,5 +52,5 @@ EXPOSE 9092/tcp 9091/tcp 9091/udp 9001/tcp
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
     CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9001 && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["/usr/local/bin/aerostream"]
+ENTRYPOINT ["/usr/local/bin/aerostream-entrypoint"]
 CMD ["serve"]

@@ -4,16 +4,20 @@ temporary root (no mount, sysctl or systemd action on the machine itself):
 it formats a disk image with xfs, writes the mount unit, kernel settings,
 configuration and service unit, and the real binary then starts with the
 configuration it wrote. A second run must change nothing."""
+import base64
 import os
 import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import tomllib
+import urllib.error
+import urllib.request
 
 import pytest
 import yaml
@@ -79,6 +83,9 @@ def applied(tmp_path_factory, aerostream_bin):
         "aerostream_disk_sysfs": str(root / "sys"),
         "aerostream_agent_binary": str(binary),
         "aerostream_agent_cluster_certs": str(tmp / "cluster-certs"),
+        # what the playbook generates on the control host, kept out of the clone
+        "aerostream_admin_password_file": str(tmp / "credentials" / "admin-password"),
+        "aerostream_agent_kafka_tls_dir": str(tmp / "kafka-tls"),
     }
     inventory = {
         "aerostream_agents": {
@@ -198,21 +205,84 @@ def test_the_configuration_uses_only_keys_the_agent_accepts(applied):
     assert "AWS_REGION=eu-west-1" in env
 
 
+def mode(path):
+    return os.stat(path).st_mode & 0o777
+
+
+def test_security_is_on_with_a_generated_admin_password_and_kafka_tls(applied):
+    """TLS and SCRAM in the configuration, the admin user in a root-only file
+    the unit reads, its password generated on the control host (0600) and
+    the same on the second run, each agent's certificate naming the
+    addresses clients dial."""
+    root, tmp = applied["root"], applied["tmp"]
+    config = tomllib.loads((root / "etc/aerostream/config.toml").read_text())
+    assert config["kafka_tls_cert"] == "/etc/aerostream/kafka.pem"
+    assert config["kafka_tls_key"] == "/etc/aerostream/kafka.key"
+    assert config["sasl_mechanisms"] == ["SCRAM-SHA-512", "SCRAM-SHA-256"]
+    assert not any(k.startswith("sasl_oauthbearer") for k in config), "OAUTHBEARER is on only with a key set"
+    assert "admin_user" not in config, "the password must not be in the configuration"
+
+    generated = tmp / "credentials" / "admin-password"
+    password = generated.read_text().strip()
+    assert len(password) >= 32 and mode(generated) == 0o600 and mode(generated.parent) == 0o700
+    env = root / "etc/aerostream/admin.env"
+    assert env.read_text() == f"AEROSTREAM_ADMIN_USER='admin:{password}'\n"
+    assert mode(env) == 0o600
+    assert password not in "".join(applied["runs"]), "the password shows in ansible's output"
+    unit = (root / "etc/systemd/system/aerostream.service").read_text()
+    assert re.search(r"^EnvironmentFile=/etc/aerostream/admin.env$", unit, re.M), \
+        "the unit must require the admin file (no leading '-')"
+
+    assert mode(root / "etc/aerostream/kafka.key") == 0o600
+    assert mode(tmp / "kafka-tls" / "ca.key") == 0o600
+    names = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in",
+                            str(root / "etc/aerostream/kafka.pem")], capture_output=True, text=True, check=True).stdout
+    for name in ("DNS:nlb.example.internal", "IP Address:127.0.0.1", "DNS:localhost"):
+        assert name in names, names
+    verify = subprocess.run(["openssl", "verify", "-CAfile", str(tmp / "kafka-tls" / "ca.pem"),
+                             str(root / "etc/aerostream/kafka.pem")], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_role_refuses_oauthbearer_without_issuer_and_audience(tmp_path):
+    """The role on its own: its first task stops the run before anything is written."""
+    out = subprocess.run(
+        [tool("ansible"), "localhost", "-i", "localhost,", "-c", "local", "-m", "ansible.builtin.include_role",
+         "-a", "name=aerostream_agent tasks_from=main",
+         "-e", "aerostream_agent_oauthbearer_jwks=/nonexistent/jwks.json",
+         "-e", "aerostream_agent_oauthbearer_issuer=https://idp.example.com/",
+         "-e", f"aerostream_prefix={tmp_path} aerostream_apply=false aerostream_node_id=1 aerostream_private_ip=127.0.0.1",
+         "-e", f"ansible_python_interpreter={sys.executable}"],
+        cwd=ANSIBLE, env=ansible_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0, out.stdout[-3000:]
+    assert "needs both aerostream_agent_oauthbearer_issuer and _audience" in " ".join(out.stdout.split()), \
+        out.stdout[-3000:]
+    assert not (tmp_path / "etc").exists(), "the role wrote files before checking its settings"
+
+
 def test_the_agent_starts_with_the_written_configuration_and_certificates(applied, aerostream_bin, tmp_path):
     """The file as written, with only the addresses and folders of the host
-    replaced by flags (which win over the file): the agent forms its
-    one-voter cluster with the certificates site.yml issued, serves, and
-    the in-sync check used by rolling restarts sees its partitions."""
+    replaced by flags (which win over the file) and the admin user taken
+    from the file the unit reads: the agent forms its one-voter cluster with
+    the certificates site.yml issued and serves Kafka over TLS with logins
+    (the REST API too); the in-sync check used by rolling restarts logs in
+    and sees its partitions, and says what is missing without a login."""
     root = applied["root"]
+    admin_env = root / "etc/aerostream/admin.env"
+    admin = re.search(r"^AEROSTREAM_ADMIN_USER='(.*)'$", admin_env.read_text(), re.M).group(1)
     args = [aerostream_bin, "serve", "--config", str(root / "etc/aerostream/config.toml"),
             "--data-dir", str(tmp_path / "data"), "--cache-dir", str(tmp_path / "cache"),
             "--object-store", f"file://{tmp_path / 'objects'}",
             "--cluster-certs", str(root / "etc/aerostream/certs"),
+            "--kafka-tls-cert", str(root / "etc/aerostream/kafka.pem"),
+            "--kafka-tls-key", str(root / "etc/aerostream/kafka.key"),
             "--cluster-addr", f"127.0.0.1:{applied['cluster_port']}",
             "--kafka-addr", "127.0.0.1:0", "--native-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
             "--local-disk-limit", "256MiB", "--cache-disk-bytes", "0"]
     (tmp_path / "objects").mkdir()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AEROSTREAM_")}
+    env["AEROSTREAM_ADMIN_USER"] = admin
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         native, lines = None, []
         deadline = time.time() + 60
@@ -221,14 +291,36 @@ def test_the_agent_starts_with_the_written_configuration_and_certificates(applie
             if not line:
                 break
             lines.append(line)
-            m = re.search(r"aerostream listening .*native=(\S+)", line)
+            m = re.search(r"aerostream listening kafka=(\S+) http=(\S+) native=(\S+)", line)
             if m:
-                native = m.group(1)
+                kafka, http, native = m.groups()
                 break
         assert native, "the agent did not serve:\n" + "".join(lines[-40:])
         # keep reading its output so that it never blocks on a full pipe
         threading.Thread(target=lambda: [lines.append(x) for x in proc.stdout], daemon=True).start()
+
+        # Kafka over TLS, the certificate naming the address clients dial
+        ctx = ssl.create_default_context(cafile=str(applied["tmp"] / "kafka-tls" / "ca.pem"))
+        host, port = kafka.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="nlb.example.internal") as tls:
+                assert tls.version() in ("TLSv1.2", "TLSv1.3")
+        # the REST API needs the admin's login
+        def get(auth=None):
+            req = urllib.request.Request(f"http://{http}/v1/topics")
+            if auth:
+                req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        assert get() == 401 and get(admin) == 200
+
         check = [sys.executable, str(IN_SYNC), "--addr", native, "--topic", "deploy-probe"]
+        anonymous = subprocess.run(check, capture_output=True, text=True, timeout=30)
+        assert anonymous.returncode == 2 and "--credentials-file" in anonymous.stderr, anonymous.stderr
+        check += ["--credentials-file", str(admin_env)]
         out = None
         for _ in range(50):
             out = subprocess.run(check + ["--node", "1"], capture_output=True, text=True, timeout=30)

@@ -43,6 +43,14 @@ resource "aws_instance" "agent" {
     delete_on_termination = true
   }
 
+  # first boot: the admin password from SSM into /etc/aerostream/admin.env (admin.tf)
+  user_data = templatefile("${path.module}/boot/admin-credential.py.tftpl", {
+    parameter  = aws_ssm_parameter.admin_password.name
+    region     = data.aws_region.current.name
+    admin_user = var.admin_user
+  })
+  depends_on = [aws_vpc_endpoint.ssm, aws_iam_role_policy.agent_admin_password]
+
   tags = {
     Name                 = "${var.name}-agent-${count.index + 1}"
     "aerostream:node-id" = tostring(count.index + 1)
@@ -50,7 +58,8 @@ resource "aws_instance" "agent" {
   }
 
   lifecycle {
-    # a new Ubuntu image must not replace running agents
-    ignore_changes = [ami]
+    # a new Ubuntu image must not replace running agents, nor a changed
+    # first-boot script stop them all at once (it runs at first boot only)
+    ignore_changes = [ami, user_data]
   }
 }

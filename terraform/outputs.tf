@@ -38,6 +38,22 @@ output "voters" {
   value       = join(",", [for i in range(local.voter_count) : "${i + 1}@${aws_instance.agent[i].private_ip}:${local.cluster_port}"])
 }
 
+output "admin_user" {
+  description = "The admin user (SCRAM, superuser) for Kafka clients, the native SDK, the REST API and the console."
+  value       = var.admin_user
+}
+
+output "admin_password_parameter" {
+  description = "SSM SecureString parameter holding the admin user's password (aws ssm get-parameter --with-decryption --name ...)."
+  value       = aws_ssm_parameter.admin_password.name
+}
+
+output "admin_password" {
+  description = "The admin user's password (terraform output -raw admin_password)."
+  value       = random_password.admin.result
+  sensitive   = true
+}
+
 # `terraform output -raw ansible_inventory > ../ansible/inventory/aws.yml`
 output "ansible_inventory" {
   description = "Ansible inventory of the agents (YAML), reached over SSH through the EC2 Instance Connect endpoint."
@@ -57,6 +73,9 @@ output "ansible_inventory" {
         aerostream_advertised_kafka = "${aws_lb.main.dns_name}:${local.kafka_port}"
         aerostream_object_store     = module.bucket.object_store_url
         aerostream_environment      = { AWS_REGION = var.region }
+        # each instance wrote /etc/aerostream/admin.env at first boot (admin.tf)
+        aerostream_admin_password_source = "instance"
+        aerostream_admin_user            = var.admin_user
       }
     }
   })

@@ -117,3 +117,14 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "admin_user" {
+  description = "Name of the admin user (a superuser) every agent creates at its first start; its password is generated and kept in SSM Parameter Store (output admin_password_parameter)."
+  type        = string
+  default     = "admin"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._-]+$", var.admin_user))
+    error_message = "admin_user may hold letters, digits, '.', '_' and '-' only."
+  }
+}

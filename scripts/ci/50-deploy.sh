@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Deployment files checked offline, with no cloud account and no terraform
-# binary: every .tf parses with an HCL parser, checkov finds no failed check,
-# the load balancer's ports are the binary's defaults and the bucket's
-# lifecycle prefixes are the cache crate's key layout; ansible-lint
+# Deployment files checked offline, with no cloud account (terraform itself
+# only formats, where it is installed): every .tf parses with an HCL parser,
+# checkov finds no failed check, the load balancer's ports are the binary's
+# defaults and the bucket's lifecycle prefixes are the cache crate's key
+# layout; the admin password is an SSM SecureString the agents' first-boot
+# script fetches with a signature botocore agrees with; ansible-lint
 # (production profile) and --syntax-check on every playbook; site.yml
 # applied to this machine under a temporary root (it formats a disk image
-# with xfs, and the real binary starts with the configuration it writes);
-# the Dockerfile builds with run.sh's steps; the AWS benchmark runner
-# creates nothing without --yes.
-# Needs: python3-venv, xfsprogs, systemd-analyze (apt); the pins of
+# with xfs, and the real binary starts with the configuration it writes:
+# Kafka over TLS, logins on Kafka, native and HTTP); the Dockerfile builds
+# with run.sh's steps, and its start script, run with the real binary,
+# refuses 0.0.0.0 without logins and otherwise serves TLS and SCRAM; the
+# AWS benchmark runner creates nothing without --yes.
+# Needs: python3-venv, xfsprogs, systemd-analyze, openssl (apt); the pins of
 # tests/deploy/requirements*.txt, installed here into virtual environments of
 # their own (kept between runs).
 # Bounded: about 2-4 minutes once the packages are installed (installing
@@ -41,8 +45,9 @@ echo "== deploy tools ready after $(elapsed)"
 missing=()
 command -v mkfs.xfs >/dev/null || [ -x /usr/sbin/mkfs.xfs ] || [ -x /sbin/mkfs.xfs ] || missing+=(xfsprogs)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
+command -v openssl >/dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "installing Debian's ${missing[*]} for the ansible checks" >&2
+    echo "installing Debian's ${missing[*]} for the ansible and container checks" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,11 +1,17 @@
 """terraform/ (and the benchmark's main.tf) checked without a terraform
 binary or a cloud account: a real HCL parser reads every file, checkov
 finds no failed check, and what the load balancer, the security groups and
-the lifecycle rules name is what the code does."""
+the lifecycle rules name is what the code does; the admin password is
+generated into an SSM SecureString, and the agents' first-boot script
+fetches it with a signature botocore agrees with."""
+import http.server
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
+import threading
 
 import hcl2
 import pytest
@@ -241,3 +247,171 @@ def test_every_checkov_skip_says_why_next_to_it(checkov_reports):
     skipped = {c["check_id"] for r in checkov_reports for c in r.get("results", {}).get("skipped_checks", [])}
     assert skipped <= set(written), f"checks skipped without a comment: {sorted(skipped - set(written))}"
     assert set(written) <= skipped, f"skip comments checkov did not use: {sorted(set(written) - skipped)}"
+
+
+# --- the admin user: generated, kept in SSM, read by each agent at first boot ---
+
+BOOT_SCRIPT = TERRAFORM / "boot" / "admin-credential.py.tftpl"
+
+
+def test_the_admin_password_is_generated_and_kept_as_a_securestring():
+    res = blocks(TERRAFORM, "resource")
+    password = res[("random_password", "admin")]
+    assert password["length"] >= 24
+    # the password goes into a quoted line of an environment file and an HTTP Basic login
+    assert password["special"] is False
+    param = res[("aws_ssm_parameter", "admin_password")]
+    assert text(param["type"]) == "SecureString"
+    assert ref(param["value"]) == "random_password.admin.result"
+    assert ref(param["key_id"]) == "aws_kms_key.secrets.arn"
+    assert res[("aws_kms_key", "secrets")]["enable_key_rotation"] is True
+    # the agents may read that parameter and nothing else of SSM, decrypting through SSM only
+    policy = json.dumps(res[("aws_iam_role_policy", "agent_admin_password")]["policy"])
+    assert "ssm:GetParameter" in policy and "aws_ssm_parameter.admin_password.arn" in policy
+    assert "ssm:*" not in policy and "kms:ViaService" in policy
+    outputs = {text(k): v for entry in load(TERRAFORM / "outputs.tf")["output"] for k, v in entries(entry).items()}
+    assert ref(outputs["admin_password_parameter"]["value"]) == "aws_ssm_parameter.admin_password.name"
+    assert outputs["admin_password"]["sensitive"] is True
+
+
+def test_agents_reach_ssm_through_an_interface_endpoint_only():
+    res = blocks(TERRAFORM, "resource")
+    endpoint = res[("aws_vpc_endpoint", "ssm")]
+    assert text(endpoint["vpc_endpoint_type"]) == "Interface" and endpoint["private_dns_enabled"] is True
+    assert text(endpoint["service_name"]).endswith(".ssm")
+    egress = [b for (t, _), b in res.items() if t == "aws_vpc_security_group_egress_rule"
+              and ref(b["security_group_id"]) == "aws_security_group.agents.id"]
+    assert egress and all("cidr_ipv4" not in b for b in egress), "the agents must get no egress to address ranges"
+    assert any(ref(b.get("referenced_security_group_id", "")) == "aws_security_group.endpoints.id"
+               and b["from_port"] == 443 for b in egress)
+
+
+def test_each_agent_runs_the_first_boot_script_and_ansible_leaves_its_file_alone():
+    agent = blocks(TERRAFORM, "resource")[("aws_instance", "agent")]
+    call = text(agent["user_data"])
+    m = re.fullmatch(r'\$\{templatefile\("\$\{path\.module\}/(boot/[^"]+)", \{(.*)\}\)\}', call)
+    assert m, call
+    assert TERRAFORM / m.group(1) == BOOT_SCRIPT
+    given = set(re.findall(r"(\w+) = ", m.group(2)))
+    used = set(re.findall(r"\$\{(\w+)\}", BOOT_SCRIPT.read_text()))
+    assert given == used, f"templatefile gives {given}, the script uses {used}"
+    assert "user_data" in one(agent["lifecycle"])["ignore_changes"], \
+        "a changed first-boot script must not stop every agent at once"
+    assert "${aws_vpc_endpoint.ssm}" in agent["depends_on"]
+    inventory = text(entries(next(e for e in load(TERRAFORM / "outputs.tf")["output"]
+                                  if '"ansible_inventory"' in e or "ansible_inventory" in e))
+                     .get("ansible_inventory", {}).get("value", ""))
+    assert 'aerostream_admin_password_source = "instance"' in inventory
+    # the file the script writes is the one the role's unit requires
+    unit = (ROOT / "ansible/roles/aerostream_agent/templates/aerostream.service.j2").read_text()
+    target = re.search(r'TARGET = os\.environ\.get\("AEROSTREAM_ADMIN_ENV", "([^"]+)"\)', BOOT_SCRIPT.read_text())
+    assert f"EnvironmentFile={target.group(1)}" in unit
+
+
+class _FakeAws(http.server.BaseHTTPRequestHandler):
+    """IMDSv2 and SSM's GetParameter, as much as the boot script uses; SSM
+    checks the request's Signature Version 4 with botocore's signer, and
+    refuses the first call (as while the role's policy settles)."""
+    creds = {"AccessKeyId": "ASIAEXAMPLE", "SecretAccessKey": "c2VjcmV0/+key", "Token": "session-token"}
+    region, parameter, value = "eu-west-1", "/aerostream/admin-password", "Gen3rated0Password"
+    calls = []
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body, ctype="text/plain"):
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_PUT(self):
+        self.calls.append(("PUT", self.path))
+        ok = self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+        self.reply(200 if ok else 400, "imds-token")
+
+    def do_GET(self):
+        self.calls.append(("GET", self.path))
+        if self.headers.get("X-aws-ec2-metadata-token") != "imds-token":
+            return self.reply(401, "IMDSv2 token required")
+        if self.path == "/latest/meta-data/iam/security-credentials/":
+            return self.reply(200, "aerostream-agent")
+        if self.path == "/latest/meta-data/iam/security-credentials/aerostream-agent":
+            return self.reply(200, json.dumps(self.creds))
+        self.reply(404, "")
+
+    def do_POST(self):
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.calls.append(("POST", self.path))
+        auth = self.headers.get("Authorization", "")
+        m = re.fullmatch(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/ssm/aws4_request, "
+                         r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})", auth)
+        if not m or m.group(1) != self.creds["AccessKeyId"] or m.group(3) != self.region:
+            return self.reply(403, f"bad Authorization: {auth}")
+        signed = m.group(4).split(";")
+        if not {"host", "x-amz-date", "x-amz-security-token", "x-amz-target"} <= set(signed):
+            return self.reply(403, f"signs only {signed}")
+        req = AWSRequest(method="POST", url=f"http://{self.headers['Host']}/", data=body,
+                         headers={h: self.headers[h] for h in signed if h != "host"})
+        req.context["timestamp"] = self.headers["X-Amz-Date"]
+        signer = SigV4Auth(Credentials(self.creds["AccessKeyId"], self.creds["SecretAccessKey"],
+                                       self.creds["Token"]), "ssm", self.region)
+        canonical = signer.canonical_request(req)
+        expected = signer.signature(signer.string_to_sign(req, canonical), req)
+        if expected != m.group(5):
+            return self.reply(403, "SignatureDoesNotMatch; botocore's canonical request:\n" + canonical)
+        if self.headers["X-Amz-Target"] != "AmazonSSM.GetParameter":
+            return self.reply(400, "wrong target")
+        asked = json.loads(body)
+        if asked != {"Name": self.parameter, "WithDecryption": True}:
+            return self.reply(400, f"asked {asked}")
+        if sum(1 for c in self.calls if c[0] == "POST") == 1:
+            return self.reply(400, '{"__type": "AccessDeniedException"}', "application/x-amz-json-1.1")
+        self.reply(200, json.dumps({"Parameter": {"Name": self.parameter, "Type": "SecureString",
+                                                  "Value": self.value}}), "application/x-amz-json-1.1")
+
+
+def test_the_first_boot_script_reads_the_parameter_with_a_valid_signature(tmp_path):
+    fake = _FakeAws
+    fake.calls = []
+    rendered = BOOT_SCRIPT.read_text()
+    for name, value in (("parameter", fake.parameter), ("region", fake.region), ("admin_user", "admin")):
+        rendered = rendered.replace("${" + name + "}", value)
+    assert "${" not in rendered and "%{" not in rendered, "a template sequence terraform would interpret"
+    script = tmp_path / "boot.py"
+    script.write_text(rendered)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), fake)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    target = tmp_path / "etc" / "aerostream" / "admin.env"
+    env = dict(os.environ, AEROSTREAM_ADMIN_ENV=str(target), AEROSTREAM_IMDS_URL=url, AEROSTREAM_SSM_URL=url,
+               AEROSTREAM_FETCH_DEADLINE_S="30")
+    try:
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "retrying" in out.stderr, "the refused first call was not retried"
+        assert target.read_text() == f"AEROSTREAM_ADMIN_USER='admin:{fake.value}'\n"
+        assert os.stat(target).st_mode & 0o777 == 0o600
+        assert fake.value not in out.stdout + out.stderr, "the password was printed"
+        # a second boot leaves the file alone and asks nothing
+        before = len(fake.calls)
+        again = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0 and len(fake.calls) == before
+    finally:
+        server.shutdown()
+
+
+def test_terraform_files_are_formatted():
+    """`terraform fmt`, where terraform is installed (it needs no provider or network)."""
+    terraform = shutil.which("terraform")
+    if not terraform:
+        pytest.skip("no terraform binary on PATH")
+    out = subprocess.run([terraform, "fmt", "-check", "-recursive", "-list=true", str(TERRAFORM), str(BENCH_AWS)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null"))
+    assert out.returncode == 0, f"not formatted: {out.stdout} {out.stderr[-2000:]}"

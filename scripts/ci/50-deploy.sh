@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Deployment files checked offline, with no cloud account (terraform itself
-# only formats, where it is installed): every .tf parses with an HCL parser,
+# Deployment files checked offline, with no cloud account (where terraform
+# is installed: terraform fmt, and terraform validate against a local mirror
+# of the AWS provider when there is one): every .tf parses with an HCL parser,
 # checkov finds no failed check, the load balancer's ports are the binary's
 # defaults and the bucket's lifecycle prefixes are the cache crate's key
 # layout; the admin password is an SSM SecureString the agents' first-boot

@@ -2,10 +2,12 @@
 the suite and the README exercise; no container runtime runs here), and
 the image serves on the binary's default ports with data in a volume. Its
 start script runs here with the real binary: it refuses to listen on every
-address without logins, and with an admin secret serves TLS and SCRAM."""
+address without logins, and with an admin secret serves TLS and SCRAM.
+scripts/run.sh stays plaintext on the loopback address, and says so."""
 import base64
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -18,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, rust_default_ports
+from conftest import ROOT, config_source, rust_default_ports
 
 
 def instructions():
@@ -222,3 +224,46 @@ def test_oauthbearer_without_an_audience_is_refused(entrypoint, tmp_path):
 def test_other_subcommands_run_as_they_are(entrypoint):
     code, out = entrypoint(args=("cluster-ca", "--help"), wait=False)
     assert code == 0 and "--nodes" in out, out
+
+
+# --- scripts/run.sh: plaintext on the loopback address, and it says so --------
+
+def run_sh(tmp_path, *args, env=None):
+    """scripts/run.sh in a copy of the scripts folder, with setup.sh and cargo
+    doing nothing and the release binary replaced by one that prints its
+    arguments: what run.sh itself prints and what it starts."""
+    scripts = tmp_path / "repo" / "scripts"
+    scripts.mkdir(parents=True)
+    shutil.copy2(ROOT / "scripts" / "run.sh", scripts / "run.sh")
+    (scripts / "setup.sh").write_text("#!/bin/sh\nexit 0\n")
+    (scripts / "setup.sh").chmod(0o755)
+    bindir = tmp_path / "bin"
+    (bindir).mkdir()
+    (bindir / "cargo").write_text("#!/bin/sh\nexit 0\n")
+    (bindir / "cargo").chmod(0o755)
+    release = tmp_path / "target" / "release"
+    release.mkdir(parents=True)
+    (release / "aerostream").write_text('#!/bin/sh\necho "started: $*"\n')
+    (release / "aerostream").chmod(0o755)
+    full = {k: v for k, v in os.environ.items() if not k.startswith("AEROSTREAM_")}
+    full.update(PATH=f"{bindir}:{full['PATH']}", CARGO_TARGET_DIR=str(tmp_path / "target"), **(env or {}))
+    return subprocess.run(["bash", str(scripts / "run.sh"), *args], env=full, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_run_sh_serves_the_loopback_address_in_plaintext_and_says_how_to_secure_it(tmp_path):
+    out = run_sh(tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "started: serve", out.stdout + out.stderr
+    # the binary's own defaults: every listener on the loopback address
+    src = config_source()
+    assert len(re.findall(r"SocketAddr::from\(\(\[127, 0, 0, 1\],\s*\d+\)\)", src)) >= 4, \
+        "the binary no longer binds the loopback address by default: run.sh's notice would be wrong"
+    assert "plaintext and no logins, on 127.0.0.1" in out.stderr
+    assert "--sasl-mechanisms" in out.stderr and "docs/security.md" in out.stderr
+
+
+def test_run_sh_says_nothing_when_given_security_settings(tmp_path):
+    out = run_sh(tmp_path, "--sasl-mechanisms", "SCRAM-SHA-512")
+    assert out.returncode == 0 and "plaintext" not in out.stderr, out.stderr
+    out = run_sh(tmp_path / "env", env={"AEROSTREAM_SASL_MECHANISMS": "SCRAM-SHA-512"})
+    assert out.returncode == 0 and "plaintext" not in out.stderr, out.stderr

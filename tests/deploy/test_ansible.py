@@ -252,6 +252,9 @@ def test_the_role_refuses_oauthbearer_without_issuer_and_audience(tmp_path):
          "-e", "aerostream_agent_oauthbearer_jwks=/nonexistent/jwks.json",
          "-e", "aerostream_agent_oauthbearer_issuer=https://idp.example.com/",
          "-e", f"aerostream_prefix={tmp_path} aerostream_apply=false aerostream_node_id=1 aerostream_private_ip=127.0.0.1",
+         # should the check ever let it through: nothing lands in the clone
+         "-e", f"aerostream_admin_password_file={tmp_path}/credentials/admin-password "
+               f"aerostream_agent_kafka_tls_dir={tmp_path}/kafka-tls aerostream_agent_binary={tmp_path}/none",
          "-e", f"ansible_python_interpreter={sys.executable}"],
         cwd=ANSIBLE, env=ansible_env(tmp_path), capture_output=True, text=True, timeout=300)
     assert out.returncode != 0, out.stdout[-3000:]

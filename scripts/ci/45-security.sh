@@ -12,8 +12,9 @@
 # Needs: python3-venv, curl; tests/security/requirements.txt (schemathesis),
 # installed here into a virtual environment of its own (kept between runs).
 # Bounded: each schemathesis run has --max-examples per operation (and a
-# timeout of its own); the whole step takes about 15 s once the binary is
-# built and schemathesis installed.
+# timeout of its own); the whole step takes about 20 s on 2 cores once the
+# binary is built and schemathesis installed (installing it the first time
+# takes half a minute more).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

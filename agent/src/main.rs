@@ -243,6 +243,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
                 .map(|c| c.advertised_cluster_addr.clone()),
         },
         rack: s.rack.clone(),
+        instance: None,
     };
     meta.register_agent(registration.clone())
         .await

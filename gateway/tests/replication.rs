@@ -121,6 +121,7 @@ async fn start_gateway_on(
             quic: meta.raft_addr().map(|a| a.to_string()),
         },
         rack: None,
+        instance: None,
     };
     meta.register_agent(registration.clone()).await.unwrap();
     let alive = meta.keep_agent_alive(registration, Duration::from_millis(200));

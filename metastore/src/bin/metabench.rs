@@ -65,6 +65,8 @@ fn agent(id: u64) -> AgentRegistration {
             ..AgentAddrs::default()
         },
         rack: None,
+          instance: None,
+  instance: None,
     }
 }
 

@@ -36,6 +36,8 @@ pub fn agent(id: u64) -> AgentRegistration {
             ..AgentAddrs::default()
         },
         rack: None,
+          instance: None,
+  instance: None,
     }
 }
 

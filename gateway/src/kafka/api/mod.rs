@@ -15,6 +15,7 @@ mod leader_hints;
 mod metadata;
 mod offsets;
 mod produce;
+mod produce_forward;
 mod reassignments;
 mod routing;
 mod scram_users;

@@ -20,6 +20,7 @@ mod reassignments;
 mod routing;
 mod scram_users;
 mod topics;
+mod unregister_broker;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -372,6 +373,9 @@ pub async fn dispatch(
             client_quotas::describe_client_quotas(broker, &ctx, r).into()
         }
         RequestKind::AlterClientQuotas(r) => client_quotas::alter_client_quotas(broker, &ctx, r)
+            .await
+            .into(),
+        RequestKind::UnregisterBroker(r) => unregister_broker::unregister_broker(broker, &ctx, r)
             .await
             .into(),
         RequestKind::CreateAcls(r) => acls::create_acls(broker, &ctx, r).await.into(),

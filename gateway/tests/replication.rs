@@ -624,12 +624,11 @@ async fn a_leader_that_hands_over_names_the_new_leader_and_loses_no_acknowledged
     }
     let a = c.agents.iter_mut().find(|a| a.id == leader).unwrap();
     let alive = a._alive.take();
-    let handed = a
-        .gw
-        .as_ref()
-        .unwrap()
-        .hand_over(alive, Duration::from_secs(5))
-        .await;
+    let handed =
+        a.gw.as_ref()
+            .unwrap()
+            .hand_over(alive, Duration::from_secs(5))
+            .await;
     assert!(handed.applied);
     assert_eq!((handed.moved, handed.kept), (1, 0));
     // the leaving agent's own view has the change: its write resolved
@@ -642,7 +641,10 @@ async fn a_leader_that_hands_over_names_the_new_leader_and_loses_no_acknowledged
 
     let refused = produce_at(&addr, 10, 10).await;
     let r = &refused.responses[0].partition_responses[0];
-    assert_eq!(r.error_code, 6, "NOT_LEADER_OR_FOLLOWER from the old leader");
+    assert_eq!(
+        r.error_code, 6,
+        "NOT_LEADER_OR_FOLLOWER from the old leader"
+    );
     assert_eq!(
         (r.current_leader.leader_id, r.current_leader.leader_epoch),
         (BrokerId(next as i32), epoch + 1)
@@ -678,7 +680,12 @@ async fn behind_a_load_balancer_a_produce_refused_by_a_leaving_leader_reaches_th
     assert_eq!(produce_settled(&addr, 0).await, 0);
     // the leader refuses forwarded requests from now on, and hands its
     // partition over a moment later
-    c.agent(leader).gw.as_ref().unwrap().broker().begin_shutdown();
+    c.agent(leader)
+        .gw
+        .as_ref()
+        .unwrap()
+        .broker()
+        .begin_shutdown();
     let pending = tokio::spawn({
         let addr = addr.clone();
         async move { produce(&addr, 1).await }

@@ -91,8 +91,12 @@ pub struct RemoveAgentArgs {
 /// that changes, until it holds no replica.
 pub async fn remove(common: &super::Common, args: &RemoveAgentArgs) -> anyhow::Result<()> {
     let node = args.node;
-    let mut client =
-        Client::connect_as(&common.bootstrap, common.tls.config()?, common.sasl.login()?).await?;
+    let mut client = Client::connect_as(
+        &common.bootstrap,
+        common.tls.config()?,
+        common.sasl.login()?,
+    )
+    .await?;
     let addr = client.bootstrap().to_owned();
     let resp = client
         .call(

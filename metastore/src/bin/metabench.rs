@@ -65,8 +65,7 @@ fn agent(id: u64) -> AgentRegistration {
             ..AgentAddrs::default()
         },
         rack: None,
-          instance: None,
-  instance: None,
+        instance: None,
     }
 }
 

@@ -28,10 +28,7 @@ fn shutdown_hands_every_leadership_to_an_in_sync_replica_in_one_step() {
     create(&mut s, "t", 6, 3);
     let before = partitions(&s, "t");
     let leaving = before[0].leader.expect("a leader");
-    let led = before
-        .iter()
-        .filter(|p| p.leader == Some(leaving))
-        .count();
+    let led = before.iter().filter(|p| p.leader == Some(leaving)).count();
     let (r, events) = apply_at(&mut s, T0 + 1, Command::ShutdownAgent { agent_id: leaving });
     assert_eq!(r.expect("applied"), CommandOutput::Count(led));
     assert!(s.agent(leaving).expect("still registered").fenced);
@@ -79,7 +76,13 @@ fn an_agent_that_shut_down_registers_again_and_leads_once_back_in_sync() {
     let mut s = with_agents(3);
     let t = create(&mut s, "t", 1, 3);
     let preferred = t.partitions[0].replicas[0];
-    apply(&mut s, Command::ShutdownAgent { agent_id: preferred }).expect("shut down");
+    apply(
+        &mut s,
+        Command::ShutdownAgent {
+            agent_id: preferred,
+        },
+    )
+    .expect("shut down");
     assert_ne!(partitions(&s, "t")[0].leader, Some(preferred));
     let mut again = registration(preferred, Some(uuid::Uuid::new_v4()), 9093);
     again.addrs.kafka = Some("127.0.0.1:9092".into());

@@ -36,8 +36,7 @@ pub fn agent(id: u64) -> AgentRegistration {
             ..AgentAddrs::default()
         },
         rack: None,
-          instance: None,
-  instance: None,
+        instance: None,
     }
 }
 

@@ -61,7 +61,11 @@ pub(super) fn produce(b: &Broker, version: i16, resp: &mut ProduceResponse) {
     let mut leaders = BTreeSet::new();
     for t in &mut resp.responses {
         let topic = lookup(b, t.name.as_str(), t.topic_id);
-        for p in t.partition_responses.iter_mut().filter(|p| moved(p.error_code)) {
+        for p in t
+            .partition_responses
+            .iter_mut()
+            .filter(|p| moved(p.error_code))
+        {
             if let Some((leader, epoch)) = leader_of(b, topic.as_deref(), p.index) {
                 p.current_leader = produce_response::LeaderIdAndEpoch::default()
                     .with_leader_id(BrokerId(leader))

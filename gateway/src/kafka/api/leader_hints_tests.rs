@@ -24,7 +24,14 @@ fn follower(t: &TestBroker) -> crate::broker::Broker {
 async fn a_produce_refused_by_a_follower_names_the_leader_and_its_endpoint() {
     let t = TestBroker::start(Logs::Disk).await;
     create(&t.broker, "led", 1).await;
-    let epoch = t.broker.node.catalog.topic("led").expect("topic").partitions[0].leader_epoch;
+    let epoch = t
+        .broker
+        .node
+        .catalog
+        .topic("led")
+        .expect("topic")
+        .partitions[0]
+        .leader_epoch;
     let other = follower(&t);
     let req = produce_req("led", 0, batch(&["x"], None, Compression::None), -1);
     let resp: ProduceResponse = call(&other, ApiKey::Produce, 10, &req).await;

@@ -27,7 +27,10 @@ fn request(topics: &[(&str, &[i32])]) -> ProduceRequest {
     )
 }
 
-fn answer(topics: &[(&str, &[(i32, i16, i64)])]) -> Vec<TopicProduceResponse> {
+/// (partition, error code, base offset)
+type Answered = (i32, i16, i64);
+
+fn answer(topics: &[(&str, &[Answered])]) -> Vec<TopicProduceResponse> {
     topics
         .iter()
         .map(|(name, parts)| {
@@ -60,8 +63,7 @@ fn flat(topics: &[TopicProduceResponse]) -> Vec<(String, i32, i16, i64)> {
 }
 
 #[test]
-fn only_partitions_refused_for_leadership_are_sent_again_and_their_answers_replace_the_refusals(
-) {
+fn only_partitions_refused_for_leadership_are_sent_again_and_their_answers_replace_the_refusals() {
     let original = request(&[("a", &[0, 1, 2]), ("b", &[0])]);
     let mut first = answer(&[
         ("a", &[(0, 0, 10), (1, 6, -1), (2, 7, -1)]),

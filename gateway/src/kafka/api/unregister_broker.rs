@@ -30,7 +30,10 @@ pub(super) async fn unregister_broker(
     };
     match b.node.catalog.remove_agent(id).await {
         Ok(()) => {
-            tracing::info!(agent = id, "agent removed from the cluster; its replicas will be placed on other agents");
+            tracing::info!(
+                agent = id,
+                "agent removed from the cluster; its replicas will be placed on other agents"
+            );
             UnregisterBrokerResponse::default()
         }
         Err(e @ MetaError::UnknownAgent { .. }) => {

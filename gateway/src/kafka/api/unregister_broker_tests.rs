@@ -26,8 +26,16 @@ async fn only_an_agent_that_stopped_can_be_unregistered() {
         })
         .await
         .expect("agent 2 registers");
-    assert_eq!(unregister(b, 2).await.error_code, 42, "INVALID_REQUEST: alive");
-    assert_eq!(unregister(b, 9).await.error_code, 102, "BROKER_ID_NOT_REGISTERED");
+    assert_eq!(
+        unregister(b, 2).await.error_code,
+        42,
+        "INVALID_REQUEST: alive"
+    );
+    assert_eq!(
+        unregister(b, 9).await.error_code,
+        102,
+        "BROKER_ID_NOT_REGISTERED"
+    );
     assert_eq!(unregister(b, -1).await.error_code, 102);
     b.node.catalog.shutdown_agent(2).await.expect("2 stops");
     let done = unregister(b, 2).await;

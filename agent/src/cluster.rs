@@ -141,6 +141,9 @@ pub async fn wait_for_metastore(meta: &Metastore, s: &Settings, node: u64) -> an
             match meta.join(&c.voters, PROGRESS_EVERY).await {
                 Ok(()) => break,
                 Err(MetaError::ShuttingDown) => anyhow::bail!("the metastore stopped"),
+                Err(e @ MetaError::DuplicateAgent { .. }) => {
+                    return Err(DuplicateNodeId(e.to_string()).into())
+                }
                 Err(e) => println!(
                     "aerostream waiting: node {node} is not a member yet and asks the voters {} \
                      to add it as a learner ({}s so far): {e}",
@@ -156,6 +159,87 @@ pub async fn wait_for_metastore(meta: &Metastore, s: &Settings, node: u64) -> an
             Err(MetaError::Timeout { .. }) => println!("{}", waiting_line(c, node, started)),
             Err(e) => return Err(e).context("the metastore did not become ready"),
         }
+    }
+}
+
+/// Another process runs with this agent's `--node-id` (the message says
+/// where); the agent exits with [`DuplicateNodeId::EXIT_CODE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}; every agent needs its own --node-id")]
+pub struct DuplicateNodeId(pub String);
+
+impl DuplicateNodeId {
+    /// `EX_CONFIG`: a configuration error, not worth restarting as is.
+    pub const EXIT_CODE: i32 = 78;
+}
+
+/// The file in the data folder that holds this agent's instance id.
+const INSTANCE_FILE: &str = "agent-instance";
+
+/// This agent's instance id: made at its first start and kept in its data
+/// folder, so the same agent restarted keeps it, and another process
+/// started with the same `--node-id` (elsewhere, or on another folder) has
+/// another one.
+pub fn instance_id(data_dir: &Path) -> anyhow::Result<uuid::Uuid> {
+    let path = data_dir.join(INSTANCE_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .with_context(|| format!("{} does not hold an instance id", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = uuid::Uuid::new_v4();
+            let tmp = data_dir.join(format!("{INSTANCE_FILE}.tmp"));
+            std::fs::write(&tmp, format!("{id}\n"))
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(id)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Before serving anything: when another instance holds the lease of this
+/// agent's id, waits up to one lease (and a second) for it to run out (a
+/// previous life of this agent that died with another data folder), then
+/// refuses to start. The metastore checks again when the agent registers.
+pub async fn check_node_id_free(
+    meta: &Metastore,
+    node: u64,
+    instance: uuid::Uuid,
+    lease: Duration,
+) -> anyhow::Result<()> {
+    let _ = tokio::time::timeout(Duration::from_secs(5), meta.linearizable_barrier()).await;
+    let deadline = Instant::now() + lease + Duration::from_secs(1);
+    let mut said = false;
+    loop {
+        let holder = meta
+            .agents()
+            .into_iter()
+            .find(|a| a.id == node && !a.fenced && a.instance.is_some_and(|i| i != instance));
+        let Some(holder) = holder else {
+            return Ok(());
+        };
+        let at = holder
+            .addrs
+            .quic
+            .or(holder.addrs.kafka)
+            .unwrap_or_else(|| "an unknown address".to_owned());
+        if Instant::now() >= deadline {
+            return Err(DuplicateNodeId(format!(
+                "agent {node} is already running at {at} (another process with the same --node-id holds its lease)"
+            ))
+            .into());
+        }
+        if !said {
+            println!(
+                "aerostream waiting: agent {node} is registered at {at} by another process; \
+                 waiting up to {}s for its lease to run out",
+                (lease + Duration::from_secs(1)).as_secs()
+            );
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

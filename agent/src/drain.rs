@@ -3,8 +3,6 @@
 //! It talks Kafka through the admin command line's client, on one
 //! connection for the whole run.
 
-use std::time::{Duration, Instant};
-
 use crate::cli::agents;
 use crate::cli::client::Client;
 use anyhow::Context;
@@ -52,37 +50,5 @@ async fn drain(args: &DrainArgs) -> anyhow::Result<()> {
     if args.no_wait {
         return Ok(());
     }
-    let started = Instant::now();
-    let mut last = None;
-    loop {
-        match agents::load(&mut client, node).await {
-            Ok(load) if load.replicas == 0 => {
-                println!(
-                    "agent {node} holds no replicas ({}s); it can be stopped",
-                    started.elapsed().as_secs()
-                );
-                return Ok(());
-            }
-            Ok(load) => {
-                if last != Some(load) {
-                    println!(
-                        "agent {node}: {} replicas, {} leaders; {} partition moves under way ({}s)",
-                        load.replicas,
-                        load.leaders,
-                        load.moving,
-                        started.elapsed().as_secs()
-                    );
-                    last = Some(load);
-                }
-            }
-            Err(e) => println!("cannot read progress yet: {e:#}"),
-        }
-        if args.timeout_secs > 0 && started.elapsed() > Duration::from_secs(args.timeout_secs) {
-            anyhow::bail!(
-                "agent {node} still holds replicas after {}s (is there another agent with room for them?)",
-                args.timeout_secs
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    agents::wait_until_empty(&mut client, node, args.timeout_secs, "; it can be stopped").await
 }

@@ -26,6 +26,10 @@ use gateway::connections::ConnectionLimits;
 use gateway::native::quic::{NativeCa, NativeTls};
 use gateway::{Gateway, GatewayOptions};
 
+/// The longest each metastore step of a controlled shutdown waits (the last
+/// heartbeat's answer, then the hand-over itself).
+const HAND_OVER_WAIT: Duration = Duration::from_secs(3);
+
 /// Keeps element counts declared by hostile frames from aborting the process
 /// (see `gateway::alloc`).
 #[global_allocator]
@@ -109,6 +113,12 @@ fn main() -> anyhow::Result<()> {
     if let Some(o) = otel {
         o.shutdown();
     }
+    if let Err(e) = &served {
+        if let Some(dup) = e.downcast_ref::<cluster::DuplicateNodeId>() {
+            eprintln!("Error: {dup}");
+            std::process::exit(cluster::DuplicateNodeId::EXIT_CODE);
+        }
+    }
     served
 }
 
@@ -138,6 +148,14 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
                 tracing::warn!(error = %e, "metastore shutdown failed");
             }
             return Ok(());
+        }
+    }
+    let instance = cluster::instance_id(&s.data_dir)?;
+    if s.cluster.is_some() {
+        let lease = Duration::from_millis(s.agent_lease_ms);
+        if let Err(e) = cluster::check_node_id_free(&meta, node_id, instance, lease).await {
+            let _ = meta.shutdown().await;
+            return Err(e);
         }
     }
     if let Some((user, password)) = &s.admin_user {
@@ -243,10 +261,17 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
                 .map(|c| c.advertised_cluster_addr.clone()),
         },
         rack: s.rack.clone(),
+        instance: Some(instance),
     };
-    meta.register_agent(registration.clone())
-        .await
-        .context("cannot register this node with the metastore")?;
+    match meta.register_agent(registration.clone()).await {
+        Ok(_) => {}
+        Err(e @ metastore::MetaError::DuplicateAgent { .. }) => {
+            gw.shutdown().await;
+            let _ = meta.shutdown().await;
+            return Err(cluster::DuplicateNodeId(e.to_string()).into());
+        }
+        Err(e) => return Err(e).context("cannot register this node with the metastore"),
+    }
     // several heartbeats per lease, so one lost or late does not fence us
     let heartbeat = Duration::from_millis((s.agent_lease_ms / 6).clamp(50, 500));
     let keep_alive = meta.keep_agent_alive(registration, heartbeat);
@@ -273,10 +298,28 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     );
     signals.recv().await;
     tracing::info!("shutting down");
+    // Controlled shutdown: partitions move to in-sync followers before the
+    // logs close (gateway/src/shutdown.rs); a second signal skips the wait.
+    let keep_alive = match &s.cluster {
+        Some(_) => {
+            tokio::select! {
+                h = gw.hand_over(Some(keep_alive), HAND_OVER_WAIT) => tracing::info!(
+                    moved = h.moved,
+                    kept_here = h.kept,
+                    applied = h.applied,
+                    took_ms = u64::try_from(h.took.as_millis()).unwrap_or(u64::MAX),
+                    "handed partition leadership over to in-sync replicas"
+                ),
+                _ = signals.recv() => tracing::warn!("second signal: closing without waiting for the hand-over"),
+            }
+            None
+        }
+        None => Some(keep_alive),
+    };
     drop(replication);
     gw.shutdown().await;
     tiered.tier.shutdown().await;
-    keep_alive.stop();
+    drop(keep_alive);
     if let Err(e) = meta.shutdown().await {
         tracing::warn!(error = %e, "metastore shutdown failed");
     }

@@ -83,6 +83,7 @@ impl Backends {
                 quic: None,
             },
             rack: None,
+            instance: None,
         };
         meta.register_agent(registration.clone())
             .await

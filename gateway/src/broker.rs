@@ -296,6 +296,10 @@ pub struct Broker {
     /// Forwarded requests, sent and served.
     pub forward_counters: Arc<ForwardCounters>,
     forwarder: OnceLock<Arc<Forwarder>>,
+    /// Set when a controlled shutdown starts handing leadership over:
+    /// `/health` answers 503 (load balancers stop sending new clients)
+    /// while requests are still served.
+    leaving: std::sync::atomic::AtomicBool,
     shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
@@ -321,6 +325,7 @@ impl Broker {
             metrics: Metrics::default(),
             forward_counters: Arc::default(),
             forwarder: OnceLock::new(),
+            leaving: std::sync::atomic::AtomicBool::new(false),
             shutting_down: tokio::sync::watch::channel(false).0,
         }
     }
@@ -341,7 +346,20 @@ impl Broker {
         self.forwarder.get()
     }
 
+    /// The agent is on its way down and says so (`/health` 503), but
+    /// still serves: its partitions are being handed over.
+    pub fn begin_leaving(&self) {
+        self.leaving
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the agent is leaving or shutting down.
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(std::sync::atomic::Ordering::SeqCst) || self.is_shutting_down()
+    }
+
     pub fn begin_shutdown(&self) {
+        self.begin_leaving();
         self.shutting_down.send_replace(true);
     }
 

@@ -93,7 +93,9 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         MetaError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
         MetaError::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
         MetaError::InvalidConfig { .. } => ResponseError::InvalidConfig,
-        MetaError::InvalidRequest { .. } => ResponseError::InvalidRequest,
+        MetaError::InvalidRequest { .. }
+        | MetaError::DuplicateAgent { .. }
+        | MetaError::AgentAlive { .. } => ResponseError::InvalidRequest,
         MetaError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound,
         MetaError::InvalidGroupId { .. } => ResponseError::InvalidGroupId,
         MetaError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,

@@ -51,6 +51,7 @@ pub mod native;
 pub mod rest;
 pub mod sasl;
 pub mod server;
+pub mod shutdown;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

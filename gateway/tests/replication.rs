@@ -121,6 +121,7 @@ async fn start_gateway_on(
             quic: meta.raft_addr().map(|a| a.to_string()),
         },
         rack: None,
+        instance: None,
     };
     meta.register_agent(registration.clone()).await.unwrap();
     let alive = meta.keep_agent_alive(registration, Duration::from_millis(200));
@@ -584,6 +585,120 @@ async fn a_shutting_down_leader_refuses_forwarded_produce() {
         "NOT_LEADER_OR_FOLLOWER once the leader is shutting down"
     );
     assert_eq!(served(), before, "the leader served nothing more");
+    for id in [1, 2, 3] {
+        c.stop(id).await;
+    }
+}
+
+/// Produces batch `i` with acks=all to `addr` at Produce `version`.
+async fn produce_at(addr: &str, i: usize, version: i16) -> ProduceResponse {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    roundtrip(
+        &mut s,
+        ApiKey::Produce,
+        version,
+        &ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic_name())
+                .with_partition_data(vec![
+                    PartitionProduceData::default().with_records(Some(batch(i)))
+                ])]),
+    )
+    .await
+}
+
+/// Controlled shutdown: the leader hands its partition to an in-sync
+/// follower before it closes. A produce that still reaches it is answered
+/// NOT_LEADER_OR_FOLLOWER naming the new leader (KIP-951), and the new
+/// leader holds every write the old one acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_hands_over_names_the_new_leader_and_loses_no_acknowledged_write() {
+    let mut c = Cluster::start().await;
+    create_replicated_topic(&c).await;
+    let (leader, _, epoch) = c.leadership().unwrap();
+    let addr = kafka_addr(&c, leader);
+    for i in 0..10 {
+        assert_eq!(produce_settled(&addr, i).await, 0, "batch {i}");
+    }
+    let a = c.agents.iter_mut().find(|a| a.id == leader).unwrap();
+    let alive = a._alive.take();
+    let handed =
+        a.gw.as_ref()
+            .unwrap()
+            .hand_over(alive, Duration::from_secs(5))
+            .await;
+    assert!(handed.applied);
+    assert_eq!((handed.moved, handed.kept), (1, 0));
+    // the leaving agent's own view has the change: its write resolved
+    // once applied there
+    let p = c.agent(leader).meta.topic(TOPIC).unwrap().partitions[0].clone();
+    let next = p.leader.unwrap();
+    assert_ne!(next, leader);
+    assert!(!p.isr.contains(&leader), "{:?}", p.isr);
+    assert_eq!(p.leader_epoch, epoch + 1);
+
+    let refused = produce_at(&addr, 10, 10).await;
+    let r = &refused.responses[0].partition_responses[0];
+    assert_eq!(
+        r.error_code, 6,
+        "NOT_LEADER_OR_FOLLOWER from the old leader"
+    );
+    assert_eq!(
+        (r.current_leader.leader_id, r.current_leader.leader_epoch),
+        (BrokerId(next as i32), epoch + 1)
+    );
+    let next_addr = kafka_addr(&c, next);
+    let endpoint = &refused.node_endpoints[0];
+    assert_eq!(
+        format!("{}:{}", endpoint.host, endpoint.port),
+        next_addr,
+        "the new leader's endpoint"
+    );
+    for i in 10..20 {
+        assert_eq!(produce_settled(&next_addr, i).await, 0, "batch {i}");
+    }
+    c.stop(leader).await;
+    assert_eq!(read_all(&next_addr).await, expected(20));
+    for id in [1, 2, 3].into_iter().filter(|id| *id != leader) {
+        c.stop(id).await;
+    }
+}
+
+/// Behind a load balancer the client sees one broker that never moves, so
+/// the agent that forwards a produce follows the leadership itself: a
+/// partition the leader refuses is sent again to the leader the metastore
+/// names once it moved, and the client gets its acknowledgement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_load_balancer_a_produce_refused_by_a_leaving_leader_reaches_the_new_one() {
+    let mut c = Cluster::start_with(true).await;
+    create_replicated_topic(&c).await;
+    let (leader, _, _) = c.leadership().unwrap();
+    let elsewhere = c.agents.iter().find(|a| a.id != leader).unwrap().id;
+    let addr = kafka_addr(&c, elsewhere);
+    assert_eq!(produce_settled(&addr, 0).await, 0);
+    // the leader refuses forwarded requests from now on, and hands its
+    // partition over a moment later
+    c.agent(leader)
+        .gw
+        .as_ref()
+        .unwrap()
+        .broker()
+        .begin_shutdown();
+    let pending = tokio::spawn({
+        let addr = addr.clone();
+        async move { produce(&addr, 1).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let a = c.agents.iter_mut().find(|a| a.id == leader).unwrap();
+    a._alive.take();
+    a.meta.shutdown_agent(leader).await.unwrap();
+    assert_eq!(
+        pending.await.unwrap(),
+        0,
+        "acknowledged by the new leader, not NOT_LEADER_OR_FOLLOWER"
+    );
     for id in [1, 2, 3] {
         c.stop(id).await;
     }

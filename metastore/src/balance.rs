@@ -12,11 +12,13 @@
 //! in the whole cluster:
 //! 1. Only agents that are alive and not draining receive replicas.
 //!    Replicas on fenced agents are neither counted nor moved (as in Kafka,
-//!    a failed agent keeps its replicas until it returns or is drained).
+//!    a failed agent keeps its replicas until it returns, is drained or is
+//!    removed).
 //! 2. A partition is only moved while it has a live leader, no
 //!    reassignment under way, and every replica it keeps is in the ISR, so
 //!    the move can complete and never rests on a lagging copy.
-//! 3. Draining: each replica on a draining agent is replaced, in place (the
+//! 3. Draining: each replica on a draining agent, or on an agent removed
+//!    from the cluster (`RemoveAgent`), is replaced, in place (the
 //!    replacement inherits its position, so preferred leadership moves with
 //!    it), by the agent with the fewest replicas that keeps the partition's
 //!    racks as spread as before.
@@ -173,9 +175,10 @@ pub fn plan(state: &MetaState, max_in_flight: usize) -> Vec<Command> {
     }
     let mut out = Vec::new();
     let mut touched: BTreeSet<(uuid::Uuid, i32)> = BTreeSet::new();
-    let draining = |a: &AgentId| state.agent(*a).is_some_and(|a| a.draining);
+    // an agent removed from the cluster is not registered any more
+    let draining = |a: &AgentId| state.agent(*a).is_none_or(|a| a.draining);
 
-    // rule 3: empty draining agents
+    // rule 3: empty draining and removed agents
     for (topic, p) in partitions() {
         if budget == 0 {
             break;

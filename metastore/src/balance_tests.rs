@@ -143,6 +143,39 @@ fn a_drain_with_nowhere_to_go_moves_only_leadership() {
 }
 
 #[test]
+fn a_removed_agents_replicas_are_placed_on_the_others() {
+    let mut s = with_agents(4);
+    create(&mut s, "a", 8, 3);
+    apply(&mut s, Command::ShutdownAgent { agent_id: 2 }).expect("2 stops");
+    assert!(plan(&s, 3).is_empty(), "a stopped agent keeps its replicas");
+    apply(&mut s, Command::RemoveAgent { agent_id: 2 }).expect("2 is removed");
+    let mut quiet = false;
+    for _ in 0..100 {
+        let cmds = plan(&s, 3);
+        let mut busy = !cmds.is_empty();
+        for c in cmds {
+            apply(&mut s, c).expect("the balancer proposes valid moves");
+        }
+        catch_up(&mut s);
+        for c in lease::plan(&s, T0, T0, LEASE) {
+            busy = true;
+            apply(&mut s, c).expect("the lease engine proposes valid commands");
+        }
+        if !busy {
+            quiet = true;
+            break;
+        }
+    }
+    assert!(quiet, "the balancer did not settle");
+    let (replicas, leaders) = counts(&s, &[1, 2, 3, 4]);
+    assert_eq!((replicas[1], leaders[1]), (0, 0));
+    assert_eq!(replicas.iter().sum::<usize>(), 24);
+    assert!(all(&s)
+        .iter()
+        .all(|p| p.replicas.len() == 3 && p.isr.len() == 3 && !p.is_reassigning()));
+}
+
+#[test]
 fn a_partition_with_a_lagging_replica_is_not_moved() {
     let mut s = with_agents(4);
     create(&mut s, "a", 1, 3);
@@ -175,6 +208,7 @@ fn moves_keep_replicas_spread_over_racks() {
             id,
             addrs: AgentAddrs::default(),
             rack: Some(rack.into()),
+            instance: None,
         };
         let out = apply(&mut s, Command::RegisterAgent { registration });
         assert!(matches!(out, Ok(CommandOutput::Agent(_))));

@@ -160,6 +160,21 @@ pub enum Command {
         agent_id: AgentId,
         draining: bool,
     },
+    /// Proposed by an agent on its way down (controlled shutdown, as
+    /// Kafka's): in one step the agent is fenced and every partition it
+    /// leads moves to the first other live in-sync replica (a new leader
+    /// epoch, the ISR without it); it leaves the ISR of partitions it
+    /// follows. Partitions with no other live in-sync replica stay led by
+    /// it. Answers how many leaderships moved.
+    ShutdownAgent {
+        agent_id: AgentId,
+    },
+    /// An operator removes a fenced agent for good (Kafka
+    /// UnregisterBroker): it leaves the agent list, and the balancer
+    /// re-places its replicas. Refused while the agent holds its lease.
+    RemoveAgent {
+        agent_id: AgentId,
+    },
     /// Kafka AlterPartition: the partition leader changes the ISR.
     AlterIsr {
         topic_id: Uuid,

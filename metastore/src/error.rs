@@ -59,6 +59,17 @@ pub enum MetaError {
     #[error("agent {agent_id} is not registered")]
     UnknownAgent { agent_id: u64 },
 
+    /// Another process registered with an id whose agent still holds its
+    /// lease (two agents started with one `--node-id`). Kafka
+    /// `INVALID_REQUEST` (42).
+    #[error("agent {agent_id} is already running at {addr} (another process with the same --node-id holds its lease)")]
+    DuplicateAgent { agent_id: u64, addr: String },
+
+    /// An agent that holds its lease cannot be removed. Kafka
+    /// `INVALID_REQUEST` (42).
+    #[error("agent {agent_id} is alive (it holds its lease); stop it before removing it")]
+    AgentAlive { agent_id: u64 },
+
     /// A lease decision was made on a view that has since changed (a
     /// heartbeat arrived, another election happened). Nothing was changed;
     /// the decision is re-evaluated on the next tick. Kafka `STALE_CONTROLLER_EPOCH` (11).

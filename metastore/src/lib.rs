@@ -47,6 +47,7 @@
 //!     id: 1,
 //!     addrs: AgentAddrs { kafka: Some("127.0.0.1:9092".into()), ..Default::default() },
 //!     rack: None,
+//!     instance: None,
 //! })
 //! .await?;
 //! let topic = ms.create_topic(CreateTopic::new("orders", 3, -1), false).await?;

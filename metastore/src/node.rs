@@ -543,6 +543,14 @@ impl Node {
     /// learner at `addr`, through the leader wherever it is. A node already
     /// in the membership at that address is left as it is, so a learner that
     /// asks again after a restart is not added twice.
+    /// The cluster address of agent `id` when it holds its lease there,
+    /// not at `addr`.
+    fn live_agent_elsewhere(&self, id: NodeId, addr: &str) -> Option<String> {
+        let applied = self.applied.read();
+        let a = applied.state.agent(id).filter(|a| !a.fenced)?;
+        a.addrs.quic.clone().filter(|q| q != addr)
+    }
+
     async fn admit(&self, id: NodeId, addr: String) -> Result<ForwardResponse, MetaError> {
         let (known, is_voter, in_cluster, index) = {
             let m = self.raft.metrics().borrow().clone();
@@ -573,8 +581,18 @@ impl Node {
                     ),
                 })
             }
-            // a learner that moved: safe to re-address, it does not vote
-            Some(_) => ChangeMembers::SetNodes([(id, node)].into()),
+            // a learner that moved: safe to re-address, it does not vote,
+            // unless its agent still runs at the old address (a second
+            // process started with the same id would take its place)
+            Some(_) => {
+                if let Some(running) = self.live_agent_elsewhere(id, &addr) {
+                    return Err(MetaError::DuplicateAgent {
+                        agent_id: id,
+                        addr: running,
+                    });
+                }
+                ChangeMembers::SetNodes([(id, node)].into())
+            }
             None => ChangeMembers::AddNodes([(id, node)].into()),
         };
         tracing::info!(node = id, addr = %addr, "a node asks to join the metastore as a learner");
@@ -621,6 +639,9 @@ impl Node {
                 Ok(RpcResponse::Forward(Ok(_))) => {
                     tracing::info!(node = self.id, voter, "joined the metastore as a learner");
                     return Ok(());
+                }
+                Ok(RpcResponse::Forward(Err(e @ MetaError::DuplicateAgent { .. }))) => {
+                    return Err(e)
                 }
                 Ok(RpcResponse::Forward(Err(e))) => e.to_string(),
                 Ok(RpcResponse::Refused(reason)) => reason,

@@ -34,6 +34,12 @@ pub struct AgentRegistration {
     /// Rack or availability zone, Kafka's `broker.rack`.
     #[serde(default)]
     pub rack: Option<String>,
+    /// What tells this agent apart from another process started with the
+    /// same id (kept in its data folder, so the same agent restarted keeps
+    /// it). While an agent holds its lease, a registration of its id with
+    /// another instance is refused ([`crate::MetaError::DuplicateAgent`]).
+    #[serde(default)]
+    pub instance: Option<Uuid>,
 }
 
 /// An agent as the metastore knows it.
@@ -56,6 +62,9 @@ pub struct AgentInfo {
     /// its replicas to other agents and places nothing new on it.
     #[serde(default)]
     pub draining: bool,
+    /// The instance of its last registration ([`AgentRegistration::instance`]).
+    #[serde(default)]
+    pub instance: Option<Uuid>,
 }
 
 /// A topic and its partitions, as Kafka Metadata and DescribeConfigs need them.
@@ -338,6 +347,11 @@ pub enum MetaEvent {
         agent_id: AgentId,
     },
     AgentUnfenced {
+        agent_id: AgentId,
+    },
+    /// An operator removed a fenced agent for good; its replicas are
+    /// placed on other agents.
+    AgentRemoved {
         agent_id: AgentId,
     },
     SegmentCommitted {

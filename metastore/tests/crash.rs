@@ -112,6 +112,7 @@ fn writer_process() {
                 ..AgentAddrs::default()
             },
             rack: None,
+            instance: None,
         };
         node.register_agent(registration).await.unwrap();
         say("READY");

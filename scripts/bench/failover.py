@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Failover time of a replicated partition: kill -9 its leader again and
 again while an idempotent acks=all producer writes, and measure how long
-after each kill the first write *sent after the kill* is acknowledged.
+after each kill the first write *sent after the kill* is acknowledged, and
+the longest pause between two acknowledgements around it. With
+`--signal term` the leader gets SIGTERM instead: a controlled shutdown,
+which hands leadership to an in-sync follower before the agent closes.
 
 Three agents on this machine, one partition with three replicas and
 min.insync.replicas=2. After each kill the dead agent is restarted and the
 next kill waits until all three replicas are in sync again.
 
 Usage: scripts/bench/failover.py [--kills 20] [--lease-ms 3000]
-       [--retry-backoff-max-ms N] [--out DIR]
+       [--signal kill|term] [--retry-backoff-max-ms N] [--out DIR]
 Environment: AEROSTREAM_BIN (default: target/release/aerostream, built
 here when missing). Needs confluent-kafka (tests/requirements.txt).
 """
@@ -16,6 +19,7 @@ here when missing). Needs confluent-kafka (tests/requirements.txt).
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +32,7 @@ sys.path.insert(0, os.path.join(root, "tests", "clients"))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from cluster import VOTERS, Cluster, eventually, metadata  # noqa: E402
+from cluster import VOTERS, Cluster, eventually, longest_pause, metadata  # noqa: E402
 
 
 def percentile(xs, p):
@@ -41,6 +45,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--lease-ms", type=int, default=3000)
+    ap.add_argument("--signal", choices=["kill", "term"], default="kill",
+                    help="kill: SIGKILL (the lease fails the leader over); "
+                         "term: SIGTERM (a controlled shutdown hands leadership over)")
     ap.add_argument("--retry-backoff-max-ms", type=int, default=None,
                     help="the producer's retry.backoff.max.ms (librdkafka's default, 1000, when absent)")
     ap.add_argument("--out", default=os.path.join(
@@ -98,15 +105,19 @@ def main():
 
     t = threading.Thread(target=produce, daemon=True)
     t.start()
-    samples, elected = [], []
+    samples, elected, pauses = [], [], []
     try:
         for k in range(args.kills):
             eventually("three in-sync replicas", lambda: len(state()[1]) == 3 and state()[0] > 0,
                        timeout=120)
             time.sleep(1)
             leader, _ = state()
+            agent = c.agent(leader)
             killed = time.time()
-            c.agent(leader).kill9()
+            if args.signal == "term":
+                agent.proc.send_signal(signal.SIGTERM)
+            else:
+                agent.kill9()
             eventually("Metadata names a new leader",
                        lambda: state()[0] not in (leader, -1), timeout=120, every=0.05)
             elected.append(time.time() - killed)
@@ -116,38 +127,54 @@ def main():
                              if s > killed and i in acked_at), default=None),
                 timeout=120, every=0.05)
             samples.append(first - killed)
-            print(f"kill {k + 1}/{args.kills}: agent {leader}; new leader in Metadata after "
-                  f"{elected[-1]:.2f}s; first write sent after the kill acknowledged "
-                  f"{first - killed:.2f}s after it", flush=True)
-            c.agent(leader).start(timeout=120)
+            if agent.proc is not None:
+                code = agent.proc.wait(timeout=60)
+                agent.proc = None
+                if code != 0:
+                    print(f"agent {leader} exited with {code} after SIGTERM", flush=True)
+            time.sleep(0.5)
+            pauses.append(longest_pause(sorted(acked_at.values()), killed, first + 0.5))
+            print(f"{args.signal} {k + 1}/{args.kills}: agent {leader}; new leader in Metadata after "
+                  f"{elected[-1]:.2f}s; first write sent after the signal acknowledged "
+                  f"{first - killed:.2f}s after it; longest pause between acknowledgements "
+                  f"{pauses[-1]:.3f}s", flush=True)
+            agent.start(timeout=120)
     finally:
         stop.set()
         t.join(150)
         c.stop_all()
     summary = {
-        "kills": len(samples), "lease_ms": args.lease_ms,
+        "kills": len(samples), "lease_ms": args.lease_ms, "signal": args.signal,
         "p50_s": percentile(samples, 50), "p90_s": percentile(samples, 90),
         "p99_s": percentile(samples, 99), "max_s": max(samples), "min_s": min(samples),
         "samples_s": [round(s, 3) for s in samples],
         "new_leader_in_metadata_p50_s": percentile(elected, 50),
         "new_leader_in_metadata_p99_s": percentile(elected, 99),
         "new_leader_in_metadata_s": [round(s, 3) for s in elected],
+        "longest_ack_pause_p50_s": percentile(pauses, 50),
+        "longest_ack_pause_p99_s": percentile(pauses, 99),
+        "longest_ack_pause_s": [round(s, 3) for s in pauses],
         "producer_errors": errors[:10],
         "acknowledged": len(acked_at),
     }
     os.makedirs(args.out, exist_ok=True)
     name = f"failover-lease-{args.lease_ms}ms"
+    if args.signal == "term":
+        name = f"failover-sigterm-lease-{args.lease_ms}ms"
     if args.retry_backoff_max_ms is not None:
         name += f"-retry-backoff-max-{args.retry_backoff_max_ms}ms"
         summary["retry_backoff_max_ms"] = args.retry_backoff_max_ms
     with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump(summary, f, indent=2)
-    line = (f"| {args.lease_ms} ms | {len(samples)} | {summary['min_s']:.2f} | {summary['p50_s']:.2f} | "
-            f"{summary['p90_s']:.2f} | {summary['p99_s']:.2f} | {summary['max_s']:.2f} | "
-            f"{summary['new_leader_in_metadata_p50_s']:.2f} / {summary['new_leader_in_metadata_p99_s']:.2f} |")
+    line = (f"| {args.signal} | {args.lease_ms} ms | {len(samples)} | {summary['min_s']:.2f} | "
+            f"{summary['p50_s']:.2f} | {summary['p90_s']:.2f} | {summary['p99_s']:.2f} | "
+            f"{summary['max_s']:.2f} | "
+            f"{summary['new_leader_in_metadata_p50_s']:.2f} / {summary['new_leader_in_metadata_p99_s']:.2f} | "
+            f"{summary['longest_ack_pause_p50_s']:.2f} / {summary['longest_ack_pause_p99_s']:.2f} |")
     with open(os.path.join(args.out, name + ".md"), "w") as f:
-        f.write("| agent lease | kills | min s | p50 s | p90 s | p99 s | max s | new leader in Metadata p50 / p99 s |\n"
-                "|---|---|---|---|---|---|---|---|\n")
+        f.write("| signal | agent lease | kills | min s | p50 s | p90 s | p99 s | max s "
+                "| new leader in Metadata p50 / p99 s | longest pause between acks p50 / p99 s |\n"
+                "|---|---|---|---|---|---|---|---|---|---|\n")
         f.write(line + "\n")
     print(line)
 

@@ -262,11 +262,11 @@ class Production:
     """An idempotent acks=all producer in its own thread; remembers what
     was acknowledged and when."""
 
-    def __init__(self, cluster, topic, partitions=1):
+    def __init__(self, cluster, topic, partitions=1, bootstrap_servers=None):
         from confluent_kafka import Producer
 
         self.p = Producer({
-            "bootstrap.servers": bootstrap(cluster),
+            "bootstrap.servers": bootstrap_servers or bootstrap(cluster),
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 2,
@@ -320,10 +320,10 @@ class Production:
         return self.acked
 
 
-def read_back(cluster, topic, partitions, expected, timeout=90):
+def read_back(cluster, topic, partitions, expected, timeout=90, bootstrap_servers=None):
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"check-{uuid.uuid4().hex[:6]}",
+    c = Consumer({"bootstrap.servers": bootstrap_servers or bootstrap(cluster), "group.id": f"check-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = []
@@ -372,3 +372,21 @@ def drain(via, node, undo=False, timeout=60):
     out = subprocess.run(args, capture_output=True, text=True, timeout=timeout + 30)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
+
+
+def remove_agent(via, node, timeout=60):
+    """`aerostream cluster remove-agent --node N` against the agent `via`;
+    the finished process (its return code and output)."""
+    args = [binary(), "cluster", "remove-agent", "--node", str(node),
+            "--bootstrap", via.bootstrap, "--timeout-secs", str(timeout)]
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout + 30)
+
+
+def longest_pause(times, start, end):
+    """The longest time between two acknowledgements in [start, end]
+    (seconds), counting from `start` to the first one."""
+    inside = [t for t in times if start <= t <= end]
+    if not inside:
+        return end - start
+    gaps = [b - a for a, b in zip([start] + inside, inside)]
+    return max(gaps)

@@ -4,7 +4,9 @@ balancer's address, so clients see one broker and each connection lands on
 an arbitrary agent, which forwards what it does not own to the agent that
 does. confluent-kafka, kafka-python and kafkajs produce and consume in
 groups through the balancer, and keep doing so when an agent behind it is
-killed with SIGKILL; every acknowledged record is read back.
+killed with SIGKILL; every acknowledged record is read back. A rolling
+restart with SIGTERM under acks=all load hands every leadership over
+before each agent closes: nothing acknowledged is lost and no write fails.
 """
 
 import json
@@ -21,7 +23,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
-from cluster import VOTERS, balanced_cluster, eventually, metadata
+from cluster import (VOTERS, Production, assert_nothing_lost, assert_one_record_per_offset,
+                     balanced_cluster, eventually, longest_pause, metadata, read_back)
 
 JS_DIR = os.path.join(os.path.dirname(__file__), "..", "js")
 PARTITIONS = 6
@@ -139,6 +142,55 @@ def test_clients_see_one_broker_at_the_balancer_address(deployment):
     assert md["controller"] == 0
     for p in range(PARTITIONS):
         assert md["replicas"][(topic, p)] == ([0], [0])
+
+
+def partitions_seen_by(agent, topic):
+    """Each partition's (leader, ISR) as the agent's REST API tells them
+    (Kafka Metadata shows the balancer instead)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/v1/topics/{topic}",
+                                timeout=5) as r:
+        return {p["partition"]: (p["leader"], p["isr"]) for p in json.load(r)["partitions"]}
+
+
+def all_in_sync(agent, topic):
+    return all(len(isr) == 3 and leader is not None
+               for leader, isr in partitions_seen_by(agent, topic).values())
+
+
+def test_a_rolling_restart_with_sigterm_under_acks_all_load_loses_nothing(deployment):
+    cluster, balancer = deployment
+    topic = f"lb-roll-{uuid.uuid4().hex[:6]}"
+    create_topic(balancer, topic)
+    prod = Production(cluster, topic, partitions=PARTITIONS, bootstrap_servers=balancer.bootstrap)
+    prod.wait_acked(300)
+    pauses = {}
+    for node in VOTERS:
+        agent = cluster.agent(node)
+        other = cluster.agent(next(n for n in VOTERS if n != node))
+        eventually("every partition has three in-sync replicas", lambda: all_in_sync(other, topic),
+                   timeout=60)
+        led = sum(1 for leader, _ in partitions_seen_by(other, topic).values() if leader == node)
+        stopped = time.time()
+        assert agent.stop() == 0, "a controlled shutdown exits 0"
+        log = agent.run_log()
+        assert "handed partition leadership over" in log, log[-2000:]
+        # it led nothing any more when it closed
+        assert all(leader != node for leader, _ in partitions_seen_by(other, topic).values())
+        n = len(prod.acked)
+        prod.wait_acked(n + 200)
+        pauses[node] = (led, longest_pause(prod.ack_times, stopped - 0.5, time.time()))
+        agent.start(timeout=90)
+    eventually("every partition has three in-sync replicas again",
+               lambda: all_in_sync(cluster.agent(1), topic), timeout=60)
+    n = len(prod.acked)
+    prod.wait_acked(n + 200)
+    acked = prod.finish()
+    print("leaderships and the longest acknowledgement pause (s) at each SIGTERM: "
+          + ", ".join(f"agent {n}: {led} led, {pause:.3f}" for n, (led, pause) in pauses.items()))
+    assert not prod.errors, prod.errors[:3]
+    assert_one_record_per_offset(prod)
+    got = read_back(cluster, topic, PARTITIONS, len(acked), bootstrap_servers=balancer.bootstrap)
+    assert_nothing_lost(acked, got)
 
 
 def test_three_client_stacks_produce_and_consume_in_groups_and_survive_an_agent_killed(deployment):

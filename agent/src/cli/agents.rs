@@ -1,10 +1,14 @@
-//! What `aerostream drain` asks of the cluster: set an agent's
-//! `aerostream.draining` broker config and count what it still holds.
+//! What `aerostream drain` and `aerostream cluster remove-agent` ask of
+//! the cluster: set an agent's `aerostream.draining` broker config or
+//! unregister it (UnregisterBroker), and count what it still holds.
 
 use anyhow::bail;
+use std::time::{Duration, Instant};
+
 use kafka_protocol::messages::{
     incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig},
-    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
+    BrokerId, IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
+    UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -66,4 +70,95 @@ pub async fn load(client: &mut Client, node: i32) -> anyhow::Result<AgentLoad> {
         .await?;
     out.moving = moving.topics.iter().map(|t| t.partitions.len()).sum();
     Ok(out)
+}
+
+/// Flags of `aerostream cluster remove-agent`.
+#[derive(clap::Args)]
+pub struct RemoveAgentArgs {
+    /// The agent (node id) to remove; it must be stopped.
+    #[arg(long)]
+    pub node: i32,
+    /// Return once the agent is removed instead of waiting until its
+    /// replicas are placed elsewhere.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Give up waiting after this many seconds (0: wait as long as it takes).
+    #[arg(long, default_value_t = 0)]
+    pub timeout_secs: u64,
+}
+
+/// Unregisters agent `node`, then prints what it still holds every time
+/// that changes, until it holds no replica.
+pub async fn remove(common: &super::Common, args: &RemoveAgentArgs) -> anyhow::Result<()> {
+    let node = args.node;
+    let mut client = Client::connect_as(
+        &common.bootstrap,
+        common.tls.config()?,
+        common.sasl.login()?,
+    )
+    .await?;
+    let addr = client.bootstrap().to_owned();
+    let resp = client
+        .call(
+            &addr,
+            &UnregisterBrokerRequest::default().with_broker_id(BrokerId(node)),
+            0,
+            0,
+        )
+        .await?;
+    if resp.error_code != 0 {
+        bail!(describe_error(
+            &format!("agent {node}"),
+            resp.error_code,
+            resp.error_message.as_ref()
+        ));
+    }
+    println!("removed agent {node}: its replicas move to other agents");
+    if args.no_wait {
+        return Ok(());
+    }
+    wait_until_empty(&mut client, node, args.timeout_secs, "").await
+}
+
+/// Prints what agent `node` holds every time that changes, until it holds
+/// no replica (then says so, followed by `done`); gives up after
+/// `timeout_secs` (0: never).
+pub async fn wait_until_empty(
+    client: &mut Client,
+    node: i32,
+    timeout_secs: u64,
+    done: &str,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut last = None;
+    loop {
+        match load(client, node).await {
+            Ok(l) if l.replicas == 0 => {
+                println!(
+                    "agent {node} holds no replicas ({}s){done}",
+                    started.elapsed().as_secs()
+                );
+                return Ok(());
+            }
+            Ok(l) => {
+                if last != Some(l) {
+                    println!(
+                        "agent {node}: {} replicas, {} leaders; {} partition moves under way ({}s)",
+                        l.replicas,
+                        l.leaders,
+                        l.moving,
+                        started.elapsed().as_secs()
+                    );
+                    last = Some(l);
+                }
+            }
+            Err(e) => println!("cannot read progress yet: {e:#}"),
+        }
+        if timeout_secs > 0 && started.elapsed() > Duration::from_secs(timeout_secs) {
+            bail!(
+                "agent {node} still holds replicas after {timeout_secs}s (is there another agent with room for them?)"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

@@ -1,4 +1,4 @@
-//! `aerostream cluster info`.
+//! `aerostream cluster info` and `aerostream cluster remove-agent`.
 
 use serde::Serialize;
 
@@ -18,6 +18,10 @@ pub struct ClusterArgs {
 enum ClusterCommand {
     /// Cluster id, controller, brokers (addresses and racks) and topic count.
     Info,
+    /// Remove an agent that failed for good: it must be stopped (its lease
+    /// ran out); its replicas are placed on the other agents, and progress
+    /// is printed until it holds none.
+    RemoveAgent(super::agents::RemoveAgentArgs),
 }
 
 #[derive(Serialize)]
@@ -37,7 +41,9 @@ struct ClusterInfo {
 }
 
 pub async fn run(args: ClusterArgs) -> anyhow::Result<()> {
-    let ClusterCommand::Info = args.command;
+    if let ClusterCommand::RemoveAgent(remove) = &args.command {
+        return super::agents::remove(&args.common, remove).await;
+    }
     let mut client = Client::connect_as(
         &args.common.bootstrap,
         args.common.tls.config()?,

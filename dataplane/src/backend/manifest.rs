@@ -71,6 +71,8 @@ fn retriable(e: &MetaError) -> bool {
         | MetaError::InvalidGroupId { .. }
         | MetaError::OffsetMetadataTooLarge { .. }
         | MetaError::UnknownAgent { .. }
+        | MetaError::DuplicateAgent { .. }
+        | MetaError::AgentAlive { .. }
         | MetaError::StaleRequest { .. }
         | MetaError::FencedLeaderEpoch { .. }
         | MetaError::NotPartitionLeader { .. }

@@ -32,7 +32,7 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 }
 
 async fn health(State(st): State<HttpState>) -> Response {
-    if st.broker.is_shutting_down() {
+    if st.broker.is_leaving() {
         text(
             StatusCode::SERVICE_UNAVAILABLE,
             TEXT,

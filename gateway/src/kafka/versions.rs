@@ -47,6 +47,7 @@ const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
+    (ApiKey::UnregisterBroker, 0, 0),
 ];
 
 /// The advertised (api, min, max) list, clipped to the codec's range.

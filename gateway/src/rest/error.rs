@@ -123,6 +123,9 @@ impl From<MetaError> for ApiError {
             MetaError::InvalidRequest { .. }
             | MetaError::InvalidGroupId { .. }
             | MetaError::OffsetMetadataTooLarge { .. } => (S::BAD_REQUEST, "invalid_request"),
+            MetaError::DuplicateAgent { .. } | MetaError::AgentAlive { .. } => {
+                (S::CONFLICT, "conflict")
+            }
             MetaError::FencedLeaderEpoch { .. } | MetaError::NotPartitionLeader { .. } => {
                 (S::MISDIRECTED_REQUEST, "not_leader")
             }

@@ -51,6 +51,15 @@ pub trait ClusterControl {
     /// forgot the agent.
     fn keep_agent_alive(&self, registration: AgentRegistration, every: Duration) -> AgentKeepAlive;
 
+    /// Controlled shutdown of an agent that stopped heartbeating (see
+    /// `state/leaving.rs`): fences it and moves each partition it leads to
+    /// another live in-sync replica. Returns how many leaderships moved.
+    async fn shutdown_agent(&self, agent_id: AgentId) -> Result<usize, MetaError>;
+
+    /// Removes a fenced agent for good (Kafka UnregisterBroker); the
+    /// balancer re-places its replicas. Refused while it holds its lease.
+    async fn remove_agent(&self, agent_id: AgentId) -> Result<(), MetaError>;
+
     /// Kafka ElectLeaders for one partition.
     async fn elect_leader(
         &self,
@@ -199,10 +208,11 @@ impl ClusterControl for Metastore {
 
     fn keep_agent_alive(&self, registration: AgentRegistration, every: Duration) -> AgentKeepAlive {
         let ms = self.clone();
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let id = registration.id;
             let mut registered = false;
-            loop {
+            while !*stopped.borrow() {
                 let res = if registered {
                     ms.heartbeat(id).await
                 } else {
@@ -214,10 +224,27 @@ impl ClusterControl for Metastore {
                     Err(MetaError::ShuttingDown) => return,
                     Err(e) => tracing::warn!(agent = id, error = %e, "agent heartbeat failed"),
                 }
-                tokio::time::sleep(every).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = stopped.changed() => {}
+                }
             }
         });
-        AgentKeepAlive { task }
+        AgentKeepAlive {
+            task: Some(task),
+            stop,
+        }
+    }
+
+    async fn shutdown_agent(&self, agent_id: AgentId) -> Result<usize, MetaError> {
+        match self.submit_one(Command::ShutdownAgent { agent_id }).await? {
+            CommandOutput::Count(n) => Ok(n),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn remove_agent(&self, agent_id: AgentId) -> Result<(), MetaError> {
+        self.unit_command(Command::RemoveAgent { agent_id }).await
     }
 
     async fn elect_leader(

@@ -224,15 +224,29 @@ impl Metastore {
 /// Keeps an agent's lease alive; stops when dropped.
 #[derive(Debug)]
 pub struct AgentKeepAlive {
-    task: JoinHandle<()>,
+    pub(crate) task: Option<JoinHandle<()>>,
+    pub(crate) stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl AgentKeepAlive {
     pub fn stop(self) {}
+
+    /// Stops heartbeating and returns once the heartbeat under way, if
+    /// any, has its answer, so that no heartbeat of this agent is proposed
+    /// after it returns (a controlled shutdown fences the agent next, and a
+    /// late heartbeat would lift that fence).
+    pub async fn finish(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
 }
 
 impl Drop for AgentKeepAlive {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }

@@ -65,6 +65,7 @@ fn agent(id: u64) -> AgentRegistration {
             ..AgentAddrs::default()
         },
         rack: None,
+        instance: None,
     }
 }
 

@@ -37,8 +37,10 @@ impl MetaState {
                 reg.id
             )));
         }
+        self.check_not_duplicate(&reg)?;
         let info = match self.agents.get_mut(&reg.id) {
             Some(a) => {
+                a.instance = reg.instance;
                 a.addrs = reg.addrs;
                 a.rack = reg.rack;
                 a.registered_ms = now_ms;
@@ -57,6 +59,7 @@ impl MetaState {
                     fenced: false,
                     incarnation: 1,
                     draining: false,
+                    instance: reg.instance,
                 };
                 self.agents.insert(reg.id, a.clone());
                 a

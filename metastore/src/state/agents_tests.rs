@@ -26,6 +26,7 @@ fn registering_again_updates_addresses_and_bumps_incarnation() {
             ..Default::default()
         },
         rack: Some("az-1".into()),
+        instance: None,
     };
     let (r, ev) = apply_at(
         &mut s,

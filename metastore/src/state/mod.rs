@@ -8,6 +8,7 @@
 mod agents;
 mod dedup;
 mod groups;
+mod leaving;
 mod log_start;
 mod reassign;
 mod segments;
@@ -308,6 +309,8 @@ impl MetaState {
             Command::SetAgentDraining { agent_id, draining } => {
                 self.set_agent_draining(agent_id, draining, events)
             }
+            Command::ShutdownAgent { agent_id } => self.shutdown_agent(agent_id, events),
+            Command::RemoveAgent { agent_id } => self.remove_agent(agent_id, events),
             Command::AlterIsr {
                 topic_id,
                 partition,

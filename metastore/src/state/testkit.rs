@@ -23,6 +23,7 @@ pub fn register(state: &mut MetaState, id: AgentId) {
             ..AgentAddrs::default()
         },
         rack: None,
+        instance: None,
     };
     apply(state, Command::RegisterAgent { registration }).expect("register");
 }

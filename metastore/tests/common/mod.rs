@@ -36,6 +36,7 @@ pub fn agent(id: u64) -> AgentRegistration {
             ..AgentAddrs::default()
         },
         rack: None,
+        instance: None,
     }
 }
 

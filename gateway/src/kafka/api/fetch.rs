@@ -308,6 +308,11 @@ pub(super) struct FetchAnswer {
 }
 
 impl FetchAnswer {
+    /// The response, for what is added once it is complete (KIP-951 hints).
+    pub(super) fn response_mut(&mut self) -> &mut FetchResponse {
+        &mut self.response
+    }
+
     /// How long the request waited rather than worked.
     pub(super) fn waited(&self) -> Duration {
         self.waited

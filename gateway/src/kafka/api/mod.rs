@@ -11,13 +11,16 @@ mod fetch;
 mod group_offsets;
 mod groups;
 mod init_producer_id;
+mod leader_hints;
 mod metadata;
 mod offsets;
 mod produce;
+mod produce_forward;
 mod reassignments;
 mod routing;
 mod scram_users;
 mod topics;
+mod unregister_broker;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -291,11 +294,16 @@ pub async fn dispatch(
         RequestKind::Metadata(r) => metadata::metadata(broker, &ctx, r).await.into(),
         RequestKind::DescribeCluster(r) => metadata::describe_cluster(broker, &ctx, r).into(),
         RequestKind::Produce(r) => match produce::produce(broker, &ctx, r).await {
-            Some(resp) => resp.with_throttle_time_ms(produce_wait).into(),
+            Some(resp) => {
+                let mut resp = resp.with_throttle_time_ms(produce_wait);
+                leader_hints::produce(broker, version, &mut resp);
+                resp.into()
+            }
             None => return Ok(None),
         },
         RequestKind::Fetch(r) => {
             let mut answer = fetch::fetch(broker, &ctx, r).await;
+            leader_hints::fetch(broker, version, answer.response_mut());
             clock.waited = answer.waited();
             if !client.forwarded {
                 let wait = quota_wait(broker, &ctx, Traffic::Fetch, answer.record_bytes());
@@ -365,6 +373,9 @@ pub async fn dispatch(
             client_quotas::describe_client_quotas(broker, &ctx, r).into()
         }
         RequestKind::AlterClientQuotas(r) => client_quotas::alter_client_quotas(broker, &ctx, r)
+            .await
+            .into(),
+        RequestKind::UnregisterBroker(r) => unregister_broker::unregister_broker(broker, &ctx, r)
             .await
             .into(),
         RequestKind::CreateAcls(r) => acls::create_acls(broker, &ctx, r).await.into(),

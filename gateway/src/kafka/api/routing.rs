@@ -10,7 +10,8 @@
 //! fetch sessions are applied. An owner that cannot be reached answers for
 //! its partitions with Kafka's retriable errors (NOT_LEADER_OR_FOLLOWER,
 //! COORDINATOR_NOT_AVAILABLE), and the client retries as it would against
-//! a Kafka broker that moved.
+//! a Kafka broker that moved; a produce is first sent again to the leader
+//! named now ([`super::produce_forward`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -126,7 +127,7 @@ async fn call<Q: Encodable, R: Decodable>(
 }
 
 /// A topic entry of a request or response that lists partitions.
-trait Topic: Default {
+pub(super) trait Topic: Default {
     type Part;
     fn name(&self) -> &str;
     fn id(&self) -> Uuid;
@@ -336,7 +337,7 @@ fn merge<R: Topic>(
 /// order the client asked, `unreachable` standing in for partitions whose
 /// leader did not answer. `serve_here` serves this agent's share.
 #[allow(clippy::too_many_arguments)]
-async fn split_by_leader<Q, T, A, R, Fut>(
+pub(super) async fn split_by_leader<Q, T, A, R, Fut>(
     b: &Broker,
     fwd: &Forwarder,
     ctx: &RequestContext,
@@ -408,50 +409,7 @@ pub(super) async fn route(
     };
     let local = |r: RequestKind| Ok(Routed::Local(Box::new(r)));
     match request {
-        RequestKind::Produce(r) => {
-            let acks_none = r.acks == 0;
-            let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0))
-                .max(Duration::from_secs(1))
-                + Duration::from_secs(5);
-            let split = split_by_leader(
-                b,
-                fwd,
-                ctx,
-                header,
-                ApiKey::Produce,
-                ctx.api_version >= 13,
-                r,
-                |r| &mut r.topic_data,
-                |r| async move {
-                    super::produce::produce(b, ctx, r)
-                        .await
-                        .map(|a| a.responses)
-                        .unwrap_or_default()
-                },
-                |a: ProduceResponse| a.responses,
-                |index| {
-                    PartitionProduceResponse::default()
-                        .with_index(index)
-                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                        .with_base_offset(-1)
-                        .with_log_append_time_ms(-1)
-                        .with_log_start_offset(-1)
-                        .with_error_message(Some(super::s(
-                            "the partition's leader could not be reached; retry",
-                        )))
-                },
-                timeout,
-            )
-            .await;
-            match split {
-                Err(r) => local(RequestKind::Produce(r)),
-                Ok(_) if acks_none => Ok(Routed::Answered(None)),
-                Ok(topics) => answered(
-                    ApiKey::Produce,
-                    ProduceResponse::default().with_responses(topics).into(),
-                ),
-            }
-        }
+        RequestKind::Produce(r) => super::produce_forward::route(b, fwd, ctx, header, r).await,
         RequestKind::ListOffsets(r) => {
             let split = split_by_leader(
                 b,

@@ -103,6 +103,7 @@ async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_
                 ..Default::default()
             },
             rack: Some("rack-b".into()),
+            instance: None,
         })
         .await
         .expect("agent 2 registers");

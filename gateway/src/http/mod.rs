@@ -5,8 +5,9 @@
 //! admin endpoints). With security on, all but the probes and `/metrics`
 //! need a login (`auth.rs`), and the ACLs decide what the login's principal
 //! may see and do, as they decide for a Kafka client (`caller.rs`).
-//! Every answer closes its connection, as the listener always has: probes
-//! and scrapers open one connection per request.
+//! Changes from another site's pages are refused (`csrf.rs`). Every answer
+//! closes its connection, as the listener always has: probes and scrapers
+//! open one connection per request.
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use crate::broker::Broker;
 
 mod auth;
 mod caller;
+mod csrf;
 pub mod extension;
 
 pub use caller::Caller;
@@ -121,6 +123,8 @@ pub fn router(state: HttpState) -> Router {
             state.clone(),
             auth::require_login,
         ))
+        // before the login: a forged request costs no password check
+        .layer(middleware::from_fn(csrf::same_origin_changes))
         .layer(middleware::from_fn(close_after))
         .with_state(state)
 }

@@ -161,6 +161,10 @@ pub async fn accept<F, Fut>(
             _ = stop.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // On a dual-stack listener an IPv4 client arrives as
+                    // ::ffff:a.b.c.d: its plain IPv4 form is what ACL hosts
+                    // and the per-address limit name
+                    let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
                     // Over a limit: the stream is dropped, which closes it.
                     let Ok(admitted) = broker.connections.admit(peer.ip()) else {
                         continue;
@@ -276,7 +280,7 @@ async fn connection<S: KafkaStream>(
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut client = Client::direct(format!("/{}", peer.ip()), admitted.id);
+    let mut client = Client::direct(format!("/{}", peer.ip().to_canonical()), admitted.id);
     if let Some(principal) = stream.tls_principal() {
         client.principal = Arc::from(principal);
     }

@@ -423,7 +423,7 @@ async fn a_user_without_acls_is_shown_nothing() {
             _ => c.delete("nobody", &path).await,
         };
         assert_eq!(status, want, "{method} {path}: {body}");
-        if path == "/v1/topics" || path == "/v1/groups" {
+        if want == 200 && (path == "/v1/topics" || path == "/v1/groups") {
             assert_eq!(body, Value::Array(Vec::new()), "{path}");
         }
     }

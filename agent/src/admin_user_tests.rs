@@ -43,7 +43,10 @@ async fn a_credential_someone_else_set_does_not_survive_the_admin_user_flag() {
     );
     assert!(!logs_in(&meta, "admin", "evil"), "so does SCRAM");
     assert!(logs_in(&meta, "admin", "good"));
-    assert!(done.iter().all(|(_, o)| *o == Outcome::Replaced), "{done:?}");
+    assert!(
+        done.iter().all(|(_, o)| *o == Outcome::Replaced),
+        "{done:?}"
+    );
     meta.shutdown().await.unwrap();
 }
 
@@ -58,7 +61,10 @@ async fn a_matching_credential_is_kept_and_a_missing_one_created() {
     let before = meta.scram_credential("admin", ScramMechanism::Sha512);
     let again = ensure(&meta, "admin", "good").await.unwrap();
     assert!(again.iter().all(|(_, o)| *o == Outcome::Kept), "{again:?}");
-    assert_eq!(meta.scram_credential("admin", ScramMechanism::Sha512), before);
+    assert_eq!(
+        meta.scram_credential("admin", ScramMechanism::Sha512),
+        before
+    );
 
     meta.delete_scram_credential("admin", ScramMechanism::Sha256)
         .await

@@ -106,12 +106,11 @@ pub fn principal_of(cert: &CertificateDer<'_>) -> Result<String, PrincipalError>
             let key = x509_parser::objects::oid2abbrev(a.attr_type(), registry)
                 .map(str::to_string)
                 .unwrap_or_else(|_| a.attr_type().to_id_string());
-            let value = attribute_value(a.attr_value()).map_err(|reason| {
-                PrincipalError::Unencodable {
+            let value =
+                attribute_value(a.attr_value()).map_err(|reason| PrincipalError::Unencodable {
                     attribute: key.clone(),
                     reason,
-                }
-            })?;
+                })?;
             attrs.push(format!("{key}={value}"));
         }
         parts.push(attrs.join("+"));
@@ -135,7 +134,9 @@ fn attribute_value(v: &x509_parser::der_parser::asn1_rs::Any<'_>) -> Result<Stri
         // ISO 8859-1, as Java reads it
         Tag::TeletexString => Some(data.iter().map(|&b| char::from(b)).collect()),
         Tag::BmpString if units(2) => {
-            let u16s = data.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]]));
+            let u16s = data
+                .chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]));
             char::decode_utf16(u16s).collect::<Result<String, _>>().ok()
         }
         Tag::UniversalString if units(4) => data

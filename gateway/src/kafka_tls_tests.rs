@@ -84,8 +84,14 @@ fn every_directory_string_type_is_its_text() {
 #[test]
 fn a_value_that_is_no_string_is_written_in_hex_not_dropped() {
     let base = cert_with(vec![
-        (DnType::OrganizationName, DnValue::PrintableString("QQQQ".try_into().unwrap())),
-        (DnType::CommonName, DnValue::PrintableString("XXXX".try_into().unwrap())),
+        (
+            DnType::OrganizationName,
+            DnValue::PrintableString("QQQQ".try_into().unwrap()),
+        ),
+        (
+            DnType::CommonName,
+            DnValue::PrintableString("XXXX".try_into().unwrap()),
+        ),
     ]);
     let octets = retag(&retag(&base, b"XXXX", 0x04), b"QQQQ", 0x02);
     assert_eq!(

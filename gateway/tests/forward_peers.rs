@@ -72,7 +72,10 @@ fn create_topics(topic: &str) -> Vec<u8> {
         .with_request_api_version(VERSION)
         .with_correlation_id(7)
         .with_client_id(Some(StrBytes::from_static_str("admin-tool")))
-        .encode(&mut frame, ApiKey::CreateTopics.request_header_version(VERSION))
+        .encode(
+            &mut frame,
+            ApiKey::CreateTopics.request_header_version(VERSION),
+        )
         .unwrap();
     CreateTopicsRequest::default()
         .with_topics(vec![CreatableTopic::default()
@@ -95,13 +98,22 @@ async fn forward_create(via: &Metastore, topic: &str) -> Result<i16, String> {
         principal: "User:admin",
     };
     let answer = forwarder
-        .call(1, origin, &create_topics(topic), None, Duration::from_secs(10))
+        .call(
+            1,
+            origin,
+            &create_topics(topic),
+            None,
+            Duration::from_secs(10),
+        )
         .await
         .map_err(|e| e.to_string())?
         .ok_or("no answer")?;
     let mut buf = answer;
-    ResponseHeader::decode(&mut buf, ApiKey::CreateTopics.response_header_version(VERSION))
-        .unwrap();
+    ResponseHeader::decode(
+        &mut buf,
+        ApiKey::CreateTopics.response_header_version(VERSION),
+    )
+    .unwrap();
     let resp = CreateTopicsResponse::decode(&mut buf, VERSION).unwrap();
     Ok(resp.topics[0].error_code)
 }

@@ -121,7 +121,12 @@ async fn native_call<Q: Message, R: Message>(s: &mut TcpStream, q: &Q) -> R {
     let h = FrameHeader::decode(&head, u32::MAX).unwrap();
     let mut body = vec![0u8; h.len as usize];
     s.read_exact(&mut body).await.unwrap();
-    assert_eq!(h.op, R::OP, "{:?}", proto::ErrorFrame::decode_body(body.clone().into()));
+    assert_eq!(
+        h.op,
+        R::OP,
+        "{:?}",
+        proto::ErrorFrame::decode_body(body.clone().into())
+    );
     R::decode_body(Bytes::from(body)).unwrap()
 }
 

@@ -223,8 +223,13 @@ async fn a_topic_the_user_may_not_read_is_neither_read_nor_listed() {
     let mut s = c.admin_kafka().await;
     produce(&mut s, "payroll", "salary").await;
     produce(&mut s, "orders", "order").await;
-    c.allow("mon", AclOperation::Describe, ResourceType::Cluster, "kafka-cluster")
-        .await;
+    c.allow(
+        "mon",
+        AclOperation::Describe,
+        ResourceType::Cluster,
+        "kafka-cluster",
+    )
+    .await;
     c.grant(
         AclPermission::Deny,
         "mon",
@@ -236,9 +241,7 @@ async fn a_topic_the_user_may_not_read_is_neither_read_nor_listed() {
     c.allow("mon", AclOperation::Read, ResourceType::Topic, "orders")
         .await;
 
-    let (status, records) = c
-        .get("mon", "/v1/topics/payroll/records?limit=1000")
-        .await;
+    let (status, records) = c.get("mon", "/v1/topics/payroll/records?limit=1000").await;
     assert!(matches!(status, 403 | 404), "{status} {records}");
     assert!(!records.to_string().contains("salary"));
     // the same answer for a topic that does not exist
@@ -310,7 +313,10 @@ async fn changes_need_the_permission_the_kafka_api_needs() {
     let refused = c.delete("dev", "/v1/topics/scratch").await;
     assert_eq!(refused.0, 403);
     let missing = c.delete("dev", "/v1/topics/no-such-topic").await;
-    assert_eq!((missing.0, &missing.1["code"]), (refused.0, &refused.1["code"]));
+    assert_eq!(
+        (missing.0, &missing.1["code"]),
+        (refused.0, &refused.1["code"])
+    );
     c.allow("dev", AclOperation::Delete, ResourceType::Topic, "scratch")
         .await;
     assert_eq!(c.delete("dev", "/v1/topics/scratch").await.0, 204);
@@ -318,8 +324,13 @@ async fn changes_need_the_permission_the_kafka_api_needs() {
     assert_eq!(c.delete("dev", "/v1/topics/scratch").await.0, 404);
 
     // CREATE on the cluster creates any topic
-    c.allow("dev", AclOperation::Create, ResourceType::Cluster, "kafka-cluster")
-        .await;
+    c.allow(
+        "dev",
+        AclOperation::Create,
+        ResourceType::Cluster,
+        "kafka-cluster",
+    )
+    .await;
     assert_eq!(create("other").await.0, 201);
     c.gw.shutdown().await;
 }
@@ -341,10 +352,20 @@ async fn groups_and_their_offsets_show_only_what_the_user_may_describe() {
     let (_, all) = c.get("admin", "/v1/groups").await;
     assert_eq!(names(&all, "group_id").len(), 2, "{all}");
 
-    c.allow("auditor", AclOperation::Describe, ResourceType::Group, "billing")
-        .await;
-    c.allow("auditor", AclOperation::Describe, ResourceType::Topic, "orders")
-        .await;
+    c.allow(
+        "auditor",
+        AclOperation::Describe,
+        ResourceType::Group,
+        "billing",
+    )
+    .await;
+    c.allow(
+        "auditor",
+        AclOperation::Describe,
+        ResourceType::Topic,
+        "orders",
+    )
+    .await;
     let (status, groups) = c.get("auditor", "/v1/groups").await;
     assert_eq!(status, 200);
     assert_eq!(
@@ -353,7 +374,10 @@ async fn groups_and_their_offsets_show_only_what_the_user_may_describe() {
     );
     let (status, g) = c.get("auditor", "/v1/groups/billing").await;
     assert_eq!(status, 200, "{g}");
-    assert_eq!(names(&g["offsets"], "topic"), BTreeSet::from(["orders".into()]));
+    assert_eq!(
+        names(&g["offsets"], "topic"),
+        BTreeSet::from(["orders".into()])
+    );
     let (a, a_body) = c.get("auditor", "/v1/groups/payroll-audit").await;
     let (b, b_body) = c.get("auditor", "/v1/groups/no-such-group").await;
     assert_eq!(a, 403);
@@ -362,8 +386,13 @@ async fn groups_and_their_offsets_show_only_what_the_user_may_describe() {
 
     // DESCRIBE on the cluster lists every group, as Kafka's ListGroups
     // does, but describes none of them
-    c.allow("mon", AclOperation::Describe, ResourceType::Cluster, "kafka-cluster")
-        .await;
+    c.allow(
+        "mon",
+        AclOperation::Describe,
+        ResourceType::Cluster,
+        "kafka-cluster",
+    )
+    .await;
     let (_, groups) = c.get("mon", "/v1/groups").await;
     assert_eq!(names(&groups, "group_id").len(), 2);
     assert_eq!(c.get("mon", "/v1/groups/payroll-audit").await.0, 403);

@@ -29,7 +29,10 @@ fn a_simple_cross_site_post_is_refused() {
         ("content-type", "text/plain;charset=UTF-8"),
         ("content-length", "30"),
     ];
-    assert_eq!(code(Method::POST, &no_origin), Some("unsupported_media_type"));
+    assert_eq!(
+        code(Method::POST, &no_origin),
+        Some("unsupported_media_type")
+    );
     let form = [
         ("host", "127.0.0.1:9001"),
         ("content-type", "application/x-www-form-urlencoded"),
@@ -56,9 +59,15 @@ fn the_listeners_own_pages_and_programs_may_change_things() {
         assert_eq!(code(Method::POST, &h), None, "{origin}");
     }
     // default ports are left out of one or the other
-    let h = [("host", "console.example:443"), ("origin", "https://console.example")];
+    let h = [
+        ("host", "console.example:443"),
+        ("origin", "https://console.example"),
+    ];
     assert_eq!(code(Method::DELETE, &h), None);
-    let h = [("host", "console.example"), ("origin", "http://console.example:80")];
+    let h = [
+        ("host", "console.example"),
+        ("origin", "http://console.example:80"),
+    ];
     assert_eq!(code(Method::DELETE, &h), None);
     // curl: no Origin
     let h = [

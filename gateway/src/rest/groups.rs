@@ -105,7 +105,9 @@ pub async fn list_groups(
     let mut groups: Vec<GroupSummary> = admin::list_groups(&b.node)
         .await?
         .into_iter()
-        .filter(|g| every || caller.may(b, AclOperation::Describe, ResourceType::Group, &g.group_id))
+        .filter(|g| {
+            every || caller.may(b, AclOperation::Describe, ResourceType::Group, &g.group_id)
+        })
         .map(|g| GroupSummary {
             group_id: g.group_id,
             state: g.state,
@@ -151,7 +153,8 @@ pub async fn get_group(
 ) -> Result<Json<GroupDetail>, ApiError> {
     let b = &st.broker;
     caller.require(b, AclOperation::Describe, ResourceType::Group, &id)?;
-    let describable = |topic: &str| caller.may(b, AclOperation::Describe, ResourceType::Topic, topic);
+    let describable =
+        |topic: &str| caller.may(b, AclOperation::Describe, ResourceType::Topic, topic);
     let d = admin::describe_group(&b.node, &id).await?;
     if !d.exists() {
         return Err(ApiError::group_not_found(&id));

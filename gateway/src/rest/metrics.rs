@@ -21,8 +21,8 @@ use utoipa::ToSchema;
 use super::{ApiError, ErrorBody};
 use crate::http::extension::HttpState;
 use crate::http::Caller;
-use metastore::acl::{AclOperation, ResourceType};
 use dataplane::telemetry::{LatencyHistogram, BOUNDS_MICROS};
+use metastore::acl::{AclOperation, ResourceType};
 
 /// A latency histogram: counts per bucket since the agent started.
 #[derive(Debug, Serialize, ToSchema)]

@@ -18,9 +18,9 @@ use super::{ApiError, ErrorBody};
 use crate::broker::Broker;
 use crate::http::extension::HttpState;
 use crate::http::Caller;
-use metastore::acl::{AclOperation, ResourceType};
 use dataplane::node::Unavailable;
 use dataplane::topics::{self, ConfigSource, NewTopic};
+use metastore::acl::{AclOperation, ResourceType};
 
 /// One topic of the list.
 #[derive(Debug, Serialize, ToSchema)]
@@ -147,7 +147,12 @@ async fn detail(b: &Broker, caller: &Caller, t: &TopicInfo) -> Result<TopicDetai
         }
         partitions.push(view);
     }
-    let configs = if caller.may(b, AclOperation::DescribeConfigs, ResourceType::Topic, &t.name) {
+    let configs = if caller.may(
+        b,
+        AclOperation::DescribeConfigs,
+        ResourceType::Topic,
+        &t.name,
+    ) {
         topics::topic_configs(&b.node, t)
     } else {
         Vec::new()
@@ -220,10 +225,7 @@ pub async fn create_topic(
     if !caller.may_on_cluster(b, AclOperation::Create)
         && !caller.may(b, AclOperation::Create, ResourceType::Topic, &req.name)
     {
-        return Err(caller.forbidden(format!(
-            "CREATE on the cluster or on topic '{}'",
-            req.name
-        )));
+        return Err(caller.forbidden(format!("CREATE on the cluster or on topic '{}'", req.name)));
     }
     let created = topics::create_topic(
         &b.node,

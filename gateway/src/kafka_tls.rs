@@ -124,7 +124,7 @@ pub fn principal_of(cert: &CertificateDer<'_>) -> Result<String, PrincipalError>
 fn attribute_value(v: &x509_parser::der_parser::asn1_rs::Any<'_>) -> Result<String, String> {
     use x509_parser::der_parser::asn1_rs::{Tag, ToDer};
     let data = v.data;
-    let units = |n: usize| data.len() % n == 0;
+    let units = |n: usize| data.len().is_multiple_of(n);
     let text: Option<String> = match v.tag() {
         Tag::Utf8String
         | Tag::PrintableString

@@ -2,6 +2,7 @@
 //! root only: it reads settings, builds the runtimes, wires the gateway to the
 //! storage and metastore backends, and shuts everything down on SIGTERM/SIGINT.
 
+mod admin_user;
 mod bucket;
 mod cli;
 mod cluster;
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use metastore::{ClusterControl, Security};
+use metastore::ClusterControl;
 
 use config::{ServeArgs, Settings};
 use dataplane::group::engine::GroupLimits;
@@ -159,7 +160,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         }
     }
     if let Some((user, password)) = &s.admin_user {
-        create_admin_user(&meta, user, password).await?;
+        admin_user::ensure(&meta, user, password).await?;
     }
     let tiered = tiering::wire(&s, &meta).await?;
     bucket::spawn_startup_check(&s);
@@ -331,31 +332,6 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
 /// issued now by the agent's own CA (kept in DATA_DIR/native-tls, made on
 /// first start) for the names a local client or the advertised native
 /// address dials.
-/// Gives `user` SCRAM-SHA-256 and SCRAM-SHA-512 credentials for `password`
-/// unless it already has one for the mechanism.
-async fn create_admin_user(
-    meta: &metastore::Metastore,
-    user: &str,
-    password: &str,
-) -> anyhow::Result<()> {
-    for m in metastore::ScramMechanism::ALL {
-        if meta.scram_credential(user, m).is_some() {
-            continue;
-        }
-        let c = security::scram::credential(m, password, security::scram::DEFAULT_ITERATIONS)
-            .map_err(|e| anyhow::anyhow!(e))?;
-        meta.upsert_scram_credential(user, m, c)
-            .await
-            .with_context(|| format!("creating the admin user {user}"))?;
-        tracing::info!(
-            user,
-            mechanism = m.name(),
-            "created the admin user's credential"
-        );
-    }
-    Ok(())
-}
-
 /// TLS for the Kafka listener, when its files are given.
 fn kafka_tls(s: &Settings) -> anyhow::Result<Option<gateway::kafka_tls::KafkaTls>> {
     let Some(files) = &s.kafka_tls else {

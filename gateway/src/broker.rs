@@ -358,6 +358,25 @@ impl Broker {
         self.leaving.load(std::sync::atomic::Ordering::SeqCst) || self.is_shutting_down()
     }
 
+    /// Whether `who` may perform `operation` on the resource, by the ACLs
+    /// (always, with authorization off): the one decision every front end
+    /// (Kafka, native, HTTP) asks, read from the local metastore replica.
+    pub fn may(
+        &self,
+        who: security::authz::Requester<'_>,
+        operation: metastore::acl::AclOperation,
+        resource_type: metastore::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        let config = &self.config.authz;
+        if !config.enabled {
+            return true;
+        }
+        self.node.catalog.read(|s| {
+            security::authz::decide(config, s.acls(), who, operation, resource_type, name)
+        })
+    }
+
     pub fn begin_shutdown(&self) {
         self.begin_leaving();
         self.shutting_down.send_replace(true);

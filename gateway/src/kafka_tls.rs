@@ -69,13 +69,27 @@ fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, KafkaTlsError>
     Ok(ck)
 }
 
+/// Why a client certificate names no principal; the connection is closed
+/// rather than served as someone else.
+#[derive(Debug, thiserror::Error)]
+pub enum PrincipalError {
+    #[error("the client certificate does not parse: {0}")]
+    Unparsable(String),
+    #[error("the client certificate's subject attribute {attribute} cannot be encoded: {reason}")]
+    Unencodable { attribute: String, reason: String },
+}
+
 /// The principal a client certificate names, as Kafka's default principal
 /// builder does: `User:` and the subject's distinguished name in RFC 2253
-/// form (`User:CN=alice,O=Example`). `None` when the certificate does not
-/// parse (the handshake already verified it, so this does not happen).
-pub fn principal_of(cert: &CertificateDer<'_>) -> Option<String> {
+/// form (`User:CN=alice,O=Example`). An attribute of one of the directory
+/// string types is its text (BMP, universal and teletex strings decoded);
+/// any other value is `#` and the hex of its DER encoding, as RFC 2253
+/// (section 2.4) and Kafka write it, so two certificates whose subjects
+/// differ never share a principal.
+pub fn principal_of(cert: &CertificateDer<'_>) -> Result<String, PrincipalError> {
     use x509_parser::prelude::{FromDer, X509Certificate};
-    let (_, parsed) = X509Certificate::from_der(cert.as_ref()).ok()?;
+    let (_, parsed) = X509Certificate::from_der(cert.as_ref())
+        .map_err(|e| PrincipalError::Unparsable(e.to_string()))?;
     let registry = x509_parser::objects::oid_registry();
     let mut parts = Vec::new();
     // RFC 2253 names the most specific attribute first: the reverse of the
@@ -87,19 +101,60 @@ pub fn principal_of(cert: &CertificateDer<'_>) -> Option<String> {
         .into_iter()
         .rev()
     {
-        let attrs: Vec<String> = rdn
-            .iter()
-            .map(|a| {
-                let key = x509_parser::objects::oid2abbrev(a.attr_type(), registry)
-                    .map(str::to_string)
-                    .unwrap_or_else(|_| a.attr_type().to_id_string());
-                let value = a.as_str().map(escape_dn_value).unwrap_or_default();
-                format!("{key}={value}")
-            })
-            .collect();
+        let mut attrs = Vec::new();
+        for a in rdn.iter() {
+            let key = x509_parser::objects::oid2abbrev(a.attr_type(), registry)
+                .map(str::to_string)
+                .unwrap_or_else(|_| a.attr_type().to_id_string());
+            let value =
+                attribute_value(a.attr_value()).map_err(|reason| PrincipalError::Unencodable {
+                    attribute: key.clone(),
+                    reason,
+                })?;
+            attrs.push(format!("{key}={value}"));
+        }
         parts.push(attrs.join("+"));
     }
-    Some(format!("User:{}", parts.join(",")))
+    Ok(format!("User:{}", parts.join(",")))
+}
+
+/// An attribute value in RFC 2253 form: escaped text for the string types,
+/// `#` and the hex of the DER encoding for anything else (or a string whose
+/// bytes are not valid for its type).
+fn attribute_value(v: &x509_parser::der_parser::asn1_rs::Any<'_>) -> Result<String, String> {
+    use x509_parser::der_parser::asn1_rs::{Tag, ToDer};
+    let data = v.data;
+    let units = |n: usize| data.len().is_multiple_of(n);
+    let text: Option<String> = match v.tag() {
+        Tag::Utf8String
+        | Tag::PrintableString
+        | Tag::NumericString
+        | Tag::Ia5String
+        | Tag::VisibleString => std::str::from_utf8(data).ok().map(str::to_string),
+        // ISO 8859-1, as Java reads it
+        Tag::TeletexString => Some(data.iter().map(|&b| char::from(b)).collect()),
+        Tag::BmpString if units(2) => {
+            let u16s = data
+                .chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]));
+            char::decode_utf16(u16s).collect::<Result<String, _>>().ok()
+        }
+        Tag::UniversalString if units(4) => data
+            .chunks_exact(4)
+            .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        _ => None,
+    };
+    if let Some(text) = text {
+        return Ok(escape_dn_value(&text));
+    }
+    let der = v.to_der_vec().map_err(|e| e.to_string())?;
+    let mut out = String::with_capacity(1 + 2 * der.len());
+    out.push('#');
+    for b in der {
+        out.push_str(&format!("{b:02x}"));
+    }
+    Ok(out)
 }
 
 /// A distinguished name's attribute value with RFC 2253's special
@@ -239,3 +294,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often the certificate files are checked for changes.
 pub const RELOAD_CHECK: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+#[path = "kafka_tls_tests.rs"]
+mod tests;

@@ -63,8 +63,9 @@ pub trait KafkaStream: AsyncRead + AsyncWrite + Unpin + Send {
         resp: ResponseFrame,
     ) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
 
-    /// The principal the client's TLS certificate names (mutual TLS).
-    fn tls_principal(&self) -> Option<String> {
+    /// The principal the client's TLS certificate names (mutual TLS);
+    /// `None` without a client certificate.
+    fn tls_principal(&self) -> Option<Result<String, crate::kafka_tls::PrincipalError>> {
         None
     }
 }
@@ -81,9 +82,9 @@ impl KafkaStream for tokio_rustls::server::TlsStream<TcpStream> {
         self.flush().await
     }
 
-    fn tls_principal(&self) -> Option<String> {
+    fn tls_principal(&self) -> Option<Result<String, crate::kafka_tls::PrincipalError>> {
         let certs = self.get_ref().1.peer_certificates()?;
-        crate::kafka_tls::principal_of(certs.first()?)
+        Some(crate::kafka_tls::principal_of(certs.first()?))
     }
 }
 
@@ -161,6 +162,10 @@ pub async fn accept<F, Fut>(
             _ = stop.changed() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // On a dual-stack listener an IPv4 client arrives as
+                    // ::ffff:a.b.c.d: its plain IPv4 form is what ACL hosts
+                    // and the per-address limit name
+                    let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
                     // Over a limit: the stream is dropped, which closes it.
                     let Ok(admitted) = broker.connections.admit(peer.ip()) else {
                         continue;
@@ -276,9 +281,17 @@ async fn connection<S: KafkaStream>(
     broker: Arc<Broker>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut client = Client::direct(format!("/{}", peer.ip()), admitted.id);
-    if let Some(principal) = stream.tls_principal() {
-        client.principal = Arc::from(principal);
+    let mut client = Client::direct(format!("/{}", peer.ip().to_canonical()), admitted.id);
+    match stream.tls_principal() {
+        None => {}
+        Some(Ok(principal)) => client.principal = Arc::from(principal),
+        // served as no one rather than as whoever an unreadable name is
+        Some(Err(e)) => {
+            tracing::warn!(%peer, error = %e, "closing connection: its client certificate names no principal");
+            drop(admitted);
+            Metrics::add(&broker.metrics.connections_closed, 1);
+            return;
+        }
     }
     // Requests are read through a buffer: a size prefix and a small request
     // (or several pipelined ones) take one read instead of three; a body

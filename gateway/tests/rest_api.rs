@@ -1269,8 +1269,8 @@ async fn console_is_served_from_the_binary_and_calls_only_documented_endpoints()
 }
 
 /// With security on, the REST API and the console need a Kafka user's
-/// login (or a token), and the ACLs decide what it may do; the probes and
-/// /metrics stay open.
+/// login (or a token), and the ACLs decide what it may do (in detail in
+/// `rest_acls.rs`); the probes and /metrics stay open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_security_on_the_api_needs_a_login_the_acls_allow() {
     let backends = Backends::start(Logs::Tiered, 1).await;
@@ -1329,7 +1329,7 @@ async fn with_security_on_the_api_needs_a_login_the_acls_allow() {
         .unwrap();
     assert_eq!(status(as_admin), 201);
     let alice_reads = || {
-        http.get(format!("{base}/v1/topics"))
+        http.get(format!("{base}/v1/cluster"))
             .basic_auth("alice", Some("pw"))
             .send()
     };

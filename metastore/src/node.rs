@@ -536,7 +536,11 @@ impl Node {
 
     /// Whether this node is in the membership it knows (as voter or learner).
     pub(crate) fn is_member(&self) -> bool {
-        self.member_addr(self.id).is_some()
+        self.has_member(self.id)
+    }
+
+    pub(crate) fn has_member(&self, id: NodeId) -> bool {
+        self.member_addr(id).is_some()
     }
 
     /// Adds node `id`, which asked to join from outside the cluster, as a

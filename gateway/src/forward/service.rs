@@ -1,5 +1,8 @@
 //! The owner's side: serves requests other agents forward to this one as
-//! if its own client had sent them.
+//! if its own client had sent them, with the principal the forwarder
+//! names. So only a current member of the cluster may forward: the peer's
+//! certificate must name one, on connecting and on every request (a node
+//! removed from the cluster keeps its certificate, as nothing revokes it).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -7,6 +10,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use metastore::network::services::{ClusterService, PeerCertificate};
+use metastore::ClusterControl;
 use tokio::sync::Notify;
 
 use super::client::Metrics;
@@ -152,12 +156,52 @@ async fn serve_stream(
     }
 }
 
+/// The member of the cluster `peer`'s certificate was issued to, if any.
+///
+/// The cluster CA's certificate proves only that the CA issued it; a node
+/// removed from the cluster, or one the CA issued for a node that never
+/// joined, still holds one. Only a current member may have this agent act
+/// for a principal of its choosing.
+fn member_named(broker: &Broker, peer: &PeerCertificate) -> Option<u64> {
+    let membership = broker.node.catalog.cluster().membership;
+    membership
+        .voters
+        .into_iter()
+        .chain(membership.learners)
+        .find(|id| peer.names_node(*id))
+}
+
+/// Why a peer's connection is closed: its certificate names no member.
+const NOT_A_MEMBER: u32 = 5;
+
+fn refuse(conn: &quinn::Connection, node: Option<u64>) {
+    tracing::warn!(
+        remote = %conn.remote_address(),
+        node,
+        "refused forwarded requests: the peer's certificate names no current member of the cluster"
+    );
+    conn.close(NOT_A_MEMBER.into(), b"not a member of the cluster");
+}
+
 impl ClusterService for ForwardService {
-    fn serve(&self, _peer: PeerCertificate, conn: quinn::Connection) -> BoxFuture<'static, ()> {
+    fn serve(&self, peer: PeerCertificate, conn: quinn::Connection) -> BoxFuture<'static, ()> {
         let broker = self.broker.clone();
         Box::pin(async move {
+            let member = match broker.upgrade() {
+                Some(b) => member_named(&b, &peer),
+                None => return,
+            };
+            let Some(node) = member else {
+                refuse(&conn, None);
+                return;
+            };
             while let Ok((send, recv)) = conn.accept_bi().await {
                 let Some(b) = broker.upgrade() else { return };
+                // removed while connected: nothing more is served
+                if !b.node.catalog.has_member(node) {
+                    refuse(&conn, Some(node));
+                    return;
+                }
                 tokio::spawn(serve_stream(b, send, recv));
             }
         })

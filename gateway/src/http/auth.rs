@@ -4,9 +4,9 @@
 //! `Authorization: Basic` with a SCRAM user's name and password (checked as
 //! SASL/PLAIN checks it), or `Authorization: Bearer` with a JWT the
 //! OAUTHBEARER key set accepts. The principal is then authorized with the
-//! ACLs: reading (GET, HEAD) needs DESCRIBE on the cluster, changing
-//! anything ALTER, or being a superuser. `/health`, `/healthz` and
-//! `/metrics` stay open for probes and scrapers.
+//! ACLs, endpoint by endpoint, as Kafka authorizes the same action
+//! (`caller.rs`). `/health`, `/healthz` and `/metrics` stay open for
+//! probes and scrapers.
 //!
 //! A missing or wrong login gets 401 with `WWW-Authenticate: Basic`, so a
 //! browser asks for one and then sends it with the console's requests.
@@ -30,12 +30,13 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use metastore::acl::{AclOperation, ResourceType};
+use metastore::acl::AclOperation;
 
+use super::caller::Caller;
 use super::HttpState;
 use crate::broker::Broker;
 use crate::rest::ApiError;
-use security::authz::{Requester, CLUSTER_RESOURCE};
+use security::authz::ANONYMOUS;
 
 /// Paths open without a login.
 const OPEN: [&str; 3] = ["/health", "/healthz", "/metrics"];
@@ -166,16 +167,29 @@ fn unauthorized(why: &str) -> Response {
     resp
 }
 
-/// The middleware: passes requests through when security is off, and
-/// otherwise only with a login the ACLs allow.
+/// The client's address as ACL hosts name it (IPv4 for an IPv4-mapped
+/// IPv6 peer).
+fn client_host(req: &Request) -> String {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_canonical().to_string())
+        .unwrap_or_default()
+}
+
+/// The middleware: puts the request's [`Caller`] on it, the principal its
+/// login proves (`User:ANONYMOUS` with security off, or on the open
+/// paths), and refuses a missing or wrong login with 401. What the
+/// principal may do is decided by each handler with the ACLs (see
+/// `caller.rs`); extensions' endpoints by [`cluster_gate`].
 pub(super) async fn require_login(
     State(st): State<HttpState>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let b = &st.broker;
-    let config = &b.config.authz;
-    if !config.enabled || OPEN.contains(&req.uri().path()) {
+    let host = client_host(&req);
+    if !b.config.authz.enabled || OPEN.contains(&req.uri().path()) {
+        req.extensions_mut().insert(Caller::new(ANONYMOUS, host));
         return next.run(req).await;
     }
     let who = match principal(b, req.headers()).await {
@@ -185,36 +199,20 @@ pub(super) async fn require_login(
             return unauthorized(&why);
         }
     };
-    let host = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_canonical().to_string())
-        .unwrap_or_default();
-    let reading = req.method() == Method::GET || req.method() == Method::HEAD;
-    let operation = if reading {
+    req.extensions_mut().insert(Caller::new(who, host));
+    next.run(req).await
+}
+
+/// What an endpoint outside the REST API (an extension's) needs: DESCRIBE
+/// on the cluster to read (GET, HEAD), ALTER to do anything else, or being
+/// a superuser.
+pub(super) fn cluster_gate(b: &Broker, caller: &Caller, method: &Method) -> Result<(), ApiError> {
+    let operation = if method == Method::GET || method == Method::HEAD {
         AclOperation::Describe
     } else {
         AclOperation::Alter
     };
-    let allowed = b.node.catalog.read(|s| {
-        security::authz::decide(
-            config,
-            s.acls(),
-            Requester::new(&who, &host),
-            operation,
-            ResourceType::Cluster,
-            CLUSTER_RESOURCE,
-        )
-    });
-    if !allowed {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!("{who} needs {operation} on the cluster (an ACL) or to be a superuser"),
-        )
-        .into_response();
-    }
-    next.run(req).await
+    caller.require_on_cluster(b, operation)
 }
 
 #[cfg(test)]

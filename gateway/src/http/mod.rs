@@ -3,8 +3,11 @@
 //! web console under `/aerostream/console/` ([`crate::console`]), and
 //! whatever [`HttpExtension`]s the binary adds (tiering figures, test-only
 //! admin endpoints). With security on, all but the probes and `/metrics`
-//! need a login (`auth.rs`). Every answer closes its connection, as the listener
-//! always has: probes and scrapers open one connection per request.
+//! need a login (`auth.rs`), and the ACLs decide what the login's principal
+//! may see and do, as they decide for a Kafka client (`caller.rs`).
+//! Changes from another site's pages are refused (`csrf.rs`). Every answer
+//! closes its connection, as the listener always has: probes and scrapers
+//! open one connection per request.
 
 use std::sync::Arc;
 
@@ -20,8 +23,11 @@ use tokio::sync::watch;
 use crate::broker::Broker;
 
 mod auth;
+mod caller;
+mod csrf;
 pub mod extension;
 
+pub use caller::Caller;
 pub use extension::{HttpExtension, HttpState};
 
 const TEXT: &str = "text/plain";
@@ -58,8 +64,21 @@ async fn metrics(State(st): State<HttpState>) -> Response {
 }
 
 /// Extensions answer first, whatever the method, with their own status
-/// (200, 404, anything else as 400) in plain text.
+/// (200, 404, anything else as 400) in plain text, to a caller with
+/// DESCRIBE (reads) or ALTER (anything else) on the cluster. Others are not
+/// asked about (an extension's endpoint may change something as it
+/// answers): their request goes on to the routes, which do not know it.
 async fn extensions_first(State(st): State<HttpState>, req: Request, next: Next) -> Response {
+    if st.extensions.is_empty() {
+        return next.run(req).await;
+    }
+    let allowed = req
+        .extensions()
+        .get::<Caller>()
+        .is_some_and(|c| auth::cluster_gate(&st.broker, c, req.method()).is_ok());
+    if !allowed {
+        return next.run(req).await;
+    }
     let target = req.uri().path_and_query().map_or_else(
         || req.uri().path().to_string(),
         |pq| pq.as_str().to_string(),
@@ -107,6 +126,8 @@ pub fn router(state: HttpState) -> Router {
             state.clone(),
             auth::require_login,
         ))
+        // before the login: a forged request costs no password check
+        .layer(middleware::from_fn(csrf::same_origin_changes))
         .layer(middleware::from_fn(close_after))
         .with_state(state)
 }

@@ -328,7 +328,7 @@ async fn connection(
     stop: watch::Receiver<bool>,
 ) {
     let link = Link {
-        client: Client::direct(format!("/{}", peer.ip()), admitted.id),
+        client: Client::direct(format!("/{}", peer.ip().to_canonical()), admitted.id),
         broker,
         peer,
         transport: "tcp",

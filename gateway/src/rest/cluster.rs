@@ -1,5 +1,5 @@
 //! `GET /v1/cluster`: the agents, their liveness and roles, and the
-//! metastore leader.
+//! metastore leader. Needs DESCRIBE on the cluster.
 
 use axum::extract::State;
 use axum::Json;
@@ -7,7 +7,10 @@ use metastore::{ClusterControl, Topics};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::{ApiError, ErrorBody};
 use crate::http::extension::HttpState;
+use crate::http::Caller;
+use metastore::acl::AclOperation;
 
 /// One agent of the cluster.
 #[derive(Debug, Serialize, ToSchema)]
@@ -48,10 +51,17 @@ pub struct ClusterView {
     get,
     path = "/v1/cluster",
     tag = "cluster",
-    responses((status = 200, description = "The cluster", body = ClusterView))
+    responses(
+        (status = 200, description = "The cluster", body = ClusterView),
+        (status = 403, description = "`forbidden`: no DESCRIBE on the cluster", body = ErrorBody)
+    )
 )]
-pub async fn get_cluster(State(st): State<HttpState>) -> Json<ClusterView> {
+pub async fn get_cluster(
+    State(st): State<HttpState>,
+    caller: Caller,
+) -> Result<Json<ClusterView>, ApiError> {
     let b = &st.broker;
+    caller.require_on_cluster(b, AclOperation::Describe)?;
     let topics = b.node.catalog.topics();
     let partitions = topics.iter().flat_map(|t| t.partitions.iter());
     let me = u64::try_from(b.config.node_id).ok();
@@ -82,12 +92,12 @@ pub async fn get_cluster(State(st): State<HttpState>) -> Json<ClusterView> {
             }
         })
         .collect();
-    Json(ClusterView {
+    Ok(Json(ClusterView {
         cluster_id: b.node.catalog.cluster().cluster_id,
         node_id: b.config.node_id,
         metastore_leader: b.node.catalog.metastore_leader(),
         topics: topics.len() as u64,
         partitions: partitions.count() as u64,
         agents,
-    })
+    }))
 }

@@ -1,5 +1,11 @@
 //! `/v1/groups`: consumer groups, their members and assignments, and their
 //! committed offsets with the lag behind each partition's high watermark.
+//!
+//! Authorized as Kafka's ListGroups, DescribeGroups and OffsetFetch are:
+//! the list is every group with DESCRIBE on the cluster, else the groups
+//! the caller may describe; a group's detail needs DESCRIBE on the group
+//! (checked before it is looked up), and shows offsets and assignments
+//! only of topics the caller may describe.
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -11,9 +17,11 @@ use super::{ApiError, ErrorBody};
 use crate::broker::Broker;
 use crate::brokers;
 use crate::http::extension::HttpState;
+use crate::http::Caller;
 use crate::kafka::consumer_protocol::decode_consumer_assignment;
 use dataplane::group::admin;
 use dataplane::topics::partition_offsets;
+use metastore::acl::{AclOperation, ResourceType};
 
 /// One group of the list.
 #[derive(Debug, Serialize, ToSchema)]
@@ -76,7 +84,7 @@ pub struct GroupDetail {
     pub total_lag: i64,
 }
 
-/// Every consumer group.
+/// Every consumer group the caller may describe.
 #[utoipa::path(
     get,
     path = "/v1/groups",
@@ -86,10 +94,20 @@ pub struct GroupDetail {
         (status = 503, description = "`unavailable`", body = ErrorBody)
     )
 )]
-pub async fn list_groups(State(st): State<HttpState>) -> Result<Json<Vec<GroupSummary>>, ApiError> {
-    let mut groups: Vec<GroupSummary> = admin::list_groups(&st.broker.node)
+pub async fn list_groups(
+    State(st): State<HttpState>,
+    caller: Caller,
+) -> Result<Json<Vec<GroupSummary>>, ApiError> {
+    let b = &st.broker;
+    // Kafka: DESCRIBE on the cluster lists every group, else those the
+    // caller may describe
+    let every = caller.may_on_cluster(b, AclOperation::Describe);
+    let mut groups: Vec<GroupSummary> = admin::list_groups(&b.node)
         .await?
         .into_iter()
+        .filter(|g| {
+            every || caller.may(b, AclOperation::Describe, ResourceType::Group, &g.group_id)
+        })
         .map(|g| GroupSummary {
             group_id: g.group_id,
             state: g.state,
@@ -123,15 +141,20 @@ async fn high_watermark(b: &Broker, topic: &str, partition: i32) -> Option<i64> 
     params(("id" = String, Path, description = "Group id")),
     responses(
         (status = 200, description = "The group", body = GroupDetail),
+        (status = 403, description = "`forbidden`: no DESCRIBE on the group (whether or not it exists)", body = ErrorBody),
         (status = 404, description = "`group_not_found`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody)
     )
 )]
 pub async fn get_group(
     State(st): State<HttpState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<GroupDetail>, ApiError> {
     let b = &st.broker;
+    caller.require(b, AclOperation::Describe, ResourceType::Group, &id)?;
+    let describable =
+        |topic: &str| caller.may(b, AclOperation::Describe, ResourceType::Topic, topic);
     let d = admin::describe_group(&b.node, &id).await?;
     if !d.exists() {
         return Err(ApiError::group_not_found(&id));
@@ -146,13 +169,19 @@ pub async fn get_group(
             client_host: m.client_host,
             assignment: decode_consumer_assignment(m.assignment).map(|a| {
                 a.into_iter()
+                    .filter(|(topic, _)| describable(topic))
                     .map(|(topic, partitions)| TopicPartitions { topic, partitions })
                     .collect()
             }),
         })
         .collect();
     let mut offsets = Vec::new();
+    // as OffsetFetch for all topics: those the caller may not describe are
+    // left out
     for (topic, parts) in admin::committed_offsets(&b.node, &id, None) {
+        if !describable(&topic) {
+            continue;
+        }
         for c in parts {
             let hw = high_watermark(b, &topic, c.partition).await;
             offsets.push(OffsetView {

@@ -5,6 +5,9 @@
 //! Counters are totals since the agent started: a reader takes two samples
 //! and divides the difference by the time between them (`at_ms`), the same
 //! way Prometheus' `rate()` does, and the same for the histograms' buckets.
+//!
+//! Needs DESCRIBE on the cluster; the storage per topic names only topics
+//! the caller may describe (the totals count every topic).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -15,8 +18,11 @@ use metastore::Topics;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::{ApiError, ErrorBody};
 use crate::http::extension::HttpState;
+use crate::http::Caller;
 use dataplane::telemetry::{LatencyHistogram, BOUNDS_MICROS};
+use metastore::acl::{AclOperation, ResourceType};
 
 /// A latency histogram: counts per bucket since the agent started.
 #[derive(Debug, Serialize, ToSchema)]
@@ -61,7 +67,7 @@ pub struct StorageView {
     /// A segment stays on local disk for `local.retention.*` after its
     /// upload, so the tiers overlap.
     pub tiered_bytes: u64,
-    /// Per topic, by name.
+    /// Per topic, by name: the topics the caller may describe.
     pub topics: Vec<TopicStorage>,
 }
 
@@ -96,10 +102,17 @@ pub struct MetricsView {
     get,
     path = "/v1/metrics",
     tag = "cluster",
-    responses((status = 200, description = "This agent's figures", body = MetricsView))
+    responses(
+        (status = 200, description = "This agent's figures", body = MetricsView),
+        (status = 403, description = "`forbidden`: no DESCRIBE on the cluster", body = ErrorBody)
+    )
 )]
-pub async fn get_metrics(State(st): State<HttpState>) -> Json<MetricsView> {
+pub async fn get_metrics(
+    State(st): State<HttpState>,
+    caller: Caller,
+) -> Result<Json<MetricsView>, ApiError> {
     let b = &st.broker;
+    caller.require_on_cluster(b, AclOperation::Describe)?;
     let m = &b.metrics;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let handles = b.node.partitions.open_handles();
@@ -135,9 +148,17 @@ pub async fn get_metrics(State(st): State<HttpState>) -> Json<MetricsView> {
             .tiered_bytes += tiered;
     }
     let topics: Vec<TopicStorage> = per_topic.into_values().collect();
+    let (local_bytes, tiered_bytes) = (
+        topics.iter().map(|t| t.local_bytes).sum(),
+        topics.iter().map(|t| t.tiered_bytes).sum(),
+    );
+    let topics = topics
+        .into_iter()
+        .filter(|t| caller.may(b, AclOperation::Describe, ResourceType::Topic, &t.topic))
+        .collect();
     let opened = load(&m.connections_opened);
     let closed = load(&m.connections_closed);
-    Json(MetricsView {
+    Ok(Json(MetricsView {
         node_id: b.config.node_id,
         at_ms: dataplane::partition::now_ms(),
         produced_bytes: load(&m.produced_bytes),
@@ -148,9 +169,9 @@ pub async fn get_metrics(State(st): State<HttpState>) -> Json<MetricsView> {
         produce_latency: HistogramView::of(&m.produce_latency),
         fetch_latency: HistogramView::of(&m.fetch_latency),
         storage: StorageView {
-            local_bytes: topics.iter().map(|t| t.local_bytes).sum(),
-            tiered_bytes: topics.iter().map(|t| t.tiered_bytes).sum(),
+            local_bytes,
+            tiered_bytes,
             topics,
         },
-    })
+    }))
 }

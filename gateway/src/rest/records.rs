@@ -1,5 +1,7 @@
 //! `GET /v1/topics/{name}/records`: browse a partition's records from the
-//! leader, up to the high watermark, across both tiers.
+//! leader, up to the high watermark, across both tiers. Reading needs what
+//! a Kafka Fetch needs: READ on the topic, checked before the topic is
+//! looked up.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -15,7 +17,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::unavailable;
 use super::{ApiError, ErrorBody};
 use crate::http::extension::HttpState;
+use crate::http::Caller;
 use dataplane::partition::OffsetQuery;
+use metastore::acl::{AclOperation, ResourceType};
 
 /// Records answered at most per request.
 const MAX_LIMIT: usize = 1000;
@@ -104,6 +108,7 @@ pub struct RecordsPage {
     responses(
         (status = 200, description = "Records", body = RecordsPage),
         (status = 400, description = "`invalid_request`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: no READ on the topic (whether or not it exists)", body = ErrorBody),
         (status = 404, description = "`topic_not_found` or `partition_not_found`", body = ErrorBody),
         (status = 416, description = "`offset_out_of_range`", body = ErrorBody),
         (status = 421, description = "`not_leader`: another agent leads the partition", body = ErrorBody)
@@ -111,11 +116,13 @@ pub struct RecordsPage {
 )]
 pub async fn get_records(
     State(st): State<HttpState>,
+    caller: Caller,
     Path(name): Path<String>,
     query: Result<Query<RecordsQuery>, QueryRejection>,
 ) -> Result<Json<RecordsPage>, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let b = &st.broker;
+    caller.require(b, AclOperation::Read, ResourceType::Topic, &name)?;
+    let Query(q) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let t = b
         .node
         .catalog

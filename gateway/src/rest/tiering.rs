@@ -1,5 +1,6 @@
 //! `GET /v1/tiering`: uploads to object storage, upload lag and the
-//! cold-read cache, as the agent's tiered storage counts them.
+//! cold-read cache, as the agent's tiered storage counts them. Needs
+//! DESCRIBE on the cluster.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -9,6 +10,8 @@ use utoipa::ToSchema;
 
 use super::ApiError;
 use crate::http::extension::HttpState;
+use crate::http::Caller;
+use metastore::acl::AclOperation;
 
 /// The cold-read cache.
 #[derive(Debug, Serialize, ToSchema)]
@@ -57,10 +60,15 @@ pub struct TieringView {
     tag = "tiering",
     responses(
         (status = 200, description = "Tiering figures", body = TieringView),
+        (status = 403, description = "`forbidden`: no DESCRIBE on the cluster", body = super::ErrorBody),
         (status = 404, description = "`tiering_disabled`: this agent has no tiered storage", body = super::ErrorBody)
     )
 )]
-pub async fn get_tiering(State(st): State<HttpState>) -> Result<Json<TieringView>, ApiError> {
+pub async fn get_tiering(
+    State(st): State<HttpState>,
+    caller: Caller,
+) -> Result<Json<TieringView>, ApiError> {
+    caller.require_on_cluster(&st.broker, AclOperation::Describe)?;
     let s = st
         .extensions
         .iter()

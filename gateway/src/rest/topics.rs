@@ -1,4 +1,8 @@
-//! `/v1/topics`: list, create, describe and delete topics.
+//! `/v1/topics`: list, create, describe and delete topics, authorized as
+//! the Kafka APIs that do the same are: Metadata (DESCRIBE on the topic;
+//! the list leaves out topics the caller may not describe), CreateTopics
+//! (CREATE on the cluster or the topic), DescribeConfigs (DESCRIBE_CONFIGS,
+//! else no configs are shown) and DeleteTopics (DELETE on the topic).
 
 use std::collections::BTreeMap;
 
@@ -13,8 +17,10 @@ use utoipa::ToSchema;
 use super::{ApiError, ErrorBody};
 use crate::broker::Broker;
 use crate::http::extension::HttpState;
+use crate::http::Caller;
 use dataplane::node::Unavailable;
 use dataplane::topics::{self, ConfigSource, NewTopic};
+use metastore::acl::{AclOperation, ResourceType};
 
 /// One topic of the list.
 #[derive(Debug, Serialize, ToSchema)]
@@ -102,7 +108,9 @@ fn summary(t: &TopicInfo) -> TopicSummary {
     }
 }
 
-async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
+/// The topic as the caller may see it: its configs only with
+/// DESCRIBE_CONFIGS on it (as Kafka's CreateTopics answer shows them).
+async fn detail(b: &Broker, caller: &Caller, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
     let mut partitions = Vec::with_capacity(t.partitions.len());
     for p in &t.partitions {
         let mut view = PartitionView {
@@ -139,7 +147,17 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
         }
         partitions.push(view);
     }
-    let configs = topics::topic_configs(&b.node, t)
+    let configs = if caller.may(
+        b,
+        AclOperation::DescribeConfigs,
+        ResourceType::Topic,
+        &t.name,
+    ) {
+        topics::topic_configs(&b.node, t)
+    } else {
+        Vec::new()
+    };
+    let configs = configs
         .into_iter()
         .map(|c| ConfigView {
             name: c.name.to_string(),
@@ -160,20 +178,21 @@ async fn detail(b: &Broker, t: &TopicInfo) -> Result<TopicDetail, ApiError> {
     })
 }
 
-/// Every topic, by name.
+/// Every topic the caller may describe, by name.
 #[utoipa::path(
     get,
     path = "/v1/topics",
     tag = "topics",
     responses((status = 200, description = "The topics", body = Vec<TopicSummary>))
 )]
-pub async fn list_topics(State(st): State<HttpState>) -> Json<Vec<TopicSummary>> {
-    let mut topics: Vec<TopicSummary> = st
-        .broker
+pub async fn list_topics(State(st): State<HttpState>, caller: Caller) -> Json<Vec<TopicSummary>> {
+    let b = &st.broker;
+    let mut topics: Vec<TopicSummary> = b
         .node
         .catalog
         .topics()
         .iter()
+        .filter(|t| caller.may(b, AclOperation::Describe, ResourceType::Topic, &t.name))
         .map(|t| summary(t))
         .collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
@@ -189,16 +208,25 @@ pub async fn list_topics(State(st): State<HttpState>) -> Json<Vec<TopicSummary>>
     responses(
         (status = 201, description = "Created", body = TopicDetail),
         (status = 400, description = "`invalid_request`, `invalid_topic_name`, `invalid_partitions`, `invalid_replication_factor` or `invalid_config`", body = ErrorBody),
-        (status = 409, description = "`topic_exists`", body = ErrorBody)
+        (status = 403, description = "`forbidden`: no CREATE on the cluster or the topic; `cross_origin`: sent from another site's page", body = ErrorBody),
+        (status = 409, description = "`topic_exists`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: the body is not sent as JSON", body = ErrorBody)
     )
 )]
 pub async fn create_topic(
     State(st): State<HttpState>,
+    caller: Caller,
     body: Bytes,
 ) -> Result<(StatusCode, Json<TopicDetail>), ApiError> {
     let req: CreateTopicBody = serde_json::from_slice(&body)
         .map_err(|e| ApiError::invalid(format!("the body is not a topic to create: {e}")))?;
     let b = &st.broker;
+    // Kafka: CREATE on the cluster or on the topic
+    if !caller.may_on_cluster(b, AclOperation::Create)
+        && !caller.may(b, AclOperation::Create, ResourceType::Topic, &req.name)
+    {
+        return Err(caller.forbidden(format!("CREATE on the cluster or on topic '{}'", req.name)));
+    }
     let created = topics::create_topic(
         &b.node,
         NewTopic {
@@ -211,7 +239,10 @@ pub async fn create_topic(
         false,
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(detail(b, &created.topic).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(detail(b, &caller, &created.topic).await?),
+    ))
 }
 
 /// A topic's partitions (leader, replicas, ISR, offsets) and configs.
@@ -222,20 +253,23 @@ pub async fn create_topic(
     params(("name" = String, Path, description = "Topic name")),
     responses(
         (status = 200, description = "The topic", body = TopicDetail),
+        (status = 403, description = "`forbidden`: no DESCRIBE on the topic (whether or not it exists)", body = ErrorBody),
         (status = 404, description = "`topic_not_found`", body = ErrorBody)
     )
 )]
 pub async fn get_topic(
     State(st): State<HttpState>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<TopicDetail>, ApiError> {
     let b = &st.broker;
+    caller.require(b, AclOperation::Describe, ResourceType::Topic, &name)?;
     let t = b
         .node
         .catalog
         .topic(&name)
         .ok_or_else(|| ApiError::topic_not_found(&name))?;
-    Ok(Json(detail(b, &t).await?))
+    Ok(Json(detail(b, &caller, &t).await?))
 }
 
 /// Deletes a topic and its data (as Kafka's DeleteTopics does).
@@ -246,14 +280,17 @@ pub async fn get_topic(
     params(("name" = String, Path, description = "Topic name")),
     responses(
         (status = 204, description = "Deleted"),
+        (status = 403, description = "`forbidden`: no DELETE on the topic (whether or not it exists); `cross_origin`: sent from another site's page", body = ErrorBody),
         (status = 404, description = "`topic_not_found`", body = ErrorBody)
     )
 )]
 pub async fn delete_topic(
     State(st): State<HttpState>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let b = &st.broker;
+    caller.require(b, AclOperation::Delete, ResourceType::Topic, &name)?;
     let t = b
         .node
         .catalog

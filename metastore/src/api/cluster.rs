@@ -128,6 +128,10 @@ pub trait ClusterControl {
     /// Whether this node's log names it as a member (voter or learner).
     fn is_member(&self) -> bool;
 
+    /// Whether this node's view of the membership names node `id` (voter
+    /// or learner); a node removed from the cluster is no longer one.
+    fn has_member(&self, id: NodeId) -> bool;
+
     /// Makes these learners voters.
     async fn promote_voters(&self, ids: BTreeSet<NodeId>) -> Result<(), MetaError>;
 
@@ -397,6 +401,10 @@ impl ClusterControl for Metastore {
 
     fn is_member(&self) -> bool {
         self.node.is_member()
+    }
+
+    fn has_member(&self, id: NodeId) -> bool {
+        self.node.has_member(id)
     }
 
     async fn promote_voters(&self, ids: BTreeSet<NodeId>) -> Result<(), MetaError> {

@@ -104,14 +104,8 @@ impl RequestContext {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        let config = &broker.config.authz;
-        if !config.enabled {
-            return true;
-        }
         let who = Requester::new(&self.principal, &self.client_host);
-        broker.node.catalog.read(|s| {
-            security::authz::decide(config, s.acls(), who, operation, resource_type, name)
-        })
+        broker.may(who, operation, resource_type, name)
     }
 
     /// Whether the client may perform `operation` on at least one resource

@@ -59,6 +59,7 @@ async fn register(meta: &Metastore, id: u64, quic: String) {
             quic: Some(quic),
         },
         rack: None,
+        instance: None,
     })
     .await
     .unwrap();

@@ -40,6 +40,7 @@ fn catch_up(s: &mut MetaState) {
                     leader: p.leader.expect("leader"),
                     leader_epoch: p.leader_epoch,
                     isr,
+                    expected_partition_epoch: Some(p.partition_epoch),
                 },
             )
             .expect("grow the ISR");
@@ -157,6 +158,7 @@ fn a_partition_with_a_lagging_replica_is_not_moved() {
             leader: 1,
             leader_epoch: p.leader_epoch,
             isr: vec![1, 2],
+            expected_partition_epoch: Some(p.partition_epoch),
         },
     )
     .expect("shrink");
@@ -248,6 +250,7 @@ fn a_pair_with_nothing_to_move_does_not_stop_the_others() {
                 leader: 1,
                 leader_epoch: p.leader_epoch,
                 isr: vec![1],
+                expected_partition_epoch: Some(p.partition_epoch),
             },
         )
         .expect("shrink");

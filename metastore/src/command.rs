@@ -161,12 +161,21 @@ pub enum Command {
         draining: bool,
     },
     /// Kafka AlterPartition: the partition leader changes the ISR.
+    /// Refused unless the leader is still at `leader_epoch` and the
+    /// partition at `expected_partition_epoch` (the metadata the leader
+    /// counted with when it proposed), so a proposal that arrives late
+    /// cannot undo a change made since.
     AlterIsr {
         topic_id: Uuid,
         partition: i32,
         leader: AgentId,
         leader_epoch: i32,
         isr: Vec<AgentId>,
+        /// `None` only in entries written before the partition epoch was
+        /// checked: they apply unchecked, so a log replays as it applied.
+        /// [`crate::ClusterControl::alter_isr`] always sets it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expected_partition_epoch: Option<i32>,
     },
     /// Leaders report their high watermarks now and then, so a new leader
     /// knows a lower bound of what was committed.

@@ -164,6 +164,7 @@ fn out_of_sync_replicas_are_never_elected_by_leases() {
             leader,
             leader_epoch: 0,
             isr: vec![leader],
+            expected_partition_epoch: None,
         },
         &mut ev,
     )
@@ -227,6 +228,7 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync_again() {
             leader: p.leader.unwrap_or_default(),
             leader_epoch: p.leader_epoch,
             isr,
+            expected_partition_epoch: Some(p.partition_epoch),
         },
         &mut ev,
     )
@@ -272,6 +274,7 @@ fn a_reassignment_completes_once_every_target_replica_is_in_sync() {
             leader: 1,
             leader_epoch: p.leader_epoch,
             isr: vec![1, 2, 3, 4],
+            expected_partition_epoch: Some(p.partition_epoch),
         },
         &mut ev,
     )

@@ -318,9 +318,15 @@ async fn a_silent_agent_loses_its_partitions_to_an_in_sync_replica() {
     // agent 1 returns: it is unfenced and the leader may add it back to the ISR
     ms.heartbeat(1).await.unwrap();
     let p = t.partitions[led_by_1[0] as usize].clone();
-    ms.alter_isr(t.id, p.index, 2, p.leader_epoch, vec![2, 1])
-        .await
-        .unwrap();
+    ms.alter_isr(
+        t.id,
+        p.index,
+        (2, p.leader_epoch),
+        p.partition_epoch,
+        vec![2, 1],
+    )
+    .await
+    .unwrap();
     assert_eq!(
         ms.topic("t").unwrap().partitions[p.index as usize].isr,
         vec![2, 1]

@@ -18,7 +18,7 @@ use crate::backend::{
     Appended, LocalRead, LogBackend, LogError, LogSettings, NotDurable, TimestampOffset,
 };
 use crate::partition::replication::divergence::{self, LeaderLog};
-use crate::partition::replication::replica_set::ReplicaSet;
+use crate::partition::replication::replica_set::{IsrChange, ReplicaSet};
 use crate::partition::replication::wire::Refusal;
 use storage::tier::PartitionKey;
 
@@ -504,17 +504,21 @@ impl Task {
                     key: self.key,
                     change,
                 };
-                if l.isr_requests.send(proposal).is_err() {
-                    l.set.isr_change_failed();
+                if let Err(unsent) = l.isr_requests.send(proposal) {
+                    l.set.isr_change_failed(&unsent.0.change);
                 }
             }
         }
     }
 
-    fn isr_change_failed(&mut self, leader_epoch: i32) {
+    /// The metastore's answer to an ISR change this node proposed, when
+    /// it was not applied (or may not have been: `outcome_unknown`).
+    fn isr_change_failed(&mut self, change: &IsrChange, outcome_unknown: bool) {
         if let Role::Leader(l) = &mut self.role {
-            if l.set.leader_epoch() == leader_epoch {
-                l.set.isr_change_failed();
+            if outcome_unknown {
+                l.set.isr_change_unknown(change, now_ms());
+            } else {
+                l.set.isr_change_failed(change);
             }
         }
     }
@@ -742,7 +746,10 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     leader,
                     leader_epoch,
                 } => t.follow(leader, leader_epoch),
-                Command::IsrChangeFailed { leader_epoch } => t.isr_change_failed(leader_epoch),
+                Command::IsrChangeFailed {
+                    change,
+                    outcome_unknown,
+                } => t.isr_change_failed(&change, outcome_unknown),
                 Command::FollowerFetch { fetch, reply } => {
                     let _ = reply.send(t.follower_fetch(fetch));
                 }

@@ -28,7 +28,8 @@ use crate::types::{
 /// wherever it is) and resolve once committed and applied on this replica
 /// too. The state machine checks a partition change against the partition
 /// as it is when the change applies: `alter_isr` from a leader whose epoch
-/// has moved on gets [`MetaError::FencedLeaderEpoch`]. Membership changes
+/// has moved on gets [`MetaError::FencedLeaderEpoch`], and one proposed at
+/// a partition epoch since passed gets [`MetaError::StaleRequest`]. Membership changes
 /// resolve once the new membership is committed; a new learner catches up
 /// in the background. Agent reads come from the local replica, possibly
 /// stale by [`Metastore::staleness`].
@@ -73,13 +74,17 @@ pub trait ClusterControl {
     async fn set_draining(&self, agent_id: AgentId, draining: bool)
         -> Result<AgentInfo, MetaError>;
 
-    /// Kafka AlterPartition: the leader at `leader_epoch` sets the ISR.
+    /// Kafka AlterPartition: the leader at `leader_epoch`, which last saw
+    /// the partition at `partition_epoch`, sets the ISR. Refused with
+    /// [`MetaError::StaleRequest`] once the partition epoch moved on. After
+    /// an error whose outcome is unknown ([`MetaError::outcome_unknown`])
+    /// the change may still apply, until the partition epoch moves.
     async fn alter_isr(
         &self,
         topic_id: Uuid,
         partition: i32,
-        leader: AgentId,
-        leader_epoch: i32,
+        leader: (AgentId, i32),
+        partition_epoch: i32,
         isr: Vec<AgentId>,
     ) -> Result<LeaderAndEpoch, MetaError>;
 
@@ -273,8 +278,8 @@ impl ClusterControl for Metastore {
         &self,
         topic_id: Uuid,
         partition: i32,
-        leader: AgentId,
-        leader_epoch: i32,
+        (leader, leader_epoch): (AgentId, i32),
+        partition_epoch: i32,
         isr: Vec<AgentId>,
     ) -> Result<LeaderAndEpoch, MetaError> {
         self.leader_command(Command::AlterIsr {
@@ -283,6 +288,7 @@ impl ClusterControl for Metastore {
             leader,
             leader_epoch,
             isr,
+            expected_partition_epoch: Some(partition_epoch),
         })
         .await
     }

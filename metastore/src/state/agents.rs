@@ -281,15 +281,17 @@ impl MetaState {
         Ok(CommandOutput::Leader(out))
     }
 
+    /// `by` is the proposing leader, its leader epoch and the partition
+    /// epoch it last saw (`None` in log entries from before that was sent).
     pub(super) fn alter_isr(
         &mut self,
         topic_id: Uuid,
         partition: i32,
-        leader: AgentId,
-        leader_epoch: i32,
+        by: (AgentId, i32, Option<i32>),
         isr: Vec<AgentId>,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
+        let (leader, leader_epoch, expected_partition_epoch) = by;
         let live: BTreeSet<AgentId> = self.live_agents().into_iter().collect();
         let (topic, current) = {
             let (topic, p) = self.partition_mut(topic_id, partition)?;
@@ -309,6 +311,19 @@ impl MetaState {
                 given: leader_epoch,
                 current: current.leader_epoch,
             });
+        }
+        // the leader counted the ISR of this epoch (plus its own pending
+        // change); any change since, such as the lease engine dropping a
+        // fenced follower, makes its proposal stale
+        if let Some(seen) = expected_partition_epoch {
+            if seen != current.partition_epoch {
+                return Err(MetaError::StaleRequest {
+                    reason: format!(
+                        "{topic}-{partition} moved to partition epoch {} since the leader proposed its ISR at epoch {seen}",
+                        current.partition_epoch
+                    ),
+                });
+            }
         }
         self.check_isr(&topic, &current, &isr)?;
         if !isr.contains(&leader) {

@@ -163,6 +163,7 @@ fn unclean_election_prefers_in_sync_then_any_live_replica() {
             leader: r[0],
             leader_epoch: 0,
             isr: vec![r[0]],
+            expected_partition_epoch: None,
         },
     )
     .unwrap();
@@ -275,6 +276,7 @@ fn alter_isr_only_from_the_current_leader_at_its_epoch() {
                 leader,
                 leader_epoch: epoch,
                 isr,
+                expected_partition_epoch: None,
             },
         )
     };
@@ -332,4 +334,53 @@ fn high_watermark_checkpoints_only_move_forward() {
     );
     assert_eq!(out.unwrap(), CommandOutput::Count(0));
     assert_eq!(s.topic("t").unwrap().partitions[0].high_watermark, 10);
+}
+
+#[test]
+fn alter_isr_from_an_earlier_partition_epoch_is_refused() {
+    let mut s = with_agents(3);
+    let t = create(&mut s, "t", 1, 3);
+    let r = t.partitions[0].replicas.clone();
+    let alter = |s: &mut MetaState, isr: Vec<AgentId>, seen: Option<i32>| {
+        apply(
+            s,
+            Command::AlterIsr {
+                topic_id: t.id,
+                partition: 0,
+                leader: r[0],
+                leader_epoch: 0,
+                isr,
+                expected_partition_epoch: seen,
+            },
+        )
+    };
+    alter(&mut s, vec![r[0], r[1]], Some(0)).expect("shrink at the current epoch");
+    // the leader, at partition epoch 1, proposes to add r[2] back; before
+    // that lands, the lease engine drops the fenced r[1] (epoch 2)
+    fence(&mut s, r[1]);
+    apply(
+        &mut s,
+        Command::ReassignLeadership {
+            topic_id: t.id,
+            partition: 0,
+            expected_partition_epoch: 1,
+            leader: Some(r[0]),
+            isr: vec![r[0]],
+        },
+    )
+    .expect("the lease engine shrinks the ISR");
+    let p = &s.topic("t").unwrap().partitions[0];
+    assert_eq!((p.leader_epoch, p.partition_epoch), (0, 2));
+    assert!(
+        matches!(
+            alter(&mut s, vec![r[0], r[2]], Some(1)),
+            Err(MetaError::StaleRequest { .. })
+        ),
+        "a proposal from partition epoch 1 is stale at epoch 2"
+    );
+    assert_eq!(s.topic("t").unwrap().partitions[0].isr, vec![r[0]]);
+    alter(&mut s, vec![r[0], r[2]], Some(2)).expect("proposed again at the current epoch");
+    // entries logged before the epoch was sent replay unchecked
+    alter(&mut s, vec![r[0]], None).expect("a legacy entry applies");
+    assert_eq!(s.topic("t").unwrap().partitions[0].partition_epoch, 4);
 }

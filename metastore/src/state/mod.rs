@@ -314,7 +314,14 @@ impl MetaState {
                 leader,
                 leader_epoch,
                 isr,
-            } => self.alter_isr(topic_id, partition, leader, leader_epoch, isr, events),
+                expected_partition_epoch,
+            } => self.alter_isr(
+                topic_id,
+                partition,
+                (leader, leader_epoch, expected_partition_epoch),
+                isr,
+                events,
+            ),
             Command::CheckpointHighWatermarks { entries } => {
                 Ok(self.checkpoint_high_watermarks(&entries))
             }

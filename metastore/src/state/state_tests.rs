@@ -279,6 +279,7 @@ fn a_topic_handed_out_is_never_changed_by_later_writes() {
             leader: 1,
             leader_epoch: 0,
             isr: vec![1],
+            expected_partition_epoch: None,
         },
     )
     .unwrap();

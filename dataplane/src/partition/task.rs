@@ -13,7 +13,7 @@ use super::command::{
     Acks, AppendReply, Command, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership,
     OffsetQuery, ReadResult, ReplicaPosition, TaskOffsets, TaskRead,
 };
-use super::{now_ms, PartitionCounters};
+use super::{monotonic_ms, now_ms, PartitionCounters};
 use crate::backend::{
     Appended, LocalRead, LogBackend, LogError, LogSettings, NotDurable, TimestampOffset,
 };
@@ -432,7 +432,7 @@ impl Task {
 
     /// This node leads the partition at `l.assignment.leader_epoch`.
     fn lead(&mut self, l: Leadership) {
-        let now = now_ms();
+        let now = monotonic_ms(); // replica lag: a wall-clock step must not move it
         match &mut self.role {
             Role::Leader(state) if state.set.leader_epoch() == l.assignment.leader_epoch => {
                 state.set.on_assignment(l.assignment);
@@ -516,7 +516,7 @@ impl Task {
     fn isr_change_failed(&mut self, change: &IsrChange, outcome_unknown: bool) {
         if let Role::Leader(l) = &mut self.role {
             if outcome_unknown {
-                l.set.isr_change_unknown(change, now_ms());
+                l.set.isr_change_unknown(change, monotonic_ms());
             } else {
                 l.set.isr_change_failed(change);
             }
@@ -562,7 +562,7 @@ impl Task {
         if f.fetch_offset < local_start || f.fetch_offset > log_end {
             return refuse(answer, Refusal::OffsetOutOfRange);
         }
-        let now = now_ms();
+        let now = monotonic_ms();
         if let Role::Leader(l) = &mut self.role {
             if l.set
                 .on_fetch(f.follower, f.fetch_offset, log_end, now)
@@ -705,7 +705,7 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 // flush.ms, retention and rolls may have made more data durable.
                 t.advance_hw();
                 // followers that stopped fetching leave the ISR
-                t.propose_isr_change(now_ms());
+                t.propose_isr_change(monotonic_ms());
                 // writes parked for a leadership that never came are refused
                 t.unpark();
             }

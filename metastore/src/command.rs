@@ -182,10 +182,19 @@ pub enum Command {
     CheckpointHighWatermarks {
         entries: Vec<(Uuid, i32, i64)>,
     },
+    /// Adds a sealed object to a partition's manifest. Refused when the
+    /// committing leader's `leader_epoch` has been passed (a deposed
+    /// leader's late commit) and when the entry lies wholly below what
+    /// retention trimmed or DeleteRecords removed (it would move the log
+    /// start back); committing an entry already recorded is a no-op.
     CommitSegment {
         topic_id: Uuid,
         partition: i32,
         entry: SegmentEntry,
+        /// `None`: unchecked, in entries logged before it was sent and from
+        /// callers that lead nothing (tools).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        leader_epoch: Option<i32>,
     },
     TrimSegments {
         topic_id: Uuid,

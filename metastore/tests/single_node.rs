@@ -109,8 +109,12 @@ async fn an_embedded_node_applies_writes_and_serves_them_locally() {
         size: 4096,
         ..Default::default()
     };
-    ms.commit_segment(t.id, 0, entry.clone()).await.unwrap();
-    ms.commit_segment(t.id, 0, entry.clone()).await.unwrap();
+    ms.commit_segment(t.id, 0, entry.clone(), None)
+        .await
+        .unwrap();
+    ms.commit_segment(t.id, 0, entry.clone(), None)
+        .await
+        .unwrap();
     assert_eq!(ms.segments(t.id, 0), vec![entry.clone()]);
     assert_eq!(ms.trim_segments(t.id, 0, 100).await.unwrap(), vec![entry]);
 

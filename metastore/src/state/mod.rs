@@ -63,6 +63,10 @@ pub struct MetaState {
     /// Log start floors (DeleteRecords): topic id -> partition -> offset.
     #[serde(default)]
     pub(crate) log_starts: BTreeMap<Uuid, Arc<BTreeMap<i32, i64>>>,
+    /// Where retention last trimmed each partition's manifest (the highest
+    /// `TrimSegments` offset): topic id -> partition -> offset.
+    #[serde(default)]
+    pub(crate) trimmed_below: BTreeMap<Uuid, Arc<BTreeMap<i32, i64>>>,
     /// SASL/SCRAM users: name -> mechanism -> credential.
     #[serde(default)]
     pub(crate) scram_users: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
@@ -329,7 +333,8 @@ impl MetaState {
                 topic_id,
                 partition,
                 entry,
-            } => self.commit_segment(topic_id, partition, entry, events),
+                leader_epoch,
+            } => self.commit_segment(topic_id, partition, entry, leader_epoch, events),
             Command::TrimSegments {
                 topic_id,
                 partition,

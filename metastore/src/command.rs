@@ -109,14 +109,24 @@ pub enum Command {
     RegisterAgent {
         registration: AgentRegistration,
     },
+    /// A renewal of the agent's lease written to the log: proposed by the
+    /// metastore leader when a heartbeat reaches it while the agent is
+    /// fenced (this lifts the fence) or while a fence of it is being
+    /// proposed. Other heartbeats are not logged (see [`crate::lease`]).
     Heartbeat {
         agent_id: AgentId,
     },
-    /// Proposed by the lease driver; rejected as stale if the agent
-    /// heartbeated after the driver looked (`observed_heartbeat_ms` differs).
+    /// Proposed by the lease driver; rejected as stale if the log renewed
+    /// the agent's lease after the driver looked (its `lease_generation`
+    /// is no longer `observed_generation`).
     FenceAgent {
         agent_id: AgentId,
-        observed_heartbeat_ms: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observed_generation: Option<u64>,
+        /// Set instead of the generation in entries logged while
+        /// heartbeats were log entries: those replay as they applied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observed_heartbeat_ms: Option<i64>,
     },
     /// Kafka ElectLeaders (preferred or unclean).
     ElectLeader {

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{unexpected, AgentKeepAlive, Metastore, Topics};
 use crate::command::{runs_within_write_limit, Command, CommandOutput};
 use crate::error::MetaError;
-use crate::network::ForwardRequest;
+use crate::network::{ForwardRequest, ForwardResponse};
 use crate::raft_types::{MetaNode, NodeId};
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ClusterInfo, ElectionType, LeaderAndEpoch,
@@ -44,12 +44,16 @@ pub trait ClusterControl {
     async fn register_agent(&self, registration: AgentRegistration)
         -> Result<AgentInfo, MetaError>;
 
-    /// Renews an agent's lease (and lifts a fence).
+    /// Renews an agent's lease (and lifts a fence): tells the metastore
+    /// leader, which times it on its own clock and writes nothing to the
+    /// log unless the agent is fenced (see `metastore/src/liveness.rs`).
+    /// Fails with [`MetaError::UnknownAgent`] if the agent must register.
     async fn heartbeat(&self, agent_id: AgentId) -> Result<(), MetaError>;
 
     /// Registers an agent and keeps heartbeating every `every` until the
     /// returned handle is stopped or dropped. Re-registers if the cluster
-    /// forgot the agent.
+    /// forgot the agent. A heartbeat that takes longer than half a lease is
+    /// abandoned for the next.
     fn keep_agent_alive(&self, registration: AgentRegistration, every: Duration) -> AgentKeepAlive;
 
     /// Kafka ElectLeaders for one partition.
@@ -199,17 +203,38 @@ impl ClusterControl for Metastore {
     }
 
     async fn heartbeat(&self, agent_id: AgentId) -> Result<(), MetaError> {
-        self.unit_command(Command::Heartbeat { agent_id }).await
+        match self
+            .node
+            .on_leader(ForwardRequest::Heartbeat { agent_id })
+            .await?
+        {
+            ForwardResponse::Heartbeat { .. } => Ok(()),
+            other => Err(MetaError::Storage {
+                reason: format!("heartbeat answered with {other:?}"),
+            }),
+        }
     }
 
     fn keep_agent_alive(&self, registration: AgentRegistration, every: Duration) -> AgentKeepAlive {
         let ms = self.clone();
+        let attempt = (self.node.agent_lease / 2).max(every);
         let task = tokio::spawn(async move {
             let id = registration.id;
             let mut registered = false;
+            // a steady beat whatever each call takes (up to `every`)
+            let mut beat = tokio::time::interval(every);
+            beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                beat.tick().await;
                 let res = if registered {
-                    ms.heartbeat(id).await
+                    tokio::time::timeout(attempt, ms.heartbeat(id))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(MetaError::Timeout {
+                                what: "agent heartbeat".into(),
+                                maybe_applied: false,
+                            })
+                        })
                 } else {
                     ms.register_agent(registration.clone()).await.map(|_| ())
                 };
@@ -219,7 +244,6 @@ impl ClusterControl for Metastore {
                     Err(MetaError::ShuttingDown) => return,
                     Err(e) => tracing::warn!(agent = id, error = %e, "agent heartbeat failed"),
                 }
-                tokio::time::sleep(every).await;
             }
         });
         AgentKeepAlive { task }

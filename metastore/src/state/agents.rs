@@ -4,7 +4,8 @@
 //! A partition's lease is its leader agent's lease: one heartbeat keeps all
 //! of an agent's partitions (as KRaft's broker session does). Deciding *when*
 //! a lease ran out needs a clock and lives in [`crate::lease`]; this module
-//! only checks that the decision is still valid when it is applied.
+//! only checks that the decision is still valid when it is applied (no
+//! renewal was logged since: the agent's `lease_generation`).
 
 use std::collections::BTreeSet;
 
@@ -45,6 +46,7 @@ impl MetaState {
                 a.last_heartbeat_ms = now_ms;
                 a.fenced = false;
                 a.incarnation += 1;
+                a.lease_generation += 1;
                 a.clone()
             }
             None => {
@@ -57,6 +59,7 @@ impl MetaState {
                     fenced: false,
                     incarnation: 1,
                     draining: false,
+                    lease_generation: 1,
                 };
                 self.agents.insert(reg.id, a.clone());
                 a
@@ -77,6 +80,7 @@ impl MetaState {
             .get_mut(&agent_id)
             .ok_or(MetaError::UnknownAgent { agent_id })?;
         a.last_heartbeat_ms = a.last_heartbeat_ms.max(now_ms);
+        a.lease_generation += 1;
         if a.fenced {
             a.fenced = false;
             events.push(MetaEvent::AgentUnfenced { agent_id });
@@ -84,19 +88,30 @@ impl MetaState {
         Ok(CommandOutput::Done)
     }
 
+    /// `observed` is the lease generation the decision saw, or in entries
+    /// logged before generations the heartbeat stamp it saw.
     pub(super) fn fence_agent(
         &mut self,
         agent_id: AgentId,
-        observed_heartbeat_ms: i64,
+        observed: (Option<u64>, Option<i64>),
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         let a = self
             .agents
             .get_mut(&agent_id)
             .ok_or(MetaError::UnknownAgent { agent_id })?;
-        if a.last_heartbeat_ms != observed_heartbeat_ms {
+        let renewed_since = match observed {
+            (Some(generation), _) => a.lease_generation != generation,
+            (None, Some(stamp)) => a.last_heartbeat_ms != stamp,
+            (None, None) => {
+                return Err(MetaError::invalid_request(format!(
+                    "a fence of agent {agent_id} must name the lease generation it judged"
+                )))
+            }
+        };
+        if renewed_since {
             return Err(MetaError::StaleRequest {
-                reason: format!("agent {agent_id} heartbeated after its lease was judged expired"),
+                reason: format!("agent {agent_id} renewed its lease after it was judged expired"),
             });
         }
         if !a.fenced {

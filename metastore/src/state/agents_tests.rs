@@ -4,12 +4,13 @@ use crate::command::Command;
 use crate::types::AgentAddrs;
 
 fn fence(s: &mut MetaState, id: AgentId) {
-    let hb = s.agent(id).unwrap().last_heartbeat_ms;
+    let generation = s.agent(id).unwrap().lease_generation;
     apply(
         s,
         Command::FenceAgent {
             agent_id: id,
-            observed_heartbeat_ms: hb,
+            observed_generation: Some(generation),
+            observed_heartbeat_ms: None,
         },
     )
     .unwrap();
@@ -69,21 +70,63 @@ fn heartbeat_renews_and_unfences() {
 }
 
 #[test]
-fn fencing_is_refused_when_a_heartbeat_raced_it() {
+fn fencing_is_refused_when_a_logged_renewal_raced_it() {
     let mut s = with_agents(1);
-    let stale = s.agent(1).unwrap().last_heartbeat_ms;
-    let (r, _) = apply_at(&mut s, T0 + 100, Command::Heartbeat { agent_id: 1 });
+    let judged = s.agent(1).unwrap().lease_generation;
+    let fence = Command::FenceAgent {
+        agent_id: 1,
+        observed_generation: Some(judged),
+        observed_heartbeat_ms: None,
+    };
+    // the leader logs a heartbeat that reached it while the fence was proposed
+    let (r, _) = apply_at(&mut s, T0 - 5_000, Command::Heartbeat { agent_id: 1 });
     r.unwrap();
+    let err = apply(&mut s, fence.clone()).unwrap_err();
+    assert!(matches!(err, MetaError::StaleRequest { .. }), "{err}");
+    assert!(!s.agent(1).unwrap().fenced);
+    // a registration renews the lease too
+    let judged = s.agent(1).unwrap().lease_generation;
+    register(&mut s, 1);
     let err = apply(
         &mut s,
         Command::FenceAgent {
             agent_id: 1,
-            observed_heartbeat_ms: stale,
+            observed_generation: Some(judged),
+            observed_heartbeat_ms: None,
         },
     )
     .unwrap_err();
-    assert!(matches!(err, MetaError::StaleRequest { .. }));
-    assert!(!s.agent(1).unwrap().fenced);
+    assert!(matches!(err, MetaError::StaleRequest { .. }), "{err}");
+    // a fence that names neither generation nor stamp is malformed
+    assert!(matches!(
+        apply(
+            &mut s,
+            Command::FenceAgent {
+                agent_id: 1,
+                observed_generation: None,
+                observed_heartbeat_ms: None,
+            }
+        ),
+        Err(MetaError::InvalidRequest { .. })
+    ));
+}
+
+#[test]
+fn fences_logged_before_lease_generations_replay_on_the_heartbeat_stamp() {
+    let mut s = with_agents(1);
+    let old = r#"{"FenceAgent":{"agent_id":1,"observed_heartbeat_ms":1}}"#;
+    let stale: Command = serde_json::from_str(old).expect("an old FenceAgent entry");
+    assert!(matches!(
+        apply(&mut s, stale),
+        Err(MetaError::StaleRequest { .. })
+    ));
+    let stamp = s.agent(1).unwrap().last_heartbeat_ms;
+    let current: Command = serde_json::from_str(&format!(
+        r#"{{"FenceAgent":{{"agent_id":1,"observed_heartbeat_ms":{stamp}}}}}"#
+    ))
+    .expect("an old FenceAgent entry");
+    apply(&mut s, current).expect("applies as it did");
+    assert!(s.agent(1).unwrap().fenced);
 }
 
 #[test]

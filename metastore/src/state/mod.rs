@@ -271,8 +271,13 @@ impl MetaState {
             Command::Heartbeat { agent_id } => self.heartbeat(now_ms, agent_id, events),
             Command::FenceAgent {
                 agent_id,
+                observed_generation,
                 observed_heartbeat_ms,
-            } => self.fence_agent(agent_id, observed_heartbeat_ms, events),
+            } => self.fence_agent(
+                agent_id,
+                (observed_generation, observed_heartbeat_ms),
+                events,
+            ),
             Command::ElectLeader {
                 topic_id,
                 partition,

@@ -90,5 +90,8 @@ pub use network::quic::QuicSettings;
 pub use network::tls::RaftTls;
 #[cfg(any(test, feature = "testing"))]
 pub use network::NetworkFaults;
-pub use options::{Bootstrap, MetastoreConfig, RaftTiming, Transport};
+pub use options::{
+    agent_heartbeat_interval, Bootstrap, MetastoreConfig, RaftTiming, Transport,
+    DEFAULT_AGENT_LEASE,
+};
 pub use types::*;

@@ -49,32 +49,37 @@ pub(crate) async fn run(node: Arc<Node>) {
     let lease = node.agent_lease;
     let mut ticker = tokio::time::interval(tick_interval(lease));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // the Raft term this node leads in: a new term is a new leadership,
+    // even if this node did not see itself follow in between
+    let mut led_term: Option<u64> = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             changed = metrics.changed() => if changed.is_err() { return },
         }
-        let leading = {
+        let (leading, term) = {
             let m = metrics.borrow_and_update();
-            m.state == ServerState::Leader && m.current_leader == Some(node.id)
+            (
+                m.state == ServerState::Leader && m.current_leader == Some(node.id),
+                m.current_term,
+            )
         };
         {
             let mut liveness = node.liveness.lock();
-            match (leading, liveness.is_judging()) {
-                (false, true) => liveness.stepped_down(),
-                (true, false) => liveness.took_over(now()),
-                (true, true) => {
-                    if liveness.wake(now(), lease) {
-                        tracing::info!(
-                            "the lease driver ran late; agents get a grace period before any is fenced"
-                        );
-                    }
+            if !leading {
+                if led_term.take().is_some() {
+                    liveness.stepped_down();
                 }
-                (false, false) => {}
+                continue;
             }
-        }
-        if !leading {
-            continue;
+            if led_term != Some(term) {
+                led_term = Some(term);
+                liveness.took_over(now());
+            } else if liveness.wake(now(), lease) {
+                tracing::info!(
+                    "the lease driver ran late; agents get a grace period before any is fenced"
+                );
+            }
         }
         round(&node, lease).await;
         node.liveness.lock().rest(now());

@@ -56,10 +56,6 @@ impl Liveness {
         *self = Liveness::default();
     }
 
-    pub(crate) fn is_judging(&self) -> bool {
-        self.judging_from.is_some()
-    }
-
     /// The driver starts a round at `now`. Rule 2: after a stall longer
     /// than a quarter lease, judging starts over from `now`. Returns
     /// whether it did.

@@ -136,6 +136,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         transport,
         bootstrap,
         agent_lease: Duration::from_millis(s.agent_lease_ms),
+        timing: s.raft_timing,
         partition_moves: s.partition_moves,
         ..metastore::MetastoreConfig::default()
     })
@@ -274,7 +275,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         Err(e) => return Err(e).context("cannot register this node with the metastore"),
     }
     // several heartbeats per lease, so one lost or late does not fence us
-    let heartbeat = Duration::from_millis((s.agent_lease_ms / 6).clamp(50, 500));
+    let heartbeat = metastore::agent_heartbeat_interval(Duration::from_millis(s.agent_lease_ms));
     let keep_alive = meta.keep_agent_alive(registration, heartbeat);
     // Open every partition now rather than on first use, so segments sealed
     // but not yet uploaded before a restart go up without waiting for a client.

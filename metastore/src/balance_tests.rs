@@ -1,10 +1,10 @@
 use super::*;
 use crate::command::CommandOutput;
 use crate::lease;
-use crate::state::testkit::{apply, create, register, with_agents, T0};
+use crate::state::testkit::{apply, create, register, with_agents};
 use crate::types::{AgentAddrs, AgentRegistration};
 
-const LEASE: u64 = 1_000;
+const LEASE: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn drain(s: &mut MetaState, agent_id: AgentId) {
     apply(
@@ -40,6 +40,7 @@ fn catch_up(s: &mut MetaState) {
                     leader: p.leader.expect("leader"),
                     leader_epoch: p.leader_epoch,
                     isr,
+                    expected_partition_epoch: Some(p.partition_epoch),
                 },
             )
             .expect("grow the ISR");
@@ -66,7 +67,7 @@ fn settle(s: &mut MetaState, max_in_flight: usize) -> usize {
         }
         catch_up(s);
         let mut leased = false;
-        for c in lease::plan(s, T0, T0, LEASE) {
+        for c in lease::plan(s, |_| std::time::Duration::ZERO, LEASE) {
             leased = true;
             apply(s, c).expect("the lease engine proposes valid commands");
         }
@@ -135,7 +136,7 @@ fn a_drain_with_nowhere_to_go_moves_only_leadership() {
     create(&mut s, "a", 3, 3);
     drain(&mut s, 1);
     assert!(plan(&s, 3).is_empty(), "three replicas need three agents");
-    for c in lease::plan(&s, T0, T0, LEASE) {
+    for c in lease::plan(&s, |_| std::time::Duration::ZERO, LEASE) {
         apply(&mut s, c).expect("valid");
     }
     assert!(all(&s).iter().all(|p| p.leader != Some(1)));
@@ -190,6 +191,7 @@ fn a_partition_with_a_lagging_replica_is_not_moved() {
             leader: 1,
             leader_epoch: p.leader_epoch,
             isr: vec![1, 2],
+            expected_partition_epoch: Some(p.partition_epoch),
         },
     )
     .expect("shrink");
@@ -282,6 +284,7 @@ fn a_pair_with_nothing_to_move_does_not_stop_the_others() {
                 leader: 1,
                 leader_epoch: p.leader_epoch,
                 isr: vec![1],
+                expected_partition_epoch: Some(p.partition_epoch),
             },
         )
         .expect("shrink");

@@ -109,14 +109,24 @@ pub enum Command {
     RegisterAgent {
         registration: AgentRegistration,
     },
+    /// A renewal of the agent's lease written to the log: proposed by the
+    /// metastore leader when a heartbeat reaches it while the agent is
+    /// fenced (this lifts the fence) or while a fence of it is being
+    /// proposed. Other heartbeats are not logged (see [`crate::lease`]).
     Heartbeat {
         agent_id: AgentId,
     },
-    /// Proposed by the lease driver; rejected as stale if the agent
-    /// heartbeated after the driver looked (`observed_heartbeat_ms` differs).
+    /// Proposed by the lease driver; rejected as stale if the log renewed
+    /// the agent's lease after the driver looked (its `lease_generation`
+    /// is no longer `observed_generation`).
     FenceAgent {
         agent_id: AgentId,
-        observed_heartbeat_ms: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observed_generation: Option<u64>,
+        /// Set instead of the generation in entries logged while
+        /// heartbeats were log entries: those replay as they applied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observed_heartbeat_ms: Option<i64>,
     },
     /// Kafka ElectLeaders (preferred or unclean).
     ElectLeader {
@@ -176,22 +186,40 @@ pub enum Command {
         agent_id: AgentId,
     },
     /// Kafka AlterPartition: the partition leader changes the ISR.
+    /// Refused unless the leader is still at `leader_epoch` and the
+    /// partition at `expected_partition_epoch` (the metadata the leader
+    /// counted with when it proposed), so a proposal that arrives late
+    /// cannot undo a change made since.
     AlterIsr {
         topic_id: Uuid,
         partition: i32,
         leader: AgentId,
         leader_epoch: i32,
         isr: Vec<AgentId>,
+        /// `None` only in entries written before the partition epoch was
+        /// checked: they apply unchecked, so a log replays as it applied.
+        /// [`crate::ClusterControl::alter_isr`] always sets it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expected_partition_epoch: Option<i32>,
     },
     /// Leaders report their high watermarks now and then, so a new leader
     /// knows a lower bound of what was committed.
     CheckpointHighWatermarks {
         entries: Vec<(Uuid, i32, i64)>,
     },
+    /// Adds a sealed object to a partition's manifest. Refused when the
+    /// committing leader's `leader_epoch` has been passed (a deposed
+    /// leader's late commit) and when the entry lies wholly below what
+    /// retention trimmed or DeleteRecords removed (it would move the log
+    /// start back); committing an entry already recorded is a no-op.
     CommitSegment {
         topic_id: Uuid,
         partition: i32,
         entry: SegmentEntry,
+        /// `None`: unchecked, in entries logged before it was sent and from
+        /// callers that lead nothing (tools).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        leader_epoch: Option<i32>,
     },
     TrimSegments {
         topic_id: Uuid,

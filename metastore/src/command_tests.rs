@@ -22,3 +22,16 @@ fn an_item_too_large_on_its_own_gets_a_run_of_its_own() {
     assert_eq!(runs.len(), 3);
     assert!(runs_within_write_limit(Vec::<String>::new()).is_empty());
 }
+
+#[test]
+fn commands_logged_before_epochs_were_carried_still_read() {
+    let old = r#"{"AlterIsr":{"topic_id":"00000000-0000-0000-0000-000000000000","partition":0,"leader":1,"leader_epoch":3,"isr":[1]}}"#;
+    let cmd: Command = serde_json::from_str(old).expect("an old AlterIsr entry");
+    assert!(matches!(
+        cmd,
+        Command::AlterIsr {
+            expected_partition_epoch: None,
+            ..
+        }
+    ));
+}

@@ -195,6 +195,44 @@ impl MetaError {
         )
     }
 
+    /// Whether a write that failed with this error may have been applied
+    /// anyway, or may still be: its outcome is unknown until the metadata
+    /// shows it. Refusals by the state machine and writes that never
+    /// reached a leader were certainly not applied.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            MetaError::Timeout { maybe_applied, .. } => *maybe_applied,
+            // the answer was lost or garbled, or the node stopped while waiting for it
+            MetaError::Network { .. } | MetaError::ShuttingDown | MetaError::Storage { .. } => true,
+            MetaError::TopicAlreadyExists { .. }
+            | MetaError::UnknownTopic { .. }
+            | MetaError::UnknownTopicId { .. }
+            | MetaError::UnknownPartition { .. }
+            | MetaError::InvalidTopicName { .. }
+            | MetaError::InvalidPartitions { .. }
+            | MetaError::InvalidReplicationFactor { .. }
+            | MetaError::InvalidReplicaAssignment { .. }
+            | MetaError::InvalidConfig { .. }
+            | MetaError::InvalidRequest { .. }
+            | MetaError::GroupIdNotFound { .. }
+            | MetaError::InvalidGroupId { .. }
+            | MetaError::OffsetMetadataTooLarge { .. }
+            | MetaError::UnknownAgent { .. }
+            | MetaError::StaleRequest { .. }
+            | MetaError::FencedLeaderEpoch { .. }
+            | MetaError::NotPartitionLeader { .. }
+            | MetaError::IneligibleReplica { .. }
+            | MetaError::ElectionNotNeeded { .. }
+            | MetaError::NoReassignmentInProgress { .. }
+            | MetaError::EligibleLeadersNotAvailable { .. }
+            | MetaError::SegmentOverlap { .. }
+            | MetaError::ProducerIdsExhausted
+            | MetaError::NotLeader { .. }
+            | MetaError::Membership { .. }
+            | MetaError::InvalidSettings { .. } => false,
+        }
+    }
+
     pub(crate) fn invalid_request(reason: impl Into<String>) -> MetaError {
         MetaError::InvalidRequest {
             reason: reason.into(),

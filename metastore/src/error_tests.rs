@@ -30,3 +30,23 @@ fn timeouts_say_when_the_write_may_still_land() {
     assert!(maybe.is_retriable());
     assert!(!MetaError::TopicAlreadyExists { name: "t".into() }.is_retriable());
 }
+
+#[test]
+fn only_unanswered_writes_have_an_unknown_outcome() {
+    let timeout = |maybe_applied| MetaError::Timeout {
+        what: "write".into(),
+        maybe_applied,
+    };
+    assert!(timeout(true).outcome_unknown());
+    assert!(MetaError::ShuttingDown.outcome_unknown());
+    assert!(!timeout(false).outcome_unknown());
+    assert!(!MetaError::NotLeader {
+        node_id: 1,
+        leader: None
+    }
+    .outcome_unknown());
+    assert!(
+        !MetaError::StaleRequest { reason: "r".into() }.outcome_unknown(),
+        "the state machine refused it"
+    );
+}

@@ -1,24 +1,20 @@
 //! The lease engine: decides when an agent's lease has run out and who takes
 //! over the partitions it led.
 //!
-//! Pure: it reads a [`MetaState`] and a `now_ms` handed in, and returns
-//! commands. A small driver on the metastore leader runs it every tick and
-//! proposes the commands through Raft, where the state machine re-checks them
-//! (so a decision made on a view that has since changed is refused, not
-//! applied).
+//! Pure: it reads a [`MetaState`] and how long each agent has been silent
+//! (measured by the metastore leader on its own monotonic clock, see
+//! [`crate::liveness`]), and returns commands. A small driver on the
+//! metastore leader runs it every tick and proposes the commands through
+//! Raft, where the state machine re-checks them (so a decision made on a
+//! view that has since changed is refused, not applied).
 //!
 //! The rules, step by step:
-//! 1. An agent's lease lasts `lease_ms` after its last heartbeat (as the
-//!    log recorded it). A freshly elected metastore leader gives every agent
-//!    at least half a lease from its own start (`leader_since_ms`) before
-//!    judging it: heartbeats sent while the previous leader was dying did not
-//!    reach the log, and a live agent heartbeats several times per lease, so
-//!    half a lease is ample to reach the new leader, while an agent that died
-//!    with the old leader is fenced half a lease after the election instead
-//!    of a whole one. (Fencing a live agent by mistake costs availability,
-//!    never data: epochs fence its writes and it rejoins.)
-//! 2. An agent whose lease ran out is fenced (one `FenceAgent` per agent;
-//!    refused if a heartbeat landed in between).
+//! 1. An agent's lease runs out once it has been silent for longer than
+//!    `lease`. No wall clock takes part: the log's heartbeat stamps (from
+//!    whichever voter led, on its clock) are not consulted.
+//! 2. An agent whose lease ran out is fenced (one `FenceAgent` per agent,
+//!    naming the agent's lease generation; refused if a renewal was logged
+//!    in between).
 //! 3. Partitions are judged against *fenced* agents only, so fencing and
 //!    re-electing happen in two steps: the driver plans again right after a
 //!    fence is applied. For each partition:
@@ -40,24 +36,26 @@
 //!    Every change bumps the partition epoch; a leader change bumps the leader
 //!    epoch, which fences the old leader's writes.
 
+use std::time::Duration;
+
 use crate::command::Command;
 use crate::state::MetaState;
 use crate::types::AgentId;
 
-/// Commands that bring leases and leadership up to date at `now_ms`.
-pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64) -> Vec<Command> {
-    let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
-    // judged no earlier than half a lease after this leader took over
-    let takeover_floor = leader_since_ms
-        .saturating_add(lease_ms / 2)
-        .saturating_sub(lease_ms);
+/// Commands that bring leases and leadership up to date, given how long
+/// each agent has been silent.
+pub fn plan(
+    state: &MetaState,
+    silent_for: impl Fn(AgentId) -> Duration,
+    lease: Duration,
+) -> Vec<Command> {
     let mut out = Vec::new();
     for a in state.agents().filter(|a| !a.fenced) {
-        let renewed = a.last_heartbeat_ms.max(takeover_floor);
-        if now_ms.saturating_sub(renewed) > lease_ms {
+        if silent_for(a.id) > lease {
             out.push(Command::FenceAgent {
                 agent_id: a.id,
-                observed_heartbeat_ms: a.last_heartbeat_ms,
+                observed_generation: Some(a.lease_generation),
+                observed_heartbeat_ms: None,
             });
         }
     }
@@ -117,9 +115,15 @@ pub fn plan(state: &MetaState, now_ms: i64, leader_since_ms: i64, lease_ms: u64)
     out
 }
 
-/// Whether a plan fenced anyone, in which case the driver plans again at once.
-pub fn fences_agents(plan: &[Command]) -> bool {
-    plan.iter().any(|c| matches!(c, Command::FenceAgent { .. }))
+/// The agents a plan fences; when there are any, the driver plans again
+/// once the fences are applied.
+pub fn fenced_agents(plan: &[Command]) -> Vec<AgentId> {
+    plan.iter()
+        .filter_map(|c| match c {
+            Command::FenceAgent { agent_id, .. } => Some(*agent_id),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

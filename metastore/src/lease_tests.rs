@@ -1,30 +1,46 @@
+use std::time::Duration;
+
 use super::*;
 use crate::command::CommandOutput;
 use crate::state::testkit::{create, register, with_agents, T0};
 use crate::types::{MetaEvent, TopicInfo};
 
-const LEASE: u64 = 1_000;
+const LEASE: Duration = Duration::from_millis(1_000);
+
+/// The leader's view: the agents in `silent` have not been heard for two
+/// leases, the others just now.
+fn silence(silent: &[AgentId]) -> impl Fn(AgentId) -> Duration + '_ {
+    move |a| {
+        if silent.contains(&a) {
+            2 * LEASE
+        } else {
+            Duration::ZERO
+        }
+    }
+}
 
 /// Runs the engine and applies its commands, as the driver does, until it is quiet.
-fn settle(s: &mut MetaState, now: i64, leader_since: i64) -> Vec<MetaEvent> {
+fn settle(s: &mut MetaState, silent: &[AgentId]) -> Vec<MetaEvent> {
     let mut events = Vec::new();
     for _ in 0..4 {
-        let cmds = plan(s, now, leader_since, LEASE);
+        let cmds = plan(s, silence(silent), LEASE);
         if cmds.is_empty() {
             return events;
         }
         for c in cmds {
-            s.apply(now, c, &mut events)
+            s.apply(T0, c, &mut events)
                 .expect("the engine proposes only valid commands");
         }
     }
     panic!("the lease engine did not settle");
 }
 
-fn heartbeat(s: &mut MetaState, id: AgentId, now: i64) {
+/// A heartbeat the leader logged (a fenced agent is back), stamped `now_ms`
+/// by the leader's wall clock.
+fn logged_heartbeat(s: &mut MetaState, id: AgentId, now_ms: i64) {
     let mut ev = Vec::new();
     assert_eq!(
-        s.apply(now, Command::Heartbeat { agent_id: id }, &mut ev),
+        s.apply(now_ms, Command::Heartbeat { agent_id: id }, &mut ev),
         Ok(CommandOutput::Done)
     );
 }
@@ -34,44 +50,55 @@ fn topic(s: &MetaState) -> TopicInfo {
 }
 
 #[test]
-fn nothing_happens_while_leases_hold() {
+fn a_lease_lasts_exactly_the_lease_time_of_silence() {
     let mut s = with_agents(3);
     create(&mut s, "t", 3, 3);
-    assert!(
-        plan(&s, T0 + LEASE as i64, T0, LEASE).is_empty(),
-        "a lease lasts exactly lease_ms"
+    assert!(plan(&s, |_| LEASE, LEASE).is_empty());
+    let generation = s.agent(1).expect("agent 1").lease_generation;
+    let cmds = plan(
+        &s,
+        |a| {
+            if a == 1 {
+                LEASE + Duration::from_millis(1)
+            } else {
+                LEASE
+            }
+        },
+        LEASE,
     );
-    assert!(!plan(&s, T0 + LEASE as i64 + 1, T0, LEASE).is_empty());
-}
-
-#[test]
-fn a_new_metastore_leader_waits_half_a_lease_before_fencing_an_agent_silent_since_before() {
-    let mut s = with_agents(1);
-    create(&mut s, "t", 1, 1);
-    let took_over = T0 + 10 * LEASE as i64;
-    let half = LEASE as i64 / 2;
-    assert!(plan(&s, took_over + 1, took_over, LEASE).is_empty());
-    assert!(plan(&s, took_over + half, took_over, LEASE).is_empty());
-    let cmds = plan(&s, took_over + half + 1, took_over, LEASE);
     assert_eq!(
         cmds,
         vec![Command::FenceAgent {
             agent_id: 1,
-            observed_heartbeat_ms: T0
+            observed_generation: Some(generation),
+            observed_heartbeat_ms: None,
         }]
     );
-    assert!(fences_agents(&cmds));
+    assert_eq!(fenced_agents(&cmds), vec![1]);
 }
 
+/// A voter whose wall clock ran 60 s ahead led the metastore for a while
+/// and logged the agent's heartbeats with its stamps; then it lost the
+/// leadership to one whose clock is right (or the leader's clock was
+/// stepped back). The stamps must not keep a silent agent's lease alive:
+/// only the silence the current leader measured counts.
 #[test]
-fn a_new_metastore_leader_keeps_the_lease_an_agent_renewed_just_before_it_took_over() {
-    let mut s = with_agents(1);
-    create(&mut s, "t", 1, 1);
-    let took_over = T0 + 10 * LEASE as i64;
-    heartbeat(&mut s, 1, took_over - 100);
-    let expires = took_over - 100 + LEASE as i64;
-    assert!(plan(&s, expires, took_over, LEASE).is_empty());
-    assert!(!plan(&s, expires + 1, took_over, LEASE).is_empty());
+fn heartbeats_stamped_by_a_clock_ahead_do_not_keep_a_silent_agent_alive() {
+    let mut s = with_agents(2);
+    create(&mut s, "t", 1, 2);
+    let leader = topic(&s).partitions[0].leader.expect("a leader");
+    logged_heartbeat(&mut s, leader, T0 + 60_000);
+    assert_eq!(
+        s.agent(leader).expect("agent").last_heartbeat_ms,
+        T0 + 60_000
+    );
+    let events = settle(&mut s, &[leader]);
+    assert!(events.contains(&MetaEvent::AgentFenced { agent_id: leader }));
+    assert_ne!(
+        topic(&s).partitions[0].leader,
+        Some(leader),
+        "its partition has a new leader"
+    );
 }
 
 #[test]
@@ -80,11 +107,7 @@ fn a_silent_leader_is_replaced_by_the_next_in_sync_replica_with_a_new_epoch() {
     create(&mut s, "t", 1, 3);
     let before = topic(&s).partitions[0].clone();
     let old = before.leader.unwrap();
-    let now = T0 + 2 * LEASE as i64;
-    for a in before.replicas.iter().filter(|a| **a != old) {
-        heartbeat(&mut s, *a, now);
-    }
-    let events = settle(&mut s, now, T0);
+    let events = settle(&mut s, &[old]);
     let after = topic(&s).partitions[0].clone();
     assert_eq!(
         after.leader,
@@ -112,20 +135,19 @@ fn a_silent_leader_is_replaced_by_the_next_in_sync_replica_with_a_new_epoch() {
 fn with_no_live_in_sync_replica_the_partition_goes_offline_and_comes_back() {
     let mut s = with_agents(1);
     create(&mut s, "t", 1, 1);
-    let now = T0 + 2 * LEASE as i64;
-    settle(&mut s, now, T0);
+    settle(&mut s, &[1]);
     let p = topic(&s).partitions[0].clone();
     assert_eq!(
         (p.leader, p.leader_epoch, p.isr.clone()),
         (None, 1, vec![1])
     );
     assert!(
-        plan(&s, now + 1, T0, LEASE).is_empty(),
+        plan(&s, silence(&[1]), LEASE).is_empty(),
         "offline and nobody alive: nothing to do"
     );
 
-    heartbeat(&mut s, 1, now + 5);
-    settle(&mut s, now + 5, T0);
+    logged_heartbeat(&mut s, 1, T0 + 5);
+    settle(&mut s, &[]);
     let p = topic(&s).partitions[0].clone();
     assert_eq!(
         (p.leader, p.leader_epoch),
@@ -140,9 +162,13 @@ fn fenced_followers_leave_the_isr_but_the_leader_stays() {
     create(&mut s, "t", 1, 3);
     let before = topic(&s).partitions[0].clone();
     let leader = before.leader.unwrap();
-    let now = T0 + 2 * LEASE as i64;
-    heartbeat(&mut s, leader, now);
-    settle(&mut s, now, T0);
+    let followers: Vec<AgentId> = before
+        .replicas
+        .iter()
+        .copied()
+        .filter(|a| *a != leader)
+        .collect();
+    settle(&mut s, &followers);
     let after = topic(&s).partitions[0].clone();
     assert_eq!((after.leader, after.leader_epoch), (Some(leader), 0));
     assert_eq!(after.isr, vec![leader]);
@@ -153,7 +179,7 @@ fn out_of_sync_replicas_are_never_elected_by_leases() {
     let mut s = with_agents(2);
     create(&mut s, "t", 1, 2);
     let p = topic(&s).partitions[0].clone();
-    let (leader, follower) = (p.replicas[0], p.replicas[1]);
+    let leader = p.replicas[0];
     let t = topic(&s);
     let mut ev = Vec::new();
     s.apply(
@@ -164,13 +190,12 @@ fn out_of_sync_replicas_are_never_elected_by_leases() {
             leader,
             leader_epoch: 0,
             isr: vec![leader],
+            expected_partition_epoch: None,
         },
         &mut ev,
     )
     .unwrap();
-    let now = T0 + 2 * LEASE as i64;
-    heartbeat(&mut s, follower, now);
-    settle(&mut s, now, T0);
+    settle(&mut s, &[leader]);
     let p = topic(&s).partitions[0].clone();
     assert_eq!(
         p.leader, None,
@@ -182,15 +207,9 @@ fn out_of_sync_replicas_are_never_elected_by_leases() {
 #[test]
 fn already_fenced_agents_are_not_fenced_again() {
     let mut s = with_agents(2);
-    let now = T0 + 2 * LEASE as i64;
-    settle(&mut s, now, T0);
+    settle(&mut s, &[1, 2]);
     assert!(s.agents().all(|a| a.fenced));
-    assert!(plan(&s, now + 10 * LEASE as i64, T0, LEASE).is_empty());
-    register(&mut s, 3);
-    assert!(
-        plan(&s, T0 + 1, T0, LEASE).is_empty(),
-        "a fresh registration holds a lease"
-    );
+    assert!(plan(&s, silence(&[1, 2]), LEASE).is_empty());
 }
 
 #[test]
@@ -199,21 +218,15 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync_again() {
     create(&mut s, "t", 1, 3);
     let preferred = topic(&s).partitions[0].replicas[0];
     // the preferred leader goes silent: another in-sync replica takes over
-    let now = T0 + LEASE as i64 + 1;
-    for a in [1, 2, 3] {
-        if a != preferred {
-            heartbeat(&mut s, a, now);
-        }
-    }
-    settle(&mut s, now, T0);
+    settle(&mut s, &[preferred]);
     let p = topic(&s).partitions[0].clone();
     assert_ne!(p.leader, Some(preferred));
     assert!(!p.isr.contains(&preferred));
     // it comes back: while it is not in the ISR, nothing moves
-    let later = now + 10;
+    let later = T0 + 10;
     register(&mut s, preferred);
-    heartbeat(&mut s, preferred, later);
-    let quiet = plan(&s, later, T0, LEASE);
+    logged_heartbeat(&mut s, preferred, later);
+    let quiet = plan(&s, silence(&[]), LEASE);
     assert!(quiet.is_empty(), "not in sync yet: {quiet:?}");
     // the leader adds it to the ISR once it caught up; then it leads again
     let mut ev = Vec::new();
@@ -227,11 +240,12 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync_again() {
             leader: p.leader.unwrap_or_default(),
             leader_epoch: p.leader_epoch,
             isr,
+            expected_partition_epoch: Some(p.partition_epoch),
         },
         &mut ev,
     )
     .expect("the leader grows the ISR");
-    settle(&mut s, later, T0);
+    settle(&mut s, &[]);
     let back = topic(&s).partitions[0].clone();
     assert_eq!(back.leader, Some(preferred));
     assert_eq!(
@@ -240,7 +254,7 @@ fn leadership_returns_to_the_preferred_replica_once_it_is_in_sync_again() {
         "a leader change bumps the epoch"
     );
     assert!(
-        plan(&s, later, T0, LEASE).is_empty(),
+        plan(&s, silence(&[]), LEASE).is_empty(),
         "and then all is quiet"
     );
 }
@@ -262,7 +276,10 @@ fn a_reassignment_completes_once_every_target_replica_is_in_sync() {
         &mut ev,
     )
     .expect("reassign");
-    assert!(plan(&s, T0, T0, LEASE).is_empty(), "4 is not in sync yet");
+    assert!(
+        plan(&s, silence(&[]), LEASE).is_empty(),
+        "4 is not in sync yet"
+    );
     let p = topic(&s).partitions[0].clone();
     s.apply(
         T0,
@@ -272,13 +289,14 @@ fn a_reassignment_completes_once_every_target_replica_is_in_sync() {
             leader: 1,
             leader_epoch: p.leader_epoch,
             isr: vec![1, 2, 3, 4],
+            expected_partition_epoch: Some(p.partition_epoch),
         },
         &mut ev,
     )
     .expect("4 caught up");
     // the preferred replica (4, first of the target) takes over first,
     // then the move completes
-    settle(&mut s, T0, T0);
+    settle(&mut s, &[]);
     let p = topic(&s).partitions[0].clone();
     assert_eq!((p.replicas.clone(), p.leader), (vec![4, 2, 3], Some(4)));
     assert!(!p.is_reassigning());
@@ -298,6 +316,6 @@ fn leadership_leaves_a_draining_agent() {
         &mut ev,
     )
     .expect("drain");
-    settle(&mut s, T0, T0);
+    settle(&mut s, &[]);
     assert_eq!(topic(&s).partitions[0].leader, Some(2));
 }

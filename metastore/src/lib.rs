@@ -14,8 +14,11 @@
 //!   names too).
 //! - [`state`]: the state machine. [`command::Command`]s are validated and
 //!   applied here without IO or clock, each returning a typed [`MetaError`].
-//! - [`lease`]: the lease engine (pure; `now` passed in) that fences silent
-//!   agents and re-elects partition leaders from the ISR.
+//! - [`lease`]: the lease engine (pure; each agent's silence handed in)
+//!   that fences silent agents and re-elects partition leaders from the
+//!   ISR. `liveness` is how the Raft leader measures that silence: agents'
+//!   heartbeats are requests to it, timed on its monotonic clock and not
+//!   logged.
 //! - `store`: openraft storage: a CRC'd, segmented, group-committed Raft
 //!   log and a snapshotted state machine on disk.
 //! - [`network`]: Raft RPCs and forwarded client requests over QUIC with
@@ -66,6 +69,7 @@ pub mod command;
 pub mod error;
 pub mod lease;
 mod lease_driver;
+mod liveness;
 pub mod network;
 mod node;
 pub mod options;
@@ -87,5 +91,8 @@ pub use network::quic::QuicSettings;
 pub use network::tls::RaftTls;
 #[cfg(any(test, feature = "testing"))]
 pub use network::NetworkFaults;
-pub use options::{Bootstrap, MetastoreConfig, RaftTiming, Transport};
+pub use options::{
+    agent_heartbeat_interval, Bootstrap, MetastoreConfig, RaftTiming, Transport,
+    DEFAULT_AGENT_LEASE,
+};
 pub use types::*;

@@ -22,7 +22,9 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
+use crate::command::Command;
 use crate::error::MetaError;
+use crate::liveness::Liveness;
 #[cfg(any(test, feature = "testing"))]
 use crate::network::local::LocalRouter;
 use crate::network::quic::QuicTransport;
@@ -124,6 +126,8 @@ pub(crate) struct Node {
     pub(crate) faults: Arc<NetworkFaults>,
     pub(crate) request_timeout: Duration,
     pub(crate) agent_lease: Duration,
+    /// When this node, leading, heard each agent (see [`crate::liveness`]).
+    pub(crate) liveness: Mutex<Liveness>,
     pub(crate) partition_moves: usize,
     pub(crate) raft_addr: Option<SocketAddr>,
     /// The address peers dial this node at (what it puts in the membership).
@@ -232,6 +236,7 @@ impl Node {
             faults,
             request_timeout: config.request_timeout,
             agent_lease: config.agent_lease,
+            liveness: Mutex::new(Liveness::default()),
             partition_moves: config.partition_moves,
             raft_addr,
             advertise: addr.clone(),
@@ -457,6 +462,7 @@ impl Node {
             ForwardResponse::Written { log_index, .. }
             | ForwardResponse::MembershipChanged { log_index } => Some(*log_index),
             ForwardResponse::ReadIndex { index } => *index,
+            ForwardResponse::Heartbeat { log_index } => *log_index,
         };
         if let Some(index) = index {
             self.wait_applied(index, self.request_timeout).await;
@@ -489,6 +495,12 @@ impl Node {
                         commands.len()
                     )));
                 }
+                // an agent that registers is heard from (liveness rule 1)
+                for c in &commands {
+                    if let Command::RegisterAgent { registration } = c {
+                        self.registering(registration.id);
+                    }
+                }
                 match self.proposer.propose(request, commands).await {
                     Ok(w) => Ok(ForwardResponse::Written {
                         log_index: w.log_index,
@@ -498,6 +510,7 @@ impl Node {
                     Err(ProposeError::Failed(e)) => Err(e),
                 }
             }
+            ForwardRequest::Heartbeat { agent_id } => self.serve_heartbeat(agent_id).await,
             ForwardRequest::ReadIndex => match self.raft.ensure_linearizable().await {
                 Ok(log_id) => Ok(ForwardResponse::ReadIndex {
                     index: log_id.map(|l| l.index),

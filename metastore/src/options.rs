@@ -41,21 +41,29 @@ pub enum Bootstrap {
 /// the heartbeat must be well below the minimum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaftTiming {
+    /// How often the leader sends AppendEntries when idle; openraft (0.9)
+    /// also uses it as the AppendEntries timeout, which covers a
+    /// follower's log fsync.
     pub heartbeat_ms: u64,
     pub election_min_ms: u64,
     pub election_max_ms: u64,
 }
 
 impl Default for RaftTiming {
-    /// Heartbeat 50 ms, elections after 150-300 ms of silence. openraft
-    /// (0.9) also refuses votes until `election_max_ms` has passed since a
-    /// follower last heard its leader, so a crashed leader is replaced in
-    /// roughly two election timeouts: about 0.5-0.7 s with these values.
+    /// Heartbeat 100 ms, election timeouts 200-400 ms. openraft (0.9)
+    /// refuses votes until `election_max_ms` has passed since a voter last
+    /// heard its leader and then waits an election timeout, checking every
+    /// 1.5 heartbeats: a crashed leader is replaced 0.6-0.95 s after it
+    /// died, and a live one is deposed only when the others hear nothing
+    /// from it for 0.6 s or more (six missed heartbeats), which a
+    /// momentarily starved machine does not cause. A follower's fsync may
+    /// take up to 100 ms before an AppendEntries is sent again. See
+    /// docs/cluster.md, "Failover timings".
     fn default() -> RaftTiming {
         RaftTiming {
-            heartbeat_ms: 50,
-            election_min_ms: 150,
-            election_max_ms: 300,
+            heartbeat_ms: 100,
+            election_min_ms: 200,
+            election_max_ms: 400,
         }
     }
 }
@@ -82,6 +90,21 @@ impl RaftTiming {
     }
 }
 
+/// How long an agent keeps its partitions once the metastore leader stops
+/// hearing it: with heartbeats every eighth of it
+/// ([`agent_heartbeat_interval`]), a killed agent's partitions have new
+/// leaders 0.7-0.9 s later, and an agent must be unable to reach the
+/// leader for 0.7 s (seven heartbeats) to be fenced by mistake.
+/// Heartbeats are not written to disk, so a slow fsync does not delay
+/// them. See docs/cluster.md, "Failover timings".
+pub const DEFAULT_AGENT_LEASE: Duration = Duration::from_millis(800);
+
+/// How often an agent with lease `lease` heartbeats: eight times per
+/// lease, between every 25 ms and every 500 ms.
+pub fn agent_heartbeat_interval(lease: Duration) -> Duration {
+    (lease / 8).clamp(Duration::from_millis(25), Duration::from_millis(500))
+}
+
 /// Settings of one metastore node.
 #[derive(Debug)]
 pub struct MetastoreConfig {
@@ -92,7 +115,8 @@ pub struct MetastoreConfig {
     pub transport: Transport,
     pub bootstrap: Bootstrap,
     pub timing: RaftTiming,
-    /// How long an agent keeps its partitions after its last heartbeat.
+    /// How long an agent keeps its partitions once the metastore leader
+    /// stops hearing its heartbeats ([`DEFAULT_AGENT_LEASE`]).
     pub agent_lease: Duration,
     /// Partition moves the balancer keeps under way at once; 0 turns it off
     /// (nothing moves by itself, draining included).
@@ -120,7 +144,7 @@ impl Default for MetastoreConfig {
             transport: Transport::Embedded,
             bootstrap: Bootstrap::SingleNode,
             timing: RaftTiming::default(),
-            agent_lease: Duration::from_secs(3),
+            agent_lease: DEFAULT_AGENT_LEASE,
             partition_moves: crate::balance::DEFAULT_MAX_IN_FLIGHT,
             request_timeout: Duration::from_secs(10),
             snapshot_every: 10_000,

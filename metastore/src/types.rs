@@ -50,7 +50,11 @@ pub struct AgentInfo {
     pub rack: Option<String>,
     /// Metastore leader's clock when the agent last registered.
     pub registered_ms: i64,
-    /// Metastore leader's clock at the agent's last heartbeat (or registration).
+    /// Metastore leader's wall clock when the log last renewed the agent's
+    /// lease: its registration, or a heartbeat that lifted a fence. For
+    /// display only: heartbeats reach the metastore leader without being
+    /// logged, and leases are judged on that leader's monotonic clock
+    /// ([`crate::lease`]).
     pub last_heartbeat_ms: i64,
     /// Set when the agent's lease ran out; a fenced agent leads nothing and
     /// is left out of new assignments until it heartbeats again.
@@ -65,6 +69,11 @@ pub struct AgentInfo {
     /// The instance of its last registration ([`AgentRegistration::instance`]).
     #[serde(default)]
     pub instance: Option<Uuid>,
+    /// Bumped whenever the log renews the lease (registration, a logged
+    /// heartbeat). A `FenceAgent` names the generation its decision saw
+    /// and is refused if a renewal landed since.
+    #[serde(default)]
+    pub lease_generation: u64,
 }
 
 /// A topic and its partitions, as Kafka Metadata and DescribeConfigs need them.

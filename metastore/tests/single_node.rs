@@ -109,8 +109,12 @@ async fn an_embedded_node_applies_writes_and_serves_them_locally() {
         size: 4096,
         ..Default::default()
     };
-    ms.commit_segment(t.id, 0, entry.clone()).await.unwrap();
-    ms.commit_segment(t.id, 0, entry.clone()).await.unwrap();
+    ms.commit_segment(t.id, 0, entry.clone(), None)
+        .await
+        .unwrap();
+    ms.commit_segment(t.id, 0, entry.clone(), None)
+        .await
+        .unwrap();
     assert_eq!(ms.segments(t.id, 0), vec![entry.clone()]);
     assert_eq!(ms.trim_segments(t.id, 0, 100).await.unwrap(), vec![entry]);
 
@@ -318,9 +322,15 @@ async fn a_silent_agent_loses_its_partitions_to_an_in_sync_replica() {
     // agent 1 returns: it is unfenced and the leader may add it back to the ISR
     ms.heartbeat(1).await.unwrap();
     let p = t.partitions[led_by_1[0] as usize].clone();
-    ms.alter_isr(t.id, p.index, 2, p.leader_epoch, vec![2, 1])
-        .await
-        .unwrap();
+    ms.alter_isr(
+        t.id,
+        p.index,
+        (2, p.leader_epoch),
+        p.partition_epoch,
+        vec![2, 1],
+    )
+    .await
+    .unwrap();
     assert_eq!(
         ms.topic("t").unwrap().partitions[p.index as usize].isr,
         vec![2, 1]
@@ -465,8 +475,11 @@ async fn a_node_whose_newest_snapshot_is_damaged_past_the_log_refuses_to_start()
     };
     let ms = Metastore::start(config()).await.unwrap();
     ms.register_agent(agent(1)).await.unwrap();
+    // heartbeats themselves stay off the log; a logged renewal is a small entry
     while ms.raft_metrics().purged.is_none_or(|p| p.index < 1005) {
-        ms.heartbeat(1).await.unwrap();
+        ms.submit(vec![metastore::command::Command::Heartbeat { agent_id: 1 }])
+            .await
+            .unwrap();
     }
     ms.shutdown().await.unwrap();
 

@@ -10,7 +10,7 @@ Three agents on this machine, one partition with three replicas and
 min.insync.replicas=2. After each kill the dead agent is restarted and the
 next kill waits until all three replicas are in sync again.
 
-Usage: scripts/bench/failover.py [--kills 20] [--lease-ms 3000]
+Usage: scripts/bench/failover.py [--kills 20] [--lease-ms 800]
        [--signal kill|term] [--retry-backoff-max-ms N] [--out DIR]
 Environment: AEROSTREAM_BIN (default: target/release/aerostream, built
 here when missing). Needs confluent-kafka (tests/requirements.txt).
@@ -44,7 +44,7 @@ def percentile(xs, p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--lease-ms", type=int, default=3000)
+    ap.add_argument("--lease-ms", type=int, default=800)
     ap.add_argument("--signal", choices=["kill", "term"], default="kill",
                     help="kill: SIGKILL (the lease fails the leader over); "
                          "term: SIGTERM (a controlled shutdown hands leadership over)")

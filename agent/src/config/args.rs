@@ -160,11 +160,25 @@ pub struct ServeArgs {
     /// (connections.max.idle.ms) [default: 600000].
     #[arg(long, env = "AEROSTREAM_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
-    /// An agent that has not heartbeated the metastore for this long is
-    /// fenced and its partitions move to other in-sync replicas; the same
-    /// on every agent [default: 3000].
+    /// An agent the metastore leader has not heard a heartbeat from for
+    /// this long is fenced and its partitions move to other in-sync
+    /// replicas; it heartbeats eight times per lease; the same on every
+    /// agent [default: 800].
     #[arg(long, env = "AEROSTREAM_AGENT_LEASE_MS")]
     pub agent_lease_ms: Option<u64>,
+    /// How often the metastore's Raft leader sends heartbeats to the other
+    /// metastore members, and how long it waits for each append's answer;
+    /// the same on every agent [default: 100].
+    #[arg(long, env = "AEROSTREAM_RAFT_HEARTBEAT_MS")]
+    pub raft_heartbeat_ms: Option<u64>,
+    /// Shortest Raft election timeout: a voter that hears no leader for
+    /// the largest election timeout plus a random one between the two
+    /// starts an election; above --raft-heartbeat-ms [default: 200].
+    #[arg(long, env = "AEROSTREAM_RAFT_ELECTION_TIMEOUT_MIN_MS")]
+    pub raft_election_timeout_min_ms: Option<u64>,
+    /// Largest Raft election timeout; above the shortest [default: 400].
+    #[arg(long, env = "AEROSTREAM_RAFT_ELECTION_TIMEOUT_MAX_MS")]
+    pub raft_election_timeout_max_ms: Option<u64>,
     /// A follower not caught up with its leader for this long leaves the
     /// partition's in-sync replicas (replica.lag.time.max.ms) [default: 30000].
     #[arg(long, env = "AEROSTREAM_REPLICA_LAG_TIME_MAX_MS")]

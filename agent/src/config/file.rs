@@ -74,6 +74,9 @@ pub(super) struct FileSettings {
     pub(super) replica_lag_time_max_ms: Option<u64>,
     pub(super) partition_moves: Option<usize>,
     pub(super) agent_lease_ms: Option<u64>,
+    pub(super) raft_heartbeat_ms: Option<u64>,
+    pub(super) raft_election_timeout_min_ms: Option<u64>,
+    pub(super) raft_election_timeout_max_ms: Option<u64>,
     #[serde(default, deserialize_with = "bytes_de")]
     pub(super) queued_max_request_bytes: Option<u64>,
     pub(super) cluster_addr: Option<SocketAddr>,

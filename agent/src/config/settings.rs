@@ -62,6 +62,8 @@ pub struct Settings {
     pub replica_lag_time_max_ms: u64,
     pub partition_moves: usize,
     pub agent_lease_ms: u64,
+    /// The metastore's Raft timers (heartbeat, election timeouts).
+    pub raft_timing: metastore::RaftTiming,
     pub queued_max_request_bytes: u64,
     /// Kafka's broker.rack.
     pub rack: Option<String>,
@@ -207,7 +209,26 @@ impl Settings {
                 .partition_moves
                 .or(file.partition_moves)
                 .unwrap_or(metastore::balance::DEFAULT_MAX_IN_FLIGHT),
-            agent_lease_ms: args.agent_lease_ms.or(file.agent_lease_ms).unwrap_or(3_000),
+            agent_lease_ms: args.agent_lease_ms.or(file.agent_lease_ms).unwrap_or(
+                u64::try_from(metastore::DEFAULT_AGENT_LEASE.as_millis()).unwrap_or(u64::MAX),
+            ),
+            raft_timing: {
+                let d = metastore::RaftTiming::default();
+                metastore::RaftTiming {
+                    heartbeat_ms: args
+                        .raft_heartbeat_ms
+                        .or(file.raft_heartbeat_ms)
+                        .unwrap_or(d.heartbeat_ms),
+                    election_min_ms: args
+                        .raft_election_timeout_min_ms
+                        .or(file.raft_election_timeout_min_ms)
+                        .unwrap_or(d.election_min_ms),
+                    election_max_ms: args
+                        .raft_election_timeout_max_ms
+                        .or(file.raft_election_timeout_max_ms)
+                        .unwrap_or(d.election_max_ms),
+                }
+            },
             queued_max_request_bytes: args
                 .queued_max_request_bytes
                 .or(file.queued_max_request_bytes)
@@ -288,8 +309,21 @@ impl Settings {
             "--replica-lag-time-max-ms must be at least 100"
         );
         anyhow::ensure!(
-            s.agent_lease_ms >= 500,
-            "--agent-lease-ms must be at least 500 (an agent heartbeats several times per lease)"
+            s.agent_lease_ms >= 200,
+            "--agent-lease-ms must be at least 200 (an agent heartbeats eight times per lease)"
+        );
+        let t = s.raft_timing;
+        anyhow::ensure!(
+            t.heartbeat_ms >= 10,
+            "--raft-heartbeat-ms must be at least 10"
+        );
+        anyhow::ensure!(
+            t.heartbeat_ms < t.election_min_ms && t.election_min_ms < t.election_max_ms,
+            "the Raft timings need --raft-heartbeat-ms ({}) < --raft-election-timeout-min-ms ({}) \
+             < --raft-election-timeout-max-ms ({})",
+            t.heartbeat_ms,
+            t.election_min_ms,
+            t.election_max_ms
         );
         anyhow::ensure!(
             (0.0..=1.0).contains(&s.otlp_sample_ratio),
@@ -356,6 +390,50 @@ mod tests {
             ..Default::default()
         };
         assert!(Settings::resolve(&args).is_err());
+    }
+
+    #[test]
+    fn lease_and_raft_timings_default_for_fast_failover_and_can_be_relaxed() {
+        let s = Settings::resolve(&ServeArgs::default()).expect("valid");
+        assert_eq!(s.agent_lease_ms, 800);
+        assert_eq!(s.raft_timing, metastore::RaftTiming::default());
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "agent_lease_ms = 3000\nraft_heartbeat_ms = 150\nraft_election_timeout_min_ms = 1000"
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            raft_election_timeout_max_ms: Some(2000),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.agent_lease_ms, 3000);
+        assert_eq!(
+            s.raft_timing,
+            metastore::RaftTiming {
+                heartbeat_ms: 150,
+                election_min_ms: 1000,
+                election_max_ms: 2000
+            }
+        );
+        for bad in [
+            ServeArgs {
+                raft_election_timeout_min_ms: Some(100),
+                ..Default::default()
+            },
+            ServeArgs {
+                raft_election_timeout_max_ms: Some(200),
+                ..Default::default()
+            },
+            ServeArgs {
+                agent_lease_ms: Some(100),
+                ..Default::default()
+            },
+        ] {
+            assert!(Settings::resolve(&bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -104,9 +104,35 @@ impl Manifest for MetastoreManifest {
             .collect()
     }
 
+    /// Commits as the partition's leader at the epoch this agent's replica
+    /// of the metadata shows it leading: the metastore refuses the commit
+    /// once a later leader took over, so an upload that outlived this
+    /// agent's leadership cannot land after the next leader's trims.
     async fn commit(&self, p: PartitionKey, segment: TieredSegment) -> Result<(), ManifestError> {
+        let me = self.meta.node_id();
+        let leadership = self.meta.read(|s| {
+            s.topic_by_id(p.topic_id)
+                .and_then(|t| t.partition(p.partition))
+                .map(|part| (part.leader, part.leader_epoch))
+        });
+        let epoch = match leadership {
+            Some((Some(leader), epoch)) if leader == me => epoch,
+            Some((leader, epoch)) => {
+                return Err(ManifestError {
+                    operation: "commit",
+                    reason: format!(
+                        "agent {me} does not lead partition {} of topic {} (leader {leader:?} at epoch {epoch})",
+                        p.partition, p.topic_id
+                    ),
+                    retriable: false,
+                })
+            }
+            None => {
+                return Err(failed("commit")(MetaError::UnknownTopicId { id: p.topic_id }));
+            }
+        };
         self.meta
-            .commit_segment(p.topic_id, p.partition, entry(segment))
+            .commit_segment(p.topic_id, p.partition, entry(segment), Some(epoch))
             .await
             .map_err(failed("commit"))
     }

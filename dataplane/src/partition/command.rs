@@ -132,7 +132,8 @@ pub(super) enum Command {
         leader_epoch: i32,
     },
     IsrChangeFailed {
-        leader_epoch: i32,
+        change: IsrChange,
+        outcome_unknown: bool,
     },
     FollowerFetch {
         fetch: FollowerFetch,

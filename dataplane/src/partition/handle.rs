@@ -12,6 +12,7 @@ use super::command::{
     ReplicaPosition, Reply, TaskRead,
 };
 use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
+use crate::partition::replication::replica_set::IsrChange;
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 use crate::telemetry::stats::PartitionStats;
 use tracing::Instrument;
@@ -223,11 +224,20 @@ impl PartitionHandle {
             .map_err(closed)
     }
 
-    /// The metastore did not record the ISR change the leader at
-    /// `leader_epoch` proposed.
-    pub async fn isr_change_failed(&self, leader_epoch: i32) -> Result<(), LogError> {
+    /// The metastore did not record the ISR change this leader proposed:
+    /// it refused it, or (`outcome_unknown`) the answer was lost and the
+    /// change may still apply, so the leader keeps counting it and
+    /// proposes it again.
+    pub async fn isr_change_failed(
+        &self,
+        change: IsrChange,
+        outcome_unknown: bool,
+    ) -> Result<(), LogError> {
         self.tx
-            .send(Command::IsrChangeFailed { leader_epoch })
+            .send(Command::IsrChangeFailed {
+                change,
+                outcome_unknown,
+            })
             .await
             .map_err(closed)
     }

@@ -41,7 +41,7 @@ pub mod replication;
 mod task;
 
 use std::sync::atomic::AtomicU64;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use command::{
     Acks, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership, OffsetQuery, ReadResult,
@@ -50,12 +50,29 @@ pub use command::{
 pub use handle::PartitionHandle;
 pub use registry::Partitions;
 
-/// Wall-clock milliseconds since the epoch.
+/// Wall-clock milliseconds since the epoch: for record timestamps and
+/// whatever is compared with them, never for measuring durations.
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Milliseconds on a monotonic clock (tokio's, so paused time in tests
+/// moves it) from a fixed origin in this process: for durations such as a
+/// follower's replica lag, which a wall-clock step (NTP, an operator) must
+/// neither stretch nor shrink. Comparable only within this process.
+pub fn monotonic_ms() -> i64 {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    // well before any instant this process reads, whichever reads first
+    // (a test runtime's paused clock may start before the first call)
+    let origin = *ORIGIN.get_or_init(|| {
+        let now = std::time::Instant::now();
+        now.checked_sub(Duration::from_secs(1 << 20)).unwrap_or(now)
+    });
+    let now: std::time::Instant = tokio::time::Instant::now().into_std();
+    i64::try_from(now.saturating_duration_since(origin).as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Counters of the partition tasks, for `/metrics` and for tests that check
@@ -79,3 +96,7 @@ pub struct PartitionCounters {
 #[cfg(test)]
 #[path = "partition_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "lag_clock_tests.rs"]
+mod lag_clock_tests;

@@ -13,12 +13,12 @@ use super::command::{
     Acks, AppendReply, Command, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership,
     OffsetQuery, ReadResult, ReplicaPosition, TaskOffsets, TaskRead,
 };
-use super::{now_ms, PartitionCounters};
+use super::{monotonic_ms, now_ms, PartitionCounters};
 use crate::backend::{
     Appended, LocalRead, LogBackend, LogError, LogSettings, NotDurable, TimestampOffset,
 };
 use crate::partition::replication::divergence::{self, LeaderLog};
-use crate::partition::replication::replica_set::ReplicaSet;
+use crate::partition::replication::replica_set::{IsrChange, ReplicaSet};
 use crate::partition::replication::wire::Refusal;
 use storage::tier::PartitionKey;
 
@@ -432,7 +432,7 @@ impl Task {
 
     /// This node leads the partition at `l.assignment.leader_epoch`.
     fn lead(&mut self, l: Leadership) {
-        let now = now_ms();
+        let now = monotonic_ms(); // replica lag: a wall-clock step must not move it
         match &mut self.role {
             Role::Leader(state) if state.set.leader_epoch() == l.assignment.leader_epoch => {
                 state.set.on_assignment(l.assignment);
@@ -504,17 +504,21 @@ impl Task {
                     key: self.key,
                     change,
                 };
-                if l.isr_requests.send(proposal).is_err() {
-                    l.set.isr_change_failed();
+                if let Err(unsent) = l.isr_requests.send(proposal) {
+                    l.set.isr_change_failed(&unsent.0.change);
                 }
             }
         }
     }
 
-    fn isr_change_failed(&mut self, leader_epoch: i32) {
+    /// The metastore's answer to an ISR change this node proposed, when
+    /// it was not applied (or may not have been: `outcome_unknown`).
+    fn isr_change_failed(&mut self, change: &IsrChange, outcome_unknown: bool) {
         if let Role::Leader(l) = &mut self.role {
-            if l.set.leader_epoch() == leader_epoch {
-                l.set.isr_change_failed();
+            if outcome_unknown {
+                l.set.isr_change_unknown(change, monotonic_ms());
+            } else {
+                l.set.isr_change_failed(change);
             }
         }
     }
@@ -558,7 +562,7 @@ impl Task {
         if f.fetch_offset < local_start || f.fetch_offset > log_end {
             return refuse(answer, Refusal::OffsetOutOfRange);
         }
-        let now = now_ms();
+        let now = monotonic_ms();
         if let Role::Leader(l) = &mut self.role {
             if l.set
                 .on_fetch(f.follower, f.fetch_offset, log_end, now)
@@ -701,7 +705,7 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 // flush.ms, retention and rolls may have made more data durable.
                 t.advance_hw();
                 // followers that stopped fetching leave the ISR
-                t.propose_isr_change(now_ms());
+                t.propose_isr_change(monotonic_ms());
                 // writes parked for a leadership that never came are refused
                 t.unpark();
             }
@@ -742,7 +746,10 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     leader,
                     leader_epoch,
                 } => t.follow(leader, leader_epoch),
-                Command::IsrChangeFailed { leader_epoch } => t.isr_change_failed(leader_epoch),
+                Command::IsrChangeFailed {
+                    change,
+                    outcome_unknown,
+                } => t.isr_change_failed(&change, outcome_unknown),
                 Command::FollowerFetch { fetch, reply } => {
                     let _ = reply.send(t.follower_fetch(fetch));
                 }

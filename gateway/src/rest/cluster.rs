@@ -23,7 +23,10 @@ pub struct AgentView {
     pub live: bool,
     /// An operator asked for its replicas to move elsewhere.
     pub draining: bool,
-    /// The metastore leader's clock at its last heartbeat (ms since the epoch).
+    /// The metastore leader's clock when its lease was last renewed in the
+    /// metastore's log (ms since the epoch): its registration, or a
+    /// heartbeat that lifted a fence. Heartbeats themselves are not logged;
+    /// `live` says whether it holds its lease.
     pub last_heartbeat_ms: i64,
     /// Partitions it leads.
     pub leader_of: u64,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{unexpected, AgentKeepAlive, Metastore, Topics};
 use crate::command::{runs_within_write_limit, Command, CommandOutput};
 use crate::error::MetaError;
-use crate::network::ForwardRequest;
+use crate::network::{ForwardRequest, ForwardResponse};
 use crate::raft_types::{MetaNode, NodeId};
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ClusterInfo, ElectionType, LeaderAndEpoch,
@@ -28,7 +28,8 @@ use crate::types::{
 /// wherever it is) and resolve once committed and applied on this replica
 /// too. The state machine checks a partition change against the partition
 /// as it is when the change applies: `alter_isr` from a leader whose epoch
-/// has moved on gets [`MetaError::FencedLeaderEpoch`]. Membership changes
+/// has moved on gets [`MetaError::FencedLeaderEpoch`], and one proposed at
+/// a partition epoch since passed gets [`MetaError::StaleRequest`]. Membership changes
 /// resolve once the new membership is committed; a new learner catches up
 /// in the background. Agent reads come from the local replica, possibly
 /// stale by [`Metastore::staleness`].
@@ -43,12 +44,16 @@ pub trait ClusterControl {
     async fn register_agent(&self, registration: AgentRegistration)
         -> Result<AgentInfo, MetaError>;
 
-    /// Renews an agent's lease (and lifts a fence).
+    /// Renews an agent's lease (and lifts a fence): tells the metastore
+    /// leader, which times it on its own clock and writes nothing to the
+    /// log unless the agent is fenced (see `metastore/src/liveness.rs`).
+    /// Fails with [`MetaError::UnknownAgent`] if the agent must register.
     async fn heartbeat(&self, agent_id: AgentId) -> Result<(), MetaError>;
 
     /// Registers an agent and keeps heartbeating every `every` until the
     /// returned handle is stopped or dropped. Re-registers if the cluster
-    /// forgot the agent.
+    /// forgot the agent. A heartbeat that takes longer than half a lease is
+    /// abandoned for the next.
     fn keep_agent_alive(&self, registration: AgentRegistration, every: Duration) -> AgentKeepAlive;
 
     /// Controlled shutdown of an agent that stopped heartbeating (see
@@ -82,13 +87,17 @@ pub trait ClusterControl {
     async fn set_draining(&self, agent_id: AgentId, draining: bool)
         -> Result<AgentInfo, MetaError>;
 
-    /// Kafka AlterPartition: the leader at `leader_epoch` sets the ISR.
+    /// Kafka AlterPartition: the leader at `leader_epoch`, which last saw
+    /// the partition at `partition_epoch`, sets the ISR. Refused with
+    /// [`MetaError::StaleRequest`] once the partition epoch moved on. After
+    /// an error whose outcome is unknown ([`MetaError::outcome_unknown`])
+    /// the change may still apply, until the partition epoch moves.
     async fn alter_isr(
         &self,
         topic_id: Uuid,
         partition: i32,
-        leader: AgentId,
-        leader_epoch: i32,
+        leader: (AgentId, i32),
+        partition_epoch: i32,
         isr: Vec<AgentId>,
     ) -> Result<LeaderAndEpoch, MetaError>;
 
@@ -207,18 +216,45 @@ impl ClusterControl for Metastore {
     }
 
     async fn heartbeat(&self, agent_id: AgentId) -> Result<(), MetaError> {
-        self.unit_command(Command::Heartbeat { agent_id }).await
+        match self
+            .node
+            .on_leader(ForwardRequest::Heartbeat { agent_id })
+            .await?
+        {
+            ForwardResponse::Heartbeat { .. } => Ok(()),
+            other => Err(MetaError::Storage {
+                reason: format!("heartbeat answered with {other:?}"),
+            }),
+        }
     }
 
     fn keep_agent_alive(&self, registration: AgentRegistration, every: Duration) -> AgentKeepAlive {
         let ms = self.clone();
+        let attempt = (self.node.agent_lease / 2).max(every);
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let id = registration.id;
             let mut registered = false;
-            while !*stopped.borrow() {
+            // a steady beat whatever each call takes (up to `every`)
+            let mut beat = tokio::time::interval(every);
+            beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = beat.tick() => {}
+                    _ = stopped.changed() => {}
+                }
+                if *stopped.borrow() {
+                    return;
+                }
                 let res = if registered {
-                    ms.heartbeat(id).await
+                    tokio::time::timeout(attempt, ms.heartbeat(id))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(MetaError::Timeout {
+                                what: "agent heartbeat".into(),
+                                maybe_applied: false,
+                            })
+                        })
                 } else {
                     ms.register_agent(registration.clone()).await.map(|_| ())
                 };
@@ -227,10 +263,6 @@ impl ClusterControl for Metastore {
                     Err(MetaError::UnknownAgent { .. }) => registered = false,
                     Err(MetaError::ShuttingDown) => return,
                     Err(e) => tracing::warn!(agent = id, error = %e, "agent heartbeat failed"),
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = stopped.changed() => {}
                 }
             }
         });
@@ -304,8 +336,8 @@ impl ClusterControl for Metastore {
         &self,
         topic_id: Uuid,
         partition: i32,
-        leader: AgentId,
-        leader_epoch: i32,
+        (leader, leader_epoch): (AgentId, i32),
+        partition_epoch: i32,
         isr: Vec<AgentId>,
     ) -> Result<LeaderAndEpoch, MetaError> {
         self.leader_command(Command::AlterIsr {
@@ -314,6 +346,7 @@ impl ClusterControl for Metastore {
             leader,
             leader_epoch,
             isr,
+            expected_partition_epoch: Some(partition_epoch),
         })
         .await
     }

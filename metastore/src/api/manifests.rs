@@ -21,16 +21,23 @@ use crate::types::{DeletedTopic, SegmentEntry};
     reason = "implemented by Metastore only; callers hold the concrete type, whose futures are Send"
 )]
 pub trait Manifests {
-    /// Adds a sealed object to a partition's manifest. Retrying the same entry is harmless.
+    /// Adds a sealed object to a partition's manifest. Retrying the same
+    /// entry is harmless. `leader_epoch` is the epoch at which the caller
+    /// leads the partition: the commit is refused with
+    /// [`MetaError::FencedLeaderEpoch`] once a later leader took over
+    /// (`None` skips that check, for callers that lead nothing). An entry
+    /// wholly below the partition's log start is refused with
+    /// [`MetaError::StaleRequest`].
     async fn commit_segment(
         &self,
         topic_id: Uuid,
         partition: i32,
         entry: SegmentEntry,
+        leader_epoch: Option<i32>,
     ) -> Result<(), MetaError>;
 
     /// Drops manifest entries wholly below `below_offset`; returns them so
-    /// their objects can be deleted.
+    /// their objects can be deleted. No entry below it is taken afterwards.
     async fn trim_segments(
         &self,
         topic_id: Uuid,
@@ -66,11 +73,13 @@ impl Manifests for Metastore {
         topic_id: Uuid,
         partition: i32,
         entry: SegmentEntry,
+        leader_epoch: Option<i32>,
     ) -> Result<(), MetaError> {
         self.unit_command(Command::CommitSegment {
             topic_id,
             partition,
             entry,
+            leader_epoch,
         })
         .await
     }

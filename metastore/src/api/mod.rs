@@ -54,7 +54,7 @@ pub use topics::Topics;
 /// A running metastore node. Cheap to clone; clones share the node.
 #[derive(Clone)]
 pub struct Metastore {
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 impl std::fmt::Debug for Metastore {

@@ -137,6 +137,10 @@ pub enum ForwardRequest {
     },
     /// The leader's committed index after confirming its leadership (read index).
     ReadIndex,
+    /// An agent's heartbeat: the leader notes when it heard the agent, on
+    /// its own clock, and logs nothing unless the agent is fenced or a
+    /// fence of it is under way (see [`crate::liveness`]).
+    Heartbeat { agent_id: crate::types::AgentId },
     /// A membership change.
     ChangeMembership {
         change: ChangeMembers<NodeId, MetaNode>,
@@ -155,6 +159,11 @@ pub enum ForwardResponse {
     },
     MembershipChanged {
         log_index: u64,
+    },
+    /// The heartbeat was heard; `log_index` is the entry that renewed the
+    /// lease in the log, when one was written.
+    Heartbeat {
+        log_index: Option<u64>,
     },
 }
 

@@ -4,7 +4,8 @@
 //! A partition's lease is its leader agent's lease: one heartbeat keeps all
 //! of an agent's partitions (as KRaft's broker session does). Deciding *when*
 //! a lease ran out needs a clock and lives in [`crate::lease`]; this module
-//! only checks that the decision is still valid when it is applied.
+//! only checks that the decision is still valid when it is applied (no
+//! renewal was logged since: the agent's `lease_generation`).
 
 use std::collections::BTreeSet;
 
@@ -47,6 +48,7 @@ impl MetaState {
                 a.last_heartbeat_ms = now_ms;
                 a.fenced = false;
                 a.incarnation += 1;
+                a.lease_generation += 1;
                 a.clone()
             }
             None => {
@@ -60,6 +62,7 @@ impl MetaState {
                     incarnation: 1,
                     draining: false,
                     instance: reg.instance,
+                    lease_generation: 1,
                 };
                 self.agents.insert(reg.id, a.clone());
                 a
@@ -80,6 +83,7 @@ impl MetaState {
             .get_mut(&agent_id)
             .ok_or(MetaError::UnknownAgent { agent_id })?;
         a.last_heartbeat_ms = a.last_heartbeat_ms.max(now_ms);
+        a.lease_generation += 1;
         if a.fenced {
             a.fenced = false;
             events.push(MetaEvent::AgentUnfenced { agent_id });
@@ -87,19 +91,30 @@ impl MetaState {
         Ok(CommandOutput::Done)
     }
 
+    /// `observed` is the lease generation the decision saw, or in entries
+    /// logged before generations the heartbeat stamp it saw.
     pub(super) fn fence_agent(
         &mut self,
         agent_id: AgentId,
-        observed_heartbeat_ms: i64,
+        observed: (Option<u64>, Option<i64>),
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         let a = self
             .agents
             .get_mut(&agent_id)
             .ok_or(MetaError::UnknownAgent { agent_id })?;
-        if a.last_heartbeat_ms != observed_heartbeat_ms {
+        let renewed_since = match observed {
+            (Some(generation), _) => a.lease_generation != generation,
+            (None, Some(stamp)) => a.last_heartbeat_ms != stamp,
+            (None, None) => {
+                return Err(MetaError::invalid_request(format!(
+                    "a fence of agent {agent_id} must name the lease generation it judged"
+                )))
+            }
+        };
+        if renewed_since {
             return Err(MetaError::StaleRequest {
-                reason: format!("agent {agent_id} heartbeated after its lease was judged expired"),
+                reason: format!("agent {agent_id} renewed its lease after it was judged expired"),
             });
         }
         if !a.fenced {
@@ -284,15 +299,17 @@ impl MetaState {
         Ok(CommandOutput::Leader(out))
     }
 
+    /// `by` is the proposing leader, its leader epoch and the partition
+    /// epoch it last saw (`None` in log entries from before that was sent).
     pub(super) fn alter_isr(
         &mut self,
         topic_id: Uuid,
         partition: i32,
-        leader: AgentId,
-        leader_epoch: i32,
+        by: (AgentId, i32, Option<i32>),
         isr: Vec<AgentId>,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
+        let (leader, leader_epoch, expected_partition_epoch) = by;
         let live: BTreeSet<AgentId> = self.live_agents().into_iter().collect();
         let (topic, current) = {
             let (topic, p) = self.partition_mut(topic_id, partition)?;
@@ -312,6 +329,19 @@ impl MetaState {
                 given: leader_epoch,
                 current: current.leader_epoch,
             });
+        }
+        // the leader counted the ISR of this epoch (plus its own pending
+        // change); any change since, such as the lease engine dropping a
+        // fenced follower, makes its proposal stale
+        if let Some(seen) = expected_partition_epoch {
+            if seen != current.partition_epoch {
+                return Err(MetaError::StaleRequest {
+                    reason: format!(
+                        "{topic}-{partition} moved to partition epoch {} since the leader proposed its ISR at epoch {seen}",
+                        current.partition_epoch
+                    ),
+                });
+            }
         }
         self.check_isr(&topic, &current, &isr)?;
         if !isr.contains(&leader) {

@@ -4,12 +4,13 @@ use crate::command::Command;
 use crate::types::AgentAddrs;
 
 fn fence(s: &mut MetaState, id: AgentId) {
-    let hb = s.agent(id).unwrap().last_heartbeat_ms;
+    let generation = s.agent(id).unwrap().lease_generation;
     apply(
         s,
         Command::FenceAgent {
             agent_id: id,
-            observed_heartbeat_ms: hb,
+            observed_generation: Some(generation),
+            observed_heartbeat_ms: None,
         },
     )
     .unwrap();
@@ -70,21 +71,63 @@ fn heartbeat_renews_and_unfences() {
 }
 
 #[test]
-fn fencing_is_refused_when_a_heartbeat_raced_it() {
+fn fencing_is_refused_when_a_logged_renewal_raced_it() {
     let mut s = with_agents(1);
-    let stale = s.agent(1).unwrap().last_heartbeat_ms;
-    let (r, _) = apply_at(&mut s, T0 + 100, Command::Heartbeat { agent_id: 1 });
+    let judged = s.agent(1).unwrap().lease_generation;
+    let fence = Command::FenceAgent {
+        agent_id: 1,
+        observed_generation: Some(judged),
+        observed_heartbeat_ms: None,
+    };
+    // the leader logs a heartbeat that reached it while the fence was proposed
+    let (r, _) = apply_at(&mut s, T0 - 5_000, Command::Heartbeat { agent_id: 1 });
     r.unwrap();
+    let err = apply(&mut s, fence.clone()).unwrap_err();
+    assert!(matches!(err, MetaError::StaleRequest { .. }), "{err}");
+    assert!(!s.agent(1).unwrap().fenced);
+    // a registration renews the lease too
+    let judged = s.agent(1).unwrap().lease_generation;
+    register(&mut s, 1);
     let err = apply(
         &mut s,
         Command::FenceAgent {
             agent_id: 1,
-            observed_heartbeat_ms: stale,
+            observed_generation: Some(judged),
+            observed_heartbeat_ms: None,
         },
     )
     .unwrap_err();
-    assert!(matches!(err, MetaError::StaleRequest { .. }));
-    assert!(!s.agent(1).unwrap().fenced);
+    assert!(matches!(err, MetaError::StaleRequest { .. }), "{err}");
+    // a fence that names neither generation nor stamp is malformed
+    assert!(matches!(
+        apply(
+            &mut s,
+            Command::FenceAgent {
+                agent_id: 1,
+                observed_generation: None,
+                observed_heartbeat_ms: None,
+            }
+        ),
+        Err(MetaError::InvalidRequest { .. })
+    ));
+}
+
+#[test]
+fn fences_logged_before_lease_generations_replay_on_the_heartbeat_stamp() {
+    let mut s = with_agents(1);
+    let old = r#"{"FenceAgent":{"agent_id":1,"observed_heartbeat_ms":1}}"#;
+    let stale: Command = serde_json::from_str(old).expect("an old FenceAgent entry");
+    assert!(matches!(
+        apply(&mut s, stale),
+        Err(MetaError::StaleRequest { .. })
+    ));
+    let stamp = s.agent(1).unwrap().last_heartbeat_ms;
+    let current: Command = serde_json::from_str(&format!(
+        r#"{{"FenceAgent":{{"agent_id":1,"observed_heartbeat_ms":{stamp}}}}}"#
+    ))
+    .expect("an old FenceAgent entry");
+    apply(&mut s, current).expect("applies as it did");
+    assert!(s.agent(1).unwrap().fenced);
 }
 
 #[test]
@@ -164,6 +207,7 @@ fn unclean_election_prefers_in_sync_then_any_live_replica() {
             leader: r[0],
             leader_epoch: 0,
             isr: vec![r[0]],
+            expected_partition_epoch: None,
         },
     )
     .unwrap();
@@ -276,6 +320,7 @@ fn alter_isr_only_from_the_current_leader_at_its_epoch() {
                 leader,
                 leader_epoch: epoch,
                 isr,
+                expected_partition_epoch: None,
             },
         )
     };
@@ -333,4 +378,53 @@ fn high_watermark_checkpoints_only_move_forward() {
     );
     assert_eq!(out.unwrap(), CommandOutput::Count(0));
     assert_eq!(s.topic("t").unwrap().partitions[0].high_watermark, 10);
+}
+
+#[test]
+fn alter_isr_from_an_earlier_partition_epoch_is_refused() {
+    let mut s = with_agents(3);
+    let t = create(&mut s, "t", 1, 3);
+    let r = t.partitions[0].replicas.clone();
+    let alter = |s: &mut MetaState, isr: Vec<AgentId>, seen: Option<i32>| {
+        apply(
+            s,
+            Command::AlterIsr {
+                topic_id: t.id,
+                partition: 0,
+                leader: r[0],
+                leader_epoch: 0,
+                isr,
+                expected_partition_epoch: seen,
+            },
+        )
+    };
+    alter(&mut s, vec![r[0], r[1]], Some(0)).expect("shrink at the current epoch");
+    // the leader, at partition epoch 1, proposes to add r[2] back; before
+    // that lands, the lease engine drops the fenced r[1] (epoch 2)
+    fence(&mut s, r[1]);
+    apply(
+        &mut s,
+        Command::ReassignLeadership {
+            topic_id: t.id,
+            partition: 0,
+            expected_partition_epoch: 1,
+            leader: Some(r[0]),
+            isr: vec![r[0]],
+        },
+    )
+    .expect("the lease engine shrinks the ISR");
+    let p = &s.topic("t").unwrap().partitions[0];
+    assert_eq!((p.leader_epoch, p.partition_epoch), (0, 2));
+    assert!(
+        matches!(
+            alter(&mut s, vec![r[0], r[2]], Some(1)),
+            Err(MetaError::StaleRequest { .. })
+        ),
+        "a proposal from partition epoch 1 is stale at epoch 2"
+    );
+    assert_eq!(s.topic("t").unwrap().partitions[0].isr, vec![r[0]]);
+    alter(&mut s, vec![r[0], r[2]], Some(2)).expect("proposed again at the current epoch");
+    // entries logged before the epoch was sent replay unchecked
+    alter(&mut s, vec![r[0]], None).expect("a legacy entry applies");
+    assert_eq!(s.topic("t").unwrap().partitions[0].partition_epoch, 4);
 }

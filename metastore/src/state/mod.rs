@@ -64,6 +64,10 @@ pub struct MetaState {
     /// Log start floors (DeleteRecords): topic id -> partition -> offset.
     #[serde(default)]
     pub(crate) log_starts: BTreeMap<Uuid, Arc<BTreeMap<i32, i64>>>,
+    /// Where retention last trimmed each partition's manifest (the highest
+    /// `TrimSegments` offset): topic id -> partition -> offset.
+    #[serde(default)]
+    pub(crate) trimmed_below: BTreeMap<Uuid, Arc<BTreeMap<i32, i64>>>,
     /// SASL/SCRAM users: name -> mechanism -> credential.
     #[serde(default)]
     pub(crate) scram_users: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
@@ -268,8 +272,13 @@ impl MetaState {
             Command::Heartbeat { agent_id } => self.heartbeat(now_ms, agent_id, events),
             Command::FenceAgent {
                 agent_id,
+                observed_generation,
                 observed_heartbeat_ms,
-            } => self.fence_agent(agent_id, observed_heartbeat_ms, events),
+            } => self.fence_agent(
+                agent_id,
+                (observed_generation, observed_heartbeat_ms),
+                events,
+            ),
             Command::ElectLeader {
                 topic_id,
                 partition,
@@ -317,7 +326,14 @@ impl MetaState {
                 leader,
                 leader_epoch,
                 isr,
-            } => self.alter_isr(topic_id, partition, leader, leader_epoch, isr, events),
+                expected_partition_epoch,
+            } => self.alter_isr(
+                topic_id,
+                partition,
+                (leader, leader_epoch, expected_partition_epoch),
+                isr,
+                events,
+            ),
             Command::CheckpointHighWatermarks { entries } => {
                 Ok(self.checkpoint_high_watermarks(&entries))
             }
@@ -325,7 +341,8 @@ impl MetaState {
                 topic_id,
                 partition,
                 entry,
-            } => self.commit_segment(topic_id, partition, entry, events),
+                leader_epoch,
+            } => self.commit_segment(topic_id, partition, entry, leader_epoch, events),
             Command::TrimSegments {
                 topic_id,
                 partition,

@@ -45,6 +45,7 @@ fn grow_isr(s: &mut MetaState, topic: &str, add: AgentId) {
             leader: p.leader.expect("a leader"),
             leader_epoch: p.leader_epoch,
             isr,
+            expected_partition_epoch: Some(p.partition_epoch),
         },
     )
     .expect("the leader adds a caught-up replica");

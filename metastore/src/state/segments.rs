@@ -7,6 +7,12 @@
 //! those are served by the earlier entry, so no offset is ever answered from
 //! two objects. Committing the same entry twice is a no-op, so an uploader
 //! may retry after a timeout without checking first.
+//!
+//! Only the partition's current leader adds entries: a commit that names
+//! a leader epoch the partition has passed is refused, and so is an entry
+//! wholly below the partition's log start (where retention trimmed the
+//! manifest, or DeleteRecords' floor), which a deposed leader's late commit
+//! would otherwise put back, moving the log start down again.
 
 use std::sync::Arc;
 
@@ -32,11 +38,23 @@ impl MetaState {
         Ok(())
     }
 
+    /// The offset below which a partition's manifest takes no entry: the
+    /// higher of where retention trimmed it and the DeleteRecords floor.
+    pub fn manifest_start(&self, topic_id: Uuid, partition: i32) -> Option<i64> {
+        let trimmed = self
+            .trimmed_below
+            .get(&topic_id)
+            .and_then(|p| p.get(&partition))
+            .copied();
+        trimmed.max(self.log_start(topic_id, partition))
+    }
+
     pub(super) fn commit_segment(
         &mut self,
         topic_id: Uuid,
         partition: i32,
         entry: SegmentEntry,
+        leader_epoch: Option<i32>,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         self.check_partition(topic_id, partition)?;
@@ -59,11 +77,40 @@ impl MetaState {
         };
         let list = self.segments(topic_id, partition);
         if let Some(existing) = list.iter().find(|e| e.key == entry.key) {
+            // a retry whose first attempt landed: done, whoever leads now
             if *existing == entry {
                 return Ok(CommandOutput::Done);
             }
             return Err(overlap("another entry with this key differs".to_owned()));
         }
+        if let Some(given) = leader_epoch {
+            let topic = self.topic_by_id(topic_id);
+            let current = topic
+                .and_then(|t| t.partition(partition))
+                .map(|p| p.leader_epoch);
+            if let (Some(topic), Some(current)) = (topic, current) {
+                if given < current {
+                    return Err(MetaError::FencedLeaderEpoch {
+                        topic: topic.name.clone(),
+                        partition,
+                        given,
+                        current,
+                    });
+                }
+            }
+        }
+        if let Some(start) = self
+            .manifest_start(topic_id, partition)
+            .filter(|start| entry.last_offset < *start)
+        {
+            return Err(MetaError::StaleRequest {
+                reason: format!(
+                    "segment '{}' [{}..={}] lies wholly below the partition's log start {start}",
+                    entry.key, entry.base_offset, entry.last_offset
+                ),
+            });
+        }
+        let list = self.segments(topic_id, partition);
         if let Some(e) = list
             .iter()
             .find(|e| e.first_served() <= entry.last_offset && first <= e.last_offset)
@@ -99,6 +146,10 @@ impl MetaState {
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         self.check_partition(topic_id, partition)?;
+        let trimmed = self.trimmed_below.entry(topic_id).or_default();
+        if trimmed.get(&partition).is_none_or(|t| *t < below_offset) {
+            Arc::make_mut(trimmed).insert(partition, below_offset);
+        }
         let keep_from = self
             .segments(topic_id, partition)
             .partition_point(|e| e.last_offset < below_offset);

@@ -37,6 +37,7 @@ fn manifest_keeps_entries_sorted_and_retries_are_harmless() {
                 topic_id: t.id,
                 partition: 0,
                 entry: e,
+                leader_epoch: None,
             },
         )
     };
@@ -63,6 +64,7 @@ fn overlapping_or_malformed_segments_are_refused() {
                 topic_id: t.id,
                 partition: 0,
                 entry: e,
+                leader_epoch: None,
             },
         )
     };
@@ -100,6 +102,7 @@ fn overlapping_or_malformed_segments_are_refused() {
             topic_id: t.id,
             partition: 1,
             entry: seg("x", 100, 110),
+            leader_epoch: None,
         },
     );
     assert!(matches!(
@@ -112,6 +115,7 @@ fn overlapping_or_malformed_segments_are_refused() {
             topic_id: Uuid::nil(),
             partition: 0,
             entry: seg("x", 100, 110),
+            leader_epoch: None,
         },
     );
     assert!(matches!(bad_topic, Err(MetaError::UnknownTopicId { .. })));
@@ -129,6 +133,7 @@ fn trim_removes_only_segments_wholly_below_the_offset() {
                 topic_id: t.id,
                 partition: 0,
                 entry: seg(k, b, l),
+                leader_epoch: None,
             },
         )
         .unwrap();
@@ -188,6 +193,7 @@ fn a_new_leaders_segment_straddling_the_manifest_end_serves_only_what_follows() 
                 topic_id: t.id,
                 partition: 0,
                 entry: e,
+                leader_epoch: None,
             },
         )
     };
@@ -261,6 +267,7 @@ fn an_entry_serving_from_outside_its_object_is_refused() {
                     topic_id: t.id,
                     partition: 0,
                     entry: bad,
+                    leader_epoch: None,
                 },
             ),
             Err(MetaError::InvalidRequest { .. })
@@ -280,4 +287,96 @@ fn an_entry_from_before_served_from_existed_loads_serving_from_its_base() {
         !written.contains("served_from"),
         "an entry serving from its base is written as before: {written}"
     );
+}
+
+/// A leader uploaded `a` and lost its leadership before committing it; the
+/// next leader committed `a` and `b`, and retention trimmed both. The
+/// deposed leader's late commit must not put `a` back (the log start would
+/// move back below the trim), nor may any commit from its epoch land.
+#[test]
+fn a_deposed_leaders_late_commit_is_refused_and_cannot_undo_a_trim() {
+    let mut s = with_agents(2);
+    let t = create(&mut s, "t", 1, 2);
+    let first = t.partitions[0].leader.expect("a leader");
+    let next = t.partitions[0]
+        .replicas
+        .iter()
+        .copied()
+        .find(|r| *r != first)
+        .expect("a second replica");
+    let commit = |s: &mut MetaState, e: SegmentEntry, epoch: Option<i32>| {
+        apply(
+            s,
+            Command::CommitSegment {
+                topic_id: t.id,
+                partition: 0,
+                entry: e,
+                leader_epoch: epoch,
+            },
+        )
+    };
+    commit(&mut s, seg("a", 0, 99), Some(0)).expect("the leader at epoch 0 commits");
+    apply(
+        &mut s,
+        Command::ReassignLeadership {
+            topic_id: t.id,
+            partition: 0,
+            expected_partition_epoch: 0,
+            leader: Some(next),
+            isr: vec![next, first],
+        },
+    )
+    .expect("leadership moves (epoch 1)");
+    assert!(
+        matches!(
+            commit(&mut s, seg("b", 100, 199), Some(0)),
+            Err(MetaError::FencedLeaderEpoch {
+                given: 0,
+                current: 1,
+                ..
+            })
+        ),
+        "the deposed leader commits nothing more"
+    );
+    commit(&mut s, seg("a", 0, 99), Some(0)).expect("a retry of what landed is a no-op");
+    commit(&mut s, seg("b2", 100, 149), Some(1)).expect("the new leader commits");
+    commit(&mut s, seg("c2", 150, 249), Some(1)).expect("the new leader commits");
+    apply(
+        &mut s,
+        Command::TrimSegments {
+            topic_id: t.id,
+            partition: 0,
+            below_offset: 150,
+        },
+    )
+    .expect("retention trims");
+    assert_eq!(s.manifest_start(t.id, 0), Some(150));
+    // even unfenced by epoch (the current leader, or a caller that leads
+    // nothing), an entry wholly below the trim stays out
+    for (entry, epoch) in [(seg("a", 0, 99), None), (seg("b2", 100, 149), Some(1))] {
+        assert!(
+            matches!(
+                commit(&mut s, entry, epoch),
+                Err(MetaError::StaleRequest { .. })
+            ),
+            "an entry wholly below the trim stays out"
+        );
+    }
+    let keys: Vec<_> = s.segments(t.id, 0).iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, ["c2"], "the log start did not move back");
+    // DeleteRecords' floor counts too
+    apply(
+        &mut s,
+        Command::SetLogStart {
+            topic_id: t.id,
+            partition: 0,
+            offset: 300,
+        },
+    )
+    .expect("DeleteRecords");
+    assert!(matches!(
+        commit(&mut s, seg("d", 250, 299), Some(1)),
+        Err(MetaError::StaleRequest { .. })
+    ));
+    commit(&mut s, seg("e", 250, 349), Some(1)).expect("straddling the floor is fine");
 }

@@ -225,6 +225,7 @@ fn a_clone_for_a_snapshot_shares_topics_manifests_and_offsets() {
             topic_id: t.id,
             partition: 0,
             entry,
+            leader_epoch: None,
         },
     )
     .unwrap();
@@ -279,6 +280,7 @@ fn a_topic_handed_out_is_never_changed_by_later_writes() {
             leader: 1,
             leader_epoch: 0,
             isr: vec![1],
+            expected_partition_epoch: None,
         },
     )
     .unwrap();
@@ -304,6 +306,7 @@ fn state_survives_a_snapshot_round_trip() {
                 size: 10,
                 ..Default::default()
             },
+            leader_epoch: None,
         },
     )
     .unwrap();

@@ -220,6 +220,7 @@ impl MetaState {
             .remove(&id)
             .ok_or(MetaError::UnknownTopicId { id })?;
         self.log_starts.remove(&id);
+        self.trimmed_below.remove(&id);
         let segments: BTreeMap<i32, Vec<SegmentEntry>> = self
             .segments
             .remove(&id)

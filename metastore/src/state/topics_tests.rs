@@ -190,6 +190,7 @@ fn delete_topic_removes_it_its_offsets_and_keeps_its_manifest_for_cleanup() {
             topic_id: t.id,
             partition: 0,
             entry: entry.clone(),
+            leader_epoch: None,
         },
     )
     .unwrap();

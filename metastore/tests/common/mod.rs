@@ -101,6 +101,7 @@ pub struct Cluster {
     router: Option<LocalRouter>,
     pub request_timeout: Duration,
     pub snapshot_every: u64,
+    pub agent_lease: Duration,
 }
 
 impl Cluster {
@@ -126,6 +127,7 @@ impl Cluster {
             router: None,
             request_timeout: Duration::from_secs(30),
             snapshot_every,
+            agent_lease: AGENT_LEASE,
         };
         for (id, socket) in sockets {
             c.dirs.insert(id, tempfile::tempdir().unwrap());
@@ -139,6 +141,15 @@ impl Cluster {
     }
 
     pub async fn in_process(n: u64, request_timeout: Duration) -> Cluster {
+        Cluster::in_process_leased(n, request_timeout, AGENT_LEASE).await
+    }
+
+    /// An in-process cluster whose agents' leases last `agent_lease`.
+    pub async fn in_process_leased(
+        n: u64,
+        request_timeout: Duration,
+        agent_lease: Duration,
+    ) -> Cluster {
         let router = LocalRouter::new();
         let addrs = (1..=n).map(|id| (id, LocalRouter::addr(id))).collect();
         let mut c = Cluster {
@@ -148,6 +159,7 @@ impl Cluster {
             router: Some(router.clone()),
             request_timeout,
             snapshot_every: 10_000,
+            agent_lease,
         };
         for id in 1..=n {
             c.dirs.insert(id, tempfile::tempdir().unwrap());
@@ -167,7 +179,7 @@ impl Cluster {
             transport,
             bootstrap: Bootstrap::Members(self.addrs.clone()),
             timing: timing(),
-            agent_lease: AGENT_LEASE,
+            agent_lease: self.agent_lease,
             request_timeout: self.request_timeout,
             snapshot_every: self.snapshot_every,
             ..MetastoreConfig::default()

@@ -92,7 +92,11 @@ pub struct ManifestError {
 /// - `segments` reads a possibly slightly stale local copy, sorted by the
 ///   offsets served, and always includes every entry this process committed.
 /// - `trim` removes exactly the entries wholly below the offset and returns
-///   them; an entry straddling it stays.
+///   them; an entry straddling it stays. A later `commit` of an entry
+///   wholly below the highest trim offset, or below the log start, is
+///   refused with a non-retriable error (a late commit would move the log
+///   start back); the same entry committed again while still recorded is
+///   still accepted.
 /// - `set_log_start` is durable when it returns `Ok` and monotonic: an
 ///   offset at or below the recorded one changes nothing, and a negative
 ///   one is refused (not retriable). `log_start` reads
@@ -144,6 +148,8 @@ pub struct MemoryManifest {
 struct MemoryState {
     partitions: BTreeMap<PartitionKey, Vec<TieredSegment>>,
     log_starts: BTreeMap<PartitionKey, i64>,
+    /// The highest offset each partition was trimmed below.
+    trimmed_below: BTreeMap<PartitionKey, i64>,
     deleted: Vec<TopicToPurge>,
     failing: bool,
     commits: u64,
@@ -170,6 +176,7 @@ impl MemoryManifest {
     pub fn delete_topic(&self, topic_id: uuid::Uuid) {
         let mut s = self.state.lock();
         s.log_starts.retain(|k, _| k.topic_id != topic_id);
+        s.trimmed_below.retain(|k, _| k.topic_id != topic_id);
         let keys: Vec<PartitionKey> = s
             .partitions
             .keys()
@@ -226,6 +233,11 @@ impl Manifest for MemoryManifest {
                 retriable: false,
             });
         }
+        let start = s
+            .trimmed_below
+            .get(&partition)
+            .copied()
+            .max(s.log_starts.get(&partition).copied());
         let list = s.partitions.entry(partition).or_default();
         if let Some(existing) = list.iter().find(|e| e.key == segment.key) {
             if *existing == segment {
@@ -235,6 +247,13 @@ impl Manifest for MemoryManifest {
             return Err(ManifestError {
                 operation: "commit",
                 reason: format!("{} is already recorded differently", segment.key),
+                retriable: false,
+            });
+        }
+        if let Some(start) = start.filter(|start| segment.last_offset < *start) {
+            return Err(ManifestError {
+                operation: "commit",
+                reason: format!("{} lies wholly below the log start {start}", segment.key),
                 retriable: false,
             });
         }
@@ -261,6 +280,8 @@ impl Manifest for MemoryManifest {
     ) -> Result<Vec<TieredSegment>, ManifestError> {
         let mut s = self.state.lock();
         self.check(&s, "trim")?;
+        let trimmed = s.trimmed_below.entry(partition).or_insert(below_offset);
+        *trimmed = (*trimmed).max(below_offset);
         let Some(list) = s.partitions.get_mut(&partition) else {
             return Ok(Vec::new());
         };

@@ -57,6 +57,7 @@ where
     straddling_entries_serve_only_offsets_no_other_entry_serves(&make().await).await;
     entries_are_sorted_and_kept_per_partition(&make().await).await;
     trim_removes_exactly_the_entries_wholly_below(&make().await).await;
+    a_commit_wholly_below_a_trim_or_the_log_start_is_refused(&make().await).await;
     deleted_topics_are_listed_until_forgotten(&make().await).await;
     log_start_is_durable_monotonic_and_per_partition(&make().await).await;
 }
@@ -228,6 +229,36 @@ pub async fn trim_removes_exactly_the_entries_wholly_below(m: &impl ManifestUnde
         .await
         .expect("trim of a partition without entries")
         .is_empty());
+}
+
+/// After a trim, an entry wholly below it (a late commit of a segment the
+/// trim already covered) is refused: it would move the log start back.
+/// The same for the log start; entries straddling either still go in.
+pub async fn a_commit_wholly_below_a_trim_or_the_log_start_is_refused(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
+    for (base, last) in [(0, 9), (10, 19)] {
+        m.commit(p, entry(p, base, last)).await.expect("commit");
+    }
+    m.trim(p, 20).await.expect("trim");
+    let err = m
+        .commit(p, entry(p, 0, 9))
+        .await
+        .expect_err("a late commit below the trim");
+    assert!(!err.retriable, "{err}");
+    assert!(m.segments(p).is_empty(), "the log start did not move back");
+    m.commit(p, straddling(p, 15, 20, 29))
+        .await
+        .expect("an entry reaching past the trim");
+    m.set_log_start(p, 40).await.expect("set");
+    let err = m
+        .commit(p, entry(p, 30, 39))
+        .await
+        .expect_err("an entry below the log start");
+    assert!(!err.retriable, "{err}");
+    m.commit(p, entry(p, 30, 49))
+        .await
+        .expect("an entry straddling the log start");
+    assert_eq!(served(&m.segments(p)), vec![(20, 29), (30, 49)]);
 }
 
 /// A deleted topic's entries are listed, per partition, until forgotten,

@@ -8,7 +8,9 @@
 //! whom, at which epoch), and hands each followed partition to the fetcher
 //! of its leader. It also records the ISR changes leaders propose
 //! (`Metastore::alter_isr`, checked there against the leader epoch and the
-//! partition epoch) and tells a leader when its proposal was refused.
+//! partition epoch) and tells a leader when its proposal was refused, or
+//! when its outcome is unknown (the leader then keeps counting it and
+//! proposes it again, see `replica_set.rs`).
 //!
 //! A replica reassigned away from this node (its partition's replicas no
 //! longer name it, which happens only once the replicas that replace it are
@@ -157,12 +159,13 @@ impl Manager {
                 .alter_isr(
                     p.key.topic_id,
                     p.key.partition,
-                    me,
-                    c.leader_epoch,
+                    (me, c.leader_epoch),
+                    c.partition_epoch,
                     c.isr.clone(),
                 )
                 .await;
             match res {
+                // the task learns the new ISR from the metadata, which has it now
                 Ok(_) => tracing::info!(
                     topic_id = %p.key.topic_id,
                     partition = p.key.partition,
@@ -170,9 +173,12 @@ impl Manager {
                     "in-sync replicas changed"
                 ),
                 Err(e) => {
-                    tracing::info!(topic_id = %p.key.topic_id, partition = p.key.partition, error = %e, "ISR change refused");
+                    // after a timeout the change may still apply: the
+                    // leader keeps counting it and proposes it again
+                    let unknown = e.outcome_unknown();
+                    tracing::info!(topic_id = %p.key.topic_id, partition = p.key.partition, error = %e, outcome_unknown = unknown, "ISR change not recorded");
                     if let Some(h) = partitions.get_open(p.key) {
-                        let _ = h.isr_change_failed(c.leader_epoch).await;
+                        let _ = h.isr_change_failed(c, unknown).await;
                     }
                 }
             }

@@ -25,7 +25,16 @@
 //!    both the high watermark and the offset where this leader's epoch
 //!    began. One change is in flight at a time; the metastore checks it
 //!    against the leader epoch and partition epoch, so a deposed leader's
-//!    proposal is refused.
+//!    proposal, or one made before a change the leader had not seen, is
+//!    refused.
+//! 6. A proposed change stays pending (and counted, rule 3) until its
+//!    outcome is known: the metastore answered (applied, or refused), or
+//!    the metadata shows a later partition epoch (then it applied, or can
+//!    no longer apply). When an attempt's outcome is unknown (a timeout
+//!    while the metastore changed leaders), the same change is proposed
+//!    again at the same partition epoch after [`ISR_RETRY_MS`], so it
+//!    applies at most once; a retry reaches the metastore leader after
+//!    the attempt it repeats, so its answer settles both.
 //! 5. acks=all writes are refused with NOT_ENOUGH_REPLICAS while the ISR is
 //!    smaller than `min.insync.replicas`; one whose offsets the high
 //!    watermark passed while the ISR had shrunk below it is answered
@@ -84,14 +93,29 @@ pub struct IsrChange {
     pub isr: Vec<AgentId>,
 }
 
+/// How long a leader waits before proposing again an ISR change whose
+/// last attempt has an unknown outcome.
+pub const ISR_RETRY_MS: i64 = 200;
+
+/// An ISR change proposed to the metastore, outcome not known yet.
+#[derive(Debug, Clone)]
+struct Pending {
+    isr: Vec<AgentId>,
+    /// The partition epoch it was proposed at, the only one it applies at.
+    partition_epoch: i32,
+    /// `None` while an attempt awaits its answer; else when to try again
+    /// (the last attempt's outcome is unknown).
+    retry_at_ms: Option<i64>,
+}
+
 /// The leader's replica bookkeeping for one partition.
 #[derive(Debug, Clone)]
 pub struct ReplicaSet {
     me: AgentId,
     assignment: Assignment,
     followers: BTreeMap<AgentId, FollowerState>,
-    /// Proposed to the metastore and not yet seen committed.
-    pending: Option<Vec<AgentId>>,
+    /// Proposed to the metastore and not yet known to be applied or refused.
+    pending: Option<Pending>,
     /// The leader's log end when its epoch began.
     epoch_start_offset: i64,
     min_insync: usize,
@@ -183,7 +207,7 @@ impl ReplicaSet {
     fn counted_isr(&self) -> Vec<AgentId> {
         let mut set = self.assignment.isr.clone();
         if let Some(p) = &self.pending {
-            for r in p {
+            for r in &p.isr {
                 if !set.contains(r) {
                     set.push(*r);
                 }
@@ -212,9 +236,18 @@ impl ReplicaSet {
             .min(leader_visible_end)
     }
 
-    /// Rule 4: the ISR to propose now, if any (and marks it pending).
+    /// Rule 4: the ISR to propose now, if any (and marks it pending); or,
+    /// rule 6, the pending change again once its retry is due.
     pub fn propose_isr_change(&mut self, hw: i64, now_ms: i64) -> Option<IsrChange> {
-        if self.pending.is_some() {
+        if let Some(p) = &mut self.pending {
+            if p.retry_at_ms.is_some_and(|at| now_ms >= at) {
+                p.retry_at_ms = None;
+                return Some(IsrChange {
+                    leader_epoch: self.assignment.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    isr: p.isr.clone(),
+                });
+            }
             return None;
         }
         let isr = &self.assignment.isr;
@@ -258,7 +291,11 @@ impl ReplicaSet {
         if &next == isr {
             return None;
         }
-        self.pending = Some(next.clone());
+        self.pending = Some(Pending {
+            isr: next.clone(),
+            partition_epoch: self.assignment.partition_epoch,
+            retry_at_ms: None,
+        });
         Some(IsrChange {
             leader_epoch: self.assignment.leader_epoch,
             partition_epoch: self.assignment.partition_epoch,
@@ -266,9 +303,31 @@ impl ReplicaSet {
         })
     }
 
-    /// A proposal failed (refused or not delivered); it may be proposed again.
-    pub fn isr_change_failed(&mut self) {
-        self.pending = None;
+    /// The pending change `change` is, if it is the one pending.
+    fn pending_for(&mut self, change: &IsrChange) -> Option<&mut Pending> {
+        if change.leader_epoch != self.assignment.leader_epoch {
+            return None;
+        }
+        self.pending
+            .as_mut()
+            .filter(|p| p.partition_epoch == change.partition_epoch && p.isr == change.isr)
+    }
+
+    /// The metastore refused `change` or certainly never applied it: it is
+    /// no longer pending, and another change may be proposed.
+    pub fn isr_change_failed(&mut self, change: &IsrChange) {
+        if self.pending_for(change).is_some() {
+            self.pending = None;
+        }
+    }
+
+    /// The outcome of proposing `change` is unknown (rule 6): it may apply
+    /// yet, so it stays pending and counted, and is proposed again at
+    /// `now_ms + ISR_RETRY_MS`.
+    pub fn isr_change_unknown(&mut self, change: &IsrChange, now_ms: i64) {
+        if let Some(p) = self.pending_for(change) {
+            p.retry_at_ms = Some(now_ms.saturating_add(ISR_RETRY_MS));
+        }
     }
 
     /// The metastore's current view of the partition. Returns false when
@@ -277,8 +336,12 @@ impl ReplicaSet {
         if a.leader_epoch != self.assignment.leader_epoch {
             return false;
         }
-        if self.pending.as_ref() == Some(&a.isr)
-            || a.partition_epoch != self.assignment.partition_epoch
+        // a later partition epoch settles the pending change: it applied,
+        // or the metastore refuses it from now on
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| a.partition_epoch != p.partition_epoch)
         {
             self.pending = None;
         }

@@ -172,9 +172,9 @@ fn a_joining_member_counts_for_the_high_watermark_before_its_change_commits() {
 fn a_refused_proposal_may_be_proposed_again() {
     let mut r = leader(&[1, 2, 3], 0, 1);
     r.on_fetch(2, 0, 0, LAG * 2).unwrap();
-    assert!(r.propose_isr_change(0, LAG * 2).is_some());
+    let change = r.propose_isr_change(0, LAG * 2).expect("a shrink");
     assert!(r.propose_isr_change(0, LAG * 2).is_none());
-    r.isr_change_failed();
+    r.isr_change_failed(&change);
     assert_eq!(
         r.propose_isr_change(0, LAG * 2).map(|c| c.isr),
         Some(vec![1, 2])
@@ -232,4 +232,68 @@ fn a_single_replica_partition_commits_what_the_leader_exposes() {
         0,
     );
     assert_eq!(r.high_watermark(42), 42);
+}
+
+/// A proposal whose answer was lost (the metastore timed out while it
+/// changed leaders) may still be applied: until the metadata says how it
+/// ended, the member it adds keeps holding the high watermark back, and
+/// the same change is proposed again at the same partition epoch.
+#[test]
+fn an_isr_change_with_an_unknown_outcome_stays_counted_until_the_metadata_settles_it() {
+    let mut r = leader(&[1, 2], 0, 1);
+    r.on_fetch(2, 100, 100, 1).unwrap();
+    r.on_fetch(3, 100, 100, 1).unwrap();
+    let change = r.propose_isr_change(100, 2).expect("3 joins");
+    r.on_fetch(2, 200, 200, 3).unwrap();
+    r.isr_change_unknown(&change, 10);
+    assert_eq!(
+        r.high_watermark(200),
+        100,
+        "3 may be in the ISR already, as far as anyone knows"
+    );
+    assert_eq!(r.propose_isr_change(100, 10 + ISR_RETRY_MS - 1), None);
+    let again = r
+        .propose_isr_change(100, 10 + ISR_RETRY_MS)
+        .expect("proposed again");
+    assert_eq!(
+        again, change,
+        "the same change, at the same partition epoch"
+    );
+    assert_eq!(r.propose_isr_change(100, 10 + 2 * ISR_RETRY_MS), None);
+    r.isr_change_unknown(&again, 20);
+    // metadata still at the epoch it was proposed at: nothing is settled
+    assert!(r.on_assignment(three(&[1, 2])));
+    assert_eq!(r.high_watermark(200), 100);
+    // a later partition epoch without 3: the change can no longer apply
+    assert!(r.on_assignment(Assignment {
+        partition_epoch: 10,
+        ..three(&[1, 2])
+    }));
+    assert_eq!(r.high_watermark(200), 200, "3 no longer counts");
+}
+
+#[test]
+fn an_answer_to_an_earlier_proposal_does_not_settle_the_current_one() {
+    let mut r = leader(&[1, 2, 3], 0, 1);
+    r.on_fetch(2, 0, 0, LAG * 2).unwrap();
+    let first = r.propose_isr_change(0, LAG * 2).expect("3 leaves");
+    assert_eq!(first.isr, vec![1, 2]);
+    // the metadata moved on (the lease engine dropped 2): the first
+    // proposal is settled and a new one goes out at the new epoch
+    assert!(r.on_assignment(Assignment {
+        partition_epoch: 10,
+        ..three(&[1, 3])
+    }));
+    r.on_fetch(2, 0, 0, LAG * 2 + 1).unwrap();
+    let second = r.propose_isr_change(0, LAG * 2 + 1).expect("3 leaves");
+    assert_eq!((second.partition_epoch, second.isr.clone()), (10, vec![1]));
+    r.isr_change_failed(&first);
+    r.isr_change_unknown(&first, LAG * 3);
+    assert_eq!(
+        r.propose_isr_change(0, LAG * 4),
+        None,
+        "the second is still in flight"
+    );
+    r.isr_change_failed(&second);
+    assert!(r.propose_isr_change(0, LAG * 4).is_some());
 }

@@ -78,14 +78,20 @@ async fn reassignments_are_started_listed_and_cancelled_with_kafka_error_codes(l
     let t = TestBroker::start(logs).await;
     let b = &t.broker;
     create(b, "moving", 1).await;
+    let agent2 = metastore::AgentRegistration {
+        id: 2,
+        ..Default::default()
+    };
     b.node
         .catalog
-        .register_agent(metastore::AgentRegistration {
-            id: 2,
-            ..Default::default()
-        })
+        .register_agent(agent2.clone())
         .await
         .expect("agent 2 registers");
+    // it holds its lease for the rest of the test
+    let _agent2 = b
+        .node
+        .catalog
+        .keep_agent_alive(agent2, std::time::Duration::from_millis(100));
     assert!(listed(b).await.is_empty());
     assert_eq!(
         alter_code(b, 0, &alter("moving", None)).await,

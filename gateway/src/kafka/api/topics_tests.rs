@@ -169,14 +169,20 @@ async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_
 async fn create_topics_places_replicas_where_the_assignments_say(logs: Logs) {
     let t = TestBroker::start(logs).await;
     let b = &t.broker;
+    let agent2 = metastore::AgentRegistration {
+        id: 2,
+        ..Default::default()
+    };
     b.node
         .catalog
-        .register_agent(metastore::AgentRegistration {
-            id: 2,
-            ..Default::default()
-        })
+        .register_agent(agent2.clone())
         .await
         .expect("agent 2 registers");
+    // it holds its lease for the rest of the test
+    let _agent2 = b
+        .node
+        .catalog
+        .keep_agent_alive(agent2, std::time::Duration::from_millis(100));
     let req = |name: &str, partitions: i32, assignments: &[(i32, &[i32])]| {
         CreateTopicsRequest::default().with_topics(vec![
             create_topics_request::CreatableTopic::default()

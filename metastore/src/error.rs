@@ -229,6 +229,8 @@ impl MetaError {
             | MetaError::ProducerIdsExhausted
             | MetaError::NotLeader { .. }
             | MetaError::Membership { .. }
+            | MetaError::DuplicateAgent { .. }
+            | MetaError::AgentAlive { .. }
             | MetaError::InvalidSettings { .. } => false,
         }
     }

@@ -26,6 +26,7 @@ mod on_a_running_metastore {
                 ..AgentAddrs::default()
             },
             rack: None,
+            instance: None,
         }
     }
 

@@ -4,7 +4,7 @@ use crate::command::Command;
 use crate::lease;
 use crate::types::{AgentAddrs, PartitionInfo};
 
-const LEASE: u64 = 3_000;
+const LEASE: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn partitions(s: &MetaState, topic: &str) -> Vec<PartitionInfo> {
     s.topic(topic).expect("topic").partitions.clone()
@@ -54,7 +54,7 @@ fn shutdown_hands_every_leadership_to_an_in_sync_replica_in_one_step() {
         }
     }
     // the lease engine does not give anything back while the agent is away
-    let plan = lease::plan(&s, T0 + 2, T0, LEASE);
+    let plan = lease::plan(&s, |_| std::time::Duration::ZERO, LEASE);
     assert!(plan.is_empty(), "{plan:?}");
 }
 
@@ -106,10 +106,11 @@ fn an_agent_that_shut_down_registers_again_and_leads_once_back_in_sync() {
             leader: p.leader.expect("leader"),
             leader_epoch: p.leader_epoch,
             isr,
+            expected_partition_epoch: Some(p.partition_epoch),
         },
     )
     .expect("back in the ISR");
-    let plan = lease::plan(&s, T0, T0, LEASE);
+    let plan = lease::plan(&s, |_| std::time::Duration::ZERO, LEASE);
     assert!(
         matches!(plan.as_slice(), [Command::ReassignLeadership { leader: Some(l), .. }] if *l == preferred),
         "{plan:?}"
@@ -154,12 +155,13 @@ fn a_second_process_with_a_live_agents_id_is_refused() {
     register(&mut s, None, 9093).expect("no instance: accepted");
     register(&mut s, Some(first), 9093).expect("records the instance again");
     // once its lease ran out (fenced), another process may take the id over
-    let hb = s.agent(1).expect("agent").last_heartbeat_ms;
+    let generation = s.agent(1).expect("agent").lease_generation;
     apply(
         &mut s,
         Command::FenceAgent {
             agent_id: 1,
-            observed_heartbeat_ms: hb,
+            observed_generation: Some(generation),
+            observed_heartbeat_ms: None,
         },
     )
     .expect("fenced");

@@ -97,6 +97,7 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         MetaError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound,
         MetaError::InvalidGroupId { .. } => ResponseError::InvalidGroupId,
         MetaError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
+        MetaError::NotCoordinator { .. } => ResponseError::NotCoordinator,
         // The metastore is electing a leader, unreachable or stopping:
         // clients retry.
         MetaError::NotLeader { .. }

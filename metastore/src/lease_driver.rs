@@ -1,6 +1,8 @@
 //! The lease driver: on the metastore leader, runs the [`crate::lease`]
 //! engine every tick and proposes its decisions, then the
-//! [`crate::balance`] planner and proposes the partition moves it starts;
+//! [`crate::coordinator_plan`] planner and proposes the coordinator slot
+//! moves it decides, then the [`crate::balance`] planner and proposes the
+//! partition moves it starts;
 //! also assigns the cluster id once, when a cluster first gets a leader.
 //!
 //! It reacts to leadership changes at once (it watches Raft metrics) so a
@@ -15,7 +17,7 @@ use openraft::ServerState;
 use crate::command::{runs_within_write_limit, Command};
 use crate::node::Node;
 use crate::proposer::wall_clock_ms;
-use crate::{balance, lease};
+use crate::{balance, coordinator_plan, lease};
 
 /// A Kafka-style cluster id: 16 random bytes in URL-safe base64, 22 characters.
 pub fn new_cluster_id() -> String {
@@ -87,6 +89,7 @@ pub(crate) async fn run(node: Arc<Node>) {
                 break;
             }
         }
+        propose_slot_moves(&node, wall_clock_ms(), lease_ms).await;
         let moves = {
             let a = node.applied.read();
             balance::plan(&a.state, node.partition_moves)
@@ -99,6 +102,28 @@ pub(crate) async fn run(node: Arc<Node>) {
                     }
                 }
                 Err(e) => tracing::debug!(error = ?e, "partition moves not proposed"),
+            }
+        }
+    }
+}
+
+/// Moves coordinator slots off fenced agents (right after the lease
+/// engine fenced them) and onto new ones ([`coordinator_plan`]).
+async fn propose_slot_moves(node: &Node, now: i64, lease_ms: u64) {
+    let moves = {
+        let a = node.applied.read();
+        coordinator_plan::plan(&a.state, now, lease_ms)
+    };
+    for run in runs_within_write_limit(moves) {
+        match node.proposer.propose(None, run).await {
+            Ok(w) => {
+                for r in w.results.iter().filter_map(|r| r.as_ref().err()) {
+                    tracing::debug!(error = %r, "coordinator slot move refused");
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = ?e, "coordinator slot moves not proposed");
+                return;
             }
         }
     }

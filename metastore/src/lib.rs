@@ -16,6 +16,10 @@
 //!   applied here without IO or clock, each returning a typed [`MetaError`].
 //! - [`lease`]: the lease engine (pure; `now` passed in) that fences silent
 //!   agents and re-elects partition leaders from the ISR.
+//! - [`coordinators`], [`coordinator_plan`]: which agent coordinates which
+//!   consumer groups (coordinator slots with epochs that fence a moved
+//!   coordinator's writes), and the pure planner that moves slots off
+//!   failed agents and onto new ones.
 //! - `store`: openraft storage: a CRC'd, segmented, group-committed Raft
 //!   log and a snapshotted state machine on disk.
 //! - [`network`]: Raft RPCs and forwarded client requests over QUIC with
@@ -62,6 +66,8 @@ pub mod acl;
 mod api;
 pub mod balance;
 pub mod command;
+pub mod coordinator_plan;
+pub mod coordinators;
 pub mod error;
 pub mod lease;
 mod lease_driver;

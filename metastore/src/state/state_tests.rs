@@ -241,6 +241,7 @@ fn a_clone_for_a_snapshot_shares_topics_manifests_and_offsets() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![commit],
+            coordinator: None,
         },
     )
     .unwrap();
@@ -320,6 +321,7 @@ fn state_survives_a_snapshot_round_trip() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![commit],
+            coordinator: None,
         },
     )
     .unwrap();

@@ -95,7 +95,7 @@ pub(super) async fn offset_commit(
         None
     } else {
         // One failure fails the request: each entry was vetted above.
-        let outcome = match b.node.catalog.commit_offsets(&group, to_commit).await {
+        let outcome = match b.node.catalog.commit_offsets(&group, None, to_commit).await {
             Ok(results) => results.into_iter().find_map(Result::err),
             Err(e) => Some(e),
         };
@@ -331,7 +331,7 @@ pub(super) async fn offset_delete(
         if let Err(e) = b
             .node
             .catalog
-            .delete_offsets(&group, doomed)
+            .delete_offsets(&group, None, doomed)
             .await
             .map(|_| ())
         {

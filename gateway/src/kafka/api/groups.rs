@@ -374,7 +374,7 @@ pub(super) async fn delete_groups(
                 ResponseError::GroupIdNotFound.code()
             }
             Ok(Err(GroupError::GroupIdNotFound)) | Ok(Ok(())) => {
-                match b.node.catalog.delete_group(&name).await {
+                match b.node.catalog.delete_group(&name, None).await {
                     Ok(()) | Err(metastore::MetaError::GroupIdNotFound { .. }) => 0,
                     Err(e) => codes::meta_error(&e).code(),
                 }

@@ -135,7 +135,7 @@ pub fn group_error(e: GroupError) -> ResponseError {
         GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
-        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
     }
 }
 

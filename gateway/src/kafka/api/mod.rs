@@ -9,6 +9,7 @@ mod client_quotas;
 mod configs;
 mod fetch;
 mod group_offsets;
+mod group_routing;
 mod groups;
 mod init_producer_id;
 mod metadata;

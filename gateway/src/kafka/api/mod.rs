@@ -491,6 +491,8 @@ mod acl_tests;
 #[cfg(test)]
 mod api_tests;
 #[cfg(test)]
+mod coordinator_tests;
+#[cfg(test)]
 mod fetch_tests;
 #[cfg(test)]
 mod group_tests;

@@ -22,9 +22,10 @@
 //!    take slots holds at least two fewer than the fullest live holder, the
 //!    fullest hands one over (its highest slot not moved by this plan). An
 //!    agent may take slots when it is live, not draining, and not back from
-//!    a failure (fenced while holding slots, or restarted) for less than
-//!    [`REJOIN_HOLD_LEASES`] leases: one that keeps failing does not drag
-//!    groups back and forth. A new agent takes its share at once, in one
+//!    a failure for less than [`REJOIN_HOLD_LEASES`] leases: an agent that
+//!    lost slots because it was fenced takes none this way until that many
+//!    leases after the loss and after its last registration (a restart),
+//!    so one that keeps failing does not drag groups back and forth. A new agent takes its share at once, in one
 //!    plan: each group of the slots concerned rebalances once, as when
 //!    Kafka moves its coordinators with a preferred leader election, and a
 //!    new cluster, whose first agent got every slot, is even a tick after
@@ -60,13 +61,13 @@ fn standing(state: &MetaState, a: &AgentInfo, now_ms: i64, hold_ms: i64) -> Stan
     if a.draining {
         return Standing::Draining;
     }
-    let lost = state.coordinator_slots().lost_ms(a.id);
-    let back_since = match lost {
-        Some(l) => Some(l.max(a.registered_ms)),
-        // a restart is a failure too (its first registration is not)
-        None if a.incarnation > 1 => Some(a.registered_ms),
-        None => None,
-    };
+    // counted from the later of the loss and its last registration (a
+    // restart); an agent restarted within its lease lost nothing, and
+    // registrations alone say nothing (an agent registers twice as it starts)
+    let back_since = state
+        .coordinator_slots()
+        .lost_ms(a.id)
+        .map(|lost| lost.max(a.registered_ms));
     match back_since {
         Some(t) if now_ms.saturating_sub(t) < hold_ms => Standing::Returning,
         _ => Standing::Settled,

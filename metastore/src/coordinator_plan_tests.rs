@@ -80,6 +80,15 @@ fn the_first_agent_holds_every_slot_and_agents_that_join_take_their_share_at_onc
 }
 
 #[test]
+fn a_new_agent_registering_twice_as_it_starts_takes_its_share_at_once() {
+    let mut s = with_agents(1);
+    register(&mut s, 2);
+    register(&mut s, 2);
+    settle(&mut s, T0);
+    assert_eq!(counts(&s), BTreeMap::from([(1, 32), (2, 32)]));
+}
+
+#[test]
 fn a_slot_keeps_its_holder_and_epoch_when_an_agent_that_does_not_hold_it_leaves() {
     let mut s = three_balanced();
     let before = holders(&s);

@@ -33,10 +33,15 @@ impl GroupEngine {
             .filter(|g| before.fence(g).is_none_or(|f| !self.held.holds(f)))
             .cloned()
             .collect();
+        if !lost.is_empty() {
+            tracing::info!(
+                groups = lost.len(),
+                "coordinator slots moved away: dropping their groups"
+            );
+        }
         let mut out = Vec::new();
         for id in lost {
             if let Some(group) = self.groups.remove(&id) {
-                tracing::info!(group = %id, "the group's coordinator slot moved away: dropping the group");
                 out.extend(abandon(group));
             }
         }

@@ -21,7 +21,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from cluster import VOTERS, Cluster, Production, _Reader, _recv_exact, create_replicated, eventually
+from cluster import (VOTERS, Cluster, Production, _Reader, _recv_exact, balanced_cluster,
+                     create_replicated, eventually)
 
 PARTITIONS = 6
 # how long a split must hold, unchanged, to count as settled
@@ -225,3 +226,63 @@ def test_a_group_keeps_one_coordinator_while_its_coordinator_dies_and_returns(cl
     assert any(final.get(p, -1) > at_kill.get(p, -1) for p in range(PARTITIONS)), \
         f"the group kept committing after the kill: {at_kill} -> {final}"
     assert all(progress), f"every consumer read records: {progress}"
+
+
+# ---- behind a load balancer: the group admin APIs see the whole cluster -----
+
+@pytest.fixture(scope="module")
+def balanced():
+    yield from balanced_cluster()
+
+
+def test_behind_a_load_balancer_any_agent_lists_describes_and_deletes_every_group(balanced):
+    """Groups spread over the three agents' coordinators; each admin client
+    reaches one agent through the balancer and still sees every group as
+    its coordinator has it, and deleting a group with members is refused."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster, balancer = balanced
+    topic = f"lbgroups-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": balancer.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)], operation_timeout=10)[topic].result(timeout=20)
+    groups = [f"lb-{topic}-{i}" for i in range(6)]
+    members = [Member(g, balancer.bootstrap, g, topic) for g in groups]
+    try:
+        deadline = time.time() + 90
+        while not all(m.assignment for m in members):
+            assert time.time() < deadline, [(m.name, m.events) for m in members]
+            for m in members:
+                m.poll()
+
+        def state_of(listing):
+            return {g.group_id: str(g.state).upper().split(".")[-1] for g in listing.valid}
+
+        # round robin: each new admin client reaches the next agent
+        for _ in range(3):
+            a = AdminClient({"bootstrap.servers": balancer.bootstrap})
+            listed = state_of(a.list_consumer_groups().result(timeout=20))
+            assert {g: listed.get(g) for g in groups} == {g: "STABLE" for g in groups}, listed
+            described = a.describe_consumer_groups(groups)
+            for g in groups:
+                d = described[g].result(timeout=20)
+                assert [m.client_id for m in d.members] == [g], (g, d)
+            for m in members:
+                m.poll()
+            deleted = a.delete_consumer_groups(groups, request_timeout=20)
+            for g in groups:
+                with pytest.raises(KafkaException) as refused:
+                    deleted[g].result(timeout=30)
+                assert "NON_EMPTY_GROUP" in str(refused.value), (g, refused.value)
+        # offsets to delete with the groups once they are empty
+        for m in members:
+            m.c.commit(offsets=[TopicPartition(topic, p, 1) for p in m.assignment],
+                       asynchronous=False)
+    finally:
+        for m in members:
+            m.close()
+    a = AdminClient({"bootstrap.servers": balancer.bootstrap})
+    deleted = a.delete_consumer_groups(groups, request_timeout=20)
+    for g in groups:
+        deleted[g].result(timeout=30)
+    listed = {g.group_id for g in a.list_consumer_groups().result(timeout=20).valid}
+    assert not listed & set(groups), listed

@@ -1,7 +1,8 @@
 //! One agent's data plane as the front ends see it: the catalog, the
 //! partitions this agent opened, its group coordinator, and the few
 //! decisions every front end makes the same way (does this agent lead a
-//! partition, which producer id comes next, how a topic is auto-created).
+//! partition, does it coordinate a group, which producer id comes next,
+//! how a topic is auto-created).
 //!
 //! A front end holds a [`Node`] (or just the handle inside it it needs) and
 //! translates its own wire format to these calls; the Kafka, native and REST
@@ -11,6 +12,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use metastore::coordinators::SlotFence;
 use metastore::{
     AgentId, ClusterControl, CreateTopic, Groups, MetaError, Metastore, PartitionInfo, TopicInfo,
     Topics,
@@ -49,6 +51,18 @@ pub enum Unavailable {
     NotLeader,
     #[error(transparent)]
     Log(LogError),
+}
+
+/// Where a group (or a transactional id) is coordinated, as this agent's
+/// metastore replica says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupHome {
+    /// This agent holds the key's coordinator slot, at this fence.
+    Here(SlotFence),
+    /// Another agent holds it.
+    Elsewhere(AgentId),
+    /// No agent holds slots yet (no agent has registered).
+    Unassigned,
 }
 
 /// One agent's data plane.
@@ -120,6 +134,15 @@ impl Node {
             })
             .await
             .map_err(Unavailable::Log)
+    }
+
+    /// Where `key` is coordinated: the holder of its coordinator slot.
+    pub fn group_home(&self, key: &str) -> GroupHome {
+        match self.catalog.coordinator(key) {
+            None => GroupHome::Unassigned,
+            Some(p) if p.holder.agent == self.agent_id() => GroupHome::Here(p.fence()),
+            Some(p) => GroupHome::Elsewhere(p.holder.agent),
+        }
     }
 
     /// Whether this node leads the partition (holds its lease).

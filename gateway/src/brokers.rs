@@ -1,12 +1,13 @@
 //! The brokers Kafka clients are told about: every live agent the metastore
 //! knows (Metadata, DescribeCluster), the controller (the metastore leader)
-//! and which agent coordinates a consumer group (FindCoordinator).
+//! and which agent coordinates a consumer group (FindCoordinator: the
+//! holder of the group's coordinator slot, `metastore::coordinators`).
 //!
 //! All of it is read from the local metastore replica, so two agents may
 //! briefly disagree after a change; clients refresh their metadata on the
 //! errors that follow (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR).
 
-use metastore::{AgentInfo, ClusterControl, Metastore};
+use metastore::{AgentInfo, ClusterControl, Groups, Metastore};
 
 use crate::broker::BrokerConfig;
 
@@ -124,40 +125,24 @@ pub fn controller(catalog: &Metastore, config: &BrokerConfig) -> i32 {
         .unwrap_or(-1)
 }
 
-/// FNV-1a: stable across processes and releases, unlike std's hasher.
-fn stable_hash(key: &str) -> u64 {
-    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-/// The agent that coordinates group (or transaction) `key`: the same on
-/// every agent that sees the same live agents, so all members of a group
-/// meet on one coordinator. Committed offsets live in the metastore, so any
-/// agent can take a group over when the live agents change.
-///
-/// Rendezvous hashing: each live agent gets a weight from the key and its
-/// id, and the heaviest coordinates. An agent that leaves or joins moves
-/// only the groups it coordinates (or now outweighs); the others stay put,
-/// even on an agent whose view of the live set briefly differs, so their
-/// members are not split between two coordinators.
-pub fn coordinator<'a>(live: &'a [BrokerEntry], key: &str) -> Option<&'a BrokerEntry> {
-    live.iter()
-        .max_by_key(|b| (stable_hash(&format!("{key}\0{}", b.id)), b.id))
+/// The broker clients must ask about group (or transactional id) `key`:
+/// the agent holding its coordinator slot, or in load-balancer mode the
+/// balancer. `None` until an agent holds slots, and while the holder is an
+/// agent whose lease lapsed (its slots move to a live agent within a
+/// lease driver tick, and the client asks again).
+pub fn coordinator(catalog: &Metastore, config: &BrokerConfig, key: &str) -> Option<BrokerEntry> {
+    if config.load_balanced {
+        return live(catalog, config).into_iter().next();
+    }
+    let holder = catalog.coordinator(key)?.holder.agent;
+    agents(catalog, config)
+        .into_iter()
+        .find(|e| u64::try_from(e.id).ok() == Some(holder))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn b(id: i32) -> BrokerEntry {
-        BrokerEntry {
-            id,
-            host: "h".into(),
-            port: 1,
-            rack: None,
-        }
-    }
 
     #[test]
     fn addresses_split_into_host_and_port() {
@@ -166,32 +151,5 @@ mod tests {
         assert_eq!(split_addr("nohost"), None);
         assert_eq!(split_addr(":9092"), None);
         assert_eq!(split_addr("h:99999"), None);
-    }
-
-    #[test]
-    fn a_group_has_one_coordinator_and_groups_spread_over_agents() {
-        let live = [b(1), b(2), b(3)];
-        let pick = |k: &str| coordinator(&live, k).map(|e| e.id);
-        assert_eq!(pick("orders"), pick("orders"));
-        let used: std::collections::BTreeSet<_> =
-            (0..50).filter_map(|i| pick(&format!("g{i}"))).collect();
-        assert_eq!(used.len(), 3, "{used:?}");
-        assert_eq!(coordinator(&[], "g"), None);
-    }
-
-    #[test]
-    fn an_agent_leaving_or_joining_moves_only_the_groups_it_coordinates() {
-        let all = [b(1), b(2), b(3)];
-        for i in 0..200 {
-            let g = format!("g{i}");
-            let owner = coordinator(&all, &g).map(|e| e.id);
-            for gone in [1, 2, 3] {
-                let live: Vec<BrokerEntry> = all.iter().filter(|e| e.id != gone).cloned().collect();
-                let now = coordinator(&live, &g).map(|e| e.id);
-                if owner != Some(gone) {
-                    assert_eq!(now, owner, "{g} moved when agent {gone} left");
-                }
-            }
-        }
     }
 }

@@ -99,6 +99,7 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         MetaError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound,
         MetaError::InvalidGroupId { .. } => ResponseError::InvalidGroupId,
         MetaError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
+        MetaError::NotCoordinator { .. } => ResponseError::NotCoordinator,
         // The metastore is electing a leader, unreachable or stopping:
         // clients retry.
         MetaError::NotLeader { .. }
@@ -136,7 +137,7 @@ pub fn group_error(e: GroupError) -> ResponseError {
         GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
-        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
     }
 }
 

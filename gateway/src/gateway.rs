@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use crate::broker::{Broker, BrokerConfig};
 use crate::server;
 use dataplane::backend::LogFactory;
-use dataplane::group::coordinator::Coordinator;
+use dataplane::group::coordinator::{Coordinator, Ownership};
 use dataplane::partition::Partitions;
 use dataplane::shard::Shards;
 
@@ -173,7 +173,11 @@ impl Gateway {
         };
         let partitions = Arc::new(Partitions::new(shards.handles(), logs));
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
-        let groups = Coordinator::start(config.group.clone(), prefix);
+        let ownership = Ownership {
+            catalog: catalog.clone(),
+            agent: u64::try_from(config.node_id).unwrap_or(u64::MAX),
+        };
+        let groups = Coordinator::start(config.group.clone(), prefix, ownership);
         let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
         let (stop, stop_rx) = watch::channel(false);
         tokio::spawn(dataplane::partition::hw_checkpoint::run(

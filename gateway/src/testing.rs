@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use dataplane::group::coordinator::Coordinator;
+use dataplane::group::coordinator::{Coordinator, Ownership};
 use dataplane::partition::Partitions;
 pub use dataplane::testing::{batch_of, record_batch, scratch_dir, Backends, Logs};
 use tempfile::TempDir;
@@ -20,7 +20,11 @@ pub fn broker(backends: &Backends, config: BrokerConfig) -> Broker {
         vec![tokio::runtime::Handle::current()],
         backends.logs.clone(),
     ));
-    let groups = Coordinator::start(config.group.clone(), "test".into());
+    let ownership = Ownership {
+        catalog: backends.meta.clone(),
+        agent: u64::try_from(config.node_id).expect("node ids are not negative"),
+    };
+    let groups = Coordinator::start(config.group.clone(), "test".into(), ownership);
     Broker::new(config, backends.meta.clone(), partitions, groups)
 }
 

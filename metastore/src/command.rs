@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::acl::{AclBinding, AclFilter};
+use crate::coordinators::SlotFence;
 use crate::error::MetaError;
 use crate::quota::{QuotaEntity, QuotaOps};
 use crate::types::{
@@ -237,16 +238,36 @@ pub enum Command {
     ForgetDeletedTopic {
         topic_id: Uuid,
     },
+    /// A coordinator commits a group's offsets; with `coordinator` set,
+    /// refused (NOT_COORDINATOR) unless the group's coordinator slot is
+    /// still at that epoch. `None` is an unfenced write (tools, tests, and
+    /// entries written before slots existed).
     CommitOffsets {
         group: String,
         offsets: Vec<OffsetCommit>,
+        #[serde(default)]
+        coordinator: Option<SlotFence>,
     },
+    /// Fenced as `CommitOffsets`.
     DeleteGroup {
         group: String,
+        #[serde(default)]
+        coordinator: Option<SlotFence>,
     },
+    /// Fenced as `CommitOffsets`.
     DeleteOffsets {
         group: String,
         partitions: Vec<(String, i32)>,
+        #[serde(default)]
+        coordinator: Option<SlotFence>,
+    },
+    /// Proposed by the lease driver ([`crate::coordinator_plan`]): a
+    /// coordinator slot goes to `holder`, a live agent, at the next epoch.
+    /// Refused as stale unless the slot is still at `expected_epoch`.
+    MoveCoordinatorSlot {
+        slot: u32,
+        expected_epoch: i32,
+        holder: AgentId,
     },
     AllocateProducerIds {
         count: u32,

@@ -132,6 +132,12 @@ pub enum MetaError {
     #[error("offset metadata is {len} bytes; the limit is {max}")]
     OffsetMetadataTooLarge { len: usize, max: usize },
 
+    /// A coordinator's write for a group whose coordinator slot moved
+    /// since (or was never its). Nothing was changed. Kafka
+    /// `NOT_COORDINATOR` (16): the client finds the coordinator again.
+    #[error("not the coordinator of group '{group}': {reason}")]
+    NotCoordinator { group: String, reason: String },
+
     /// A segment that overlaps what the manifest already holds. The uploader
     /// must reconcile with [`crate::Manifests::segments`] before retrying.
     #[error("segment {key} [{base_offset}..={last_offset}] overlaps the manifest: {reason}")]
@@ -230,6 +236,7 @@ impl MetaError {
             | MetaError::NotLeader { .. }
             | MetaError::Membership { .. }
             | MetaError::DuplicateAgent { .. }
+            | MetaError::NotCoordinator { .. }
             | MetaError::AgentAlive { .. }
             | MetaError::InvalidSettings { .. } => false,
         }

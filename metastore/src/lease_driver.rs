@@ -1,8 +1,10 @@
 //! The lease driver: on the metastore leader, serves the agents'
 //! heartbeats into [`crate::liveness`], runs the [`crate::lease`] engine
-//! every tick and proposes its decisions, then the [`crate::balance`]
-//! planner and proposes the partition moves it starts; also assigns the
-//! cluster id once, when a cluster first gets a leader.
+//! every tick and proposes its decisions, then the
+//! [`crate::coordinator_plan`] planner and proposes the coordinator slot
+//! moves it decides, then the [`crate::balance`] planner and proposes the
+//! partition moves it starts; also assigns the cluster id once, when a
+//! cluster first gets a leader.
 //!
 //! It reacts to leadership changes at once (it watches Raft metrics) so a
 //! fresh single-node metastore has its cluster id within one write, and a
@@ -25,9 +27,9 @@ use crate::command::{runs_within_write_limit, Command};
 use crate::error::MetaError;
 use crate::network::ForwardResponse;
 use crate::node::Node;
-use crate::proposer::ProposeError;
+use crate::proposer::{wall_clock_ms, ProposeError};
 use crate::types::AgentId;
-use crate::{balance, lease};
+use crate::{balance, coordinator_plan, lease};
 
 /// A Kafka-style cluster id: 16 random bytes in URL-safe base64, 22 characters.
 pub fn new_cluster_id() -> String {
@@ -86,7 +88,8 @@ pub(crate) async fn run(node: Arc<Node>) {
     }
 }
 
-/// One round on the leader: the cluster id, leases, balancing.
+/// One round on the leader: the cluster id, leases, coordinator slots,
+/// balancing.
 async fn round(node: &Node, lease: Duration) {
     if node.applied.read().state.cluster_id().is_none() {
         let cmd = Command::SetClusterId {
@@ -124,6 +127,8 @@ async fn round(node: &Node, lease: Duration) {
             break;
         }
     }
+    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+    propose_slot_moves(node, wall_clock_ms(), lease_ms).await;
     let moves = {
         let a = node.applied.read();
         balance::plan(&a.state, node.partition_moves)
@@ -209,6 +214,28 @@ impl Node {
     /// Notes that `agent` registered through this node, which leads.
     pub(crate) fn registering(&self, agent: AgentId) {
         self.liveness.lock().heard(agent, now());
+    }
+}
+
+/// Moves coordinator slots off fenced agents (right after the lease
+/// engine fenced them) and onto new ones ([`coordinator_plan`]).
+async fn propose_slot_moves(node: &Node, now: i64, lease_ms: u64) {
+    let moves = {
+        let a = node.applied.read();
+        coordinator_plan::plan(&a.state, now, lease_ms)
+    };
+    for run in runs_within_write_limit(moves) {
+        match node.proposer.propose(None, run).await {
+            Ok(w) => {
+                for r in w.results.iter().filter_map(|r| r.as_ref().err()) {
+                    tracing::debug!(error = %r, "coordinator slot move refused");
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = ?e, "coordinator slot moves not proposed");
+                return;
+            }
+        }
     }
 }
 

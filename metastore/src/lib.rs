@@ -19,6 +19,10 @@
 //!   ISR. `liveness` is how the Raft leader measures that silence: agents'
 //!   heartbeats are requests to it, timed on its monotonic clock and not
 //!   logged.
+//! - [`coordinators`], [`coordinator_plan`]: which agent coordinates which
+//!   consumer groups (coordinator slots with epochs that fence a moved
+//!   coordinator's writes), and the pure planner that moves slots off
+//!   failed agents and onto new ones.
 //! - `store`: openraft storage: a CRC'd, segmented, group-committed Raft
 //!   log and a snapshotted state machine on disk.
 //! - [`network`]: Raft RPCs and forwarded client requests over QUIC with
@@ -66,6 +70,8 @@ pub mod acl;
 mod api;
 pub mod balance;
 pub mod command;
+pub mod coordinator_plan;
+pub mod coordinators;
 pub mod error;
 pub mod lease;
 mod lease_driver;

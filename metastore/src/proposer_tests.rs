@@ -3,6 +3,7 @@ use super::*;
 fn pending(group_bytes: usize) -> (Pending, oneshot::Receiver<Result<Written, ProposeError>>) {
     let commands = vec![Command::DeleteGroup {
         group: "g".repeat(group_bytes),
+        coordinator: None,
     }];
     let bytes = check_write_size(&commands).expect("within the limit");
     let (reply, answer) = oneshot::channel();
@@ -58,6 +59,7 @@ async fn a_write_over_the_size_limit_is_refused_before_it_is_queued() {
     let proposer = Proposer { tx };
     let commands = vec![Command::DeleteGroup {
         group: "g".repeat(MAX_WRITE_BYTES),
+        coordinator: None,
     }];
     match proposer.propose(None, commands).await {
         Err(ProposeError::Failed(MetaError::InvalidRequest { reason })) => {

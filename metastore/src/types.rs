@@ -363,6 +363,13 @@ pub enum MetaEvent {
     AgentRemoved {
         agent_id: AgentId,
     },
+    /// A coordinator slot changed holder: the agent that held it drops
+    /// the groups it kept in memory for it.
+    CoordinatorSlotMoved {
+        slot: u32,
+        holder: AgentId,
+        epoch: i32,
+    },
     SegmentCommitted {
         topic_id: Uuid,
         partition: i32,

@@ -69,7 +69,7 @@ async fn writes_survive_killing_the_leader_and_a_restarted_node_catches_up() {
     }
     for i in 0..50 {
         let ms = c.node(if i % 2 == 0 { new } else { survivor });
-        ms.commit_offsets("g", vec![commit("before", i)])
+        ms.commit_offsets("g", None, vec![commit("before", i)])
             .await
             .unwrap();
     }

@@ -92,7 +92,11 @@ async fn an_embedded_node_applies_writes_and_serves_them_locally() {
     assert_eq!(a.end, b.start, "blocks are disjoint and dense: {a:?} {b:?}");
 
     let results = ms
-        .commit_offsets("g", vec![commit("orders", 0, 42), commit("missing", 0, 1)])
+        .commit_offsets(
+            "g",
+            None,
+            vec![commit("orders", 0, 42), commit("missing", 0, 1)],
+        )
         .await
         .unwrap();
     assert!(results[0].is_ok());
@@ -156,7 +160,7 @@ async fn committed_writes_and_the_cluster_id_survive_a_restart() {
             .await
             .unwrap();
     }
-    ms.commit_offsets("g", vec![commit("t3", 1, 77)])
+    ms.commit_offsets("g", None, vec![commit("t3", 1, 77)])
         .await
         .unwrap();
     let ids = ms.allocate_producer_ids(10).await.unwrap();
@@ -224,7 +228,7 @@ async fn concurrent_writes_share_raft_entries() {
         .map(|i| {
             let ms = ms.clone();
             tokio::spawn(async move {
-                ms.commit_offsets(&format!("group-{i}"), vec![commit("t", 0, i)])
+                ms.commit_offsets(&format!("group-{i}"), None, vec![commit("t", 0, i)])
                     .await
             })
         })
@@ -371,7 +375,7 @@ async fn a_sole_replica_that_goes_silent_takes_its_partition_offline_until_it_re
     let mut c = commit("solo", 0, 1);
     c.leader_epoch = 2;
     c.commit_time_ms = 5;
-    ms.commit_offsets("g", vec![c]).await.unwrap();
+    ms.commit_offsets("g", None, vec![c]).await.unwrap();
     assert_eq!(
         ms.committed_offsets("g")[&("solo".to_string(), 0)],
         committed
@@ -411,7 +415,7 @@ async fn a_commit_too_large_for_one_write_is_stored_in_several() {
         })
         .chain(std::iter::once(commit("missing", 0, 1)))
         .collect();
-    let results = ms.commit_offsets("g", commits).await.unwrap();
+    let results = ms.commit_offsets("g", None, commits).await.unwrap();
     assert_eq!(results.len(), 1101, "one result per offset, in order");
     assert!(results[..1100].iter().all(Result::is_ok));
     assert!(matches!(results[1100], Err(MetaError::UnknownTopic { .. })));

@@ -287,9 +287,44 @@ impl Client {
     ) -> Result<(), Error> {
         let request = commit_request(group, offsets);
         self.retrying(&[], || async {
-            commit_outcome(group, &self.call_any(request.clone()).await?)
+            let answer = self.call_any(request.clone()).await?;
+            match commit_outcome(group, &answer) {
+                // only the group's coordinator takes its commits
+                Err(e) if e.code() == Some(ErrorCode::NOT_COORDINATOR) => {
+                    let node = self.find_coordinator(group).await?;
+                    let conn = self.node_conn(node).await?;
+                    let answer = conn.call(request.clone(), self.request_timeout()).await?;
+                    commit_outcome(group, &answer)
+                }
+                outcome => outcome,
+            }
         })
         .await
+    }
+
+    /// The node that coordinates `group` (FindCoordinator), its address
+    /// learnt so that [`Client::node_conn`] reaches it.
+    pub(crate) async fn find_coordinator(&self, group: &str) -> Result<u32, Error> {
+        let answer = self
+            .call_any(proto::FindCoordinator {
+                correlation: 0,
+                group: group.to_owned(),
+            })
+            .await?;
+        if answer.error != ErrorCode::NONE {
+            return Err(Error::server(
+                answer.error,
+                format!("finding the coordinator of group {group:?}"),
+            ));
+        }
+        self.learn_node(
+            answer.node_id,
+            Address {
+                host: answer.host,
+                port: answer.port,
+            },
+        );
+        Ok(answer.node_id)
     }
 
     /// The offsets `group` committed for these partitions, in their order;

@@ -41,7 +41,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::bootstrap::Address;
 use crate::client::{commit_outcome, commit_request, committed_outcome, Client};
 use crate::conn::Conn;
 use crate::error::Error;
@@ -393,28 +392,9 @@ impl Task {
         let node = match self.coordinator {
             Some(node) => node,
             None => {
-                let answer = self
-                    .client
-                    .call_any(proto::FindCoordinator {
-                        correlation: 0,
-                        group: self.group.clone(),
-                    })
-                    .await?;
-                if answer.error != ErrorCode::NONE {
-                    return Err(Error::server(
-                        answer.error,
-                        format!("finding the coordinator of group {:?}", self.group),
-                    ));
-                }
-                self.client.learn_node(
-                    answer.node_id,
-                    Address {
-                        host: answer.host,
-                        port: answer.port,
-                    },
-                );
-                self.coordinator = Some(answer.node_id);
-                answer.node_id
+                let node = self.client.find_coordinator(&self.group).await?;
+                self.coordinator = Some(node);
+                node
             }
         };
         match self.client.node_conn(node).await {

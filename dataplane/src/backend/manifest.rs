@@ -70,6 +70,7 @@ fn retriable(e: &MetaError) -> bool {
         | MetaError::GroupIdNotFound { .. }
         | MetaError::InvalidGroupId { .. }
         | MetaError::OffsetMetadataTooLarge { .. }
+        | MetaError::NotCoordinator { .. }
         | MetaError::UnknownAgent { .. }
         | MetaError::DuplicateAgent { .. }
         | MetaError::AgentAlive { .. }

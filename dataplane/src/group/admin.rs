@@ -1,17 +1,19 @@
 //! Consumer groups: the list, one group's members and assignment, and its
 //! committed offsets: one implementation for Kafka's
 //! ListGroups/DescribeGroups/OffsetFetch, `/v1/groups` and the native
-//! protocol. Membership lives in this agent's group coordinator,
-//! committed offsets in the metastore; a group with offsets but no live
-//! member is `Empty`.
+//! protocol. Membership lives in the group's coordinator (the agent that
+//! holds its coordinator slot), committed offsets in the metastore; a group
+//! with offsets but no live member is `Empty`. Each answer says whether
+//! this agent coordinates the group: Kafka's APIs answer only for those
+//! (NOT_COORDINATOR for the rest), `/v1/groups` for every group.
 
 use std::collections::BTreeMap;
 
 use metastore::Groups;
 
 use super::coordinator::CoordinatorGone;
-use super::engine::{GroupState, MemberDescription};
-use crate::node::Node;
+use super::engine::{GroupError, GroupState, MemberDescription};
+use crate::node::{GroupHome, Node};
 
 /// Kafka's state name of a group nobody knows.
 pub const DEAD: &str = "Dead";
@@ -24,10 +26,12 @@ pub struct ListedGroup {
     pub state: String,
     /// `consumer` for consumer groups; empty when only offsets remain.
     pub protocol_type: String,
+    /// This agent coordinates the group.
+    pub here: bool,
 }
 
 /// Every group: those with members on this agent's coordinator, then those
-/// that only have committed offsets.
+/// that only have committed offsets (coordinated here or elsewhere).
 pub async fn list_groups(node: &Node) -> Result<Vec<ListedGroup>, CoordinatorGone> {
     let mut all: Vec<ListedGroup> = node
         .groups
@@ -38,11 +42,13 @@ pub async fn list_groups(node: &Node) -> Result<Vec<ListedGroup>, CoordinatorGon
             group_id,
             state: state.as_str().to_string(),
             protocol_type,
+            here: true,
         })
         .collect();
     for g in node.catalog.groups() {
         if !all.iter().any(|l| l.group_id == g) {
             all.push(ListedGroup {
+                here: matches!(node.group_home(&g), GroupHome::Here(_)),
                 group_id: g,
                 state: GroupState::Empty.as_str().to_string(),
                 protocol_type: String::new(),
@@ -61,6 +67,10 @@ pub struct DescribedGroup {
     /// The chosen assignor (`range`, ...).
     pub protocol: String,
     pub members: Vec<MemberDescription>,
+    /// This agent coordinates the group; when it does not, the state and
+    /// members are not known here (the group reads as `Empty` or [`DEAD`]
+    /// from its offsets).
+    pub here: bool,
 }
 
 impl DescribedGroup {
@@ -73,15 +83,22 @@ impl DescribedGroup {
 /// A group's state and members; a group with committed offsets and no
 /// member is `Empty`, one with neither is [`DEAD`].
 pub async fn describe_group(node: &Node, group: &str) -> Result<DescribedGroup, CoordinatorGone> {
-    let described = node.groups.describe(group.to_string()).await?;
+    let (described, here) = match node.groups.describe(group.to_string()).await? {
+        Ok(d) => (d, true),
+        Err(GroupError::NotCoordinator) => (None, false),
+        // describing refuses nothing else
+        Err(_) => (None, true),
+    };
     Ok(match described {
         Some(d) => DescribedGroup {
             state: d.state.as_str().to_string(),
             protocol_type: d.protocol_type,
             protocol: d.protocol,
             members: d.members,
+            here,
         },
         None => DescribedGroup {
+            here,
             state: if node.catalog.groups().iter().any(|g| g == group) {
                 GroupState::Empty.as_str().to_string()
             } else {

@@ -2,15 +2,23 @@
 //! engine, receives requests over a channel, answers parked JoinGroup and
 //! SyncGroup requests through oneshots, and sleeps until the engine's next
 //! deadline. Time is a monotonic clock started with the task.
+//!
+//! Before each request, and whenever the metastore moves a coordinator
+//! slot, the task reads from the local metastore replica which slots its
+//! agent holds and hands them to the engine (`ownership.rs`), so the engine
+//! never serves a group on a view older than the one the request was
+//! routed on.
 
 use std::collections::HashMap;
 
-use tokio::sync::{mpsc, oneshot};
+use metastore::{AgentId, Groups, MetaEvent, Metastore};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::{Duration, Instant};
 
 use super::engine::{
-    GroupDescription, GroupEngine, GroupError, GroupLimits, GroupState, JoinRequest, JoinResponse,
-    Reply, ReplyId, SyncRequest, SyncResponse,
+    Deletion, GroupDescription, GroupEngine, GroupError, GroupLimits, GroupState, JoinRequest,
+    JoinResponse, Reply, ReplyId, SlotFence, SyncRequest, SyncResponse,
 };
 
 enum Msg {
@@ -33,11 +41,14 @@ enum Msg {
         member: String,
         instance: Option<String>,
         generation: i32,
-        reply: oneshot::Sender<Result<(), GroupError>>,
+        reply: oneshot::Sender<Result<SlotFence, GroupError>>,
     },
-    Describe(String, oneshot::Sender<Option<GroupDescription>>),
+    Describe(
+        String,
+        oneshot::Sender<Result<Option<GroupDescription>, GroupError>>,
+    ),
     List(oneshot::Sender<Vec<(String, GroupState, String)>>),
-    Delete(String, oneshot::Sender<Result<(), GroupError>>),
+    Delete(String, oneshot::Sender<Result<Deletion, GroupError>>),
 }
 
 enum Parked {
@@ -56,11 +67,18 @@ pub struct Coordinator {
     tx: mpsc::Sender<Msg>,
 }
 
+/// Where the coordinator learns which groups it may serve: the coordinator
+/// slots `agent` holds, as the local replica of `catalog` says.
+pub struct Ownership {
+    pub catalog: Metastore,
+    pub agent: AgentId,
+}
+
 impl Coordinator {
     /// Spawns the coordinator task on the current runtime.
-    pub fn start(limits: GroupLimits, id_prefix: String) -> Coordinator {
+    pub fn start(limits: GroupLimits, id_prefix: String, ownership: Ownership) -> Coordinator {
         let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(run(GroupEngine::new(limits, id_prefix), rx));
+        tokio::spawn(run(GroupEngine::new(limits, id_prefix), rx, ownership));
         Coordinator { tx }
     }
 
@@ -111,13 +129,15 @@ impl Coordinator {
         .await
     }
 
+    /// The fence the commit must carry to the metastore, or why the
+    /// commit is refused.
     pub async fn validate_commit(
         &self,
         group: String,
         member: String,
         instance: Option<String>,
         generation: i32,
-    ) -> Result<Result<(), GroupError>, CoordinatorGone> {
+    ) -> Result<Result<SlotFence, GroupError>, CoordinatorGone> {
         self.ask(|reply| Msg::ValidateCommit {
             group,
             member,
@@ -128,10 +148,12 @@ impl Coordinator {
         .await
     }
 
+    /// NOT_COORDINATOR for a group whose slot this agent does not hold;
+    /// `None` when it holds no state for the group.
     pub async fn describe(
         &self,
         group: String,
-    ) -> Result<Option<GroupDescription>, CoordinatorGone> {
+    ) -> Result<Result<Option<GroupDescription>, GroupError>, CoordinatorGone> {
         self.ask(|r| Msg::Describe(group, r)).await
     }
 
@@ -139,16 +161,42 @@ impl Coordinator {
         self.ask(Msg::List).await
     }
 
-    pub async fn delete(&self, group: String) -> Result<Result<(), GroupError>, CoordinatorGone> {
+    pub async fn delete(
+        &self,
+        group: String,
+    ) -> Result<Result<Deletion, GroupError>, CoordinatorGone> {
         self.ask(|r| Msg::Delete(group, r)).await
     }
 }
 
-async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>) {
+/// Whether a metastore change may have moved coordinator slots.
+fn moves_slots(change: &Result<MetaEvent, RecvError>) -> bool {
+    match change {
+        Ok(MetaEvent::CoordinatorSlotMoved { .. }) | Ok(MetaEvent::Resync) => true,
+        Err(RecvError::Lagged(_)) => true,
+        Ok(_) | Err(RecvError::Closed) => false,
+    }
+}
+
+/// The next metastore change; never, once the metastore stopped.
+async fn next_change(changes: &mut Option<broadcast::Receiver<MetaEvent>>) -> bool {
+    let Some(rx) = changes else {
+        return std::future::pending().await;
+    };
+    let change = rx.recv().await;
+    if matches!(change, Err(RecvError::Closed)) {
+        *changes = None;
+    }
+    moves_slots(&change)
+}
+
+async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>, ownership: Ownership) {
     let start = Instant::now();
     let now = move || start.elapsed().as_millis() as i64;
     let mut parked: HashMap<ReplyId, Parked> = HashMap::new();
     let mut next_id: ReplyId = 0;
+    let mut changes = Some(ownership.catalog.subscribe());
+    let held = || ownership.catalog.coordinator_slots_of(ownership.agent);
     loop {
         let wake = engine
             .next_deadline()
@@ -160,7 +208,14 @@ async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>) {
                 deliver(&mut parked, engine.tick(now()));
                 continue;
             }
+            moved = next_change(&mut changes) => {
+                if moved {
+                    deliver(&mut parked, engine.hold(held()));
+                }
+                continue;
+            }
         };
+        deliver(&mut parked, engine.hold(held()));
         next_id += 1;
         let id = next_id;
         let replies = match msg {

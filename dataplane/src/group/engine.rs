@@ -24,12 +24,19 @@ pub use super::types::*;
 type Replaced = (String, Member);
 
 /// Every classic group this coordinator owns.
+///
+/// It serves only the groups whose coordinator slot its agent holds
+/// ([`GroupEngine::hold`], in `ownership.rs`): a request for any other
+/// group is answered NOT_COORDINATOR, and every group in memory belongs to
+/// a slot held at the epoch it was built at.
 #[derive(Debug)]
 pub struct GroupEngine {
     limits: GroupLimits,
-    groups: HashMap<String, Group>,
+    pub(super) groups: HashMap<String, Group>,
     id_prefix: String,
     next_member_seq: u64,
+    /// The coordinator slots this agent holds; none until told.
+    pub(super) held: HeldSlots,
 }
 
 impl GroupEngine {
@@ -40,6 +47,7 @@ impl GroupEngine {
             groups: HashMap::new(),
             id_prefix: id_prefix.into(),
             next_member_seq: 0,
+            held: HeldSlots::default(),
         }
     }
 
@@ -56,6 +64,9 @@ impl GroupEngine {
                 GroupError::InvalidGroupId,
                 req.member_id,
             ));
+        }
+        if let Err(e) = self.fence(&req.group_id) {
+            return immediate(JoinResponse::error(e, req.member_id));
         }
         if req.session_timeout_ms < self.limits.min_session_timeout_ms
             || req.session_timeout_ms > self.limits.max_session_timeout_ms
@@ -498,6 +509,9 @@ impl GroupEngine {
     /// Handles a SyncGroup; the answer is either immediate or parked under `reply`.
     pub fn sync(&mut self, now_ms: i64, req: SyncRequest, reply: ReplyId) -> Vec<Reply> {
         let immediate = |e| vec![Reply::Sync(reply, SyncResponse::error(e))];
+        if let Err(e) = self.fence(&req.group_id) {
+            return immediate(e);
+        }
         let Some(group) = self.groups.get_mut(&req.group_id) else {
             return immediate(GroupError::UnknownMemberId);
         };
@@ -605,6 +619,7 @@ impl GroupEngine {
         instance_id: Option<&str>,
         generation_id: i32,
     ) -> Result<(), GroupError> {
+        self.fence(group_id)?;
         let group = self
             .groups
             .get_mut(group_id)
@@ -653,6 +668,9 @@ impl GroupEngine {
         members: &[(String, Option<String>)],
     ) -> (Vec<Result<(), GroupError>>, Vec<Reply>) {
         let limits = self.limits.clone();
+        if let Err(e) = self.fence(group_id) {
+            return (members.iter().map(|_| Err(e)).collect(), Vec::new());
+        }
         let Some(group) = self.groups.get_mut(group_id) else {
             let unknown = members.iter().map(|_| Err(GroupError::UnknownMemberId));
             return (unknown.collect(), Vec::new());
@@ -775,22 +793,25 @@ impl GroupEngine {
             .min()
     }
 
-    /// Checks an OffsetCommit against the group's membership, as Kafka does.
-    /// Commits with a negative generation and no member id are "simple" commits,
-    /// accepted while the group has no members.
+    /// Checks an OffsetCommit against the group's membership, as Kafka does,
+    /// and returns the fence the commit must carry to the metastore.
+    /// Commits with a negative generation are "simple" commits (admin
+    /// tools, consumers without a group), accepted only while the group has
+    /// no members.
     pub fn validate_commit(
         &mut self,
         group_id: &str,
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> Result<(), GroupError> {
+    ) -> Result<SlotFence, GroupError> {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
+        let fence = self.fence(group_id)?;
         let Some(group) = self.groups.get(group_id) else {
             return if generation_id < 0 {
-                Ok(())
+                Ok(fence)
             } else {
                 Err(GroupError::IllegalGeneration)
             };
@@ -805,7 +826,7 @@ impl GroupEngine {
             }
         }
         if generation_id < 0 && group.state == GroupState::Empty {
-            return Ok(());
+            return Ok(fence);
         }
         if !group.members.contains_key(member_id) {
             return Err(GroupError::UnknownMemberId);
@@ -815,15 +836,18 @@ impl GroupEngine {
         }
         match group.state {
             GroupState::CompletingRebalance => Err(GroupError::RebalanceInProgress),
-            _ => Ok(()),
+            _ => Ok(fence),
         }
     }
 
     /// Describes one group; `None` if the coordinator holds no state for it.
-    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
-        let g = self.groups.get(group_id)?;
+    pub fn describe(&self, group_id: &str) -> Result<Option<GroupDescription>, GroupError> {
+        self.fence(group_id)?;
+        let Some(g) = self.groups.get(group_id) else {
+            return Ok(None);
+        };
         let protocol = g.protocol.clone().unwrap_or_default();
-        Some(GroupDescription {
+        Ok(Some(GroupDescription {
             state: g.state,
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
             protocol: protocol.clone(),
@@ -839,7 +863,7 @@ impl GroupEngine {
                     assignment: m.assignment.clone(),
                 })
                 .collect(),
-        })
+        }))
     }
 
     /// Every group with in-memory state, with its state and protocol type.
@@ -860,18 +884,25 @@ impl GroupEngine {
     }
 
     /// Forgets a group that has no members; NON_EMPTY_GROUP otherwise.
-    pub fn delete(&mut self, group_id: &str) -> Result<(), GroupError> {
+    pub fn delete(&mut self, group_id: &str) -> Result<Deletion, GroupError> {
+        let fence = self.fence(group_id)?;
         match self.groups.get(group_id) {
             Some(g) if !g.members.is_empty() => Err(GroupError::NonEmptyGroup),
             Some(_) => {
                 self.groups.remove(group_id);
-                Ok(())
+                Ok(Deletion {
+                    fence,
+                    had_state: true,
+                })
             }
-            None => Err(GroupError::GroupIdNotFound),
+            None => Ok(Deletion {
+                fence,
+                had_state: false,
+            }),
         }
     }
 }
 
 #[cfg(test)]
 #[path = "engine_tests.rs"]
-mod tests;
+pub(super) mod tests;

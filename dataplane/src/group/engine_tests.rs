@@ -2,13 +2,37 @@ use std::collections::HashMap;
 
 use super::*;
 
-const DELAY: i64 = 3_000;
+pub(crate) const DELAY: i64 = 3_000;
 
-fn engine() -> GroupEngine {
-    GroupEngine::new(GroupLimits::default(), "t")
+/// The epoch of every slot the test engines hold.
+pub(crate) const EPOCH: i32 = 1;
+
+/// An engine whose agent holds every coordinator slot.
+pub(crate) fn engine() -> GroupEngine {
+    let mut e = GroupEngine::new(GroupLimits::default(), "t");
+    assert!(e.hold(HeldSlots::all(SLOTS, EPOCH)).is_empty());
+    e
 }
 
-fn join_req(member: &str, instance: Option<&str>) -> JoinRequest {
+pub(crate) const SLOTS: u32 = 8;
+
+pub(crate) fn described(e: &GroupEngine, group: &str) -> Option<GroupDescription> {
+    e.describe(group).expect("the group's slot is held")
+}
+
+/// A commit's verdict, without the fence.
+pub(crate) fn committable(
+    e: &mut GroupEngine,
+    group: &str,
+    member: &str,
+    instance: Option<&str>,
+    generation: i32,
+) -> Result<(), GroupError> {
+    e.validate_commit(group, member, instance, generation)
+        .map(|_| ())
+}
+
+pub(crate) fn join_req(member: &str, instance: Option<&str>) -> JoinRequest {
     JoinRequest {
         group_id: "g".into(),
         member_id: member.into(),
@@ -24,7 +48,11 @@ fn join_req(member: &str, instance: Option<&str>) -> JoinRequest {
     }
 }
 
-fn sync_req(member: &str, generation: i32, assignments: Vec<(String, Bytes)>) -> SyncRequest {
+pub(crate) fn sync_req(
+    member: &str,
+    generation: i32,
+    assignments: Vec<(String, Bytes)>,
+) -> SyncRequest {
     SyncRequest {
         group_id: "g".into(),
         member_id: member.into(),
@@ -36,7 +64,7 @@ fn sync_req(member: &str, generation: i32, assignments: Vec<(String, Bytes)>) ->
     }
 }
 
-fn join_reply(replies: &[Reply], id: ReplyId) -> JoinResponse {
+pub(crate) fn join_reply(replies: &[Reply], id: ReplyId) -> JoinResponse {
     replies
         .iter()
         .find_map(|r| match r {
@@ -46,7 +74,7 @@ fn join_reply(replies: &[Reply], id: ReplyId) -> JoinResponse {
         .unwrap_or_else(|| panic!("no join reply for {id} in {replies:?}"))
 }
 
-fn sync_reply(replies: &[Reply], id: ReplyId) -> SyncResponse {
+pub(crate) fn sync_reply(replies: &[Reply], id: ReplyId) -> SyncResponse {
     replies
         .iter()
         .find_map(|r| match r {
@@ -57,7 +85,7 @@ fn sync_reply(replies: &[Reply], id: ReplyId) -> SyncResponse {
 }
 
 /// Brings two members to a stable generation; returns (leader, follower, generation).
-fn stable_pair(e: &mut GroupEngine) -> (String, String, i32) {
+pub(crate) fn stable_pair(e: &mut GroupEngine) -> (String, String, i32) {
     assert!(e.join(0, join_req("", None), 1).is_empty());
     assert!(e.join(10, join_req("", None), 2).is_empty());
     let out = e.tick(DELAY);
@@ -168,7 +196,10 @@ fn sync_hands_each_member_the_assignment_the_leader_chose() {
     );
     assert_eq!(sync_reply(&out, 10).assignment, Bytes::from_static(b"F"));
     assert_eq!(sync_reply(&out, 11).assignment, Bytes::from_static(b"L"));
-    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    assert_eq!(
+        described(&e, "g").map(|d| d.state),
+        Some(GroupState::Stable)
+    );
 }
 
 #[test]
@@ -203,7 +234,7 @@ fn member_that_stops_heartbeating_is_removed_after_session_timeout() {
         e.heartbeat(now, "g", &follower, None, gen),
         Err(GroupError::UnknownMemberId)
     );
-    let d = e.describe("g").expect("group exists");
+    let d = described(&e, "g").expect("group exists");
     assert_eq!(d.members.len(), 1);
     assert_eq!(d.state, GroupState::PreparingRebalance);
 }
@@ -235,13 +266,13 @@ fn last_member_leaving_forgets_the_group_state() {
     let (leader, follower, _) = stable_pair(&mut e);
     assert_eq!(e.leave(4_000, "g", &follower, None).0, Ok(()));
     assert_eq!(
-        e.describe("g").map(|d| d.state),
+        described(&e, "g").map(|d| d.state),
         Some(GroupState::PreparingRebalance)
     );
     assert_eq!(e.leave(4_000, "g", &leader, None).0, Ok(()));
-    assert_eq!(e.describe("g").map(|d| d.state), None);
+    assert_eq!(described(&e, "g").map(|d| d.state), None);
     assert_eq!(e.group_count(), 0);
-    assert_eq!(e.delete("g"), Err(GroupError::GroupIdNotFound));
+    assert_eq!(e.delete("g").map(|d| d.had_state), Ok(false));
 }
 
 #[test]
@@ -320,19 +351,19 @@ fn session_timeout_outside_limits_is_rejected() {
 #[test]
 fn commits_are_checked_against_membership_and_generation() {
     let mut e = engine();
-    assert_eq!(e.validate_commit("solo", "", None, -1), Ok(()));
+    assert_eq!(committable(&mut e, "solo", "", None, -1), Ok(()));
     let (leader, _, gen) = stable_pair(&mut e);
-    assert_eq!(e.validate_commit("g", &leader, None, gen), Ok(()));
+    assert_eq!(committable(&mut e, "g", &leader, None, gen), Ok(()));
     assert_eq!(
-        e.validate_commit("g", &leader, None, gen + 1),
+        committable(&mut e, "g", &leader, None, gen + 1),
         Err(GroupError::IllegalGeneration)
     );
     assert_eq!(
-        e.validate_commit("g", "stranger", None, gen),
+        committable(&mut e, "g", "stranger", None, gen),
         Err(GroupError::UnknownMemberId)
     );
     assert_eq!(
-        e.validate_commit("g", "", None, -1),
+        committable(&mut e, "g", "", None, -1),
         Err(GroupError::UnknownMemberId),
         "a simple commit to a group with live members is refused"
     );
@@ -499,7 +530,7 @@ fn stable_static_group(e: &mut GroupEngine) -> StaticGroup {
             Bytes::from(inst.to_uppercase())
         );
     }
-    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    assert_eq!(described(e, "g").map(|d| d.state), Some(GroupState::Stable));
     g
 }
 
@@ -562,7 +593,10 @@ fn restarted_static_leader_keeps_the_generation_and_is_told_not_to_assign() {
         Bytes::from(leader.to_uppercase())
     );
     others_undisturbed(&mut e, &g, &leader, 6_002, 1);
-    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    assert_eq!(
+        described(&e, "g").map(|d| d.state),
+        Some(GroupState::Stable)
+    );
 }
 
 #[test]
@@ -621,7 +655,7 @@ fn restarted_static_member_subscribing_to_other_topics_rebalances() {
     );
     assert!(out.is_empty(), "parked until the others rejoin");
     assert_eq!(
-        e.describe("g").map(|d| d.state),
+        described(&e, "g").map(|d| d.state),
         Some(GroupState::PreparingRebalance)
     );
     for inst in ["a", "b", "c"].iter().filter(|i| **i != f) {
@@ -673,13 +707,13 @@ fn restarted_static_member_during_the_sync_phase_rebalances() {
         ((rb.member_id, "b"), (ra.member_id, "a"))
     };
     assert_eq!(
-        e.describe("g").map(|d| d.state),
+        described(&e, "g").map(|d| d.state),
         Some(GroupState::CompletingRebalance)
     );
     let out = e.join(DELAY + 1, static_join(follower_inst, meta.clone()), 3);
     assert!(out.is_empty(), "parked: a rebalance started");
     assert_eq!(
-        e.describe("g").map(|d| d.state),
+        described(&e, "g").map(|d| d.state),
         Some(GroupState::PreparingRebalance)
     );
     let mut again = join_req(&leader, Some(leader_inst));
@@ -719,7 +753,7 @@ fn the_previous_incarnation_of_a_static_member_is_fenced() {
         Some(GroupError::FencedInstanceId)
     );
     assert_eq!(
-        e.validate_commit("g", &old, Some(&f), 1),
+        committable(&mut e, "g", &old, Some(&f), 1),
         Err(GroupError::FencedInstanceId)
     );
     assert_eq!(
@@ -729,7 +763,7 @@ fn the_previous_incarnation_of_a_static_member_is_fenced() {
     // the new incarnation is the member now, and nothing moved
     assert_eq!(e.heartbeat(5_002, "g", &new, Some(&f), 1), Ok(()));
     others_undisturbed(&mut e, &g, &f, 5_002, 1);
-    assert_eq!(e.describe("g").map(|d| d.members.len()), Some(3));
+    assert_eq!(described(&e, "g").map(|d| d.members.len()), Some(3));
 }
 
 #[test]
@@ -791,10 +825,13 @@ fn a_static_member_away_past_its_session_is_removed_with_a_rebalance() {
         others_undisturbed(&mut e, &g, &f, now, 1);
         assert!(e.tick(now).is_empty());
     }
-    assert_eq!(e.describe("g").map(|d| d.state), Some(GroupState::Stable));
+    assert_eq!(
+        described(&e, "g").map(|d| d.state),
+        Some(GroupState::Stable)
+    );
     now += 1_000;
     let _ = e.tick(now);
-    let d = e.describe("g").expect("group exists");
+    let d = described(&e, "g").expect("group exists");
     assert_eq!(d.state, GroupState::PreparingRebalance);
     assert_eq!(d.members.len(), 2);
     assert_eq!(

@@ -3,5 +3,6 @@
 pub mod admin;
 pub mod coordinator;
 pub mod engine;
+mod ownership;
 mod state;
 pub mod types;

@@ -1,6 +1,7 @@
 //! The vocabulary of the group engine: requests, answers, limits and states.
 
 use bytes::Bytes;
+pub use metastore::coordinators::{HeldSlots, SlotFence};
 
 /// Caller-chosen handle for a parked request.
 pub type ReplyId = u64;
@@ -18,7 +19,8 @@ pub enum GroupError {
     FencedInstanceId,
     GroupMaxSizeReached,
     NonEmptyGroup,
-    GroupIdNotFound,
+    /// This agent does not hold the group's coordinator slot (any more).
+    NotCoordinator,
 }
 
 /// Limits that Kafka exposes as broker settings.
@@ -166,6 +168,17 @@ pub struct MemberDescription {
     pub client_host: String,
     pub metadata: Bytes,
     pub assignment: Bytes,
+}
+
+/// What deleting a group's in-memory state found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deletion {
+    /// The group's coordinator slot as this coordinator holds it: the
+    /// fence of the metastore write that deletes the group's offsets.
+    pub fence: SlotFence,
+    /// Whether the coordinator held state for the group (it had none
+    /// when only offsets remain).
+    pub had_state: bool,
 }
 
 /// A group, for DescribeGroups.

@@ -44,6 +44,7 @@ pub fn from_kafka(code: i16) -> ErrorCode {
 /// commit outside membership maps them all to GROUP_BUSY.
 pub fn from_kafka_for_member(code: i16) -> ErrorCode {
     match code {
+        16 => ErrorCode::NOT_COORDINATOR,
         22 => ErrorCode::ILLEGAL_GENERATION,
         25 | 82 => ErrorCode::UNKNOWN_MEMBER,
         27 => ErrorCode::REBALANCE_IN_PROGRESS,
@@ -54,7 +55,7 @@ pub fn from_kafka_for_member(code: i16) -> ErrorCode {
 /// The native code for an answer of the group coordinator.
 pub fn from_group(e: GroupError) -> ErrorCode {
     match e {
-        GroupError::InvalidGroupId | GroupError::GroupIdNotFound => ErrorCode::INVALID_GROUP,
+        GroupError::InvalidGroupId => ErrorCode::INVALID_GROUP,
         GroupError::InvalidSessionTimeout => ErrorCode::INVALID_SESSION_TIMEOUT,
         GroupError::InconsistentGroupProtocol => ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
         // native members are never static (no instance id): a fenced
@@ -66,6 +67,7 @@ pub fn from_group(e: GroupError) -> ErrorCode {
         GroupError::RebalanceInProgress => ErrorCode::REBALANCE_IN_PROGRESS,
         GroupError::GroupMaxSizeReached => ErrorCode::GROUP_FULL,
         GroupError::NonEmptyGroup => ErrorCode::GROUP_BUSY,
+        GroupError::NotCoordinator => ErrorCode::NOT_COORDINATOR,
     }
 }
 

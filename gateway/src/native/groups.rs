@@ -29,7 +29,7 @@ use kafka_protocol::messages::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
-use metastore::Topics;
+use metastore::{AgentId, Groups, Topics};
 use sdk::proto::{self, ErrorCode};
 
 use super::codes::from_group;
@@ -37,6 +37,7 @@ use crate::broker::Broker;
 use crate::brokers;
 use crate::kafka::api::{s, Client};
 use dataplane::group::engine::{GroupError, JoinRequest, JoinedMember, SyncRequest};
+use dataplane::node::GroupHome;
 
 /// Kafka's protocol type of consumer groups: Kafka tools decode the
 /// members' metadata and assignments as consumer-protocol messages.
@@ -48,17 +49,16 @@ const CONSUMER_PROTOCOL_VERSION: i16 = 0;
 /// Joins a request makes when each sync finds the group rebalancing again.
 const MAX_JOINS: usize = 5;
 
-/// The agent that coordinates `group`: the one Kafka's FindCoordinator
-/// names (in load-balancer mode, the agent the balancer forwards the
-/// group's requests to).
-fn coordinator(b: &Broker, group: &str) -> Option<brokers::BrokerEntry> {
-    let agents = brokers::agents(&b.node.catalog, &b.config);
-    brokers::coordinator(&agents, group).cloned()
+/// The agent that coordinates `group`: the holder of its coordinator slot,
+/// the agent Kafka's FindCoordinator names (in load-balancer mode, the
+/// agent the balancer forwards the group's requests to).
+fn coordinator(b: &Broker, group: &str) -> Option<AgentId> {
+    b.node.catalog.coordinator(group).map(|p| p.holder.agent)
 }
 
 /// Whether this server coordinates `group`.
 pub(super) fn coordinates(b: &Broker, group: &str) -> bool {
-    coordinator(b, group).is_none_or(|c| c.id == b.config.node_id)
+    matches!(b.node.group_home(group), GroupHome::Here(_))
 }
 
 pub(super) fn find_coordinator(
@@ -80,7 +80,7 @@ pub(super) fn find_coordinator(
     // listener (or not registered yet) cannot be reached natively
     let native = brokers::native_agents(&b.node.catalog, &b.config)
         .into_iter()
-        .find(|e| e.id == c.id)
+        .find(|e| u64::try_from(e.id).ok() == Some(c))
         .and_then(|e| {
             Some((
                 u32::try_from(e.id).ok()?,

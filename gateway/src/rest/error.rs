@@ -132,9 +132,10 @@ impl From<MetaError> for ApiError {
             MetaError::ElectionNotNeeded { .. } | MetaError::NoReassignmentInProgress { .. } => {
                 (S::CONFLICT, "conflict")
             }
-            // The metastore is electing a leader, unreachable or stopping:
-            // retry.
+            // The metastore is electing a leader, unreachable or stopping,
+            // or a group's coordinator just moved: retry.
             MetaError::NotLeader { .. }
+            | MetaError::NotCoordinator { .. }
             | MetaError::Timeout { .. }
             | MetaError::Network { .. }
             | MetaError::Membership { .. }

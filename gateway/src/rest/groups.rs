@@ -9,7 +9,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use metastore::Topics;
+use metastore::{Groups, Topics};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -194,8 +194,14 @@ pub async fn get_group(
             });
         }
     }
-    let live = brokers::live(&b.node.catalog, &b.config);
-    let coordinator = brokers::coordinator(&live, &id).map_or(b.config.node_id, |e| e.id);
+    let coordinator = b
+        .node
+        .catalog
+        .coordinator(&id)
+        .and_then(|p| i32::try_from(p.holder.agent).ok())
+        .map_or(b.config.node_id, |agent| {
+            brokers::shown_id(&b.config, agent)
+        });
     Ok(Json(GroupDetail {
         group_id: id,
         state: d.state,

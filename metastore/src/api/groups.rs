@@ -5,12 +5,18 @@ use std::ops::Range;
 
 use super::{unexpected, Metastore};
 use crate::command::{runs_within_write_limit, Command, CommandOutput};
+use crate::coordinators::{HeldSlots, Placement, SlotFence};
 use crate::error::MetaError;
-use crate::types::{CommittedOffset, OffsetCommit};
+use crate::types::{AgentId, CommittedOffset, OffsetCommit};
 
-/// Consumer groups' committed offsets (commit, delete, read back), and
-/// blocks of producer ids for InitProducerId. Group membership is not here:
-/// it lives in memory on the group's coordinator.
+/// Consumer groups' committed offsets (commit, delete, read back), where
+/// each group is coordinated (its coordinator slot), and blocks of producer
+/// ids for InitProducerId. Group membership is not here: it lives in
+/// memory on the group's coordinator.
+///
+/// A coordinator's writes name the fence of the group's slot
+/// ([`Placement::fence`]) and fail with [`MetaError::NotCoordinator`]
+/// once the slot has moved; `None` writes unfenced (tools and tests).
 ///
 /// Writes go through Raft (forwarded to the leader, wherever it is) and
 /// resolve once committed and applied on this replica too: a committed
@@ -30,17 +36,30 @@ pub trait Groups {
     async fn commit_offsets(
         &self,
         group: &str,
+        coordinator: Option<SlotFence>,
         offsets: Vec<OffsetCommit>,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError>;
 
-    async fn delete_group(&self, group: &str) -> Result<(), MetaError>;
+    async fn delete_group(
+        &self,
+        group: &str,
+        coordinator: Option<SlotFence>,
+    ) -> Result<(), MetaError>;
 
     /// Removes some of a group's offsets; returns how many existed.
     async fn delete_offsets(
         &self,
         group: &str,
+        coordinator: Option<SlotFence>,
         partitions: Vec<(String, i32)>,
     ) -> Result<usize, MetaError>;
+
+    /// Where a group (or a transactional id) is coordinated; `None` until
+    /// the first agent registered.
+    fn coordinator(&self, key: &str) -> Option<Placement>;
+
+    /// The coordinator slots `agent` holds.
+    fn coordinator_slots_of(&self, agent: AgentId) -> HeldSlots;
 
     /// A group's offsets keyed by (topic, partition); empty for an unknown group.
     fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), CommittedOffset>;
@@ -56,6 +75,7 @@ impl Groups for Metastore {
     async fn commit_offsets(
         &self,
         group: &str,
+        coordinator: Option<SlotFence>,
         offsets: Vec<OffsetCommit>,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
         let mut results = Vec::with_capacity(offsets.len());
@@ -69,6 +89,7 @@ impl Groups for Metastore {
             let command = Command::CommitOffsets {
                 group: group.to_owned(),
                 offsets: run,
+                coordinator,
             };
             match self.submit_one(command).await? {
                 CommandOutput::OffsetResults(r) => results.extend(r),
@@ -78,9 +99,14 @@ impl Groups for Metastore {
         Ok(results)
     }
 
-    async fn delete_group(&self, group: &str) -> Result<(), MetaError> {
+    async fn delete_group(
+        &self,
+        group: &str,
+        coordinator: Option<SlotFence>,
+    ) -> Result<(), MetaError> {
         self.unit_command(Command::DeleteGroup {
             group: group.to_owned(),
+            coordinator,
         })
         .await
     }
@@ -88,12 +114,14 @@ impl Groups for Metastore {
     async fn delete_offsets(
         &self,
         group: &str,
+        coordinator: Option<SlotFence>,
         partitions: Vec<(String, i32)>,
     ) -> Result<usize, MetaError> {
         match self
             .submit_one(Command::DeleteOffsets {
                 group: group.to_owned(),
                 partitions,
+                coordinator,
             })
             .await?
         {
@@ -118,6 +146,14 @@ impl Groups for Metastore {
 
     fn groups(&self) -> Vec<String> {
         self.read(|s| s.group_names().cloned().collect())
+    }
+
+    fn coordinator(&self, key: &str) -> Option<Placement> {
+        self.read(|s| s.coordinator_slots().place(key))
+    }
+
+    fn coordinator_slots_of(&self, agent: AgentId) -> HeldSlots {
+        self.read(|s| s.coordinator_slots().held_by(agent))
     }
 
     async fn allocate_producer_ids(&self, count: u32) -> Result<Range<i64>, MetaError> {

@@ -131,7 +131,7 @@ async fn throughput(
             let mut i = 0;
             while Instant::now() < stop {
                 let t = Instant::now();
-                let r = ms.commit_offsets(&group, vec![commit(i)]).await?;
+                let r = ms.commit_offsets(&group, None, vec![commit(i)]).await?;
                 r.into_iter().collect::<Result<Vec<()>, _>>()?;
                 h.record(t.elapsed().as_micros().max(1) as u64)?;
                 done.fetch_add(1, Ordering::Relaxed);
@@ -410,7 +410,7 @@ async fn failover(args: &Args, root: &Path) -> Result<()> {
             })
         };
         client
-            .commit_offsets("failover", vec![commit(trial as i64)])
+            .commit_offsets("failover", None, vec![commit(trial as i64)])
             .await?
             .into_iter()
             .collect::<Result<Vec<()>, _>>()?;

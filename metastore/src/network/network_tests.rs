@@ -61,7 +61,10 @@ fn a_full_snapshot_chunk_fits_in_one_request() {
 #[test]
 fn an_entry_as_large_as_a_write_may_be_fits_in_one_request() {
     let group = "g".repeat(MAX_WRITE_BYTES - 100);
-    let commands = vec![Command::DeleteGroup { group }];
+    let commands = vec![Command::DeleteGroup {
+        group,
+        coordinator: None,
+    }];
     crate::command::check_write_size(&commands).expect("at the limit, still accepted");
     let request = AppendEntriesRequest {
         vote: vote(1),

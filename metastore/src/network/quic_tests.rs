@@ -130,6 +130,7 @@ async fn a_request_larger_than_a_peer_accepts_is_not_sent() {
     let client = caller(&ca.issue(2).expect("issue").tls(&ca), true);
     let huge = crate::command::Command::DeleteGroup {
         group: "g".repeat(MAX_REQUEST_BYTES),
+        coordinator: None,
     };
     let envelope = Envelope {
         from: 2,

@@ -1,7 +1,9 @@
 //! Consumer group committed offsets.
 //!
-//! Group membership and rebalancing live in the gateway's coordinator; the
-//! metastore keeps only what must survive it: the committed positions.
+//! Group membership and rebalancing live in the data plane's coordinator;
+//! the metastore keeps only what must survive it: the committed positions.
+//! A coordinator's writes carry the fence of the group's coordinator slot,
+//! checked before these run (`state/coordinators.rs`).
 
 use std::sync::Arc;
 

@@ -26,6 +26,7 @@ fn commits_are_stored_per_partition_with_per_entry_errors() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets,
+            coordinator: None,
         },
     );
     let CommandOutput::OffsetResults(results) = r.unwrap() else {
@@ -59,6 +60,7 @@ fn commits_are_stored_per_partition_with_per_entry_errors() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![oc("t", 0, 8)],
+            coordinator: None,
         },
     )
     .unwrap();
@@ -74,6 +76,7 @@ fn a_commit_where_everything_fails_creates_no_group() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![oc("nope", 0, 1)],
+            coordinator: None,
         },
     );
     assert!(r.is_ok());
@@ -84,6 +87,7 @@ fn a_commit_where_everything_fails_creates_no_group() {
         Command::CommitOffsets {
             group: String::new(),
             offsets: vec![],
+            coordinator: None,
         },
     )
     .unwrap_err();
@@ -99,6 +103,7 @@ fn groups_and_single_offsets_can_be_deleted() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![oc("t", 0, 1), oc("t", 1, 2)],
+            coordinator: None,
         },
     )
     .unwrap();
@@ -107,6 +112,7 @@ fn groups_and_single_offsets_can_be_deleted() {
         Command::DeleteOffsets {
             group: "g".into(),
             partitions: vec![("t".into(), 0), ("x".into(), 0)],
+            coordinator: None,
         },
     );
     assert_eq!(r.unwrap(), CommandOutput::Count(1));
@@ -116,6 +122,7 @@ fn groups_and_single_offsets_can_be_deleted() {
         Command::DeleteOffsets {
             group: "g".into(),
             partitions: vec![("t".into(), 1)],
+            coordinator: None,
         },
     )
     .unwrap();
@@ -125,14 +132,28 @@ fn groups_and_single_offsets_can_be_deleted() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![oc("t", 0, 1)],
+            coordinator: None,
         },
     )
     .unwrap();
-    let (r, ev) = apply_at(&mut s, T0, Command::DeleteGroup { group: "g".into() });
+    let (r, ev) = apply_at(
+        &mut s,
+        T0,
+        Command::DeleteGroup {
+            group: "g".into(),
+            coordinator: None,
+        },
+    );
     r.unwrap();
     assert_eq!(ev, vec![MetaEvent::GroupDeleted { group: "g".into() }]);
     assert!(matches!(
-        apply(&mut s, Command::DeleteGroup { group: "g".into() }),
+        apply(
+            &mut s,
+            Command::DeleteGroup {
+                group: "g".into(),
+                coordinator: None,
+            }
+        ),
         Err(MetaError::GroupIdNotFound { .. })
     ));
     assert!(matches!(
@@ -140,7 +161,8 @@ fn groups_and_single_offsets_can_be_deleted() {
             &mut s,
             Command::DeleteOffsets {
                 group: "g".into(),
-                partitions: vec![]
+                partitions: vec![],
+                coordinator: None,
             }
         ),
         Err(MetaError::GroupIdNotFound { .. })

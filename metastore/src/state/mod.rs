@@ -6,6 +6,7 @@
 //! and returns a typed [`MetaError`] that the gateway maps to a Kafka code.
 
 mod agents;
+mod coordinators;
 mod dedup;
 mod groups;
 mod leaving;
@@ -24,6 +25,7 @@ pub use topics::MAX_PARTITIONS_PER_TOPIC;
 
 use crate::acl::{AclBinding, AclFilter};
 use crate::command::{Command, CommandOutput, CommandResult, Proposal, Span};
+use crate::coordinators::CoordinatorSlots;
 use crate::error::MetaError;
 use crate::quota::{QuotaEntity, QuotaTable};
 use crate::types::{
@@ -77,6 +79,9 @@ pub struct MetaState {
     /// Client quotas (AlterClientQuotas): entity -> key -> value.
     #[serde(default, with = "crate::quota::table_as_list")]
     pub(crate) client_quotas: QuotaTable,
+    /// Which agent coordinates which consumer groups.
+    #[serde(default)]
+    pub(crate) coordinators: CoordinatorSlots,
 }
 
 impl MetaState {
@@ -267,7 +272,10 @@ impl MetaState {
                 validate_only,
             } => self.alter_configs(&name, &ops, replace_all, validate_only, events),
             Command::RegisterAgent { registration } => {
-                self.register_agent(now_ms, registration, events)
+                let id = registration.id;
+                let registered = self.register_agent(now_ms, registration, events)?;
+                self.fill_coordinator_slots(id);
+                Ok(registered)
             }
             Command::Heartbeat { agent_id } => self.heartbeat(now_ms, agent_id, events),
             Command::FenceAgent {
@@ -357,13 +365,31 @@ impl MetaState {
                 let removed = self.deleted_topics.remove(&topic_id).is_some();
                 Ok(CommandOutput::Count(usize::from(removed)))
             }
-            Command::CommitOffsets { group, offsets } => {
+            Command::CommitOffsets {
+                group,
+                offsets,
+                coordinator,
+            } => {
+                self.check_coordinator(&group, coordinator)?;
                 self.commit_offsets(now_ms, group, offsets, events)
             }
-            Command::DeleteGroup { group } => self.delete_group(&group, events),
-            Command::DeleteOffsets { group, partitions } => {
+            Command::DeleteGroup { group, coordinator } => {
+                self.check_coordinator(&group, coordinator)?;
+                self.delete_group(&group, events)
+            }
+            Command::DeleteOffsets {
+                group,
+                partitions,
+                coordinator,
+            } => {
+                self.check_coordinator(&group, coordinator)?;
                 self.delete_offsets(&group, &partitions)
             }
+            Command::MoveCoordinatorSlot {
+                slot,
+                expected_epoch,
+                holder,
+            } => self.move_coordinator_slot(now_ms, slot, expected_epoch, holder, events),
             Command::AllocateProducerIds { count } => self.allocate_producer_ids(count),
             Command::UpsertScramCredential {
                 user,

@@ -242,6 +242,7 @@ fn a_clone_for_a_snapshot_shares_topics_manifests_and_offsets() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![commit],
+            coordinator: None,
         },
     )
     .unwrap();
@@ -323,6 +324,7 @@ fn state_survives_a_snapshot_round_trip() {
         Command::CommitOffsets {
             group: "g".into(),
             offsets: vec![commit],
+            coordinator: None,
         },
     )
     .unwrap();

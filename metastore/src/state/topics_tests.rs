@@ -207,6 +207,7 @@ fn delete_topic_removes_it_its_offsets_and_keeps_its_manifest_for_cleanup() {
         Command::CommitOffsets {
             group: "g1".into(),
             offsets: vec![commit("gone"), commit("kept")],
+            coordinator: None,
         },
     )
     .unwrap();
@@ -215,6 +216,7 @@ fn delete_topic_removes_it_its_offsets_and_keeps_its_manifest_for_cleanup() {
         Command::CommitOffsets {
             group: "g2".into(),
             offsets: vec![commit("gone")],
+            coordinator: None,
         },
     )
     .unwrap();

@@ -1,5 +1,8 @@
 //! OffsetCommit, OffsetFetch and OffsetDelete: committed offsets live in the
 //! catalog (the metastore), membership checks in the group coordinator.
+//! Only the group's coordinator (the agent holding its coordinator slot)
+//! answers them; the others answer NOT_COORDINATOR. Its commits carry the
+//! slot's fence, so they fail once the slot has moved.
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -21,6 +24,7 @@ use super::{s, RequestContext};
 use crate::broker::Broker;
 use crate::codes;
 use dataplane::group::admin;
+use dataplane::node::GroupHome;
 use dataplane::partition::now_ms;
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::{Groups, OffsetCommit, Topics};
@@ -34,8 +38,8 @@ pub(super) async fn offset_commit(
     req: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = req.group_id.to_string();
-    let group_error = if !ctx.may(b, AclOperation::Read, ResourceType::Group, &group) {
-        Some(ResponseError::GroupAuthorizationFailed)
+    let (group_error, fence) = if !ctx.may(b, AclOperation::Read, ResourceType::Group, &group) {
+        (Some(ResponseError::GroupAuthorizationFailed), None)
     } else {
         let check = b
             .node
@@ -48,9 +52,9 @@ pub(super) async fn offset_commit(
             )
             .await;
         match check {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(codes::group_error(e)),
-            Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+            Ok(Ok(fence)) => (None, Some(fence)),
+            Ok(Err(e)) => (Some(codes::group_error(e)), None),
+            Err(_) => (Some(ResponseError::CoordinatorNotAvailable), None),
         }
     };
     let now = now_ms();
@@ -95,7 +99,12 @@ pub(super) async fn offset_commit(
         None
     } else {
         // One failure fails the request: each entry was vetted above.
-        let outcome = match b.node.catalog.commit_offsets(&group, to_commit).await {
+        let outcome = match b
+            .node
+            .catalog
+            .commit_offsets(&group, fence, to_commit)
+            .await
+        {
             Ok(results) => results.into_iter().find_map(Result::err),
             Err(e) => Some(e),
         };
@@ -140,6 +149,9 @@ pub(super) async fn offset_fetch(
             return OffsetFetchResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
+        if let Some(e) = elsewhere(b, req.group_id.as_str()) {
+            return offset_fetch_refused(ctx, req, e);
+        }
         let topics = req.topics.map(|ts| {
             ts.into_iter()
                 .map(|t| (t.name.to_string(), t.partition_indexes))
@@ -181,6 +193,11 @@ pub(super) async fn offset_fetch(
                     .with_group_id(g.group_id)
                     .with_error_code(ResponseError::GroupAuthorizationFailed.code());
             }
+            if let Some(e) = elsewhere(b, g.group_id.as_str()) {
+                return OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_error_code(e.code());
+            }
             let topics = g.topics.map(|ts| {
                 ts.into_iter()
                     .map(|t| (t.name.to_string(), t.partition_indexes))
@@ -219,6 +236,49 @@ pub(super) async fn offset_fetch(
         })
         .collect();
     OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// Why this agent does not answer for `group`: its coordinator slot is
+/// held by another agent (NOT_COORDINATOR), or by none yet.
+pub(super) fn elsewhere(b: &Broker, group: &str) -> Option<ResponseError> {
+    match b.node.group_home(group) {
+        GroupHome::Here(_) => None,
+        GroupHome::Elsewhere(_) => Some(ResponseError::NotCoordinator),
+        GroupHome::Unassigned => Some(ResponseError::CoordinatorNotAvailable),
+    }
+}
+
+/// An OffsetFetch (v0 to v7) refused with `e`: v2 and later have an error
+/// for the whole group, v0 and v1 only one per partition.
+fn offset_fetch_refused(
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+    e: ResponseError,
+) -> OffsetFetchResponse {
+    if ctx.api_version >= 2 {
+        return OffsetFetchResponse::default().with_error_code(e.code());
+    }
+    let topics = req
+        .topics
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            let parts = t
+                .partition_indexes
+                .iter()
+                .map(|&i| {
+                    OffsetFetchResponsePartition::default()
+                        .with_partition_index(i)
+                        .with_committed_offset(-1)
+                        .with_error_code(e.code())
+                })
+                .collect();
+            OffsetFetchResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(parts)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_topics(topics)
 }
 
 /// One committed offset as OffsetFetch reports it.
@@ -282,13 +342,17 @@ pub(super) async fn offset_delete(
         return OffsetDeleteResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    let refused = |e: ResponseError| OffsetDeleteResponse::default().with_error_code(e.code());
+    let fence = match b.node.group_home(&group) {
+        GroupHome::Here(fence) => fence,
+        GroupHome::Elsewhere(_) => return refused(ResponseError::NotCoordinator),
+        GroupHome::Unassigned => return refused(ResponseError::CoordinatorNotAvailable),
+    };
     let live_members = match b.node.groups.describe(group.clone()).await {
-        Ok(Some(d)) => !d.members.is_empty(),
-        Ok(None) => false,
-        Err(_) => {
-            return OffsetDeleteResponse::default()
-                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-        }
+        Ok(Ok(Some(d))) => !d.members.is_empty(),
+        Ok(Ok(None)) => false,
+        Ok(Err(e)) => return refused(codes::group_error(e)),
+        Err(_) => return refused(ResponseError::CoordinatorNotAvailable),
     };
     let committed = b.node.catalog.committed_offsets(&group);
     if committed.is_empty() && !live_members {
@@ -331,7 +395,7 @@ pub(super) async fn offset_delete(
         if let Err(e) = b
             .node
             .catalog
-            .delete_offsets(&group, doomed)
+            .delete_offsets(&group, Some(fence), doomed)
             .await
             .map(|_| ())
         {

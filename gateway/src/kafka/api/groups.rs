@@ -1,5 +1,12 @@
 //! FindCoordinator and the classic group membership APIs, translated to and
 //! from the group engine's types.
+//!
+//! FindCoordinator names the agent holding the key's coordinator slot (the
+//! balancer, in load-balancer mode). The other APIs answer only for groups
+//! this agent coordinates, NOT_COORDINATOR for the rest; ListGroups lists
+//! the groups coordinated here, so a client asking every broker (as Kafka's
+//! admin clients do) sees each group once, and in load-balancer mode the
+//! agent the client reached asks the others (`group_routing.rs`).
 
 use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -21,7 +28,7 @@ use crate::broker::Broker;
 use crate::brokers;
 use crate::codes;
 use dataplane::group::admin;
-use dataplane::group::engine::{GroupError, JoinRequest, SyncRequest};
+use dataplane::group::engine::{JoinRequest, SyncRequest};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::Groups;
 
@@ -43,19 +50,11 @@ pub(super) fn find_coordinator(
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let live = brokers::live(&b.node.catalog, &b.config);
-    // `live` always holds this node, so there is always a coordinator
+    // no holder yet, or one whose lease lapsed: the client asks again
     let pick = |key: &str| {
-        brokers::coordinator(&live, key)
-            .map(|e| (BrokerId(e.id), s(e.host.clone()), e.port))
-            .unwrap_or_else(|| {
-                let c = &b.config;
-                (
-                    BrokerId(c.node_id),
-                    s(c.advertised_host.clone()),
-                    c.advertised_port,
-                )
-            })
+        brokers::coordinator(&b.node.catalog, &b.config, key)
+            .map(|e| (BrokerId(e.id), s(e.host), e.port))
+            .ok_or(GONE)
     };
     // DESCRIBE on the group, or on the transactional id (key type 1)
     let refused = |key: &str| {
@@ -79,8 +78,13 @@ pub(super) fn find_coordinator(
                 .with_node_id(BrokerId(-1))
                 .with_port(-1);
         }
-        let (node, host, port) = pick(&req.key);
-        return resp.with_node_id(node).with_host(host).with_port(port);
+        return match pick(&req.key) {
+            Ok((node, host, port)) => resp.with_node_id(node).with_host(host).with_port(port),
+            Err(e) => resp
+                .with_error_code(e.code())
+                .with_node_id(BrokerId(-1))
+                .with_port(-1),
+        };
     }
     let coordinators = req
         .coordinator_keys
@@ -93,12 +97,18 @@ pub(super) fn find_coordinator(
                     .with_node_id(BrokerId(-1))
                     .with_port(-1);
             }
-            let (node, host, port) = pick(&key);
-            CoordinatorEntry::default()
-                .with_key(key)
-                .with_node_id(node)
-                .with_host(host)
-                .with_port(port)
+            match pick(&key) {
+                Ok((node, host, port)) => CoordinatorEntry::default()
+                    .with_key(key)
+                    .with_node_id(node)
+                    .with_host(host)
+                    .with_port(port),
+                Err(e) => CoordinatorEntry::default()
+                    .with_key(key)
+                    .with_error_code(e.code())
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1),
+            }
         })
         .collect();
     resp.with_coordinators(coordinators)
@@ -294,7 +304,11 @@ pub(super) async fn describe_groups(
             continue;
         }
         let d = match admin::describe_group(&b.node, &name).await {
-            Ok(d) => d,
+            Ok(d) if d.here => d,
+            Ok(_) => {
+                groups.push(base.with_error_code(ResponseError::NotCoordinator.code()));
+                continue;
+            }
             Err(_) => {
                 groups.push(base.with_error_code(GONE.code()));
                 continue;
@@ -328,16 +342,27 @@ pub(super) async fn list_groups(
     ctx: &RequestContext,
     req: ListGroupsRequest,
 ) -> ListGroupsResponse {
-    // Kafka: DESCRIBE on the cluster lists every group, else those the
-    // client may describe
-    let every = ctx.may_on_cluster(b, AclOperation::Describe);
     let all = match admin::list_groups(&b.node).await {
         Ok(l) => l,
         Err(_) => return ListGroupsResponse::default().with_error_code(GONE.code()),
     };
+    let here = all.into_iter().filter(|g| g.here);
+    ListGroupsResponse::default().with_groups(listed(b, ctx, &req, here))
+}
+
+/// The groups of `all` that ListGroups lists: in a state the client asked
+/// for, and that it may describe.
+pub(super) fn listed(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: &ListGroupsRequest,
+    all: impl IntoIterator<Item = admin::ListedGroup>,
+) -> Vec<ListedGroup> {
+    // Kafka: DESCRIBE on the cluster lists every group, else those the
+    // client may describe
+    let every = ctx.may_on_cluster(b, AclOperation::Describe);
     let states: Vec<String> = req.states_filter.iter().map(|x| x.to_string()).collect();
-    let groups = all
-        .into_iter()
+    all.into_iter()
         .filter(|g| states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(&g.state)))
         .filter(|g| every || may(b, ctx, AclOperation::Describe, &g.group_id))
         .map(|g| {
@@ -347,8 +372,7 @@ pub(super) async fn list_groups(
                 .with_group_state(s(g.state))
                 .with_group_type(s("classic"))
         })
-        .collect();
-    ListGroupsResponse::default().with_groups(groups)
+        .collect()
 }
 
 pub(super) async fn delete_groups(
@@ -370,15 +394,11 @@ pub(super) async fn delete_groups(
         let has_offsets = b.node.catalog.groups().contains(&name);
         let code = match b.node.groups.delete(name.clone()).await {
             Err(_) => GONE.code(),
-            Ok(Err(GroupError::GroupIdNotFound)) if !has_offsets => {
-                ResponseError::GroupIdNotFound.code()
-            }
-            Ok(Err(GroupError::GroupIdNotFound)) | Ok(Ok(())) => {
-                match b.node.catalog.delete_group(&name).await {
-                    Ok(()) | Err(metastore::MetaError::GroupIdNotFound { .. }) => 0,
-                    Err(e) => codes::meta_error(&e).code(),
-                }
-            }
+            Ok(Ok(d)) if !d.had_state && !has_offsets => ResponseError::GroupIdNotFound.code(),
+            Ok(Ok(d)) => match b.node.catalog.delete_group(&name, Some(d.fence)).await {
+                Ok(()) | Err(metastore::MetaError::GroupIdNotFound { .. }) => 0,
+                Err(e) => codes::meta_error(&e).code(),
+            },
             Ok(Err(e)) => codes::group_error(e).code(),
         };
         results.push(

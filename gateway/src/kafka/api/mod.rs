@@ -9,6 +9,7 @@ mod client_quotas;
 mod configs;
 mod fetch;
 mod group_offsets;
+mod group_routing;
 mod groups;
 mod init_producer_id;
 mod leader_hints;
@@ -494,6 +495,8 @@ pub(crate) fn msg(e: &impl std::fmt::Display) -> Option<StrBytes> {
 mod acl_tests;
 #[cfg(test)]
 mod api_tests;
+#[cfg(test)]
+mod coordinator_tests;
 #[cfg(test)]
 mod fetch_tests;
 #[cfg(test)]

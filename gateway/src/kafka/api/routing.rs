@@ -5,8 +5,8 @@
 //! DeleteRecords) is split by partition leader: this agent serves its own
 //! partitions, each other leader gets a request of the same API and version
 //! holding only its partitions, and the answers are put back together in
-//! the order the client asked. A group's requests go whole to the group's
-//! coordinator. Fetch splits the same way inside [`super::fetch`], after
+//! the order the client asked. Group requests go to the groups'
+//! coordinators (`group_routing.rs`). Fetch splits the same way inside [`super::fetch`], after
 //! fetch sessions are applied. An owner that cannot be reached answers for
 //! its partitions with Kafka's retriable errors (NOT_LEADER_OR_FOLLOWER,
 //! COORDINATOR_NOT_AVAILABLE), and the client retries as it would against
@@ -26,12 +26,6 @@ use kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
-use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
-};
 use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -46,7 +40,6 @@ use uuid::Uuid;
 
 use super::{DispatchError, RequestContext};
 use crate::broker::Broker;
-use crate::brokers;
 use crate::forward::client::{ForwardError, Forwarder};
 use crate::kafka::response::ResponseFrame;
 
@@ -59,7 +52,7 @@ pub(super) enum Routed {
 }
 
 /// Longest a forwarded request other than a group join may take.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The agent leading `partition` of `topic`, when it is not this one.
 pub(super) fn remote_leader(
@@ -110,7 +103,7 @@ pub(super) fn decode_response<R: Decodable>(
 }
 
 /// Sends `body` to `owner` and decodes its answer (`Ok(None)`: none due).
-async fn call<Q: Encodable, R: Decodable>(
+pub(super) async fn call<Q: Encodable, R: Decodable>(
     fwd: &Forwarder,
     ctx: &RequestContext,
     header: &RequestHeader,
@@ -506,160 +499,14 @@ pub(super) async fn route(
                 ),
             }
         }
-        other => route_group(b, fwd, ctx, header, frame, other).await,
-    }
-}
-
-/// The agent coordinating `group`, when it is not this one.
-fn remote_coordinator(b: &Broker, group: &str) -> Option<AgentId> {
-    let agents = brokers::agents(&b.node.catalog, &b.config);
-    let c = brokers::coordinator(&agents, group)?;
-    (c.id != b.config.node_id)
-        .then(|| u64::try_from(c.id).ok())
-        .flatten()
-}
-
-/// A group's requests go whole to its coordinator.
-async fn route_group(
-    b: &Broker,
-    fwd: &Forwarder,
-    ctx: &RequestContext,
-    header: &RequestHeader,
-    frame: &Bytes,
-    request: RequestKind,
-) -> Result<Routed, DispatchError> {
-    let (group, timeout): (Option<String>, Duration) = match &request {
-        RequestKind::JoinGroup(r) => (
-            Some(r.group_id.to_string()),
-            // a join waits for the whole group, up to the rebalance timeout
-            Duration::from_millis(
-                u64::try_from(r.rebalance_timeout_ms.max(r.session_timeout_ms)).unwrap_or(0),
-            ) + FORWARD_TIMEOUT,
-        ),
-        RequestKind::SyncGroup(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT * 2),
-        RequestKind::Heartbeat(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
-        RequestKind::LeaveGroup(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
-        RequestKind::OffsetCommit(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
-        RequestKind::OffsetDelete(r) => (Some(r.group_id.to_string()), FORWARD_TIMEOUT),
-        RequestKind::OffsetFetch(r) if ctx.api_version < 8 => {
-            (Some(r.group_id.to_string()), FORWARD_TIMEOUT)
+        // boxed: the group routes nest many futures, and the request
+        // future would otherwise be too deep for the compiler to lay out
+        other => {
+            Box::pin(super::group_routing::route_group(
+                b, fwd, ctx, header, frame, other,
+            ))
+            .await
         }
-        RequestKind::OffsetFetch(r) if r.groups.len() == 1 => (
-            r.groups.first().map(|g| g.group_id.to_string()),
-            FORWARD_TIMEOUT,
-        ),
-        RequestKind::DescribeGroups(r) if r.groups.len() == 1 => {
-            (r.groups.first().map(|g| g.to_string()), FORWARD_TIMEOUT)
-        }
-        _ => (None, FORWARD_TIMEOUT),
-    };
-    let Some(owner) = group.as_deref().and_then(|g| remote_coordinator(b, g)) else {
-        return Ok(Routed::Local(Box::new(request)));
-    };
-    match fwd.call(owner, ctx.origin(), frame, None, timeout).await {
-        Ok(Some(resp)) => {
-            let mut frame = ResponseFrame::new();
-            frame.push_bytes(resp);
-            Ok(Routed::Answered(Some(frame)))
-        }
-        Ok(None) => Ok(Routed::Answered(None)),
-        Err(e) => {
-            tracing::debug!(owner, error = %e, "forwarding a group request failed");
-            let api = ApiKey::try_from(header.request_api_key)
-                .map_err(|_| DispatchError::UnknownApi(header.request_api_key))?;
-            super::encode_frame(header, api, &coordinator_unavailable(ctx, request))
-                .map(|f| Routed::Answered(Some(f)))
-        }
-    }
-}
-
-/// The answer to a group request whose coordinator could not be reached:
-/// COORDINATOR_NOT_AVAILABLE, on which clients look the coordinator up again.
-fn coordinator_unavailable(ctx: &RequestContext, request: RequestKind) -> ResponseKind {
-    let code = ResponseError::CoordinatorNotAvailable.code();
-    match request {
-        RequestKind::JoinGroup(_) => JoinGroupResponse::default()
-            .with_error_code(code)
-            .with_generation_id(-1)
-            .into(),
-        RequestKind::SyncGroup(_) => SyncGroupResponse::default().with_error_code(code).into(),
-        RequestKind::Heartbeat(_) => HeartbeatResponse::default().with_error_code(code).into(),
-        RequestKind::LeaveGroup(_) => LeaveGroupResponse::default().with_error_code(code).into(),
-        RequestKind::OffsetDelete(_) => {
-            OffsetDeleteResponse::default().with_error_code(code).into()
-        }
-        RequestKind::OffsetCommit(r) => OffsetCommitResponse::default()
-            .with_topics(
-                r.topics
-                    .into_iter()
-                    .map(|t| {
-                        OffsetCommitResponseTopic::default()
-                            .with_name(t.name)
-                            .with_topic_id(t.topic_id)
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        OffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(code)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
-            .into(),
-        RequestKind::OffsetFetch(r) if ctx.api_version >= 8 => OffsetFetchResponse::default()
-            .with_groups(
-                r.groups
-                    .into_iter()
-                    .map(|g| {
-                        OffsetFetchResponseGroup::default()
-                            .with_group_id(g.group_id)
-                            .with_error_code(code)
-                    })
-                    .collect(),
-            )
-            .into(),
-        RequestKind::OffsetFetch(r) => OffsetFetchResponse::default()
-            .with_error_code(code)
-            .with_topics(
-                r.topics
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|t| {
-                        OffsetFetchResponseTopic::default()
-                            .with_name(t.name)
-                            .with_partitions(
-                                t.partition_indexes
-                                    .iter()
-                                    .map(|&i| {
-                                        OffsetFetchResponsePartition::default()
-                                            .with_partition_index(i)
-                                            .with_committed_offset(-1)
-                                            .with_error_code(code)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
-            .into(),
-        RequestKind::DescribeGroups(r) => DescribeGroupsResponse::default()
-            .with_groups(
-                r.groups
-                    .into_iter()
-                    .map(|g| {
-                        describe_groups_response::DescribedGroup::default()
-                            .with_group_id(g)
-                            .with_error_code(code)
-                    })
-                    .collect(),
-            )
-            .into(),
-        // route_group forwards nothing else
-        _ => HeartbeatResponse::default().with_error_code(code).into(),
     }
 }
 

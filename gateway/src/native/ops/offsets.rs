@@ -98,9 +98,10 @@ pub(super) async fn commit_offsets(
     let member = !o.member_id.is_empty() || o.generation >= 0;
     let refused = if o.group.is_empty() {
         Some(ErrorCode::INVALID_GROUP)
-    } else if member && !groups::coordinates(b, &o.group) {
-        // a member's commit is checked against the group's members, which
-        // only its coordinator knows
+    } else if !groups::coordinates(b, &o.group) {
+        // a commit is checked against the group's members, which only its
+        // coordinator knows (a commit outside membership is taken only
+        // while the group has none)
         Some(ErrorCode::NOT_COORDINATOR)
     } else {
         None

@@ -17,7 +17,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use metastore::{ClusterControl, Security};
 
-use config::{ServeArgs, Settings};
+use config::{oauthbearer_warning, ServeArgs, Settings};
 use dataplane::group::engine::GroupLimits;
 use dataplane::partition::replication::manager::ReplicationSettings;
 use dataplane::topic_config::LogDefaults;
@@ -96,6 +96,9 @@ fn main() -> anyhow::Result<()> {
     // before any runtime starts: as many arenas as shards, and one more
     let arenas = gateway::alloc::cap_malloc_arenas(settings.shards + 1);
     let otel = otel::init_logging(&settings)?;
+    if let Some(warning) = settings.oauthbearer.as_ref().and_then(oauthbearer_warning) {
+        tracing::warn!("{warning}");
+    }
     tracing::debug!(?arenas, "malloc arenas");
     // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
     let control = tokio::runtime::Builder::new_multi_thread()

@@ -12,4 +12,5 @@ mod settings;
 
 pub use args::ServeArgs;
 pub use cluster::ClusterSettings;
+pub use self::security::oauthbearer_warning;
 pub use settings::Settings;

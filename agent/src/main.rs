@@ -191,6 +191,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
                 max_connections: s.max_connections,
                 max_connections_per_ip: s.max_connections_per_ip,
                 idle_timeout: Duration::from_millis(s.connections_max_idle_ms),
+                login_timeout: Duration::from_millis(s.login_timeout_ms),
                 queued_max_request_bytes: usize::try_from(s.queued_max_request_bytes)
                     .unwrap_or(usize::MAX),
                 ..ConnectionLimits::default()

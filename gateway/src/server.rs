@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::broker::{Broker, Metrics};
 use crate::connections::{Admitted, RequestRoom};
 use crate::kafka::api::{dispatch, Client};
-use crate::kafka::frame::{read_body, read_size, FrameError};
+use crate::kafka::frame::{read_body, read_body_as_it_arrives, read_size, FrameError};
 use crate::kafka::response::ResponseFrame;
 
 /// Creates a listening socket with `SO_REUSEPORT` (and `SO_REUSEADDR`) set, so
@@ -186,26 +186,43 @@ enum Next {
 
 /// Reads the next request: the size, then room for it among the requests
 /// being served broker-wide, then the body; all within the idle timeout.
+///
+/// Before the client logged in (`login_by`: when it must have), the
+/// request takes no room in the broker-wide budget and its body is read
+/// as it arrives: the caller caps its size, and the whole login must be
+/// done by `login_by`.
 async fn next_request<R: AsyncRead + Unpin>(
     stream: &mut R,
     broker: &Broker,
     peer: SocketAddr,
     max: usize,
+    login_by: Option<tokio::time::Instant>,
 ) -> Result<Next, ()> {
     let idle = broker.connections.limits().idle_timeout;
     let read = async {
         let Some(size) = read_size(stream, max).await? else {
             return Ok(Next::Closed);
         };
+        if login_by.is_some() {
+            let body = read_body_as_it_arrives(stream, size).await?;
+            return Ok(Next::Frame(body, RequestRoom::outside_budget()));
+        }
         let room = broker.connections.room_for(size).await;
         let body = read_body(stream, size).await?;
         Ok::<_, FrameError>(Next::Frame(body, room))
     };
-    match tokio::time::timeout(idle, read).await {
+    let idle_by = tokio::time::Instant::now() + idle;
+    let by = login_by.map_or(idle_by, |l| l.min(idle_by));
+    match tokio::time::timeout_at(by, read).await {
         Ok(Ok(next)) => Ok(next),
         Ok(Err(e)) => {
             Metrics::add(&broker.metrics.malformed_requests, 1);
             tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+            Err(())
+        }
+        Err(_) if login_by.is_some_and(|l| l < idle_by) => {
+            Metrics::add(&broker.connections.counters.login_timeouts, 1);
+            tracing::info!(%peer, "closing connection: it did not authenticate within the login timeout (--login-timeout-ms)");
             Err(())
         }
         Err(_) => {
@@ -288,13 +305,21 @@ async fn connection<S: KafkaStream>(
     // with SASL on, nothing but ApiVersions is served before the client
     // authenticated
     let mut sasl = (!broker.config.sasl_mechanisms.is_empty()).then(crate::sasl::Session::default);
+    // until then, requests are small, outside the broker-wide budget, and
+    // the connection is closed unless it authenticated
+    let login_by = tokio::time::Instant::now() + broker.connections.limits().login_timeout;
     loop {
+        // (a re-authentication is not a login: the client is known)
+        let logging_in = sasl
+            .as_ref()
+            .is_some_and(|s| s.completed() == 0)
+            .then_some(login_by);
         // Shutdown wins over a frame already buffered: once it begins, no
         // new request is dispatched (the partitions are being closed).
         let next = tokio::select! {
             biased;
             _ = stop.changed() => break,
-            n = next_request(&mut stream, &broker, peer, max_request(&broker, sasl.as_ref())) => n,
+            n = next_request(&mut stream, &broker, peer, max_request(&broker, sasl.as_ref()), logging_in) => n,
         };
         let (frame, room) = match next {
             Ok(Next::Frame(f, room)) => (f, room),

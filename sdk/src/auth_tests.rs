@@ -59,7 +59,10 @@ fn a_server_asking_for_too_few_or_too_many_iterations_is_refused() {
         );
     }
     for count in [MIN_ITERATIONS, 16384] {
-        assert!(x.answer(&format!("r=abcd,s=c2FsdA==,i={count}")).is_ok(), "{count}");
+        assert!(
+            x.answer(&format!("r=abcd,s=c2FsdA==,i={count}")).is_ok(),
+            "{count}"
+        );
     }
 }
 

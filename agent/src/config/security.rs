@@ -208,7 +208,10 @@ pub(super) fn resolve_auth(
 /// its `sub` is a principal like any SCRAM user's, `admin` included).
 pub fn oauthbearer_warning(o: &security::oauthbearer::OAuthConfig) -> Option<String> {
     let unchecked: Vec<&str> = [
-        (o.audience.is_none(), "audience (--sasl-oauthbearer-audience)"),
+        (
+            o.audience.is_none(),
+            "audience (--sasl-oauthbearer-audience)",
+        ),
         (o.issuer.is_none(), "issuer (--sasl-oauthbearer-issuer)"),
     ]
     .into_iter()
@@ -341,20 +344,25 @@ mod tests {
 
     #[test]
     fn oauthbearer_without_audience_or_issuer_is_warned_about_at_start() {
-        let config = |issuer: Option<&str>, audience: Option<&str>| {
-            security::oauthbearer::OAuthConfig {
+        let config =
+            |issuer: Option<&str>, audience: Option<&str>| security::oauthbearer::OAuthConfig {
                 jwks: "/jwks.json".into(),
                 issuer: issuer.map(String::from),
                 audience: audience.map(String::from),
                 principal_claim: "sub".into(),
-            }
-        };
+            };
         let both = oauthbearer_warning(&config(None, None)).expect("a warning");
         assert!(both.contains("--sasl-oauthbearer-audience"), "{both}");
         assert!(both.contains("--sasl-oauthbearer-issuer"), "{both}");
         assert!(both.contains("other services"), "{both}");
         let audience = oauthbearer_warning(&config(Some("https://idp/"), None)).expect("a warning");
-        assert!(audience.contains("audience") && !audience.contains("issuer ("), "{audience}");
-        assert_eq!(oauthbearer_warning(&config(Some("https://idp/"), Some("kafka"))), None);
+        assert!(
+            audience.contains("audience") && !audience.contains("issuer ("),
+            "{audience}"
+        );
+        assert_eq!(
+            oauthbearer_warning(&config(Some("https://idp/"), Some("kafka"))),
+            None
+        );
     }
 }

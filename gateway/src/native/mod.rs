@@ -17,9 +17,11 @@
 //! (`Session`).
 //!
 //! A frame that cannot be served (wrong magic or framing version, a body
-//! larger than `socket.request.max.bytes`, an unknown operation, an
-//! undecodable body) is answered with an error frame on its stream, and the
-//! connection is closed; nothing else is affected.
+//! larger than `socket.request.max.bytes`, or than [`MAX_LOGIN_FRAME`]
+//! before the client logged in, an unknown operation, an undecodable body)
+//! is answered with an error frame on its stream, and the connection is
+//! closed; nothing else is affected. A client that has not logged in
+//! within the login timeout is disconnected.
 
 mod codes;
 mod groups;
@@ -29,7 +31,7 @@ mod subscribe;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,11 +43,12 @@ use sdk::proto::{self, ErrorCode, ErrorFrame, Message};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::broker::{Broker, Metrics};
 use crate::connections::{Admitted, RequestRoom};
 use crate::kafka::api::Client;
+use crate::kafka::frame::read_body_as_it_arrives;
 use crate::kafka::response::ResponseFrame;
 
 /// Requests of one stream served at once; the stream's next frame is not
@@ -161,66 +164,132 @@ enum Incoming {
     Frame {
         op: u8,
         body: Bytes,
-        room: RequestRoom,
+        held: Held,
     },
     /// The frame could not be read; answer with this and close.
     Refused(ErrorFrame),
 }
 
+/// What a frame holds until the loop is done with it: only dropped, which
+/// gives it back.
+#[allow(dead_code)]
+enum Held {
+    /// Its room among the requests being served broker-wide.
+    Room(RequestRoom),
+    /// A frame read before the client logged in: the reader reads nothing
+    /// more until the loop handled it (the sender is dropped).
+    Login(oneshot::Sender<()>),
+}
+
+/// The largest frame a client may send before it logged in (the hello and
+/// the authentication messages): an OAUTHBEARER token fits many times.
+pub const MAX_LOGIN_FRAME: usize = 64 * 1024;
+
 /// Reads frames until the peer closes, a frame is refused or the
-/// stream goes away. Each frame first reserves its size among the
-/// requests being served broker-wide.
+/// stream goes away.
+///
+/// Until the client logged in (`logged_in`, which the stream's loop sets),
+/// frames are at most [`MAX_LOGIN_FRAME`] bytes, read one at a time (the
+/// next only once the loop handled the last) as their bytes arrive, and
+/// take no room in the broker-wide budget; they must all have arrived
+/// within the login timeout of the stream's start. So a client that
+/// never logs in holds one small frame, briefly, and nobody waits for it.
+/// After that, each frame first reserves its size among the requests being
+/// served broker-wide.
 async fn read_frames<R: AsyncRead + Unpin>(
     mut rd: R,
     broker: Arc<Broker>,
     tx: mpsc::Sender<Incoming>,
+    logged_in: Arc<AtomicBool>,
 ) {
     let max = u32::try_from(broker.config.max_request_bytes).unwrap_or(u32::MAX);
-    let idle = broker.connections.limits().idle_timeout;
+    let limits = broker.connections.limits();
+    let (idle, login_by) = (
+        limits.idle_timeout,
+        tokio::time::Instant::now() + limits.login_timeout,
+    );
+    let counters = &broker.connections.counters;
     loop {
+        let logging_in = !logged_in.load(Ordering::Acquire);
+        let (limit, by, timed_out) = if logging_in {
+            let limit = max.min(MAX_LOGIN_FRAME as u32);
+            (limit, login_by, &counters.login_timeouts)
+        } else {
+            let by = tokio::time::Instant::now() + idle;
+            (max, by, &counters.idle_closed)
+        };
         let mut head = [0u8; HEADER_LEN];
-        match tokio::time::timeout(idle, rd.read_exact(&mut head)).await {
+        match tokio::time::timeout_at(by, rd.read_exact(&mut head)).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return,
             Err(_) => {
-                Metrics::add(&broker.connections.counters.idle_closed, 1);
+                Metrics::add(timed_out, 1);
                 return;
             }
         }
-        let header = match FrameHeader::decode(&head, max) {
+        let header = match FrameHeader::decode(&head, limit) {
             Ok(h) => h,
             Err(e) => {
                 let error = match e {
                     FrameError::TooLarge { .. } => ErrorCode::FRAME_TOO_LARGE,
                     _ => ErrorCode::BAD_FRAME,
                 };
+                let message = match e {
+                    FrameError::TooLarge { len, max } if logging_in => format!(
+                        "frame body of {len} bytes before the client logged in: the limit is {max} bytes until then"
+                    ),
+                    e => e.to_string(),
+                };
                 let _ = tx
                     .send(Incoming::Refused(ErrorFrame {
                         correlation: 0,
                         error,
-                        message: e.to_string(),
+                        message,
                     }))
                     .await;
                 return;
             }
         };
         let len = header.len as usize;
+        if logging_in {
+            let body =
+                match tokio::time::timeout_at(by, read_body_as_it_arrives(&mut rd, len)).await {
+                    Ok(Ok(body)) => body,
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        Metrics::add(timed_out, 1);
+                        return;
+                    }
+                };
+            let (handled, done) = oneshot::channel();
+            let frame = Incoming::Frame {
+                op: header.op,
+                body,
+                held: Held::Login(handled),
+            };
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+            // the loop dropped the frame: handled, or the stream is ending
+            let _ = done.await;
+            continue;
+        }
         let room = broker.connections.room_for(len).await;
         let mut body = BytesMut::zeroed(len);
         // a client that stalls inside a body holds request memory: the
         // body must arrive within the idle timeout too
-        match tokio::time::timeout(idle, rd.read_exact(&mut body)).await {
+        match tokio::time::timeout_at(by, rd.read_exact(&mut body)).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return,
             Err(_) => {
-                Metrics::add(&broker.connections.counters.idle_closed, 1);
+                Metrics::add(timed_out, 1);
                 return;
             }
         }
         let frame = Incoming::Frame {
             op: header.op,
             body: body.freeze(),
-            room,
+            held: Held::Room(room),
         };
         if tx.send(frame).await.is_err() {
             return;
@@ -363,7 +432,13 @@ where
 {
     let (broker, peer, transport) = (&link.broker, link.peer, link.transport);
     let (tx, mut rx) = mpsc::channel(4);
-    let reader = AbortOnDrop(tokio::spawn(read_frames(rd, broker.clone(), tx)));
+    let logged_in = Arc::new(AtomicBool::new(matches!(start, Start::After(_))));
+    let reader = AbortOnDrop(tokio::spawn(read_frames(
+        rd,
+        broker.clone(),
+        tx,
+        logged_in.clone(),
+    )));
     let (push_tx, mut pushes) = mpsc::channel::<ResponseFrame>(subscribe::PUSH_QUEUE);
     let new_ctx = |session: Session| {
         Arc::new(StreamCtx {
@@ -419,7 +494,7 @@ where
                 if !write(wr, pushed, link).await { break StreamEnd::Done }
             }
             incoming = rx.recv(), if room_for_more => {
-                let (op, body, room) = match incoming {
+                let (op, body, held) = match incoming {
                     None => {
                         peer_done = true;
                         continue;
@@ -430,7 +505,7 @@ where
                         let _ = write(wr, error_frame(&e), link).await;
                         break StreamEnd::Refused;
                     }
-                    Some(Incoming::Frame { op, body, room }) => (op, body, room),
+                    Some(Incoming::Frame { op, body, held }) => (op, body, held),
                 };
                 if broker.is_shutting_down() {
                     break StreamEnd::Done;
@@ -464,6 +539,9 @@ where
                                 pending = None;
                                 tracing::debug!(%peer, transport, client_id = %session.client_id, version = session.version, principal = %session.principal, "native session open");
                                 ctx = Some(new_ctx(session.clone()));
+                                // before the frame is let go: the reader
+                                // then reads the next as a logged-in one
+                                logged_in.store(true, Ordering::Release);
                                 if let Some(tx) = hello.take() {
                                     tx.send_replace(Some(session));
                                 }
@@ -476,7 +554,7 @@ where
                             break StreamEnd::Refused;
                         }
                     }
-                    drop(room);
+                    drop(held);
                     continue;
                 };
                 if stream.session.expired(Instant::now()) {
@@ -496,7 +574,7 @@ where
                 c.principal = stream.session.principal.clone();
                 in_flight.push(Box::pin(async move {
                     let answer = ops::serve(&b, &c, &stream, op, body).await;
-                    drop(room);
+                    drop(held);
                     drop(counted);
                     answer
                 }));

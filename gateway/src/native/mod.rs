@@ -236,7 +236,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
                 };
                 let message = match e {
                     FrameError::TooLarge { len, max } if logging_in => format!(
-                        "frame body of {len} bytes before the client logged in: the limit is {max} bytes until then"
+                        "frame body of {len} bytes exceeds the limit of {max} bytes before the client logged in"
                     ),
                     e => e.to_string(),
                 };

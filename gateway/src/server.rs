@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -246,33 +247,45 @@ fn max_request(broker: &Broker, sasl: Option<&crate::sasl::Session>) -> usize {
 }
 
 /// What the SASL exchanges of `broker`'s listeners (Kafka and native)
-/// check against.
-pub(crate) fn sasl_settings(broker: &Broker) -> crate::sasl::Settings<'_> {
+/// check against, for a client at `peer`.
+pub(crate) fn sasl_settings(broker: &Broker, peer: std::net::IpAddr) -> crate::sasl::Settings<'_> {
     crate::sasl::Settings {
         mechanisms: &broker.config.sasl_mechanisms,
         catalog: &broker.node.catalog,
         oauth: broker.config.oauthbearer.as_deref(),
         max_session: broker.config.sasl_max_session,
+        passwords: &broker.logins.passwords,
+        peer,
     }
 }
 
 /// Serves a request of the SASL exchange on the blocking pool, not on the
-/// shard's thread: PLAIN and SCRAM derive keys with thousands of PBKDF2
-/// iterations (milliseconds each), which on the shard would stall every
-/// other connection it serves, as a burst of reconnecting clients would.
+/// shard's thread: PLAIN derives keys with thousands of PBKDF2 iterations
+/// (milliseconds each), which on the shard would stall every other
+/// connection it serves, as a burst of reconnecting clients would.
+/// SaslAuthenticate, which may check a password or a token, waits for one
+/// of the broker's places for login work ([`crate::logins`]).
 async fn sasl_step(
     broker: &Arc<Broker>,
     session: &mut crate::sasl::Session,
     frame: &Bytes,
+    peer: SocketAddr,
     now: std::time::Instant,
 ) -> Result<crate::sasl::Step, crate::kafka::api::DispatchError> {
     let (b, f) = (broker.clone(), frame.clone());
     let mut s = std::mem::take(session);
-    let stepped = tokio::task::spawn_blocking(move || {
-        let step = s.step(&sasl_settings(&b), &f, now);
+    let step = move || {
+        let step = s.step(&sasl_settings(&b, peer.ip()), &f, now);
         (s, step)
-    })
-    .await;
+    };
+    let authenticating = frame
+        .get(..2)
+        .is_some_and(|k| i16::from_be_bytes([k[0], k[1]]) == ApiKey::SaslAuthenticate as i16);
+    let stepped = if authenticating {
+        broker.logins.run(step).await
+    } else {
+        tokio::task::spawn_blocking(step).await
+    };
     match stepped {
         Ok((s, step)) => {
             *session = s;
@@ -329,7 +342,7 @@ async fn connection<S: KafkaStream>(
             break;
         }
         if let Some(session) = sasl.as_mut() {
-            let settings = sasl_settings(&broker);
+            let settings = sasl_settings(&broker, peer.ip());
             let now = std::time::Instant::now();
             if !session.wants(&settings, &frame) {
                 if session.expired(now) {
@@ -339,10 +352,13 @@ async fn connection<S: KafkaStream>(
                 }
             } else {
                 let before = session.completed();
-                match sasl_step(&broker, session, &frame, now).await {
+                match sasl_step(&broker, session, &frame, peer, now).await {
                     Ok(crate::sasl::Step::Pass) => {}
                     Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
                         drop(room);
+                        if close {
+                            broker.logins.hold_failure().await;
+                        }
                         // counted before the answer leaves: a client that
                         // reads it sees the counters already moved
                         Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
@@ -363,6 +379,7 @@ async fn connection<S: KafkaStream>(
                         continue;
                     }
                     Ok(crate::sasl::Step::Close(reason)) => {
+                        broker.logins.hold_failure().await;
                         Metrics::add(&broker.metrics.sasl_failures, 1);
                         tracing::info!(%peer, %reason, "closing connection: not authenticated");
                         break;

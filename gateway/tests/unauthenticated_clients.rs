@@ -1,6 +1,7 @@
 //! The Kafka listener with SASL on, against clients that connect and do
 //! not log in: they may not hold the request budget logged-in clients
-//! need, nor stay connected for long.
+//! need, nor stay connected for long, and an address that keeps failing
+//! password logins is refused without its passwords being checked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -175,5 +176,96 @@ async fn a_client_that_does_not_authenticate_within_the_login_timeout_is_closed(
     );
     // the authenticated connection, idle for longer, is still served
     assert_eq!(api_versions_code(&mut logged_in).await, 0);
+    gw.shutdown().await;
+}
+
+/// HTTP GET `path` with Basic `user:password`; the status code.
+async fn http_get_status(
+    addr: std::net::SocketAddr,
+    path: &str,
+    user: &str,
+    password: &str,
+) -> u16 {
+    use base64::Engine;
+    let login = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {login}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).await.unwrap();
+    out.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"))
+}
+
+/// After three wrong passwords from one address, its logins are refused
+/// as a wrong password is, on the Kafka port and the HTTP port alike,
+/// without any password being checked (no PBKDF2 runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_that_keeps_failing_logins_is_refused_unchecked_on_every_port() {
+    let backends = Backends::start(Logs::Disk, 1).await;
+    let opts = GatewayOptions {
+        http_addr: Some("127.0.0.1:0".parse().unwrap()),
+        shards: 2,
+        broker: BrokerConfig {
+            sasl_mechanisms: vec![gateway::sasl::Mechanism::Plain],
+            authz: security::authz::AuthzConfig {
+                enabled: true,
+                superusers: vec!["User:admin".into()],
+                allow_if_no_acl: false,
+            },
+            logins: gateway::logins::LoginLimits {
+                failed_per_address: security::FailedLoginLimit {
+                    burst: 3,
+                    per_minute: 0.0,
+                },
+                ..gateway::logins::LoginLimits::default()
+            },
+            ..BrokerConfig::default()
+        },
+        ..GatewayOptions::default()
+    };
+    let gw = Gateway::start(opts, backends.meta.clone(), backends.logs.clone())
+        .await
+        .unwrap();
+    add_users(&backends.meta, &["alice"], "pw").await;
+    let http = gw.http_addr().unwrap();
+    let passwords = &gw.broker().logins.passwords;
+    const FAILED: i16 = 58; // SASL_AUTHENTICATION_FAILED
+
+    // alice logs in (then lacks an ACL): a login that works costs nothing
+    assert_eq!(
+        http_get_status(http, "/v1/topics", "alice", "pw").await,
+        403
+    );
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+        assert_eq!(plain_login(&mut s, "alice", "guess").await, FAILED);
+    }
+    let checked = passwords.iterations_run();
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    assert_eq!(
+        plain_login(&mut s, "alice", "pw").await,
+        FAILED,
+        "refused as a wrong password is"
+    );
+    // the HTTP login of a minute ago is remembered; another is refused
+    assert_eq!(http_get_status(http, "/v1/topics", "bob", "pw").await, 401);
+    assert_eq!(
+        passwords.iterations_run(),
+        checked,
+        "no password was checked"
+    );
+    assert_eq!(passwords.refused(), 2);
+    let metrics = gw.metrics_text().render();
+    assert!(
+        metrics.contains("aerostream_login_password_checks_refused_total 2"),
+        "{metrics}"
+    );
     gw.shutdown().await;
 }

@@ -3,7 +3,8 @@
 //!
 //! - Authentication engines: SCRAM (RFC 5802) with credentials from the
 //!   metastore ([`scram`]), password checks by those credentials for PLAIN
-//!   and HTTP Basic ([`check_password`]), and OAUTHBEARER tokens checked
+//!   and HTTP Basic, their cost bounded per address ([`Passwords`]), and
+//!   OAUTHBEARER tokens checked
 //!   against the issuer's keys ([`oauthbearer`]); every refusal is a
 //!   [`LoginError`]. The SASL exchanges that carry them are the front
 //!   ends' (`gateway::sasl`, the native protocol's hello).
@@ -24,4 +25,4 @@ pub mod quota;
 pub mod scram;
 
 pub use error::LoginError;
-pub use password::check_password;
+pub use password::{FailedLoginLimit, Passwords};

@@ -513,15 +513,15 @@ where
                 let Some(stream) = ctx.clone() else {
                     // The hello, and an authentication the server requires,
                     // are served before anything else is read.
-                    // on the blocking pool: PLAIN and SCRAM run PBKDF2
-                    // (milliseconds), which would stall the shard's other
-                    // connections
-                    let (b, taken) = (broker.clone(), pending.take());
-                    let settled = tokio::task::spawn_blocking(move || match taken {
+                    // on the blocking pool, with the broker's bound on login
+                    // work: PLAIN runs PBKDF2 (milliseconds), which would
+                    // stall the shard's other connections
+                    let (b, taken, from) = (broker.clone(), pending.take(), peer.ip());
+                    let settled = broker.logins.run(move || match taken {
                         Some((mut session, mut auth)) => {
-                            ops::authenticate(&b, &mut session, &mut auth, op, body)
+                            ops::authenticate(&b, from, &mut session, &mut auth, op, body)
                         }
-                        None => ops::hello(&b, op, body),
+                        None => ops::hello(&b, from, op, body),
                     })
                     .await
                     .unwrap_or_else(|e| {
@@ -550,6 +550,9 @@ where
                         }
                         Err(e) => {
                             tracing::info!(%peer, transport, error = %e.error, message = %e.message, "native hello or authentication refused");
+                            if e.error == ErrorCode::AUTHENTICATION_FAILED {
+                                broker.logins.hold_failure().await;
+                            }
                             let _ = write(wr, error_frame(&e), link).await;
                             break StreamEnd::Refused;
                         }

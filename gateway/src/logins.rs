@@ -7,9 +7,10 @@
 //!    blocking pool through [`Logins::run`], at most
 //!    [`LoginLimits::concurrent`] at once broker-wide; the others wait their
 //!    turn (first come, first served) without holding a thread.
-//! 2. [`security::Passwords`] refuses, without checking, an address whose
-//!    failed checks used up its allowance, and checks users that do not
-//!    exist as costly as users that do.
+//! 2. [`security::Passwords`] refuses, without checking, a login that
+//!    failed lately (same user, password and credential) and an address
+//!    whose failed checks used up its allowance, and checks users that do
+//!    not exist as costly as users that do.
 //! 3. A failed login is answered after [`LoginLimits::failure_delay`]
 //!    (Kafka's `connection.failed.authentication.delay.ms`), on the
 //!    connection's own task, so a client retrying on one connection waits
@@ -97,6 +98,13 @@ impl Logins {
             "counter",
             "Password logins refused unchecked: their address failed too many lately",
             self.passwords.refused(),
+        );
+        write_metric(
+            &mut s,
+            "aerostream_login_password_failures_repeated_total",
+            "counter",
+            "Password logins refused unchecked: the same user, password and credential failed lately",
+            self.passwords.repeated(),
         );
         write_metric(
             &mut s,

@@ -19,10 +19,13 @@
 
 pub mod authz;
 mod error;
+mod login_limit;
 pub mod oauthbearer;
 mod password;
 pub mod quota;
+mod recent_failures;
 pub mod scram;
 
 pub use error::LoginError;
-pub use password::{FailedLoginLimit, Passwords};
+pub use login_limit::FailedLoginLimit;
+pub use password::Passwords;

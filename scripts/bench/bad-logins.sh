@@ -3,7 +3,8 @@
 # a rate-limited loadtest run (small-20k: 20k msg/s of 1 KiB, acks=all)
 # against one agent with SASL on, once alone and once while
 # scripts/bench/bad_logins.py sends wrong-password logins to its Kafka port
-# (SASL/PLAIN, 100/s) and its HTTP port (Basic, 100/s). Each run gets a fresh
+# (SASL/PLAIN, 100/s: 100 clients, each retrying its own wrong password) and
+# its HTTP port (Basic, 100/s, a new password each time). Each run gets a fresh
 # agent. Prints both p99s and the agent's login counters; writes the loadtest
 # results and logs to RESULTS_DIR.
 #
@@ -22,8 +23,8 @@
 #   KAFKA_RATE, HTTP_RATE  failed logins a second on each port (default 100)
 #   HTTP_SOURCES    loopback addresses the HTTP logins come from in turn
 #                   (default 1; e.g. 5000 to stay under every address's
-#                   allowance, so the agent checks each password: the worst
-#                   case for its CPU)
+#                   allowance, so the agent checks each guess: a guesser with
+#                   many addresses, the worst case for its CPU)
 #   BROKER_CPUS, LOADGEN_CPUS  taskset CPU lists (default 0 and 1; the flood
 #                   runs on LOADGEN_CPUS too)
 #   SHARDS          aerostream --shards (default 1)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Failed logins at a steady rate against an agent, for
 scripts/bench/bad-logins.sh: Kafka SASL/PLAIN logins with a wrong password
-(confluent-kafka clients that retry about once a second) and HTTP Basic logins
-with a wrong password, each at its own rate, until stopped (SIGTERM) or for
---seconds.
+(confluent-kafka clients, each with a password of its own that it retries
+about once a second) and HTTP Basic logins with a new wrong password each
+(guesses), each at its own rate, until stopped (SIGTERM) or for --seconds.
 
 Usage:
   bad_logins.py --kafka HOST:PORT --http HOST:PORT [--kafka-rate 100]
@@ -11,7 +11,7 @@ Usage:
                 [--http-sources N]
 
 --http-sources N sends the HTTP logins from N loopback addresses
-(127.0.1.1, 127.0.1.2, ...) in turn, so that no single address uses up its
+(127.0.1.2, 127.0.1.3, ...) in turn, so that no single address uses up its
 allowance of failed logins: the agent then checks every password (the
 worst case for its CPU). Kafka logins come from 127.0.0.1 (librdkafka
 cannot choose its source address).
@@ -48,10 +48,10 @@ def kafka_flood(bootstrap, user, rate, stop):
     }
     clients = []
     # started over one second, so their retries spread evenly
-    for _ in range(rate):
+    for i in range(rate):
         if stop.is_set():
             break
-        clients.append(Producer(config))
+        clients.append(Producer({**config, "sasl.password": f"not-the-password-{i}"}))
         time.sleep(1.0 / max(rate, 1))
     while not stop.is_set():
         for c in clients:
@@ -62,13 +62,15 @@ def kafka_flood(bootstrap, user, rate, stop):
 
 def http_flood(addr, user, rate, sources, stop, counts):
     host, port = addr.rsplit(":", 1)
-    header = "Basic " + base64.b64encode(f"{user}:not-the-password".encode()).decode()
     interval = 1.0 / rate
     next_at = time.monotonic()
     i = 0
     while not stop.is_set():
-        source = (f"127.0.1.{1 + i % sources}", 0) if sources > 1 else None
+        n = 1 + i % sources
+        source = (f"127.0.{1 + n // 250}.{1 + n % 250}", 0) if sources > 1 else None
         i += 1
+        guess = f"{user}:guess-{threading.get_ident()}-{i}"
+        header = "Basic " + base64.b64encode(guess.encode()).decode()
         try:
             c = http.client.HTTPConnection(host, int(port), timeout=5, source_address=source)
             c.request("GET", "/v1/topics", headers={"Authorization": header})

@@ -14,8 +14,23 @@ async fn metastore(dir: &std::path::Path) -> Metastore {
     meta
 }
 
+/// A PLAIN or HTTP Basic login's password check, from a fresh client.
+fn check_password(
+    meta: &Metastore,
+    user: &str,
+    password: &str,
+) -> Result<(), security::LoginError> {
+    security::Passwords::default().check(
+        meta,
+        user,
+        password,
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        std::time::Instant::now(),
+    )
+}
+
 fn logs_in(meta: &Metastore, user: &str, password: &str) -> bool {
-    security::check_password(meta, user, password).is_ok()
+    check_password(meta, user, password).is_ok()
         && ScramMechanism::ALL.iter().all(|m| {
             let c = meta.scram_credential(user, *m).expect("a credential");
             security::scram::password_matches(*m, &c, password)
@@ -38,7 +53,7 @@ async fn a_credential_someone_else_set_does_not_survive_the_admin_user_flag() {
 
     let done = ensure(&meta, "admin", "good").await.unwrap();
     assert!(
-        security::check_password(&meta, "admin", "evil").is_err(),
+        check_password(&meta, "admin", "evil").is_err(),
         "PLAIN and HTTP Basic refuse evil"
     );
     assert!(!logs_in(&meta, "admin", "evil"), "so does SCRAM");

@@ -18,7 +18,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use metastore::ClusterControl;
 
-use config::{ServeArgs, Settings};
+use config::{oauthbearer_warning, ServeArgs, Settings};
 use dataplane::group::engine::GroupLimits;
 use dataplane::partition::replication::manager::ReplicationSettings;
 use dataplane::topic_config::LogDefaults;
@@ -101,6 +101,9 @@ fn main() -> anyhow::Result<()> {
     // before any runtime starts: as many arenas as shards, and one more
     let arenas = gateway::alloc::cap_malloc_arenas(settings.shards + 1);
     let otel = otel::init_logging(&settings)?;
+    if let Some(warning) = settings.oauthbearer.as_ref().and_then(oauthbearer_warning) {
+        tracing::warn!("{warning}");
+    }
     tracing::debug!(?arenas, "malloc arenas");
     // Control plane: metastore, group coordinator, HTTP. Shards get their own threads.
     let control = tokio::runtime::Builder::new_multi_thread()
@@ -208,6 +211,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
                 max_connections: s.max_connections,
                 max_connections_per_ip: s.max_connections_per_ip,
                 idle_timeout: Duration::from_millis(s.connections_max_idle_ms),
+                login_timeout: Duration::from_millis(s.login_timeout_ms),
                 queued_max_request_bytes: usize::try_from(s.queued_max_request_bytes)
                     .unwrap_or(usize::MAX),
                 ..ConnectionLimits::default()

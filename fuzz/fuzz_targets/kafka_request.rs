@@ -57,6 +57,18 @@ fn oauth() -> Option<&'static security::oauthbearer::Validator> {
     .as_ref()
 }
 
+/// Password checks never refused for failing too often: every PLAIN input
+/// reaches the check.
+fn passwords() -> &'static security::Passwords {
+    static P: std::sync::OnceLock<security::Passwords> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        security::Passwords::new(security::FailedLoginLimit {
+            burst: u32::MAX,
+            per_minute: 0.0,
+        })
+    })
+}
+
 fn sasl(data: &[u8]) {
     use gateway::sasl::{Mechanism, ScramMechanism, Session, Step};
     let f = fixture();
@@ -78,6 +90,8 @@ fn sasl(data: &[u8]) {
         catalog: &f.broker.broker.node.catalog,
         oauth: oauth(),
         max_session: Some(std::time::Duration::from_secs(60)),
+        passwords: passwords(),
+        peer: std::net::IpAddr::from([127, 0, 0, 1]),
     };
     let mut frames = vec![frame(17, 1, &body)];
     for token in rest.split(|b| *b == 0xFF).take(3) {

@@ -55,6 +55,8 @@ pub struct BrokerConfig {
     pub log_defaults: topic_config::LogDefaults,
     /// Connection and request-memory limits.
     pub connections: ConnectionLimits,
+    /// What bounds the work of logins (password checks above all).
+    pub logins: crate::logins::LoginLimits,
     /// Load-balancer mode: every agent advertises the balancer's address,
     /// clients see the cluster as one broker ([`crate::brokers::LOAD_BALANCER_ID`])
     /// and requests are forwarded to the agent that owns their data.
@@ -87,6 +89,7 @@ impl Default for BrokerConfig {
             fetch_session_slots: 1000,
             log_defaults: topic_config::LogDefaults::default(),
             connections: ConnectionLimits::default(),
+            logins: crate::logins::LoginLimits::default(),
             load_balanced: false,
             native_advertised: None,
             metrics_max_series: DEFAULT_METRICS_MAX_SERIES,
@@ -293,6 +296,8 @@ pub struct Broker {
     pub quotas: security::quota::Quotas,
     pub metrics: Metrics,
     pub connections: Arc<Connections>,
+    /// Login work, bounded broker-wide and per address.
+    pub logins: crate::logins::Logins,
     /// Forwarded requests, sent and served.
     pub forward_counters: Arc<ForwardCounters>,
     forwarder: OnceLock<Arc<Forwarder>>,
@@ -320,6 +325,7 @@ impl Broker {
             fetch_sessions: FetchSessions::new(config.fetch_session_slots),
             quotas: security::quota::Quotas::default(),
             connections: Connections::new(config.connections.clone()),
+            logins: crate::logins::Logins::new(&config.logins),
             config,
             node: Node::new(node, catalog, partitions, groups),
             metrics: Metrics::default(),

@@ -10,6 +10,16 @@
 //!   (`socket.request.max.bytes`). Across connections,
 //!   `queued.max.request.bytes` bounds the request bytes read and not yet
 //!   answered: a connection waits for room before it reads a frame's body.
+//! - That budget is for clients that logged in. Before its login completes
+//!   (on a listener that authenticates, and the native hello everywhere) a
+//!   connection reads one small frame at a time (512 KiB on the Kafka
+//!   listener, Kafka's `sasl.server.max.receive.size`, and 64 KiB on the
+//!   native one), as its bytes arrive, outside the budget; and it must
+//!   log in within the login timeout, or it is closed. So clients that
+//!   never log in hold at most a small frame each, for seconds, and cannot
+//!   make anyone else's requests wait.
+//! - The per-address cap defaults to [`DEFAULT_MAX_CONNECTIONS_PER_IP`],
+//!   far below the total: one host cannot take every place.
 //! - Each connection gets an id that is never reused; state bound to a
 //!   connection (fetch sessions) goes when it closes.
 
@@ -33,6 +43,9 @@ pub struct ConnectionLimits {
     /// `connections.max.idle.ms`: a connection that sends no complete request
     /// for this long is closed (a request must arrive whole within it).
     pub idle_timeout: Duration,
+    /// How long a connection has to log in (the native hello, and the SASL
+    /// authentication a listener requires) before it is closed.
+    pub login_timeout: Duration,
     /// How long writing one response may take before the connection is
     /// closed (a client that stops reading would otherwise pin the response,
     /// and the segment files it sends, forever).
@@ -45,13 +58,27 @@ impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits {
             max_connections: 4096,
-            max_connections_per_ip: 4096,
+            max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
             idle_timeout: Duration::from_secs(600),
+            login_timeout: DEFAULT_LOGIN_TIMEOUT,
             write_timeout: Duration::from_secs(60),
             queued_max_request_bytes: 512 * 1024 * 1024,
         }
     }
 }
+
+/// The default of `max.connections.per.ip`: a sixteenth of the default
+/// `max.connections`. A client application needs a few connections per
+/// agent (librdkafka one per broker and client instance), so this leaves
+/// room for a host of many clients or a NAT, while one address cannot fill
+/// the broker. Behind a load balancer every client comes from the
+/// balancer's address: the agent then defaults it to `max.connections`.
+pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
+
+/// The default of [`ConnectionLimits::login_timeout`]: a client
+/// connects and logs in within milliseconds; one still not logged in after
+/// this long is stalling.
+pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a connection was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +93,8 @@ pub struct ConnectionCounters {
     pub refused_total: AtomicU64,
     pub refused_per_ip: AtomicU64,
     pub idle_closed: AtomicU64,
+    /// Connections closed for not logging in within the login timeout.
+    pub login_timeouts: AtomicU64,
     pub write_timeouts: AtomicU64,
 }
 
@@ -109,6 +138,14 @@ impl Drop for Admitted {
 /// Room for one request's bytes; dropping it gives the room back.
 pub struct RequestRoom {
     _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl RequestRoom {
+    /// No room from the broker-wide budget: for a frame read before its
+    /// connection logged in, which is small and bounded per connection.
+    pub fn outside_budget() -> RequestRoom {
+        RequestRoom { _permit: None }
+    }
 }
 
 /// Semaphore permits count 1 KiB each, so the limit fits `u32`.
@@ -211,6 +248,12 @@ impl Connections {
         }
     }
 
+    /// Request bytes holding room in the broker-wide budget now (in
+    /// 1 KiB units, rounded up per request).
+    pub fn request_bytes_in_use(&self) -> usize {
+        (self.memory_permits as usize - self.memory.available_permits()) * PERMIT_BYTES
+    }
+
     /// Prometheus text of the connection figures.
     pub fn render(&self) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -248,18 +291,24 @@ impl Connections {
         );
         write_metric(
             &mut s,
+            "aerostream_connections_login_timeouts_total",
+            "counter",
+            "Connections closed for not logging in (native hello, SASL) within the login timeout",
+            g(&self.counters.login_timeouts),
+        );
+        write_metric(
+            &mut s,
             "aerostream_connections_write_timeouts_total",
             "counter",
             "Connections closed because a response could not be written in time",
             g(&self.counters.write_timeouts),
         );
-        let in_use = self.memory_permits as usize - self.memory.available_permits();
         write_metric(
             &mut s,
             "aerostream_queued_request_bytes",
             "gauge",
             "Request bytes being served now (in 1 KiB units, rounded up per request)",
-            (in_use * PERMIT_BYTES) as u64,
+            self.request_bytes_in_use() as u64,
         );
         s
     }

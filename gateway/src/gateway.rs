@@ -105,6 +105,7 @@ impl MetricsText {
             &b.forward_counters,
         );
         text.push_str(&b.connections.render());
+        text.push_str(&b.logins.render());
         for x in &self.extensions {
             text.push_str(&x.metrics());
         }

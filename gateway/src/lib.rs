@@ -47,6 +47,7 @@ pub mod forward;
 pub mod http;
 pub mod kafka;
 pub mod kafka_tls;
+pub mod logins;
 pub mod native;
 pub mod rest;
 pub mod sasl;

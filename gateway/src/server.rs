@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -16,7 +17,7 @@ use tokio::sync::watch;
 use crate::broker::{Broker, Metrics};
 use crate::connections::{Admitted, RequestRoom};
 use crate::kafka::api::{dispatch, Client};
-use crate::kafka::frame::{read_body, read_size, FrameError};
+use crate::kafka::frame::{read_body, read_body_as_it_arrives, read_size, FrameError};
 use crate::kafka::response::ResponseFrame;
 
 /// Creates a listening socket with `SO_REUSEPORT` (and `SO_REUSEADDR`) set, so
@@ -191,26 +192,43 @@ enum Next {
 
 /// Reads the next request: the size, then room for it among the requests
 /// being served broker-wide, then the body; all within the idle timeout.
+///
+/// Before the client logged in (`login_by`: when it must have), the
+/// request takes no room in the broker-wide budget and its body is read
+/// as it arrives: the caller caps its size, and the whole login must be
+/// done by `login_by`.
 async fn next_request<R: AsyncRead + Unpin>(
     stream: &mut R,
     broker: &Broker,
     peer: SocketAddr,
     max: usize,
+    login_by: Option<tokio::time::Instant>,
 ) -> Result<Next, ()> {
     let idle = broker.connections.limits().idle_timeout;
     let read = async {
         let Some(size) = read_size(stream, max).await? else {
             return Ok(Next::Closed);
         };
+        if login_by.is_some() {
+            let body = read_body_as_it_arrives(stream, size).await?;
+            return Ok(Next::Frame(body, RequestRoom::outside_budget()));
+        }
         let room = broker.connections.room_for(size).await;
         let body = read_body(stream, size).await?;
         Ok::<_, FrameError>(Next::Frame(body, room))
     };
-    match tokio::time::timeout(idle, read).await {
+    let idle_by = tokio::time::Instant::now() + idle;
+    let by = login_by.map_or(idle_by, |l| l.min(idle_by));
+    match tokio::time::timeout_at(by, read).await {
         Ok(Ok(next)) => Ok(next),
         Ok(Err(e)) => {
             Metrics::add(&broker.metrics.malformed_requests, 1);
             tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+            Err(())
+        }
+        Err(_) if login_by.is_some_and(|l| l < idle_by) => {
+            Metrics::add(&broker.connections.counters.login_timeouts, 1);
+            tracing::info!(%peer, "closing connection: it did not authenticate within the login timeout (--login-timeout-ms)");
             Err(())
         }
         Err(_) => {
@@ -234,33 +252,45 @@ fn max_request(broker: &Broker, sasl: Option<&crate::sasl::Session>) -> usize {
 }
 
 /// What the SASL exchanges of `broker`'s listeners (Kafka and native)
-/// check against.
-pub(crate) fn sasl_settings(broker: &Broker) -> crate::sasl::Settings<'_> {
+/// check against, for a client at `peer`.
+pub(crate) fn sasl_settings(broker: &Broker, peer: std::net::IpAddr) -> crate::sasl::Settings<'_> {
     crate::sasl::Settings {
         mechanisms: &broker.config.sasl_mechanisms,
         catalog: &broker.node.catalog,
         oauth: broker.config.oauthbearer.as_deref(),
         max_session: broker.config.sasl_max_session,
+        passwords: &broker.logins.passwords,
+        peer,
     }
 }
 
 /// Serves a request of the SASL exchange on the blocking pool, not on the
-/// shard's thread: PLAIN and SCRAM derive keys with thousands of PBKDF2
-/// iterations (milliseconds each), which on the shard would stall every
-/// other connection it serves, as a burst of reconnecting clients would.
+/// shard's thread: PLAIN derives keys with thousands of PBKDF2 iterations
+/// (milliseconds each), which on the shard would stall every other
+/// connection it serves, as a burst of reconnecting clients would.
+/// SaslAuthenticate, which may check a password or a token, waits for one
+/// of the broker's places for login work ([`crate::logins`]).
 async fn sasl_step(
     broker: &Arc<Broker>,
     session: &mut crate::sasl::Session,
     frame: &Bytes,
+    peer: SocketAddr,
     now: std::time::Instant,
 ) -> Result<crate::sasl::Step, crate::kafka::api::DispatchError> {
     let (b, f) = (broker.clone(), frame.clone());
     let mut s = std::mem::take(session);
-    let stepped = tokio::task::spawn_blocking(move || {
-        let step = s.step(&sasl_settings(&b), &f, now);
+    let step = move || {
+        let step = s.step(&sasl_settings(&b, peer.ip()), &f, now);
         (s, step)
-    })
-    .await;
+    };
+    let authenticating = frame
+        .get(..2)
+        .is_some_and(|k| i16::from_be_bytes([k[0], k[1]]) == ApiKey::SaslAuthenticate as i16);
+    let stepped = if authenticating {
+        broker.logins.run(step).await
+    } else {
+        tokio::task::spawn_blocking(step).await
+    };
     match stepped {
         Ok((s, step)) => {
             *session = s;
@@ -301,13 +331,21 @@ async fn connection<S: KafkaStream>(
     // with SASL on, nothing but ApiVersions is served before the client
     // authenticated
     let mut sasl = (!broker.config.sasl_mechanisms.is_empty()).then(crate::sasl::Session::default);
+    // until then, requests are small, outside the broker-wide budget, and
+    // the connection is closed unless it authenticated
+    let login_by = tokio::time::Instant::now() + broker.connections.limits().login_timeout;
     loop {
+        // (a re-authentication is not a login: the client is known)
+        let logging_in = sasl
+            .as_ref()
+            .is_some_and(|s| s.completed() == 0)
+            .then_some(login_by);
         // Shutdown wins over a frame already buffered: once it begins, no
         // new request is dispatched (the partitions are being closed).
         let next = tokio::select! {
             biased;
             _ = stop.changed() => break,
-            n = next_request(&mut stream, &broker, peer, max_request(&broker, sasl.as_ref())) => n,
+            n = next_request(&mut stream, &broker, peer, max_request(&broker, sasl.as_ref()), logging_in) => n,
         };
         let (frame, room) = match next {
             Ok(Next::Frame(f, room)) => (f, room),
@@ -317,7 +355,7 @@ async fn connection<S: KafkaStream>(
             break;
         }
         if let Some(session) = sasl.as_mut() {
-            let settings = sasl_settings(&broker);
+            let settings = sasl_settings(&broker, peer.ip());
             let now = std::time::Instant::now();
             if !session.wants(&settings, &frame) {
                 if session.expired(now) {
@@ -327,10 +365,13 @@ async fn connection<S: KafkaStream>(
                 }
             } else {
                 let before = session.completed();
-                match sasl_step(&broker, session, &frame, now).await {
+                match sasl_step(&broker, session, &frame, peer, now).await {
                     Ok(crate::sasl::Step::Pass) => {}
                     Ok(crate::sasl::Step::Answer { frame: resp, close }) => {
                         drop(room);
+                        if close {
+                            broker.logins.hold_failure().await;
+                        }
                         // counted before the answer leaves: a client that
                         // reads it sees the counters already moved
                         Metrics::add(&broker.metrics.sasl_failures, u64::from(close));
@@ -351,6 +392,7 @@ async fn connection<S: KafkaStream>(
                         continue;
                     }
                     Ok(crate::sasl::Step::Close(reason)) => {
+                        broker.logins.hold_failure().await;
                         Metrics::add(&broker.metrics.sasl_failures, 1);
                         tracing::info!(%peer, %reason, "closing connection: not authenticated");
                         break;

@@ -193,6 +193,16 @@ fn attr(message: &str, key: char) -> Option<&str> {
     })
 }
 
+/// The fewest PBKDF2 iterations a server may ask for (RFC 7677's minimum,
+/// and Kafka's): with fewer, a proof captured on the way (a server that is
+/// not the real one, on a connection without TLS) is cheap to crack.
+pub const MIN_ITERATIONS: u32 = 4096;
+
+/// The most PBKDF2 iterations a server may ask for: servers store at most
+/// 16384 (Kafka's limit), and a count far past it would only stall the
+/// client (about a second of CPU at this bound).
+pub const MAX_ITERATIONS: u32 = 1_000_000;
+
 fn refused(why: impl Into<String>) -> Error {
     Error::server(crate::proto::ErrorCode::AUTHENTICATION_FAILED, why.into())
 }
@@ -248,6 +258,11 @@ impl ScramClient {
             .and_then(|i| i.parse::<u32>().ok())
             .and_then(NonZeroU32::new)
             .ok_or_else(|| refused("server-first without an iteration count"))?;
+        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations.get()) {
+            return Err(refused(format!(
+                "the server asks for {iterations} SCRAM iterations; this client accepts {MIN_ITERATIONS} to {MAX_ITERATIONS} (fewer would make the proof cheap to crack if captured, more would stall the client)"
+            )));
+        }
         let salted = salted_password(m, &self.password, &salt, iterations);
         let key = hmac::Key::new(m.hmac(), &salted);
         let client_key = hmac::sign(&key, b"Client Key");

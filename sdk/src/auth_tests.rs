@@ -40,6 +40,32 @@ fn a_server_first_message_that_does_not_extend_the_nonce_or_lacks_fields_is_refu
     assert_eq!(x.first_bare, "n=a=2Cb=3Dc,r=abc");
 }
 
+/// A server (or someone in the middle) that asks for a few iterations
+/// would get a proof cheap to crack offline; one that asks for billions
+/// would stall the client: both are refused before any PBKDF2 runs.
+#[test]
+fn a_server_asking_for_too_few_or_too_many_iterations_is_refused() {
+    let (x, _) = ScramClient::start_with(ScramMechanism::Sha256, "user", "pencil", "abc");
+    for count in [1, 4095, MAX_ITERATIONS + 1, u32::MAX] {
+        let err = x
+            .answer(&format!("r=abcd,s=c2FsdA==,i={count}"))
+            .expect_err("refused");
+        let text = err.to_string();
+        assert!(text.contains("iterations"), "{count}: {text}");
+        assert_eq!(
+            err.code(),
+            Some(crate::proto::ErrorCode::AUTHENTICATION_FAILED),
+            "{count}"
+        );
+    }
+    for count in [MIN_ITERATIONS, 16384] {
+        assert!(
+            x.answer(&format!("r=abcd,s=c2FsdA==,i={count}")).is_ok(),
+            "{count}"
+        );
+    }
+}
+
 #[test]
 fn one_message_mechanisms_ride_in_the_hello_and_secrets_stay_out_of_debug() {
     let plain = Credentials::plain("alice", "s3cret");

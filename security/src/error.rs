@@ -40,6 +40,10 @@ pub enum LoginError {
     /// The password is not the user's (PLAIN, HTTP Basic).
     #[error("wrong password for user {0}")]
     WrongPassword(String),
+    /// The client's address failed too many password checks lately: the
+    /// password was not checked.
+    #[error("too many failed logins from {0} lately: the password was not checked")]
+    TooManyFailures(std::net::IpAddr),
     /// The authorization identity names someone else.
     #[error("{user} may not act as {other}")]
     ActsAsOther { user: String, other: String },

@@ -3,7 +3,8 @@
 //!
 //! - Authentication engines: SCRAM (RFC 5802) with credentials from the
 //!   metastore ([`scram`]), password checks by those credentials for PLAIN
-//!   and HTTP Basic ([`check_password`]), and OAUTHBEARER tokens checked
+//!   and HTTP Basic, their cost bounded per address ([`Passwords`]), and
+//!   OAUTHBEARER tokens checked
 //!   against the issuer's keys ([`oauthbearer`]); every refusal is a
 //!   [`LoginError`]. The SASL exchanges that carry them are the front
 //!   ends' (`gateway::sasl`, the native protocol's hello).
@@ -18,10 +19,13 @@
 
 pub mod authz;
 mod error;
+mod login_limit;
 pub mod oauthbearer;
 mod password;
 pub mod quota;
+mod recent_failures;
 pub mod scram;
 
 pub use error::LoginError;
-pub use password::check_password;
+pub use login_limit::FailedLoginLimit;
+pub use password::Passwords;

@@ -153,13 +153,20 @@ pub struct ServeArgs {
     /// Kafka connections open at once, across all listeners (max.connections) [default: 4096].
     #[arg(long, env = "AEROSTREAM_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
-    /// Kafka connections open at once from one address (max.connections.per.ip) [default: 4096].
+    /// Kafka connections open at once from one address (max.connections.per.ip)
+    /// [default: 256, at most --max-connections; --max-connections with
+    /// --load-balanced, where every client comes from the balancer].
     #[arg(long, env = "AEROSTREAM_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
     /// Close a connection that sends no complete request for this long
     /// (connections.max.idle.ms) [default: 600000].
     #[arg(long, env = "AEROSTREAM_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
+    /// Close a connection that has not logged in this long after it
+    /// connected: the native hello, and the SASL authentication a listener
+    /// requires [default: 10000].
+    #[arg(long, env = "AEROSTREAM_LOGIN_TIMEOUT_MS")]
+    pub login_timeout_ms: Option<u64>,
     /// An agent the metastore leader has not heard a heartbeat from for
     /// this long is fenced and its partitions move to other in-sync
     /// replicas; it heartbeats eight times per lease; the same on every

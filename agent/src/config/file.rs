@@ -71,6 +71,7 @@ pub(super) struct FileSettings {
     pub(super) max_connections: Option<usize>,
     pub(super) max_connections_per_ip: Option<usize>,
     pub(super) connections_max_idle_ms: Option<u64>,
+    pub(super) login_timeout_ms: Option<u64>,
     pub(super) replica_lag_time_max_ms: Option<u64>,
     pub(super) partition_moves: Option<usize>,
     pub(super) agent_lease_ms: Option<u64>,

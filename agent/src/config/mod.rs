@@ -10,6 +10,7 @@ mod file;
 mod security;
 mod settings;
 
+pub use self::security::oauthbearer_warning;
 pub use args::ServeArgs;
 pub use cluster::ClusterSettings;
 pub use settings::Settings;

@@ -202,6 +202,30 @@ pub(super) fn resolve_auth(
     })
 }
 
+/// What to warn about at start when OAUTHBEARER leaves a token's
+/// audience or issuer unchecked: any token the key set verifies then logs
+/// in, including one the identity provider issued for another service (and
+/// its `sub` is a principal like any SCRAM user's, `admin` included).
+pub fn oauthbearer_warning(o: &security::oauthbearer::OAuthConfig) -> Option<String> {
+    let unchecked: Vec<&str> = [
+        (
+            o.audience.is_none(),
+            "audience (--sasl-oauthbearer-audience)",
+        ),
+        (o.issuer.is_none(), "issuer (--sasl-oauthbearer-issuer)"),
+    ]
+    .into_iter()
+    .filter_map(|(missing, what)| missing.then_some(what))
+    .collect();
+    if unchecked.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "OAUTHBEARER does not check the token's {}: any token the key set verifies is accepted, including tokens the identity provider issued for other services",
+        unchecked.join(" or ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,5 +340,29 @@ mod tests {
         let files = s.native_tls.expect("from the file");
         assert_eq!(files.cert, PathBuf::from("/f/cert.pem"));
         assert_eq!(files.key, PathBuf::from("/flag/key.pem"), "the flag wins");
+    }
+
+    #[test]
+    fn oauthbearer_without_audience_or_issuer_is_warned_about_at_start() {
+        let config =
+            |issuer: Option<&str>, audience: Option<&str>| security::oauthbearer::OAuthConfig {
+                jwks: "/jwks.json".into(),
+                issuer: issuer.map(String::from),
+                audience: audience.map(String::from),
+                principal_claim: "sub".into(),
+            };
+        let both = oauthbearer_warning(&config(None, None)).expect("a warning");
+        assert!(both.contains("--sasl-oauthbearer-audience"), "{both}");
+        assert!(both.contains("--sasl-oauthbearer-issuer"), "{both}");
+        assert!(both.contains("other services"), "{both}");
+        let audience = oauthbearer_warning(&config(Some("https://idp/"), None)).expect("a warning");
+        assert!(
+            audience.contains("audience") && !audience.contains("issuer ("),
+            "{audience}"
+        );
+        assert_eq!(
+            oauthbearer_warning(&config(Some("https://idp/"), Some("kafka"))),
+            None
+        );
     }
 }

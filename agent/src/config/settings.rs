@@ -59,6 +59,7 @@ pub struct Settings {
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
     pub connections_max_idle_ms: u64,
+    pub login_timeout_ms: u64,
     pub replica_lag_time_max_ms: u64,
     pub partition_moves: usize,
     pub agent_lease_ms: u64,
@@ -109,6 +110,11 @@ impl Settings {
             oauthbearer,
             authz,
         } = resolve_auth(args, &file, kafka_tls.as_ref())?;
+        let load_balanced = args.load_balanced.or(file.load_balanced).unwrap_or(false);
+        let max_connections = args
+            .max_connections
+            .or(file.max_connections)
+            .unwrap_or(4096);
         let s = Settings {
             data_dir,
             kafka_addr: args
@@ -189,18 +195,23 @@ impl Settings {
                 .or(file.object_store_tombstones)
                 .unwrap_or(false),
             write_caching: args.write_caching.or(file.write_caching).unwrap_or(true),
-            max_connections: args
-                .max_connections
-                .or(file.max_connections)
-                .unwrap_or(4096),
+            max_connections,
             max_connections_per_ip: args
                 .max_connections_per_ip
                 .or(file.max_connections_per_ip)
-                .unwrap_or(4096),
+                .unwrap_or(if load_balanced {
+                    max_connections
+                } else {
+                    gateway::connections::DEFAULT_MAX_CONNECTIONS_PER_IP.min(max_connections)
+                }),
             connections_max_idle_ms: args
                 .connections_max_idle_ms
                 .or(file.connections_max_idle_ms)
                 .unwrap_or(600_000),
+            login_timeout_ms: args
+                .login_timeout_ms
+                .or(file.login_timeout_ms)
+                .unwrap_or(gateway::connections::DEFAULT_LOGIN_TIMEOUT.as_millis() as u64),
             replica_lag_time_max_ms: args
                 .replica_lag_time_max_ms
                 .or(file.replica_lag_time_max_ms)
@@ -234,7 +245,7 @@ impl Settings {
                 .or(file.queued_max_request_bytes)
                 .unwrap_or(512 << 20),
             rack: args.rack.clone().or(file.rack),
-            load_balanced: args.load_balanced.or(file.load_balanced).unwrap_or(false),
+            load_balanced,
             cluster,
             otlp_endpoint: args
                 .otlp_endpoint
@@ -303,6 +314,10 @@ impl Settings {
         anyhow::ensure!(
             s.connections_max_idle_ms >= 1000,
             "--connections-max-idle-ms must be at least 1000"
+        );
+        anyhow::ensure!(
+            s.login_timeout_ms >= 100,
+            "--login-timeout-ms must be at least 100"
         );
         anyhow::ensure!(
             s.replica_lag_time_max_ms >= 100,
@@ -374,6 +389,42 @@ mod tests {
         assert_eq!(s.node_id, 7, "file wins over default");
         assert_eq!(s.kafka_addr.port(), 19092);
         assert_eq!(s.data_dir, PathBuf::from("./data"), "default");
+    }
+
+    #[test]
+    fn one_address_gets_a_fraction_of_the_connections_unless_clients_come_through_a_balancer() {
+        let s = Settings::resolve(&ServeArgs::default()).expect("valid");
+        assert_eq!((s.max_connections, s.max_connections_per_ip), (4096, 256));
+        assert_eq!(s.login_timeout_ms, 10_000);
+        let s = Settings::resolve(&ServeArgs {
+            max_connections: Some(100),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(s.max_connections_per_ip, 100, "never above the total");
+        let s = Settings::resolve(&ServeArgs {
+            node_id: Some(1),
+            voters: Some("1@127.0.0.1:19093".into()),
+            load_balanced: Some(true),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            s.max_connections_per_ip, 4096,
+            "behind a load balancer every client has the balancer's address"
+        );
+        let s = Settings::resolve(&ServeArgs {
+            max_connections_per_ip: Some(4096),
+            login_timeout_ms: Some(2500),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!((s.max_connections_per_ip, s.login_timeout_ms), (4096, 2500));
+        let bad = ServeArgs {
+            login_timeout_ms: Some(10),
+            ..Default::default()
+        };
+        assert!(Settings::resolve(&bad).is_err());
     }
 
     #[test]

@@ -16,10 +16,13 @@
 //! [`LOGIN_TTL`] (by a keyed hash of user and password, never the
 //! password), and the check itself runs on the blocking pool. So a changed
 //! password or a deleted user stops working on the HTTP port within that
-//! time; the ACLs apply to every request at once.
+//! time; the ACLs apply to every request at once. Checks share the
+//! broker's bounds on login work with the Kafka and native listeners
+//! ([`crate::logins`]): a few at once, an address that failed too often
+//! lately refused unchecked, a refusal answered after a short delay.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -99,19 +102,30 @@ impl Remembered {
     }
 }
 
-/// Checks a Basic login: remembered, or verified on the blocking pool.
-async fn basic(b: &Arc<Broker>, user: &str, password: &str) -> Result<(), String> {
+/// Checks a Basic login from `from`: remembered, or verified on the
+/// blocking pool within the broker's bounds on login work
+/// ([`crate::logins`]); a refusal is answered after the failure delay.
+async fn basic(b: &Arc<Broker>, user: &str, password: &str, from: IpAddr) -> Result<(), String> {
     let r = remembered();
     let tag = r.tag(user, password);
     let now = Instant::now();
     if tag.as_deref().is_some_and(|t| r.knows(t, now)) {
         return Ok(());
     }
-    let (b, u, p) = (b.clone(), user.to_string(), password.to_string());
-    tokio::task::spawn_blocking(move || security::check_password(&b.node.catalog, &u, &p))
+    let (b2, u, p) = (b.clone(), user.to_string(), password.to_string());
+    let checked = b
+        .logins
+        .run(move || {
+            b2.logins
+                .passwords
+                .check(&b2.node.catalog, &u, &p, from, now)
+        })
         .await
-        .map_err(|e| format!("the password check failed: {e}"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("the password check failed: {e}"))?;
+    if let Err(e) = checked {
+        b.logins.hold_failure().await;
+        return Err(e.to_string());
+    }
     if let Some(tag) = tag {
         r.remember(tag, now);
     }
@@ -119,7 +133,7 @@ async fn basic(b: &Arc<Broker>, user: &str, password: &str) -> Result<(), String
 }
 
 /// The principal the request's credentials prove, or why they do not.
-async fn principal(b: &Arc<Broker>, headers: &HeaderMap) -> Result<String, String> {
+async fn principal(b: &Arc<Broker>, headers: &HeaderMap, from: IpAddr) -> Result<String, String> {
     let value = headers
         .get(header::AUTHORIZATION)
         .ok_or("no Authorization header")?
@@ -136,7 +150,7 @@ async fn principal(b: &Arc<Broker>, headers: &HeaderMap) -> Result<String, Strin
         let (user, password) = text
             .split_once(':')
             .ok_or("Basic credentials are user:password")?;
-        basic(b, user, password).await?;
+        basic(b, user, password, from).await?;
         return Ok(format!("User:{user}"));
     }
     if scheme.eq_ignore_ascii_case("Bearer") {
@@ -192,7 +206,12 @@ pub(super) async fn require_login(
         req.extensions_mut().insert(Caller::new(ANONYMOUS, host));
         return next.run(req).await;
     }
-    let who = match principal(b, req.headers()).await {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_canonical());
+    let from = peer.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    let who = match principal(b, req.headers(), from).await {
         Ok(p) => p,
         Err(why) => {
             tracing::info!(path = req.uri().path(), reason = %why, "HTTP login refused");

@@ -57,6 +57,7 @@ async fn metrics(State(st): State<HttpState>) -> Response {
         &b.forward_counters,
     );
     body.push_str(&b.connections.render());
+    body.push_str(&b.logins.render());
     for x in st.extensions.iter() {
         body.push_str(&x.metrics());
     }

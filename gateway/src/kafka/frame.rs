@@ -66,6 +66,24 @@ pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, size: usize) -> Result<B
     Ok(buf.freeze())
 }
 
+/// Reads a frame body of `size` bytes into memory that grows as the bytes
+/// arrive, so a client that announces a frame and stalls makes the broker
+/// allocate only what it actually sent. For frames of clients that have
+/// not logged in.
+pub async fn read_body_as_it_arrives<R: AsyncRead + Unpin>(
+    r: &mut R,
+    size: usize,
+) -> Result<Bytes, FrameError> {
+    /// What is set aside before any byte arrived.
+    const FIRST: usize = 4 * 1024;
+    let mut buf = Vec::with_capacity(size.min(FIRST));
+    r.take(size as u64).read_to_end(&mut buf).await?;
+    if buf.len() < size {
+        return Err(FrameError::Truncated);
+    }
+    Ok(Bytes::from(buf))
+}
+
 fn eof_is_truncation(e: std::io::Error) -> FrameError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
         FrameError::Truncated
@@ -94,6 +112,28 @@ mod tests {
         ));
         let mut empty: &[u8] = &[];
         assert!(matches!(read_frame(&mut empty, 1024).await, Ok(None)));
+    }
+
+    #[tokio::test]
+    async fn a_body_read_as_it_arrives_holds_only_what_arrived() {
+        let (mut client, mut server) = tokio::io::duplex(64);
+        let reading = tokio::spawn(async move {
+            let body = read_body_as_it_arrives(&mut server, 10).await;
+            (body, server)
+        });
+        use tokio::io::AsyncWriteExt;
+        client.write_all(b"0123456789extra").await.expect("write");
+        let (body, mut server) = reading.await.expect("joined");
+        assert_eq!(&body.expect("whole")[..], b"0123456789");
+        let mut rest = [0u8; 5];
+        server.read_exact(&mut rest).await.expect("the rest");
+        assert_eq!(&rest, b"extra", "nothing past the body is consumed");
+
+        let mut short: &[u8] = b"0123";
+        assert!(matches!(
+            read_body_as_it_arrives(&mut short, 1 << 30).await,
+            Err(FrameError::Truncated)
+        ));
     }
 
     #[tokio::test]

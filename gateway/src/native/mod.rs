@@ -17,36 +17,40 @@
 //! (`Session`).
 //!
 //! A frame that cannot be served (wrong magic or framing version, a body
-//! larger than `socket.request.max.bytes`, an unknown operation, an
-//! undecodable body) is answered with an error frame on its stream, and the
-//! connection is closed; nothing else is affected.
+//! larger than `socket.request.max.bytes`, or than [`MAX_LOGIN_FRAME`]
+//! before the client logged in, an unknown operation, an undecodable body)
+//! is answered with an error frame on its stream, and the connection is
+//! closed; nothing else is affected. A client that has not logged in
+//! within the login timeout is disconnected.
 
 mod codes;
 mod groups;
 mod ops;
 pub mod quic;
+mod reader;
 mod subscribe;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures::stream::FuturesUnordered;
 use futures::{Future, StreamExt};
-use sdk::frame::{FrameError, FrameHeader, HEADER_LEN};
 use sdk::proto::{self, ErrorCode, ErrorFrame, Message};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::broker::{Broker, Metrics};
-use crate::connections::{Admitted, RequestRoom};
+use crate::connections::Admitted;
 use crate::kafka::api::Client;
 use crate::kafka::response::ResponseFrame;
+pub use reader::MAX_LOGIN_FRAME;
+use reader::{read_frames, Incoming};
 
 /// Requests of one stream served at once; the stream's next frame is not
 /// read while this many are under way.
@@ -153,78 +157,6 @@ impl Sink for quinn::SendStream {
         frame: ResponseFrame,
     ) -> impl Future<Output = std::io::Result<()>> + Send {
         frame.write_to(self)
-    }
-}
-
-/// What the reader hands the stream's loop.
-enum Incoming {
-    Frame {
-        op: u8,
-        body: Bytes,
-        room: RequestRoom,
-    },
-    /// The frame could not be read; answer with this and close.
-    Refused(ErrorFrame),
-}
-
-/// Reads frames until the peer closes, a frame is refused or the
-/// stream goes away. Each frame first reserves its size among the
-/// requests being served broker-wide.
-async fn read_frames<R: AsyncRead + Unpin>(
-    mut rd: R,
-    broker: Arc<Broker>,
-    tx: mpsc::Sender<Incoming>,
-) {
-    let max = u32::try_from(broker.config.max_request_bytes).unwrap_or(u32::MAX);
-    let idle = broker.connections.limits().idle_timeout;
-    loop {
-        let mut head = [0u8; HEADER_LEN];
-        match tokio::time::timeout(idle, rd.read_exact(&mut head)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return,
-            Err(_) => {
-                Metrics::add(&broker.connections.counters.idle_closed, 1);
-                return;
-            }
-        }
-        let header = match FrameHeader::decode(&head, max) {
-            Ok(h) => h,
-            Err(e) => {
-                let error = match e {
-                    FrameError::TooLarge { .. } => ErrorCode::FRAME_TOO_LARGE,
-                    _ => ErrorCode::BAD_FRAME,
-                };
-                let _ = tx
-                    .send(Incoming::Refused(ErrorFrame {
-                        correlation: 0,
-                        error,
-                        message: e.to_string(),
-                    }))
-                    .await;
-                return;
-            }
-        };
-        let len = header.len as usize;
-        let room = broker.connections.room_for(len).await;
-        let mut body = BytesMut::zeroed(len);
-        // a client that stalls inside a body holds request memory: the
-        // body must arrive within the idle timeout too
-        match tokio::time::timeout(idle, rd.read_exact(&mut body)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return,
-            Err(_) => {
-                Metrics::add(&broker.connections.counters.idle_closed, 1);
-                return;
-            }
-        }
-        let frame = Incoming::Frame {
-            op: header.op,
-            body: body.freeze(),
-            room,
-        };
-        if tx.send(frame).await.is_err() {
-            return;
-        }
     }
 }
 
@@ -363,7 +295,13 @@ where
 {
     let (broker, peer, transport) = (&link.broker, link.peer, link.transport);
     let (tx, mut rx) = mpsc::channel(4);
-    let reader = AbortOnDrop(tokio::spawn(read_frames(rd, broker.clone(), tx)));
+    let logged_in = Arc::new(AtomicBool::new(matches!(start, Start::After(_))));
+    let reader = AbortOnDrop(tokio::spawn(read_frames(
+        rd,
+        broker.clone(),
+        tx,
+        logged_in.clone(),
+    )));
     let (push_tx, mut pushes) = mpsc::channel::<ResponseFrame>(subscribe::PUSH_QUEUE);
     let new_ctx = |session: Session| {
         Arc::new(StreamCtx {
@@ -419,7 +357,7 @@ where
                 if !write(wr, pushed, link).await { break StreamEnd::Done }
             }
             incoming = rx.recv(), if room_for_more => {
-                let (op, body, room) = match incoming {
+                let (op, body, held) = match incoming {
                     None => {
                         peer_done = true;
                         continue;
@@ -430,7 +368,7 @@ where
                         let _ = write(wr, error_frame(&e), link).await;
                         break StreamEnd::Refused;
                     }
-                    Some(Incoming::Frame { op, body, room }) => (op, body, room),
+                    Some(Incoming::Frame { op, body, held }) => (op, body, held),
                 };
                 if broker.is_shutting_down() {
                     break StreamEnd::Done;
@@ -438,15 +376,15 @@ where
                 let Some(stream) = ctx.clone() else {
                     // The hello, and an authentication the server requires,
                     // are served before anything else is read.
-                    // on the blocking pool: PLAIN and SCRAM run PBKDF2
-                    // (milliseconds), which would stall the shard's other
-                    // connections
-                    let (b, taken) = (broker.clone(), pending.take());
-                    let settled = tokio::task::spawn_blocking(move || match taken {
+                    // on the blocking pool, with the broker's bound on login
+                    // work: PLAIN runs PBKDF2 (milliseconds), which would
+                    // stall the shard's other connections
+                    let (b, taken, from) = (broker.clone(), pending.take(), peer.ip());
+                    let settled = broker.logins.run(move || match taken {
                         Some((mut session, mut auth)) => {
-                            ops::authenticate(&b, &mut session, &mut auth, op, body)
+                            ops::authenticate(&b, from, &mut session, &mut auth, op, body)
                         }
-                        None => ops::hello(&b, op, body),
+                        None => ops::hello(&b, from, op, body),
                     })
                     .await
                     .unwrap_or_else(|e| {
@@ -464,6 +402,9 @@ where
                                 pending = None;
                                 tracing::debug!(%peer, transport, client_id = %session.client_id, version = session.version, principal = %session.principal, "native session open");
                                 ctx = Some(new_ctx(session.clone()));
+                                // before the frame is let go: the reader
+                                // then reads the next as a logged-in one
+                                logged_in.store(true, Ordering::Release);
                                 if let Some(tx) = hello.take() {
                                     tx.send_replace(Some(session));
                                 }
@@ -472,11 +413,14 @@ where
                         }
                         Err(e) => {
                             tracing::info!(%peer, transport, error = %e.error, message = %e.message, "native hello or authentication refused");
+                            if e.error == ErrorCode::AUTHENTICATION_FAILED {
+                                broker.logins.hold_failure().await;
+                            }
                             let _ = write(wr, error_frame(&e), link).await;
                             break StreamEnd::Refused;
                         }
                     }
-                    drop(room);
+                    drop(held);
                     continue;
                 };
                 if stream.session.expired(Instant::now()) {
@@ -496,7 +440,7 @@ where
                 c.principal = stream.session.principal.clone();
                 in_flight.push(Box::pin(async move {
                     let answer = ops::serve(&b, &c, &stream, op, body).await;
-                    drop(room);
+                    drop(held);
                     drop(counted);
                     answer
                 }));

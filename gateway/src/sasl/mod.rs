@@ -38,7 +38,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 use metastore::{Metastore, Security};
 
-use security::{check_password, oauthbearer, scram, LoginError};
+use security::{oauthbearer, scram, LoginError};
 
 use kafka_protocol::messages::ResponseKind;
 
@@ -80,6 +80,10 @@ pub struct Settings<'a> {
     /// Kafka's `connections.max.reauth.ms`: how long a session lasts
     /// before the client must authenticate again; `None`: for ever.
     pub max_session: Option<Duration>,
+    /// Checks PLAIN passwords, their cost bounded per address.
+    pub passwords: &'a security::Passwords,
+    /// The client's address.
+    pub peer: std::net::IpAddr,
 }
 
 /// What the connection does with a request before authentication.
@@ -264,7 +268,7 @@ impl Session {
     fn authenticate(&mut self, settings: &Settings<'_>, token: &Bytes, now: Instant) -> Exchanged {
         let (catalog, oauth) = (settings.catalog, settings.oauth);
         let (answer, error) = match std::mem::take(&mut self.state) {
-            State::Chosen(Mechanism::Plain) => match plain(catalog, token) {
+            State::Chosen(Mechanism::Plain) => match plain(settings, token, now) {
                 Ok(user) => {
                     self.user = Some(user);
                     self.state = State::Done;
@@ -464,7 +468,7 @@ fn bearer(
 
 /// Checks a SASL/PLAIN message (`[authzid] NUL user NUL password`) against
 /// the user's SCRAM credential (SHA-512 first); the user on success.
-fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, LoginError> {
+fn plain(settings: &Settings<'_>, token: &[u8], now: Instant) -> Result<String, LoginError> {
     let mut parts = token.split(|b| *b == 0);
     let authzid = parts.next().unwrap_or_default();
     let user = parts.next().ok_or(LoginError::Malformed("no user"))?;
@@ -481,6 +485,8 @@ fn plain(catalog: &Metastore, token: &[u8]) -> Result<String, LoginError> {
             other: String::from_utf8_lossy(authzid).into_owned(),
         });
     }
-    check_password(catalog, user, password)?;
+    settings
+        .passwords
+        .check(settings.catalog, user, password, settings.peer, now)?;
     Ok(user.to_string())
 }

@@ -12,5 +12,6 @@ mod groups;
 mod logins;
 mod operations;
 mod quic;
+mod stalled_logins;
 mod subscriptions;
 mod support;

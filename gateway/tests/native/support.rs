@@ -25,8 +25,21 @@ pub(crate) async fn start(kind: Logs) -> (Gateway, Backends) {
     start_with(kind, BrokerConfig::default()).await
 }
 
-/// A gateway with the native protocol on TCP and QUIC (same port number).
+/// A gateway with the native protocol on TCP and QUIC (same port number),
+/// frames of at most 1 MiB.
 pub(crate) async fn start_with(kind: Logs, broker: BrokerConfig) -> (Gateway, Backends) {
+    start_exactly(
+        kind,
+        BrokerConfig {
+            max_request_bytes: 1 << 20,
+            ..broker
+        },
+    )
+    .await
+}
+
+/// [`start_with`] with `broker` as it is.
+pub(crate) async fn start_exactly(kind: Logs, broker: BrokerConfig) -> (Gateway, Backends) {
     let backends = Backends::start(kind, 1).await;
     let opts = GatewayOptions {
         native_addr: Some("127.0.0.1:0".parse().unwrap()),
@@ -35,10 +48,7 @@ pub(crate) async fn start_with(kind: Logs, broker: BrokerConfig) -> (Gateway, Ba
                 .unwrap(),
         ),
         shards: 2,
-        broker: BrokerConfig {
-            max_request_bytes: 1 << 20,
-            ..broker
-        },
+        broker,
         ..GatewayOptions::default()
     };
     let gw = Gateway::start(opts, backends.meta.clone(), backends.logs.clone())

@@ -1,6 +1,7 @@
 //! The hello that opens a connection and the authentication it may
 //! carry or start (one-message and multi-message SASL mechanisms).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,7 +29,12 @@ pub(in crate::native) struct Settled {
 /// requires authentication (SASL mechanisms configured), a hello without
 /// it leaves the authentication to [`authenticate`]. The error frame to
 /// close with when refused.
-pub(in crate::native) fn hello(b: &Broker, op: u8, body: Bytes) -> Result<Settled, ErrorFrame> {
+pub(in crate::native) fn hello(
+    b: &Broker,
+    peer: IpAddr,
+    op: u8,
+    body: Bytes,
+) -> Result<Settled, ErrorFrame> {
     let correlation = proto::correlation_of(&body).unwrap_or(0);
     if op != proto::op::HELLO {
         return Err(fatal(
@@ -95,7 +101,7 @@ pub(in crate::native) fn hello(b: &Broker, op: u8, body: Bytes) -> Result<Settle
     let now = Instant::now();
     let step = auth
         .native_message(
-            &crate::server::sasl_settings(b),
+            &crate::server::sasl_settings(b, peer),
             &h.auth_mechanism,
             &h.auth_bytes,
             now,
@@ -139,6 +145,7 @@ fn authenticated(session: &mut Session, auth: &crate::sasl::Session, now: Instan
 /// the error frame that closes the connection.
 pub(in crate::native) fn authenticate(
     b: &Broker,
+    peer: IpAddr,
     session: &mut Session,
     auth: &mut crate::sasl::Session,
     op: u8,
@@ -158,7 +165,7 @@ pub(in crate::native) fn authenticate(
     let now = Instant::now();
     let step = auth
         .native_message(
-            &crate::server::sasl_settings(b),
+            &crate::server::sasl_settings(b, peer),
             &a.mechanism,
             &a.auth_bytes,
             now,

@@ -18,6 +18,7 @@ mod offsets;
 mod produce;
 mod produce_forward;
 mod reassignments;
+mod route;
 mod routing;
 mod scram_users;
 mod topics;
@@ -277,7 +278,7 @@ pub async fn dispatch(
     mute(broker, client, produce_wait);
     // Load-balancer mode: data and groups another agent owns are served there.
     let request = match broker.forwarder(client.forwarded) {
-        Some(fwd) => match routing::route(broker, fwd, &ctx, &header, &original, request).await? {
+        Some(fwd) => match route::route(broker, fwd, &ctx, &header, &original, request).await? {
             routing::Routed::Local(r) => *r,
             routing::Routed::Answered(frame) => return Ok(frame),
         },

@@ -6,7 +6,8 @@
 //! partitions, each other leader gets a request of the same API and version
 //! holding only its partitions, and the answers are put back together in
 //! the order the client asked. Group requests go to the groups'
-//! coordinators (`group_routing.rs`). Fetch splits the same way inside [`super::fetch`], after
+//! coordinators (`group_routing.rs`); [`super::route`] decides which way a
+//! request goes. Fetch splits the same way inside [`super::fetch`], after
 //! fetch sessions are applied. An owner that cannot be reached answers for
 //! its partitions with Kafka's retriable errors (NOT_LEADER_OR_FOLLOWER,
 //! COORDINATOR_NOT_AVAILABLE), and the client retries as it would against
@@ -34,11 +35,10 @@ use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
-use kafka_protocol::ResponseError;
 use metastore::{AgentId, TopicInfo, Topics};
 use uuid::Uuid;
 
-use super::{DispatchError, RequestContext};
+use super::RequestContext;
 use crate::broker::Broker;
 use crate::forward::client::{ForwardError, Forwarder};
 use crate::kafka::response::ResponseFrame;
@@ -386,128 +386,6 @@ where
             .flat_map(answer_topics),
     );
     Ok(merge(by_id, &layout, answered, unreachable))
-}
-
-/// Decides where a client's request is served (load-balancer mode only).
-pub(super) async fn route(
-    b: &Broker,
-    fwd: &Forwarder,
-    ctx: &RequestContext,
-    header: &RequestHeader,
-    frame: &Bytes,
-    request: RequestKind,
-) -> Result<Routed, DispatchError> {
-    let answered = |api: ApiKey, body: ResponseKind| -> Result<Routed, DispatchError> {
-        super::encode_frame(header, api, &body).map(|f| Routed::Answered(Some(f)))
-    };
-    let local = |r: RequestKind| Ok(Routed::Local(Box::new(r)));
-    match request {
-        RequestKind::Produce(r) => super::produce_forward::route(b, fwd, ctx, header, r).await,
-        RequestKind::ListOffsets(r) => {
-            let split = split_by_leader(
-                b,
-                fwd,
-                ctx,
-                header,
-                ApiKey::ListOffsets,
-                false,
-                r,
-                |r| &mut r.topics,
-                |r| async move { super::offsets::list_offsets(b, ctx, r).await.topics },
-                |a: ListOffsetsResponse| a.topics,
-                |i| {
-                    ListOffsetsPartitionResponse::default()
-                        .with_partition_index(i)
-                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                        .with_timestamp(-1)
-                        .with_offset(-1)
-                        .with_leader_epoch(-1)
-                },
-                FORWARD_TIMEOUT,
-            )
-            .await;
-            match split {
-                Err(r) => local(RequestKind::ListOffsets(r)),
-                Ok(topics) => answered(
-                    ApiKey::ListOffsets,
-                    ListOffsetsResponse::default().with_topics(topics).into(),
-                ),
-            }
-        }
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            let split = split_by_leader(
-                b,
-                fwd,
-                ctx,
-                header,
-                ApiKey::OffsetForLeaderEpoch,
-                false,
-                r,
-                |r| &mut r.topics,
-                |r| async move {
-                    super::offsets::offset_for_leader_epoch(b, ctx, r)
-                        .await
-                        .topics
-                },
-                |a: OffsetForLeaderEpochResponse| a.topics,
-                |i| {
-                    EpochEndOffset::default()
-                        .with_partition(i)
-                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                        .with_leader_epoch(-1)
-                        .with_end_offset(-1)
-                },
-                FORWARD_TIMEOUT,
-            )
-            .await;
-            match split {
-                Err(r) => local(RequestKind::OffsetForLeaderEpoch(r)),
-                Ok(topics) => answered(
-                    ApiKey::OffsetForLeaderEpoch,
-                    OffsetForLeaderEpochResponse::default()
-                        .with_topics(topics)
-                        .into(),
-                ),
-            }
-        }
-        RequestKind::DeleteRecords(r) => {
-            let split = split_by_leader(
-                b,
-                fwd,
-                ctx,
-                header,
-                ApiKey::DeleteRecords,
-                false,
-                r,
-                |r| &mut r.topics,
-                |r| async move { super::offsets::delete_records(b, ctx, r).await.topics },
-                |a: DeleteRecordsResponse| a.topics,
-                |i| {
-                    DeleteRecordsPartitionResult::default()
-                        .with_partition_index(i)
-                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                        .with_low_watermark(-1)
-                },
-                FORWARD_TIMEOUT,
-            )
-            .await;
-            match split {
-                Err(r) => local(RequestKind::DeleteRecords(r)),
-                Ok(topics) => answered(
-                    ApiKey::DeleteRecords,
-                    DeleteRecordsResponse::default().with_topics(topics).into(),
-                ),
-            }
-        }
-        // boxed: the group routes nest many futures, and the request
-        // future would otherwise be too deep for the compiler to lay out
-        other => {
-            Box::pin(super::group_routing::route_group(
-                b, fwd, ctx, header, frame, other,
-            ))
-            .await
-        }
-    }
 }
 
 #[cfg(test)]

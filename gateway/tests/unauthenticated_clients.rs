@@ -239,9 +239,10 @@ async fn an_address_that_keeps_failing_logins_is_refused_unchecked_on_every_port
     let passwords = &gw.broker().logins.passwords;
     const FAILED: i16 = 58; // SASL_AUTHENTICATION_FAILED
 
-    // alice logs in (then lacks an ACL): a login that works costs nothing
+    // alice logs in (then lacks the cluster ACL the cluster view needs): a
+    // login that works costs nothing
     assert_eq!(
-        http_get_status(http, "/v1/topics", "alice", "pw").await,
+        http_get_status(http, "/v1/cluster", "alice", "pw").await,
         403
     );
     // one wrong password retried is one failure (answered from memory)

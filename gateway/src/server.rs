@@ -264,12 +264,12 @@ pub(crate) fn sasl_settings(broker: &Broker, peer: std::net::IpAddr) -> crate::s
     }
 }
 
-/// Serves a request of the SASL exchange on the blocking pool, not on the
-/// shard's thread: PLAIN derives keys with thousands of PBKDF2 iterations
-/// (milliseconds each), which on the shard would stall every other
-/// connection it serves, as a burst of reconnecting clients would.
-/// SaslAuthenticate, which may check a password or a token, waits for one
-/// of the broker's places for login work ([`crate::logins`]).
+/// Serves a request of the SASL exchange off the shard's thread: PLAIN
+/// derives keys with thousands of PBKDF2 iterations (milliseconds each),
+/// which on the shard would stall every other connection it serves, as a
+/// burst of reconnecting clients would. SaslAuthenticate, which may check a
+/// password or a token, runs on the broker's login threads
+/// ([`crate::logins`]), the rest on the blocking pool.
 async fn sasl_step(
     broker: &Arc<Broker>,
     session: &mut crate::sasl::Session,
@@ -287,9 +287,11 @@ async fn sasl_step(
         .get(..2)
         .is_some_and(|k| i16::from_be_bytes([k[0], k[1]]) == ApiKey::SaslAuthenticate as i16);
     let stepped = if authenticating {
-        broker.logins.run(step).await
+        broker.logins.run(step).await.map_err(|e| e.to_string())
     } else {
-        tokio::task::spawn_blocking(step).await
+        tokio::task::spawn_blocking(step)
+            .await
+            .map_err(|e| e.to_string())
     };
     match stepped {
         Ok((s, step)) => {

@@ -23,6 +23,7 @@ clients running (Kafka); the agent's own counters say what it refused.
 import argparse
 import base64
 import http.client
+import itertools
 import signal
 import sys
 import threading
@@ -60,16 +61,16 @@ def kafka_flood(bootstrap, user, rate, stop):
     return clients
 
 
-def http_flood(addr, user, rate, sources, stop, counts):
+def http_flood(addr, user, rate, sources, stop, counts, sent):
     host, port = addr.rsplit(":", 1)
     interval = 1.0 / rate
     next_at = time.monotonic()
-    i = 0
     while not stop.is_set():
+        # one count over all senders: each address in turn, every guess new
+        i = next(sent)
         n = 1 + i % sources
         source = (f"127.0.{1 + n // 250}.{1 + n % 250}", 0) if sources > 1 else None
-        i += 1
-        guess = f"{user}:guess-{threading.get_ident()}-{i}"
+        guess = f"{user}:guess-{i}"
         header = "Basic " + base64.b64encode(guess.encode()).decode()
         try:
             c = http.client.HTTPConnection(host, int(port), timeout=5, source_address=source)
@@ -103,13 +104,14 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     counts = {"http": 0, "http_errors": 0}
+    sent = itertools.count()
     # several senders, each a share of the rate: one slow answer (the agent
     # holds a failed login 100 ms) must not hold the others up
     senders = max(1, a.http_rate // 5)
     threads = [
         threading.Thread(
             target=http_flood,
-            args=(a.http, a.user, a.http_rate / senders, a.http_sources, stop, counts),
+            args=(a.http, a.user, a.http_rate / senders, a.http_sources, stop, counts, sent),
             daemon=True,
         )
         for _ in range(senders)

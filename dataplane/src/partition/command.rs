@@ -117,12 +117,25 @@ pub struct FollowerFetchAnswer {
     pub records: Bytes,
 }
 
-/// Where a follower's local log stands.
+/// Where a follower's local log stands: the offset it fetches from (and
+/// that its leader counts toward the high watermark) and the epoch of the
+/// batch before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplicaPosition {
     pub log_end: i64,
     /// Epoch of the newest batch (-1 for none).
     pub latest_epoch: i32,
+}
+
+/// The view a follower fetched under: a leader's answer is applied only
+/// while the follower still follows that leader at that epoch and its log
+/// still ends where the fetch started (a late answer is stale, as in Kafka).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchedAt {
+    pub leader: AgentId,
+    pub leader_epoch: i32,
+    /// The follower's log end the fetch started from.
+    pub fetch_offset: i64,
 }
 
 pub(super) enum Command {
@@ -139,18 +152,20 @@ pub(super) enum Command {
         reply: Reply<FollowerFetchAnswer>,
     },
     ReplicaAppend {
+        fetched: FetchedAt,
         records: Bytes,
         leader_high_watermark: i64,
-        reply: Reply<Result<ReplicaPosition, LogError>>,
+        reply: Reply<Result<(), LogError>>,
     },
     Truncate {
+        fetched: FetchedAt,
         offset: i64,
         /// Empty the log and restart it at `offset`.
         fully: bool,
-        reply: Reply<Result<ReplicaPosition, LogError>>,
+        reply: Reply<Result<(), LogError>>,
     },
     Position {
-        reply: Reply<ReplicaPosition>,
+        reply: Reply<Result<ReplicaPosition, LogError>>,
     },
     Append {
         records: BytesMut,

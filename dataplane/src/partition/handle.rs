@@ -8,8 +8,8 @@ use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::command::{
-    Acks, Command, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery, ReadResult,
-    ReplicaPosition, Reply, TaskRead,
+    Acks, Command, FetchedAt, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery,
+    ReadResult, ReplicaPosition, Reply, TaskRead,
 };
 use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
@@ -241,13 +241,17 @@ impl PartitionHandle {
             .await
     }
 
-    /// A follower appends batches its leader sent.
+    /// A follower appends batches its leader sent in answer to a fetch
+    /// made under `fetched`; refused unless that is still the follower's
+    /// view (see `task::follower`).
     pub async fn replica_append(
         &self,
+        fetched: FetchedAt,
         records: Bytes,
         leader_high_watermark: i64,
-    ) -> Result<ReplicaPosition, LogError> {
+    ) -> Result<(), LogError> {
         self.ask(|reply| Command::ReplicaAppend {
+            fetched,
             records,
             leader_high_watermark,
             reply,
@@ -255,9 +259,17 @@ impl PartitionHandle {
         .await?
     }
 
-    /// A follower cuts its log at `offset` (or, `fully`, restarts it there).
-    pub async fn truncate(&self, offset: i64, fully: bool) -> Result<ReplicaPosition, LogError> {
+    /// A follower cuts its log at `offset` (or, `fully`, restarts it
+    /// there), as its leader's answer to a fetch made under `fetched` says;
+    /// refused unless that is still the follower's view.
+    pub async fn truncate(
+        &self,
+        fetched: FetchedAt,
+        offset: i64,
+        fully: bool,
+    ) -> Result<(), LogError> {
         self.ask(|reply| Command::Truncate {
+            fetched,
             offset,
             fully,
             reply,
@@ -265,9 +277,11 @@ impl PartitionHandle {
         .await?
     }
 
-    /// Where the local log ends and its newest epoch.
+    /// Where the local log ends and its newest epoch. A follower without
+    /// write caching answers once its log end is durable: this is the
+    /// offset its leader counts toward the high watermark.
     pub async fn position(&self) -> Result<ReplicaPosition, LogError> {
-        self.ask(|reply| Command::Position { reply }).await
+        self.ask(|reply| Command::Position { reply }).await?
     }
 
     /// A watch of the local log end; followers' fetches wait on it.

@@ -44,7 +44,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use command::{
-    Acks, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership, OffsetQuery, ReadResult,
+    Acks, FetchedAt, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership, OffsetQuery, ReadResult,
     ReplicaPosition,
 };
 pub use handle::PartitionHandle;
@@ -79,3 +79,7 @@ pub struct PartitionCounters {
 #[cfg(test)]
 #[path = "partition_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "follower_tests.rs"]
+mod follower_tests;

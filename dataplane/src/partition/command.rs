@@ -138,6 +138,16 @@ pub struct FetchedAt {
     pub fetch_offset: i64,
 }
 
+/// How a follower cuts its log.
+#[derive(Debug)]
+pub(super) enum Cut {
+    /// Remove every batch at or past this offset.
+    To(i64),
+    /// Empty the log and restart it at `at`, with the idempotent producer
+    /// state of `producers` (a snapshot taken there) when there is one.
+    Restart { at: i64, producers: Option<Bytes> },
+}
+
 pub(super) enum Command {
     Lead(Leadership),
     Follow {
@@ -159,9 +169,7 @@ pub(super) enum Command {
     },
     Truncate {
         fetched: FetchedAt,
-        offset: i64,
-        /// Empty the log and restart it at `offset`.
-        fully: bool,
+        cut: Cut,
         reply: Reply<Result<(), LogError>>,
     },
     Position {

@@ -8,7 +8,7 @@ use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::command::{
-    Acks, Command, FetchedAt, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery,
+    Acks, Command, Cut, FetchedAt, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery,
     ReadResult, ReplicaPosition, Reply, TaskRead,
 };
 use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
@@ -259,22 +259,43 @@ impl PartitionHandle {
         .await?
     }
 
-    /// A follower cuts its log at `offset` (or, `fully`, restarts it
-    /// there), as its leader's answer to a fetch made under `fetched` says;
-    /// refused unless that is still the follower's view.
-    pub async fn truncate(
-        &self,
-        fetched: FetchedAt,
-        offset: i64,
-        fully: bool,
-    ) -> Result<(), LogError> {
+    /// A follower cuts its log at `offset`, as its leader's answer to a
+    /// fetch made under `fetched` says; refused unless that is still the
+    /// follower's view.
+    pub async fn truncate(&self, fetched: FetchedAt, offset: i64) -> Result<(), LogError> {
         self.ask(|reply| Command::Truncate {
             fetched,
-            offset,
-            fully,
+            cut: Cut::To(offset),
             reply,
         })
         .await?
+    }
+
+    /// A follower empties its log and restarts it at `at`, restoring the
+    /// idempotent producer state of `producers` (a snapshot taken at `at`,
+    /// from object storage) when given; refused unless `fetched` is still
+    /// the follower's view.
+    pub async fn restart(
+        &self,
+        fetched: FetchedAt,
+        at: i64,
+        producers: Option<Bytes>,
+    ) -> Result<(), LogError> {
+        self.ask(|reply| Command::Truncate {
+            fetched,
+            cut: Cut::Restart { at, producers },
+            reply,
+        })
+        .await?
+    }
+
+    /// The producer snapshot uploaded with the tiered segment that ends
+    /// right before `next_offset`, if object storage has one.
+    pub async fn producer_snapshot(&self, next_offset: i64) -> Result<Option<Bytes>, LogError> {
+        match &self.cold {
+            Some(cold) => cold.producer_snapshot(next_offset).await,
+            None => Ok(None),
+        }
     }
 
     /// Where the local log ends and its newest epoch. A follower without

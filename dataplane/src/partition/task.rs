@@ -697,11 +697,10 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 }
                 Command::Truncate {
                     fetched,
-                    offset,
-                    fully,
+                    cut,
                     reply,
                 } => {
-                    let _ = reply.send(t.truncate(fetched, offset, fully));
+                    let _ = reply.send(t.truncate(fetched, cut));
                 }
                 Command::Position { reply } => t.position(reply),
                 Command::Close { reply } => {

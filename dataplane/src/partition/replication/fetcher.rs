@@ -12,7 +12,13 @@
 //! its leader keeps locally) starts where object storage's contiguous
 //! manifest ends, if that is past the leader's local start: what lies
 //! below is read from object storage, so a moved replica copies only what
-//! is not there yet, whatever the leader keeps locally. The leader holds the fetch while it has
+//! is not there yet, whatever the leader keeps locally. It takes the
+//! idempotent producer state uploaded with the segment ending there.
+//!
+//! Answers are applied only while still current (see `task::follower`): an
+//! answer for a partition whose leader epoch or task changed while the
+//! fetch was out is dropped here, and the task refuses any other answer
+//! fetched under another leader, epoch or log end than its own. The leader holds the fetch while it has
 //! nothing new, so an idle follower costs one round trip per `max_wait`.
 
 use std::sync::atomic::Ordering;
@@ -29,6 +35,7 @@ use super::wire::{
     self, Diverging, FetchPartition, FetchRequest, FetchResponse, FetchedPartition, Refusal,
     WireError,
 };
+use crate::backend::LogError;
 use crate::partition::{FetchedAt, PartitionCounters, PartitionHandle};
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 
@@ -301,7 +308,7 @@ pub async fn apply(
             Some(d) => match (f.handle.epoch_end(d.epoch).await, f.handle.bounds().await) {
                 (Ok(own), Ok((log_start, _))) => f
                     .handle
-                    .truncate(fetched, truncation_point(d, own, log_start), false)
+                    .truncate(fetched, truncation_point(d, own, log_start))
                     .await
                     .map(|()| true),
                 (Err(e), _) | (_, Err(e)) => Err(e),
@@ -314,21 +321,11 @@ pub async fn apply(
         }
     } else if p.error == Refusal::OffsetOutOfRange.code() && p.log_start_offset >= 0 {
         if fetched.fetch_offset < p.log_start_offset {
-            // fell below what the leader keeps locally: restart there, or
-            // where object storage ends if that is later
-            let at = restart_offset(p.log_start_offset, p.high_watermark, &manifest());
-            tracing::info!(
-                topic_id = %f.key.topic_id,
-                partition = f.key.partition,
-                leader_local_start = p.log_start_offset,
-                start = at,
-                "replica restarts its log"
-            );
-            f.handle.truncate(fetched, at, true).await.map(|()| true)
+            restart(f, fetched, &p, manifest).await.map(|()| true)
         } else if p.high_watermark >= 0 {
             // ahead of the leader: keep only what it committed
             f.handle
-                .truncate(fetched, p.high_watermark, false)
+                .truncate(fetched, p.high_watermark)
                 .await
                 .map(|()| true)
         } else {
@@ -344,6 +341,31 @@ pub async fn apply(
             false
         }
     }
+}
+
+/// A follower fell below what its leader keeps locally: it restarts its
+/// log there, or where object storage ends if that is later. Where a
+/// tiered segment ends, the idempotent producer state uploaded with it
+/// comes along (KIP-405), so that once this replica leads it still knows
+/// the producers that wrote below; object storage out of reach postpones
+/// the restart to a later round rather than lose that state.
+async fn restart(
+    f: &Followed,
+    fetched: FetchedAt,
+    p: &FetchedPartition,
+    manifest: impl FnOnce() -> Vec<metastore::SegmentEntry>,
+) -> Result<(), LogError> {
+    let at = restart_offset(p.log_start_offset, p.high_watermark, &manifest());
+    let producers = f.handle.producer_snapshot(at).await?;
+    tracing::info!(
+        topic_id = %f.key.topic_id,
+        partition = f.key.partition,
+        leader_local_start = p.log_start_offset,
+        start = at,
+        producer_snapshot = producers.is_some(),
+        "replica restarts its log"
+    );
+    f.handle.restart(fetched, at, producers).await
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use super::{Role, Task};
 use crate::backend::{LogError, NotDurable};
-use crate::partition::command::{FetchedAt, ReplicaPosition, Reply};
+use crate::partition::command::{Cut, FetchedAt, ReplicaPosition, Reply};
 use crate::partition::now_ms;
 
 /// A position request waiting for a durability point.
@@ -150,19 +150,35 @@ impl Task {
         Ok(())
     }
 
-    /// A follower cuts its log at `offset` (or, `fully`, restarts it there).
-    pub(super) fn truncate(
-        &mut self,
-        fetched: FetchedAt,
-        offset: i64,
-        fully: bool,
-    ) -> Result<(), LogError> {
+    /// A follower cuts its log, or restarts it (with the producer state of
+    /// the snapshot it was given, taken where it restarts).
+    pub(super) fn truncate(&mut self, fetched: FetchedAt, cut: Cut) -> Result<(), LogError> {
         self.check_current(fetched)?;
-        if fully {
-            self.log.truncate_fully_and_start_at(offset)?;
-        } else {
-            self.log.truncate_to(offset)?;
-        }
+        let (offset, fully) = match cut {
+            Cut::To(offset) => {
+                self.log.truncate_to(offset)?;
+                (offset, false)
+            }
+            Cut::Restart { at, producers } => {
+                self.log.truncate_fully_and_start_at(at)?;
+                if let Some(snapshot) = producers {
+                    match self.log.restore_producers(&snapshot) {
+                        Ok(true) => tracing::info!(
+                            topic_id = %self.key.topic_id,
+                            partition = self.key.partition,
+                            at,
+                            "restored the idempotent producer state uploaded where the replica restarts"
+                        ),
+                        // said why; the state starts empty, as without a snapshot
+                        Ok(false) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "restoring the idempotent producer state failed; it starts empty")
+                        }
+                    }
+                }
+                (at, true)
+            }
+        };
         let end = self.log.log_end_offset();
         self.log_end.send_replace(end);
         // what the leader committed is never cut, so this only matters for

@@ -94,7 +94,8 @@ async fn leader_writes_and_uploads(
     let entries = manifest.segments(key);
     assert!(entries.len() >= 3, "{} segments", entries.len());
     for e in entries {
-        let snapshot = storage::tier::cold::sibling_key(&e.key, cache::layout::PRODUCER_SNAPSHOT_EXT);
+        let snapshot =
+            storage::tier::cold::sibling_key(&e.key, cache::layout::PRODUCER_SNAPSHOT_EXT);
         let path = cache::object_store::path::Path::parse(snapshot).unwrap();
         assert!(
             store.store.head(&path).await.is_ok(),
@@ -204,10 +205,8 @@ async fn a_tiered_segment_without_a_snapshot_restores_nothing() {
     let mut leader = open(&leader_tier, key, dir.path());
     let (_, at) = leader_writes_and_uploads(&mut leader, &store, &manifest, key).await;
     let entry = manifest.segments(key).last().cloned().unwrap();
-    let snapshot_key = storage::tier::cold::sibling_key(
-        &entry.key,
-        cache::layout::PRODUCER_SNAPSHOT_EXT,
-    );
+    let snapshot_key =
+        storage::tier::cold::sibling_key(&entry.key, cache::layout::PRODUCER_SNAPSHOT_EXT);
     store
         .store
         .delete(&cache::object_store::path::Path::parse(snapshot_key).unwrap())

@@ -262,14 +262,19 @@ async fn a_follower_without_write_caching_reports_only_what_it_fsynced() {
     );
 
     gate.0.release();
-    next_round.await.expect("the next round runs once the fsync completed");
+    next_round
+        .await
+        .expect("the next round runs once the fsync completed");
     assert_eq!(
         leader.bounds().await.expect("bounds").1,
         2,
         "what the follower fsynced counts"
     );
     assert_eq!(
-        follower_reg.counters().syncs.load(std::sync::atomic::Ordering::Relaxed),
+        follower_reg
+            .counters()
+            .syncs
+            .load(std::sync::atomic::Ordering::Relaxed),
         1,
         "one fdatasync covered both batches of the fetch"
     );
@@ -294,8 +299,14 @@ async fn an_answer_fetched_under_an_older_epoch_neither_truncates_nor_appends() 
             DiskLogFactory::new(dirs[1].path()).expect("factory"),
         )),
     ];
-    let a1 = regs[0].get_or_open("t", id, 0, settings).await.expect("open");
-    let a2 = regs[1].get_or_open("t", id, 0, settings).await.expect("open");
+    let a1 = regs[0]
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
+    let a2 = regs[1]
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
     a1.lead(leadership(1, 0)).await.expect("lead");
     a2.follow(1, 0).await.expect("follow");
     for v in [b"a", b"b", b"c"] {
@@ -361,8 +372,14 @@ async fn an_answer_for_another_fetch_offset_is_refused() {
             DiskLogFactory::new(dirs[1].path()).expect("factory"),
         )),
     ];
-    let a1 = regs[0].get_or_open("t", id, 0, settings).await.expect("open");
-    let a2 = regs[1].get_or_open("t", id, 0, settings).await.expect("open");
+    let a1 = regs[0]
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
+    let a2 = regs[1]
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
     a1.lead(leadership(1, 0)).await.expect("lead");
     a2.follow(1, 0).await.expect("follow");
     a1.append(batch_of(&[b"a", b"b"]), 0, Acks::Leader)
@@ -467,7 +484,10 @@ async fn a_follower_restarted_past_its_leaders_old_segments_still_knows_their_pr
         DiskLogFactory::new(dirs[1].path()).expect("factory"),
         dirs[0].path().join("t-0"),
     )));
-    let leader = leader_reg.get_or_open("t", id, 0, small).await.expect("open");
+    let leader = leader_reg
+        .get_or_open("t", id, 0, small)
+        .await
+        .expect("open");
     let follower = follower_reg
         .get_or_open("t", id, 0, small)
         .await
@@ -487,8 +507,14 @@ async fn a_follower_restarted_past_its_leaders_old_segments_still_knows_their_pr
         );
         bytes::BytesMut::from(&b[..])
     };
-    leader.append(idem(0), 0, Acks::Leader).await.expect("append");
-    let (original, _) = leader.append(idem(1), 0, Acks::Leader).await.expect("append");
+    leader
+        .append(idem(0), 0, Acks::Leader)
+        .await
+        .expect("append");
+    let (original, _) = leader
+        .append(idem(1), 0, Acks::Leader)
+        .await
+        .expect("append");
     let filler = vec![b'x'; 64 << 10];
     for _ in 0..24 {
         leader
@@ -499,7 +525,14 @@ async fn a_follower_restarted_past_its_leaders_old_segments_still_knows_their_pr
     // the roll's snapshot: where the sealed segment ends
     let sealed_end = std::fs::read_dir(dirs[0].path().join("t-0"))
         .expect("list")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".snapshot")?.parse::<i64>().ok())
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".snapshot")?
+                .parse::<i64>()
+                .ok()
+        })
         .max()
         .expect("a segment was sealed");
     assert!(sealed_end > original.last_offset);
@@ -522,11 +555,17 @@ async fn a_follower_restarted_past_its_leaders_old_segments_still_knows_their_pr
         }]
     };
     assert!(fetcher::apply(&followed(&follower, 0), fetched, answer, manifest).await);
-    assert_eq!(follower.position().await.expect("position").log_end, sealed_end);
+    assert_eq!(
+        follower.position().await.expect("position").log_end,
+        sealed_end
+    );
 
     // the follower leads now; the producer retries its second batch
     follower.lead(leadership(2, 1)).await.expect("lead");
-    let (retry, _) = follower.append(idem(1), 1, Acks::Leader).await.expect("append");
+    let (retry, _) = follower
+        .append(idem(1), 1, Acks::Leader)
+        .await
+        .expect("append");
     assert!(retry.duplicate, "{retry:?}");
     assert_eq!(
         (retry.base_offset, retry.last_offset),

@@ -83,3 +83,7 @@ mod tests;
 #[cfg(test)]
 #[path = "follower_tests.rs"]
 mod follower_tests;
+
+#[cfg(test)]
+#[path = "restart_tests.rs"]
+mod restart_tests;

@@ -54,6 +54,13 @@ impl Task {
             Some(p) => {
                 let _ = reply.send(Ok(p));
             }
+            // nothing becomes durable any more: say so rather than start
+            // a durability point that fails every round
+            None if self.offline => {
+                let _ = reply.send(Err(LogError::NotServing(
+                    "the replica's log is offline: what it holds past its last durability point is not reported",
+                )));
+            }
             None => {
                 self.position_waiting.push(reply);
                 // one running now is followed by another if it falls short

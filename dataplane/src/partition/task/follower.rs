@@ -85,7 +85,10 @@ impl Task {
                     let _ = r.send(Ok(p));
                 }
             }
-            None => self.sync_wanted = true,
+            // the one running, if any, is followed by another should it
+            // fall short (this runs again when it completes)
+            None if self.syncing.is_none() => self.sync_wanted = true,
+            None => {}
         }
     }
 

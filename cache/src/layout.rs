@@ -4,6 +4,7 @@
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.seg
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.idx
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.tix   (time index)
+//! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.producers   (producer snapshot, optional)
 //! {prefix}/tombstones/topics/{topic-id}/{partition}/...   (deleted objects, expired by a lifecycle rule)
 //! ```
 //!
@@ -27,8 +28,12 @@ pub const SEGMENT_EXT: &str = "seg";
 pub const INDEX_EXT: &str = "idx";
 /// Extension of a segment's time index object.
 pub const TIME_INDEX_EXT: &str = "tix";
+/// Extension of a segment's producer snapshot object: the idempotent
+/// producer state at the segment's end. Segments tiered before these were
+/// uploaded have none.
+pub const PRODUCER_SNAPSHOT_EXT: &str = "producers";
 
-/// Which of the two objects of a sealed segment a key names.
+/// Which of the objects of a sealed segment a key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectKind {
     /// The record batches, byte for byte as in the local segment file.
@@ -37,6 +42,9 @@ pub enum ObjectKind {
     Index,
     /// The sparse time index of the segment (ListOffsets by timestamp).
     TimeIndex,
+    /// The idempotent producer state at the segment's end, for a replica
+    /// whose log starts there.
+    ProducerSnapshot,
 }
 
 impl ObjectKind {
@@ -46,6 +54,7 @@ impl ObjectKind {
             ObjectKind::Segment => SEGMENT_EXT,
             ObjectKind::Index => INDEX_EXT,
             ObjectKind::TimeIndex => TIME_INDEX_EXT,
+            ObjectKind::ProducerSnapshot => PRODUCER_SNAPSHOT_EXT,
         }
     }
 }
@@ -120,6 +129,11 @@ impl SegmentId {
         self.key(prefix, ObjectKind::TimeIndex)
     }
 
+    /// The key of the producer snapshot object.
+    pub fn producer_snapshot_key(&self, prefix: &Path) -> Path {
+        self.key(prefix, ObjectKind::ProducerSnapshot)
+    }
+
     /// Whether `offset` lies in this segment.
     pub fn contains(&self, offset: i64) -> bool {
         (self.base_offset..=self.last_offset).contains(&offset)
@@ -180,6 +194,7 @@ pub fn parse_key(prefix: &Path, key: &Path) -> Option<(SegmentId, ObjectKind)> {
         SEGMENT_EXT => ObjectKind::Segment,
         INDEX_EXT => ObjectKind::Index,
         TIME_INDEX_EXT => ObjectKind::TimeIndex,
+        PRODUCER_SNAPSHOT_EXT => ObjectKind::ProducerSnapshot,
         _ => return None,
     };
     let (base, last) = stem.split_once('-')?;
@@ -236,6 +251,7 @@ mod tests {
             ObjectKind::Segment,
             ObjectKind::Index,
             ObjectKind::TimeIndex,
+            ObjectKind::ProducerSnapshot,
         ] {
             assert_eq!(parse_key(&prefix, &id.key(&prefix, kind)), Some((id, kind)));
         }

@@ -22,7 +22,9 @@
 //!   [`PartitionLog::delete_records_before`] are the hooks tiering and
 //!   DeleteRecords use; [`PartitionLog::append_replicated`] (a leader's
 //!   batches written byte for byte), [`PartitionLog::truncate_to`] and
-//!   [`PartitionLog::epoch_end_offset`] serve followers.
+//!   [`PartitionLog::epoch_end_offset`] serve followers;
+//!   [`PartitionLog::restore_producers`] gives one that restarts where
+//!   object storage ends the producer state uploaded there.
 //! - [`tier`] seals segments to object storage and reads offsets below the
 //!   local log start back from it (uploader engine and driver, cold reader,
 //!   local disk budget, retention across tiers).
@@ -92,6 +94,7 @@ mod recovery;
 mod replica;
 mod retention;
 pub mod segment;
+mod snapshots;
 mod sync;
 #[cfg(test)]
 mod test_support;

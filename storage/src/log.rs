@@ -20,7 +20,7 @@ use crate::batch::{self, BatchHeader, Compression, TimestampType, ValidBatch};
 use crate::config::LogConfig;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, StorageError};
-use crate::files::{self, SNAPSHOT_EXT};
+use crate::files;
 use crate::flusher::{self, SealJob, Ticket};
 use crate::health::Health;
 use crate::pool::Gate;
@@ -131,6 +131,10 @@ pub struct PartitionLog {
     /// Picks where each segment rolls within the jitter (a hash of the
     /// log's directory: a different point for each partition).
     pub(crate) roll_seed: u64,
+    /// Producer snapshots at offsets above this are kept whatever their
+    /// number: the sealed segments ending there still upload them (see
+    /// `snapshots`). `i64::MAX` for a log without object storage.
+    pub(crate) snapshots_needed_above: i64,
 }
 
 /// A roll whose fsyncs run in the background: once its ticket succeeds,
@@ -170,6 +174,7 @@ impl PartitionLog {
             health: Arc::new(Health::default()),
             truncations: 0,
             roll_seed: roll_seed(dir),
+            snapshots_needed_above: i64::MAX,
         };
         let config = log.config.clone();
         log.active_mut().unseal(&config)?;
@@ -529,26 +534,6 @@ impl PartitionLog {
         let g = Gate::closed();
         self.flush_gate = Some(g.clone());
         crate::pool::GateGuard(g)
-    }
-
-    /// Keeps the `keep` newest producer snapshots and none below log start.
-    pub(crate) fn prune_snapshots(&self, keep: usize) -> Result<(), StorageError> {
-        let mut offs = Vec::new();
-        for e in std::fs::read_dir(&self.dir).ctx(|| format!("list {}", self.dir.display()))? {
-            let e = e.ctx(|| format!("list {}", self.dir.display()))?;
-            if let Some((o, SNAPSHOT_EXT)) =
-                e.file_name().to_str().and_then(files::parse_offset_name)
-            {
-                offs.push(o);
-            }
-        }
-        offs.sort_unstable_by(|a, b| b.cmp(a));
-        for (i, o) in offs.into_iter().enumerate() {
-            if i >= keep || o < self.log_start {
-                files::remove_if_exists(&files::offset_path(&self.dir, o, SNAPSHOT_EXT))?;
-            }
-        }
-        Ok(())
     }
 
     /// fsyncs everything appended so far: waits for the background

@@ -169,6 +169,15 @@ impl ProducerStates {
         apply(e, h, h.base_offset, now_ms);
     }
 
+    /// The smallest last offset over the producers' newest batches: state
+    /// starting there keeps every producer remembered.
+    pub(crate) fn oldest_last_offset(&self) -> Option<i64> {
+        self.map
+            .values()
+            .filter_map(|e| e.batches.back().map(|b| b.last_offset))
+            .min()
+    }
+
     /// Forgets producers idle for `expiration_ms` or longer.
     pub(crate) fn expire(&mut self, now_ms: i64, expiration_ms: i64) {
         self.map

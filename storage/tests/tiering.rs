@@ -497,7 +497,8 @@ async fn retention_trims_the_manifest_then_deletes_its_objects() {
     fill(&mut p, 400, 0);
     all_uploaded(&mut p).await;
     let before = p.shared().manifest().len();
-    assert_eq!(object_count(&r.store).await, 3 * before);
+    // data, offset index, time index and producer snapshot of each segment
+    assert_eq!(object_count(&r.store).await, 4 * before);
     p.set_retention(TierRetention {
         retention_bytes: Some(2 << 20),
         local_retention_bytes: Some(0),
@@ -517,7 +518,7 @@ async fn retention_trims_the_manifest_then_deletes_its_objects() {
     );
     until("the trimmed entries' objects are gone", || {
         let store = r.store.clone();
-        let want = 3 * kept.len();
+        let want = 4 * kept.len();
         async move { object_count(&store).await == want }
     })
     .await;

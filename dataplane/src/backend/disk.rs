@@ -128,6 +128,10 @@ impl LogBackend for DiskLog {
         Ok(self.log.truncate_fully_and_start_at(offset)?)
     }
 
+    fn restore_producers(&mut self, snapshot: &[u8]) -> Result<bool, LogError> {
+        Ok(self.log.restore_producers(snapshot)?)
+    }
+
     fn sync_point(&mut self) -> storage::SyncPoint {
         self.log.sync_point()
     }

@@ -288,6 +288,10 @@ pub trait LogBackend: Send + 'static {
     /// Empties the local log and restarts it at `offset` (a follower whose
     /// leader no longer holds what it would fetch locally).
     fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError>;
+    /// Restores idempotent producer state from a snapshot taken where this
+    /// empty log starts (see `storage::PartitionLog::restore_producers`);
+    /// whether it was restored.
+    fn restore_producers(&mut self, snapshot: &[u8]) -> Result<bool, LogError>;
     /// Object storage receives only offsets below `limit` from now on (a
     /// replicated partition's high watermark on its leader, `i64::MIN` on a
     /// follower). A log without object storage ignores it.
@@ -315,6 +319,10 @@ pub trait ColdLog: Send + Sync + 'static {
     /// local log applies it, so losing the local directory cannot bring
     /// deleted records back.
     async fn persist_log_start(&self, offset: i64) -> Result<(), LogError>;
+    /// The idempotent producer snapshot uploaded with the tiered segment
+    /// that ends right before `next_offset`; `None` when no segment ends
+    /// there or it has none.
+    async fn producer_snapshot(&self, next_offset: i64) -> Result<Option<Bytes>, LogError>;
 }
 
 /// A partition log as a factory opens it.

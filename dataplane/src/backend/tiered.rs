@@ -127,6 +127,10 @@ impl LogBackend for TieredLog {
         Ok(self.p.truncate_fully_and_start_at(offset)?)
     }
 
+    fn restore_producers(&mut self, snapshot: &[u8]) -> Result<bool, LogError> {
+        Ok(self.p.restore_producers(snapshot)?)
+    }
+
     fn sync_point(&mut self) -> storage::SyncPoint {
         self.p.sync_point()
     }
@@ -174,6 +178,10 @@ impl ColdLog for TierReader {
     async fn persist_log_start(&self, offset: i64) -> Result<(), LogError> {
         Ok(self.tier.persist_log_start(self.key, offset).await?)
     }
+
+    async fn producer_snapshot(&self, next_offset: i64) -> Result<Option<Bytes>, LogError> {
+        Ok(self.tier.producer_snapshot(self.key, next_offset).await?)
+    }
 }
 
 /// Opens [`TieredLog`]s: directories as [`DiskLogFactory`] lays them out,
@@ -201,7 +209,11 @@ impl LogFactory for TieredLogFactory {
             .disk
             .open_storage(topic, topic_id, partition, settings)?;
         let key = PartitionKey::new(topic_id, partition);
-        let p = self.tier.open_partition(key, log, retention(settings))?;
+        // a log that restarts at the tiered end (new, moved or lost) takes
+        // the producer state uploaded there; this runs on a blocking thread
+        let p = self
+            .tier
+            .open_partition_restoring(key, log, retention(settings))?;
         Ok(OpenedLog {
             log: Box::new(TieredLog { p }),
             cold: Some(std::sync::Arc::new(TierReader {

@@ -117,12 +117,35 @@ pub struct FollowerFetchAnswer {
     pub records: Bytes,
 }
 
-/// Where a follower's local log stands.
+/// Where a follower's local log stands: the offset it fetches from (and
+/// that its leader counts toward the high watermark) and the epoch of the
+/// batch before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplicaPosition {
     pub log_end: i64,
     /// Epoch of the newest batch (-1 for none).
     pub latest_epoch: i32,
+}
+
+/// The view a follower fetched under: a leader's answer is applied only
+/// while the follower still follows that leader at that epoch and its log
+/// still ends where the fetch started (a late answer is stale, as in Kafka).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchedAt {
+    pub leader: AgentId,
+    pub leader_epoch: i32,
+    /// The follower's log end the fetch started from.
+    pub fetch_offset: i64,
+}
+
+/// How a follower cuts its log.
+#[derive(Debug)]
+pub(super) enum Cut {
+    /// Remove every batch at or past this offset.
+    To(i64),
+    /// Empty the log and restart it at `at`, with the idempotent producer
+    /// state of `producers` (a snapshot taken there) when there is one.
+    Restart { at: i64, producers: Option<Bytes> },
 }
 
 pub(super) enum Command {
@@ -140,18 +163,18 @@ pub(super) enum Command {
         reply: Reply<FollowerFetchAnswer>,
     },
     ReplicaAppend {
+        fetched: FetchedAt,
         records: Bytes,
         leader_high_watermark: i64,
-        reply: Reply<Result<ReplicaPosition, LogError>>,
+        reply: Reply<Result<(), LogError>>,
     },
     Truncate {
-        offset: i64,
-        /// Empty the log and restart it at `offset`.
-        fully: bool,
-        reply: Reply<Result<ReplicaPosition, LogError>>,
+        fetched: FetchedAt,
+        cut: Cut,
+        reply: Reply<Result<(), LogError>>,
     },
     Position {
-        reply: Reply<ReplicaPosition>,
+        reply: Reply<Result<ReplicaPosition, LogError>>,
     },
     Append {
         records: BytesMut,

@@ -8,8 +8,8 @@ use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::command::{
-    Acks, Command, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery, ReadResult,
-    ReplicaPosition, Reply, TaskRead,
+    Acks, Command, Cut, FetchedAt, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery,
+    ReadResult, ReplicaPosition, Reply, TaskRead,
 };
 use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
 use crate::partition::replication::replica_set::IsrChange;
@@ -251,13 +251,17 @@ impl PartitionHandle {
             .await
     }
 
-    /// A follower appends batches its leader sent.
+    /// A follower appends batches its leader sent in answer to a fetch
+    /// made under `fetched`; refused unless that is still the follower's
+    /// view (see `task::follower`).
     pub async fn replica_append(
         &self,
+        fetched: FetchedAt,
         records: Bytes,
         leader_high_watermark: i64,
-    ) -> Result<ReplicaPosition, LogError> {
+    ) -> Result<(), LogError> {
         self.ask(|reply| Command::ReplicaAppend {
+            fetched,
             records,
             leader_high_watermark,
             reply,
@@ -265,19 +269,50 @@ impl PartitionHandle {
         .await?
     }
 
-    /// A follower cuts its log at `offset` (or, `fully`, restarts it there).
-    pub async fn truncate(&self, offset: i64, fully: bool) -> Result<ReplicaPosition, LogError> {
+    /// A follower cuts its log at `offset`, as its leader's answer to a
+    /// fetch made under `fetched` says; refused unless that is still the
+    /// follower's view.
+    pub async fn truncate(&self, fetched: FetchedAt, offset: i64) -> Result<(), LogError> {
         self.ask(|reply| Command::Truncate {
-            offset,
-            fully,
+            fetched,
+            cut: Cut::To(offset),
             reply,
         })
         .await?
     }
 
-    /// Where the local log ends and its newest epoch.
+    /// A follower empties its log and restarts it at `at`, restoring the
+    /// idempotent producer state of `producers` (a snapshot taken at `at`,
+    /// from object storage) when given; refused unless `fetched` is still
+    /// the follower's view.
+    pub async fn restart(
+        &self,
+        fetched: FetchedAt,
+        at: i64,
+        producers: Option<Bytes>,
+    ) -> Result<(), LogError> {
+        self.ask(|reply| Command::Truncate {
+            fetched,
+            cut: Cut::Restart { at, producers },
+            reply,
+        })
+        .await?
+    }
+
+    /// The producer snapshot uploaded with the tiered segment that ends
+    /// right before `next_offset`, if object storage has one.
+    pub async fn producer_snapshot(&self, next_offset: i64) -> Result<Option<Bytes>, LogError> {
+        match &self.cold {
+            Some(cold) => cold.producer_snapshot(next_offset).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Where the local log ends and its newest epoch. A follower without
+    /// write caching answers once its log end is durable: this is the
+    /// offset its leader counts toward the high watermark.
     pub async fn position(&self) -> Result<ReplicaPosition, LogError> {
-        self.ask(|reply| Command::Position { reply }).await
+        self.ask(|reply| Command::Position { reply }).await?
     }
 
     /// A watch of the local log end; followers' fetches wait on it.

@@ -44,8 +44,8 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use command::{
-    Acks, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership, OffsetQuery, ReadResult,
-    ReplicaPosition,
+    Acks, FetchedAt, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership, OffsetQuery,
+    ReadResult, ReplicaPosition,
 };
 pub use handle::PartitionHandle;
 pub use registry::Partitions;
@@ -100,3 +100,11 @@ mod tests;
 #[cfg(test)]
 #[path = "lag_clock_tests.rs"]
 mod lag_clock_tests;
+
+#[cfg(test)]
+#[path = "follower_tests.rs"]
+mod follower_tests;
+
+#[cfg(test)]
+#[path = "restart_tests.rs"]
+mod restart_tests;

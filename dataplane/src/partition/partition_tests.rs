@@ -74,11 +74,11 @@ impl LogFactory for HeldOpens {
     }
 }
 
-fn settings() -> LogSettings {
+pub(super) fn settings() -> LogSettings {
     log_settings(&Default::default(), &LogDefaults::default())
 }
 
-fn partitions(factory: Arc<dyn LogFactory>) -> Arc<Partitions> {
+pub(super) fn partitions(factory: Arc<dyn LogFactory>) -> Arc<Partitions> {
     Arc::new(Partitions::new(vec![Handle::current()], factory))
 }
 
@@ -224,7 +224,7 @@ async fn the_high_watermark_moves_only_when_it_changes() {
     );
 }
 
-fn durable() -> LogSettings {
+pub(super) fn durable() -> LogSettings {
     LogSettings {
         write_caching: false,
         ..settings()
@@ -341,39 +341,7 @@ async fn a_failed_durability_point_fails_its_writes_and_takes_the_log_offline() 
     );
 }
 
-/// One round of a follower's fetcher against its leader, as
-/// `replication::fetcher` runs it: fetch from where its log ends, then
-/// cut where the leader says the logs part, or append what came.
-async fn fetch_once(leader: &PartitionHandle, follower: &PartitionHandle, me: u64, epoch: i32) {
-    let pos = follower.position().await.expect("position");
-    let a = leader
-        .follower_fetch(FollowerFetch {
-            follower: me,
-            leader_epoch: epoch,
-            fetch_offset: pos.log_end,
-            last_fetched_epoch: pos.latest_epoch,
-            max_bytes: 1 << 20,
-        })
-        .await
-        .expect("fetch");
-    assert_eq!(a.error, 0, "the leader serves the fetch");
-    match a.diverging {
-        Some(d) => {
-            let own = follower.epoch_end(d.epoch).await.expect("epoch end");
-            let (log_start, _) = follower.bounds().await.expect("bounds");
-            let at = crate::partition::replication::fetcher::truncation_point(d, own, log_start);
-            follower.truncate(at, false).await.expect("truncate");
-        }
-        None => {
-            follower
-                .replica_append(a.records, a.high_watermark)
-                .await
-                .expect("replica append");
-        }
-    }
-}
-
-fn leadership(me: u64, epoch: i32) -> Leadership {
+pub(super) fn leadership(me: u64, epoch: i32) -> Leadership {
     let (isr_requests, _) = tokio::sync::mpsc::unbounded_channel();
     Leadership {
         me,
@@ -387,129 +355,6 @@ fn leadership(me: u64, epoch: i32) -> Leadership {
         lag_max_ms: 10_000,
         isr_requests,
     }
-}
-
-/// Waits until `h`'s log ends at `end` (a spawned append reached its task).
-async fn appended(h: &PartitionHandle, end: i64) {
-    while h.position().await.expect("position").log_end < end {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// A leader that closes (the agent shutting down) while acks=all writes
-/// wait for its followers must not acknowledge them: its own fsync does not
-/// put them on the followers, and the follower that takes over would not
-/// have them. They get NOT_LEADER_OR_FOLLOWER (producers retry at the next
-/// leader); what the followers had before stays acknowledged.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_closing_leader_fails_acks_all_writes_its_followers_do_not_have() {
-    let dirs = [scratch_dir(), scratch_dir()];
-    let id = Uuid::new_v4();
-    let leader_reg = partitions(Arc::new(
-        DiskLogFactory::new(dirs[0].path()).expect("factory"),
-    ));
-    let follower_reg = partitions(Arc::new(
-        DiskLogFactory::new(dirs[1].path()).expect("factory"),
-    ));
-    let leader = leader_reg
-        .get_or_open("t", id, 0, settings)
-        .await
-        .expect("open");
-    let follower = follower_reg
-        .get_or_open("t", id, 0, settings)
-        .await
-        .expect("open");
-    let mut lead = leadership(1, 0);
-    lead.assignment.replicas = vec![1, 2];
-    lead.assignment.isr = vec![1, 2];
-    leader.lead(lead).await.expect("lead");
-    follower.follow(1, 0).await.expect("follow");
-
-    // a write the follower fetches is acknowledged as usual
-    let replicated = {
-        let h = leader.clone();
-        tokio::spawn(async move { h.append(batch_of(&[b"kept"]), 0, Acks::All).await })
-    };
-    appended(&leader, 1).await;
-    fetch_once(&leader, &follower, 2, 0).await;
-    fetch_once(&leader, &follower, 2, 0).await;
-    replicated
-        .await
-        .expect("task")
-        .expect("acknowledged once the follower has it");
-
-    // one the follower never fetches waits, and the close must not ack it
-    let unreplicated = {
-        let h = leader.clone();
-        tokio::spawn(async move { h.append(batch_of(&[b"lost?"]), 0, Acks::All).await })
-    };
-    appended(&leader, 2).await;
-    leader_reg.close_all().await;
-    let answer = unreplicated.await.expect("task");
-    assert!(
-        matches!(answer, Err(LogError::NotServing(_))),
-        "a write only the closing leader holds is not acknowledged: {answer:?}"
-    );
-    follower_reg.close_all().await;
-}
-
-/// Leadership moved twice in quick succession: agent 2 led epoch 1 and
-/// wrote one batch that agent 1 fetched, then agent 3 (in sync, but
-/// without that batch) took over at epoch 2 before writing anything.
-/// Agent 1's newest epoch is then newer than any in agent 3's log; it
-/// must cut only that batch, not the committed records below it, or it
-/// stays in the ISR with an empty log and may lead with it, handing out
-/// offsets from 0 again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_ahead_in_an_epoch_its_new_leader_never_saw_keeps_the_committed_records() {
-    let dirs = [scratch_dir(), scratch_dir(), scratch_dir()];
-    let id = Uuid::new_v4();
-    let mut registries = Vec::new();
-    let mut agents = Vec::new();
-    for d in &dirs {
-        let p = partitions(Arc::new(DiskLogFactory::new(d.path()).expect("factory")));
-        agents.push(p.get_or_open("t", id, 0, settings).await.expect("open"));
-        registries.push(p);
-    }
-    let (a1, a2, a3) = (&agents[0], &agents[1], &agents[2]);
-
-    // epoch 0: agent 1 leads, three committed records on every replica
-    a1.lead(leadership(1, 0)).await.expect("lead");
-    a2.follow(1, 0).await.expect("follow");
-    a3.follow(1, 0).await.expect("follow");
-    for v in [b"a", b"b", b"c"] {
-        a1.append(batch_of(&[v]), 0, Acks::Leader)
-            .await
-            .expect("append");
-    }
-    for _ in 0..2 {
-        fetch_once(a1, a2, 2, 0).await;
-        fetch_once(a1, a3, 3, 0).await;
-    }
-    assert_eq!(a2.position().await.expect("pos").log_end, 3);
-    assert_eq!(a3.position().await.expect("pos").log_end, 3);
-
-    // epoch 1: agent 2 leads and writes one batch; only agent 1 fetches it
-    a2.lead(leadership(2, 1)).await.expect("lead");
-    a1.follow(2, 1).await.expect("follow");
-    a3.follow(2, 1).await.expect("follow");
-    a2.append(batch_of(&[b"d"]), 1, Acks::Leader)
-        .await
-        .expect("append");
-    fetch_once(a2, a1, 1, 1).await;
-    assert_eq!(a1.position().await.expect("pos").latest_epoch, 1);
-
-    // epoch 2: agent 3 leads before writing anything
-    a3.lead(leadership(3, 2)).await.expect("lead");
-    a1.follow(3, 2).await.expect("follow");
-    a2.follow(3, 2).await.expect("follow");
-    fetch_once(a3, a1, 1, 2).await;
-    let pos = a1.position().await.expect("pos");
-    assert_eq!(
-        pos.log_end, 3,
-        "agent 1 cuts the batch agent 3 never had and keeps the three committed records"
-    );
-    assert_eq!(pos.latest_epoch, 0);
 }
 
 /// A partition opened in a cluster, before its replica manager assigned

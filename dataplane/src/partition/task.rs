@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::command::{
     Acks, AppendReply, Command, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership,
-    OffsetQuery, ReadResult, ReplicaPosition, TaskOffsets, TaskRead,
+    OffsetQuery, ReadResult, TaskOffsets, TaskRead,
 };
 use super::{monotonic_ms, now_ms, PartitionCounters};
 use crate::backend::{
@@ -21,6 +21,8 @@ use crate::partition::replication::divergence::{self, LeaderLog};
 use crate::partition::replication::replica_set::{IsrChange, ReplicaSet};
 use crate::partition::replication::wire::Refusal;
 use storage::tier::PartitionKey;
+
+mod follower;
 
 /// An acks=all append waiting for the high watermark.
 struct Waiter {
@@ -78,6 +80,9 @@ pub(super) struct Task {
     parked: VecDeque<Parked>,
     /// Appended data waits for a durability point not yet started.
     sync_wanted: bool,
+    /// A follower's position requests waiting for a durability point
+    /// (see `follower`).
+    position_waiting: Vec<follower::PositionReply>,
     /// The log refused work after a failed write or fsync (counted once).
     offline: bool,
     /// The durability point running on a blocking thread, if any.
@@ -108,6 +113,7 @@ impl Task {
             waiting: VecDeque::new(),
             parked: VecDeque::new(),
             sync_wanted: false,
+            position_waiting: Vec::new(),
             offline: false,
             syncing: None,
             counters,
@@ -295,12 +301,15 @@ impl Task {
             Ok(_) => {
                 self.counters.syncs.fetch_add(1, Ordering::Relaxed);
                 self.advance_hw();
+                self.answer_positions();
             }
             Err(e) => {
                 // A failed durability point takes the log offline (storage's
                 // contract): acknowledged bytes may not be durable.
                 self.mark_offline(&e);
-                self.fail_waiting(Arc::new(e));
+                let e = Arc::new(e);
+                self.fail_positions(&e);
+                self.fail_waiting(e);
             }
         }
     }
@@ -466,6 +475,7 @@ impl Task {
         self.advance_hw();
         self.propose_isr_change(now);
         self.unpark();
+        self.answer_positions();
     }
 
     /// Another agent leads the partition now; writes waiting here fail.
@@ -488,6 +498,7 @@ impl Task {
             leader_epoch,
         };
         self.unpark();
+        self.answer_positions();
     }
 
     fn fail_waiting_with(&mut self, why: &'static str) {
@@ -591,85 +602,13 @@ impl Task {
         answer
     }
 
-    fn position(&self) -> ReplicaPosition {
-        ReplicaPosition {
-            log_end: self.log.log_end_offset(),
-            latest_epoch: self.log.latest_epoch().unwrap_or(-1),
-        }
-    }
-
-    /// A follower appends what its leader sent; its high watermark follows
-    /// the leader's, up to what it holds.
-    fn replica_append(
-        &mut self,
-        records: &[u8],
-        leader_hw: i64,
-    ) -> Result<ReplicaPosition, LogError> {
-        if !matches!(self.role, Role::Follower { .. }) {
-            return Err(LogError::NotServing(
-                "this node does not follow the partition",
-            ));
-        }
-        if !records.is_empty() {
-            if let Err(e) = self.log.append_replicated(records, now_ms()) {
-                if matches!(e, LogError::Storage(storage::StorageError::Offline { .. })) {
-                    self.mark_offline(&e);
-                }
-                return Err(e);
-            }
-        }
-        let end = self.log.log_end_offset();
-        self.log_end
-            .send_if_modified(|e| std::mem::replace(e, end) != end);
-        let hw = leader_hw.min(end);
-        self.hw.send_if_modified(|h| {
-            if hw > *h {
-                *h = hw;
-                true
-            } else {
-                false
-            }
-        });
-        Ok(self.position())
-    }
-
-    fn truncate(&mut self, offset: i64, fully: bool) -> Result<ReplicaPosition, LogError> {
-        if !matches!(self.role, Role::Follower { .. }) {
-            return Err(LogError::NotServing(
-                "this node does not follow the partition",
-            ));
-        }
-        if fully {
-            self.log.truncate_fully_and_start_at(offset)?;
-        } else {
-            self.log.truncate_to(offset)?;
-        }
-        let end = self.log.log_end_offset();
-        self.log_end.send_replace(end);
-        // what the leader committed is never cut, so this only matters for
-        // a restart below the old start
-        self.hw.send_if_modified(|h| {
-            let was = *h;
-            *h = (*h).min(end);
-            *h != was
-        });
-        tracing::info!(
-            topic_id = %self.key.topic_id,
-            partition = self.key.partition,
-            offset,
-            fully,
-            log_end = end,
-            "follower truncated its log to the leader's"
-        );
-        Ok(self.position())
-    }
-
     fn set_settings(&mut self, s: &LogSettings) {
         self.log.set_settings(s);
         // Whatever the old setting exposed stays exposed; with write caching
         // turned off, appends from now on wait for a durability point.
         self.write_caching = s.write_caching;
         self.advance_hw();
+        self.answer_positions();
     }
 }
 
@@ -708,6 +647,8 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 t.propose_isr_change(monotonic_ms());
                 // writes parked for a leadership that never came are refused
                 t.unpark();
+                // flush.ms or a roll may have made a follower's log durable
+                t.answer_positions();
             }
             Event::Command(None) => break,
             Event::Command(Some(cmd)) => match cmd {
@@ -754,22 +695,21 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     let _ = reply.send(t.follower_fetch(fetch));
                 }
                 Command::ReplicaAppend {
+                    fetched,
                     records,
                     leader_high_watermark,
                     reply,
                 } => {
-                    let _ = reply.send(t.replica_append(&records, leader_high_watermark));
+                    let _ = reply.send(t.replica_append(fetched, &records, leader_high_watermark));
                 }
                 Command::Truncate {
-                    offset,
-                    fully,
+                    fetched,
+                    cut,
                     reply,
                 } => {
-                    let _ = reply.send(t.truncate(offset, fully));
+                    let _ = reply.send(t.truncate(fetched, cut));
                 }
-                Command::Position { reply } => {
-                    let _ = reply.send(t.position());
-                }
+                Command::Position { reply } => t.position(reply),
                 Command::Close { reply } => {
                     let _ = reply.send(t.close().await);
                     return;

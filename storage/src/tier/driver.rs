@@ -51,6 +51,7 @@ use super::link::{Core, Link, Msg};
 use super::manifest::{Manifest, TieredSegment};
 use super::metrics::{add, TierMetrics, TierSnapshot};
 use super::partition::TieredPartition;
+use super::producers;
 use super::retention::{DeleteMode, RetentionPass};
 use super::shared::{PartitionShared, TierRetention};
 use super::PartitionKey;
@@ -179,8 +180,35 @@ impl Tier {
     pub fn open_partition(
         &self,
         key: PartitionKey,
+        log: PartitionLog,
+        retention: TierRetention,
+    ) -> Result<TieredPartition, TierError> {
+        self.open(key, log, retention, false)
+    }
+
+    /// As [`Tier::open_partition`]; a local log that restarts empty at the
+    /// tiered end also restores the producer snapshot uploaded with the
+    /// last tiered segment (see `crate::snapshots`), so that idempotent
+    /// producers' retries of batches below are still recognised. Blocks
+    /// on object storage for that read (at most the manifest timeout):
+    /// call it off the async threads (a partition's log opens on a blocking
+    /// thread). Object storage out of reach leaves the state empty, as
+    /// [`Tier::open_partition`] does.
+    pub fn open_partition_restoring(
+        &self,
+        key: PartitionKey,
+        log: PartitionLog,
+        retention: TierRetention,
+    ) -> Result<TieredPartition, TierError> {
+        self.open(key, log, retention, true)
+    }
+
+    fn open(
+        &self,
+        key: PartitionKey,
         mut log: PartitionLog,
         retention: TierRetention,
+        restore_producers: bool,
     ) -> Result<TieredPartition, TierError> {
         let entries = self.inner.manifest.segments(key);
         let local_floor = TieredPartition::read_floor(log.dir())?;
@@ -200,6 +228,17 @@ impl Tier {
                 "the local log ends below object storage or the log start: restarting it there"
             );
             log.truncate_fully_and_start_at(restart_at)?;
+            if restore_producers && restart_at == tiered_end {
+                match self.producer_snapshot_blocking(key, restart_at) {
+                    Ok(Some(snapshot)) => {
+                        log.restore_producers(&snapshot)?;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(dir = %log.dir().display(), error = %e, "could not read the producer snapshot at the tiered end; producer state starts empty");
+                    }
+                }
+            }
         }
         if floor > log.log_start_offset() {
             log.delete_records_before(floor)?;
@@ -225,6 +264,40 @@ impl Tier {
             i64::MAX
         };
         Ok(TieredPartition::new(link, shared, log, retention, limit))
+    }
+
+    /// The producer snapshot uploaded with the tiered segment of `key` that
+    /// ends right before `next_offset` (the state after that segment's last
+    /// batch, for a replica whose log restarts there); `None` when no
+    /// segment ends there or it was tiered without one.
+    pub async fn producer_snapshot(
+        &self,
+        key: PartitionKey,
+        next_offset: i64,
+    ) -> Result<Option<bytes::Bytes>, TierError> {
+        let entries = self.inner.manifest.segments(key);
+        let store = self.inner.store.clone();
+        let deadline = self.inner.config_manifest_timeout;
+        self.inner
+            .runtime
+            .spawn(async move { producers::read(&store, &entries, next_offset, deadline).await })
+            .await
+            .map_err(|_| TierError::Stopped)?
+    }
+
+    /// [`Tier::producer_snapshot`], waited for on this thread, which must
+    /// not be one of the tier runtime's async threads.
+    fn producer_snapshot_blocking(
+        &self,
+        key: PartitionKey,
+        next_offset: i64,
+    ) -> Result<Option<bytes::Bytes>, TierError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let tier = self.clone();
+        self.inner.runtime.spawn(async move {
+            let _ = tx.send(tier.producer_snapshot(key, next_offset).await);
+        });
+        rx.recv().map_err(|_| TierError::Stopped)?
     }
 
     /// From now on partitions open with nothing uploadable until their
@@ -525,9 +598,9 @@ impl Driver {
                         .instrument(span)
                         .await;
                     let event = match uploaded {
-                        Ok((entry, bytes)) => {
+                        Ok((entry, bytes, objects)) => {
                             add(&metrics.uploaded_bytes, bytes);
-                            add(&metrics.uploaded_objects, 3);
+                            add(&metrics.uploaded_objects, objects);
                             add(&metrics.uploaded_segments, 1);
                             Event::UploadDone { op, entry }
                         }
@@ -616,13 +689,14 @@ impl Driver {
     }
 }
 
-/// Uploads a sealed segment's three objects; returns its manifest entry and the bytes sent.
+/// Uploads a sealed segment's objects (data, indexes, producer snapshot
+/// when it has one); returns its manifest entry, the bytes and objects sent.
 async fn upload_segment(
     store: &ObjectStoreHandle,
     partition: PartitionKey,
     seg: &SealedSegment,
     config: &TierConfig,
-) -> Result<(TieredSegment, u64), TierError> {
+) -> Result<(TieredSegment, u64, u64), TierError> {
     let id = SegmentId::new(
         partition.topic_id,
         partition.partition,
@@ -630,7 +704,7 @@ async fn upload_segment(
         seg.last_offset,
     )?;
     let prefix = &store.prefix;
-    let (idx, tix, data) = tokio::try_join!(
+    let (idx, tix, data, producers) = tokio::try_join!(
         upload_one(
             store,
             id.index_key(prefix),
@@ -655,6 +729,7 @@ async fn upload_segment(
                 crc32c
             })
         ),
+        producers::upload(store, id.producer_snapshot_key(prefix), seg, config),
     )?;
     if data.size != seg.size {
         return Err(TierError::CorruptObject {
@@ -680,7 +755,8 @@ async fn upload_segment(
         time_index_size: tix.size,
         served_from: None,
     };
-    Ok((entry, idx.size + tix.size + data.size))
+    let objects = 3 + u64::from(producers > 0);
+    Ok((entry, idx.size + tix.size + data.size + producers, objects))
 }
 
 async fn upload_one(

@@ -63,6 +63,9 @@ pub struct SealedSegment {
     pub max_timestamp: i64,
     /// CRC-32C of the log file kept while it was written, when known.
     pub crc32c: Option<u32>,
+    /// The producer snapshot taken when the segment was sealed (state at
+    /// its end), uploaded with it when the file is there.
+    pub producer_snapshot_path: PathBuf,
 }
 
 impl SealedSegment {
@@ -81,6 +84,11 @@ impl SealedSegment {
             first_timestamp: info.first_timestamp.unwrap_or(-1),
             max_timestamp: info.max_timestamp.unwrap_or(-1),
             crc32c: info.crc32c,
+            producer_snapshot_path: crate::files::offset_path(
+                info.path.parent().unwrap_or(std::path::Path::new(".")),
+                info.last_offset.saturating_add(1),
+                crate::files::SNAPSHOT_EXT,
+            ),
         })
     }
 

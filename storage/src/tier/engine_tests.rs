@@ -17,6 +17,7 @@ fn seg(base: i64, last: i64) -> SealedSegment {
         first_timestamp: 1,
         max_timestamp: 2,
         crc32c: None,
+        producer_snapshot_path: PathBuf::from(format!("/x/{:020}.snapshot", last + 1)),
     }
 }
 

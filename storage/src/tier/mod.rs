@@ -2,7 +2,8 @@
 //! longer on local disk are read back from it.
 //!
 //! Role: local disk holds the recent tail of each partition; object storage
-//! holds every sealed segment (its `.seg`, `.idx` and `.tix` objects, keyed
+//! holds every sealed segment (its `.seg`, `.idx` and `.tix` objects, and
+//! the `.producers` snapshot of idempotent producer state at its end, keyed
 //! as `cache::layout` says), recorded in a [`Manifest`] (the metastore in
 //! production). This module makes that happen without ever losing an
 //! acknowledged record:
@@ -56,6 +57,7 @@ pub mod manifest;
 pub mod manifest_suite;
 mod metrics;
 mod partition;
+mod producers;
 mod retention;
 mod shared;
 

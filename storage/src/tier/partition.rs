@@ -93,6 +93,7 @@ impl TieredPartition {
             },
             retention,
         };
+        p.log.keep_snapshots_above(p.reg.shared.deletable_below());
         let sealed = p.sealed_since(i64::MIN);
         p.reported_end = p.active_base;
         let entries = p.reg.shared.manifest();
@@ -309,6 +310,14 @@ impl TieredPartition {
         Ok(truncated?)
     }
 
+    /// Restores idempotent producer state from the snapshot uploaded with
+    /// the tiered segment that ends where this empty log starts (see
+    /// [`PartitionLog::restore_producers`] and
+    /// [`super::Tier::producer_snapshot`]); whether it was restored.
+    pub fn restore_producers(&mut self, snapshot: &[u8]) -> Result<bool, TierError> {
+        Ok(self.log.restore_producers(snapshot)?)
+    }
+
     fn refuse_below_tiered(&self, offset: i64) -> Result<(), TierError> {
         match self.reg.shared.tiered_last() {
             Some(last) if offset <= last => Err(TierError::TruncationBelowTiered {
@@ -343,6 +352,8 @@ impl TieredPartition {
         self.log.tick(now_ms)?;
         self.after_write();
         let deletable = self.reg.shared.deletable_below();
+        // sealed segments above it upload their producer snapshots
+        self.log.keep_snapshots_above(deletable);
         if deletable > self.log.log_start_offset() {
             let budget = Arc::clone(&self.reg.link.budget);
             if budget.local_over(0) {

@@ -194,6 +194,8 @@ impl RetentionPass {
                 sibling_key(&e.key, layout::TIME_INDEX_EXT),
                 e.time_index_size,
             ),
+            // optional (see `producers`): deleting a missing one succeeds
+            (sibling_key(&e.key, layout::PRODUCER_SNAPSHOT_EXT), 0),
         ];
         let mut ok = true;
         for (key, size) in objects {

@@ -12,7 +12,13 @@
 //! its leader keeps locally) starts where object storage's contiguous
 //! manifest ends, if that is past the leader's local start: what lies
 //! below is read from object storage, so a moved replica copies only what
-//! is not there yet, whatever the leader keeps locally. The leader holds the fetch while it has
+//! is not there yet, whatever the leader keeps locally. It takes the
+//! idempotent producer state uploaded with the segment ending there.
+//!
+//! Answers are applied only while still current (see `task::follower`): an
+//! answer for a partition whose leader epoch or task changed while the
+//! fetch was out is dropped here, and the task refuses any other answer
+//! fetched under another leader, epoch or log end than its own. The leader holds the fetch while it has
 //! nothing new, so an idle follower costs one round trip per `max_wait`.
 
 use std::sync::atomic::Ordering;
@@ -30,7 +36,7 @@ use super::wire::{
     WireError,
 };
 use crate::backend::LogError;
-use crate::partition::{PartitionCounters, PartitionHandle};
+use crate::partition::{FetchedAt, PartitionCounters, PartitionHandle};
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 
 /// A partition this node follows, as the fetcher sees it.
@@ -116,8 +122,8 @@ enum FetchFailed {
     Wire(#[from] WireError),
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
-    #[error("the local replica failed: {0}")]
-    Log(#[from] LogError),
+    #[error("the leader answered for {answered} partitions, asked for {asked}")]
+    Mismatched { asked: usize, answered: usize },
 }
 
 /// One connection's life: `Ok` when the fetcher should stop.
@@ -145,18 +151,39 @@ async fn fetch_from(
             }
             continue;
         }
-        let mut partitions = Vec::with_capacity(followed.len());
-        for f in &followed {
-            let pos = f.handle.position().await?;
-            partitions.push(FetchPartition {
+        // Positions are asked of every task at once: without write caching
+        // each answers once its last append is durable, and those
+        // fdatasyncs run side by side.
+        let positions =
+            futures::future::join_all(followed.iter().map(|f| f.handle.position())).await;
+        let mut asked = Vec::with_capacity(followed.len());
+        for (f, pos) in followed.iter().zip(positions) {
+            match pos {
+                Ok(pos) => asked.push((f, pos)),
+                // an offline log or a closed task: the others go on
+                Err(e) => {
+                    tracing::debug!(topic_id = %f.key.topic_id, partition = f.key.partition, error = %e, "a followed partition cannot say where its log stands; skipped this round")
+                }
+            }
+        }
+        if asked.is_empty() {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                r = set.changed() => if r.is_err() { return Ok(()) },
+            }
+            continue;
+        }
+        let partitions = asked
+            .iter()
+            .map(|(f, pos)| FetchPartition {
                 topic_id: f.key.topic_id,
                 partition: f.key.partition,
                 leader_epoch: f.leader_epoch,
                 fetch_offset: pos.log_end,
                 last_fetched_epoch: pos.latest_epoch,
                 max_bytes: settings.partition_max_bytes,
-            });
-        }
+            })
+            .collect();
         let req = FetchRequest {
             follower: me,
             max_wait_ms: settings.max_wait_ms,
@@ -171,8 +198,26 @@ async fn fetch_from(
         counters
             .replica_bytes_received
             .fetch_add(bytes as u64, Ordering::Relaxed);
+        if resp.partitions.len() != asked.len() {
+            return Err(FetchFailed::Mismatched {
+                asked: asked.len(),
+                answered: resp.partitions.len(),
+            });
+        }
         let mut progressed = false;
-        for (f, p) in followed.iter().zip(resp.partitions) {
+        for ((f, pos), p) in asked.into_iter().zip(resp.partitions) {
+            // the set may have moved on while the fetch was out (a new
+            // epoch, another leader, a reopened log): Kafka drops such
+            // answers, and so does this
+            if !still_followed(&set.borrow(), f) {
+                tracing::debug!(topic_id = %f.key.topic_id, partition = f.key.partition, leader_epoch = f.leader_epoch, "dropped a replica fetch answer for a view no longer current");
+                continue;
+            }
+            let fetched = FetchedAt {
+                leader,
+                leader_epoch: f.leader_epoch,
+                fetch_offset: pos.log_end,
+            };
             let span = if sampled() {
                 tracing::info_span!(
                     target: SPAN_TARGET,
@@ -185,7 +230,8 @@ async fn fetch_from(
             } else {
                 tracing::Span::none()
             };
-            progressed |= apply(meta, f, p).instrument(span).await;
+            let manifest = || meta.segments(f.key.topic_id, f.key.partition);
+            progressed |= apply(f, fetched, p, manifest).instrument(span).await;
         }
         if !progressed {
             // every partition refused (e.g. a leadership change the
@@ -193,6 +239,12 @@ async fn fetch_from(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// Whether `f` (what a fetch was made for) is still in the fetcher's set:
+/// the same partition at the same leader epoch, on the same task.
+pub fn still_followed(set: &[Followed], f: &Followed) -> bool {
+    set.iter().any(|c| c == f)
 }
 
 /// The next response and its size on the wire.
@@ -236,8 +288,17 @@ pub fn restart_offset(local_start: i64, hw: i64, manifest: &[metastore::SegmentE
     }
 }
 
-/// Applies one partition's answer; whether the fetch made progress.
-async fn apply(meta: &Metastore, f: &Followed, p: FetchedPartition) -> bool {
+/// Applies one partition's answer to a fetch made under `fetched`;
+/// whether the fetch made progress. Every change to the log names
+/// `fetched`, so the partition's task refuses it if the follower's view
+/// moved on meanwhile (see `task::follower`). `manifest` reads the
+/// partition's tiered segments, for a restart.
+pub async fn apply(
+    f: &Followed,
+    fetched: FetchedAt,
+    p: FetchedPartition,
+    manifest: impl FnOnce() -> Vec<metastore::SegmentEntry>,
+) -> bool {
     if p.topic_id != f.key.topic_id || p.partition != f.key.partition {
         tracing::warn!("a leader answered for another partition than asked; ignored");
         return false;
@@ -247,41 +308,28 @@ async fn apply(meta: &Metastore, f: &Followed, p: FetchedPartition) -> bool {
             Some(d) => match (f.handle.epoch_end(d.epoch).await, f.handle.bounds().await) {
                 (Ok(own), Ok((log_start, _))) => f
                     .handle
-                    .truncate(truncation_point(d, own, log_start), false)
+                    .truncate(fetched, truncation_point(d, own, log_start))
                     .await
-                    .map(|_| true),
+                    .map(|()| true),
                 (Err(e), _) | (_, Err(e)) => Err(e),
             },
             None => f
                 .handle
-                .replica_append(p.records, p.high_watermark)
+                .replica_append(fetched, p.records, p.high_watermark)
                 .await
-                .map(|_| true),
+                .map(|()| true),
         }
     } else if p.error == Refusal::OffsetOutOfRange.code() && p.log_start_offset >= 0 {
-        match f.handle.position().await {
-            // fell below what the leader keeps locally: restart there, or
-            // where object storage ends if that is later
-            Ok(pos) if pos.log_end < p.log_start_offset => {
-                let manifest = meta.segments(f.key.topic_id, f.key.partition);
-                let at = restart_offset(p.log_start_offset, p.high_watermark, &manifest);
-                tracing::info!(
-                    topic_id = %f.key.topic_id,
-                    partition = f.key.partition,
-                    leader_local_start = p.log_start_offset,
-                    start = at,
-                    "replica restarts its log"
-                );
-                f.handle.truncate(at, true).await.map(|_| true)
-            }
+        if fetched.fetch_offset < p.log_start_offset {
+            restart(f, fetched, &p, manifest).await.map(|()| true)
+        } else if p.high_watermark >= 0 {
             // ahead of the leader: keep only what it committed
-            Ok(_) if p.high_watermark >= 0 => f
-                .handle
-                .truncate(p.high_watermark, false)
+            f.handle
+                .truncate(fetched, p.high_watermark)
                 .await
-                .map(|_| true),
-            Ok(_) => Ok(false),
-            Err(e) => Err(e),
+                .map(|()| true)
+        } else {
+            Ok(false)
         }
     } else {
         Ok(false)
@@ -293,6 +341,31 @@ async fn apply(meta: &Metastore, f: &Followed, p: FetchedPartition) -> bool {
             false
         }
     }
+}
+
+/// A follower fell below what its leader keeps locally: it restarts its
+/// log there, or where object storage ends if that is later. Where a
+/// tiered segment ends, the idempotent producer state uploaded with it
+/// comes along (KIP-405), so that once this replica leads it still knows
+/// the producers that wrote below; object storage out of reach postpones
+/// the restart to a later round rather than lose that state.
+async fn restart(
+    f: &Followed,
+    fetched: FetchedAt,
+    p: &FetchedPartition,
+    manifest: impl FnOnce() -> Vec<metastore::SegmentEntry>,
+) -> Result<(), LogError> {
+    let at = restart_offset(p.log_start_offset, p.high_watermark, &manifest());
+    let producers = f.handle.producer_snapshot(at).await?;
+    tracing::info!(
+        topic_id = %f.key.topic_id,
+        partition = f.key.partition,
+        leader_local_start = p.log_start_offset,
+        start = at,
+        producer_snapshot = producers.is_some(),
+        "replica restarts its log"
+    );
+    f.handle.restart(fetched, at, producers).await
 }
 
 #[cfg(test)]

@@ -1,0 +1,102 @@
+//! Producer snapshots in object storage (KIP-405): each sealed segment's
+//! snapshot goes up with it as `<segment key>.producers`, and a replica
+//! whose log restarts where object storage ends reads the one of the last
+//! tiered segment back (see `crate::snapshots` for the local side).
+//!
+//! The object is optional: segments tiered before snapshots were uploaded,
+//! or whose local snapshot was lost (it is written without an fsync at the
+//! roll; recovery never needs more than the newest), have none, and a
+//! replica restarting there starts with no producer state, as it did
+//! before. A snapshot that does not decode, or was taken elsewhere than at
+//! its segment's end, is not uploaded. Nothing else reads these objects:
+//! they are deleted with their segment's other objects.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use cache::object_store::path::Path;
+use cache::{CacheError, ObjectStoreExt, ObjectStoreHandle};
+
+use super::driver::TierConfig;
+use super::engine::SealedSegment;
+use super::error::TierError;
+use super::manifest::TieredSegment;
+use crate::producer::ProducerStates;
+
+/// Uploads `seg`'s producer snapshot to `key`, if it has a usable one;
+/// returns the bytes sent (0: none).
+pub(super) async fn upload(
+    store: &ObjectStoreHandle,
+    key: Path,
+    seg: &SealedSegment,
+    config: &TierConfig,
+) -> Result<u64, TierError> {
+    let path = &seg.producer_snapshot_path;
+    let bytes = match tokio::fs::read(path).await {
+        Ok(b) => b,
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(snapshot = %path.display(), error = %e, "a sealed segment's producer snapshot is unreadable; the segment goes up without it");
+            }
+            return Ok(0);
+        }
+    };
+    match ProducerStates::decode_snapshot(&bytes) {
+        Some((at, _)) if at == seg.next_offset() => {}
+        _ => {
+            tracing::warn!(snapshot = %path.display(), "a sealed segment's producer snapshot is damaged; the segment goes up without it");
+            return Ok(0);
+        }
+    }
+    let size = bytes.len() as u64;
+    let deadline = config.upload_timeout;
+    match tokio::time::timeout(deadline, store.store.put(&key, Bytes::from(bytes).into())).await {
+        Ok(Ok(_)) => Ok(size),
+        Ok(Err(source)) => Err(CacheError::Store {
+            key: key.to_string(),
+            source: source.into(),
+        }
+        .into()),
+        Err(_) => Err(TierError::Timeout {
+            what: format!("upload of {key}"),
+            seconds: deadline.as_secs(),
+        }),
+    }
+}
+
+/// The producer snapshot uploaded with the entry of `entries` that ends
+/// right before `next_offset`; `None` when no entry ends there or it has no
+/// snapshot.
+pub(super) async fn read(
+    store: &ObjectStoreHandle,
+    entries: &[TieredSegment],
+    next_offset: i64,
+    deadline: Duration,
+) -> Result<Option<Bytes>, TierError> {
+    let Some(e) = entries.iter().find(|e| e.next_offset() == next_offset) else {
+        return Ok(None);
+    };
+    let key = super::cold::sibling_key(&e.key, cache::layout::PRODUCER_SNAPSHOT_EXT);
+    let path = Path::parse(&key).map_err(|err| TierError::CorruptObject {
+        key: key.clone(),
+        position: 0,
+        reason: format!("the manifest holds an unusable key: {err}"),
+    })?;
+    let get = async {
+        let got = store.store.get(&path).await?;
+        got.bytes().await
+    };
+    match tokio::time::timeout(deadline, get).await {
+        Ok(Ok(bytes)) => Ok(Some(bytes)),
+        Ok(Err(cache::object_store::Error::NotFound { .. })) => Ok(None),
+        Ok(Err(source)) => Err(CacheError::Store {
+            key,
+            source: source.into(),
+        }
+        .into()),
+        Err(_) => Err(TierError::Timeout {
+            what: format!("read of {key}"),
+            seconds: deadline.as_secs(),
+        }),
+    }
+}

@@ -22,9 +22,9 @@
 //!    take slots holds at least two fewer than the fullest live holder, the
 //!    fullest hands one over (its highest slot not moved by this plan). An
 //!    agent may take slots when it is live, not draining, and not back from
-//!    a failure for less than [`REJOIN_HOLD_LEASES`] leases: an agent that
-//!    lost slots because it was fenced takes none this way until that many
-//!    leases after the loss and after its last registration (a restart),
+//!    a failure for less than [`rejoin_hold_ms`] (ten leases, at least
+//!    30 s): an agent that lost slots because it was fenced takes none this
+//!    way until that long after the loss and after its last registration (a restart),
 //!    so one that keeps failing does not drag groups back and forth. A new agent takes its share at once, in one
 //!    plan: each group of the slots concerned rebalances once, as when
 //!    Kafka moves its coordinators with a preferred leader election, and a
@@ -43,8 +43,22 @@ use crate::state::MetaState;
 use crate::types::{AgentId, AgentInfo};
 
 /// How many leases an agent back from a failure waits before balancing
-/// gives it slots again (30 s with the default 3 s lease).
+/// gives it slots again, unless that is shorter than [`REJOIN_HOLD_MIN_MS`].
 pub const REJOIN_HOLD_LEASES: i64 = 10;
+
+/// The shortest wait of an agent back from a failure: with sub-second
+/// leases ten of them would let an agent that keeps failing drag its
+/// groups through a rebalance every few seconds.
+pub const REJOIN_HOLD_MIN_MS: i64 = 30_000;
+
+/// How long an agent back from a failure waits before balancing gives it
+/// slots again, for a lease of `lease_ms`.
+pub fn rejoin_hold_ms(lease_ms: u64) -> i64 {
+    i64::try_from(lease_ms)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(REJOIN_HOLD_LEASES)
+        .max(REJOIN_HOLD_MIN_MS)
+}
 
 /// How willing an agent is to take slots; lower is preferred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -77,9 +91,7 @@ fn standing(state: &MetaState, a: &AgentInfo, now_ms: i64, hold_ms: i64) -> Stan
 /// The slot moves that bring the table up to date at `now_ms`.
 pub fn plan(state: &MetaState, now_ms: i64, lease_ms: u64) -> Vec<Command> {
     let table = state.coordinator_slots();
-    let hold_ms = i64::try_from(lease_ms)
-        .unwrap_or(i64::MAX)
-        .saturating_mul(REJOIN_HOLD_LEASES);
+    let hold_ms = rejoin_hold_ms(lease_ms);
     let live: BTreeMap<AgentId, Standing> = state
         .agents()
         .filter(|a| !a.fenced)

@@ -6,7 +6,7 @@ use crate::error::MetaError;
 use crate::state::testkit::{apply_at, register, with_agents, T0};
 
 const LEASE: u64 = 1_000;
-const HOLD: i64 = REJOIN_HOLD_LEASES * LEASE as i64;
+const HOLD: i64 = REJOIN_HOLD_MIN_MS;
 
 /// Plans and applies, as the lease driver does, until the planner is
 /// quiet; returns the moves applied.
@@ -216,4 +216,14 @@ fn a_move_planned_on_a_view_that_changed_is_refused() {
         s.coordinator_slots().holder(0),
         Some(SlotHolder { agent: 1, epoch: 1 })
     );
+}
+
+#[test]
+fn an_agent_back_from_a_failure_waits_ten_leases_but_never_less_than_thirty_seconds() {
+    // sub-second leases: ten of them would let a flapping agent drag its
+    // groups through a rebalance every few seconds
+    assert_eq!(rejoin_hold_ms(800), 30_000);
+    assert_eq!(rejoin_hold_ms(3_000), 30_000);
+    assert_eq!(rejoin_hold_ms(10_000), 100_000);
+    assert_eq!(rejoin_hold_ms(u64::MAX), i64::MAX);
 }

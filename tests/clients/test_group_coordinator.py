@@ -2,8 +2,9 @@
 
 Three agents; a group whose coordinator is agent 3 has two librdkafka
 consumers that commit as they read, while a producer keeps writing. Agent 3
-is killed (SIGKILL), a third consumer starts, then agent 3 comes back and a
-fourth consumer starts there. After each rebalance settles no partition is
+is killed (SIGKILL), a third consumer starts, then agent 3 comes back, a
+fourth consumer starts there, and agent 3 takes coordinator slots back
+after its rejoin hold. After each rebalance settles no partition is
 ever assigned to two consumers at once, and the group's committed offsets
 never move backwards. A coordinator chosen by each agent from the agents it
 sees alive would fail here: the agent that took the group over keeps its
@@ -211,6 +212,16 @@ def test_a_group_keeps_one_coordinator_while_its_coordinator_dies_and_returns(cl
 
         agents[3].start(timeout=90)
         members.append(Member("c4", agents[3].bootstrap, group, topic))
+        # agent 3 takes coordinator slots back once it has been back for the
+        # rejoin hold (30 s); the groups concerned rebalance once then
+        deadline = time.time() + 90
+        while coordinated_by_3() is None:
+            assert time.time() < deadline, "agent 3 never took coordinator slots back"
+            for m in members:
+                m.poll()
+            twice = overlap(members)
+            assert not twice, f"partitions {sorted(twice)} assigned twice: " + "; ".join(
+                f"{m.name} {m.events[-3:]}" for m in members)
         settle(members)
         watch(members)
         progress = [m.read for m in members]

@@ -17,19 +17,18 @@ use bytes::Bytes;
 use cache::object_store::path::Path;
 use cache::{CacheError, ObjectStoreExt, ObjectStoreHandle};
 
-use super::driver::TierConfig;
 use super::engine::SealedSegment;
 use super::error::TierError;
 use super::manifest::TieredSegment;
 use crate::producer::ProducerStates;
 
 /// Uploads `seg`'s producer snapshot to `key`, if it has a usable one;
-/// returns the bytes sent (0: none).
+/// returns the bytes sent (0: none). The put must finish within `deadline`.
 pub(super) async fn upload(
     store: &ObjectStoreHandle,
     key: Path,
     seg: &SealedSegment,
-    config: &TierConfig,
+    deadline: Duration,
 ) -> Result<u64, TierError> {
     let path = &seg.producer_snapshot_path;
     let bytes = match tokio::fs::read(path).await {
@@ -49,7 +48,6 @@ pub(super) async fn upload(
         }
     }
     let size = bytes.len() as u64;
-    let deadline = config.upload_timeout;
     match tokio::time::timeout(deadline, store.store.put(&key, Bytes::from(bytes).into())).await {
         Ok(Ok(_)) => Ok(size),
         Ok(Err(source)) => Err(CacheError::Store {

@@ -729,7 +729,12 @@ async fn upload_segment(
                 crc32c
             })
         ),
-        producers::upload(store, id.producer_snapshot_key(prefix), seg, config.upload_timeout),
+        producers::upload(
+            store,
+            id.producer_snapshot_key(prefix),
+            seg,
+            config.upload_timeout
+        ),
     )?;
     if data.size != seg.size {
         return Err(TierError::CorruptObject {

@@ -335,7 +335,10 @@ pub fn check_header(
             )));
         }
     }
-    if header.has_producer_id() && (header.producer_epoch < 0 || header.base_sequence < 0) {
+    // markers (control batches) carry no sequence
+    if header.has_producer_id()
+        && (header.producer_epoch < 0 || (header.base_sequence < 0 && !header.is_control()))
+    {
         return Err(invalid(format!(
             "producer id {} with epoch {} and base sequence {}",
             header.producer_id, header.producer_epoch, header.base_sequence

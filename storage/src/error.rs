@@ -42,11 +42,21 @@ pub enum StorageError {
     #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
 
-    /// Transactional batches are not supported yet. Kafka:
-    /// UNSUPPORTED_FOR_MESSAGE_FORMAT (what the gateway answers; it does not
-    /// advertise the transaction APIs either) until transactions exist.
-    #[error("transactional record batches (producer id {producer_id}) are not supported yet")]
-    TransactionsUnsupported { producer_id: i64 },
+    /// A batch or marker that does not fit the producer's transaction
+    /// (a plain batch while its transaction is ongoing). Kafka:
+    /// INVALID_TXN_STATE.
+    #[error("producer {producer_id}: {reason}")]
+    InvalidTxnState { producer_id: i64, reason: String },
+
+    /// A marker from a transaction coordinator older than the one that
+    /// wrote the producer's latest marker. Kafka:
+    /// TRANSACTION_COORDINATOR_FENCED.
+    #[error("producer {producer_id}: marker of coordinator epoch {received}, but epoch {current} wrote the latest")]
+    CoordinatorFenced {
+        producer_id: i64,
+        current: i32,
+        received: i32,
+    },
 
     /// An idempotent producer skipped or reordered sequence numbers.
     /// Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER.

@@ -2,6 +2,8 @@
 //!
 //! A partition directory holds:
 //! - `{base:020}.log`, `.index`, `.timeindex`: one segment and its indexes;
+//! - `{base:020}.txnindex`: the aborted transactions whose marker is in
+//!   that segment (only where there are some; see `txn`);
 //! - `{offset:020}.snapshot`: producer state as of `offset`;
 //! - `log-start-offset`, `leader-epoch-checkpoint`: small checkpoints;
 //! - `producer-start-offset`: only while local copies below the log start

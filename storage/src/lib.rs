@@ -34,15 +34,19 @@
 //!   a Kafka error code.
 //!
 //! Directory layout of one partition: `{base:020}.log` / `.index` /
-//! `.timeindex` per segment, `{offset:020}.snapshot` (producer state),
+//! `.timeindex` per segment, `.txnindex` beside a segment holding abort
+//! markers (see [`txn`]), `{offset:020}.snapshot` (producer state),
 //! `log-start-offset`, `producer-start-offset` (only while local copies of
 //! tiered records were evicted), `leader-epoch-checkpoint`, `recovery-point-offset`
 //! (below it every segment is fsynced; rolls fsync in the background, see
 //! `flusher`), and `clean-shutdown` while closed cleanly.
 //!
-//! Not supported yet: transactional batches (rejected with
-//! [`StorageError::TransactionsUnsupported`]), compaction, message format
-//! v0/v1 (rejected with [`StorageError::UnsupportedMagic`]).
+//! Transactions ([`txn`]): transactional batches open their producer's
+//! transaction, [`PartitionLog::append_marker`] ends it, and the log
+//! answers the first unstable offset and the aborted transactions a
+//! read_committed fetch must name. Not supported yet: compaction, message
+//! format v0/v1 (rejected with [`StorageError::UnsupportedMagic`]), and the
+//! aborted-transaction index of tiered segments (it stays local).
 //!
 //! ```
 //! use storage::{LogConfig, PartitionLog, AppendOutcome};
@@ -99,6 +103,7 @@ mod sync;
 #[cfg(test)]
 mod test_support;
 pub mod tier;
+pub mod txn;
 pub mod writeback;
 
 /// Test support for callers of this crate (the `testing` feature): failure
@@ -115,4 +120,5 @@ pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffse
 pub use replica::ReplicaAppend;
 pub use segment::SegmentInfo;
 pub use sync::{SyncDone, SyncPoint};
+pub use txn::{AbortedTxn, ControlType};
 pub use writeback::WritebackConfig;

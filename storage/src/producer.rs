@@ -14,6 +14,15 @@
 //!   sequence. Evicting only the local copies of tiered batches keeps the
 //!   producer (see `retention`).
 //!
+//! Transactional producers (see `txn`): a producer's first transactional
+//! batch opens its ongoing transaction at that batch's first offset; the
+//! marker the coordinator has written ends it (an ABORT marker yields the
+//! aborted transaction for the index). A marker must carry the producer's
+//! epoch or a newer one (KIP-890 bumps it with the marker) and the
+//! coordinator epoch of the latest marker or a newer one. A producer with
+//! an ongoing transaction neither expires nor is forgotten below the log
+//! start: the last stable offset waits for its marker.
+//!
 //! The state is rebuilt on open from the newest snapshot
 //! (`{offset:020}.snapshot`, written at roll and close) plus a scan of the
 //! batch headers after it; producers seen only in that scan count as
@@ -26,12 +35,15 @@ use std::path::Path;
 use crate::batch::BatchHeader;
 use crate::error::StorageError;
 use crate::files;
+use crate::txn::{AbortedTxn, ControlType};
 
 /// Batches remembered per producer (Kafka's in-flight request limit for
 /// idempotence is five).
 pub(crate) const REMEMBERED_BATCHES: usize = 5;
 const SNAPSHOT_MAGIC: u32 = 0xAE50_5354; // "AE" "PST"
-const SNAPSHOT_VERSION: u16 = 1;
+/// Version 2 added each producer's ongoing transaction and coordinator
+/// epoch; version 1 snapshots (no transactions) still load.
+const SNAPSHOT_VERSION: u16 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchMeta {
@@ -48,6 +60,22 @@ pub(crate) struct ProducerEntry {
     pub(crate) batches: VecDeque<BatchMeta>,
     /// Time of the last append (for expiry), in ms.
     pub(crate) last_update_ms: i64,
+    /// The first offset of the producer's ongoing transaction.
+    pub(crate) txn_first_offset: Option<i64>,
+    /// The coordinator epoch of the latest marker (-1: none yet).
+    pub(crate) coordinator_epoch: i32,
+}
+
+impl ProducerEntry {
+    fn new(epoch: i16, now_ms: i64) -> Self {
+        ProducerEntry {
+            epoch,
+            batches: VecDeque::new(),
+            last_update_ms: now_ms,
+            txn_first_offset: None,
+            coordinator_epoch: -1,
+        }
+    }
 }
 
 /// Changes staged by one append, committed only after the write succeeded.
@@ -133,17 +161,108 @@ impl ProducerStates {
                 }
             }
         }
-        let mut entry = current.cloned().unwrap_or(ProducerEntry {
-            epoch: h.producer_epoch,
-            batches: VecDeque::new(),
-            last_update_ms: now_ms,
-        });
+        if !h.is_transactional() && current.is_some_and(|e| e.txn_first_offset.is_some()) {
+            return Err(StorageError::InvalidTxnState {
+                producer_id: pid,
+                reason: "a non-transactional batch while the producer's transaction is ongoing"
+                    .into(),
+            });
+        }
+        let mut entry = current
+            .cloned()
+            .unwrap_or_else(|| ProducerEntry::new(h.producer_epoch, now_ms));
         apply(&mut entry, h, first_offset, now_ms);
         match staged.entries.iter_mut().find(|(p, _)| *p == pid) {
             Some(slot) => slot.1 = entry,
             None => staged.entries.push((pid, entry)),
         }
         Ok(None)
+    }
+
+    /// Checks a marker of `control` for producer `pid` (at `epoch`, from
+    /// a coordinator at `coordinator_epoch`) to be written at `offset`, and
+    /// stages its effect; returns the aborted transaction it ends, if any.
+    pub(crate) fn check_and_stage_marker(
+        &self,
+        staged: &mut Staged,
+        pid: i64,
+        epoch: i16,
+        control: ControlType,
+        coordinator_epoch: i32,
+        offset: i64,
+        now_ms: i64,
+    ) -> Result<Option<AbortedTxn>, StorageError> {
+        let current = self.map.get(&pid);
+        if let Some(e) = current {
+            if epoch < e.epoch {
+                return Err(StorageError::InvalidProducerEpoch {
+                    producer_id: pid,
+                    current: e.epoch,
+                    received: epoch,
+                });
+            }
+            if coordinator_epoch < e.coordinator_epoch {
+                return Err(StorageError::CoordinatorFenced {
+                    producer_id: pid,
+                    current: e.coordinator_epoch,
+                    received: coordinator_epoch,
+                });
+            }
+        }
+        let mut entry = current
+            .cloned()
+            .unwrap_or_else(|| ProducerEntry::new(epoch, now_ms));
+        let aborted = apply_marker(
+            &mut entry,
+            pid,
+            epoch,
+            control,
+            coordinator_epoch,
+            offset,
+            now_ms,
+        );
+        staged.entries.push((pid, entry));
+        Ok(aborted)
+    }
+
+    /// Replays a marker read back from the log; no checks.
+    pub(crate) fn replay_marker(
+        &mut self,
+        h: &BatchHeader,
+        control: ControlType,
+        coordinator_epoch: i32,
+        now_ms: i64,
+    ) -> Option<AbortedTxn> {
+        let e = self
+            .map
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry::new(h.producer_epoch, now_ms));
+        apply_marker(
+            e,
+            h.producer_id,
+            h.producer_epoch,
+            control,
+            coordinator_epoch,
+            h.base_offset,
+            now_ms,
+        )
+    }
+
+    /// The first offset of the oldest ongoing transaction: the last stable
+    /// offset can be no higher.
+    pub(crate) fn first_unstable_offset(&self) -> Option<i64> {
+        self.map.values().filter_map(|e| e.txn_first_offset).min()
+    }
+
+    /// Producers with an ongoing transaction, with its first offset.
+    pub(crate) fn ongoing(&self) -> Vec<(i64, i16, i64)> {
+        let mut out: Vec<_> = self
+            .map
+            .iter()
+            .filter_map(|(pid, e)| e.txn_first_offset.map(|f| (*pid, e.epoch, f)))
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     pub(crate) fn commit(&mut self, staged: Staged) {
@@ -161,11 +280,10 @@ impl ProducerStates {
         if !h.has_producer_id() {
             return;
         }
-        let e = self.map.entry(h.producer_id).or_insert(ProducerEntry {
-            epoch: h.producer_epoch,
-            batches: VecDeque::new(),
-            last_update_ms: now_ms,
-        });
+        let e = self
+            .map
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry::new(h.producer_epoch, now_ms));
         apply(e, h, h.base_offset, now_ms);
     }
 
@@ -178,16 +296,21 @@ impl ProducerStates {
             .min()
     }
 
-    /// Forgets producers idle for `expiration_ms` or longer.
+    /// Forgets producers idle for `expiration_ms` or longer, except those
+    /// with an ongoing transaction.
     pub(crate) fn expire(&mut self, now_ms: i64, expiration_ms: i64) {
-        self.map
-            .retain(|_, e| now_ms.saturating_sub(e.last_update_ms) < expiration_ms);
+        self.map.retain(|_, e| {
+            e.txn_first_offset.is_some() || now_ms.saturating_sub(e.last_update_ms) < expiration_ms
+        });
     }
 
-    /// Forgets producers whose last batch lies wholly below `log_start`.
+    /// Forgets producers whose last batch lies wholly below `log_start`,
+    /// except those with an ongoing transaction.
     pub(crate) fn remove_below(&mut self, log_start: i64) {
-        self.map
-            .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start));
+        self.map.retain(|_, e| {
+            e.txn_first_offset.is_some()
+                || e.batches.back().is_some_and(|b| b.last_offset >= log_start)
+        });
     }
 
     pub(crate) fn encode_snapshot(&self, offset: i64) -> Vec<u8> {
@@ -205,6 +328,8 @@ impl ProducerStates {
             b.extend_from_slice(&pid.to_be_bytes());
             b.extend_from_slice(&e.epoch.to_be_bytes());
             b.extend_from_slice(&e.last_update_ms.to_be_bytes());
+            b.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
+            b.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
             b.push(e.batches.len() as u8);
             for m in &e.batches {
                 b.extend_from_slice(&m.first_seq.to_be_bytes());
@@ -227,7 +352,11 @@ impl ProducerStates {
             return None;
         }
         let mut r = Reader(body);
-        if r.u32()? != SNAPSHOT_MAGIC || r.u16()? != SNAPSHOT_VERSION {
+        if r.u32()? != SNAPSHOT_MAGIC {
+            return None;
+        }
+        let version = r.u16()?;
+        if version != 1 && version != SNAPSHOT_VERSION {
             return None;
         }
         let offset = r.i64()?;
@@ -237,6 +366,12 @@ impl ProducerStates {
             let pid = r.i64()?;
             let epoch = r.u16()? as i16;
             let last_update_ms = r.i64()?;
+            let (txn_first_offset, coordinator_epoch) = if version >= 2 {
+                let first = r.i64()?;
+                ((first >= 0).then_some(first), r.u32()? as i32)
+            } else {
+                (None, -1)
+            };
             let n = usize::from(r.u8()?);
             if n > REMEMBERED_BATCHES {
                 return None;
@@ -257,6 +392,8 @@ impl ProducerStates {
                     epoch,
                     batches,
                     last_update_ms,
+                    txn_first_offset,
+                    coordinator_epoch,
                 },
             );
         }
@@ -276,6 +413,9 @@ fn apply(e: &mut ProducerEntry, h: &BatchHeader, first_offset: i64, now_ms: i64)
         e.epoch = h.producer_epoch;
         e.batches.clear();
     }
+    if h.is_transactional() && e.txn_first_offset.is_none() {
+        e.txn_first_offset = Some(first_offset);
+    }
     e.batches.push_back(BatchMeta {
         first_seq: h.base_sequence,
         last_seq: h.last_sequence(),
@@ -287,6 +427,31 @@ fn apply(e: &mut ProducerEntry, h: &BatchHeader, first_offset: i64, now_ms: i64)
         e.batches.pop_front();
     }
     e.last_update_ms = e.last_update_ms.max(now_ms);
+}
+
+/// Ends `e`'s ongoing transaction with a marker at `offset`; a newer epoch
+/// (KIP-890's bump at the end of a transaction) restarts its sequences.
+fn apply_marker(
+    e: &mut ProducerEntry,
+    pid: i64,
+    epoch: i16,
+    control: ControlType,
+    coordinator_epoch: i32,
+    offset: i64,
+    now_ms: i64,
+) -> Option<AbortedTxn> {
+    if epoch != e.epoch {
+        e.epoch = epoch;
+        e.batches.clear();
+    }
+    e.coordinator_epoch = e.coordinator_epoch.max(coordinator_epoch);
+    e.last_update_ms = e.last_update_ms.max(now_ms);
+    let first = e.txn_first_offset.take()?;
+    (control == ControlType::Abort).then_some(AbortedTxn {
+        producer_id: pid,
+        first_offset: first,
+        last_offset: offset,
+    })
 }
 
 struct Reader<'a>(&'a [u8]);

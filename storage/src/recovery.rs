@@ -46,6 +46,7 @@ use crate::files::{
 use crate::flusher;
 use crate::producer::ProducerStates;
 use crate::segment::Segment;
+use crate::txn::{AbortedIndex, AbortedTxn, ControlType};
 
 pub(crate) struct Recovered {
     pub(crate) segments: BTreeMap<i64, Segment>,
@@ -54,6 +55,7 @@ pub(crate) struct Recovered {
     pub(crate) producer_start: i64,
     pub(crate) epochs: LeaderEpochCache,
     pub(crate) producers: ProducerStates,
+    pub(crate) aborted: AbortedIndex,
 }
 
 /// Reads the log-start checkpoint (a decimal offset).
@@ -222,7 +224,9 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
 
     let epochs = recover_epochs(dir, &segments, log_start, log_end)?;
     let producer_start = read_producer_start(dir)?.map_or(log_start, |p| p.min(log_start));
-    let producers = recover_producers(
+    let mut aborted = AbortedIndex::load(dir, segments.keys().copied())?;
+    aborted.truncate_from(log_end);
+    let (producers, refound) = recover_producers(
         dir,
         &segments,
         &mut snapshots,
@@ -230,6 +234,7 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
         producer_start,
         log_end,
     )?;
+    settle_aborted(dir, &segments, &mut aborted, refound)?;
     // The header walks above loaded indexes; sealed segments keep them
     // closed until a read needs them.
     let sealed = segments.len().saturating_sub(1);
@@ -242,7 +247,35 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
         producer_start,
         epochs,
         producers,
+        aborted,
     })
+}
+
+/// Adds the aborted transactions found again by the replay of markers
+/// after the producer snapshot to `aborted`, and rewrites the index files
+/// of the segments that lacked one.
+pub(crate) fn settle_aborted(
+    dir: &Path,
+    segments: &BTreeMap<i64, Segment>,
+    aborted: &mut AbortedIndex,
+    refound: Vec<AbortedTxn>,
+) -> Result<(), StorageError> {
+    let mut touched = Vec::new();
+    for t in refound {
+        if aborted.in_range(t.last_offset, t.last_offset + 1) == [t] {
+            continue;
+        }
+        aborted.insert(t);
+        if let Some((base, seg)) = segments.range(..=t.last_offset).next_back() {
+            touched.push((*base, seg.next_offset));
+        }
+    }
+    touched.sort_unstable();
+    touched.dedup();
+    for (base, end) in touched {
+        aborted.persist_segment(dir, base, end)?;
+    }
+    Ok(())
 }
 
 /// The last segment: trust it after a clean close, else scan and repair.
@@ -379,6 +412,26 @@ pub(crate) fn for_each_header(
     to: i64,
     mut f: impl FnMut(&BatchHeader),
 ) -> Result<(), StorageError> {
+    walk_batches(segments, from, to, false, |h, _| f(h))
+}
+
+/// As [`for_each_header`], with the marker of each control batch.
+pub(crate) fn for_each_batch(
+    segments: &BTreeMap<i64, Segment>,
+    from: i64,
+    to: i64,
+    f: impl FnMut(&BatchHeader, Option<(ControlType, i32)>),
+) -> Result<(), StorageError> {
+    walk_batches(segments, from, to, true, f)
+}
+
+fn walk_batches(
+    segments: &BTreeMap<i64, Segment>,
+    from: i64,
+    to: i64,
+    markers: bool,
+    mut f: impl FnMut(&BatchHeader, Option<(ControlType, i32)>),
+) -> Result<(), StorageError> {
     let start_key = segments
         .range(..=from)
         .next_back()
@@ -396,7 +449,12 @@ pub(crate) fn for_each_header(
             if h.base_offset >= to {
                 return Ok(());
             }
-            f(&h);
+            let marker = if markers && h.is_control() {
+                seg.read_marker(pos, &h)?
+            } else {
+                None
+            };
+            f(&h, marker);
             pos += h.total_len().unwrap_or(0) as u64;
         }
     }
@@ -437,7 +495,7 @@ pub(crate) fn reload_producers(
     log_start: i64,
     producer_start: i64,
     log_end: i64,
-) -> Result<ProducerStates, StorageError> {
+) -> Result<(ProducerStates, Vec<AbortedTxn>), StorageError> {
     let mut snapshots = Vec::new();
     for e in fs::read_dir(dir).ctx(|| format!("list {}", dir.display()))? {
         let e = e.ctx(|| format!("list {}", dir.display()))?;
@@ -462,7 +520,7 @@ fn recover_producers(
     log_start: i64,
     producer_start: i64,
     log_end: i64,
-) -> Result<ProducerStates, StorageError> {
+) -> Result<(ProducerStates, Vec<AbortedTxn>), StorageError> {
     snapshots.sort_unstable_by(|a, b| b.cmp(a));
     let mut state = None;
     for &off in snapshots.iter() {
@@ -488,7 +546,14 @@ fn recover_producers(
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    for_each_header(segments, from, log_end, |h| producers.replay(h, now_ms))?;
+    let mut refound = Vec::new();
+    for_each_batch(segments, from, log_end, |h, marker| match marker {
+        Some((control, coordinator_epoch)) => {
+            refound.extend(producers.replay_marker(h, control, coordinator_epoch, now_ms))
+        }
+        None if !h.is_control() => producers.replay(h, now_ms),
+        None => {}
+    })?;
     producers.remove_below(producer_start);
-    Ok(producers)
+    Ok((producers, refound))
 }

@@ -25,6 +25,7 @@
 
 use crate::error::StorageError;
 use crate::log::{self, PartitionLog};
+use crate::txn;
 
 /// What a replicated append wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +69,9 @@ impl PartitionLog {
     /// - idempotent producer state follows the batches without any
     ///   duplicate or sequence check (the leader decided); a follower later
     ///   promoted recognises a retry of a replicated batch as a duplicate.
-    /// - transactional batches are refused with
-    ///   [`StorageError::TransactionsUnsupported`], control batches with
-    ///   [`StorageError::InvalidRecord`], as `append` does.
+    /// - transactional batches and the leader's markers (control batches)
+    ///   move the producers' transactions and the aborted-transaction
+    ///   index as on the leader.
     ///
     /// `now_ms` is the follower's time (segment age, producer expiry).
     pub fn append_replicated(
@@ -88,7 +89,7 @@ impl PartitionLog {
                 bytes: 0,
             });
         }
-        let batches = self.validate_for_append(records)?;
+        let batches = self.validate_for_append(records, true)?;
         let mut expected = first_offset;
         let mut epoch = self.epochs.latest().map(|e| e.epoch);
         let mut placed = Vec::with_capacity(batches.len());
@@ -124,7 +125,20 @@ impl PartitionLog {
         }
         self.write_placed(records, &placed, now_ms)?;
         for b in &batches {
-            self.producers.replay(&b.header, now_ms);
+            let h = &b.header;
+            if !h.is_control() {
+                self.producers.replay(h, now_ms);
+                continue;
+            }
+            let bytes = &records[b.position..b.position + b.len];
+            if let Some((control, coordinator_epoch)) = txn::read_marker(h, bytes) {
+                if let Some(t) = self
+                    .producers
+                    .replay_marker(h, control, coordinator_epoch, now_ms)
+                {
+                    self.record_aborted(t)?;
+                }
+            }
         }
         Ok(ReplicaAppend {
             first_offset,

@@ -57,6 +57,8 @@ impl PartitionLog {
 
     fn forget_producers_below(&mut self, offset: i64) -> Result<(), StorageError> {
         self.producers.remove_below(offset);
+        // their records are gone: no fetch can need these entries again
+        self.aborted.remove_below(offset);
         let kept_below_start = self.producer_start < self.log_start;
         self.producer_start = self.producer_start.max(offset);
         if offset >= self.log_start {
@@ -302,6 +304,7 @@ impl PartitionLog {
         self.producer_start = offset;
         self.epochs.clear();
         self.epochs.persist()?;
+        self.aborted = crate::txn::AbortedIndex::default();
         self.after_truncation(offset)
     }
 
@@ -320,13 +323,21 @@ impl PartitionLog {
                 }
             }
         }
-        self.producers = recovery::reload_producers(
+        let (producers, refound) = recovery::reload_producers(
             &self.dir,
             &self.segments,
             self.log_start,
             self.producer_start,
             log_end,
         )?;
+        self.producers = producers;
+        // the cut segment's index loses the markers past the new end
+        self.aborted.truncate_from(log_end);
+        if let Some((base, seg)) = self.segments.iter().next_back() {
+            self.aborted
+                .persist_segment(&self.dir, *base, seg.next_offset)?;
+        }
+        recovery::settle_aborted(&self.dir, &self.segments, &mut self.aborted, refound)?;
         let sealed = self.segments.len().saturating_sub(1);
         for seg in self.segments.values_mut().take(sealed) {
             seg.unload_indexes();

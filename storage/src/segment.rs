@@ -214,6 +214,21 @@ impl Segment {
         }
     }
 
+    /// Reads the marker of the control batch `h` found at `pos` (`None`
+    /// if it does not parse; a marker is a few dozen bytes).
+    pub(crate) fn read_marker(
+        &self,
+        pos: u64,
+        h: &BatchHeader,
+    ) -> Result<Option<(crate::txn::ControlType, i32)>, StorageError> {
+        let len = h.total_len().unwrap_or(HEADER_LEN).min(4096);
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, pos)
+            .ctx(|| format!("read {} at {pos}", self.path.display()))?;
+        Ok(crate::txn::read_marker(h, &buf))
+    }
+
     fn header_len(h: &BatchHeader) -> u64 {
         h.total_len().unwrap_or(HEADER_LEN) as u64
     }
@@ -690,6 +705,7 @@ impl Segment {
         files::remove_if_exists(&info.path)?;
         files::remove_if_exists(&info.offset_index_path)?;
         files::remove_if_exists(&info.time_index_path)?;
+        files::remove_if_exists(&info.path.with_extension(crate::txn::TXN_INDEX_EXT))?;
         Ok(info)
     }
 

@@ -178,15 +178,9 @@ fn set_attributes(b: &mut [u8], attrs: i16) {
 }
 
 #[test]
-fn transactional_and_control_batches_from_producers_are_refused() {
+fn control_batches_from_producers_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let mut log = open(d.path());
-    let mut txn = idem_batch(5, 0, 0, 1);
-    set_attributes(&mut txn, 1 << 4);
-    assert!(matches!(
-        log.append(&mut txn, 0, 0).unwrap_err(),
-        StorageError::TransactionsUnsupported { producer_id: 5 }
-    ));
     let mut control = batch(1, 0);
     set_attributes(&mut control, 1 << 5);
     assert!(matches!(

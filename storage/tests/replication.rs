@@ -220,18 +220,6 @@ fn input_that_does_not_continue_the_follower_log_is_refused_and_writes_nothing()
         "{e}"
     );
     assert_eq!(follower.latest_epoch(), Some(2));
-    // Transactional batches are refused as on the produce path.
-    let mut txn = batches[2].clone();
-    let attrs = i16::from_be_bytes([txn[21], txn[22]]) | 1 << 4;
-    txn[21..23].copy_from_slice(&attrs.to_be_bytes());
-    let crc = storage::batch::compute_crc(&txn);
-    txn[17..21].copy_from_slice(&crc.to_be_bytes());
-    let e = refused(&mut follower, txn);
-    assert!(
-        matches!(e, StorageError::TransactionsUnsupported { .. }),
-        "{e}"
-    );
-
     // The right continuation is still accepted.
     follower
         .append_replicated(&batches[2..].concat(), TS)

@@ -135,3 +135,31 @@ pub fn small_segments() -> storage::LogConfig {
         ..storage::LogConfig::default()
     }
 }
+
+/// A transactional batch of producer `pid` at `epoch`, sequences from `seq`.
+pub fn txn_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: seq + i as i32,
+            timestamp: 1_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(value_for(pid as u64, i, 16))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    buf.to_vec()
+}

@@ -20,7 +20,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::backend::{LogError, Records};
-use crate::partition::{PartitionHandle, ReadResult};
+use crate::partition::{Isolation, PartitionHandle, ReadResult};
 
 /// One partition of a fetch.
 pub struct PartitionRead<'a> {
@@ -33,6 +33,8 @@ pub struct PartitionRead<'a> {
     /// Report the partition's offsets only: the consumer reads it from
     /// another replica (KIP-392). The poll answers at once.
     pub offsets_only: bool,
+    /// read_committed or read_uncommitted.
+    pub isolation: Isolation,
 }
 
 /// What one partition's read gave.
@@ -82,15 +84,20 @@ pub async fn read_all(reads: &[PartitionRead<'_>], max_total: usize) -> (Vec<Rea
         let read = if (budget == 0 && total > 0) || r.offsets_only {
             // The response is full, or the consumer reads elsewhere: the
             // partition reports its offsets only.
-            h.bounds()
-                .await
-                .map(|(log_start_offset, high_watermark)| ReadResult {
-                    records: Records::empty(),
-                    high_watermark,
-                    log_start_offset,
-                })
+            match (h.bounds().await, h.last_stable().await) {
+                (Ok((log_start_offset, high_watermark)), Ok(last_stable_offset)) => {
+                    Ok(ReadResult {
+                        records: Records::empty(),
+                        high_watermark,
+                        log_start_offset,
+                        last_stable_offset,
+                        aborted: Vec::new(),
+                    })
+                }
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            }
         } else {
-            h.read(r.offset, budget, total == 0).await
+            h.read(r.offset, budget, total == 0, r.isolation).await
         };
         out.push(match read {
             Ok(r) => {

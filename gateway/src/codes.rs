@@ -45,10 +45,8 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::CorruptBatch { .. } => ResponseError::CorruptMessage,
         StorageError::InvalidRecord { .. } => ResponseError::InvalidRecord,
         StorageError::UnsupportedMagic { .. } => ResponseError::UnsupportedForMessageFormat,
-        // Transactions are not advertised; a client that sends a
-        // transactional batch anyway gets the answer Kafka gives a format it
-        // cannot store.
-        StorageError::TransactionsUnsupported { .. } => ResponseError::UnsupportedForMessageFormat,
+        StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        StorageError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         StorageError::UnsupportedCompression { .. } => ResponseError::UnsupportedCompressionType,
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 use super::{Appended, LocalRead, LogBackend, LogError, LogFactory, LogSettings, OpenedLog};
-use super::{Records, TimestampOffset};
+use super::{Marker, Records, TimestampOffset};
 
 /// The gateway's view of a read: the file range to send, or nothing.
 /// `min_one` false refuses a first batch larger than `max_bytes`.
@@ -50,6 +50,31 @@ impl LogBackend for DiskLog {
     ) -> Result<LocalRead, LogError> {
         let slice = self.log.read(offset, max_bytes, upper_bound)?;
         Ok(LocalRead::Records(records(slice, max_bytes, min_one)))
+    }
+
+    fn append_marker(
+        &mut self,
+        m: Marker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<i64, LogError> {
+        let info = self.log.append_marker(
+            m.producer_id,
+            m.producer_epoch,
+            m.control,
+            m.coordinator_epoch,
+            leader_epoch,
+            now_ms,
+        )?;
+        Ok(info.base_offset)
+    }
+
+    fn first_unstable_offset(&self) -> Option<i64> {
+        self.log.first_unstable_offset()
+    }
+
+    fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<storage::AbortedTxn> {
+        self.log.aborted_transactions(from, upto)
     }
 
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError> {

@@ -220,6 +220,16 @@ impl From<TierError> for LogError {
     }
 }
 
+/// A transaction marker to write: the producer, its epoch, commit or
+/// abort, and the epoch of the coordinator that asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub control: storage::ControlType,
+    pub coordinator_epoch: i32,
+}
+
 /// What a local read found.
 #[derive(Debug)]
 pub enum LocalRead {
@@ -252,6 +262,19 @@ pub trait LogBackend: Send + 'static {
         min_one: bool,
         upper_bound: i64,
     ) -> Result<LocalRead, LogError>;
+    /// Writes the marker that ends a producer's transaction (see
+    /// `storage::PartitionLog::append_marker`); returns its offset.
+    fn append_marker(
+        &mut self,
+        marker: Marker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<i64, LogError>;
+    /// The first offset of the oldest ongoing transaction.
+    fn first_unstable_offset(&self) -> Option<i64>;
+    /// The aborted transactions a read_committed read of `[from, upto)`
+    /// must name.
+    fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<storage::AbortedTxn>;
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError>;
     fn max_timestamp(&self) -> Option<TimestampOffset>;
     /// The first offset of the partition across tiers.

@@ -11,7 +11,7 @@ use storage::tier::{PartitionKey, Tier, TierRetention, TieredPartition};
 
 use super::disk::{records, DiskLogFactory};
 use super::{
-    Appended, ColdLog, LocalRead, LogBackend, LogError, LogFactory, LogSettings, OpenedLog,
+    Appended, ColdLog, LocalRead, LogBackend, LogError, LogFactory, LogSettings, Marker, OpenedLog,
     TimestampOffset,
 };
 
@@ -54,6 +54,31 @@ impl LogBackend for TieredLog {
         }
         let slice = self.p.read(offset, max_bytes, upper_bound)?;
         Ok(LocalRead::Records(records(slice, max_bytes, min_one)))
+    }
+
+    fn append_marker(
+        &mut self,
+        m: Marker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<i64, LogError> {
+        let info = self.p.append_marker(
+            m.producer_id,
+            m.producer_epoch,
+            m.control,
+            m.coordinator_epoch,
+            leader_epoch,
+            now_ms,
+        )?;
+        Ok(info.base_offset)
+    }
+
+    fn first_unstable_offset(&self) -> Option<i64> {
+        self.p.log().first_unstable_offset()
+    }
+
+    fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<storage::AbortedTxn> {
+        self.p.log().aborted_transactions(from, upto)
     }
 
     fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<TimestampOffset>, LogError> {

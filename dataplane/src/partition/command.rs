@@ -5,7 +5,7 @@ use metastore::AgentId;
 use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::backend::{Appended, LogError, LogSettings, Records, TimestampOffset};
+use crate::backend::{Appended, LogError, LogSettings, Marker, Records, TimestampOffset};
 use crate::partition::replication::replica_set::{Assignment, IsrChange};
 use crate::partition::replication::wire::Diverging;
 
@@ -38,6 +38,34 @@ pub struct ReadResult {
     pub records: Records,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// The high watermark, or the first offset of the oldest ongoing
+    /// transaction if lower.
+    pub last_stable_offset: i64,
+    /// For a read_committed read: the aborted transactions overlapping
+    /// what it returned (empty otherwise).
+    pub aborted: Vec<storage::AbortedTxn>,
+}
+
+/// Which records a read may return (Kafka's `isolation_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Up to the high watermark.
+    #[default]
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions named.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// Kafka's wire value: 1 is read_committed, anything else
+    /// read_uncommitted.
+    pub fn from_wire(level: i8) -> Self {
+        if level == 1 {
+            Isolation::ReadCommitted
+        } else {
+            Isolation::ReadUncommitted
+        }
+    }
 }
 
 /// A ListOffsets question.
@@ -63,6 +91,10 @@ pub(super) enum TaskRead {
     Tiered {
         log_start: i64,
         high_watermark: i64,
+        last_stable_offset: i64,
+        /// read_committed: the aborted transactions from the read offset
+        /// up to the last stable offset.
+        aborted: Vec<storage::AbortedTxn>,
     },
 }
 
@@ -186,7 +218,15 @@ pub(super) enum Command {
         offset: i64,
         max_bytes: usize,
         min_one: bool,
+        isolation: Isolation,
         reply: Reply<Result<TaskRead, LogError>>,
+    },
+    /// A transaction marker, written as the leader at `leader_epoch`;
+    /// answered once the in-sync replicas hold it.
+    Marker {
+        marker: Marker,
+        leader_epoch: i32,
+        reply: AppendReply,
     },
     Offsets {
         query: OffsetQuery,
@@ -194,6 +234,10 @@ pub(super) enum Command {
     },
     Bounds {
         reply: Reply<(i64, i64)>,
+    },
+    /// The last stable offset (see [`ReadResult::last_stable_offset`]).
+    LastStable {
+        reply: Reply<i64>,
     },
     LocalBytes {
         reply: Reply<u64>,

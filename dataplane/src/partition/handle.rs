@@ -8,10 +8,10 @@ use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::command::{
-    Acks, Command, Cut, FetchedAt, FollowerFetch, FollowerFetchAnswer, Leadership, OffsetQuery,
-    ReadResult, ReplicaPosition, Reply, TaskRead,
+    Acks, Command, Cut, FetchedAt, FollowerFetch, FollowerFetchAnswer, Isolation, Leadership,
+    OffsetQuery, ReadResult, ReplicaPosition, Reply, TaskRead,
 };
-use crate::backend::{Appended, ColdLog, LogError, LogSettings, Records, TimestampOffset};
+use crate::backend::{Appended, ColdLog, LogError, LogSettings, Marker, Records, TimestampOffset};
 use crate::partition::replication::replica_set::IsrChange;
 use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 use crate::telemetry::stats::PartitionStats;
@@ -76,28 +76,33 @@ impl PartitionHandle {
     }
 
     /// Whole batches from the one holding `offset`, across both tiers, up to
-    /// the high watermark. `min_one`: the first batch comes whole even when
-    /// larger than `max_bytes`; otherwise nothing larger than `max_bytes` comes.
+    /// the high watermark (the last stable offset for read_committed).
+    /// `min_one`: the first batch comes whole even when larger than
+    /// `max_bytes`; otherwise nothing larger than `max_bytes` comes.
     pub async fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one: bool,
+        isolation: Isolation,
     ) -> Result<ReadResult, LogError> {
         let read = self
             .ask(|reply| Command::Read {
                 offset,
                 max_bytes,
                 min_one,
+                isolation,
                 reply,
             })
             .await??;
-        let (log_start, high_watermark) = match read {
+        let (log_start, high_watermark, last_stable_offset, aborted) = match read {
             TaskRead::Local(r) => return Ok(r),
             TaskRead::Tiered {
                 log_start,
                 high_watermark,
-            } => (log_start, high_watermark),
+                last_stable_offset,
+                aborted,
+            } => (log_start, high_watermark, last_stable_offset, aborted),
         };
         let out_of_range = || {
             LogError::Storage(storage::StorageError::OffsetOutOfRange {
@@ -129,10 +134,25 @@ impl PartitionHandle {
                     records,
                     high_watermark,
                     log_start_offset: log_start,
+                    last_stable_offset,
+                    aborted,
                 })
             }
             None => Err(out_of_range()),
         }
+    }
+
+    /// Writes a transaction marker as the leader at `leader_epoch`; the
+    /// marker's offset once the in-sync replicas hold it.
+    pub async fn write_marker(&self, marker: Marker, leader_epoch: i32) -> Result<i64, LogError> {
+        let (appended, _) = self
+            .ask(|reply| Command::Marker {
+                marker,
+                leader_epoch,
+                reply,
+            })
+            .await??;
+        Ok(appended.base_offset)
     }
 
     /// A ListOffsets answer across both tiers.
@@ -164,6 +184,12 @@ impl PartitionHandle {
     /// (log start offset across tiers, high watermark).
     pub async fn bounds(&self) -> Result<(i64, i64), LogError> {
         self.ask(|reply| Command::Bounds { reply }).await
+    }
+
+    /// The high watermark, or the first offset of the oldest ongoing
+    /// transaction if lower: what read_committed consumers may read up to.
+    pub async fn last_stable(&self) -> Result<i64, LogError> {
+        self.ask(|reply| Command::LastStable { reply }).await
     }
 
     /// Bytes of record data this replica holds on local disk.

@@ -44,8 +44,8 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use command::{
-    Acks, FetchedAt, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership, OffsetQuery,
-    ReadResult, ReplicaPosition,
+    Acks, FetchedAt, FollowerFetch, FollowerFetchAnswer, Isolation, IsrProposal, Leadership,
+    OffsetQuery, ReadResult, ReplicaPosition,
 };
 pub use handle::PartitionHandle;
 pub use registry::Partitions;

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::backend::disk::DiskLogFactory;
-use crate::backend::{LogError, LogFactory, LogSettings, OpenedLog};
+use crate::backend::{LogError, LogFactory, LogSettings, Marker, OpenedLog};
 use crate::testing::{batch_of, scratch_dir};
 use crate::topic_config::{log_settings, LogDefaults};
 
@@ -216,7 +216,10 @@ async fn the_high_watermark_moves_only_when_it_changes() {
         .expect("append");
     assert!(hw.has_changed().expect("open"), "an append moves it");
     assert_eq!(*hw.borrow_and_update(), 1);
-    let _ = h.read(0, 1024, true).await.expect("read");
+    let _ = h
+        .read(0, 1024, true, Isolation::ReadUncommitted)
+        .await
+        .expect("read");
     let _ = h.bounds().await.expect("bounds");
     assert!(
         !hw.has_changed().expect("open"),
@@ -232,7 +235,10 @@ pub(super) fn durable() -> LogSettings {
 }
 
 async fn read_values(h: &PartitionHandle) -> (usize, i64) {
-    let r = h.read(0, 1 << 20, true).await.expect("read");
+    let r = h
+        .read(0, 1 << 20, true, Isolation::ReadUncommitted)
+        .await
+        .expect("read");
     (r.records.len(), r.high_watermark)
 }
 
@@ -436,5 +442,103 @@ async fn a_write_waits_for_a_leadership_only_so_long() {
     assert!(
         matches!(refused, Err(LogError::NotServing(_))),
         "{refused:?}"
+    );
+}
+
+/// A batch of `values` from transactional producer `pid` (epoch 0,
+/// sequences from `seq`).
+fn txn_batch_of(values: &[&[u8]], pid: i64, seq: i32) -> bytes::BytesMut {
+    let mut b = bytes::BytesMut::from(
+        &crate::testing::record_batch(
+            values,
+            false,
+            Some((pid, 0, seq)),
+            kafka_protocol::records::Compression::None,
+        )[..],
+    );
+    let attrs = i16::from_be_bytes([b[21], b[22]]) | 0x10;
+    b[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = storage::batch::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// read_committed reads stop at the first offset of the oldest open
+/// transaction, and once it ends with an abort they name it so the
+/// consumer can drop its records; read_uncommitted reads see everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_stops_at_an_open_transaction_and_names_aborted_ones() {
+    let dir = scratch_dir();
+    let p = partitions(Arc::new(DiskLogFactory::new(dir.path()).expect("factory")));
+    let h = p
+        .get_or_open("t", Uuid::new_v4(), 0, settings)
+        .await
+        .expect("open");
+    h.append(batch_of(&[b"plain"]), 0, Acks::All)
+        .await
+        .expect("append");
+    h.append(txn_batch_of(&[b"t1", b"t2"], 9, 0), 0, Acks::All)
+        .await
+        .expect("append");
+    let committed = h
+        .read(0, 1 << 20, true, Isolation::ReadCommitted)
+        .await
+        .expect("read");
+    assert_eq!(
+        (committed.high_watermark, committed.last_stable_offset),
+        (3, 1)
+    );
+    let plain_only = committed.records.len();
+    let uncommitted = h
+        .read(0, 1 << 20, true, Isolation::ReadUncommitted)
+        .await
+        .expect("read");
+    assert!(
+        uncommitted.records.len() > plain_only,
+        "read_uncommitted sees the open transaction"
+    );
+    assert!(
+        h.read(1, 1 << 20, true, Isolation::ReadCommitted)
+            .await
+            .expect("read")
+            .records
+            .is_empty(),
+        "nothing past the last stable offset"
+    );
+    assert_eq!(h.last_stable().await.expect("lso"), 1);
+
+    let at = h
+        .write_marker(
+            Marker {
+                producer_id: 9,
+                producer_epoch: 0,
+                control: storage::ControlType::Abort,
+                coordinator_epoch: 0,
+            },
+            0,
+        )
+        .await
+        .expect("marker");
+    assert_eq!(at, 3);
+    let after = h
+        .read(0, 1 << 20, true, Isolation::ReadCommitted)
+        .await
+        .expect("read");
+    assert_eq!((after.high_watermark, after.last_stable_offset), (4, 4));
+    assert_eq!(
+        after.aborted,
+        vec![storage::AbortedTxn {
+            producer_id: 9,
+            first_offset: 1,
+            last_offset: 3
+        }]
+    );
+    let uncommitted = h
+        .read(0, 1 << 20, true, Isolation::ReadUncommitted)
+        .await
+        .expect("read");
+    assert!(
+        uncommitted.aborted.is_empty(),
+        "only read_committed reads name them"
     );
 }

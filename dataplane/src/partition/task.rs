@@ -10,12 +10,12 @@ use bytes::BytesMut;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::command::{
-    Acks, AppendReply, Command, FollowerFetch, FollowerFetchAnswer, IsrProposal, Leadership,
-    OffsetQuery, ReadResult, TaskOffsets, TaskRead,
+    Acks, AppendReply, Command, FollowerFetch, FollowerFetchAnswer, Isolation, IsrProposal,
+    Leadership, OffsetQuery, ReadResult, TaskOffsets, TaskRead,
 };
 use super::{monotonic_ms, now_ms, PartitionCounters};
 use crate::backend::{
-    Appended, LocalRead, LogBackend, LogError, LogSettings, NotDurable, TimestampOffset,
+    Appended, LocalRead, LogBackend, LogError, LogSettings, Marker, NotDurable, TimestampOffset,
 };
 use crate::partition::replication::divergence::{self, LeaderLog};
 use crate::partition::replication::replica_set::{IsrChange, ReplicaSet};
@@ -154,8 +154,11 @@ impl Task {
         });
         let hw = *self.hw.borrow();
         if matches!(self.role, Role::Leader(_)) {
-            // object storage gets only what no failover can take back
-            self.log.set_upload_limit(hw);
+            // object storage gets only what no failover can take back, and
+            // no open transaction (Kafka tiers only below the last stable
+            // offset): read_committed reads of it need no trimming
+            let stable = self.log.first_unstable_offset().map_or(hw, |f| f.min(hw));
+            self.log.set_upload_limit(stable);
         }
         while self.waiting.front().is_some_and(|w| w.end <= hw) {
             if let Some(w) = self.waiting.pop_front() {
@@ -395,23 +398,106 @@ impl Task {
         }
     }
 
-    fn read(&self, offset: i64, max_bytes: usize, min_one: bool) -> Result<TaskRead, LogError> {
+    /// The high watermark, or the first offset of the oldest ongoing
+    /// transaction if lower.
+    fn last_stable_offset(&self) -> i64 {
+        let hw = *self.hw.borrow();
+        self.log.first_unstable_offset().map_or(hw, |f| f.min(hw))
+    }
+
+    fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        isolation: Isolation,
+    ) -> Result<TaskRead, LogError> {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         let high_watermark = *self.hw.borrow();
+        let last_stable = self.last_stable_offset();
+        let upper = match isolation {
+            Isolation::ReadUncommitted => high_watermark,
+            Isolation::ReadCommitted => last_stable,
+        };
+        let aborted_upto = |upto: i64| match isolation {
+            Isolation::ReadCommitted => self.log.aborted_transactions(offset, upto),
+            Isolation::ReadUncommitted => Vec::new(),
+        };
         let log_start = self.log.log_start_offset();
-        Ok(
-            match self.log.read(offset, max_bytes, min_one, high_watermark)? {
-                LocalRead::Records(records) => TaskRead::Local(ReadResult {
+        Ok(match self.log.read(offset, max_bytes, min_one, upper)? {
+            LocalRead::Records(records) => {
+                let aborted = if records.is_empty() {
+                    Vec::new()
+                } else {
+                    aborted_upto(upper)
+                };
+                TaskRead::Local(ReadResult {
                     records,
                     high_watermark,
                     log_start_offset: log_start,
-                }),
-                LocalRead::Tiered => TaskRead::Tiered {
-                    log_start,
-                    high_watermark,
-                },
+                    last_stable_offset: last_stable,
+                    aborted,
+                })
+            }
+            // object storage holds only stable offsets (see advance_hw)
+            LocalRead::Tiered => TaskRead::Tiered {
+                log_start,
+                high_watermark,
+                last_stable_offset: last_stable,
+                aborted: aborted_upto(upper),
             },
-        )
+        })
+    }
+
+    /// Writes a transaction marker as the leader; answered like an
+    /// acks=all append.
+    fn write_marker(&mut self, marker: Marker, leader_epoch: i32, reply: AppendReply) {
+        match &self.role {
+            Role::Leader(l) if l.set.leader_epoch() == leader_epoch => {
+                if let Err(e) = l.set.check_acks_all() {
+                    let _ = reply.send(Err(e.into()));
+                    return;
+                }
+            }
+            Role::Standalone => {}
+            _ => {
+                let _ = reply.send(Err(LogError::NotServing(
+                    "this node does not lead the partition at that epoch",
+                )));
+                return;
+            }
+        }
+        let result = self
+            .log
+            .append_marker(marker, leader_epoch, now_ms())
+            .map(|offset| {
+                let appended = Appended {
+                    base_offset: offset,
+                    last_offset: offset,
+                    log_append_time_ms: -1,
+                    duplicate: false,
+                };
+                (appended, self.log.log_start_offset())
+            });
+        if let Err(e @ LogError::Storage(storage::StorageError::Offline { .. })) = &result {
+            self.mark_offline(e);
+        }
+        self.advance_hw();
+        if *self.hw.borrow() < self.log.log_end_offset() {
+            self.sync_wanted = true;
+        }
+        match result {
+            Ok(answer) if answer.0.last_offset >= *self.hw.borrow() => {
+                self.waiting.push_back(Waiter {
+                    end: answer.0.last_offset + 1,
+                    answer,
+                    reply,
+                });
+            }
+            other => {
+                let _ = reply.send(other);
+            }
+        }
     }
 
     fn offsets(&self, query: OffsetQuery) -> Result<TaskOffsets, LogError> {
@@ -662,15 +748,24 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     offset,
                     max_bytes,
                     min_one,
+                    isolation,
                     reply,
                 } => {
-                    let _ = reply.send(t.read(offset, max_bytes, min_one));
+                    let _ = reply.send(t.read(offset, max_bytes, min_one, isolation));
                 }
+                Command::Marker {
+                    marker,
+                    leader_epoch,
+                    reply,
+                } => t.write_marker(marker, leader_epoch, reply),
                 Command::Offsets { query, reply } => {
                     let _ = reply.send(t.offsets(query));
                 }
                 Command::Bounds { reply } => {
                     let _ = reply.send((t.log.log_start_offset(), *t.hw.borrow()));
+                }
+                Command::LastStable { reply } => {
+                    let _ = reply.send(t.last_stable_offset());
                 }
                 Command::LocalBytes { reply } => {
                     let _ = reply.send(t.log.local_bytes());

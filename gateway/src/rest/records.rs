@@ -18,7 +18,7 @@ use super::error::unavailable;
 use super::{ApiError, ErrorBody};
 use crate::http::extension::HttpState;
 use crate::http::Caller;
-use dataplane::partition::OffsetQuery;
+use dataplane::partition::{Isolation, OffsetQuery};
 use metastore::acl::{AclOperation, ResourceType};
 
 /// Records answered at most per request.
@@ -187,7 +187,10 @@ pub async fn get_records(
         if records.len() >= limit || next >= high_watermark {
             break;
         }
-        let read = h.read(next, READ_BYTES, true).await.map_err(fail)?;
+        let read = h
+            .read(next, READ_BYTES, true, Isolation::ReadUncommitted)
+            .await
+            .map_err(fail)?;
         if read.records.is_empty() {
             break;
         }

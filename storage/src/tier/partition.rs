@@ -30,7 +30,7 @@ use super::shared::{PartitionShared, TierRetention};
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::files;
-use crate::log::{AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
+use crate::log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
 use crate::replica::ReplicaAppend;
 use crate::sync::{SyncDone, SyncPoint};
 
@@ -240,6 +240,34 @@ impl TieredPartition {
         }
         self.after_write();
         Ok(outcome)
+    }
+
+    /// Writes a transaction marker (see [`PartitionLog::append_marker`]);
+    /// a marker is a few dozen bytes and is never refused for the disk
+    /// budget: refusing it would keep the transaction open.
+    pub fn append_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        control: crate::ControlType,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, TierError> {
+        let info = self.log.append_marker(
+            producer_id,
+            producer_epoch,
+            control,
+            coordinator_epoch,
+            leader_epoch,
+            now_ms,
+        )?;
+        let mut usage = self.reg.usage;
+        usage.local += info.bytes as u64;
+        usage.pending += info.bytes as u64;
+        self.publish(usage);
+        self.after_write();
+        Ok(info)
     }
 
     /// A follower's append of its leader's batches (see

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
 };
@@ -30,7 +32,7 @@ use crate::kafka::response::{marker, splice_records, ResponseFrame};
 use dataplane::backend::{LogError, Records};
 use dataplane::fetch::{PartitionRead, ReadOutcome, Wait};
 use dataplane::node::Unavailable;
-use dataplane::partition::PartitionHandle;
+use dataplane::partition::{Isolation, PartitionHandle, ReadResult};
 use dataplane::telemetry::sampling::{sampled, SPAN_TARGET};
 use tracing::Instrument;
 
@@ -58,13 +60,19 @@ struct Item {
     /// KIP-392: an in-sync follower in the consumer's rack, which the
     /// consumer should read from instead (nothing is read here then).
     preferred_replica: Option<i32>,
+    /// The request's isolation level.
+    isolation: Isolation,
 }
 
 struct Outcome {
     error: Option<ResponseError>,
     high_watermark: i64,
+    /// -1 when unknown (an error).
+    last_stable: i64,
     log_start: i64,
     records: Records,
+    /// read_committed: the aborted transactions within `records`.
+    aborted: Vec<AbortedTransaction>,
 }
 
 impl Outcome {
@@ -72,10 +80,24 @@ impl Outcome {
         Outcome {
             error: Some(error),
             high_watermark,
+            last_stable: high_watermark,
             log_start,
             records: Records::empty(),
+            aborted: Vec::new(),
         }
     }
+}
+
+/// The aborted transactions of a read in Kafka's terms.
+fn aborted_of(r: &ReadResult) -> Vec<AbortedTransaction> {
+    r.aborted
+        .iter()
+        .map(|t| {
+            AbortedTransaction::default()
+                .with_producer_id(kafka_protocol::messages::ProducerId(t.producer_id))
+                .with_first_offset(t.first_offset)
+        })
+        .collect()
 }
 
 /// The long poll of `dataplane::fetch` over `items`, its outcomes in Kafka's
@@ -95,6 +117,7 @@ async fn long_poll(
             offset: it.offset,
             max_bytes: it.max_bytes,
             offsets_only: it.preferred_replica.is_some(),
+            isolation: it.isolation,
         })
         .collect();
     let wait = Wait {
@@ -112,7 +135,9 @@ async fn long_poll(
             (ReadOutcome::Read(r), _) => Outcome {
                 error: None,
                 high_watermark: r.high_watermark,
+                last_stable: r.last_stable_offset,
                 log_start: r.log_start_offset,
+                aborted: aborted_of(&r),
                 records: r.records,
             },
             (ReadOutcome::Unresolved, Err(e)) => Outcome::failed(*e, -1, -1),
@@ -386,6 +411,12 @@ pub(super) async fn fetch(b: &Broker, ctx: &RequestContext, req: FetchRequest) -
 
 async fn serve(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnswer {
     let v = ctx.api_version;
+    // read_committed exists from v4; older requests read uncommitted
+    let isolation = if v >= 4 {
+        Isolation::from_wire(req.isolation_level)
+    } else {
+        Isolation::ReadUncommitted
+    };
     let mode = if v >= 7 {
         SessionMode::of(req.session_id, req.session_epoch)
     } else {
@@ -425,6 +456,7 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchAnsw
                 current_leader_epoch: p.current_leader_epoch,
                 owner,
                 preferred_replica: None,
+                isolation,
             });
         }
     }
@@ -488,6 +520,7 @@ async fn apply_session(
     items: &mut Vec<Item>,
     reach: Reach,
 ) -> Result<i32, ResponseError> {
+    let isolation = Isolation::from_wire(req.isolation_level);
     let to_session = |it: &Item| SessionPartition {
         topic: it.topic.clone(),
         topic_id: it.topic_id,
@@ -554,6 +587,7 @@ async fn apply_session(
                                 current_leader_epoch: -1,
                                 owner,
                                 preferred_replica: None,
+                                isolation,
                             });
                         }
                     }
@@ -598,9 +632,9 @@ fn build_response(
             .with_partition_index(it.partition)
             .with_error_code(codes::code(o.error))
             .with_high_watermark(o.high_watermark)
-            .with_last_stable_offset(o.high_watermark)
+            .with_last_stable_offset(o.last_stable)
             .with_log_start_offset(o.log_start)
-            .with_aborted_transactions(if v >= 4 { Some(Vec::new()) } else { None })
+            .with_aborted_transactions(if v >= 4 { Some(o.aborted) } else { None })
             .with_preferred_read_replica(kafka_protocol::messages::BrokerId(
                 it.preferred_replica.unwrap_or(-1),
             ))

@@ -32,6 +32,7 @@ use crate::forward::client::{ForwardError, Forwarder};
 use crate::kafka::api::routing::decode_response;
 use crate::kafka::api::RequestContext;
 use dataplane::backend::Records;
+use dataplane::partition::Isolation;
 
 /// The Fetch version of forwarded reads: names topics, so any client
 /// version's request can be forwarded.
@@ -75,6 +76,10 @@ fn request(
         .with_max_bytes(i32::try_from(max_total).unwrap_or(i32::MAX))
         .with_session_id(0)
         .with_session_epoch(-1)
+        .with_isolation_level(match items.first().map(|it| it.isolation) {
+            Some(Isolation::ReadCommitted) => 1,
+            _ => 0,
+        })
         .with_topics(topics);
     let mut buf = BytesMut::with_capacity(128);
     RequestHeader::default()
@@ -120,7 +125,9 @@ fn outcomes(items: &[&Item], answer: Result<Option<Bytes>, ForwardError>) -> Vec
                     .then(|| ResponseError::try_from_code(p.error_code))
                     .flatten(),
                 high_watermark: p.high_watermark,
+                last_stable: p.last_stable_offset,
                 log_start: p.log_start_offset,
+                aborted: p.aborted_transactions.unwrap_or_default(),
                 records: Records::Bytes(p.records.unwrap_or_default()),
             },
             None => unreachable(),

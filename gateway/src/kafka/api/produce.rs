@@ -49,6 +49,13 @@ fn single_batch(records: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the batch carries the transactional attribute (bit 4).
+fn is_transactional(records: &[u8]) -> bool {
+    records
+        .get(21..23)
+        .is_some_and(|a| i16::from_be_bytes([a[0], a[1]]) & 0x10 != 0)
+}
+
 async fn produce_partition(
     b: &Broker,
     topic: Option<&TopicInfo>,
@@ -73,6 +80,15 @@ async fn produce_partition(
     };
     if let Err(reason) = single_batch(&records) {
         return failed(index, ResponseError::InvalidRecord, Some(reason));
+    }
+    if is_transactional(&records) {
+        // a transactional batch in a request without a transactional id
+        // (the request's id is refused earlier): Kafka's answer
+        return failed(
+            index,
+            ResponseError::TransactionalIdAuthorizationFailed,
+            Some("transactional batches need a transactional producer; transactions are not served yet".into()),
+        );
     }
     if acks == Acks::All {
         let isr = topic

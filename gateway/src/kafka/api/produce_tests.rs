@@ -17,7 +17,35 @@ on_every_backend!(
     idempotent_producer_retries_are_acknowledged_once,
     two_batches_for_one_partition_are_refused_and_nothing_is_written,
     a_partition_this_node_does_not_lead_refuses_produce_and_fetch,
+    a_transactional_batch_without_a_transactional_producer_is_refused_and_not_written,
 );
+
+/// The log accepts transactional batches (they open a transaction that
+/// only a coordinator's marker ends); a client that sends one outside a
+/// transactional producer gets Kafka's answer and nothing is written, so
+/// no transaction is left open that nothing would ever end.
+async fn a_transactional_batch_without_a_transactional_producer_is_refused_and_not_written(
+    logs: Logs,
+) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "t", 1).await;
+    let mut txn = BytesMut::from(&batch(&["x"], Some((7, 0, 0)), Compression::None)[..]);
+    let attrs = i16::from_be_bytes([txn[21], txn[22]]) | 0x10;
+    txn[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = storage::batch::compute_crc(&txn);
+    txn[17..21].copy_from_slice(&crc.to_be_bytes());
+    let refused = produce(b, "t", txn.freeze()).await;
+    assert_eq!(
+        refused.error_code, 53,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    );
+    let resp: FetchResponse = call(b, ApiKey::Fetch, 12, &fetch_req("t", 0, 0, 1)).await;
+    assert_eq!(
+        resp.responses[0].partitions[0].high_watermark, 0,
+        "nothing written"
+    );
+}
 
 async fn produced_batches_come_back_from_fetch_with_dense_offsets(logs: Logs) {
     let t = TestBroker::start(logs).await;

@@ -22,6 +22,7 @@ mod route;
 mod routing;
 mod scram_users;
 mod topics;
+mod txn_markers;
 mod unregister_broker;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -313,6 +314,9 @@ pub async fn dispatch(
             .await
             .into(),
         RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &ctx, r).await.into(),
+        RequestKind::WriteTxnMarkers(r) => {
+            txn_markers::write_txn_markers(broker, &ctx, r).await.into()
+        }
         RequestKind::InitProducerId(r) => init_producer_id::init_producer_id(broker, &ctx, r)
             .await
             .into(),
@@ -512,3 +516,6 @@ mod reassignments_tests;
 mod test_support;
 #[cfg(test)]
 mod topics_tests;
+
+#[cfg(test)]
+mod txn_markers_tests;

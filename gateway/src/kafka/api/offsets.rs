@@ -64,6 +64,8 @@ pub(super) async fn list_offsets(
 ) -> ListOffsetsResponse {
     // The leader epoch field exists from v4 on.
     let has_epoch = ctx.api_version >= 4;
+    // read_committed (v2+): LATEST is the last stable offset
+    let committed = ctx.api_version >= 2 && req.isolation_level == 1;
     let mut topics = Vec::new();
     for t in req.topics {
         let topic = b.node.catalog.topic(t.name.as_str());
@@ -89,6 +91,13 @@ pub(super) async fn list_offsets(
                     continue;
                 }
             };
+            if committed && p.timestamp == -1 {
+                parts.push(match h.last_stable().await {
+                    Err(e) => resp.with_error_code(codes::log_error(&e).code()),
+                    Ok(offset) => resp.with_offset(offset).with_leader_epoch(epoch),
+                });
+                continue;
+            }
             let query = match p.timestamp {
                 -2 => OffsetQuery::Earliest,
                 -4 => OffsetQuery::EarliestLocal,

@@ -72,7 +72,13 @@ def test_s3_backend_round_trips_every_record_through_object_storage(moto_server)
         keys = servers.s3_keys(moto_server, "aerostream", "cluster-1/topics/")
         segs = [k for k in keys if k.endswith(".seg")]
         assert len(segs) == m["aerostream_tier_committed_segments_total"]
-        assert len(keys) == 3 * len(segs), "each segment has its .seg, .idx and .tix"
+        # the producer is idempotent: each segment also carries the producer
+        # snapshot its replicas restore (KIP-405's producer snapshot)
+        expected = {s[:-len(".seg")] + ext for s in segs
+                    for ext in (".seg", ".idx", ".tix", ".producers")}
+        assert set(keys) == expected, (
+            "each segment has its .seg, .idx, .tix and .producers, and nothing else is there: "
+            f"missing {sorted(expected - set(keys))[:4]}, extra {sorted(set(keys) - expected)[:4]}")
 
     try:
         roundtrip(broker, mb("AEROSTREAM_TIERING_S3_MB", 300), objects_listed)

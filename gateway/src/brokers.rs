@@ -56,42 +56,6 @@ pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
     agents(catalog, config)
 }
 
-/// How long Metadata keeps listing an agent after this agent saw its lease
-/// lapse. librdkafka drops a broker missing from Metadata at once, and when
-/// that broker was the leader it parks the partition's queued records on
-/// an internal broker until its next leader query, a second later, even
-/// though the same answer names the new leader: listed a little longer,
-/// the records move straight to the new leader. Connections to it fail
-/// fast (it is down), and nothing is led or coordinated there any more.
-pub const FENCED_LISTING: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// When this agent first saw each fenced agent fenced.
-#[derive(Debug, Default)]
-pub struct FencedSince(std::sync::Mutex<std::collections::HashMap<u64, std::time::Instant>>);
-
-/// The brokers Metadata lists: [`live`], plus agents fenced less than
-/// [`FENCED_LISTING`] ago (see there).
-pub fn listed(catalog: &Metastore, config: &BrokerConfig, since: &FencedSince) -> Vec<BrokerEntry> {
-    let mut out = live(catalog, config);
-    if config.load_balanced {
-        return out;
-    }
-    let now = std::time::Instant::now();
-    let mut seen = since.0.lock().unwrap_or_else(|p| p.into_inner());
-    let all = catalog.agents();
-    seen.retain(|id, _| all.iter().any(|a| a.id == *id && a.fenced));
-    for a in all.iter().filter(|a| a.fenced) {
-        let first = *seen.entry(a.id).or_insert(now);
-        if now.duration_since(first) < FENCED_LISTING {
-            if let Some(e) = entry(a).filter(|e| e.id != config.node_id) {
-                out.push(e);
-            }
-        }
-    }
-    out.sort_by_key(|e| e.id);
-    out
-}
-
 /// A broker id as clients see it: the agent's own, or the balancer's.
 pub fn shown_id(config: &BrokerConfig, agent: i32) -> i32 {
     if config.load_balanced {

@@ -11,12 +11,16 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 
 use super::test_support::*;
-use crate::broker::Broker;
+use crate::broker::{Broker, BrokerConfig};
 use crate::testing::{Logs, TestBroker};
 use dataplane::partition::Acks;
 use metastore::Topics;
+use security::authz::AuthzConfig;
 
-on_every_backend!(a_marker_ends_a_transaction_for_read_committed_consumers);
+on_every_backend!(
+    a_marker_ends_a_transaction_for_read_committed_consumers,
+    only_a_principal_with_cluster_action_writes_markers,
+);
 
 const PID: i64 = 4_242;
 
@@ -31,6 +35,78 @@ async fn append_transactional(b: &Broker, topic: &str, values: &[&str]) {
     let info = b.node.catalog.topic(topic).expect("topic");
     let h = b.node.partition(&info, 0).await.expect("partition");
     h.append(txn, 0, Acks::All).await.expect("append");
+}
+
+fn abort_request(topic: &'static str) -> WriteTxnMarkersRequest {
+    WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(PID))
+        .with_producer_epoch(0)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(topic)))
+            .with_partition_indexes(vec![0])])])
+}
+
+/// Markers end other producers' transactions: as in Kafka, only brokers
+/// (here: principals with CLUSTER_ACTION on the cluster) may write them.
+async fn only_a_principal_with_cluster_action_writes_markers(logs: Logs) {
+    let config = BrokerConfig {
+        authz: AuthzConfig {
+            enabled: true,
+            superusers: vec!["User:admin".into()],
+            allow_if_no_acl: false,
+        },
+        ..BrokerConfig::default()
+    };
+    let t = TestBroker::start_with(logs, config).await;
+    let b = &t.broker;
+    let req = CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("tx")))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
+    let created: CreateTopicsResponse =
+        call_as(b, "User:admin", ApiKey::CreateTopics, 7, &req).await;
+    assert_eq!(created.topics[0].error_code, 0);
+    append_transactional(b, "tx", &["t1"]).await;
+    let refused: WriteTxnMarkersResponse = call_as(
+        b,
+        "User:mallory",
+        ApiKey::WriteTxnMarkers,
+        1,
+        &abort_request("tx"),
+    )
+    .await;
+    assert_eq!(
+        refused.markers[0].topics[0].partitions[0].error_code, 31,
+        "CLUSTER_AUTHORIZATION_FAILED"
+    );
+    let h = b
+        .node
+        .partition(&b.node.catalog.topic("tx").expect("topic"), 0)
+        .await
+        .expect("partition");
+    assert_eq!(
+        h.last_stable().await.expect("lso"),
+        0,
+        "the transaction is still open"
+    );
+    let written: WriteTxnMarkersResponse = call_as(
+        b,
+        "User:admin",
+        ApiKey::WriteTxnMarkers,
+        1,
+        &abort_request("tx"),
+    )
+    .await;
+    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    assert_eq!(
+        h.last_stable().await.expect("lso"),
+        2,
+        "ended by the marker"
+    );
 }
 
 async fn fetch_committed(b: &Broker, topic: &str) -> fetch_response::PartitionData {

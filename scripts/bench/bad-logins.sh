@@ -18,7 +18,8 @@
 # Environment:
 #   AEROSTREAM_BIN, LOADTEST_BIN  binaries (default: release builds in the
 #                   target dir when there are, else the debug ones; build
-#                   them first: cargo build --release -p agent -p loadtest)
+#                   them first: cargo build --release -p agent -p loadtest
+#                   --features loadtest/tls: SCRAM needs librdkafka with OpenSSL)
 #   WARMUP, DURATION  loadtest warm-up and measured time (default 5s, 30s)
 #   KAFKA_RATE, HTTP_RATE  failed logins a second on each port (default 100)
 #   HTTP_SOURCES    loopback addresses the HTTP logins come from in turn
@@ -48,7 +49,7 @@ pick() {
 aerostream=${AEROSTREAM_BIN:-$(pick aerostream)}
 loadtest=${LOADTEST_BIN:-$(pick loadtest)}
 for b in "$aerostream" "$loadtest"; do
-    [ -x "$b" ] || { echo "no binary $b: cargo build --release -p agent -p loadtest" >&2; exit 1; }
+    [ -x "$b" ] || { echo "no binary $b: cargo build --release -p agent -p loadtest --features loadtest/tls" >&2; exit 1; }
 done
 broker_cpus=${BROKER_CPUS:-0}
 loadgen_cpus=${LOADGEN_CPUS:-1}

@@ -24,7 +24,7 @@ use crate::files;
 use crate::flusher::{self, SealJob, Ticket};
 use crate::health::Health;
 use crate::pool::Gate;
-use crate::producer::{ProducerStates, Staged};
+use crate::producer::{MarkerOf, ProducerStates, Staged};
 use crate::recovery;
 use crate::segment::{Placed, Segment, SegmentInfo};
 use crate::txn::{self, AbortedIndex, AbortedTxn, ControlType};
@@ -389,15 +389,15 @@ impl PartitionLog {
         let b = batch::validate(&records, 0, self.config.batch_limits())?;
         let offset = self.log_end_offset();
         let mut staged = Staged::default();
-        let aborted = self.producers.check_and_stage_marker(
-            &mut staged,
-            producer_id,
-            producer_epoch,
+        let marker = MarkerOf {
+            pid: producer_id,
+            epoch: producer_epoch,
             control,
             coordinator_epoch,
-            offset,
-            now_ms,
-        )?;
+        };
+        let aborted = self
+            .producers
+            .check_and_stage_marker(&mut staged, marker, offset, now_ms)?;
         let p = place(&b, offset, now_ms)?;
         self.maybe_roll(records.len() as u64, p.next_offset, now_ms)?;
         batch::stamp(&mut records, offset, leader_epoch);

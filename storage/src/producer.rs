@@ -78,6 +78,16 @@ impl ProducerEntry {
     }
 }
 
+/// A marker to check: producer id and epoch, commit or abort, and the
+/// epoch of the coordinator that asks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MarkerOf {
+    pub(crate) pid: i64,
+    pub(crate) epoch: i16,
+    pub(crate) control: ControlType,
+    pub(crate) coordinator_epoch: i32,
+}
+
 /// Changes staged by one append, committed only after the write succeeded.
 #[derive(Debug, Default)]
 pub(crate) struct Staged {
@@ -179,19 +189,21 @@ impl ProducerStates {
         Ok(None)
     }
 
-    /// Checks a marker of `control` for producer `pid` (at `epoch`, from
-    /// a coordinator at `coordinator_epoch`) to be written at `offset`, and
-    /// stages its effect; returns the aborted transaction it ends, if any.
+    /// Checks marker `m` to be written at `offset`, and stages its effect;
+    /// returns the aborted transaction it ends, if any.
     pub(crate) fn check_and_stage_marker(
         &self,
         staged: &mut Staged,
-        pid: i64,
-        epoch: i16,
-        control: ControlType,
-        coordinator_epoch: i32,
+        m: MarkerOf,
         offset: i64,
         now_ms: i64,
     ) -> Result<Option<AbortedTxn>, StorageError> {
+        let MarkerOf {
+            pid,
+            epoch,
+            control,
+            coordinator_epoch,
+        } = m;
         let current = self.map.get(&pid);
         if let Some(e) = current {
             if epoch < e.epoch {

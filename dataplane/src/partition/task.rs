@@ -207,6 +207,18 @@ impl Task {
             .log
             .append(&mut records, leader_epoch, now_ms())
             .map(|a| (a, self.log.log_start_offset()));
+        self.answer_write(result, acks, reply);
+    }
+
+    /// Answers a write the log took (or refused): at once, or for acks=all
+    /// once the in-sync replicas (and, without write caching, a durability
+    /// point) cover it.
+    fn answer_write(
+        &mut self,
+        result: Result<(Appended, i64), LogError>,
+        acks: Acks,
+        reply: AppendReply,
+    ) {
         if let Err(e @ LogError::Storage(storage::StorageError::Offline { .. })) = &result {
             self.mark_offline(e);
         }
@@ -479,25 +491,7 @@ impl Task {
                 };
                 (appended, self.log.log_start_offset())
             });
-        if let Err(e @ LogError::Storage(storage::StorageError::Offline { .. })) = &result {
-            self.mark_offline(e);
-        }
-        self.advance_hw();
-        if *self.hw.borrow() < self.log.log_end_offset() {
-            self.sync_wanted = true;
-        }
-        match result {
-            Ok(answer) if answer.0.last_offset >= *self.hw.borrow() => {
-                self.waiting.push_back(Waiter {
-                    end: answer.0.last_offset + 1,
-                    answer,
-                    reply,
-                });
-            }
-            other => {
-                let _ = reply.send(other);
-            }
-        }
+        self.answer_write(result, Acks::All, reply);
     }
 
     fn offsets(&self, query: OffsetQuery) -> Result<TaskOffsets, LogError> {

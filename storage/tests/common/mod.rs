@@ -136,30 +136,13 @@ pub fn small_segments() -> storage::LogConfig {
     }
 }
 
-/// A transactional batch of producer `pid` at `epoch`, sequences from `seq`.
+/// A transactional batch of producer `pid` at `epoch`, sequences from `seq`:
+/// [`idem_batch`] with the transactional attribute (bit 4) set.
 pub fn txn_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: 1_000 + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(value_for(pid as u64, i, 16))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.to_vec()
+    let mut b = idem_batch(pid, epoch, seq, n);
+    let attrs = i16::from_be_bytes([b[21], b[22]]) | 1 << 4;
+    b[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = storage::batch::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
 }

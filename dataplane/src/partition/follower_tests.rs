@@ -18,6 +18,38 @@ use crate::testing::{batch_of, scratch_dir};
 /// One agent's replica: its id and its partition's handle.
 pub(super) type Replica<'a> = (u64, &'a PartitionHandle);
 
+/// Two agents' replicas of one partition on their own disks: agent 1
+/// leads it at epoch 0, agent 2 follows. The directories live as long as
+/// the first value.
+async fn leader_and_follower() -> (
+    [tempfile::TempDir; 2],
+    [Arc<Partitions>; 2],
+    PartitionHandle,
+    PartitionHandle,
+) {
+    let dirs = [scratch_dir(), scratch_dir()];
+    let id = Uuid::new_v4();
+    let regs = [
+        partitions(Arc::new(
+            DiskLogFactory::new(dirs[0].path()).expect("factory"),
+        )),
+        partitions(Arc::new(
+            DiskLogFactory::new(dirs[1].path()).expect("factory"),
+        )),
+    ];
+    let a1 = regs[0]
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
+    let a2 = regs[1]
+        .get_or_open("t", id, 0, settings)
+        .await
+        .expect("open");
+    a1.lead(leadership(1, 0)).await.expect("lead");
+    a2.follow(1, 0).await.expect("follow");
+    (dirs, regs, a1, a2)
+}
+
 /// The leader's answer to `follower`'s fetch from `pos`, as it travels.
 pub(super) async fn leader_answer(
     (_, leader): Replica<'_>,
@@ -289,26 +321,7 @@ async fn a_follower_without_write_caching_reports_only_what_it_fsynced() {
 /// watermark may already count; Kafka drops such answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_fetched_under_an_older_epoch_neither_truncates_nor_appends() {
-    let dirs = [scratch_dir(), scratch_dir()];
-    let id = Uuid::new_v4();
-    let regs = [
-        partitions(Arc::new(
-            DiskLogFactory::new(dirs[0].path()).expect("factory"),
-        )),
-        partitions(Arc::new(
-            DiskLogFactory::new(dirs[1].path()).expect("factory"),
-        )),
-    ];
-    let a1 = regs[0]
-        .get_or_open("t", id, 0, settings)
-        .await
-        .expect("open");
-    let a2 = regs[1]
-        .get_or_open("t", id, 0, settings)
-        .await
-        .expect("open");
-    a1.lead(leadership(1, 0)).await.expect("lead");
-    a2.follow(1, 0).await.expect("follow");
+    let (_dirs, regs, a1, a2) = leader_and_follower().await;
     for v in [b"a", b"b", b"c"] {
         a1.append(batch_of(&[v]), 0, Acks::Leader)
             .await
@@ -362,26 +375,7 @@ async fn an_answer_fetched_under_an_older_epoch_neither_truncates_nor_appends() 
 /// twice (or after a truncation moved the log), it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_for_another_fetch_offset_is_refused() {
-    let dirs = [scratch_dir(), scratch_dir()];
-    let id = Uuid::new_v4();
-    let regs = [
-        partitions(Arc::new(
-            DiskLogFactory::new(dirs[0].path()).expect("factory"),
-        )),
-        partitions(Arc::new(
-            DiskLogFactory::new(dirs[1].path()).expect("factory"),
-        )),
-    ];
-    let a1 = regs[0]
-        .get_or_open("t", id, 0, settings)
-        .await
-        .expect("open");
-    let a2 = regs[1]
-        .get_or_open("t", id, 0, settings)
-        .await
-        .expect("open");
-    a1.lead(leadership(1, 0)).await.expect("lead");
-    a2.follow(1, 0).await.expect("follow");
+    let (_dirs, regs, a1, a2) = leader_and_follower().await;
     a1.append(batch_of(&[b"a", b"b"]), 0, Acks::Leader)
         .await
         .expect("append");

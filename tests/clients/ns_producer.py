@@ -1,12 +1,16 @@
 """An acks=all producer run as its own process (so it can run inside a
 network namespace): writes to partition 0 of TOPIC for SECONDS, then waits
 for outstanding records, and writes every acknowledged record as a JSON
-line {"offset": .., "value": .., "t": ack time} to OUT.
+line {"offset": .., "value": .., "t": ack time} to OUT, then one line
+{"epoch_bumps": N}: how often librdkafka bumped its producer epoch (it then
+re-sends records whose outcome it did not know under new sequence numbers,
+which may write them twice: librdkafka issue #4953).
 
     python3 ns_producer.py BOOTSTRAP TOPIC PREFIX SECONDS OUT
 """
 
 import json
+import logging
 import sys
 import time
 
@@ -16,6 +20,16 @@ from confluent_kafka import Producer
 def main():
     bootstrap, topic, prefix, seconds, out = sys.argv[1:6]
     acked = []
+    bumps = []
+
+    class Bumps(logging.Handler):
+        def emit(self, record):
+            if "bumped epoch" in record.getMessage():
+                bumps.append(record.getMessage())
+
+    log = logging.getLogger("rdkafka")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(Bumps())
 
     def report(err, msg):
         if err is None:
@@ -30,6 +44,8 @@ def main():
         "request.timeout.ms": 5000,
         "socket.timeout.ms": 5000,
         "topic.metadata.refresh.interval.ms": 1000,
+        "debug": "eos",
+        "logger": log,
     })
     deadline = time.time() + float(seconds)
     i = 0
@@ -44,7 +60,8 @@ def main():
     with open(out, "w") as f:
         for a in acked:
             f.write(json.dumps(a) + "\n")
-    print(f"{prefix}: {len(acked)} of {i} acknowledged")
+        f.write(json.dumps({"epoch_bumps": len(bumps)}) + "\n")
+    print(f"{prefix}: {len(acked)} of {i} acknowledged, {len(bumps)} epoch bumps")
 
 
 if __name__ == "__main__":

@@ -91,6 +91,7 @@ mod flusher;
 mod health;
 mod index;
 mod log;
+mod log_txn;
 mod pool;
 mod producer;
 mod records;

@@ -300,6 +300,9 @@ pub struct Broker {
     pub logins: crate::logins::Logins,
     /// Forwarded requests, sent and served.
     pub forward_counters: Arc<ForwardCounters>,
+    /// Crashed agents, as this agent first saw them fenced (Metadata lists
+    /// them a little longer, see `brokers::CRASHED_LISTING`).
+    pub fenced_since: crate::brokers::FencedSince,
     forwarder: OnceLock<Arc<Forwarder>>,
     /// Set when a controlled shutdown starts handing leadership over:
     /// `/health` answers 503 (load balancers stop sending new clients)
@@ -330,6 +333,7 @@ impl Broker {
             node: Node::new(node, catalog, partitions, groups),
             metrics: Metrics::default(),
             forward_counters: Arc::default(),
+            fenced_since: Default::default(),
             forwarder: OnceLock::new(),
             leaving: std::sync::atomic::AtomicBool::new(false),
             shutting_down: tokio::sync::watch::channel(false).0,

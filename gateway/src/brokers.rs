@@ -56,6 +56,54 @@ pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
     agents(catalog, config)
 }
 
+/// How long Metadata keeps listing an agent that crashed (its lease
+/// lapsed) after this agent first saw it fenced. librdkafka forgets a
+/// broker missing from Metadata at once, and when that broker led a
+/// partition it parks the partition's queued records on an internal broker
+/// until its next leader query, about a second later, even though the same
+/// answer names the new leader; listed a little longer, the records move
+/// straight to the new leader. The dead agent leads and coordinates nothing
+/// meanwhile, and connections to it fail fast. An agent that shut down
+/// (controlled shutdown) is dropped at once: its clients already moved, and
+/// a listed broker that is down grows a reconnect back-off in the client
+/// that would delay them when the agent returns.
+pub const CRASHED_LISTING: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// When this agent first saw each crashed agent fenced.
+#[derive(Debug, Default)]
+pub struct FencedSince(std::sync::Mutex<std::collections::HashMap<u64, std::time::Instant>>);
+
+/// The brokers Metadata lists: [`live`], plus agents whose lease lapsed
+/// less than [`CRASHED_LISTING`] ago (see there).
+pub fn listed(catalog: &Metastore, config: &BrokerConfig, since: &FencedSince) -> Vec<BrokerEntry> {
+    listed_at(catalog, config, since, std::time::Instant::now())
+}
+
+fn listed_at(
+    catalog: &Metastore,
+    config: &BrokerConfig,
+    since: &FencedSince,
+    now: std::time::Instant,
+) -> Vec<BrokerEntry> {
+    let mut out = live(catalog, config);
+    if config.load_balanced {
+        return out;
+    }
+    let all = catalog.agents();
+    let mut seen = since.0.lock().unwrap_or_else(|p| p.into_inner());
+    seen.retain(|id, _| all.iter().any(|a| a.id == *id && a.fenced && !a.shut_down));
+    for a in all.iter().filter(|a| a.fenced && !a.shut_down) {
+        let first = *seen.entry(a.id).or_insert(now);
+        if now.saturating_duration_since(first) < CRASHED_LISTING {
+            if let Some(e) = entry(a).filter(|e| e.id != config.node_id) {
+                out.push(e);
+            }
+        }
+    }
+    out.sort_by_key(|e| e.id);
+    out
+}
+
 /// A broker id as clients see it: the agent's own, or the balancer's.
 pub fn shown_id(config: &BrokerConfig, agent: i32) -> i32 {
     if config.load_balanced {
@@ -151,5 +199,97 @@ mod tests {
         assert_eq!(split_addr("nohost"), None);
         assert_eq!(split_addr(":9092"), None);
         assert_eq!(split_addr("h:99999"), None);
+    }
+
+    async fn register(b: &crate::broker::Broker, id: u64) {
+        b.node
+            .catalog
+            .register_agent(metastore::AgentRegistration {
+                id,
+                addrs: metastore::AgentAddrs {
+                    kafka: Some(format!("127.0.0.1:{}", 19090 + id)),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .await
+            .expect("agent registers");
+    }
+
+    fn ids(entries: &[BrokerEntry]) -> Vec<i32> {
+        entries.iter().map(|e| e.id).collect()
+    }
+
+    #[tokio::test]
+    async fn a_crashed_agent_stays_listed_a_few_seconds_and_one_that_shut_down_leaves_at_once() {
+        use metastore::command::Command;
+        let t = crate::testing::TestBroker::start(crate::testing::Logs::Disk).await;
+        let b = &t.broker;
+        let me = b.config.node_id;
+        register(b, 2).await;
+        register(b, 3).await;
+        let generation = b
+            .node
+            .catalog
+            .agents()
+            .iter()
+            .find(|a| a.id == 2)
+            .map(|a| a.lease_generation)
+            .expect("agent 2 is known");
+        b.node
+            .catalog
+            .submit(vec![Command::FenceAgent {
+                agent_id: 2,
+                observed_generation: Some(generation),
+                observed_heartbeat_ms: None,
+            }])
+            .await
+            .expect("the fence is logged")
+            .remove(0)
+            .expect("agent 2 is fenced as if its lease lapsed");
+        b.node
+            .catalog
+            .shutdown_agent(3)
+            .await
+            .expect("agent 3 shuts down");
+
+        let since = FencedSince::default();
+        let t0 = std::time::Instant::now();
+        let mut want = vec![me, 2];
+        want.sort_unstable();
+        assert_eq!(
+            ids(&live(&b.node.catalog, &b.config)),
+            vec![me],
+            "neither is live"
+        );
+        assert_eq!(
+            ids(&listed_at(&b.node.catalog, &b.config, &since, t0)),
+            want
+        );
+        let later = t0 + CRASHED_LISTING - std::time::Duration::from_millis(1);
+        assert_eq!(
+            ids(&listed_at(&b.node.catalog, &b.config, &since, later)),
+            want
+        );
+        let gone = t0 + CRASHED_LISTING;
+        assert_eq!(
+            ids(&listed_at(&b.node.catalog, &b.config, &since, gone)),
+            vec![me]
+        );
+
+        // back: listed as live, and its fence forgotten
+        b.node
+            .catalog
+            .heartbeat(2)
+            .await
+            .expect("agent 2 heartbeats");
+        assert_eq!(
+            ids(&listed_at(&b.node.catalog, &b.config, &since, gone)),
+            want
+        );
+        assert!(
+            since.0.lock().expect("lock").is_empty(),
+            "forgotten once back"
+        );
     }
 }

@@ -74,6 +74,13 @@ pub struct AgentInfo {
     /// and is refused if a renewal landed since.
     #[serde(default)]
     pub lease_generation: u64,
+    /// Set when the agent's fence came from its own controlled shutdown
+    /// (`ShutdownAgent`) rather than a lapsed lease; cleared when it
+    /// registers or heartbeats again. Metadata drops such an agent at once,
+    /// while a crashed one stays listed a few seconds (see the gateway's
+    /// `brokers::listed`).
+    #[serde(default)]
+    pub shut_down: bool,
 }
 
 /// A topic and its partitions, as Kafka Metadata and DescribeConfigs need them.

@@ -2,7 +2,9 @@
 """Failover time of a replicated partition: kill -9 its leader again and
 again while an idempotent acks=all producer writes, and measure how long
 after each kill the first write *sent after the kill* is acknowledged, and
-the longest pause between two acknowledgements around it. With
+the longest pause between two acknowledgements around it, and the
+longest pause while the restarted agent catches up and takes its
+leadership back. With
 `--signal term` the leader gets SIGTERM instead: a controlled shutdown,
 which hands leadership to an in-sync follower before the agent closes.
 
@@ -105,12 +107,16 @@ def main():
 
     t = threading.Thread(target=produce, daemon=True)
     t.start()
-    samples, elected, pauses = [], [], []
+    samples, elected, pauses, returns = [], [], [], []
+    restarted = None
     try:
         for k in range(args.kills):
             eventually("three in-sync replicas", lambda: len(state()[1]) == 3 and state()[0] > 0,
                        timeout=120)
             time.sleep(1)
+            if restarted is not None:
+                # the returned agent catches up and takes its leadership back
+                returns.append(longest_pause(sorted(acked_at.values()), restarted, time.time()))
             leader, _ = state()
             agent = c.agent(leader)
             killed = time.time()
@@ -139,6 +145,7 @@ def main():
                   f"{first - killed:.2f}s after it; longest pause between acknowledgements "
                   f"{pauses[-1]:.3f}s", flush=True)
             agent.start(timeout=120)
+            restarted = time.time()
     finally:
         stop.set()
         t.join(150)
@@ -154,6 +161,9 @@ def main():
         "longest_ack_pause_p50_s": percentile(pauses, 50),
         "longest_ack_pause_p99_s": percentile(pauses, 99),
         "longest_ack_pause_s": [round(s, 3) for s in pauses],
+        "longest_ack_pause_while_returning_p50_s": percentile(returns, 50) if returns else None,
+        "longest_ack_pause_while_returning_p99_s": percentile(returns, 99) if returns else None,
+        "longest_ack_pause_while_returning_s": [round(s, 3) for s in returns],
         "producer_errors": errors[:10],
         "acknowledged": len(acked_at),
     }
@@ -170,11 +180,13 @@ def main():
             f"{summary['p50_s']:.2f} | {summary['p90_s']:.2f} | {summary['p99_s']:.2f} | "
             f"{summary['max_s']:.2f} | "
             f"{summary['new_leader_in_metadata_p50_s']:.2f} / {summary['new_leader_in_metadata_p99_s']:.2f} | "
-            f"{summary['longest_ack_pause_p50_s']:.2f} / {summary['longest_ack_pause_p99_s']:.2f} |")
+            f"{summary['longest_ack_pause_p50_s']:.2f} / {summary['longest_ack_pause_p99_s']:.2f} | "
+            f"{percentile(returns, 50) if returns else 0:.2f} / {percentile(returns, 99) if returns else 0:.2f} |")
     with open(os.path.join(args.out, name + ".md"), "w") as f:
         f.write("| signal | agent lease | kills | min s | p50 s | p90 s | p99 s | max s "
-                "| new leader in Metadata p50 / p99 s | longest pause between acks p50 / p99 s |\n"
-                "|---|---|---|---|---|---|---|---|---|---|\n")
+                "| new leader in Metadata p50 / p99 s | longest pause between acks p50 / p99 s "
+                "| longest pause while the agent returns p50 / p99 s |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|\n")
         f.write(line + "\n")
     print(line)
 

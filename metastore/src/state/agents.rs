@@ -47,6 +47,7 @@ impl MetaState {
                 a.registered_ms = now_ms;
                 a.last_heartbeat_ms = now_ms;
                 a.fenced = false;
+                a.shut_down = false;
                 a.incarnation += 1;
                 a.lease_generation += 1;
                 a.clone()
@@ -63,6 +64,7 @@ impl MetaState {
                     draining: false,
                     instance: reg.instance,
                     lease_generation: 1,
+                    shut_down: false,
                 };
                 self.agents.insert(reg.id, a.clone());
                 a
@@ -86,6 +88,7 @@ impl MetaState {
         a.lease_generation += 1;
         if a.fenced {
             a.fenced = false;
+            a.shut_down = false;
             events.push(MetaEvent::AgentUnfenced { agent_id });
         }
         Ok(CommandOutput::Done)

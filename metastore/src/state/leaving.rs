@@ -65,6 +65,7 @@ impl MetaState {
             .agents
             .get_mut(&agent_id)
             .ok_or(MetaError::UnknownAgent { agent_id })?;
+        a.shut_down = true;
         if !a.fenced {
             a.fenced = true;
             events.push(MetaEvent::AgentFenced { agent_id });

@@ -31,7 +31,8 @@ fn shutdown_hands_every_leadership_to_an_in_sync_replica_in_one_step() {
     let led = before.iter().filter(|p| p.leader == Some(leaving)).count();
     let (r, events) = apply_at(&mut s, T0 + 1, Command::ShutdownAgent { agent_id: leaving });
     assert_eq!(r.expect("applied"), CommandOutput::Count(led));
-    assert!(s.agent(leaving).expect("still registered").fenced);
+    let info = s.agent(leaving).expect("still registered");
+    assert!(info.fenced && info.shut_down, "{info:?}");
     assert_eq!(events[0], MetaEvent::AgentFenced { agent_id: leaving });
     for (old, new) in before.iter().zip(partitions(&s, "t")) {
         assert!(!new.isr.contains(&leaving), "{new:?}");
@@ -93,7 +94,8 @@ fn an_agent_that_shut_down_registers_again_and_leads_once_back_in_sync() {
         },
     )
     .expect("a restart after a controlled shutdown registers");
-    assert!(!s.agent(preferred).expect("agent").fenced);
+    let info = s.agent(preferred).expect("agent");
+    assert!(!info.fenced && !info.shut_down, "{info:?}");
     // caught up: the leader adds it back, then the lease engine returns leadership
     let p = partitions(&s, "t")[0].clone();
     let mut isr = p.isr.clone();

@@ -157,7 +157,7 @@ pub(super) async fn metadata(
             }
         }
     }
-    let live = brokers::live(&b.node.catalog, &b.config);
+    let live = brokers::listed(&b.node.catalog, &b.config, &b.fenced_since);
     MetadataResponse::default()
         .with_brokers(
             live.into_iter()

@@ -12,6 +12,7 @@ use crate::acl::{AclBinding, AclFilter};
 use crate::coordinators::SlotFence;
 use crate::error::MetaError;
 use crate::quota::{QuotaEntity, QuotaOps};
+use crate::transactions::{TxnPartition, TxnRecord};
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
     OffsetCommit, ScramCredential, ScramMechanism, SegmentEntry, TopicInfo,
@@ -179,6 +180,59 @@ pub enum Command {
     /// it. Answers how many leaderships moved.
     ShutdownAgent {
         agent_id: AgentId,
+    },
+    /// InitProducerId with a transactional id (see
+    /// [`crate::transactions`]); `expected` is the producer id and epoch a
+    /// recovering producer names (KIP-360). Takes a producer id from the
+    /// same sequence as [`Command::AllocateProducerIds`].
+    InitTransaction {
+        transactional_id: String,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        coordinator: Option<SlotFence>,
+    },
+    /// AddPartitionsToTxn: opens the transaction if none is ongoing.
+    /// `producer` is (producer id, epoch) here and below.
+    AddTxnPartitions {
+        transactional_id: String,
+        producer: (i64, i16),
+        partitions: Vec<TxnPartition>,
+        coordinator: Option<SlotFence>,
+    },
+    /// AddOffsetsToTxn: the transaction will commit offsets of `group`.
+    AddTxnGroup {
+        transactional_id: String,
+        producer: (i64, i16),
+        group: String,
+        coordinator: Option<SlotFence>,
+    },
+    /// TxnOffsetCommit, from the group's coordinator (fenced by the
+    /// group's slot): offsets held until the transaction commits.
+    TxnOffsetCommit {
+        transactional_id: String,
+        producer: (i64, i16),
+        group: String,
+        offsets: Vec<OffsetCommit>,
+        coordinator: Option<SlotFence>,
+    },
+    /// EndTxn: logs the outcome (PrepareCommit or PrepareAbort).
+    EndTransaction {
+        transactional_id: String,
+        producer: (i64, i16),
+        commit: bool,
+        coordinator: Option<SlotFence>,
+    },
+    /// Aborts a transaction past its timeout (refused as stale unless it is
+    /// still ongoing and older than its timeout on the leader's clock).
+    ExpireTransaction {
+        transactional_id: String,
+        producer: (i64, i16),
+    },
+    /// Every partition holds the prepared outcome's marker.
+    CompleteTransaction {
+        transactional_id: String,
+        producer: (i64, i16),
+        commit: bool,
     },
     /// An operator removes a fenced agent for good (Kafka
     /// UnregisterBroker): it leaves the agent list, and the balancer
@@ -357,6 +411,8 @@ pub enum CommandOutput {
     LogStart(i64),
     /// The ACL bindings a command removed.
     Acls(Vec<AclBinding>),
+    /// A transactional id's record after the command.
+    Transaction(TxnRecord),
 }
 
 /// The result of one command.

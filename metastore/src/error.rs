@@ -138,6 +138,14 @@ pub enum MetaError {
     #[error("not the coordinator of group '{group}': {reason}")]
     NotCoordinator { group: String, reason: String },
 
+    /// A transactional request the transaction's state or producer does
+    /// not allow; `refusal` is Kafka's name for it. Nothing was changed.
+    #[error("{reason}")]
+    Transaction {
+        refusal: crate::transactions::TxnRefusal,
+        reason: String,
+    },
+
     /// A segment that overlaps what the manifest already holds. The uploader
     /// must reconcile with [`crate::Manifests::segments`] before retrying.
     #[error("segment {key} [{base_offset}..={last_offset}] overlaps the manifest: {reason}")]
@@ -237,6 +245,7 @@ impl MetaError {
             | MetaError::Membership { .. }
             | MetaError::DuplicateAgent { .. }
             | MetaError::NotCoordinator { .. }
+            | MetaError::Transaction { .. }
             | MetaError::AgentAlive { .. }
             | MetaError::InvalidSettings { .. } => false,
         }

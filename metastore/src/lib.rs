@@ -85,9 +85,12 @@ pub mod raft_types;
 pub mod state;
 mod store;
 pub mod topic_config;
+pub mod transactions;
 pub mod types;
 
-pub use api::{AgentKeepAlive, ClusterControl, Groups, Manifests, Metastore, Security, Topics};
+pub use api::{
+    AgentKeepAlive, ClusterControl, Groups, Manifests, Metastore, Security, Topics, Transactions,
+};
 pub use error::MetaError;
 pub use lease_driver::new_cluster_id;
 pub use network::certs::{ClusterCa, NodeCertificate};

@@ -20,7 +20,9 @@
 //! - [`ClusterControl`] (`cluster.rs`): agents and their leases, partition
 //!   leadership, ISR and reassignment, Raft membership, the cluster
 //!   endpoint's other protocols;
-//! - [`Manifests`] (`manifests.rs`): tiering manifests and log start floors.
+//! - [`Manifests`] (`manifests.rs`): tiering manifests and log start floors;
+//! - [`Transactions`] (`transactions.rs`): the transaction coordinator's
+//!   records.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,12 +46,14 @@ mod groups;
 mod manifests;
 mod security;
 mod topics;
+mod transactions;
 
 pub use cluster::ClusterControl;
 pub use groups::Groups;
 pub use manifests::Manifests;
 pub use security::Security;
 pub use topics::Topics;
+pub use transactions::Transactions;
 
 /// A running metastore node. Cheap to clone; clones share the node.
 #[derive(Clone)]

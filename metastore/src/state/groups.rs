@@ -16,7 +16,7 @@ use crate::types::{CommittedOffset, MetaEvent, OffsetCommit};
 pub const MAX_OFFSET_METADATA_BYTES: usize = 4096;
 
 impl MetaState {
-    fn check_offset(&self, c: &OffsetCommit) -> Result<(), MetaError> {
+    pub(super) fn check_offset(&self, c: &OffsetCommit) -> Result<(), MetaError> {
         let topic = self
             .topic(&c.topic)
             .ok_or_else(|| MetaError::UnknownTopic {

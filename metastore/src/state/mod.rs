@@ -14,6 +14,7 @@ mod log_start;
 mod reassign;
 mod segments;
 mod topics;
+mod transactions;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -82,6 +83,9 @@ pub struct MetaState {
     /// Which agent coordinates which consumer groups.
     #[serde(default)]
     pub(crate) coordinators: CoordinatorSlots,
+    /// Transactional ids and their transactions.
+    #[serde(default)]
+    pub(crate) transactions: BTreeMap<String, Arc<crate::transactions::TxnRecord>>,
 }
 
 impl MetaState {
@@ -391,6 +395,61 @@ impl MetaState {
                 holder,
             } => self.move_coordinator_slot(now_ms, slot, expected_epoch, holder, events),
             Command::AllocateProducerIds { count } => self.allocate_producer_ids(count),
+            Command::InitTransaction {
+                transactional_id,
+                timeout_ms,
+                expected,
+                coordinator,
+            } => {
+                self.check_coordinator(&transactional_id, coordinator)?;
+                self.init_transaction(now_ms, transactional_id, timeout_ms, expected)
+            }
+            Command::AddTxnPartitions {
+                transactional_id,
+                producer,
+                partitions,
+                coordinator,
+            } => {
+                self.check_coordinator(&transactional_id, coordinator)?;
+                self.add_txn_partitions(now_ms, &transactional_id, producer, partitions)
+            }
+            Command::AddTxnGroup {
+                transactional_id,
+                producer,
+                group,
+                coordinator,
+            } => {
+                self.check_coordinator(&transactional_id, coordinator)?;
+                self.add_txn_group(now_ms, &transactional_id, producer, group)
+            }
+            Command::TxnOffsetCommit {
+                transactional_id,
+                producer,
+                group,
+                offsets,
+                coordinator,
+            } => {
+                self.check_coordinator(&group, coordinator)?;
+                self.txn_offset_commit(now_ms, &transactional_id, producer, group, offsets)
+            }
+            Command::EndTransaction {
+                transactional_id,
+                producer,
+                commit,
+                coordinator,
+            } => {
+                self.check_coordinator(&transactional_id, coordinator)?;
+                self.end_transaction(now_ms, &transactional_id, producer, commit)
+            }
+            Command::ExpireTransaction {
+                transactional_id,
+                producer,
+            } => self.expire_transaction(now_ms, &transactional_id, producer),
+            Command::CompleteTransaction {
+                transactional_id,
+                producer,
+                commit,
+            } => self.complete_transaction(now_ms, &transactional_id, producer, commit, events),
             Command::UpsertScramCredential {
                 user,
                 mechanism,

@@ -303,6 +303,8 @@ pub struct Broker {
     /// Crashed agents, as this agent first saw them fenced (Metadata lists
     /// them a little longer, see `brokers::CRASHED_LISTING`).
     pub fenced_since: crate::brokers::FencedSince,
+    /// Transactions this agent is completing now.
+    pub txn_completing: crate::kafka::api::txn_coordinator::Completing,
     forwarder: OnceLock<Arc<Forwarder>>,
     /// Set when a controlled shutdown starts handing leadership over:
     /// `/health` answers 503 (load balancers stop sending new clients)
@@ -334,6 +336,7 @@ impl Broker {
             metrics: Metrics::default(),
             forward_counters: Arc::default(),
             fenced_since: Default::default(),
+            txn_completing: Default::default(),
             forwarder: OnceLock::new(),
             leaving: std::sync::atomic::AtomicBool::new(false),
             shutting_down: tokio::sync::watch::channel(false).0,
@@ -353,6 +356,13 @@ impl Broker {
         if forwarded || !self.config.load_balanced {
             return None;
         }
+        self.forwarder.get()
+    }
+
+    /// The way to the other agents of the cluster, in any mode (a
+    /// transaction coordinator sends markers to partition leaders);
+    /// `None` for a single agent.
+    pub fn cluster_forwarder(&self) -> Option<&Arc<Forwarder>> {
         self.forwarder.get()
     }
 

@@ -98,6 +98,7 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         MetaError::InvalidGroupId { .. } => ResponseError::InvalidGroupId,
         MetaError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
         MetaError::NotCoordinator { .. } => ResponseError::NotCoordinator,
+        MetaError::Transaction { refusal, .. } => txn_refusal(*refusal),
         // The metastore is electing a leader, unreachable or stopping:
         // clients retry.
         MetaError::NotLeader { .. }
@@ -119,6 +120,19 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         | MetaError::ProducerIdsExhausted
         | MetaError::Storage { .. }
         | MetaError::InvalidSettings { .. } => ResponseError::UnknownServerError,
+    }
+}
+
+/// The Kafka error for a transaction coordinator's refusal.
+pub fn txn_refusal(r: metastore::transactions::TxnRefusal) -> ResponseError {
+    use metastore::transactions::TxnRefusal;
+    match r {
+        TxnRefusal::ProducerFenced => ResponseError::ProducerFenced,
+        TxnRefusal::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+        TxnRefusal::InvalidTxnState => ResponseError::InvalidTxnState,
+        TxnRefusal::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+        TxnRefusal::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+        TxnRefusal::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
     }
 }
 

@@ -188,6 +188,7 @@ impl Gateway {
             dataplane::partition::hw_checkpoint::INTERVAL,
             stop_rx.clone(),
         ));
+        crate::kafka::api::txn_coordinator::spawn_sweeper(broker.clone());
         let kafka_tls = opts.kafka_tls.as_ref().map(|t| t.acceptor());
         if let Some(t) = &opts.kafka_tls {
             tokio::spawn(

@@ -71,6 +71,7 @@ fn retriable(e: &MetaError) -> bool {
         | MetaError::InvalidGroupId { .. }
         | MetaError::OffsetMetadataTooLarge { .. }
         | MetaError::NotCoordinator { .. }
+        | MetaError::Transaction { .. }
         | MetaError::UnknownAgent { .. }
         | MetaError::DuplicateAgent { .. }
         | MetaError::AgentAlive { .. }

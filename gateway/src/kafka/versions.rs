@@ -27,6 +27,16 @@ const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::WriteTxnMarkers, 0, 1),
+    // v4 and later are the brokers' batched form (KIP-890); EndTxn v5 and
+    // the transaction.version feature (KIP-890 part 2) are not served, so
+    // clients add partitions themselves and keep their epoch across
+    // transactions
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),

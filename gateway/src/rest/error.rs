@@ -132,6 +132,7 @@ impl From<MetaError> for ApiError {
             MetaError::ElectionNotNeeded { .. } | MetaError::NoReassignmentInProgress { .. } => {
                 (S::CONFLICT, "conflict")
             }
+            MetaError::Transaction { .. } => (S::CONFLICT, "transaction_state"),
             // The metastore is electing a leader, unreachable or stopping,
             // or a group's coordinator just moved: retry.
             MetaError::NotLeader { .. }

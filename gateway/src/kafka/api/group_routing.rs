@@ -76,6 +76,7 @@ pub(super) async fn route_group(
         RequestKind::LeaveGroup(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
         RequestKind::OffsetCommit(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
         RequestKind::OffsetDelete(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
+        RequestKind::TxnOffsetCommit(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
         RequestKind::OffsetFetch(ref r) if ctx.api_version < 8 => {
             (r.group_id.to_string(), FORWARD_TIMEOUT)
         }
@@ -411,6 +412,27 @@ fn coordinator_unavailable(ctx: &RequestContext, request: RequestKind) -> Respon
                                     })
                                     .collect(),
                             )
+                    })
+                    .collect(),
+            )
+            .into(),
+        RequestKind::TxnOffsetCommit(r) => TxnOffsetCommitResponse::default()
+            .with_topics(
+                r.topics
+                    .into_iter()
+                    .map(|t| {
+                        let partitions = t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect();
+                        txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                            .with_name(t.name)
+                            .with_partitions(partitions)
                     })
                     .collect(),
             )

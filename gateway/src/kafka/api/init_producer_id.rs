@@ -1,6 +1,6 @@
 //! InitProducerId: producer ids (in blocks from the metastore) and epoch
-//! bumps for idempotent producers. Transactional ids are refused until
-//! transactions exist.
+//! bumps for idempotent producers; a transactional id goes to the
+//! transaction coordinator (`txn.rs`).
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
@@ -21,9 +21,13 @@ pub(super) async fn init_producer_id(
         .with_producer_epoch(-1)
         .with_ongoing_txn_producer_id(ProducerId(-1))
         .with_ongoing_txn_producer_epoch(-1);
-    if req.transactional_id.is_some() {
-        // Transactions are not implemented (their APIs are not advertised).
-        return resp.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    if let Some(id) = req.transactional_id.as_ref().filter(|id| !id.is_empty()) {
+        return match super::txn::init_producer_id(b, ctx, id.as_str(), &req).await {
+            Ok((producer_id, epoch)) => resp
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch),
+            Err(e) => resp.with_error_code(e.code()),
+        };
     }
     // Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
     if !ctx.may_on_cluster(b, AclOperation::IdempotentWrite)

@@ -22,6 +22,8 @@ mod route;
 mod routing;
 mod scram_users;
 mod topics;
+mod txn;
+pub(crate) mod txn_coordinator;
 mod txn_markers;
 mod unregister_broker;
 
@@ -320,6 +322,14 @@ pub async fn dispatch(
         RequestKind::InitProducerId(r) => init_producer_id::init_producer_id(broker, &ctx, r)
             .await
             .into(),
+        RequestKind::AddPartitionsToTxn(r) => {
+            txn::add_partitions_to_txn(broker, &ctx, r).await.into()
+        }
+        RequestKind::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(broker, &ctx, r).await.into(),
+        RequestKind::EndTxn(r) => txn::end_txn(broker, &ctx, r).await.into(),
+        RequestKind::TxnOffsetCommit(r) => txn::txn_offset_commit(broker, &ctx, r).await.into(),
+        RequestKind::DescribeTransactions(r) => txn::describe_transactions(broker, &ctx, r).into(),
+        RequestKind::ListTransactions(r) => txn::list_transactions(broker, &ctx, r).into(),
         RequestKind::CreateTopics(r) => topics::create_topics(broker, &ctx, r).await.into(),
         RequestKind::DeleteTopics(r) => topics::delete_topics(broker, &ctx, r).await.into(),
         RequestKind::CreatePartitions(r) => topics::create_partitions(broker, &ctx, r).await.into(),

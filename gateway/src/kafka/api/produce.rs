@@ -49,6 +49,77 @@ fn single_batch(records: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// The producer id and epoch of a batch (its header's bytes 43..53).
+fn producer_of(records: &[u8]) -> Option<(i64, i16)> {
+    let id = records.get(43..51)?;
+    let epoch = records.get(51..53)?;
+    Some((
+        i64::from_be_bytes(<[u8; 8]>::try_from(id).ok()?),
+        i16::from_be_bytes(<[u8; 2]>::try_from(epoch).ok()?),
+    ))
+}
+
+/// KIP-890 part 1: a transactional batch is written only when its producer
+/// is the transactional id's current one and added this partition to its
+/// ongoing transaction, so a late write of a transaction already ended
+/// cannot join the next one. The coordinator's write may be milliseconds
+/// ahead of this replica of the metastore: a miss waits for it once.
+async fn verify_transactional(
+    b: &Broker,
+    id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+) -> Result<(), (ResponseError, String)> {
+    let Some(id) = id else {
+        return Err((
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "a transactional batch needs the request's transactional id".into(),
+        ));
+    };
+    let Some((producer_id, epoch)) = producer_of(records) else {
+        return Err((
+            ResponseError::CorruptMessage,
+            "truncated batch header".into(),
+        ));
+    };
+    let part = metastore::transactions::TxnPartition {
+        topic: topic.to_owned(),
+        partition,
+    };
+    let admitted = |b: &Broker| {
+        b.node.catalog.read(|s| {
+            s.transaction(id)
+                .is_some_and(|r| r.admits(producer_id, epoch, &part))
+        })
+    };
+    if admitted(b) {
+        return Ok(());
+    }
+    if b.node.catalog.linearizable_barrier().await.is_ok() && admitted(b) {
+        return Ok(());
+    }
+    let fenced_by = b.node.catalog.read(|s| {
+        s.transaction(id)
+            .filter(|r| r.producer_id == producer_id && r.producer_epoch > epoch)
+            .map(|r| r.producer_epoch)
+    });
+    if let Some(current) = fenced_by {
+        // a zombie: Kafka answers INVALID_PRODUCER_EPOCH, which clients
+        // take as being fenced
+        return Err((
+            ResponseError::InvalidProducerEpoch,
+            format!("producer {producer_id} epoch {epoch} was fenced by epoch {current} of '{id}'"),
+        ));
+    }
+    Err((
+        ResponseError::InvalidTxnState,
+        format!(
+            "producer {producer_id} (epoch {epoch}) has no ongoing transaction of '{id}' that includes {topic}-{partition}: add the partition first (AddPartitionsToTxn)"
+        ),
+    ))
+}
+
 /// Whether the batch carries the transactional attribute (bit 4).
 fn is_transactional(records: &[u8]) -> bool {
     records
@@ -63,6 +134,7 @@ async fn produce_partition(
     records: Option<bytes::Bytes>,
     acks: Acks,
     timeout: std::time::Duration,
+    transactional_id: Option<&str>,
 ) -> PartitionProduceResponse {
     let Some(topic) = topic else {
         return failed(index, ResponseError::UnknownTopicOrPartition, None);
@@ -82,13 +154,11 @@ async fn produce_partition(
         return failed(index, ResponseError::InvalidRecord, Some(reason));
     }
     if is_transactional(&records) {
-        // a transactional batch in a request without a transactional id
-        // (the request's id is refused earlier): Kafka's answer
-        return failed(
-            index,
-            ResponseError::TransactionalIdAuthorizationFailed,
-            Some("transactional batches need a transactional producer; transactions are not served yet".into()),
-        );
+        if let Err((e, why)) =
+            verify_transactional(b, transactional_id, &topic.name, index, &records).await
+        {
+            return failed(index, e, Some(why));
+        }
     }
     if acks == Acks::All {
         let isr = topic
@@ -168,6 +238,11 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
     let timeout = std::time::Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0))
         .max(std::time::Duration::from_secs(1));
     let mut responses = Vec::with_capacity(req.topic_data.len());
+    let transactional_id = req
+        .transactional_id
+        .as_ref()
+        .map(|id| id.as_str())
+        .filter(|id| !id.is_empty());
     for t in req.topic_data {
         let topic = if ctx.api_version >= 13 {
             b.node.catalog.topic_by_id(t.topic_id)
@@ -182,14 +257,16 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
                 .iter()
                 .map(|p| failed(p.index, ResponseError::InvalidRequiredAcks, None))
                 .collect()
-        } else if req.transactional_id.is_some() {
+        } else if transactional_id
+            .is_some_and(|id| !ctx.may(b, AclOperation::Write, ResourceType::TransactionalId, id))
+        {
             t.partition_data
                 .iter()
                 .map(|p| {
                     failed(
                         p.index,
                         ResponseError::TransactionalIdAuthorizationFailed,
-                        Some("transactions are not supported".into()),
+                        None,
                     )
                 })
                 .collect()
@@ -212,8 +289,16 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
                 } else {
                     tracing::Span::none()
                 };
-                produce_partition(b, topic.as_deref(), p.index, p.records, acks, timeout)
-                    .instrument(span)
+                produce_partition(
+                    b,
+                    topic.as_deref(),
+                    p.index,
+                    p.records,
+                    acks,
+                    timeout,
+                    transactional_id,
+                )
+                .instrument(span)
             }))
             .await
         };

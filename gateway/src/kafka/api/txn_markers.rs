@@ -5,7 +5,8 @@
 //! error is answered per partition, and the coordinator retries those.
 //!
 //! Only principals with CLUSTER_ACTION on the cluster may ask (as in
-//! Kafka, where only brokers do).
+//! Kafka, where only brokers do), and the coordinator of another agent
+//! (`txn_coordinator::COORDINATOR_PRINCIPAL` on a forwarded request).
 
 use futures::future::join_all;
 use kafka_protocol::messages::write_txn_markers_response::{
@@ -31,7 +32,10 @@ pub(super) async fn write_txn_markers(
     ctx: &RequestContext,
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
-    let allowed = ctx.may_on_cluster(b, AclOperation::ClusterAction);
+    // a coordinator on another agent, forwarded over the cluster endpoint
+    let from_coordinator =
+        ctx.forwarded && &*ctx.principal == super::txn_coordinator::COORDINATOR_PRINCIPAL;
+    let allowed = from_coordinator || ctx.may_on_cluster(b, AclOperation::ClusterAction);
     let mut markers = Vec::with_capacity(req.markers.len());
     for m in req.markers {
         let marker = Marker {
@@ -76,7 +80,12 @@ pub(super) async fn write_txn_markers(
 }
 
 /// Writes one marker where this agent leads; the error, if any.
-async fn write(b: &Broker, topic: &str, index: i32, marker: Marker) -> Option<ResponseError> {
+pub(super) async fn write(
+    b: &Broker,
+    topic: &str,
+    index: i32,
+    marker: Marker,
+) -> Option<ResponseError> {
     let Some(info) = b.node.catalog.topic(topic) else {
         return Some(ResponseError::UnknownTopicOrPartition);
     };

@@ -149,6 +149,27 @@ def scenario_fencing(bootstrap, topic):
     assert values == ["fresh"], values
 
 
+def test_a_hung_transaction_is_aborted_at_its_timeout(broker, topic_name):
+    create(broker.bootstrap, topic_name, partitions=1)
+    hung = txn_producer(broker.bootstrap, f"tx-{uuid.uuid4().hex[:8]}",
+                        **{"transaction.timeout.ms": 3000})
+    hung.begin_transaction()
+    for i in range(5):
+        hung.produce(topic_name, value=f"hung-{i}", partition=0)
+    hung.flush(30)  # and then the producer goes quiet, its transaction open
+    later = txn_producer(broker.bootstrap, f"tx-{uuid.uuid4().hex[:8]}")
+    later.begin_transaction()
+    for i in range(5):
+        later.produce(topic_name, value=f"later-{i}", partition=0)
+    later.commit_transaction(30)
+    # read_committed waits behind the open transaction until the coordinator
+    # aborts it, then sees the later commit and none of the hung records
+    values = read_all(broker.bootstrap, topic_name, "read_committed", expect=5, timeout=30)
+    assert sorted(values) == [f"later-{i}" for i in range(5)], values
+    with pytest.raises(KafkaException):
+        hung.commit_transaction(15)
+
+
 def test_commit_and_abort(broker, topic_name):
     create(broker.bootstrap, topic_name)
     scenario_commit_and_abort(broker.bootstrap, topic_name)

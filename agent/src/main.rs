@@ -71,6 +71,8 @@ enum Command {
     Quota(cli::QuotaArgs),
     /// SASL/SCRAM users (Kafka's AlterUserScramCredentials): set, delete, list.
     User(cli::UserArgs),
+    /// Transactions (Kafka's kafka-transactions.sh): list, describe, abort.
+    Transaction(cli::TransactionArgs),
     /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
     Bucket(bucket::BucketArgs),
 }
@@ -95,6 +97,7 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(args) => return cli::run(cli::Admin::Cluster(args)),
         Command::Quota(args) => return cli::run(cli::Admin::Quota(args)),
         Command::User(args) => return cli::run(cli::Admin::User(args)),
+        Command::Transaction(args) => return cli::run(cli::Admin::Transaction(args)),
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;

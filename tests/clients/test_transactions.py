@@ -189,3 +189,33 @@ def test_offsets_sent_in_a_transaction_commit_with_it(broker, topic_name):
 def test_a_new_producer_fences_the_old_and_aborts_its_transaction(broker, topic_name):
     create(broker.bootstrap, topic_name, partitions=2)
     scenario_fencing(broker.bootstrap, topic_name)
+
+
+def test_the_cli_lists_describes_and_aborts_transactions(broker, topic_name):
+    from test_cli import assert_clean_failure, cli, cli_json
+    create(broker.bootstrap, topic_name, partitions=2)
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    p = txn_producer(broker.bootstrap, tid)
+    p.begin_transaction()
+    p.produce(topic_name, value="open-0", partition=0)
+    p.produce(topic_name, value="open-1", partition=1)
+    p.flush(30)
+
+    listed = {t["transactional_id"]: t for t in cli_json(broker, "transaction", "list")}
+    assert listed[tid]["state"] == "Ongoing", listed[tid]
+    d = cli_json(broker, "transaction", "describe", tid)
+    assert d["state"] == "Ongoing" and d["start_time_ms"] is not None, d
+    assert sorted(d["partitions"]) == [f"{topic_name}-0", f"{topic_name}-1"], d
+    assert "Ongoing" in cli(broker, "transaction", "describe", tid).stdout.decode()
+
+    a = cli_json(broker, "transaction", "abort", tid)
+    assert a["producer_id"] == d["producer_id"] and a["producer_epoch"] > d["producer_epoch"], (a, d)
+    d = cli_json(broker, "transaction", "describe", tid)
+    assert d["state"] == "Empty" and d["start_time_ms"] is None, d
+    assert read_all(broker.bootstrap, topic_name, "read_committed", timeout=5) == [], \
+        "nothing of the aborted transaction is readable"
+    with pytest.raises(KafkaException):
+        p.commit_transaction(15)  # the producer was fenced
+
+    missing = cli(broker, "transaction", "describe", "no-such-id", check=False)
+    assert_clean_failure(missing, "no-such-id")

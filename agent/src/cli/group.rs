@@ -301,10 +301,19 @@ fn render(desc: &GroupDescription) -> String {
 
 /// The broker coordinating `group`, learned into the client's broker list.
 async fn find_coordinator(client: &mut Client, group: &str) -> anyhow::Result<i32> {
+    find_coordinator_of(client, group, 0).await
+}
+
+/// The coordinator of a group (`key_type` 0) or a transactional id (1).
+pub(super) async fn find_coordinator_of(
+    client: &mut Client,
+    group: &str,
+    key_type: i8,
+) -> anyhow::Result<i32> {
     let addr = client.bootstrap().to_owned();
     let req = FindCoordinatorRequest::default()
         .with_key(StrBytes::from_string(group.to_owned()))
-        .with_key_type(0);
+        .with_key_type(key_type);
     // a new coordinator may still be loading its groups: retry briefly
     let mut attempt = 0;
     loop {

@@ -1,5 +1,5 @@
 //! The admin command line: `aerostream topic`, `group`, `produce`,
-//! `consume`, `cluster` and `quota`. Every command speaks only the Kafka protocol
+//! `consume`, `cluster`, `quota`, `user` and `transaction`. Every command speaks only the Kafka protocol
 //! (through [`client::Client`]), so it works against AeroStream and against
 //! any other Kafka broker; none of it is on the broker's data path.
 //!
@@ -16,6 +16,7 @@ mod output;
 mod produce;
 mod quota;
 mod topic;
+mod transaction;
 mod user;
 
 pub use cluster::ClusterArgs;
@@ -24,6 +25,7 @@ pub use group::GroupArgs;
 pub use produce::ProduceArgs;
 pub use quota::QuotaArgs;
 pub use topic::TopicArgs;
+pub use transaction::TransactionArgs;
 pub use user::UserArgs;
 
 use output::Format;
@@ -52,6 +54,7 @@ pub enum Admin {
     Cluster(ClusterArgs),
     Quota(QuotaArgs),
     User(UserArgs),
+    Transaction(TransactionArgs),
 }
 
 /// Runs `command` on a small runtime of its own. A failure is printed as one
@@ -69,6 +72,7 @@ pub fn run(command: Admin) -> anyhow::Result<()> {
             Admin::Cluster(a) => cluster::run(a).await,
             Admin::Quota(a) => quota::run(a).await,
             Admin::User(a) => user::run(a).await,
+            Admin::Transaction(a) => transaction::run(a).await,
         }
     });
     // do not wait for a blocking stdin read the command abandoned

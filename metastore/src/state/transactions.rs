@@ -165,7 +165,7 @@ impl MetaState {
             TxnState::Ongoing => {
                 // fence the running producer and abort its transaction
                 record.last_producer_epoch = Some(record.producer_epoch);
-                record.producer_epoch = record.producer_epoch.saturating_add(1).min(i16::MAX);
+                record.producer_epoch = record.producer_epoch.saturating_add(1);
                 record.state = TxnState::PrepareAbort;
                 record.timeout_ms = timeout_ms;
             }
@@ -351,7 +351,7 @@ impl MetaState {
             });
         }
         record.last_producer_epoch = Some(record.producer_epoch);
-        record.producer_epoch = record.producer_epoch.saturating_add(1).min(i16::MAX);
+        record.producer_epoch = record.producer_epoch.saturating_add(1);
         record.state = TxnState::PrepareAbort;
         record.updated_ms = now_ms;
         Ok(CommandOutput::Transaction(record.clone()))

@@ -177,12 +177,12 @@ fn a_commit_is_logged_before_its_markers_and_applies_the_offsets_with_it() {
         results[1],
         Err(MetaError::UnknownPartition { .. })
     ));
-    assert!(s.groups.get("g").is_none(), "not visible before the commit");
+    assert!(!s.groups.contains_key("g"), "not visible before the commit");
 
     let prepared = record(end(&mut s, p, true));
     assert_eq!(prepared.state, TxnState::PrepareCommit);
     assert!(
-        s.groups.get("g").is_none(),
+        !s.groups.contains_key("g"),
         "not visible while markers are written"
     );
     assert_eq!(refusal(end(&mut s, p, false)), TxnRefusal::InvalidTxnState);
@@ -248,7 +248,7 @@ fn an_abort_drops_the_offsets_it_held() {
         record(complete(&mut s, p, false)).state,
         TxnState::CompleteAbort
     );
-    assert!(s.groups.get("g").is_none());
+    assert!(!s.groups.contains_key("g"));
 }
 
 #[test]

@@ -293,6 +293,9 @@ pub(super) async fn end_txn(
     resp
 }
 
+/// A partition of a TxnOffsetCommit and its refusal, if any.
+type PartitionAnswer = (i32, Option<ResponseError>);
+
 pub(super) async fn txn_offset_commit(
     b: &Broker,
     ctx: &RequestContext,
@@ -336,7 +339,7 @@ pub(super) async fn txn_offset_commit(
     };
     let now = now_ms();
     let mut offsets = Vec::new();
-    let mut answers: Vec<(TopicName, Vec<(i32, Option<ResponseError>)>)> = Vec::new();
+    let mut answers: Vec<(TopicName, Vec<PartitionAnswer>)> = Vec::new();
     for t in &req.topics {
         let name = t.name.to_string();
         let readable = ctx.may(b, AclOperation::Read, ResourceType::Topic, &name);

@@ -50,7 +50,11 @@ if [ ! -d tests/js/node_modules/kafkajs ] || [ ! -d tests/js/node_modules/jsdom 
 fi
 
 echo "== python clients (confluent-kafka, kafka-python, kcat)"
-timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovider
+# the transaction suites run beside this one (scripts/ci/44-transactions.sh)
+timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovider \
+    --ignore=tests/clients/test_librdkafka_suite.py \
+    --ignore=tests/clients/test_cluster_transactions.py \
+    --ignore=tests/clients/test_txn_history.py
 
 echo "== kafkajs"
 (cd tests/js && timeout 300 node --test --test-concurrency=1 kafkajs.test.js)

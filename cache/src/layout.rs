@@ -32,6 +32,10 @@ pub const TIME_INDEX_EXT: &str = "tix";
 /// producer state at the segment's end. Segments tiered before these were
 /// uploaded have none.
 pub const PRODUCER_SNAPSHOT_EXT: &str = "producers";
+/// Extension of a segment's aborted-transaction index object: the aborted
+/// transactions whose ABORT marker lies in the segment. Only segments with
+/// such markers have one.
+pub const TXN_INDEX_EXT: &str = "txnindex";
 
 /// Which of the objects of a sealed segment a key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,6 +49,8 @@ pub enum ObjectKind {
     /// The idempotent producer state at the segment's end, for a replica
     /// whose log starts there.
     ProducerSnapshot,
+    /// The aborted transactions whose marker is in the segment.
+    TxnIndex,
 }
 
 impl ObjectKind {
@@ -55,6 +61,7 @@ impl ObjectKind {
             ObjectKind::Index => INDEX_EXT,
             ObjectKind::TimeIndex => TIME_INDEX_EXT,
             ObjectKind::ProducerSnapshot => PRODUCER_SNAPSHOT_EXT,
+            ObjectKind::TxnIndex => TXN_INDEX_EXT,
         }
     }
 }
@@ -134,6 +141,11 @@ impl SegmentId {
         self.key(prefix, ObjectKind::ProducerSnapshot)
     }
 
+    /// The key of the aborted-transaction index object.
+    pub fn txn_index_key(&self, prefix: &Path) -> Path {
+        self.key(prefix, ObjectKind::TxnIndex)
+    }
+
     /// Whether `offset` lies in this segment.
     pub fn contains(&self, offset: i64) -> bool {
         (self.base_offset..=self.last_offset).contains(&offset)
@@ -195,6 +207,7 @@ pub fn parse_key(prefix: &Path, key: &Path) -> Option<(SegmentId, ObjectKind)> {
         INDEX_EXT => ObjectKind::Index,
         TIME_INDEX_EXT => ObjectKind::TimeIndex,
         PRODUCER_SNAPSHOT_EXT => ObjectKind::ProducerSnapshot,
+        TXN_INDEX_EXT => ObjectKind::TxnIndex,
         _ => return None,
     };
     let (base, last) = stem.split_once('-')?;
@@ -252,6 +265,7 @@ mod tests {
             ObjectKind::Index,
             ObjectKind::TimeIndex,
             ObjectKind::ProducerSnapshot,
+            ObjectKind::TxnIndex,
         ] {
             assert_eq!(parse_key(&prefix, &id.key(&prefix, kind)), Some((id, kind)));
         }

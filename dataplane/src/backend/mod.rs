@@ -346,6 +346,13 @@ pub trait ColdLog: Send + Sync + 'static {
     /// that ends right before `next_offset`; `None` when no segment ends
     /// there or it has none.
     async fn producer_snapshot(&self, next_offset: i64) -> Result<Option<Bytes>, LogError>;
+    /// The aborted transactions named by the tiered segments' indexes that
+    /// overlap `[from, upto)`.
+    async fn aborted_transactions(
+        &self,
+        from: i64,
+        upto: i64,
+    ) -> Result<Vec<storage::AbortedTxn>, LogError>;
 }
 
 /// A partition log as a factory opens it.

@@ -207,6 +207,14 @@ impl ColdLog for TierReader {
     async fn producer_snapshot(&self, next_offset: i64) -> Result<Option<Bytes>, LogError> {
         Ok(self.tier.producer_snapshot(self.key, next_offset).await?)
     }
+
+    async fn aborted_transactions(
+        &self,
+        from: i64,
+        upto: i64,
+    ) -> Result<Vec<storage::AbortedTxn>, LogError> {
+        Ok(self.tier.aborted_transactions(self.key, from, upto).await?)
+    }
 }
 
 /// Opens [`TieredLog`]s: directories as [`DiskLogFactory`] lays them out,

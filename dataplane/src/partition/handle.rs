@@ -130,6 +130,20 @@ impl PartitionHandle {
                 } else {
                     Records::Bytes(bytes)
                 };
+                let mut aborted = aborted;
+                if isolation == Isolation::ReadCommitted && !records.is_empty() {
+                    // the local index may not hold those of segments tiered
+                    // before this replica's log began: the uploaded ones do
+                    for t in cold
+                        .aborted_transactions(offset, last_stable_offset)
+                        .await?
+                    {
+                        if !aborted.contains(&t) {
+                            aborted.push(t);
+                        }
+                    }
+                    aborted.sort_by_key(|t| t.first_offset);
+                }
                 Ok(ReadResult {
                     records,
                     high_watermark,

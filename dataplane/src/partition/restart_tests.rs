@@ -44,6 +44,13 @@ impl crate::backend::ColdLog for LeaderSnapshots {
         let path = self.0.join(format!("{at:020}.snapshot"));
         Ok(std::fs::read(path).ok().map(bytes::Bytes::from))
     }
+    async fn aborted_transactions(
+        &self,
+        _: i64,
+        _: i64,
+    ) -> Result<Vec<storage::AbortedTxn>, LogError> {
+        Ok(Vec::new())
+    }
 }
 
 /// Disk logs with [`LeaderSnapshots`] behind them.

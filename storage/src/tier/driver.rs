@@ -99,6 +99,8 @@ struct Inner {
     config_manifest_timeout: Duration,
     store: ObjectStoreHandle,
     reader: ColdReader,
+    /// Aborted-transaction indexes of tiered segments read so far.
+    txn_indexes: Arc<super::txn_index::Remembered>,
     manifest: Arc<dyn Manifest>,
     core: Arc<Core>,
     budget: Arc<DiskBudget>,
@@ -158,6 +160,7 @@ impl Tier {
                 config_manifest_timeout: manifest_timeout,
                 store,
                 reader,
+                txn_indexes: Arc::default(),
                 manifest,
                 core,
                 budget,
@@ -298,6 +301,28 @@ impl Tier {
             let _ = tx.send(tier.producer_snapshot(key, next_offset).await);
         });
         rx.recv().map_err(|_| TierError::Stopped)?
+    }
+
+    /// The aborted transactions of the partition's tiered segments that
+    /// overlap `[from, upto)` (see `txn_index`), for read_committed cold
+    /// reads.
+    pub async fn aborted_transactions(
+        &self,
+        key: PartitionKey,
+        from: i64,
+        upto: i64,
+    ) -> Result<Vec<crate::txn::AbortedTxn>, TierError> {
+        let (entries, _) = self.entries(key);
+        let store = self.inner.store.clone();
+        let remembered = Arc::clone(&self.inner.txn_indexes);
+        let deadline = self.inner.config_manifest_timeout;
+        self.inner
+            .runtime
+            .spawn(async move {
+                super::txn_index::aborted(&store, &remembered, &entries, from, upto, deadline).await
+            })
+            .await
+            .map_err(|_| TierError::Stopped)?
     }
 
     /// From now on partitions open with nothing uploadable until their
@@ -689,7 +714,7 @@ impl Driver {
     }
 }
 
-/// Uploads a sealed segment's objects (data, indexes, producer snapshot
+/// Uploads a sealed segment's objects (data, indexes, aborted transactions, producer snapshot
 /// when it has one); returns its manifest entry, the bytes and objects sent.
 async fn upload_segment(
     store: &ObjectStoreHandle,
@@ -704,7 +729,7 @@ async fn upload_segment(
         seg.last_offset,
     )?;
     let prefix = &store.prefix;
-    let (idx, tix, data, producers) = tokio::try_join!(
+    let (idx, tix, data, producers, aborted) = tokio::try_join!(
         upload_one(
             store,
             id.index_key(prefix),
@@ -735,6 +760,7 @@ async fn upload_segment(
             seg,
             config.upload_timeout
         ),
+        super::txn_index::upload(store, id.txn_index_key(prefix), seg, config.upload_timeout),
     )?;
     if data.size != seg.size {
         return Err(TierError::CorruptObject {
@@ -760,8 +786,12 @@ async fn upload_segment(
         time_index_size: tix.size,
         served_from: None,
     };
-    let objects = 3 + u64::from(producers > 0);
-    Ok((entry, idx.size + tix.size + data.size + producers, objects))
+    let objects = 3 + u64::from(producers > 0) + u64::from(aborted > 0);
+    Ok((
+        entry,
+        idx.size + tix.size + data.size + producers + aborted,
+        objects,
+    ))
 }
 
 async fn upload_one(

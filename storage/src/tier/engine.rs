@@ -66,6 +66,9 @@ pub struct SealedSegment {
     /// The producer snapshot taken when the segment was sealed (state at
     /// its end), uploaded with it when the file is there.
     pub producer_snapshot_path: PathBuf,
+    /// The aborted transactions whose marker is in the segment
+    /// (`crate::txn`), uploaded with it when the file is there.
+    pub txn_index_path: PathBuf,
 }
 
 impl SealedSegment {
@@ -88,6 +91,11 @@ impl SealedSegment {
                 info.path.parent().unwrap_or(std::path::Path::new(".")),
                 info.last_offset.saturating_add(1),
                 crate::files::SNAPSHOT_EXT,
+            ),
+            txn_index_path: crate::files::offset_path(
+                info.path.parent().unwrap_or(std::path::Path::new(".")),
+                info.base_offset,
+                crate::txn::TXN_INDEX_EXT,
             ),
         })
     }

@@ -18,6 +18,7 @@ fn seg(base: i64, last: i64) -> SealedSegment {
         max_timestamp: 2,
         crc32c: None,
         producer_snapshot_path: PathBuf::from(format!("/x/{:020}.snapshot", last + 1)),
+        txn_index_path: PathBuf::from(format!("/x/{base:020}.txnindex")),
     }
 }
 

@@ -60,6 +60,7 @@ mod partition;
 mod producers;
 mod retention;
 mod shared;
+mod txn_index;
 
 pub use budget::DiskBudget;
 pub use cold::{latest_max_timestamp, ColdRead, ColdReader};

@@ -196,6 +196,7 @@ impl RetentionPass {
             ),
             // optional (see `producers`): deleting a missing one succeeds
             (sibling_key(&e.key, layout::PRODUCER_SNAPSHOT_EXT), 0),
+            (sibling_key(&e.key, layout::TXN_INDEX_EXT), 0),
         ];
         let mut ok = true;
         for (key, size) in objects {

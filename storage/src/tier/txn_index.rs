@@ -1,0 +1,183 @@
+//! Aborted-transaction indexes in object storage: each sealed segment's
+//! `.txnindex` (the aborted transactions whose ABORT marker is in it, see
+//! `crate::txn`) goes up beside it as `<segment key>.txnindex` when it has
+//! one, and a read_committed cold read asks for the aborted transactions
+//! its range overlaps, so a replica whose log restarted at the tiered end,
+//! or lost its local files, still names them.
+//!
+//! A transaction's marker follows its first record by at most the longest
+//! transaction timeout, so the segments asked are those from the one
+//! holding the read's offset up to the first whose records start more than
+//! that later (by their timestamps) or at or after the read's upper bound.
+//! Each object is fetched once per agent and kept (as "none" when the
+//! segment has none).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use cache::object_store::path::Path;
+use cache::{CacheError, ObjectStoreExt, ObjectStoreHandle};
+
+use super::engine::SealedSegment;
+use super::error::TierError;
+use super::manifest::TieredSegment;
+use crate::txn::{decode_entries, AbortedTxn};
+
+/// How much later than a transaction's first record its marker may come:
+/// the longest transaction timeout a coordinator grants (15 minutes), with
+/// a minute for clocks and the coordinator's sweep.
+const MARKER_LAG_MS: i64 = 16 * 60 * 1000;
+
+/// Most tiered segments one read looks through for markers.
+const MAX_SEGMENTS_SCANNED: usize = 2048;
+
+/// Most indexes remembered per agent before the memory starts over.
+const MAX_REMEMBERED: usize = 100_000;
+
+/// Uploads `seg`'s aborted-transaction index to `key` if it has one;
+/// returns the bytes sent (0: none).
+pub(super) async fn upload(
+    store: &ObjectStoreHandle,
+    key: Path,
+    seg: &SealedSegment,
+    deadline: Duration,
+) -> Result<u64, TierError> {
+    let path = &seg.txn_index_path;
+    let bytes = match tokio::fs::read(path).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => {
+            return Err(TierError::CorruptObject {
+                key: path.display().to_string(),
+                position: 0,
+                reason: format!("the aborted-transaction index is unreadable: {e}"),
+            })
+        }
+    };
+    if decode_entries(&bytes).is_none() {
+        // the local index is rebuilt from the markers on recovery; a
+        // damaged one must not go up as the segment's record
+        return Err(TierError::CorruptObject {
+            key: path.display().to_string(),
+            position: 0,
+            reason: "the aborted-transaction index fails its checksum".into(),
+        });
+    }
+    let size = bytes.len() as u64;
+    match tokio::time::timeout(deadline, store.store.put(&key, Bytes::from(bytes).into())).await {
+        Ok(Ok(_)) => Ok(size),
+        Ok(Err(source)) => Err(CacheError::Store {
+            key: key.to_string(),
+            source: source.into(),
+        }
+        .into()),
+        Err(_) => Err(TierError::Timeout {
+            what: format!("upload of {key}"),
+            seconds: deadline.as_secs(),
+        }),
+    }
+}
+
+/// Indexes fetched so far, by object key (`None`: the segment has none).
+#[derive(Debug, Default)]
+pub struct Remembered(Mutex<HashMap<String, Option<Arc<Vec<AbortedTxn>>>>>);
+
+impl Remembered {
+    fn get(&self, key: &str) -> Option<Option<Arc<Vec<AbortedTxn>>>> {
+        self.0.lock().ok()?.get(key).cloned()
+    }
+
+    fn put(&self, key: String, value: Option<Arc<Vec<AbortedTxn>>>) {
+        if let Ok(mut m) = self.0.lock() {
+            if m.len() >= MAX_REMEMBERED {
+                m.clear();
+            }
+            m.insert(key, value);
+        }
+    }
+}
+
+/// The aborted transactions of `entries` that overlap `[from, upto)`.
+pub(super) async fn aborted(
+    store: &ObjectStoreHandle,
+    remembered: &Remembered,
+    entries: &[TieredSegment],
+    from: i64,
+    upto: i64,
+    deadline: Duration,
+) -> Result<Vec<AbortedTxn>, TierError> {
+    let first = entries.partition_point(|e| e.last_offset < from);
+    let Some(start) = entries.get(first) else {
+        return Ok(Vec::new());
+    };
+    let started_ms = start.first_timestamp;
+    let mut out = Vec::new();
+    for e in entries[first..].iter().take(MAX_SEGMENTS_SCANNED) {
+        if e.base_offset >= upto {
+            break;
+        }
+        if started_ms >= 0 && e.first_timestamp > started_ms.saturating_add(MARKER_LAG_MS) {
+            break;
+        }
+        let key = super::cold::sibling_key(&e.key, cache::layout::TXN_INDEX_EXT);
+        let index = match remembered.get(&key) {
+            Some(known) => known,
+            None => {
+                let fetched = fetch(store, &key, deadline).await?;
+                remembered.put(key, fetched.clone());
+                fetched
+            }
+        };
+        if let Some(index) = index {
+            out.extend(
+                index
+                    .iter()
+                    .filter(|t| t.last_offset >= from && t.first_offset < upto)
+                    .copied(),
+            );
+        }
+    }
+    Ok(out)
+}
+
+async fn fetch(
+    store: &ObjectStoreHandle,
+    key: &str,
+    deadline: Duration,
+) -> Result<Option<Arc<Vec<AbortedTxn>>>, TierError> {
+    let path = Path::parse(key).map_err(|err| TierError::CorruptObject {
+        key: key.to_owned(),
+        position: 0,
+        reason: format!("not an object key: {err}"),
+    })?;
+    let got = tokio::time::timeout(deadline, async {
+        match store.store.get(&path).await {
+            Ok(r) => r.bytes().await.map(Some),
+            Err(cache::object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    })
+    .await
+    .map_err(|_| TierError::Timeout {
+        what: format!("read of {key}"),
+        seconds: deadline.as_secs(),
+    })?
+    .map_err(|source| {
+        TierError::from(CacheError::Store {
+            key: key.to_owned(),
+            source: source.into(),
+        })
+    })?;
+    let Some(bytes) = got else {
+        return Ok(None);
+    };
+    decode_entries(&bytes)
+        .map(|v| Some(Arc::new(v)))
+        .ok_or_else(|| TierError::CorruptObject {
+            key: key.to_owned(),
+            position: 0,
+            reason: "the aborted-transaction index fails its checksum".into(),
+        })
+}

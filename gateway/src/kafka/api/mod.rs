@@ -529,3 +529,5 @@ mod topics_tests;
 
 #[cfg(test)]
 mod txn_markers_tests;
+#[cfg(test)]
+mod txn_tests;

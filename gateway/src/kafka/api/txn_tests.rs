@@ -1,0 +1,210 @@
+//! The transaction coordinator's requests against the real logs and
+//! metastore: a transactional producer's whole round (InitProducerId,
+//! AddPartitionsToTxn, Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn),
+//! KIP-890's check that a transactional batch was added, fencing, and
+//! Describe/ListTransactions.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+use metastore::Groups;
+
+use super::test_support::*;
+use crate::broker::Broker;
+use crate::testing::{Logs, TestBroker};
+
+on_every_backend!(
+    a_transaction_commits_its_records_and_offsets_together,
+    a_batch_of_a_partition_not_added_is_refused_and_a_fenced_producer_told_so,
+);
+
+fn id(s: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(s.into()))
+}
+
+async fn init(b: &Broker, tid: &str) -> InitProducerIdResponse {
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(Some(id(tid)))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    call(b, ApiKey::InitProducerId, 4, &req).await
+}
+
+async fn add(b: &Broker, tid: &str, pid: i64, epoch: i16, topic: &str) -> i16 {
+    let req = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(id(tid))
+        .with_v3_and_below_producer_id(ProducerId(pid))
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![0])]);
+    let resp: AddPartitionsToTxnResponse = call(b, ApiKey::AddPartitionsToTxn, 3, &req).await;
+    resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+/// A transactional batch of `values` from producer `pid` at `epoch`.
+fn txn_batch(values: &[&str], pid: i64, epoch: i16, seq: i32) -> Bytes {
+    let mut b = BytesMut::from(&batch(values, Some((pid, epoch, seq)), Compression::None)[..]);
+    let attrs = i16::from_be_bytes([b[21], b[22]]) | 0x10;
+    b[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = storage::batch::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
+}
+
+async fn produce_txn(b: &Broker, tid: &str, topic: &str, records: Bytes) -> (i16, Option<String>) {
+    let req = produce_req(topic, 0, records, -1).with_transactional_id(Some(id(tid)));
+    let resp: ProduceResponse = call(b, ApiKey::Produce, 9, &req).await;
+    let p = &resp.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+async fn end(b: &Broker, tid: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let req = EndTxnRequest::default()
+        .with_transactional_id(id(tid))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let resp: EndTxnResponse = call(b, ApiKey::EndTxn, 3, &req).await;
+    resp.error_code
+}
+
+async fn committed_values(b: &Broker, topic: &str) -> Vec<String> {
+    let req = fetch_req(topic, 0, 0, 1).with_isolation_level(1);
+    let resp: FetchResponse = call(b, ApiKey::Fetch, 12, &req).await;
+    let p = &resp.responses[0].partitions[0];
+    let aborted: Vec<i64> = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|t| t.producer_id.0)
+        .collect();
+    assert!(aborted.is_empty(), "nothing aborted here: {aborted:?}");
+    values_of(p.records.clone())
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
+}
+
+async fn a_transaction_commits_its_records_and_offsets_together(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "out", 1).await;
+    create(b, "in", 1).await;
+    let r = init(b, "app").await;
+    assert_eq!(r.error_code, 0);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(add(b, "app", pid, epoch, "out").await, 0);
+    let (code, why) = produce_txn(b, "app", "out", txn_batch(&["x", "y"], pid, epoch, 0)).await;
+    assert_eq!(code, 0, "{why:?}");
+    assert!(committed_values(b, "out").await.is_empty(), "open");
+
+    let offsets = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(id("app"))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(StrBytes::from_static_str("g")));
+    let added: AddOffsetsToTxnResponse = call(b, ApiKey::AddOffsetsToTxn, 3, &offsets).await;
+    assert_eq!(added.error_code, 0);
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(id("app"))
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("in")))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(17)
+                .with_committed_leader_epoch(-1)])]);
+    let held: TxnOffsetCommitResponse = call(b, ApiKey::TxnOffsetCommit, 3, &commit).await;
+    assert_eq!(held.topics[0].partitions[0].error_code, 0);
+    assert!(
+        b.node.catalog.committed_offsets("g").is_empty(),
+        "held until the transaction commits"
+    );
+
+    let described = DescribeTransactionsRequest::default().with_transactional_ids(vec![id("app")]);
+    let d: DescribeTransactionsResponse =
+        call(b, ApiKey::DescribeTransactions, 0, &described).await;
+    assert_eq!(
+        d.transaction_states[0].transaction_state.as_str(),
+        "Ongoing"
+    );
+    assert_eq!(d.transaction_states[0].topics[0].partitions, vec![0]);
+
+    assert_eq!(end(b, "app", pid, epoch, true).await, 0);
+    let values = committed_values(b, "out").await;
+    // and the COMMIT marker's control record, which clients skip
+    assert_eq!(values.len(), 3, "{values:?}");
+    assert_eq!(values[..2], ["x", "y"]);
+    let g = b.node.catalog.committed_offsets("g");
+    assert_eq!(g[&("in".to_string(), 0)].offset, 17, "committed with it");
+
+    let listed: ListTransactionsResponse = call(
+        b,
+        ApiKey::ListTransactions,
+        0,
+        &ListTransactionsRequest::default()
+            .with_state_filters(vec![StrBytes::from_static_str("CompleteCommit")]),
+    )
+    .await;
+    assert_eq!(listed.transaction_states.len(), 1);
+    assert_eq!(listed.transaction_states[0].producer_id.0, pid);
+    let unknown: DescribeTransactionsResponse = call(
+        b,
+        ApiKey::DescribeTransactions,
+        0,
+        &DescribeTransactionsRequest::default().with_transactional_ids(vec![id("nope")]),
+    )
+    .await;
+    assert_eq!(
+        unknown.transaction_states[0].error_code, 105,
+        "TRANSACTIONAL_ID_NOT_FOUND"
+    );
+}
+
+async fn a_batch_of_a_partition_not_added_is_refused_and_a_fenced_producer_told_so(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "out", 1).await;
+    let r = init(b, "app").await;
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    let (code, why) = produce_txn(b, "app", "out", txn_batch(&["early"], pid, epoch, 0)).await;
+    assert_eq!(code, 48, "INVALID_TXN_STATE: not added yet ({why:?})");
+    let (code, _) = produce_txn(b, "", "out", txn_batch(&["anon"], pid, epoch, 0)).await;
+    assert_eq!(
+        code, 53,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED without an id"
+    );
+
+    assert_eq!(add(b, "app", pid, epoch, "out").await, 0);
+    let (code, why) = produce_txn(b, "app", "out", txn_batch(&["kept"], pid, epoch, 0)).await;
+    assert_eq!(code, 0, "{why:?}");
+    // a second instance takes the id over: the first is fenced, its
+    // transaction aborted
+    let second = init(b, "app").await;
+    assert_eq!(second.error_code, 0);
+    assert_eq!(second.producer_id.0, pid);
+    assert!(second.producer_epoch > epoch);
+    let (code, _) = produce_txn(b, "app", "out", txn_batch(&["zombie"], pid, epoch, 1)).await;
+    assert_eq!(code, 47, "INVALID_PRODUCER_EPOCH for the fenced producer");
+    assert_eq!(end(b, "app", pid, epoch, true).await, 90, "PRODUCER_FENCED");
+    let req = fetch_req("out", 0, 0, 1).with_isolation_level(1);
+    let resp: FetchResponse = call(b, ApiKey::Fetch, 12, &req).await;
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.last_stable_offset, p.high_watermark, "nothing left open");
+    let aborted = p.aborted_transactions.as_ref().expect("named");
+    assert_eq!(aborted.len(), 1);
+    assert_eq!(aborted[0].producer_id.0, pid);
+}

@@ -302,9 +302,9 @@ pub struct Broker {
     pub forward_counters: Arc<ForwardCounters>,
     /// Crashed agents, as this agent first saw them fenced (Metadata lists
     /// them a little longer, see `brokers::CRASHED_LISTING`).
-    pub fenced_since: crate::brokers::FencedSince,
+    pub fenced_since: crate::fenced::FencedSince,
     /// Transactions this agent is completing now.
-    pub txn_completing: crate::kafka::api::txn_coordinator::Completing,
+    pub txn_completing: crate::kafka::api::txn_claims::Completing,
     forwarder: OnceLock<Arc<Forwarder>>,
     /// Set when a controlled shutdown starts handing leadership over:
     /// `/health` answers 503 (load balancers stop sending new clients)

@@ -69,9 +69,7 @@ pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
 /// that would delay them when the agent returns.
 pub const CRASHED_LISTING: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// When this agent first saw each crashed agent fenced.
-#[derive(Debug, Default)]
-pub struct FencedSince(std::sync::Mutex<std::collections::HashMap<u64, std::time::Instant>>);
+pub use crate::fenced::FencedSince;
 
 /// The brokers Metadata lists: [`live`], plus agents whose lease lapsed
 /// less than [`CRASHED_LISTING`] ago (see there).
@@ -90,7 +88,7 @@ fn listed_at(
         return out;
     }
     let all = catalog.agents();
-    let mut seen = since.0.lock().unwrap_or_else(|p| p.into_inner());
+    let mut seen = since.lock();
     seen.retain(|id, _| all.iter().any(|a| a.id == *id && a.fenced && !a.shut_down));
     for a in all.iter().filter(|a| a.fenced && !a.shut_down) {
         let first = *seen.entry(a.id).or_insert(now);
@@ -287,9 +285,6 @@ mod tests {
             ids(&listed_at(&b.node.catalog, &b.config, &since, gone)),
             want
         );
-        assert!(
-            since.0.lock().expect("lock").is_empty(),
-            "forgotten once back"
-        );
+        assert!(since.lock().is_empty(), "forgotten once back");
     }
 }

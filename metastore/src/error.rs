@@ -141,10 +141,7 @@ pub enum MetaError {
     /// A transactional request the transaction's state or producer does
     /// not allow; `refusal` is Kafka's name for it. Nothing was changed.
     #[error("{reason}")]
-    Transaction {
-        refusal: crate::transactions::TxnRefusal,
-        reason: String,
-    },
+    Transaction { refusal: TxnRefusal, reason: String },
 
     /// A segment that overlaps what the manifest already holds. The uploader
     /// must reconcile with [`crate::Manifests::segments`] before retrying.
@@ -267,3 +264,21 @@ impl MetaError {
 #[cfg(test)]
 #[path = "error_tests.rs"]
 mod tests;
+
+/// Why a transactional request was refused, as Kafka names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnRefusal {
+    /// A newer producer with the same transactional id exists.
+    ProducerFenced,
+    /// The producer id is not the transactional id's current one.
+    InvalidProducerIdMapping,
+    /// The request does not fit the transaction's state.
+    InvalidTxnState,
+    /// The previous transaction is still being completed: retry.
+    ConcurrentTransactions,
+    /// The timeout is not positive or above `crate::transactions::MAX_TRANSACTION_TIMEOUT_MS`.
+    InvalidTransactionTimeout,
+    /// The epoch is not the producer's current one (KIP-360 recovery
+    /// named an epoch the coordinator does not know).
+    InvalidProducerEpoch,
+}

@@ -116,20 +116,4 @@ impl TxnRecord {
     }
 }
 
-/// Why a transactional request was refused, as Kafka names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TxnRefusal {
-    /// A newer producer with the same transactional id exists.
-    ProducerFenced,
-    /// The producer id is not the transactional id's current one.
-    InvalidProducerIdMapping,
-    /// The request does not fit the transaction's state.
-    InvalidTxnState,
-    /// The previous transaction is still being completed: retry.
-    ConcurrentTransactions,
-    /// The timeout is not positive or above [`MAX_TRANSACTION_TIMEOUT_MS`].
-    InvalidTransactionTimeout,
-    /// The epoch is not the producer's current one (KIP-360 recovery
-    /// named an epoch the coordinator does not know).
-    InvalidProducerEpoch,
-}
+pub use crate::error::TxnRefusal;

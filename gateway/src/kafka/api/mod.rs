@@ -23,6 +23,7 @@ mod routing;
 mod scram_users;
 mod topics;
 mod txn;
+pub(crate) mod txn_claims;
 pub(crate) mod txn_coordinator;
 mod txn_markers;
 mod unregister_broker;

@@ -11,8 +11,7 @@
 //! endpoint (mutual TLS between members), under the coordinator principal
 //! only agents use.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -32,11 +31,6 @@ use storage::ControlType;
 
 use crate::broker::Broker;
 
-/// The principal a coordinator's forwarded WriteTxnMarkers carries. No
-/// login yields it (every authenticated principal is `User:`), and the
-/// leader accepts it only on a request another member forwarded.
-pub(crate) const COORDINATOR_PRINCIPAL: &str = "Agent:transaction-coordinator";
-
 /// How long one completion keeps retrying markers before leaving the
 /// transaction prepared for the sweep.
 const COMPLETE_WITHIN: Duration = Duration::from_secs(30);
@@ -50,34 +44,6 @@ const SWEEP_EVERY: Duration = Duration::from_millis(500);
 /// A prepared transaction nobody completed for this long is completed by
 /// the sweep (its coordinator died, or its markers failed).
 const STRANDED_AFTER_MS: i64 = 3_000;
-
-/// Transactional ids this agent is completing now, so that a request and
-/// the sweep do not write the same markers twice at once.
-#[derive(Debug, Default)]
-pub struct Completing(Mutex<HashSet<String>>);
-
-struct Claim<'a> {
-    set: &'a Completing,
-    id: String,
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut s) = self.set.0.lock() {
-            s.remove(&self.id);
-        }
-    }
-}
-
-impl Completing {
-    fn claim(&self, id: &str) -> Option<Claim<'_>> {
-        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        s.insert(id.to_owned()).then(|| Claim {
-            set: self,
-            id: id.to_owned(),
-        })
-    }
-}
 
 /// Writes the markers of a prepared transaction and completes it; answers
 /// the completed record. `Err` leaves it prepared (the sweep retries).
@@ -195,7 +161,7 @@ async fn write_marker(b: &Broker, p: &TxnPartition, marker: Marker) -> Option<Re
     }
     let origin = crate::forward::Origin {
         host: "",
-        principal: COORDINATOR_PRINCIPAL,
+        principal: super::txn_markers::COORDINATOR_PRINCIPAL,
     };
     let answer = fwd
         .call(leader, origin, &frame, None, Duration::from_secs(35))

@@ -6,7 +6,7 @@
 //!
 //! Only principals with CLUSTER_ACTION on the cluster may ask (as in
 //! Kafka, where only brokers do), and the coordinator of another agent
-//! (`txn_coordinator::COORDINATOR_PRINCIPAL` on a forwarded request).
+//! ([`COORDINATOR_PRINCIPAL`] on a forwarded request).
 
 use futures::future::join_all;
 use kafka_protocol::messages::write_txn_markers_response::{
@@ -24,6 +24,11 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::codes;
 
+/// The principal a coordinator's forwarded WriteTxnMarkers carries. No
+/// login yields it (every authenticated principal is `User:`), and the
+/// leader accepts it only on a request another member forwarded.
+pub(crate) const COORDINATOR_PRINCIPAL: &str = "Agent:transaction-coordinator";
+
 /// How long one marker may wait for the in-sync replicas.
 const MARKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -33,8 +38,7 @@ pub(super) async fn write_txn_markers(
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     // a coordinator on another agent, forwarded over the cluster endpoint
-    let from_coordinator =
-        ctx.forwarded && &*ctx.principal == super::txn_coordinator::COORDINATOR_PRINCIPAL;
+    let from_coordinator = ctx.forwarded && &*ctx.principal == COORDINATOR_PRINCIPAL;
     let allowed = from_coordinator || ctx.may_on_cluster(b, AclOperation::ClusterAction);
     let mut markers = Vec::with_capacity(req.markers.len());
     for m in req.markers {

@@ -129,6 +129,15 @@ class Cluster:
             self.agents[node] = b
         return self.agents[node]
 
+    def start_voters(self, timeout=120):
+        """Launches the three voters together (they elect a metastore
+        leader between them) and waits until each serves."""
+        for n in VOTERS:
+            self.agent(n).launch()
+        for n in VOTERS:
+            self.agent(n).wait_ready(timeout=timeout)
+        return self
+
     def running(self):
         return {i: b for i, b in self.agents.items() if b.proc is not None}
 

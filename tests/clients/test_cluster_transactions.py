@@ -10,7 +10,6 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import VOTERS, Cluster
@@ -21,11 +20,7 @@ from test_transactions import (read_all, scenario_commit_and_abort, scenario_fen
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = Cluster()
-    for n in VOTERS:
-        c.agent(n).launch()
-    for n in VOTERS:
-        c.agent(n).wait_ready(timeout=120)
+    c = Cluster().start_voters()
     yield c
     c.stop_all()
     shutil.rmtree(c.dir, ignore_errors=True)

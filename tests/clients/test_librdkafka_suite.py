@@ -33,11 +33,7 @@ def single():
 
 @pytest.fixture(scope="module")
 def three():
-    c = Cluster(extra_args=["--num-partitions", "4"])
-    for n in VOTERS:
-        c.agent(n).launch()
-    for n in VOTERS:
-        c.agent(n).wait_ready(timeout=120)
+    c = Cluster(extra_args=["--num-partitions", "4"]).start_voters()
     yield c
     c.stop_all()
     shutil.rmtree(c.dir, ignore_errors=True)

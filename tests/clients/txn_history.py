@@ -262,12 +262,7 @@ def check(history, seen, topic, sink, group_committed):
 def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, cluster=None):
     rng = random.Random(seed)
     own = cluster is None
-    c = cluster or Cluster()
-    if own:
-        for n in VOTERS:
-            c.agent(n).launch()
-        for n in VOTERS:
-            c.agent(n).wait_ready(timeout=120)
+    c = cluster or Cluster().start_voters()
     bootstrap = ",".join(c.agent(n).bootstrap for n in VOTERS)
     topic, sink = f"hist-{uuid.uuid4().hex[:8]}", None
     sink = topic + "-copy"

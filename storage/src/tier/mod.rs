@@ -60,6 +60,7 @@ mod partition;
 mod producers;
 mod retention;
 mod shared;
+mod sidecar;
 mod txn_index;
 
 pub use budget::DiskBudget;

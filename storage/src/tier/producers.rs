@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cache::object_store::path::Path;
-use cache::{CacheError, ObjectStoreExt, ObjectStoreHandle};
+use cache::ObjectStoreHandle;
 
 use super::engine::SealedSegment;
 use super::error::TierError;
@@ -47,19 +47,7 @@ pub(super) async fn upload(
             return Ok(0);
         }
     }
-    let size = bytes.len() as u64;
-    match tokio::time::timeout(deadline, store.store.put(&key, Bytes::from(bytes).into())).await {
-        Ok(Ok(_)) => Ok(size),
-        Ok(Err(source)) => Err(CacheError::Store {
-            key: key.to_string(),
-            source: source.into(),
-        }
-        .into()),
-        Err(_) => Err(TierError::Timeout {
-            what: format!("upload of {key}"),
-            seconds: deadline.as_secs(),
-        }),
-    }
+    super::sidecar::put(store, &key, bytes, deadline).await
 }
 
 /// The producer snapshot uploaded with the entry of `entries` that ends
@@ -75,26 +63,5 @@ pub(super) async fn read(
         return Ok(None);
     };
     let key = super::cold::sibling_key(&e.key, cache::layout::PRODUCER_SNAPSHOT_EXT);
-    let path = Path::parse(&key).map_err(|err| TierError::CorruptObject {
-        key: key.clone(),
-        position: 0,
-        reason: format!("the manifest holds an unusable key: {err}"),
-    })?;
-    let get = async {
-        let got = store.store.get(&path).await?;
-        got.bytes().await
-    };
-    match tokio::time::timeout(deadline, get).await {
-        Ok(Ok(bytes)) => Ok(Some(bytes)),
-        Ok(Err(cache::object_store::Error::NotFound { .. })) => Ok(None),
-        Ok(Err(source)) => Err(CacheError::Store {
-            key,
-            source: source.into(),
-        }
-        .into()),
-        Err(_) => Err(TierError::Timeout {
-            what: format!("read of {key}"),
-            seconds: deadline.as_secs(),
-        }),
-    }
+    super::sidecar::get(store, &key, deadline).await
 }

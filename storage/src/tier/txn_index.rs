@@ -16,9 +16,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use cache::object_store::path::Path;
-use cache::{CacheError, ObjectStoreExt, ObjectStoreHandle};
+use cache::ObjectStoreHandle;
 
 use super::engine::SealedSegment;
 use super::error::TierError;
@@ -65,19 +64,7 @@ pub(super) async fn upload(
             reason: "the aborted-transaction index fails its checksum".into(),
         });
     }
-    let size = bytes.len() as u64;
-    match tokio::time::timeout(deadline, store.store.put(&key, Bytes::from(bytes).into())).await {
-        Ok(Ok(_)) => Ok(size),
-        Ok(Err(source)) => Err(CacheError::Store {
-            key: key.to_string(),
-            source: source.into(),
-        }
-        .into()),
-        Err(_) => Err(TierError::Timeout {
-            what: format!("upload of {key}"),
-            seconds: deadline.as_secs(),
-        }),
-    }
+    super::sidecar::put(store, &key, bytes, deadline).await
 }
 
 /// Indexes fetched so far, by object key (`None`: the segment has none).
@@ -147,29 +134,7 @@ async fn fetch(
     key: &str,
     deadline: Duration,
 ) -> Result<Option<Arc<Vec<AbortedTxn>>>, TierError> {
-    let path = Path::parse(key).map_err(|err| TierError::CorruptObject {
-        key: key.to_owned(),
-        position: 0,
-        reason: format!("not an object key: {err}"),
-    })?;
-    let got = tokio::time::timeout(deadline, async {
-        match store.store.get(&path).await {
-            Ok(r) => r.bytes().await.map(Some),
-            Err(cache::object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    })
-    .await
-    .map_err(|_| TierError::Timeout {
-        what: format!("read of {key}"),
-        seconds: deadline.as_secs(),
-    })?
-    .map_err(|source| {
-        TierError::from(CacheError::Store {
-            key: key.to_owned(),
-            source: source.into(),
-        })
-    })?;
+    let got = super::sidecar::get(store, key, deadline).await?;
     let Some(bytes) = got else {
         return Ok(None);
     };

@@ -164,7 +164,10 @@ async fn metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_
                 if brokers(&resp).len() == 1 {
                     break;
                 }
-                assert!(std::time::Instant::now() < gone, "the fenced agent is still listed");
+                assert!(
+                    std::time::Instant::now() < gone,
+                    "the fenced agent is still listed"
+                );
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
             break;

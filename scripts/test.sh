@@ -84,11 +84,11 @@ trap 'for p in "${bg_pids[@]}"; do kill -- -"$p" 2>/dev/null; done; true' EXIT
 
 background "fuzz build and runs" 19 scripts/ci/fuzz-build.sh scripts/ci/[0-9]*-fuzz.sh
 background "scripts/ci/50-deploy.sh" 0 scripts/ci/50-deploy.sh
-background "scripts/ci/44-transactions.sh" 0 scripts/ci/44-transactions.sh
+background "scripts/ci/44-clients-beside.sh" 0 scripts/ci/44-clients-beside.sh
 
 for s in scripts/ci/[0-9]*.sh; do
   [ -e "$s" ] || continue
-  case "$s" in *-fuzz.sh|*/50-deploy.sh|*/44-transactions.sh) continue ;; esac
+  case "$s" in *-fuzz.sh|*/50-deploy.sh|*/44-clients-beside.sh) continue ;; esac
   step "$s" "$s"
 done
 

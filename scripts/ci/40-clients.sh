@@ -3,9 +3,9 @@
 # librdkafka 2.0.2), confluent-kafka (librdkafka 2.16), kafka-python 3.0 and
 # kafkajs 2.2.4 (and jsdom for the web console). Each test starts its own broker on free ports;
 # test_cluster.py starts three and four agents forming one cluster (about
-# 25 s); test_elasticity.py adds a fourth agent under load and drains it;
+# 25 s); test_elasticity.py (run by 44-clients-beside.sh) adds a fourth agent under load and drains it;
 # test_load_balancer.py puts haproxy in front of three agents (about 25 s);
-# test_static_membership.py restarts static group members on one agent,
+# test_static_membership.py (also in 44-clients-beside.sh) restarts static group members on one agent,
 # three, and three behind haproxy (about 60 s);
 # test_network_partition.py runs agents in network namespaces (needs root);
 # test_native.py drives the native protocol with the SDK's examples (and
@@ -50,11 +50,14 @@ if [ ! -d tests/js/node_modules/kafkajs ] || [ ! -d tests/js/node_modules/jsdom 
 fi
 
 echo "== python clients (confluent-kafka, kafka-python, kcat)"
-# the transaction suites run beside this one (scripts/ci/44-transactions.sh)
+# the files scripts/ci/44-clients-beside.sh runs beside this one are left out
 timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovider \
     --ignore=tests/clients/test_librdkafka_suite.py \
+    --ignore=tests/clients/test_transactions.py \
     --ignore=tests/clients/test_cluster_transactions.py \
-    --ignore=tests/clients/test_txn_history.py
+    --ignore=tests/clients/test_txn_history.py \
+    --ignore=tests/clients/test_static_membership.py \
+    --ignore=tests/clients/test_elasticity.py
 
 echo "== kafkajs"
 (cd tests/js && timeout 300 node --test --test-concurrency=1 kafkajs.test.js)

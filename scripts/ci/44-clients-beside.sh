@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The client tests that run beside scripts/ci/40-clients.sh (in the
+# background, started by scripts/test.sh), so that the two halves share the
+# wall clock: transactions — librdkafka's own transaction tests (0061, 0103,
+# 0129, 0137; built once from source by scripts/librdkafka-tests.sh, about
+# 4 minutes the first time) on one agent and on three, confluent-kafka's
+# transactional producer on one agent and on three with a coordinator
+# killed, the transaction history checker with agents killed under load —
+# and the static-membership and elasticity tests. About 9 minutes once built.
+# Needs: npm, gcc/g++, make; pip -r tests/requirements.txt.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+
+scripts/librdkafka-tests.sh
+cargo build -p agent --bin aerostream --features fault-injection
+export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
+if ! python3 -c "import confluent_kafka, pytest" 2>/dev/null; then
+    echo "python client packages missing: installing tests/requirements.txt" >&2
+    python3 -m pip install -q -r tests/requirements.txt
+fi
+timeout 1500 python3 -m pytest -q -p no:warnings -p no:cacheprovider --durations=8 \
+    tests/clients/test_librdkafka_suite.py \
+    tests/clients/test_transactions.py \
+    tests/clients/test_cluster_transactions.py \
+    tests/clients/test_txn_history.py \
+    tests/clients/test_static_membership.py \
+    tests/clients/test_elasticity.py

@@ -17,6 +17,13 @@
 //!    covered were answered already) and producers retry at the new leader,
 //!    which KIP-951 names in the answer; forwarding agents send them there
 //!    themselves (`kafka/api/produce_forward.rs`).
+//! 5. It keeps serving for [`HAND_OVER_LINGER`] while clients still
+//!    connected learn the new leaders from those answers. Other agents
+//!    stop listing it in Metadata at once (`brokers.rs`), and librdkafka,
+//!    when one metadata answer both drops a broker and moves a partition
+//!    away from it, parks the partition on its internal broker until its
+//!    next leader query, about a second later. A client that moved the
+//!    partition already (KIP-951) forgets the broker cleanly.
 //!
 //! [`Gateway::shutdown`] then refuses forwarded requests, lets in-flight
 //! ones finish and closes the logs. Partitions with no other live in-sync
@@ -29,6 +36,13 @@ use std::time::{Duration, Instant};
 use metastore::{AgentKeepAlive, ClusterControl, Topics};
 
 use crate::Gateway;
+
+/// How long an agent keeps serving after its leaderships moved (step 5):
+/// a producer with records queued sends within its `linger.ms` (5 ms by
+/// default in librdkafka, 0 in the Java client) and a consumer's fetch
+/// returns within its wait, both answered NOT_LEADER_OR_FOLLOWER with the
+/// new leader.
+pub const HAND_OVER_LINGER: Duration = Duration::from_millis(250);
 
 /// What a hand-over did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -91,6 +105,9 @@ impl Gateway {
                 }
                 _ => {}
             }
+        }
+        if out.applied && out.moved > 0 {
+            tokio::time::sleep(HAND_OVER_LINGER).await;
         }
         out.took = started.elapsed();
         out

@@ -177,17 +177,32 @@ impl Node {
                 leader: self.leader_id(),
             });
         }
-        let must_log = {
+        let (must_log, silent) = {
             let mut liveness = self.liveness.lock();
-            let racing_a_fence = liveness.heard(agent_id, now());
+            let at = now();
+            let racing_a_fence = liveness.heard(agent_id, at);
             let applied = self.applied.read();
-            match applied.state.agent(agent_id) {
+            let must_log = match applied.state.agent(agent_id) {
                 None => return Err(MetaError::UnknownAgent { agent_id }),
                 Some(a) => racing_a_fence || a.fenced,
-            }
+            };
+            let lease = self.agent_lease;
+            let silent: Vec<AgentId> = applied
+                .state
+                .agents()
+                .map(|a| a.id)
+                .filter(|id| {
+                    liveness.silent_for(*id, at, lease)
+                        >= crate::options::agent_suspect_after(lease)
+                })
+                .collect();
+            (must_log, silent)
         };
         if !must_log {
-            return Ok(ForwardResponse::Heartbeat { log_index: None });
+            return Ok(ForwardResponse::Heartbeat {
+                log_index: None,
+                silent,
+            });
         }
         match self
             .proposer
@@ -197,6 +212,7 @@ impl Node {
             Ok(w) => match w.results.into_iter().next() {
                 Some(Ok(_)) => Ok(ForwardResponse::Heartbeat {
                     log_index: Some(w.log_index),
+                    silent,
                 }),
                 Some(Err(e)) => Err(e),
                 None => Err(MetaError::Storage {

@@ -101,7 +101,7 @@ pub use network::tls::RaftTls;
 #[cfg(any(test, feature = "testing"))]
 pub use network::NetworkFaults;
 pub use options::{
-    agent_heartbeat_interval, Bootstrap, MetastoreConfig, RaftTiming, Transport,
-    DEFAULT_AGENT_LEASE,
+    agent_heartbeat_interval, agent_suspect_after, Bootstrap, MetastoreConfig, RaftTiming,
+    Transport, DEFAULT_AGENT_LEASE,
 };
 pub use types::*;

@@ -128,6 +128,9 @@ pub(crate) struct Node {
     pub(crate) agent_lease: Duration,
     /// When this node, leading, heard each agent (see [`crate::liveness`]).
     pub(crate) liveness: Mutex<Liveness>,
+    /// The agents the metastore leader last said it has not heard for a
+    /// while, and when that answer came (`Metastore::suspected_agents`).
+    pub(crate) silent: Mutex<Option<(std::time::Instant, Vec<crate::types::AgentId>)>>,
     pub(crate) partition_moves: usize,
     pub(crate) raft_addr: Option<SocketAddr>,
     /// The address peers dial this node at (what it puts in the membership).
@@ -237,6 +240,7 @@ impl Node {
             request_timeout: config.request_timeout,
             agent_lease: config.agent_lease,
             liveness: Mutex::new(Liveness::default()),
+            silent: Mutex::new(None),
             partition_moves: config.partition_moves,
             raft_addr,
             advertise: addr.clone(),
@@ -462,7 +466,7 @@ impl Node {
             ForwardResponse::Written { log_index, .. }
             | ForwardResponse::MembershipChanged { log_index } => Some(*log_index),
             ForwardResponse::ReadIndex { index } => *index,
-            ForwardResponse::Heartbeat { log_index } => *log_index,
+            ForwardResponse::Heartbeat { log_index, .. } => *log_index,
         };
         if let Some(index) = index {
             self.wait_applied(index, self.request_timeout).await;

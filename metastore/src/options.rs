@@ -105,6 +105,18 @@ pub fn agent_heartbeat_interval(lease: Duration) -> Duration {
     (lease / 8).clamp(Duration::from_millis(25), Duration::from_millis(500))
 }
 
+/// How long the metastore leader hears nothing from an agent before it
+/// tells the other agents that the agent is in doubt: three heartbeats
+/// (300 ms at the default lease), well before the lease runs out. Agents
+/// then hold Metadata answers that would name it as a leader until its
+/// fate is known (see `gateway::kafka::api::metadata`), so that clients
+/// that ask meanwhile learn the new leader the moment it is elected instead
+/// of at their next periodic query. A suspicion costs nothing else: an
+/// agent is fenced only when its lease runs out.
+pub fn agent_suspect_after(lease: Duration) -> Duration {
+    agent_heartbeat_interval(lease) * 3
+}
+
 /// Settings of one metastore node.
 #[derive(Debug)]
 pub struct MetastoreConfig {

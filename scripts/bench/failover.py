@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 
 root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -54,6 +55,9 @@ def main():
                     help="the producer's retry.backoff.max.ms (librdkafka's default, 1000, when absent)")
     ap.add_argument("--out", default=os.path.join(
         root, "benchmarks", "results", time.strftime("%Y-%m-%d") + "-failover"))
+    ap.add_argument("--debug-dir", default=None,
+                    help="keep the agents' logs (at info) and the producer's debug log here, "
+                         "to find out what a slow failover waited for")
     args = ap.parse_args()
     if "AEROSTREAM_BIN" not in os.environ:
         target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
@@ -61,7 +65,8 @@ def main():
         os.environ["AEROSTREAM_BIN"] = os.path.join(target, "release", "aerostream")
 
     c = Cluster(extra_args=["--agent-lease-ms", str(args.lease_ms),
-                            "--replica-lag-time-max-ms", "2000", "--log", "warn"])
+                            "--replica-lag-time-max-ms", "2000",
+                            "--log", "info" if args.debug_dir else "warn"])
     for n in VOTERS:
         c.agent(n).launch()
     for n in VOTERS:
@@ -71,6 +76,16 @@ def main():
     admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
     admin.create_topics(
         [NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(15)
+
+    def metastore_leader():
+        for b in c.running().values():
+            try:
+                with urllib.request.urlopen(
+                        f"http://127.0.0.1:{b.http_port}/v1/cluster", timeout=2) as r:
+                    return json.load(r).get("metastore_leader")
+            except (OSError, ValueError):
+                continue
+        return None
 
     def state():
         for b in c.running().values():
@@ -82,6 +97,15 @@ def main():
                 continue
         return -1, []
 
+    producer_log = None
+    if args.debug_dir:
+        import logging
+        os.makedirs(args.debug_dir, exist_ok=True)
+        producer_log = logging.getLogger("producer")
+        handler = logging.FileHandler(os.path.join(args.debug_dir, "producer.log"), mode="w")
+        handler.setFormatter(logging.Formatter("%(created).3f %(message)s"))
+        producer_log.addHandler(handler)
+        producer_log.setLevel(logging.DEBUG)
     sent_at, acked_at, errors = {}, {}, []
     stop = threading.Event()
 
@@ -89,6 +113,8 @@ def main():
         p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                       "linger.ms": 1, "message.timeout.ms": 120000, "socket.timeout.ms": 5000,
                       "retry.backoff.ms": 50, "topic.metadata.refresh.fast.interval.ms": 50,
+                      **({"debug": "broker,topic,metadata,msg,eos", "logger": producer_log}
+                         if producer_log else {}),
                       **({"retry.backoff.max.ms": args.retry_backoff_max_ms}
                          if args.retry_backoff_max_ms is not None else {})})
 
@@ -107,7 +133,7 @@ def main():
 
     t = threading.Thread(target=produce, daemon=True)
     t.start()
-    samples, elected, pauses, returns = [], [], [], []
+    samples, elected, pauses, returns, led_metastore = [], [], [], [], []
     restarted = None
     try:
         for k in range(args.kills):
@@ -119,7 +145,10 @@ def main():
                 returns.append(longest_pause(sorted(acked_at.values()), restarted, time.time()))
             leader, _ = state()
             agent = c.agent(leader)
+            led_metastore.append(metastore_leader() == leader)
             killed = time.time()
+            if producer_log:
+                producer_log.info("=== %s %d: signal to agent %d", args.signal, k + 1, leader)
             if args.signal == "term":
                 agent.proc.send_signal(signal.SIGTERM)
             else:
@@ -140,7 +169,8 @@ def main():
                     print(f"agent {leader} exited with {code} after SIGTERM", flush=True)
             time.sleep(0.5)
             pauses.append(longest_pause(sorted(acked_at.values()), killed, first + 0.5))
-            print(f"{args.signal} {k + 1}/{args.kills}: agent {leader}; new leader in Metadata after "
+            role = " (also the metastore leader)" if led_metastore[-1] else ""
+            print(f"{args.signal} {k + 1}/{args.kills}: agent {leader}{role}; new leader in Metadata after "
                   f"{elected[-1]:.2f}s; first write sent after the signal acknowledged "
                   f"{first - killed:.2f}s after it; longest pause between acknowledgements "
                   f"{pauses[-1]:.3f}s", flush=True)
@@ -150,6 +180,10 @@ def main():
         stop.set()
         t.join(150)
         c.stop_all()
+        if args.debug_dir:
+            import shutil
+            for n in VOTERS:
+                shutil.copy(c.agent(n).log_path, os.path.join(args.debug_dir, f"agent-{n}.log"))
     summary = {
         "kills": len(samples), "lease_ms": args.lease_ms, "signal": args.signal,
         "p50_s": percentile(samples, 50), "p90_s": percentile(samples, 90),
@@ -161,6 +195,7 @@ def main():
         "longest_ack_pause_p50_s": percentile(pauses, 50),
         "longest_ack_pause_p99_s": percentile(pauses, 99),
         "longest_ack_pause_s": [round(s, 3) for s in pauses],
+        "victim_led_the_metastore": led_metastore[:len(samples)],
         "longest_ack_pause_while_returning_p50_s": percentile(returns, 50) if returns else None,
         "longest_ack_pause_while_returning_p99_s": percentile(returns, 99) if returns else None,
         "longest_ack_pause_while_returning_s": [round(s, 3) for s in returns],

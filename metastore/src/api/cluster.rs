@@ -221,7 +221,10 @@ impl ClusterControl for Metastore {
             .on_leader(ForwardRequest::Heartbeat { agent_id })
             .await?
         {
-            ForwardResponse::Heartbeat { .. } => Ok(()),
+            ForwardResponse::Heartbeat { silent, .. } => {
+                *self.node.silent.lock() = Some((std::time::Instant::now(), silent));
+                Ok(())
+            }
             other => Err(MetaError::Storage {
                 reason: format!("heartbeat answered with {other:?}"),
             }),

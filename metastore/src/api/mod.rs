@@ -39,7 +39,7 @@ use crate::node::Node;
 use crate::options::MetastoreConfig;
 use crate::raft_types::{MetaNode, NodeId};
 use crate::state::MetaState;
-use crate::types::MetaEvent;
+use crate::types::{AgentId, MetaEvent};
 
 mod cluster;
 mod groups;
@@ -222,6 +222,24 @@ impl Metastore {
     /// The Raft leader (Kafka's controller), if known.
     pub fn metastore_leader(&self) -> Option<NodeId> {
         self.node.leader_id()
+    }
+
+    /// How long an agent keeps its partitions once the metastore leader
+    /// stops hearing it.
+    pub fn agent_lease(&self) -> Duration {
+        self.node.agent_lease
+    }
+
+    /// The agents the metastore leader has not heard from for
+    /// [`crate::options::agent_suspect_after`], fenced ones included, as
+    /// its answer to this agent's last heartbeat said; empty when that
+    /// answer is older than a lease (this agent cannot tell then) or this
+    /// node runs no agent.
+    pub fn suspected_agents(&self) -> Vec<AgentId> {
+        match &*self.node.silent.lock() {
+            Some((at, silent)) if at.elapsed() < self.node.agent_lease => silent.clone(),
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -161,9 +161,13 @@ pub enum ForwardResponse {
         log_index: u64,
     },
     /// The heartbeat was heard; `log_index` is the entry that renewed the
-    /// lease in the log, when one was written.
+    /// lease in the log, when one was written. `silent`: the agents the
+    /// leader has not heard for [`crate::options::agent_suspect_after`]
+    /// (fenced ones included), so that agents can tell clients a leader is
+    /// in doubt before its lease runs out (`Metastore::suspected_agents`).
     Heartbeat {
         log_index: Option<u64>,
+        silent: Vec<crate::types::AgentId>,
     },
 }
 

@@ -157,6 +157,7 @@ pub(super) async fn metadata(
             }
         }
     }
+    await_suspected_leaders(b, &mut topics).await;
     let live = brokers::listed(&b.node.catalog, &b.config, &b.fenced_since);
     MetadataResponse::default()
         .with_brokers(
@@ -174,6 +175,66 @@ pub(super) async fn metadata(
         .with_controller_id(BrokerId(brokers::controller(&b.node.catalog, &b.config)))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
+}
+
+/// Leaders named in `topics` that the metastore leader has not heard from
+/// for a while (`Metastore::suspected_agents`), other than this agent.
+fn suspected_leaders(b: &Broker, topics: &[MetadataResponseTopic]) -> Vec<i32> {
+    let suspects = b.node.catalog.suspected_agents();
+    if suspects.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<i32> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.leader_id.0))
+        .filter(|id| *id != b.config.node_id)
+        .filter(|id| u64::try_from(*id).is_ok_and(|a| suspects.contains(&a)))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// How often a held Metadata answer looks again.
+const SUSPECT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Holds a Metadata answer that would name a leader the metastore has not
+/// heard from for a while, until that agent is heard again (the answer
+/// stands) or its partitions move (the answer names the new leaders), at
+/// most a lease and a bit.
+///
+/// Why: a client whose leader died asks for metadata and, until the lease
+/// runs out, hears the dead leader again; librdkafka then waits for its
+/// once-a-second partition scan before asking again, so it learns the new
+/// leader up to a second after the election. Held, the answer arrives as
+/// the election lands. A held answer delays the answers after it on the
+/// same connection (Kafka answers in order), only while an agent is in
+/// doubt. Not in load-balanced mode: clients there see one broker.
+async fn await_suspected_leaders(b: &Broker, topics: &mut [MetadataResponseTopic]) {
+    if b.config.load_balanced || suspected_leaders(b, topics).is_empty() {
+        return;
+    }
+    let deadline = std::time::Instant::now()
+        + b.node.catalog.agent_lease()
+        + metastore::agent_heartbeat_interval(b.node.catalog.agent_lease()) * 2;
+    loop {
+        tokio::time::sleep(SUSPECT_POLL).await;
+        // the partitions as the local metastore replica says now
+        for t in topics.iter_mut() {
+            let fresh = t
+                .name
+                .as_ref()
+                .and_then(|n| b.node.catalog.topic(n.0.as_str()));
+            if let Some(info) = fresh {
+                if info.id == t.topic_id {
+                    t.partitions = topic_entry(&b.config, &info).partitions;
+                }
+            }
+        }
+        if suspected_leaders(b, topics).is_empty() || std::time::Instant::now() >= deadline {
+            return;
+        }
+    }
 }
 
 pub(super) fn describe_cluster(

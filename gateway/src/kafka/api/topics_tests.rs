@@ -15,6 +15,7 @@ on_every_backend!(
     a_deleted_topic_is_gone_with_its_data_and_can_be_created_again,
     metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_leader,
     create_topics_places_replicas_where_the_assignments_say,
+    metadata_waits_for_the_fate_of_a_leader_the_metastore_no_longer_hears,
 );
 
 async fn metadata_auto_creates_unknown_topics_unless_the_client_says_no(logs: Logs) {
@@ -253,4 +254,78 @@ async fn create_topics_places_replicas_where_the_assignments_say(logs: Logs) {
         );
         assert!(b.node.catalog.topic(name).is_none());
     }
+}
+
+/// A client that asks for metadata while its partition's leader has gone
+/// silent but still holds its lease gets the answer once the new leader is
+/// elected, not the silent agent's name (librdkafka would ask again only a
+/// second later).
+async fn metadata_waits_for_the_fate_of_a_leader_the_metastore_no_longer_hears(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    let me = u64::try_from(b.config.node_id).expect("a positive node id");
+    b.node
+        .catalog
+        .register_agent(metastore::AgentRegistration {
+            id: 2,
+            addrs: metastore::AgentAddrs {
+                kafka: Some("10.0.0.2:9092".into()),
+                ..Default::default()
+            },
+            rack: None,
+            instance: None,
+        })
+        .await
+        .expect("agent 2 registers");
+    b.node
+        .catalog
+        .create_topic(
+            metastore::CreateTopic {
+                name: "in-doubt".into(),
+                partitions: -1,
+                replication_factor: -1,
+                configs: Default::default(),
+                assignments: vec![vec![2, me]],
+            },
+            false,
+        )
+        .await
+        .expect("created");
+    let leader = |resp: &MetadataResponse| resp.topics[0].partitions[0].leader_id.0;
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+        )
+        .with_name(Some(TopicName(StrBytes::from_static_str("in-doubt"))))]));
+    let resp: MetadataResponse = call(b, ApiKey::Metadata, 9, &req).await;
+    assert_eq!(leader(&resp), 2, "agent 2 leads, as assigned");
+
+    // agent 2 never heartbeats: the metastore leader soon says it does not
+    // hear it, well before its lease runs out
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !b.node.catalog.suspected_agents().contains(&2) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "agent 2 never suspected"
+        );
+        b.node
+            .catalog
+            .heartbeat(me)
+            .await
+            .expect("this agent heartbeats");
+    }
+    let fenced = |b: &crate::broker::Broker| {
+        b.node
+            .catalog
+            .agents()
+            .iter()
+            .any(|a| a.id == 2 && a.fenced)
+    };
+    assert!(!fenced(b), "suspected, not fenced yet");
+    let resp: MetadataResponse = call(b, ApiKey::Metadata, 9, &req).await;
+    assert!(fenced(b), "the answer waited for the lease to run out");
+    assert_eq!(
+        (resp.topics[0].partitions[0].error_code, leader(&resp)),
+        (0, b.config.node_id),
+        "and names the new leader, the in-sync follower"
+    );
 }

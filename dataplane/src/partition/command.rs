@@ -114,6 +114,10 @@ pub struct Leadership {
     pub assignment: Assignment,
     pub min_insync: usize,
     pub lag_max_ms: i64,
+    /// Replicas that may not join the ISR: fenced agents (their lease ran
+    /// out, or they shut down), as KIP-841 keeps fenced and shutting-down
+    /// brokers out of the ISR.
+    pub ineligible: Vec<AgentId>,
     /// Where the task sends the ISR changes it wants recorded.
     pub isr_requests: mpsc::UnboundedSender<IsrProposal>,
 }

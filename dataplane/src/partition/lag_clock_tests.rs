@@ -56,6 +56,7 @@ async fn a_silent_follower_leaves_the_isr_after_the_lag_time_of_the_monotonic_cl
         },
         min_insync: 1,
         lag_max_ms: LAG_MS,
+        ineligible: Vec::new(),
         isr_requests,
     })
     .await

@@ -359,6 +359,7 @@ pub(super) fn leadership(me: u64, epoch: i32) -> Leadership {
         },
         min_insync: 1,
         lag_max_ms: 10_000,
+        ineligible: Vec::new(),
         isr_requests,
     }
 }

@@ -527,6 +527,7 @@ impl Task {
                 state.set.on_assignment(l.assignment);
                 state.set.set_min_insync(l.min_insync);
                 state.set.set_lag_max_ms(l.lag_max_ms);
+                state.set.set_ineligible(l.ineligible);
                 state.isr_requests = l.isr_requests;
             }
             _ => {
@@ -538,7 +539,7 @@ impl Task {
                     "leading the partition"
                 );
                 self.fail_waiting_with("leadership changed");
-                let set = ReplicaSet::new(
+                let mut set = ReplicaSet::new(
                     l.me,
                     l.assignment,
                     self.log.log_end_offset(),
@@ -546,6 +547,7 @@ impl Task {
                     l.lag_max_ms,
                     now,
                 );
+                set.set_ineligible(l.ineligible);
                 self.role = Role::Leader(Box::new(LeaderState {
                     set,
                     isr_requests: l.isr_requests,

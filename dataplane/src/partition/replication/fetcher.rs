@@ -192,9 +192,35 @@ async fn fetch_from(
         send.write_all(&req.encode()).await?;
         let limit =
             Duration::from_millis(u64::from(settings.max_wait_ms)) + Duration::from_secs(10);
-        let (resp, bytes) = tokio::time::timeout(limit, read_response(&mut recv))
-            .await
-            .map_err(|_| FetchFailed::TimedOut(limit))??;
+        let answered = {
+            let read = tokio::time::timeout(limit, read_response(&mut recv));
+            tokio::pin!(read);
+            loop {
+                tokio::select! {
+                    r = &mut read => break Some(r),
+                    r = set.changed() => {
+                        if r.is_err() {
+                            return Ok(());
+                        }
+                        if gained(&set.borrow(), &asked) {
+                            break None;
+                        }
+                    }
+                }
+            }
+        };
+        let Some(answered) = answered else {
+            // A partition joined the set while the leader holds this fetch
+            // (it took over a partition this node follows, say): it would
+            // wait up to `max_wait` for the next round, and with it every
+            // acks=all write the new leader holds until this node has it.
+            // Drop the held fetch and ask again at once on a new stream.
+            let _ = send.reset(0u32.into());
+            let _ = recv.stop(0u32.into());
+            (send, recv) = conn.open_bi().await?;
+            continue;
+        };
+        let (resp, bytes) = answered.map_err(|_| FetchFailed::TimedOut(limit))??;
         counters
             .replica_bytes_received
             .fetch_add(bytes as u64, Ordering::Relaxed);
@@ -239,6 +265,12 @@ async fn fetch_from(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// Whether `set` holds a partition (or a leader epoch of one) that the
+/// fetch under way did not ask for.
+fn gained(set: &[Followed], asked: &[(&Followed, crate::partition::ReplicaPosition)]) -> bool {
+    set.iter().any(|n| !asked.iter().any(|(f, _)| *f == n))
 }
 
 /// Whether `f` (what a fetch was made for) is still in the fetcher's set:

@@ -52,7 +52,8 @@ impl Default for ReplicationSettings {
 /// What a task was last told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Told {
-    Lead(Assignment, usize),
+    /// The assignment, `min.insync.replicas`, and the fenced replicas.
+    Lead(Assignment, usize, Vec<AgentId>),
     Follow(AgentId, i32),
     Offline(i32),
 }
@@ -188,6 +189,13 @@ impl Manager {
     async fn reconcile(&mut self) {
         let mut follow: HashMap<AgentId, Vec<Followed>> = HashMap::new();
         let topics = self.meta.topics();
+        let fenced: std::collections::BTreeSet<AgentId> = self
+            .meta
+            .agents()
+            .iter()
+            .filter(|a| a.fenced)
+            .map(|a| a.id)
+            .collect();
         self.remove_deleted_topics(&topics);
         self.remove_moved_replicas(&topics).await;
         for topic in topics {
@@ -213,6 +221,11 @@ impl Manager {
                             isr: p.isr.clone(),
                         },
                         topic_config::min_insync_replicas(&topic.configs),
+                        p.replicas
+                            .iter()
+                            .copied()
+                            .filter(|r| fenced.contains(r))
+                            .collect(),
                     ),
                     Some(l) => Told::Follow(l, p.leader_epoch),
                     None => Told::Offline(p.leader_epoch),
@@ -231,13 +244,14 @@ impl Manager {
                     continue;
                 }
                 let sent = match &told {
-                    Told::Lead(a, min_insync) => {
+                    Told::Lead(a, min_insync, ineligible) => {
                         handle
                             .lead(Leadership {
                                 me: self.me,
                                 assignment: a.clone(),
                                 min_insync: *min_insync,
                                 lag_max_ms: self.settings.lag_max_ms,
+                                ineligible: ineligible.clone(),
                                 isr_requests: self.isr_tx.clone(),
                             })
                             .await

@@ -23,7 +23,14 @@
 //! 4. The ISR shrinks by the followers not caught up for longer than
 //!    `replica.lag.time.max.ms`, and grows by a follower whose LEO reached
 //!    both the high watermark and the offset where this leader's epoch
-//!    began. One change is in flight at a time; the metastore checks it
+//!    began, and that is neither fenced (KIP-841: the metastore fenced its
+//!    agent, whose lease ran out or which shut down; it would refuse the
+//!    change) nor barred: a follower whose addition the
+//!    metastore refused (it is fenced, say, having shut down) is barred
+//!    until it fetches again, so a replica that stopped fetching is not
+//!    proposed again and again, each time holding the high watermark
+//!    (rule 3) until the refusal arrives. One change is in flight at a
+//!    time; the metastore checks it
 //!    against the leader epoch and partition epoch, so a deposed leader's
 //!    proposal, or one made before a change the leader had not seen, is
 //!    refused.
@@ -56,6 +63,8 @@ pub struct FollowerState {
     last_fetch_ms: i64,
     /// The leader's log end at the follower's previous fetch.
     leader_end_at_last_fetch: i64,
+    /// The metastore refused to add it to the ISR since its last fetch.
+    barred: bool,
 }
 
 /// Why a follower's fetch is refused.
@@ -120,6 +129,8 @@ pub struct ReplicaSet {
     epoch_start_offset: i64,
     min_insync: usize,
     lag_max_ms: i64,
+    /// Fenced replicas, which may not join (rule 4).
+    ineligible: Vec<AgentId>,
 }
 
 impl ReplicaSet {
@@ -144,6 +155,7 @@ impl ReplicaSet {
                         caught_up_ms: now_ms,
                         last_fetch_ms: now_ms,
                         leader_end_at_last_fetch: log_end,
+                        barred: false,
                     },
                 )
             })
@@ -156,7 +168,13 @@ impl ReplicaSet {
             epoch_start_offset: log_end,
             min_insync: min_insync.max(1),
             lag_max_ms,
+            ineligible: Vec::new(),
         }
+    }
+
+    /// The replicas whose agents the metastore fenced (rule 4).
+    pub fn set_ineligible(&mut self, fenced: Vec<AgentId>) {
+        self.ineligible = fenced;
     }
 
     pub fn assignment(&self) -> &Assignment {
@@ -199,6 +217,7 @@ impl ReplicaSet {
         }
         f.log_end = Some(fetch_offset);
         f.last_fetch_ms = now_ms;
+        f.barred = false;
         f.leader_end_at_last_fetch = leader_end;
         Ok(())
     }
@@ -264,8 +283,10 @@ impl ReplicaSet {
         // out of the ISR and let acks=all writes in that it never confirms
         let joining = |r: &AgentId| {
             !isr.contains(r)
+                && !self.ineligible.contains(r)
                 && self.followers.get(r).is_some_and(|f| {
-                    now_ms - f.caught_up_ms <= self.lag_max_ms
+                    !f.barred
+                        && now_ms - f.caught_up_ms <= self.lag_max_ms
                         && f.log_end
                             .is_some_and(|e| e >= hw && e >= self.epoch_start_offset)
                 })
@@ -318,6 +339,14 @@ impl ReplicaSet {
     pub fn isr_change_failed(&mut self, change: &IsrChange) {
         if self.pending_for(change).is_some() {
             self.pending = None;
+            // rule 4: those it would have added wait for their next fetch
+            for r in &change.isr {
+                if !self.assignment.isr.contains(r) {
+                    if let Some(f) = self.followers.get_mut(r) {
+                        f.barred = true;
+                    }
+                }
+            }
         }
     }
 
@@ -354,6 +383,7 @@ impl ReplicaSet {
                         caught_up_ms: i64::MIN / 2,
                         last_fetch_ms: i64::MIN / 2,
                         leader_end_at_last_fetch: i64::MAX,
+                        barred: false,
                     },
                 );
             }

@@ -182,6 +182,58 @@ fn a_refused_proposal_may_be_proposed_again() {
 }
 
 #[test]
+fn a_follower_the_metastore_refused_to_add_waits_for_its_next_fetch() {
+    // 3 was caught up when it shut down (the metastore fenced it and took
+    // it out of the ISR); its last log end is the high watermark
+    let mut r = leader(&[1, 2], 100, 1);
+    r.on_fetch(2, 100, 100, 1).unwrap();
+    r.on_fetch(3, 100, 100, 1).unwrap();
+    let add = r.propose_isr_change(100, 2).expect("3 looks caught up");
+    assert_eq!(add.isr, vec![1, 2, 3]);
+    r.isr_change_failed(&add);
+    for t in [3, 100, LAG / 2] {
+        r.on_fetch(2, 100, 100, t).unwrap();
+        assert_eq!(
+            r.propose_isr_change(100, t),
+            None,
+            "at {t} ms 3 is not proposed again: it has not fetched since"
+        );
+    }
+    r.on_fetch(2, 200, 200, LAG / 2 + 1).unwrap();
+    assert_eq!(
+        r.high_watermark(200),
+        200,
+        "nor counted for the high watermark"
+    );
+    r.on_fetch(3, 200, 200, LAG / 2 + 2).unwrap();
+    assert_eq!(
+        r.propose_isr_change(200, LAG / 2 + 2).map(|c| c.isr),
+        Some(vec![1, 2, 3]),
+        "once it fetches again it may join"
+    );
+}
+
+#[test]
+fn a_fenced_follower_is_never_proposed_even_while_it_still_fetches() {
+    // 3 shut down: the metastore fenced it and took it out of the ISR, and
+    // it fetches on, caught up, until it closes
+    let mut r = leader(&[1, 2], 100, 1);
+    r.set_ineligible(vec![3]);
+    for t in 1..5 {
+        r.on_fetch(2, 100, 100, t).unwrap();
+        r.on_fetch(3, 100, 100, t).unwrap();
+        assert_eq!(r.propose_isr_change(100, t), None, "at {t} ms");
+    }
+    r.set_ineligible(Vec::new());
+    r.on_fetch(3, 100, 100, 6).unwrap();
+    assert_eq!(
+        r.propose_isr_change(100, 6).map(|c| c.isr),
+        Some(vec![1, 2, 3]),
+        "back (unfenced), it joins"
+    );
+}
+
+#[test]
 fn a_new_leader_epoch_ends_this_leadership() {
     let mut r = leader(&[1, 2, 3], 0, 1);
     assert!(!r.on_assignment(Assignment {

@@ -74,7 +74,16 @@ pub fn log_settings(configs: &BTreeMap<String, String>, defaults: &LogDefaults) 
         local_retention_bytes: local_retention(configs, "local.retention.bytes", "retention.bytes"),
         local_retention_ms: local_retention(configs, "local.retention.ms", "retention.ms"),
         write_caching: write_caching(configs, defaults),
+        compacted: is_compacted(configs),
     }
+}
+
+/// Whether `cleanup.policy` includes `compact` (`compact` or `compact,delete`).
+pub fn is_compacted(configs: &BTreeMap<String, String>) -> bool {
+    effective(configs, "cleanup.policy").is_some_and(|v| {
+        v.split(',')
+            .any(|p| p.trim().eq_ignore_ascii_case("compact"))
+    })
 }
 
 /// A `local.retention.*` value: `-2` follows the total retention key, `-1`

@@ -210,6 +210,9 @@ pub struct Limits {
     /// (see [`crate::LogConfig::max_uncompressed_batch_bytes`]); the walk
     /// that counts them stops there.
     pub max_uncompressed_bytes: u64,
+    /// Refuse records without a key (a producer's batch for a compacted
+    /// topic: [`StorageError::KeylessRecord`]).
+    pub require_keys: bool,
 }
 
 /// One batch found in a produce payload.
@@ -241,13 +244,21 @@ pub fn validate(bytes: &[u8], position: usize, limits: Limits) -> Result<ValidBa
         .compression()
         .map_err(|codec| StorageError::UnsupportedCompression { position, codec })?;
     let records = &bytes[HEADER_LEN..b.len];
-    crate::records::check(
+    crate::records::check_keyed(
         codec,
         records,
         b.header.records_count,
         limits.max_uncompressed_bytes,
+        limits.require_keys,
     )
     .map_err(|refusal| match refusal {
+        crate::records::Refusal::Keyless { indexes } => StorageError::KeylessRecords {
+            position,
+            indexes: indexes
+                .into_iter()
+                .map(|i| i32::try_from(i).unwrap_or(i32::MAX))
+                .collect(),
+        },
         crate::records::Refusal::Codec { .. } => StorageError::CorruptBatch {
             position,
             reason: refusal.to_string(),
@@ -531,6 +542,7 @@ mod tests {
     }
 
     const LIMITS: Limits = Limits {
+        require_keys: false,
         max_batch_bytes: 1 << 20,
         max_uncompressed_bytes: 64 << 20,
     };

@@ -56,6 +56,9 @@ pub struct LogConfig {
     pub producer_id_expiration_ms: u64,
     /// Paced writeback settings.
     pub writeback: WritebackConfig,
+    /// The topic is compacted (`cleanup.policy` includes `compact`):
+    /// producers' records must have keys.
+    pub compacted: bool,
 }
 
 impl Default for LogConfig {
@@ -72,6 +75,7 @@ impl Default for LogConfig {
             timestamp_type: TimestampType::CreateTime,
             producer_id_expiration_ms: 86_400_000,
             writeback: WritebackConfig::default(),
+            compacted: false,
         }
     }
 }
@@ -143,6 +147,7 @@ impl LogConfig {
         crate::batch::Limits {
             max_batch_bytes: self.max_batch_bytes(),
             max_uncompressed_bytes: self.uncompressed_batch_limit(),
+            require_keys: false,
         }
     }
 }

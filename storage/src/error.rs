@@ -25,6 +25,14 @@ pub enum StorageError {
     #[error("invalid record batch at byte {position} of the request: {reason}")]
     InvalidRecord { position: usize, reason: String },
 
+    /// The records at `indexes` (counted from 0 in their batch) have no
+    /// key, and the topic is compacted. Kafka: INVALID_RECORD, with each
+    /// record named in the answer's record errors (KIP-467).
+    #[error(
+        "records {indexes:?} of the batch at byte {position} have no key: a compacted topic accepts only records with keys"
+    )]
+    KeylessRecords { position: usize, indexes: Vec<i32> },
+
     /// The batch uses a message format older than v2. Kafka:
     /// UNSUPPORTED_FOR_MESSAGE_FORMAT.
     #[error(

@@ -347,7 +347,10 @@ impl PartitionLog {
     ) -> Result<Vec<ValidBatch>, StorageError> {
         self.poll_flushes();
         self.check_online()?;
-        let batches = batch::validate_all(records, self.config.batch_limits())?;
+        let mut limits = self.config.batch_limits();
+        // a leader's batches, replicated, were checked when it took them
+        limits.require_keys = self.config.compacted && !markers;
+        let batches = batch::validate_all(records, limits)?;
         for b in &batches {
             if b.header.is_control() && !markers {
                 return Err(StorageError::InvalidRecord {

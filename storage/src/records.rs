@@ -24,7 +24,10 @@
 //!    body's first three fields (attributes, timestamp delta, offset delta),
 //!    checks that the offset delta is the record's index (Kafka refuses
 //!    non-incremental inner offsets too), and skips the rest of the body
-//!    without looking at it.
+//!    without looking at it. For a compacted topic it also reads the key's
+//!    length: a batch with records without a key is refused once the walk
+//!    is done, naming each of them (Kafka's INVALID_RECORD with its record
+//!    errors: compaction keeps the latest record per key).
 //! 3. It stops with a refusal as soon as a record beyond the declared count
 //!    begins, a record does not parse or runs past the end, the decoded
 //!    bytes pass the cap, or the codec stream does not decode.
@@ -76,6 +79,8 @@ pub(crate) enum Refusal {
     TooFew { found: i64, declared: i32 },
     /// Record `index` does not parse.
     Malformed { index: i64, reason: String },
+    /// Records without a key (their indexes), and the topic is compacted.
+    Keyless { indexes: Vec<i64> },
     /// The uncompressed records pass `cap` bytes.
     OverCap { cap: u64 },
     /// The codec's stream does not decode.
@@ -98,6 +103,10 @@ impl std::fmt::Display for Refusal {
                 write!(f, "the batch holds {found} records but declares {declared}")
             }
             Refusal::Malformed { index, reason } => write!(f, "record {index} {reason}"),
+            Refusal::Keyless { indexes } => write!(
+                f,
+                "records {indexes:?} have no key; a compacted topic accepts only records with keys"
+            ),
             Refusal::OverCap { cap } => write!(
                 f,
                 "the records decompress to more than {cap} bytes (max.uncompressed.batch.bytes)"
@@ -112,25 +121,39 @@ impl std::fmt::Display for Refusal {
 /// Checks that `records` (a batch's bytes after its header) hold exactly
 /// `declared` well-framed records once decoded with `codec`, decoding at
 /// most `cap` bytes.
+#[cfg(test)]
 pub(crate) fn check(
     codec: Compression,
     records: &[u8],
     declared: i32,
     cap: u64,
 ) -> Result<(), Refusal> {
+    check_keyed(codec, records, declared, cap, false)
+}
+
+/// [`check`], refusing records without a key when `require_keys`.
+pub(crate) fn check_keyed(
+    codec: Compression,
+    records: &[u8],
+    declared: i32,
+    cap: u64,
+    require_keys: bool,
+) -> Result<(), Refusal> {
+    let keys = require_keys;
     match codec {
-        Compression::None => walk(&mut { records }, declared, u64::MAX),
+        Compression::None => walk(&mut { records }, declared, u64::MAX, keys),
         Compression::Gzip => walk_stream(
             codec,
             flate2::read::MultiGzDecoder::new(records),
             declared,
             cap,
+            keys,
         ),
-        Compression::Snappy => check_snappy(records, declared, cap),
+        Compression::Snappy => check_snappy(records, declared, cap, keys),
         Compression::Lz4 => {
             let decoder =
                 lz4::Decoder::new(records).map_err(|error| Refusal::Codec { codec, error })?;
-            walk_stream(codec, Lz4Frame(Some(decoder)), declared, cap)
+            walk_stream(codec, Lz4Frame(Some(decoder)), declared, cap, keys)
         }
         Compression::Zstd => {
             let codec_error = |error| Refusal::Codec { codec, error };
@@ -139,12 +162,12 @@ pub(crate) fn check(
             decoder
                 .window_log_max(ZSTD_WINDOW_LOG_MAX)
                 .map_err(codec_error)?;
-            walk_stream(codec, decoder, declared, cap)
+            walk_stream(codec, decoder, declared, cap, keys)
         }
     }
 }
 
-fn check_snappy(records: &[u8], declared: i32, cap: u64) -> Result<(), Refusal> {
+fn check_snappy(records: &[u8], declared: i32, cap: u64, keys: bool) -> Result<(), Refusal> {
     let codec = Compression::Snappy;
     if records.len() >= XERIAL_HEADER_LEN && records.starts_with(XERIAL_MAGIC) {
         let blocks = Xerial {
@@ -153,7 +176,7 @@ fn check_snappy(records: &[u8], declared: i32, cap: u64) -> Result<(), Refusal> 
             pos: 0,
             budget: cap.saturating_add(1),
         };
-        return walk_stream(codec, blocks, declared, cap);
+        return walk_stream(codec, blocks, declared, cap, keys);
     }
     // Raw snappy: one block whose uncompressed length comes first.
     let codec_error = |e: snap::Error| Refusal::Codec {
@@ -167,7 +190,7 @@ fn check_snappy(records: &[u8], declared: i32, cap: u64) -> Result<(), Refusal> 
     let plain = snap::raw::Decoder::new()
         .decompress_vec(records)
         .map_err(codec_error)?;
-    walk(&mut plain.as_slice(), declared, cap)
+    walk(&mut plain.as_slice(), declared, cap, keys)
 }
 
 /// Walks decoded records pulled from `decoder`, at most `cap + 1` bytes.
@@ -176,6 +199,7 @@ fn walk_stream(
     decoder: impl Read,
     declared: i32,
     cap: u64,
+    keys: bool,
 ) -> Result<(), Refusal> {
     let mut src = Capped {
         inner: decoder,
@@ -185,7 +209,7 @@ fn walk_stream(
         pulled: 0,
         limit: cap.saturating_add(1),
     };
-    match walk(&mut src, declared, cap) {
+    match walk(&mut src, declared, cap, keys) {
         // The limit cuts the stream short; what looks like a truncated
         // record there is really the cap.
         Err(Refusal::Malformed { .. } | Refusal::TooFew { .. }) if src.pulled > cap => {
@@ -198,9 +222,10 @@ fn walk_stream(
 }
 
 /// The record walk of steps 2 to 4 (see the module docs).
-fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64) -> Result<(), Refusal> {
+fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, keys: bool) -> Result<(), Refusal> {
     let mut w = Walk { src, consumed: 0 };
     let mut index: i64 = 0;
+    let mut keyless = Vec::new();
     while !w.at_end()? {
         if index >= i64::from(declared) {
             return Err(Refusal::TooMany { declared });
@@ -221,6 +246,12 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64) -> Result<(), Refusal>
         w.byte()?.ok_or_else(cut)?; // attributes
         w.varint(10)?.ok_or_else(cut)?; // timestamp delta
         let delta = w.varint(5)?.ok_or_else(cut)?;
+        if keys {
+            // the key's length; -1 is a null key
+            if w.varint(5)?.ok_or_else(cut)? < 0 {
+                keyless.push(index);
+            }
+        }
         let used = w.consumed - body_start;
         if used > len {
             return Err(malformed(format!(
@@ -242,6 +273,10 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64) -> Result<(), Refusal>
             found: index,
             declared,
         });
+    }
+    // every one of them, as Kafka names them all (KIP-467)
+    if !keyless.is_empty() {
+        return Err(Refusal::Keyless { indexes: keyless });
     }
     Ok(())
 }

@@ -80,7 +80,7 @@ impl Read for Endless {
 fn a_decoder_that_never_ends_is_stopped_at_the_cap_without_reading_past_it() {
     let cap = 1 << 20;
     let (source, handed_out) = Endless::new(1_000);
-    let r = walk_stream(Compression::Gzip, source, i32::MAX, cap);
+    let r = walk_stream(Compression::Gzip, source, i32::MAX, cap, false);
     assert!(
         matches!(r, Err(Refusal::OverCap { cap: c }) if c == cap),
         "{r:?}"
@@ -95,7 +95,7 @@ fn a_decoder_that_never_ends_is_stopped_at_the_cap_without_reading_past_it() {
 #[test]
 fn a_record_beyond_the_declared_count_stops_the_walk_at_once() {
     let (source, handed_out) = Endless::new(10);
-    let r = walk_stream(Compression::Zstd, source, 3, 1 << 30);
+    let r = walk_stream(Compression::Zstd, source, 3, 1 << 30, false);
     assert!(matches!(r, Err(Refusal::TooMany { declared: 3 })), "{r:?}");
     assert!(handed_out.get() <= READ_CHUNK as u64, "one read, no more");
 }
@@ -218,4 +218,53 @@ fn streams_cut_short_do_not_decode_for_any_codec() {
             "{codec:?} cut: {r:?}"
         );
     }
+}
+
+/// One v2 record with offset delta `index` and the key `key` (`None`: a
+/// null key), value "v".
+fn keyed_record(index: i64, key: Option<&[u8]>) -> Vec<u8> {
+    let mut body = vec![0u8]; // attributes
+    zigzag(0, &mut body); // timestamp delta
+    zigzag(index, &mut body);
+    match key {
+        Some(k) => {
+            zigzag(k.len() as i64, &mut body);
+            body.extend_from_slice(k);
+        }
+        None => zigzag(-1, &mut body),
+    }
+    zigzag(1, &mut body);
+    body.push(b'v');
+    zigzag(0, &mut body); // no headers
+    let mut out = Vec::new();
+    zigzag(body.len() as i64, &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+#[test]
+fn a_compacted_topic_refuses_a_record_without_a_key_naming_it_in_any_codec() {
+    let mixed: Vec<u8> = [Some(&b"a"[..]), Some(b""), None, Some(b"b"), None]
+        .iter()
+        .enumerate()
+        .flat_map(|(i, k)| keyed_record(i as i64, *k))
+        .collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&mixed).unwrap();
+    let gzipped = gz.finish().unwrap();
+    for (codec, bytes) in [(Compression::None, &mixed), (Compression::Gzip, &gzipped)] {
+        match check_keyed(codec, bytes, 5, 1 << 20, true) {
+            Err(Refusal::Keyless { indexes }) => {
+                assert_eq!(indexes, vec![2, 4], "{codec:?}: each record without a key")
+            }
+            other => panic!("{codec:?}: {other:?}"),
+        }
+        assert!(
+            check_keyed(codec, bytes, 5, 1 << 20, false).is_ok(),
+            "{codec:?}: other topics take records without keys"
+        );
+    }
+    // an empty key is a key, as in Kafka
+    let keyed: Vec<u8> = (0..3).flat_map(|i| keyed_record(i, Some(b""))).collect();
+    assert!(check_keyed(Compression::None, &keyed, 3, 1 << 20, true).is_ok());
 }

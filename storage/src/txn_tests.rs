@@ -2,6 +2,7 @@ use super::*;
 use crate::batch::{validate, Limits};
 
 const LIMITS: Limits = Limits {
+    require_keys: false,
     max_batch_bytes: 1 << 20,
     max_uncompressed_bytes: 1 << 24,
 };

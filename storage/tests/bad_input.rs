@@ -98,7 +98,11 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_are_a_typed_error_or_a_valid_batch(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        let limits = Limits { max_batch_bytes: 1 << 20, max_uncompressed_bytes: 64 << 20 };
+        let limits = Limits {
+            max_batch_bytes: 1 << 20,
+            max_uncompressed_bytes: 64 << 20,
+            require_keys: false,
+        };
         if let Ok(batches) = batch::validate_all(&bytes, limits) {
             let total: usize = batches.iter().map(|b| b.len).sum();
             prop_assert_eq!(total, bytes.len());

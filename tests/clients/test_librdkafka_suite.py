@@ -1,7 +1,10 @@
-"""librdkafka's own transaction tests (from its source, built by
+"""librdkafka's own tests (from its source, built by
 scripts/librdkafka-tests.sh) against AeroStream with
 `--num-partitions 4`, as librdkafka's test cluster runs:
 
+- 0011 batch produce, including records without a key sent to a topic
+  made compacted (each refused with INVALID_RECORD, the rest of their
+  batch with its "different record" error, KIP-467),
 - 0061 consumer lag with transactional control records,
 - 0103 transactions (commit, abort, fencing, consume-transform-produce;
   its topics have replication factor 3, so on three agents only, as on a
@@ -20,8 +23,8 @@ import librdkafka_suite
 pytestmark = pytest.mark.skipif(librdkafka_suite.runner() is None,
                                 reason="librdkafka's test-runner is not built (scripts/librdkafka-tests.sh)")
 
-SINGLE = ["0061", "0129", "0137"]
-CLUSTER = ["0061", "0103", "0129", "0137"]
+SINGLE = ["0011", "0061", "0129", "0137"]
+CLUSTER = ["0011", "0061", "0103", "0129", "0137"]
 
 
 @pytest.fixture(scope="module")

@@ -145,6 +145,8 @@ pub struct LogSettings {
     /// produce request waiting at that moment) made them durable, and
     /// consumers see nothing that is not yet durable.
     pub write_caching: bool,
+    /// `cleanup.policy` includes `compact`.
+    pub compacted: bool,
 }
 
 impl LogSettings {
@@ -165,6 +167,7 @@ impl LogSettings {
             flush_messages: self.flush_messages,
             flush_ms: self.flush_ms,
             timestamp_type: self.timestamp_type,
+            compacted: self.compacted,
             ..storage::LogConfig::default()
         }
     }

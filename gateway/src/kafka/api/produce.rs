@@ -3,13 +3,16 @@
 
 use bytes::BytesMut;
 use futures::future::join_all;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::broker::{Broker, Metrics};
 use crate::codes;
+use dataplane::backend::LogError;
 use dataplane::partition::Acks;
 use dataplane::telemetry::sampling::{sampled, SPAN_TARGET};
 use dataplane::topic_config;
@@ -199,7 +202,24 @@ async fn produce_partition(
     match appended {
         Err(e) => {
             tracing::debug!(topic = %topic.name, partition = index, error = %e, "produce refused");
-            failed(index, codes::log_error(&e), Some(e.to_string()))
+            let answer = failed(index, codes::log_error(&e), Some(e.to_string()));
+            match &e {
+                // KIP-467: each record that failed, by its index in the batch
+                LogError::Storage(storage::StorageError::KeylessRecords { indexes, .. }) => answer
+                    .with_record_errors(
+                        indexes
+                            .iter()
+                            .map(|i| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(*i)
+                                    .with_batch_index_error_message(Some(super::s(
+                                        "Compacted topic cannot accept message without key",
+                                    )))
+                            })
+                            .collect(),
+                    ),
+                _ => answer,
+            }
         }
         Ok((appended, log_start)) => {
             if !appended.duplicate {

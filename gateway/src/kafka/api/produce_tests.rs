@@ -3,7 +3,9 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
+use kafka_protocol::ResponseError;
 
 use super::dispatch;
 use super::test_support::*;
@@ -18,6 +20,7 @@ on_every_backend!(
     two_batches_for_one_partition_are_refused_and_nothing_is_written,
     a_partition_this_node_does_not_lead_refuses_produce_and_fetch,
     a_transactional_batch_without_a_transactional_producer_is_refused_and_not_written,
+    a_compacted_topic_refuses_records_without_keys_naming_the_record,
 );
 
 /// The log accepts transactional batches (they open a transaction that
@@ -216,4 +219,52 @@ async fn a_partition_this_node_does_not_lead_refuses_produce_and_fetch(logs: Log
         0,
         "the leader still takes writes"
     );
+}
+
+/// Compaction keeps the latest record per key, so a compacted topic takes
+/// only records with keys: Kafka answers INVALID_RECORD and names the
+/// record (KIP-467), and nothing of the batch is written.
+async fn a_compacted_topic_refuses_records_without_keys_naming_the_record(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    for policy in ["compact", "compact,delete"] {
+        let name = format!("table-{}", policy.replace(',', "-"));
+        let req = CreateTopicsRequest::default().with_topics(vec![
+            create_topics_request::CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.clone())))
+                .with_num_partitions(1)
+                .with_replication_factor(1)
+                .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("cleanup.policy"))
+                    .with_value(Some(StrBytes::from_string(policy.into())))]),
+        ]);
+        let created: CreateTopicsResponse = call(b, ApiKey::CreateTopics, 5, &req).await;
+        assert_eq!(created.topics[0].error_code, 0, "{policy}");
+
+        let keyless = crate::testing::record_batch(&[b"a", b"b"], false, None, Compression::Gzip);
+        let refused = produce(b, &name, keyless).await;
+        assert_eq!(
+            refused.error_code,
+            ResponseError::InvalidRecord.code(),
+            "{policy}"
+        );
+        let named: Vec<i32> = refused
+            .record_errors
+            .iter()
+            .map(|e| e.batch_index)
+            .collect();
+        assert_eq!(named, vec![0, 1], "{policy}: each record is named");
+        let keyed = crate::testing::record_batch(&[b"a", b"b"], true, None, Compression::Gzip);
+        let taken = produce(b, &name, keyed).await;
+        assert_eq!(
+            (taken.error_code, taken.base_offset),
+            (0, 0),
+            "{policy}: the refused batch left nothing behind"
+        );
+    }
+    // other topics take records without keys
+    create(b, "plain", 1).await;
+    let keyless = crate::testing::record_batch(&[b"a"], false, None, Compression::None);
+    let taken = produce(b, "plain", keyless).await;
+    assert_eq!(taken.error_code, 0);
 }

@@ -80,6 +80,10 @@ struct Manager {
     isr_tx: mpsc::UnboundedSender<IsrProposal>,
     /// Topics with a replica here, as last seen: (name, partitions).
     topics: HashMap<uuid::Uuid, (String, i32)>,
+    /// The log settings last pushed to each topic's open partitions: a
+    /// topic's configs altered through another agent reach this one's logs
+    /// here (the agent that took the change pushes it to its own at once).
+    applied: HashMap<uuid::Uuid, crate::backend::LogSettings>,
 }
 
 impl ReplicaManager {
@@ -107,6 +111,7 @@ impl ReplicaManager {
             fetchers: HashMap::new(),
             isr_tx,
             topics: HashMap::new(),
+            applied: HashMap::new(),
         };
         Ok(ReplicaManager {
             task: tokio::spawn(m.run(opened_rx, isr_rx)),
@@ -206,6 +211,11 @@ impl Manager {
             {
                 let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
                 self.topics.insert(topic.id, (topic.name.clone(), count));
+                let settings = topic_config::log_settings(&topic.configs, &self.log_defaults);
+                if self.applied.get(&topic.id) != Some(&settings) {
+                    self.partitions.update_settings(topic.id, &settings).await;
+                    self.applied.insert(topic.id, settings);
+                }
             }
             for p in &topic.partitions {
                 if !p.replicas.contains(&self.me) {
@@ -282,6 +292,7 @@ impl Manager {
                 continue;
             };
             self.told.retain(|k, _| k.topic_id != id);
+            self.applied.remove(&id);
             let registry = self.partitions.clone();
             tokio::spawn(async move {
                 registry.remove_topic(&name, id, partitions).await;

@@ -33,6 +33,9 @@ pub fn from_kafka(code: i16) -> ErrorCode {
         45 => ErrorCode::OUT_OF_ORDER_SEQUENCE,
         46 => ErrorCode::DUPLICATE_SEQUENCE,
         47 | 90 => ErrorCode::PRODUCER_FENCED,
+        48 | 49 => ErrorCode::INVALID_TXN_STATE,
+        50 => ErrorCode::INVALID_TXN_TIMEOUT,
+        51 => ErrorCode::CONCURRENT_TRANSACTIONS,
         56 => ErrorCode::STORAGE_ERROR,
         59 => ErrorCode::UNKNOWN_PRODUCER,
         _ => ErrorCode::UNKNOWN_SERVER_ERROR,
@@ -48,6 +51,16 @@ pub fn from_kafka_for_member(code: i16) -> ErrorCode {
         22 => ErrorCode::ILLEGAL_GENERATION,
         25 | 82 => ErrorCode::UNKNOWN_MEMBER,
         27 => ErrorCode::REBALANCE_IN_PROGRESS,
+        other => from_kafka(other),
+    }
+}
+
+/// The native code for a Kafka error code of the transaction coordinator:
+/// NOT_COORDINATOR tells the client to find the transactional id's
+/// coordinator again, where other operations make it NOT_AVAILABLE.
+pub fn from_kafka_for_txn(code: i16) -> ErrorCode {
+    match code {
+        16 => ErrorCode::NOT_COORDINATOR,
         other => from_kafka(other),
     }
 }

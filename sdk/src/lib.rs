@@ -106,6 +106,6 @@ pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, ReadMode, 
 pub use error::Error;
 pub use group::GroupOptions;
 pub use producer::{Delivery, Producer, ProducerConfig};
-pub use proto::{Acks, ErrorCode, OffsetSpec};
+pub use proto::{Acks, ErrorCode, Isolation, OffsetSpec};
 pub use record::{Compression, ConsumedRecord, Record};
 pub use subscription::{Subscription, SubscriptionConfig};

@@ -683,6 +683,107 @@ mod tests {
         assert_eq!(decoded.next_offset, Some(4));
     }
 
+    /// A transaction marker of `producer` at `offset`.
+    fn marker(producer: i64, offset: i64) -> Bytes {
+        let control = kp::Record {
+            transactional: true,
+            control: true,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: producer,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset,
+            sequence: -1,
+            timestamp: 0,
+            key: Some(Bytes::from_static(&[0, 0, 0, 0])),
+            value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+            headers: Default::default(),
+        };
+        let mut out = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut out,
+            [&control],
+            &RecordEncodeOptions {
+                version: 2,
+                compression: kp::Compression::None,
+            },
+        )
+        .unwrap();
+        out.freeze()
+    }
+
+    fn transactional(producer: i64, base: i64) -> Bytes {
+        let options = BatchOptions {
+            producer: Some(ProducerIdentity {
+                producer_id: producer,
+                producer_epoch: 0,
+                base_sequence: 0,
+            }),
+            transactional: true,
+            ..BatchOptions::default()
+        };
+        at_offset(&encode_batch(&sample(), &options).unwrap(), base)
+    }
+
+    #[test]
+    fn read_committed_skips_the_records_of_aborted_transactions_only() {
+        // producer 9: aborted at 0..=2 (marker 3), committed at 4..=6
+        // (marker 7); producer 5 committed at 8..=10 (marker 11)
+        let mut bytes = BytesMut::new();
+        for part in [
+            transactional(9, 0),
+            marker(9, 3),
+            transactional(9, 4),
+            marker(9, 7),
+            transactional(5, 8),
+            marker(5, 11),
+        ] {
+            bytes.put_slice(&part);
+        }
+        let bytes = bytes.freeze();
+        let aborted = [crate::proto::AbortedTxn {
+            producer_id: 9,
+            first_offset: 0,
+        }];
+        let decoded = decode_committed(&topic(), 0, bytes.clone(), 0, &aborted).unwrap();
+        let offsets: Vec<i64> = decoded.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![4, 5, 6, 8, 9, 10]);
+        assert_eq!(decoded.next_offset, Some(12), "past the skipped batches");
+        // read_uncommitted returns every data record
+        let all = decode_batches(&topic(), 0, bytes, 0).unwrap();
+        assert_eq!(all.records.len(), 9);
+    }
+
+    #[test]
+    fn a_fetch_of_nothing_but_an_aborted_transaction_still_advances() {
+        let mut bytes = BytesMut::new();
+        bytes.put_slice(&transactional(9, 10));
+        bytes.put_slice(&marker(9, 13));
+        let aborted = [crate::proto::AbortedTxn {
+            producer_id: 9,
+            first_offset: 10,
+        }];
+        let decoded = decode_committed(&topic(), 0, bytes.freeze(), 10, &aborted).unwrap();
+        assert!(decoded.records.is_empty());
+        assert_eq!(decoded.next_offset, Some(14));
+    }
+
+    #[test]
+    fn a_transactional_batch_is_marked_and_needs_a_producer() {
+        let batch = transactional(3, 0);
+        let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+        assert_ne!(attributes & BatchHeader::TRANSACTIONAL, 0);
+        let refused = encode_batch(
+            &sample(),
+            &BatchOptions {
+                transactional: true,
+                ..BatchOptions::default()
+            },
+        );
+        assert!(matches!(refused, Err(Error::InvalidRecord(_))));
+    }
+
     #[test]
     fn log_append_time_batches_give_every_record_the_append_time() {
         let batch = encode_batch(&sample(), &BatchOptions::default()).unwrap();

@@ -153,4 +153,33 @@ mod tests {
         assert_eq!(from_kafka(0), ErrorCode::NONE);
         assert_eq!(from_kafka(-1), ErrorCode::UNKNOWN_SERVER_ERROR);
     }
+
+    #[test]
+    fn the_transaction_coordinators_errors_say_what_a_producer_does() {
+        let cases = [
+            (K::NotCoordinator, ErrorCode::NOT_COORDINATOR),
+            (K::CoordinatorNotAvailable, ErrorCode::NOT_AVAILABLE),
+            (
+                K::ConcurrentTransactions,
+                ErrorCode::CONCURRENT_TRANSACTIONS,
+            ),
+            (K::InvalidTxnState, ErrorCode::INVALID_TXN_STATE),
+            (K::InvalidProducerIdMapping, ErrorCode::INVALID_TXN_STATE),
+            (K::InvalidTransactionTimeout, ErrorCode::INVALID_TXN_TIMEOUT),
+            (K::InvalidProducerEpoch, ErrorCode::PRODUCER_FENCED),
+            (K::ProducerFenced, ErrorCode::PRODUCER_FENCED),
+            (
+                K::TransactionalIdAuthorizationFailed,
+                ErrorCode::UNAUTHORIZED,
+            ),
+        ];
+        for (kafka, native) in cases {
+            assert_eq!(from_kafka_for_txn(kafka.code()), native, "{kafka:?}");
+        }
+        // elsewhere a lost coordinator is only unavailability
+        assert_eq!(
+            from_kafka(K::NotCoordinator.code()),
+            ErrorCode::NOT_AVAILABLE
+        );
+    }
 }

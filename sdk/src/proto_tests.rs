@@ -627,6 +627,18 @@ fn the_transaction_messages_round_trip() {
 }
 
 #[test]
+fn the_smallest_isolated_fetch_partition_is_not_refused_as_too_large_a_count() {
+    // 38 bytes: nothing aborted, no records
+    round_trip(FetchIsolatedResponse {
+        correlation: 1,
+        topics: vec![TopicFetchedIsolated {
+            name: String::new(),
+            partitions: vec![PartitionFetchedIsolated::default()],
+        }],
+    });
+}
+
+#[test]
 fn bad_flags_of_the_transaction_messages_are_refused() {
     let mut end = EndTxn::default().to_frame().slice(HEADER_LEN..).to_vec();
     *end.last_mut().expect("a commit byte") = 2;

@@ -554,7 +554,7 @@ message!(
             topics: r.array("topics", 6, |r| {
                 Ok(TopicFetchedIsolated {
                     name: r.string("topic")?,
-                    partitions: r.array("partitions", 42, |r| {
+                    partitions: r.array("partitions", 38, |r| {
                         Ok(PartitionFetchedIsolated {
                             partition: r.u32("partition")?,
                             error: ErrorCode(r.u16("error")?),

@@ -348,6 +348,18 @@ impl Consumer {
         }
     }
 
+    /// The consumer's group and, for a member, its id and generation: what
+    /// [`crate::Producer::send_offsets_to_transaction_for`] needs so that
+    /// the group accepts offsets committed in a transaction from this
+    /// member only while it is one (KIP-447). `None` without a group.
+    pub fn group_metadata(&self) -> Option<GroupMetadata> {
+        let group = self.config.group.as_deref()?;
+        Some(match &self.group {
+            Some(member) => member.metadata(),
+            None => GroupMetadata::outside(group),
+        })
+    }
+
     fn drop_buffered(&mut self, tp: &Tp) {
         self.buffer
             .retain(|r| !(r.topic == tp.0 && r.partition == tp.1));
@@ -740,6 +752,27 @@ impl Consumer {
 
 /// Finds the starting offset of each partition: committed offsets first
 /// (earliest where none), then ListOffsets to the leaders.
+/// A consumer's group as a transaction commits offsets for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    pub group: String,
+    /// Empty outside group membership.
+    pub member_id: String,
+    /// -1 outside group membership.
+    pub generation: i32,
+}
+
+impl GroupMetadata {
+    /// A group committed to from outside its membership.
+    pub fn outside(group: &str) -> GroupMetadata {
+        GroupMetadata {
+            group: group.to_owned(),
+            member_id: String::new(),
+            generation: -1,
+        }
+    }
+}
+
 /// A fetch answer, read_uncommitted or read_committed, by partition.
 struct Fetched {
     partitions: Vec<(Arc<str>, FetchedPartition)>,

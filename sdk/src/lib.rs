@@ -108,7 +108,9 @@ pub mod wire;
 
 pub use auth::{Credentials, ScramMechanism};
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
-pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, ReadMode, StartAt};
+pub use consumer::{
+    Consumer, ConsumerConfig, GroupMetadata, Membership, OffsetReset, ReadMode, StartAt,
+};
 pub use error::Error;
 pub use group::GroupOptions;
 pub use producer::{Delivery, Producer, ProducerConfig};

@@ -389,7 +389,9 @@ impl Producer {
     /// Commits `(topic, partition, next offset to read)` for `group` as
     /// part of the transaction: they become the group's committed offsets
     /// if it commits, and are dropped if it aborts (consume-transform-
-    /// produce exactly once).
+    /// produce exactly once). From outside the group's membership: a group
+    /// with members refuses it (UNKNOWN_MEMBER); its members use
+    /// [`Producer::send_offsets_to_transaction_for`].
     pub async fn send_offsets_to_transaction(
         &self,
         offsets: &[(&str, u32, i64)],
@@ -397,7 +399,22 @@ impl Producer {
     ) -> Result<(), Error> {
         let txn = self.txn()?;
         txn.expect(Phase::InTransaction, "send offsets to a transaction")?;
-        txn.send_offsets(offsets, group).await
+        let outside = crate::consumer::GroupMetadata::outside(group);
+        txn.send_offsets(offsets, &outside).await
+    }
+
+    /// [`Producer::send_offsets_to_transaction`] for a group member: with
+    /// its [`crate::Consumer::group_metadata`], the group takes the offsets
+    /// only while the member is in its current generation, so a member that
+    /// lost its partitions to a rebalance cannot commit for them.
+    pub async fn send_offsets_to_transaction_for(
+        &self,
+        offsets: &[(&str, u32, i64)],
+        member: &crate::consumer::GroupMetadata,
+    ) -> Result<(), Error> {
+        let txn = self.txn()?;
+        txn.expect(Phase::InTransaction, "send offsets to a transaction")?;
+        txn.send_offsets(offsets, member).await
     }
 
     /// Sends what the transaction still holds, then commits it: answered

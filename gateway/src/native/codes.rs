@@ -58,11 +58,9 @@ pub fn from_kafka_for_member(code: i16) -> ErrorCode {
 /// The native code for a Kafka error code of the transaction coordinator:
 /// NOT_COORDINATOR tells the client to find the transactional id's
 /// coordinator again, where other operations make it NOT_AVAILABLE.
+/// TxnOffsetCommit's membership checks answer as a member's commit does.
 pub fn from_kafka_for_txn(code: i16) -> ErrorCode {
-    match code {
-        16 => ErrorCode::NOT_COORDINATOR,
-        other => from_kafka(other),
-    }
+    from_kafka_for_member(code)
 }
 
 /// The native code for an answer of the group coordinator.
@@ -176,6 +174,10 @@ mod tests {
         for (kafka, native) in cases {
             assert_eq!(from_kafka_for_txn(kafka.code()), native, "{kafka:?}");
         }
+        assert_eq!(
+            from_kafka_for_txn(K::UnknownMemberId.code()),
+            ErrorCode::UNKNOWN_MEMBER
+        );
         // elsewhere a lost coordinator is only unavailability
         assert_eq!(
             from_kafka(K::NotCoordinator.code()),

@@ -11,7 +11,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use sdk::{
-    Client, ConsumerConfig, Error, Isolation, NewTopic, Producer, ProducerConfig, Record, StartAt,
+    Client, ConsumerConfig, Error, ErrorCode, GroupOptions, Isolation, Membership, NewTopic,
+    Producer, ProducerConfig, Record, StartAt,
 };
 use tokio::net::TcpStream;
 
@@ -412,6 +413,141 @@ async fn transaction_calls_out_of_order_are_refused_with_a_clear_error() {
         .isolation_level(Isolation::ReadCommitted),
     );
     assert!(matches!(push, Err(Error::Config(_))));
+    gw.shutdown().await;
+    backends.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_member_commits_its_offsets_in_the_transaction_of_its_output() {
+    let (gw, backends) = start(Logs::Disk).await;
+    let client = Client::connect(&format!("aero://{}", gw.native_addr().unwrap()))
+        .await
+        .unwrap();
+    client.create_topic(NewTopic::new("in", 1)).await.unwrap();
+    client.create_topic(NewTopic::new("out", 1)).await.unwrap();
+    let plain = client.producer(ProducerConfig::default()).unwrap();
+    for v in ["a", "b", "c"] {
+        plain.send_to("in", 0, Record::new(v)).await.unwrap();
+    }
+    let mut consumer = client
+        .consumer(ConsumerConfig {
+            group: Some("upper".into()),
+            membership: Membership::Group(GroupOptions::default()),
+            max_wait: Duration::from_millis(100),
+            ..ConsumerConfig::default()
+        })
+        .unwrap();
+    consumer.subscribe(&["in"]).unwrap();
+    let p = client.producer(transactional("upper-app")).unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    let mut next = 0;
+    for _ in 0..3 {
+        let r = tokio::time::timeout(Duration::from_secs(20), consumer.next())
+            .await
+            .expect("records come")
+            .expect("the consumer goes on")
+            .unwrap();
+        let upper = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).to_uppercase();
+        p.send_to("out", 0, Record::new(upper)).await.unwrap();
+        next = r.offset + 1;
+    }
+    let member = consumer.group_metadata().expect("a group consumer");
+    assert_eq!(member.group, "upper");
+    assert!(member.generation >= 1 && !member.member_id.is_empty());
+    // from outside the membership, the group (which has a member) refuses
+    let outside = p
+        .send_offsets_to_transaction(&[("in", 0, next)], "upper")
+        .await
+        .unwrap_err();
+    assert_eq!(outside.code(), Some(ErrorCode::UNKNOWN_MEMBER), "{outside}");
+    p.send_offsets_to_transaction_for(&[("in", 0, next)], &member)
+        .await
+        .unwrap();
+    p.commit_transaction().await.unwrap();
+    assert_eq!(
+        client
+            .committed_offsets("upper", &[("in", 0)])
+            .await
+            .unwrap(),
+        [Some(3)]
+    );
+    assert_eq!(
+        native_values(&client, "out", Isolation::ReadCommitted, 3).await,
+        ["A", "B", "C"]
+    );
+    gw.shutdown().await;
+    backends.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_send_makes_the_transaction_abort_only_and_the_producer_goes_on() {
+    let (gw, backends) = start(Logs::Disk).await;
+    let client = Client::connect(&format!("aero://{}", gw.native_addr().unwrap()))
+        .await
+        .unwrap();
+    client.create_topic(NewTopic::new("one", 1)).await.unwrap();
+    let p = client.producer(transactional("one-app")).unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    p.send_to("one", 0, Record::new("lost")).await.unwrap();
+    let missing = p.send_to("one", 7, Record::new("x")).await.unwrap_err();
+    assert!(
+        matches!(missing, Error::UnknownPartition { .. }),
+        "{missing:?}"
+    );
+    let refused = p.commit_transaction().await.unwrap_err();
+    assert!(matches!(refused, Error::TransactionState(_)), "{refused:?}");
+    p.abort_transaction().await.unwrap();
+    transaction(&p, "one", &["kept"], true).await;
+    assert_eq!(
+        native_values(&client, "one", Isolation::ReadCommitted, 1).await,
+        ["kept"]
+    );
+    gw.shutdown().await;
+    backends.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kafka_producer_of_the_same_transactional_id_fences_a_native_one() {
+    let (gw, backends) = start(Logs::Disk).await;
+    let client = Client::connect(&format!("aero://{}", gw.native_addr().unwrap()))
+        .await
+        .unwrap();
+    client
+        .create_topic(NewTopic::new("shared", 1))
+        .await
+        .unwrap();
+    let p = client.producer(transactional("shared-id")).unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    p.send_to("shared", 0, Record::new("native")).await.unwrap();
+
+    let mut k = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let init: InitProducerIdResponse = common::roundtrip(
+        &mut k,
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(
+                "shared-id",
+            ))))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    )
+    .await;
+    assert_eq!(init.error_code, 0);
+    let e = p.commit_transaction().await.unwrap_err();
+    assert!(matches!(e, Error::ProducerFenced(_)), "{e:?}");
+    // the Kafka producer's init aborted the native transaction, and the
+    // id is the Kafka producer's, with nothing open
+    assert_eq!(describe(&mut k, "shared-id").await.0, "Empty");
+    assert!(
+        native_values(&client, "shared", Isolation::ReadCommitted, 0)
+            .await
+            .is_empty()
+    );
     gw.shutdown().await;
     backends.stop().await;
 }

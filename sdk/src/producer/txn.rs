@@ -306,8 +306,9 @@ impl Txn {
     pub(super) async fn send_offsets(
         &self,
         offsets: &[(&str, u32, i64)],
-        group: &str,
+        member: &crate::consumer::GroupMetadata,
     ) -> Result<(), Error> {
+        let group = member.group.as_str();
         let producer = self.producer()?;
         self.call(proto::AddTxnOffsets {
             correlation: 0,
@@ -321,8 +322,8 @@ impl Txn {
             correlation: 0,
             producer,
             group: group.to_owned(),
-            generation: -1,
-            member_id: String::new(),
+            generation: member.generation,
+            member_id: member.member_id.clone(),
             offsets: offsets
                 .iter()
                 .map(|&(t, p, o)| (t.to_owned(), p, o))

@@ -298,7 +298,7 @@ impl Producer {
         let outside = shared
             .txn
             .as_ref()
-            .and_then(|t| t.expect(Phase::InTransaction, "send").err());
+            .and_then(|t| t.require(Phase::InTransaction, "send").err());
         match u32::try_from(size) {
             _ if outside.is_some() => too_large = outside,
             Ok(permits) if size <= shared.buffer_bytes => {
@@ -367,8 +367,10 @@ impl Producer {
     /// aborted first. Call it once, before the first transaction.
     pub async fn init_transactions(&self) -> Result<(), Error> {
         let txn = self.txn()?;
-        if txn.phase() == Phase::InTransaction {
-            return txn.expect(Phase::Ready, "init_transactions");
+        // a fenced producer stays fenced: taking the id back would fence
+        // the producer that replaced it
+        if matches!(txn.phase(), Phase::InTransaction | Phase::Fenced) {
+            return txn.require(Phase::Ready, "init_transactions");
         }
         let producer = txn.init().await?;
         self.shared
@@ -381,7 +383,7 @@ impl Producer {
     /// aborted belong to it. Nothing is sent to the server until then.
     pub fn begin_transaction(&self) -> Result<(), Error> {
         let txn = self.txn()?;
-        txn.expect(Phase::Ready, "begin a transaction")?;
+        txn.require(Phase::Ready, "begin a transaction")?;
         txn.set_phase(Phase::InTransaction);
         Ok(())
     }
@@ -398,7 +400,7 @@ impl Producer {
         group: &str,
     ) -> Result<(), Error> {
         let txn = self.txn()?;
-        txn.expect(Phase::InTransaction, "send offsets to a transaction")?;
+        txn.require(Phase::InTransaction, "send offsets to a transaction")?;
         let outside = crate::consumer::GroupMetadata::outside(group);
         txn.send_offsets(offsets, &outside).await
     }
@@ -413,7 +415,7 @@ impl Producer {
         member: &crate::consumer::GroupMetadata,
     ) -> Result<(), Error> {
         let txn = self.txn()?;
-        txn.expect(Phase::InTransaction, "send offsets to a transaction")?;
+        txn.require(Phase::InTransaction, "send offsets to a transaction")?;
         txn.send_offsets(offsets, member).await
     }
 
@@ -423,7 +425,7 @@ impl Producer {
     /// a send of the transaction failed: abort it then.
     pub async fn commit_transaction(&self) -> Result<(), Error> {
         let txn = self.txn()?;
-        txn.expect(Phase::InTransaction, "commit")?;
+        txn.require(Phase::InTransaction, "commit")?;
         self.flush().await?;
         txn.end(true).await.map(|_| ())
     }
@@ -433,7 +435,7 @@ impl Producer {
     /// Waits for its sends to be answered first.
     pub async fn abort_transaction(&self) -> Result<(), Error> {
         let txn = self.txn()?;
-        txn.expect(Phase::InTransaction, "abort")?;
+        txn.require(Phase::InTransaction, "abort")?;
         self.flush().await?;
         if txn.end(false).await? {
             // a failed send leaves the partitions' sequences unsure: go

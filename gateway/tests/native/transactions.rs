@@ -278,6 +278,8 @@ async fn a_second_producer_of_the_id_fences_the_first() {
     // fenced for good
     let again = first.begin_transaction().unwrap_err();
     assert!(matches!(again, Error::ProducerFenced(_)), "{again:?}");
+    let init = first.init_transactions().await.unwrap_err();
+    assert!(matches!(init, Error::ProducerFenced(_)), "{init:?}");
 
     transaction(&second, "fenced", &["survivor"], true).await;
     // the first producer's open transaction was aborted by the second's init

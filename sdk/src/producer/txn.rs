@@ -121,7 +121,7 @@ impl Txn {
     }
 
     /// Checks the phase is `want`, or says why not.
-    pub(super) fn expect(&self, want: Phase, doing: &str) -> Result<(), Error> {
+    pub(super) fn require(&self, want: Phase, doing: &str) -> Result<(), Error> {
         match self.phase() {
             p if p == want => Ok(()),
             Phase::Fenced => Err(Error::ProducerFenced(format!(

@@ -553,3 +553,174 @@ async fn a_kafka_producer_of_the_same_transactional_id_fences_a_native_one() {
     gw.shutdown().await;
     backends.stop().await;
 }
+
+/// The transaction operations frame by frame: what each answers, the
+/// leader's KIP-890 check of a TxnProduce, the LSO and aborted list of a
+/// read_committed FetchIsolated, and a bad flag closing the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_transaction_operations_frame_by_frame() {
+    use crate::support::{call, connect, expect_closed_with};
+    use sdk::proto::{self, Message};
+    use sdk::record::{encode_batch, BatchOptions, ProducerIdentity};
+    use tokio::io::AsyncWriteExt;
+
+    let (gw, backends) = start(Logs::Disk).await;
+    let client = Client::connect(&format!("aero://{}", gw.native_addr().unwrap()))
+        .await
+        .unwrap();
+    client.create_topic(NewTopic::new("raw", 1)).await.unwrap();
+    let mut s = connect(&gw).await;
+
+    let none: proto::FindTxnCoordinatorResponse = call(
+        &mut s,
+        &proto::FindTxnCoordinator {
+            correlation: 2,
+            transactional_id: String::new(),
+        },
+    )
+    .await;
+    assert_eq!(none.error, ErrorCode::INVALID_REQUEST);
+    let found: proto::FindTxnCoordinatorResponse = call(
+        &mut s,
+        &proto::FindTxnCoordinator {
+            correlation: 3,
+            transactional_id: "raw-app".into(),
+        },
+    )
+    .await;
+    assert_eq!(
+        (found.error, found.node_id, found.port),
+        (ErrorCode::NONE, 1, gw.native_addr().unwrap().port())
+    );
+    let init: proto::InitTxnResponse = call(
+        &mut s,
+        &proto::InitTxn {
+            correlation: 4,
+            transactional_id: "raw-app".into(),
+            timeout_ms: 60_000,
+        },
+    )
+    .await;
+    assert_eq!(init.error, ErrorCode::NONE, "{}", init.message);
+    let producer = proto::TxnProducer {
+        transactional_id: "raw-app".into(),
+        producer_id: init.producer_id,
+        producer_epoch: init.producer_epoch,
+    };
+    let batch = encode_batch(
+        &[Record::new("r0")],
+        &BatchOptions {
+            producer: Some(ProducerIdentity {
+                producer_id: init.producer_id,
+                producer_epoch: init.producer_epoch,
+                base_sequence: 0,
+            }),
+            transactional: true,
+            ..BatchOptions::default()
+        },
+    )
+    .unwrap();
+    let produce = |correlation| proto::TxnProduce {
+        transactional_id: "raw-app".into(),
+        produce: crate::support::produce_req(correlation, "raw", vec![(0, batch.clone())]),
+    };
+    // not added to the transaction: refused at the leader
+    let refused: proto::TxnProduceResponse = call(&mut s, &produce(5)).await;
+    let p = &refused.0.topics[0].partitions[0];
+    assert_eq!(p.error, ErrorCode::INVALID_TXN_STATE, "{}", p.message);
+    let added: proto::AddTxnPartitionsResponse = call(
+        &mut s,
+        &proto::AddTxnPartitions {
+            correlation: 6,
+            producer: producer.clone(),
+            topics: vec![("raw".into(), vec![0])],
+        },
+    )
+    .await;
+    assert_eq!(added.0.error, ErrorCode::NONE, "{}", added.0.message);
+    let written: proto::TxnProduceResponse = call(&mut s, &produce(7)).await;
+    let p = &written.0.topics[0].partitions[0];
+    assert_eq!(
+        (p.error, p.base_offset),
+        (ErrorCode::NONE, 0),
+        "{}",
+        p.message
+    );
+
+    let committed_read = |correlation| proto::FetchIsolated {
+        correlation,
+        isolation: proto::Isolation::ReadCommitted,
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes: 1 << 20,
+        topics: vec![proto::FetchTopic {
+            name: "raw".into(),
+            partitions: vec![proto::FetchPartition {
+                partition: 0,
+                offset: 0,
+                max_bytes: 1 << 20,
+            }],
+        }],
+    };
+    let open: proto::FetchIsolatedResponse = call(&mut s, &committed_read(8)).await;
+    let p = &open.topics[0].partitions[0];
+    assert_eq!(
+        (p.error, p.high_watermark, p.last_stable_offset),
+        (ErrorCode::NONE, 1, 0)
+    );
+    assert!(p.records.is_empty(), "nothing below the open transaction");
+
+    let ended: proto::EndTxnResponse = call(
+        &mut s,
+        &proto::EndTxn {
+            correlation: 9,
+            producer: producer.clone(),
+            commit: false,
+        },
+    )
+    .await;
+    assert_eq!(ended.0.error, ErrorCode::NONE, "{}", ended.0.message);
+    let aborted: proto::FetchIsolatedResponse = call(&mut s, &committed_read(10)).await;
+    let p = &aborted.topics[0].partitions[0];
+    assert_eq!(
+        (p.high_watermark, p.last_stable_offset),
+        (2, 2),
+        "the record and its abort marker"
+    );
+    assert_eq!(
+        p.aborted,
+        [proto::AbortedTxn {
+            producer_id: init.producer_id,
+            first_offset: 0
+        }]
+    );
+    let decoded = sdk::record::decode_committed(
+        &std::sync::Arc::from("raw"),
+        0,
+        p.records.clone(),
+        0,
+        &p.aborted,
+    )
+    .unwrap();
+    assert!(decoded.records.is_empty());
+    assert_eq!(decoded.next_offset, Some(2));
+    // a second EndTxn has no transaction to end
+    let again: proto::EndTxnResponse = call(
+        &mut s,
+        &proto::EndTxn {
+            correlation: 11,
+            producer,
+            commit: true,
+        },
+    )
+    .await;
+    assert_eq!(again.0.error, ErrorCode::INVALID_TXN_STATE);
+
+    // a commit flag other than 0 or 1 is an undecodable body
+    let mut frame = proto::EndTxn::default().to_frame().to_vec();
+    *frame.last_mut().unwrap() = 2;
+    s.write_all(&frame).await.unwrap();
+    expect_closed_with(&mut s, ErrorCode::INVALID_REQUEST).await;
+    gw.shutdown().await;
+    backends.stop().await;
+}

@@ -724,3 +724,37 @@ async fn the_transaction_operations_frame_by_frame() {
     gw.shutdown().await;
     backends.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced() {
+    let (gw, backends) = start(Logs::Disk).await;
+    let client = Client::connect(&format!("aero://{}", gw.native_addr().unwrap()))
+        .await
+        .unwrap();
+    client.create_topic(NewTopic::new("slow", 1)).await.unwrap();
+    let p = client
+        .producer(ProducerConfig {
+            transaction_timeout: Duration::from_millis(200),
+            ..transactional("slow-app")
+        })
+        .unwrap();
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    p.send_to("slow", 0, Record::new("late")).await.unwrap();
+    // the coordinator's sweep aborts it
+    let mut k = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while describe(&mut k, "slow-app").await.0 != "CompleteAbort" {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the sweep aborts the transaction");
+    let e = p.commit_transaction().await.unwrap_err();
+    assert!(matches!(e, Error::ProducerFenced(_)), "{e:?}");
+    assert!(native_values(&client, "slow", Isolation::ReadCommitted, 0)
+        .await
+        .is_empty());
+    gw.shutdown().await;
+    backends.stop().await;
+}

@@ -81,7 +81,10 @@ pub(super) struct Txn {
 /// The error a coordinator's code stands for.
 fn txn_error(code: ErrorCode, message: &str) -> Error {
     match code {
-        ErrorCode::PRODUCER_FENCED => Error::ProducerFenced(message.to_owned()),
+        ErrorCode::PRODUCER_FENCED => Error::ProducerFenced(format!(
+            "{message}: a newer producer of the transactional id took over, or the coordinator \
+             aborted the transaction when it outlived its timeout"
+        )),
         ErrorCode::INVALID_TXN_STATE => Error::TransactionState(message.to_owned()),
         _ => Error::server(code, message),
     }

@@ -5,7 +5,7 @@
 # 0129, 0137; built once from source by scripts/librdkafka-tests.sh, about
 # 4 minutes the first time) on one agent and on three, confluent-kafka's
 # transactional producer on one agent and on three with a coordinator
-# killed, the transaction history checker with agents killed under load —
+# killed, the Rust SDK's native transactions on three agents, the transaction history checker with agents killed under load —
 # and the static-membership and elasticity tests. About 9 minutes once built.
 # Needs: npm, gcc/g++, make; pip -r tests/requirements.txt.
 set -euo pipefail
@@ -14,6 +14,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
 scripts/librdkafka-tests.sh
 cargo build -p agent --bin aerostream --features fault-injection
+# test_cluster_transactions.py runs the SDK's produce example (native
+# transactions on three agents)
+cargo build -p sdk --examples
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
 if ! python3 -c "import confluent_kafka, pytest" 2>/dev/null; then
     echo "python client packages missing: installing tests/requirements.txt" >&2

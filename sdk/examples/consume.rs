@@ -10,6 +10,9 @@
 //! # over QUIC, trusting the CA the agent wrote into its data folder
 //! cargo run -p sdk --example consume -- --bootstrap aero+quic://localhost:9091 \
 //!     --tls-ca data/native-tls/ca.pem --topic events
+//! # only committed transactions' records
+//! cargo run -p sdk --example consume -- --bootstrap aero://localhost:9091 --topic events \
+//!     --isolation read-committed
 //! ```
 //!
 //! Exits after `--count` records; without it, runs until interrupted
@@ -26,7 +29,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use futures::StreamExt;
-use sdk::{Client, ClientBuilder, ConsumerConfig, GroupOptions, Membership, OffsetReset, StartAt};
+use sdk::{
+    Client, ClientBuilder, ConsumerConfig, GroupOptions, Isolation, Membership, OffsetReset,
+    StartAt,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Print the values of a topic's records")]
@@ -55,6 +61,18 @@ struct Args {
     /// Join this consumer group and read the partitions it assigns
     #[arg(long)]
     group: Option<String>,
+    /// read-uncommitted (every record) or read-committed (only committed
+    /// transactions' records, and nothing past an open transaction)
+    #[arg(long, default_value = "read-uncommitted", value_parser = parse_isolation)]
+    isolation: Isolation,
+}
+
+fn parse_isolation(s: &str) -> Result<Isolation, String> {
+    match s {
+        "read-uncommitted" | "read_uncommitted" => Ok(Isolation::ReadUncommitted),
+        "read-committed" | "read_committed" => Ok(Isolation::ReadCommitted),
+        _ => Err(format!("{s:?} is not read-committed or read-uncommitted")),
+    }
 }
 
 fn parse_from(s: &str) -> Result<StartAt, String> {
@@ -71,7 +89,7 @@ fn parse_from(s: &str) -> Result<StartAt, String> {
 /// The consumer settings for the arguments.
 fn config(args: &Args) -> anyhow::Result<ConsumerConfig> {
     let Some(group) = &args.group else {
-        return Ok(ConsumerConfig::default());
+        return Ok(ConsumerConfig::default().isolation_level(args.isolation));
     };
     let offset_reset = match args.from {
         StartAt::Earliest => OffsetReset::Earliest,
@@ -82,6 +100,7 @@ fn config(args: &Args) -> anyhow::Result<ConsumerConfig> {
         group: Some(group.clone()),
         membership: Membership::Group(GroupOptions::default()),
         offset_reset,
+        isolation: args.isolation,
         ..ConsumerConfig::default()
     })
 }
@@ -185,6 +204,19 @@ mod tests {
         let args = Args::try_parse_from(["consume", "--bootstrap", "aero://h", "--topic", "t"])
             .expect("valid");
         assert_eq!((args.tls_ca, args.insecure), (None, false));
+    }
+
+    #[test]
+    fn isolation_is_read_uncommitted_unless_asked() {
+        let argv = ["consume", "--bootstrap", "aero://h:1", "--topic", "t"];
+        let plain = config(&Args::parse_from(argv)).expect("valid");
+        assert_eq!(plain.isolation, Isolation::ReadUncommitted);
+        let committed = Args::parse_from(argv.iter().chain(&["--isolation", "read-committed"]));
+        assert_eq!(
+            config(&committed).expect("valid").isolation,
+            Isolation::ReadCommitted
+        );
+        assert!(parse_isolation("serializable").is_err());
     }
 
     #[test]

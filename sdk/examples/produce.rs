@@ -7,6 +7,9 @@
 //! # over QUIC, trusting the CA the agent wrote into its data folder
 //! cargo run -p sdk --example produce -- --bootstrap aero+quic://localhost:9091 \
 //!     --tls-ca data/native-tls/ca.pem --topic events
+//! # all of stdin in one transaction, committed at its end (or aborted)
+//! cargo run -p sdk --example produce -- --bootstrap aero://localhost:9091 \
+//!     --topic events --transactional-id loader-1 [--abort]
 //! ```
 //!
 //! Prints nothing but errors, on stderr; exits with status 1 if any record
@@ -44,6 +47,13 @@ struct Args {
     /// Split each line at the first occurrence of this separator into key and value
     #[arg(long)]
     key_sep: Option<String>,
+    /// Send all of stdin in one transaction of this transactional id,
+    /// committed at the end of stdin (fences earlier producers of the id)
+    #[arg(long, value_name = "ID")]
+    transactional_id: Option<String>,
+    /// With --transactional-id: abort the transaction instead of committing it
+    #[arg(long, requires = "transactional_id")]
+    abort: bool,
 }
 
 /// The record for one line (without its end of line).
@@ -85,7 +95,15 @@ async fn main() -> anyhow::Result<ExitCode> {
         .connect()
         .await
         .with_context(|| format!("connecting to {}", args.bootstrap))?;
-    let producer = client.producer(ProducerConfig::default())?;
+    let config = match &args.transactional_id {
+        Some(id) => ProducerConfig::default().transactional_id(id.clone()),
+        None => ProducerConfig::default(),
+    };
+    let producer = client.producer(config)?;
+    if args.transactional_id.is_some() {
+        producer.init_transactions().await?;
+        producer.begin_transaction()?;
+    }
     let key_sep = args.key_sep.as_deref().map(str::as_bytes);
 
     let mut failed = false;
@@ -109,6 +127,13 @@ async fn main() -> anyhow::Result<ExitCode> {
     producer.flush().await?;
     while let Some(result) = pending.next().await {
         report(result, &mut failed);
+    }
+    if args.transactional_id.is_some() {
+        if failed || args.abort {
+            producer.abort_transaction().await?;
+        } else {
+            producer.commit_transaction().await?;
+        }
     }
     Ok(if failed {
         ExitCode::FAILURE
@@ -142,6 +167,17 @@ mod tests {
         let args = Args::try_parse_from(["produce", "--bootstrap", "aero://h", "--topic", "t"])
             .expect("valid");
         assert_eq!((args.tls_ca, args.insecure), (None, false));
+    }
+
+    #[test]
+    fn abort_needs_a_transactional_id() {
+        let base = ["produce", "--bootstrap", "aero://h", "--topic", "t"];
+        assert!(Args::try_parse_from(base.iter().chain(&["--abort"])).is_err());
+        let args =
+            Args::try_parse_from(base.iter().chain(&["--transactional-id", "app", "--abort"]))
+                .expect("valid");
+        assert_eq!(args.transactional_id.as_deref(), Some("app"));
+        assert!(args.abort);
     }
 
     #[test]

@@ -105,6 +105,20 @@ calls! {
     JoinGroup => JoinGroupResponse,
     Heartbeat => HeartbeatResponse,
     LeaveGroup => LeaveGroupResponse,
+    FindTxnCoordinator => FindTxnCoordinatorResponse,
+    InitTxn => InitTxnResponse,
+    AddTxnPartitions => AddTxnPartitionsResponse,
+    AddTxnOffsets => AddTxnOffsetsResponse,
+    TxnOffsetCommit => TxnOffsetCommitResponse,
+    EndTxn => EndTxnResponse,
+    FetchIsolated => FetchIsolatedResponse,
+}
+
+impl Call for proto::TxnProduce {
+    type Response = proto::TxnProduceResponse;
+    fn set_correlation(&mut self, correlation: u32) {
+        self.produce.correlation = correlation;
+    }
 }
 
 /// A frame as read: operation code and body (correlation id included).

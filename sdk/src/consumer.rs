@@ -46,7 +46,8 @@ use crate::error::Error;
 use crate::group::Group;
 use crate::proto::Start;
 use crate::proto::{self, ErrorCode, FetchPartition, FetchTopic, OffsetSpec};
-use crate::record::{decode_batches, ConsumedRecord};
+use crate::proto::{AbortedTxn, Isolation};
+use crate::record::{decode_committed, ConsumedRecord};
 use crate::subscription::{Subscription, SubscriptionConfig};
 
 mod config;
@@ -105,7 +106,7 @@ enum Event {
     Fetched {
         node: u32,
         asked: Vec<(Tp, i64)>,
-        result: Result<proto::FetchResponse, Error>,
+        result: Result<Fetched, Error>,
     },
     Resolved(Vec<(Tp, StartAt, Result<i64, Error>)>),
     Subscribed {
@@ -174,6 +175,12 @@ impl Consumer {
         }
         if u32::try_from(config.max_wait.as_millis()).is_err() {
             return Err(Error::Config("max_wait is too long".into()));
+        }
+        if config.isolation == Isolation::ReadCommitted && config.read_mode != ReadMode::Fetch {
+            return Err(Error::Config(
+                "read_committed is served by fetches only: subscriptions push read_uncommitted"
+                    .into(),
+            ));
         }
         if config.read_mode == (ReadMode::Push { window: 0 }) {
             return Err(Error::Config("a push window must be above zero".into()));
@@ -341,6 +348,18 @@ impl Consumer {
         }
     }
 
+    /// The consumer's group and, for a member, its id and generation: what
+    /// [`crate::Producer::send_offsets_to_transaction_for`] needs so that
+    /// the group accepts offsets committed in a transaction from this
+    /// member only while it is one (KIP-447). `None` without a group.
+    pub fn group_metadata(&self) -> Option<GroupMetadata> {
+        let group = self.config.group.as_deref()?;
+        Some(match &self.group {
+            Some(member) => member.metadata(),
+            None => GroupMetadata::outside(group),
+        })
+    }
+
     fn drop_buffered(&mut self, tp: &Tp) {
         self.buffer
             .retain(|r| !(r.topic == tp.0 && r.partition == tp.1));
@@ -409,19 +428,33 @@ impl Consumer {
                 }),
             }
         }
-        let request = proto::Fetch {
-            correlation: 0,
-            max_wait_ms: u32::try_from(self.config.max_wait.as_millis()).unwrap_or(u32::MAX),
-            min_bytes: self.config.min_bytes,
-            max_bytes: self.config.max_bytes,
-            topics,
-        };
+        let max_wait_ms = u32::try_from(self.config.max_wait.as_millis()).unwrap_or(u32::MAX);
+        let isolation = self.config.isolation;
+        let (min_bytes, max_bytes) = (self.config.min_bytes, self.config.max_bytes);
         let client = self.client.clone();
         let patience = client.request_timeout() + self.config.max_wait;
         async move {
             let result = async {
                 let conn = client.node_conn(node).await?;
-                conn.call(request, patience).await
+                if isolation == Isolation::ReadUncommitted {
+                    let request = proto::Fetch {
+                        correlation: 0,
+                        max_wait_ms,
+                        min_bytes,
+                        max_bytes,
+                        topics,
+                    };
+                    return conn.call(request, patience).await.map(Fetched::from);
+                }
+                let request = proto::FetchIsolated {
+                    correlation: 0,
+                    isolation,
+                    max_wait_ms,
+                    min_bytes,
+                    max_bytes,
+                    topics,
+                };
+                conn.call(request, patience).await.map(Fetched::from)
             }
             .await;
             Event::Fetched {
@@ -608,13 +641,12 @@ impl Consumer {
     }
 
     /// Takes one partition's part of a fetch answer.
-    fn fetched(&mut self, tp: &Tp, offset: i64, answer: &proto::FetchResponse, now: Instant) {
+    fn fetched(&mut self, tp: &Tp, offset: i64, answer: &Fetched, now: Instant) {
         let found = answer
-            .topics
+            .partitions
             .iter()
-            .filter(|t| *t.name == *tp.0)
-            .flat_map(|t| &t.partitions)
-            .find(|p| p.partition == tp.1);
+            .find(|(t, p)| **t == *tp.0 && p.partition == tp.1)
+            .map(|(_, p)| p);
         let Some(fetched) = found else {
             let e = Error::Protocol(format!(
                 "the fetch answer says nothing of {}/{}",
@@ -632,7 +664,13 @@ impl Consumer {
                 return self.failed(tp, e, now);
             }
         }
-        match decode_batches(&tp.0, tp.1, fetched.records.clone(), offset) {
+        match decode_committed(
+            &tp.0,
+            tp.1,
+            fetched.records.clone(),
+            offset,
+            &fetched.aborted,
+        ) {
             Ok(decoded) => {
                 let Some(part) = self.parts.get_mut(tp) else {
                     return;
@@ -714,6 +752,82 @@ impl Consumer {
 
 /// Finds the starting offset of each partition: committed offsets first
 /// (earliest where none), then ListOffsets to the leaders.
+/// A consumer's group as a transaction commits offsets for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    pub group: String,
+    /// Empty outside group membership.
+    pub member_id: String,
+    /// -1 outside group membership.
+    pub generation: i32,
+}
+
+impl GroupMetadata {
+    /// A group committed to from outside its membership.
+    pub fn outside(group: &str) -> GroupMetadata {
+        GroupMetadata {
+            group: group.to_owned(),
+            member_id: String::new(),
+            generation: -1,
+        }
+    }
+}
+
+/// A fetch answer, read_uncommitted or read_committed, by partition.
+struct Fetched {
+    partitions: Vec<(Arc<str>, FetchedPartition)>,
+}
+
+struct FetchedPartition {
+    partition: u32,
+    error: ErrorCode,
+    records: bytes::Bytes,
+    /// read_committed: the aborted transactions of the range.
+    aborted: Vec<AbortedTxn>,
+}
+
+impl From<proto::FetchResponse> for Fetched {
+    fn from(r: proto::FetchResponse) -> Fetched {
+        let mut partitions = Vec::new();
+        for t in r.topics {
+            let name: Arc<str> = Arc::from(t.name.as_str());
+            for p in t.partitions {
+                partitions.push((
+                    Arc::clone(&name),
+                    FetchedPartition {
+                        partition: p.partition,
+                        error: p.error,
+                        records: p.records,
+                        aborted: Vec::new(),
+                    },
+                ));
+            }
+        }
+        Fetched { partitions }
+    }
+}
+
+impl From<proto::FetchIsolatedResponse> for Fetched {
+    fn from(r: proto::FetchIsolatedResponse) -> Fetched {
+        let mut partitions = Vec::new();
+        for t in r.topics {
+            let name: Arc<str> = Arc::from(t.name.as_str());
+            for p in t.partitions {
+                partitions.push((
+                    Arc::clone(&name),
+                    FetchedPartition {
+                        partition: p.partition,
+                        error: p.error,
+                        records: p.records,
+                        aborted: p.aborted,
+                    },
+                ));
+            }
+        }
+        Fetched { partitions }
+    }
+}
+
 async fn resolve(
     client: &Client,
     group: Option<String>,

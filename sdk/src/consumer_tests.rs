@@ -294,3 +294,20 @@ async fn misuse_is_a_config_error() {
     consumer.unassign("t", None);
     assert!(consumer.assignment().is_empty());
 }
+
+#[tokio::test]
+async fn read_committed_against_a_server_without_it_says_so() {
+    // the double, like a server that predates FetchIsolated, answers
+    // UNKNOWN_OPERATION
+    let (double, client) = setup(1, 1).await;
+    append(&double, 0, &["a"]);
+    let mut consumer = client
+        .consumer(config().isolation_level(Isolation::ReadCommitted))
+        .unwrap();
+    consumer
+        .assign("t", Some(vec![0]), StartAt::Earliest)
+        .await
+        .unwrap();
+    let e = within(consumer.next()).await.unwrap().unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UNKNOWN_OPERATION), "{e}");
+}

@@ -79,6 +79,15 @@ pub enum Error {
         size: usize,
         max: usize,
     },
+    /// A newer producer took the transactional id over (or the coordinator
+    /// aborted the transaction after its timeout and bumped the epoch):
+    /// this producer can do nothing more; make a new one.
+    #[error("the producer was fenced: {0}")]
+    ProducerFenced(String),
+    /// The call does not fit the state of the producer's transaction (no
+    /// transaction begun, one already begun, a send of it failed, …).
+    #[error("invalid transaction state: {0}")]
+    TransactionState(String),
 }
 
 impl Error {
@@ -101,7 +110,9 @@ impl Error {
             | Error::UnknownPartition { .. }
             | Error::Config(_)
             | Error::InvalidRecord(_)
-            | Error::TooLarge { .. } => false,
+            | Error::TooLarge { .. }
+            | Error::ProducerFenced(_)
+            | Error::TransactionState(_) => false,
         }
     }
 

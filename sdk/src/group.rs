@@ -257,6 +257,19 @@ impl Group {
         outcome.await.unwrap_or(Ok(()))
     }
 
+    /// The member as its last join made it, for offsets committed in a
+    /// transaction: generation -1 and no id before the first join.
+    pub(crate) fn metadata(&self) -> crate::consumer::GroupMetadata {
+        match current(&self.member) {
+            Some(m) => crate::consumer::GroupMetadata {
+                group: self.name.clone(),
+                member_id: m.id,
+                generation: m.generation,
+            },
+            None => crate::consumer::GroupMetadata::outside(&self.name),
+        }
+    }
+
     /// [`Group::leave`] without waiting (a consumer being dropped).
     pub(crate) fn leave_in_background(self, positions: Vec<Position>) {
         let positions = if self.auto_commit {

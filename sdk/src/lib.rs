@@ -30,10 +30,16 @@
 //!   `aero+quic://…` for QUIC), cached metadata, one connection per
 //!   server, admin calls (topics, offsets, group offsets). Cheap to clone.
 //! - [`Producer`]: batches per partition, Kafka's partitioner, acks,
-//!   retries, idempotence (no duplicates from retries), `flush`.
+//!   retries, idempotence (no duplicates from retries), `flush`; with
+//!   [`ProducerConfig::transactional_id()`], transactions on the coordinator
+//!   Kafka clients use ([`Producer::init_transactions`],
+//!   [`Producer::begin_transaction`], [`Producer::commit_transaction`],
+//!   [`Producer::abort_transaction`],
+//!   [`Producer::send_offsets_to_transaction`]).
 //! - [`Consumer`]: a `futures::Stream` of [`ConsumedRecord`]s from assigned
 //!   partitions, read by long-poll fetches or pushed by the server
-//!   ([`ReadMode`]), with seeks and committed offsets; or, with
+//!   ([`ReadMode`]), with seeks and committed offsets, reading every
+//!   record or only committed ones ([`Isolation`]); or, with
 //!   [`Membership::Group`] and [`Consumer::subscribe`], a member of a
 //!   consumer group whose partitions the server assigns and rebalances.
 //! - [`Subscription`]: one partition's records pushed by the server as
@@ -102,10 +108,12 @@ pub mod wire;
 
 pub use auth::{Credentials, ScramMechanism};
 pub use client::{Client, ClientBuilder, ClusterMetadata, NewTopic};
-pub use consumer::{Consumer, ConsumerConfig, Membership, OffsetReset, ReadMode, StartAt};
+pub use consumer::{
+    Consumer, ConsumerConfig, GroupMetadata, Membership, OffsetReset, ReadMode, StartAt,
+};
 pub use error::Error;
 pub use group::GroupOptions;
 pub use producer::{Delivery, Producer, ProducerConfig};
-pub use proto::{Acks, ErrorCode, OffsetSpec};
+pub use proto::{Acks, ErrorCode, Isolation, OffsetSpec};
 pub use record::{Compression, ConsumedRecord, Record};
 pub use subscription::{Subscription, SubscriptionConfig};

@@ -23,6 +23,7 @@
 //! [`Producer::flush`] (or every send future) before shutting down.
 
 mod accumulator;
+mod txn;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
@@ -42,6 +43,7 @@ use crate::partitioner::{partition_for_key, StickyPartitioner};
 use crate::proto::{self, Acks, ErrorCode, ProducePartition, ProduceTopic};
 use crate::record::{Compression, Record};
 use accumulator::{Accumulator, Answer, Dispatch, Outcome, ProducerId, Settings, Tp};
+use txn::{Phase, Txn, TxnRef};
 
 /// How a [`Producer`] batches, acknowledges and retries.
 #[derive(Debug, Clone)]
@@ -75,6 +77,15 @@ pub struct ProducerConfig {
     /// Largest produce request, all its batches together (default 16 MiB;
     /// never more than the server's frame limit).
     pub max_request_bytes: usize,
+    /// Makes the producer transactional (default none): its records are
+    /// sent inside transactions ([`Producer::begin_transaction`] ..
+    /// [`Producer::commit_transaction`]) and read_committed readers see
+    /// them only once committed. The id is the one Kafka clients use: a
+    /// Kafka producer and a native one of the same id fence each other.
+    pub transactional_id: Option<String>,
+    /// How long a transaction may stay open before its coordinator aborts
+    /// it (default 60 s).
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -91,13 +102,34 @@ impl Default for ProducerConfig {
             retry_backoff_max: Duration::from_secs(1),
             buffer_bytes: 32 << 20,
             max_request_bytes: 16 << 20,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 }
 
 impl ProducerConfig {
+    /// This configuration with a transactional id (see the field).
+    pub fn transactional_id(mut self, id: impl Into<String>) -> Self {
+        self.transactional_id = Some(id.into());
+        self
+    }
+
     fn validate(&self) -> Result<(), Error> {
         let bad = |why: &str| Err(Error::Config(why.to_owned()));
+        if let Some(id) = &self.transactional_id {
+            if id.is_empty() {
+                return bad("a transactional id cannot be empty");
+            }
+            if !self.idempotent || self.acks != Acks::All {
+                return bad("a transactional producer is idempotent, with acks All");
+            }
+            if self.transaction_timeout.is_zero()
+                || i32::try_from(self.transaction_timeout.as_millis()).is_err()
+            {
+                return bad("transaction_timeout must be between 1 ms and 24 days");
+            }
+        }
         if self.idempotent && self.acks != Acks::All {
             return bad("an idempotent producer needs acks All (or set idempotent: false)");
         }
@@ -155,6 +187,8 @@ impl std::fmt::Debug for Producer {
 
 struct Shared {
     commands: mpsc::UnboundedSender<Command>,
+    /// A transactional producer's transaction.
+    txn: Option<TxnRef>,
     /// One permit per byte of record held.
     buffer: Arc<Semaphore>,
     buffer_bytes: usize,
@@ -166,6 +200,8 @@ struct Shared {
 enum Command {
     Send(Queued),
     Flush(oneshot::Sender<()>),
+    /// A transactional producer's id and epoch, from its coordinator.
+    SetProducer(ProducerId),
 }
 
 struct Queued {
@@ -195,14 +231,27 @@ impl Producer {
     pub(crate) fn start(client: Client, config: ProducerConfig) -> Result<Producer, Error> {
         config.validate()?;
         let (commands, queue) = mpsc::unbounded_channel();
+        let txn = config.transactional_id.clone().map(|id| {
+            Arc::new(Txn::new(
+                id,
+                config.transaction_timeout,
+                client.clone(),
+                Backoff {
+                    initial: config.retry_backoff,
+                    max: config.retry_backoff_max,
+                },
+                config.retries,
+            ))
+        });
         let shared = Arc::new(Shared {
             commands,
+            txn: txn.clone(),
             buffer: Arc::new(Semaphore::new(config.buffer_bytes)),
             buffer_bytes: config.buffer_bytes,
             waiting: AtomicUsize::new(0),
         });
         let runtime = client.runtime().clone();
-        runtime.spawn(Driver::new(client, config).run(queue));
+        runtime.spawn(Driver::new(client, config, txn).run(queue));
         Ok(Producer { shared })
     }
 
@@ -246,7 +295,12 @@ impl Producer {
         let (reply, answer) = oneshot::channel();
         let mut too_large = None;
         let mut later = None;
+        let outside = shared
+            .txn
+            .as_ref()
+            .and_then(|t| t.require(Phase::InTransaction, "send").err());
         match u32::try_from(size) {
+            _ if outside.is_some() => too_large = outside,
             Ok(permits) if size <= shared.buffer_bytes => {
                 let fast = if shared.waiting.load(Ordering::SeqCst) == 0 {
                     Arc::clone(&shared.buffer)
@@ -296,6 +350,103 @@ impl Producer {
             }
             answer.await.map_err(|_| Error::Closed)?
         }
+    }
+
+    fn txn(&self) -> Result<&Txn, Error> {
+        self.shared.txn.as_deref().ok_or_else(|| {
+            Error::TransactionState(
+                "the producer is not transactional (ProducerConfig::transactional_id)".into(),
+            )
+        })
+    }
+
+    /// Registers the producer with its transactional id's coordinator:
+    /// takes the id's producer id and a new epoch, which fences every
+    /// earlier producer of the id (their commits fail with
+    /// [`Error::ProducerFenced`]); a transaction one of them left open is
+    /// aborted first. Call it once, before the first transaction.
+    pub async fn init_transactions(&self) -> Result<(), Error> {
+        let txn = self.txn()?;
+        // a fenced producer stays fenced: taking the id back would fence
+        // the producer that replaced it
+        if matches!(txn.phase(), Phase::InTransaction | Phase::Fenced) {
+            return txn.require(Phase::Ready, "init_transactions");
+        }
+        let producer = txn.init().await?;
+        self.shared
+            .commands
+            .send(Command::SetProducer(producer))
+            .map_err(|_| Error::Closed)
+    }
+
+    /// Starts a transaction: the records sent until it is committed or
+    /// aborted belong to it. Nothing is sent to the server until then.
+    pub fn begin_transaction(&self) -> Result<(), Error> {
+        let txn = self.txn()?;
+        txn.require(Phase::Ready, "begin a transaction")?;
+        txn.set_phase(Phase::InTransaction);
+        Ok(())
+    }
+
+    /// Commits `(topic, partition, next offset to read)` for `group` as
+    /// part of the transaction: they become the group's committed offsets
+    /// if it commits, and are dropped if it aborts (consume-transform-
+    /// produce exactly once). From outside the group's membership: a group
+    /// with members refuses it (UNKNOWN_MEMBER); its members use
+    /// [`Producer::send_offsets_to_transaction_for`].
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: &[(&str, u32, i64)],
+        group: &str,
+    ) -> Result<(), Error> {
+        let txn = self.txn()?;
+        txn.require(Phase::InTransaction, "send offsets to a transaction")?;
+        let outside = crate::consumer::GroupMetadata::outside(group);
+        txn.send_offsets(offsets, &outside).await
+    }
+
+    /// [`Producer::send_offsets_to_transaction`] for a group member: with
+    /// its [`crate::Consumer::group_metadata`], the group takes the offsets
+    /// only while the member is in its current generation, so a member that
+    /// lost its partitions to a rebalance cannot commit for them.
+    pub async fn send_offsets_to_transaction_for(
+        &self,
+        offsets: &[(&str, u32, i64)],
+        member: &crate::consumer::GroupMetadata,
+    ) -> Result<(), Error> {
+        let txn = self.txn()?;
+        txn.require(Phase::InTransaction, "send offsets to a transaction")?;
+        txn.send_offsets(offsets, member).await
+    }
+
+    /// Sends what the transaction still holds, then commits it: answered
+    /// once the commit markers are written, so read_committed readers see
+    /// its records from then on. Refused ([`Error::TransactionState`]) when
+    /// a send of the transaction failed: abort it then.
+    pub async fn commit_transaction(&self) -> Result<(), Error> {
+        let txn = self.txn()?;
+        txn.require(Phase::InTransaction, "commit")?;
+        self.flush().await?;
+        txn.end(true).await.map(|_| ())
+    }
+
+    /// Aborts the transaction: its records stay in the log but no
+    /// read_committed reader returns them, and its offsets are dropped.
+    /// Waits for its sends to be answered first.
+    pub async fn abort_transaction(&self) -> Result<(), Error> {
+        let txn = self.txn()?;
+        txn.require(Phase::InTransaction, "abort")?;
+        self.flush().await?;
+        if txn.end(false).await? {
+            // a failed send leaves the partitions' sequences unsure: go
+            // on with a new epoch
+            let producer = txn.init().await?;
+            self.shared
+                .commands
+                .send(Command::SetProducer(producer))
+                .map_err(|_| Error::Closed)?;
+        }
+        Ok(())
     }
 
     /// Waits until every record queued before this call is acknowledged or
@@ -361,10 +512,12 @@ struct Driver {
     /// Flushes waiting for every record up to their number.
     flushes: Vec<(u64, oneshot::Sender<()>)>,
     open: bool,
+    /// A transactional producer's transaction.
+    txn: Option<TxnRef>,
 }
 
 impl Driver {
-    fn new(client: Client, config: ProducerConfig) -> Driver {
+    fn new(client: Client, config: ProducerConfig, txn: Option<TxnRef>) -> Driver {
         let backoff = Backoff {
             initial: config.retry_backoff,
             max: config.retry_backoff_max,
@@ -377,9 +530,11 @@ impl Driver {
             retries: config.retries,
             backoff,
         };
+        let mut acc = Accumulator::new(settings);
+        acc.set_transactional(txn.is_some());
         Driver {
             client,
-            acc: Accumulator::new(settings),
+            acc,
             sticky: StickyPartitioner::new(config.batch_bytes),
             backoff,
             config,
@@ -392,6 +547,7 @@ impl Driver {
             outstanding: BTreeSet::new(),
             flushes: Vec::new(),
             open: true,
+            txn,
         }
     }
 
@@ -428,6 +584,7 @@ impl Driver {
     fn command(&mut self, command: Option<Command>) {
         match command {
             Some(Command::Send(queued)) => self.route(queued),
+            Some(Command::SetProducer(producer)) => self.acc.set_producer_id(producer),
             Some(Command::Flush(done)) => {
                 let upto = self.next_record;
                 self.flushes.push((upto, done));
@@ -443,7 +600,15 @@ impl Driver {
     /// Asks for a producer id if batches wait for one, and sends what the
     /// engine says is ready.
     fn start_work(&mut self) {
-        if self.acc.needs_producer_id() && !self.asking_id {
+        if self.txn.is_some() && self.acc.needs_producer_id() {
+            // A transactional producer takes its id from init_transactions
+            // only; the engine dropped it after a failed send, so the
+            // transaction can only be aborted.
+            let failed = self.acc.fail_waiting(&Error::TransactionState(
+                "an earlier send of the transaction failed: abort it".into(),
+            ));
+            self.answer(failed);
+        } else if self.acc.needs_producer_id() && !self.asking_id {
             self.asking_id = true;
             let client = self.client.clone();
             let delay = self.backoff.jittered(self.id_failures);
@@ -515,8 +680,22 @@ impl Driver {
             topics,
         };
         let node = dispatch.node;
+        let txn = self.txn.clone();
         async move {
             let result = async {
+                if let Some(txn) = txn {
+                    // each partition joins the transaction before its
+                    // first batch is written (KIP-890 part 1 checks it)
+                    let tps = sent.iter().map(|(tp, _)| tp.clone());
+                    txn.add_partitions(txn.missing(tps)).await?;
+                    let conn = client.node_conn(node).await?;
+                    let request = proto::TxnProduce {
+                        transactional_id: txn.id.clone(),
+                        produce: request,
+                    };
+                    let patience = timeout + Duration::from_secs(5);
+                    return conn.call(request, patience).await.map(|r| Some(r.0));
+                }
                 let conn = client.node_conn(node).await?;
                 if acks == Acks::None {
                     conn.send_only(request, timeout).await.map(|()| None)
@@ -689,6 +868,9 @@ impl Driver {
     /// Answers records and releases the flushes they were holding up.
     fn answer(&mut self, answers: Vec<Answer<Waiter>>) {
         for (waiter, result) in answers {
+            if let (Some(txn), Err(e)) = (&self.txn, &result) {
+                txn.send_failed(e);
+            }
             self.outstanding.remove(&waiter.id);
             let _ = waiter.reply.send(result.map(Into::into));
         }

@@ -281,3 +281,36 @@ async fn bad_settings_are_refused() {
         Err(Error::Config(_))
     ));
 }
+
+#[tokio::test]
+async fn a_server_without_transactions_refuses_init_transactions_clearly() {
+    // the double, like a server that predates them, knows no transaction
+    // operation: it answers UNKNOWN_OPERATION and closes the connection
+    let (_double, client) = setup(1, 1).await;
+    let producer = client
+        .producer(fast_retries().transactional_id("app"))
+        .unwrap();
+    let e = within(producer.init_transactions()).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UNKNOWN_OPERATION), "{e}");
+    // and the producer stays unusable for transactions
+    assert!(matches!(
+        producer.begin_transaction(),
+        Err(Error::TransactionState(_))
+    ));
+}
+
+#[test]
+fn a_transactional_configuration_is_checked() {
+    let empty = ProducerConfig::default().transactional_id("");
+    assert!(matches!(empty.validate(), Err(Error::Config(_))));
+    let not_idempotent = ProducerConfig {
+        idempotent: false,
+        ..ProducerConfig::default()
+    }
+    .transactional_id("app");
+    assert!(matches!(not_idempotent.validate(), Err(Error::Config(_))));
+    assert!(ProducerConfig::default()
+        .transactional_id("app")
+        .validate()
+        .is_ok());
+}

@@ -16,6 +16,7 @@ pub mod op;
 mod produce;
 mod request;
 mod subscribe;
+mod txn;
 
 pub use codec::{correlation_of, Message};
 pub use connection::{
@@ -44,6 +45,13 @@ pub use produce::{
 pub use request::Request;
 pub use subscribe::{
     Credit, Push, Start, Subscribe, SubscribeResponse, Unsubscribe, UnsubscribeResponse,
+};
+pub use txn::{
+    AbortedTxn, AddTxnOffsets, AddTxnOffsetsResponse, AddTxnPartitions, AddTxnPartitionsResponse,
+    EndTxn, EndTxnResponse, FetchIsolated, FetchIsolatedResponse, FindTxnCoordinator,
+    FindTxnCoordinatorResponse, InitTxn, InitTxnResponse, Isolation, PartitionFetchedIsolated,
+    TopicFetchedIsolated, TxnOffsetCommit, TxnOffsetCommitResponse, TxnProduce, TxnProduceResponse,
+    TxnProducer, TxnResponse,
 };
 
 #[cfg(test)]

@@ -150,6 +150,9 @@ pub struct BatchOptions {
     pub producer: Option<ProducerIdentity>,
     /// Timestamp (ms) of the records that have none.
     pub now_ms: i64,
+    /// Marks the batch transactional (attribute bit 4): its records count
+    /// only once their transaction commits. Needs `producer`.
+    pub transactional: bool,
 }
 
 /// Encodes `records` as ONE Kafka RecordBatch v2 with base offset 0 (the
@@ -175,6 +178,11 @@ pub fn encode_batch(records: &[Record], options: &BatchOptions) -> Result<Bytes,
             }
             (p.producer_id, p.producer_epoch, p.base_sequence)
         }
+        None if options.transactional => {
+            return Err(Error::InvalidRecord(
+                "a transactional batch needs a producer id".into(),
+            ))
+        }
         None => (kp::NO_PRODUCER_ID, kp::NO_PRODUCER_EPOCH, kp::NO_SEQUENCE),
     };
     let mut kafka = Vec::with_capacity(records.len());
@@ -191,7 +199,7 @@ pub fn encode_batch(records: &[Record], options: &BatchOptions) -> Result<Bytes,
             }
         }
         kafka.push(kp::Record {
-            transactional: false,
+            transactional: options.transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: kp::NO_PARTITION_LEADER_EPOCH,
@@ -243,12 +251,14 @@ struct BatchHeader {
     attributes: i16,
     last_offset_delta: i32,
     max_timestamp: i64,
+    producer_id: i64,
     record_count: i32,
 }
 
 impl BatchHeader {
     const COMPRESSION_MASK: i16 = 0x7;
     const LOG_APPEND_TIME: i16 = 1 << 3;
+    const TRANSACTIONAL: i16 = 1 << 4;
     const CONTROL: i16 = 1 << 5;
 
     /// Reads the header at the start of `buf`; `Ok(None)` when `buf` holds
@@ -288,7 +298,8 @@ impl BatchHeader {
         let last_offset_delta = h.get_i32();
         let _base_timestamp = h.get_i64();
         let max_timestamp = h.get_i64();
-        let _producer = (h.get_i64(), h.get_i16(), h.get_i32());
+        let producer_id = h.get_i64();
+        let _epoch_and_sequence = (h.get_i16(), h.get_i32());
         let record_count = h.get_i32();
         Ok(Some(BatchHeader {
             base_offset,
@@ -297,12 +308,17 @@ impl BatchHeader {
             attributes,
             last_offset_delta,
             max_timestamp,
+            producer_id,
             record_count,
         }))
     }
 
     fn is_control(&self) -> bool {
         self.attributes & Self::CONTROL != 0
+    }
+
+    fn is_transactional(&self) -> bool {
+        self.attributes & Self::TRANSACTIONAL != 0
     }
 
     fn is_compressed(&self) -> bool {
@@ -344,19 +360,53 @@ pub struct DecodedRecords {
 /// Records below `from_offset` are skipped (the first batch may start
 /// before the offset asked for), and so are control batches (transaction
 /// markers); a truncated batch at the end is ignored. Transactional records
-/// are returned whether committed or not: the native protocol has no
-/// isolation level yet.
+/// are returned whether committed or not (read_uncommitted); see
+/// [`decode_committed`] for read_committed.
 pub fn decode_batches(
+    topic: &Arc<str>,
+    partition: u32,
+    bytes: Bytes,
+    from_offset: i64,
+) -> Result<DecodedRecords, Error> {
+    decode_committed(topic, partition, bytes, from_offset, &[])
+}
+
+/// [`decode_batches`] for a read_committed fetch: the records of the
+/// `aborted` transactions the fetch answer lists are left out too. A
+/// transaction's records are those of its producer's transactional batches
+/// from its first offset up to the producer's next control batch (its abort
+/// marker), which is how Kafka's consumers tell them.
+pub fn decode_committed(
     topic: &Arc<str>,
     partition: u32,
     mut bytes: Bytes,
     from_offset: i64,
+    aborted: &[crate::proto::AbortedTxn],
 ) -> Result<DecodedRecords, Error> {
     let mut out = DecodedRecords::default();
+    let mut pending: Vec<crate::proto::AbortedTxn> = aborted.to_vec();
+    pending.sort_by_key(|a| std::cmp::Reverse(a.first_offset));
+    let mut aborting: std::collections::HashSet<i64> = std::collections::HashSet::new();
     while let Some(header) = BatchHeader::read(&bytes)? {
         let mut batch = bytes.split_to(header.total_len);
         out.next_offset = Some(header.next_offset());
-        if header.is_control() || header.next_offset() <= from_offset {
+        // transactions aborted from this batch on
+        while pending
+            .last()
+            .is_some_and(|a| a.first_offset < header.next_offset())
+        {
+            if let Some(a) = pending.pop() {
+                aborting.insert(a.producer_id);
+            }
+        }
+        if header.is_control() {
+            // the marker ends its producer's transaction
+            aborting.remove(&header.producer_id);
+            continue;
+        }
+        if header.next_offset() <= from_offset
+            || (header.is_transactional() && aborting.contains(&header.producer_id))
+        {
             continue;
         }
         let count = usize::try_from(header.record_count).map_err(|_| {
@@ -481,6 +531,7 @@ mod tests {
                 compression,
                 producer: None,
                 now_ms: 1_001,
+                transactional: false,
             };
             let batch = encode_batch(&sample(), &options).unwrap();
             let header = BatchHeader::read(&batch).unwrap().unwrap();
@@ -630,6 +681,107 @@ mod tests {
         let decoded = decode_batches(&topic(), 0, bytes.freeze(), 0).unwrap();
         assert_eq!(decoded.records.len(), 3);
         assert_eq!(decoded.next_offset, Some(4));
+    }
+
+    /// A transaction marker of `producer` at `offset`.
+    fn marker(producer: i64, offset: i64) -> Bytes {
+        let control = kp::Record {
+            transactional: true,
+            control: true,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: producer,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset,
+            sequence: -1,
+            timestamp: 0,
+            key: Some(Bytes::from_static(&[0, 0, 0, 0])),
+            value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+            headers: Default::default(),
+        };
+        let mut out = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut out,
+            [&control],
+            &RecordEncodeOptions {
+                version: 2,
+                compression: kp::Compression::None,
+            },
+        )
+        .unwrap();
+        out.freeze()
+    }
+
+    fn transactional(producer: i64, base: i64) -> Bytes {
+        let options = BatchOptions {
+            producer: Some(ProducerIdentity {
+                producer_id: producer,
+                producer_epoch: 0,
+                base_sequence: 0,
+            }),
+            transactional: true,
+            ..BatchOptions::default()
+        };
+        at_offset(&encode_batch(&sample(), &options).unwrap(), base)
+    }
+
+    #[test]
+    fn read_committed_skips_the_records_of_aborted_transactions_only() {
+        // producer 9: aborted at 0..=2 (marker 3), committed at 4..=6
+        // (marker 7); producer 5 committed at 8..=10 (marker 11)
+        let mut bytes = BytesMut::new();
+        for part in [
+            transactional(9, 0),
+            marker(9, 3),
+            transactional(9, 4),
+            marker(9, 7),
+            transactional(5, 8),
+            marker(5, 11),
+        ] {
+            bytes.put_slice(&part);
+        }
+        let bytes = bytes.freeze();
+        let aborted = [crate::proto::AbortedTxn {
+            producer_id: 9,
+            first_offset: 0,
+        }];
+        let decoded = decode_committed(&topic(), 0, bytes.clone(), 0, &aborted).unwrap();
+        let offsets: Vec<i64> = decoded.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![4, 5, 6, 8, 9, 10]);
+        assert_eq!(decoded.next_offset, Some(12), "past the skipped batches");
+        // read_uncommitted returns every data record
+        let all = decode_batches(&topic(), 0, bytes, 0).unwrap();
+        assert_eq!(all.records.len(), 9);
+    }
+
+    #[test]
+    fn a_fetch_of_nothing_but_an_aborted_transaction_still_advances() {
+        let mut bytes = BytesMut::new();
+        bytes.put_slice(&transactional(9, 10));
+        bytes.put_slice(&marker(9, 13));
+        let aborted = [crate::proto::AbortedTxn {
+            producer_id: 9,
+            first_offset: 10,
+        }];
+        let decoded = decode_committed(&topic(), 0, bytes.freeze(), 10, &aborted).unwrap();
+        assert!(decoded.records.is_empty());
+        assert_eq!(decoded.next_offset, Some(14));
+    }
+
+    #[test]
+    fn a_transactional_batch_is_marked_and_needs_a_producer() {
+        let batch = transactional(3, 0);
+        let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+        assert_ne!(attributes & BatchHeader::TRANSACTIONAL, 0);
+        let refused = encode_batch(
+            &sample(),
+            &BatchOptions {
+                transactional: true,
+                ..BatchOptions::default()
+            },
+        );
+        assert!(matches!(refused, Err(Error::InvalidRecord(_))));
     }
 
     #[test]

@@ -555,10 +555,20 @@ impl Double {
             Request::Subscribe(_)
             | Request::Credit(_)
             | Request::Unsubscribe(_)
-            | Request::Authenticate(_) => proto::ErrorFrame {
+            | Request::Authenticate(_)
+            | Request::FindTxnCoordinator(_)
+            | Request::InitTxn(_)
+            | Request::AddTxnPartitions(_)
+            | Request::AddTxnOffsets(_)
+            | Request::TxnOffsetCommit(_)
+            | Request::EndTxn(_)
+            | Request::TxnProduce(_)
+            | Request::FetchIsolated(_) => proto::ErrorFrame {
                 correlation: 0,
                 error: ErrorCode::UNKNOWN_OPERATION,
-                message: "the test double has no subscriptions and authenticates no one".into(),
+                message:
+                    "the test double has no subscriptions or transactions and authenticates no one"
+                        .into(),
             }
             .to_frame(),
         };

@@ -113,3 +113,30 @@ def test_a_survivor_completes_the_transaction_of_a_killed_coordinator(cluster):
         p.commit_transaction(60)
     finally:
         cluster.agent(coordinator).start(timeout=120)
+
+
+def test_native_transactions_reach_their_coordinator_from_any_agent(cluster):
+    """The Rust SDK's produce example, bootstrapped on one agent, with
+    transactional ids whose coordinators are spread over the agents: each
+    finds its coordinator (FindTxnCoordinator), and confluent-kafka reads
+    committed exactly the committed transactions."""
+    import subprocess
+
+    from test_native import example
+
+    t = topic()
+    create(cluster, t, 1)
+    first = next(iter(cluster.running().values()))
+    expected = []
+    for i in range(6):
+        tid = f"native-{t}-{i}"
+        lines = [f"{tid}-{j}" for j in range(5)]
+        abort = i % 2 == 1
+        r = subprocess.run([example("produce"), "--bootstrap", first.native_url, "--topic", t,
+                            "--transactional-id", tid, *(["--abort"] if abort else [])],
+                           input="".join(f"{l}\n" for l in lines), capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        if not abort:
+            expected += lines
+    assert read_all(bootstrap(cluster), t, "read_committed", expect=len(expected)) == expected

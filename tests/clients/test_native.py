@@ -32,17 +32,17 @@ def connection_args(broker, quic=False):
     return ["--bootstrap", broker.native_url]
 
 
-def native_produce(broker, topic, lines, quic=False):
-    r = subprocess.run([example("produce"), *connection_args(broker, quic), "--topic", topic],
+def native_produce(broker, topic, lines, quic=False, extra=()):
+    r = subprocess.run([example("produce"), *connection_args(broker, quic), "--topic", topic, *extra],
                        input="".join(f"{l}\n" for l in lines), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "", "produce prints nothing but errors"
     return r
 
 
-def native_consume(broker, topic, count, start="earliest", quic=False):
+def native_consume(broker, topic, count, start="earliest", quic=False, extra=()):
     r = subprocess.run([example("consume"), *connection_args(broker, quic), "--topic", topic,
-                        "--from", str(start), "--count", str(count)],
+                        "--from", str(start), "--count", str(count), *extra],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout.splitlines()
@@ -70,6 +70,53 @@ def test_lines_produced_natively_are_read_by_confluent_kafka_and_the_native_cons
     got = kafka_read_all(broker, topic_name, len(lines))
     assert [v for (_, _, _, v) in got] == lines
     assert [o for (_, o, _, _) in got] == list(range(len(lines)))
+
+
+def kafka_read_isolated(broker, topic, isolation, expect):
+    """Values of partition 0 a confluent-kafka consumer of `isolation` reads:
+    `expect` of them, then nothing more for a while."""
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"i-{topic}-{isolation}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "isolation.level": isolation})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    quiet = 0
+    for _ in range(120):
+        msgs = [m for m in c.consume(num_messages=100, timeout=0.5) if m.error() is None]
+        got += [m.value().decode() for m in msgs]
+        quiet = 0 if msgs else quiet + 1
+        if len(got) >= expect and quiet >= 4:
+            break
+    c.close()
+    return got
+
+
+def test_native_transactions_and_kafka_transactions_are_read_committed_by_each_other(broker, topic_name):
+    tid = f"native-{topic_name}"
+    aborted = [f"native-aborted-{i}" for i in range(20)]
+    committed = [f"native-committed-{i}" for i in range(30)]
+    native_produce(broker, topic_name, aborted, extra=["--transactional-id", tid, "--abort"])
+    native_produce(broker, topic_name, committed, extra=["--transactional-id", tid])
+    # confluent-kafka read_committed sees the native commit and not the abort
+    assert kafka_read_isolated(broker, topic_name, "read_committed", len(committed)) == committed
+    assert kafka_read_isolated(broker, topic_name, "read_uncommitted",
+                               len(aborted) + len(committed)) == aborted + committed
+    # and a Kafka transaction is read committed natively
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"kafka-{topic_name}",
+                  "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic_name, value=f"kafka-aborted-{i}", partition=0)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    kafka_committed = [f"kafka-committed-{i}" for i in range(10)]
+    for v in kafka_committed:
+        p.produce(topic_name, value=v, partition=0)
+    p.commit_transaction(30)
+    expected = committed + kafka_committed
+    assert native_consume(broker, topic_name, len(expected),
+                          extra=["--isolation", "read-committed"]) == expected
 
 
 def test_records_produced_by_kafka_clients_are_read_natively_from_an_offset(broker, topic_name):

@@ -33,6 +33,9 @@ pub fn from_kafka(code: i16) -> ErrorCode {
         45 => ErrorCode::OUT_OF_ORDER_SEQUENCE,
         46 => ErrorCode::DUPLICATE_SEQUENCE,
         47 | 90 => ErrorCode::PRODUCER_FENCED,
+        48 | 49 => ErrorCode::INVALID_TXN_STATE,
+        50 => ErrorCode::INVALID_TXN_TIMEOUT,
+        51 => ErrorCode::CONCURRENT_TRANSACTIONS,
         56 => ErrorCode::STORAGE_ERROR,
         59 => ErrorCode::UNKNOWN_PRODUCER,
         _ => ErrorCode::UNKNOWN_SERVER_ERROR,
@@ -50,6 +53,14 @@ pub fn from_kafka_for_member(code: i16) -> ErrorCode {
         27 => ErrorCode::REBALANCE_IN_PROGRESS,
         other => from_kafka(other),
     }
+}
+
+/// The native code for a Kafka error code of the transaction coordinator:
+/// NOT_COORDINATOR tells the client to find the transactional id's
+/// coordinator again, where other operations make it NOT_AVAILABLE.
+/// TxnOffsetCommit's membership checks answer as a member's commit does.
+pub fn from_kafka_for_txn(code: i16) -> ErrorCode {
+    from_kafka_for_member(code)
 }
 
 /// The native code for an answer of the group coordinator.
@@ -139,5 +150,38 @@ mod tests {
         );
         assert_eq!(from_kafka(0), ErrorCode::NONE);
         assert_eq!(from_kafka(-1), ErrorCode::UNKNOWN_SERVER_ERROR);
+    }
+
+    #[test]
+    fn the_transaction_coordinators_errors_say_what_a_producer_does() {
+        let cases = [
+            (K::NotCoordinator, ErrorCode::NOT_COORDINATOR),
+            (K::CoordinatorNotAvailable, ErrorCode::NOT_AVAILABLE),
+            (
+                K::ConcurrentTransactions,
+                ErrorCode::CONCURRENT_TRANSACTIONS,
+            ),
+            (K::InvalidTxnState, ErrorCode::INVALID_TXN_STATE),
+            (K::InvalidProducerIdMapping, ErrorCode::INVALID_TXN_STATE),
+            (K::InvalidTransactionTimeout, ErrorCode::INVALID_TXN_TIMEOUT),
+            (K::InvalidProducerEpoch, ErrorCode::PRODUCER_FENCED),
+            (K::ProducerFenced, ErrorCode::PRODUCER_FENCED),
+            (
+                K::TransactionalIdAuthorizationFailed,
+                ErrorCode::UNAUTHORIZED,
+            ),
+        ];
+        for (kafka, native) in cases {
+            assert_eq!(from_kafka_for_txn(kafka.code()), native, "{kafka:?}");
+        }
+        assert_eq!(
+            from_kafka_for_txn(K::UnknownMemberId.code()),
+            ErrorCode::UNKNOWN_MEMBER
+        );
+        // elsewhere a lost coordinator is only unavailability
+        assert_eq!(
+            from_kafka(K::NotCoordinator.code()),
+            ErrorCode::NOT_AVAILABLE
+        );
     }
 }

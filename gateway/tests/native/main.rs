@@ -15,3 +15,4 @@ mod quic;
 mod stalled_logins;
 mod subscriptions;
 mod support;
+mod transactions;

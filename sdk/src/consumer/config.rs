@@ -7,6 +7,7 @@ use std::time::Duration;
 #[cfg(doc)]
 use super::Consumer;
 use crate::group::GroupOptions;
+use crate::proto::Isolation;
 
 /// How a consumer takes part in a group.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -88,6 +89,11 @@ pub struct ConsumerConfig {
     /// Fetches or pushed subscriptions (default: fetches). `max_wait`,
     /// `min_bytes` and the byte limits apply to fetches only.
     pub read_mode: ReadMode,
+    /// Which records are read (default: all, read_uncommitted).
+    /// [`Isolation::ReadCommitted`] reads up to the last stable offset and
+    /// leaves aborted transactions' records out; fetches only (a
+    /// subscription pushes read_uncommitted).
+    pub isolation: Isolation,
 }
 
 impl Default for ConsumerConfig {
@@ -101,6 +107,15 @@ impl Default for ConsumerConfig {
             partition_max_bytes: 1 << 20,
             offset_reset: OffsetReset::Earliest,
             read_mode: ReadMode::Fetch,
+            isolation: Isolation::ReadUncommitted,
         }
+    }
+}
+
+impl ConsumerConfig {
+    /// This configuration with an isolation level (see the field).
+    pub fn isolation_level(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
     }
 }

@@ -173,6 +173,8 @@ pub(crate) struct Accumulator<W> {
     producer: Option<ProducerId>,
     next_batch: u64,
     flushing: bool,
+    /// Batches are transactional (a transactional producer's).
+    transactional: bool,
 }
 
 impl<W> Accumulator<W> {
@@ -183,7 +185,13 @@ impl<W> Accumulator<W> {
             producer: None,
             next_batch: 0,
             flushing: false,
+            transactional: false,
         }
+    }
+
+    /// Makes every batch encoded from now on transactional.
+    pub(crate) fn set_transactional(&mut self, transactional: bool) {
+        self.transactional = transactional;
     }
 
     /// Adds a record to its partition's open batch, sealing that batch
@@ -325,6 +333,7 @@ impl<W> Accumulator<W> {
                     compression: settings.compression,
                     producer: identity,
                     now_ms,
+                    transactional: self.transactional,
                 };
                 match encode_batch(&batch.records, &options) {
                     Ok(bytes) => {

@@ -88,6 +88,9 @@ error_codes! {
     AUTHENTICATION_FAILED = 42, false, "the credentials were refused, or the mechanism is not enabled on the server";
     AUTHENTICATION_REQUIRED = 43, false, "the server serves nothing but authentication until the client authenticated";
     SESSION_EXPIRED = 44, true, "the authenticated session reached its lifetime: connect and authenticate again";
+    INVALID_TXN_STATE = 45, false, "the request does not fit the transaction's state (no transaction open, a partition not added to it, or it is ending)";
+    CONCURRENT_TRANSACTIONS = 46, true, "the transactional id's previous transaction is still being completed";
+    INVALID_TXN_TIMEOUT = 47, false, "the transaction timeout is above the server's transaction.max.timeout.ms";
 }
 
 impl std::fmt::Display for ErrorCode {

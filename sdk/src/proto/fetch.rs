@@ -42,16 +42,7 @@ message!(
         b.put_u32(s.max_wait_ms);
         b.put_u32(s.min_bytes);
         b.put_u32(s.max_bytes);
-        b.put_count(s.topics.len());
-        for t in &s.topics {
-            b.put_string(&t.name);
-            b.put_count(t.partitions.len());
-            for p in &t.partitions {
-                b.put_u32(p.partition);
-                b.put_i64(p.offset);
-                b.put_u32(p.max_bytes);
-            }
-        }
+        put_fetch_topics(b, &s.topics);
     },
     |r| {
         Ok(Fetch {
@@ -59,21 +50,41 @@ message!(
             max_wait_ms: r.u32("max wait")?,
             min_bytes: r.u32("min bytes")?,
             max_bytes: r.u32("max bytes")?,
-            topics: r.array("topics", 6, |r| {
-                Ok(FetchTopic {
-                    name: r.string("topic")?,
-                    partitions: r.array("partitions", 16, |r| {
-                        Ok(FetchPartition {
-                            partition: r.u32("partition")?,
-                            offset: r.i64("offset")?,
-                            max_bytes: r.u32("partition max bytes")?,
-                        })
-                    })?,
-                })
-            })?,
+            topics: read_fetch_topics(r)?,
         })
     }
 );
+
+/// The partitions a [`Fetch`] (or a `FetchIsolated`) asks for.
+pub(super) fn put_fetch_topics(b: &mut BytesMut, topics: &[FetchTopic]) {
+    b.put_count(topics.len());
+    for t in topics {
+        b.put_string(&t.name);
+        b.put_count(t.partitions.len());
+        for p in &t.partitions {
+            b.put_u32(p.partition);
+            b.put_i64(p.offset);
+            b.put_u32(p.max_bytes);
+        }
+    }
+}
+
+pub(super) fn read_fetch_topics(
+    r: &mut crate::wire::Reader,
+) -> Result<Vec<FetchTopic>, crate::wire::DecodeError> {
+    r.array("topics", 6, |r| {
+        Ok(FetchTopic {
+            name: r.string("topic")?,
+            partitions: r.array("partitions", 16, |r| {
+                Ok(FetchPartition {
+                    partition: r.u32("partition")?,
+                    offset: r.i64("offset")?,
+                    max_bytes: r.u32("partition max bytes")?,
+                })
+            })?,
+        })
+    })
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PartitionFetched {

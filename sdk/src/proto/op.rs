@@ -27,6 +27,24 @@ pub const LEAVE_GROUP: u8 = 0x13;
 /// One message of a SASL exchange (SCRAM, PLAIN, OAUTHBEARER), after
 /// the hello, on a server that requires authentication.
 pub const AUTHENTICATE: u8 = 0x14;
+/// Finds the server coordinating a transactional id.
+pub const FIND_TXN_COORDINATOR: u8 = 0x15;
+/// A transactional producer's id and epoch (fencing older epochs).
+pub const INIT_TXN: u8 = 0x16;
+/// Adds partitions to a transaction.
+pub const ADD_TXN_PARTITIONS: u8 = 0x17;
+/// Adds a group's offsets to a transaction (to the transaction's
+/// coordinator).
+pub const ADD_TXN_OFFSETS: u8 = 0x18;
+/// Commits a group's offsets within a transaction (to the group's
+/// coordinator).
+pub const TXN_OFFSET_COMMIT: u8 = 0x19;
+/// Commits or aborts a transaction.
+pub const END_TXN: u8 = 0x1A;
+/// A produce of transactional batches.
+pub const TXN_PRODUCE: u8 = 0x1B;
+/// A fetch with an isolation level (read_committed).
+pub const FETCH_ISOLATED: u8 = 0x1C;
 /// Sent by the server, unasked, right before it closes a connection it
 /// cannot go on serving (bad frame, failed hello).
 pub const ERROR: u8 = 0x7F;

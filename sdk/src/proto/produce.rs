@@ -114,37 +114,51 @@ message!(
     op::PRODUCE,
     |s, b| {
         b.put_u32(s.correlation);
-        b.put_i8(s.acks);
-        b.put_u32(s.timeout_ms);
-        b.put_count(s.topics.len());
-        for t in &s.topics {
-            b.put_string(&t.name);
-            b.put_count(t.partitions.len());
-            for p in &t.partitions {
-                b.put_u32(p.partition);
-                b.put_blob(&p.batch);
-            }
-        }
+        put_produce_fields(b, s);
     },
     |r| {
-        Ok(Produce {
-            correlation: r.u32("correlation id")?,
-            acks: r.i8("acks")?,
-            timeout_ms: r.u32("timeout")?,
-            topics: r.array("topics", 6, |r| {
-                Ok(ProduceTopic {
-                    name: r.string("topic")?,
-                    partitions: r.array("partitions", 8, |r| {
-                        Ok(ProducePartition {
-                            partition: r.u32("partition")?,
-                            batch: r.blob("batch")?,
-                        })
-                    })?,
-                })
-            })?,
-        })
+        let correlation = r.u32("correlation id")?;
+        read_produce_fields(r, correlation)
     }
 );
+
+/// A [`Produce`]'s fields after its correlation id (a [`TxnProduce`] puts
+/// its transactional id between the two).
+pub(super) fn put_produce_fields(b: &mut bytes::BytesMut, s: &Produce) {
+    b.put_i8(s.acks);
+    b.put_u32(s.timeout_ms);
+    b.put_count(s.topics.len());
+    for t in &s.topics {
+        b.put_string(&t.name);
+        b.put_count(t.partitions.len());
+        for p in &t.partitions {
+            b.put_u32(p.partition);
+            b.put_blob(&p.batch);
+        }
+    }
+}
+
+pub(super) fn read_produce_fields(
+    r: &mut crate::wire::Reader,
+    correlation: u32,
+) -> Result<Produce, crate::wire::DecodeError> {
+    Ok(Produce {
+        correlation,
+        acks: r.i8("acks")?,
+        timeout_ms: r.u32("timeout")?,
+        topics: r.array("topics", 6, |r| {
+            Ok(ProduceTopic {
+                name: r.string("topic")?,
+                partitions: r.array("partitions", 8, |r| {
+                    Ok(ProducePartition {
+                        partition: r.u32("partition")?,
+                        batch: r.blob("batch")?,
+                    })
+                })?,
+            })
+        })?,
+    })
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PartitionProduced {
@@ -174,7 +188,13 @@ pub struct ProduceResponse {
 message!(
     ProduceResponse,
     op::PRODUCE | RESPONSE,
-    |s, b| {
+    |s, b| { s.encode(b) },
+    |r| { ProduceResponse::decode(r) }
+);
+
+impl ProduceResponse {
+    pub(super) fn encode(&self, b: &mut bytes::BytesMut) {
+        let s = self;
         b.put_u32(s.correlation);
         b.put_count(s.topics.len());
         for t in &s.topics {
@@ -189,8 +209,11 @@ message!(
                 b.put_string(&p.message);
             }
         }
-    },
-    |r| {
+    }
+
+    pub(super) fn decode(
+        r: &mut crate::wire::Reader,
+    ) -> Result<ProduceResponse, crate::wire::DecodeError> {
         Ok(ProduceResponse {
             correlation: r.u32("correlation id")?,
             topics: r.array("topics", 6, |r| {
@@ -210,4 +233,4 @@ message!(
             })?,
         })
     }
-);
+}

@@ -12,6 +12,10 @@ use super::metadata::{CreateTopic, DeleteTopic, Metadata};
 use super::op;
 use super::produce::{InitProducer, Produce};
 use super::subscribe::{Credit, Subscribe, Unsubscribe};
+use super::txn::{
+    AddTxnOffsets, AddTxnPartitions, EndTxn, FetchIsolated, FindTxnCoordinator, InitTxn,
+    TxnOffsetCommit, TxnProduce,
+};
 use crate::wire::DecodeError;
 
 /// Any request a server may receive, decoded from its operation code and body.
@@ -36,6 +40,14 @@ pub enum Request {
     JoinGroup(JoinGroup),
     Heartbeat(Heartbeat),
     LeaveGroup(LeaveGroup),
+    FindTxnCoordinator(FindTxnCoordinator),
+    InitTxn(InitTxn),
+    AddTxnPartitions(AddTxnPartitions),
+    AddTxnOffsets(AddTxnOffsets),
+    TxnOffsetCommit(TxnOffsetCommit),
+    EndTxn(EndTxn),
+    TxnProduce(TxnProduce),
+    FetchIsolated(FetchIsolated),
 }
 
 impl Request {
@@ -60,6 +72,18 @@ impl Request {
             op::JOIN_GROUP => Request::JoinGroup(JoinGroup::decode_body(body)?),
             op::HEARTBEAT => Request::Heartbeat(Heartbeat::decode_body(body)?),
             op::LEAVE_GROUP => Request::LeaveGroup(LeaveGroup::decode_body(body)?),
+            op::FIND_TXN_COORDINATOR => {
+                Request::FindTxnCoordinator(FindTxnCoordinator::decode_body(body)?)
+            }
+            op::INIT_TXN => Request::InitTxn(InitTxn::decode_body(body)?),
+            op::ADD_TXN_PARTITIONS => {
+                Request::AddTxnPartitions(AddTxnPartitions::decode_body(body)?)
+            }
+            op::ADD_TXN_OFFSETS => Request::AddTxnOffsets(AddTxnOffsets::decode_body(body)?),
+            op::TXN_OFFSET_COMMIT => Request::TxnOffsetCommit(TxnOffsetCommit::decode_body(body)?),
+            op::END_TXN => Request::EndTxn(EndTxn::decode_body(body)?),
+            op::TXN_PRODUCE => Request::TxnProduce(TxnProduce::decode_body(body)?),
+            op::FETCH_ISOLATED => Request::FetchIsolated(FetchIsolated::decode_body(body)?),
             other => return Err(DecodeError::UnknownOp(other)),
         })
     }

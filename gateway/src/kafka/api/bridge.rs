@@ -7,6 +7,11 @@
 //! handlers read fields by that version.
 
 use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+};
+use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
     ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, ProduceRequest,
@@ -136,7 +141,8 @@ pub(crate) async fn offset_commit(
     super::group_offsets::offset_commit(b, &ctx(client, client_id, 8), req).await
 }
 
-/// InitProducerId v4, for an idempotent producer (no transactional id).
+/// InitProducerId v4: for an idempotent producer without transactional
+/// id, for a transactional one with it.
 pub(crate) async fn init_producer_id(
     b: &Broker,
     client: &Client,
@@ -145,4 +151,48 @@ pub(crate) async fn init_producer_id(
 ) -> InitProducerIdResponse {
     Metrics::add(&b.metrics.requests, 1);
     super::init_producer_id::init_producer_id(b, &ctx(client, client_id, 4), req).await
+}
+
+/// AddPartitionsToTxn v3 (one transaction, from its producer).
+pub(crate) async fn add_partitions_to_txn(
+    b: &Broker,
+    client: &Client,
+    client_id: &str,
+    req: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    Metrics::add(&b.metrics.requests, 1);
+    super::txn::add_partitions_to_txn(b, &ctx(client, client_id, 3), req).await
+}
+
+/// AddOffsetsToTxn v3.
+pub(crate) async fn add_offsets_to_txn(
+    b: &Broker,
+    client: &Client,
+    client_id: &str,
+    req: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
+    Metrics::add(&b.metrics.requests, 1);
+    super::txn::add_offsets_to_txn(b, &ctx(client, client_id, 3), req).await
+}
+
+/// TxnOffsetCommit v3 (with the member and generation of KIP-447).
+pub(crate) async fn txn_offset_commit(
+    b: &Broker,
+    client: &Client,
+    client_id: &str,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    Metrics::add(&b.metrics.requests, 1);
+    super::txn::txn_offset_commit(b, &ctx(client, client_id, 3), req).await
+}
+
+/// EndTxn v3: answered once the markers are written.
+pub(crate) async fn end_txn(
+    b: &Broker,
+    client: &Client,
+    client_id: &str,
+    req: EndTxnRequest,
+) -> EndTxnResponse {
+    Metrics::add(&b.metrics.requests, 1);
+    super::txn::end_txn(b, &ctx(client, client_id, 3), req).await
 }

@@ -9,6 +9,7 @@ mod offsets;
 mod produce;
 mod shared;
 mod topics;
+mod txn;
 
 use std::sync::Arc;
 
@@ -98,8 +99,24 @@ pub(super) async fn serve(
                 producer_epoch: resp.producer_epoch,
             }))
         }
-        Request::Produce(p) => produce::produce(b, c, client_id, p).await,
+        Request::Produce(p) => produce::produce(b, c, client_id, p, None).await,
+        Request::TxnProduce(p) => {
+            produce::produce(b, c, client_id, p.produce, Some(p.transactional_id)).await
+        }
         Request::Fetch(f) => Answer::Frame(fetch::fetch(b, c, client_id, f).await),
+        Request::FetchIsolated(f) => Answer::Frame(fetch::fetch_isolated(b, c, client_id, f).await),
+        Request::FindTxnCoordinator(f) => Answer::Frame(frame_of(&txn::find_coordinator(b, c, f))),
+        Request::InitTxn(r) => Answer::Frame(frame_of(&txn::init(b, c, client_id, r).await)),
+        Request::AddTxnPartitions(r) => {
+            Answer::Frame(frame_of(&txn::add_partitions(b, c, client_id, r).await))
+        }
+        Request::AddTxnOffsets(r) => {
+            Answer::Frame(frame_of(&txn::add_offsets(b, c, client_id, r).await))
+        }
+        Request::TxnOffsetCommit(r) => {
+            Answer::Frame(frame_of(&txn::offset_commit(b, c, client_id, r).await))
+        }
+        Request::EndTxn(r) => Answer::Frame(frame_of(&txn::end(b, c, client_id, r).await)),
         Request::ListOffsets(l) => {
             Answer::Frame(frame_of(&offsets::list_offsets(b, c, client_id, l).await))
         }

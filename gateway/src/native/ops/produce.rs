@@ -1,7 +1,7 @@
 //! Produce: many partitions per frame, answered per partition.
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use sdk::proto::{self, ErrorCode};
 
 use super::shared::{partition_index, refine};
@@ -9,7 +9,23 @@ use crate::broker::Broker;
 use crate::kafka::api::{bridge, s, Client};
 use crate::native::{frame_of, Answer};
 
-pub(super) async fn produce(b: &Broker, c: &Client, client_id: &str, p: proto::Produce) -> Answer {
+/// A produce; with a transactional id, of transactional batches (TxnProduce,
+/// answered with its own operation code).
+pub(super) async fn produce(
+    b: &Broker,
+    c: &Client,
+    client_id: &str,
+    p: proto::Produce,
+    transactional_id: Option<String>,
+) -> Answer {
+    let txn = transactional_id.is_some();
+    let answer = move |resp: proto::ProduceResponse| {
+        if txn {
+            Answer::Frame(frame_of(&proto::TxnProduceResponse(resp)))
+        } else {
+            Answer::Frame(frame_of(&resp))
+        }
+    };
     let Some(acks) = proto::Acks::from_wire(p.acks) else {
         let topics = p
             .topics
@@ -30,10 +46,10 @@ pub(super) async fn produce(b: &Broker, c: &Client, client_id: &str, p: proto::P
                 name: t.name,
             })
             .collect();
-        return Answer::Frame(frame_of(&proto::ProduceResponse {
+        return answer(proto::ProduceResponse {
             correlation: p.correlation,
             topics,
-        }));
+        });
     };
     let topic_data = p
         .topics
@@ -55,6 +71,7 @@ pub(super) async fn produce(b: &Broker, c: &Client, client_id: &str, p: proto::P
         .collect();
     let req = ProduceRequest::default()
         .with_acks(i16::from(acks.to_wire()))
+        .with_transactional_id(transactional_id.map(|id| TransactionalId(s(id))))
         .with_timeout_ms(i32::try_from(p.timeout_ms).unwrap_or(i32::MAX))
         .with_topic_data(topic_data);
     let Some(resp) = bridge::produce(b, c, client_id, req).await else {
@@ -85,8 +102,8 @@ pub(super) async fn produce(b: &Broker, c: &Client, client_id: &str, p: proto::P
             }
         })
         .collect();
-    Answer::Frame(frame_of(&proto::ProduceResponse {
+    answer(proto::ProduceResponse {
         correlation: p.correlation,
         topics,
-    }))
+    })
 }

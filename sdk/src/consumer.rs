@@ -44,6 +44,7 @@ use crate::backoff::Backoff;
 use crate::client::Client;
 use crate::error::Error;
 use crate::group::Group;
+pub use crate::group::GroupMetadata;
 use crate::proto::Start;
 use crate::proto::{self, ErrorCode, FetchPartition, FetchTopic, OffsetSpec};
 use crate::proto::{AbortedTxn, Isolation};
@@ -750,29 +751,6 @@ impl Consumer {
     }
 }
 
-/// Finds the starting offset of each partition: committed offsets first
-/// (earliest where none), then ListOffsets to the leaders.
-/// A consumer's group as a transaction commits offsets for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupMetadata {
-    pub group: String,
-    /// Empty outside group membership.
-    pub member_id: String,
-    /// -1 outside group membership.
-    pub generation: i32,
-}
-
-impl GroupMetadata {
-    /// A group committed to from outside its membership.
-    pub fn outside(group: &str) -> GroupMetadata {
-        GroupMetadata {
-            group: group.to_owned(),
-            member_id: String::new(),
-            generation: -1,
-        }
-    }
-}
-
 /// A fetch answer, read_uncommitted or read_committed, by partition.
 struct Fetched {
     partitions: Vec<(Arc<str>, FetchedPartition)>,
@@ -828,6 +806,8 @@ impl From<proto::FetchIsolatedResponse> for Fetched {
     }
 }
 
+/// Finds the starting offset of each partition: committed offsets first
+/// (earliest where none), then ListOffsets to the leaders.
 async fn resolve(
     client: &Client,
     group: Option<String>,

@@ -259,14 +259,14 @@ impl Group {
 
     /// The member as its last join made it, for offsets committed in a
     /// transaction: generation -1 and no id before the first join.
-    pub(crate) fn metadata(&self) -> crate::consumer::GroupMetadata {
+    pub(crate) fn metadata(&self) -> GroupMetadata {
         match current(&self.member) {
-            Some(m) => crate::consumer::GroupMetadata {
+            Some(m) => GroupMetadata {
                 group: self.name.clone(),
                 member_id: m.id,
                 generation: m.generation,
             },
-            None => crate::consumer::GroupMetadata::outside(&self.name),
+            None => GroupMetadata::outside(&self.name),
         }
     }
 
@@ -703,6 +703,27 @@ impl Task {
         }
         if let Some(done) = done {
             let _ = done.send(outcome);
+        }
+    }
+}
+
+/// A consumer's group as a transaction commits offsets for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    pub group: String,
+    /// Empty outside group membership.
+    pub member_id: String,
+    /// -1 outside group membership.
+    pub generation: i32,
+}
+
+impl GroupMetadata {
+    /// A group committed to from outside its membership.
+    pub fn outside(group: &str) -> GroupMetadata {
+        GroupMetadata {
+            group: group.to_owned(),
+            member_id: String::new(),
+            generation: -1,
         }
     }
 }

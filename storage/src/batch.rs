@@ -211,7 +211,7 @@ pub struct Limits {
     /// that counts them stops there.
     pub max_uncompressed_bytes: u64,
     /// Refuse records without a key (a producer's batch for a compacted
-    /// topic: [`StorageError::KeylessRecord`]).
+    /// topic: [`StorageError::KeylessRecords`]).
     pub require_keys: bool,
 }
 

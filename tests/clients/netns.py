@@ -3,9 +3,11 @@ can cut one agent off the network the way a failed switch port or a
 partitioned zone does: its link goes down, while processes inside its
 namespace (a client next to it) still reach it.
 
-Layout: bridge `<prefix>br` in the test's namespace with 10.231.0.254/24;
-agent N lives in namespace `<prefix>nN` with 10.231.0.N on a veth pair
-whose outer end `<prefix>vN` is a port of the bridge.
+Layout: bridge `<prefix>br` in the test's namespace with 10.X.0.254/24;
+agent N lives in namespace `<prefix>nN` with 10.X.0.N on a veth pair
+whose outer end `<prefix>vN` is a port of the bridge. X is the first of
+231 to 250 no other bridge on the machine uses, so two test runs side by
+side (the two halves of the client tests) each get a network of their own.
 """
 
 import os
@@ -16,7 +18,6 @@ import tempfile
 from broker import binary
 from cluster import eventually
 
-SUBNET = "10.231.0"
 KAFKA_PORT, HTTP_PORT, CLUSTER_PORT = 9092, 9001, 9093
 
 
@@ -36,13 +37,23 @@ def available():
     return None
 
 
+def free_subnet():
+    """The first 10.X.0 (X from 231 to 250) no address on this machine uses."""
+    used = ip("-4", "-o", "addr", "show").stdout
+    for x in range(231, 251):
+        if f" 10.{x}.0." not in used:
+            return f"10.{x}.0"
+    raise RuntimeError("no free 10.231-250.0.0/24 subnet for the test network")
+
+
 class Network:
     def __init__(self, nodes):
         self.prefix = f"aes{os.getpid() % 10000}"
         self.nodes = list(nodes)
         self.bridge = f"{self.prefix}br"
+        self.subnet = free_subnet()
         ip("link", "add", self.bridge, "type", "bridge")
-        ip("addr", "add", f"{SUBNET}.254/24", "dev", self.bridge)
+        ip("addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
         ip("link", "set", self.bridge, "up")
         for n in self.nodes:
             ns, outer = self.ns(n), self.veth(n)
@@ -60,9 +71,8 @@ class Network:
     def veth(self, n):
         return f"{self.prefix}v{n}"
 
-    @staticmethod
-    def addr(n):
-        return f"{SUBNET}.{n}"
+    def addr(self, n):
+        return f"{self.subnet}.{n}"
 
     def cut(self, n):
         """Agent n loses its link: nothing crosses between it and the rest."""

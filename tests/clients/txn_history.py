@@ -2,7 +2,10 @@
 """A history checker for transactions, Jepsen-style: transactional
 producers and a consume-transform-produce copier run against three agents
 (RF 3, min.insync.replicas=2) while a nemesis kills agents with SIGKILL
-(a partition leader, a transaction coordinator) and restarts them. Every
+(a partition leader, a transaction coordinator) and restarts them, or,
+with the agents in network namespaces (`cutter`, run by
+tests/clients/test_txn_network_cuts.py), cuts an agent's network link
+for a few seconds and heals it. Every
 operation and its outcome is recorded; afterwards the whole log is read
 with read_committed and the history is checked:
 
@@ -208,6 +211,33 @@ def nemesis(c, topic, history, stop, rng, every):
         history.note(f"nemesis: agent {victim} restarted")
 
 
+def cutter(net, agents):
+    """A nemesis for agents in network namespaces (netns.py): every
+    `every` seconds it cuts one agent's link (the leader of a random
+    partition, or any agent) for 2 to 5 seconds, then heals it. The cut
+    agent loses the metastore majority and its clients at once; its
+    transactions are completed or aborted by the coordinators that take
+    over."""
+    def cut(_c, topic, history, stop, rng, every):
+        while not stop.wait(every):
+            victim = rng.choice(list(agents))
+            try:
+                some = agents[rng.choice(list(agents))]
+                host, port = some.bootstrap.rsplit(":", 1)
+                parts = metadata(int(port), timeout=5, host=host)["topics"].get(topic, {})
+                leaders = [leader for (_e, leader) in parts.values() if leader in agents]
+                if leaders and rng.random() < 0.6:
+                    victim = rng.choice(leaders)
+            except Exception as e:  # noqa: BLE001 (a metadata failure just picks at random)
+                history.note(f"nemesis: metadata failed: {e}")
+            history.note(f"nemesis: cut agent {victim} off")
+            net.cut(victim)
+            stop.wait(rng.uniform(2, 5))
+            net.heal(victim)
+            history.note(f"nemesis: agent {victim} reconnected")
+    return cut
+
+
 def read_committed(bootstrap, topics, settle=5, timeout=120):
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -259,7 +289,11 @@ def check(history, seen, topic, sink, group_committed):
     return anomalies
 
 
-def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, cluster=None):
+def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, cluster=None,
+        chaos=None):
+    """`cluster`: anything whose `agent(n).bootstrap` reaches agent n (three
+    agents are started when absent); `chaos`: the nemesis (`nemesis`, which
+    kills, when absent; `cutter(...)` cuts links)."""
     rng = random.Random(seed)
     own = cluster is None
     c = cluster or Cluster().start_voters()
@@ -278,7 +312,7 @@ def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, 
                for i in range(writers)]
     threads.append(threading.Thread(target=copier, daemon=True,
                                     args=(bootstrap, topic, sink, group, history, stop)))
-    chaos = threading.Thread(target=nemesis, daemon=True,
+    chaos = threading.Thread(target=chaos or nemesis, daemon=True,
                              args=(c, topic, history, stop, random.Random(rng.random()), kill_every))
     for t in threads:
         t.start()
@@ -303,6 +337,7 @@ def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, 
         "transactions": dict(outcomes),
         "records_read": {k: len(v) for k, v in seen.items()},
         "kills": sum(1 for _t, e in history.events if e.startswith("nemesis: kill")),
+        "cuts": sum(1 for _t, e in history.events if e.startswith("nemesis: cut")),
         "anomalies": anomalies[:50], "anomaly_count": len(anomalies),
     }
     if out:

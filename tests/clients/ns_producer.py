@@ -26,10 +26,17 @@ def main():
         def emit(self, record):
             if "bumped epoch" in record.getMessage():
                 bumps.append(record.getMessage())
+            elif "fatal" in record.getMessage().lower():
+                print(f"{prefix}: {record.getMessage()}", file=sys.stderr, flush=True)
 
     log = logging.getLogger("rdkafka")
     log.setLevel(logging.DEBUG)
     log.addHandler(Bumps())
+
+    def error(err):
+        # a fatal error ends the producer: say which (on stderr, which the
+        # test shows when the producer fails)
+        print(f"{prefix}: producer error: {err}", file=sys.stderr, flush=True)
 
     def report(err, msg):
         if err is None:
@@ -46,6 +53,7 @@ def main():
         "topic.metadata.refresh.interval.ms": 1000,
         "debug": "eos",
         "logger": log,
+        "error_cb": error,
     })
     deadline = time.time() + float(seconds)
     i = 0

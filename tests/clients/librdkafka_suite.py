@@ -6,6 +6,12 @@ not be); it is unpacked and built once under ~/.cache/aerostream/librdkafka
 absent).
 
     run(bootstrap, "0103") -> (passed, tail of the output)
+
+A few of librdkafka's assertions race the client's own threads: in 0103,
+`init_transactions(p, 1)` must fail with _STATE, which the client's main
+thread decides; given only 1 ms, a busy machine answers _TIMED_OUT before
+that thread runs, whatever the broker does. A run that fails only on one
+of CLIENT_RACES is run once more, and the retry is printed.
 """
 
 import os
@@ -17,6 +23,13 @@ HOME = os.path.join(os.path.expanduser("~"), ".cache", "aerostream", "librdkafka
 SOURCE = os.path.join(HOME, f"node-rdkafka-{NODE_RDKAFKA}", "librdkafka")
 
 
+# Failure messages that come from the client racing its own threads
+# against a 1 ms deadline, never from a broker's answer.
+CLIENT_RACES = [
+    "Expected ERR__STATE error, not _TIMED_OUT",
+]
+
+
 def runner():
     """The built test-runner, or None."""
     path = os.path.join(SOURCE, "tests", "test-runner")
@@ -25,7 +38,23 @@ def runner():
 
 def run(bootstrap, test, timeout=900, kafka_version="4.0.0"):
     """Runs librdkafka test `test` (e.g. "0103") against `bootstrap`;
-    returns (passed, the last lines of its output)."""
+    returns (passed, the last lines of its output). A run that failed only
+    on a CLIENT_RACES assertion is repeated once."""
+    passed, out = _run_once(bootstrap, test, timeout, kafka_version)
+    if not passed and _only_client_races(out):
+        print(f"librdkafka {test}: failed only on a client-side 1 ms race; running it once more")
+        passed, out = _run_once(bootstrap, test, timeout, kafka_version)
+    tail = "\n".join(line for line in out.splitlines()[-60:])
+    return passed, tail
+
+
+def _only_client_races(out):
+    """True when every assertion that failed in `out` is a CLIENT_RACES one."""
+    failures = [line for line in out.splitlines() if "Test assertion failed" in line]
+    return bool(failures) and all(any(r in line for r in CLIENT_RACES) for line in failures)
+
+
+def _run_once(bootstrap, test, timeout, kafka_version):
     tests_dir = os.path.join(SOURCE, "tests")
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
         conf.write(f"metadata.broker.list={bootstrap}\n")
@@ -41,6 +70,5 @@ def run(bootstrap, test, timeout=900, kafka_version="4.0.0"):
     finally:
         os.unlink(conf.name)
     out = p.stdout + p.stderr
-    tail = "\n".join(line for line in out.splitlines()[-60:])
     passed = p.returncode == 0 and "ALL TESTS PASSED" in out and "TEST FAILURE" not in out
-    return passed, tail
+    return passed, out

@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
         max_uncompressed_bytes: 64 << 20,
         // both walks: with and without the key check of compacted topics
         require_keys: data.first().is_some_and(|b| b & 1 == 1),
+        sparse_offsets: data.first().is_some_and(|b| b & 2 == 2),
     };
     if let Ok(batches) = batch::validate_all(data, limits) {
         let total: usize = batches.iter().map(|b| b.len).sum();

@@ -213,6 +213,11 @@ pub struct Limits {
     /// Refuse records without a key (a producer's batch for a compacted
     /// topic: [`StorageError::KeylessRecords`]).
     pub require_keys: bool,
+    /// Accept batches compaction removed records from (a leader's batches,
+    /// replicated): offset deltas that only increase, up to a last offset
+    /// delta past the record count. A producer's batch must count its
+    /// offsets up from 0 with no gap.
+    pub sparse_offsets: bool,
 }
 
 /// One batch found in a produce payload.
@@ -243,13 +248,27 @@ pub fn validate(bytes: &[u8], position: usize, limits: Limits) -> Result<ValidBa
         .header
         .compression()
         .map_err(|codec| StorageError::UnsupportedCompression { position, codec })?;
+    if !limits.sparse_offsets
+        && i64::from(b.header.last_offset_delta) != i64::from(b.header.records_count) - 1
+    {
+        return Err(StorageError::InvalidRecord {
+            position,
+            reason: format!(
+                "last offset delta {} does not match record count {}",
+                b.header.last_offset_delta, b.header.records_count
+            ),
+        });
+    }
     let records = &bytes[HEADER_LEN..b.len];
     crate::records::check_keyed(
         codec,
         records,
         b.header.records_count,
         limits.max_uncompressed_bytes,
-        limits.require_keys,
+        crate::records::Rules {
+            keys: limits.require_keys,
+            sparse_up_to: limits.sparse_offsets.then_some(b.header.last_offset_delta),
+        },
     )
     .map_err(|refusal| match refusal {
         crate::records::Refusal::Keyless { indexes } => StorageError::KeylessRecords {
@@ -331,9 +350,10 @@ pub fn check_header(
             header.records_count
         )));
     }
-    if i64::from(header.last_offset_delta) != i64::from(header.records_count) - 1 {
+    // below: a batch compaction removed records from keeps its last offset
+    if i64::from(header.last_offset_delta) < i64::from(header.records_count) - 1 {
         return Err(invalid(format!(
-            "last offset delta {} does not match record count {}",
+            "last offset delta {} is too small for record count {}",
             header.last_offset_delta, header.records_count
         )));
     }
@@ -379,6 +399,15 @@ pub fn validate_all(records: &[u8], limits: Limits) -> Result<Vec<ValidBatch>, S
         out.push(b);
     }
     Ok(out)
+}
+
+/// Sets a batch's length and record count and recomputes its CRC (a batch
+/// compaction removed records from).
+pub(crate) fn set_length_and_count(batch: &mut [u8], batch_length: i32, records_count: i32) {
+    batch[OFF_LENGTH..OFF_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
+    batch[OFF_RECORDS_COUNT..OFF_RECORDS_COUNT + 4].copy_from_slice(&records_count.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Writes the base offset and partition leader epoch (both outside the CRC).
@@ -438,7 +467,7 @@ impl<'a> Iterator for BatchIter<'a> {
 }
 
 /// Reads a zigzag varint of at most `max_bytes` bytes.
-fn read_varint(b: &[u8], pos: &mut usize, max_bytes: usize) -> Option<i64> {
+pub(crate) fn read_varint(b: &[u8], pos: &mut usize, max_bytes: usize) -> Option<i64> {
     let mut raw: u64 = 0;
     for i in 0..max_bytes {
         let byte = *b.get(*pos)?;
@@ -543,6 +572,7 @@ mod tests {
 
     const LIMITS: Limits = Limits {
         require_keys: false,
+        sparse_offsets: false,
         max_batch_bytes: 1 << 20,
         max_uncompressed_bytes: 64 << 20,
     };

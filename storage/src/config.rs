@@ -57,8 +57,43 @@ pub struct LogConfig {
     /// Paced writeback settings.
     pub writeback: WritebackConfig,
     /// The topic is compacted (`cleanup.policy` includes `compact`):
-    /// producers' records must have keys.
+    /// producers' records must have keys, and [`crate::compaction`] keeps
+    /// the latest record of each key.
     pub compacted: bool,
+    /// How compaction runs (used only when `compacted`).
+    pub compaction: CompactionConfig,
+}
+
+/// The settings of a compacted topic's cleaner, as Kafka names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionConfig {
+    /// `delete.retention.ms`: a tombstone (a record with a key and no
+    /// value) is kept this long after the segment holding it was last
+    /// written to (its largest timestamp), so consumers reading slowly
+    /// still see the delete; then compaction removes it. Default one day.
+    pub delete_retention_ms: u64,
+    /// `min.compaction.lag.ms`: segments whose largest timestamp is newer
+    /// than this are not compacted yet. Default 0.
+    pub min_lag_ms: u64,
+    /// `max.compaction.lag.ms`: a segment not compacted this long after its
+    /// first record is compacted whatever the dirty ratio. `None`: never
+    /// forced (Kafka's default, `Long.MAX_VALUE`).
+    pub max_lag_ms: Option<u64>,
+    /// `min.cleanable.dirty.ratio`, in millionths: compaction runs once the
+    /// bytes written since the last compaction are this share of the
+    /// compactable log. Default 500,000 (0.5).
+    pub min_dirty_ratio_ppm: u32,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            delete_retention_ms: 86_400_000,
+            min_lag_ms: 0,
+            max_lag_ms: None,
+            min_dirty_ratio_ppm: 500_000,
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -76,6 +111,7 @@ impl Default for LogConfig {
             producer_id_expiration_ms: 86_400_000,
             writeback: WritebackConfig::default(),
             compacted: false,
+            compaction: CompactionConfig::default(),
         }
     }
 }
@@ -148,6 +184,7 @@ impl LogConfig {
             max_batch_bytes: self.max_batch_bytes(),
             max_uncompressed_bytes: self.uncompressed_batch_limit(),
             require_keys: false,
+            sparse_offsets: false,
         }
     }
 }

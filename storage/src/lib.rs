@@ -44,9 +44,9 @@
 //! Transactions ([`txn`]): transactional batches open their producer's
 //! transaction, [`PartitionLog::append_marker`] ends it, and the log
 //! answers the first unstable offset and the aborted transactions a
-//! read_committed fetch must name. Not supported yet: compaction, message
-//! format v0/v1 (rejected with [`StorageError::UnsupportedMagic`]), and the
-//! aborted-transaction index of tiered segments (it stays local).
+//! read_committed fetch must name. [`compaction`] keeps the latest record
+//! of each key of a compacted topic's sealed segments. Not supported:
+//! message format v0/v1 (rejected with [`StorageError::UnsupportedMagic`]).
 //!
 //! ```
 //! use storage::{LogConfig, PartitionLog, AppendOutcome};
@@ -82,6 +82,7 @@
 //! ```
 
 pub mod batch;
+pub mod compaction;
 pub mod config;
 mod epoch;
 pub mod error;
@@ -115,7 +116,8 @@ pub mod testing {
 }
 
 pub use batch::{BatchHeader, Compression, TimestampType};
-pub use config::LogConfig;
+pub use compaction::{CleanerFigures, CleanerTotals, CompactionJob, CompactionReport};
+pub use config::{CompactionConfig, LogConfig};
 pub use error::StorageError;
 pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
 pub use replica::ReplicaAppend;

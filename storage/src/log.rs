@@ -138,6 +138,8 @@ pub struct PartitionLog {
     pub(crate) snapshots_needed_above: i64,
     /// Aborted transactions of the whole log (see `txn`).
     pub(crate) aborted: AbortedIndex,
+    /// Where compaction stands (see `compaction`).
+    pub(crate) cleaner: crate::compaction::CleanerState,
 }
 
 /// A roll whose fsyncs run in the background: once its ticket succeeds,
@@ -160,6 +162,7 @@ impl PartitionLog {
             .next_back()
             .map_or(r.log_start, |s| s.next_offset);
         let (end_tx, _) = watch::channel(log_end);
+        let cleaner = crate::compaction::load(dir, log_end)?;
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             config,
@@ -179,6 +182,7 @@ impl PartitionLog {
             truncations: 0,
             roll_seed: roll_seed(dir),
             snapshots_needed_above: i64::MAX,
+            cleaner,
         };
         let config = log.config.clone();
         log.active_mut().unseal(&config)?;
@@ -350,6 +354,8 @@ impl PartitionLog {
         let mut limits = self.config.batch_limits();
         // a leader's batches, replicated, were checked when it took them
         limits.require_keys = self.config.compacted && !markers;
+        // and may come from a compacted part of its log
+        limits.sparse_offsets = markers;
         let batches = batch::validate_all(records, limits)?;
         for b in &batches {
             if b.header.is_control() && !markers {

@@ -118,6 +118,180 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// The records of a batch, decompressed whole (at most `cap` bytes): what
+/// compaction filters. Producer input is never decoded this way (see
+/// [`check_keyed`], which streams).
+pub(crate) fn decode(codec: Compression, records: &[u8], cap: u64) -> Result<Vec<u8>, Refusal> {
+    fn read_all(codec: Compression, r: impl Read, cap: u64) -> Result<Vec<u8>, Refusal> {
+        let mut out = Vec::new();
+        let mut limited = r.take(cap.saturating_add(1));
+        limited.read_to_end(&mut out).map_err(|error| {
+            if is_over_cap(&error) {
+                Refusal::OverCap { cap }
+            } else {
+                Refusal::Codec { codec, error }
+            }
+        })?;
+        if out.len() as u64 > cap {
+            return Err(Refusal::OverCap { cap });
+        }
+        Ok(out)
+    }
+    let codec_error = |error| Refusal::Codec { codec, error };
+    match codec {
+        Compression::None => Ok(records.to_vec()),
+        Compression::Gzip => read_all(codec, flate2::read::MultiGzDecoder::new(records), cap),
+        Compression::Snappy if is_xerial(records) => read_all(
+            codec,
+            Xerial {
+                input: &records[XERIAL_HEADER_LEN..],
+                block: Vec::new(),
+                pos: 0,
+                budget: cap.saturating_add(1),
+            },
+            cap,
+        ),
+        Compression::Snappy => {
+            let raw_error =
+                |e: snap::Error| codec_error(io::Error::new(io::ErrorKind::InvalidData, e));
+            let len = snap::raw::decompress_len(records).map_err(raw_error)?;
+            if len as u64 > cap {
+                return Err(Refusal::OverCap { cap });
+            }
+            snap::raw::Decoder::new()
+                .decompress_vec(records)
+                .map_err(raw_error)
+        }
+        Compression::Lz4 => {
+            let decoder = lz4::Decoder::new(records).map_err(codec_error)?;
+            read_all(codec, Lz4Frame(Some(decoder)), cap)
+        }
+        Compression::Zstd => {
+            let mut decoder =
+                zstd::stream::read::Decoder::with_buffer(records).map_err(codec_error)?;
+            decoder
+                .window_log_max(ZSTD_WINDOW_LOG_MAX)
+                .map_err(codec_error)?;
+            read_all(codec, decoder, cap)
+        }
+    }
+}
+
+/// Whether snappy-compressed records use the xerial framing (the Java
+/// client's) rather than one raw block (librdkafka's).
+pub(crate) fn is_xerial(records: &[u8]) -> bool {
+    records.len() >= XERIAL_HEADER_LEN && records.starts_with(XERIAL_MAGIC)
+}
+
+/// Size of the blocks compaction writes xerial snappy in (the Java
+/// client's block size).
+const XERIAL_BLOCK: usize = 32 << 10;
+
+/// Compresses decoded records with `codec` in the form Kafka's clients
+/// read: gzip, snappy (xerial framing when `xerial`, else one raw block),
+/// the LZ4 frame format with independent blocks and no content checksum
+/// (what the Java client writes), zstd.
+pub(crate) fn encode(codec: Compression, plain: &[u8], xerial: bool) -> io::Result<Vec<u8>> {
+    use std::io::Write;
+    match codec {
+        Compression::None => Ok(plain.to_vec()),
+        Compression::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(plain)?;
+            e.finish()
+        }
+        Compression::Snappy if xerial => {
+            let mut out = Vec::with_capacity(plain.len() / 2 + XERIAL_HEADER_LEN);
+            out.extend_from_slice(XERIAL_MAGIC);
+            out.extend_from_slice(&1i32.to_be_bytes()); // version
+            out.extend_from_slice(&1i32.to_be_bytes()); // compatible version
+            let mut enc = snap::raw::Encoder::new();
+            for block in plain.chunks(XERIAL_BLOCK) {
+                let c = enc.compress_vec(block).map_err(io::Error::other)?;
+                let len = u32::try_from(c.len()).map_err(io::Error::other)?;
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&c);
+            }
+            Ok(out)
+        }
+        Compression::Snappy => snap::raw::Encoder::new()
+            .compress_vec(plain)
+            .map_err(io::Error::other),
+        Compression::Lz4 => {
+            let mut e = lz4::EncoderBuilder::new()
+                .block_mode(lz4::BlockMode::Independent)
+                .checksum(lz4::ContentChecksum::NoChecksum)
+                .build(Vec::new())?;
+            e.write_all(plain)?;
+            let (out, result) = e.finish();
+            result.map(|()| out)
+        }
+        Compression::Zstd => zstd::encode_all(plain, 3),
+    }
+}
+
+/// One record of decoded records.
+#[derive(Debug)]
+pub(crate) struct RecordRef<'a> {
+    /// The record's bytes, its length prefix included.
+    pub(crate) raw: &'a [u8],
+    pub(crate) offset_delta: i64,
+    /// `None` for a null key.
+    pub(crate) key: Option<&'a [u8]>,
+    /// False for a null value (a tombstone).
+    pub(crate) has_value: bool,
+}
+
+/// Splits decoded records into records (key and value located, headers
+/// skipped). Records read back from the log were checked when appended; a
+/// malformed one is still an error here, never a panic.
+pub(crate) fn split(plain: &[u8]) -> Result<Vec<RecordRef<'_>>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < plain.len() {
+        let start = pos;
+        let index = out.len();
+        let bad = |what: &str| format!("record {index}: {what}");
+        let len = crate::batch::read_varint(plain, &mut pos, 5).ok_or_else(|| bad("bad length"))?;
+        let body = usize::try_from(len).map_err(|_| bad("negative length"))?;
+        let end = pos
+            .checked_add(body)
+            .filter(|e| *e <= plain.len())
+            .ok_or_else(|| bad("runs past the end"))?;
+        let rec = &plain[..end];
+        pos += 1; // attributes
+        crate::batch::read_varint(rec, &mut pos, 10).ok_or_else(|| bad("bad timestamp delta"))?;
+        let offset_delta =
+            crate::batch::read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad offset delta"))?;
+        let key_len =
+            crate::batch::read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad key length"))?;
+        let key = if key_len < 0 {
+            None
+        } else {
+            let k_end = pos
+                .checked_add(key_len as usize)
+                .filter(|e| *e <= end)
+                .ok_or_else(|| bad("key runs past the record"))?;
+            let k = &plain[pos..k_end];
+            pos = k_end;
+            Some(k)
+        };
+        let value_len =
+            crate::batch::read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad value length"))?;
+        if pos > end {
+            return Err(bad("fields run past the record"));
+        }
+        out.push(RecordRef {
+            raw: &plain[start..end],
+            offset_delta,
+            key,
+            has_value: value_len >= 0,
+        });
+        pos = end;
+    }
+    Ok(out)
+}
+
 /// Checks that `records` (a batch's bytes after its header) hold exactly
 /// `declared` well-framed records once decoded with `codec`, decoding at
 /// most `cap` bytes.
@@ -128,32 +302,51 @@ pub(crate) fn check(
     declared: i32,
     cap: u64,
 ) -> Result<(), Refusal> {
-    check_keyed(codec, records, declared, cap, false)
+    check_keyed(
+        codec,
+        records,
+        declared,
+        cap,
+        Rules {
+            keys: false,
+            sparse_up_to: None,
+        },
+    )
 }
 
-/// [`check`], refusing records without a key when `require_keys`.
+/// What [`check_keyed`] demands of the records besides their framing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rules {
+    /// Refuse records without a key (a producer's batch for a compacted topic).
+    pub(crate) keys: bool,
+    /// `None`: offset deltas count up from 0 (a producer's batch). `Some(last)`:
+    /// they only increase and stay at or below `last`, the batch's last offset
+    /// delta (a batch compaction removed records from, replicated).
+    pub(crate) sparse_up_to: Option<i32>,
+}
+
+/// [`check`], with `rules` for keys and offset deltas.
 pub(crate) fn check_keyed(
     codec: Compression,
     records: &[u8],
     declared: i32,
     cap: u64,
-    require_keys: bool,
+    rules: Rules,
 ) -> Result<(), Refusal> {
-    let keys = require_keys;
     match codec {
-        Compression::None => walk(&mut { records }, declared, u64::MAX, keys),
+        Compression::None => walk(&mut { records }, declared, u64::MAX, rules),
         Compression::Gzip => walk_stream(
             codec,
             flate2::read::MultiGzDecoder::new(records),
             declared,
             cap,
-            keys,
+            rules,
         ),
-        Compression::Snappy => check_snappy(records, declared, cap, keys),
+        Compression::Snappy => check_snappy(records, declared, cap, rules),
         Compression::Lz4 => {
             let decoder =
                 lz4::Decoder::new(records).map_err(|error| Refusal::Codec { codec, error })?;
-            walk_stream(codec, Lz4Frame(Some(decoder)), declared, cap, keys)
+            walk_stream(codec, Lz4Frame(Some(decoder)), declared, cap, rules)
         }
         Compression::Zstd => {
             let codec_error = |error| Refusal::Codec { codec, error };
@@ -162,12 +355,12 @@ pub(crate) fn check_keyed(
             decoder
                 .window_log_max(ZSTD_WINDOW_LOG_MAX)
                 .map_err(codec_error)?;
-            walk_stream(codec, decoder, declared, cap, keys)
+            walk_stream(codec, decoder, declared, cap, rules)
         }
     }
 }
 
-fn check_snappy(records: &[u8], declared: i32, cap: u64, keys: bool) -> Result<(), Refusal> {
+fn check_snappy(records: &[u8], declared: i32, cap: u64, rules: Rules) -> Result<(), Refusal> {
     let codec = Compression::Snappy;
     if records.len() >= XERIAL_HEADER_LEN && records.starts_with(XERIAL_MAGIC) {
         let blocks = Xerial {
@@ -176,7 +369,7 @@ fn check_snappy(records: &[u8], declared: i32, cap: u64, keys: bool) -> Result<(
             pos: 0,
             budget: cap.saturating_add(1),
         };
-        return walk_stream(codec, blocks, declared, cap, keys);
+        return walk_stream(codec, blocks, declared, cap, rules);
     }
     // Raw snappy: one block whose uncompressed length comes first.
     let codec_error = |e: snap::Error| Refusal::Codec {
@@ -190,7 +383,7 @@ fn check_snappy(records: &[u8], declared: i32, cap: u64, keys: bool) -> Result<(
     let plain = snap::raw::Decoder::new()
         .decompress_vec(records)
         .map_err(codec_error)?;
-    walk(&mut plain.as_slice(), declared, cap, keys)
+    walk(&mut plain.as_slice(), declared, cap, rules)
 }
 
 /// Walks decoded records pulled from `decoder`, at most `cap + 1` bytes.
@@ -199,7 +392,7 @@ fn walk_stream(
     decoder: impl Read,
     declared: i32,
     cap: u64,
-    keys: bool,
+    rules: Rules,
 ) -> Result<(), Refusal> {
     let mut src = Capped {
         inner: decoder,
@@ -209,7 +402,7 @@ fn walk_stream(
         pulled: 0,
         limit: cap.saturating_add(1),
     };
-    match walk(&mut src, declared, cap, keys) {
+    match walk(&mut src, declared, cap, rules) {
         // The limit cuts the stream short; what looks like a truncated
         // record there is really the cap.
         Err(Refusal::Malformed { .. } | Refusal::TooFew { .. }) if src.pulled > cap => {
@@ -222,9 +415,10 @@ fn walk_stream(
 }
 
 /// The record walk of steps 2 to 4 (see the module docs).
-fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, keys: bool) -> Result<(), Refusal> {
+fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules) -> Result<(), Refusal> {
     let mut w = Walk { src, consumed: 0 };
     let mut index: i64 = 0;
+    let mut last_delta: i64 = -1;
     let mut keyless = Vec::new();
     while !w.at_end()? {
         if index >= i64::from(declared) {
@@ -246,7 +440,7 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, keys: bool) -> Result<
         w.byte()?.ok_or_else(cut)?; // attributes
         w.varint(10)?.ok_or_else(cut)?; // timestamp delta
         let delta = w.varint(5)?.ok_or_else(cut)?;
-        if keys {
+        if rules.keys {
             // the key's length; -1 is a null key
             if w.varint(5)?.ok_or_else(cut)? < 0 {
                 keyless.push(index);
@@ -258,11 +452,20 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, keys: bool) -> Result<
                 "has fields running past its length of {len} bytes"
             )));
         }
-        if delta != index {
-            return Err(malformed(format!(
-                "has offset delta {delta}; records must count up from 0"
-            )));
+        match rules.sparse_up_to {
+            None if delta != index => {
+                return Err(malformed(format!(
+                    "has offset delta {delta}; records must count up from 0"
+                )));
+            }
+            Some(last) if delta <= last_delta || delta > i64::from(last) => {
+                return Err(malformed(format!(
+                    "has offset delta {delta} after {last_delta}; deltas must increase up to the batch's last offset delta {last}"
+                )));
+            }
+            _ => {}
         }
+        last_delta = delta;
         if w.skip(len - used)? < len - used {
             return Err(cut());
         }

@@ -80,7 +80,7 @@ impl Read for Endless {
 fn a_decoder_that_never_ends_is_stopped_at_the_cap_without_reading_past_it() {
     let cap = 1 << 20;
     let (source, handed_out) = Endless::new(1_000);
-    let r = walk_stream(Compression::Gzip, source, i32::MAX, cap, false);
+    let r = walk_stream(Compression::Gzip, source, i32::MAX, cap, PLAIN);
     assert!(
         matches!(r, Err(Refusal::OverCap { cap: c }) if c == cap),
         "{r:?}"
@@ -95,7 +95,7 @@ fn a_decoder_that_never_ends_is_stopped_at_the_cap_without_reading_past_it() {
 #[test]
 fn a_record_beyond_the_declared_count_stops_the_walk_at_once() {
     let (source, handed_out) = Endless::new(10);
-    let r = walk_stream(Compression::Zstd, source, 3, 1 << 30, false);
+    let r = walk_stream(Compression::Zstd, source, 3, 1 << 30, PLAIN);
     assert!(matches!(r, Err(Refusal::TooMany { declared: 3 })), "{r:?}");
     assert!(handed_out.get() <= READ_CHUNK as u64, "one read, no more");
 }
@@ -253,18 +253,27 @@ fn a_compacted_topic_refuses_a_record_without_a_key_naming_it_in_any_codec() {
     gz.write_all(&mixed).unwrap();
     let gzipped = gz.finish().unwrap();
     for (codec, bytes) in [(Compression::None, &mixed), (Compression::Gzip, &gzipped)] {
-        match check_keyed(codec, bytes, 5, 1 << 20, true) {
+        match check_keyed(codec, bytes, 5, 1 << 20, KEYED) {
             Err(Refusal::Keyless { indexes }) => {
                 assert_eq!(indexes, vec![2, 4], "{codec:?}: each record without a key")
             }
             other => panic!("{codec:?}: {other:?}"),
         }
         assert!(
-            check_keyed(codec, bytes, 5, 1 << 20, false).is_ok(),
+            check_keyed(codec, bytes, 5, 1 << 20, PLAIN).is_ok(),
             "{codec:?}: other topics take records without keys"
         );
     }
     // an empty key is a key, as in Kafka
     let keyed: Vec<u8> = (0..3).flat_map(|i| keyed_record(i, Some(b""))).collect();
-    assert!(check_keyed(Compression::None, &keyed, 3, 1 << 20, true).is_ok());
+    assert!(check_keyed(Compression::None, &keyed, 3, 1 << 20, KEYED).is_ok());
 }
+
+const PLAIN: Rules = Rules {
+    keys: false,
+    sparse_up_to: None,
+};
+const KEYED: Rules = Rules {
+    keys: true,
+    sparse_up_to: None,
+};

@@ -146,7 +146,9 @@ pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageE
         let next_base = bases[i + 1];
         let durable = clean || recovery_point.is_some_and(|rp| next_base <= rp);
         if durable {
-            if seg.is_empty() {
+            // (the first one stays: it holds the log start where compaction
+            // removed every record of it)
+            if seg.is_empty() && !segments.is_empty() {
                 seg.delete()?;
                 continue;
             }
@@ -288,7 +290,7 @@ fn settle_active(seg: &mut Segment, clean: bool, cfg: &LogConfig) -> Result<(), 
         let mut tail_ok = true;
         while pos < seg.size {
             match seg.read_header(pos) {
-                Ok(h) if h.base_offset == next => {
+                Ok(h) if h.base_offset >= next => {
                     next = h.next_offset();
                     pos += h.total_len().unwrap_or(0) as u64;
                 }
@@ -398,7 +400,8 @@ fn first_batch_ok(seg: &Segment) -> bool {
     seg.is_empty()
         || seg
             .read_header(0)
-            .is_ok_and(|h| h.base_offset == seg.base_offset)
+            // past it when compaction removed the first records
+            .is_ok_and(|h| h.base_offset >= seg.base_offset)
 }
 
 fn first_timestamp(seg: &Segment) -> Option<i64> {

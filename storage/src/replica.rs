@@ -8,8 +8,10 @@
 //! the write succeeds:
 //! 1. the same checks as `append` (online, framing, CRC-32C, record counts,
 //!    size limits; no transactional or control batch);
-//! 2. offsets are dense: the first batch starts at the log end, each next
-//!    one right after the one before (else `ReplicaOffsetMismatch`);
+//! 2. offsets go up: the first batch starts at the log end, each next one
+//!    right after the one before (else `ReplicaOffsetMismatch`), except
+//!    where the leader's compaction left a gap: in a compacted topic's log
+//!    a batch may start further on, as it does in the leader's;
 //! 3. leader epochs never go backwards, neither inside the input nor below
 //!    the log's latest epoch (else `StaleLeaderEpoch`);
 //! 4. roll if needed, record each new epoch in the leader-epoch cache at the
@@ -55,7 +57,9 @@ impl PartitionLog {
     ///   is a no-op.
     /// - the first batch must start at [`PartitionLog::log_end_offset`] and
     ///   each next one right after the previous batch's last offset, else
-    ///   [`StorageError::ReplicaOffsetMismatch`] and nothing is written.
+    ///   [`StorageError::ReplicaOffsetMismatch`] and nothing is written. In
+    ///   a compacted topic (`LogConfig::compacted`) a batch may start past
+    ///   that point: the leader's compaction removed the offsets between.
     /// - partition leader epochs may not go backwards, inside `records` or
     ///   below [`PartitionLog::latest_epoch`], else
     ///   [`StorageError::StaleLeaderEpoch`] and nothing is written.
@@ -95,7 +99,8 @@ impl PartitionLog {
         let mut placed = Vec::with_capacity(batches.len());
         for b in &batches {
             let h = &b.header;
-            if h.base_offset != expected {
+            let gap_allowed = self.config.compacted && h.base_offset > expected;
+            if h.base_offset != expected && !gap_allowed {
                 return Err(StorageError::ReplicaOffsetMismatch {
                     expected,
                     got: h.base_offset,

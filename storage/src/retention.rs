@@ -310,6 +310,7 @@ impl PartitionLog {
 
     fn after_truncation(&mut self, log_end: i64) -> Result<(), StorageError> {
         self.truncations += 1;
+        self.cleaner_truncated(log_end)?;
         // Producer state: drop snapshots past the new end and rebuild.
         for e in
             std::fs::read_dir(&self.dir).map_err(|e| StorageError::io("list log directory", e))?

@@ -3,6 +3,7 @@ use crate::batch::{validate, Limits};
 
 const LIMITS: Limits = Limits {
     require_keys: false,
+    sparse_offsets: false,
     max_batch_bytes: 1 << 20,
     max_uncompressed_bytes: 1 << 24,
 };

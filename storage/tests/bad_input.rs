@@ -102,6 +102,7 @@ proptest! {
             max_batch_bytes: 1 << 20,
             max_uncompressed_bytes: 64 << 20,
             require_keys: false,
+            sparse_offsets: false,
         };
         if let Ok(batches) = batch::validate_all(&bytes, limits) {
             let total: usize = batches.iter().map(|b| b.len).sum();

@@ -1,0 +1,721 @@
+//! Compaction of a compacted topic's log (`cleanup.policy=compact`): the
+//! latest record of each key is kept, older records of the same key go.
+//!
+//! Kafka's rules, as this log applies them:
+//! - Only sealed segments are compacted, and only below the first offset
+//!   that is not settled yet: the active segment's base, the first
+//!   unstable offset (an open transaction), what is not flushed yet, and a
+//!   bound from the caller (a replicated partition's high watermark; for a
+//!   tiered log, the end of what object storage already holds, so that an
+//!   upload never reads a segment while it is being replaced).
+//! - A segment whose largest timestamp is newer than `min.compaction.lag.ms`
+//!   is not compacted yet, nor anything after it.
+//! - A run starts when the bytes written since the last run are at least
+//!   `min.cleanable.dirty.ratio` of the compactable bytes, or a segment
+//!   waited `max.compaction.lag.ms` since its first record, or tombstones
+//!   kept by an earlier run are due for removal.
+//! - A record stays when no later record in the compacted range has the
+//!   same key. A tombstone (key, no value) stays only while its segment's
+//!   largest timestamp is within `delete.retention.ms`. Records without a
+//!   key (written before the topic was compacted) go, as in Kafka.
+//! - Records of aborted transactions go, and never count as the latest
+//!   record of their key (an aborted write must not hide a committed one).
+//!   Transaction markers stay.
+//! - Offsets never change. A batch that lost some records is written again
+//!   with the records left, keeping its base offset, last offset delta,
+//!   timestamps, producer fields and codec (recompressed); a batch that
+//!   lost every record goes. Readers see gaps, as Kafka's do.
+//!
+//! How a run goes, step by step:
+//! 1. [`PartitionLog::plan_compaction`] (on the owning task, cheap) picks
+//!    the segments and decides whether a run is due; it hands out a
+//!    [`CompactionJob`] holding the segments' open files.
+//! 2. [`CompactionJob::run`] (on the cleaner thread, at the lowest CPU
+//!    priority, see [`submit`]) reads every batch of the range twice: once
+//!    to map each key to its latest offset (a 128-bit hash per key; at most
+//!    [`MAX_KEYS`] keys per run, the range ends at the segment where that
+//!    is passed), once to write the kept records of each segment that
+//!    changed into `cleaning/` beside the log, with its indexes, fsynced.
+//! 3. [`PartitionLog::install_compaction`] (on the owning task) checks that
+//!    no truncation happened since the plan and that each segment is still
+//!    the one planned (same range and size), then for each: removes its
+//!    index files, renames the new log file over the old one (atomic), and
+//!    moves the new indexes in. Readers holding the old file keep reading
+//!    it. A crash at any point leaves the old or the new log file whole;
+//!    missing indexes are rebuilt at the next open, and a leftover
+//!    `cleaning/` is removed.
+//! 4. The checkpoint file `cleaner-checkpoint` records the offset below
+//!    which the log was compacted and when kept tombstones fall due.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::hash::Hasher;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::oneshot;
+
+use crate::batch::{self, BatchHeader, Compression, HEADER_LEN};
+use crate::config::CompactionConfig;
+use crate::error::{IoContext, StorageError};
+use crate::files;
+use crate::log::PartitionLog;
+use crate::records;
+use crate::segment::Segment;
+
+/// File in the partition directory: `<compacted below> <tombstones due ms>`.
+pub(crate) const CHECKPOINT_FILE: &str = "cleaner-checkpoint";
+/// Directory in the partition directory where a run writes new segments.
+pub(crate) const CLEANING_DIR: &str = "cleaning";
+/// Distinct keys one run maps at most (about 80 MiB of map): a run over a
+/// range with more keys stops at the segment where this is passed, and
+/// the next run goes on from there.
+pub const MAX_KEYS: usize = 1 << 21;
+
+/// The cleaner's state of one log (kept in memory, checkpointed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CleanerState {
+    /// Every offset below this was compacted at least once.
+    pub(crate) compacted_below: i64,
+    /// When a tombstone kept by the last run falls due (`None`: none kept).
+    pub(crate) tombstones_due_ms: Option<i64>,
+    /// Figures since the log was opened.
+    pub(crate) totals: CleanerTotals,
+}
+
+/// What the cleaner did to one log since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanerTotals {
+    /// Runs installed.
+    pub runs: u64,
+    /// Bytes of the segments runs read.
+    pub bytes_read: u64,
+    /// Bytes the segments runs rewrote hold now (unchanged segments not
+    /// counted on either side).
+    pub bytes_written: u64,
+    /// Bytes the runs removed from the log.
+    pub bytes_removed: u64,
+    /// Records the runs removed.
+    pub records_removed: u64,
+    /// When the last run was installed (ms since the epoch), 0 if none.
+    pub last_run_ms: i64,
+}
+
+/// The cleaner's figures of a log, for metrics and operators.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CleanerFigures {
+    /// Every offset below this was compacted at least once.
+    pub compacted_below: i64,
+    /// Bytes of sealed segments (what compaction may work on).
+    pub compactable_bytes: u64,
+    /// Bytes of sealed segments written since they were last compacted.
+    pub dirty_bytes: u64,
+    /// `dirty_bytes / compactable_bytes` (0 when there is nothing).
+    pub dirty_ratio: f64,
+    pub totals: CleanerTotals,
+}
+
+/// One segment a run reads: its open file and the range it covers.
+#[derive(Debug)]
+struct JobSegment {
+    base: i64,
+    next: i64,
+    size: u64,
+    file: Arc<File>,
+    path: PathBuf,
+    /// The segment's largest timestamp (tombstone and lag clocks).
+    newest_ms: Option<i64>,
+}
+
+/// A compaction run planned on a log, to be run on the cleaner thread.
+#[derive(Debug)]
+pub struct CompactionJob {
+    dir: PathBuf,
+    segments: Vec<JobSegment>,
+    aborted: HashMap<i64, Vec<(i64, i64)>>,
+    now_ms: i64,
+    settings: CompactionConfig,
+    index_interval: u32,
+    index_capacity: usize,
+    decode_cap: u64,
+    truncations: u64,
+}
+
+/// A run's new segments, to be installed by the log's owner.
+#[derive(Debug)]
+pub struct Compacted {
+    truncations: u64,
+    /// Offset below which the run compacted the log.
+    end: i64,
+    replacements: Vec<Replacement>,
+    tombstones_due_ms: Option<i64>,
+    bytes_read: u64,
+    records_removed: u64,
+}
+
+#[derive(Debug)]
+struct Replacement {
+    base: i64,
+    next: i64,
+    old_size: u64,
+    new: Segment,
+}
+
+/// What an installed run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompactionReport {
+    /// Segments replaced.
+    pub segments: usize,
+    /// Bytes of the log before and after, over the segments replaced.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_removed: u64,
+    /// Every offset below this is compacted now.
+    pub compacted_below: i64,
+}
+
+impl PartitionLog {
+    /// A compaction run worth starting now on a compacted log, or `None`
+    /// (see the module docs for the range and the triggers). `upper_bound`
+    /// is the caller's own limit (high watermark, end of the tiered log).
+    pub fn plan_compaction(&self, now_ms: i64, upper_bound: i64) -> Option<CompactionJob> {
+        if !self.config.compacted || self.check_online().is_err() {
+            return None;
+        }
+        let settings = self.config.compaction;
+        let active_base = self.active().base_offset;
+        let bound = upper_bound
+            .min(active_base)
+            .min(self.flushed_offset)
+            .min(self.first_unstable_offset().unwrap_or(i64::MAX));
+        let min_lag = i64::try_from(settings.min_lag_ms).unwrap_or(i64::MAX);
+        let mut picked = Vec::new();
+        for (&base, seg) in self.segments.range(..active_base) {
+            if seg.next_offset > bound {
+                break;
+            }
+            let newest = seg.retention_time();
+            if newest.is_some_and(|t| now_ms.saturating_sub(t) < min_lag) {
+                break;
+            }
+            if seg.next_offset <= self.log_start {
+                continue;
+            }
+            picked.push(JobSegment {
+                base,
+                next: seg.next_offset,
+                size: seg.size,
+                file: seg.file.clone(),
+                path: seg.path.clone(),
+                newest_ms: newest,
+            });
+        }
+        let total: u64 = picked.iter().map(|s| s.size).sum();
+        let dirty: Vec<&JobSegment> = picked
+            .iter()
+            .filter(|s| s.next > self.cleaner.compacted_below)
+            .collect();
+        let dirty_bytes: u64 = dirty.iter().map(|s| s.size).sum();
+        let ratio_due = dirty_bytes > 0
+            && (dirty_bytes as u128) * 1_000_000
+                >= (total as u128) * u128::from(settings.min_dirty_ratio_ppm);
+        let lag_due = settings.max_lag_ms.is_some_and(|max| {
+            let max = i64::try_from(max).unwrap_or(i64::MAX);
+            dirty.first().is_some_and(|s| {
+                self.segments
+                    .get(&s.base)
+                    .and_then(|seg| seg.first_timestamp)
+                    .is_some_and(|first| now_ms.saturating_sub(first) >= max)
+            })
+        });
+        let tombstones_due = self
+            .cleaner
+            .tombstones_due_ms
+            .is_some_and(|due| now_ms >= due);
+        if picked.is_empty() || !(ratio_due || lag_due || tombstones_due) {
+            return None;
+        }
+        let from = picked.first().map_or(0, |s| s.base);
+        let to = picked.last().map_or(0, |s| s.next);
+        let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for t in self.aborted.overlapping(from, to) {
+            aborted
+                .entry(t.producer_id)
+                .or_default()
+                .push((t.first_offset, t.last_offset));
+        }
+        Some(CompactionJob {
+            dir: self.dir.clone(),
+            segments: picked,
+            aborted,
+            now_ms,
+            settings,
+            index_interval: self.config.index_interval_bytes,
+            index_capacity: self.config.index_capacity(),
+            decode_cap: self.config.uncompressed_batch_limit(),
+            truncations: self.truncations,
+        })
+    }
+
+    /// Puts a finished run's segments in place of the ones it read (see
+    /// the module docs). A run planned before a truncation, or whose
+    /// segments changed since, installs nothing for them; its files are
+    /// removed.
+    pub fn install_compaction(
+        &mut self,
+        done: Compacted,
+        now_ms: i64,
+    ) -> Result<CompactionReport, StorageError> {
+        self.check_online()?;
+        let cleaning = self.dir.join(CLEANING_DIR);
+        let mut report = CompactionReport {
+            compacted_below: self.cleaner.compacted_below,
+            ..CompactionReport::default()
+        };
+        if done.truncations != self.truncations {
+            remove_cleaning_dir(&cleaning)?;
+            return Ok(report);
+        }
+        let mut all_in_place = true;
+        for r in done.replacements {
+            let still = self
+                .segments
+                .get(&r.base)
+                .is_some_and(|s| s.sealed && s.next_offset == r.next && s.size == r.old_size);
+            if !still {
+                all_in_place = false;
+                continue;
+            }
+            let Some(old) = self.segments.get_mut(&r.base) else {
+                continue;
+            };
+            old.unload_indexes();
+            let ix = old.offset_index.path().to_path_buf();
+            let tix = old.time_index.path().to_path_buf();
+            let log = old.path.clone();
+            // indexes first: a crash before the log's rename rebuilds the
+            // old log's indexes, one after it the new log's
+            files::remove_if_exists(&ix)?;
+            files::remove_if_exists(&tix)?;
+            let mut new = r.new;
+            rename(&new.path, &log)?;
+            rename(new.offset_index.path(), &ix)?;
+            rename(new.time_index.path(), &tix)?;
+            new.path = log;
+            new.offset_index.renamed(ix);
+            new.time_index.renamed(tix);
+            new.next_offset = r.next;
+            new.sealed = true;
+            new.unload_indexes();
+            report.segments += 1;
+            report.bytes_before += r.old_size;
+            report.bytes_after += new.size;
+            self.segments.insert(r.base, new);
+        }
+        files::sync_dir(&self.dir)?;
+        remove_cleaning_dir(&cleaning)?;
+        report.records_removed = done.records_removed;
+        if all_in_place {
+            self.cleaner.compacted_below = self.cleaner.compacted_below.max(done.end);
+            self.cleaner.tombstones_due_ms = done.tombstones_due_ms;
+        }
+        report.compacted_below = self.cleaner.compacted_below;
+        let t = &mut self.cleaner.totals;
+        t.runs += 1;
+        t.bytes_read += done.bytes_read;
+        t.bytes_written += report.bytes_after;
+        t.bytes_removed += report.bytes_before.saturating_sub(report.bytes_after);
+        t.records_removed += done.records_removed;
+        t.last_run_ms = now_ms;
+        write_checkpoint(&self.dir, &self.cleaner)?;
+        Ok(report)
+    }
+
+    /// The cleaner's figures of this log (all zero for a log that is not
+    /// compacted and never was).
+    pub fn cleaner_figures(&self) -> CleanerFigures {
+        let sealed = self.segments.len().saturating_sub(1);
+        let mut compactable = 0u64;
+        let mut dirty = 0u64;
+        for seg in self.segments.values().take(sealed) {
+            compactable += seg.size;
+            if seg.next_offset > self.cleaner.compacted_below {
+                dirty += seg.size;
+            }
+        }
+        CleanerFigures {
+            compacted_below: self.cleaner.compacted_below,
+            compactable_bytes: compactable,
+            dirty_bytes: dirty,
+            dirty_ratio: if compactable == 0 {
+                0.0
+            } else {
+                dirty as f64 / compactable as f64
+            },
+            totals: self.cleaner.totals,
+        }
+    }
+
+    /// A truncation or a restart at `log_end` moves the compacted mark
+    /// down with it.
+    pub(crate) fn cleaner_truncated(&mut self, log_end: i64) -> Result<(), StorageError> {
+        if self.cleaner.compacted_below > log_end {
+            self.cleaner.compacted_below = log_end;
+            write_checkpoint(&self.dir, &self.cleaner)?;
+        }
+        Ok(())
+    }
+}
+
+impl CompactionJob {
+    /// Offsets the job covers, `[first, end)`.
+    pub fn range(&self) -> (i64, i64) {
+        (
+            self.segments.first().map_or(0, |s| s.base),
+            self.segments.last().map_or(0, |s| s.next),
+        )
+    }
+
+    /// Maps the keys, then writes the segments that lose records into
+    /// `cleaning/` (blocking file I/O: run it on the cleaner thread).
+    pub fn run(mut self) -> Result<Compacted, StorageError> {
+        let mut latest: HashMap<u128, i64> = HashMap::new();
+        let mut mapped = 0usize;
+        let mut bytes_read = 0u64;
+        for seg in &self.segments {
+            if latest.len() > MAX_KEYS {
+                break;
+            }
+            for_each_batch(seg, |h, bytes| {
+                if h.is_control() || self.is_aborted(h) {
+                    return Ok(());
+                }
+                let plain = decode(h, bytes, self.decode_cap, &seg.path)?;
+                for r in parse(&plain, h, &seg.path)? {
+                    if let Some(key) = r.key {
+                        latest.insert(key_hash(key), h.base_offset + r.offset_delta);
+                    }
+                }
+                Ok(())
+            })?;
+            bytes_read += seg.size;
+            mapped += 1;
+        }
+        self.segments.truncate(mapped);
+        let end = self.segments.last().map_or(0, |s| s.next);
+        let cleaning = self.dir.join(CLEANING_DIR);
+        remove_cleaning_dir(&cleaning)?;
+        std::fs::create_dir_all(&cleaning).ctx(|| format!("create {}", cleaning.display()))?;
+        let mut replacements = Vec::new();
+        let mut records_removed = 0u64;
+        let mut tombstones_due_ms: Option<i64> = None;
+        let delete_retention = i64::try_from(self.settings.delete_retention_ms).unwrap_or(i64::MAX);
+        for seg in &self.segments {
+            let newest = seg.newest_ms.unwrap_or(self.now_ms);
+            let tombstones_kept = self.now_ms.saturating_sub(newest) < delete_retention;
+            let out_path = files::offset_path(&cleaning, seg.base, files::LOG_EXT);
+            let out = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&out_path)
+                .ctx(|| format!("create {}", out_path.display()))?;
+            let mut w = BufWriter::new(out);
+            let mut changed = false;
+            let mut kept_tombstone = false;
+            for_each_batch(seg, |h, bytes| {
+                if h.is_control() {
+                    return w
+                        .write_all(bytes)
+                        .ctx(|| format!("write {}", out_path.display()));
+                }
+                if self.is_aborted(h) {
+                    changed = true;
+                    records_removed += u64::try_from(h.records_count).unwrap_or(0);
+                    return Ok(());
+                }
+                let plain = decode(h, bytes, self.decode_cap, &seg.path)?;
+                let recs = parse(&plain, h, &seg.path)?;
+                let mut kept: Vec<&Record> = Vec::with_capacity(recs.len());
+                for r in &recs {
+                    let offset = h.base_offset + r.offset_delta;
+                    let keep = match r.key {
+                        None => false,
+                        Some(key) => {
+                            let newest_for_key = latest
+                                .get(&key_hash(key))
+                                .is_none_or(|&latest_offset| latest_offset <= offset);
+                            newest_for_key && (r.has_value || tombstones_kept)
+                        }
+                    };
+                    if keep {
+                        kept_tombstone |= !r.has_value;
+                        kept.push(r);
+                    }
+                }
+                records_removed += (recs.len() - kept.len()) as u64;
+                if kept.len() == recs.len() {
+                    return w
+                        .write_all(bytes)
+                        .ctx(|| format!("write {}", out_path.display()));
+                }
+                changed = true;
+                if kept.is_empty() {
+                    return Ok(());
+                }
+                let rebuilt = rebuild_batch(h, bytes, &kept).map_err(|e| {
+                    StorageError::io(format!("compress a batch of {}", seg.path.display()), e)
+                })?;
+                w.write_all(&rebuilt)
+                    .ctx(|| format!("write {}", out_path.display()))
+            })?;
+            let out = w.into_inner().map_err(|e| {
+                StorageError::io(format!("write {}", out_path.display()), e.into_error())
+            })?;
+            if kept_tombstone {
+                let due = newest.saturating_add(delete_retention);
+                tombstones_due_ms = Some(tombstones_due_ms.map_or(due, |d| d.min(due)));
+            }
+            if !changed {
+                drop(out);
+                files::remove_if_exists(&out_path)?;
+                continue;
+            }
+            out.sync_all()
+                .ctx(|| format!("fsync {}", out_path.display()))?;
+            drop(out);
+            let mut new = Segment::open(&cleaning, seg.base, self.index_capacity)?;
+            let scan = new.rebuild(false, self.index_interval, |_| {})?;
+            if let Some(reason) = scan.stopped {
+                return Err(StorageError::Corrupt {
+                    path: out_path,
+                    position: scan.valid_size,
+                    reason: format!("the compacted segment does not read back: {reason}"),
+                });
+            }
+            new.finish_indexes()?;
+            for p in [new.offset_index.path(), new.time_index.path()] {
+                File::open(p)
+                    .and_then(|f| f.sync_all())
+                    .ctx(|| format!("fsync {}", p.display()))?;
+            }
+            new.unload_indexes();
+            replacements.push(Replacement {
+                base: seg.base,
+                next: seg.next,
+                old_size: seg.size,
+                new,
+            });
+        }
+        files::sync_dir(&cleaning)?;
+        Ok(Compacted {
+            truncations: self.truncations,
+            end,
+            replacements,
+            tombstones_due_ms,
+            bytes_read,
+            records_removed,
+        })
+    }
+
+    fn is_aborted(&self, h: &BatchHeader) -> bool {
+        h.is_transactional()
+            && self.aborted.get(&h.producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|&(first, last)| (first..=last).contains(&h.base_offset))
+            })
+    }
+}
+
+/// Runs `job` on the process's cleaner thread (started on first use, at the
+/// lowest CPU priority so compaction takes only what appends leave idle).
+pub fn submit(job: CompactionJob) -> oneshot::Receiver<Result<Compacted, StorageError>> {
+    type Work = Box<dyn FnOnce() + Send>;
+    static CLEANER: OnceLock<Mutex<mpsc::Sender<Work>>> = OnceLock::new();
+    let (tx, rx) = oneshot::channel();
+    let work: Work = Box::new(move || {
+        let _ = tx.send(job.run());
+    });
+    let sender = CLEANER.get_or_init(|| {
+        let (send, recv) = mpsc::channel::<Work>();
+        let spawned = std::thread::Builder::new()
+            .name("log-cleaner".into())
+            .spawn(move || {
+                lower_priority();
+                while let Ok(work) = recv.recv() {
+                    work();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "could not start the log cleaner thread; compaction stays off");
+        }
+        Mutex::new(send)
+    });
+    if let Ok(s) = sender.lock() {
+        // a cleaner that never started drops the work: the receiver then
+        // sees its sender gone, and the caller tries again later
+        let _ = s.send(work);
+    }
+    rx
+}
+
+/// Gives the calling thread the lowest scheduling priority (nice 19).
+fn lower_priority() {
+    // SAFETY: two plain syscalls with integer arguments, on the calling
+    // thread's own id; no memory is shared with the kernel.
+    #[expect(unsafe_code, reason = "nix has no setpriority wrapper")]
+    let rc = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19)
+    };
+    if rc != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "could not lower the log cleaner's priority");
+    }
+}
+
+/// Loads the checkpoint of `dir` and removes what an interrupted run left.
+pub(crate) fn load(dir: &Path, log_end: i64) -> Result<CleanerState, StorageError> {
+    remove_cleaning_dir(&dir.join(CLEANING_DIR))?;
+    let Some(bytes) = files::read_optional(&dir.join(CHECKPOINT_FILE))? else {
+        return Ok(CleanerState::default());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let mut fields = text.split_whitespace().map(|f| f.parse::<i64>().ok());
+    let compacted_below = fields.next().flatten().unwrap_or(0).clamp(0, log_end);
+    let tombstones_due_ms = fields.next().flatten().filter(|t| *t >= 0);
+    Ok(CleanerState {
+        compacted_below,
+        tombstones_due_ms,
+        totals: CleanerTotals::default(),
+    })
+}
+
+fn write_checkpoint(dir: &Path, state: &CleanerState) -> Result<(), StorageError> {
+    let text = format!(
+        "{} {}\n",
+        state.compacted_below,
+        state.tombstones_due_ms.unwrap_or(-1)
+    );
+    files::write_atomic(dir, CHECKPOINT_FILE, text.as_bytes(), true)
+}
+
+fn remove_cleaning_dir(path: &Path) -> Result<(), StorageError> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StorageError::io(format!("remove {}", path.display()), e)),
+    }
+}
+
+fn rename(from: &Path, to: &Path) -> Result<(), StorageError> {
+    std::fs::rename(from, to).ctx(|| format!("rename {} to {}", from.display(), to.display()))
+}
+
+/// Calls `f` with each batch of a segment (header and whole bytes).
+fn for_each_batch(
+    seg: &JobSegment,
+    mut f: impl FnMut(&BatchHeader, &[u8]) -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    let corrupt = |position: u64, reason: String| StorageError::Corrupt {
+        path: seg.path.clone(),
+        position,
+        reason,
+    };
+    let mut pos = 0u64;
+    let mut buf = Vec::new();
+    let mut header = [0u8; HEADER_LEN];
+    while pos < seg.size {
+        if pos + HEADER_LEN as u64 > seg.size {
+            return Err(corrupt(pos, "a batch header runs past the end".into()));
+        }
+        seg.file
+            .read_exact_at(&mut header, pos)
+            .ctx(|| format!("read {} at {pos}", seg.path.display()))?;
+        let Some(h) = BatchHeader::decode(&header) else {
+            return Err(corrupt(pos, "short header".into()));
+        };
+        let len = match h.total_len() {
+            Some(len) if pos + len as u64 <= seg.size => len,
+            _ => return Err(corrupt(pos, format!("batch length {}", h.batch_length))),
+        };
+        buf.resize(len, 0);
+        seg.file
+            .read_exact_at(&mut buf, pos)
+            .ctx(|| format!("read {} at {pos}", seg.path.display()))?;
+        f(&h, &buf)?;
+        pos += len as u64;
+    }
+    Ok(())
+}
+
+/// The records of a batch, decompressed.
+fn decode(h: &BatchHeader, bytes: &[u8], cap: u64, path: &Path) -> Result<Vec<u8>, StorageError> {
+    let codec = h.compression().map_err(|c| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position: 0,
+        reason: format!("unknown codec {c} in the batch at offset {}", h.base_offset),
+    })?;
+    records::decode(codec, &bytes[HEADER_LEN..], cap).map_err(|refusal| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position: 0,
+        reason: format!("the batch at offset {}: {refusal}", h.base_offset),
+    })
+}
+
+type Record<'a> = records::RecordRef<'a>;
+
+fn parse<'a>(
+    plain: &'a [u8],
+    h: &BatchHeader,
+    path: &Path,
+) -> Result<Vec<Record<'a>>, StorageError> {
+    records::split(plain).map_err(|reason| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position: 0,
+        reason: format!("the batch at offset {}: {reason}", h.base_offset),
+    })
+}
+
+/// A batch holding only `kept` of its records: the same header fields
+/// (base offset, last offset delta, timestamps, producer, codec), a new
+/// record count, length and CRC.
+fn rebuild_batch(h: &BatchHeader, bytes: &[u8], kept: &[&Record]) -> std::io::Result<Vec<u8>> {
+    let mut plain = Vec::with_capacity(kept.iter().map(|r| r.raw.len()).sum());
+    for r in kept {
+        plain.extend_from_slice(r.raw);
+    }
+    let codec = h.compression().unwrap_or(Compression::None);
+    let body = if codec == Compression::None {
+        plain
+    } else {
+        records::encode(codec, &plain, records::is_xerial(&bytes[HEADER_LEN..]))?
+    };
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(&bytes[..HEADER_LEN]);
+    out.extend_from_slice(&body);
+    let length = i32::try_from(out.len() - batch::LOG_OVERHEAD)
+        .map_err(|_| std::io::Error::other("the rebuilt batch is too large"))?;
+    let count = i32::try_from(kept.len()).unwrap_or(i32::MAX);
+    batch::set_length_and_count(&mut out, length, count);
+    Ok(out)
+}
+
+/// A 128-bit hash of a key (two SipHash passes with different prefixes):
+/// two different keys in one run share it with negligible probability.
+fn key_hash(key: &[u8]) -> u128 {
+    let mut a = DefaultHasher::new();
+    a.write_u8(0xa5);
+    a.write(key);
+    let mut b = DefaultHasher::new();
+    b.write_u8(0x5a);
+    b.write(key);
+    (u128::from(a.finish()) << 64) | u128::from(b.finish())
+}
+
+#[cfg(test)]
+#[path = "compaction_tests.rs"]
+mod tests;

@@ -69,12 +69,40 @@ pub fn log_settings(configs: &BTreeMap<String, String>, defaults: &LogDefaults) 
         } else {
             TimestampType::CreateTime
         },
-        retention_bytes: positive(configs, "retention.bytes"),
-        retention_ms: positive(configs, "retention.ms"),
+        // a topic compacted without `delete` keeps the latest record of
+        // every key however old or large the log is
+        retention_bytes: positive(configs, "retention.bytes").filter(|_| deletes(configs)),
+        retention_ms: positive(configs, "retention.ms").filter(|_| deletes(configs)),
         local_retention_bytes: local_retention(configs, "local.retention.bytes", "retention.bytes"),
         local_retention_ms: local_retention(configs, "local.retention.ms", "retention.ms"),
         write_caching: write_caching(configs, defaults),
         compacted: is_compacted(configs),
+        compaction: compaction(configs),
+    }
+}
+
+/// Whether `cleanup.policy` includes `delete` (the default).
+fn deletes(configs: &BTreeMap<String, String>) -> bool {
+    effective(configs, "cleanup.policy").is_none_or(|v| {
+        v.split(',')
+            .any(|p| p.trim().eq_ignore_ascii_case("delete"))
+    })
+}
+
+/// The cleaner settings of a compacted topic.
+fn compaction(configs: &BTreeMap<String, String>) -> storage::CompactionConfig {
+    let defaults = storage::CompactionConfig::default();
+    let ratio = effective(configs, "min.cleanable.dirty.ratio")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|r| (0.0..=1.0).contains(r));
+    storage::CompactionConfig {
+        delete_retention_ms: positive(configs, "delete.retention.ms")
+            .unwrap_or(defaults.delete_retention_ms),
+        min_lag_ms: positive(configs, "min.compaction.lag.ms").unwrap_or(defaults.min_lag_ms),
+        max_lag_ms: positive(configs, "max.compaction.lag.ms").filter(|v| *v < i64::MAX as u64),
+        min_dirty_ratio_ppm: ratio.map_or(defaults.min_dirty_ratio_ppm, |r| {
+            (r * 1_000_000.0).round() as u32
+        }),
     }
 }
 

@@ -58,7 +58,8 @@ timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovide
     --ignore=tests/clients/test_txn_history.py \
     --ignore=tests/clients/test_txn_network_cuts.py \
     --ignore=tests/clients/test_static_membership.py \
-    --ignore=tests/clients/test_elasticity.py
+    --ignore=tests/clients/test_elasticity.py \
+    --ignore=tests/clients/test_compaction.py
 
 echo "== kafkajs"
 (cd tests/js && timeout 300 node --test --test-concurrency=1 kafkajs.test.js)

@@ -6,7 +6,7 @@
 # 4 minutes the first time) on one agent and on three, confluent-kafka's
 # transactional producer on one agent and on three with a coordinator
 # killed, the Rust SDK's native transactions on three agents, the transaction history checker with agents killed, and with network links cut, under load —
-# and the static-membership and elasticity tests. About 9 minutes once built.
+# the static-membership and elasticity tests, and compacted topics. About 9 minutes once built.
 # Needs: npm, gcc/g++, make; pip -r tests/requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,4 +29,5 @@ timeout 1500 python3 -m pytest -q -p no:warnings -p no:cacheprovider --durations
     tests/clients/test_txn_history.py \
     tests/clients/test_txn_network_cuts.py \
     tests/clients/test_static_membership.py \
-    tests/clients/test_elasticity.py
+    tests/clients/test_elasticity.py \
+    tests/clients/test_compaction.py

@@ -143,6 +143,13 @@ pub struct CompactionJob {
     index_capacity: usize,
     decode_cap: u64,
     truncations: u64,
+    /// Batches ending at or past this stay whole: the log's last batch,
+    /// when the range reaches the log end. A reader at an offset past the
+    /// last record left would otherwise find nothing to fetch below the
+    /// log end, and wait there for ever (Kafka never compacts its active
+    /// segment, which holds the last batch; here a quiet partition's
+    /// active segment rolls by `segment.ms` and may be empty).
+    keep_from: i64,
 }
 
 /// A run's new segments, to be installed by the log's owner.
@@ -258,7 +265,24 @@ impl PartitionLog {
             index_capacity: self.config.index_capacity(),
             decode_cap: self.config.uncompressed_batch_limit(),
             truncations: self.truncations,
+            keep_from: if to >= self.log_end_offset() {
+                self.last_batch_base(to)
+            } else {
+                i64::MAX
+            },
         })
+    }
+
+    /// Base offset of the batch ending at `end` (the log's last batch), or
+    /// `end` when it cannot be read.
+    fn last_batch_base(&self, end: i64) -> i64 {
+        let Some((_, seg)) = self.segments.range(..end).next_back() else {
+            return end;
+        };
+        seg.translate(end - 1)
+            .ok()
+            .flatten()
+            .map_or(end, |(_, h)| h.base_offset)
     }
 
     /// Puts a finished run's segments in place of the ones it read (see
@@ -427,7 +451,7 @@ impl CompactionJob {
             let mut changed = false;
             let mut kept_tombstone = false;
             for_each_batch(seg, |h, bytes| {
-                if h.is_control() {
+                if h.is_control() || h.base_offset >= self.keep_from {
                     return w
                         .write_all(bytes)
                         .ctx(|| format!("write {}", out_path.display()));

@@ -185,6 +185,11 @@ fn tombstones_stay_for_delete_retention_then_go() {
     );
     append(&mut log, encode(&[("c", None, NOW)], Codec::None, None));
     log.roll(NOW).unwrap();
+    // in the active segment, never compacted
+    append(
+        &mut log,
+        encode(&[("d", Some("1"), NOW)], Codec::None, None),
+    );
     log.flush().unwrap();
 
     let report = compact(&mut log, NOW);
@@ -195,17 +200,46 @@ fn tombstones_stay_for_delete_retention_then_go() {
         after.values().cloned().collect::<Vec<_>>(),
         vec![
             ("b".to_string(), Some("2".to_string())),
-            ("c".to_string(), None)
+            ("c".to_string(), None),
+            ("d".to_string(), Some("1".to_string()))
         ],
         "{report:?}"
     );
-    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![3, 5]);
+    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![3, 5, 6]);
 
     // nothing new is written, but the kept tombstone falls due
     assert!(log.plan_compaction(NOW + HOUR - 1, i64::MAX).is_none());
     compact(&mut log, NOW + HOUR + 1);
     let after = read_all(&log);
-    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![3]);
+    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![3, 6]);
+}
+
+#[test]
+fn the_last_batch_of_the_log_stays_so_readers_reach_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), config()).unwrap();
+    let old = NOW - 2 * HOUR;
+    append(
+        &mut log,
+        encode(&[("a", Some("1"), old)], Codec::None, None),
+    );
+    append(
+        &mut log,
+        encode(&[("a", Some("2"), old)], Codec::None, None),
+    );
+    append(&mut log, encode(&[("a", None, old)], Codec::None, None));
+    // a quiet partition: its active segment rolled and is empty
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    compact(&mut log, NOW);
+    // a's values go, its tombstone is old enough to go too, but it ends the
+    // log: a reader at offset 1 finds it and reaches the log end
+    assert_eq!(
+        read_all(&log).into_iter().collect::<Vec<_>>(),
+        vec![(2, ("a".to_string(), None))]
+    );
+    let slice = log.read(1, 1 << 20, log.log_end_offset()).unwrap();
+    assert_eq!(slice.next_offset, 3);
 }
 
 #[test]

@@ -165,6 +165,22 @@ impl LogBackend for DiskLog {
         Ok(self.log.sync_done(done)?)
     }
 
+    fn plan_compaction(&self, now_ms: i64, upper_bound: i64) -> Option<storage::CompactionJob> {
+        self.log.plan_compaction(now_ms, upper_bound)
+    }
+
+    fn install_compaction(
+        &mut self,
+        done: storage::compaction::Compacted,
+        now_ms: i64,
+    ) -> Result<storage::CompactionReport, LogError> {
+        Ok(self.log.install_compaction(done, now_ms)?)
+    }
+
+    fn cleaner_figures(&self) -> storage::CleanerFigures {
+        self.log.cleaner_figures()
+    }
+
     fn close(self: Box<Self>) -> Result<(), LogError> {
         Ok(self.log.close()?)
     }

@@ -147,6 +147,9 @@ pub struct LogSettings {
     pub write_caching: bool,
     /// `cleanup.policy` includes `compact`.
     pub compacted: bool,
+    /// `delete.retention.ms`, `min.compaction.lag.ms`,
+    /// `max.compaction.lag.ms`, `min.cleanable.dirty.ratio`.
+    pub compaction: storage::CompactionConfig,
 }
 
 impl LogSettings {
@@ -168,6 +171,7 @@ impl LogSettings {
             flush_ms: self.flush_ms,
             timestamp_type: self.timestamp_type,
             compacted: self.compacted,
+            compaction: self.compaction,
             ..storage::LogConfig::default()
         }
     }
@@ -322,6 +326,19 @@ pub trait LogBackend: Send + 'static {
     /// replicated partition's high watermark on its leader, `i64::MIN` on a
     /// follower). A log without object storage ignores it.
     fn set_upload_limit(&mut self, limit: i64);
+    /// A compaction run of a compacted topic's log due now, below
+    /// `upper_bound` as well as the log's own limits (see
+    /// `storage::compaction`); run it off the shard (`storage::compaction::submit`)
+    /// and hand the result to [`LogBackend::install_compaction`].
+    fn plan_compaction(&self, now_ms: i64, upper_bound: i64) -> Option<storage::CompactionJob>;
+    /// Puts a finished compaction run's segments in place.
+    fn install_compaction(
+        &mut self,
+        done: storage::compaction::Compacted,
+        now_ms: i64,
+    ) -> Result<storage::CompactionReport, LogError>;
+    /// Where compaction of this log stands.
+    fn cleaner_figures(&self) -> storage::CleanerFigures;
     /// Flushes and marks a clean shutdown.
     fn close(self: Box<Self>) -> Result<(), LogError>;
 }

@@ -164,6 +164,22 @@ impl LogBackend for TieredLog {
         Ok(self.p.sync_done(done)?)
     }
 
+    fn plan_compaction(&self, now_ms: i64, upper_bound: i64) -> Option<storage::CompactionJob> {
+        self.p.plan_compaction(now_ms, upper_bound)
+    }
+
+    fn install_compaction(
+        &mut self,
+        done: storage::compaction::Compacted,
+        now_ms: i64,
+    ) -> Result<storage::CompactionReport, LogError> {
+        Ok(self.p.install_compaction(done, now_ms)?)
+    }
+
+    fn cleaner_figures(&self) -> storage::CleanerFigures {
+        self.p.log().cleaner_figures()
+    }
+
     fn close(self: Box<Self>) -> Result<(), LogError> {
         Ok(self.p.close()?)
     }

@@ -252,6 +252,7 @@ impl Partitions {
         } else {
             Role::Standalone
         };
+        let stats = Arc::new(PartitionStats::new(topic));
         let task = Task::new(
             key,
             role,
@@ -259,7 +260,8 @@ impl Partitions {
             (hw_tx, end_tx),
             write_caching,
             self.counters.clone(),
-        );
+        )
+        .with_stats(stats.clone());
         #[cfg(test)]
         let task = task.with_sync_gate(
             self.sync_gate
@@ -287,7 +289,7 @@ impl Partitions {
             hw: hw_rx,
             log_end: end_rx,
             cold,
-            stats: Arc::new(PartitionStats::new(topic)),
+            stats,
         })
     }
 

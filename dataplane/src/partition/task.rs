@@ -22,6 +22,7 @@ use crate::partition::replication::replica_set::{IsrChange, ReplicaSet};
 use crate::partition::replication::wire::Refusal;
 use storage::tier::PartitionKey;
 
+mod compaction;
 mod follower;
 
 /// An acks=all append waiting for the high watermark.
@@ -88,6 +89,12 @@ pub(super) struct Task {
     /// The durability point running on a blocking thread, if any.
     syncing: Option<oneshot::Receiver<storage::SyncDone>>,
     counters: Arc<PartitionCounters>,
+    /// The partition's series on `/metrics` (the cleaner's figures).
+    stats: Arc<crate::telemetry::stats::PartitionStats>,
+    /// The compaction run on the cleaner thread, if any.
+    compacting: Option<compaction::Running>,
+    /// No compaction is planned before this (ms since the epoch).
+    next_compaction_ms: i64,
     /// Holds durability points until released (tests only).
     #[cfg(test)]
     sync_gate: Option<Arc<SyncGate>>,
@@ -117,9 +124,23 @@ impl Task {
             offline: false,
             syncing: None,
             counters,
+            stats: Arc::new(crate::telemetry::stats::PartitionStats::new(
+                &key.topic_id.to_string(),
+            )),
+            compacting: None,
+            next_compaction_ms: 0,
             #[cfg(test)]
             sync_gate: None,
         }
+    }
+
+    /// Reports the cleaner's figures on `stats` (the partition's series).
+    pub(super) fn with_stats(
+        mut self,
+        stats: Arc<crate::telemetry::stats::PartitionStats>,
+    ) -> Task {
+        self.stats = stats;
+        self
     }
 
     /// Holds this task's durability points at `gate` (tests of group commit).
@@ -699,6 +720,7 @@ enum Event {
     Command(Option<Command>),
     Tick,
     Synced(Result<storage::SyncDone, oneshot::error::RecvError>),
+    Compacted(compaction::Outcome),
 }
 
 /// The task that owns one partition log.
@@ -716,9 +738,16 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
             } => Event::Synced(done),
             cmd = rx.recv() => Event::Command(cmd),
             _ = ticker.tick() => Event::Tick,
+            done = async {
+                match t.compacting.as_mut() {
+                    Some(rx) => rx.await,
+                    None => std::future::pending().await,
+                }
+            } => Event::Compacted(done),
         };
         match event {
             Event::Synced(done) => t.finish_sync(done),
+            Event::Compacted(done) => t.compaction_done(done),
             Event::Tick => {
                 if let Err(e) = t.log.tick(now_ms()) {
                     t.note_failure(&e);
@@ -731,6 +760,7 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 t.unpark();
                 // flush.ms or a roll may have made a follower's log durable
                 t.answer_positions();
+                t.maybe_compact(now_ms());
             }
             Event::Command(None) => break,
             Event::Command(Some(cmd)) => match cmd {

@@ -41,6 +41,11 @@ struct Row {
     bytes_out: u64,
     log_end: u64,
     high_watermark: u64,
+    dirty_bytes: u64,
+    compactable_bytes: u64,
+    cleaner_runs: u64,
+    cleaner_bytes_removed: u64,
+    cleaner_records_removed: u64,
 }
 
 impl Row {
@@ -50,6 +55,16 @@ impl Row {
         self.bytes_out += o.bytes_out;
         self.log_end += o.log_end;
         self.high_watermark += o.high_watermark;
+        self.dirty_bytes += o.dirty_bytes;
+        self.compactable_bytes += o.compactable_bytes;
+        self.cleaner_runs += o.cleaner_runs;
+        self.cleaner_bytes_removed += o.cleaner_bytes_removed;
+        self.cleaner_records_removed += o.cleaner_records_removed;
+    }
+
+    /// Whether the partition has anything to say about compaction.
+    fn compacted(&self) -> bool {
+        self.compactable_bytes > 0 || self.cleaner_runs > 0
     }
 }
 
@@ -106,6 +121,11 @@ impl Series {
                 bytes_out: s.bytes_out.load(Ordering::Relaxed),
                 log_end: u64::try_from(*h.log_end().borrow()).unwrap_or(0),
                 high_watermark: u64::try_from(*h.high_watermark().borrow()).unwrap_or(0),
+                dirty_bytes: s.cleaner.dirty_bytes.load(Ordering::Relaxed),
+                compactable_bytes: s.cleaner.compactable_bytes.load(Ordering::Relaxed),
+                cleaner_runs: s.cleaner.runs.load(Ordering::Relaxed),
+                cleaner_bytes_removed: s.cleaner.bytes_removed.load(Ordering::Relaxed),
+                cleaner_records_removed: s.cleaner.records_removed.load(Ordering::Relaxed),
             };
             rows.insert((s.topic.clone(), h.key().partition), row);
         }
@@ -170,6 +190,52 @@ impl Series {
                     &[("topic", topic), ("partition", partition)],
                     field(r),
                 );
+            }
+        }
+        // compaction: only the partitions of compacted topics
+        let cleaner: [(&str, &str, &str, Field); 5] = [
+            (
+                "aerostream_partition_cleaner_dirty_bytes",
+                "gauge",
+                "Bytes of a compacted partition's sealed segments written since they were last compacted",
+                |r| r.dirty_bytes,
+            ),
+            (
+                "aerostream_partition_cleaner_compactable_bytes",
+                "gauge",
+                "Bytes of a compacted partition's sealed segments (the dirty ratio is dirty over these)",
+                |r| r.compactable_bytes,
+            ),
+            (
+                "aerostream_partition_cleaner_runs_total",
+                "counter",
+                "Compaction runs installed on the partition since it was opened",
+                |r| r.cleaner_runs,
+            ),
+            (
+                "aerostream_partition_cleaner_bytes_removed_total",
+                "counter",
+                "Bytes compaction removed from the partition's log since it was opened",
+                |r| r.cleaner_bytes_removed,
+            ),
+            (
+                "aerostream_partition_cleaner_records_removed_total",
+                "counter",
+                "Records compaction removed from the partition's log since it was opened",
+                |r| r.cleaner_records_removed,
+            ),
+        ];
+        if shown.iter().any(|(_, _, r)| r.compacted()) {
+            for (name, kind, help, field) in cleaner {
+                write_family(&mut out, name, kind, help);
+                for (topic, partition, r) in shown.iter().filter(|(_, _, r)| r.compacted()) {
+                    write_sample(
+                        &mut out,
+                        name,
+                        &[("topic", topic), ("partition", partition)],
+                        field(r),
+                    );
+                }
             }
         }
         write_family(

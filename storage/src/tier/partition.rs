@@ -375,6 +375,30 @@ impl TieredPartition {
         self.recount();
     }
 
+    /// A compaction run due now (see [`crate::compaction`]), only over
+    /// segments object storage already holds: an upload reads a segment's
+    /// files by name, and must never read one while it is being replaced.
+    pub fn plan_compaction(
+        &self,
+        now_ms: i64,
+        upper_bound: i64,
+    ) -> Option<crate::compaction::CompactionJob> {
+        let committed = self.reg.shared.deletable_below();
+        self.log.plan_compaction(now_ms, upper_bound.min(committed))
+    }
+
+    /// Installs a finished compaction run (see
+    /// [`PartitionLog::install_compaction`]) and counts the bytes it freed.
+    pub fn install_compaction(
+        &mut self,
+        done: crate::compaction::Compacted,
+        now_ms: i64,
+    ) -> Result<crate::compaction::CompactionReport, TierError> {
+        let report = self.log.install_compaction(done, now_ms)?;
+        self.recount();
+        Ok(report)
+    }
+
     /// Timers of the log, then local retention below what is committed.
     pub fn tick(&mut self, now_ms: i64) -> Result<(), TierError> {
         self.log.tick(now_ms)?;

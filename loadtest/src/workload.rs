@@ -58,6 +58,11 @@ pub struct Workload {
     pub duration: Duration,
     #[serde(with = "human_duration", default = "default_drain")]
     pub drain_timeout: Duration,
+    /// Records carry one of this many keys (`0`, `1`, ... in turn, per
+    /// producer), so a compacted topic accepts them and keeps that many
+    /// live records per partition at most. `None`: no key (Kafka driver only).
+    #[serde(default)]
+    pub keys: Option<u64>,
     /// Topic configs set at creation (e.g. `segment.bytes`).
     #[serde(default)]
     pub topic_config: BTreeMap<String, String>,

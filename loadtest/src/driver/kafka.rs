@@ -34,6 +34,8 @@ pub struct KafkaDriver {
     /// The workload's `client_config`, for the admin client (the two maps
     /// above include it).
     common_props: BTreeMap<String, String>,
+    /// The workload's `keys`.
+    keys: Option<u64>,
 }
 
 impl KafkaDriver {
@@ -64,6 +66,7 @@ impl KafkaDriver {
             producer_props,
             consumer_props,
             common_props: w.client_config.clone(),
+            keys: w.keys.filter(|k| *k > 0),
         }
     }
 
@@ -212,6 +215,8 @@ impl Driver for KafkaDriver {
         Ok(Box::new(KafkaProducer {
             producer,
             topic: topic.to_string(),
+            keys: self.keys,
+            sent: 0,
         }))
     }
 
@@ -269,13 +274,23 @@ impl ProducerContext for ProducerCtx {
 struct KafkaProducer {
     producer: ThreadedProducer<ProducerCtx>,
     topic: String,
+    keys: Option<u64>,
+    /// Records queued so far (picks the next key).
+    sent: u64,
 }
 
 impl ProducerClient for KafkaProducer {
     fn send(&mut self, payload: &[u8]) -> Result<SendOutcome, LoadError> {
-        let record: BaseRecord<'_, (), [u8]> = BaseRecord::to(&self.topic).payload(payload);
+        let key = self.keys.map(|n| (self.sent % n).to_string());
+        let mut record: BaseRecord<'_, str, [u8]> = BaseRecord::to(&self.topic).payload(payload);
+        if let Some(k) = key.as_deref() {
+            record = record.key(k);
+        }
         match self.producer.send(record) {
-            Ok(()) => Ok(SendOutcome::Queued),
+            Ok(()) => {
+                self.sent += 1;
+                Ok(SendOutcome::Queued)
+            }
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                 Ok(SendOutcome::Full)
             }

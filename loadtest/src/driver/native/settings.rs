@@ -129,6 +129,12 @@ impl NativeSettings {
                 _ => ignored.push(format!("producer_config {k}")),
             }
         }
+        if w.keys.is_some() {
+            return Err(LoadError::InvalidWorkload {
+                field: "keys",
+                reason: "keyed records are sent by the Kafka driver only".into(),
+            });
+        }
         if producer.idempotent && producer.acks != sdk::Acks::All {
             return Err(LoadError::InvalidWorkload {
                 field: "producer_config",

@@ -203,6 +203,8 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             group: GroupLimits {
                 initial_rebalance_delay_ms: s.group_initial_rebalance_delay_ms,
                 min_session_timeout_ms: s.group_min_session_timeout_ms,
+                consumer_heartbeat_interval_ms: s.group_consumer_heartbeat_interval_ms,
+                consumer_session_timeout_ms: s.group_consumer_session_timeout_ms,
                 ..GroupLimits::default()
             },
             rack: s.rack.clone(),

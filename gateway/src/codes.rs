@@ -152,6 +152,13 @@ pub fn group_error(e: GroupError) -> ResponseError {
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::InvalidRequest => ResponseError::InvalidRequest,
+        GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        GroupError::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId,
+        GroupError::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
+        GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::InvalidRegularExpression => ResponseError::InvalidRegularExpression,
     }
 }
 

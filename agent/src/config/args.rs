@@ -114,6 +114,12 @@ pub struct ServeArgs {
     /// Smallest session timeout a consumer may ask for (group.min.session.timeout.ms) [default: 6000].
     #[arg(long, env = "AEROSTREAM_GROUP_MIN_SESSION_TIMEOUT_MS")]
     pub group_min_session_timeout_ms: Option<i32>,
+    /// How often members of consumer-protocol groups (KIP-848) heartbeat (group.consumer.heartbeat.interval.ms) [default: 5000].
+    #[arg(long, env = "AEROSTREAM_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS")]
+    pub group_consumer_heartbeat_interval_ms: Option<i32>,
+    /// A consumer-protocol member silent this long is removed (group.consumer.session.timeout.ms) [default: 45000].
+    #[arg(long, env = "AEROSTREAM_GROUP_CONSUMER_SESSION_TIMEOUT_MS")]
+    pub group_consumer_session_timeout_ms: Option<i32>,
     /// Log filter, as RUST_LOG [default: info].
     #[arg(long, env = "AEROSTREAM_LOG")]
     pub log: Option<String>,

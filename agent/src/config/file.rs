@@ -56,6 +56,8 @@ pub(super) struct FileSettings {
     pub(super) max_request_bytes: Option<usize>,
     pub(super) group_initial_rebalance_delay_ms: Option<i64>,
     pub(super) group_min_session_timeout_ms: Option<i32>,
+    pub(super) group_consumer_heartbeat_interval_ms: Option<i32>,
+    pub(super) group_consumer_session_timeout_ms: Option<i32>,
     pub(super) log: Option<String>,
     pub(super) object_store: Option<String>,
     #[serde(default, deserialize_with = "bytes_de")]

@@ -44,6 +44,8 @@ pub struct Settings {
     pub max_request_bytes: usize,
     pub group_initial_rebalance_delay_ms: i64,
     pub group_min_session_timeout_ms: i32,
+    pub group_consumer_heartbeat_interval_ms: i32,
+    pub group_consumer_session_timeout_ms: i32,
     pub log: String,
     /// `None`: the folder DATA_DIR/objects.
     pub object_store: Option<String>,
@@ -170,6 +172,16 @@ impl Settings {
                 .group_min_session_timeout_ms
                 .or(file.group_min_session_timeout_ms)
                 .unwrap_or(6000),
+            group_consumer_heartbeat_interval_ms: args
+                .group_consumer_heartbeat_interval_ms
+                .or(file.group_consumer_heartbeat_interval_ms)
+                .unwrap_or(5000)
+                .max(1),
+            group_consumer_session_timeout_ms: args
+                .group_consumer_session_timeout_ms
+                .or(file.group_consumer_session_timeout_ms)
+                .unwrap_or(45_000)
+                .max(1),
             log: args
                 .log
                 .clone()

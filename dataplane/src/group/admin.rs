@@ -26,6 +26,8 @@ pub struct ListedGroup {
     pub state: String,
     /// `consumer` for consumer groups; empty when only offsets remain.
     pub protocol_type: String,
+    /// `classic`, or `consumer` for a KIP-848 group (ListGroups v5).
+    pub group_type: String,
     /// This agent coordinates the group.
     pub here: bool,
 }
@@ -38,10 +40,11 @@ pub async fn list_groups(node: &Node) -> Result<Vec<ListedGroup>, CoordinatorGon
         .list()
         .await?
         .into_iter()
-        .map(|(group_id, state, protocol_type)| ListedGroup {
+        .map(|(group_id, state, protocol_type, group_type)| ListedGroup {
             group_id,
             state: state.as_str().to_string(),
             protocol_type,
+            group_type: group_type.to_string(),
             here: true,
         })
         .collect();
@@ -52,6 +55,7 @@ pub async fn list_groups(node: &Node) -> Result<Vec<ListedGroup>, CoordinatorGon
                 group_id: g,
                 state: GroupState::Empty.as_str().to_string(),
                 protocol_type: String::new(),
+                group_type: "classic".to_string(),
             });
         }
     }

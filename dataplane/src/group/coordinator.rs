@@ -16,6 +16,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::{Duration, Instant};
 
+use super::consumer::{
+    ConsumerAnswer, ConsumerGroupDescription, ConsumerHeartbeat, ConsumerRefusal,
+};
 use super::engine::{
     Deletion, GroupDescription, GroupEngine, GroupError, GroupLimits, GroupState, JoinRequest,
     JoinResponse, Reply, ReplyId, SlotFence, SyncRequest, SyncResponse,
@@ -47,7 +50,15 @@ enum Msg {
         String,
         oneshot::Sender<Result<Option<GroupDescription>, GroupError>>,
     ),
-    List(oneshot::Sender<Vec<(String, GroupState, String)>>),
+    List(oneshot::Sender<Vec<(String, GroupState, String, &'static str)>>),
+    ConsumerHeartbeat(
+        ConsumerHeartbeat,
+        oneshot::Sender<Result<ConsumerAnswer, ConsumerRefusal>>,
+    ),
+    ConsumerDescribe(
+        String,
+        oneshot::Sender<Result<Option<ConsumerGroupDescription>, GroupError>>,
+    ),
     Delete(String, oneshot::Sender<Result<Deletion, GroupError>>),
 }
 
@@ -157,7 +168,26 @@ impl Coordinator {
         self.ask(|r| Msg::Describe(group, r)).await
     }
 
-    pub async fn list(&self) -> Result<Vec<(String, GroupState, String)>, CoordinatorGone> {
+    /// A ConsumerGroupHeartbeat (KIP-848).
+    pub async fn consumer_heartbeat(
+        &self,
+        req: ConsumerHeartbeat,
+    ) -> Result<Result<ConsumerAnswer, ConsumerRefusal>, CoordinatorGone> {
+        self.ask(|r| Msg::ConsumerHeartbeat(req, r)).await
+    }
+
+    /// A consumer group as ConsumerGroupDescribe shows it; `None` when this
+    /// coordinator has no consumer group of that id.
+    pub async fn consumer_describe(
+        &self,
+        group: String,
+    ) -> Result<Result<Option<ConsumerGroupDescription>, GroupError>, CoordinatorGone> {
+        self.ask(|r| Msg::ConsumerDescribe(group, r)).await
+    }
+
+    pub async fn list(
+        &self,
+    ) -> Result<Vec<(String, GroupState, String, &'static str)>, CoordinatorGone> {
         self.ask(Msg::List).await
     }
 
@@ -273,6 +303,14 @@ async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>, ownership: Ow
             }
             Msg::List(reply) => {
                 let _ = reply.send(engine.list());
+                Vec::new()
+            }
+            Msg::ConsumerHeartbeat(req, reply) => {
+                let _ = reply.send(engine.consumer_heartbeat(now(), req));
+                Vec::new()
+            }
+            Msg::ConsumerDescribe(group, reply) => {
+                let _ = reply.send(engine.consumer_describe(&group));
                 Vec::new()
             }
             Msg::Delete(group, reply) => {

@@ -31,12 +31,14 @@ type Replaced = (String, Member);
 /// a slot held at the epoch it was built at.
 #[derive(Debug)]
 pub struct GroupEngine {
-    limits: GroupLimits,
+    pub(super) limits: GroupLimits,
     pub(super) groups: HashMap<String, Group>,
     id_prefix: String,
     next_member_seq: u64,
     /// The coordinator slots this agent holds; none until told.
     pub(super) held: HeldSlots,
+    /// Consumer groups of the KIP-848 protocol (see `consumer`).
+    pub(super) consumer: HashMap<String, super::consumer::ConsumerGroup>,
 }
 
 impl GroupEngine {
@@ -48,6 +50,7 @@ impl GroupEngine {
             id_prefix: id_prefix.into(),
             next_member_seq: 0,
             held: HeldSlots::default(),
+            consumer: HashMap::new(),
         }
     }
 
@@ -64,6 +67,17 @@ impl GroupEngine {
                 GroupError::InvalidGroupId,
                 req.member_id,
             ));
+        }
+        // a consumer group of the same id: with members it refuses classic
+        // members; without, it becomes a classic group (offline migration)
+        if let Some(c) = self.consumer.get(&req.group_id) {
+            if !c.members.is_empty() {
+                return immediate(JoinResponse::error(
+                    GroupError::InconsistentGroupProtocol,
+                    req.member_id,
+                ));
+            }
+            self.consumer.remove(&req.group_id);
         }
         if let Err(e) = self.fence(&req.group_id) {
             return immediate(JoinResponse::error(e, req.member_id));
@@ -498,7 +512,8 @@ impl GroupEngine {
             GroupState::PreparingRebalance => {
                 out.extend(Self::maybe_complete_join(group, now_ms));
             }
-            GroupState::Empty => {}
+            // (consumer-group states: never a classic group's)
+            GroupState::Empty | GroupState::Assigning | GroupState::Reconciling => {}
         }
         if group.members.is_empty() && group.state == GroupState::PreparingRebalance {
             out.extend(Self::complete_join(group, now_ms));
@@ -534,7 +549,9 @@ impl GroupEngine {
             return immediate(GroupError::InconsistentGroupProtocol);
         }
         match group.state {
-            GroupState::Empty => immediate(GroupError::UnknownMemberId),
+            GroupState::Empty | GroupState::Assigning | GroupState::Reconciling => {
+                immediate(GroupError::UnknownMemberId)
+            }
             GroupState::PreparingRebalance => immediate(GroupError::RebalanceInProgress),
             GroupState::Stable => {
                 let m = group.members.get_mut(&req.member_id);
@@ -767,11 +784,15 @@ impl GroupEngine {
                         out.extend(Self::prepare_rebalance(group, now_ms, &limits));
                         out.extend(Self::maybe_complete_join(group, now_ms));
                     }
-                    GroupState::Stable | GroupState::Empty => group.phase_deadline = None,
+                    GroupState::Stable
+                    | GroupState::Empty
+                    | GroupState::Assigning
+                    | GroupState::Reconciling => group.phase_deadline = None,
                 }
             }
         }
         self.groups.retain(|_, g| !g.unused());
+        self.consumer_tick(now_ms);
         out
     }
 
@@ -790,6 +811,7 @@ impl GroupEngine {
                             .map(|m| m.heartbeat_deadline),
                     )
             })
+            .chain(self.consumer_deadline())
             .min()
     }
 }

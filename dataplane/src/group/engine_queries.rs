@@ -23,6 +23,10 @@ impl GroupEngine {
             return Err(GroupError::InvalidGroupId);
         }
         let fence = self.fence(group_id)?;
+        // a consumer group: the member's epoch (KIP-848)
+        if let Some(checked) = self.consumer_commit_check(group_id, member_id, generation_id) {
+            return checked.map(|()| fence);
+        }
         let Some(group) = self.groups.get(group_id) else {
             return if generation_id < 0 {
                 Ok(fence)
@@ -57,6 +61,26 @@ impl GroupEngine {
     /// Describes one group; `None` if the coordinator holds no state for it.
     pub fn describe(&self, group_id: &str) -> Result<Option<GroupDescription>, GroupError> {
         self.fence(group_id)?;
+        if let Some(c) = self.consumer.get(group_id) {
+            // the classic view of a consumer group: its state and members
+            return Ok(Some(GroupDescription {
+                state: c.state(),
+                protocol_type: "consumer".to_string(),
+                protocol: c.assignor.clone(),
+                members: c
+                    .members
+                    .iter()
+                    .map(|(id, m)| MemberDescription {
+                        member_id: id.clone(),
+                        group_instance_id: m.instance_id.clone(),
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        metadata: Default::default(),
+                        assignment: Default::default(),
+                    })
+                    .collect(),
+            }));
+        }
         let Some(g) = self.groups.get(group_id) else {
             return Ok(None);
         };
@@ -80,8 +104,9 @@ impl GroupEngine {
         }))
     }
 
-    /// Every group with in-memory state, with its state and protocol type.
-    pub fn list(&self) -> Vec<(String, GroupState, String)> {
+    /// Every group with in-memory state, with its state, protocol type and
+    /// group type (`classic` or `consumer`, KIP-848).
+    pub fn list(&self) -> Vec<(String, GroupState, String, &'static str)> {
         let mut all: Vec<_> = self
             .groups
             .iter()
@@ -90,8 +115,14 @@ impl GroupEngine {
                     id.clone(),
                     g.state,
                     g.protocol_type.clone().unwrap_or_default(),
+                    "classic",
                 )
             })
+            .chain(
+                self.consumer
+                    .iter()
+                    .map(|(id, c)| (id.clone(), c.state(), "consumer".to_string(), "consumer")),
+            )
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
@@ -100,6 +131,16 @@ impl GroupEngine {
     /// Forgets a group that has no members; NON_EMPTY_GROUP otherwise.
     pub fn delete(&mut self, group_id: &str) -> Result<Deletion, GroupError> {
         let fence = self.fence(group_id)?;
+        if let Some(c) = self.consumer.get(group_id) {
+            if !c.members.is_empty() {
+                return Err(GroupError::NonEmptyGroup);
+            }
+            self.consumer.remove(group_id);
+            return Ok(Deletion {
+                fence,
+                had_state: true,
+            });
+        }
         match self.groups.get(group_id) {
             Some(g) if !g.members.is_empty() => Err(GroupError::NonEmptyGroup),
             Some(_) => {

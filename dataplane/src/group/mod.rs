@@ -1,6 +1,9 @@
-//! Classic consumer groups: the pure [`engine`] and its async [`coordinator`] driver.
+//! Consumer groups, classic and KIP-848 ([`consumer`]): the pure
+//! [`engine`] and its async [`coordinator`] driver.
 
 pub mod admin;
+pub mod assignor;
+pub mod consumer;
 pub mod coordinator;
 pub mod engine;
 mod ownership;

@@ -45,6 +45,11 @@ impl GroupEngine {
                 out.extend(abandon(group));
             }
         }
+        // consumer groups have nothing parked: their members learn it at
+        // their next heartbeat (NOT_COORDINATOR)
+        let held = &self.held;
+        self.consumer
+            .retain(|g, _| before.fence(g).is_some_and(|f| held.holds(f)));
         out
     }
 

@@ -21,6 +21,21 @@ pub enum GroupError {
     NonEmptyGroup,
     /// This agent does not hold the group's coordinator slot (any more).
     NotCoordinator,
+    /// A consumer-protocol request lacks a field it must carry.
+    InvalidRequest,
+    /// A consumer group member sent an epoch it does not have: it must
+    /// rejoin with epoch 0.
+    FencedMemberEpoch,
+    /// A live static member holds the instance id.
+    UnreleasedInstanceId,
+    /// The member names a server assignor that is not served.
+    UnsupportedAssignor,
+    /// An offset commit carries another epoch than the member's.
+    StaleMemberEpoch,
+    /// The group exists with the other protocol.
+    GroupIdNotFound,
+    /// The subscription's regular expression does not compile.
+    InvalidRegularExpression,
 }
 
 /// Limits that Kafka exposes as broker settings.
@@ -31,6 +46,12 @@ pub struct GroupLimits {
     /// `group.initial.rebalance.delay.ms`: how long a new group waits for more members.
     pub initial_rebalance_delay_ms: i64,
     pub max_size: usize,
+    /// `group.consumer.session.timeout.ms`: a consumer-protocol member
+    /// silent this long is removed.
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`: how often consumer-protocol
+    /// members heartbeat.
+    pub consumer_heartbeat_interval_ms: i32,
 }
 
 impl Default for GroupLimits {
@@ -40,6 +61,8 @@ impl Default for GroupLimits {
             max_session_timeout_ms: 1_800_000,
             initial_rebalance_delay_ms: 3_000,
             max_size: usize::MAX,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
         }
     }
 }
@@ -51,6 +74,10 @@ pub enum GroupState {
     PreparingRebalance,
     CompletingRebalance,
     Stable,
+    /// A consumer group whose target assignment is being computed.
+    Assigning,
+    /// A consumer group whose members move towards their targets.
+    Reconciling,
 }
 
 impl GroupState {
@@ -60,6 +87,8 @@ impl GroupState {
             GroupState::PreparingRebalance => "PreparingRebalance",
             GroupState::CompletingRebalance => "CompletingRebalance",
             GroupState::Stable => "Stable",
+            GroupState::Assigning => "Assigning",
+            GroupState::Reconciling => "Reconciling",
         }
     }
 }

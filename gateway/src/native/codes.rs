@@ -79,6 +79,16 @@ pub fn from_group(e: GroupError) -> ErrorCode {
         GroupError::GroupMaxSizeReached => ErrorCode::GROUP_FULL,
         GroupError::NonEmptyGroup => ErrorCode::GROUP_BUSY,
         GroupError::NotCoordinator => ErrorCode::NOT_COORDINATOR,
+        // a native member meets a consumer-protocol (KIP-848) group of the
+        // same id only by committing to it or joining it
+        GroupError::StaleMemberEpoch | GroupError::FencedMemberEpoch => {
+            ErrorCode::ILLEGAL_GENERATION
+        }
+        GroupError::UnreleasedInstanceId => ErrorCode::UNKNOWN_MEMBER,
+        GroupError::GroupIdNotFound => ErrorCode::INCONSISTENT_GROUP_PROTOCOL,
+        GroupError::InvalidRequest
+        | GroupError::UnsupportedAssignor
+        | GroupError::InvalidRegularExpression => ErrorCode::INVALID_REQUEST,
     }
 }
 

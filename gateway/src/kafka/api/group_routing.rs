@@ -74,6 +74,7 @@ pub(super) async fn route_group(
         RequestKind::SyncGroup(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT * 2),
         RequestKind::Heartbeat(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
         RequestKind::LeaveGroup(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
+        RequestKind::ConsumerGroupHeartbeat(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
         RequestKind::OffsetCommit(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
         RequestKind::OffsetDelete(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
         RequestKind::TxnOffsetCommit(ref r) => (r.group_id.to_string(), FORWARD_TIMEOUT),
@@ -82,6 +83,7 @@ pub(super) async fn route_group(
         }
         RequestKind::OffsetFetch(r) => return split(b, fwd, ctx, header, r).await,
         RequestKind::DescribeGroups(r) => return split(b, fwd, ctx, header, r).await,
+        RequestKind::ConsumerGroupDescribe(r) => return split(b, fwd, ctx, header, r).await,
         RequestKind::DeleteGroups(r) => return split(b, fwd, ctx, header, r).await,
         RequestKind::ListGroups(r) => return list_everywhere(b, fwd, ctx, header, frame, r).await,
         other => return Ok(Routed::Local(Box::new(other))),
@@ -158,6 +160,38 @@ impl Batch for DescribeGroupsRequest {
     }
     fn answer(items: Vec<Self::Item>) -> ResponseKind {
         DescribeGroupsResponse::default().with_groups(items).into()
+    }
+}
+
+impl Batch for ConsumerGroupDescribeRequest {
+    type Answer = ConsumerGroupDescribeResponse;
+    type Item = kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
+    const API: ApiKey = ApiKey::ConsumerGroupDescribe;
+    fn groups(&self) -> Vec<String> {
+        self.group_ids.iter().map(|g| g.to_string()).collect()
+    }
+    fn only(&self, indexes: &[usize]) -> Self {
+        self.clone().with_group_ids(pick(&self.group_ids, indexes))
+    }
+    async fn serve_here(self, b: &Broker, ctx: &RequestContext) -> Self::Answer {
+        super::consumer_groups::describe(b, ctx, self).await
+    }
+    fn items(answer: Self::Answer) -> Vec<Self::Item> {
+        answer.groups
+    }
+    fn group_of(item: &Self::Item) -> &str {
+        item.group_id.as_str()
+    }
+    fn unreachable(group: String) -> Self::Item {
+        Self::Item::default()
+            .with_group_id(GroupId(s(group)))
+            .with_error_code(UNAVAILABLE.code())
+            .with_authorized_operations(i32::MIN)
+    }
+    fn answer(items: Vec<Self::Item>) -> ResponseKind {
+        ConsumerGroupDescribeResponse::default()
+            .with_groups(items)
+            .into()
     }
 }
 
@@ -342,6 +376,7 @@ async fn list_everywhere(
                     .as_str()
                     .to_string(),
                 protocol_type: String::new(),
+                group_type: "classic".to_string(),
                 here: true,
             });
         listed.extend(super::groups::listed(b, ctx, &req, from_offsets));
@@ -364,6 +399,9 @@ fn coordinator_unavailable(ctx: &RequestContext, request: RequestKind) -> Respon
             .into(),
         RequestKind::SyncGroup(_) => SyncGroupResponse::default().with_error_code(code).into(),
         RequestKind::Heartbeat(_) => HeartbeatResponse::default().with_error_code(code).into(),
+        RequestKind::ConsumerGroupHeartbeat(_) => ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code)
+            .into(),
         RequestKind::LeaveGroup(_) => LeaveGroupResponse::default().with_error_code(code).into(),
         RequestKind::OffsetDelete(_) => {
             OffsetDeleteResponse::default().with_error_code(code).into()

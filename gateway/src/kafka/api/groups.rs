@@ -362,15 +362,17 @@ pub(super) fn listed(
     // client may describe
     let every = ctx.may_on_cluster(b, AclOperation::Describe);
     let states: Vec<String> = req.states_filter.iter().map(|x| x.to_string()).collect();
+    let types: Vec<String> = req.types_filter.iter().map(|x| x.to_string()).collect();
     all.into_iter()
         .filter(|g| states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(&g.state)))
+        .filter(|g| types.is_empty() || types.iter().any(|f| f.eq_ignore_ascii_case(&g.group_type)))
         .filter(|g| every || may(b, ctx, AclOperation::Describe, &g.group_id))
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(s(g.group_id)))
                 .with_protocol_type(s(g.protocol_type))
                 .with_group_state(s(g.state))
-                .with_group_type(s("classic"))
+                .with_group_type(s(g.group_type))
         })
         .collect()
 }

@@ -7,6 +7,7 @@ mod api_versions;
 pub(crate) mod bridge;
 mod client_quotas;
 mod configs;
+mod consumer_groups;
 mod fetch;
 mod group_offsets;
 mod group_routing;
@@ -343,6 +344,12 @@ pub async fn dispatch(
         }
         RequestKind::FindCoordinator(r) => groups::find_coordinator(broker, &ctx, r).into(),
         RequestKind::JoinGroup(r) => groups::join_group(broker, &ctx, r).await.into(),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            consumer_groups::heartbeat(broker, &ctx, r).await.into()
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            consumer_groups::describe(broker, &ctx, r).await.into()
+        }
         RequestKind::SyncGroup(r) => groups::sync_group(broker, &ctx, r).await.into(),
         RequestKind::Heartbeat(r) => groups::heartbeat(broker, &ctx, r).await.into(),
         RequestKind::LeaveGroup(r) => groups::leave_group(broker, &ctx, r).await.into(),

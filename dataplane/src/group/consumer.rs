@@ -25,8 +25,10 @@
 //!   assignment for the session timeout; the next member with the same
 //!   instance id takes it over, a second live one gets UNRELEASED_INSTANCE_ID.
 //! - A subscription is topic names, or a regular expression matched against
-//!   every topic name on each heartbeat (Rust `regex` syntax, which accepts
-//!   the RE2/J patterns clients send).
+//!   every topic name (Rust `regex` syntax, which accepts the RE2/J patterns
+//!   clients send). As in Kafka, where patterns are resolved off the
+//!   heartbeat path, a new pattern counts from the group's next heartbeat,
+//!   and every heartbeat matches the patterns again (new topics join).
 //! - An empty classic group (only committed offsets) becomes a consumer group
 //!   when a member joins with this protocol, and back: the offsets are the
 //!   group's in the metastore whatever its protocol. A classic group with
@@ -153,17 +155,18 @@ impl ConsumerMember {
         }
     }
 
-    /// The topics this member subscribes to among `topics`.
-    fn subscribed<'a>(&self, topics: &'a TopicCatalog) -> Vec<(&'a String, Uuid, i32)> {
-        let pattern = self
-            .regex
-            .as_deref()
-            .and_then(|r| regex::Regex::new(&anchored(r)).ok());
+    /// The topics this member subscribes to among `topics`: its names, and
+    /// what its pattern matched when the group last resolved it.
+    fn subscribed<'a>(
+        &self,
+        topics: &'a TopicCatalog,
+        resolved: &HashMap<String, BTreeSet<String>>,
+    ) -> Vec<(&'a String, Uuid, i32)> {
+        let matched = self.regex.as_ref().and_then(|r| resolved.get(r));
         topics
             .iter()
             .filter(|(name, _)| {
-                self.names.iter().any(|n| n == *name)
-                    || pattern.as_ref().is_some_and(|p| p.is_match(name))
+                self.names.iter().any(|n| n == *name) || matched.is_some_and(|m| m.contains(*name))
             })
             .map(|(name, (id, n))| (name, *id, *n))
             .collect()
@@ -188,6 +191,12 @@ pub(super) struct ConsumerGroup {
     /// Who owns each partition now (assigned or still revoking).
     owners: HashMap<(Uuid, i32), String>,
     pub(super) assignor: String,
+    /// The topics each subscription pattern matched when last resolved.
+    /// A pattern is resolved from the heartbeat after the one that brought
+    /// it on, and again on every heartbeat, as Kafka resolves patterns off
+    /// the heartbeat path: a member subscribing to names and a pattern gets
+    /// the named topics first, the matched ones a heartbeat later.
+    resolved: HashMap<String, BTreeSet<String>>,
 }
 
 impl ConsumerGroup {
@@ -242,11 +251,30 @@ impl ConsumerGroup {
     fn resolve(&self, topics: &TopicCatalog) -> BTreeMap<String, (Uuid, i32)> {
         let mut out = BTreeMap::new();
         for m in self.members.values() {
-            for (name, id, n) in m.subscribed(topics) {
+            for (name, id, n) in m.subscribed(topics, &self.resolved) {
                 out.insert(name.clone(), (id, n));
             }
         }
         out
+    }
+
+    /// Matches the members' patterns against `topics` again (patterns no
+    /// member uses any more are forgotten).
+    fn resolve_patterns(&mut self, topics: &TopicCatalog) {
+        let patterns: BTreeSet<&String> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.as_ref())
+            .collect();
+        let mut resolved = HashMap::new();
+        for p in patterns {
+            let Ok(re) = regex::Regex::new(&anchored(p)) else {
+                continue;
+            };
+            let matched = topics.keys().filter(|t| re.is_match(t)).cloned().collect();
+            resolved.insert(p.clone(), matched);
+        }
+        self.resolved = resolved;
     }
 
     fn compute_target(&mut self, topics: &TopicCatalog) {
@@ -256,7 +284,7 @@ impl ConsumerGroup {
             .map(|(id, m)| AssignMember {
                 member_id: id.clone(),
                 topics: m
-                    .subscribed(topics)
+                    .subscribed(topics, &self.resolved)
                     .into_iter()
                     .map(|(_, id, _)| id)
                     .collect(),
@@ -567,6 +595,8 @@ impl GroupEngine {
             },
         };
         let before = member.clone();
+        // 0. the patterns the group had before this heartbeat, matched again
+        group.resolve_patterns(&req.topics);
         // 1. the member's own fields; a new subscription moves the group epoch
         if req.instance_id.is_some() {
             member.instance_id = req.instance_id.clone();

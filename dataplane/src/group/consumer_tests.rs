@@ -301,6 +301,11 @@ fn a_pattern_subscription_follows_the_topics_that_appear() {
     j.subscribed_topic_names = None;
     j.subscribed_topic_regex = Some("orders-.*".into());
     let a = e.consumer_heartbeat(0, j).unwrap();
+    // the pattern is resolved from the next heartbeat on
+    assert_eq!(a.assignment, Some(Assignment::new()));
+    let a = e
+        .consumer_heartbeat(5, beat("m1", a.member_epoch, &Assignment::new(), &topics))
+        .unwrap();
     let owned = a.assignment.unwrap();
     assert_eq!(owned.keys().copied().collect::<Vec<_>>(), vec![topic(1)]);
     // a new matching topic moves the group epoch and is assigned

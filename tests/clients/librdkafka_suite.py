@@ -36,14 +36,16 @@ def runner():
     return path if os.access(path, os.X_OK) else None
 
 
-def run(bootstrap, test, timeout=900, kafka_version="4.0.0"):
-    """Runs librdkafka test `test` (e.g. "0103") against `bootstrap`;
+def run(bootstrap, test, timeout=900, kafka_version="4.0.0", group_protocol="classic"):
+    """Runs librdkafka test `test` (e.g. "0103") against `bootstrap`, its
+    consumer groups on `group_protocol` (`classic`, or `consumer`: KIP-848);
     returns (passed, the last lines of its output). A run that failed only
     on a CLIENT_RACES assertion is repeated once."""
-    passed, out = _run_once(bootstrap, test, timeout, kafka_version)
+    args = (bootstrap, test, timeout, kafka_version, group_protocol)
+    passed, out = _run_once(*args)
     if not passed and _only_client_races(out):
         print(f"librdkafka {test}: failed only on a client-side 1 ms race; running it once more")
-        passed, out = _run_once(bootstrap, test, timeout, kafka_version)
+        passed, out = _run_once(*args)
     tail = "\n".join(line for line in out.splitlines()[-60:])
     return passed, tail
 
@@ -54,7 +56,7 @@ def _only_client_races(out):
     return bool(failures) and all(any(r in line for r in CLIENT_RACES) for line in failures)
 
 
-def _run_once(bootstrap, test, timeout, kafka_version):
+def _run_once(bootstrap, test, timeout, kafka_version, group_protocol):
     tests_dir = os.path.join(SOURCE, "tests")
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
         conf.write(f"metadata.broker.list={bootstrap}\n")
@@ -62,10 +64,12 @@ def _run_once(bootstrap, test, timeout, kafka_version):
     env = dict(os.environ,
                TESTS=test,
                TEST_KAFKA_VERSION=kafka_version,
+               TEST_CONSUMER_GROUP_PROTOCOL=group_protocol,
                RDKAFKA_TEST_CONF=conf.name,
                LD_LIBRARY_PATH=f"{os.path.join(SOURCE, 'src')}:{os.path.join(SOURCE, 'src-cpp')}")
     try:
-        p = subprocess.run(["./test-runner"], cwd=tests_dir, env=env,
+        # -L: not the tests that run against librdkafka's own mock cluster
+        p = subprocess.run(["./test-runner", "-L"], cwd=tests_dir, env=env,
                            capture_output=True, text=True, timeout=timeout)
     finally:
         os.unlink(conf.name)

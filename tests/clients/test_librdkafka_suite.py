@@ -10,7 +10,13 @@ scripts/librdkafka-tests.sh) against AeroStream with
   its topics have replication factor 3, so on three agents only, as on a
   single Kafka broker it cannot run either),
 - 0129 read_committed fetches across aborted transactions,
-- 0137 batch consume across transaction markers."""
+- 0137 batch consume across transaction markers;
+
+and its consumer group tests with the classic protocol and with the
+KIP-848 protocol (`group.protocol=consumer`, TEST_CONSUMER_GROUP_PROTOCOL):
+0018 group termination, 0045 subscription changes and patterns, 0102
+static members, 0118 commits during rebalances, 0153 member ids. Tests
+that run against librdkafka's own mock cluster are left out (`-L`)."""
 
 import shutil
 
@@ -25,6 +31,7 @@ pytestmark = pytest.mark.skipif(librdkafka_suite.runner() is None,
 
 SINGLE = ["0011", "0061", "0129", "0137"]
 CLUSTER = ["0011", "0061", "0103", "0129", "0137"]
+GROUPS = ["0018", "0045", "0102", "0118", "0153"]
 
 
 @pytest.fixture(scope="module")
@@ -52,4 +59,18 @@ def test_on_one_agent(single, test):
 def test_on_three_agents(three, test):
     bootstrap = ",".join(three.agent(n).bootstrap for n in VOTERS)
     passed, tail = librdkafka_suite.run(bootstrap, test)
+    assert passed, tail
+
+
+@pytest.mark.parametrize("test", GROUPS)
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_groups_on_one_agent(single, protocol, test):
+    passed, tail = librdkafka_suite.run(single.bootstrap, test, group_protocol=protocol)
+    assert passed, tail
+
+
+@pytest.mark.parametrize("test", GROUPS)
+def test_consumer_protocol_groups_on_three_agents(three, test):
+    bootstrap = ",".join(three.agent(n).bootstrap for n in VOTERS)
+    passed, tail = librdkafka_suite.run(bootstrap, test, group_protocol="consumer")
     assert passed, tail

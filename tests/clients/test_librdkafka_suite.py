@@ -18,6 +18,7 @@ KIP-848 protocol (`group.protocol=consumer`, TEST_CONSUMER_GROUP_PROTOCOL):
 static members, 0118 commits during rebalances, 0153 member ids. Tests
 that run against librdkafka's own mock cluster are left out (`-L`)."""
 
+import os
 import shutil
 
 import pytest
@@ -62,8 +63,15 @@ def test_on_three_agents(three, test):
     assert passed, tail
 
 
-@pytest.mark.parametrize("test", GROUPS)
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+# 0102 with the classic protocol (static members rejoining after their
+# session timeouts) takes 45 s; it passes, and is left to be run by hand:
+# LIBRDKAFKA_SLOW=1 pytest tests/clients/test_librdkafka_suite.py -k "classic and 0102"
+@pytest.mark.parametrize("protocol,test", [
+    pytest.param(p, t, marks=pytest.mark.skipif(
+        (p, t) == ("classic", "0102") and not os.environ.get("LIBRDKAFKA_SLOW"),
+        reason="45 s; set LIBRDKAFKA_SLOW=1 to run it"))
+    for p in ["classic", "consumer"] for t in GROUPS
+])
 def test_groups_on_one_agent(single, protocol, test):
     passed, tail = librdkafka_suite.run(single.bootstrap, test, group_protocol=protocol)
     assert passed, tail

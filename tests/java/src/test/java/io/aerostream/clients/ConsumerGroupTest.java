@@ -1,0 +1,192 @@
+package io.aerostream.clients;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.TopicPartition;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+class ConsumerGroupTest {
+
+    private static Map<String, Object> member(String group) {
+        return Map.of(
+                "group.id", group,
+                "group.protocol", "classic",
+                "session.timeout.ms", 10_000,
+                "heartbeat.interval.ms", 500);
+    }
+
+    private static void produce(Target t, String topic, int partitions, int perPartition, String round)
+            throws Exception {
+        try (KafkaProducer<String, String> p = Kit.producer(t, Map.of("acks", "all"))) {
+            for (int part = 0; part < partitions; part++) {
+                for (int i = 0; i < perPartition; i++) {
+                    p.send(new ProducerRecord<>(topic, part, "k" + i, round + "-" + part + "-" + i));
+                }
+            }
+            p.flush();
+        }
+    }
+
+    /** Commits what the member read before its partitions go elsewhere, as applications do. */
+    private static ConsumerRebalanceListener commitOnRevoke(KafkaConsumer<String, String> c) {
+        return new ConsumerRebalanceListener() {
+            @Override
+            public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                c.commitSync();
+            }
+
+            @Override
+            public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
+        };
+    }
+
+    /** Polls both members once each; what each read goes to its list. */
+    private static void pollBoth(KafkaConsumer<String, String> a, List<ConsumerRecord<String, String>> readA,
+            KafkaConsumer<String, String> b, List<ConsumerRecord<String, String>> readB) {
+        a.poll(Duration.ofMillis(100)).forEach(readA::add);
+        b.poll(Duration.ofMillis(100)).forEach(readB::add);
+    }
+
+    private static Set<String> values(List<ConsumerRecord<String, String>> records) {
+        return records.stream().map(ConsumerRecord::value).collect(Collectors.toSet());
+    }
+
+    /**
+     * Two members of a classic group split four partitions between them, each reads only its
+     * own partitions, and their commits are the group's offsets; when one leaves, the other
+     * takes every partition and resumes the leaver's from its committed offsets, reading
+     * nothing twice (each member commits what it read when its partitions are revoked).
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.aerostream.clients.Target#all")
+    void twoMembersSplitCommitAndRebalance(Target t) throws Exception {
+        int partitions = 4;
+        String group = Kit.unique("group");
+        try (Admin admin = Kit.admin(t)) {
+            String topic = Kit.createTopic(admin, t, "group", partitions, Map.of());
+            Set<TopicPartition> all = new HashSet<>(Kit.partitions(topic, partitions));
+            List<ConsumerRecord<String, String>> readA = new ArrayList<>();
+            List<ConsumerRecord<String, String>> readB = new ArrayList<>();
+            KafkaConsumer<String, String> a = Kit.consumer(t, member(group));
+            KafkaConsumer<String, String> b = Kit.consumer(t, member(group));
+            try {
+                a.subscribe(List.of(topic), commitOnRevoke(a));
+                b.subscribe(List.of(topic), commitOnRevoke(b));
+                long deadline = System.nanoTime() + Kit.PATIENCE.toNanos();
+                while (true) {
+                    pollBoth(a, readA, b, readB);
+                    Set<TopicPartition> both = new HashSet<>(a.assignment());
+                    both.addAll(b.assignment());
+                    if (a.assignment().size() == 2 && b.assignment().size() == 2 && both.equals(all)) {
+                        break;
+                    }
+                    if (System.nanoTime() > deadline) {
+                        fail("the two members did not split the partitions 2 and 2: " + a.assignment() + " and "
+                                + b.assignment());
+                    }
+                }
+                assertEquals(0, readA.size() + readB.size(), "nothing was produced yet");
+
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group))
+                        .describedGroups().get(group).get();
+                assertEquals(GroupState.STABLE, d.groupState(), "group state with two members");
+                assertEquals(2, d.members().size(), "members");
+                Set<TopicPartition> described = new HashSet<>();
+                for (MemberDescription m : d.members()) {
+                    described.addAll(m.assignment().topicPartitions());
+                }
+                assertEquals(all, described, "the members' assignments as described");
+
+                produce(t, topic, partitions, 10, "first");
+                deadline = System.nanoTime() + Kit.PATIENCE.toNanos();
+                while (readA.size() + readB.size() < 40) {
+                    pollBoth(a, readA, b, readB);
+                    if (System.nanoTime() > deadline) {
+                        fail("read " + (readA.size() + readB.size()) + " of 40 records");
+                    }
+                }
+                Set<TopicPartition> ofA = Set.copyOf(a.assignment());
+                Set<TopicPartition> ofB = Set.copyOf(b.assignment());
+                for (ConsumerRecord<String, String> r : readA) {
+                    assertTrue(ofA.contains(new TopicPartition(r.topic(), r.partition())),
+                            "member A read " + r.value() + " from a partition of B's");
+                }
+                for (ConsumerRecord<String, String> r : readB) {
+                    assertTrue(ofB.contains(new TopicPartition(r.topic(), r.partition())),
+                            "member B read " + r.value() + " from a partition of A's");
+                }
+                Set<String> first = new HashSet<>(values(readA));
+                first.addAll(values(readB));
+                assertEquals(40, first.size(), "every record read once by the group");
+                assertEquals(40, readA.size() + readB.size(), "no record read twice");
+                a.commitSync();
+                b.commitSync();
+
+                Map<TopicPartition, OffsetAndMetadata> committed = admin.listConsumerGroupOffsets(group)
+                        .partitionsToOffsetAndMetadata().get();
+                for (TopicPartition tp : all) {
+                    assertEquals(10L, committed.get(tp) == null ? -1 : committed.get(tp).offset(),
+                            "committed offset of " + tp);
+                }
+
+                // B leaves; A takes its partitions from where B committed
+                produce(t, topic, partitions, 10, "second");
+                b.close();
+                readA.clear();
+                deadline = System.nanoTime() + Kit.PATIENCE.toNanos();
+                while (!(a.assignment().equals(all) && readA.size() >= 40)) {
+                    a.poll(Duration.ofMillis(100)).forEach(readA::add);
+                    if (System.nanoTime() > deadline) {
+                        fail("after B left, A has " + a.assignment() + " and read " + readA.size() + " of 40");
+                    }
+                }
+                Set<String> second = values(readA);
+                assertEquals(40, readA.size(), "A read nothing twice and nothing from before the commits: "
+                        + readA.stream().map(ConsumerRecord::value).filter(v -> v.startsWith("first")).toList());
+                assertTrue(second.stream().allMatch(v -> v.startsWith("second-")), "A read only new records");
+                assertEquals(40, second.size(), "A read each new record once");
+                a.commitSync();
+                committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+                Map<TopicPartition, Long> offsets = new HashMap<>();
+                committed.forEach((tp, o) -> offsets.put(tp, o.offset()));
+                Map<TopicPartition, Long> expected = new HashMap<>();
+                all.forEach(tp -> expected.put(tp, 20L));
+                assertEquals(expected, offsets, "committed offsets after the rebalance");
+            } finally {
+                a.close();
+                b.close();
+            }
+            Kit.eventually("the group is empty once both members left", () -> {
+                try {
+                    ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group))
+                            .describedGroups().get(group).get();
+                    return d.groupState() == GroupState.EMPTY && d.members().isEmpty();
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            });
+        }
+    }
+}

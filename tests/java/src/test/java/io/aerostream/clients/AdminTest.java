@@ -4,6 +4,7 @@ import static io.aerostream.clients.Kit.failure;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -28,6 +29,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AccessControlEntryFilter;
 import org.apache.kafka.common.acl.AclBinding;
@@ -63,6 +65,7 @@ class AdminTest {
             assertEquals(topic, d.name());
             assertFalse(d.isInternal());
             assertNotNull(d.topicId(), "topic id");
+            assertNotEquals(Uuid.ZERO_UUID, d.topicId(), "topic id");
             assertEquals(List.of(0, 1), d.partitions().stream().map(TopicPartitionInfo::partition).toList());
             Set<Integer> nodes = admin.describeCluster().nodes().get().stream().map(Node::id)
                     .collect(Collectors.toSet());

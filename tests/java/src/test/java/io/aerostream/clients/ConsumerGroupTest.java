@@ -1,6 +1,7 @@
 package io.aerostream.clients;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -11,10 +12,13 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -24,6 +28,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.GroupNotEmptyException;
+import org.apache.kafka.common.errors.GroupSubscribedToTopicException;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -187,6 +193,79 @@ class ConsumerGroupTest {
                     throw new AssertionError(e);
                 }
             });
+        }
+    }
+
+    private static Map<TopicPartition, Long> committedOffsets(Admin admin, String group) throws Exception {
+        Map<TopicPartition, Long> out = new HashMap<>();
+        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+                .forEach((tp, o) -> out.put(tp, o == null ? null : o.offset()));
+        return out;
+    }
+
+    private static Optional<GroupListing> listed(Admin admin, String group) throws Exception {
+        return admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get().stream()
+                .filter(g -> g.groupId().equals(group)).findFirst();
+    }
+
+    /**
+     * What kafka-consumer-groups.sh does: list groups, reset a group's offsets with the admin
+     * (a member then starts there), refuse to delete a group or its offsets while a member
+     * reads them, and delete them once it left.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.aerostream.clients.Target#all")
+    void groupAdministration(Target t) throws Exception {
+        String group = Kit.unique("admin-group");
+        try (Admin admin = Kit.admin(t)) {
+            String topic = Kit.createTopic(admin, t, "admin-group", 2, Map.of());
+            TopicPartition p0 = new TopicPartition(topic, 0);
+            TopicPartition p1 = new TopicPartition(topic, 1);
+            produce(t, topic, 2, 10, "rec");
+            try (KafkaConsumer<String, String> c = Kit.consumer(t, member(group))) {
+                c.subscribe(List.of(topic));
+                int[] read = {0};
+                Kit.eventually("the member reads 20 records", () -> {
+                    read[0] += c.poll(Duration.ofMillis(200)).count();
+                    return read[0] >= 20;
+                });
+                c.commitSync();
+            }
+            assertEquals(Map.of(p0, 10L, p1, 10L), committedOffsets(admin, group), "offsets after the commit");
+            Kit.eventually("the group is listed as empty", () -> {
+                try {
+                    Optional<GroupListing> g = listed(admin, group);
+                    return g.isPresent() && g.get().groupState().equals(Optional.of(GroupState.EMPTY));
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            });
+
+            admin.alterConsumerGroupOffsets(group, Map.of(p0, new OffsetAndMetadata(3), p1, new OffsetAndMetadata(5)))
+                    .all().get();
+            assertEquals(Map.of(p0, 3L, p1, 5L), committedOffsets(admin, group), "offsets after the reset");
+            try (KafkaConsumer<String, String> c = Kit.consumer(t, member(group))) {
+                c.subscribe(List.of(topic));
+                Map<Integer, Long> first = new HashMap<>();
+                Kit.eventually("the member reads from the reset offsets", () -> {
+                    for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                        first.putIfAbsent(r.partition(), r.offset());
+                    }
+                    return first.size() == 2;
+                });
+                assertEquals(Map.of(0, 3L, 1, 5L), first, "the first offset read from each partition");
+
+                assertInstanceOf(GroupNotEmptyException.class, Kit.failure(admin.deleteConsumerGroups(List.of(group))
+                        .all()), "deleting a group with a member");
+                assertInstanceOf(GroupSubscribedToTopicException.class,
+                        Kit.failure(admin.deleteConsumerGroupOffsets(group, Set.of(p0)).all()),
+                        "deleting offsets of a topic a member reads");
+            }
+            admin.deleteConsumerGroupOffsets(group, Set.of(p0)).all().get();
+            assertEquals(Map.of(p1, 5L), committedOffsets(admin, group), "offsets after deleting p0's");
+            admin.deleteConsumerGroups(List.of(group)).all().get();
+            assertTrue(listed(admin, group).isEmpty(), "the deleted group is not listed");
+            assertEquals(Map.of(), committedOffsets(admin, group), "the deleted group has no offsets");
         }
     }
 }

@@ -3,12 +3,15 @@ package io.aerostream.clients;
 import static io.aerostream.clients.Kit.headers;
 import static io.aerostream.clients.Kit.utf8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.stream.Stream;
 import org.apache.kafka.clients.admin.Admin;
@@ -16,6 +19,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -59,8 +63,8 @@ class ProducerTest {
                 if (i % 7 == 0) {
                     h.add("seq", utf8("again-" + i)); // repeated keys keep their order
                 }
-                // values that compress, with some variety
-                String value = "value-" + i + "-" + "abcdefghij".repeat(i % 13);
+                // values that compress, with some variety, and a few null values (tombstones)
+                String value = i % 17 == 5 ? null : "value-" + i + "-" + "abcdefghij".repeat(i % 13);
                 ProducerRecord<String, String> r = new ProducerRecord<>(topic, i % partitions, t0 + i,
                         i % 11 == 0 ? null : "key-" + i, value, h);
                 sent.add(r);
@@ -105,5 +109,27 @@ class ProducerTest {
                 assertEquals(headers(want.headers()), headers(got.headers()), what + ": headers");
             }
         }
+    }
+
+    /**
+     * A record larger than the topic's max.message.bytes is refused with RecordTooLargeException
+     * and not written; a smaller one on the same producer still goes through.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.aerostream.clients.Target#all")
+    void recordLargerThanTheTopicAllowsIsRefused(Target t) throws Exception {
+        String topic;
+        try (Admin admin = Kit.admin(t)) {
+            topic = Kit.createTopic(admin, t, "too-large", 1, Map.of("max.message.bytes", "10000"));
+        }
+        try (KafkaProducer<String, String> p = Kit.producer(t, Map.of("acks", "all", "enable.idempotence", true))) {
+            ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> p.send(new ProducerRecord<>(topic, 0, "big", "x".repeat(20_000))).get());
+            assertInstanceOf(RecordTooLargeException.class, e.getCause(), "a 20 kB record on a 10 kB topic");
+            RecordMetadata small = p.send(new ProducerRecord<>(topic, 0, "small", "fits")).get();
+            assertEquals(0, small.offset(), "the first record written");
+        }
+        List<ConsumerRecord<String, String>> read = Kit.readAll(t, Kit.partitions(topic, 1), Map.of());
+        assertEquals(List.of("fits"), read.stream().map(ConsumerRecord::value).toList(), "what the topic holds");
     }
 }

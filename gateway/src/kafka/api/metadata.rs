@@ -105,7 +105,15 @@ pub(super) async fn metadata(
         );
     } else {
         for wanted in req.topics.unwrap_or_default() {
-            match wanted.name {
+            // A topic named by id is looked up by id whatever its name says:
+            // the Java client leaves the name empty ("", not null), and
+            // Kafka's broker goes by any id that is not zero.
+            let name = if wanted.topic_id.is_nil() {
+                wanted.name
+            } else {
+                None
+            };
+            match name {
                 Some(name) => {
                     let name = name.0.to_string();
                     if !describable(&name) {

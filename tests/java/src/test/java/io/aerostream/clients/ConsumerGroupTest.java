@@ -21,6 +21,7 @@ import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -266,6 +267,63 @@ class ConsumerGroupTest {
             admin.deleteConsumerGroups(List.of(group)).all().get();
             assertTrue(listed(admin, group).isEmpty(), "the deleted group is not listed");
             assertEquals(Map.of(), committedOffsets(admin, group), "the deleted group has no offsets");
+        }
+    }
+
+    /** Records every partition a member gives up. */
+    private static ConsumerRebalanceListener recordRevoked(Set<TopicPartition> revoked) {
+        return new ConsumerRebalanceListener() {
+            @Override
+            public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                revoked.addAll(partitions);
+            }
+
+            @Override
+            public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
+        };
+    }
+
+    /**
+     * Incremental cooperative rebalancing (CooperativeStickyAssignor, two rounds of the classic
+     * protocol): when a second member joins, the first gives up only the partitions that move
+     * to it and keeps reading the rest.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.aerostream.clients.Target#all")
+    void cooperativeRebalanceMovesOnlyWhatItMust(Target t) throws Exception {
+        int partitions = 4;
+        String group = Kit.unique("cooperative");
+        Map<String, Object> config = new HashMap<>(member(group));
+        config.put("partition.assignment.strategy", CooperativeStickyAssignor.class.getName());
+        try (Admin admin = Kit.admin(t);
+                KafkaConsumer<String, String> a = Kit.consumer(t, config);
+                KafkaConsumer<String, String> b = Kit.consumer(t, config)) {
+            String topic = Kit.createTopic(admin, t, "cooperative", partitions, Map.of());
+            Set<TopicPartition> all = new HashSet<>(Kit.partitions(topic, partitions));
+            Set<TopicPartition> revokedA = new HashSet<>();
+            Set<TopicPartition> revokedB = new HashSet<>();
+            a.subscribe(List.of(topic), recordRevoked(revokedA));
+            Kit.eventually("the first member has every partition", () -> {
+                a.poll(Duration.ofMillis(100));
+                return a.assignment().equals(all);
+            });
+            b.subscribe(List.of(topic), recordRevoked(revokedB));
+            long deadline = System.nanoTime() + Kit.PATIENCE.toNanos();
+            while (!(a.assignment().size() == 2 && b.assignment().size() == 2)) {
+                a.poll(Duration.ofMillis(100));
+                b.poll(Duration.ofMillis(100));
+                if (System.nanoTime() > deadline) {
+                    fail("the members did not split the partitions: " + a.assignment() + " and " + b.assignment());
+                }
+            }
+            Set<TopicPartition> both = new HashSet<>(a.assignment());
+            both.addAll(b.assignment());
+            assertEquals(all, both, "the two members' partitions");
+            assertEquals(b.assignment(), revokedA, "the first member gave up exactly what the second got");
+            assertEquals(Set.of(), revokedB, "the second member gave up nothing");
+            ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                    .get();
+            assertEquals("cooperative-sticky", d.partitionAssignor(), "the group's assignor");
         }
     }
 }

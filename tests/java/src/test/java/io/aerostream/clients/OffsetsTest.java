@@ -3,6 +3,7 @@ package io.aerostream.clients;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -16,6 +17,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -115,6 +117,55 @@ class OffsetsTest {
                 ConsumerRecord<String, String> r = next(c);
                 assertEquals(3, r.offset(), "first record after DeleteRecords");
                 assertEquals("v3", r.value());
+            }
+        }
+    }
+
+    /**
+     * A position past the end: with auto.offset.reset=earliest the consumer starts over at the
+     * beginning, with none poll() throws OffsetOutOfRangeException naming the partition. A
+     * record larger than max.partition.fetch.bytes and fetch.max.bytes is still returned whole,
+     * so a consumer never gets stuck behind it.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.aerostream.clients.Target#all")
+    void outOfRangeAndOversizedRecords(Target t) throws Exception {
+        try (Admin admin = Kit.admin(t)) {
+            String topic = Kit.createTopic(admin, t, "out-of-range", 1, Map.of());
+            TopicPartition tp = new TopicPartition(topic, 0);
+            String big = "b".repeat(50_000);
+            try (KafkaProducer<String, String> p = Kit.producer(t, Map.of("acks", "all", "compression.type", "none"))) {
+                p.send(new ProducerRecord<>(topic, 0, "k", "small")).get();
+                p.send(new ProducerRecord<>(topic, 0, "k", big)).get();
+                p.send(new ProducerRecord<>(topic, 0, "k", "after")).get();
+            }
+            try (KafkaConsumer<String, String> c = Kit.consumer(t, Map.of("auto.offset.reset", "earliest"))) {
+                c.assign(List.of(tp));
+                c.seek(tp, 1000);
+                ConsumerRecord<String, String> r = next(c);
+                assertEquals(0, r.offset(), "reset to the earliest offset");
+                assertEquals("small", r.value());
+            }
+            try (KafkaConsumer<String, String> c = Kit.consumer(t, Map.of("auto.offset.reset", "none"))) {
+                c.assign(List.of(tp));
+                c.seek(tp, 1000);
+                OffsetOutOfRangeException e = assertThrows(OffsetOutOfRangeException.class, () -> {
+                    long deadline = System.nanoTime() + Kit.PATIENCE.toNanos();
+                    while (System.nanoTime() < deadline) {
+                        c.poll(Duration.ofMillis(200));
+                    }
+                });
+                assertEquals(Map.of(tp, 1000L), e.offsetOutOfRangePartitions(), "the partition and position");
+            }
+            try (KafkaConsumer<String, String> c = Kit.consumer(t, Map.of(
+                    "max.partition.fetch.bytes", 1024, "fetch.max.bytes", 1024))) {
+                c.assign(List.of(tp));
+                c.seek(tp, 1);
+                ConsumerRecord<String, String> r = next(c);
+                assertEquals(1, r.offset());
+                assertEquals(big, r.value(), "the 50 kB record whole");
+                c.seek(tp, 2);
+                assertEquals("after", next(c).value());
             }
         }
     }

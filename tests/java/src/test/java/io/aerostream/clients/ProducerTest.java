@@ -63,6 +63,9 @@ class ProducerTest {
                 if (i % 7 == 0) {
                     h.add("seq", utf8("again-" + i)); // repeated keys keep their order
                 }
+                if (i % 19 == 0) {
+                    h.add("empty", null); // a header without a value
+                }
                 // values that compress, with some variety, and a few null values (tombstones)
                 String value = i % 17 == 5 ? null : "value-" + i + "-" + "abcdefghij".repeat(i % 13);
                 ProducerRecord<String, String> r = new ProducerRecord<>(topic, i % partitions, t0 + i,

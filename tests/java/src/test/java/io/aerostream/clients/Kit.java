@@ -15,6 +15,7 @@ import java.util.function.Supplier;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -60,7 +61,7 @@ final class Kit {
 
     /**
      * Creates a topic replicated on all of the target's brokers (up to 3) and waits until
-     * every partition has a leader in the metadata clients are given.
+     * every partition has a leader in the metadata clients are given, and that leader serves.
      */
     static String createTopic(Admin admin, Target t, String prefix, int partitions, Map<String, String> configs)
             throws Exception {
@@ -78,6 +79,14 @@ final class Kit {
                 throw new AssertionError(e);
             }
         });
+        // and until every leader serves it: a broker may name itself leader in
+        // metadata a moment before it takes writes (Apache Kafka then answers
+        // NOT_LEADER_OR_FOLLOWER, and an idempotent producer's next batches
+        // OUT_OF_ORDER_SEQUENCE_NUMBER); ListOffsets is served by leaders only
+        // and the admin retries it until they serve
+        Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+        partitions(name, partitions).forEach(tp -> latest.put(tp, OffsetSpec.latest()));
+        admin.listOffsets(latest).all().get();
         return name;
     }
 

@@ -18,12 +18,18 @@ import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
@@ -269,6 +275,43 @@ class AdminTest {
             assertEquals(4, s.lastSequence(), "the last of five records' sequence");
             assertEquals(t0 + 4, s.lastTimestamp(), "the last record's timestamp");
             assertTrue(s.currentTransactionStartOffset().isEmpty(), "no transaction: " + s);
+        }
+    }
+
+    /**
+     * KIP-430: asked for them, DescribeTopics, DescribeCluster and DescribeConsumerGroups say
+     * what the client may do
+     * (tools such as UIs grey out what it may not); a superuser, or anyone on a broker
+     * without an authorizer, may do everything.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.aerostream.clients.Target#all")
+    void authorizedOperations(Target t) throws Exception {
+        try (Admin admin = Kit.admin(t)) {
+            String topic = Kit.createTopic(admin, t, "authorized-ops", 1, Map.of());
+            TopicDescription d = admin.describeTopics(List.of(topic),
+                    new DescribeTopicsOptions().includeAuthorizedOperations(true)).allTopicNames().get().get(topic);
+            assertNotNull(d.authorizedOperations(), "the topic's authorized operations");
+            assertEquals(Set.of(AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+                    AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+                    AclOperation.ALTER_CONFIGS), d.authorizedOperations(), "the topic's authorized operations");
+            Set<AclOperation> cluster = admin.describeCluster(
+                    new DescribeClusterOptions().includeAuthorizedOperations(true)).authorizedOperations().get();
+            assertNotNull(cluster, "the cluster's authorized operations");
+            assertTrue(cluster.containsAll(Set.of(AclOperation.DESCRIBE, AclOperation.ALTER, AclOperation.CREATE,
+                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE)),
+                    "the cluster's authorized operations: " + cluster);
+
+            String group = Kit.unique("authorized-ops");
+            try (KafkaConsumer<String, String> c = Kit.consumer(t, Map.of("group.id", group))) {
+                c.commitSync(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(0)));
+            }
+            ConsumerGroupDescription g = admin.describeConsumerGroups(List.of(group),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).describedGroups().get(group)
+                    .get();
+            assertEquals(Set.of(AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS), g.authorizedOperations(),
+                    "the group's authorized operations");
         }
     }
 }

@@ -118,6 +118,7 @@ pub use batch::{BatchHeader, Compression, TimestampType};
 pub use config::LogConfig;
 pub use error::StorageError;
 pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
+pub use producer::ProducerSummary;
 pub use replica::ReplicaAppend;
 pub use segment::SegmentInfo;
 pub use sync::{SyncDone, SyncPoint};

@@ -88,6 +88,18 @@ async fn acls_decide_what_a_principal_may_do(logs: Logs) {
     // but not READ
     let f: FetchResponse = call_as(b, ALICE, ApiKey::Fetch, 12, &fetch_req("open", 0, 0, 0)).await;
     assert_eq!(f.responses[0].partitions[0].error_code, refused);
+    // DescribeProducers needs READ too
+    let producers = DescribeProducersRequest::default().with_topics(vec![
+        describe_producers_request::TopicRequest::default()
+            .with_name(TopicName(StrBytes::from_static_str("open")))
+            .with_partition_indexes(vec![0]),
+    ]);
+    let d: DescribeProducersResponse =
+        call_as(b, ALICE, ApiKey::DescribeProducers, 0, &producers).await;
+    assert_eq!(d.topics[0].partitions[0].error_code, refused);
+    let d: DescribeProducersResponse =
+        call_as(b, ADMIN, ApiKey::DescribeProducers, 0, &producers).await;
+    assert_eq!(d.topics[0].partitions[0].error_code, 0);
     let f: FetchResponse = call_as(b, ADMIN, ApiKey::Fetch, 12, &fetch_req("open", 0, 0, 0)).await;
     assert_eq!(
         values_of(f.responses[0].partitions[0].records.clone()),

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.util.ArrayList;
 import java.util.Collection;
@@ -120,6 +121,26 @@ class AdminTest {
     }
 
     /**
+     * The entry once it satisfies {@code check}: a change is seen by every broker soon after
+     * it is acknowledged, not at once (Apache Kafka's brokers answer from their copy of the
+     * metadata, which follows the controller's).
+     */
+    private static ConfigEntry changed(Admin admin, ConfigResource r, String name,
+            java.util.function.Predicate<ConfigEntry> check) throws Exception {
+        long deadline = System.nanoTime() + Kit.PATIENCE.toNanos();
+        while (true) {
+            ConfigEntry e = entry(admin, r, name);
+            if (e != null && check.test(e)) {
+                return e;
+            }
+            if (System.nanoTime() > deadline) {
+                return fail(name + " did not change in " + Kit.PATIENCE + "; last seen: " + e);
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /**
      * Topic configs round-trip: a value given at creation is described as the topic's own,
      * IncrementalAlterConfigs SET and DELETE change and restore it, APPEND adds to a list, and
      * an unknown name or a bad value is refused without changing anything.
@@ -147,10 +168,12 @@ class AdminTest {
                     new AlterConfigOp(new ConfigEntry("max.message.bytes", ""), AlterConfigOp.OpType.DELETE),
                     new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND))))
                     .all().get();
-            assertEquals("7200000", entry(admin, r, "retention.ms").value(), "retention.ms after SET");
-            ConfigEntry max = entry(admin, r, "max.message.bytes");
+            assertEquals("7200000", changed(admin, r, "retention.ms", e -> !e.value().equals("3600000")).value(),
+                    "retention.ms after SET");
+            ConfigEntry max = changed(admin, r, "max.message.bytes", e -> !e.value().equals("200000"));
             assertTrue(max.isDefault(), "max.message.bytes after DELETE is the default again: " + max);
-            assertEquals(Set.of("delete", "compact"), Set.of(entry(admin, r, "cleanup.policy").value().split(",")),
+            assertEquals(Set.of("delete", "compact"),
+                    Set.of(changed(admin, r, "cleanup.policy", e -> !e.value().equals("delete")).value().split(",")),
                     "cleanup.policy after APPEND");
 
             Throwable unknown = failure(admin.incrementalAlterConfigs(Map.of(r, List.of(
@@ -163,7 +186,7 @@ class AdminTest {
 
             admin.incrementalAlterConfigs(Map.of(r, List.of(
                     new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE)))).all().get();
-            ConfigEntry restored = entry(admin, r, "retention.ms");
+            ConfigEntry restored = changed(admin, r, "retention.ms", e -> !e.value().equals("7200000"));
             assertTrue(restored.isDefault(), "retention.ms after DELETE: " + restored);
             assertEquals("604800000", restored.value(), "the default retention is 7 days");
         }

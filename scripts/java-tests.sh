@@ -134,6 +134,8 @@ fi
 # Maven compiles the suite while the brokers start; offline once a run has
 # filled the cache for this pom
 MVN=(mvn -B -Dstyle.color=never -Dmaven.repo.local="$M2" -f tests/java/pom.xml)
+# Maven 3.8 writes colour resets even in batch mode without this
+export MAVEN_OPTS="${MAVEN_OPTS:-} -Djansi.noreset=true"
 marker="$M2/.aerostream-java-$(cat tests/java/pom.xml | sha256sum | cut -c1-16)"
 if [ -f "$marker" ]; then MVN+=(-o); else echo "java-tests.sh: first run for this pom: Maven fetches what it needs into $M2"; fi
 "${MVN[@]}" -q test-compile

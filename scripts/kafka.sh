@@ -75,7 +75,7 @@ classpath() {
   command -v mvn >/dev/null 2>&1 || { echo "kafka.sh: mvn (Maven) is needed to fetch Kafka's jars" >&2; exit 1; }
   mkdir -p "$CACHE"
   echo "kafka.sh: fetching Apache Kafka's jars into $M2" >&2
-  (cd "$POM_DIR" && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$M2" \
+  (cd "$POM_DIR" && MAVEN_OPTS="${MAVEN_OPTS:-} -Djansi.noreset=true" mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$M2" \
       dependency:build-classpath -Dmdep.outputFile="$file.tmp" >&2)
   mv "$file.tmp" "$file"
   cat "$file"

@@ -18,13 +18,16 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 if $BUILD_ONLY; then
   APT_PACKAGES=(gcc g++ make pkg-config curl ca-certificates)
 else
-  APT_PACKAGES=(kcat python3-pip python3-venv xfsprogs nodejs npm gcc g++ make pkg-config curl ca-certificates)
+  APT_PACKAGES=(kcat python3-pip python3-venv xfsprogs nodejs npm openjdk-17-jdk-headless maven gcc g++ make pkg-config curl ca-certificates)
 fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   case "$p" in
     nodejs) command -v node >/dev/null 2>&1 && continue ;;
     npm) command -v npm >/dev/null 2>&1 && continue ;;
+    # the Java client's suite (tests/java/): any JDK 17 or newer will do
+    openjdk-17-jdk-headless) command -v javac >/dev/null 2>&1 && continue ;;
+    maven) command -v mvn >/dev/null 2>&1 && continue ;;
     python3-pip) python3 -m pip --version >/dev/null 2>&1 && continue ;;
     python3-venv) python3 -c 'import venv' >/dev/null 2>&1 && continue ;;
   esac

@@ -120,6 +120,7 @@ pub use compaction::{CleanerFigures, CleanerTotals, CompactionJob, CompactionRep
 pub use config::{CompactionConfig, LogConfig};
 pub use error::StorageError;
 pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
+pub use producer::ProducerSummary;
 pub use replica::ReplicaAppend;
 pub use segment::SegmentInfo;
 pub use sync::{SyncDone, SyncPoint};

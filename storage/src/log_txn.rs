@@ -4,7 +4,7 @@
 use crate::batch;
 use crate::error::StorageError;
 use crate::log::{place, AppendInfo, PartitionLog};
-use crate::producer::{MarkerOf, Staged};
+use crate::producer::{MarkerOf, ProducerSummary, Staged};
 use crate::txn::{self, AbortedTxn, ControlType};
 
 impl PartitionLog {
@@ -13,6 +13,11 @@ impl PartitionLog {
     /// watermark. `None` when no transaction is ongoing.
     pub fn first_unstable_offset(&self) -> Option<i64> {
         self.producers.first_unstable_offset()
+    }
+
+    /// Every producer the partition remembers (DescribeProducers).
+    pub fn producers(&self) -> Vec<ProducerSummary> {
+        self.producers.summaries()
     }
 
     /// Ongoing transactions as `(producer id, epoch, first offset)`.

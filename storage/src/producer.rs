@@ -78,6 +78,22 @@ impl ProducerEntry {
     }
 }
 
+/// One producer as DescribeProducers tells it (Kafka's `ProducerState`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The sequence of the last record written; -1 when no batch is
+    /// remembered (a producer seen only in markers).
+    pub last_sequence: i32,
+    /// The largest timestamp of its last batch; -1 when none is remembered.
+    pub last_timestamp: i64,
+    /// The coordinator epoch of its latest marker; -1 before any.
+    pub coordinator_epoch: i32,
+    /// The first offset of its ongoing transaction.
+    pub txn_first_offset: Option<i64>,
+}
+
 /// A marker to check: producer id and epoch, commit or abort, and the
 /// epoch of the coordinator that asks.
 #[derive(Debug, Clone, Copy)]
@@ -264,6 +280,27 @@ impl ProducerStates {
     /// offset can be no higher.
     pub(crate) fn first_unstable_offset(&self) -> Option<i64> {
         self.map.values().filter_map(|e| e.txn_first_offset).min()
+    }
+
+    /// Every producer the partition remembers, by producer id.
+    pub(crate) fn summaries(&self) -> Vec<ProducerSummary> {
+        let mut out: Vec<ProducerSummary> = self
+            .map
+            .iter()
+            .map(|(pid, e)| {
+                let last = e.batches.back();
+                ProducerSummary {
+                    producer_id: *pid,
+                    epoch: e.epoch,
+                    last_sequence: last.map_or(-1, |b| b.last_seq),
+                    last_timestamp: last.map_or(-1, |b| b.max_timestamp),
+                    coordinator_epoch: e.coordinator_epoch,
+                    txn_first_offset: e.txn_first_offset,
+                }
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        out
     }
 
     /// Producers with an ongoing transaction, with its first offset.

@@ -73,6 +73,10 @@ impl LogBackend for DiskLog {
         self.log.first_unstable_offset()
     }
 
+    fn producers(&self) -> Vec<storage::ProducerSummary> {
+        self.log.producers()
+    }
+
     fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<storage::AbortedTxn> {
         self.log.aborted_transactions(from, upto)
     }

@@ -279,6 +279,8 @@ pub trait LogBackend: Send + 'static {
     ) -> Result<i64, LogError>;
     /// The first offset of the oldest ongoing transaction.
     fn first_unstable_offset(&self) -> Option<i64>;
+    /// Every producer the partition remembers (DescribeProducers).
+    fn producers(&self) -> Vec<storage::ProducerSummary>;
     /// The aborted transactions a read_committed read of `[from, upto)`
     /// must name.
     fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<storage::AbortedTxn>;

@@ -77,6 +77,10 @@ impl LogBackend for TieredLog {
         self.p.log().first_unstable_offset()
     }
 
+    fn producers(&self) -> Vec<storage::ProducerSummary> {
+        self.p.log().producers()
+    }
+
     fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<storage::AbortedTxn> {
         self.p.log().aborted_transactions(from, upto)
     }

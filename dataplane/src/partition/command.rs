@@ -243,6 +243,10 @@ pub(super) enum Command {
     LastStable {
         reply: Reply<i64>,
     },
+    /// Every producer the partition remembers (DescribeProducers).
+    Producers {
+        reply: Reply<Vec<storage::ProducerSummary>>,
+    },
     LocalBytes {
         reply: Reply<u64>,
     },

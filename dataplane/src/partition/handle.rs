@@ -206,6 +206,12 @@ impl PartitionHandle {
         self.ask(|reply| Command::LastStable { reply }).await
     }
 
+    /// The producers the partition remembers: id, epoch, last sequence and
+    /// timestamp, and where an ongoing transaction starts (DescribeProducers).
+    pub async fn producers(&self) -> Result<Vec<storage::ProducerSummary>, LogError> {
+        self.ask(|reply| Command::Producers { reply }).await
+    }
+
     /// Bytes of record data this replica holds on local disk.
     pub async fn local_bytes(&self) -> Result<u64, LogError> {
         self.ask(|reply| Command::LocalBytes { reply }).await

@@ -793,6 +793,9 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                 Command::LastStable { reply } => {
                     let _ = reply.send(t.last_stable_offset());
                 }
+                Command::Producers { reply } => {
+                    let _ = reply.send(t.log.producers());
+                }
                 Command::LocalBytes { reply } => {
                     let _ = reply.send(t.log.local_bytes());
                 }

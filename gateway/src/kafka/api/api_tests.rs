@@ -101,6 +101,10 @@ async fn every_advertised_version_of_every_api_answers_a_default_request() {
         IncrementalAlterConfigsRequest::default()
     );
     each_version!(ApiKey::CreateTopics, CreateTopicsRequest::default());
+    each_version!(
+        ApiKey::DescribeProducers,
+        DescribeProducersRequest::default()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,6 +45,16 @@ fn may(b: &Broker, ctx: &RequestContext, operation: AclOperation, group: &str) -
 
 const REFUSED: ResponseError = ResponseError::GroupAuthorizationFailed;
 
+/// The operations Kafka reports on a group when asked which ones the client
+/// may perform (KIP-430; its `AclEntry.supportedOperations`).
+const GROUP_OPERATIONS: [AclOperation; 5] = [
+    AclOperation::Read,
+    AclOperation::Describe,
+    AclOperation::Delete,
+    AclOperation::DescribeConfigs,
+    AclOperation::AlterConfigs,
+];
+
 pub(super) fn find_coordinator(
     b: &Broker,
     ctx: &RequestContext,
@@ -314,7 +324,14 @@ pub(super) async fn describe_groups(
                 continue;
             }
         };
+        // KIP-430 (v3+), for a group the client may describe
+        let operations = if ctx.api_version >= 3 && req.include_authorized_operations {
+            super::metadata::authorized(b, ctx, &GROUP_OPERATIONS, ResourceType::Group, &name)
+        } else {
+            i32::MIN
+        };
         let entry = base
+            .with_authorized_operations(operations)
             .with_group_state(s(d.state))
             .with_protocol_type(s(d.protocol_type))
             .with_protocol_data(s(d.protocol))

@@ -21,6 +21,46 @@ use metastore::{ClusterControl, MetaError, TopicInfo, Topics};
 /// Kafka's "authorized operations not requested" value.
 const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
+/// The operations Kafka reports on a topic when asked which ones the client
+/// may perform (KIP-430; its `AclEntry.supportedOperations`).
+const TOPIC_OPERATIONS: [AclOperation; 8] = [
+    AclOperation::Read,
+    AclOperation::Write,
+    AclOperation::Create,
+    AclOperation::Delete,
+    AclOperation::Alter,
+    AclOperation::Describe,
+    AclOperation::DescribeConfigs,
+    AclOperation::AlterConfigs,
+];
+
+/// The same for the cluster.
+const CLUSTER_OPERATIONS: [AclOperation; 7] = [
+    AclOperation::Create,
+    AclOperation::ClusterAction,
+    AclOperation::DescribeConfigs,
+    AclOperation::AlterConfigs,
+    AclOperation::IdempotentWrite,
+    AclOperation::Alter,
+    AclOperation::Describe,
+];
+
+/// KIP-430's bit field (bit n for Kafka's operation code n) of the
+/// `operations` the client may perform on the resource: all of them with
+/// authorization off, as Kafka's broker without an authorizer says.
+pub(super) fn authorized(
+    b: &Broker,
+    ctx: &RequestContext,
+    operations: &[AclOperation],
+    resource_type: ResourceType,
+    name: &str,
+) -> i32 {
+    operations
+        .iter()
+        .filter(|op| ctx.may(b, **op, resource_type, name))
+        .fold(0, |bits, op| bits | 1 << op.code())
+}
+
 /// Kafka's broker id of an agent (-1 for none, as Kafka reports a missing
 /// leader); behind a load balancer every agent is the one broker clients see.
 fn broker_id(config: &BrokerConfig, agent: Option<u64>) -> BrokerId {
@@ -105,7 +145,15 @@ pub(super) async fn metadata(
         );
     } else {
         for wanted in req.topics.unwrap_or_default() {
-            match wanted.name {
+            // A topic named by id is looked up by id whatever its name says:
+            // the Java client leaves the name empty ("", not null), and
+            // Kafka's broker goes by any id that is not zero.
+            let name = if wanted.topic_id.is_nil() {
+                wanted.name
+            } else {
+                None
+            };
+            match name {
                 Some(name) => {
                     let name = name.0.to_string();
                     if !describable(&name) {
@@ -158,6 +206,25 @@ pub(super) async fn metadata(
         }
     }
     await_suspected_leaders(b, &mut topics).await;
+    if v >= 8 && req.include_topic_authorized_operations {
+        for t in topics.iter_mut().filter(|t| t.error_code == 0) {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations = authorized(
+                    b,
+                    ctx,
+                    &TOPIC_OPERATIONS,
+                    ResourceType::Topic,
+                    name.0.as_str(),
+                );
+            }
+        }
+    }
+    // v8 to v10 (v11 moved it to DescribeCluster)
+    let cluster_operations = if (8..=10).contains(&v) && req.include_cluster_authorized_operations {
+        cluster_authorized(b, ctx)
+    } else {
+        OPS_NOT_REQUESTED
+    };
     let live = brokers::listed(&b.node.catalog, &b.config, &b.fenced_since);
     MetadataResponse::default()
         .with_brokers(
@@ -174,7 +241,17 @@ pub(super) async fn metadata(
         .with_cluster_id(Some(s(b.node.catalog.cluster().cluster_id)))
         .with_controller_id(BrokerId(brokers::controller(&b.node.catalog, &b.config)))
         .with_topics(topics)
-        .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
+        .with_cluster_authorized_operations(cluster_operations)
+}
+
+fn cluster_authorized(b: &Broker, ctx: &RequestContext) -> i32 {
+    authorized(
+        b,
+        ctx,
+        &CLUSTER_OPERATIONS,
+        ResourceType::Cluster,
+        security::authz::CLUSTER_RESOURCE,
+    )
 }
 
 /// Leaders named in `topics` that the metastore leader has not heard from
@@ -239,14 +316,19 @@ async fn await_suspected_leaders(b: &Broker, topics: &mut [MetadataResponseTopic
 
 pub(super) fn describe_cluster(
     b: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
+    let operations = if req.include_cluster_authorized_operations {
+        cluster_authorized(b, ctx)
+    } else {
+        OPS_NOT_REQUESTED
+    };
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(s(b.node.catalog.cluster().cluster_id))
         .with_controller_id(BrokerId(brokers::controller(&b.node.catalog, &b.config)))
-        .with_cluster_authorized_operations(OPS_NOT_REQUESTED);
+        .with_cluster_authorized_operations(operations);
     if req.endpoint_type != 1 {
         return resp
             .with_error_code(ResponseError::UnsupportedEndpointType.code())

@@ -318,6 +318,9 @@ pub async fn dispatch(
             .await
             .into(),
         RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &ctx, r).await.into(),
+        RequestKind::DescribeProducers(r) => {
+            offsets::describe_producers(broker, &ctx, r).await.into()
+        }
         RequestKind::WriteTxnMarkers(r) => {
             txn_markers::write_txn_markers(broker, &ctx, r).await.into()
         }

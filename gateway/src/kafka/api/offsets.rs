@@ -1,7 +1,10 @@
-//! ListOffsets, OffsetForLeaderEpoch and DeleteRecords.
+//! ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers.
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -10,8 +13,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{
-    DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse, DescribeProducersRequest,
+    DescribeProducersResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducerId,
 };
 use kafka_protocol::ResponseError;
 
@@ -222,4 +226,56 @@ pub(super) async fn delete_records(
         );
     }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+/// DescribeProducers (kafka-transactions.sh's `describe-producers` and
+/// `find-hanging`): the producers each partition's leader remembers, as
+/// Kafka's broker answers it; READ on the topic.
+pub(super) async fn describe_producers(
+    b: &Broker,
+    ctx: &RequestContext,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let mut topics = Vec::new();
+    for t in req.topics {
+        let topic = b.node.catalog.topic(t.name.as_str());
+        let mut parts = Vec::new();
+        for index in t.partition_indexes {
+            let resp = PartitionResponse::default().with_partition_index(index);
+            let located = locate(
+                b,
+                (ctx, AclOperation::Read, t.name.as_str()),
+                topic.as_deref(),
+                index,
+            )
+            .await;
+            let resp = match located {
+                Err(e) => resp.with_error_code(e.code()),
+                Ok((h, _)) => match h.producers().await {
+                    Err(e) => resp.with_error_code(codes::log_error(&e).code()),
+                    Ok(producers) => resp.with_active_producers(
+                        producers
+                            .into_iter()
+                            .map(|p| {
+                                ProducerState::default()
+                                    .with_producer_id(ProducerId(p.producer_id))
+                                    .with_producer_epoch(i32::from(p.epoch))
+                                    .with_last_sequence(p.last_sequence)
+                                    .with_last_timestamp(p.last_timestamp)
+                                    .with_coordinator_epoch(p.coordinator_epoch)
+                                    .with_current_txn_start_offset(p.txn_first_offset.unwrap_or(-1))
+                            })
+                            .collect(),
+                    ),
+                },
+            };
+            parts.push(resp);
+        }
+        topics.push(
+            TopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
+    }
+    DescribeProducersResponse::default().with_topics(topics)
 }

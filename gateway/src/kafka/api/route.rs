@@ -126,6 +126,36 @@ pub(super) async fn route(
                 ),
             }
         }
+        RequestKind::DescribeProducers(r) => {
+            let split = split_by_leader(
+                b,
+                fwd,
+                ctx,
+                header,
+                ApiKey::DescribeProducers,
+                false,
+                r,
+                |r| &mut r.topics,
+                |r| async move { super::offsets::describe_producers(b, ctx, r).await.topics },
+                |a: DescribeProducersResponse| a.topics,
+                |i| {
+                    describe_producers_response::PartitionResponse::default()
+                        .with_partition_index(i)
+                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                },
+                FORWARD_TIMEOUT,
+            )
+            .await;
+            match split {
+                Err(r) => local(RequestKind::DescribeProducers(r)),
+                Ok(topics) => answered(
+                    ApiKey::DescribeProducers,
+                    DescribeProducersResponse::default()
+                        .with_topics(topics)
+                        .into(),
+                ),
+            }
+        }
         // boxed: the group routes nest many futures, and the request
         // future would otherwise be too deep for the compiler to lay out
         other => {

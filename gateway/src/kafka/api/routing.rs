@@ -216,6 +216,33 @@ topic_entry!(
     partitions,
     partition_index
 );
+topic_entry!(
+    describe_producers_response::TopicResponse,
+    describe_producers_response::PartitionResponse,
+    name,
+    partitions,
+    partition_index
+);
+
+/// DescribeProducers names its partitions by bare index.
+impl Topic for describe_producers_request::TopicRequest {
+    type Part = i32;
+    fn name(&self) -> &str {
+        self.name.as_str()
+    }
+    fn id(&self) -> Uuid {
+        Uuid::nil()
+    }
+    fn named(name: &TopicName, _id: Uuid) -> Self {
+        Self::default().with_name(name.clone())
+    }
+    fn parts(&mut self) -> &mut Vec<i32> {
+        &mut self.partition_indexes
+    }
+    fn index(p: &i32) -> i32 {
+        *p
+    }
+}
 
 /// How a topic is matched between request and answer.
 fn same_topic(by_id: bool, a: (&str, Uuid), b: (&str, Uuid)) -> bool {

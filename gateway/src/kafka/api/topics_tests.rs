@@ -16,6 +16,7 @@ on_every_backend!(
     metadata_lists_live_agents_with_racks_and_offline_partitions_without_a_leader,
     create_topics_places_replicas_where_the_assignments_say,
     metadata_waits_for_the_fate_of_a_leader_the_metastore_no_longer_hears,
+    metadata_by_topic_id_goes_by_the_id_when_the_name_is_empty,
 );
 
 async fn metadata_auto_creates_unknown_topics_unless_the_client_says_no(logs: Logs) {
@@ -37,6 +38,44 @@ async fn metadata_auto_creates_unknown_topics_unless_the_client_says_no(logs: Lo
     let resp: MetadataResponse = call(b, ApiKey::Metadata, 9, &req).await;
     assert_eq!(resp.topics[0].error_code, 3);
 }
+/// The Java client asks for topics by id with an empty name ("", its
+/// default), not a null one: the id decides, as on Kafka's broker.
+async fn metadata_by_topic_id_goes_by_the_id_when_the_name_is_empty(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "by-id", 2).await;
+    let id = b.node.catalog.topic("by-id").expect("created").id;
+    let unknown = uuid::Uuid::from_u128(42);
+    let asked = |id| {
+        metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str(""))))
+            .with_topic_id(id)
+    };
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![asked(id), asked(unknown)]))
+        .with_allow_auto_topic_creation(false);
+    let resp: MetadataResponse = call(b, ApiKey::Metadata, 12, &req).await;
+    let got: Vec<(Option<String>, uuid::Uuid, i16, usize)> = resp
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().map(|n| n.to_string()),
+                t.topic_id,
+                t.error_code,
+                t.partitions.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Some("by-id".to_string()), id, 0, 2),
+            (None, unknown, 100, 0), // UNKNOWN_TOPIC_ID
+        ]
+    );
+}
+
 async fn create_partitions_only_grows_a_topic(logs: Logs) {
     let t = TestBroker::start(logs).await;
     let b = &t.broker;

@@ -21,6 +21,7 @@ use crate::testing::{Logs, TestBroker};
 on_every_backend!(
     a_transaction_commits_its_records_and_offsets_together,
     a_batch_of_a_partition_not_added_is_refused_and_a_fenced_producer_told_so,
+    describe_producers_names_each_producer_and_where_its_transaction_starts,
 );
 
 fn id(s: &str) -> TransactionalId {
@@ -207,4 +208,105 @@ async fn a_batch_of_a_partition_not_added_is_refused_and_a_fenced_producer_told_
     let aborted = p.aborted_transactions.as_ref().expect("named");
     assert_eq!(aborted.len(), 1);
     assert_eq!(aborted[0].producer_id.0, pid);
+}
+
+/// (producer id, epoch, last sequence, last timestamp, coordinator epoch,
+/// transaction start) of each producer DescribeProducers names.
+type Described = Vec<(i64, i32, i32, i64, i32, i64)>;
+
+async fn describe_producers(
+    b: &Broker,
+    topic: &str,
+    partitions: Vec<i32>,
+) -> Vec<(i16, Described)> {
+    let req = DescribeProducersRequest::default().with_topics(vec![
+        describe_producers_request::TopicRequest::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_indexes(partitions),
+    ]);
+    let resp: DescribeProducersResponse = call(b, ApiKey::DescribeProducers, 0, &req).await;
+    resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            let producers = p
+                .active_producers
+                .iter()
+                .map(|s| {
+                    (
+                        s.producer_id.0,
+                        s.producer_epoch,
+                        s.last_sequence,
+                        s.last_timestamp,
+                        s.coordinator_epoch,
+                        s.current_txn_start_offset,
+                    )
+                })
+                .collect();
+            (p.error_code, producers)
+        })
+        .collect()
+}
+
+/// DescribeProducers (the Java admin's describeProducers, and
+/// kafka-transactions.sh's find-hanging) as Kafka's broker answers it.
+async fn describe_producers_names_each_producer_and_where_its_transaction_starts(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "p", 1).await;
+    assert_eq!(describe_producers(b, "p", vec![0]).await, vec![(0, vec![])]);
+
+    // an idempotent producer writes two records (timestamps 1_700_000_000_000 + i)
+    let idem: InitProducerIdResponse = call(
+        b,
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default()
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    )
+    .await;
+    let (ip, ie) = (idem.producer_id.0, idem.producer_epoch);
+    let written = produce(
+        b,
+        "p",
+        batch(&["a", "b"], Some((ip, ie, 0)), Compression::None),
+    )
+    .await;
+    assert_eq!(written.error_code, 0);
+    // a transactional one opens a transaction at offset 2
+    let r = init(b, "describe").await;
+    let (tp, te) = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(add(b, "describe", tp, te, "p").await, 0);
+    let (code, why) = produce_txn(b, "describe", "p", txn_batch(&["t"], tp, te, 0)).await;
+    assert_eq!(code, 0, "{why:?}");
+
+    let mut open = vec![
+        (ip, i32::from(ie), 1, 1_700_000_000_001, -1, -1),
+        (tp, i32::from(te), 0, 1_700_000_000_000, -1, 2),
+    ];
+    open.sort_unstable();
+    assert_eq!(describe_producers(b, "p", vec![0]).await, vec![(0, open)]);
+
+    assert_eq!(end(b, "describe", tp, te, true).await, 0);
+    let described = describe_producers(b, "p", vec![0]).await;
+    let txn = described[0]
+        .1
+        .iter()
+        .find(|p| p.0 == tp)
+        .expect("still remembered");
+    assert_eq!(txn.5, -1, "no transaction open after the commit");
+    assert!(txn.4 >= 0, "the marker's coordinator epoch: {txn:?}");
+
+    assert_eq!(
+        describe_producers(b, "p", vec![7]).await,
+        vec![(3, vec![])],
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    assert_eq!(
+        describe_producers(b, "nope", vec![0]).await,
+        vec![(3, vec![])],
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
 }

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Runs Apache Kafka's own broker on this machine, as the reference that
+# AeroStream's client tests are checked against (tests/java/): one KRaft node
+# that is broker and controller at once, plaintext on 127.0.0.1.
+#
+# Kafka's jars come from Maven Central through tests/java/kafka-broker/pom.xml
+# into a Maven repository outside the clone ($AEROSTREAM_M2, default
+# ~/.cache/aerostream/m2); the classpath is kept beside it, so a second start
+# runs no Maven at all and the broker serves within seconds. Needs a JDK 17+
+# (java) and, the first time, Maven (mvn).
+#
+#   scripts/kafka.sh [--port 9092] [--controller-port PORT+1] [--dir DIR] [--heap 1g]
+#       formats DIR (default ./kafka-data) the first time, starts the broker
+#       in the background, waits until it serves and prints where its logs
+#       are; a broker already running from DIR is left alone
+#   scripts/kafka.sh stop [--dir DIR]      stops it (SIGTERM, clean shutdown)
+#   scripts/kafka.sh classpath             fetches the jars, prints the classpath
+#
+# The broker has Kafka's StandardAuthorizer with User:ANONYMOUS as a
+# superuser: every request is allowed, and the ACL APIs work, as they do on
+# a secured cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+POM_DIR="$ROOT/tests/java/kafka-broker"
+M2="${AEROSTREAM_M2:-$HOME/.cache/aerostream/m2}"
+CACHE="$(dirname "$M2")/kafka"
+
+cmd=start
+case "${1:-}" in start|stop|classpath) cmd=$1; shift ;; esac
+PORT=9092 CONTROLLER_PORT="" DIR="$ROOT/kafka-data" HEAP="${KAFKA_HEAP:-1g}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --port) PORT=$2; shift 2 ;;
+    --controller-port) CONTROLLER_PORT=$2; shift 2 ;;
+    --dir) DIR=$2; shift 2 ;;
+    --heap) HEAP=$2; shift 2 ;;
+    *) echo "kafka.sh: unknown argument $1 (see the comment at the top of $0)" >&2; exit 2 ;;
+  esac
+done
+CONTROLLER_PORT=${CONTROLLER_PORT:-$((PORT + 1))}
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+PID_FILE="$DIR/kafka.pid"
+
+running() { [ -f "$PID_FILE" ] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null; }
+
+if [ "$cmd" = stop ]; then
+  if running; then
+    pid=$(cat "$PID_FILE")
+    kill -TERM "$pid"
+    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "kafka did not stop within 30 s: killing pid $pid" >&2
+      kill -KILL "$pid"
+    fi
+    echo "kafka stopped"
+  fi
+  rm -f "$PID_FILE"
+  exit 0
+fi
+
+# The classpath, resolved once per pom: Maven runs only when the pom changed
+# or a jar went missing from the cache.
+classpath() {
+  local key file
+  key=$(sha256sum "$POM_DIR/pom.xml" | cut -c1-16)
+  file="$CACHE/classpath-$key.txt"
+  if [ -s "$file" ]; then
+    local ok=yes jar
+    IFS=: read -ra jars <"$file"
+    for jar in "${jars[@]}"; do [ -f "$jar" ] || { ok=no; break; }; done
+    if [ "$ok" = yes ]; then cat "$file"; return; fi
+  fi
+  command -v mvn >/dev/null 2>&1 || { echo "kafka.sh: mvn (Maven) is needed to fetch Kafka's jars" >&2; exit 1; }
+  mkdir -p "$CACHE"
+  echo "kafka.sh: fetching Apache Kafka's jars into $M2" >&2
+  (cd "$POM_DIR" && MAVEN_OPTS="${MAVEN_OPTS:-} -Djansi.noreset=true" mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$M2" \
+      dependency:build-classpath -Dmdep.outputFile="$file.tmp" >&2)
+  mv "$file.tmp" "$file"
+  cat "$file"
+}
+
+CP=$(classpath)
+if [ "$cmd" = classpath ]; then echo "$CP"; exit 0; fi
+
+if running; then
+  echo "kafka is already running from $DIR (pid $(cat "$PID_FILE")); logs in $DIR/logs"
+  exit 0
+fi
+
+JAVA_OPTS=(-Xmx"$HEAP" -Xms"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
+  -Dkafka.logs.dir="$DIR/logs" -Dlog4j2.configurationFile="$POM_DIR/log4j2.properties")
+mkdir -p "$DIR/logs"
+cat >"$DIR/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$DIR/data
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=500
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+EOF
+
+if [ ! -f "$DIR/data/meta.properties" ]; then
+  # a cluster id is 16 random bytes in URL-safe base64 without padding
+  id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+  id="A${id:1}"
+  java "${JAVA_OPTS[@]}" -cp "$CP" kafka.tools.StorageTool format \
+    -t "$id" -c "$DIR/server.properties" >"$DIR/logs/format.log" 2>&1 \
+    || { cat "$DIR/logs/format.log" >&2; exit 1; }
+fi
+
+: >"$DIR/logs/server.log"
+nohup java "${JAVA_OPTS[@]}" -cp "$CP" kafka.Kafka "$DIR/server.properties" \
+  >"$DIR/logs/kafka.out" 2>&1 &
+echo $! >"$PID_FILE"
+
+deadline=$(( $(date +%s) + 120 ))
+until grep -q "Kafka Server started" "$DIR/logs/server.log" 2>/dev/null; do
+  if ! running; then
+    echo "kafka exited; the end of its log:" >&2
+    tail -n 30 "$DIR/logs/server.log" "$DIR/logs/kafka.out" >&2
+    exit 1
+  fi
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "kafka does not serve after 120 s; see $DIR/logs/server.log" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+echo "kafka $(basename "$(tr ':' '\n' <<<"$CP" | grep '/kafka_2.13-')" .jar) serves on 127.0.0.1:$PORT (pid $(cat "$PID_FILE"), heap $HEAP); logs in $DIR/logs"

@@ -16,7 +16,6 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -27,9 +26,6 @@ class ConsumerProtocolTest {
      * Two members of a KIP-848 group split four partitions, the group is described as a
      * consumer group, and together they read every record once and commit.
      */
-    @Disabled("KIP-848 not served yet: AeroStream advertises no ConsumerGroupHeartbeat (API 68), so poll() "
-            + "throws UnsupportedVersionException: The cluster does not support the new CONSUMER group protocol "
-            + "(caused by: The node does not support CONSUMER_GROUP_HEARTBEAT)")
     @ParameterizedTest(name = "{0}")
     @MethodSource("io.aerostream.clients.Target#all")
     void consumerProtocolGroup(Target t) throws Exception {

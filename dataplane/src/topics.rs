@@ -139,7 +139,7 @@ pub fn topic_configs(node: &Node, t: &TopicInfo) -> Vec<ConfigEntry> {
 }
 
 /// The offsets of a partition this agent leads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PartitionOffsets {
     /// The first offset across tiers.
     pub log_start: i64,
@@ -154,6 +154,24 @@ pub struct PartitionOffsets {
     pub high_watermark: i64,
     /// Bytes of record data on the leader's local disk.
     pub local_bytes: u64,
+    /// Where compaction stands, for a compacted topic's partition.
+    pub cleaner: Option<CleanerView>,
+}
+
+/// A compacted partition's cleaner figures, as the leader's log reports them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CleanerView {
+    /// Bytes of sealed segments written since they were last compacted,
+    /// over the bytes of sealed segments (0 when there are none).
+    pub dirty_ratio: f64,
+    pub dirty_bytes: u64,
+    pub compactable_bytes: u64,
+    /// Every offset below this was compacted at least once.
+    pub compacted_below: u64,
+    /// Since the log was opened: runs, bytes and records removed.
+    pub runs: u64,
+    pub bytes_removed: u64,
+    pub records_removed: u64,
 }
 
 /// Bytes of a partition's segments in object storage, as the metastore
@@ -183,6 +201,22 @@ pub async fn partition_offsets(
         .map_or(log_start, |o| o.offset);
     let log_end = *h.log_end().borrow();
     let local_bytes = h.local_bytes().await.map_err(Unavailable::Log)?;
+    let c = &h.stats().cleaner;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let compacted = crate::topic_config::is_compacted(&topic.configs);
+    let cleaner = compacted.then(|| CleanerView {
+        dirty_ratio: if load(&c.compactable_bytes) == 0 {
+            0.0
+        } else {
+            load(&c.dirty_bytes) as f64 / load(&c.compactable_bytes) as f64
+        },
+        dirty_bytes: load(&c.dirty_bytes),
+        compactable_bytes: load(&c.compactable_bytes),
+        compacted_below: load(&c.compacted_below),
+        runs: load(&c.runs),
+        bytes_removed: load(&c.bytes_removed),
+        records_removed: load(&c.records_removed),
+    });
     Ok(PartitionOffsets {
         log_start,
         local_log_start,
@@ -190,5 +224,6 @@ pub async fn partition_offsets(
         log_end,
         high_watermark,
         local_bytes,
+        cleaner,
     })
 }

@@ -139,6 +139,13 @@ def test_a_compacted_topic_keeps_the_latest_value_of_each_key(broker):
     assert on_disk < bytes_in / 10, (on_disk, bytes_in)
     assert metric_of(broker, "aerostream_partition_cleaner_runs_total", topic) >= 1
     assert metric_of(broker, "aerostream_partition_cleaner_records_removed_total", topic) >= RECORDS - KEYS
+    # the REST API (and the console's topic page) show the same figures
+    import json
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}/v1/topics/{topic}", timeout=10) as r:
+        cleaner = json.load(r)["partitions"][0]["cleaner"]
+    assert cleaner["runs"] >= 1 and cleaner["records_removed"] >= RECORDS - KEYS, cleaner
+    assert 0.0 <= cleaner["dirty_ratio"] <= 1.0 and cleaner["compacted_below"] > 0, cleaner
 
     # a consumer whose position lies in a gap goes on at the next record
     offsets = sorted(o for o, _, _ in records)

@@ -73,11 +73,32 @@ pub struct PartitionView {
     /// the metastore (0 without tiered storage). A segment stays on local
     /// disk for `local.retention.*` after its upload, so the two overlap.
     pub tiered_bytes: u64,
+    /// A compacted topic's partition: where compaction stands on the
+    /// leader (known only there, like the offsets).
+    pub cleaner: Option<CleanerInfo>,
     /// `leader` when the offsets are this agent's own, `metastore` when
     /// another agent leads the partition and only the recorded high
     /// watermark is known, `unavailable` when this agent leads it but its
     /// log cannot answer (offline after a failed write, say).
     pub offsets_from: String,
+}
+
+/// Compaction of one partition of a compacted topic.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CleanerInfo {
+    /// Bytes of sealed segments written since their last compaction over
+    /// the bytes of sealed segments (`min.cleanable.dirty.ratio` is
+    /// compared with this).
+    pub dirty_ratio: f64,
+    pub dirty_bytes: u64,
+    pub compactable_bytes: u64,
+    /// Every offset below this was compacted at least once.
+    pub compacted_below: u64,
+    /// Compaction runs since the leader opened the log.
+    pub runs: u64,
+    /// Bytes and records compaction removed since the leader opened the log.
+    pub bytes_removed: u64,
+    pub records_removed: u64,
 }
 
 /// A topic config with its effective value.
@@ -125,6 +146,7 @@ async fn detail(b: &Broker, caller: &Caller, t: &TopicInfo) -> Result<TopicDetai
             log_end: None,
             high_watermark: p.high_watermark,
             local_bytes: None,
+            cleaner: None,
             tiered_bytes: topics::tiered_bytes(&b.node, t, p.index),
             offsets_from: "metastore".into(),
         };
@@ -136,6 +158,15 @@ async fn detail(b: &Broker, caller: &Caller, t: &TopicInfo) -> Result<TopicDetai
                 view.log_end = Some(o.log_end);
                 view.high_watermark = o.high_watermark;
                 view.local_bytes = Some(o.local_bytes);
+                view.cleaner = o.cleaner.map(|c| CleanerInfo {
+                    dirty_ratio: c.dirty_ratio,
+                    dirty_bytes: c.dirty_bytes,
+                    compactable_bytes: c.compactable_bytes,
+                    compacted_below: c.compacted_below,
+                    runs: c.runs,
+                    bytes_removed: c.bytes_removed,
+                    records_removed: c.records_removed,
+                });
                 view.offsets_from = "leader".into();
             }
             Err(Unavailable::NotLeader) => {}

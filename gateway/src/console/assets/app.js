@@ -362,7 +362,8 @@ async function topic(name) {
     table([{ label: "Partition", num: true }, "Leader", "Replicas", "ISR",
       { label: "Log start", num: true }, { label: "Local start", num: true }, { label: "Tiered start", num: true },
       { label: "Log end", num: true }, { label: "High watermark", num: true },
-      { label: "Local bytes", num: true }, { label: "Tiered bytes", num: true }, "Offsets from"],
+      { label: "Local bytes", num: true }, { label: "Tiered bytes", num: true },
+      { label: "Dirty ratio", num: true }, { label: "Compacted away", num: true }, "Offsets from"],
       t.partitions.map(p => el("tr", {},
         num(p.partition),
         el("td", { class: p.leader === null ? "bad" : null }, p.leader ?? "none"),
@@ -371,6 +372,11 @@ async function topic(name) {
         num(p.log_start), num(p.local_log_start), num(p.tiered_start), num(p.log_end), num(p.high_watermark),
         el("td", { class: "num" }, p.local_bytes === null ? "–" : bytes(p.local_bytes)),
         el("td", { class: "num" }, bytes(p.tiered_bytes)),
+        // compacted topics only: the cleaner's figures on the leader
+        el("td", { class: "num" }, p.cleaner ? p.cleaner.dirty_ratio.toFixed(2) : "–"),
+        el("td", { class: "num" }, p.cleaner
+          ? `${bytes(p.cleaner.bytes_removed)} (${p.cleaner.records_removed} records, ${p.cleaner.runs} runs)`
+          : "–"),
         el("td", { class: "muted" }, p.offsets_from)))),
     el("h2", {}, "Records"),
     records,

@@ -427,6 +427,11 @@ impl Tier {
         read
     }
 
+    /// The offset after the last one object storage holds for `key`, if any.
+    pub fn tiered_end(&self, key: PartitionKey) -> Option<i64> {
+        self.entries(key).0.last().map(TieredSegment::next_offset)
+    }
+
     /// ListOffsets by timestamp over tiered data at or above `log_start` and
     /// the DeleteRecords floor.
     pub async fn offset_for_timestamp(

@@ -124,6 +124,8 @@ def test_a_compacted_topic_shrinks_in_the_bucket_and_reads_back_from_it(moto_ser
         assert max(seen) > after, f"tiered bytes fell: {seen[:3]} ... {seen[-3:]}"
         assert m["aerostream_tier_compacted_bytes_removed_total"] > 0, m
         assert m["aerostream_tier_reupload_failures_total"] == 0, m
+        print(f"tiered bytes: at most {max(seen)}, then {after} ({produced} produced); "
+              f"{m['aerostream_tier_replaced_segments_total']:.0f} segments replaced")
 
         # Once the grace period is over only the manifest's objects are left.
         def bucket_shrunk():
@@ -141,6 +143,7 @@ def test_a_compacted_topic_shrinks_in_the_bucket_and_reads_back_from_it(moto_ser
         admin.incremental_alter_configs([change])[change].result(timeout=10)
         wait_until("local copies are deleted", lambda: len(broker.segment_files(topic)) <= 2, timeout=120)
         values, count = latest_values(broker.bootstrap, topic)
+        print(f"bucket: {total} bytes in {len(keys)} .seg objects; {count} records read back")
         assert values == written, "the latest value of every key"
         assert count < KEYS * ROUNDS // 4, f"{count} records left of {KEYS * ROUNDS}"
         m = broker.metrics()

@@ -136,6 +136,7 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
             DeleteMode::Delete
         },
         local_disk_limit: limit,
+        compaction_grace: std::time::Duration::from_millis(s.tiered_compaction_grace_ms),
         ..TierConfig::default()
     };
     tracing::info!(

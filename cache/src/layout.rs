@@ -5,6 +5,7 @@
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.idx
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.tix   (time index)
 //! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.producers   (producer snapshot, optional)
+//! {prefix}/topics/{topic-id}/{partition}/{base-offset:020}-{last-offset:020}.c{generation}.seg   (compacted copy, same siblings)
 //! {prefix}/tombstones/topics/{topic-id}/{partition}/...   (deleted objects, expired by a lifecycle rule)
 //! ```
 //!
@@ -12,6 +13,14 @@
 //! key, so an upload repeated after a crash overwrites an orphan with the same
 //! bytes instead of leaving a second copy. Offsets are zero-padded to 20
 //! digits so that a lexicographic listing is also offset order.
+//!
+//! A compacted copy of a tiered segment (the same offsets, fewer records)
+//! never takes the key of the objects it replaces: readers that looked up
+//! the old manifest entry keep reading the old objects, and the cold cache,
+//! which names blocks by key, never mixes the two. Its keys carry a
+//! generation (`.c{generation}` before the extension, a decimal number
+//! above 0, chosen by the uploader for each compaction of the range);
+//! generation 0 is the plain key of the segment as first uploaded.
 
 use object_store::path::Path;
 use uuid::Uuid;
@@ -73,6 +82,9 @@ pub struct SegmentId {
     pub partition: i32,
     pub base_offset: i64,
     pub last_offset: i64,
+    /// 0 for the segment as first uploaded; above 0 for a compacted copy
+    /// of the same offsets (see the module docs).
+    pub generation: u64,
 }
 
 impl SegmentId {
@@ -103,17 +115,35 @@ impl SegmentId {
             partition,
             base_offset,
             last_offset,
+            generation: 0,
         })
     }
 
-    /// `{base:020}-{last:020}.{ext}`
+    /// The same offsets under the keys of compaction generation
+    /// `generation` (0: the plain keys).
+    pub fn with_generation(self, generation: u64) -> Self {
+        SegmentId { generation, ..self }
+    }
+
+    /// `{base:020}-{last:020}.{ext}`, or `{base:020}-{last:020}.c{generation}.{ext}`
+    /// for a compacted copy.
     pub fn file_name(&self, kind: ObjectKind) -> String {
-        format!(
-            "{:020}-{:020}.{}",
-            self.base_offset,
-            self.last_offset,
-            kind.extension()
-        )
+        if self.generation == 0 {
+            format!(
+                "{:020}-{:020}.{}",
+                self.base_offset,
+                self.last_offset,
+                kind.extension()
+            )
+        } else {
+            format!(
+                "{:020}-{:020}.c{}.{}",
+                self.base_offset,
+                self.last_offset,
+                self.generation,
+                kind.extension()
+            )
+        }
     }
 
     /// The key of the data (`.seg`) or index (`.idx`) object under `prefix`.
@@ -210,12 +240,36 @@ pub fn parse_key(prefix: &Path, key: &Path) -> Option<(SegmentId, ObjectKind)> {
         TXN_INDEX_EXT => ObjectKind::TxnIndex,
         _ => return None,
     };
-    let (base, last) = stem.split_once('-')?;
+    let (range, generation) = match stem.split_once('.') {
+        None => (stem, 0),
+        Some((range, tag)) => (range, parse_generation_tag(tag)?),
+    };
+    let (base, last) = range.split_once('-')?;
     if base.len() != 20 || last.len() != 20 {
         return None;
     }
     let id = SegmentId::new(topic_id, partition, base.parse().ok()?, last.parse().ok()?).ok()?;
-    Some((id, kind))
+    Some((id.with_generation(generation), kind))
+}
+
+/// `c{generation}` with a generation above 0, in its canonical decimal form
+/// (so one generation has one key).
+fn parse_generation_tag(tag: &str) -> Option<u64> {
+    let digits = tag.strip_prefix('c')?;
+    let generation: u64 = digits.parse().ok()?;
+    (generation > 0 && generation.to_string() == digits).then_some(generation)
+}
+
+/// The compaction generation of a segment object key (any of its objects,
+/// full key or file name): 0 for a plain key, `None` when the name is not
+/// a segment object's.
+pub fn generation_of(key: &str) -> Option<u64> {
+    let file = key.rsplit('/').next()?;
+    let (stem, _ext) = file.rsplit_once('.')?;
+    match stem.split_once('.') {
+        None => Some(0),
+        Some((_, tag)) => parse_generation_tag(tag),
+    }
 }
 
 #[cfg(test)]
@@ -268,6 +322,50 @@ mod tests {
             ObjectKind::TxnIndex,
         ] {
             assert_eq!(parse_key(&prefix, &id.key(&prefix, kind)), Some((id, kind)));
+        }
+    }
+
+    #[test]
+    fn compacted_keys_carry_their_generation_and_parse_back() {
+        let prefix = Path::from("a/b");
+        let plain = SegmentId::new(topic(), 7, 42, 4242).unwrap();
+        let compacted = plain.with_generation(1_700_000_000_123);
+        assert_eq!(
+            compacted.segment_key(&prefix).as_ref(),
+            "a/b/topics/6f1c0a52-3d4e-4b7a-9c1e-0123456789ab/7/00000000000000000042-00000000000000004242.c1700000000123.seg"
+        );
+        assert_ne!(compacted.segment_key(&prefix), plain.segment_key(&prefix));
+        for kind in [
+            ObjectKind::Segment,
+            ObjectKind::Index,
+            ObjectKind::TimeIndex,
+            ObjectKind::ProducerSnapshot,
+            ObjectKind::TxnIndex,
+        ] {
+            assert_eq!(
+                parse_key(&prefix, &compacted.key(&prefix, kind)),
+                Some((compacted, kind))
+            );
+            assert_eq!(
+                parse_key(&prefix, &plain.key(&prefix, kind)),
+                Some((plain, kind)),
+                "plain keys still parse, as generation 0"
+            );
+        }
+        assert_eq!(
+            generation_of(compacted.segment_key(&prefix).as_ref()),
+            Some(1_700_000_000_123)
+        );
+        assert_eq!(generation_of(plain.index_key(&prefix).as_ref()), Some(0));
+        let dir = partition_prefix(&prefix, topic(), 7);
+        for odd in [
+            "00000000000000000042-00000000000000004242.c0.seg",
+            "00000000000000000042-00000000000000004242.c01.seg",
+            "00000000000000000042-00000000000000004242.x5.seg",
+            "00000000000000000042-00000000000000004242.c.seg",
+            "00000000000000000042-00000000000000004242.c5.c6.seg",
+        ] {
+            assert_eq!(parse_key(&prefix, &dir.clone().join(odd)), None, "{odd}");
         }
     }
 

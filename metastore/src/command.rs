@@ -276,6 +276,19 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         leader_epoch: Option<i32>,
     },
+    /// Replaces the manifest entry whose key is `old_key` by `entry`, which
+    /// serves exactly the same offsets (a compacted copy of the segment
+    /// under new keys). Refused unless the old entry is recorded, and,
+    /// like `CommitSegment`, when the leader's `leader_epoch` has been
+    /// passed; applying it again once done is a no-op.
+    ReplaceSegment {
+        topic_id: Uuid,
+        partition: i32,
+        old_key: String,
+        entry: SegmentEntry,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        leader_epoch: Option<i32>,
+    },
     TrimSegments {
         topic_id: Uuid,
         partition: i32,
@@ -365,6 +378,7 @@ impl Command {
                 | Command::AlterClientQuota { .. }
                 | Command::CommitOffsets { .. }
                 | Command::CommitSegment { .. }
+                | Command::ReplaceSegment { .. }
                 | Command::SetLogStart { .. }
         )
     }

@@ -382,6 +382,13 @@ pub enum MetaEvent {
         partition: i32,
         entry: SegmentEntry,
     },
+    /// An entry gave way to a compacted copy serving the same offsets.
+    SegmentReplaced {
+        topic_id: Uuid,
+        partition: i32,
+        old_key: String,
+        entry: SegmentEntry,
+    },
     SegmentsTrimmed {
         topic_id: Uuid,
         partition: i32,

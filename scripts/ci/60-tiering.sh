@@ -3,8 +3,10 @@
 # (confluent-kafka): S3 (moto) with 300 MB, GCS (object_store's GCS client
 # against moto's XML API), Azure Blob (Azurite) and the local folder with
 # 40 MB each; then the fault tests (store unreachable for a minute, full local
-# disk budget, the S3 server stopped and started again); and `aerostream
-# bucket check` with the start-up lifecycle warning against moto (about 10 s).
+# disk budget, the S3 server stopped and started again); `aerostream
+# bucket check` with the start-up lifecycle warning against moto (about 10 s);
+# and a compacted topic whose objects in S3 shrink as the leader replaces
+# them by compacted copies (about 15 s).
 # Each test starts the servers it needs on free ports and stops them.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server], boto3,
 # pytest); npm install in tests/js (azurite).

@@ -46,6 +46,10 @@
 //!    `cleaning/` is removed.
 //! 4. The checkpoint file `cleaner-checkpoint` records the offset below
 //!    which the log was compacted and when kept tombstones fall due.
+//! 5. On a tiered log's leader, each replaced segment whose offsets one
+//!    manifest entry serves exactly is uploaded again under new keys and
+//!    swapped into the manifest (see `crate::tier::TieredPartition::install_compaction`),
+//!    so the bucket shrinks with the local log.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -294,7 +298,21 @@ impl PartitionLog {
         done: Compacted,
         now_ms: i64,
     ) -> Result<CompactionReport, StorageError> {
+        self.install_compaction_segments(done, now_ms, |_| false)
+            .map(|(report, _)| report)
+    }
+
+    /// [`PartitionLog::install_compaction`], leaving out the segments whose
+    /// base offset `keep` names (as if they had changed since the plan);
+    /// also returns the base offsets of the segments it replaced.
+    pub(crate) fn install_compaction_segments(
+        &mut self,
+        done: Compacted,
+        now_ms: i64,
+        keep: impl Fn(i64) -> bool,
+    ) -> Result<(CompactionReport, Vec<i64>), StorageError> {
         self.check_online()?;
+        let mut installed = Vec::new();
         let cleaning = self.dir.join(CLEANING_DIR);
         let mut report = CompactionReport {
             compacted_below: self.cleaner.compacted_below,
@@ -302,14 +320,15 @@ impl PartitionLog {
         };
         if done.truncations != self.truncations {
             remove_cleaning_dir(&cleaning)?;
-            return Ok(report);
+            return Ok((report, installed));
         }
         let mut all_in_place = true;
         for r in done.replacements {
-            let still = self
-                .segments
-                .get(&r.base)
-                .is_some_and(|s| s.sealed && s.next_offset == r.next && s.size == r.old_size);
+            let still = !keep(r.base)
+                && self
+                    .segments
+                    .get(&r.base)
+                    .is_some_and(|s| s.sealed && s.next_offset == r.next && s.size == r.old_size);
             if !still {
                 all_in_place = false;
                 continue;
@@ -339,6 +358,7 @@ impl PartitionLog {
             report.bytes_before += r.old_size;
             report.bytes_after += new.size;
             self.segments.insert(r.base, new);
+            installed.push(r.base);
         }
         files::sync_dir(&self.dir)?;
         remove_cleaning_dir(&cleaning)?;
@@ -356,7 +376,7 @@ impl PartitionLog {
         t.records_removed += done.records_removed;
         t.last_run_ms = now_ms;
         write_checkpoint(&self.dir, &self.cleaner)?;
-        Ok(report)
+        Ok((report, installed))
     }
 
     /// The cleaner's figures of this log (all zero for a log that is not

@@ -150,6 +150,10 @@ pub struct ServeArgs {
     /// rule to expire) instead of deleting them [default: false].
     #[arg(long, env = "AEROSTREAM_OBJECT_STORE_TOMBSTONES")]
     pub object_store_tombstones: Option<bool>,
+    /// How long the objects of a tiered segment replaced by its compacted
+    /// copy stay, for cold reads that looked the old copy up [default: 60000].
+    #[arg(long, env = "AEROSTREAM_TIERED_COMPACTION_GRACE_MS")]
+    pub tiered_compaction_grace_ms: Option<u64>,
     /// Acknowledge acks=all writes once in the page cache (true), or only
     /// after an fdatasync shared by the produce requests waiting at that
     /// moment, with consumers seeing only fsynced data (false). The default

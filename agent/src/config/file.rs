@@ -69,6 +69,7 @@ pub(super) struct FileSettings {
     pub(super) local_disk_limit: Option<u64>,
     pub(super) upload_concurrency: Option<usize>,
     pub(super) object_store_tombstones: Option<bool>,
+    pub(super) tiered_compaction_grace_ms: Option<u64>,
     pub(super) write_caching: Option<bool>,
     pub(super) max_connections: Option<usize>,
     pub(super) max_connections_per_ip: Option<usize>,

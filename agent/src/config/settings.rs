@@ -57,6 +57,8 @@ pub struct Settings {
     pub local_disk_limit: Option<u64>,
     pub upload_concurrency: usize,
     pub object_store_tombstones: bool,
+    /// How long objects a compacted copy replaced stay in object storage.
+    pub tiered_compaction_grace_ms: u64,
     pub write_caching: bool,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
@@ -206,6 +208,10 @@ impl Settings {
                 .object_store_tombstones
                 .or(file.object_store_tombstones)
                 .unwrap_or(false),
+            tiered_compaction_grace_ms: args
+                .tiered_compaction_grace_ms
+                .or(file.tiered_compaction_grace_ms)
+                .unwrap_or(60_000),
             write_caching: args.write_caching.or(file.write_caching).unwrap_or(true),
             max_connections,
             max_connections_per_ip: args

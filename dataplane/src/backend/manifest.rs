@@ -88,6 +88,31 @@ fn retriable(e: &MetaError) -> bool {
     }
 }
 
+impl MetastoreManifest {
+    /// The epoch at which this agent leads `p`, as its replica of the
+    /// metadata shows; refused (not retriable) when it does not lead it.
+    fn leader_epoch(&self, p: PartitionKey, operation: &'static str) -> Result<i32, ManifestError> {
+        let me = self.meta.node_id();
+        let leadership = self.meta.read(|s| {
+            s.topic_by_id(p.topic_id)
+                .and_then(|t| t.partition(p.partition))
+                .map(|part| (part.leader, part.leader_epoch))
+        });
+        match leadership {
+            Some((Some(leader), epoch)) if leader == me => Ok(epoch),
+            Some((leader, epoch)) => Err(ManifestError {
+                operation,
+                reason: format!(
+                    "agent {me} does not lead partition {} of topic {} (leader {leader:?} at epoch {epoch})",
+                    p.partition, p.topic_id
+                ),
+                retriable: false,
+            }),
+            None => Err(failed(operation)(MetaError::UnknownTopicId { id: p.topic_id })),
+        }
+    }
+}
+
 fn failed(operation: &'static str) -> impl Fn(MetaError) -> ManifestError {
     move |e| ManifestError {
         operation,
@@ -111,32 +136,32 @@ impl Manifest for MetastoreManifest {
     /// once a later leader took over, so an upload that outlived this
     /// agent's leadership cannot land after the next leader's trims.
     async fn commit(&self, p: PartitionKey, segment: TieredSegment) -> Result<(), ManifestError> {
-        let me = self.meta.node_id();
-        let leadership = self.meta.read(|s| {
-            s.topic_by_id(p.topic_id)
-                .and_then(|t| t.partition(p.partition))
-                .map(|part| (part.leader, part.leader_epoch))
-        });
-        let epoch = match leadership {
-            Some((Some(leader), epoch)) if leader == me => epoch,
-            Some((leader, epoch)) => {
-                return Err(ManifestError {
-                    operation: "commit",
-                    reason: format!(
-                        "agent {me} does not lead partition {} of topic {} (leader {leader:?} at epoch {epoch})",
-                        p.partition, p.topic_id
-                    ),
-                    retriable: false,
-                })
-            }
-            None => {
-                return Err(failed("commit")(MetaError::UnknownTopicId { id: p.topic_id }));
-            }
-        };
+        let epoch = self.leader_epoch(p, "commit")?;
         self.meta
             .commit_segment(p.topic_id, p.partition, entry(segment), Some(epoch))
             .await
             .map_err(failed("commit"))
+    }
+
+    /// Replaces as the partition's leader, fenced by its epoch as `commit`
+    /// is: a deposed leader's compacted copy never lands.
+    async fn replace(
+        &self,
+        p: PartitionKey,
+        old_key: &str,
+        segment: TieredSegment,
+    ) -> Result<(), ManifestError> {
+        let epoch = self.leader_epoch(p, "replace")?;
+        self.meta
+            .replace_segment(
+                p.topic_id,
+                p.partition,
+                old_key.to_owned(),
+                entry(segment),
+                Some(epoch),
+            )
+            .await
+            .map_err(failed("replace"))
     }
 
     async fn trim(

@@ -375,6 +375,12 @@ pub trait ColdLog: Send + Sync + 'static {
         from: i64,
         upto: i64,
     ) -> Result<Vec<storage::AbortedTxn>, LogError>;
+    /// The offset after the last one object storage holds, if it holds any.
+    /// A read past a compacted copy's last batch finds nothing there up to
+    /// this offset, and goes on from it (locally).
+    fn tiered_end(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// A partition log as a factory opens it.

@@ -220,6 +220,10 @@ impl ColdLog for TierReader {
         Ok(self.tier.max_timestamp(self.key, log_start).await?)
     }
 
+    fn tiered_end(&self) -> Option<i64> {
+        self.tier.tiered_end(self.key)
+    }
+
     async fn persist_log_start(&self, offset: i64) -> Result<(), LogError> {
         Ok(self.tier.persist_log_start(self.key, offset).await?)
     }

@@ -152,7 +152,14 @@ impl PartitionHandle {
                     aborted,
                 })
             }
-            None => Err(out_of_range()),
+            // past the last batch of a compacted copy up to the end of
+            // what object storage holds: the next records are local
+            None => match cold.tiered_end() {
+                Some(end) if end > offset => {
+                    Box::pin(self.read(end, max_bytes, min_one, isolation)).await
+                }
+                _ => Err(out_of_range()),
+            },
         }
     }
 

@@ -36,6 +36,23 @@ pub trait Manifests {
         leader_epoch: Option<i32>,
     ) -> Result<(), MetaError>;
 
+    /// Replaces the entry whose key is `old_key` by `entry`, which must serve
+    /// exactly the same offsets (a compacted copy under new keys), in one
+    /// Raft write. Retrying once it landed is harmless. Refused with
+    /// [`MetaError::StaleRequest`] when the old entry is not recorded,
+    /// [`MetaError::InvalidRequest`] when the offsets differ,
+    /// [`MetaError::SegmentOverlap`] when the new key is recorded with other
+    /// content, and [`MetaError::FencedLeaderEpoch`] as
+    /// [`Manifests::commit_segment`].
+    async fn replace_segment(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        old_key: String,
+        entry: SegmentEntry,
+        leader_epoch: Option<i32>,
+    ) -> Result<(), MetaError>;
+
     /// Drops manifest entries wholly below `below_offset`; returns them so
     /// their objects can be deleted. No entry below it is taken afterwards.
     async fn trim_segments(
@@ -78,6 +95,24 @@ impl Manifests for Metastore {
         self.unit_command(Command::CommitSegment {
             topic_id,
             partition,
+            entry,
+            leader_epoch,
+        })
+        .await
+    }
+
+    async fn replace_segment(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        old_key: String,
+        entry: SegmentEntry,
+        leader_epoch: Option<i32>,
+    ) -> Result<(), MetaError> {
+        self.unit_command(Command::ReplaceSegment {
+            topic_id,
+            partition,
+            old_key,
             entry,
             leader_epoch,
         })

@@ -355,6 +355,13 @@ impl MetaState {
                 entry,
                 leader_epoch,
             } => self.commit_segment(topic_id, partition, entry, leader_epoch, events),
+            Command::ReplaceSegment {
+                topic_id,
+                partition,
+                old_key,
+                entry,
+                leader_epoch,
+            } => self.replace_segment(topic_id, partition, &old_key, entry, leader_epoch, events),
             Command::TrimSegments {
                 topic_id,
                 partition,

@@ -8,7 +8,12 @@
 //! two objects. Committing the same entry twice is a no-op, so an uploader
 //! may retry after a timeout without checking first.
 //!
-//! Only the partition's current leader adds entries: a commit that names
+//! An entry may give way to another serving exactly the same offsets (a
+//! compacted copy of the segment under new keys): the swap is in place, so
+//! the invariant holds throughout, and the caller deletes the old objects
+//! once readers that looked up the old entry are done.
+//!
+//! Only the partition's current leader adds or replaces entries: a commit that names
 //! a leader epoch the partition has passed is refused, and so is an entry
 //! wholly below the partition's log start (where retention trimmed the
 //! manifest, or DeleteRecords' floor), which a deposed leader's late commit
@@ -83,22 +88,7 @@ impl MetaState {
             }
             return Err(overlap("another entry with this key differs".to_owned()));
         }
-        if let Some(given) = leader_epoch {
-            let topic = self.topic_by_id(topic_id);
-            let current = topic
-                .and_then(|t| t.partition(partition))
-                .map(|p| p.leader_epoch);
-            if let (Some(topic), Some(current)) = (topic, current) {
-                if given < current {
-                    return Err(MetaError::FencedLeaderEpoch {
-                        topic: topic.name.clone(),
-                        partition,
-                        given,
-                        current,
-                    });
-                }
-            }
-        }
+        self.check_leader_epoch(topic_id, partition, leader_epoch)?;
         if let Some(start) = self
             .manifest_start(topic_id, partition)
             .filter(|start| entry.last_offset < *start)
@@ -133,6 +123,105 @@ impl MetaState {
         events.push(MetaEvent::SegmentCommitted {
             topic_id,
             partition,
+            entry,
+        });
+        Ok(CommandOutput::Done)
+    }
+
+    /// Refuses a write from a leader whose epoch the partition has passed.
+    fn check_leader_epoch(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        leader_epoch: Option<i32>,
+    ) -> Result<(), MetaError> {
+        let Some(given) = leader_epoch else {
+            return Ok(());
+        };
+        let topic = self.topic_by_id(topic_id);
+        let current = topic
+            .and_then(|t| t.partition(partition))
+            .map(|p| p.leader_epoch);
+        if let (Some(topic), Some(current)) = (topic, current) {
+            if given < current {
+                return Err(MetaError::FencedLeaderEpoch {
+                    topic: topic.name.clone(),
+                    partition,
+                    given,
+                    current,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn replace_segment(
+        &mut self,
+        topic_id: Uuid,
+        partition: i32,
+        old_key: &str,
+        entry: SegmentEntry,
+        leader_epoch: Option<i32>,
+        events: &mut Vec<MetaEvent>,
+    ) -> CommandResult {
+        self.check_partition(topic_id, partition)?;
+        let first = entry.first_served();
+        if entry.key.is_empty()
+            || entry.key == old_key
+            || entry.base_offset < 0
+            || entry.last_offset < entry.base_offset
+            || !(entry.base_offset..=entry.last_offset).contains(&first)
+        {
+            return Err(MetaError::invalid_request(format!(
+                "segment entry '{}' [{}..={}] serving from {first} is malformed or replaces itself",
+                entry.key, entry.base_offset, entry.last_offset
+            )));
+        }
+        let list = self.segments(topic_id, partition);
+        let old_at = list.iter().position(|e| e.key == old_key);
+        if let Some(existing) = list.iter().find(|e| e.key == entry.key) {
+            // a retry whose first attempt landed: done, whoever leads now
+            if *existing == entry && old_at.is_none() {
+                return Ok(CommandOutput::Done);
+            }
+            return Err(MetaError::SegmentOverlap {
+                key: entry.key.clone(),
+                base_offset: entry.base_offset,
+                last_offset: entry.last_offset,
+                reason: "another entry with this key differs".to_owned(),
+            });
+        }
+        self.check_leader_epoch(topic_id, partition, leader_epoch)?;
+        let Some(at) = old_at else {
+            return Err(MetaError::StaleRequest {
+                reason: format!(
+                    "segment '{old_key}' is not in the manifest of partition {partition} of topic {topic_id} (trimmed, or replaced already)"
+                ),
+            });
+        };
+        let old = &list[at];
+        if old.first_served() != first || old.last_offset != entry.last_offset {
+            return Err(MetaError::invalid_request(format!(
+                "segment '{}' serves [{first}..={}], not [{}..={}] as '{old_key}' does",
+                entry.key,
+                entry.last_offset,
+                old.first_served(),
+                old.last_offset
+            )));
+        }
+        let list = self
+            .segments
+            .entry(topic_id)
+            .or_default()
+            .entry(partition)
+            .or_default();
+        if let Some(slot) = Arc::make_mut(list).get_mut(at) {
+            *slot = entry.clone();
+        }
+        events.push(MetaEvent::SegmentReplaced {
+            topic_id,
+            partition,
+            old_key: old_key.to_owned(),
             entry,
         });
         Ok(CommandOutput::Done)

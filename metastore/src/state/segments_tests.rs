@@ -380,3 +380,103 @@ fn a_deposed_leaders_late_commit_is_refused_and_cannot_undo_a_trim() {
     ));
     commit(&mut s, seg("e", 250, 349), Some(1)).expect("straddling the floor is fine");
 }
+
+/// A compacted copy replaces an entry in place, once; retries are no-ops;
+/// a replace of an entry that is not there, serving other offsets, or from
+/// a deposed leader changes nothing.
+#[test]
+fn an_entry_gives_way_to_a_compacted_copy_of_the_same_offsets() {
+    let mut s = with_agents(2);
+    let t = create(&mut s, "t", 1, 2);
+    let first = t.partitions[0].leader.expect("a leader");
+    let next = t.partitions[0]
+        .replicas
+        .iter()
+        .copied()
+        .find(|r| *r != first)
+        .expect("a second replica");
+    for e in [seg("a", 0, 99), seg("b", 100, 199), seg("c", 200, 299)] {
+        apply(
+            &mut s,
+            Command::CommitSegment {
+                topic_id: t.id,
+                partition: 0,
+                entry: e,
+                leader_epoch: Some(0),
+            },
+        )
+        .expect("commit");
+    }
+    let replace = |s: &mut MetaState, old: &str, e: SegmentEntry, epoch: Option<i32>| {
+        apply_at(
+            s,
+            T0,
+            Command::ReplaceSegment {
+                topic_id: t.id,
+                partition: 0,
+                old_key: old.into(),
+                entry: e,
+                leader_epoch: epoch,
+            },
+        )
+    };
+    let compacted = SegmentEntry {
+        size: 40,
+        checksum: 9,
+        ..seg("b.c1", 100, 199)
+    };
+    let (r, ev) = replace(&mut s, "b", compacted.clone(), Some(0));
+    r.expect("replace");
+    assert!(
+        matches!(ev.as_slice(), [MetaEvent::SegmentReplaced { old_key, .. }] if old_key == "b")
+    );
+    let keys = |s: &MetaState| -> Vec<String> {
+        s.segments(t.id, 0).iter().map(|e| e.key.clone()).collect()
+    };
+    assert_eq!(keys(&s), ["a", "b.c1", "c"], "in place");
+    assert_eq!(s.segments(t.id, 0)[1], compacted);
+    let (r, ev) = replace(&mut s, "b", compacted.clone(), Some(0));
+    r.expect("a retry once landed is a no-op");
+    assert!(ev.is_empty());
+    for (old, e, why) in [
+        ("zz", seg("z.c1", 100, 199), "no such entry"),
+        ("c", seg("c.c1", 200, 298), "fewer offsets"),
+        (
+            "c",
+            straddling("c.c1", 200, 201, 299),
+            "serving from elsewhere",
+        ),
+        ("c", seg("c", 200, 299), "its own key"),
+        ("c", seg("a", 200, 299), "another entry's key"),
+    ] {
+        let (r, ev) = replace(&mut s, old, e, Some(0));
+        assert!(r.is_err(), "{why}");
+        assert!(ev.is_empty(), "{why}");
+    }
+    assert!(matches!(
+        replace(&mut s, "zz", seg("z.c1", 100, 199), Some(0)).0,
+        Err(MetaError::StaleRequest { .. })
+    ));
+    apply(
+        &mut s,
+        Command::ReassignLeadership {
+            topic_id: t.id,
+            partition: 0,
+            expected_partition_epoch: 0,
+            leader: Some(next),
+            isr: vec![next, first],
+        },
+    )
+    .expect("leadership moves (epoch 1)");
+    assert!(matches!(
+        replace(&mut s, "c", seg("c.c1", 200, 299), Some(0)).0,
+        Err(MetaError::FencedLeaderEpoch { .. })
+    ));
+    replace(&mut s, "b", compacted, Some(0))
+        .0
+        .expect("a retry of what landed is a no-op, whoever leads now");
+    replace(&mut s, "c", seg("c.c1", 200, 299), Some(1))
+        .0
+        .expect("the new leader replaces");
+    assert_eq!(keys(&s), ["a", "b.c1", "c.c1"]);
+}

@@ -14,6 +14,12 @@
 //! batch whole. Near the end of a segment the first blocks of the next one
 //! are fetched ahead, so a consumer crossing segments does not wait.
 //!
+//! A compacted copy (a compacted topic's segment rewritten with fewer
+//! records, see `cache::layout`) serves its entry's offsets with gaps, and
+//! may end before its last offset or hold no batch at all: a read at an
+//! offset after its last batch goes on with the next entry, as a local read
+//! goes on with the next segment.
+//!
 //! ListOffsets by timestamp uses the `.tix` object (12-byte entries
 //! `max timestamp i64 | relative offset u32`) the same way the local log
 //! uses its time index.
@@ -54,6 +60,11 @@ pub fn sibling_key(seg_key: &str, extension: &str) -> String {
         .strip_suffix(&format!(".{}", cache::layout::SEGMENT_EXT))
         .unwrap_or(seg_key);
     format!("{stem}.{extension}")
+}
+
+/// Whether an entry's object is a compacted copy (its key has a generation).
+fn is_compacted(e: &TieredSegment) -> bool {
+    cache::layout::generation_of(&e.key).is_some_and(|g| g > 0)
 }
 
 fn object_path(key: &str) -> Result<Path, TierError> {
@@ -153,20 +164,33 @@ impl ColdReader {
         offset: i64,
         max_bytes: usize,
     ) -> Result<Option<ColdRead>, TierError> {
-        let i = entries.partition_point(|e| e.last_offset < offset);
-        let Some(e) = entries.get(i) else {
-            return Ok(None);
-        };
-        // below what the entry serves (a gap, or the log start): its first
-        // offset served, never the object's earlier batches
-        let offset = offset.max(e.first_served());
-        let key = object_path(&e.key)?;
-        let Some((pos, first)) = self.translate(e, &key, offset).await? else {
-            return Err(corrupt(
-                &key,
-                e.size,
-                format!("the object ends before offset {offset}, inside its manifest range"),
-            ));
+        let mut i = entries.partition_point(|e| e.last_offset < offset);
+        let mut offset = offset;
+        let (e, key, pos, first) = loop {
+            let Some(e) = entries.get(i) else {
+                return Ok(None);
+            };
+            // below what the entry serves (a gap, or the log start): its first
+            // offset served, never the object's earlier batches
+            offset = offset.max(e.first_served());
+            let key = object_path(&e.key)?;
+            match self.translate(e, &key, offset).await? {
+                Some((pos, first)) => break (e, key, pos, first),
+                // the rest of a compacted copy's range is a gap
+                None if is_compacted(e) => {
+                    offset = e.next_offset();
+                    i += 1;
+                }
+                None => {
+                    return Err(corrupt(
+                        &key,
+                        e.size,
+                        format!(
+                            "the object ends before offset {offset}, inside its manifest range"
+                        ),
+                    ))
+                }
+            }
         };
         let first_len = checked_len(&first, &key, pos, e.size)?;
         let end = (pos + first_len.max(max_bytes as u64)).min(e.size);

@@ -25,6 +25,16 @@
 //!    deleted topics.
 //! 5. Cold reads run on the control-plane runtime too (spawned there by
 //!    [`Tier::read`]), so object-store IO never runs on a shard.
+//! 6. Compacted copies (a compacted topic's leader rewrote a tiered
+//!    segment locally): the engine schedules a re-upload; the driver checks
+//!    that one entry of the shared snapshot serves exactly the segment's
+//!    offsets with a larger object, uploads the `.seg`, `.idx` and `.tix`
+//!    under keys of a new generation (copying the `.producers` and
+//!    `.txnindex` objects, which compaction does not change, from the old
+//!    keys), replaces the entry in the manifest, puts the new entry in the
+//!    shared snapshot, and deletes the old objects only after
+//!    `compaction_grace`: a cold read that looked up the old entry just
+//!    before the swap still finds its objects.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +44,8 @@ use std::time::Duration;
 use cache::layout::SegmentId;
 use cache::object_store::path::Path;
 use cache::{
-    link_or_upload_file, ColdCache, KnownBytes, ObjectStoreHandle, UploadOptions, Uploaded,
+    link_or_upload_file, ColdCache, KnownBytes, ObjectStoreExt, ObjectStoreHandle, UploadOptions,
+    Uploaded,
 };
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
@@ -52,7 +63,7 @@ use super::manifest::{Manifest, TieredSegment};
 use super::metrics::{add, TierMetrics, TierSnapshot};
 use super::partition::TieredPartition;
 use super::producers;
-use super::retention::{DeleteMode, RetentionPass};
+use super::retention::{DeleteMode, ObjectDeleter, RetentionPass};
 use super::shared::{PartitionShared, TierRetention};
 use super::PartitionKey;
 use crate::log::{PartitionLog, TimestampOffset};
@@ -72,6 +83,9 @@ pub struct TierConfig {
     pub delete_mode: DeleteMode,
     /// Local disk limit for partition data (see [`DiskBudget`]).
     pub local_disk_limit: Option<u64>,
+    /// How long the objects of a tiered entry replaced by a compacted copy
+    /// stay after the swap, for cold reads that looked the old entry up.
+    pub compaction_grace: Duration,
 }
 
 impl Default for TierConfig {
@@ -85,6 +99,7 @@ impl Default for TierConfig {
             retention_interval: Duration::from_secs(2),
             delete_mode: DeleteMode::Delete,
             local_disk_limit: None,
+            compaction_grace: Duration::from_secs(60),
         }
     }
 }
@@ -412,6 +427,11 @@ impl Tier {
         read
     }
 
+    /// The offset after the last one object storage holds for `key`, if any.
+    pub fn tiered_end(&self, key: PartitionKey) -> Option<i64> {
+        self.entries(key).0.last().map(TieredSegment::next_offset)
+    }
+
     /// ListOffsets by timestamp over tiered data at or above `log_start` and
     /// the DeleteRecords floor.
     pub async fn offset_for_timestamp(
@@ -536,6 +556,14 @@ impl Driver {
                             shared.insert_entry(entry);
                         }
                         self.engine.handle(now(), Event::CommitDone { op })
+                    }
+                    Some(Msg::Replaced { op, partition, old, entry }) => {
+                        self.replaced(partition, old, entry);
+                        self.engine.handle(now(), Event::ReplaceDone { op })
+                    }
+                    Some(Msg::Expire(entry)) => {
+                        self.expire_later(entry);
+                        self.engine.tick(now())
                     }
                     Some(Msg::Retention) => {
                         self.start_retention();
@@ -692,6 +720,133 @@ impl Driver {
                     shared.set_deletable_below(deletable_below);
                 }
             }
+            Action::Reupload {
+                op,
+                partition,
+                segment,
+                generation,
+                attempt,
+            } => {
+                let Some(shared) = self.core.registry.lock().get(&partition).cloned() else {
+                    let _ = self.tx.send(Msg::Engine(Event::ReuploadSkipped { op }));
+                    return;
+                };
+                let store = self.store.clone();
+                let config = self.config.clone();
+                let metrics = Arc::clone(&self.metrics);
+                let tx = self.tx.clone();
+                self.tasks.spawn(async move {
+                    let span = tracing::debug_span!(
+                        target: "aerostream_otel",
+                        "reupload",
+                        topic_id = %partition.topic_id,
+                        partition = partition.partition,
+                        base_offset = segment.base_offset,
+                        bytes = i64::try_from(segment.size).unwrap_or(i64::MAX),
+                    );
+                    let Some(old) = replaced_entry(&shared.manifest(), &segment) else {
+                        let _ = tx.send(Msg::Engine(Event::ReuploadSkipped { op }));
+                        return;
+                    };
+                    let uploaded =
+                        upload_compacted(&store, partition, &segment, &old, generation, &config)
+                            .instrument(span)
+                            .await;
+                    let event = match uploaded {
+                        Ok((entry, bytes, objects)) => {
+                            add(&metrics.uploaded_bytes, bytes);
+                            add(&metrics.uploaded_objects, objects);
+                            Event::ReuploadDone { op, old, entry }
+                        }
+                        Err(e) => {
+                            add(&metrics.reupload_failures, 1);
+                            tracing::warn!(
+                                segment = %segment.path.display(),
+                                attempt,
+                                error = %e,
+                                "uploading a compacted segment failed; the tiered copy stays as it is and the upload will be retried"
+                            );
+                            Event::ReuploadFailed {
+                                op,
+                                jitter: rand::random::<f64>(),
+                            }
+                        }
+                    };
+                    let _ = tx.send(Msg::Engine(event));
+                });
+            }
+            Action::Replace {
+                op,
+                partition,
+                old,
+                entry,
+                attempt,
+            } => {
+                let manifest = Arc::clone(&self.manifest);
+                let metrics = Arc::clone(&self.metrics);
+                let tx = self.tx.clone();
+                let deadline = self.config.manifest_timeout;
+                self.tasks.spawn(async move {
+                    let result = tokio::time::timeout(
+                        deadline,
+                        manifest.replace(partition, &old.key, entry.clone()),
+                    )
+                    .await;
+                    let msgs = match result {
+                        Ok(Ok(())) => vec![Msg::Replaced {
+                            op,
+                            partition,
+                            old,
+                            entry,
+                        }],
+                        failed => {
+                            add(&metrics.reupload_failures, 1);
+                            let (reason, retriable) = match failed {
+                                Ok(Err(e)) => (e.to_string(), e.retriable),
+                                _ => (format!("no answer within {} s", deadline.as_secs()), true),
+                            };
+                            tracing::warn!(old = %old.key, new = %entry.key, attempt, retriable, error = %reason, "replacing a tiered segment by its compacted copy failed");
+                            let failed = Msg::Engine(Event::ReplaceFailed {
+                                op,
+                                jitter: rand::random::<f64>(),
+                                retriable,
+                            });
+                            if retriable {
+                                vec![failed]
+                            } else {
+                                // never recorded: the copy's objects go
+                                vec![Msg::Expire(entry), failed]
+                            }
+                        }
+                    };
+                    for msg in msgs {
+                        let _ = tx.send(msg);
+                    }
+                });
+            }
+            Action::Released {
+                partition,
+                registration,
+                base_offset,
+            } => {
+                if let Some(shared) = self.core.registry.lock().get(&partition) {
+                    if shared.registration() == registration {
+                        shared.release_reupload(base_offset);
+                    }
+                }
+            }
+            Action::Discard { entry, .. } => self.expire_later(entry),
+        }
+    }
+
+    fn deleter(&self) -> ObjectDeleter {
+        ObjectDeleter {
+            store: self.store.clone(),
+            metrics: Arc::clone(&self.metrics),
+            cache: self.cache.clone(),
+            mode: self.config.delete_mode,
+            failed: Arc::clone(&self.failed_deletes),
+            upload_times: Arc::clone(&self.upload_times),
         }
     }
 
@@ -700,17 +855,46 @@ impl Driver {
             return;
         }
         let pass = RetentionPass {
-            store: self.store.clone(),
+            deleter: self.deleter(),
             manifest: Arc::clone(&self.manifest),
             partitions: self.core.registry.lock().values().cloned().collect(),
-            metrics: Arc::clone(&self.metrics),
-            cache: self.cache.clone(),
-            mode: self.config.delete_mode,
             deadline: self.config.manifest_timeout,
-            failed: Arc::clone(&self.failed_deletes),
-            upload_times: Arc::clone(&self.upload_times),
         };
         self.retention = Some(tokio::spawn(pass.run()));
+    }
+
+    /// A compacted copy is in the manifest: cold readers find it from now
+    /// on, and the old objects go after the grace period. Done whether or
+    /// not the engine still knows the operation: the manifest changed.
+    fn replaced(&mut self, partition: PartitionKey, old: TieredSegment, entry: TieredSegment) {
+        add(&self.metrics.replaced_segments, 1);
+        add(
+            &self.metrics.compacted_bytes_removed,
+            old.size.saturating_sub(entry.size),
+        );
+        tracing::debug!(
+            old = %old.key,
+            new = %entry.key,
+            bytes_before = old.size,
+            bytes_after = entry.size,
+            "a compacted copy replaced a tiered segment"
+        );
+        if let Some(shared) = self.core.registry.lock().get(&partition) {
+            shared.swap_entry(&old.key, entry);
+        }
+        self.expire_later(old);
+    }
+
+    /// Deletes an entry's objects once `compaction_grace` has passed (its
+    /// entry left the manifest, or never made it there). If the process
+    /// stops first they stay as orphans (see docs/tiering.md).
+    fn expire_later(&mut self, entry: TieredSegment) {
+        let deleter = self.deleter();
+        let grace = self.config.compaction_grace;
+        self.tasks.spawn(async move {
+            tokio::time::sleep(grace).await;
+            deleter.delete_segment(&entry).await;
+        });
     }
 }
 
@@ -792,6 +976,148 @@ async fn upload_segment(
         idx.size + tix.size + data.size + producers + aborted,
         objects,
     ))
+}
+
+/// The entry a compacted local segment replaces: the one serving exactly
+/// its offsets, from its object's base, with a larger object.
+fn replaced_entry(entries: &[TieredSegment], seg: &SealedSegment) -> Option<TieredSegment> {
+    let e = super::manifest::locate(entries, seg.base_offset)?;
+    let exact = e.base_offset == seg.base_offset
+        && e.first_served() == seg.base_offset
+        && e.last_offset == seg.last_offset;
+    (exact && seg.size < e.size).then(|| e.clone())
+}
+
+/// Uploads a compacted segment's objects under the keys of a generation
+/// above `old`'s (at least `generation`): the data and its indexes from
+/// the local files; the producer snapshot and the aborted-transaction index
+/// copied from `old`'s objects (compaction keeps the producers' state at
+/// the segment's end and every transaction marker). Returns the new entry
+/// (serving the same offsets as `old`), the bytes and objects sent.
+async fn upload_compacted(
+    store: &ObjectStoreHandle,
+    partition: PartitionKey,
+    seg: &SealedSegment,
+    old: &TieredSegment,
+    generation: u64,
+    config: &TierConfig,
+) -> Result<(TieredSegment, u64, u64), TierError> {
+    let previous = cache::layout::generation_of(&old.key).unwrap_or(0);
+    let generation = generation.max(previous.saturating_add(1));
+    let id = SegmentId::new(
+        partition.topic_id,
+        partition.partition,
+        seg.base_offset,
+        seg.last_offset,
+    )?
+    .with_generation(generation);
+    let prefix = &store.prefix;
+    let (idx, tix, data, producers, aborted) = tokio::try_join!(
+        upload_one(
+            store,
+            id.index_key(prefix),
+            &seg.offset_index_path,
+            config,
+            None
+        ),
+        upload_one(
+            store,
+            id.time_index_key(prefix),
+            &seg.time_index_path,
+            config,
+            None
+        ),
+        upload_one(
+            store,
+            id.segment_key(prefix),
+            &seg.path,
+            config,
+            seg.crc32c.map(|crc32c| KnownBytes {
+                size: seg.size,
+                crc32c
+            })
+        ),
+        copy_sidecar(
+            store,
+            &old.key,
+            cache::layout::PRODUCER_SNAPSHOT_EXT,
+            id.producer_snapshot_key(prefix),
+            config
+        ),
+        copy_sidecar(
+            store,
+            &old.key,
+            cache::layout::TXN_INDEX_EXT,
+            id.txn_index_key(prefix),
+            config
+        ),
+    )?;
+    if data.size != seg.size {
+        return Err(TierError::CorruptObject {
+            key: data.key.to_string(),
+            position: data.size,
+            reason: format!(
+                "the compacted segment {} held {} bytes when installed but {} were uploaded",
+                seg.path.display(),
+                seg.size,
+                data.size
+            ),
+        });
+    }
+    let entry = TieredSegment {
+        key: data.key.to_string(),
+        base_offset: seg.base_offset,
+        last_offset: seg.last_offset,
+        // a segment that lost every batch has no timestamps of its own:
+        // it keeps the old ones, so retention by time goes on as before
+        first_timestamp: if seg.first_timestamp >= 0 {
+            seg.first_timestamp
+        } else {
+            old.first_timestamp
+        },
+        max_timestamp: if seg.max_timestamp >= 0 {
+            seg.max_timestamp
+        } else {
+            old.max_timestamp
+        },
+        size: data.size,
+        checksum: data.crc32c,
+        index_size: idx.size,
+        time_index_size: tix.size,
+        served_from: None,
+    };
+    let objects = 3 + u64::from(producers) + u64::from(aborted);
+    Ok((entry, idx.size + tix.size + data.size, objects))
+}
+
+/// Copies an optional sibling object of `old_seg_key` to `to`; whether
+/// there was one.
+async fn copy_sidecar(
+    store: &ObjectStoreHandle,
+    old_seg_key: &str,
+    extension: &str,
+    to: Path,
+    config: &TierConfig,
+) -> Result<bool, TierError> {
+    let from_key = super::cold::sibling_key(old_seg_key, extension);
+    let from = Path::parse(&from_key).map_err(|e| TierError::CorruptObject {
+        key: from_key.clone(),
+        position: 0,
+        reason: format!("the manifest holds an unusable key: {e}"),
+    })?;
+    let copied = tokio::time::timeout(config.upload_timeout, store.store.copy(&from, &to)).await;
+    match copied {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(cache::object_store::Error::NotFound { .. })) => Ok(false),
+        Ok(Err(e)) => Err(TierError::Objects(cache::CacheError::Store {
+            key: to.to_string(),
+            source: Arc::new(e),
+        })),
+        Err(_) => Err(TierError::Timeout {
+            what: format!("copy of {from} to {to}"),
+            seconds: config.upload_timeout.as_secs(),
+        }),
+    }
 }
 
 async fn upload_one(

@@ -37,6 +37,28 @@
 //!    segment not yet done, or, when none waits, the end of the newest
 //!    reported segment. Everything below it is in object storage (or was
 //!    deleted by DeleteRecords), so local retention may remove it.
+//!
+//! Re-uploads of compacted segments (a compacted topic, see
+//! `docs/tiering.md`), step by step:
+//! 6. A leader whose local compaction rewrote a segment that one manifest
+//!    entry serves exactly reports it ([`Event::Recompacted`]). The engine
+//!    schedules a re-upload: it shares the upload slots (agent and
+//!    partition), waits for them behind first uploads (those free local
+//!    disk), and is retried with the same backoff, for ever. A newer report
+//!    for the same base replaces an older one still waiting or in flight
+//!    (whose completion is then ignored).
+//! 7. Once uploaded under new keys, the entry is replaced in the manifest
+//!    ([`Action::Replace`]), retried with backoff while the manifest is
+//!    unavailable, dropped when refused for good.
+//! 8. A re-upload leaves the engine when replaced, skipped (no entry serves
+//!    the segment's offsets exactly any more, or the copy is not smaller),
+//!    refused, or dropped (truncation, DeleteRecords, the partition
+//!    closed); [`Action::Released`] then says so, because the partition
+//!    neither compacts nor evicts a segment while its re-upload is pending
+//!    (the uploader reads its files by name). A compacted copy uploaded but
+//!    never recorded is handed back for deletion ([`Action::Discard`]).
+//!    Re-uploads never move `deletable_below`: the offsets are in object
+//!    storage already.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -200,6 +222,40 @@ pub enum Event {
         op: OpId,
         jitter: f64,
     },
+    /// Local compaction rewrote these sealed segments of a leader, each
+    /// with the offsets of one manifest entry; `generation` (above 0) names
+    /// the compacted copies' keys (see `cache::layout`).
+    Recompacted {
+        partition: PartitionKey,
+        registration: u64,
+        segments: Vec<SealedSegment>,
+        generation: u64,
+    },
+    /// The compacted copy is in object storage as `entry`, to replace `old`.
+    ReuploadDone {
+        op: OpId,
+        old: TieredSegment,
+        entry: TieredSegment,
+    },
+    ReuploadFailed {
+        op: OpId,
+        jitter: f64,
+    },
+    /// Nothing to re-upload: no entry serves the segment's offsets exactly,
+    /// or the local copy is not smaller than the one in object storage.
+    ReuploadSkipped {
+        op: OpId,
+    },
+    ReplaceDone {
+        op: OpId,
+    },
+    /// `retriable: false`: refused for good (the old entry is gone, a later
+    /// leader took over); the driver deletes the copy's objects.
+    ReplaceFailed {
+        op: OpId,
+        jitter: f64,
+        retriable: bool,
+    },
 }
 
 /// What the driver must do.
@@ -224,6 +280,41 @@ pub enum Action {
         partition: PartitionKey,
         deletable_below: i64,
     },
+    /// Upload the compacted local segment under the keys of `generation`
+    /// (or a higher one), if one manifest entry serves exactly its offsets
+    /// with a larger object; report `ReuploadDone`, `ReuploadFailed` or
+    /// `ReuploadSkipped`.
+    Reupload {
+        op: OpId,
+        partition: PartitionKey,
+        segment: SealedSegment,
+        generation: u64,
+        attempt: u32,
+    },
+    /// Replace `old` by `entry` in the manifest, then delete `old`'s
+    /// objects after the grace period; report `ReplaceDone` or
+    /// `ReplaceFailed`.
+    Replace {
+        op: OpId,
+        partition: PartitionKey,
+        old: TieredSegment,
+        entry: TieredSegment,
+        attempt: u32,
+    },
+    /// The re-upload of the segment at `base_offset` left the engine: the
+    /// partition (that opening of it) may compact and evict it again.
+    Released {
+        partition: PartitionKey,
+        registration: u64,
+        base_offset: i64,
+    },
+    /// A compacted copy that is in object storage but not in the manifest:
+    /// delete its objects (after the grace period: a replace whose answer
+    /// was lost may have recorded it).
+    Discard {
+        partition: PartitionKey,
+        entry: TieredSegment,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -246,6 +337,39 @@ enum State {
     },
 }
 
+/// Where a re-upload stands.
+#[derive(Debug, Clone, PartialEq)]
+enum Redo {
+    /// Waiting for an upload slot (or for its backoff to end).
+    Waiting {
+        not_before: u64,
+    },
+    Uploading {
+        op: OpId,
+    },
+    /// Uploaded; the replace waits for its backoff to end.
+    ReplaceWaiting {
+        old: TieredSegment,
+        entry: TieredSegment,
+        not_before: u64,
+    },
+    Replacing {
+        op: OpId,
+        old: TieredSegment,
+        entry: TieredSegment,
+    },
+}
+
+/// A compacted segment to upload again and swap into the manifest.
+#[derive(Debug, Clone)]
+struct Reupload {
+    segment: SealedSegment,
+    generation: u64,
+    state: Redo,
+    attempt: u32,
+    seq: u64,
+}
+
 #[derive(Debug, Clone)]
 struct Pending {
     segment: SealedSegment,
@@ -263,6 +387,8 @@ struct Part {
     high_watermark: i64,
     /// Not yet committed, by base offset.
     pending: BTreeMap<i64, Pending>,
+    /// Compacted segments to upload again, by base offset.
+    reuploads: BTreeMap<i64, Reupload>,
     /// `(first served -> last)` of the manifest entries known to the
     /// engine; they never overlap.
     committed: BTreeMap<i64, i64>,
@@ -343,6 +469,8 @@ pub struct EngineStats {
     pub commits_in_flight: usize,
     /// Age of the oldest pending segment's report (0 when none waits).
     pub oldest_pending_ms: u64,
+    /// Compacted segments waiting to replace their manifest entries.
+    pub reuploads_pending: usize,
 }
 
 /// What an operation in flight refers to.
@@ -380,6 +508,7 @@ impl UploaderEngine {
 
     /// Applies one event and returns what to do now.
     pub fn handle(&mut self, now: u64, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
         match event {
             Event::Register {
                 partition,
@@ -390,6 +519,7 @@ impl UploaderEngine {
             } => {
                 if let Some(old) = self.parts.remove(&partition) {
                     self.drop_pending(partition, old.pending.into_values());
+                    self.drop_reuploads(partition, old.registration, old.reuploads, &mut out);
                 }
                 let mut part = Part {
                     registration,
@@ -442,6 +572,7 @@ impl UploaderEngine {
                     }
                 }
                 self.drop_pending(partition, gone);
+                self.drop_reuploads_where(partition, &mut out, |s| s.last_offset < log_start);
             }
             Event::Truncated {
                 partition,
@@ -468,6 +599,7 @@ impl UploaderEngine {
                     p.reported_end = p.reported_end.min(from.max(committed_end));
                 }
                 self.drop_pending(partition, gone);
+                self.drop_reuploads_where(partition, &mut out, |s| s.last_offset >= from);
             }
             Event::ManifestRead {
                 partition,
@@ -491,6 +623,7 @@ impl UploaderEngine {
                     .is_some_and(|p| p.registration == registration);
                 if let Some(p) = current.then(|| self.parts.remove(&partition)).flatten() {
                     self.drop_pending(partition, p.pending.into_values());
+                    self.drop_reuploads(partition, p.registration, p.reuploads, &mut out);
                 }
             }
             Event::UploadDone { op, entry } => {
@@ -542,8 +675,75 @@ impl UploaderEngine {
                     }
                 }
             }
+            Event::Recompacted {
+                partition,
+                registration,
+                segments,
+                generation,
+            } => self.add_reuploads(now, partition, registration, segments, generation, &mut out),
+            Event::ReuploadDone { op, old, entry } => match self.complete_reupload(op) {
+                (_, Some((partition, base))) => {
+                    if let Some(r) = self.reupload_mut(partition, base) {
+                        r.state = Redo::ReplaceWaiting {
+                            old,
+                            entry,
+                            not_before: now,
+                        };
+                        r.attempt = 0;
+                    }
+                }
+                (Some(partition), None) => out.push(Action::Discard { partition, entry }),
+                (None, None) => {}
+            },
+            Event::ReuploadFailed { op, jitter } => {
+                let retry = self.config.retry.clone();
+                if let (_, Some((partition, base))) = self.complete_reupload(op) {
+                    if let Some(r) = self.reupload_mut(partition, base) {
+                        let wait = retry.delay(r.attempt, jitter);
+                        r.attempt = r.attempt.saturating_add(1);
+                        r.state = Redo::Waiting {
+                            not_before: now.saturating_add(millis(wait)),
+                        };
+                    }
+                }
+            }
+            Event::ReuploadSkipped { op } => {
+                if let (_, Some((partition, base))) = self.complete_reupload(op) {
+                    self.finish_reupload(partition, base, &mut out);
+                }
+            }
+            Event::ReplaceDone { op } => {
+                if let Some((partition, base)) = self.complete_replace(op) {
+                    self.finish_reupload(partition, base, &mut out);
+                }
+            }
+            Event::ReplaceFailed {
+                op,
+                jitter,
+                retriable,
+            } => {
+                if let Some((partition, base)) = self.complete_replace(op) {
+                    if retriable {
+                        let retry = self.config.retry.clone();
+                        if let Some(r) = self.reupload_mut(partition, base) {
+                            if let Redo::Replacing { old, entry, .. } = r.state.clone() {
+                                let wait = retry.delay(r.attempt, jitter);
+                                r.attempt = r.attempt.saturating_add(1);
+                                r.state = Redo::ReplaceWaiting {
+                                    old,
+                                    entry,
+                                    not_before: now.saturating_add(millis(wait)),
+                                };
+                            }
+                        }
+                    } else {
+                        self.finish_reupload(partition, base, &mut out);
+                    }
+                }
+            }
         }
-        self.tick(now)
+        self.schedule(now, &mut out);
+        out
     }
 
     /// Starts whatever became possible by `now` (backoffs that ended).
@@ -555,16 +755,27 @@ impl UploaderEngine {
 
     /// The earliest time a backoff ends, if any waits.
     pub fn next_wake(&self, now: u64) -> Option<u64> {
-        self.parts
+        let uploads = self
+            .parts
             .values()
             .flat_map(|p| p.pending.values())
             .filter_map(|s| match s.state {
                 State::Waiting { not_before } | State::CommitWaiting { not_before, .. } => {
-                    (not_before > now).then_some(not_before)
+                    Some(not_before)
                 }
                 _ => None,
-            })
-            .min()
+            });
+        let reuploads = self
+            .parts
+            .values()
+            .flat_map(|p| p.reuploads.values())
+            .filter_map(|r| match r.state {
+                Redo::Waiting { not_before } | Redo::ReplaceWaiting { not_before, .. } => {
+                    Some(not_before)
+                }
+                _ => None,
+            });
+        uploads.chain(reuploads).filter(|at| *at > now).min()
     }
 
     /// Where local retention of `partition` may delete up to, if registered.
@@ -586,6 +797,7 @@ impl UploaderEngine {
             }
             st.oldest_pending_ms = st.oldest_pending_ms.max(now.saturating_sub(s.reported_at));
         }
+        st.reuploads_pending = self.parts.values().map(|p| p.reuploads.len()).sum();
         st
     }
 
@@ -658,6 +870,175 @@ impl UploaderEngine {
             .pending
             .get(&base)
             .is_some_and(|s| matches!(s.state, State::Committing { op: o, .. } if o == op));
+        current.then_some((r.partition, base))
+    }
+
+    fn reupload_mut(&mut self, partition: PartitionKey, base: i64) -> Option<&mut Reupload> {
+        self.parts
+            .get_mut(&partition)
+            .and_then(|p| p.reuploads.get_mut(&base))
+    }
+
+    /// Schedules re-uploads of compacted segments (rule 6); a newer report
+    /// for a base replaces the older one.
+    fn add_reuploads(
+        &mut self,
+        now: u64,
+        partition: PartitionKey,
+        registration: u64,
+        segments: Vec<SealedSegment>,
+        generation: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let release = |out: &mut Vec<Action>, base_offset: i64| {
+            out.push(Action::Released {
+                partition,
+                registration,
+                base_offset,
+            })
+        };
+        let Some(p) = self
+            .parts
+            .get_mut(&partition)
+            .filter(|p| p.registration == registration)
+        else {
+            for seg in segments {
+                release(out, seg.base_offset);
+            }
+            return;
+        };
+        let mut stale = Vec::new();
+        for seg in segments {
+            if seg.last_offset < p.log_start {
+                release(out, seg.base_offset);
+                continue;
+            }
+            self.next_seq += 1;
+            let base = seg.base_offset;
+            let redo = Reupload {
+                segment: seg,
+                generation,
+                state: Redo::Waiting { not_before: now },
+                attempt: 0,
+                seq: self.next_seq,
+            };
+            stale.extend(p.reuploads.insert(base, redo));
+        }
+        for r in stale {
+            self.detach_reupload(partition, r, out);
+        }
+    }
+
+    /// Forgets a re-upload's operations (they complete into nothing) and
+    /// hands back a copy it uploaded but did not record.
+    fn detach_reupload(&mut self, partition: PartitionKey, r: Reupload, out: &mut Vec<Action>) {
+        match r.state {
+            Redo::Uploading { op } | Redo::Replacing { op, .. } => {
+                if let Some(o) = self.ops.get_mut(&op) {
+                    o.base = None;
+                    if o.holds_slot {
+                        o.holds_slot = false;
+                        if let Some(p) = self.parts.get_mut(&partition) {
+                            p.uploads = p.uploads.saturating_sub(1);
+                        }
+                    }
+                }
+            }
+            Redo::ReplaceWaiting { entry, .. } => out.push(Action::Discard { partition, entry }),
+            Redo::Waiting { .. } => {}
+        }
+    }
+
+    /// Drops re-uploads (rule 8) of a partition's opening `registration`.
+    fn drop_reuploads(
+        &mut self,
+        partition: PartitionKey,
+        registration: u64,
+        gone: BTreeMap<i64, Reupload>,
+        out: &mut Vec<Action>,
+    ) {
+        for (base, r) in gone {
+            self.detach_reupload(partition, r, out);
+            out.push(Action::Released {
+                partition,
+                registration,
+                base_offset: base,
+            });
+        }
+    }
+
+    /// Drops the partition's re-uploads whose segment matches `cut`.
+    fn drop_reuploads_where(
+        &mut self,
+        partition: PartitionKey,
+        out: &mut Vec<Action>,
+        cut: impl Fn(&SealedSegment) -> bool,
+    ) {
+        let Some(p) = self.parts.get_mut(&partition) else {
+            return;
+        };
+        let bases: Vec<i64> = p
+            .reuploads
+            .iter()
+            .filter(|(_, r)| cut(&r.segment))
+            .map(|(b, _)| *b)
+            .collect();
+        let gone: BTreeMap<i64, Reupload> = bases
+            .into_iter()
+            .filter_map(|b| p.reuploads.remove(&b).map(|r| (b, r)))
+            .collect();
+        let registration = p.registration;
+        self.drop_reuploads(partition, registration, gone, out);
+    }
+
+    /// A re-upload that is done (replaced, skipped, refused) leaves.
+    fn finish_reupload(&mut self, partition: PartitionKey, base: i64, out: &mut Vec<Action>) {
+        if let Some(p) = self.parts.get_mut(&partition) {
+            if p.reuploads.remove(&base).is_some() {
+                out.push(Action::Released {
+                    partition,
+                    registration: p.registration,
+                    base_offset: base,
+                });
+            }
+        }
+    }
+
+    /// Ends a re-upload's upload: frees its slots. Returns the partition
+    /// the operation was for, and, when the re-upload still waits for it,
+    /// its partition and base.
+    fn complete_reupload(
+        &mut self,
+        op: OpId,
+    ) -> (Option<PartitionKey>, Option<(PartitionKey, i64)>) {
+        let Some(r) = self.ops.remove(&op) else {
+            return (None, None);
+        };
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let Some(p) = self.parts.get_mut(&r.partition) else {
+            return (Some(r.partition), None);
+        };
+        if r.holds_slot {
+            p.uploads = p.uploads.saturating_sub(1);
+        }
+        let live = r.base.filter(|b| {
+            p.reuploads
+                .get(b)
+                .is_some_and(|x| matches!(x.state, Redo::Uploading { op: o } if o == op))
+        });
+        (Some(r.partition), live.map(|b| (r.partition, b)))
+    }
+
+    /// Ends a replace; the re-upload it was for, if it still waits for it.
+    fn complete_replace(&mut self, op: OpId) -> Option<(PartitionKey, i64)> {
+        let r = self.ops.remove(&op)?;
+        let base = r.base?;
+        let current = self
+            .parts
+            .get(&r.partition)?
+            .reuploads
+            .get(&base)
+            .is_some_and(|x| matches!(x.state, Redo::Replacing { op: o, .. } if o == op));
         current.then_some((r.partition, base))
     }
 
@@ -744,6 +1125,75 @@ impl UploaderEngine {
                 partition: key,
                 segment: s.segment.clone(),
                 attempt: s.attempt,
+            });
+        }
+        // Replaces of compacted copies uploaded, once their backoff ended.
+        let mut replaces = Vec::new();
+        for (key, p) in &self.parts {
+            for (base, r) in &p.reuploads {
+                if let Redo::ReplaceWaiting {
+                    old,
+                    entry,
+                    not_before,
+                } = &r.state
+                {
+                    if *not_before <= now {
+                        replaces.push((*key, *base, old.clone(), entry.clone(), r.attempt));
+                    }
+                }
+            }
+        }
+        for (key, base, old, entry, attempt) in replaces {
+            let op = self.new_op(key, base, false);
+            if let Some(r) = self.reupload_mut(key, base) {
+                r.state = Redo::Replacing {
+                    op,
+                    old: old.clone(),
+                    entry: entry.clone(),
+                };
+            }
+            out.push(Action::Replace {
+                op,
+                partition: key,
+                old,
+                entry,
+                attempt,
+            });
+        }
+        // Re-uploads of compacted segments: in the slots first uploads
+        // left, oldest report first.
+        while self.in_flight < self.config.max_in_flight.max(1) {
+            let next = self
+                .parts
+                .iter()
+                .filter(|(_, p)| p.uploads < per_partition)
+                .flat_map(|(key, p)| {
+                    p.reuploads
+                        .iter()
+                        .filter(move |(_, r)| {
+                            r.segment.last_offset < p.high_watermark
+                                && matches!(r.state, Redo::Waiting { not_before } if not_before <= now)
+                        })
+                        .map(move |(base, r)| (r.seq, *key, *base))
+                })
+                .min();
+            let Some((_, key, base)) = next else { break };
+            let op = self.new_op(key, base, true);
+            let Some(p) = self.parts.get_mut(&key) else {
+                break;
+            };
+            let Some(r) = p.reuploads.get_mut(&base) else {
+                break;
+            };
+            r.state = Redo::Uploading { op };
+            p.uploads += 1;
+            self.in_flight += 1;
+            out.push(Action::Reupload {
+                op,
+                partition: key,
+                segment: r.segment.clone(),
+                generation: r.generation,
+                attempt: r.attempt,
             });
         }
         // Local deletion follows the prefix the manifest serves.

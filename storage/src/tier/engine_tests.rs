@@ -762,3 +762,358 @@ fn offsets_below_the_manifests_first_entry_count_as_served() {
     let c = committed_entries(&acts);
     assert_eq!((c[0].1, c[0].2, c[0].3), (15, 30, 35));
 }
+
+// Re-uploads of compacted segments (rules 6 to 8).
+
+/// A partition whose segments `[0, 9]`, `[10, 19]`, `[20, 29]` are
+/// committed, nothing pending, as a leader with the given limits.
+fn committed_partition(e: &mut UploaderEngine, p: PartitionKey) {
+    e.handle(
+        0,
+        Event::Register {
+            partition: p,
+            registration: 1,
+            committed: vec![(0, 9), (10, 19), (20, 29)],
+            sealed: vec![seg(0, 9), seg(10, 19), seg(20, 29)],
+            high_watermark: 100,
+        },
+    );
+}
+
+/// The compacted copy of `[base, last]`: a smaller local segment.
+fn compacted(base: i64, last: i64) -> SealedSegment {
+    SealedSegment {
+        size: 40,
+        ..seg(base, last)
+    }
+}
+
+fn recompacted(p: PartitionKey, segments: Vec<SealedSegment>) -> Event {
+    Event::Recompacted {
+        partition: p,
+        registration: 1,
+        segments,
+        generation: 5,
+    }
+}
+
+fn reuploads(actions: &[Action]) -> Vec<(OpId, i64, u32)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Reupload {
+                op,
+                segment,
+                attempt,
+                generation,
+                ..
+            } => {
+                assert_eq!(*generation, 5);
+                Some((*op, segment.base_offset, *attempt))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn replaces(actions: &[Action]) -> Vec<(OpId, String, String, u32)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Replace {
+                op,
+                old,
+                entry,
+                attempt,
+                ..
+            } => Some((*op, old.key.clone(), entry.key.clone(), *attempt)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn released(actions: &[Action]) -> Vec<i64> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Released { base_offset, .. } => Some(*base_offset),
+            _ => None,
+        })
+        .collect()
+}
+
+fn discarded(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Discard { entry, .. } => Some(entry.key.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn copy_of(base: i64, last: i64) -> TieredSegment {
+    TieredSegment {
+        key: format!("k/{base}.c5"),
+        size: 40,
+        ..entry(&seg(base, last))
+    }
+}
+
+#[test]
+fn a_compacted_segment_is_uploaded_again_then_replaced_then_released() {
+    let mut e = engine(4, 2);
+    let p = key(0);
+    committed_partition(&mut e, p);
+    let acts = e.handle(1, recompacted(p, vec![compacted(10, 19)]));
+    let started = reuploads(&acts);
+    assert_eq!(started.iter().map(|r| r.1).collect::<Vec<_>>(), vec![10]);
+    assert_eq!(e.stats(1).reuploads_pending, 1);
+    assert_eq!(e.stats(1).uploads_in_flight, 1, "it takes an upload slot");
+    assert_eq!(deletable(&acts, p), None, "re-uploads never move deletion");
+    let acts = e.handle(
+        2,
+        Event::ReuploadDone {
+            op: started[0].0,
+            old: entry(&seg(10, 19)),
+            entry: copy_of(10, 19),
+        },
+    );
+    assert_eq!(e.stats(2).uploads_in_flight, 0, "the slot is free again");
+    let rep = replaces(&acts);
+    assert_eq!(
+        rep.iter()
+            .map(|r| (r.1.as_str(), r.2.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("k/10", "k/10.c5")]
+    );
+    assert!(released(&acts).is_empty(), "still pending until replaced");
+    let acts = e.handle(3, Event::ReplaceDone { op: rep[0].0 });
+    assert_eq!(released(&acts), vec![10]);
+    assert_eq!(e.stats(3).reuploads_pending, 0);
+    assert!(discarded(&acts).is_empty());
+}
+
+#[test]
+fn reuploads_share_the_upload_limits_and_come_after_first_uploads() {
+    let mut e = engine(2, 2);
+    let p = key(0);
+    committed_partition(&mut e, p);
+    let acts = e.handle(
+        1,
+        recompacted(
+            p,
+            vec![compacted(0, 9), compacted(10, 19), compacted(20, 29)],
+        ),
+    );
+    let started = reuploads(&acts);
+    assert_eq!(started.iter().map(|r| r.1).collect::<Vec<_>>(), vec![0, 10]);
+    assert_eq!(e.stats(1).uploads_in_flight, 2, "the agent's limit");
+    // a segment sealed meanwhile waits for a slot, then goes first
+    let acts = e.handle(
+        2,
+        Event::Sealed {
+            partition: p,
+            segments: vec![seg(30, 39)],
+            high_watermark: 100,
+        },
+    );
+    assert!(uploads(&acts).is_empty() && reuploads(&acts).is_empty());
+    let first = e.handle(3, Event::ReuploadSkipped { op: started[0].0 });
+    assert_eq!(released(&first), vec![0], "skipped: nothing to replace");
+    assert_eq!(
+        uploads(&first).iter().map(|u| u.2).collect::<Vec<_>>(),
+        vec![30],
+        "a first upload before the re-upload still waiting"
+    );
+    assert!(reuploads(&first).is_empty());
+}
+
+#[test]
+fn failed_reuploads_and_replaces_are_retried_after_a_backoff() {
+    let mut e = engine(4, 2);
+    let p = key(0);
+    committed_partition(&mut e, p);
+    let acts = e.handle(0, recompacted(p, vec![compacted(10, 19)]));
+    let (op, _, _) = reuploads(&acts)[0];
+    let acts = e.handle(10, Event::ReuploadFailed { op, jitter: 0.0 });
+    assert!(reuploads(&acts).is_empty(), "not before the backoff ends");
+    let wake = e.next_wake(10).expect("a backoff");
+    assert!(wake > 10);
+    assert!(reuploads(&e.tick(wake - 1)).is_empty());
+    let acts = e.tick(wake);
+    let again = reuploads(&acts);
+    assert_eq!(
+        again.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
+        vec![(10, 1)]
+    );
+    let acts = e.handle(
+        wake,
+        Event::ReuploadDone {
+            op: again[0].0,
+            old: entry(&seg(10, 19)),
+            entry: copy_of(10, 19),
+        },
+    );
+    let (rop, _, _, attempt) = replaces(&acts)[0].clone();
+    assert_eq!(attempt, 0);
+    let acts = e.handle(
+        wake,
+        Event::ReplaceFailed {
+            op: rop,
+            jitter: 0.0,
+            retriable: true,
+        },
+    );
+    assert!(replaces(&acts).is_empty() && reuploads(&acts).is_empty());
+    let failed_at = wake;
+    let wake = e.next_wake(failed_at).expect("a backoff");
+    assert!(wake > failed_at && replaces(&e.tick(wake - 1)).is_empty());
+    let acts = e.tick(wake);
+    let rep = replaces(&acts);
+    assert_eq!(rep.len(), 1, "the replace alone is retried, not the upload");
+    assert_eq!(rep[0].3, 1);
+    // refused for good: dropped and released (the driver deletes the copy)
+    let acts = e.handle(
+        wake,
+        Event::ReplaceFailed {
+            op: rep[0].0,
+            jitter: 0.0,
+            retriable: false,
+        },
+    );
+    assert_eq!(released(&acts), vec![10]);
+    assert_eq!(e.stats(wake).reuploads_pending, 0);
+    assert_eq!(e.next_wake(wake), None);
+}
+
+#[test]
+fn a_truncation_drops_reuploads_it_cut_and_their_late_copies_are_discarded() {
+    let mut e = engine(4, 4);
+    let p = key(0);
+    committed_partition(&mut e, p);
+    let acts = e.handle(1, recompacted(p, vec![compacted(0, 9), compacted(20, 29)]));
+    let started = reuploads(&acts);
+    assert_eq!(started.len(), 2);
+    let acts = e.handle(
+        2,
+        Event::ReuploadDone {
+            op: started[0].0,
+            old: entry(&seg(0, 9)),
+            entry: copy_of(0, 9),
+        },
+    );
+    assert_eq!(replaces(&acts).len(), 1);
+    let acts = e.handle(
+        3,
+        Event::Truncated {
+            partition: p,
+            from: 15,
+            high_watermark: 15,
+        },
+    );
+    assert_eq!(released(&acts), vec![20], "the one at 20 was cut");
+    assert_eq!(e.stats(3).reuploads_pending, 1);
+    assert_eq!(e.stats(3).uploads_in_flight, 1, "its upload still runs");
+    let acts = e.handle(
+        4,
+        Event::ReuploadDone {
+            op: started[1].0,
+            old: entry(&seg(20, 29)),
+            entry: copy_of(20, 29),
+        },
+    );
+    assert_eq!(
+        discarded(&acts),
+        vec!["k/20.c5".to_string()],
+        "a copy uploaded for a dropped re-upload is deleted"
+    );
+    assert!(replaces(&acts).is_empty());
+    assert_eq!(e.stats(4).uploads_in_flight, 0);
+    // DeleteRecords past the other one drops it too, mid-replace
+    let acts = e.handle(
+        5,
+        Event::LogStartRaised {
+            partition: p,
+            log_start: 10,
+        },
+    );
+    assert_eq!(released(&acts), vec![0]);
+    assert_eq!(e.stats(5).reuploads_pending, 0);
+}
+
+#[test]
+fn a_newer_report_for_the_same_base_replaces_the_stale_reupload() {
+    let mut e = engine(4, 4);
+    let p = key(0);
+    committed_partition(&mut e, p);
+    let acts = e.handle(1, recompacted(p, vec![compacted(10, 19)]));
+    let (stale_op, _, _) = reuploads(&acts)[0];
+    let newer = SealedSegment {
+        size: 30,
+        ..seg(10, 19)
+    };
+    let acts = e.handle(2, recompacted(p, vec![newer]));
+    assert!(released(&acts).is_empty(), "the base stays pending");
+    let fresh = reuploads(&acts);
+    assert_eq!(fresh.len(), 1, "the newer copy goes up at once");
+    assert_eq!(e.stats(2).reuploads_pending, 1);
+    let acts = e.handle(
+        3,
+        Event::ReuploadDone {
+            op: stale_op,
+            old: entry(&seg(10, 19)),
+            entry: copy_of(10, 19),
+        },
+    );
+    assert_eq!(discarded(&acts), vec!["k/10.c5".to_string()]);
+    assert!(
+        replaces(&acts).is_empty(),
+        "the stale copy is never recorded"
+    );
+    let acts = e.handle(
+        4,
+        Event::ReuploadDone {
+            op: fresh[0].0,
+            old: entry(&seg(10, 19)),
+            entry: copy_of(10, 19),
+        },
+    );
+    assert_eq!(replaces(&acts).len(), 1);
+}
+
+#[test]
+fn a_follower_reuploads_nothing_and_a_closed_partition_releases_everything() {
+    let mut e = engine(4, 4);
+    let p = key(0);
+    e.handle(
+        0,
+        Event::Register {
+            partition: p,
+            registration: 1,
+            committed: vec![(0, 9), (10, 19)],
+            sealed: vec![seg(0, 9), seg(10, 19)],
+            high_watermark: i64::MIN,
+        },
+    );
+    let acts = e.handle(1, recompacted(p, vec![compacted(0, 9)]));
+    assert!(reuploads(&acts).is_empty(), "below no high watermark");
+    let acts = e.handle(
+        2,
+        Event::Recompacted {
+            partition: p,
+            registration: 7,
+            segments: vec![compacted(10, 19)],
+            generation: 5,
+        },
+    );
+    assert_eq!(released(&acts), vec![10], "another opening's report");
+    let acts = e.handle(
+        3,
+        Event::Unregister {
+            partition: p,
+            registration: 1,
+        },
+    );
+    assert_eq!(released(&acts), vec![0]);
+}

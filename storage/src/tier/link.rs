@@ -26,6 +26,15 @@ pub(crate) enum Msg {
         partition: PartitionKey,
         entry: TieredSegment,
     },
+    /// A compacted copy replaced `old` in the manifest.
+    Replaced {
+        op: OpId,
+        partition: PartitionKey,
+        old: TieredSegment,
+        entry: TieredSegment,
+    },
+    /// Delete an entry's objects once the compaction grace period is over.
+    Expire(TieredSegment),
     Retention,
     /// Re-read a partition's manifest (a commit was refused).
     Refresh(PartitionKey),

@@ -103,6 +103,19 @@ pub struct ManifestError {
 ///   a possibly slightly stale local copy that includes this process's own
 ///   writes. The log start survives the loss of every local copy of the
 ///   partition: it is the DeleteRecords floor.
+/// - `replace` swaps one entry for another serving exactly the same
+///   offsets (a compacted copy of the same segment under new keys), in
+///   place and atomically: a reader sees the old entry or the new one,
+///   never both or neither. It is durable when it returns `Ok`, and
+///   idempotent: once the new entry is recorded and the old one gone, the
+///   same call succeeds again. It is refused with a non-retriable error
+///   when the old entry is not recorded (retention trimmed it, or another
+///   replace won), when the new entry serves other offsets than the old
+///   one (`first_served..=last_offset`) or `served_from` lies outside its
+///   object, or when the new key is already recorded with other content;
+///   the metastore also refuses it from a deposed leader, as `commit`.
+///   The old entry's objects are the caller's to delete, after readers
+///   that already looked it up are done.
 /// - `deleted_topics` lists a deleted topic's entries until
 ///   `forget_deleted_topic`.
 #[async_trait]
@@ -114,6 +127,14 @@ pub trait Manifest: Send + Sync + 'static {
         &self,
         partition: PartitionKey,
         segment: TieredSegment,
+    ) -> Result<(), ManifestError>;
+    /// Replaces the entry whose `.seg` key is `old_key` by `entry`, which
+    /// must serve exactly the same offsets (see the contract above).
+    async fn replace(
+        &self,
+        partition: PartitionKey,
+        old_key: &str,
+        entry: TieredSegment,
     ) -> Result<(), ManifestError>;
     /// Drops the entries wholly below `below_offset`; returns them so their
     /// objects can be deleted.
@@ -270,6 +291,54 @@ impl Manifest for MemoryManifest {
         let at = list.partition_point(|e| e.first_served() < first);
         list.insert(at, segment);
         s.commits += 1;
+        Ok(())
+    }
+
+    async fn replace(
+        &self,
+        partition: PartitionKey,
+        old_key: &str,
+        entry: TieredSegment,
+    ) -> Result<(), ManifestError> {
+        let mut s = self.state.lock();
+        self.check(&s, "replace")?;
+        let refused = |reason: String| ManifestError {
+            operation: "replace",
+            reason,
+            retriable: false,
+        };
+        if entry.key == old_key {
+            return Err(refused(format!("{old_key} cannot replace itself")));
+        }
+        let list = s.partitions.entry(partition).or_default();
+        let old_at = list.iter().position(|e| e.key == old_key);
+        if let Some(existing) = list.iter().find(|e| e.key == entry.key) {
+            if *existing == entry && old_at.is_none() {
+                return Ok(());
+            }
+            return Err(refused(format!(
+                "{} is already recorded differently",
+                entry.key
+            )));
+        }
+        let Some(at) = old_at else {
+            return Err(refused(format!("{old_key} is not recorded")));
+        };
+        let old = &list[at];
+        if !(entry.base_offset..=entry.last_offset).contains(&entry.first_served())
+            || entry.first_served() != old.first_served()
+            || entry.last_offset != old.last_offset
+        {
+            return Err(refused(format!(
+                "{} serves [{}..={}], {old_key} [{}..={}]",
+                entry.key,
+                entry.first_served(),
+                entry.last_offset,
+                old.first_served(),
+                old.last_offset
+            )));
+        }
+        list[at] = entry;
         Ok(())
     }
 

@@ -60,6 +60,8 @@ where
     a_commit_wholly_below_a_trim_or_the_log_start_is_refused(&make().await).await;
     deleted_topics_are_listed_until_forgotten(&make().await).await;
     log_start_is_durable_monotonic_and_per_partition(&make().await).await;
+    replace_swaps_an_entry_in_place_and_is_idempotent(&make().await).await;
+    replace_is_refused_unless_the_old_entry_serves_the_same_offsets(&make().await).await;
 }
 
 /// Partition 0 of a fresh topic.
@@ -83,6 +85,19 @@ pub fn entry(p: PartitionKey, base: i64, last: i64) -> TieredSegment {
         index_size: 8,
         time_index_size: 12,
         served_from: None,
+    }
+}
+
+/// A compacted copy of `[base, last]` under the keys of `generation`: the
+/// same offsets, a smaller object.
+pub fn compacted(p: PartitionKey, base: i64, last: i64, generation: u64) -> TieredSegment {
+    let old = entry(p, base, last);
+    TieredSegment {
+        key: old.key.replace(".seg", &format!(".c{generation}.seg")),
+        size: old.size / 2,
+        checksum: old.checksum ^ 0x5555,
+        index_size: 4,
+        ..old
     }
 }
 
@@ -309,4 +324,133 @@ pub async fn log_start_is_durable_monotonic_and_per_partition(m: &impl ManifestU
         .expect_err("a negative log start is refused");
     assert!(!err.retriable, "{err}");
     assert_eq!(m.log_start(q), None);
+}
+
+/// `replace` swaps an entry for a compacted copy of the same offsets in
+/// place; retried after it landed, it succeeds and changes nothing; the
+/// copy may be replaced in turn.
+pub async fn replace_swaps_an_entry_in_place_and_is_idempotent(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
+    for (base, last) in [(0, 9), (10, 19), (20, 29)] {
+        m.commit(p, entry(p, base, last)).await.expect("commit");
+    }
+    let old = entry(p, 10, 19);
+    let new = compacted(p, 10, 19, 7);
+    m.replace(p, &old.key, new.clone()).await.expect("replace");
+    let after = m.segments(p);
+    assert_eq!(ranges(&after), vec![(0, 9), (10, 19), (20, 29)], "in place");
+    assert_eq!(after[1], new, "the new entry, whole");
+    m.replace(p, &old.key, new.clone())
+        .await
+        .expect("a retry after the replace landed must succeed");
+    assert_eq!(m.segments(p), after, "and change nothing");
+    let newer = compacted(p, 10, 19, 8);
+    m.replace(p, &new.key, newer.clone())
+        .await
+        .expect("a compacted copy is replaced in turn");
+    assert_eq!(m.segments(p)[1], newer);
+    let err = m
+        .replace(p, &old.key, new.clone())
+        .await
+        .expect_err("a late retry of the first replace, once superseded");
+    assert!(!err.retriable, "{err}");
+    assert_eq!(m.segments(p)[1], newer, "the newest copy stays");
+    let straddling_old = straddling(p, 25, 30, 39);
+    m.commit(p, straddling_old.clone()).await.expect("commit");
+    let straddling_new = TieredSegment {
+        key: straddling_old.key.replace(".seg", ".c1.seg"),
+        size: 10,
+        ..straddling_old.clone()
+    };
+    m.replace(p, &straddling_old.key, straddling_new.clone())
+        .await
+        .expect("an entry serving from above its base keeps serving from there");
+    assert_eq!(served(&m.segments(p))[3], (30, 39));
+    assert_eq!(m.segments(p)[3], straddling_new);
+    let trimmed = m.trim(p, 20).await.expect("trim");
+    assert_eq!(
+        trimmed.iter().map(|e| e.key.clone()).collect::<Vec<_>>(),
+        vec![entry(p, 0, 9).key, newer.key.clone()],
+        "trim returns the replacing entry, whose objects are the live ones"
+    );
+}
+
+/// `replace` is refused for good when the old entry is not recorded, when
+/// the new one serves other offsets (or none of its object's), when it
+/// reuses the old key, and when its key is recorded with other content;
+/// a refused replace changes nothing.
+pub async fn replace_is_refused_unless_the_old_entry_serves_the_same_offsets(
+    m: &impl ManifestUnderTest,
+) {
+    let p = partition(m).await;
+    for (base, last) in [(0, 9), (10, 19)] {
+        m.commit(p, entry(p, base, last)).await.expect("commit");
+    }
+    let before = m.segments(p);
+    let old = entry(p, 10, 19);
+    let missing = entry(p, 20, 29);
+    let refusals = [
+        (
+            missing.key.clone(),
+            compacted(p, 20, 29, 1),
+            "no such entry",
+        ),
+        (
+            old.key.clone(),
+            TieredSegment {
+                last_offset: 18,
+                ..compacted(p, 10, 19, 1)
+            },
+            "fewer offsets",
+        ),
+        (
+            old.key.clone(),
+            TieredSegment {
+                last_offset: 25,
+                ..compacted(p, 10, 19, 1)
+            },
+            "more offsets",
+        ),
+        (
+            old.key.clone(),
+            TieredSegment {
+                served_from: Some(11),
+                ..compacted(p, 10, 19, 1)
+            },
+            "serving from elsewhere",
+        ),
+        (
+            old.key.clone(),
+            TieredSegment {
+                base_offset: 12,
+                served_from: Some(10),
+                ..compacted(p, 10, 19, 1)
+            },
+            "serving offsets outside its object",
+        ),
+        (
+            old.key.clone(),
+            TieredSegment {
+                size: 1,
+                ..old.clone()
+            },
+            "the old key itself",
+        ),
+        (
+            old.key.clone(),
+            TieredSegment {
+                key: entry(p, 0, 9).key,
+                ..compacted(p, 10, 19, 1)
+            },
+            "a key another entry holds",
+        ),
+    ];
+    for (old_key, new, why) in refusals {
+        let err = m
+            .replace(p, &old_key, new)
+            .await
+            .expect_err(&format!("a replace with {why} must be refused"));
+        assert!(!err.retriable, "{why}: {err}");
+        assert_eq!(m.segments(p), before, "{why}: nothing changed");
+    }
 }

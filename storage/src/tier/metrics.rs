@@ -23,11 +23,18 @@ pub struct TierMetrics {
     pub cold_reads: AtomicU64,
     pub cold_read_bytes: AtomicU64,
     pub cold_read_errors: AtomicU64,
+    /// Compacted copies swapped into the manifest.
+    pub replaced_segments: AtomicU64,
+    /// Bytes of `.seg` objects those swaps took out of object storage.
+    pub compacted_bytes_removed: AtomicU64,
+    /// Re-uploads and manifest swaps that failed.
+    pub reupload_failures: AtomicU64,
     // Gauges, refreshed by the uploader loop.
     pub pending_segments: AtomicU64,
     pub pending_bytes: AtomicU64,
     pub uploads_in_flight: AtomicU64,
     pub oldest_pending_ms: AtomicU64,
+    pub reuploads_pending: AtomicU64,
 }
 
 pub(crate) fn add(counter: &AtomicU64, n: u64) {
@@ -49,6 +56,11 @@ pub struct TierSnapshot {
     pub cold_reads: u64,
     pub cold_read_bytes: u64,
     pub cold_read_errors: u64,
+    pub replaced_segments: u64,
+    pub compacted_bytes_removed: u64,
+    pub reupload_failures: u64,
+    /// Compacted segments waiting to replace their objects.
+    pub reuploads_pending: u64,
     pub pending_segments: u64,
     pub pending_bytes: u64,
     pub uploads_in_flight: u64,
@@ -71,6 +83,7 @@ impl TierMetrics {
         set(&self.pending_bytes, s.pending_bytes);
         set(&self.uploads_in_flight, s.uploads_in_flight as u64);
         set(&self.oldest_pending_ms, s.oldest_pending_ms);
+        set(&self.reuploads_pending, s.reuploads_pending as u64);
     }
 
     pub(crate) fn snapshot(
@@ -93,6 +106,10 @@ impl TierMetrics {
             cold_reads: g(&self.cold_reads),
             cold_read_bytes: g(&self.cold_read_bytes),
             cold_read_errors: g(&self.cold_read_errors),
+            replaced_segments: g(&self.replaced_segments),
+            compacted_bytes_removed: g(&self.compacted_bytes_removed),
+            reupload_failures: g(&self.reupload_failures),
+            reuploads_pending: g(&self.reuploads_pending),
             pending_segments: g(&self.pending_segments),
             pending_bytes: g(&self.pending_bytes),
             uploads_in_flight: g(&self.uploads_in_flight),
@@ -166,6 +183,30 @@ impl TierSnapshot {
             "counter",
             "Object deletions that failed",
             &[("", self.delete_failures.to_string())],
+        );
+        metric(
+            "aerostream_tier_replaced_segments_total",
+            "counter",
+            "Tiered segments replaced in the manifest by a compacted copy",
+            &[("", self.replaced_segments.to_string())],
+        );
+        metric(
+            "aerostream_tier_compacted_bytes_removed_total",
+            "counter",
+            "Bytes of segment objects that compacted copies made unnecessary",
+            &[("", self.compacted_bytes_removed.to_string())],
+        );
+        metric(
+            "aerostream_tier_reupload_failures_total",
+            "counter",
+            "Uploads of compacted copies, and manifest swaps, that failed",
+            &[("", self.reupload_failures.to_string())],
+        );
+        metric(
+            "aerostream_tier_reuploads_pending",
+            "gauge",
+            "Compacted segments waiting to replace their objects in object storage",
+            &[("", self.reuploads_pending.to_string())],
         );
         metric(
             "aerostream_tier_pending_segments",

@@ -7,6 +7,9 @@
 //!   storage fills the local disk budget;
 //! - deletes local segments under `local.retention.*` (or early, under
 //!   disk pressure), but only below what the uploader says is committed;
+//! - on a leader, hands segments its local compaction rewrote to the
+//!   uploader when one manifest entry serves exactly their offsets, so the
+//!   compacted copy replaces the object (see [`TieredPartition::install_compaction`]);
 //! - answers the partition's log start across both tiers, and keeps the
 //!   DeleteRecords floor (recorded in the manifest by
 //!   [`super::Tier::persist_log_start`] before it is applied, and in the
@@ -111,6 +114,7 @@ impl TieredPartition {
             tracing::warn!(dir = %p.log.dir().display(), error = %e, "could not expire producer state below the log start");
         }
         p.recount();
+        p.offer_compacted_copies(None, now_wall_ms());
         p
     }
 
@@ -376,27 +380,100 @@ impl TieredPartition {
     }
 
     /// A compaction run due now (see [`crate::compaction`]), only over
-    /// segments object storage already holds: an upload reads a segment's
+    /// segments object storage already holds, and below the first segment
+    /// whose compacted copy is being uploaded: an upload reads a segment's
     /// files by name, and must never read one while it is being replaced.
     pub fn plan_compaction(
         &self,
         now_ms: i64,
         upper_bound: i64,
     ) -> Option<crate::compaction::CompactionJob> {
-        let committed = self.reg.shared.deletable_below();
-        self.log.plan_compaction(now_ms, upper_bound.min(committed))
+        self.log
+            .plan_compaction(now_ms, upper_bound.min(self.evictable_below()))
     }
 
     /// Installs a finished compaction run (see
     /// [`PartitionLog::install_compaction`]) and counts the bytes it freed.
+    /// On a leader (a partition whose upload limit is past the segment),
+    /// each replaced segment whose offsets one manifest entry serves
+    /// exactly, with a larger object, goes to the uploader, which uploads
+    /// it under new keys and swaps it into the manifest; until that is
+    /// over the segment is neither compacted again nor evicted. A follower
+    /// only compacts its own copy: its leader uploads.
     pub fn install_compaction(
         &mut self,
         done: crate::compaction::Compacted,
         now_ms: i64,
     ) -> Result<crate::compaction::CompactionReport, TierError> {
-        let report = self.log.install_compaction(done, now_ms)?;
+        // a run planned before a segment's re-upload began leaves it alone
+        let shared = Arc::clone(&self.reg.shared);
+        let (report, installed) = self
+            .log
+            .install_compaction_segments(done, now_ms, |base| shared.is_reuploading(base))?;
         self.recount();
+        self.offer_compacted_copies(Some(&installed), now_ms);
         Ok(report)
+    }
+
+    /// Hands the uploader the sealed segments among `bases` (every sealed
+    /// segment when `None`: a leader's opening, a follower becoming
+    /// leader) that are smaller than the manifest entry serving exactly
+    /// their offsets: compacted since that entry was uploaded.
+    fn offer_compacted_copies(&mut self, bases: Option<&[i64]>, now_ms: i64) {
+        let entries = self.reg.shared.manifest();
+        if entries.is_empty() || (bases.is_some_and(<[i64]>::is_empty)) {
+            return;
+        }
+        let exact = |base: i64, last: i64| {
+            let e = super::manifest::locate(&entries, base)?;
+            (e.base_offset == base && e.first_served() == base && e.last_offset == last)
+                .then_some(e)
+        };
+        let candidates: Vec<&crate::segment::Segment> = match bases {
+            Some(bases) => bases
+                .iter()
+                .filter_map(|b| self.log.segments.get(b))
+                .collect(),
+            None => self.log.segments.values().collect(),
+        };
+        let mut offered = Vec::new();
+        for seg in candidates {
+            let last = seg.next_offset - 1;
+            if !seg.sealed || last < seg.base_offset || last >= self.upload_limit {
+                continue;
+            }
+            let Some(entry) = exact(seg.base_offset, last) else {
+                continue;
+            };
+            if seg.size >= entry.size {
+                continue;
+            }
+            if let Some(s) = SealedSegment::from_info(&seg.info()) {
+                offered.push(s);
+            }
+        }
+        if offered.is_empty() {
+            return;
+        }
+        for s in &offered {
+            self.reg.shared.mark_reuploading(s.base_offset);
+        }
+        self.reg.link.send(Event::Recompacted {
+            partition: self.reg.shared.key(),
+            registration: self.reg.shared.registration(),
+            segments: offered,
+            generation: u64::try_from(now_ms).unwrap_or(0).max(1),
+        });
+    }
+
+    /// Local segments wholly below this may be evicted or compacted: what
+    /// object storage holds, up to the first segment being re-uploaded.
+    fn evictable_below(&self) -> i64 {
+        let deletable = self.reg.shared.deletable_below();
+        self.reg
+            .shared
+            .first_reuploading()
+            .map_or(deletable, |base| deletable.min(base))
     }
 
     /// Timers of the log, then local retention below what is committed.
@@ -406,7 +483,8 @@ impl TieredPartition {
         let deletable = self.reg.shared.deletable_below();
         // sealed segments above it upload their producer snapshots
         self.log.keep_snapshots_above(deletable);
-        if deletable > self.log.log_start_offset() {
+        let evictable = self.evictable_below();
+        if evictable > self.log.log_start_offset() {
             let budget = Arc::clone(&self.reg.link.budget);
             if budget.local_over(0) {
                 self.evict_tiered(now_ms, &budget)?;
@@ -415,7 +493,7 @@ impl TieredPartition {
                     now_ms,
                     self.retention.local_retention_bytes,
                     self.retention.local_retention_ms,
-                    deletable,
+                    evictable,
                 )?;
             }
         }
@@ -505,7 +583,7 @@ impl TieredPartition {
 
     /// Deletes every local segment already in object storage (disk pressure).
     fn evict_tiered(&mut self, now_ms: i64, budget: &DiskBudget) -> Result<(), TierError> {
-        let deletable = self.reg.shared.deletable_below();
+        let deletable = self.evictable_below();
         if deletable <= self.log.log_start_offset() {
             return Ok(());
         }
@@ -549,8 +627,13 @@ impl TieredPartition {
     /// uploader is not taken back.
     pub fn set_upload_limit(&mut self, limit: i64) {
         if limit != self.upload_limit {
+            let was_follower = self.upload_limit == i64::MIN;
             self.upload_limit = limit;
             self.after_write();
+            if was_follower && limit > i64::MIN {
+                // a new leader: copies it compacted as a follower go up now
+                self.offer_compacted_copies(None, now_wall_ms());
+            }
         }
     }
 
@@ -615,6 +698,14 @@ impl TieredPartition {
             .pending_bytes
             .store(usage.pending, Ordering::Relaxed);
     }
+}
+
+/// Milliseconds since the epoch (compaction generations of re-uploads
+/// opened without a caller's clock).
+fn now_wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -68,24 +68,33 @@ pub fn expired_below(
     (first.last_offset < below).then_some(below)
 }
 
-pub(crate) struct RetentionPass {
+/// Deletes objects (retention, DeleteRecords, topic deletion, the objects
+/// a compacted copy replaced), as the delete mode says; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct ObjectDeleter {
     pub(crate) store: ObjectStoreHandle,
-    pub(crate) manifest: Arc<dyn Manifest>,
-    pub(crate) partitions: Vec<Arc<PartitionShared>>,
     pub(crate) metrics: Arc<TierMetrics>,
     pub(crate) cache: ColdCache,
     pub(crate) mode: DeleteMode,
-    pub(crate) deadline: Duration,
+    /// Deletions that failed, retried by the next retention pass.
     pub(crate) failed: Arc<Mutex<Vec<(Path, u64)>>>,
     /// Upload times of objects without timestamps, by `.seg` key.
     pub(crate) upload_times: Arc<Mutex<HashMap<String, i64>>>,
 }
 
+pub(crate) struct RetentionPass {
+    pub(crate) deleter: ObjectDeleter,
+    pub(crate) manifest: Arc<dyn Manifest>,
+    pub(crate) partitions: Vec<Arc<PartitionShared>>,
+    pub(crate) deadline: Duration,
+}
+
 impl RetentionPass {
     pub(crate) async fn run(self) {
-        let retry: Vec<(Path, u64)> = std::mem::take(&mut *self.failed.lock());
+        let d = &self.deleter;
+        let retry: Vec<(Path, u64)> = std::mem::take(&mut *d.failed.lock());
         for (key, size) in retry {
-            self.delete_object(&key, size).await;
+            d.delete_object(&key, size).await;
         }
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -108,9 +117,9 @@ impl RetentionPass {
             match trimmed {
                 Ok(Ok(removed)) => {
                     shared.remove_below(below);
-                    add(&self.metrics.trimmed_segments, removed.len() as u64);
+                    add(&d.metrics.trimmed_segments, removed.len() as u64);
                     for e in &removed {
-                        self.delete_segment(e).await;
+                        d.delete_segment(e).await;
                     }
                 }
                 Ok(Err(e)) => {
@@ -122,10 +131,10 @@ impl RetentionPass {
         for topic in self.manifest.deleted_topics() {
             let mut clean = true;
             for e in topic.segments.values().flatten() {
-                clean &= self.delete_segment(e).await;
+                clean &= d.delete_segment(e).await;
             }
-            clean &= self
-                .delete_prefix(&layout::topic_prefix(&self.store.prefix, topic.topic_id))
+            clean &= d
+                .delete_prefix(&layout::topic_prefix(&d.store.prefix, topic.topic_id))
                 .await;
             if clean {
                 if let Err(e) = self.manifest.forget_deleted_topic(topic.topic_id).await {
@@ -169,14 +178,15 @@ impl RetentionPass {
     }
 
     async fn upload_time(&self, key: &str) -> Option<i64> {
-        if let Some(t) = self.upload_times.lock().get(key) {
+        let d = &self.deleter;
+        if let Some(t) = d.upload_times.lock().get(key) {
             return Some(*t);
         }
         let path = Path::parse(key).ok()?;
-        match self.store.store.head(&path).await {
+        match d.store.store.head(&path).await {
             Ok(meta) => {
                 let t = meta.last_modified.timestamp_millis();
-                self.upload_times.lock().insert(key.to_string(), t);
+                d.upload_times.lock().insert(key.to_string(), t);
                 Some(t)
             }
             Err(e) => {
@@ -185,8 +195,11 @@ impl RetentionPass {
             }
         }
     }
+}
 
-    async fn delete_segment(&self, e: &TieredSegment) -> bool {
+impl ObjectDeleter {
+    /// Deletes every object of a tiered entry; whether all went.
+    pub(crate) async fn delete_segment(&self, e: &TieredSegment) -> bool {
         let objects = [
             (e.key.clone(), e.size),
             (sibling_key(&e.key, layout::INDEX_EXT), e.index_size),

@@ -4,7 +4,10 @@
 //! Writers, one per field: the uploader writes the manifest snapshot and
 //! `deletable_below`; the partition's owning task writes its own figures
 //! (floor, local start, log end, pending bytes, retention); anyone reads.
+//! The set of segments whose compacted copy is being re-uploaded is added
+//! to by the owning task and emptied by the uploader.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -39,6 +42,9 @@ pub struct PartitionShared {
     pub(crate) log_end: AtomicI64,
     pub(crate) pending_bytes: AtomicU64,
     pub(crate) retention: Mutex<TierRetention>,
+    /// Base offsets of local segments whose compacted copy is being
+    /// uploaded: they are neither compacted again nor evicted meanwhile.
+    reuploading: Mutex<BTreeSet<i64>>,
 }
 
 impl PartitionShared {
@@ -58,6 +64,7 @@ impl PartitionShared {
             log_end: AtomicI64::new(0),
             pending_bytes: AtomicU64::new(0),
             retention: Mutex::new(TierRetention::default()),
+            reuploading: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -113,6 +120,38 @@ impl PartitionShared {
         }
         *m = Arc::new(entries);
         true
+    }
+
+    /// Puts `entry` in place of the entry whose key is `old_key` (a
+    /// compacted copy of the same offsets), if the snapshot still holds it.
+    pub(crate) fn swap_entry(&self, old_key: &str, entry: TieredSegment) {
+        let mut m = self.manifest.write();
+        if let Some(at) = m.iter().position(|e| e.key == old_key) {
+            if let Some(slot) = Arc::make_mut(&mut m).get_mut(at) {
+                *slot = entry;
+            }
+        }
+    }
+
+    /// Notes that the local segment at `base` is being re-uploaded.
+    pub(crate) fn mark_reuploading(&self, base: i64) {
+        self.reuploading.lock().insert(base);
+    }
+
+    /// The re-upload of the segment at `base` is over.
+    pub(crate) fn release_reupload(&self, base: i64) {
+        self.reuploading.lock().remove(&base);
+    }
+
+    /// Whether the local segment at `base` is being re-uploaded.
+    pub fn is_reuploading(&self, base: i64) -> bool {
+        self.reuploading.lock().contains(&base)
+    }
+
+    /// The base offset of the first local segment being re-uploaded, if any:
+    /// local compaction and eviction stop below it.
+    pub fn first_reuploading(&self) -> Option<i64> {
+        self.reuploading.lock().first().copied()
     }
 
     pub(crate) fn remove_below(&self, below_offset: i64) {

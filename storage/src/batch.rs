@@ -466,20 +466,6 @@ impl<'a> Iterator for BatchIter<'a> {
     }
 }
 
-/// Reads a zigzag varint of at most `max_bytes` bytes.
-pub(crate) fn read_varint(b: &[u8], pos: &mut usize, max_bytes: usize) -> Option<i64> {
-    let mut raw: u64 = 0;
-    for i in 0..max_bytes {
-        let byte = *b.get(*pos)?;
-        *pos += 1;
-        raw |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
-        }
-    }
-    None
-}
-
 /// `(offset delta, timestamp)` of each record of an uncompressed v2 batch,
 /// read without allocating. Yields nothing for compressed batches and stops
 /// at the first malformed record.
@@ -513,14 +499,16 @@ impl Iterator for RecordTimestamps<'_> {
             return None;
         }
         let parsed = (|| {
-            let len = usize::try_from(read_varint(self.batch, &mut self.pos, 5)?).ok()?;
+            let len =
+                usize::try_from(crate::records::read_varint(self.batch, &mut self.pos, 5)?).ok()?;
             let body_start = self.pos;
             let end = body_start
                 .checked_add(len)
                 .filter(|e| *e <= self.batch.len())?;
             let mut p = body_start + 1; // attributes
-            let ts_delta = read_varint(self.batch, &mut p, 10)?;
-            let off_delta = i32::try_from(read_varint(self.batch, &mut p, 5)?).ok()?;
+            let ts_delta = crate::records::read_varint(self.batch, &mut p, 10)?;
+            let off_delta =
+                i32::try_from(crate::records::read_varint(self.batch, &mut p, 5)?).ok()?;
             if p > end {
                 return None;
             }

@@ -82,6 +82,7 @@
 //! ```
 
 pub mod batch;
+mod cleaner;
 pub mod compaction;
 pub mod config;
 mod epoch;

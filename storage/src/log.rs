@@ -139,7 +139,7 @@ pub struct PartitionLog {
     /// Aborted transactions of the whole log (see `txn`).
     pub(crate) aborted: AbortedIndex,
     /// Where compaction stands (see `compaction`).
-    pub(crate) cleaner: crate::compaction::CleanerState,
+    pub(crate) cleaner: crate::cleaner::CleanerState,
 }
 
 /// A roll whose fsyncs run in the background: once its ticket succeeds,
@@ -162,7 +162,7 @@ impl PartitionLog {
             .next_back()
             .map_or(r.log_start, |s| s.next_offset);
         let (end_tx, _) = watch::channel(log_end);
-        let cleaner = crate::compaction::load(dir, log_end)?;
+        let cleaner = crate::cleaner::load(dir, log_end)?;
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             config,

@@ -118,6 +118,20 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// Reads a zigzag varint of at most `max_bytes` bytes.
+pub(crate) fn read_varint(b: &[u8], pos: &mut usize, max_bytes: usize) -> Option<i64> {
+    let mut raw: u64 = 0;
+    for i in 0..max_bytes {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        raw |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}
+
 /// The records of a batch, decompressed whole (at most `cap` bytes): what
 /// compaction filters. Producer input is never decoded this way (see
 /// [`check_keyed`], which streams).
@@ -252,7 +266,7 @@ pub(crate) fn split(plain: &[u8]) -> Result<Vec<RecordRef<'_>>, String> {
         let start = pos;
         let index = out.len();
         let bad = |what: &str| format!("record {index}: {what}");
-        let len = crate::batch::read_varint(plain, &mut pos, 5).ok_or_else(|| bad("bad length"))?;
+        let len = read_varint(plain, &mut pos, 5).ok_or_else(|| bad("bad length"))?;
         let body = usize::try_from(len).map_err(|_| bad("negative length"))?;
         let end = pos
             .checked_add(body)
@@ -260,11 +274,9 @@ pub(crate) fn split(plain: &[u8]) -> Result<Vec<RecordRef<'_>>, String> {
             .ok_or_else(|| bad("runs past the end"))?;
         let rec = &plain[..end];
         pos += 1; // attributes
-        crate::batch::read_varint(rec, &mut pos, 10).ok_or_else(|| bad("bad timestamp delta"))?;
-        let offset_delta =
-            crate::batch::read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad offset delta"))?;
-        let key_len =
-            crate::batch::read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad key length"))?;
+        read_varint(rec, &mut pos, 10).ok_or_else(|| bad("bad timestamp delta"))?;
+        let offset_delta = read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad offset delta"))?;
+        let key_len = read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad key length"))?;
         let key = if key_len < 0 {
             None
         } else {
@@ -276,8 +288,7 @@ pub(crate) fn split(plain: &[u8]) -> Result<Vec<RecordRef<'_>>, String> {
             pos = k_end;
             Some(k)
         };
-        let value_len =
-            crate::batch::read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad value length"))?;
+        let value_len = read_varint(rec, &mut pos, 5).ok_or_else(|| bad("bad value length"))?;
         if pos > end {
             return Err(bad("fields run past the record"));
         }

@@ -38,7 +38,7 @@ pub struct GroupEngine {
     /// The coordinator slots this agent holds; none until told.
     pub(super) held: HeldSlots,
     /// Consumer groups of the KIP-848 protocol (see `consumer`).
-    pub(super) consumer: HashMap<String, super::consumer::ConsumerGroup>,
+    pub(super) consumer: HashMap<String, super::consumer_state::ConsumerGroup>,
 }
 
 impl GroupEngine {

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod assignor;
 pub mod consumer;
+mod consumer_state;
 pub mod coordinator;
 pub mod engine;
 mod ownership;

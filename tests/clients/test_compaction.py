@@ -146,6 +146,13 @@ def test_a_compacted_topic_keeps_the_latest_value_of_each_key(broker):
         cleaner = json.load(r)["partitions"][0]["cleaner"]
     assert cleaner["runs"] >= 1 and cleaner["records_removed"] >= RECORDS - KEYS, cleaner
     assert 0.0 <= cleaner["dirty_ratio"] <= 1.0 and cleaner["compacted_below"] > 0, cleaner
+    # and so does the command line, given an agent's REST address
+    import subprocess
+    from broker import binary
+    shown = subprocess.run([binary(), "topic", "describe", topic, "--bootstrap", broker.bootstrap,
+                            "--http", f"127.0.0.1:{broker.http_port}", "--output", "json"],
+                           capture_output=True, check=True, timeout=60)
+    assert json.loads(shown.stdout)["cleaner"]["0"]["records_removed"] >= RECORDS - KEYS, shown.stdout
 
     # a consumer whose position lies in a gap goes on at the next record
     offsets = sorted(o for o, _, _ in records)

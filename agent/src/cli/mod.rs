@@ -8,6 +8,7 @@
 //! exits with status 1.
 
 pub mod agents;
+mod cleaner;
 pub mod client;
 mod cluster;
 mod consume;

@@ -1,5 +1,7 @@
 //! `aerostream topic list|create|describe|delete|alter-config`.
 
+use std::collections::BTreeMap;
+
 use anyhow::bail;
 use kafka_protocol::messages::{
     create_topics_request::{CreatableTopic, CreatableTopicConfig},
@@ -46,7 +48,14 @@ enum TopicCommand {
         configs: Vec<(String, String)>,
     },
     /// Show a topic's partitions (leader, replicas, ISR) and configs.
-    Describe { name: String },
+    Describe {
+        name: String,
+        /// An agent's REST address (host:port of its `--http-addr`): adds
+        /// each compacted partition's cleaner figures (dirty ratio, what
+        /// compaction removed), which the Kafka protocol cannot carry.
+        #[arg(long)]
+        http: Option<String>,
+    },
     /// Delete topics.
     Delete {
         #[arg(required = true)]
@@ -90,7 +99,9 @@ pub async fn run(args: TopicArgs) -> anyhow::Result<()> {
             )
             .await
         }
-        TopicCommand::Describe { name } => describe(&mut client, out, &name).await,
+        TopicCommand::Describe { name, http } => {
+            describe(&mut client, out, &name, http.as_deref()).await
+        }
         TopicCommand::Delete { names } => delete(&mut client, out, &names).await,
         TopicCommand::AlterConfig { name, set, delete } => {
             alter_config(&mut client, out, &name, &set, &delete).await
@@ -245,6 +256,9 @@ struct TopicDescription {
     internal: bool,
     partitions: Vec<PartitionInfo>,
     configs: Vec<ConfigEntry>,
+    /// With `--http`: the cleaner figures of compacted partitions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    cleaner: BTreeMap<i32, super::cleaner::Cleaner>,
 }
 
 /// Metadata of one existing topic, or a clear error when it does not exist.
@@ -268,7 +282,12 @@ pub(super) async fn topic_metadata(
     }
 }
 
-async fn describe(client: &mut Client, out: Format, name: &str) -> anyhow::Result<()> {
+async fn describe(
+    client: &mut Client,
+    out: Format,
+    name: &str,
+    http: Option<&str>,
+) -> anyhow::Result<()> {
     let meta = topic_metadata(client, name, false).await?;
     let Some(topic) = meta
         .topics
@@ -298,6 +317,10 @@ async fn describe(client: &mut Client, out: Format, name: &str) -> anyhow::Resul
         internal: topic.is_internal,
         partitions,
         configs,
+        cleaner: match http {
+            Some(h) => super::cleaner::figures(h, name).await?,
+            None => BTreeMap::new(),
+        },
     };
     if out == Format::Json {
         return print_json(&desc);
@@ -328,6 +351,30 @@ async fn describe(client: &mut Client, out: Format, name: &str) -> anyhow::Resul
     }
     text.push_str(&table.render());
     text.push('\n');
+    if !desc.cleaner.is_empty() {
+        let mut table = Table::new(&[
+            "PARTITION",
+            "DIRTY RATIO",
+            "DIRTY BYTES",
+            "COMPACTED BELOW",
+            "RUNS",
+            "BYTES REMOVED",
+            "RECORDS REMOVED",
+        ]);
+        for (p, c) in &desc.cleaner {
+            table.row(vec![
+                p.to_string(),
+                format!("{:.2}", c.dirty_ratio),
+                c.dirty_bytes.to_string(),
+                c.compacted_below.to_string(),
+                c.runs.to_string(),
+                c.bytes_removed.to_string(),
+                c.records_removed.to_string(),
+            ]);
+        }
+        text.push_str(&table.render());
+        text.push('\n');
+    }
     let mut table = Table::new(&["CONFIG", "VALUE", "SOURCE"]);
     for c in &desc.configs {
         let value = match (&c.value, c.sensitive) {

@@ -384,6 +384,135 @@ async fn acknowledged_writes_survive_the_loss_of_their_leader_and_production_con
     }
 }
 
+/// Batch `i` written by idempotent producer `PRODUCER` with sequences
+/// `10 * i ..= 10 * i + 9`, with acks=all, to `addr`; the error code.
+async fn produce_idempotent(addr: &str, i: usize) -> i16 {
+    let values: Vec<String> = (0..10).map(|j| format!("b{i}-v{j}")).collect();
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    let seq = i32::try_from(10 * i).unwrap();
+    let records = record_batch(&values, false, Some((PRODUCER, 0, seq)), Compression::None);
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        return -1;
+    };
+    let resp: ProduceResponse = roundtrip(
+        &mut s,
+        ApiKey::Produce,
+        9,
+        &ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic_name())
+                .with_partition_data(vec![
+                    PartitionProduceData::default().with_records(Some(records))
+                ])]),
+    )
+    .await;
+    resp.responses[0].partition_responses[0].error_code
+}
+
+const PRODUCER: i64 = 4_711;
+
+/// As [`produce_idempotent`], retrying for up to ten seconds while the
+/// cluster settles; the final code.
+async fn produce_idempotent_settled(addr: &str, i: usize) -> i16 {
+    let mut code = produce_idempotent(addr, i).await;
+    for _ in 0..100 {
+        if code == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        code = produce_idempotent(addr, i).await;
+    }
+    code
+}
+
+/// A leader cut off from the metastore keeps its role until it hears of
+/// its successor. An idempotent producer whose next batches the successor
+/// took, and which then comes back to it, sends a sequence that does not
+/// follow anything in its log. That gap is the successor's writes, not a
+/// lost batch: the old leader, unable to confirm its leadership, answers
+/// NOT_LEADER_OR_FOLLOWER (retriable) rather than
+/// OUT_OF_ORDER_SEQUENCE_NUMBER (which clients take as fatal), and once
+/// the network heals the same batch is written at the real leader. A
+/// leader that can confirm its leadership still refuses a real gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_metastore_does_not_refuse_a_sequence_its_successor_continued() {
+    let mut c = Cluster::start().await;
+    create_replicated_topic(&c).await;
+    let (old, _, epoch) = c.leadership().unwrap();
+    let old_addr = kafka_addr(&c, old);
+    assert_eq!(produce_idempotent_settled(&old_addr, 0).await, 0);
+
+    // The leader's metastore replica loses every link; the others elect
+    // another leader once its lease lapses.
+    c.agent(old).meta.fault_injection().isolate();
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|&a| a != old).collect();
+    for id in &others {
+        c.agent(*id).meta.fault_injection().block(old);
+    }
+    let seen_by_others = |c: &Cluster| {
+        let t = c.agent(others[0]).meta.topic(TOPIC)?;
+        let p = t.partitions.first()?;
+        Some((p.leader?, p.leader_epoch))
+    };
+    c.wait_for("another agent leads", |c| {
+        seen_by_others(c).is_some_and(|(l, e)| l != old && e > epoch)
+    })
+    .await;
+    let (new, _) = seen_by_others(&c).unwrap();
+    assert_eq!(
+        produce_idempotent_settled(&kafka_addr(&c, new), 1).await,
+        0,
+        "the new leader takes the producer's next batch"
+    );
+
+    // The producer comes back to the old leader, which still believes it
+    // leads: its log ends before sequence 10.
+    let old_view = c.agent(old).meta.topic(TOPIC).unwrap().partitions[0].clone();
+    assert_eq!((old_view.leader, old_view.leader_epoch), (Some(old), epoch));
+    assert_eq!(
+        produce_idempotent(&old_addr, 2).await,
+        kafka_protocol::ResponseError::NotLeaderOrFollower.code(),
+        "a gap the old leader cannot confirm is not the producer's fault"
+    );
+
+    for a in &c.agents {
+        a.meta.fault_injection().heal();
+    }
+    // Once the old leader is back in sync, the preferred replica leads
+    // again; every agent sees the same settled leadership.
+    let preferred = c.agent(others[0]).meta.topic(TOPIC).unwrap().partitions[0].replicas[0];
+    c.wait_for("the preferred replica leads three in-sync replicas", |c| {
+        c.agents.iter().all(|a| {
+            a.meta.topic(TOPIC).is_some_and(|t| {
+                let p = &t.partitions[0];
+                p.leader == Some(preferred) && p.isr.len() == 3 && p.leader_epoch > epoch
+            })
+        })
+    })
+    .await;
+    let addr = kafka_addr(&c, preferred);
+    assert_eq!(
+        produce_idempotent_settled(&addr, 2).await,
+        0,
+        "the batch the old leader refused is written where the partition leads"
+    );
+    assert_eq!(
+        read_all(&addr).await,
+        expected(3),
+        "every batch, once, in order"
+    );
+    // a leader that confirms its leadership still refuses a real gap
+    assert_eq!(
+        produce_idempotent(&addr, 4).await,
+        kafka_protocol::ResponseError::OutOfOrderSequenceNumber.code()
+    );
+    for id in [1, 2, 3] {
+        c.stop(id).await;
+    }
+}
+
 /// Produces batch `i`, retrying for up to ten seconds while the cluster
 /// settles; the final code.
 async fn produce_settled(addr: &str, i: usize) -> i16 {

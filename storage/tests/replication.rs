@@ -341,6 +341,106 @@ fn a_follower_truncated_to_a_new_leaders_divergence_point_takes_its_tail() {
     assert!(kept(&follower) > 0);
 }
 
+/// Idempotent producer `pid`'s batch of `n` records from `seq`, appended
+/// as leader at `epoch`; its base offset.
+fn produce_idem(log: &mut PartitionLog, epoch: i32, pid: i64, seq: i32, n: usize) -> i64 {
+    let mut b = common::idem_batch(pid, 0, seq, n);
+    match log.append(&mut b, epoch, TS).unwrap() {
+        AppendOutcome::Appended(i) => i.base_offset,
+        other => panic!("sequence {seq} of producer {pid} was not written: {other:?}"),
+    }
+}
+
+/// A leader's link flaps: its tail past what its follower fetched, with
+/// batches of an idempotent producer and a roll (whose producer snapshot
+/// lies past the cut), is cut when the follower takes over; the follower
+/// writes the producer's retries and next batches; the old leader fetches
+/// them and leads again. Its producer state is the new leader's, whether
+/// rebuilt by the truncation or by a reopen: a retry of a batch only the
+/// new leader wrote is a duplicate with the new leader's offsets, and the
+/// producer's next sequence follows the last one the new leader took.
+#[test]
+fn a_leader_cut_back_then_fed_its_successors_batches_continues_the_producers_sequence() {
+    let (ad, bd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let pid = 1_000;
+    let mut a = open(ad.path());
+    let mut b = open(bd.path());
+    // Epoch 0 at A: the producer's first batches between another's, all
+    // fetched by B.
+    let mut seq = 0;
+    for i in 0..60 {
+        produce(&mut a, 0, i);
+        produce_idem(&mut a, 0, pid, seq, 3);
+        seq += 3;
+    }
+    replicate(&a, &mut b);
+    let cut = a.log_end_offset();
+    // A's tail that B never fetched: more of the producer's batches, and
+    // enough other data to roll a segment past the cut.
+    let segments = a.segments().len();
+    let mut tail = Vec::new();
+    for i in 60..200 {
+        produce(&mut a, 0, i);
+        tail.push((seq, 1));
+        produce_idem(&mut a, 0, pid, seq, 1);
+        seq += 1;
+    }
+    assert!(a.segments().len() > segments, "the tail rolled a segment");
+
+    // B leads at epoch 1: the producer retries its unacknowledged batches
+    // there, then goes on.
+    let mut at_b = Vec::new();
+    for &(s, n) in &tail[..5] {
+        at_b.push((s, produce_idem(&mut b, 1, pid, s, n)));
+    }
+    let next = tail[5].0;
+
+    // A follows B: it cuts back to where epoch 0 ends at B, and fetches
+    // B's epoch 1.
+    let (epoch, end) = b.epoch_end_offset(a.latest_epoch().unwrap()).unwrap();
+    assert_eq!((epoch, end), (0, cut));
+    a.truncate_to(end).unwrap();
+    assert_eq!(a.log_end_offset(), cut);
+    replicate(&b, &mut a);
+    assert_eq!(bytes_of(&a), bytes_of(&b));
+
+    let check = |a: &mut PartitionLog, epoch: i32, next: i32| {
+        // a retry of the newest batch B wrote is answered with B's offsets
+        let (s, base) = *at_b.last().unwrap();
+        let mut retry = common::idem_batch(pid, 0, s, 1);
+        let outcome = a.append(&mut retry, epoch, TS).unwrap();
+        assert!(
+            matches!(outcome, AppendOutcome::Duplicate(i) if i.base_offset == base),
+            "{outcome:?}"
+        );
+        // a gap is still one
+        let mut gap = common::idem_batch(pid, 0, next + 1, 1);
+        assert!(matches!(
+            a.append(&mut gap, epoch, TS).unwrap_err(),
+            StorageError::OutOfOrderSequence { expected, .. } if expected == next
+        ));
+        // and the next sequence is written
+        produce_idem(a, epoch, pid, next, 1);
+    };
+    // A leads again at epoch 2
+    check(&mut a, 2, next);
+    // and once more after a reopen, from its snapshots and batch headers
+    let end = a.log_end_offset();
+    drop(a);
+    let mut a = open(ad.path());
+    assert_eq!(a.log_end_offset(), end);
+    // (the five newest batches are remembered: B's last four and `next`)
+    for &(s, base) in &at_b[1..] {
+        let mut retry = common::idem_batch(pid, 0, s, 1);
+        let outcome = a.append(&mut retry, 3, TS).unwrap();
+        assert!(
+            matches!(outcome, AppendOutcome::Duplicate(i) if i.base_offset == base),
+            "retry of sequence {s}: {outcome:?}"
+        );
+    }
+    check(&mut a, 3, next + 1);
+}
+
 #[test]
 fn truncation_below_the_local_start_restarts_the_follower_there() {
     let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

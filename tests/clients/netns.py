@@ -8,6 +8,11 @@ agent N lives in namespace `<prefix>nN` with 10.X.0.N on a veth pair
 whose outer end `<prefix>vN` is a port of the bridge. X is the first of
 231 to 250 no other bridge on the machine uses, so two test runs side by
 side (the two halves of the client tests) each get a network of their own.
+
+With AEROSTREAM_NS_KEEP_LOGS=DIR, each agent's log (DIR/brokerN.log) and
+partition data (DIR/dataN/log, without the cache or the metastore) are
+kept when the agents are cleaned up, to reason after a failed run about
+which batches each replica held.
 """
 
 import os
@@ -159,4 +164,11 @@ class NsAgent:
             self.proc = None
 
     def cleanup(self):
+        keep = os.environ.get("AEROSTREAM_NS_KEEP_LOGS")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(self.log_path, os.path.join(keep, f"broker{self.node}.log"))
+            shutil.copytree(os.path.join(self.dir, "data"), os.path.join(keep, f"data{self.node}"),
+                            dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("cache", "meta", "*-tls"))
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -7,10 +7,16 @@ re-sends records whose outcome it did not know under new sequence numbers,
 which may write them twice: librdkafka issue #4953).
 
     python3 ns_producer.py BOOTSTRAP TOPIC PREFIX SECONDS OUT
+
+With AEROSTREAM_NS_KEEP_LOGS=DIR, librdkafka's log lines go to
+DIR/PREFIX-rdkafka.log as well (its `debug` contexts: "eos", or
+AEROSTREAM_NS_RDKAFKA_DEBUG), to tell after a failed run what the client
+was told and when.
 """
 
 import json
 import logging
+import os
 import sys
 import time
 
@@ -22,8 +28,16 @@ def main():
     acked = []
     bumps = []
 
+    keep = os.environ.get("AEROSTREAM_NS_KEEP_LOGS")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    client_log = open(os.path.join(keep, f"{prefix}-rdkafka.log"), "a") if keep else None
+
     class Bumps(logging.Handler):
         def emit(self, record):
+            if client_log:
+                client_log.write(f"{time.time():.3f} {record.getMessage()}\n")
+                client_log.flush()
             if "bumped epoch" in record.getMessage():
                 bumps.append(record.getMessage())
             elif "fatal" in record.getMessage().lower():
@@ -51,7 +65,7 @@ def main():
         "request.timeout.ms": 5000,
         "socket.timeout.ms": 5000,
         "topic.metadata.refresh.interval.ms": 1000,
-        "debug": "eos",
+        "debug": os.environ.get("AEROSTREAM_NS_RDKAFKA_DEBUG", "eos"),
         "logger": log,
         "error_cb": error,
     })

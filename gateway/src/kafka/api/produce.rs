@@ -130,6 +130,53 @@ fn is_transactional(records: &[u8]) -> bool {
         .is_some_and(|a| i16::from_be_bytes([a[0], a[1]]) & 0x10 != 0)
 }
 
+/// Whether a refused write is a sequence gap of an idempotent producer: the
+/// answer (OUT_OF_ORDER_SEQUENCE_NUMBER) that clients take as fatal when it
+/// comes for their oldest batch in flight.
+fn is_sequence_gap(e: &LogError) -> bool {
+    matches!(
+        e,
+        LogError::Storage(storage::StorageError::OutOfOrderSequence { .. })
+    )
+}
+
+/// Whether this agent still leads partition `index` of `topic` at
+/// `leader_epoch`, as the metastore says after a linearizable barrier.
+///
+/// A sequence gap is judged against this replica's log, which is the
+/// partition's only while no newer leader took writes. A leader cut off
+/// from the metastore keeps its role until it hears of its successor; a
+/// producer that reached the successor meanwhile (say, through a request
+/// delivered late, once the link came back) and then returns here sends a
+/// sequence this log has never seen the predecessors of. Answering that
+/// with OUT_OF_ORDER_SEQUENCE_NUMBER would end the producer for nothing:
+/// the missing batches are acknowledged and safe at the successor. So the
+/// gap is confirmed first: once the barrier shows no newer leader epoch,
+/// none had written before the gap was found, and the gap is real.
+/// Without an answer within one agent lease (after which the metastore
+/// would have fenced an agent that cannot reach it) the leadership is not
+/// confirmed, and the client is told NOT_LEADER_OR_FOLLOWER: it refreshes
+/// its metadata and retries the same sequences, nothing having been
+/// written.
+async fn still_leads(b: &Broker, topic: &TopicInfo, index: i32, leader_epoch: i32) -> bool {
+    let catalog = &b.node.catalog;
+    match tokio::time::timeout(catalog.agent_lease(), catalog.linearizable_barrier()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::debug!(topic = %topic.name, partition = index, error = %e, "could not confirm the partition's leadership");
+            return false;
+        }
+        Err(_) => {
+            tracing::debug!(topic = %topic.name, partition = index, "the metastore did not confirm the partition's leadership within a lease");
+            return false;
+        }
+    }
+    catalog.topic_by_id(topic.id).is_some_and(|t| {
+        t.partition(index)
+            .is_some_and(|p| b.node.leads(p) && p.leader_epoch == leader_epoch)
+    })
+}
+
 async fn produce_partition(
     b: &Broker,
     topic: Option<&TopicInfo>,
@@ -199,6 +246,18 @@ async fn produce_partition(
             ),
         );
     };
+    if let Err(e) = &appended {
+        if is_sequence_gap(e) && !still_leads(b, topic, index, leader_epoch).await {
+            tracing::debug!(topic = %topic.name, partition = index, error = %e, "produce refused: a sequence gap this agent could not confirm as leader");
+            return failed(
+                index,
+                ResponseError::NotLeaderOrFollower,
+                Some(format!(
+                    "{e}, but this agent could not confirm that it still leads the partition at leader epoch {leader_epoch}: a newer leader may hold the missing sequences"
+                )),
+            );
+        }
+    }
     match appended {
         Err(e) => {
             tracing::debug!(topic = %topic.name, partition = index, error = %e, "produce refused");

@@ -30,8 +30,8 @@
 //! 1. [`PartitionLog::plan_compaction`] (on the owning task, cheap) picks
 //!    the segments and decides whether a run is due; it hands out a
 //!    [`CompactionJob`] holding the segments' open files.
-//! 2. [`CompactionJob::run`] (on the cleaner thread, at the lowest CPU
-//!    priority, see [`submit`]) reads every batch of the range twice: once
+//! 2. [`CompactionJob::run`] (on the cleaner thread, in the idle
+//!    scheduling class, see [`submit`]) reads every batch of the range twice: once
 //!    to map each key to its latest offset (a 128-bit hash per key; at most
 //!    [`MAX_KEYS`] keys per run, the range ends at the segment where that
 //!    is passed), once to write the kept records of each segment that
@@ -544,8 +544,8 @@ impl CompactionJob {
     }
 }
 
-/// Runs `job` on the process's cleaner thread (started on first use, at the
-/// lowest CPU priority so compaction takes only what appends leave idle).
+/// Runs `job` on the process's cleaner thread (started on first use, in the
+/// idle scheduling class so compaction takes only what appends leave idle).
 pub fn submit(job: CompactionJob) -> oneshot::Receiver<Result<Compacted, StorageError>> {
     type Work = Box<dyn FnOnce() + Send>;
     static CLEANER: OnceLock<Mutex<mpsc::Sender<Work>>> = OnceLock::new();
@@ -576,8 +576,19 @@ pub fn submit(job: CompactionJob) -> oneshot::Receiver<Result<Compacted, Storage
     rx
 }
 
-/// Gives the calling thread the lowest scheduling priority (nice 19).
+/// Puts the calling thread in Linux's idle scheduling class (SCHED_IDLE):
+/// it runs only on CPU time no other thread wants, and a shard that wakes
+/// on the same core takes the core back at once (nice 19 alone still gets
+/// a time slice, which showed as produce latency on a shared core). Falls
+/// back to nice 19 where the idle class is refused.
 fn lower_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` outlives the call; pid 0 names the calling thread.
+    #[expect(unsafe_code, reason = "nix has no sched_setscheduler wrapper")]
+    let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if idle == 0 {
+        return;
+    }
     // SAFETY: two plain syscalls with integer arguments, on the calling
     // thread's own id; no memory is shared with the kernel.
     #[expect(unsafe_code, reason = "nix has no setpriority wrapper")]

@@ -116,6 +116,13 @@ pub struct CompactionJob {
     index_capacity: usize,
     decode_cap: u64,
     truncations: u64,
+    /// Offsets from here on were written since the last run: only they are
+    /// mapped (a record whose key is not mapped stays, as in Kafka).
+    dirty_from: i64,
+    /// Keep every tombstone: set for a tiered log whose older segments are
+    /// only in object storage, which this run cannot compact, so that a
+    /// delete never goes while a value it deleted survives there.
+    keep_tombstones: bool,
     /// Batches ending at or past this stay whole: the log's last batch,
     /// when the range reaches the log end. A reader at an offset past the
     /// last record left would otherwise find nothing to fetch below the
@@ -238,6 +245,8 @@ impl PartitionLog {
             index_capacity: self.config.index_capacity(),
             decode_cap: self.config.uncompressed_batch_limit(),
             truncations: self.truncations,
+            dirty_from: self.cleaner.compacted_below,
+            keep_tombstones: false,
             keep_from: if to >= self.log_end_offset() {
                 self.last_batch_base(to)
             } else {
@@ -385,6 +394,12 @@ impl PartitionLog {
 }
 
 impl CompactionJob {
+    /// Keeps every tombstone in this run (see the field).
+    pub fn keeping_tombstones(mut self) -> Self {
+        self.keep_tombstones = true;
+        self
+    }
+
     /// Offsets the job covers, `[first, end)`.
     pub fn range(&self) -> (i64, i64) {
         (
@@ -403,6 +418,11 @@ impl CompactionJob {
             if latest.len() > MAX_KEYS {
                 break;
             }
+            mapped += 1;
+            // the part compacted before holds no key newer than its own
+            if seg.next <= self.dirty_from {
+                continue;
+            }
             for_each_batch(seg, |h, bytes| {
                 if h.is_control() || self.is_aborted(h) {
                     return Ok(());
@@ -416,20 +436,21 @@ impl CompactionJob {
                 Ok(())
             })?;
             bytes_read += seg.size;
-            mapped += 1;
         }
         self.segments.truncate(mapped);
         let end = self.segments.last().map_or(0, |s| s.next);
         let cleaning = self.dir.join(CLEANING_DIR);
         remove_cleaning_dir(&cleaning)?;
-        std::fs::create_dir_all(&cleaning).ctx(|| format!("create {}", cleaning.display()))?;
+        // (not create_dir_all: a partition deleted meanwhile fails the run)
+        std::fs::create_dir(&cleaning).ctx(|| format!("create {}", cleaning.display()))?;
         let mut replacements = Vec::new();
         let mut records_removed = 0u64;
         let mut tombstones_due_ms: Option<i64> = None;
         let delete_retention = i64::try_from(self.settings.delete_retention_ms).unwrap_or(i64::MAX);
         for seg in &self.segments {
             let newest = seg.newest_ms.unwrap_or(self.now_ms);
-            let tombstones_kept = self.now_ms.saturating_sub(newest) < delete_retention;
+            let tombstones_kept =
+                self.keep_tombstones || self.now_ms.saturating_sub(newest) < delete_retention;
             let out_path = files::offset_path(&cleaning, seg.base, files::LOG_EXT);
             let out = OpenOptions::new()
                 .write(true)
@@ -488,7 +509,7 @@ impl CompactionJob {
             let out = w.into_inner().map_err(|e| {
                 StorageError::io(format!("write {}", out_path.display()), e.into_error())
             })?;
-            if kept_tombstone {
+            if kept_tombstone && !self.keep_tombstones {
                 let due = newest.saturating_add(delete_retention);
                 tombstones_due_ms = Some(tombstones_due_ms.map_or(due, |d| d.min(due)));
             }
@@ -551,7 +572,15 @@ pub fn submit(job: CompactionJob) -> oneshot::Receiver<Result<Compacted, Storage
     static CLEANER: OnceLock<Mutex<mpsc::Sender<Work>>> = OnceLock::new();
     let (tx, rx) = oneshot::channel();
     let work: Work = Box::new(move || {
-        let _ = tx.send(job.run());
+        // a panic fails this run only, never the cleaner thread
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()))
+            .unwrap_or_else(|_| {
+                Err(StorageError::io(
+                    "compaction run",
+                    std::io::Error::other("the compaction run panicked"),
+                ))
+            });
+        let _ = tx.send(done);
     });
     let sender = CLEANER.get_or_init(|| {
         let (send, recv) = mpsc::channel::<Work>();

@@ -426,3 +426,69 @@ fn a_topic_that_is_not_compacted_is_never_planned() {
     log.flush().unwrap();
     assert!(log.plan_compaction(NOW, i64::MAX).is_none());
 }
+
+#[test]
+fn a_run_keeping_tombstones_keeps_even_old_ones_and_schedules_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), config()).unwrap();
+    let old = NOW - 2 * HOUR;
+    append(
+        &mut log,
+        encode(&[("a", Some("1"), old)], Codec::None, None),
+    );
+    append(&mut log, encode(&[("a", None, old)], Codec::None, None));
+    log.roll(NOW).unwrap();
+    append(
+        &mut log,
+        encode(&[("b", Some("1"), NOW)], Codec::None, None),
+    );
+    log.flush().unwrap();
+    let job = log.plan_compaction(NOW, i64::MAX).expect("due");
+    let report = log
+        .install_compaction(job.keeping_tombstones().run().unwrap(), NOW)
+        .unwrap();
+    assert_eq!(
+        report.records_removed, 1,
+        "a's value goes, its tombstone stays"
+    );
+    assert_eq!(
+        read_all(&log).into_iter().collect::<Vec<_>>(),
+        vec![
+            (1, ("a".to_string(), None)),
+            (2, ("b".to_string(), Some("1".to_string())))
+        ]
+    );
+    // nothing falls due: no run every tick for tombstones it must keep
+    assert!(log.plan_compaction(NOW + 10 * HOUR, i64::MAX).is_none());
+}
+
+#[test]
+fn only_what_was_written_since_the_last_run_is_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), config()).unwrap();
+    fill(&mut log, 4, 2, Codec::None);
+    compact(&mut log, NOW);
+    let first = read_all(&log);
+    // new values of half the keys: the older values of exactly those go
+    append(
+        &mut log,
+        encode(
+            &[("k0", Some("new"), NOW), ("k1", Some("new"), NOW)],
+            Codec::None,
+            None,
+        ),
+    );
+    log.roll(NOW).unwrap();
+    append(
+        &mut log,
+        encode(&[("k9", Some("tail"), NOW)], Codec::None, None),
+    );
+    log.flush().unwrap();
+    let report = compact(&mut log, NOW);
+    assert_eq!(report.records_removed, 2);
+    let after = read_all(&log);
+    for (o, (k, v)) in &first {
+        let superseded = k == "k0" || k == "k1";
+        assert_eq!(after.get(o).is_some(), !superseded, "{k}={v:?} at {o}");
+    }
+}

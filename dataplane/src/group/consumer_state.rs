@@ -267,9 +267,8 @@ impl ConsumerGroup {
             m.epoch = from_epoch;
             m.assigned = assigned;
             m.revoking = revoking;
-            if m.revoke_deadline.is_none() {
-                m.revoke_deadline = Some(now_ms + i64::from(m.rebalance_timeout_ms.max(0)));
-            }
+            // (again for every new revocation, as Kafka reschedules it)
+            m.revoke_deadline = Some(now_ms + i64::from(m.rebalance_timeout_ms.max(0)));
             return;
         }
         for (t, ps) in pending {

@@ -736,14 +736,16 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     None => std::future::pending().await,
                 }
             } => Event::Synced(done),
-            cmd = rx.recv() => Event::Command(cmd),
-            _ = ticker.tick() => Event::Tick,
+            // a finished compaction run before new commands: on a busy
+            // partition it would otherwise wait behind them
             done = async {
                 match t.compacting.as_mut() {
                     Some(rx) => rx.await,
                     None => std::future::pending().await,
                 }
             } => Event::Compacted(done),
+            cmd = rx.recv() => Event::Command(cmd),
+            _ = ticker.tick() => Event::Tick,
         };
         match event {
             Event::Synced(done) => t.finish_sync(done),

@@ -388,8 +388,18 @@ impl TieredPartition {
         now_ms: i64,
         upper_bound: i64,
     ) -> Option<crate::compaction::CompactionJob> {
-        self.log
-            .plan_compaction(now_ms, upper_bound.min(self.evictable_below()))
+        let job = self
+            .log
+            .plan_compaction(now_ms, upper_bound.min(self.evictable_below()))?;
+        // Older offsets only in object storage are not compacted by this
+        // run: a tombstone removed here could leave a value it deleted
+        // readable there. Keep them all while any local copy was evicted.
+        let evicted = self.local_log_start_offset() > self.log_start_offset();
+        Some(if evicted {
+            job.keeping_tombstones()
+        } else {
+            job
+        })
     }
 
     /// Installs a finished compaction run (see

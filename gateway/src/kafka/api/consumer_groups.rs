@@ -3,8 +3,9 @@
 //! from the group engine's consumer groups (`dataplane::group::consumer`).
 //!
 //! Authorization is Kafka's: READ on the group for a heartbeat, DESCRIBE on
-//! every topic a member subscribes to by name (a pattern only matches
-//! topics the member may describe), DESCRIBE on the group to describe it.
+//! every topic a member subscribes to by name, DESCRIBE on the group to
+//! describe it. (A pattern matches every topic of the cluster: reading the
+//! matched topics still needs READ on them.)
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,13 +30,15 @@ use dataplane::group::consumer::{ConsumerHeartbeat, TopicCatalog};
 use metastore::acl::{AclOperation, ResourceType};
 use metastore::{Groups, Topics};
 
-/// The cluster's topics the client may describe: name → (id, partitions).
-fn catalog(b: &Broker, ctx: &RequestContext) -> TopicCatalog {
+/// The cluster's topics: name → (id, partitions). The whole catalog, not
+/// the requester's view of it: the group's assignment covers every
+/// member's subscription, whoever asks (the named topics the requester may
+/// not describe are refused before this).
+fn catalog(b: &Broker) -> TopicCatalog {
     b.node
         .catalog
         .topics()
         .iter()
-        .filter(|t| ctx.may(b, AclOperation::Describe, ResourceType::Topic, &t.name))
         .map(|t| {
             (
                 t.name.clone(),
@@ -64,7 +67,7 @@ pub(super) async fn heartbeat(
             format!("not authorized to read group {group}"),
         );
     }
-    let topics = catalog(b, ctx);
+    let topics = catalog(b);
     if let Some(names) = &req.subscribed_topic_names {
         let denied: Vec<String> = names
             .iter()

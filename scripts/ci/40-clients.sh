@@ -41,7 +41,7 @@ if ! command -v openssl >/dev/null; then
     echo "openssl is missing: installing Debian's openssl (kafkajs_security.test.js makes its certificates with it)" >&2
     apt-get install -y openssl >/dev/null
 fi
-if ! python3 -c "import confluent_kafka, kafka, aiokafka, pytest, lz4, snappy, zstandard, opentelemetry.proto, cryptography" 2>/dev/null; then
+if ! python3 -c "import confluent_kafka, kafka, aiokafka, pytest, xdist, lz4, snappy, zstandard, opentelemetry.proto, cryptography" 2>/dev/null; then
     echo "python client packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi
@@ -50,8 +50,11 @@ if [ ! -d tests/js/node_modules/kafkajs ] || [ ! -d tests/js/node_modules/jsdom 
 fi
 
 echo "== python clients (confluent-kafka, kafka-python, kcat)"
-# the files scripts/ci/44-clients-beside.sh runs beside this one are left out
+# the files scripts/ci/44-clients-beside.sh runs beside this one are left out;
+# two files at a time (each test starts its own brokers on free ports, and
+# most of a test's time is spent waiting on them)
 timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovider \
+    -n 2 --dist loadfile --durations=12 \
     --ignore=tests/clients/test_librdkafka_suite.py \
     --ignore=tests/clients/test_transactions.py \
     --ignore=tests/clients/test_cluster_transactions.py \

@@ -18,11 +18,11 @@ cargo build -p agent --bin aerostream --features fault-injection
 # transactions on three agents)
 cargo build -p sdk --examples
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
-if ! python3 -c "import confluent_kafka, pytest" 2>/dev/null; then
+if ! python3 -c "import confluent_kafka, pytest, xdist" 2>/dev/null; then
     echo "python client packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi
-timeout 1500 python3 -m pytest -q -p no:warnings -p no:cacheprovider --durations=8 \
+timeout 1500 python3 -m pytest -q -p no:warnings -p no:cacheprovider -n 2 --dist loadfile --durations=12 \
     tests/clients/test_librdkafka_suite.py \
     tests/clients/test_transactions.py \
     tests/clients/test_cluster_transactions.py \

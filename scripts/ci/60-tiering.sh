@@ -18,7 +18,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build -p agent --bin aerostream --features fault-injection
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
 
-if ! python3 -c "import confluent_kafka, boto3, pytest" 2>/dev/null || ! command -v moto_server >/dev/null; then
+if ! python3 -c "import confluent_kafka, boto3, pytest, xdist" 2>/dev/null || ! command -v moto_server >/dev/null; then
     echo "python packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi
@@ -29,4 +29,7 @@ fi
 export AEROSTREAM_TIERING_S3_MB="${AEROSTREAM_TIERING_S3_MB:-300}"
 export AEROSTREAM_TIERING_MB="${AEROSTREAM_TIERING_MB:-40}"
 echo "== tiering end to end (S3 ${AEROSTREAM_TIERING_S3_MB} MB; GCS, Azure, local ${AEROSTREAM_TIERING_MB} MB each)"
-timeout 1500 python3 -m pytest tests/tiering -q -p no:warnings -p no:cacheprovider
+# two files at a time: the fault tests mostly wait on a stopped or stalled
+# object store while the end-to-end test moves its data
+timeout 1500 python3 -m pytest tests/tiering -q -p no:warnings -p no:cacheprovider \
+    -n 2 --dist loadfile --durations=12

@@ -56,6 +56,7 @@ echo "== python clients (confluent-kafka, kafka-python, kcat)"
 timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovider \
     -n 2 --dist loadfile --durations=12 \
     --ignore=tests/clients/test_librdkafka_suite.py \
+    --ignore=tests/clients/test_librdkafka_cluster.py \
     --ignore=tests/clients/test_transactions.py \
     --ignore=tests/clients/test_cluster_transactions.py \
     --ignore=tests/clients/test_txn_history.py \

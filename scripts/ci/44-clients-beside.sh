@@ -24,6 +24,7 @@ if ! python3 -c "import confluent_kafka, pytest, xdist" 2>/dev/null; then
 fi
 timeout 1500 python3 -m pytest -q -p no:warnings -p no:cacheprovider -n 2 --dist loadfile --durations=12 \
     tests/clients/test_librdkafka_suite.py \
+    tests/clients/test_librdkafka_cluster.py \
     tests/clients/test_transactions.py \
     tests/clients/test_cluster_transactions.py \
     tests/clients/test_txn_history.py \

@@ -22,6 +22,17 @@ NODE_RDKAFKA = "3.6.1"  # bundles librdkafka 2.12.0
 HOME = os.path.join(os.path.expanduser("~"), ".cache", "aerostream", "librdkafka")
 SOURCE = os.path.join(HOME, f"node-rdkafka-{NODE_RDKAFKA}", "librdkafka")
 
+# The tests run on one agent (SINGLE) and on three (CLUSTER), by
+# test_librdkafka_suite.py and test_librdkafka_cluster.py.
+SINGLE = ["0011", "0061", "0129", "0137"]
+CLUSTER = ["0011", "0061", "0103", "0129", "0137"]
+# 0045 (subscription changes and patterns) passes alone with either
+# protocol, but its many-updates part timed out waiting for an assignment
+# with the KIP-848 protocol under the full suite's load; it stays out until
+# that is understood: pytest tests/clients/test_librdkafka_suite.py -k 0045
+GROUPS = ["0018", "0102", "0118", "0153"]
+SUBSCRIPTIONS = ["0045"]
+
 
 # Failure messages that come from the client racing its own threads
 # against a 1 ms deadline, never from a broker's answer.

@@ -16,29 +16,21 @@ and its consumer group tests with the classic protocol and with the
 KIP-848 protocol (`group.protocol=consumer`, TEST_CONSUMER_GROUP_PROTOCOL):
 0018 group termination, 0102 static members, 0118 commits during
 rebalances, 0153 member ids (0045, subscription changes and patterns, on
-request: see SUBSCRIPTIONS). Tests
+request: see SUBSCRIPTIONS). The three-agent runs of the same lists are
+in test_librdkafka_cluster.py, so the two halves can run side by side. Tests
 that run against librdkafka's own mock cluster are left out (`-L`)."""
 
 import os
-import shutil
 
 import pytest
 
 from broker import Broker
-from cluster import VOTERS, Cluster
 import librdkafka_suite
 
 pytestmark = pytest.mark.skipif(librdkafka_suite.runner() is None,
                                 reason="librdkafka's test-runner is not built (scripts/librdkafka-tests.sh)")
 
-SINGLE = ["0011", "0061", "0129", "0137"]
-CLUSTER = ["0011", "0061", "0103", "0129", "0137"]
-# 0045 (subscription changes and patterns) passes alone with either
-# protocol, but its many-updates part timed out waiting for an assignment
-# with the KIP-848 protocol under the full suite's load; it stays out until
-# that is understood: pytest tests/clients/test_librdkafka_suite.py -k 0045
-GROUPS = ["0018", "0102", "0118", "0153"]
-SUBSCRIPTIONS = ["0045"]
+SINGLE, GROUPS, SUBSCRIPTIONS = librdkafka_suite.SINGLE, librdkafka_suite.GROUPS, librdkafka_suite.SUBSCRIPTIONS
 
 
 @pytest.fixture(scope="module")
@@ -48,24 +40,9 @@ def single():
     b.stop()
 
 
-@pytest.fixture(scope="module")
-def three():
-    c = Cluster(extra_args=["--num-partitions", "4"]).start_voters()
-    yield c
-    c.stop_all()
-    shutil.rmtree(c.dir, ignore_errors=True)
-
-
 @pytest.mark.parametrize("test", SINGLE)
 def test_on_one_agent(single, test):
     passed, tail = librdkafka_suite.run(single.bootstrap, test)
-    assert passed, tail
-
-
-@pytest.mark.parametrize("test", CLUSTER)
-def test_on_three_agents(three, test):
-    bootstrap = ",".join(three.agent(n).bootstrap for n in VOTERS)
-    passed, tail = librdkafka_suite.run(bootstrap, test)
     assert passed, tail
 
 
@@ -80,13 +57,6 @@ def test_on_three_agents(three, test):
 ])
 def test_groups_on_one_agent(single, protocol, test):
     passed, tail = librdkafka_suite.run(single.bootstrap, test, group_protocol=protocol)
-    assert passed, tail
-
-
-@pytest.mark.parametrize("test", GROUPS)
-def test_consumer_protocol_groups_on_three_agents(three, test):
-    bootstrap = ",".join(three.agent(n).bootstrap for n in VOTERS)
-    passed, tail = librdkafka_suite.run(bootstrap, test, group_protocol="consumer")
     assert passed, tail
 
 

@@ -543,6 +543,33 @@ impl GroupEngine {
             Err(GroupError::StaleMemberEpoch)
         })
     }
+
+    /// Kafka's `ConsumerGroup.validateOffsetFetch`: a fetch naming no
+    /// member and no epoch (the admin client, older clients) passes; one
+    /// from a member of a consumer group must come from a known member at
+    /// its current epoch. Groups of the classic protocol are not checked
+    /// (Kafka does not either).
+    pub(super) fn consumer_fetch_check(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        if member_id.is_none_or(str::is_empty) && member_epoch < 0 {
+            return Ok(());
+        }
+        let Some(g) = self.consumer.get(group_id) else {
+            return Ok(());
+        };
+        let Some(m) = member_id.and_then(|id| g.members.get(id)) else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        if m.epoch == member_epoch {
+            Ok(())
+        } else {
+            Err(GroupError::StaleMemberEpoch)
+        }
+    }
 }
 
 /// Kafka's check of the epoch a known member sends.

@@ -382,6 +382,32 @@ fn offset_commits_must_carry_the_members_epoch() {
 }
 
 #[test]
+fn offset_fetches_of_a_member_must_carry_its_epoch() {
+    let mut e = engine();
+    let topics = catalog(&[("t", 1, 1)]);
+    let a = e
+        .consumer_heartbeat(0, join("m1", &["t"], &topics))
+        .unwrap();
+    assert_eq!(
+        e.consumer_fetch_check(GROUP, Some("m1"), a.member_epoch),
+        Ok(())
+    );
+    assert_eq!(
+        e.consumer_fetch_check(GROUP, Some("m1"), a.member_epoch - 1),
+        Err(GroupError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        e.consumer_fetch_check(GROUP, Some("gone"), a.member_epoch),
+        Err(GroupError::UnknownMemberId)
+    );
+    // the admin client and older clients name no member: always answered
+    assert_eq!(e.consumer_fetch_check(GROUP, None, -1), Ok(()));
+    assert_eq!(e.consumer_fetch_check(GROUP, Some(""), -1), Ok(()));
+    // a group of the classic protocol (or none at all) is not checked
+    assert_eq!(e.consumer_fetch_check("other", Some("m1"), 3), Ok(()));
+}
+
+#[test]
 fn the_two_protocols_share_a_group_id_only_one_at_a_time() {
     let mut e = engine();
     let topics = catalog(&[("t", 1, 1)]);

@@ -46,6 +46,12 @@ enum Msg {
         generation: i32,
         reply: oneshot::Sender<Result<SlotFence, GroupError>>,
     },
+    ValidateFetch {
+        group: String,
+        member: Option<String>,
+        epoch: i32,
+        reply: oneshot::Sender<Result<(), GroupError>>,
+    },
     Describe(
         String,
         oneshot::Sender<Result<Option<GroupDescription>, GroupError>>,
@@ -154,6 +160,25 @@ impl Coordinator {
             member,
             instance,
             generation,
+            reply,
+        })
+        .await
+    }
+
+    /// The member check of an OffsetFetch (v9+) made by a member of a
+    /// consumer group (KIP-848): the member must be known and at its
+    /// current epoch. Fetches without a member (admin tools, older
+    /// clients) and fetches for other groups pass.
+    pub async fn validate_fetch(
+        &self,
+        group: String,
+        member: Option<String>,
+        epoch: i32,
+    ) -> Result<Result<(), GroupError>, CoordinatorGone> {
+        self.ask(|reply| Msg::ValidateFetch {
+            group,
+            member,
+            epoch,
             reply,
         })
         .await
@@ -281,6 +306,15 @@ async fn run(mut engine: GroupEngine, mut rx: mpsc::Receiver<Msg>, ownership: Ow
                 let (results, out) = engine.leave_batch(now(), &group, &members);
                 let _ = reply.send(results);
                 out
+            }
+            Msg::ValidateFetch {
+                group,
+                member,
+                epoch,
+                reply,
+            } => {
+                let _ = reply.send(engine.consumer_fetch_check(&group, member.as_deref(), epoch));
+                Vec::new()
             }
             Msg::ValidateCommit {
                 group,

@@ -10,6 +10,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -179,24 +180,38 @@ pub(super) async fn offset_fetch(
             .collect();
         return OffsetFetchResponse::default().with_topics(topics);
     }
-    let groups = req
-        .groups
-        .into_iter()
-        .map(|g| {
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for g in req.groups {
+        let answer = {
             if !ctx.may(
                 b,
                 AclOperation::Describe,
                 ResourceType::Group,
                 g.group_id.as_str(),
             ) {
-                return OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id)
-                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+                groups.push(
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+                );
+                continue;
             }
             if let Some(e) = elsewhere(b, g.group_id.as_str()) {
-                return OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id)
-                    .with_error_code(e.code());
+                groups.push(
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(e.code()),
+                );
+                continue;
+            }
+            // a member of a consumer group fetches at its current epoch (v9+)
+            if let Some(e) = member_refusal(b, &g).await {
+                groups.push(
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(e.code()),
+                );
+                continue;
             }
             let topics = g.topics.map(|ts| {
                 ts.into_iter()
@@ -233,9 +248,34 @@ pub(super) async fn offset_fetch(
             OffsetFetchResponseGroup::default()
                 .with_group_id(g.group_id)
                 .with_topics(topics)
-        })
-        .collect();
+        };
+        groups.push(answer);
+    }
     OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// The error for an OffsetFetch group naming a member of a consumer group
+/// that is unknown or not at its current epoch (Kafka's
+/// `validateOffsetFetch`); `None` when the fetch may go on.
+async fn member_refusal(b: &Broker, g: &OffsetFetchRequestGroup) -> Option<ResponseError> {
+    let member = g
+        .member_id
+        .as_ref()
+        .map(|m| m.to_string())
+        .filter(|m| !m.is_empty());
+    if member.is_none() && g.member_epoch < 0 {
+        return None;
+    }
+    match b
+        .node
+        .groups
+        .validate_fetch(g.group_id.to_string(), member, g.member_epoch)
+        .await
+    {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(codes::group_error(e)),
+        Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+    }
 }
 
 /// Why this agent does not answer for `group`: its coordinator slot is

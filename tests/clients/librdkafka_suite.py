@@ -26,11 +26,9 @@ SOURCE = os.path.join(HOME, f"node-rdkafka-{NODE_RDKAFKA}", "librdkafka")
 # test_librdkafka_suite.py and test_librdkafka_cluster.py.
 SINGLE = ["0011", "0061", "0129", "0137"]
 CLUSTER = ["0011", "0061", "0103", "0129", "0137"]
-# 0045 (subscription changes and patterns) passes alone with either
-# protocol, but its many-updates part timed out waiting for an assignment
-# with the KIP-848 protocol under the full suite's load; it stays out until
-# that is understood: pytest tests/clients/test_librdkafka_suite.py -k 0045
 GROUPS = ["0018", "0102", "0118", "0153"]
+# subscription changes and patterns (0045: 100 topics, a new subscription
+# at each step), with either protocol on one agent
 SUBSCRIPTIONS = ["0045"]
 
 

@@ -15,9 +15,9 @@ scripts/librdkafka-tests.sh) against AeroStream with
 and its consumer group tests with the classic protocol and with the
 KIP-848 protocol (`group.protocol=consumer`, TEST_CONSUMER_GROUP_PROTOCOL):
 0018 group termination, 0102 static members, 0118 commits during
-rebalances, 0153 member ids (0045, subscription changes and patterns, on
-request: see SUBSCRIPTIONS). The three-agent runs of the same lists are
-in test_librdkafka_cluster.py, so the two halves can run side by side. Tests
+rebalances, 0153 member ids, 0045 subscription changes and patterns
+(one agent). The three-agent runs of the same lists are in
+test_librdkafka_cluster.py, so the two halves can run side by side. Tests
 that run against librdkafka's own mock cluster are left out (`-L`)."""
 
 import os
@@ -60,7 +60,6 @@ def test_groups_on_one_agent(single, protocol, test):
     assert passed, tail
 
 
-@pytest.mark.skipif(not os.environ.get("LIBRDKAFKA_SLOW"), reason="see SUBSCRIPTIONS; set LIBRDKAFKA_SLOW=1")
 @pytest.mark.parametrize("test", SUBSCRIPTIONS)
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_subscriptions_on_one_agent(single, protocol, test):

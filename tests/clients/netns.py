@@ -15,6 +15,7 @@ kept when the agents are cleaned up, to reason after a failed run about
 which batches each replica held.
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -172,3 +173,29 @@ class NsAgent:
                             dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("cache", "meta", "*-tls"))
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def cluster(nodes, extra_args=()):
+    """A network of `nodes`, an agent started and ready in each (all of
+    them metastore voters, with certificates of their own), as
+    (network, {node: NsAgent}); everything is removed on the way out."""
+    net = Network(nodes)
+    certs = tempfile.mkdtemp(prefix="aerostream-ns-certs-")
+    agents = {}
+    try:
+        subprocess.run([binary(), "cluster-ca", "--out", certs, "--nodes", ",".join(map(str, nodes))],
+                       capture_output=True, check=True)
+        voters = ",".join(f"{n}@{net.addr(n)}:{CLUSTER_PORT}" for n in nodes)
+        for n in nodes:
+            agents[n] = NsAgent(net, n, voters, certs, list(extra_args)).start()
+        for a in agents.values():
+            a.wait_ready()
+        yield net, agents
+    finally:
+        for a in agents.values():
+            a.stop()
+        net.remove()
+        for a in agents.values():
+            a.cleanup()
+        shutil.rmtree(certs, ignore_errors=True)

@@ -35,7 +35,6 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import netns
-from broker import binary
 from cluster import VOTERS, eventually, metadata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,26 +45,8 @@ pytestmark = pytest.mark.skipif(netns.available() is not None,
 
 @pytest.fixture(scope="module")
 def cluster():
-    net = netns.Network(VOTERS)
-    certs = tempfile.mkdtemp(prefix="aerostream-ns-certs-")
-    agents = {}
-    try:
-        subprocess.run([binary(), "cluster-ca", "--out", certs, "--nodes", "1,2,3"],
-                       capture_output=True, check=True)
-        voters = ",".join(f"{n}@{net.addr(n)}:{netns.CLUSTER_PORT}" for n in VOTERS)
-        for n in VOTERS:
-            agents[n] = netns.NsAgent(net, n, voters, certs,
-                                      ["--replica-lag-time-max-ms", "2000"]).start()
-        for a in agents.values():
-            a.wait_ready()
+    with netns.cluster(VOTERS, ["--replica-lag-time-max-ms", "2000"]) as (net, agents):
         yield net, agents
-    finally:
-        for a in agents.values():
-            a.stop()
-        net.remove()
-        for a in agents.values():
-            a.cleanup()
-        shutil.rmtree(certs, ignore_errors=True)
 
 
 def partition_state(net, agents, topic, ask):

@@ -10,15 +10,11 @@ lost or read twice, every transaction all or nothing, and the copier's
 offsets moving only with its transactions."""
 
 import json
-import shutil
-import subprocess
-import tempfile
 
 import pytest
 
 import netns
 import txn_history
-from broker import binary
 from cluster import VOTERS
 
 pytestmark = pytest.mark.skipif(netns.available() is not None,
@@ -36,29 +32,12 @@ class Agents:
 
 
 def test_transactions_through_network_cuts_leave_a_clean_history(tmp_path):
-    net = netns.Network(VOTERS)
-    certs = tempfile.mkdtemp(prefix="aerostream-ns-certs-")
-    agents = {}
-    try:
-        subprocess.run([binary(), "cluster-ca", "--out", certs, "--nodes", "1,2,3"],
-                       capture_output=True, check=True)
-        voters = ",".join(f"{n}@{net.addr(n)}:{netns.CLUSTER_PORT}" for n in VOTERS)
-        for n in VOTERS:
-            agents[n] = netns.NsAgent(net, n, voters, certs).start()
-        for a in agents.values():
-            a.wait_ready()
+    with netns.cluster(VOTERS) as (net, agents):
         out = tmp_path / "history.json"
         summary = txn_history.run(seconds=40, seed=23, writers=3, partitions=4, kill_every=10,
                                   out=str(out), cluster=Agents(agents),
                                   chaos=txn_history.cutter(net, agents))
-        print(json.dumps(summary, indent=2))
-        assert summary["cuts"] >= 2, summary
-        assert summary["transactions"].get("committed", 0) >= 20, summary
-        assert summary["anomaly_count"] == 0, summary["anomalies"]
-    finally:
-        for a in agents.values():
-            a.stop()
-        net.remove()
-        for a in agents.values():
-            a.cleanup()
-        shutil.rmtree(certs, ignore_errors=True)
+    print(json.dumps(summary, indent=2))
+    assert summary["cuts"] >= 2, summary
+    assert summary["transactions"].get("committed", 0) >= 20, summary
+    assert summary["anomaly_count"] == 0, summary["anomalies"]

@@ -4,7 +4,7 @@
 //     sends COUNT keyed records (acks=all, idempotent), one at a time, and
 //     prints the values the cluster acknowledged as a JSON array;
 //   node lb_client.js consume BOOTSTRAP TOPIC GROUP COUNT
-//     reads in consumer group GROUP until COUNT records arrived (or 60 s
+//     reads in consumer group GROUP until COUNT distinct records arrived (or 60 s
 //     passed), committing as it goes, and prints the values as a JSON array.
 const { Kafka, logLevel } = require('kafkajs');
 
@@ -32,12 +32,16 @@ async function consume(kafka, topic, group, count) {
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   const seen = [];
+  // distinct values: a rebalance may deliver a record again, and a
+  // repeat must not stand for a record not read yet
+  const distinct = new Set();
   await new Promise((resolve) => {
     const timer = setTimeout(resolve, 60000);
     consumer.run({
       eachMessage: async ({ message }) => {
         seen.push(message.value.toString());
-        if (seen.length >= count) {
+        distinct.add(message.value.toString());
+        if (distinct.size >= count) {
           clearTimeout(timer);
           resolve();
         }

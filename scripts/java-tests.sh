@@ -6,6 +6,13 @@
 #                      user, so it authorizes requests and serves the ACL APIs
 #   aerostream-three   three agents (every one a metastore voter), plaintext,
 #                      topics replicated three times
+#   aerostream-balanced  (only when named) three agents in load-balancer
+#                      mode that all advertise the first one's address, so
+#                      clients see one broker and every request reaches the
+#                      first agent, which forwards what others own (a known
+#                      difference: DescribeConfigs refuses the broker id 0
+#                      that stands for the cluster, so AdminTest's
+#                      describeClusterAndBrokerConfigs fails there)
 #   kafka              Apache Kafka's broker (scripts/kafka.sh), plaintext,
 #                      with its StandardAuthorizer: the reference behaviour
 #
@@ -31,7 +38,7 @@ for tool in java mvn curl python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "java-tests.sh: $tool is needed" >&2; exit 1; }
 done
 wants() { local t; for t in "${TARGETS[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
-if { wants aerostream-single || wants aerostream-three; } && [ ! -x "$BIN" ]; then
+if { wants aerostream-single || wants aerostream-three || wants aerostream-balanced; } && [ ! -x "$BIN" ]; then
   echo "java-tests.sh: no aerostream binary at $BIN (cargo build -p agent --bin aerostream)" >&2
   exit 1
 fi
@@ -75,7 +82,7 @@ while len(out) < int(sys.argv[1]):
 print(" ".join(map(str, out)))
 EOF
 }
-read -ra P <<<"$(ports 18)"
+read -ra P <<<"$(ports 30)"
 
 # agent NAME KAFKA HTTP NATIVE ARGS...: starts one agent, logging to WORK/NAME.log
 agent() {
@@ -129,6 +136,18 @@ if wants aerostream-three; then
     bootstrap="$bootstrap${bootstrap:+,}127.0.0.1:${P[$base]}"
   done
   PROPS+=(-Dtarget.aerostream-three.bootstrap="$bootstrap" -Dtarget.aerostream-three.brokers=3)
+fi
+if wants aerostream-balanced; then
+  "$BIN" cluster-ca --out "$WORK/certs-balanced" --nodes 1,2,3 >/dev/null
+  voters="1@127.0.0.1:${P[20]},2@127.0.0.1:${P[24]},3@127.0.0.1:${P[28]}"
+  for n in 1 2 3; do
+    base=$(( 17 + (n - 1) * 4 ))
+    agent "balanced-$n" "${P[$base]}" "${P[$((base + 1))]}" "${P[$((base + 2))]}" \
+      --node-id "$n" --cluster-addr "127.0.0.1:${P[$((base + 3))]}" \
+      --voters "$voters" --cluster-certs "$WORK/certs-balanced" \
+      --load-balanced --advertised-kafka-addr "127.0.0.1:${P[17]}"
+  done
+  PROPS+=(-Dtarget.aerostream-balanced.bootstrap="127.0.0.1:${P[17]}")
 fi
 
 # Maven compiles the suite while the brokers start; offline once a run has

@@ -198,6 +198,11 @@ pub enum Command {
         producer: (i64, i16),
         partitions: Vec<TxnPartition>,
         coordinator: Option<SlotFence>,
+        /// Added by the partition's leader on a transactional write of a
+        /// client on transaction version 2 (KIP-890 part 2), which marks
+        /// the transaction as one whose EndTxn bumps the epoch.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        implicit: bool,
     },
     /// AddOffsetsToTxn: the transaction will commit offsets of `group`.
     AddTxnGroup {
@@ -214,6 +219,10 @@ pub enum Command {
         group: String,
         offsets: Vec<OffsetCommit>,
         coordinator: Option<SlotFence>,
+        /// TxnOffsetCommit v5 (transaction version 2): the group joins the
+        /// transaction here, with no AddOffsetsToTxn before.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        implicit: bool,
     },
     /// EndTxn: logs the outcome (PrepareCommit or PrepareAbort).
     EndTransaction {
@@ -221,6 +230,9 @@ pub enum Command {
         producer: (i64, i16),
         commit: bool,
         coordinator: Option<SlotFence>,
+        /// EndTxn v5 (transaction version 2): the outcome bumps the epoch.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bump_epoch: bool,
     },
     /// Aborts a transaction past its timeout (refused as stale unless it is
     /// still ongoing and older than its timeout on the leader's clock).

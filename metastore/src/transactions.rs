@@ -12,6 +12,15 @@
 //! Complete* ──AddPartitions──▶ Ongoing (the next transaction)
 //! ```
 //!
+//! Clients on transaction version 2 (KIP-890 part 2: EndTxn v5, Produce
+//! v12, TxnOffsetCommit v5) never add partitions themselves: the partition
+//! leader adds one on the first transactional write to it, and
+//! TxnOffsetCommit adds its group. Their EndTxn bumps the producer epoch
+//! as it prepares the outcome, so the markers carry the new epoch and any
+//! late write of the ended transaction is fenced; an exhausted epoch
+//! takes a new producer id, which the record switches to once the markers
+//! are written.
+//!
 //! The prepare step is logged before any marker is written, so a
 //! coordinator that dies between the two leaves a record that says which
 //! outcome to finish; the markers are idempotent in the partition logs
@@ -102,6 +111,24 @@ pub struct TxnRecord {
     /// when the record last changed state outside a transaction.
     pub started_ms: i64,
     pub updated_ms: i64,
+    /// The current transaction is run by a client on transaction version 2
+    /// (it began with an implicit add, or ended with EndTxn v5): its EndTxn
+    /// bumps the epoch, and an EndTxn naming the epoch before the bump is a
+    /// retry of the last one.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub epoch_bumps: bool,
+    /// The producer id the record moves to once the prepared outcome's
+    /// markers are written: an EndTxn that found the epoch exhausted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_producer_id: Option<i64>,
+    /// The producer id the record had before an exhausted epoch moved it to
+    /// a new one (an EndTxn retried by the old producer is recognised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_producer_id: Option<i64>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl TxnRecord {
@@ -113,6 +140,16 @@ impl TxnRecord {
             && self.producer_epoch == producer_epoch
             && self.state == TxnState::Ongoing
             && self.partitions.contains(partition)
+    }
+
+    /// The producer (id, epoch) a client continues with once the current
+    /// outcome is complete: the id taken for an exhausted epoch, at epoch 0,
+    /// or the record's own.
+    pub fn producer_after_completion(&self) -> (i64, i16) {
+        match self.next_producer_id {
+            Some(id) => (id, 0),
+            None => (self.producer_id, self.producer_epoch),
+        }
     }
 }
 

@@ -8,7 +8,9 @@ use kafka_protocol::messages::ApiKey;
 
 /// (API, lowest version, highest version) that the handlers implement.
 const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 11),
+    // v12: a transactional write of a client on transaction version 2 adds
+    // its partition to the transaction (KIP-890 part 2)
+    (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 16),
     (ApiKey::ListOffsets, 1, 9),
     (ApiKey::Metadata, 0, 12),
@@ -27,14 +29,14 @@ const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::WriteTxnMarkers, 0, 1),
-    // v4 and later are the brokers' batched form (KIP-890); EndTxn v5 and
-    // the transaction.version feature (KIP-890 part 2) are not served, so
-    // clients add partitions themselves and keep their epoch across
-    // transactions
-    (ApiKey::AddPartitionsToTxn, 0, 4),
+    // v4 and later are the brokers' batched form (KIP-890); EndTxn v5 bumps
+    // the epoch at each end and TxnOffsetCommit v5 adds its group, as the
+    // transaction.version feature at level 2 tells clients (KIP-890 part 2;
+    // `kafka::features`)
+    (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
@@ -64,6 +66,18 @@ const IMPLEMENTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::UnregisterBroker, 0, 0),
 ];
+
+/// The features (KIP-584) ApiVersions v3+ advertises as supported, and
+/// finalized at their highest level: `transaction.version` 2 turns on
+/// KIP-890 part 2 in clients that know it (Kafka's 4.x Java client). Clients
+/// that do not (librdkafka) ignore it and keep the older versions, which
+/// are served as before.
+pub const FEATURES: &[(&str, i16, i16)] = &[("transaction.version", 0, 2)];
+
+/// The epoch of the finalized features: they are the same on every agent
+/// and never change, and clients take the finalized set only from an epoch
+/// at or above 0.
+pub const FINALIZED_FEATURES_EPOCH: i64 = 1;
 
 /// The advertised (api, min, max) list, clipped to the codec's range.
 pub fn supported() -> Vec<(ApiKey, i16, i16)> {

@@ -25,12 +25,15 @@ pub trait Transactions {
         coordinator: Option<SlotFence>,
     ) -> Result<TxnRecord, MetaError>;
 
+    /// `implicit`: added by the partition's leader for a client on
+    /// transaction version 2 (see [`crate::transactions`]).
     async fn add_txn_partitions(
         &self,
         transactional_id: &str,
         producer: (i64, i16),
         partitions: Vec<TxnPartition>,
         coordinator: Option<SlotFence>,
+        implicit: bool,
     ) -> Result<TxnRecord, MetaError>;
 
     async fn add_txn_group(
@@ -41,7 +44,8 @@ pub trait Transactions {
         coordinator: Option<SlotFence>,
     ) -> Result<TxnRecord, MetaError>;
 
-    /// One result per offset, in order.
+    /// One result per offset, in order. `implicit` (TxnOffsetCommit v5)
+    /// adds the group to the transaction first.
     async fn txn_offset_commit(
         &self,
         transactional_id: &str,
@@ -49,14 +53,17 @@ pub trait Transactions {
         group: &str,
         offsets: Vec<OffsetCommit>,
         coordinator: Option<SlotFence>,
+        implicit: bool,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError>;
 
+    /// `bump_epoch` (EndTxn v5): the outcome bumps the producer's epoch.
     async fn end_transaction(
         &self,
         transactional_id: &str,
         producer: (i64, i16),
         commit: bool,
         coordinator: Option<SlotFence>,
+        bump_epoch: bool,
     ) -> Result<TxnRecord, MetaError>;
 
     async fn expire_transaction(
@@ -111,12 +118,14 @@ impl Transactions for Metastore {
         producer: (i64, i16),
         partitions: Vec<TxnPartition>,
         coordinator: Option<SlotFence>,
+        implicit: bool,
     ) -> Result<TxnRecord, MetaError> {
         self.txn_command(Command::AddTxnPartitions {
             transactional_id: transactional_id.to_owned(),
             producer,
             partitions,
             coordinator,
+            implicit,
         })
         .await
     }
@@ -144,6 +153,7 @@ impl Transactions for Metastore {
         group: &str,
         offsets: Vec<OffsetCommit>,
         coordinator: Option<SlotFence>,
+        implicit: bool,
     ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
         let command = Command::TxnOffsetCommit {
             transactional_id: transactional_id.to_owned(),
@@ -151,6 +161,7 @@ impl Transactions for Metastore {
             group: group.to_owned(),
             offsets,
             coordinator,
+            implicit,
         };
         match self.submit_one(command).await? {
             CommandOutput::OffsetResults(r) => Ok(r),
@@ -164,12 +175,14 @@ impl Transactions for Metastore {
         producer: (i64, i16),
         commit: bool,
         coordinator: Option<SlotFence>,
+        bump_epoch: bool,
     ) -> Result<TxnRecord, MetaError> {
         self.txn_command(Command::EndTransaction {
             transactional_id: transactional_id.to_owned(),
             producer,
             commit,
             coordinator,
+            bump_epoch,
         })
         .await
     }
@@ -206,5 +219,20 @@ impl Transactions for Metastore {
 
     fn transactions(&self) -> Vec<TxnRecord> {
         self.read(|s| s.transactions().cloned().collect())
+    }
+}
+
+impl Metastore {
+    /// Sets a transactional id's producer epoch on this replica only, as if
+    /// that many transactions had ended: tests of an exhausted epoch, which
+    /// takes 32 766 transactions to reach otherwise. The other replicas and
+    /// the log know nothing of it (single-replica tests only).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn set_producer_epoch_locally(&self, transactional_id: &str, epoch: i16) -> bool {
+        self.node
+            .applied
+            .write()
+            .state
+            .set_producer_epoch(transactional_id, epoch)
     }
 }

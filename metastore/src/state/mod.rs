@@ -15,6 +15,7 @@ mod reassign;
 mod segments;
 mod topics;
 mod transactions;
+mod txn_end;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -416,9 +417,10 @@ impl MetaState {
                 producer,
                 partitions,
                 coordinator,
+                implicit,
             } => {
                 self.check_coordinator(&transactional_id, coordinator)?;
-                self.add_txn_partitions(now_ms, &transactional_id, producer, partitions)
+                self.add_txn_partitions(now_ms, &transactional_id, producer, partitions, implicit)
             }
             Command::AddTxnGroup {
                 transactional_id,
@@ -435,18 +437,27 @@ impl MetaState {
                 group,
                 offsets,
                 coordinator,
+                implicit,
             } => {
                 self.check_coordinator(&group, coordinator)?;
-                self.txn_offset_commit(now_ms, &transactional_id, producer, group, offsets)
+                self.txn_offset_commit(
+                    now_ms,
+                    &transactional_id,
+                    producer,
+                    group,
+                    offsets,
+                    implicit,
+                )
             }
             Command::EndTransaction {
                 transactional_id,
                 producer,
                 commit,
                 coordinator,
+                bump_epoch,
             } => {
                 self.check_coordinator(&transactional_id, coordinator)?;
-                self.end_transaction(now_ms, &transactional_id, producer, commit)
+                self.end_transaction(now_ms, &transactional_id, producer, commit, bump_epoch)
             }
             Command::ExpireTransaction {
                 transactional_id,

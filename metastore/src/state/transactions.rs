@@ -22,7 +22,7 @@ fn refuse(refusal: TxnRefusal, reason: impl Into<String>) -> MetaError {
 
 /// Epochs stop short of `i16::MAX`: the last one is left for a
 /// coordinator's abort of a timed-out transaction.
-const LAST_PRODUCER_EPOCH: i16 = i16::MAX - 1;
+pub(super) const LAST_PRODUCER_EPOCH: i16 = i16::MAX - 1;
 
 impl MetaState {
     /// A transactional id's record.
@@ -33,6 +33,18 @@ impl MetaState {
     /// Every transactional id's record, by id.
     pub fn transactions(&self) -> impl Iterator<Item = &TxnRecord> {
         self.transactions.values().map(Arc::as_ref)
+    }
+
+    /// See [`crate::Metastore::set_producer_epoch_locally`].
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn set_producer_epoch(&mut self, transactional_id: &str, epoch: i16) -> bool {
+        match self.transactions.get_mut(transactional_id) {
+            Some(r) => {
+                Arc::make_mut(r).producer_epoch = epoch;
+                true
+            }
+            None => false,
+        }
     }
 
     fn take_producer_id(&mut self) -> Result<i64, MetaError> {
@@ -130,6 +142,9 @@ impl MetaState {
                 pending_offsets: Default::default(),
                 started_ms: now_ms,
                 updated_ms: now_ms,
+                epoch_bumps: false,
+                next_producer_id: None,
+                previous_producer_id: None,
             };
             self.transactions
                 .insert(transactional_id, Arc::new(record.clone()));
@@ -163,11 +178,13 @@ impl MetaState {
         record.updated_ms = now_ms;
         match record.state {
             TxnState::Ongoing => {
-                // fence the running producer and abort its transaction
+                // fence the running producer and abort its transaction; an
+                // EndTxn of the fenced producer is no retry of this abort
                 record.last_producer_epoch = Some(record.producer_epoch);
                 record.producer_epoch = record.producer_epoch.saturating_add(1);
                 record.state = TxnState::PrepareAbort;
                 record.timeout_ms = timeout_ms;
+                record.epoch_bumps = false;
             }
             TxnState::PrepareCommit | TxnState::PrepareAbort => {}
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
@@ -179,6 +196,8 @@ impl MetaState {
                     None => record.producer_epoch += 1,
                 }
                 record.last_producer_epoch = None;
+                record.previous_producer_id = None;
+                record.epoch_bumps = false;
                 record.state = TxnState::Empty;
                 record.timeout_ms = timeout_ms;
                 record.partitions.clear();
@@ -191,10 +210,14 @@ impl MetaState {
     }
 
     /// Opens the transaction if none is ongoing; refused while the last
-    /// one is still being completed.
-    fn begin(record: &mut TxnRecord, now_ms: i64) -> Result<(), MetaError> {
+    /// one is still being completed. `implicit`: opened by a write or an
+    /// offset commit of a client on transaction version 2.
+    fn begin(record: &mut TxnRecord, now_ms: i64, implicit: bool) -> Result<(), MetaError> {
         match record.state {
-            TxnState::Ongoing => Ok(()),
+            TxnState::Ongoing => {
+                record.epoch_bumps |= implicit;
+                Ok(())
+            }
             TxnState::PrepareCommit | TxnState::PrepareAbort => Err(refuse(
                 TxnRefusal::ConcurrentTransactions,
                 format!(
@@ -208,6 +231,8 @@ impl MetaState {
                 record.groups.clear();
                 record.pending_offsets.clear();
                 record.started_ms = now_ms;
+                record.epoch_bumps = implicit;
+                record.previous_producer_id = None;
                 Ok(())
             }
         }
@@ -219,6 +244,7 @@ impl MetaState {
         transactional_id: &str,
         (producer_id, producer_epoch): (i64, i16),
         partitions: Vec<TxnPartition>,
+        implicit: bool,
     ) -> CommandResult {
         for p in &partitions {
             let known = self
@@ -232,7 +258,7 @@ impl MetaState {
             }
         }
         let record = self.txn_of(transactional_id, producer_id, producer_epoch)?;
-        Self::begin(record, now_ms)?;
+        Self::begin(record, now_ms, implicit)?;
         record.partitions.extend(partitions);
         record.updated_ms = now_ms;
         Ok(CommandOutput::Transaction(record.clone()))
@@ -251,14 +277,15 @@ impl MetaState {
             });
         }
         let record = self.txn_of(transactional_id, producer_id, producer_epoch)?;
-        Self::begin(record, now_ms)?;
+        Self::begin(record, now_ms, false)?;
         record.groups.insert(group);
         record.updated_ms = now_ms;
         Ok(CommandOutput::Transaction(record.clone()))
     }
 
     /// TxnOffsetCommit: offsets held in the transaction until it commits.
-    /// One result per offset, in order.
+    /// One result per offset, in order. `implicit` (TxnOffsetCommit v5)
+    /// adds the group to the transaction, opening it if need be.
     pub(super) fn txn_offset_commit(
         &mut self,
         now_ms: i64,
@@ -266,10 +293,15 @@ impl MetaState {
         (producer_id, producer_epoch): (i64, i16),
         group: String,
         offsets: Vec<OffsetCommit>,
+        implicit: bool,
     ) -> CommandResult {
         let checks: Vec<Result<(), MetaError>> =
             offsets.iter().map(|c| self.check_offset(c)).collect();
         let record = self.txn_of(transactional_id, producer_id, producer_epoch)?;
+        if implicit {
+            Self::begin(record, now_ms, true)?;
+            record.groups.insert(group.clone());
+        }
         if record.state != TxnState::Ongoing || !record.groups.contains(&group) {
             return Err(refuse(
                 TxnRefusal::InvalidTxnState,
@@ -294,39 +326,40 @@ impl MetaState {
 
     /// EndTxn: the outcome is logged (PrepareCommit or PrepareAbort) before
     /// any marker is written. A retry of the same outcome answers the record
-    /// as it stands; the other outcome is refused.
+    /// as it stands; the other outcome is refused. With `bump_epoch` (EndTxn
+    /// v5, transaction version 2) the epoch moves on with the outcome (see
+    /// [`super::txn_end`]).
     pub(super) fn end_transaction(
         &mut self,
         now_ms: i64,
         transactional_id: &str,
-        (producer_id, producer_epoch): (i64, i16),
+        producer: (i64, i16),
         commit: bool,
+        bump_epoch: bool,
     ) -> CommandResult {
-        let record = self.txn_of(transactional_id, producer_id, producer_epoch)?;
-        let same = match record.state {
-            TxnState::Ongoing => {
-                record.state = if commit {
-                    TxnState::PrepareCommit
-                } else {
-                    TxnState::PrepareAbort
-                };
-                record.updated_ms = now_ms;
-                true
+        let current = self.transactions.get(transactional_id).ok_or_else(|| {
+            refuse(
+                TxnRefusal::InvalidProducerIdMapping,
+                format!("transactional id '{transactional_id}' has no producer; call InitProducerId first"),
+            )
+        })?;
+        let new_producer_id = match super::txn_end::plan(current, producer, commit, bump_epoch)? {
+            super::txn_end::Step::Answer => {
+                return Ok(CommandOutput::Transaction(current.as_ref().clone()))
             }
-            TxnState::PrepareCommit | TxnState::CompleteCommit => commit,
-            TxnState::PrepareAbort | TxnState::CompleteAbort => !commit,
-            TxnState::Empty => false,
+            super::txn_end::Step::Prepare { new_producer_id } => new_producer_id,
         };
-        if !same {
-            return Err(refuse(
-                TxnRefusal::InvalidTxnState,
-                format!(
-                    "cannot {} the transaction of '{transactional_id}' in state {}",
-                    if commit { "commit" } else { "abort" },
-                    record.state.name()
-                ),
-            ));
-        }
+        let fresh_id = if new_producer_id {
+            Some(self.take_producer_id()?)
+        } else {
+            None
+        };
+        let record = self
+            .transactions
+            .get_mut(transactional_id)
+            .map(Arc::make_mut)
+            .ok_or_else(|| MetaError::invalid_request("the transaction vanished"))?;
+        super::txn_end::prepare(record, now_ms, commit, bump_epoch, fresh_id);
         Ok(CommandOutput::Transaction(record.clone()))
     }
 
@@ -354,6 +387,8 @@ impl MetaState {
         record.producer_epoch = record.producer_epoch.saturating_add(1);
         record.state = TxnState::PrepareAbort;
         record.updated_ms = now_ms;
+        // the expired producer's late EndTxn is fenced, not taken for a retry
+        record.epoch_bumps = false;
         Ok(CommandOutput::Transaction(record.clone()))
     }
 
@@ -369,12 +404,18 @@ impl MetaState {
         commit: bool,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
-        let record = self.txn_of(transactional_id, producer_id, producer_epoch)?;
         let done = if commit {
             TxnState::CompleteCommit
         } else {
             TxnState::CompleteAbort
         };
+        // completed already, and moved to the producer id it took then
+        if let Some(r) = self.transaction(transactional_id) {
+            if r.state == done && r.previous_producer_id == Some(producer_id) {
+                return Ok(CommandOutput::Transaction(r.clone()));
+            }
+        }
+        let record = self.txn_of(transactional_id, producer_id, producer_epoch)?;
         if record.state == done {
             return Ok(CommandOutput::Transaction(record.clone()));
         }
@@ -391,6 +432,14 @@ impl MetaState {
         record.updated_ms = now_ms;
         record.partitions.clear();
         record.groups.clear();
+        if let Some(next) = record.next_producer_id.take() {
+            // the exhausted epoch's markers are written: the client goes
+            // on as the new producer id, at epoch 0
+            record.previous_producer_id = Some(record.producer_id);
+            record.producer_id = next;
+            record.producer_epoch = 0;
+            record.last_producer_epoch = None;
+        }
         let offsets = std::mem::take(&mut record.pending_offsets);
         let answer = record.clone();
         if commit {

@@ -45,6 +45,7 @@ fn add(s: &mut MetaState, now: i64, producer: (i64, i16), parts: &[(&str, i32)])
                 })
                 .collect(),
             coordinator: None,
+            implicit: false,
         },
     )
     .0
@@ -58,6 +59,7 @@ fn end(s: &mut MetaState, producer: (i64, i16), commit: bool) -> CommandResult {
             producer,
             commit,
             coordinator: None,
+            bump_epoch: false,
         },
     )
 }
@@ -152,6 +154,7 @@ fn a_commit_is_logged_before_its_markers_and_applies_the_offsets_with_it() {
                 group: "g".into(),
                 offsets: vec![offset(0, 10), offset(9, 1)],
                 coordinator: None,
+                implicit: false,
             },
         )
     };
@@ -240,6 +243,7 @@ fn an_abort_drops_the_offsets_it_held() {
             group: "g".into(),
             offsets: vec![offset(0, 10)],
             coordinator: None,
+            implicit: false,
         },
     )
     .expect("held");

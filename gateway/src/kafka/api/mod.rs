@@ -26,6 +26,7 @@ mod topics;
 mod txn;
 pub(crate) mod txn_claims;
 pub(crate) mod txn_coordinator;
+mod txn_implicit;
 mod txn_markers;
 mod unregister_broker;
 

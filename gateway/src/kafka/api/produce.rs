@@ -67,12 +67,18 @@ fn producer_of(records: &[u8]) -> Option<(i64, i16)> {
 /// ongoing transaction, so a late write of a transaction already ended
 /// cannot join the next one. The coordinator's write may be milliseconds
 /// ahead of this replica of the metastore: a miss waits for it once.
+///
+/// KIP-890 part 2 (`implicit_add`: Produce v12, from a client on
+/// transaction version 2): the client adds no partitions itself, so on a
+/// miss this leader adds the partition before the write
+/// (`txn_implicit.rs`).
 async fn verify_transactional(
     b: &Broker,
     id: Option<&str>,
     topic: &str,
     partition: i32,
     records: &[u8],
+    implicit_add: bool,
 ) -> Result<(), (ResponseError, String)> {
     let Some(id) = id else {
         return Err((
@@ -98,6 +104,9 @@ async fn verify_transactional(
     };
     if admitted(b) {
         return Ok(());
+    }
+    if implicit_add {
+        return super::txn_implicit::add_partition(b, id, (producer_id, epoch), part).await;
     }
     if b.node.catalog.linearizable_barrier().await.is_ok() && admitted(b) {
         return Ok(());
@@ -177,6 +186,14 @@ async fn still_leads(b: &Broker, topic: &TopicInfo, index: i32, leader_epoch: i3
     })
 }
 
+/// A Produce request's transactional id, and whether a partition missing
+/// from the transaction is added here (Produce v12, KIP-890 part 2).
+#[derive(Debug, Clone, Copy)]
+struct Transactional<'a> {
+    id: Option<&'a str>,
+    implicit_add: bool,
+}
+
 async fn produce_partition(
     b: &Broker,
     topic: Option<&TopicInfo>,
@@ -184,7 +201,7 @@ async fn produce_partition(
     records: Option<bytes::Bytes>,
     acks: Acks,
     timeout: std::time::Duration,
-    transactional_id: Option<&str>,
+    txn: Transactional<'_>,
 ) -> PartitionProduceResponse {
     let Some(topic) = topic else {
         return failed(index, ResponseError::UnknownTopicOrPartition, None);
@@ -205,7 +222,7 @@ async fn produce_partition(
     }
     if is_transactional(&records) {
         if let Err((e, why)) =
-            verify_transactional(b, transactional_id, &topic.name, index, &records).await
+            verify_transactional(b, txn.id, &topic.name, index, &records, txn.implicit_add).await
         {
             return failed(index, e, Some(why));
         }
@@ -375,7 +392,10 @@ async fn serve(b: &Broker, ctx: &RequestContext, req: ProduceRequest) -> Option<
                     p.records,
                     acks,
                     timeout,
-                    transactional_id,
+                    Transactional {
+                        id: transactional_id,
+                        implicit_add: ctx.api_version >= 12,
+                    },
                 )
                 .instrument(span)
             }))

@@ -8,7 +8,8 @@
 //! other agents answer NOT_COORDINATOR, and the holder's writes carry the
 //! slot's fence. The records themselves are in the metastore
 //! (`metastore::transactions`); markers and completion are in
-//! `txn_coordinator.rs`.
+//! `txn_coordinator.rs`, the adds of clients on transaction version 2 in
+//! `txn_implicit.rs`.
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -108,11 +109,13 @@ pub(super) async fn add_partitions_to_txn(
             ),
             req.v3_and_below_topics,
             false,
+            false,
         )
         .await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
-    // v4+: several transactions, from brokers (CLUSTER_ACTION)
+    // v4+: several transactions, from brokers (CLUSTER_ACTION); from v5 an
+    // add (not a check) is one for a client on transaction version 2
     if !ctx.may_on_cluster(b, AclOperation::ClusterAction) {
         return AddPartitionsToTxnResponse::default()
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
@@ -126,6 +129,7 @@ pub(super) async fn add_partitions_to_txn(
             (t.producer_id.0, t.producer_epoch),
             t.topics,
             t.verify_only,
+            ctx.api_version >= 5,
         )
         .await;
         out.push(
@@ -160,7 +164,8 @@ fn answer_all(
         .collect()
 }
 
-/// Adds (or with `verify_only` checks) the partitions of one transaction.
+/// Adds (or with `verify_only` checks) the partitions of one transaction;
+/// `implicit`: added for a client on transaction version 2.
 async fn add_one(
     b: &Broker,
     ctx: &RequestContext,
@@ -168,6 +173,7 @@ async fn add_one(
     producer: (i64, i16),
     topics: Vec<AddPartitionsToTxnTopic>,
     verify_only: bool,
+    implicit: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     if !may_write_id(b, ctx, id) {
         return answer_all(&topics, |_, _| {
@@ -223,7 +229,7 @@ async fn add_one(
         Ok(fence) => b
             .node
             .catalog
-            .add_txn_partitions(id, producer, partitions, fence)
+            .add_txn_partitions(id, producer, partitions, fence, implicit)
             .await
             .err()
             .map(|e| meta(&e)),
@@ -257,6 +263,9 @@ pub(super) async fn add_offsets_to_txn(
     AddOffsetsToTxnResponse::default().with_error_code(codes::code(error))
 }
 
+/// EndTxn. From v5 (transaction version 2) the outcome bumps the producer's
+/// epoch, and the answer names the producer id and epoch the client goes on
+/// with (a new id when the epoch was exhausted).
 pub(super) async fn end_txn(
     b: &Broker,
     ctx: &RequestContext,
@@ -264,9 +273,10 @@ pub(super) async fn end_txn(
 ) -> EndTxnResponse {
     let id = req.transactional_id.as_str();
     let producer = (req.producer_id.0, req.producer_epoch);
+    let bump_epoch = ctx.api_version >= 5;
     let resp = EndTxnResponse::default()
-        .with_producer_id(req.producer_id)
-        .with_producer_epoch(req.producer_epoch);
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
     if !may_write_id(b, ctx, id) {
         return resp.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
@@ -277,7 +287,7 @@ pub(super) async fn end_txn(
     let record = match b
         .node
         .catalog
-        .end_transaction(id, producer, req.committed, fence)
+        .end_transaction(id, producer, req.committed, fence, bump_epoch)
         .await
     {
         Ok(r) => r,
@@ -287,10 +297,15 @@ pub(super) async fn end_txn(
     // read_committed consumers see a commit by the time it is answered. If
     // they cannot all be written now the sweep finishes them, and the
     // producer's next transaction waits (CONCURRENT_TRANSACTIONS) until then.
-    if let Err(e) = super::txn_coordinator::complete(b, record).await {
-        tracing::debug!(transactional_id = id, error = ?e, "transaction markers left to the sweep");
-    }
-    resp
+    let (producer_id, epoch) = match super::txn_coordinator::complete(b, record.clone()).await {
+        Ok(done) => (done.producer_id, done.producer_epoch),
+        Err(e) => {
+            tracing::debug!(transactional_id = id, error = ?e, "transaction markers left to the sweep");
+            record.producer_after_completion()
+        }
+    };
+    resp.with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(epoch)
 }
 
 /// A partition of a TxnOffsetCommit and its refusal, if any.
@@ -376,6 +391,9 @@ pub(super) async fn txn_offset_commit(
                 &group,
                 offsets,
                 fence,
+                // v5 (transaction version 2): the group joins the
+                // transaction here, with no AddOffsetsToTxn before
+                ctx.api_version >= 5,
             )
             .await
         {

@@ -2,7 +2,9 @@
 //! metastore: a transactional producer's whole round (InitProducerId,
 //! AddPartitionsToTxn, Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn),
 //! KIP-890's check that a transactional batch was added, fencing, and
-//! Describe/ListTransactions.
+//! Describe/ListTransactions; and transaction version 2 (KIP-890 part 2):
+//! partitions and groups added implicitly, an epoch bump at every end, its
+//! retries and an exhausted epoch, while older versions stay as they were.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -12,7 +14,7 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use metastore::Groups;
+use metastore::{Groups, Transactions};
 
 use super::test_support::*;
 use crate::broker::Broker;
@@ -22,6 +24,11 @@ on_every_backend!(
     a_transaction_commits_its_records_and_offsets_together,
     a_batch_of_a_partition_not_added_is_refused_and_a_fenced_producer_told_so,
     describe_producers_names_each_producer_and_where_its_transaction_starts,
+    a_version_2_write_adds_its_partition_and_each_end_bumps_the_epoch,
+    an_end_txn_retried_with_the_previous_epoch_is_answered_as_it_stands,
+    an_exhausted_epoch_ends_with_a_new_producer_id,
+    txn_offset_commit_v5_adds_its_group,
+    clients_before_version_2_add_partitions_and_keep_their_epoch,
 );
 
 fn id(s: &str) -> TransactionalId {
@@ -60,8 +67,19 @@ fn txn_batch(values: &[&str], pid: i64, epoch: i16, seq: i32) -> Bytes {
 }
 
 async fn produce_txn(b: &Broker, tid: &str, topic: &str, records: Bytes) -> (i16, Option<String>) {
+    produce_txn_v(b, 9, tid, topic, records).await
+}
+
+/// Produce at `version`: from v12 the leader adds the partition itself.
+async fn produce_txn_v(
+    b: &Broker,
+    version: i16,
+    tid: &str,
+    topic: &str,
+    records: Bytes,
+) -> (i16, Option<String>) {
     let req = produce_req(topic, 0, records, -1).with_transactional_id(Some(id(tid)));
-    let resp: ProduceResponse = call(b, ApiKey::Produce, 9, &req).await;
+    let resp: ProduceResponse = call(b, ApiKey::Produce, version, &req).await;
     let p = &resp.responses[0].partition_responses[0];
     (
         p.error_code,
@@ -70,13 +88,25 @@ async fn produce_txn(b: &Broker, tid: &str, topic: &str, records: Bytes) -> (i16
 }
 
 async fn end(b: &Broker, tid: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    end_v(b, 3, tid, (pid, epoch), commit).await.0
+}
+
+/// EndTxn at `version`: the error, and the producer id and epoch the answer
+/// names (from v5).
+async fn end_v(
+    b: &Broker,
+    version: i16,
+    tid: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+) -> (i16, (i64, i16)) {
     let req = EndTxnRequest::default()
         .with_transactional_id(id(tid))
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
         .with_committed(commit);
-    let resp: EndTxnResponse = call(b, ApiKey::EndTxn, 3, &req).await;
-    resp.error_code
+    let resp: EndTxnResponse = call(b, ApiKey::EndTxn, version, &req).await;
+    (resp.error_code, (resp.producer_id.0, resp.producer_epoch))
 }
 
 async fn committed_values(b: &Broker, topic: &str) -> Vec<String> {
@@ -309,4 +339,272 @@ async fn describe_producers_names_each_producer_and_where_its_transaction_starts
         vec![(3, vec![])],
         "UNKNOWN_TOPIC_OR_PARTITION"
     );
+}
+
+/// The records a read_committed consumer gets (control records included:
+/// clients skip them) and the producers of the aborted transactions listed.
+async fn read_committed(b: &Broker, topic: &str) -> (Vec<String>, Vec<i64>) {
+    let req = fetch_req(topic, 0, 0, 1).with_isolation_level(1);
+    let resp: FetchResponse = call(b, ApiKey::Fetch, 12, &req).await;
+    let p = &resp.responses[0].partitions[0];
+    let aborted = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|t| t.producer_id.0)
+        .collect();
+    let values = values_of(p.records.clone())
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    (values, aborted)
+}
+
+/// The epoch partition 0 of `topic` holds for producer `pid`.
+async fn partition_epoch(b: &Broker, topic: &str, pid: i64) -> Option<i32> {
+    describe_producers(b, topic, vec![0]).await[0]
+        .1
+        .iter()
+        .find(|p| p.0 == pid)
+        .map(|p| p.1)
+}
+
+/// Transaction version 2: the producer never adds a partition; its first
+/// write adds it. Each EndTxn v5 (commit or abort) answers the next epoch,
+/// the markers carry it, and the ended transaction's epoch is fenced.
+async fn a_version_2_write_adds_its_partition_and_each_end_bumps_the_epoch(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "out", 1).await;
+    create(b, "other", 1).await;
+    let r = init(b, "app").await;
+    let pid = r.producer_id.0;
+    assert_eq!(r.producer_epoch, 0);
+
+    let (code, why) = produce_txn_v(b, 12, "app", "out", txn_batch(&["x", "y"], pid, 0, 0)).await;
+    assert_eq!(code, 0, "added by the write itself: {why:?}");
+    let record = b.node.catalog.transaction("app").expect("known");
+    assert_eq!(record.state.name(), "Ongoing");
+    assert_eq!(record.partitions.len(), 1, "{:?}", record.partitions);
+    // a request of an older version is still verified, not added
+    let (code, _) = produce_txn_v(b, 11, "app", "other", txn_batch(&["z"], pid, 0, 0)).await;
+    assert_eq!(code, 48, "INVALID_TXN_STATE: Produce v11 adds nothing");
+
+    assert_eq!(
+        end_v(b, 5, "app", (pid, 0), true).await,
+        (0, (pid, 1)),
+        "the commit answers the next epoch"
+    );
+    let (values, aborted) = read_committed(b, "out").await;
+    assert_eq!(values.len(), 3, "x, y and the COMMIT marker: {values:?}");
+    assert!(aborted.is_empty());
+    assert_eq!(
+        partition_epoch(b, "out", pid).await,
+        Some(1),
+        "the marker carries the bumped epoch"
+    );
+    let (code, _) = produce_txn_v(b, 12, "app", "out", txn_batch(&["late"], pid, 0, 2)).await;
+    assert_eq!(
+        code, 47,
+        "INVALID_PRODUCER_EPOCH: the ended transaction's epoch"
+    );
+
+    let (code, why) = produce_txn_v(b, 12, "app", "out", txn_batch(&["gone"], pid, 1, 0)).await;
+    assert_eq!(code, 0, "the next transaction, at the new epoch: {why:?}");
+    assert_eq!(
+        end_v(b, 5, "app", (pid, 1), false).await,
+        (0, (pid, 2)),
+        "an abort bumps the epoch too"
+    );
+    let (values, aborted) = read_committed(b, "out").await;
+    assert_eq!(aborted, vec![pid], "the second transaction is aborted");
+    assert_eq!(values[..2], ["x", "y"]);
+    assert_eq!(partition_epoch(b, "out", pid).await, Some(2));
+    let record = b.node.catalog.transaction("app").expect("known");
+    assert_eq!(
+        (record.state.name(), record.producer_epoch),
+        ("CompleteAbort", 2)
+    );
+}
+
+/// A client that lost EndTxn's answer asks again with the epoch it had: it
+/// gets the answer it missed (once, and no second marker), while the other
+/// outcome, a commit with nothing open and a stranger's epoch are refused.
+async fn an_end_txn_retried_with_the_previous_epoch_is_answered_as_it_stands(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "out", 1).await;
+    let pid = init(b, "app").await.producer_id.0;
+    let (code, why) = produce_txn_v(b, 12, "app", "out", txn_batch(&["x"], pid, 0, 0)).await;
+    assert_eq!(code, 0, "{why:?}");
+    assert_eq!(end_v(b, 5, "app", (pid, 0), true).await, (0, (pid, 1)));
+
+    assert_eq!(
+        end_v(b, 5, "app", (pid, 0), true).await,
+        (0, (pid, 1)),
+        "the retry is answered as the commit was"
+    );
+    assert_eq!(
+        end_v(b, 5, "app", (pid, 0), false).await.0,
+        48,
+        "INVALID_TXN_STATE: an abort of what was committed"
+    );
+    assert_eq!(
+        end_v(b, 5, "app", (pid, 1), true).await.0,
+        48,
+        "INVALID_TXN_STATE: the new epoch has nothing to commit"
+    );
+    assert_eq!(
+        end_v(b, 5, "app", (pid, 3), true).await.0,
+        90,
+        "PRODUCER_FENCED: an epoch that is neither"
+    );
+    let (values, _) = read_committed(b, "out").await;
+    assert_eq!(values.len(), 2, "one record and one marker: {values:?}");
+    let record = b.node.catalog.transaction("app").expect("known");
+    assert_eq!(
+        (record.state.name(), record.producer_epoch),
+        ("CompleteCommit", 1),
+        "nothing moved"
+    );
+    // the new epoch may abort with nothing open (a write it sent may or
+    // may not have reached its leader), and moves on once more
+    assert_eq!(end_v(b, 5, "app", (pid, 1), false).await, (0, (pid, 2)));
+}
+
+/// The epoch is exhausted after 32 766 transactions: the last end takes a
+/// new producer id, which the answer names at epoch 0 once the markers
+/// (written with the old id) are in; a retry of that end gets the same.
+async fn an_exhausted_epoch_ends_with_a_new_producer_id(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "out", 1).await;
+    let pid = init(b, "app").await.producer_id.0;
+    let last = i16::MAX - 1;
+    assert!(b.node.catalog.set_producer_epoch_locally("app", last));
+    let (code, why) = produce_txn_v(b, 12, "app", "out", txn_batch(&["x"], pid, last, 0)).await;
+    assert_eq!(code, 0, "{why:?}");
+    let (code, (next, epoch)) = end_v(b, 5, "app", (pid, last), true).await;
+    assert_eq!(code, 0);
+    assert_ne!(next, pid, "a new producer id");
+    assert_eq!(epoch, 0);
+    assert_eq!(
+        partition_epoch(b, "out", pid).await,
+        Some(i32::from(i16::MAX)),
+        "the old id's marker, at the epoch kept for it"
+    );
+    assert_eq!(
+        end_v(b, 5, "app", (pid, last), true).await,
+        (0, (next, 0)),
+        "a retry by the old id"
+    );
+    let (code, why) = produce_txn_v(b, 12, "app", "out", txn_batch(&["y"], next, 0, 0)).await;
+    assert_eq!(code, 0, "the new id writes: {why:?}");
+    assert_eq!(end_v(b, 5, "app", (next, 0), true).await, (0, (next, 1)));
+    let (values, aborted) = read_committed(b, "out").await;
+    assert_eq!(values.len(), 4, "{values:?}");
+    assert!(aborted.is_empty());
+}
+
+fn txn_offsets(pid: i64, epoch: i16, offset: i64) -> TxnOffsetCommitRequest {
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(id("app"))
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("in")))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)])])
+}
+
+/// TxnOffsetCommit v5 adds its group to the transaction (there is no
+/// AddOffsetsToTxn in transaction version 2), opening it if need be; the
+/// offsets become the group's with the commit. Before v5 the group must
+/// have been added.
+async fn txn_offset_commit_v5_adds_its_group(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "in", 1).await;
+    let pid = init(b, "app").await.producer_id.0;
+    let old: TxnOffsetCommitResponse =
+        call(b, ApiKey::TxnOffsetCommit, 4, &txn_offsets(pid, 0, 5)).await;
+    assert_eq!(
+        old.topics[0].partitions[0].error_code, 48,
+        "INVALID_TXN_STATE: v4 without AddOffsetsToTxn"
+    );
+    let held: TxnOffsetCommitResponse =
+        call(b, ApiKey::TxnOffsetCommit, 5, &txn_offsets(pid, 0, 17)).await;
+    assert_eq!(held.topics[0].partitions[0].error_code, 0);
+    let record = b.node.catalog.transaction("app").expect("known");
+    assert_eq!(record.state.name(), "Ongoing", "opened by the offsets");
+    assert!(record.groups.contains("g"));
+    assert!(b.node.catalog.committed_offsets("g").is_empty(), "held");
+
+    assert_eq!(end_v(b, 5, "app", (pid, 0), true).await, (0, (pid, 1)));
+    let g = b.node.catalog.committed_offsets("g");
+    assert_eq!(g[&("in".to_string(), 0)].offset, 17, "committed with it");
+}
+
+/// Clients before transaction version 2 (librdkafka, older Java clients)
+/// see the feature and the newer versions advertised, use neither, and are
+/// served as before: they add partitions, and their epoch stays.
+async fn clients_before_version_2_add_partitions_and_keep_their_epoch(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    let versions: ApiVersionsResponse =
+        call(b, ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).await;
+    let feature = versions
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .expect("finalized");
+    assert_eq!(
+        (feature.min_version_level, feature.max_version_level),
+        (2, 2)
+    );
+    assert!(
+        versions.finalized_features_epoch >= 0,
+        "clients ignore a negative epoch"
+    );
+    let supported = versions
+        .supported_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .expect("supported");
+    assert_eq!((supported.min_version, supported.max_version), (0, 2));
+    let max = |key: ApiKey| {
+        versions
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == key as i16)
+            .map(|k| k.max_version)
+    };
+    assert_eq!(max(ApiKey::EndTxn), Some(5));
+    assert_eq!(max(ApiKey::Produce), Some(12));
+    assert_eq!(max(ApiKey::TxnOffsetCommit), Some(5));
+
+    create(b, "out", 1).await;
+    let pid = init(b, "app").await.producer_id.0;
+    for (round, value) in ["a", "b"].into_iter().enumerate() {
+        let (code, _) = produce_txn(b, "app", "out", txn_batch(&[value], pid, 0, 0)).await;
+        assert_eq!(code, 48, "INVALID_TXN_STATE: not added yet");
+        assert_eq!(add(b, "app", pid, 0, "out").await, 0);
+        let seq = i32::try_from(round).expect("small");
+        let (code, why) = produce_txn(b, "app", "out", txn_batch(&[value], pid, 0, seq)).await;
+        assert_eq!(code, 0, "{why:?}");
+        let (code, _) = end_v(b, 4, "app", (pid, 0), true).await;
+        assert_eq!(code, 0);
+        assert_eq!(
+            b.node.catalog.transaction("app").map(|r| r.producer_epoch),
+            Some(0),
+            "EndTxn v4 keeps the epoch"
+        );
+        assert_eq!(partition_epoch(b, "out", pid).await, Some(0));
+    }
+    let (values, _) = read_committed(b, "out").await;
+    assert_eq!(values.len(), 4, "two records, two markers: {values:?}");
 }

@@ -14,6 +14,8 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TransactionDescription;
@@ -297,6 +299,58 @@ class TransactionsTest {
                     }
                 });
             }
+        }
+    }
+
+    /**
+     * Transactions version 2 (KIP-890 part 2), which the broker turns on by finalizing the
+     * {@code transaction.version} feature at level 2: the producer adds no partitions itself
+     * (its writes do), and every commit or abort bumps its epoch, as DescribeTransactions shows
+     * and the partition's markers carry (DescribeProducers).
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.aerostream.clients.Target#all")
+    void everyTransactionEndBumpsTheProducerEpoch(Target t) throws Exception {
+        String id = Kit.unique("txn-v2");
+        try (Admin admin = Kit.admin(t)) {
+            FeatureMetadata features = admin.describeFeatures().featureMetadata().get();
+            FinalizedVersionRange tv = features.finalizedFeatures().get("transaction.version");
+            assertTrue(tv != null && tv.maxVersionLevel() >= 2, "transaction.version finalized at 2: " + features);
+            String topic = Kit.createTopic(admin, t, "txn-v2", 1, Map.of());
+            TopicPartition tp = new TopicPartition(topic, 0);
+            try (KafkaProducer<String, String> p = Kit.producer(t, transactional(id))) {
+                p.initTransactions();
+                TransactionDescription initial = admin.describeTransactions(List.of(id)).description(id).get();
+                for (int i = 0; i < 3; i++) {
+                    p.beginTransaction();
+                    p.send(new ProducerRecord<>(topic, 0, "k", "v" + i)).get();
+                    TransactionDescription open = admin.describeTransactions(List.of(id)).description(id).get();
+                    assertEquals(initial.producerEpoch() + i, open.producerEpoch(), "epoch of transaction " + i);
+                    assertEquals(Set.of(tp), open.topicPartitions(), "the partition its write added");
+                    if (i == 1) {
+                        p.abortTransaction();
+                    } else {
+                        p.commitTransaction();
+                    }
+                    int bumped = initial.producerEpoch() + i + 1;
+                    TransactionDescription ended = admin.describeTransactions(List.of(id)).description(id).get();
+                    assertEquals(bumped, ended.producerEpoch(), "epoch after ending transaction " + i);
+                    assertEquals(initial.producerId(), ended.producerId(), "the same producer id");
+                    Kit.eventually("the marker of transaction " + i + " carries epoch " + bumped, () -> {
+                        try {
+                            return admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()
+                                    .stream().anyMatch(s -> s.producerId() == initial.producerId()
+                                            && s.producerEpoch() == bumped
+                                            && s.currentTransactionStartOffset().isEmpty());
+                        } catch (Exception e) {
+                            throw new AssertionError(e);
+                        }
+                    });
+                }
+            }
+            assertEquals(List.of("v0", "v2"),
+                    values(Kit.readAll(t, List.of(tp), Map.of("isolation.level", "read_committed"))),
+                    "what a read_committed consumer reads");
         }
     }
 }

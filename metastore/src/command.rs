@@ -288,15 +288,20 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         leader_epoch: Option<i32>,
     },
-    /// Replaces the manifest entry whose key is `old_key` by `entry`, which
-    /// serves exactly the same offsets (a compacted copy of the segment
-    /// under new keys). Refused unless the old entry is recorded, and,
-    /// like `CommitSegment`, when the leader's `leader_epoch` has been
-    /// passed; applying it again once done is a no-op.
+    /// Replaces the manifest entry whose key is `old_key`, and the entries
+    /// `merged_keys` right after it, by `entry`, which serves exactly the
+    /// offsets they serve together (a compacted copy of the segment under
+    /// new keys, or of several segments merged into one). Refused unless
+    /// the old entries are recorded one after the other and serve adjacent
+    /// offsets, and, like `CommitSegment`, when the leader's `leader_epoch`
+    /// has been passed; applying it again once done is a no-op.
     ReplaceSegment {
         topic_id: Uuid,
         partition: i32,
         old_key: String,
+        /// Empty in entries logged before merges existed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        merged_keys: Vec<String>,
         entry: SegmentEntry,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         leader_epoch: Option<i32>,

@@ -382,11 +382,13 @@ pub enum MetaEvent {
         partition: i32,
         entry: SegmentEntry,
     },
-    /// An entry gave way to a compacted copy serving the same offsets.
+    /// An entry (and the entries `merged_keys` after it) gave way to a
+    /// compacted copy serving the same offsets.
     SegmentReplaced {
         topic_id: Uuid,
         partition: i32,
         old_key: String,
+        merged_keys: Vec<String>,
         entry: SegmentEntry,
     },
     SegmentsTrimmed {

@@ -25,6 +25,10 @@
 //!   with the records left, keeping its base offset, last offset delta,
 //!   timestamps, producer fields and codec (recompressed); a batch that
 //!   lost every record goes. Readers see gaps, as Kafka's do.
+//! - A merged segment's clock (its largest timestamp) is the newest of its
+//!   group's: the tombstones it keeps may stay longer than
+//!   `delete.retention.ms` after their own segment's newest record, never
+//!   shorter.
 //!
 //! How a run goes, step by step:
 //! 1. [`PartitionLog::plan_compaction`] (on the owning task, cheap) picks
@@ -34,16 +38,20 @@
 //!    scheduling class, see [`submit`]) reads every batch of the range twice: once
 //!    to map each key to its latest offset (a 128-bit hash per key; at most
 //!    [`MAX_KEYS`] keys per run, the range ends at the segment where that
-//!    is passed), once to write the kept records of each segment that
-//!    changed into `cleaning/` beside the log, with its indexes, fsynced.
+//!    is passed), once to write the kept records of each group of
+//!    consecutive segments (see `merge` for the grouping: their
+//!    sizes summed fit in `segment.bytes`) into one new segment in
+//!    `cleaning/` beside the log, with its indexes, fsynced. A group of one
+//!    segment that loses no record is left alone.
 //! 3. [`PartitionLog::install_compaction`] (on the owning task) checks that
-//!    no truncation happened since the plan and that each segment is still
-//!    the one planned (same range and size), then for each: removes its
-//!    index files, renames the new log file over the old one (atomic), and
-//!    moves the new indexes in. Readers holding the old file keep reading
-//!    it. A crash at any point leaves the old or the new log file whole;
-//!    missing indexes are rebuilt at the next open, and a leftover
-//!    `cleaning/` is removed.
+//!    no truncation happened since the plan and that every segment of each
+//!    group is still the one planned (same range and size), then installs
+//!    the groups through a journal (the commit point): the new log file is
+//!    renamed over the first segment's, the others are deleted. Readers
+//!    holding an old file keep reading it. A crash at any point leaves the
+//!    old segments or the new one, never both nor neither: an open that
+//!    finds the journal completes the install (see `merge`);
+//!    missing indexes are rebuilt, and a leftover `cleaning/` is removed.
 //! 4. The checkpoint file `cleaner-checkpoint` records the offset below
 //!    which the log was compacted and when kept tombstones fall due.
 //! 5. On a tiered log's leader, each replaced segment whose offsets one
@@ -70,6 +78,7 @@ use crate::config::CompactionConfig;
 use crate::error::{IoContext, StorageError};
 use crate::files;
 use crate::log::PartitionLog;
+use crate::merge::{self, GroupLimits, Span};
 use crate::records;
 use crate::segment::Segment;
 
@@ -112,8 +121,8 @@ pub struct CompactionJob {
     aborted: HashMap<i64, Vec<(i64, i64)>>,
     now_ms: i64,
     settings: CompactionConfig,
-    index_interval: u32,
-    index_capacity: usize,
+    /// What bounds a group of segments written as one (see `merge`).
+    limits: GroupLimits,
     decode_cap: u64,
     truncations: u64,
     /// Offsets from here on were written since the last run: only they are
@@ -135,21 +144,23 @@ pub struct CompactionJob {
 /// A run's new segments, to be installed by the log's owner.
 #[derive(Debug)]
 pub struct Compacted {
-    truncations: u64,
+    pub(crate) truncations: u64,
     /// Offset below which the run compacted the log.
-    end: i64,
-    replacements: Vec<Replacement>,
-    tombstones_due_ms: Option<i64>,
-    bytes_read: u64,
-    records_removed: u64,
+    pub(crate) end: i64,
+    pub(crate) replacements: Vec<Replacement>,
+    pub(crate) tombstones_due_ms: Option<i64>,
+    pub(crate) bytes_read: u64,
+    pub(crate) records_removed: u64,
 }
 
+/// One new segment, written in place of a group of consecutive ones.
 #[derive(Debug)]
-struct Replacement {
-    base: i64,
-    next: i64,
-    old_size: u64,
-    new: Segment,
+pub(crate) struct Replacement {
+    pub(crate) base: i64,
+    pub(crate) next: i64,
+    /// The segments it replaces, as planned, in offset order.
+    pub(crate) olds: Vec<Span>,
+    pub(crate) new: Segment,
 }
 
 /// What an installed run did.
@@ -157,6 +168,8 @@ struct Replacement {
 pub struct CompactionReport {
     /// Segments replaced.
     pub segments: usize,
+    /// Segments written in their place (fewer where groups were merged).
+    pub segments_after: usize,
     /// Bytes of the log before and after, over the segments replaced.
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -241,8 +254,11 @@ impl PartitionLog {
             aborted,
             now_ms,
             settings,
-            index_interval: self.config.index_interval_bytes,
-            index_capacity: self.config.index_capacity(),
+            limits: GroupLimits {
+                max_bytes: self.config.segment_bytes,
+                index_interval: self.config.index_interval_bytes,
+                index_capacity: self.config.index_capacity(),
+            },
             decode_cap: self.config.uncompressed_batch_limit(),
             truncations: self.truncations,
             dirty_from: self.cleaner.compacted_below,
@@ -265,96 +281,6 @@ impl PartitionLog {
             .ok()
             .flatten()
             .map_or(end, |(_, h)| h.base_offset)
-    }
-
-    /// Puts a finished run's segments in place of the ones it read (see
-    /// the module docs). A run planned before a truncation, or whose
-    /// segments changed since, installs nothing for them; its files are
-    /// removed.
-    pub fn install_compaction(
-        &mut self,
-        done: Compacted,
-        now_ms: i64,
-    ) -> Result<CompactionReport, StorageError> {
-        self.install_compaction_segments(done, now_ms, |_| false)
-            .map(|(report, _)| report)
-    }
-
-    /// [`PartitionLog::install_compaction`], leaving out the segments whose
-    /// base offset `keep` names (as if they had changed since the plan);
-    /// also returns the base offsets of the segments it replaced.
-    pub(crate) fn install_compaction_segments(
-        &mut self,
-        done: Compacted,
-        now_ms: i64,
-        keep: impl Fn(i64) -> bool,
-    ) -> Result<(CompactionReport, Vec<i64>), StorageError> {
-        self.check_online()?;
-        let mut installed = Vec::new();
-        let cleaning = self.dir.join(CLEANING_DIR);
-        let mut report = CompactionReport {
-            compacted_below: self.cleaner.compacted_below,
-            ..CompactionReport::default()
-        };
-        if done.truncations != self.truncations {
-            remove_cleaning_dir(&cleaning)?;
-            return Ok((report, installed));
-        }
-        let mut all_in_place = true;
-        for r in done.replacements {
-            let still = !keep(r.base)
-                && self
-                    .segments
-                    .get(&r.base)
-                    .is_some_and(|s| s.sealed && s.next_offset == r.next && s.size == r.old_size);
-            if !still {
-                all_in_place = false;
-                continue;
-            }
-            let Some(old) = self.segments.get_mut(&r.base) else {
-                continue;
-            };
-            old.unload_indexes();
-            let ix = old.offset_index.path().to_path_buf();
-            let tix = old.time_index.path().to_path_buf();
-            let log = old.path.clone();
-            // indexes first: a crash before the log's rename rebuilds the
-            // old log's indexes, one after it the new log's
-            files::remove_if_exists(&ix)?;
-            files::remove_if_exists(&tix)?;
-            let mut new = r.new;
-            rename(&new.path, &log)?;
-            rename(new.offset_index.path(), &ix)?;
-            rename(new.time_index.path(), &tix)?;
-            new.path = log;
-            new.offset_index.renamed(ix);
-            new.time_index.renamed(tix);
-            new.next_offset = r.next;
-            new.sealed = true;
-            new.unload_indexes();
-            report.segments += 1;
-            report.bytes_before += r.old_size;
-            report.bytes_after += new.size;
-            self.segments.insert(r.base, new);
-            installed.push(r.base);
-        }
-        files::sync_dir(&self.dir)?;
-        remove_cleaning_dir(&cleaning)?;
-        report.records_removed = done.records_removed;
-        if all_in_place {
-            self.cleaner.compacted_below = self.cleaner.compacted_below.max(done.end);
-            self.cleaner.tombstones_due_ms = done.tombstones_due_ms;
-        }
-        report.compacted_below = self.cleaner.compacted_below;
-        let t = &mut self.cleaner.totals;
-        t.runs += 1;
-        t.bytes_read += done.bytes_read;
-        t.bytes_written += report.bytes_after;
-        t.bytes_removed += report.bytes_before.saturating_sub(report.bytes_after);
-        t.records_removed += done.records_removed;
-        t.last_run_ms = now_ms;
-        write_checkpoint(&self.dir, &self.cleaner)?;
-        Ok((report, installed))
     }
 
     /// The cleaner's figures of this log (all zero for a log that is not
@@ -397,6 +323,14 @@ impl CompactionJob {
     /// Keeps every tombstone in this run (see the field).
     pub fn keeping_tombstones(mut self) -> Self {
         self.keep_tombstones = true;
+        self
+    }
+
+    /// Merges groups of at most `max_bytes` of old segments (tests: 0
+    /// writes each segment on its own, as before merging existed).
+    #[cfg(test)]
+    pub(crate) fn merging_at_most(mut self, max_bytes: u64) -> Self {
+        self.limits.max_bytes = max_bytes;
         self
     }
 
@@ -443,76 +377,93 @@ impl CompactionJob {
         remove_cleaning_dir(&cleaning)?;
         // (not create_dir_all: a partition deleted meanwhile fails the run)
         std::fs::create_dir(&cleaning).ctx(|| format!("create {}", cleaning.display()))?;
+        let spans: Vec<Span> = self
+            .segments
+            .iter()
+            .map(|s| Span {
+                base: s.base,
+                next: s.next,
+                size: s.size,
+            })
+            .collect();
         let mut replacements = Vec::new();
         let mut records_removed = 0u64;
         let mut tombstones_due_ms: Option<i64> = None;
         let delete_retention = i64::try_from(self.settings.delete_retention_ms).unwrap_or(i64::MAX);
-        for seg in &self.segments {
-            let newest = seg.newest_ms.unwrap_or(self.now_ms);
-            let tombstones_kept =
-                self.keep_tombstones || self.now_ms.saturating_sub(newest) < delete_retention;
-            let out_path = files::offset_path(&cleaning, seg.base, files::LOG_EXT);
+        for range in merge::group(&spans, self.limits) {
+            let group = &self.segments[range];
+            let (Some(first), Some(last)) = (group.first(), group.last()) else {
+                continue;
+            };
+            let out_path = files::offset_path(&cleaning, first.base, files::LOG_EXT);
             let out = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&out_path)
                 .ctx(|| format!("create {}", out_path.display()))?;
             let mut w = BufWriter::new(out);
-            let mut changed = false;
-            let mut kept_tombstone = false;
-            for_each_batch(seg, |h, bytes| {
-                if h.is_control() || h.base_offset >= self.keep_from {
-                    return w
-                        .write_all(bytes)
-                        .ctx(|| format!("write {}", out_path.display()));
-                }
-                if self.is_aborted(h) {
-                    changed = true;
-                    records_removed += u64::try_from(h.records_count).unwrap_or(0);
-                    return Ok(());
-                }
-                let plain = decode(h, bytes, self.decode_cap, &seg.path)?;
-                let recs = parse(&plain, h, &seg.path)?;
-                let mut kept: Vec<&Record> = Vec::with_capacity(recs.len());
-                for r in &recs {
-                    let offset = h.base_offset + r.offset_delta;
-                    let keep = match r.key {
-                        None => false,
-                        Some(key) => {
-                            let newest_for_key = latest
-                                .get(&key_hash(key))
-                                .is_none_or(|&latest_offset| latest_offset <= offset);
-                            newest_for_key && (r.has_value || tombstones_kept)
-                        }
-                    };
-                    if keep {
-                        kept_tombstone |= !r.has_value;
-                        kept.push(r);
+            // a group of several segments is written as one even when no
+            // record goes: that is the merge
+            let mut changed = group.len() > 1;
+            for seg in group {
+                let newest = seg.newest_ms.unwrap_or(self.now_ms);
+                let tombstones_kept =
+                    self.keep_tombstones || self.now_ms.saturating_sub(newest) < delete_retention;
+                let mut kept_tombstone = false;
+                for_each_batch(seg, |h, bytes| {
+                    if h.is_control() || h.base_offset >= self.keep_from {
+                        return w
+                            .write_all(bytes)
+                            .ctx(|| format!("write {}", out_path.display()));
                     }
-                }
-                records_removed += (recs.len() - kept.len()) as u64;
-                if kept.len() == recs.len() {
-                    return w
-                        .write_all(bytes)
-                        .ctx(|| format!("write {}", out_path.display()));
-                }
-                changed = true;
-                if kept.is_empty() {
-                    return Ok(());
-                }
-                let rebuilt = rebuild_batch(h, bytes, &kept).map_err(|e| {
-                    StorageError::io(format!("compress a batch of {}", seg.path.display()), e)
+                    if self.is_aborted(h) {
+                        changed = true;
+                        records_removed += u64::try_from(h.records_count).unwrap_or(0);
+                        return Ok(());
+                    }
+                    let plain = decode(h, bytes, self.decode_cap, &seg.path)?;
+                    let recs = parse(&plain, h, &seg.path)?;
+                    let mut kept: Vec<&Record> = Vec::with_capacity(recs.len());
+                    for r in &recs {
+                        let offset = h.base_offset + r.offset_delta;
+                        let keep = match r.key {
+                            None => false,
+                            Some(key) => {
+                                let newest_for_key = latest
+                                    .get(&key_hash(key))
+                                    .is_none_or(|&latest_offset| latest_offset <= offset);
+                                newest_for_key && (r.has_value || tombstones_kept)
+                            }
+                        };
+                        if keep {
+                            kept_tombstone |= !r.has_value;
+                            kept.push(r);
+                        }
+                    }
+                    records_removed += (recs.len() - kept.len()) as u64;
+                    if kept.len() == recs.len() {
+                        return w
+                            .write_all(bytes)
+                            .ctx(|| format!("write {}", out_path.display()));
+                    }
+                    changed = true;
+                    if kept.is_empty() {
+                        return Ok(());
+                    }
+                    let rebuilt = rebuild_batch(h, bytes, &kept).map_err(|e| {
+                        StorageError::io(format!("compress a batch of {}", seg.path.display()), e)
+                    })?;
+                    w.write_all(&rebuilt)
+                        .ctx(|| format!("write {}", out_path.display()))
                 })?;
-                w.write_all(&rebuilt)
-                    .ctx(|| format!("write {}", out_path.display()))
-            })?;
+                if kept_tombstone && !self.keep_tombstones {
+                    let due = newest.saturating_add(delete_retention);
+                    tombstones_due_ms = Some(tombstones_due_ms.map_or(due, |d| d.min(due)));
+                }
+            }
             let out = w.into_inner().map_err(|e| {
                 StorageError::io(format!("write {}", out_path.display()), e.into_error())
             })?;
-            if kept_tombstone && !self.keep_tombstones {
-                let due = newest.saturating_add(delete_retention);
-                tombstones_due_ms = Some(tombstones_due_ms.map_or(due, |d| d.min(due)));
-            }
             if !changed {
                 drop(out);
                 files::remove_if_exists(&out_path)?;
@@ -521,8 +472,8 @@ impl CompactionJob {
             out.sync_all()
                 .ctx(|| format!("fsync {}", out_path.display()))?;
             drop(out);
-            let mut new = Segment::open(&cleaning, seg.base, self.index_capacity)?;
-            let scan = new.rebuild(false, self.index_interval, |_| {})?;
+            let mut new = Segment::open(&cleaning, first.base, self.limits.index_capacity)?;
+            let scan = new.rebuild(false, self.limits.index_interval, |_| {})?;
             if let Some(reason) = scan.stopped {
                 return Err(StorageError::Corrupt {
                     path: out_path,
@@ -538,9 +489,9 @@ impl CompactionJob {
             }
             new.unload_indexes();
             replacements.push(Replacement {
-                base: seg.base,
-                next: seg.next,
-                old_size: seg.size,
+                base: first.base,
+                next: last.next,
+                olds: spans_of(group),
                 new,
             });
         }
@@ -630,8 +581,15 @@ fn lower_priority() {
     }
 }
 
-fn rename(from: &Path, to: &Path) -> Result<(), StorageError> {
-    std::fs::rename(from, to).ctx(|| format!("rename {} to {}", from.display(), to.display()))
+fn spans_of(group: &[JobSegment]) -> Vec<Span> {
+    group
+        .iter()
+        .map(|s| Span {
+            base: s.base,
+            next: s.next,
+            size: s.size,
+        })
+        .collect()
 }
 
 /// Calls `f` with each batch of a segment (header and whole bytes).
@@ -737,4 +695,4 @@ fn key_hash(key: &[u8]) -> u128 {
 
 #[cfg(test)]
 #[path = "compaction_tests.rs"]
-mod tests;
+pub(crate) mod tests;

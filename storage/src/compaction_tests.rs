@@ -10,10 +10,10 @@ use crate::config::{CompactionConfig, LogConfig};
 use crate::log::{AppendOutcome, PartitionLog};
 use crate::txn::ControlType;
 
-const NOW: i64 = 1_800_000_000_000;
-const HOUR: i64 = 3_600_000;
+pub(crate) const NOW: i64 = 1_800_000_000_000;
+pub(crate) const HOUR: i64 = 3_600_000;
 
-fn config() -> LogConfig {
+pub(crate) fn config() -> LogConfig {
     LogConfig {
         compacted: true,
         compaction: CompactionConfig {
@@ -26,9 +26,13 @@ fn config() -> LogConfig {
 }
 
 /// One record: key, value (`None` = tombstone), timestamp.
-type Rec<'a> = (&'a str, Option<&'a str>, i64);
+pub(crate) type Rec<'a> = (&'a str, Option<&'a str>, i64);
 
-fn encode(records: &[Rec], codec: Codec, producer: Option<(i64, i16, i32, bool)>) -> Vec<u8> {
+pub(crate) fn encode(
+    records: &[Rec],
+    codec: Codec,
+    producer: Option<(i64, i16, i32, bool)>,
+) -> Vec<u8> {
     let (pid, epoch, seq, txn) = producer.unwrap_or((-1, -1, -1, false));
     let records: Vec<Record> = records
         .iter()
@@ -58,7 +62,7 @@ fn encode(records: &[Rec], codec: Codec, producer: Option<(i64, i16, i32, bool)>
     buf.to_vec()
 }
 
-fn append(log: &mut PartitionLog, mut batch: Vec<u8>) -> i64 {
+pub(crate) fn append(log: &mut PartitionLog, mut batch: Vec<u8>) -> i64 {
     match log.append(&mut batch, 0, NOW).expect("append") {
         AppendOutcome::Appended(info) => info.base_offset,
         AppendOutcome::Duplicate(_) => panic!("not a retry"),
@@ -66,7 +70,7 @@ fn append(log: &mut PartitionLog, mut batch: Vec<u8>) -> i64 {
 }
 
 /// Every record the log serves from its start: offset -> (key, value).
-fn read_all(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
+pub(crate) fn read_all(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
     let mut out = BTreeMap::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
@@ -92,7 +96,7 @@ fn read_all(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
     out
 }
 
-fn compact(log: &mut PartitionLog, now: i64) -> crate::CompactionReport {
+pub(crate) fn compact(log: &mut PartitionLog, now: i64) -> crate::CompactionReport {
     let job = log
         .plan_compaction(now, i64::MAX)
         .expect("a compaction is due");
@@ -101,7 +105,7 @@ fn compact(log: &mut PartitionLog, now: i64) -> crate::CompactionReport {
 }
 
 /// Writes `rounds` rounds of one record per key, rolling after each round.
-fn fill(log: &mut PartitionLog, keys: usize, rounds: usize, codec: Codec) {
+pub(crate) fn fill(log: &mut PartitionLog, keys: usize, rounds: usize, codec: Codec) {
     for round in 0..rounds {
         let values: Vec<(String, String)> = (0..keys)
             .map(|k| (format!("k{k}"), format!("v{round}-{k}")))

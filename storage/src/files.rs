@@ -10,6 +10,8 @@
 //!   were evicted (tiering): producer state is kept down to this offset;
 //! - `recovery-point-offset`: every offset below it is on the device;
 //! - `clean-shutdown`: present only while the log is closed cleanly.
+//! - `cleaner-checkpoint`, and `cleaning/` and `cleaner-install` only while
+//!   a compaction run is written or installed (see `compaction`, `merge`).
 
 use std::fs::{self, File};
 use std::io::Write;

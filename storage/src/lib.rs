@@ -84,6 +84,7 @@
 pub mod batch;
 mod cleaner;
 pub mod compaction;
+mod compaction_install;
 pub mod config;
 mod epoch;
 pub mod error;
@@ -94,6 +95,7 @@ mod health;
 mod index;
 mod log;
 mod log_txn;
+mod merge;
 mod pool;
 mod producer;
 mod records;

@@ -100,6 +100,9 @@ pub(crate) fn write_producer_start(dir: &Path, offset: i64) -> Result<(), Storag
 
 pub(crate) fn recover(dir: &Path, cfg: &LogConfig) -> Result<Recovered, StorageError> {
     fs::create_dir_all(dir).ctx(|| format!("create log directory {}", dir.display()))?;
+    // a compaction install a crash interrupted is completed first (see
+    // `merge`): the listing below then finds no overlapping segments
+    crate::merge::finish_interrupted(dir)?;
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     let clean = marker.exists();
     if clean {

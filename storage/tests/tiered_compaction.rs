@@ -487,3 +487,141 @@ async fn a_compacted_copy_not_yet_swapped_in_before_a_restart_is_swapped_in_afte
     p.close().unwrap();
     r.tier.shutdown().await;
 }
+
+/// Waits until every manifest entry is the local sealed segment of its
+/// base (same end, same size) and no re-upload is pending.
+async fn swapped_in(r: &Rig, p: &mut TieredPartition) {
+    let local: BTreeMap<i64, (i64, u64)> = p
+        .log()
+        .segments()
+        .iter()
+        .filter(|s| s.sealed)
+        .map(|s| (s.base_offset, (s.last_offset, s.size)))
+        .collect();
+    until(
+        "every compacted segment replaced its tiered entries",
+        || {
+            p.tick(TS).unwrap();
+            let done = p.shared().first_reuploading().is_none()
+                && r.entries()
+                    .iter()
+                    .all(|e| local.get(&e.base_offset) == Some(&(e.last_offset, e.size)));
+            async move { done }
+        },
+    )
+    .await;
+}
+
+/// Waits until the bucket holds the objects of the manifest's entries
+/// only (the replaced ones are deleted after the grace period); returns
+/// the number of objects.
+async fn only_live_objects(r: &Rig) -> usize {
+    tokio::time::sleep(GRACE).await;
+    until("the replaced objects are deleted", || async {
+        let live: Vec<String> = r
+            .entries()
+            .iter()
+            .map(|e| e.key.trim_end_matches(".seg").to_owned())
+            .collect();
+        r.keys().await.iter().all(|k| {
+            k.rsplit_once('.')
+                .is_some_and(|(stem, _)| live.iter().any(|l| l == stem))
+        })
+    })
+    .await;
+    r.keys().await.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_compacted_segments_merge_and_so_do_their_entries_and_objects() {
+    let r = rig().await;
+    let mut p = r.open();
+    fill(&mut p, 150);
+    all_uploaded(&mut p).await;
+    // the first run finds full segments: each is rewritten on its own
+    let first = compact(&mut p);
+    assert!(first.segments >= 4, "{first:?}");
+    assert_eq!(first.segments, first.segments_after, "{first:?}");
+    swapped_in(&r, &mut p).await;
+    only_live_objects(&r).await;
+
+    // more writes, then a run over small compacted segments and a full one
+    fill(&mut p, 40);
+    all_uploaded(&mut p).await;
+    let before = r.entries();
+    let objects_before = only_live_objects(&r).await;
+    let end = before.last().unwrap().next_offset();
+    let records = local_records(p.log(), 0, end);
+    let local_before = p.log().segments().len();
+    // (now: segments the first run emptied take their clock from their
+    // file, written just now)
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let job = p.plan_compaction(now, i64::MAX).expect("a run is due");
+    let second = p.install_compaction(job.run().unwrap(), now).unwrap();
+    let merged_away = second.segments - second.segments_after;
+    assert!(merged_away >= 3, "small segments merged: {second:?}");
+    assert_eq!(p.log().segments().len(), local_before - merged_away);
+    let compacted = local_records(p.log(), 0, end);
+    assert!(compacted.iter().all(|(o, rec)| records.get(o) == Some(rec)));
+
+    // the leader uploads the merged segment once and swaps it in for the
+    // entries it covers, in one manifest write
+    swapped_in(&r, &mut p).await;
+    let after = r.entries();
+    assert_eq!(
+        after.len(),
+        before.len() - merged_away,
+        "{} entries became {}",
+        before.len(),
+        after.len()
+    );
+    assert_eq!(after.first().unwrap().first_served(), 0);
+    assert_eq!(after.last().unwrap().next_offset(), end);
+    for w in after.windows(2) {
+        assert_eq!(
+            w[1].first_served(),
+            w[0].next_offset(),
+            "no gap, no overlap"
+        );
+    }
+    assert!(after.iter().any(|e| generation(&e.key) > 0));
+    assert_eq!(
+        r.tier.snapshot().replaced_segments,
+        (first.segments + second.segments) as u64,
+        "every old entry replaced once"
+    );
+
+    // after the grace period the bucket holds fewer objects
+    let objects_after = only_live_objects(&r).await;
+    assert!(
+        objects_after < objects_before,
+        "objects in the bucket: {objects_before} -> {objects_after}"
+    );
+    assert_eq!(
+        r.keys()
+            .await
+            .iter()
+            .filter(|k| k.ends_with(".seg"))
+            .count(),
+        after.len()
+    );
+
+    // local copies go; cold reads serve the compacted records from the
+    // merged object
+    p.set_retention(TierRetention {
+        local_retention_bytes: Some(0),
+        ..TierRetention::default()
+    });
+    p.tick(TS).unwrap();
+    assert!(p.local_log_start_offset() >= end, "evicted locally");
+    assert_eq!(cold_records(&r.tier, r.key, 0, end).await, compacted);
+    assert_eq!(r.tier.snapshot().cold_read_errors, 0);
+    p.close().unwrap();
+    r.tier.shutdown().await;
+}

@@ -3,6 +3,8 @@ librdkafka: the leader compacts its local segments, uploads each compacted
 copy under new keys and swaps it into the manifest, so the bytes in the
 bucket shrink with the local log (`tiered_bytes` of `/v1/topics/{name}`,
 and the objects listed in the bucket once the grace period has passed).
+Later runs merge the shrunk segments into one, which replaces their entries
+by one: the number of objects in the bucket falls too, not only their size.
 Then the local copies go (local.retention.bytes=0) and a consumer reading
 from the earliest offset, all from the compacted objects, finds the latest
 value of every key."""
@@ -23,6 +25,10 @@ KEYS = 50
 ROUNDS = 40          # every key written this many times
 VALUE = 10_000       # bytes per value: 20 MB in all
 GRACE_MS = 2_000
+# .seg objects left once compaction merged what it shrank: the latest value
+# of every key is 500 kB, under one segment.bytes (the merged segment, the
+# last one rolled, and one rolled while merging)
+MERGED_OBJECTS = 3
 
 
 @pytest.fixture
@@ -136,12 +142,31 @@ def test_a_compacted_topic_shrinks_in_the_bucket_and_reads_back_from_it(moto_ser
         assert total < produced // 4, (total, produced)
         assert any(".c" in k for k in keys), "compacted copies have keys of their own"
 
+        # The shrunk segments are merged: one object set where there were many.
+        uploaded = broker.metrics()["aerostream_tier_uploaded_segments_total"]
+        assert uploaded >= produced // (2 << 20), f"{uploaded} segments uploaded"
+
+        def few_objects():
+            t, k = bucket_bytes(moto_server, "aerostream", "cluster-1/topics/")
+            pending = broker.metrics()["aerostream_tier_reuploads_pending"]
+            return len(k) <= MERGED_OBJECTS and pending == 0 and (t, k)
+
+        total, keys = wait_until("merged segments leave few objects in the bucket", few_objects,
+                                 timeout=180)
+        print(f"bucket: {uploaded:.0f} segments uploaded, {len(keys)} .seg objects left")
+
         # Local copies go: everything below the active segment is read from
         # the compacted objects.
         change = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
             ConfigEntry("local.retention.bytes", "0", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([change])[change].result(timeout=10)
-        wait_until("local copies are deleted", lambda: len(broker.segment_files(topic)) <= 2, timeout=120)
+        # (by offsets: merged, the local log holds few segment files anyway)
+        def evicted():
+            part = json.loads(broker.http(f"/v1/topics/{topic}"))["partitions"][0]
+            return (part["tiered_start"] is not None and part["local_log_start"] is not None
+                    and part["local_log_start"] > part["tiered_start"]
+                    and len(broker.segment_files(topic)) <= 2) and part
+        wait_until("local copies are deleted", evicted, timeout=120)
         values, count = latest_values(broker.bootstrap, topic)
         print(f"bucket: {total} bytes in {len(keys)} .seg objects; {count} records read back")
         assert values == written, "the latest value of every key"

@@ -148,7 +148,7 @@ impl Manifest for MetastoreManifest {
     async fn replace(
         &self,
         p: PartitionKey,
-        old_key: &str,
+        old_keys: &[String],
         segment: TieredSegment,
     ) -> Result<(), ManifestError> {
         let epoch = self.leader_epoch(p, "replace")?;
@@ -156,7 +156,7 @@ impl Manifest for MetastoreManifest {
             .replace_segment(
                 p.topic_id,
                 p.partition,
-                old_key.to_owned(),
+                old_keys.to_vec(),
                 entry(segment),
                 Some(epoch),
             )

@@ -36,19 +36,21 @@ pub trait Manifests {
         leader_epoch: Option<i32>,
     ) -> Result<(), MetaError>;
 
-    /// Replaces the entry whose key is `old_key` by `entry`, which must serve
-    /// exactly the same offsets (a compacted copy under new keys), in one
-    /// Raft write. Retrying once it landed is harmless. Refused with
-    /// [`MetaError::StaleRequest`] when the old entry is not recorded,
-    /// [`MetaError::InvalidRequest`] when the offsets differ,
-    /// [`MetaError::SegmentOverlap`] when the new key is recorded with other
-    /// content, and [`MetaError::FencedLeaderEpoch`] as
+    /// Replaces the consecutive entries whose keys are `old_keys` (in
+    /// offset order: one, or several a merged compacted segment covers) by
+    /// `entry`, which must serve exactly the offsets they serve together (a
+    /// compacted copy under new keys), in one Raft write. Retrying once it
+    /// landed is harmless. Refused with [`MetaError::StaleRequest`] when an
+    /// old entry is not recorded, [`MetaError::InvalidRequest`] when the
+    /// old entries do not follow each other or the offsets differ,
+    /// [`MetaError::SegmentOverlap`] when the new key is recorded with
+    /// other content, and [`MetaError::FencedLeaderEpoch`] as
     /// [`Manifests::commit_segment`].
     async fn replace_segment(
         &self,
         topic_id: Uuid,
         partition: i32,
-        old_key: String,
+        old_keys: Vec<String>,
         entry: SegmentEntry,
         leader_epoch: Option<i32>,
     ) -> Result<(), MetaError>;
@@ -105,14 +107,22 @@ impl Manifests for Metastore {
         &self,
         topic_id: Uuid,
         partition: i32,
-        old_key: String,
+        old_keys: Vec<String>,
         entry: SegmentEntry,
         leader_epoch: Option<i32>,
     ) -> Result<(), MetaError> {
+        let mut old_keys = old_keys.into_iter();
+        let Some(old_key) = old_keys.next() else {
+            return Err(MetaError::invalid_request(format!(
+                "segment entry '{}' replaces no entry",
+                entry.key
+            )));
+        };
         self.unit_command(Command::ReplaceSegment {
             topic_id,
             partition,
             old_key,
+            merged_keys: old_keys.collect(),
             entry,
             leader_epoch,
         })

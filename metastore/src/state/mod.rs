@@ -360,9 +360,14 @@ impl MetaState {
                 topic_id,
                 partition,
                 old_key,
+                merged_keys,
                 entry,
                 leader_epoch,
-            } => self.replace_segment(topic_id, partition, &old_key, entry, leader_epoch, events),
+            } => {
+                let mut old_keys = vec![old_key];
+                old_keys.extend(merged_keys);
+                self.replace_segment(topic_id, partition, &old_keys, entry, leader_epoch, events)
+            }
             Command::TrimSegments {
                 topic_id,
                 partition,

@@ -159,15 +159,21 @@ impl MetaState {
         &mut self,
         topic_id: Uuid,
         partition: i32,
-        old_key: &str,
+        old_keys: &[String],
         entry: SegmentEntry,
         leader_epoch: Option<i32>,
         events: &mut Vec<MetaEvent>,
     ) -> CommandResult {
         self.check_partition(topic_id, partition)?;
         let first = entry.first_served();
+        let Some(old_key) = old_keys.first() else {
+            return Err(MetaError::invalid_request(format!(
+                "segment entry '{}' replaces no entry",
+                entry.key
+            )));
+        };
         if entry.key.is_empty()
-            || entry.key == old_key
+            || old_keys.contains(&entry.key)
             || entry.base_offset < 0
             || entry.last_offset < entry.base_offset
             || !(entry.base_offset..=entry.last_offset).contains(&first)
@@ -178,10 +184,13 @@ impl MetaState {
             )));
         }
         let list = self.segments(topic_id, partition);
-        let old_at = list.iter().position(|e| e.key == old_key);
+        let found: Vec<Option<usize>> = old_keys
+            .iter()
+            .map(|k| list.iter().position(|e| e.key == *k))
+            .collect();
         if let Some(existing) = list.iter().find(|e| e.key == entry.key) {
             // a retry whose first attempt landed: done, whoever leads now
-            if *existing == entry && old_at.is_none() {
+            if *existing == entry && found.iter().all(Option::is_none) {
                 return Ok(CommandOutput::Done);
             }
             return Err(MetaError::SegmentOverlap {
@@ -192,36 +201,60 @@ impl MetaState {
             });
         }
         self.check_leader_epoch(topic_id, partition, leader_epoch)?;
-        let Some(at) = old_at else {
+        let Some(at) = found.first().copied().flatten() else {
             return Err(MetaError::StaleRequest {
                 reason: format!(
                     "segment '{old_key}' is not in the manifest of partition {partition} of topic {topic_id} (trimmed, or replaced already)"
                 ),
             });
         };
-        let old = &list[at];
-        if old.first_served() != first || old.last_offset != entry.last_offset {
+        for (i, (key, f)) in old_keys.iter().zip(&found).enumerate() {
+            match f {
+                Some(p) if *p == at + i => {}
+                None => {
+                    return Err(MetaError::StaleRequest {
+                        reason: format!(
+                            "segment '{key}' is not in the manifest of partition {partition} of topic {topic_id} (trimmed, or replaced already)"
+                        ),
+                    })
+                }
+                Some(_) => {
+                    return Err(MetaError::invalid_request(format!(
+                        "segment '{key}' does not follow the entry before it"
+                    )))
+                }
+            }
+        }
+        let olds = &list[at..at + old_keys.len()];
+        if let Some(w) = olds
+            .windows(2)
+            .find(|w| w[1].first_served() != w[0].last_offset.saturating_add(1))
+        {
             return Err(MetaError::invalid_request(format!(
-                "segment '{}' serves [{first}..={}], not [{}..={}] as '{old_key}' does",
-                entry.key,
-                entry.last_offset,
-                old.first_served(),
-                old.last_offset
+                "segments '{}' and '{}' leave a gap",
+                w[0].key, w[1].key
             )));
         }
+        let (old_first, old_last) = (olds[0].first_served(), olds[olds.len() - 1].last_offset);
+        if old_first != first || old_last != entry.last_offset {
+            return Err(MetaError::invalid_request(format!(
+                "segment '{}' serves [{first}..={}], not [{old_first}..={old_last}] as '{old_key}'.. do",
+                entry.key, entry.last_offset,
+            )));
+        }
+        let n = old_keys.len();
         let list = self
             .segments
             .entry(topic_id)
             .or_default()
             .entry(partition)
             .or_default();
-        if let Some(slot) = Arc::make_mut(list).get_mut(at) {
-            *slot = entry.clone();
-        }
+        Arc::make_mut(list).splice(at..at + n, [entry.clone()]);
         events.push(MetaEvent::SegmentReplaced {
             topic_id,
             partition,
-            old_key: old_key.to_owned(),
+            old_key: old_key.clone(),
+            merged_keys: old_keys[1..].to_vec(),
             entry,
         });
         Ok(CommandOutput::Done)

@@ -415,6 +415,7 @@ fn an_entry_gives_way_to_a_compacted_copy_of_the_same_offsets() {
                 topic_id: t.id,
                 partition: 0,
                 old_key: old.into(),
+                merged_keys: Vec::new(),
                 entry: e,
                 leader_epoch: epoch,
             },
@@ -479,4 +480,78 @@ fn an_entry_gives_way_to_a_compacted_copy_of_the_same_offsets() {
         .0
         .expect("the new leader replaces");
     assert_eq!(keys(&s), ["a", "b.c1", "c.c1"]);
+}
+
+/// Consecutive entries give way to one compacted copy of their offsets
+/// together (local compaction merged their segments) in one command; the
+/// old entries must follow each other, serve adjacent offsets, and the new
+/// one exactly their span.
+#[test]
+fn consecutive_entries_give_way_to_one_merged_copy() {
+    let mut s = with_agents(1);
+    let t = create(&mut s, "t", 1, 1);
+    for e in [
+        seg("a", 0, 99),
+        seg("b", 100, 199),
+        seg("c", 200, 299),
+        seg("e", 400, 499),
+        seg("f", 500, 599),
+    ] {
+        apply(
+            &mut s,
+            Command::CommitSegment {
+                topic_id: t.id,
+                partition: 0,
+                entry: e,
+                leader_epoch: Some(0),
+            },
+        )
+        .expect("commit");
+    }
+    let replace = |s: &mut MetaState, olds: &[&str], e: SegmentEntry| {
+        apply_at(
+            s,
+            T0,
+            Command::ReplaceSegment {
+                topic_id: t.id,
+                partition: 0,
+                old_key: olds[0].into(),
+                merged_keys: olds[1..].iter().map(|k| (*k).to_owned()).collect(),
+                entry: e,
+                leader_epoch: Some(0),
+            },
+        )
+    };
+    let keys = |s: &MetaState| -> Vec<String> {
+        s.segments(t.id, 0).iter().map(|e| e.key.clone()).collect()
+    };
+    for (olds, e, why) in [
+        (&["a", "c"][..], seg("m", 0, 299), "not consecutive"),
+        (&["b", "a"][..], seg("m", 0, 199), "out of order"),
+        (&["c", "e"][..], seg("m", 200, 499), "a gap between them"),
+        (&["a", "b"][..], seg("m", 0, 198), "fewer offsets"),
+        (&["a", "b"][..], seg("m", 0, 200), "more offsets"),
+        (&["a", "zz"][..], seg("m", 0, 199), "one is not recorded"),
+    ] {
+        let (r, ev) = replace(&mut s, olds, e);
+        assert!(r.is_err(), "{why}");
+        assert!(ev.is_empty(), "{why}");
+        assert_eq!(keys(&s), ["a", "b", "c", "e", "f"], "{why}");
+    }
+    let merged = SegmentEntry {
+        size: 10,
+        ..seg("a.c1", 0, 299)
+    };
+    let (r, ev) = replace(&mut s, &["a", "b", "c"], merged.clone());
+    r.expect("replace");
+    assert!(matches!(
+        ev.as_slice(),
+        [MetaEvent::SegmentReplaced { old_key, merged_keys, .. }]
+            if old_key == "a" && merged_keys == &["b".to_owned(), "c".to_owned()]
+    ));
+    assert_eq!(keys(&s), ["a.c1", "e", "f"]);
+    let (r, ev) = replace(&mut s, &["a", "b", "c"], merged);
+    r.expect("a retry once landed is a no-op");
+    assert!(ev.is_empty());
+    assert_eq!(keys(&s), ["a.c1", "e", "f"]);
 }

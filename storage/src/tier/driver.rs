@@ -26,15 +26,18 @@
 //! 5. Cold reads run on the control-plane runtime too (spawned there by
 //!    [`Tier::read`]), so object-store IO never runs on a shard.
 //! 6. Compacted copies (a compacted topic's leader rewrote a tiered
-//!    segment locally): the engine schedules a re-upload; the driver checks
-//!    that one entry of the shared snapshot serves exactly the segment's
-//!    offsets with a larger object, uploads the `.seg`, `.idx` and `.tix`
-//!    under keys of a new generation (copying the `.producers` and
-//!    `.txnindex` objects, which compaction does not change, from the old
-//!    keys), replaces the entry in the manifest, puts the new entry in the
-//!    shared snapshot, and deletes the old objects only after
-//!    `compaction_grace`: a cold read that looked up the old entry just
-//!    before the swap still finds its objects.
+//!    segment locally, or merged several into one): the engine schedules a
+//!    re-upload; the driver checks that one entry of the shared snapshot
+//!    serves exactly the segment's offsets with a larger object, or that
+//!    several consecutive entries do together, uploads the `.seg`, `.idx`
+//!    and `.tix` under keys of a new generation (copying the `.producers`
+//!    object of the last old entry, and the `.txnindex` of a single one,
+//!    which compaction does not change; a merged segment's `.txnindex` goes
+//!    up from its local file), replaces the entries by the new one in the
+//!    manifest in one write, puts the new entry in the shared snapshot,
+//!    and deletes the old objects only after `compaction_grace`: a cold
+//!    read that looked up an old entry just before the swap still finds
+//!    its objects.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -744,7 +747,12 @@ impl Driver {
                         base_offset = segment.base_offset,
                         bytes = i64::try_from(segment.size).unwrap_or(i64::MAX),
                     );
-                    let Some(old) = replaced_entry(&shared.manifest(), &segment) else {
+                    let Some(old) = super::manifest::replaced_by(
+                        &shared.manifest(),
+                        segment.base_offset,
+                        segment.last_offset,
+                        segment.size,
+                    ) else {
                         let _ = tx.send(Msg::Engine(Event::ReuploadSkipped { op }));
                         return;
                     };
@@ -787,9 +795,10 @@ impl Driver {
                 let tx = self.tx.clone();
                 let deadline = self.config.manifest_timeout;
                 self.tasks.spawn(async move {
+                    let old_keys: Vec<String> = old.iter().map(|e| e.key.clone()).collect();
                     let result = tokio::time::timeout(
                         deadline,
-                        manifest.replace(partition, &old.key, entry.clone()),
+                        manifest.replace(partition, &old_keys, entry.clone()),
                     )
                     .await;
                     let msgs = match result {
@@ -805,7 +814,7 @@ impl Driver {
                                 Ok(Err(e)) => (e.to_string(), e.retriable),
                                 _ => (format!("no answer within {} s", deadline.as_secs()), true),
                             };
-                            tracing::warn!(old = %old.key, new = %entry.key, attempt, retriable, error = %reason, "replacing a tiered segment by its compacted copy failed");
+                            tracing::warn!(old = ?old_keys, new = %entry.key, attempt, retriable, error = %reason, "replacing a tiered segment by its compacted copy failed");
                             let failed = Msg::Engine(Event::ReplaceFailed {
                                 op,
                                 jitter: rand::random::<f64>(),
@@ -866,23 +875,27 @@ impl Driver {
     /// A compacted copy is in the manifest: cold readers find it from now
     /// on, and the old objects go after the grace period. Done whether or
     /// not the engine still knows the operation: the manifest changed.
-    fn replaced(&mut self, partition: PartitionKey, old: TieredSegment, entry: TieredSegment) {
-        add(&self.metrics.replaced_segments, 1);
+    fn replaced(&mut self, partition: PartitionKey, old: Vec<TieredSegment>, entry: TieredSegment) {
+        let bytes_before: u64 = old.iter().map(|e| e.size).sum();
+        add(&self.metrics.replaced_segments, old.len() as u64);
         add(
             &self.metrics.compacted_bytes_removed,
-            old.size.saturating_sub(entry.size),
+            bytes_before.saturating_sub(entry.size),
         );
+        let old_keys: Vec<&str> = old.iter().map(|e| e.key.as_str()).collect();
         tracing::debug!(
-            old = %old.key,
+            old = ?old_keys,
             new = %entry.key,
-            bytes_before = old.size,
+            bytes_before,
             bytes_after = entry.size,
-            "a compacted copy replaced a tiered segment"
+            "a compacted copy replaced tiered segments"
         );
         if let Some(shared) = self.core.registry.lock().get(&partition) {
-            shared.swap_entry(&old.key, entry);
+            shared.swap_entries(&old_keys, entry);
         }
-        self.expire_later(old);
+        for e in old {
+            self.expire_later(e);
+        }
     }
 
     /// Deletes an entry's objects once `compaction_grace` has passed (its
@@ -978,31 +991,35 @@ async fn upload_segment(
     ))
 }
 
-/// The entry a compacted local segment replaces: the one serving exactly
-/// its offsets, from its object's base, with a larger object.
-fn replaced_entry(entries: &[TieredSegment], seg: &SealedSegment) -> Option<TieredSegment> {
-    let e = super::manifest::locate(entries, seg.base_offset)?;
-    let exact = e.base_offset == seg.base_offset
-        && e.first_served() == seg.base_offset
-        && e.last_offset == seg.last_offset;
-    (exact && seg.size < e.size).then(|| e.clone())
-}
-
 /// Uploads a compacted segment's objects under the keys of a generation
 /// above `old`'s (at least `generation`): the data and its indexes from
-/// the local files; the producer snapshot and the aborted-transaction index
-/// copied from `old`'s objects (compaction keeps the producers' state at
-/// the segment's end and every transaction marker). Returns the new entry
-/// (serving the same offsets as `old`), the bytes and objects sent.
+/// the local files; the producer snapshot copied from the last old entry's
+/// (compaction keeps the producers' state at the segment's end), and the
+/// aborted-transaction index copied from the old entry's, or, for a
+/// segment merged from several, uploaded from the local index of the
+/// merged segment (compaction keeps every transaction marker). Returns the
+/// new entry (serving the same offsets as `old` together), the bytes and
+/// objects sent.
 async fn upload_compacted(
     store: &ObjectStoreHandle,
     partition: PartitionKey,
     seg: &SealedSegment,
-    old: &TieredSegment,
+    old: &[TieredSegment],
     generation: u64,
     config: &TierConfig,
 ) -> Result<(TieredSegment, u64, u64), TierError> {
-    let previous = cache::layout::generation_of(&old.key).unwrap_or(0);
+    let (Some(first), Some(last)) = (old.first(), old.last()) else {
+        return Err(TierError::CorruptObject {
+            key: seg.path.display().to_string(),
+            position: 0,
+            reason: "a compacted segment replaces no tiered entry".into(),
+        });
+    };
+    let previous = old
+        .iter()
+        .filter_map(|e| cache::layout::generation_of(&e.key))
+        .max()
+        .unwrap_or(0);
     let generation = generation.max(previous.saturating_add(1));
     let id = SegmentId::new(
         partition.topic_id,
@@ -1039,18 +1056,32 @@ async fn upload_compacted(
         ),
         copy_sidecar(
             store,
-            &old.key,
+            &last.key,
             cache::layout::PRODUCER_SNAPSHOT_EXT,
             id.producer_snapshot_key(prefix),
             config
         ),
-        copy_sidecar(
-            store,
-            &old.key,
-            cache::layout::TXN_INDEX_EXT,
-            id.txn_index_key(prefix),
-            config
-        ),
+        async {
+            if old.len() == 1 {
+                copy_sidecar(
+                    store,
+                    &first.key,
+                    cache::layout::TXN_INDEX_EXT,
+                    id.txn_index_key(prefix),
+                    config,
+                )
+                .await
+            } else {
+                super::txn_index::upload(
+                    store,
+                    id.txn_index_key(prefix),
+                    seg,
+                    config.upload_timeout,
+                )
+                .await
+                .map(|bytes| bytes > 0)
+            }
+        },
     )?;
     if data.size != seg.size {
         return Err(TierError::CorruptObject {
@@ -1073,12 +1104,12 @@ async fn upload_compacted(
         first_timestamp: if seg.first_timestamp >= 0 {
             seg.first_timestamp
         } else {
-            old.first_timestamp
+            first.first_timestamp
         },
         max_timestamp: if seg.max_timestamp >= 0 {
             seg.max_timestamp
         } else {
-            old.max_timestamp
+            old.iter().map(|e| e.max_timestamp).max().unwrap_or(-1)
         },
         size: data.size,
         checksum: data.crc32c,

@@ -40,16 +40,18 @@
 //!
 //! Re-uploads of compacted segments (a compacted topic, see
 //! `docs/tiering.md`), step by step:
-//! 6. A leader whose local compaction rewrote a segment that one manifest
-//!    entry serves exactly reports it ([`Event::Recompacted`]). The engine
+//! 6. A leader whose local compaction rewrote a segment whose offsets one
+//!    manifest entry, or several consecutive ones (local compaction merged
+//!    their segments), serve exactly reports it ([`Event::Recompacted`]). The engine
 //!    schedules a re-upload: it shares the upload slots (agent and
 //!    partition), waits for them behind first uploads (those free local
 //!    disk), and is retried with the same backoff, for ever. A newer report
 //!    for the same base replaces an older one still waiting or in flight
 //!    (whose completion is then ignored).
-//! 7. Once uploaded under new keys, the entry is replaced in the manifest
-//!    ([`Action::Replace`]), retried with backoff while the manifest is
-//!    unavailable, dropped when refused for good.
+//! 7. Once uploaded under new keys, the entry (or the consecutive entries,
+//!    by one) is replaced in the manifest ([`Action::Replace`]), retried
+//!    with backoff while the manifest is unavailable, dropped when refused
+//!    for good.
 //! 8. A re-upload leaves the engine when replaced, skipped (no entry serves
 //!    the segment's offsets exactly any more, or the copy is not smaller),
 //!    refused, or dropped (truncation, DeleteRecords, the partition
@@ -223,7 +225,8 @@ pub enum Event {
         jitter: f64,
     },
     /// Local compaction rewrote these sealed segments of a leader, each
-    /// with the offsets of one manifest entry; `generation` (above 0) names
+    /// with the offsets of one manifest entry or of several consecutive
+    /// ones; `generation` (above 0) names
     /// the compacted copies' keys (see `cache::layout`).
     Recompacted {
         partition: PartitionKey,
@@ -231,10 +234,12 @@ pub enum Event {
         segments: Vec<SealedSegment>,
         generation: u64,
     },
-    /// The compacted copy is in object storage as `entry`, to replace `old`.
+    /// The compacted copy is in object storage as `entry`, to replace the
+    /// consecutive entries `old` (several where local compaction merged
+    /// their segments into one).
     ReuploadDone {
         op: OpId,
-        old: TieredSegment,
+        old: Vec<TieredSegment>,
         entry: TieredSegment,
     },
     ReuploadFailed {
@@ -282,7 +287,8 @@ pub enum Action {
     },
     /// Upload the compacted local segment under the keys of `generation`
     /// (or a higher one), if one manifest entry serves exactly its offsets
-    /// with a larger object; report `ReuploadDone`, `ReuploadFailed` or
+    /// with a larger object, or several consecutive entries do together;
+    /// report `ReuploadDone`, `ReuploadFailed` or
     /// `ReuploadSkipped`.
     Reupload {
         op: OpId,
@@ -291,13 +297,13 @@ pub enum Action {
         generation: u64,
         attempt: u32,
     },
-    /// Replace `old` by `entry` in the manifest, then delete `old`'s
-    /// objects after the grace period; report `ReplaceDone` or
-    /// `ReplaceFailed`.
+    /// Replace the consecutive entries `old` by `entry` in the manifest,
+    /// then delete their objects after the grace period; report
+    /// `ReplaceDone` or `ReplaceFailed`.
     Replace {
         op: OpId,
         partition: PartitionKey,
-        old: TieredSegment,
+        old: Vec<TieredSegment>,
         entry: TieredSegment,
         attempt: u32,
     },
@@ -349,13 +355,13 @@ enum Redo {
     },
     /// Uploaded; the replace waits for its backoff to end.
     ReplaceWaiting {
-        old: TieredSegment,
+        old: Vec<TieredSegment>,
         entry: TieredSegment,
         not_before: u64,
     },
     Replacing {
         op: OpId,
-        old: TieredSegment,
+        old: Vec<TieredSegment>,
         entry: TieredSegment,
     },
 }

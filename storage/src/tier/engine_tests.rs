@@ -826,7 +826,7 @@ fn replaces(actions: &[Action]) -> Vec<(OpId, String, String, u32)> {
                 entry,
                 attempt,
                 ..
-            } => Some((*op, old.key.clone(), entry.key.clone(), *attempt)),
+            } => Some((*op, old[0].key.clone(), entry.key.clone(), *attempt)),
             _ => None,
         })
         .collect()
@@ -875,7 +875,7 @@ fn a_compacted_segment_is_uploaded_again_then_replaced_then_released() {
         2,
         Event::ReuploadDone {
             op: started[0].0,
-            old: entry(&seg(10, 19)),
+            old: vec![entry(&seg(10, 19))],
             entry: copy_of(10, 19),
         },
     );
@@ -951,7 +951,7 @@ fn failed_reuploads_and_replaces_are_retried_after_a_backoff() {
         wake,
         Event::ReuploadDone {
             op: again[0].0,
-            old: entry(&seg(10, 19)),
+            old: vec![entry(&seg(10, 19))],
             entry: copy_of(10, 19),
         },
     );
@@ -999,7 +999,7 @@ fn a_truncation_drops_reuploads_it_cut_and_their_late_copies_are_discarded() {
         2,
         Event::ReuploadDone {
             op: started[0].0,
-            old: entry(&seg(0, 9)),
+            old: vec![entry(&seg(0, 9))],
             entry: copy_of(0, 9),
         },
     );
@@ -1019,7 +1019,7 @@ fn a_truncation_drops_reuploads_it_cut_and_their_late_copies_are_discarded() {
         4,
         Event::ReuploadDone {
             op: started[1].0,
-            old: entry(&seg(20, 29)),
+            old: vec![entry(&seg(20, 29))],
             entry: copy_of(20, 29),
         },
     );
@@ -1062,7 +1062,7 @@ fn a_newer_report_for_the_same_base_replaces_the_stale_reupload() {
         3,
         Event::ReuploadDone {
             op: stale_op,
-            old: entry(&seg(10, 19)),
+            old: vec![entry(&seg(10, 19))],
             entry: copy_of(10, 19),
         },
     );
@@ -1075,7 +1075,7 @@ fn a_newer_report_for_the_same_base_replaces_the_stale_reupload() {
         4,
         Event::ReuploadDone {
             op: fresh[0].0,
-            old: entry(&seg(10, 19)),
+            old: vec![entry(&seg(10, 19))],
             entry: copy_of(10, 19),
         },
     );

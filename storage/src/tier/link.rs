@@ -26,11 +26,11 @@ pub(crate) enum Msg {
         partition: PartitionKey,
         entry: TieredSegment,
     },
-    /// A compacted copy replaced `old` in the manifest.
+    /// A compacted copy replaced the entries `old` in the manifest.
     Replaced {
         op: OpId,
         partition: PartitionKey,
-        old: TieredSegment,
+        old: Vec<TieredSegment>,
         entry: TieredSegment,
     },
     /// Delete an entry's objects once the compaction grace period is over.

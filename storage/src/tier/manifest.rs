@@ -103,19 +103,22 @@ pub struct ManifestError {
 ///   a possibly slightly stale local copy that includes this process's own
 ///   writes. The log start survives the loss of every local copy of the
 ///   partition: it is the DeleteRecords floor.
-/// - `replace` swaps one entry for another serving exactly the same
-///   offsets (a compacted copy of the same segment under new keys), in
-///   place and atomically: a reader sees the old entry or the new one,
-///   never both or neither. It is durable when it returns `Ok`, and
-///   idempotent: once the new entry is recorded and the old one gone, the
+/// - `replace` swaps one or several consecutive entries for one entry
+///   serving exactly the offsets they served together (a compacted copy
+///   of the same segment, or of several merged into one, under new keys),
+///   in place and atomically: a reader sees the old entries or the new
+///   one, never both or neither. It is durable when it returns `Ok`, and
+///   idempotent: once the new entry is recorded and the old ones gone, the
 ///   same call succeeds again. It is refused with a non-retriable error
-///   when the old entry is not recorded (retention trimmed it, or another
-///   replace won), when the new entry serves other offsets than the old
-///   one (`first_served..=last_offset`) or `served_from` lies outside its
-///   object, or when the new key is already recorded with other content;
-///   the metastore also refuses it from a deposed leader, as `commit`.
-///   The old entry's objects are the caller's to delete, after readers
-///   that already looked it up are done.
+///   when an old entry is not recorded (retention trimmed it, or another
+///   replace won), when the old entries are not consecutive in the list
+///   or do not serve adjacent offsets, when the new entry serves other
+///   offsets than they do together (`first_served..=last_offset`) or
+///   `served_from` lies outside its object, or when the new key is already
+///   recorded with other content; the metastore also refuses it from a
+///   deposed leader, as `commit`. The old entries' objects are the
+///   caller's to delete, after readers that already looked them up are
+///   done.
 /// - `deleted_topics` lists a deleted topic's entries until
 ///   `forget_deleted_topic`.
 #[async_trait]
@@ -128,12 +131,13 @@ pub trait Manifest: Send + Sync + 'static {
         partition: PartitionKey,
         segment: TieredSegment,
     ) -> Result<(), ManifestError>;
-    /// Replaces the entry whose `.seg` key is `old_key` by `entry`, which
-    /// must serve exactly the same offsets (see the contract above).
+    /// Replaces the consecutive entries whose `.seg` keys are `old_keys`
+    /// (in offset order) by `entry`, which must serve exactly the offsets
+    /// they serve together (see the contract above).
     async fn replace(
         &self,
         partition: PartitionKey,
-        old_key: &str,
+        old_keys: &[String],
         entry: TieredSegment,
     ) -> Result<(), ManifestError>;
     /// Drops the entries wholly below `below_offset`; returns them so their
@@ -297,7 +301,7 @@ impl Manifest for MemoryManifest {
     async fn replace(
         &self,
         partition: PartitionKey,
-        old_key: &str,
+        old_keys: &[String],
         entry: TieredSegment,
     ) -> Result<(), ManifestError> {
         let mut s = self.state.lock();
@@ -307,13 +311,19 @@ impl Manifest for MemoryManifest {
             reason,
             retriable: false,
         };
-        if entry.key == old_key {
-            return Err(refused(format!("{old_key} cannot replace itself")));
+        let Some(first_key) = old_keys.first() else {
+            return Err(refused(format!("{} replaces no entry", entry.key)));
+        };
+        if old_keys.contains(&entry.key) {
+            return Err(refused(format!("{} cannot replace itself", entry.key)));
         }
         let list = s.partitions.entry(partition).or_default();
-        let old_at = list.iter().position(|e| e.key == old_key);
+        let found: Vec<Option<usize>> = old_keys
+            .iter()
+            .map(|k| list.iter().position(|e| e.key == *k))
+            .collect();
         if let Some(existing) = list.iter().find(|e| e.key == entry.key) {
-            if *existing == entry && old_at.is_none() {
+            if *existing == entry && found.iter().all(Option::is_none) {
                 return Ok(());
             }
             return Err(refused(format!(
@@ -321,24 +331,23 @@ impl Manifest for MemoryManifest {
                 entry.key
             )));
         }
-        let Some(at) = old_at else {
-            return Err(refused(format!("{old_key} is not recorded")));
+        let Some(at) = found[0] else {
+            return Err(refused(format!("{first_key} is not recorded")));
         };
-        let old = &list[at];
+        let olds = replaced_run(list, at, old_keys, &found).map_err(refused)?;
+        let (first, last) = (olds[0].first_served(), olds[olds.len() - 1].last_offset);
         if !(entry.base_offset..=entry.last_offset).contains(&entry.first_served())
-            || entry.first_served() != old.first_served()
-            || entry.last_offset != old.last_offset
+            || entry.first_served() != first
+            || entry.last_offset != last
         {
             return Err(refused(format!(
-                "{} serves [{}..={}], {old_key} [{}..={}]",
+                "{} serves [{}..={}], {first_key}.. [{first}..={last}]",
                 entry.key,
                 entry.first_served(),
                 entry.last_offset,
-                old.first_served(),
-                old.last_offset
             )));
         }
-        list[at] = entry;
+        list.splice(at..at + old_keys.len(), [entry]);
         Ok(())
     }
 
@@ -391,6 +400,64 @@ impl Manifest for MemoryManifest {
         *start = (*start).max(offset);
         Ok(())
     }
+}
+
+/// The entries `old_keys` name, found at the positions `found`: they must
+/// follow each other from `at` on and serve adjacent offsets.
+fn replaced_run<'a>(
+    list: &'a [TieredSegment],
+    at: usize,
+    old_keys: &[String],
+    found: &[Option<usize>],
+) -> Result<&'a [TieredSegment], String> {
+    for (i, (key, f)) in old_keys.iter().zip(found).enumerate() {
+        if *f != Some(at + i) {
+            return Err(match f {
+                None => format!("{key} is not recorded"),
+                Some(_) => format!("{key} does not follow the entry before it"),
+            });
+        }
+    }
+    let olds = &list[at..at + old_keys.len()];
+    if let Some(w) = olds
+        .windows(2)
+        .find(|w| w[1].first_served() != w[0].last_offset.saturating_add(1))
+    {
+        return Err(format!("{} and {} leave a gap", w[0].key, w[1].key));
+    }
+    Ok(olds)
+}
+
+/// The entries a compacted local segment of `base..=last` and `size`
+/// bytes replaces: the consecutive ones serving exactly its offsets
+/// together, the first from its object's base; several (local compaction
+/// merged their segments into one), or one with a larger object.
+pub(crate) fn replaced_by(
+    entries: &[TieredSegment],
+    base: i64,
+    last: i64,
+    size: u64,
+) -> Option<Vec<TieredSegment>> {
+    let first = locate(entries, base)?;
+    if first.base_offset != base || first.first_served() != base {
+        return None;
+    }
+    let at = entries.iter().position(|e| e.key == first.key)?;
+    let mut run: Vec<TieredSegment> = Vec::new();
+    for e in &entries[at..] {
+        if let Some(prev) = run.last() {
+            if e.first_served() != prev.last_offset.saturating_add(1) {
+                return None;
+            }
+        }
+        run.push(e.clone());
+        if e.last_offset >= last {
+            break;
+        }
+    }
+    let exact = run.last().is_some_and(|e| e.last_offset == last);
+    let smaller = run.len() > 1 || run.first().is_some_and(|e| size < e.size);
+    (exact && smaller).then_some(run)
 }
 
 /// The entry serving `offset`, else the first entry after it (a consumer

@@ -62,6 +62,7 @@ where
     log_start_is_durable_monotonic_and_per_partition(&make().await).await;
     replace_swaps_an_entry_in_place_and_is_idempotent(&make().await).await;
     replace_is_refused_unless_the_old_entry_serves_the_same_offsets(&make().await).await;
+    consecutive_entries_are_replaced_by_one_merged_copy(&make().await).await;
 }
 
 /// Partition 0 of a fresh topic.
@@ -336,21 +337,23 @@ pub async fn replace_swaps_an_entry_in_place_and_is_idempotent(m: &impl Manifest
     }
     let old = entry(p, 10, 19);
     let new = compacted(p, 10, 19, 7);
-    m.replace(p, &old.key, new.clone()).await.expect("replace");
+    m.replace(p, std::slice::from_ref(&old.key), new.clone())
+        .await
+        .expect("replace");
     let after = m.segments(p);
     assert_eq!(ranges(&after), vec![(0, 9), (10, 19), (20, 29)], "in place");
     assert_eq!(after[1], new, "the new entry, whole");
-    m.replace(p, &old.key, new.clone())
+    m.replace(p, std::slice::from_ref(&old.key), new.clone())
         .await
         .expect("a retry after the replace landed must succeed");
     assert_eq!(m.segments(p), after, "and change nothing");
     let newer = compacted(p, 10, 19, 8);
-    m.replace(p, &new.key, newer.clone())
+    m.replace(p, std::slice::from_ref(&new.key), newer.clone())
         .await
         .expect("a compacted copy is replaced in turn");
     assert_eq!(m.segments(p)[1], newer);
     let err = m
-        .replace(p, &old.key, new.clone())
+        .replace(p, std::slice::from_ref(&old.key), new.clone())
         .await
         .expect_err("a late retry of the first replace, once superseded");
     assert!(!err.retriable, "{err}");
@@ -362,9 +365,13 @@ pub async fn replace_swaps_an_entry_in_place_and_is_idempotent(m: &impl Manifest
         size: 10,
         ..straddling_old.clone()
     };
-    m.replace(p, &straddling_old.key, straddling_new.clone())
-        .await
-        .expect("an entry serving from above its base keeps serving from there");
+    m.replace(
+        p,
+        std::slice::from_ref(&straddling_old.key),
+        straddling_new.clone(),
+    )
+    .await
+    .expect("an entry serving from above its base keeps serving from there");
     assert_eq!(served(&m.segments(p))[3], (30, 39));
     assert_eq!(m.segments(p)[3], straddling_new);
     let trimmed = m.trim(p, 20).await.expect("trim");
@@ -447,10 +454,69 @@ pub async fn replace_is_refused_unless_the_old_entry_serves_the_same_offsets(
     ];
     for (old_key, new, why) in refusals {
         let err = m
-            .replace(p, &old_key, new)
+            .replace(p, &[old_key], new)
             .await
             .expect_err(&format!("a replace with {why} must be refused"));
         assert!(!err.retriable, "{why}: {err}");
         assert_eq!(m.segments(p), before, "{why}: nothing changed");
     }
+}
+
+/// `replace` swaps several consecutive entries for one merged copy serving
+/// exactly their offsets together, in one step and idempotently; old
+/// entries that are not consecutive, leave a gap, or whose span the new
+/// entry does not serve exactly are refused for good, changing nothing.
+pub async fn consecutive_entries_are_replaced_by_one_merged_copy(m: &impl ManifestUnderTest) {
+    let p = partition(m).await;
+    for (base, last) in [(0, 9), (10, 19), (20, 29), (40, 49), (50, 59)] {
+        m.commit(p, entry(p, base, last)).await.expect("commit");
+    }
+    let before = m.segments(p);
+    let keys = |spans: &[(i64, i64)]| -> Vec<String> {
+        spans.iter().map(|(b, l)| entry(p, *b, *l).key).collect()
+    };
+    let merged = |base: i64, last: i64| TieredSegment {
+        size: 7,
+        ..compacted(p, base, last, 1)
+    };
+    let refusals = [
+        (keys(&[(0, 9), (20, 29)]), merged(0, 29), "not consecutive"),
+        (keys(&[(10, 19), (0, 9)]), merged(0, 19), "out of order"),
+        (
+            keys(&[(20, 29), (40, 49)]),
+            merged(20, 49),
+            "a gap between them",
+        ),
+        (keys(&[(0, 9), (10, 19)]), merged(0, 18), "fewer offsets"),
+        (keys(&[(0, 9), (10, 19)]), merged(0, 20), "more offsets"),
+        (Vec::new(), merged(0, 9), "no old entry"),
+    ];
+    for (olds, new, why) in refusals {
+        let err = m
+            .replace(p, &olds, new)
+            .await
+            .expect_err(&format!("a replace with {why} must be refused"));
+        assert!(!err.retriable, "{why}: {err}");
+        assert_eq!(m.segments(p), before, "{why}: nothing changed");
+    }
+    let olds = keys(&[(0, 9), (10, 19), (20, 29)]);
+    let new = merged(0, 29);
+    m.replace(p, &olds, new.clone()).await.expect("replace");
+    let after = m.segments(p);
+    assert_eq!(ranges(&after), vec![(0, 29), (40, 49), (50, 59)]);
+    assert_eq!(after[0], new, "the new entry, whole");
+    m.replace(p, &olds, new.clone())
+        .await
+        .expect("a retry after the replace landed must succeed");
+    assert_eq!(m.segments(p), after, "and change nothing");
+    let olds = vec![new.key.clone()];
+    let newer = TieredSegment {
+        key: new.key.replace(".c1.", ".c2."),
+        size: 5,
+        ..new.clone()
+    };
+    m.replace(p, &olds, newer.clone())
+        .await
+        .expect("a merged copy is replaced in turn");
+    assert_eq!(m.segments(p)[0], newer);
 }

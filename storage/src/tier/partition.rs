@@ -8,8 +8,8 @@
 //! - deletes local segments under `local.retention.*` (or early, under
 //!   disk pressure), but only below what the uploader says is committed;
 //! - on a leader, hands segments its local compaction rewrote to the
-//!   uploader when one manifest entry serves exactly their offsets, so the
-//!   compacted copy replaces the object (see [`TieredPartition::install_compaction`]);
+//!   uploader when one manifest entry, or several consecutive ones, serve
+//!   exactly their offsets, so the compacted copy replaces the objects (see [`TieredPartition::install_compaction`]);
 //! - answers the partition's log start across both tiers, and keeps the
 //!   DeleteRecords floor (recorded in the manifest by
 //!   [`super::Tier::persist_log_start`] before it is applied, and in the
@@ -405,9 +405,11 @@ impl TieredPartition {
     /// Installs a finished compaction run (see
     /// [`PartitionLog::install_compaction`]) and counts the bytes it freed.
     /// On a leader (a partition whose upload limit is past the segment),
-    /// each replaced segment whose offsets one manifest entry serves
-    /// exactly, with a larger object, goes to the uploader, which uploads
-    /// it under new keys and swaps it into the manifest; until that is
+    /// each new segment whose offsets one manifest entry serves exactly,
+    /// with a larger object, or several consecutive entries serve together
+    /// (local compaction merged their segments), goes to the uploader,
+    /// which uploads it under new keys and swaps it into the manifest in
+    /// place of those entries; until that is
     /// over the segment is neither compacted again nor evicted. A follower
     /// only compacts its own copy: its leader uploads.
     pub fn install_compaction(
@@ -428,17 +430,13 @@ impl TieredPartition {
     /// Hands the uploader the sealed segments among `bases` (every sealed
     /// segment when `None`: a leader's opening, a follower becoming
     /// leader) that are smaller than the manifest entry serving exactly
-    /// their offsets: compacted since that entry was uploaded.
+    /// their offsets (compacted since that entry was uploaded), or whose
+    /// offsets several consecutive entries serve together (merged since).
     fn offer_compacted_copies(&mut self, bases: Option<&[i64]>, now_ms: i64) {
         let entries = self.reg.shared.manifest();
         if entries.is_empty() || (bases.is_some_and(<[i64]>::is_empty)) {
             return;
         }
-        let exact = |base: i64, last: i64| {
-            let e = super::manifest::locate(&entries, base)?;
-            (e.base_offset == base && e.first_served() == base && e.last_offset == last)
-                .then_some(e)
-        };
         let candidates: Vec<&crate::segment::Segment> = match bases {
             Some(bases) => bases
                 .iter()
@@ -452,10 +450,7 @@ impl TieredPartition {
             if !seg.sealed || last < seg.base_offset || last >= self.upload_limit {
                 continue;
             }
-            let Some(entry) = exact(seg.base_offset, last) else {
-                continue;
-            };
-            if seg.size >= entry.size {
+            if super::manifest::replaced_by(&entries, seg.base_offset, last, seg.size).is_none() {
                 continue;
             }
             if let Some(s) = SealedSegment::from_info(&seg.info()) {

@@ -122,14 +122,23 @@ impl PartitionShared {
         true
     }
 
-    /// Puts `entry` in place of the entry whose key is `old_key` (a
-    /// compacted copy of the same offsets), if the snapshot still holds it.
-    pub(crate) fn swap_entry(&self, old_key: &str, entry: TieredSegment) {
+    /// Puts `entry` in place of the consecutive entries whose keys are
+    /// `old_keys` (a compacted copy of the same offsets), if the snapshot
+    /// still holds them all, one after the other.
+    pub(crate) fn swap_entries(&self, old_keys: &[&str], entry: TieredSegment) {
         let mut m = self.manifest.write();
-        if let Some(at) = m.iter().position(|e| e.key == old_key) {
-            if let Some(slot) = Arc::make_mut(&mut m).get_mut(at) {
-                *slot = entry;
-            }
+        let Some(first) = old_keys.first() else {
+            return;
+        };
+        let Some(at) = m.iter().position(|e| e.key == *first) else {
+            return;
+        };
+        let end = at + old_keys.len();
+        let in_place = m
+            .get(at..end)
+            .is_some_and(|run| run.iter().zip(old_keys).all(|(e, k)| e.key == *k));
+        if in_place {
+            Arc::make_mut(&mut m).splice(at..end, [entry]);
         }
     }
 

@@ -49,6 +49,7 @@ impl Task {
                     tracing::info!(
                         partition = ?self.key,
                         segments = report.segments,
+                        segments_after = report.segments_after,
                         bytes_before = report.bytes_before,
                         bytes_after = report.bytes_after,
                         records_removed = report.records_removed,

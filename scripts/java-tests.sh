@@ -18,9 +18,14 @@
 #
 #   scripts/java-tests.sh [TARGET...]     default: all three
 #
+# Each agent is started by a script of its own (WORK/NAME.run, its process id
+# in WORK/NAME.pid, both named to the suite as target.NAME.agents), so a test
+# may kill an agent with SIGKILL and start it again (StreamsTest does).
+#
 # Every test runs once per target, so a test failing for an AeroStream
 # target and passing for kafka is a difference from Kafka. Extra Maven
-# arguments go in JAVA_TESTS_ARGS (e.g. "-Dtest=AdminTest"). The binary is
+# arguments go in JAVA_TESTS_ARGS (e.g. "-Dtest=AdminTest"); JAVA_TESTS_KEEP=1
+# keeps the brokers' logs after a run that passed. The binary is
 # $AEROSTREAM_BIN, else $CARGO_TARGET_DIR/debug/aerostream (build it with
 # `cargo build -p agent --bin aerostream`). Maven's downloads go to
 # $AEROSTREAM_M2 (default ~/.cache/aerostream/m2), outside the clone; once a
@@ -47,6 +52,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/aerostream-java.XXXXXX")
 PIDS=()
 cleanup() {
   local rc=$?
+  # and the agents a test restarted
+  local f
+  for f in "$WORK"/*.pid; do [ -f "$f" ] && PIDS+=("$(cat "$f")"); done
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do
     for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -55,6 +63,8 @@ cleanup() {
   if [ -f "$WORK/kafka/kafka.pid" ]; then scripts/kafka.sh stop --dir "$WORK/kafka" >/dev/null || true; fi
   if [ "$rc" -ne 0 ]; then
     echo "java-tests.sh: failed; the brokers' logs are kept in $WORK" >&2
+  elif [ -n "${JAVA_TESTS_KEEP:-}" ]; then
+    echo "java-tests.sh: the brokers' logs are kept in $WORK (JAVA_TESTS_KEEP)" >&2
   else
     rm -rf "$WORK"
   fi
@@ -84,14 +94,24 @@ EOF
 }
 read -ra P <<<"$(ports 30)"
 
-# agent NAME KAFKA HTTP NATIVE ARGS...: starts one agent, logging to WORK/NAME.log
+# agent NAME KAFKA HTTP NATIVE ARGS...: starts one agent, logging to WORK/NAME.log.
+# WORK/NAME.run starts it (again: a test that killed it restarts it with
+# that, appending to the log) and WORK/NAME.pid holds its process id (the
+# test writes the restarted one's there, and cleanup stops that one)
 agent() {
   local name=$1 kafka=$2 http=$3 native=$4; shift 4
   mkdir -p "$WORK/$name"
-  "$BIN" serve --data-dir "$WORK/$name/data" \
-    --kafka-addr "127.0.0.1:$kafka" --http-addr "127.0.0.1:$http" --native-addr "127.0.0.1:$native" \
-    --shards 2 --group-initial-rebalance-delay-ms 500 "$@" >"$WORK/$name.log" 2>&1 &
+  {
+    printf 'exec'
+    printf ' %q' "$BIN" serve --data-dir "$WORK/$name/data" \
+      --kafka-addr "127.0.0.1:$kafka" --http-addr "127.0.0.1:$http" --native-addr "127.0.0.1:$native" \
+      --shards 2 --group-initial-rebalance-delay-ms 500 "$@"
+    printf ' >>%q 2>&1\n' "$WORK/$name.log"
+  } >"$WORK/$name.run"
+  : >"$WORK/$name.log"
+  bash "$WORK/$name.run" &
   PIDS+=("$!")
+  echo "$!" >"$WORK/$name.pid"
   echo "$name $http $!" >>"$WORK/agents"
 }
 ready() { # waits until every agent serves
@@ -122,20 +142,23 @@ if wants aerostream-single; then
     --sasl-mechanisms SCRAM-SHA-512,SCRAM-SHA-256,PLAIN --admin-user "admin:$ADMIN_PASSWORD"
   PROPS+=(-Dtarget.aerostream-single.bootstrap="127.0.0.1:${P[2]}"
     -Dtarget.aerostream-single.authorizer=true
-    -Dtarget.aerostream-single.sasl="SCRAM-SHA-512:admin:$ADMIN_PASSWORD")
+    -Dtarget.aerostream-single.sasl="SCRAM-SHA-512:admin:$ADMIN_PASSWORD"
+    -Dtarget.aerostream-single.agents="1=$WORK/single")
 fi
 if wants aerostream-three; then
   "$BIN" cluster-ca --out "$WORK/certs" --nodes 1,2,3 >/dev/null
   voters="1@127.0.0.1:${P[8]},2@127.0.0.1:${P[12]},3@127.0.0.1:${P[16]}"
-  bootstrap=""
+  bootstrap="" agents=""
   for n in 1 2 3; do
     base=$(( 5 + (n - 1) * 4 ))
     agent "three-$n" "${P[$base]}" "${P[$((base + 1))]}" "${P[$((base + 2))]}" \
       --node-id "$n" --rack "rack-$n" --cluster-addr "127.0.0.1:${P[$((base + 3))]}" \
       --voters "$voters" --cluster-certs "$WORK/certs"
     bootstrap="$bootstrap${bootstrap:+,}127.0.0.1:${P[$base]}"
+    agents="$agents${agents:+,}$n=$WORK/three-$n"
   done
-  PROPS+=(-Dtarget.aerostream-three.bootstrap="$bootstrap" -Dtarget.aerostream-three.brokers=3)
+  PROPS+=(-Dtarget.aerostream-three.bootstrap="$bootstrap" -Dtarget.aerostream-three.brokers=3
+    -Dtarget.aerostream-three.agents="$agents")
 fi
 if wants aerostream-balanced; then
   "$BIN" cluster-ca --out "$WORK/certs-balanced" --nodes 1,2,3 >/dev/null

@@ -3,6 +3,11 @@
 # and on three, and against Apache Kafka's own broker as the reference
 # (scripts/java-tests.sh): one Maven run, one JVM, every test once per
 # broker. Runs in the background beside the other suites (scripts/test.sh).
+# It includes Kafka Streams with exactly_once_v2 and RocksDB stores
+# (StreamsTest): applications in JVMs of their own killed with SIGKILL
+# mid-run, and on three agents an agent killed and restarted under one;
+# the committed output must be exact (docs/kafka-compatibility.md, "Kafka
+# Streams").
 # Maven's downloads (Kafka's jars, the clients, JUnit, Maven's plugins) go to
 # ~/.cache/aerostream/m2, outside the clone: the first run fetches them
 # (about 1 minute), later runs are offline. Needs java 17+ and mvn.

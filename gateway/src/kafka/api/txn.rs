@@ -487,8 +487,22 @@ pub(super) fn describe_transactions(
     DescribeTransactionsResponse::default().with_transaction_states(states)
 }
 
-/// Every transaction the metastore knows, whatever agent coordinates it
-/// (the records are shared), filtered as asked.
+/// Whether ListTransactions on this agent names the transaction `id`: the
+/// one whose coordinator slot it holds. Kafka's brokers each list the
+/// transactions they coordinate and the admin client asks every broker and
+/// merges the answers, so the records being shared, listing them all on
+/// every agent would name each transaction once per agent. Behind a load
+/// balancer, the one broker clients see lists them all; so does every agent
+/// while the slots are not placed yet.
+fn listed_here(b: &Broker, id: &str) -> bool {
+    b.config.load_balanced
+        || b.node.catalog.coordinator(id).is_none_or(|placement| {
+            i64::try_from(placement.holder.agent).ok() == Some(i64::from(b.config.node_id))
+        })
+}
+
+/// The transactions this agent coordinates ([`listed_here`]), filtered as
+/// asked.
 pub(super) fn list_transactions(
     b: &Broker,
     ctx: &RequestContext,
@@ -550,6 +564,7 @@ pub(super) fn list_transactions(
                 .as_ref()
                 .is_none_or(|p| p.is_match(&r.transactional_id))
         })
+        .filter(|r| listed_here(b, &r.transactional_id))
         .filter(|r| {
             ctx.may(
                 b,

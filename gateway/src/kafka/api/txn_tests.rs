@@ -29,6 +29,7 @@ on_every_backend!(
     an_exhausted_epoch_ends_with_a_new_producer_id,
     txn_offset_commit_v5_adds_its_group,
     clients_before_version_2_add_partitions_and_keep_their_epoch,
+    list_transactions_names_the_transactions_this_agent_coordinates,
 );
 
 fn id(s: &str) -> TransactionalId {
@@ -607,4 +608,81 @@ async fn clients_before_version_2_add_partitions_and_keep_their_epoch(logs: Logs
     }
     let (values, _) = read_committed(b, "out").await;
     assert_eq!(values.len(), 4, "two records, two markers: {values:?}");
+}
+
+/// The transactional ids ListTransactions names, sorted.
+async fn listed(b: &Broker) -> Vec<String> {
+    let resp: ListTransactionsResponse = call(
+        b,
+        ApiKey::ListTransactions,
+        1,
+        &ListTransactionsRequest::default(),
+    )
+    .await;
+    assert_eq!(resp.error_code, 0);
+    let mut ids: Vec<String> = resp
+        .transaction_states
+        .iter()
+        .map(|t| t.transactional_id.0.to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Kafka's admin client asks every broker for its transactions and merges
+/// the answers: an agent lists only the transactions whose coordinator slot
+/// it holds, else a cluster of three agents lists each one three times.
+async fn list_transactions_names_the_transactions_this_agent_coordinates(logs: Logs) {
+    use metastore::{AgentAddrs, AgentRegistration, ClusterControl};
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    // the slots agent 1 hands over when a second agent joins: its highest
+    let moving: Vec<u32> = (32..64).collect();
+    let id_in = |taken: bool| {
+        (0..1000)
+            .map(|i| format!("txn-{i}"))
+            .find(|k| {
+                let slot = b.node.catalog.coordinator(k).map(|p| p.slot);
+                slot.is_some_and(|s| moving.contains(&s) == taken)
+            })
+            .expect("a transactional id in such a slot")
+    };
+    let (leaving, staying) = (id_in(true), id_in(false));
+    assert_eq!(init(b, &leaving).await.error_code, 0);
+    assert_eq!(init(b, &staying).await.error_code, 0);
+    let mut both = vec![leaving.clone(), staying.clone()];
+    both.sort();
+    assert_eq!(listed(b).await, both, "agent 1 coordinates both");
+
+    let registration = AgentRegistration {
+        id: 2,
+        addrs: AgentAddrs {
+            kafka: Some("10.0.0.2:9092".into()),
+            ..Default::default()
+        },
+        rack: None,
+        instance: None,
+    };
+    b.node
+        .catalog
+        .register_agent(registration.clone())
+        .await
+        .expect("agent 2 registers");
+    let _alive = b
+        .node
+        .catalog
+        .keep_agent_alive(registration, std::time::Duration::from_millis(200));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while b.node.catalog.coordinator(&leaving).map(|p| p.holder.agent) != Some(2) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "agent 2 never took its share of the slots"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        listed(b).await,
+        vec![staying],
+        "agent 1 no longer lists the transaction whose slot agent 2 took"
+    );
 }

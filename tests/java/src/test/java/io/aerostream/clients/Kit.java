@@ -121,13 +121,18 @@ final class Kit {
 
     /** Polls {@code check} until it holds; fails the test after {@link #PATIENCE}. */
     static void eventually(String what, Supplier<Boolean> check) {
-        long deadline = System.nanoTime() + PATIENCE.toNanos();
+        eventually(what, PATIENCE, check);
+    }
+
+    /** Polls {@code check} until it holds; fails the test after {@code patience}. */
+    static void eventually(String what, Duration patience, Supplier<Boolean> check) {
+        long deadline = System.nanoTime() + patience.toNanos();
         while (true) {
             if (Boolean.TRUE.equals(check.get())) {
                 return;
             }
             if (System.nanoTime() > deadline) {
-                fail("timed out waiting until " + what);
+                fail("timed out after " + patience + " waiting until " + what);
             }
             try {
                 Thread.sleep(100);

@@ -1,11 +1,13 @@
 package io.aerostream.clients;
 
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
 import java.util.stream.Stream;
 
 /**
@@ -15,11 +17,15 @@ import java.util.stream.Stream;
  * name {@code target.NAME.bootstrap} (required), {@code target.NAME.brokers} (how many
  * brokers it has, default 1), {@code target.NAME.authorizer} ({@code true} when the
  * broker authorizes requests, so the ACL APIs work) and {@code target.NAME.sasl}
- * ({@code MECHANISM:USER:PASSWORD}, to log in with SASL over plaintext). Without
+ * ({@code MECHANISM:USER:PASSWORD}, to log in with SASL over plaintext) and
+ * {@code target.NAME.agents} ({@code ID=PREFIX,...}: AeroStream's agents by node id, each
+ * with a {@code PREFIX.pid} file holding its process id and a {@code PREFIX.run} script
+ * that starts it again, so a test can kill and restart it). Without
  * {@code targets}, the environment's {@code BOOTSTRAP} (with {@code TARGET},
  * {@code BROKERS}, {@code AUTHORIZER}, {@code SASL}) names a single one.
  */
-public record Target(String name, String bootstrap, int brokers, boolean authorizer, String sasl) {
+public record Target(String name, String bootstrap, int brokers, boolean authorizer, String sasl,
+        Map<Integer, Path> agents) {
 
     private static final List<Target> ALL = load();
 
@@ -43,7 +49,8 @@ public record Target(String name, String bootstrap, int brokers, boolean authori
                     bootstrap,
                     Integer.parseInt(env("BROKERS", "1")),
                     Boolean.parseBoolean(env("AUTHORIZER", "false")),
-                    env("SASL", "")));
+                    env("SASL", ""),
+                    Map.of()));
             return out;
         }
         for (String name : names.split(",")) {
@@ -57,9 +64,22 @@ public record Target(String name, String bootstrap, int brokers, boolean authori
                     bootstrap,
                     Integer.parseInt(System.getProperty("target." + name + ".brokers", "1")),
                     Boolean.parseBoolean(System.getProperty("target." + name + ".authorizer", "false")),
-                    System.getProperty("target." + name + ".sasl", "")));
+                    System.getProperty("target." + name + ".sasl", ""),
+                    agents(System.getProperty("target." + name + ".agents", ""))));
         }
         return out;
+    }
+
+    private static Map<Integer, Path> agents(String spec) {
+        Map<Integer, Path> out = new TreeMap<>();
+        for (String one : spec.split(",")) {
+            if (one.isBlank()) {
+                continue;
+            }
+            String[] parts = one.trim().split("=", 2);
+            out.put(Integer.parseInt(parts[0]), Path.of(parts[1]));
+        }
+        return Map.copyOf(out);
     }
 
     private static String env(String name, String otherwise) {

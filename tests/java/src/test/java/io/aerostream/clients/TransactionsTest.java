@@ -229,9 +229,11 @@ class TransactionsTest {
                 assertEquals(Set.of(tp), d.topicPartitions(), "partitions in the transaction");
                 assertTrue(d.transactionStartTimeMs().isPresent(), "start time of the open transaction");
 
-                Optional<TransactionListing> listed = admin.listTransactions().all().get().stream()
-                        .filter(l -> l.transactionalId().equals(id)).findFirst();
-                assertTrue(listed.isPresent(), "ListTransactions lists " + id);
+                // the admin asks every broker and merges: each lists what it coordinates
+                List<TransactionListing> all = admin.listTransactions().all().get().stream()
+                        .filter(l -> l.transactionalId().equals(id)).toList();
+                assertEquals(1, all.size(), "ListTransactions lists " + id + " once: " + all);
+                Optional<TransactionListing> listed = all.stream().findFirst();
                 assertEquals(TransactionState.ONGOING, listed.get().state());
                 assertEquals(d.producerId(), listed.get().producerId(), "the listed producer id");
                 assertTrue(admin.listTransactions(new ListTransactionsOptions()

@@ -79,7 +79,7 @@ classpath() {
   file="$CACHE/classpath-$key.txt"
   if [ -s "$file" ]; then
     local ok=yes jar
-    IFS=: read -ra jars <"$file"
+    IFS=: read -ra jars <"$file" || true  # the file has no final newline
     for jar in "${jars[@]}"; do [ -f "$jar" ] || { ok=no; break; }; done
     if [ "$ok" = yes ]; then cat "$file"; return; fi
   fi

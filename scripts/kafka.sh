@@ -26,8 +26,8 @@
 #                                          tools (scripts/bench/kafka-tools/pom.xml)
 #
 # The JVM gets the heap of --heap (or $KAFKA_HEAP) as both -Xms and -Xmx and
-# the garbage-collector flags of Kafka's own start script
-# (kafka-run-class.sh: G1, 20 ms pause goal, IHOP 35%).
+# the garbage-collector flags and GC log (DIR/logs/gc.log) of Kafka's own
+# start script (kafka-run-class.sh: G1, 20 ms pause goal, IHOP 35%).
 #
 # A cluster: start each node with its own --dir, --port, --controller-port
 # and --node-id, the same --voters (every node is a voter, e.g.
@@ -148,11 +148,13 @@ if running; then
   exit 0
 fi
 
-# Heap and collector as Kafka's kafka-server-start.sh and kafka-run-class.sh
-# set them (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS), the heap from --heap.
+# Heap, collector and GC log as Kafka's kafka-server-start.sh and
+# kafka-run-class.sh set them (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS,
+# -loggc), the heap from --heap; the GC log is logs/gc.log.
 JAVA_OPTS=(-Xmx"$HEAP" -Xms"$HEAP" -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20
   -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
   -Dkafka.logs.dir="$DIR/logs" -Dlog4j2.configurationFile="$POM_DIR/log4j2.properties")
+GC_LOG=("-Xlog:gc*:file=$DIR/logs/gc.log:time,tags:filecount=10,filesize=100M")
 mkdir -p "$DIR/logs"
 cat >"$DIR/server.properties" <<PROPS
 process.roles=broker,controller
@@ -191,7 +193,7 @@ if [ ! -f "$DIR/data/meta.properties" ]; then
 fi
 
 : >"$DIR/logs/server.log"
-nohup "$JAVA" "${JAVA_OPTS[@]}" -cp "$CP" kafka.Kafka "$DIR/server.properties" \
+nohup "$JAVA" "${JAVA_OPTS[@]}" "${GC_LOG[@]}" -cp "$CP" kafka.Kafka "$DIR/server.properties" \
   >"$DIR/logs/kafka.out" 2>&1 &
 echo $! >"$PID_FILE"
 

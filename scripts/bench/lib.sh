@@ -87,20 +87,18 @@ start_kafka() {
     done
 }
 
-# keep_kafka_logs DIR LOG: appends each node's own log (DIR/kafka-n/logs/
-# server.log, about to be deleted with DIR) to LOG, or LOG-n.log for
-# several nodes.
+# keep_kafka_logs DIR LOG: keeps each node's own logs, about to be deleted
+# with DIR: server.log is appended to LOG (LOG-n.log for several nodes),
+# the GC log copied beside it (LOG-gc.log, LOG-n-gc.log).
 keep_kafka_logs() {
-    local dir=$1 log=$2 d n nodes
+    local dir=$1 log=$2 d n nodes nlog
     nodes=$(find "$dir" -maxdepth 1 -name 'kafka-*' | wc -l)
     for d in "$dir"/kafka-*; do
-        [ -f "$d/logs/server.log" ] || continue
         n=${d##*-}
-        if [ "$nodes" -gt 1 ]; then
-            cat "$d/logs/server.log" >>"${log%.log}-$n.log"
-        else
-            cat "$d/logs/server.log" >>"$log"
-        fi
+        nlog=$log
+        [ "$nodes" -gt 1 ] && nlog="${log%.log}-$n.log"
+        if [ -f "$d/logs/server.log" ]; then cat "$d/logs/server.log" >>"$nlog"; fi
+        if [ -f "$d/logs/gc.log" ]; then cp "$d/logs/gc.log" "${nlog%.log}-gc.log"; fi
     done
     return 0
 }

@@ -43,7 +43,9 @@
 #   ACKS            producer acks (default all)
 #   THROUGHPUT      records/s of the throttled run (default 50000; 0 skips it)
 #   RATE_RECORDS    records of the throttled run (default RECORDS)
-#   WARMUP_RECORDS  records of the warm-up (default 200000; 0 for none)
+#   WARMUP_RECORDS  records of the warm-up (default 1000000, some 10 s at
+#                   full speed on a 2-core VM, for the JIT of a JVM broker
+#                   pinned to one CPU; 0 for none)
 #   PARTITIONS      partitions of each topic (default 8)
 #   PRODUCER_PROPS  more producer properties, KEY=VALUE separated by spaces
 #                   (e.g. "linger.ms=1 batch.size=131072"), for every broker
@@ -103,7 +105,7 @@ record_size=${RECORD_SIZE:-100}
 acks=${ACKS:-all}
 throughput=${THROUGHPUT:-50000}
 rate_records=${RATE_RECORDS:-$records}
-warmup_records=${WARMUP_RECORDS:-200000}
+warmup_records=${WARMUP_RECORDS:-1000000}
 partitions=${PARTITIONS:-8}
 read -r -a producer_props <<<"${PRODUCER_PROPS:-}"
 kafka_heap=${KAFKA_HEAP:-1g}

@@ -9,8 +9,9 @@
 # Usage: scripts/bench/side-by-side.sh [WORKLOAD...]
 #   WORKLOAD  names under loadtest/workloads/ (default: small-20k small-50k small-max)
 #
-# AeroStream against Apache Kafka 4.1.1, one node and three:
-#   BROKERS="aerostream kafka aerostream-rf3 kafka-rf3" scripts/bench/side-by-side.sh small-20k small-50k small-max
+# AeroStream against Apache Kafka 4.1.1, one node and three, with a warm-up
+# long enough for Kafka's JIT on one CPU (benchmarks/METHOD.md):
+#   WARMUP=30s BROKERS="aerostream kafka aerostream-rf3 kafka-rf3" scripts/bench/side-by-side.sh small-20k small-50k small-max
 #
 # The ways in to one broker, side by side (scripts/bench/ways-in.sh does this):
 #   BROKERS=aerostream DRIVERS="kafka native-tcp" scripts/bench/side-by-side.sh

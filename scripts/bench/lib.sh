@@ -35,3 +35,70 @@ stop_pid() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 }
+
+# start_kafka NODES DIR LOG PORT CPUS HEAP: Apache Kafka (scripts/kafka.sh)
+# as NODES KRaft nodes that are broker and controller each, every one a
+# voter of the one controller quorum, each pinned with taskset to CPUS (the
+# JVM inherits the affinity and sizes its GC and compiler threads to it),
+# node n in DIR/kafka-n with the heap HEAP (-Xms and -Xmx), the first on
+# PORT. kafka.sh's output goes to LOG, or LOG-n.log for several nodes. No
+# authorizer, as AeroStream without logins; flush settings are Kafka's
+# defaults; with 3 nodes or more the consumer offsets and transaction state
+# are replicated three times. Sets kafka_pids (the java processes, to sample
+# and stop) and kafka_bootstrap.
+start_kafka() {
+    local nodes=$1 dir=$2 log=$3 port=$4 cpus=$5 heap=$6
+    local kafka_sh n id voters="" nlog cports=() kports=("$port")
+    local extra=(--config authorizer.class.name=)
+    kafka_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/kafka.sh"
+    for ((n = 1; n <= nodes; n++)); do
+        [ "$n" -gt 1 ] && kports+=("$(free_port)")
+        cports+=("$(free_port)")
+        voters+="${voters:+,}$n@127.0.0.1:${cports[$((n - 1))]}"
+    done
+    if [ "$nodes" -ge 3 ]; then
+        extra+=(--config offsets.topic.replication.factor=3
+            --config transaction.state.log.replication.factor=3
+            --config transaction.state.log.min.isr=2
+            --config share.coordinator.state.topic.replication.factor=3
+            --config share.coordinator.state.topic.min.isr=2)
+    fi
+    # a cluster id is 16 random bytes in URL-safe base64 without padding
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    id="A${id:1}"
+    kafka_pids=()
+    kafka_bootstrap=""
+    for ((n = 1; n <= nodes; n++)); do
+        nlog=$log
+        [ "$nodes" -gt 1 ] && nlog="${log%.log}-$n.log"
+        taskset -c "$cpus" "$kafka_sh" --dir "$dir/kafka-$n" \
+            --port "${kports[$((n - 1))]}" --controller-port "${cports[$((n - 1))]}" \
+            --node-id "$n" --voters "$voters" --cluster-id "$id" --heap "$heap" \
+            "${extra[@]}" --no-wait >>"$nlog" 2>&1 || return 1
+        kafka_pids+=("$(cat "$dir/kafka-$n/kafka.pid")")
+        kafka_bootstrap+="${kafka_bootstrap:+,}127.0.0.1:${kports[$((n - 1))]}"
+    done
+    # a node serves once a majority of the voters is up
+    for ((n = 1; n <= nodes; n++)); do
+        nlog=$log
+        [ "$nodes" -gt 1 ] && nlog="${log%.log}-$n.log"
+        "$kafka_sh" wait --dir "$dir/kafka-$n" --timeout 300 >>"$nlog" 2>&1 || return 1
+        wait_for_port "${kports[$((n - 1))]}" "${kafka_pids[$((n - 1))]}" 60 || return 1
+    done
+}
+
+# keep_kafka_logs DIR LOG: keeps each node's own logs, about to be deleted
+# with DIR: server.log is appended to LOG (LOG-n.log for several nodes),
+# the GC log copied beside it (LOG-gc.log, LOG-n-gc.log).
+keep_kafka_logs() {
+    local dir=$1 log=$2 d n nodes nlog
+    nodes=$(find "$dir" -maxdepth 1 -name 'kafka-*' | wc -l)
+    for d in "$dir"/kafka-*; do
+        n=${d##*-}
+        nlog=$log
+        [ "$nodes" -gt 1 ] && nlog="${log%.log}-$n.log"
+        if [ -f "$d/logs/server.log" ]; then cat "$d/logs/server.log" >>"$nlog"; fi
+        if [ -f "$d/logs/gc.log" ]; then cp "$d/logs/gc.log" "${nlog%.log}-gc.log"; fi
+    done
+    return 0
+}

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: AeroStream and the peer broker tansu, started one
-# after the other on this machine with the same CPU pinning, driven by the
-# same `loadtest` workloads, and AeroStream reached by several ways in (the
-# Kafka wire, the native protocol over TCP, and over QUIC). Writes raw
-# JSON, logs and a markdown table with ratios to
+# Side-by-side benchmark: AeroStream and the peer brokers Apache Kafka and
+# tansu, started one after the other on this machine with the same CPU
+# pinning, driven by the same `loadtest` workloads, and AeroStream reached
+# by several ways in (the Kafka wire, the native protocol over TCP, and over
+# QUIC). Writes raw JSON, logs and a markdown table with ratios to
 # benchmarks/results/<date>-<machine>/.
 #
 # Usage: scripts/bench/side-by-side.sh [WORKLOAD...]
 #   WORKLOAD  names under loadtest/workloads/ (default: small-20k small-50k small-max)
+#
+# AeroStream against Apache Kafka 4.1.1, one node and three, with a warm-up
+# long enough for Kafka's JIT on one CPU (benchmarks/METHOD.md):
+#   WARMUP=30s BROKERS="aerostream kafka aerostream-rf3 kafka-rf3" scripts/bench/side-by-side.sh small-20k small-50k small-max
 #
 # The ways in to one broker, side by side (scripts/bench/ways-in.sh does this):
 #   BROKERS=aerostream DRIVERS="kafka native-tcp" scripts/bench/side-by-side.sh
@@ -40,7 +44,21 @@
 #                   --features tls, which needs libssl-dev);
 #                   "aerostream-rf3" is three AeroStream agents forming a
 #                   cluster, all on BROKER_CPUS, with the topic replicated
-#                   three times (CPU and memory are the three agents' sum)
+#                   three times (CPU and memory are the three agents' sum);
+#                   "kafka" is Apache Kafka 4.1.1 (scripts/kafka.sh), one
+#                   KRaft node that is broker and controller, its log dirs
+#                   in the scratch folder where AeroStream keeps its data,
+#                   no authorizer (as AeroStream without logins), Kafka's
+#                   flush defaults (no fsync before acks=all: the peer of
+#                   "aerostream", not of "aerostream-fsync"); "kafka-rf3" is
+#                   three such nodes forming one controller quorum (three
+#                   voters), all on BROKER_CPUS, the topic and the consumer
+#                   offsets replicated three times (CPU and memory summed).
+#                   The JVM's CPU and RSS are sampled from /proc like the
+#                   others' (all its threads: GC, JIT, request handlers)
+#   KAFKA_HEAP      heap of each Kafka JVM, as -Xms and -Xmx (default: 1g,
+#                   the heap of Kafka's own kafka-server-start.sh)
+#   JAVA_HOME       the JDK that runs Kafka (default: java on PATH)
 #   TANSU_BIN       tansu binary (default: `tansu` on PATH). It is not built
 #                   here; install it once with
 #                   cargo install tansu --version 0.6.0 --locked --features libsql,dynostore --root DIR
@@ -126,11 +144,23 @@ shards=${SHARDS:-$(count_cpus "$broker_cpus")}
 aerostream=$AEROSTREAM_BIN
 loadtest=$LOADTEST_BIN
 tansu=${TANSU_BIN:-$(command -v tansu || true)}
+kafka_heap=${KAFKA_HEAP:-1g}
+kafka_jar=
+kafka_version=
 for b in "${brokers[@]}"; do
     case $b in
         tansu-*) [ -x "$tansu" ] || { echo "tansu not found: set TANSU_BIN (see the header of this script)" >&2; exit 1; } ;;
+        kafka | kafka-rf3)
+            # Kafka's jars, fetched through Maven the first time, before any
+            # measurement.
+            [ -n "$kafka_jar" ] || kafka_jar=$(scripts/kafka.sh classpath | tr ':' '\n' | grep '/kafka_2.13-' | xargs basename)
+            kafka_version=${kafka_jar#kafka_2.13-}
+            kafka_version=${kafka_version%.jar}
+            ;;
     esac
 done
+java_bin=java
+if [ -n "${JAVA_HOME:-}" ]; then java_bin=$JAVA_HOME/bin/java; fi
 
 # A guest kernel's free page reporting (virtio-balloon) returns free memory
 # to the hypervisor; where it is on, a run's page-cache writes may each
@@ -154,10 +184,17 @@ mkdir -p "$out"
         echo "aerostream: $aerostream given by AEROSTREAM_BIN, built $(date -u -r "$aerostream" +%Y-%m-%dT%H:%M:%SZ) (checkout at $head; the binary may be older), --shards $shards"
     fi
     [ -x "${tansu:-}" ] && echo "tansu: $("$tansu" --version 2>/dev/null || echo unknown) ($tansu)"
+    if [ -n "$kafka_jar" ]; then
+        echo "kafka: Apache Kafka $kafka_version (scripts/kafka.sh), KRaft, broker and controller in one JVM per node; $("$java_bin" -version 2>&1 | head -n1) ($java_bin); heap -Xms$kafka_heap -Xmx$kafka_heap per node, G1 with Kafka's start-script flags; no authorizer; flush: Kafka's defaults (log.flush.interval.messages and .ms unset: acks=all is answered once the leader's log has the batch in the page cache and, at RF 3, every in-sync follower has fetched it; no fsync per message, as aerostream with write caching on; the peer of aerostream-fsync would be log.flush.interval.messages=1, not run)"
+        case " ${brokers[*]} " in
+            *" kafka-rf3 "*) echo "kafka-rf3: three nodes, three voters, topic and __consumer_offsets at RF 3, min.insync.replicas 1 (Kafka's default)" ;;
+        esac
+    fi
     case " ${brokers[*]} " in
         *" floor "*) echo "floor: $loadtest mock-broker (librdkafka's mock cluster), its consumers with fetch.wait.max.ms=${FLOOR_FETCH_WAIT_MS:-1}" ;;
     esac
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus"
+    echo "broker data: scratch folders under ${TMPDIR:-/tmp} ($(df -PT "${TMPDIR:-/tmp}" | awk 'NR==2 {print $1 ", " $2}')), for every broker"
     echo "scheduler: benchmark session autogroup $autogroup"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs; figures are only comparable within one run)"
     if [ -r "$reporting/reported_kib" ]; then
@@ -178,6 +215,9 @@ scratch=
 current=
 stop_brokers() {
     local p
+    # all at once: a Kafka node that outlives the quorum's majority waits
+    # for it before it stops
+    for p in "${broker_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${broker_pids[@]}"; do stop_pid "$p"; done
     broker_pids=()
     broker_pid=
@@ -300,6 +340,20 @@ start_broker() {
                 --kafka-advertised-listener-url "tcp://127.0.0.1:$port" \
                 --storage-engine "$engine") >>"$log" 2>&1 &
             ;;
+        kafka | kafka-rf3)
+            local nodes=1
+            [ "$name" = kafka-rf3 ] && nodes=3
+            if ! start_kafka "$nodes" "$scratch" "$log" "$port" "$broker_cpus" "$kafka_heap"; then
+                broker_pids=("${kafka_pids[@]}")
+                echo "$name did not start; see $log" >&2
+                exit 1
+            fi
+            broker_pids=("${kafka_pids[@]}")
+            bootstrap=$kafka_bootstrap
+            rf=$nodes
+            broker_pid=$(IFS=,; echo "${broker_pids[*]}")
+            return 0
+            ;;
         aerostream-rf3)
             # three agents, voters 1-3, on the same CPUs; Kafka on PORT and two more
             "$aerostream" cluster-ca --out "$scratch/certs" --nodes 1,2,3 >/dev/null
@@ -354,6 +408,22 @@ replication_bytes() {
         produced=$((produced + $(echo "$m" | awk '/^aerostream_produced_bytes_total/ {print $2}')))
     done
     python3 -c "import sys; s,p=int(sys.argv[1]),int(sys.argv[2]); print(f'replication: {s} replica fetch bytes sent for {p} bytes produced ({s/max(p,1):.2f} per byte)')" "$sent" "$produced"
+}
+
+# broker_note BROKER: what the broker of a row is, for the table's notes.
+broker_note() {
+    case $1 in
+        aerostream) echo "AeroStream, one agent, --shards $shards, write caching on (acks=all answered once the append is in the page cache, before fsync)" ;;
+        aerostream-fsync) echo "AeroStream, one agent, write caching off (acks=all answered after a shared fdatasync)" ;;
+        aerostream-tls) echo "AeroStream, one agent, TLS on its Kafka listener" ;;
+        aerostream-rf3) echo "three AeroStream agents on the broker's CPUs, topic at RF 3; CPU and RSS are their sum" ;;
+        kafka) echo "Apache Kafka $kafka_version, KRaft, one node as broker and controller, JVM heap -Xms$kafka_heap -Xmx$kafka_heap (G1), flush defaults: acks=all answered before fsync, as aerostream" ;;
+        kafka-rf3) echo "three Apache Kafka $kafka_version nodes (broker and controller each, three voters) on the broker's CPUs, heap -Xms$kafka_heap -Xmx$kafka_heap each, topic and consumer offsets at RF 3, flush defaults; CPU and RSS are their sum" ;;
+        tansu-memory) echo "tansu, in-memory engine (no durability work)" ;;
+        tansu-sqlite) echo "tansu, SQLite engine (WAL, synchronous=normal)" ;;
+        floor) echo "loadtest mock-broker (librdkafka's mock cluster), consumers with fetch.wait.max.ms=${FLOOR_FETCH_WAIT_MS:-1}" ;;
+        *) echo "$1" ;;
+    esac
 }
 
 # settle_disk: writes back everything dirty (sync returns once it is on
@@ -428,6 +498,7 @@ for w in "${workloads[@]}"; do
                 replication_bytes | tee -a "$out/$run.log" || true
             fi
             stop_brokers
+            case $b in kafka*) keep_kafka_logs "$scratch" "$out/$current-broker.log" ;; esac
             rm -rf "$scratch"
             scratch=
             settle_disk
@@ -443,6 +514,12 @@ if [ ${#results[@]} -gt 0 ]; then
     # Rows are brokers, or ways in when one broker was reached several
     # ways (ratios against aerostream, or against kafka); BASELINE overrides.
     "$loadtest" compare ${BASELINE:+--baseline "$BASELINE"} --out "$out/table.md" "${results[@]}"
+    {
+        echo
+        echo "Brokers of this run (broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus; more in machine.txt):"
+        echo
+        for b in "${brokers[@]}"; do echo "- $b: $(broker_note "$b")"; done
+    } >>"$out/table.md"
     echo "results in $out (table.md, *.json, *.log)"
 fi
 exit $status

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -39,6 +40,13 @@ func opts(t *testing.T, tg target.Target, extra ...kgo.Opt) []kgo.Opt {
 		kgo.RequestTimeoutOverhead(30 * time.Second),
 		kgo.RetryTimeout(target.Patience),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	// KGO_LOG=debug (or info, warn, error) logs what the clients do, to stderr
+	if level, ok := map[string]kgo.LogLevel{
+		"debug": kgo.LogLevelDebug, "info": kgo.LogLevelInfo, "warn": kgo.LogLevelWarn, "error": kgo.LogLevelError,
+	}[os.Getenv("KGO_LOG")]; ok {
+		name := tg.Name + " " + t.Name()
+		o = append(o, kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, func() string { return name + " " })))
 	}
 	if mech, user, pass, ok := tg.Login(); ok {
 		switch mech {

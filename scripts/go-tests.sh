@@ -37,6 +37,8 @@ export GOFLAGS="${GOFLAGS:-} -mod=readonly"
 # the suites run where the go directive of go.mod says, or fail saying so
 export GOTOOLCHAIN=local
 
+# Go's own installer puts it in /usr/local/go, not always on PATH
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="$PATH:/usr/local/go/bin"; fi
 for tool in go curl python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "go-tests.sh: $tool is needed" >&2; exit 1; }
 done
@@ -138,7 +140,8 @@ if wants aerostream-three; then
   done
   targets+=("{\"name\":\"aerostream-three\",\"bootstrap\":\"$bootstrap\",\"brokers\":3}")
 fi
-export AEROSTREAM_TARGETS="[$(IFS=,; echo "${targets[*]}")]"
+AEROSTREAM_TARGETS="[$(IFS=,; echo "${targets[*]}")]"
+export AEROSTREAM_TARGETS
 
 # Go downloads the modules (first run only) and compiles the suites while
 # the brokers start
@@ -161,10 +164,16 @@ echo "go-tests.sh: brokers up in $(( $(date +%s) - t0 ))s (logs in $WORK); runni
 
 cd tests/go
 ts=$(date +%s)
-rc=0
 # the tests mostly wait on brokers: run many at once; -count=1 as results
-# depend on the brokers, not only on the code
+# depend on the brokers, not only on the code; -v for a line per test and
+# broker (PASS, FAIL or SKIP with its reason), without the lines that only
+# say when each starts
+set +e
 # shellcheck disable=SC2086 # GO_TESTS_ARGS is a list of go test arguments
-go test -count=1 -timeout 8m -parallel 16 ${GO_TESTS_ARGS:-./...} || rc=$?
+go test -v -count=1 -timeout 8m -parallel 16 ${GO_TESTS_ARGS:-./...} 2>&1 \
+  | grep --line-buffered -v -E '^=== (RUN|PAUSE|CONT|NAME)'
+status=("${PIPESTATUS[@]}")
+set -e
+rc=${status[0]}
 echo "go-tests.sh: suites ran in $(( $(date +%s) - ts ))s"
 exit "$rc"

@@ -43,7 +43,10 @@ pub enum SessionError {
 pub enum SessionMode {
     /// Epoch -1: no session (closing one if an id was given).
     Sessionless,
-    /// Session id 0, epoch 0: start a session with the listed partitions.
+    /// Epoch 0: start a session with the listed partitions. With a session
+    /// id, that session is closed first: a client that lost track of its
+    /// session's epoch (a fetch it gave up on was served) starts over this
+    /// way, keeping its id, as KIP-227 has it and Kafka's broker does.
     New,
     /// An existing session at the given epoch.
     Incremental { id: i32, epoch: i32 },
@@ -53,7 +56,7 @@ impl SessionMode {
     pub fn of(session_id: i32, epoch: i32) -> SessionMode {
         match (session_id, epoch) {
             (_, -1) => SessionMode::Sessionless,
-            (0, _) => SessionMode::New,
+            (0, _) | (_, 0) => SessionMode::New,
             (id, epoch) => SessionMode::Incremental { id, epoch },
         }
     }
@@ -269,6 +272,17 @@ mod tests {
         );
         s.close(C, id);
         assert_eq!(s.update(C, id, 1, vec![], &[]), Err(SessionError::NotFound));
+    }
+
+    #[test]
+    fn epoch_zero_starts_a_session_whatever_the_id() {
+        assert_eq!(SessionMode::of(0, 0), SessionMode::New);
+        assert_eq!(SessionMode::of(1234, 0), SessionMode::New);
+        assert_eq!(SessionMode::of(1234, -1), SessionMode::Sessionless);
+        assert_eq!(
+            SessionMode::of(1234, 3),
+            SessionMode::Incremental { id: 1234, epoch: 3 }
+        );
     }
 
     #[test]

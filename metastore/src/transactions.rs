@@ -70,6 +70,15 @@ impl TxnState {
         }
     }
 
+    /// A transaction is open from its first AddPartitionsToTxn or
+    /// AddOffsetsToTxn until every marker of its outcome is written.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+        )
+    }
+
     /// A prepared outcome whose markers are still being written: `Some(true)`
     /// for a commit, `Some(false)` for an abort.
     pub fn preparing(self) -> Option<bool> {

@@ -84,6 +84,12 @@ pub trait Transactions {
 
     /// Every transactional id's record, from the local replica.
     fn transactions(&self) -> Vec<TxnRecord>;
+
+    /// The partitions (topic, partition) that `group` has offsets for in a
+    /// transaction not yet complete (ongoing, or its markers still being
+    /// written), from the local replica: what a stable OffsetFetch
+    /// (KIP-447) answers UNSTABLE_OFFSET_COMMIT for.
+    fn pending_txn_offsets(&self, group: &str) -> Vec<(String, i32)>;
 }
 
 impl Metastore {
@@ -219,6 +225,17 @@ impl Transactions for Metastore {
 
     fn transactions(&self) -> Vec<TxnRecord> {
         self.read(|s| s.transactions().cloned().collect())
+    }
+
+    fn pending_txn_offsets(&self, group: &str) -> Vec<(String, i32)> {
+        self.read(|s| {
+            s.transactions()
+                .filter(|t| t.state.is_open())
+                .filter_map(|t| t.pending_offsets.get(group))
+                .flatten()
+                .map(|c| (c.topic.clone(), c.partition))
+                .collect()
+        })
     }
 }
 

@@ -537,10 +537,15 @@ async fn apply_session(
             }
             0
         }
-        SessionMode::New => b
-            .fetch_sessions
-            .create(ctx.connection, items.iter().map(to_session).collect())
-            .unwrap_or(0),
+        SessionMode::New => {
+            // a full fetch naming a session replaces it
+            if req.session_id != 0 {
+                b.fetch_sessions.close(ctx.connection, req.session_id);
+            }
+            b.fetch_sessions
+                .create(ctx.connection, items.iter().map(to_session).collect())
+                .unwrap_or(0)
+        }
         SessionMode::Incremental { id, epoch } => {
             let forgotten: Vec<(Uuid, String, i32)> = req
                 .forgotten_topics_data

@@ -24,6 +24,7 @@ on_every_backend!(
     a_response_holds_no_batch_past_fetch_max_bytes_after_the_first,
     incremental_fetch_session_lists_only_partitions_with_news,
     a_fetch_session_answers_only_on_its_own_connection,
+    epoch_zero_with_a_session_id_starts_over,
 );
 
 fn reads(b: &Broker) -> u64 {
@@ -205,6 +206,67 @@ async fn incremental_fetch_session_lists_only_partitions_with_news(logs: Logs) {
     assert!(quiet.responses.is_empty(), "{quiet:?}");
     let stale: FetchResponse = call(b, ApiKey::Fetch, 12, &req).await;
     assert_eq!(stale.error_code, 71, "INVALID_FETCH_SESSION_EPOCH");
+}
+
+/// A client that lost track of its session's epoch (it gave up on a fetch
+/// the broker served, as franz-go does when its assignment changes) sends a
+/// full fetch with its session id and epoch 0: a new session answers, with
+/// every partition, and the old one is gone. Refusing it with
+/// INVALID_FETCH_SESSION_EPOCH had franz-go resend it in a loop, reading
+/// nothing.
+async fn epoch_zero_with_a_session_id_starts_over(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "again", 1).await;
+    produce(b, "again", batch(&["a"], None, Compression::None)).await;
+    let first: FetchResponse = call(
+        b,
+        ApiKey::Fetch,
+        12,
+        &fetch_req("again", 0, 0, 0)
+            .with_session_id(0)
+            .with_session_epoch(0),
+    )
+    .await;
+    assert_ne!(first.session_id, 0, "a session was created");
+    // the client served epoch 1 but never read the answer
+    let served: FetchResponse = call(
+        b,
+        ApiKey::Fetch,
+        12,
+        &fetch_req("again", 1, 0, 0)
+            .with_session_id(first.session_id)
+            .with_session_epoch(1),
+    )
+    .await;
+    assert_eq!(served.error_code, 0);
+    let restart = fetch_req("again", 0, 0, 0)
+        .with_session_id(first.session_id)
+        .with_session_epoch(0);
+    let again: FetchResponse = call(b, ApiKey::Fetch, 12, &restart).await;
+    assert_eq!(
+        again.error_code, 0,
+        "a full fetch naming the session is served"
+    );
+    assert_ne!(again.session_id, 0, "in a new session");
+    assert_eq!(again.responses.len(), 1, "with every partition: {again:?}");
+    let stale = fetch_req("again", 1, 0, 0)
+        .with_session_id(first.session_id)
+        .with_session_epoch(2);
+    if again.session_id != first.session_id {
+        let old: FetchResponse = call(b, ApiKey::Fetch, 12, &stale).await;
+        assert_eq!(old.error_code, 70, "the old session is closed");
+    }
+    let next: FetchResponse = call(
+        b,
+        ApiKey::Fetch,
+        12,
+        &fetch_req("again", 1, 0, 0)
+            .with_session_id(again.session_id)
+            .with_session_epoch(1),
+    )
+    .await;
+    assert_eq!(next.error_code, 0, "the new session goes on at epoch 1");
 }
 
 async fn a_fetch_session_answers_only_on_its_own_connection(logs: Logs) {

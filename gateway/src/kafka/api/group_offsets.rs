@@ -21,6 +21,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use std::collections::HashSet;
+
 use super::{s, RequestContext};
 use crate::broker::Broker;
 use crate::codes;
@@ -28,7 +30,7 @@ use dataplane::group::admin;
 use dataplane::node::GroupHome;
 use dataplane::partition::now_ms;
 use metastore::acl::{AclOperation, ResourceType};
-use metastore::{Groups, OffsetCommit, Topics};
+use metastore::{Groups, OffsetCommit, Topics, Transactions};
 
 /// `offset.metadata.max.bytes`.
 const MAX_METADATA: usize = 4096;
@@ -158,7 +160,7 @@ pub(super) async fn offset_fetch(
                 .map(|t| (t.name.to_string(), t.partition_indexes))
                 .collect()
         });
-        let topics = describable_offsets(b, ctx, req.group_id.as_str(), topics)
+        let topics = describable_offsets(b, ctx, req.group_id.as_str(), topics, req.require_stable)
             .into_iter()
             .map(|(name, parts)| {
                 OffsetFetchResponseTopic::default()
@@ -218,33 +220,34 @@ pub(super) async fn offset_fetch(
                     .map(|t| (t.name.to_string(), t.partition_indexes))
                     .collect()
             });
-            let topics = describable_offsets(b, ctx, g.group_id.as_str(), topics)
-                .into_iter()
-                .map(|(name, parts)| {
-                    let topic_id = b
-                        .node
-                        .catalog
-                        .topic(&name)
-                        .map(|t| t.id)
-                        .unwrap_or_default();
-                    OffsetFetchResponseTopics::default()
-                        .with_topic_id(topic_id)
-                        .with_partitions(
-                            parts
-                                .into_iter()
-                                .map(|c| {
-                                    OffsetFetchResponsePartitions::default()
-                                        .with_partition_index(c.partition)
-                                        .with_committed_offset(c.offset)
-                                        .with_committed_leader_epoch(c.leader_epoch)
-                                        .with_metadata(Some(s(c.metadata)))
-                                        .with_error_code(c.error)
-                                })
-                                .collect(),
-                        )
-                        .with_name(TopicName(s(name)))
-                })
-                .collect();
+            let topics =
+                describable_offsets(b, ctx, g.group_id.as_str(), topics, req.require_stable)
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        let topic_id = b
+                            .node
+                            .catalog
+                            .topic(&name)
+                            .map(|t| t.id)
+                            .unwrap_or_default();
+                        OffsetFetchResponseTopics::default()
+                            .with_topic_id(topic_id)
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|c| {
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(c.partition)
+                                            .with_committed_offset(c.offset)
+                                            .with_committed_leader_epoch(c.leader_epoch)
+                                            .with_metadata(Some(s(c.metadata)))
+                                            .with_error_code(c.error)
+                                    })
+                                    .collect(),
+                            )
+                            .with_name(TopicName(s(name)))
+                    })
+                    .collect();
             OffsetFetchResponseGroup::default()
                 .with_group_id(g.group_id)
                 .with_topics(topics)
@@ -339,9 +342,46 @@ fn describable_offsets(
     ctx: &RequestContext,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Vec<(String, Vec<Reported>)> {
     let all = topics.is_none();
-    admin::committed_offsets(&b.node, group, topics)
+    let mut committed = admin::committed_offsets(&b.node, group, topics);
+    // KIP-447: a stable fetch answers UNSTABLE_OFFSET_COMMIT for a partition
+    // with offsets in a transaction not yet complete (the client retries),
+    // never the offset the transaction is about to replace; fetching all,
+    // such a partition is listed even when nothing is committed for it yet
+    let unstable: HashSet<(String, i32)> = if require_stable {
+        b.node
+            .catalog
+            .pending_txn_offsets(group)
+            .into_iter()
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    if all {
+        for (topic, partition) in &unstable {
+            let listed = committed.iter().any(|(name, parts)| {
+                name == topic && parts.iter().any(|c| c.partition == *partition)
+            });
+            if !listed {
+                let at = match committed.iter().position(|(name, _)| name == topic) {
+                    Some(i) => i,
+                    None => {
+                        committed.push((topic.clone(), Vec::new()));
+                        committed.len() - 1
+                    }
+                };
+                committed[at].1.push(admin::Committed {
+                    partition: *partition,
+                    offset: -1,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                });
+            }
+        }
+    }
+    committed
         .into_iter()
         .filter_map(|(name, parts)| {
             let allowed = ctx.may(b, AclOperation::Describe, ResourceType::Topic, &name);
@@ -351,6 +391,18 @@ fn describable_offsets(
             let parts = parts
                 .into_iter()
                 .map(|c| match allowed {
+                    true if unstable
+                        .iter()
+                        .any(|(t, p)| *t == name && *p == c.partition) =>
+                    {
+                        Reported {
+                            partition: c.partition,
+                            offset: -1,
+                            leader_epoch: -1,
+                            metadata: String::new(),
+                            error: ResponseError::UnstableOffsetCommit.code(),
+                        }
+                    }
                     true => Reported {
                         partition: c.partition,
                         offset: c.offset,

@@ -30,6 +30,7 @@ on_every_backend!(
     txn_offset_commit_v5_adds_its_group,
     clients_before_version_2_add_partitions_and_keep_their_epoch,
     list_transactions_names_the_transactions_this_agent_coordinates,
+    a_stable_offset_fetch_is_refused_while_a_transaction_holds_offsets,
 );
 
 fn id(s: &str) -> TransactionalId {
@@ -204,6 +205,115 @@ async fn a_transaction_commits_its_records_and_offsets_together(logs: Logs) {
         unknown.transaction_states[0].error_code, 105,
         "TRANSACTIONAL_ID_NOT_FOUND"
     );
+}
+
+/// OffsetFetch of group `g`, partition 0 of `in` (or every partition the
+/// group has offsets for): (error, offset) of that partition, or `None` when
+/// it is not listed.
+async fn fetch_offset(b: &Broker, v: i16, require_stable: bool, all: bool) -> Option<(i16, i64)> {
+    let topics = (!all).then(|| {
+        vec![offset_fetch_request::OffsetFetchRequestTopics::default()
+            .with_name(TopicName(StrBytes::from_static_str("in")))
+            .with_partition_indexes(vec![0])]
+    });
+    if v >= 8 {
+        let req = OffsetFetchRequest::default()
+            .with_require_stable(require_stable)
+            .with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                    .with_topics(topics),
+            ]);
+        let resp: OffsetFetchResponse = call(b, ApiKey::OffsetFetch, v, &req).await;
+        let g = &resp.groups[0];
+        assert_eq!(g.error_code, 0);
+        let t = g.topics.iter().find(|t| t.name.as_str() == "in")?;
+        let p = t.partitions.iter().find(|p| p.partition_index == 0)?;
+        return Some((p.error_code, p.committed_offset));
+    }
+    let req = OffsetFetchRequest::default()
+        .with_require_stable(require_stable)
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_topics(topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| {
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(t.name)
+                        .with_partition_indexes(t.partition_indexes)
+                })
+                .collect()
+        }));
+    let resp: OffsetFetchResponse = call(b, ApiKey::OffsetFetch, v, &req).await;
+    assert_eq!(resp.error_code, 0);
+    let t = resp.topics.iter().find(|t| t.name.as_str() == "in")?;
+    let p = t.partitions.iter().find(|p| p.partition_index == 0)?;
+    Some((p.error_code, p.committed_offset))
+}
+
+/// KIP-447: while a transaction holds offsets for a partition, a stable
+/// OffsetFetch answers UNSTABLE_OFFSET_COMMIT for it (the client retries)
+/// rather than the offset the transaction is about to replace, whether the
+/// partition is asked for or every partition is; an OffsetFetch that does
+/// not ask for stability answers the committed offset. Once the
+/// transaction commits, the stable fetch answers its offset.
+async fn a_stable_offset_fetch_is_refused_while_a_transaction_holds_offsets(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "in", 1).await;
+    let r = init(b, "stable").await;
+    assert_eq!(r.error_code, 0);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    let offsets = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(id("stable"))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(StrBytes::from_static_str("g")));
+    let added: AddOffsetsToTxnResponse = call(b, ApiKey::AddOffsetsToTxn, 3, &offsets).await;
+    assert_eq!(added.error_code, 0);
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(id("stable"))
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("in")))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(17)
+                .with_committed_leader_epoch(-1)])]);
+    let held: TxnOffsetCommitResponse = call(b, ApiKey::TxnOffsetCommit, 3, &commit).await;
+    assert_eq!(held.topics[0].partitions[0].error_code, 0);
+
+    for v in [7, 8] {
+        assert_eq!(
+            fetch_offset(b, v, true, false).await,
+            Some((88, -1)),
+            "v{v}: UNSTABLE_OFFSET_COMMIT"
+        );
+        assert_eq!(
+            fetch_offset(b, v, true, true).await,
+            Some((88, -1)),
+            "v{v}: listed unstable when fetching every partition"
+        );
+        assert_eq!(
+            fetch_offset(b, v, false, false).await,
+            Some((0, -1)),
+            "v{v}: without require_stable, what is committed (nothing)"
+        );
+    }
+
+    assert_eq!(end(b, "stable", pid, epoch, true).await, 0);
+    let mut answer = None;
+    for _ in 0..100 {
+        answer = fetch_offset(b, 8, true, false).await;
+        if answer != Some((88, -1)) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(answer, Some((0, 17)), "committed with the transaction");
+    assert_eq!(fetch_offset(b, 7, true, true).await, Some((0, 17)));
 }
 
 async fn a_batch_of_a_partition_not_added_is_refused_and_a_fenced_producer_told_so(logs: Logs) {

@@ -6,13 +6,16 @@ reference, all started here on free ports of 127.0.0.1.
 
     python3 tests/compat/matrix.py [--brokers aerostream-single,aerostream-three,kafka]
                                    [--json FILE] [--write-docs]
-                                   [--java-reports DIR] [--go-json FILE]
+                                   [--java-reports DIR] [--connect-reports DIR]
+                                   [--go-json FILE]
 
 Prints a markdown table (client × scenario, a cell per broker). With
 --write-docs the table replaces the one between the matrix markers of
 docs/kafka-compatibility.md. --java-reports reads the JUnit reports of
-tests/java (scripts/java-tests.sh) and --go-json the `go test -json` output
-of tests/go, and adds their rows (those suites run their own brokers).
+tests/java (scripts/java-tests.sh: the Java client and Kafka Streams),
+--connect-reports those of tests/connect (scripts/connect-tests.sh) and
+--go-json the `go test -json` output of tests/go (franz-go, sarama), and
+adds their rows (those suites run their own brokers).
 
 Exits 1 when a scenario fails on an AeroStream broker while it passes on
 Kafka, or fails on Kafka itself (then the scenario is wrong): that is what
@@ -43,12 +46,19 @@ BEGIN = "<!-- compatibility matrix: begin (tests/compat/matrix.py --write-docs) 
 END = "<!-- compatibility matrix: end -->"
 # The Java suite's test classes, by the scenario they show.
 JAVA_SCENARIOS = {
-    "ProducerTest": "produce-consume",
-    "ConsumerGroupTest": "group-classic",
-    "ConsumerProtocolTest": "group-kip848",
-    "TransactionsTest": "transactions",
-    "AdminTest": "admin",
-    "OffsetsTest": "produce-consume",
+    "ProducerTest": ["produce-consume", "compression", "idempotence"],
+    "ConsumerGroupTest": ["group-classic"],
+    "ConsumerProtocolTest": ["group-kip848"],
+    "TransactionsTest": ["transactions"],
+    "AdminTest": ["admin"],
+    "OffsetsTest": ["produce-consume"],
+}
+# Kafka Streams (StreamsTest of tests/java) and Kafka Connect (tests/connect),
+# by the scenarios an application of theirs relies on.
+STREAMS_SCENARIOS = {"StreamsTest": ["produce-consume", "group-classic", "transactions"]}
+CONNECT_SCENARIOS = {
+    "fileSourceAndSinkResumeAfterTheWorkerIsKilled": ["produce-consume", "group-classic"],
+    "exactlyOnceSourceResumesAfterTheWorkerIsKilled": ["transactions"],
 }
 
 
@@ -135,21 +145,24 @@ def run_brokers(names):
     return results
 
 
-def java_results(report_dir, targets):
-    """Rows of the Java suite from surefire's XML: each test runs once per
-    target, in the order of -Dtargets (`[1]`, `[2]`, ...)."""
+def java_results(report_dir, targets, mapping=None, client="Java (kafka-clients 4.1.1)"):
+    """Rows of a JUnit suite from surefire's XML: each test runs once per
+    target, in the order of -Dtargets (`[1]`, `[2]`, ...); `mapping` names
+    the scenarios of a test class or a test method."""
+    mapping = JAVA_SCENARIOS if mapping is None else mapping
     out = []
     for path in glob.glob(os.path.join(report_dir, "TEST-*.xml")):
         for case in ET.parse(path).getroot().iter("testcase"):
             cls = case.get("classname", "").rsplit(".", 1)[-1]
-            scenario = JAVA_SCENARIOS.get(cls)
             m = re.search(r"\[(\d+)\]$", case.get("name", ""))
-            if scenario is None or m is None or int(m.group(1)) > len(targets):
+            if m is None or int(m.group(1)) > len(targets):
                 continue
             failed = case.find("failure") is not None or case.find("error") is not None
             skipped = case.find("skipped") is not None
-            out.append({"broker": targets[int(m.group(1)) - 1], "client": "Java (kafka-clients 4.1.1)",
-                        "scenario": scenario, "result": "n/a" if skipped else ("fail" if failed else "pass")})
+            method = case.get("name", "").split("(", 1)[0]
+            for scenario in mapping.get(cls, mapping.get(method, [])):
+                out.append({"broker": targets[int(m.group(1)) - 1], "client": client,
+                            "scenario": scenario, "result": "n/a" if skipped else ("fail" if failed else "pass")})
     return out
 
 
@@ -270,12 +283,18 @@ def main():
     ap.add_argument("--java-reports")
     ap.add_argument("--java-targets", default="aerostream-single,aerostream-three,kafka",
                     help="the targets of the Java run, in its order")
+    ap.add_argument("--connect-reports", help="tests/connect/target/surefire-reports")
     ap.add_argument("--go-json")
     args = ap.parse_args()
     brokers = [b for b in args.brokers.split(",") if b]
     results = run_brokers(brokers)
     if args.java_reports:
         results += java_results(args.java_reports, args.java_targets.split(","))
+        results += java_results(args.java_reports, args.java_targets.split(","), STREAMS_SCENARIOS,
+                                "Kafka Streams 4.1.1 (exactly_once_v2)")
+    if args.connect_reports:
+        results += java_results(args.connect_reports, args.java_targets.split(","), CONNECT_SCENARIOS,
+                                "Kafka Connect 4.1.1 (distributed)")
     if args.go_json:
         results += go_results(args.go_json)
     if args.json:

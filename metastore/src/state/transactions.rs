@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::txn_end::LAST_PRODUCER_EPOCH;
 use super::MetaState;
 use crate::command::{CommandOutput, CommandResult};
 use crate::error::MetaError;
@@ -19,10 +20,6 @@ fn refuse(refusal: TxnRefusal, reason: impl Into<String>) -> MetaError {
         reason: reason.into(),
     }
 }
-
-/// Epochs stop short of `i16::MAX`: the last one is left for a
-/// coordinator's abort of a timed-out transaction.
-pub(super) const LAST_PRODUCER_EPOCH: i16 = i16::MAX - 1;
 
 impl MetaState {
     /// A transactional id's record.

@@ -25,7 +25,9 @@
 use crate::error::MetaError;
 use crate::transactions::{TxnRecord, TxnRefusal, TxnState};
 
-use super::transactions::LAST_PRODUCER_EPOCH;
+/// Epochs stop short of `i16::MAX`: the last one is left for a
+/// coordinator's abort of a timed-out transaction.
+pub(super) const LAST_PRODUCER_EPOCH: i16 = i16::MAX - 1;
 
 /// What an EndTxn does to the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

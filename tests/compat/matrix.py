@@ -145,6 +145,19 @@ def run_brokers(names):
     return results
 
 
+def from_log(path):
+    """The results an earlier run printed (`compat: BROKER CLIENT SCENARIO: RESULT (...)`)."""
+    out = []
+    pattern = re.compile(r"compat: (\S+) (\S+) (\S+): (pass|fail|n/a) \(")
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = pattern.search(line)
+            if m and m.group(1) in BROKERS:
+                out.append({"broker": m.group(1), "client": m.group(2), "scenario": m.group(3),
+                            "result": m.group(4)})
+    return out
+
+
 def java_results(report_dir, targets, mapping=None, client="Java (kafka-clients 4.1.1)"):
     """Rows of a JUnit suite from surefire's XML: each test runs once per
     target, in the order of -Dtargets (`[1]`, `[2]`, ...); `mapping` names
@@ -279,6 +292,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--brokers", default=",".join(BROKERS))
     ap.add_argument("--json")
+    ap.add_argument("--from-log", help="take the clients' results from the output of an earlier run "
+                                       "(its `compat:` lines, e.g. CI's log) instead of running the brokers")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--java-reports")
     ap.add_argument("--java-targets", default="aerostream-single,aerostream-three,kafka",
@@ -287,7 +302,7 @@ def main():
     ap.add_argument("--go-json")
     args = ap.parse_args()
     brokers = [b for b in args.brokers.split(",") if b]
-    results = run_brokers(brokers)
+    results = from_log(args.from_log) if args.from_log else run_brokers(brokers)
     if args.java_reports:
         results += java_results(args.java_reports, args.java_targets.split(","))
         results += java_results(args.java_reports, args.java_targets.split(","), STREAMS_SCENARIOS,

@@ -21,7 +21,7 @@ import uuid
 
 SCENARIOS = [
     ("produce-consume", "produce with acks=all, keys and headers; read back in order"),
-    ("compression", "gzip, snappy, lz4 and zstd batches read back"),
+    ("compression", "gzip, snappy, lz4 and zstd batches read back (kafkajs: gzip, the only codec it ships)"),
     ("idempotence", "idempotent producer: offsets without gaps or duplicates"),
     ("group-classic", "classic group: two members split four partitions, commit, a new member resumes"),
     ("group-kip848", "KIP-848 group (group.protocol=consumer): two members split four partitions"),

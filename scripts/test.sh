@@ -57,11 +57,11 @@ step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
 # the lowest priority, so the build takes the CPU the server suites leave
 # idle while they wait on servers and clients; the offline checks of the
 # deployment files (which mostly wait on pip and checkov); and the client
-# suites that mostly wait on brokers (44-clients-beside.sh; 46-java.sh, the
-# Java client against AeroStream and Apache Kafka, then 48-connect.sh, Kafka
-# Connect and MirrorMaker 2 against both; 47-go.sh, franz-go and sarama
-# against both, then 49-compat.sh, the client compatibility matrix against
-# both). Each writes a log of its own, printed when it is waited for.
+# suites that mostly wait on brokers (44-clients-beside.sh; and one after
+# the other, as each starts AeroStream and Apache Kafka's JVMs: 46-java.sh,
+# the Java client and Kafka Streams, 47-go.sh, franz-go and sarama,
+# 48-connect.sh, Kafka Connect and MirrorMaker 2, 49-compat.sh, the client
+# compatibility matrix). Each writes a log of its own, printed when it is waited for.
 bg_names=(); bg_pids=(); bg_logs=(); bg_starts=()
 background() { # background NAME NICENESS SCRIPT...
   local name=$1 niceness=$2; shift 2
@@ -89,8 +89,8 @@ trap 'for p in "${bg_pids[@]}"; do kill -- -"$p" 2>/dev/null; done; true' EXIT
 background "fuzz build and runs" 19 scripts/ci/fuzz-build.sh scripts/ci/[0-9]*-fuzz.sh
 background "scripts/ci/50-deploy.sh" 0 scripts/ci/50-deploy.sh
 background "scripts/ci/44-clients-beside.sh" 0 scripts/ci/44-clients-beside.sh
-background "scripts/ci/46-java.sh, 48-connect.sh" 0 scripts/ci/46-java.sh scripts/ci/48-connect.sh
-background "scripts/ci/47-go.sh, 49-compat.sh" 0 scripts/ci/47-go.sh scripts/ci/49-compat.sh
+background "scripts/ci/46-java.sh, 47-go.sh, 48-connect.sh, 49-compat.sh" 0 \
+  scripts/ci/46-java.sh scripts/ci/47-go.sh scripts/ci/48-connect.sh scripts/ci/49-compat.sh
 
 for s in scripts/ci/[0-9]*.sh; do
   [ -e "$s" ] || continue

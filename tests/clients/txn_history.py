@@ -188,10 +188,15 @@ def nemesis(c, topic, history, stop, rng, every):
     """Kills an agent with SIGKILL every `every` seconds (the leader of a
     random partition, or the coordinator of a writer), restarts it after a
     few seconds, and waits for the cluster to settle."""
-    while not stop.wait(every):
+    # kills are `every` seconds apart counted from the previous kill, not
+    # from the restart after it: on a loaded machine a restart takes several
+    # seconds, and a short run would otherwise see a single kill
+    next_kill = time.monotonic() + every
+    while not stop.wait(max(2.0, next_kill - time.monotonic())):
         running = c.running()
         if len(running) < 3:
             continue
+        next_kill = time.monotonic() + every
         victim = None
         try:
             port = next(iter(running.values())).port

@@ -10,8 +10,8 @@
 #
 # Usage: scripts/bench/kafka-perf-tools.sh
 #
-#   CARGO_TARGET_DIR=/work/tgt-bench cargo build --release -p agent --bin aerostream
-#   AEROSTREAM_BIN=/work/tgt-bench/release/aerostream scripts/bench/kafka-perf-tools.sh
+#   cargo build --release -p agent --bin aerostream
+#   AEROSTREAM_BIN=<target>/release/aerostream scripts/bench/kafka-perf-tools.sh
 #
 # Per broker, in this order, each step one JVM of the tools pinned to
 # LOADGEN_CPUS:

@@ -185,29 +185,21 @@ pub(super) async fn offset_fetch(
     let mut groups = Vec::with_capacity(req.groups.len());
     for g in req.groups {
         let answer = {
-            if !ctx.may(
+            // not allowed, not coordinated here, or (v9+) a member of a
+            // consumer group not at its current epoch
+            let refused = if !ctx.may(
                 b,
                 AclOperation::Describe,
                 ResourceType::Group,
                 g.group_id.as_str(),
             ) {
-                groups.push(
-                    OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
-                );
-                continue;
-            }
-            if let Some(e) = elsewhere(b, g.group_id.as_str()) {
-                groups.push(
-                    OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_error_code(e.code()),
-                );
-                continue;
-            }
-            // a member of a consumer group fetches at its current epoch (v9+)
-            if let Some(e) = member_refusal(b, &g).await {
+                Some(ResponseError::GroupAuthorizationFailed)
+            } else if let Some(e) = elsewhere(b, g.group_id.as_str()) {
+                Some(e)
+            } else {
+                member_refusal(b, &g).await
+            };
+            if let Some(e) = refused {
                 groups.push(
                     OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)

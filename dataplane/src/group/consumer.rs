@@ -131,17 +131,12 @@ fn check(req: &ConsumerHeartbeat) -> Result<(), ConsumerRefusal> {
             if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            let names = req
-                .subscribed_topic_names
-                .as_ref()
-                .is_some_and(|n| !n.is_empty());
-            let pattern = req
-                .subscribed_topic_regex
-                .as_ref()
-                .is_some_and(|r| !r.is_empty());
-            if !names && !pattern {
+            // An empty list of names or an empty pattern joins the group
+            // with no topics (a client whose subscription is empty for the
+            // moment); only a request carrying neither is malformed.
+            if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
                 return invalid(
-                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
                 );
             }
         }

@@ -338,7 +338,7 @@ fn requests_missing_what_they_must_carry_are_refused() {
     let mut owns = join("m1", &["t"], &topics);
     owns.owned = Some(vec![(topic(1), vec![0])]);
     let mut no_subscription = join("m1", &[], &topics);
-    no_subscription.subscribed_topic_names = Some(Vec::new());
+    no_subscription.subscribed_topic_names = None;
     let mut bad_epoch = join("m1", &["t"], &topics);
     bad_epoch.member_epoch = -7;
     let mut assignor = join("m1", &["t"], &topics);
@@ -449,4 +449,19 @@ fn the_two_protocols_share_a_group_id_only_one_at_a_time() {
     let listed = e.list();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].3, "classic");
+}
+
+#[test]
+fn a_member_may_join_with_an_empty_subscription_and_subscribe_later() {
+    // librdkafka rejoins with the subscription it has at that moment, which
+    // can be empty while an application swaps its topic list
+    let mut e = engine();
+    let topics = catalog(&[("t", 1, 2)]);
+    let a = e.consumer_heartbeat(0, join("m1", &[], &topics)).unwrap();
+    assert_eq!(a.assignment, Some(Assignment::new()));
+    let mut later = beat("m1", a.member_epoch, &Assignment::new(), &topics);
+    later.subscribed_topic_names = Some(vec!["t".into()]);
+    let a = e.consumer_heartbeat(5, later).unwrap();
+    let owned = a.assignment.unwrap();
+    assert_eq!(owned.get(&topic(1)).map(|p| p.len()), Some(2));
 }

@@ -123,7 +123,17 @@ pub(super) async fn heartbeat(
                         .collect(),
                 )
             })),
-        Ok(Err(r)) => refused(codes::group_error(r.error), r.message),
+        Ok(Err(r)) => {
+            tracing::debug!(
+                group = %req.group_id.as_str(),
+                member = %req.member_id.as_str(),
+                epoch = req.member_epoch,
+                error = ?r.error,
+                "ConsumerGroupHeartbeat refused: {}",
+                r.message
+            );
+            refused(codes::group_error(r.error), r.message)
+        }
         Err(_) => refused(
             ResponseError::CoordinatorNotAvailable,
             "the group coordinator is not running".into(),

@@ -36,7 +36,7 @@ def test_transactions_through_network_cuts_leave_a_clean_history(tmp_path):
         out = tmp_path / "history.json"
         summary = txn_history.run(seconds=40, seed=23, writers=3, partitions=4, kill_every=10,
                                   out=str(out), cluster=Agents(agents),
-                                  chaos=txn_history.cutter(net, agents))
+                                  chaos=txn_history.cutter(net, agents), min_faults=2)
     print(json.dumps(summary, indent=2))
     assert summary["cuts"] >= 2, summary
     assert summary["transactions"].get("committed", 0) >= 20, summary

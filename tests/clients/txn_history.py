@@ -294,11 +294,19 @@ def check(history, seen, topic, sink, group_committed):
     return anomalies
 
 
+def faults(history):
+    """How many times the nemesis has struck so far (kills and link cuts)."""
+    return sum(1 for _t, e in list(history.events) if e.startswith(("nemesis: kill", "nemesis: cut")))
+
+
 def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, cluster=None,
-        chaos=None):
+        chaos=None, min_faults=0):
     """`cluster`: anything whose `agent(n).bootstrap` reaches agent n (three
     agents are started when absent); `chaos`: the nemesis (`nemesis`, which
-    kills, when absent; `cutter(...)` cuts links)."""
+    kills, when absent; `cutter(...)` cuts links). The run lasts `seconds`,
+    and longer (up to three times as long) until the nemesis has struck
+    `min_faults` times: on a loaded machine an agent's restart can take
+    long enough that a fixed window sees a single fault."""
     rng = random.Random(seed)
     own = cluster is None
     c = cluster or Cluster().start_voters()
@@ -323,7 +331,11 @@ def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, 
         t.start()
     chaos.start()
     try:
+        started = time.monotonic()
         time.sleep(seconds)
+        while (faults(history) < min_faults and chaos.is_alive()
+               and time.monotonic() - started < 3 * seconds):
+            time.sleep(1)
     finally:
         stop.set()
         chaos.join(180)

@@ -4,7 +4,6 @@ consumer can check each record without the producer keeping them."""
 
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess

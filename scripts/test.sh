@@ -50,10 +50,19 @@ step "cargo clippy" cargo clippy --workspace --all-targets --locked "${FEATURES[
 step "cargo clippy (release features)" cargo clippy -p agent --locked -- -D warnings
 step "cargo clippy (agent without the AWS SDK)" cargo clippy -p agent --locked --no-default-features -- -D warnings
 step "cargo doc (broken links are errors)" cargo doc --workspace --no-deps --locked
-step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
+# Everything the tests run, built once up front: every crate's tests and
+# the `aerostream` binary (the very build the suites' own `cargo build`
+# lines then find fresh) and the SDK's examples, so the suites in the
+# background start before the crates' tests run (cargo holds its build
+# lock while it compiles, not while tests run).
+build_all() {
+  cargo test --workspace --locked "${FEATURES[@]}" --no-run
+  cargo build -p sdk --examples --locked
+}
+step "cargo build (tests, binaries, examples)" build_all
 
 # Suites that share nothing with the others run in the background beside
-# them: the fuzz targets' instrumented build and their time-bounded runs, at
+# the crates' tests and the foreground suites: the fuzz targets' instrumented build and their time-bounded runs, at
 # the lowest priority, so the build takes the CPU the server suites leave
 # idle while they wait on servers and clients; the offline checks of the
 # deployment files (which mostly wait on pip and checkov); and the client
@@ -91,6 +100,8 @@ background "scripts/ci/50-deploy.sh" 0 scripts/ci/50-deploy.sh
 background "scripts/ci/44-clients-beside.sh" 0 scripts/ci/44-clients-beside.sh
 background "scripts/ci/46-java.sh, 47-go.sh, 48-connect.sh, 49-compat.sh" 0 \
   scripts/ci/46-java.sh scripts/ci/47-go.sh scripts/ci/48-connect.sh scripts/ci/49-compat.sh
+
+step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
 
 for s in scripts/ci/[0-9]*.sh; do
   [ -e "$s" ] || continue

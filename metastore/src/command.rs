@@ -12,6 +12,7 @@ use crate::acl::{AclBinding, AclFilter};
 use crate::coordinators::SlotFence;
 use crate::error::MetaError;
 use crate::quota::{QuotaEntity, QuotaOps};
+use crate::registry::{RegistryCommand, RegistryOutput};
 use crate::transactions::{TxnPartition, TxnRecord};
 use crate::types::{
     AgentId, AgentInfo, AgentRegistration, ConfigOp, CreateTopic, ElectionType, LeaderAndEpoch,
@@ -381,6 +382,8 @@ pub enum Command {
         entity: QuotaEntity,
         ops: QuotaOps,
     },
+    /// A change to the schema registry ([`crate::registry`]).
+    Registry { command: RegistryCommand },
 }
 
 impl Command {
@@ -444,6 +447,8 @@ pub enum CommandOutput {
     Acls(Vec<AclBinding>),
     /// A transactional id's record after the command.
     Transaction(TxnRecord),
+    /// What a schema registry command answered.
+    Registry(RegistryOutput),
 }
 
 /// The result of one command.

@@ -190,6 +190,12 @@ pub enum MetaError {
     /// [`crate::MetastoreConfig`] is not usable.
     #[error("invalid metastore settings: {reason}")]
     InvalidSettings { reason: String },
+
+    /// A schema registry request the registry's state refuses, with the
+    /// registry's own error code (40401, 42205, ...; see
+    /// [`crate::registry::code`]). Nothing was changed.
+    #[error("{message}")]
+    Registry { code: u32, message: String },
 }
 
 impl MetaError {
@@ -244,6 +250,7 @@ impl MetaError {
             | MetaError::NotCoordinator { .. }
             | MetaError::Transaction { .. }
             | MetaError::AgentAlive { .. }
+            | MetaError::Registry { .. }
             | MetaError::InvalidSettings { .. } => false,
         }
     }

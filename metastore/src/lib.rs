@@ -77,6 +77,7 @@ pub mod lease;
 mod lease_driver;
 mod liveness;
 pub mod network;
+pub mod registry;
 mod node;
 pub mod options;
 mod proposer;

@@ -44,6 +44,7 @@ use crate::types::{AgentId, MetaEvent};
 mod cluster;
 mod groups;
 mod manifests;
+mod registry;
 mod security;
 mod topics;
 mod transactions;

@@ -87,6 +87,9 @@ pub struct MetaState {
     /// Transactional ids and their transactions.
     #[serde(default)]
     pub(crate) transactions: BTreeMap<String, Arc<crate::transactions::TxnRecord>>,
+    /// The schema registry's schemas, subjects and settings.
+    #[serde(default)]
+    pub(crate) registry: crate::registry::RegistryState,
 }
 
 impl MetaState {
@@ -491,6 +494,7 @@ impl MetaState {
             Command::CreateAcl { binding } => self.create_acl(binding),
             Command::DeleteAcls { filter } => self.delete_acls(&filter),
             Command::AlterClientQuota { entity, ops } => self.alter_client_quota(entity, ops),
+            Command::Registry { command } => self.registry.apply(command).map(CommandOutput::Registry),
         }
     }
 
@@ -512,6 +516,11 @@ impl MetaState {
 
     pub fn cluster_id(&self) -> Option<&str> {
         self.cluster_id.as_deref()
+    }
+
+    /// The schema registry's state.
+    pub fn registry(&self) -> &crate::registry::RegistryState {
+        &self.registry
     }
 
     pub fn agents(&self) -> impl Iterator<Item = &AgentInfo> {

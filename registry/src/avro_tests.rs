@@ -28,17 +28,72 @@ fn primitives_and_promotions() {
     check_table(&[
         ("same primitive", s(r#""int""#), s(r#""int""#), true),
         ("int promotes to long", s(r#""int""#), s(r#""long""#), true),
-        ("int promotes to float", s(r#""int""#), s(r#""float""#), true),
-        ("int promotes to double", s(r#""int""#), s(r#""double""#), true),
-        ("long promotes to float", s(r#""long""#), s(r#""float""#), true),
-        ("long promotes to double", s(r#""long""#), s(r#""double""#), true),
-        ("float promotes to double", s(r#""float""#), s(r#""double""#), true),
-        ("string reads as bytes", s(r#""string""#), s(r#""bytes""#), true),
-        ("bytes reads as string", s(r#""bytes""#), s(r#""string""#), true),
-        ("long does not narrow to int", s(r#""long""#), s(r#""int""#), false),
-        ("double does not narrow to float", s(r#""double""#), s(r#""float""#), false),
-        ("int is not a string", s(r#""int""#), s(r#""string""#), false),
-        ("boolean is not an int", s(r#""boolean""#), s(r#""int""#), false),
+        (
+            "int promotes to float",
+            s(r#""int""#),
+            s(r#""float""#),
+            true,
+        ),
+        (
+            "int promotes to double",
+            s(r#""int""#),
+            s(r#""double""#),
+            true,
+        ),
+        (
+            "long promotes to float",
+            s(r#""long""#),
+            s(r#""float""#),
+            true,
+        ),
+        (
+            "long promotes to double",
+            s(r#""long""#),
+            s(r#""double""#),
+            true,
+        ),
+        (
+            "float promotes to double",
+            s(r#""float""#),
+            s(r#""double""#),
+            true,
+        ),
+        (
+            "string reads as bytes",
+            s(r#""string""#),
+            s(r#""bytes""#),
+            true,
+        ),
+        (
+            "bytes reads as string",
+            s(r#""bytes""#),
+            s(r#""string""#),
+            true,
+        ),
+        (
+            "long does not narrow to int",
+            s(r#""long""#),
+            s(r#""int""#),
+            false,
+        ),
+        (
+            "double does not narrow to float",
+            s(r#""double""#),
+            s(r#""float""#),
+            false,
+        ),
+        (
+            "int is not a string",
+            s(r#""int""#),
+            s(r#""string""#),
+            false,
+        ),
+        (
+            "boolean is not an int",
+            s(r#""boolean""#),
+            s(r#""int""#),
+            false,
+        ),
         (
             "a logical type reads as its underlying type",
             s(r#"{"type":"int","logicalType":"date"}"#),
@@ -107,8 +162,12 @@ fn record_fields() {
         ),
         (
             "nested record recursively",
-            record(r#"{"name":"in","type":{"type":"record","name":"In","fields":[{"name":"x","type":"int"}]}}"#),
-            record(r#"{"name":"in","type":{"type":"record","name":"In","fields":[{"name":"x","type":"int"},{"name":"y","type":"int"}]}}"#),
+            record(
+                r#"{"name":"in","type":{"type":"record","name":"In","fields":[{"name":"x","type":"int"}]}}"#,
+            ),
+            record(
+                r#"{"name":"in","type":{"type":"record","name":"In","fields":[{"name":"x","type":"int"},{"name":"y","type":"int"}]}}"#,
+            ),
             false,
         ),
     ]);
@@ -120,8 +179,18 @@ fn enums() {
         format!(r#"{{"type":"enum","name":"E","symbols":[{symbols}]{default}}}"#)
     };
     check_table(&[
-        ("reader enum adds a symbol", e(r#""A","B""#, ""), e(r#""A","B","C""#, ""), true),
-        ("writer symbol missing from the reader", e(r#""A","B""#, ""), e(r#""A""#, ""), false),
+        (
+            "reader enum adds a symbol",
+            e(r#""A","B""#, ""),
+            e(r#""A","B","C""#, ""),
+            true,
+        ),
+        (
+            "writer symbol missing from the reader",
+            e(r#""A","B""#, ""),
+            e(r#""A""#, ""),
+            false,
+        ),
         (
             "writer symbol missing from a reader enum with a default",
             e(r#""A","B""#, ""),
@@ -180,13 +249,48 @@ fn fixed_arrays_maps() {
 #[test]
 fn unions() {
     check_table(&[
-        ("writer type is a reader union branch", s(r#""string""#), s(r#"["null","string"]"#), true),
-        ("writer type promotes into a reader branch", s(r#""int""#), s(r#"["null","long"]"#), true),
-        ("writer type in no reader branch", s(r#""int""#), s(r#"["null","string"]"#), false),
-        ("reader union gains a branch", s(r#"["null","int"]"#), s(r#"["null","int","string"]"#), true),
-        ("reader union loses a branch", s(r#"["null","int","string"]"#), s(r#"["null","int"]"#), false),
-        ("every writer branch read by a non-union reader", s(r#"["int","long"]"#), s(r#""long""#), true),
-        ("a writer branch not read by a non-union reader", s(r#"["null","int"]"#), s(r#""int""#), false),
+        (
+            "writer type is a reader union branch",
+            s(r#""string""#),
+            s(r#"["null","string"]"#),
+            true,
+        ),
+        (
+            "writer type promotes into a reader branch",
+            s(r#""int""#),
+            s(r#"["null","long"]"#),
+            true,
+        ),
+        (
+            "writer type in no reader branch",
+            s(r#""int""#),
+            s(r#"["null","string"]"#),
+            false,
+        ),
+        (
+            "reader union gains a branch",
+            s(r#"["null","int"]"#),
+            s(r#"["null","int","string"]"#),
+            true,
+        ),
+        (
+            "reader union loses a branch",
+            s(r#"["null","int","string"]"#),
+            s(r#"["null","int"]"#),
+            false,
+        ),
+        (
+            "every writer branch read by a non-union reader",
+            s(r#"["int","long"]"#),
+            s(r#""long""#),
+            true,
+        ),
+        (
+            "a writer branch not read by a non-union reader",
+            s(r#"["null","int"]"#),
+            s(r#""int""#),
+            false,
+        ),
     ]);
 }
 
@@ -230,9 +334,14 @@ fn types_used_by_name_resolve() {
 #[test]
 fn messages_name_the_field() {
     let writer = avro(&record(r#"{"name":"a","type":"int"}"#));
-    let reader = avro(&record(r#"{"name":"a","type":"string"},{"name":"b","type":"int"}"#));
+    let reader = avro(&record(
+        r#"{"name":"a","type":"string"},{"name":"b","type":"int"}"#,
+    ));
     let why = cannot_read(&reader, &writer).join("\n");
-    assert!(why.contains("R.a") && why.contains("string") && why.contains("int"), "{why}");
+    assert!(
+        why.contains("R.a") && why.contains("string") && why.contains("int"),
+        "{why}"
+    );
     assert!(why.contains("R.b") && why.contains("no default"), "{why}");
 }
 
@@ -242,12 +351,18 @@ fn invalid_schemas_are_refused_clearly() {
         ("{not json", "JSON"),
         (r#"{"type":"record","name":"R"}"#, "not a valid Avro schema"),
         (r#""nosuchtype""#, "not a valid Avro schema"),
-        (r#"{"type":"record","name":"1bad","fields":[]}"#, "not a valid Avro schema"),
+        (
+            r#"{"type":"record","name":"1bad","fields":[]}"#,
+            "not a valid Avro schema",
+        ),
         (
             r#"{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":"x"}]}"#,
             "not a valid Avro schema",
         ),
-        (r#"{"type":"enum","name":"E","symbols":["A","A"]}"#, "not a valid Avro schema"),
+        (
+            r#"{"type":"enum","name":"E","symbols":["A","A"]}"#,
+            "not a valid Avro schema",
+        ),
     ] {
         match parse(text, &[]) {
             Err(SchemaError::Invalid(m)) => assert!(m.contains(expect), "{text}: {m}"),
@@ -281,21 +396,34 @@ fn references_resolve_by_full_name() {
         Err(e) => panic!("{e}"),
     };
     let why = cannot_read(&newer, &person);
-    assert!(why.len() == 1 && why[0].contains("Person.home.zip"), "{why:?}");
+    assert!(
+        why.len() == 1 && why[0].contains("Person.home.zip"),
+        "{why:?}"
+    );
     assert!(cannot_read(&person, &newer).is_empty());
 
-    let json_ref = Resolved { schema_type: SchemaType::Json, ..address };
-    assert!(matches!(parse(text, &[json_ref]), Err(SchemaError::Invalid(_))));
+    let json_ref = Resolved {
+        schema_type: SchemaType::Json,
+        ..address
+    };
+    assert!(matches!(
+        parse(text, &[json_ref]),
+        Err(SchemaError::Invalid(_))
+    ));
 }
 
 #[test]
 fn canonical_ignores_layout_not_meaning() {
-    let a = avro(r#"{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":1}]}"#);
+    let a =
+        avro(r#"{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":1}]}"#);
     let b = avro(
         "{ \"fields\" : [ { \"default\": 1, \"type\": \"int\", \"name\": \"a\" } ],\n  \"name\": \"R\", \"type\": \"record\" }",
     );
-    let c = avro(r#"{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":2}]}"#);
-    let d = avro(r#"{"type":"record","name":"R","fields":[{"name":"a","type":{"type":"int"},"default":1}]}"#);
+    let c =
+        avro(r#"{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":2}]}"#);
+    let d = avro(
+        r#"{"type":"record","name":"R","fields":[{"name":"a","type":{"type":"int"},"default":1}]}"#,
+    );
     assert_eq!(a.canonical(), b.canonical());
     assert_eq!(a.canonical(), d.canonical());
     assert_ne!(a.canonical(), c.canonical());

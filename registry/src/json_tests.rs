@@ -537,6 +537,30 @@ fn combined_schemas() {
             &comb("oneOf", &[s, i]),
             false,
         ),
+        (
+            "writer anyOf all read by a plain reader",
+            &comb("anyOf", &[i, r#"{"type":"number","maximum":3}"#]),
+            r#"{"type":"number"}"#,
+            true,
+        ),
+        (
+            "writer anyOf partly read by a plain reader",
+            &comb("anyOf", &[i, s]),
+            r#"{"type":"number"}"#,
+            false,
+        ),
+        (
+            "writer allOf with one subschema the reader reads",
+            &comb("allOf", &[s, r#"{"maxLength":3}"#]),
+            s,
+            true,
+        ),
+        (
+            "typed enum read by its type",
+            r#"{"type":"string","enum":["a"]}"#,
+            s,
+            true,
+        ),
     ]);
 }
 

@@ -309,7 +309,18 @@ impl<'d> Comparer<'d> {
             {
                 return;
             }
-            (Shape::Combined(_, subs), _) if subs.len() == 1 && self.reads(&subs[0], r) => {
+            // A writer combination read by a plain reader: every document
+            // of a writer `allOf` is valid under each of its subschemas, so
+            // one read is enough; one of a writer `anyOf`/`oneOf` may come
+            // from any subschema, so all must be read. (Beyond Confluent,
+            // which reads a single subschema only, but sound.)
+            (Shape::Combined(crit, subs), _)
+                if if *crit == Crit::All {
+                    subs.iter().any(|s| self.reads(s, r))
+                } else {
+                    subs.iter().all(|s| self.reads(s, r))
+                } =>
+            {
                 return;
             }
             _ => {}

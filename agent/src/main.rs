@@ -184,6 +184,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         native_tls: Some(native_tls),
         kafka_tls: kafka_tls(&s)?,
         http_addr: Some(s.http_addr),
+        schema_registry: s.schema_registry,
         shards: s.shards,
         broker: BrokerConfig {
             node_id: s.node_id,
@@ -294,16 +295,20 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         native = ?gw.native_addr(),
         native_quic = ?gw.native_quic_addr(),
         http = ?gw.http_addr(),
+        schema_registry = ?gw.schema_registry_addr(),
         data_dir = %s.data_dir.display(),
         "aerostream is serving"
     );
     // A line scripts can wait for.
     println!(
-        "aerostream listening kafka={} http={} native={} native_quic={}",
+        "aerostream listening kafka={} http={} native={} native_quic={} schema_registry={}",
         gw.kafka_addr(),
         gw.http_addr().map(|a| a.to_string()).unwrap_or_default(),
         gw.native_addr().map(|a| a.to_string()).unwrap_or_default(),
         gw.native_quic_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+        gw.schema_registry_addr()
             .map(|a| a.to_string())
             .unwrap_or_default()
     );

@@ -121,6 +121,7 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         | MetaError::SegmentOverlap { .. }
         | MetaError::ProducerIdsExhausted
         | MetaError::Storage { .. }
+        | MetaError::Registry { .. }
         | MetaError::InvalidSettings { .. } => ResponseError::UnknownServerError,
     }
 }

@@ -34,6 +34,10 @@ pub struct GatewayOptions {
     pub kafka_tls: Option<crate::kafka_tls::KafkaTls>,
     /// Health and metrics listener; `None` disables it.
     pub http_addr: Option<SocketAddr>,
+    /// The schema registry's listener and whether failing to bind it
+    /// fails the start (an address the operator chose) or only warns (the
+    /// default one, which a second agent on the host finds taken).
+    pub schema_registry: Option<(SocketAddr, bool)>,
     /// Number of shard runtimes.
     pub shards: usize,
     pub broker: BrokerConfig,
@@ -51,6 +55,7 @@ impl Default for GatewayOptions {
             native_tls: None,
             kafka_tls: None,
             http_addr: None,
+            schema_registry: None,
             shards: 1,
             broker: BrokerConfig::default(),
             http_extensions: Vec::new(),
@@ -123,6 +128,7 @@ pub struct Gateway {
     /// The native QUIC endpoint's address and its accept task.
     native_quic: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
     http_addr: Option<SocketAddr>,
+    schema_registry_addr: Option<SocketAddr>,
     /// What `/metrics` appends after the broker's own figures.
     http_extensions: Vec<Arc<dyn crate::http::HttpExtension>>,
 }
@@ -252,6 +258,30 @@ impl Gateway {
             }
             None => None,
         };
+        let schema_registry_addr = match opts.schema_registry {
+            Some((addr, required)) => match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => {
+                    let bound = l.local_addr()?;
+                    tokio::spawn(crate::http::registry::serve(
+                        l,
+                        broker.clone(),
+                        stop_rx.clone(),
+                    ));
+                    Some(bound)
+                }
+                Err(e) if !required => {
+                    tracing::warn!(%addr, error = %e, "the schema registry is off: its default address is taken (set --schema-registry-addr)");
+                    None
+                }
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("the schema registry cannot listen on {addr}: {e}"),
+                    ))
+                }
+            },
+            None => None,
+        };
         tracing::info!(%kafka_addr, shards = shards.len(), "Kafka listener ready");
         Ok(Gateway {
             broker,
@@ -261,6 +291,7 @@ impl Gateway {
             native_addr,
             native_quic,
             http_addr,
+            schema_registry_addr,
             http_extensions,
         })
     }
@@ -282,6 +313,11 @@ impl Gateway {
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The bound schema registry address, when it is on.
+    pub fn schema_registry_addr(&self) -> Option<SocketAddr> {
+        self.schema_registry_addr
     }
 
     pub fn broker(&self) -> &Arc<Broker> {

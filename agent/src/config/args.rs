@@ -93,6 +93,11 @@ pub struct ServeArgs {
     /// Health and metrics listener [default: 127.0.0.1:9001].
     #[arg(long, env = "AEROSTREAM_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
+    /// The schema registry's listener (Confluent's Schema Registry API), or
+    /// `off` [default: 127.0.0.1:8081, as Confluent's; when that is taken,
+    /// the agent starts without it and says so].
+    #[arg(long, env = "AEROSTREAM_SCHEMA_REGISTRY_ADDR")]
+    pub schema_registry_addr: Option<String>,
     /// This node's id [default: 1].
     #[arg(long, env = "AEROSTREAM_NODE_ID")]
     pub node_id: Option<i32>,

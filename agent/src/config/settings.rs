@@ -37,6 +37,9 @@ pub struct Settings {
     /// connections.max.reauth.ms; `None` for 0.
     pub sasl_max_session: Option<Duration>,
     pub http_addr: SocketAddr,
+    /// The schema registry's address, and whether it was chosen (a bind
+    /// failure then fails the start); `None`: off.
+    pub schema_registry: Option<(SocketAddr, bool)>,
     pub node_id: i32,
     pub shards: usize,
     pub auto_create_topics: bool,
@@ -155,6 +158,22 @@ impl Settings {
                 .http_addr
                 .or(file.http_addr)
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9001))),
+            schema_registry: match args
+                .schema_registry_addr
+                .as_deref()
+                .or(file.schema_registry_addr.as_deref())
+            {
+                None => Some((SocketAddr::from(([127, 0, 0, 1], 8081)), false)),
+                Some(off) if off.eq_ignore_ascii_case("off") => None,
+                Some(addr) => Some((
+                    addr.parse().map_err(|e| {
+                        anyhow::anyhow!(
+                            "--schema-registry-addr {addr}: not an address or `off`: {e}"
+                        )
+                    })?,
+                    true,
+                )),
+            },
             node_id,
             shards: args.shards.or(file.shards).unwrap_or(cores),
             auto_create_topics: args

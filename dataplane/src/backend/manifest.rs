@@ -84,6 +84,7 @@ fn retriable(e: &MetaError) -> bool {
         | MetaError::EligibleLeadersNotAvailable { .. }
         | MetaError::SegmentOverlap { .. }
         | MetaError::ProducerIdsExhausted
+        | MetaError::Registry { .. }
         | MetaError::InvalidSettings { .. } => false,
     }
 }

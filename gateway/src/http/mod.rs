@@ -26,6 +26,7 @@ mod auth;
 mod caller;
 mod csrf;
 pub mod extension;
+pub mod registry;
 
 pub use caller::Caller;
 pub use extension::{HttpExtension, HttpState};

@@ -150,6 +150,7 @@ impl From<MetaError> for ApiError {
             | MetaError::SegmentOverlap { .. }
             | MetaError::ProducerIdsExhausted
             | MetaError::Storage { .. }
+            | MetaError::Registry { .. }
             | MetaError::InvalidSettings { .. } => (S::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.to_string())

@@ -383,7 +383,9 @@ pub enum Command {
         ops: QuotaOps,
     },
     /// A change to the schema registry ([`crate::registry`]).
-    Registry { command: RegistryCommand },
+    Registry {
+        command: RegistryCommand,
+    },
 }
 
 impl Command {

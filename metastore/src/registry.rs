@@ -324,7 +324,10 @@ impl RegistryState {
         version: Option<i32>,
     ) -> Result<RegistryOutput, MetaError> {
         if subject.is_empty() || subject.chars().any(char::is_control) {
-            return refuse(code::INVALID_SCHEMA, "a subject name must be non-empty text");
+            return refuse(
+                code::INVALID_SCHEMA,
+                "a subject name must be non-empty text",
+            );
         }
         if schema.schema.len() > MAX_SCHEMA_BYTES {
             return refuse(
@@ -362,13 +365,15 @@ impl RegistryState {
         }
         let current = self.subjects.get(&subject).cloned().unwrap_or_default();
         // the same schema is already a live version of the subject
-        if let Some((n, v)) = current.live().find(|(_, v)| {
-            self.schemas
-                .get(&v.id)
-                .is_some_and(|s| s.same_as(&schema))
-        }) {
+        if let Some((n, v)) = current
+            .live()
+            .find(|(_, v)| self.schemas.get(&v.id).is_some_and(|s| s.same_as(&schema)))
+        {
             if id.is_none_or(|want| want == v.id) {
-                return Ok(RegistryOutput::Registered { id: v.id, version: n });
+                return Ok(RegistryOutput::Registered {
+                    id: v.id,
+                    version: n,
+                });
             }
         }
         let latest = current.latest_live().map(|(n, _)| n);
@@ -382,7 +387,10 @@ impl RegistryState {
         let id = match id {
             Some(want) => {
                 if want < 1 {
-                    return refuse(code::INVALID_SCHEMA, format!("schema id {want} is not valid"));
+                    return refuse(
+                        code::INVALID_SCHEMA,
+                        format!("schema id {want} is not valid"),
+                    );
                 }
                 if self.schemas.get(&want).is_some_and(|s| !s.same_as(&schema)) {
                     return refuse(
@@ -410,9 +418,7 @@ impl RegistryState {
                 .checked_add(1)
                 .ok_or_else(|| MetaError::invalid_request("the subject has no version left"))?,
         };
-        self.schemas
-            .entry(id)
-            .or_insert_with(|| Arc::new(schema));
+        self.schemas.entry(id).or_insert_with(|| Arc::new(schema));
         self.next_id = self.next_id.max(id.saturating_add(1)).max(2);
         let entry = self.subjects.entry(subject).or_default();
         Arc::make_mut(entry)
@@ -448,8 +454,15 @@ impl RegistryState {
         permanent: bool,
     ) -> Result<RegistryOutput, MetaError> {
         self.check_writable(subject)?;
-        let Some(s) = self.subjects.get(subject).filter(|s| !s.versions.is_empty()) else {
-            return refuse(code::SUBJECT_NOT_FOUND, format!("Subject '{subject}' not found."));
+        let Some(s) = self
+            .subjects
+            .get(subject)
+            .filter(|s| !s.versions.is_empty())
+        else {
+            return refuse(
+                code::SUBJECT_NOT_FOUND,
+                format!("Subject '{subject}' not found."),
+            );
         };
         let Some(v) = s.versions.get(&version).copied() else {
             return refuse(
@@ -488,23 +501,38 @@ impl RegistryState {
         Ok(RegistryOutput::Version(version))
     }
 
-    fn delete_subject(&mut self, subject: &str, permanent: bool) -> Result<RegistryOutput, MetaError> {
+    fn delete_subject(
+        &mut self,
+        subject: &str,
+        permanent: bool,
+    ) -> Result<RegistryOutput, MetaError> {
         self.check_writable(subject)?;
-        let Some(s) = self.subjects.get(subject).filter(|s| !s.versions.is_empty()) else {
-            return refuse(code::SUBJECT_NOT_FOUND, format!("Subject '{subject}' not found."));
+        let Some(s) = self
+            .subjects
+            .get(subject)
+            .filter(|s| !s.versions.is_empty())
+        else {
+            return refuse(
+                code::SUBJECT_NOT_FOUND,
+                format!("Subject '{subject}' not found."),
+            );
         };
         let live: Vec<i32> = s.live().map(|(n, _)| n).collect();
         let all: Vec<i32> = s.versions.keys().copied().collect();
         if permanent && !live.is_empty() {
             return refuse(
                 code::SUBJECT_NOT_SOFT_DELETED,
-                format!("Subject '{subject}' was not deleted first before being permanently deleted"),
+                format!(
+                    "Subject '{subject}' was not deleted first before being permanently deleted"
+                ),
             );
         }
         if !permanent && live.is_empty() {
             return refuse(
                 code::SUBJECT_SOFT_DELETED,
-                format!("Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"),
+                format!(
+                    "Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"
+                ),
             );
         }
         for v in &all {

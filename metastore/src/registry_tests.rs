@@ -9,8 +9,15 @@ fn avro(canonical: &str) -> StoredSchema {
     }
 }
 
-fn register(r: &mut RegistryState, subject: &str, schema: StoredSchema) -> Result<(i32, i32), MetaError> {
-    let expect_latest = r.subject(subject).and_then(|s| s.latest_live()).map(|(n, _)| n);
+fn register(
+    r: &mut RegistryState,
+    subject: &str,
+    schema: StoredSchema,
+) -> Result<(i32, i32), MetaError> {
+    let expect_latest = r
+        .subject(subject)
+        .and_then(|s| s.latest_live())
+        .map(|(n, _)| n);
     match r.apply(RegistryCommand::Register {
         subject: subject.into(),
         schema,
@@ -39,7 +46,10 @@ fn ids_are_global_and_versions_count_per_subject() {
     assert_eq!(register(&mut r, "b-value", avro("A2")).unwrap(), (2, 1));
     // registering it again under the same subject changes nothing
     assert_eq!(register(&mut r, "a-value", avro("A1")).unwrap(), (1, 1));
-    assert_eq!(r.uses_of(2), vec![("a-value", 2, false), ("b-value", 1, false)]);
+    assert_eq!(
+        r.uses_of(2),
+        vec![("a-value", 2, false), ("b-value", 1, false)]
+    );
     // the text kept is the first one registered
     assert_eq!(r.schema(1).unwrap().schema, " A1 ");
 }
@@ -55,7 +65,10 @@ fn a_registration_checked_against_an_older_latest_version_is_stale() {
         id: None,
         version: None,
     });
-    assert!(matches!(stale, Err(MetaError::StaleRequest { .. })), "{stale:?}");
+    assert!(
+        matches!(stale, Err(MetaError::StaleRequest { .. })),
+        "{stale:?}"
+    );
 }
 
 #[test]
@@ -70,14 +83,20 @@ fn deletes_are_soft_before_hard_and_ids_are_never_reused() {
             permanent: true,
         })
     };
-    assert_eq!(code_of(hard(&mut r, 2).unwrap_err()), code::VERSION_NOT_SOFT_DELETED);
+    assert_eq!(
+        code_of(hard(&mut r, 2).unwrap_err()),
+        code::VERSION_NOT_SOFT_DELETED
+    );
     let soft = RegistryCommand::DeleteVersion {
         subject: "s".into(),
         version: 2,
         permanent: false,
     };
     assert_eq!(r.apply(soft.clone()).unwrap(), RegistryOutput::Version(2));
-    assert_eq!(code_of(r.apply(soft).unwrap_err()), code::VERSION_SOFT_DELETED);
+    assert_eq!(
+        code_of(r.apply(soft).unwrap_err()),
+        code::VERSION_SOFT_DELETED
+    );
     assert_eq!(r.subject("s").unwrap().latest_live().unwrap().0, 1);
     // a new version after a soft delete takes the next number
     assert_eq!(register(&mut r, "s", avro("A3")).unwrap(), (3, 3));
@@ -89,13 +108,25 @@ fn deletes_are_soft_before_hard_and_ids_are_never_reused() {
         subject: "s".into(),
         permanent,
     };
-    assert_eq!(code_of(r.apply(subject(true)).unwrap_err()), code::SUBJECT_NOT_SOFT_DELETED);
-    assert_eq!(r.apply(subject(false)).unwrap(), RegistryOutput::Versions(vec![1, 3, 4]));
+    assert_eq!(
+        code_of(r.apply(subject(true)).unwrap_err()),
+        code::SUBJECT_NOT_SOFT_DELETED
+    );
+    assert_eq!(
+        r.apply(subject(false)).unwrap(),
+        RegistryOutput::Versions(vec![1, 3, 4])
+    );
     assert_eq!(r.subjects(false).count(), 0);
     assert_eq!(r.subjects(true).count(), 1);
-    assert_eq!(r.apply(subject(true)).unwrap(), RegistryOutput::Versions(vec![1, 3, 4]));
+    assert_eq!(
+        r.apply(subject(true)).unwrap(),
+        RegistryOutput::Versions(vec![1, 3, 4])
+    );
     assert!(r.subject("s").is_none());
-    assert_eq!(code_of(r.apply(subject(false)).unwrap_err()), code::SUBJECT_NOT_FOUND);
+    assert_eq!(
+        code_of(r.apply(subject(false)).unwrap_err()),
+        code::SUBJECT_NOT_FOUND
+    );
 }
 
 #[test]
@@ -115,10 +146,16 @@ fn a_referenced_version_cannot_be_deleted_and_a_missing_reference_is_refused() {
         version: 1,
         permanent: false,
     };
-    assert_eq!(code_of(r.apply(delete).unwrap_err()), code::REFERENCE_EXISTS);
+    assert_eq!(
+        code_of(r.apply(delete).unwrap_err()),
+        code::REFERENCE_EXISTS
+    );
     user.references[0].version = 7;
     user.canonical = "User2".into();
-    assert_eq!(code_of(register(&mut r, "user-value", user).unwrap_err()), code::INVALID_SCHEMA);
+    assert_eq!(
+        code_of(register(&mut r, "user-value", user).unwrap_err()),
+        code::INVALID_SCHEMA
+    );
 }
 
 #[test]
@@ -143,7 +180,10 @@ fn modes_and_levels_fall_back_from_subject_to_global() {
         mode: Some("READONLY".into()),
     })
     .unwrap();
-    assert_eq!(code_of(register(&mut r, "s", avro("A")).unwrap_err()), code::OPERATION_NOT_PERMITTED);
+    assert_eq!(
+        code_of(register(&mut r, "s", avro("A")).unwrap_err()),
+        code::OPERATION_NOT_PERMITTED
+    );
     register(&mut r, "t", avro("A")).unwrap();
     // IMPORT: ids and versions come from the caller
     r.apply(RegistryCommand::SetMode {
@@ -160,7 +200,13 @@ fn modes_and_levels_fall_back_from_subject_to_global() {
             version: Some(5),
         })
         .unwrap();
-    assert_eq!(imported, RegistryOutput::Registered { id: 100, version: 5 });
+    assert_eq!(
+        imported,
+        RegistryOutput::Registered {
+            id: 100,
+            version: 5
+        }
+    );
     let clash = r.apply(RegistryCommand::Register {
         subject: "v".into(),
         schema: avro("C"),

@@ -494,7 +494,9 @@ impl MetaState {
             Command::CreateAcl { binding } => self.create_acl(binding),
             Command::DeleteAcls { filter } => self.delete_acls(&filter),
             Command::AlterClientQuota { entity, ops } => self.alter_client_quota(entity, ops),
-            Command::Registry { command } => self.registry.apply(command).map(CommandOutput::Registry),
+            Command::Registry { command } => {
+                self.registry.apply(command).map(CommandOutput::Registry)
+            }
         }
     }
 

@@ -104,12 +104,16 @@ pub fn incompatibilities(level: Compatibility, new: &Parsed, earlier: &[Parsed])
         };
         if level.backward() {
             for w in new.cannot_read(old) {
-                why.push(format!("the new schema cannot read data written with {version}: {w}"));
+                why.push(format!(
+                    "the new schema cannot read data written with {version}: {w}"
+                ));
             }
         }
         if level.forward() {
             for w in old.cannot_read(new) {
-                why.push(format!("{version} cannot read data written with the new schema: {w}"));
+                why.push(format!(
+                    "{version} cannot read data written with the new schema: {w}"
+                ));
             }
         }
     }

@@ -12,8 +12,8 @@ mod compat;
 use std::collections::HashMap;
 use std::fmt;
 
-use protox::file::{File, FileResolver, GoogleFileResolver};
 use prost_reflect::FileDescriptor;
+use protox::file::{File, FileResolver, GoogleFileResolver};
 
 use crate::{Resolved, SchemaError, SchemaType};
 
@@ -117,3 +117,7 @@ pub fn cannot_read(reader: &ProtobufSchema, writer: &ProtobufSchema) -> Vec<Stri
 #[cfg(test)]
 #[path = "protobuf_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "protobuf_parse_tests.rs"]
+mod parse_tests;

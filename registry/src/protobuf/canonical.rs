@@ -108,7 +108,10 @@ fn render_message(out: &mut String, depth: usize, message: &MessageDescriptor) {
     if !reserved.is_empty() {
         line(out, inner, &format!("reserved {};", reserved.join(", ")));
     }
-    let names: Vec<String> = message.reserved_names().map(|n| quote(n.as_bytes())).collect();
+    let names: Vec<String> = message
+        .reserved_names()
+        .map(|n| quote(n.as_bytes()))
+        .collect();
     if !names.is_empty() {
         line(out, inner, &format!("reserved {};", names.join(", ")));
     }
@@ -160,15 +163,42 @@ fn field_line(field: &FieldDescriptor, with_label: bool) -> String {
     if let Some(default) = &proto.default_value {
         attributes.push(format!("default = {}", quote(default.as_bytes())));
     }
-    attributes.push(format!("json_name = {}", quote(field.json_name().as_bytes())));
+    if field.json_name() != default_json_name(field.name()) {
+        attributes.push(format!(
+            "json_name = {}",
+            quote(field.json_name().as_bytes())
+        ));
+    }
     attributes.extend(option_items(&field.options()));
+    let attributes = if attributes.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", attributes.join(", "))
+    };
     format!(
-        "{label}{} {} = {} [{}];",
+        "{label}{} {} = {}{attributes};",
         type_name(field),
         field.name(),
-        field.number(),
-        attributes.join(", ")
+        field.number()
     )
+}
+
+/// The JSON name a field has unless it sets one: its name with each `_`
+/// dropped and the letter after it capitalized.
+fn default_json_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The type of a field as written: a scalar's keyword, a message's or

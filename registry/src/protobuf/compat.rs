@@ -46,9 +46,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use prost_reflect::{
-    Cardinality, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor,
-};
+use prost_reflect::{Cardinality, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor};
 
 use super::canonical::kind_name;
 

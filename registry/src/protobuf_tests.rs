@@ -233,6 +233,12 @@ fn field_kind_changed() {
             false,
         ),
         case(
+            "FIELD_KIND_CHANGED group to message",
+            p2("message User { optional group G = 1 { optional int32 x = 2; } }"),
+            p2("message User { optional G g = 1; message G { optional int32 x = 2; } }"),
+            false,
+        ),
+        case(
             "FIELD_KIND_CHANGED map to scalar",
             p3("message User { map<string, string> m = 1; }"),
             p3("message User { string m = 1; }"),

@@ -28,7 +28,8 @@
 //!
 //! Incompatible (reported):
 //! - MESSAGE_REMOVED: data written with the removed message cannot be read;
-//! - FIELD_KIND_CHANGED: scalar (or enum) vs message vs map;
+//! - FIELD_KIND_CHANGED: scalar (or enum) vs message vs map, and a proto2
+//!   group vs a message field;
 //! - FIELD_SCALAR_KIND_CHANGED: scalars of different wire groups;
 //! - FIELD_NAMED_TYPE_CHANGED: a message-typed field now names another
 //!   message (compared by name within its package), or a map's message
@@ -335,6 +336,27 @@ impl Diff {
                 }
             }
             Class::Message => {
+                // A proto2 group is delimited on the wire by start and end
+                // tags, a message field by its length.
+                if writer.is_group() != reader.is_group() {
+                    let what = |f: &FieldDescriptor| {
+                        if f.is_group() {
+                            "a group"
+                        } else {
+                            "a message field"
+                        }
+                    };
+                    self.report(
+                        "FIELD_KIND_CHANGED",
+                        format!(
+                            "{} is {} in the writer's schema but {} in the reader's",
+                            describe(reader),
+                            what(writer),
+                            what(reader)
+                        ),
+                    );
+                    return;
+                }
                 if let (Kind::Message(w), Kind::Message(r)) = (writer.kind(), reader.kind()) {
                     self.named_type(reader, &w, &r);
                 }

@@ -52,6 +52,7 @@ class Broker:
         self.port = None
         self.http_port = None
         self.native_port = None
+        self.registry_port = None
         self.proc = None
         self.extra_args = list(extra_args)
         self.log_path = os.path.join(self.dir, "broker.log")
@@ -59,6 +60,11 @@ class Broker:
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def registry_url(self):
+        """The agent's schema registry (Confluent's REST API)."""
+        return f"http://127.0.0.1:{self.registry_port}"
 
     @property
     def native_url(self):
@@ -88,12 +94,15 @@ class Broker:
             self.http_port = free_port()
         if self.native_port is None:
             self.native_port = free_tcp_and_udp_port()
+        if self.registry_port is None:
+            self.registry_port = free_port()
         args = [
             binary(), "serve",
             "--data-dir", os.path.join(self.dir, "data"),
             "--kafka-addr", f"127.0.0.1:{self.port}",
             "--http-addr", f"127.0.0.1:{self.http_port}",
             "--native-addr", f"127.0.0.1:{self.native_port}",
+            "--schema-registry-addr", f"127.0.0.1:{self.registry_port}",
             "--shards", "2",
             "--group-initial-rebalance-delay-ms", "500",
             *self.extra_args,

@@ -8,7 +8,10 @@
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
 
 const [bootstrap, scenario] = process.argv.slice(2);
-const kafka = new Kafka({ brokers: bootstrap.split(','), clientId: 'compat-matrix', logLevel: logLevel.NOTHING });
+// retries past kafkajs's default five: right after a topic is created a
+// loaded broker (Apache Kafka's KRaft propagation too) may answer
+// UNKNOWN_TOPIC_OR_PARTITION for a few seconds
+const kafka = new Kafka({ brokers: bootstrap.split(','), clientId: 'compat-matrix', logLevel: logLevel.NOTHING, retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 5000 } });
 const PATIENCE_MS = 30000;
 // replication factor of the topics made here (3 on a cluster)
 const RF = Number(process.env.COMPAT_REPLICATION_FACTOR || '1');

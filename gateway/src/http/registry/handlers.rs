@@ -67,19 +67,48 @@ pub fn routes() -> Router<HttpState> {
         )
 }
 
+/// Query parameters; booleans as any client spells them (`true`, `True`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Flags {
-    #[serde(default)]
-    deleted: bool,
-    #[serde(default)]
-    permanent: bool,
-    #[serde(default)]
-    verbose: bool,
-    #[serde(default)]
-    default_to_global: bool,
-    #[serde(default)]
+struct Query_ {
+    deleted: Option<String>,
+    permanent: Option<String>,
+    verbose: Option<String>,
+    default_to_global: Option<String>,
     subject_prefix: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Flags {
+    deleted: bool,
+    permanent: bool,
+    verbose: bool,
+    default_to_global: bool,
+    subject_prefix: Option<String>,
+}
+
+fn truthy(v: Option<&str>) -> bool {
+    v.is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Flags {
+    type Rejection = RegistryError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let Query(q) = Query::<Query_>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| RegistryError::new(400, format!("bad query parameters: {e}")))?;
+        Ok(Flags {
+            deleted: truthy(q.deleted.as_deref()),
+            permanent: truthy(q.permanent.as_deref()),
+            verbose: truthy(q.verbose.as_deref()),
+            default_to_global: truthy(q.default_to_global.as_deref()),
+            subject_prefix: q.subject_prefix,
+        })
+    }
 }
 
 fn body<T: for<'de> Deserialize<'de>>(bytes: &Bytes) -> Result<T, RegistryError> {
@@ -177,7 +206,7 @@ async fn versions_of_id(
     State(st): State<HttpState>,
     caller: Caller,
     Path(id): Path<i32>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     readable_schema(b, &caller, id)?;
@@ -205,7 +234,7 @@ async fn subjects_of_id(
     State(st): State<HttpState>,
     caller: Caller,
     Path(id): Path<i32>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     readable_schema(b, &caller, id)?;
@@ -224,7 +253,7 @@ async fn subjects_of_id(
     Ok(json(&shown))
 }
 
-async fn subjects(State(st): State<HttpState>, caller: Caller, Query(f): Query<Flags>) -> Response {
+async fn subjects(State(st): State<HttpState>, caller: Caller, f: Flags) -> Response {
     let b = &st.broker;
     let names: Vec<String> = b.node.catalog.read(|s| {
         s.registry()
@@ -244,7 +273,7 @@ async fn versions(
     State(st): State<HttpState>,
     caller: Caller,
     Path(subject): Path<String>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Describe, &subject)?;
@@ -331,7 +360,7 @@ async fn version(
     State(st): State<HttpState>,
     caller: Caller,
     Path((subject, version)): Path<(String, String)>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Describe, &subject)?;
@@ -343,7 +372,7 @@ async fn raw_version(
     State(st): State<HttpState>,
     caller: Caller,
     Path((subject, version)): Path<(String, String)>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Describe, &subject)?;
@@ -385,7 +414,7 @@ async fn lookup(
     State(st): State<HttpState>,
     caller: Caller,
     Path(subject): Path<String>,
-    Query(f): Query<Flags>,
+    f: Flags,
     bytes: Bytes,
 ) -> Answer {
     let b = &st.broker;
@@ -425,7 +454,7 @@ async fn delete_subject(
     State(st): State<HttpState>,
     caller: Caller,
     Path(subject): Path<String>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Delete, &subject)?;
@@ -450,7 +479,7 @@ async fn delete_version(
     State(st): State<HttpState>,
     caller: Caller,
     Path((subject, version)): Path<(String, String)>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Delete, &subject)?;
@@ -489,7 +518,7 @@ async fn check_one(
     State(st): State<HttpState>,
     caller: Caller,
     Path((subject, version)): Path<(String, String)>,
-    Query(f): Query<Flags>,
+    f: Flags,
     bytes: Bytes,
 ) -> Answer {
     let b = &st.broker;
@@ -519,7 +548,7 @@ async fn check_all(
     State(st): State<HttpState>,
     caller: Caller,
     Path(subject): Path<String>,
-    Query(f): Query<Flags>,
+    f: Flags,
     bytes: Bytes,
 ) -> Answer {
     let b = &st.broker;
@@ -624,7 +653,7 @@ async fn get_config(
     State(st): State<HttpState>,
     caller: Caller,
     Path(subject): Path<String>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Describe, &subject)?;
@@ -699,7 +728,7 @@ async fn get_mode(
     State(st): State<HttpState>,
     caller: Caller,
     Path(subject): Path<String>,
-    Query(f): Query<Flags>,
+    f: Flags,
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Describe, &subject)?;

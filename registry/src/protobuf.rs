@@ -210,3 +210,7 @@ mod tests;
 #[cfg(test)]
 #[path = "protobuf_parse_tests.rs"]
 mod parse_tests;
+
+#[cfg(test)]
+#[path = "protobuf_serialized_tests.rs"]
+mod serialized_tests;

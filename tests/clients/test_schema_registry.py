@@ -1,6 +1,8 @@
 """The built-in schema registry with Confluent's own clients and
 serializers (confluent-kafka's SchemaRegistryClient, AvroSerializer and
-AvroDeserializer, JSONSerializer and JSONDeserializer), on three agents:
+AvroDeserializer, JSONSerializer and JSONDeserializer, ProtobufSerializer
+and ProtobufDeserializer, which register and fetch the base64 of a
+FileDescriptorProto rather than .proto text), on three agents:
 a schema registered on the first produce through one agent is the same
 schema id on the others, a consumer deserializes through another agent's
 registry, an incompatible evolution under BACKWARD is refused with 409 and
@@ -223,3 +225,57 @@ def test_the_api_answers_as_confluents_registry_does(cluster):
     assert subject in call(f"{base}/subjects?deleted=true")[1]
     assert call(f"{base}/subjects/{subject}?permanent=true", "DELETE") == (200, [1])
     assert call(f"{base}/schemas/ids/{v1['id']}")[1]["error_code"] == 40403
+
+
+def order_type(tag, with_note=False, id_type=None):
+    """A Protobuf message class built at run time (no protoc): package
+    `test<tag>`, message Order {int64 id = 1; string item = 2; [string note = 3]}."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name=f"order_{tag}.proto", package=f"test{tag}", syntax="proto3")
+    m = fdp.message_type.add(name="Order")
+    m.field.add(name="id", number=1, type=id_type or F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    m.field.add(name="item", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    if with_note:
+        m.field.add(name="note", number=3, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"test{tag}.Order"))
+
+
+def test_protobuf_serializers_register_descriptors_and_read_back(cluster):
+    from google.protobuf import descriptor_pb2
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    tag = uuid.uuid4().hex[:8]
+    topic = f"pb-{tag}"
+    subject = f"{topic}-value"
+    create_topic(cluster, topic)
+    client = SchemaRegistryClient({"url": cluster.agent(3).registry_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    Order = order_type(tag)
+    # the serializer registers the base64 of the file's descriptor
+    ser = ProtobufSerializer(Order, client, {"use.deprecated.format": False})
+    p = Producer({"bootstrap.servers": bootstrap(cluster)})
+    for i in range(10):
+        p.produce(topic, value=ser(Order(id=i, item=f"item-{i}"), ctx))
+    assert p.flush(30) == 0
+    # the deserializer fetches it back (format=serialized) from another agent
+    reader = SchemaRegistryClient({"url": cluster.agent(1).registry_url})
+    de = ProtobufDeserializer(Order, {"use.deprecated.format": False}, schema_registry_client=reader)
+    values = consume(cluster, topic, 10, de)
+    assert [(v.id, v.item) for v in values] == [(i, f"item-{i}") for i in range(10)]
+    latest = reader.get_latest_version(subject)
+    assert latest.schema.schema_type == "PROTOBUF"
+    # a new field is compatible; a field's type changed across wire groups is not
+    richer = order_type(tag, with_note=True)
+    assert client.register_schema(subject, Schema(_serialized(richer), "PROTOBUF")) != latest.schema_id
+    assert client.get_versions(subject) == [1, 2]
+    F = descriptor_pb2.FieldDescriptorProto
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema(subject, Schema(_serialized(order_type(tag, id_type=F.TYPE_STRING)), "PROTOBUF"))
+    assert refused.value.http_status_code == 409
+
+
+def _serialized(message_type):
+    import base64
+    return base64.standard_b64encode(message_type.DESCRIPTOR.file.serialized_pb).decode("ascii")

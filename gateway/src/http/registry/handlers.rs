@@ -76,6 +76,7 @@ struct Query_ {
     verbose: Option<String>,
     default_to_global: Option<String>,
     subject_prefix: Option<String>,
+    format: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -85,6 +86,9 @@ struct Flags {
     verbose: bool,
     default_to_global: bool,
     subject_prefix: Option<String>,
+    /// `serialized`: a Protobuf schema as the base64 of its
+    /// FileDescriptorProto, as Confluent's Protobuf deserializers ask.
+    format: Option<String>,
 }
 
 fn truthy(v: Option<&str>) -> bool {
@@ -107,6 +111,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Flags {
             verbose: truthy(q.verbose.as_deref()),
             default_to_global: truthy(q.default_to_global.as_deref()),
             subject_prefix: q.subject_prefix,
+            format: q.format,
         })
     }
 }
@@ -170,11 +175,29 @@ fn readable_schema(b: &Broker, caller: &Caller, id: i32) -> Result<StoredSchema,
     Err(schema_not_found(id))
 }
 
-async fn schema_by_id(State(st): State<HttpState>, caller: Caller, Path(id): Path<i32>) -> Answer {
-    let s = readable_schema(&st.broker, &caller, id)?;
+async fn schema_by_id(
+    State(st): State<HttpState>,
+    caller: Caller,
+    Path(id): Path<i32>,
+    f: Flags,
+) -> Answer {
+    let b = &st.broker;
+    let mut s = readable_schema(b, &caller, id)?;
+    if f.format.as_deref() == Some("serialized") {
+        s.schema = in_format(b, &s)?;
+    }
     let mut out = serde_json::Map::new();
     schema_fields(&s, &mut out);
     Ok(json(&out))
+}
+
+/// A Protobuf schema as the base64 of its FileDescriptorProto; other
+/// types as they are.
+fn in_format(b: &Broker, s: &StoredSchema) -> Result<String, RegistryError> {
+    match service::parse_stored(b, s)? {
+        registry::Parsed::Protobuf(p) => Ok(p.serialized()),
+        _ => Ok(s.schema.clone()),
+    }
 }
 
 async fn raw_schema_by_id(
@@ -364,7 +387,10 @@ async fn version(
 ) -> Answer {
     let b = &st.broker;
     authz::require(b, &caller, AclOperation::Describe, &subject)?;
-    let (n, id, s) = find_version(b, &subject, &version, f.deleted)?;
+    let (n, id, mut s) = find_version(b, &subject, &version, f.deleted)?;
+    if f.format.as_deref() == Some("serialized") {
+        s.schema = in_format(b, &s)?;
+    }
     Ok(json(&version_body(&subject, n, id, &s)))
 }
 

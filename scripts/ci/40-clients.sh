@@ -41,11 +41,12 @@ if ! command -v openssl >/dev/null; then
     echo "openssl is missing: installing Debian's openssl (kafkajs_security.test.js makes its certificates with it)" >&2
     apt-get install -y openssl >/dev/null
 fi
-if ! python3 -c "import confluent_kafka, kafka, aiokafka, pytest, xdist, lz4, snappy, zstandard, opentelemetry.proto, cryptography" 2>/dev/null; then
+if ! python3 -c "import confluent_kafka, kafka, aiokafka, pytest, xdist, lz4, snappy, zstandard, opentelemetry.proto, cryptography, fastavro, jsonschema, google.protobuf" 2>/dev/null; then
     echo "python client packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi
-if [ ! -d tests/js/node_modules/kafkajs ] || [ ! -d tests/js/node_modules/jsdom ]; then
+if [ ! -d tests/js/node_modules/kafkajs ] || [ ! -d tests/js/node_modules/jsdom ] \
+    || [ ! -d tests/js/node_modules/@kafkajs/confluent-schema-registry ]; then
     (cd tests/js && npm install --no-audit --no-fund --silent)
 fi
 
@@ -67,6 +68,8 @@ timeout 900 python3 -m pytest tests/clients -q -p no:warnings -p no:cacheprovide
 
 echo "== kafkajs"
 (cd tests/js && timeout 300 node --test --test-concurrency=1 kafkajs.test.js)
+echo "== @kafkajs/confluent-schema-registry against the built-in schema registry"
+(cd tests/js && timeout 180 node --test --test-concurrency=1 schema_registry.test.js)
 echo "== kafkajs over TLS and SASL"
 (cd tests/js && timeout 180 node --test --test-concurrency=1 kafkajs_security.test.js)
 echo "== web console (jsdom running the console's scripts against the binary)"

@@ -42,11 +42,13 @@ async function startBroker(extra = []) {
   // the native listener takes TCP and UDP on one port: free ones, so two
   // brokers can run at once
   const nativePort = await freePort();
+  const registryPort = await freePort();
   const log = fs.openSync(path.join(dir, 'broker.log'), 'a');
   const proc = spawn(binary(), [
     'serve', '--data-dir', path.join(dir, 'data'),
     '--kafka-addr', `127.0.0.1:${port}`, '--http-addr', `127.0.0.1:${httpPort}`,
     '--native-addr', `127.0.0.1:${nativePort}`,
+    '--schema-registry-addr', `127.0.0.1:${registryPort}`,
     '--shards', '2', '--group-initial-rebalance-delay-ms', '500',
     ...extra,
   ], { stdio: ['ignore', log, log] });
@@ -59,6 +61,7 @@ async function startBroker(extra = []) {
       return {
         bootstrap: `127.0.0.1:${port}`,
         http: `http://127.0.0.1:${httpPort}`,
+        registry: `http://127.0.0.1:${registryPort}`,
         stop: () => new Promise((resolve) => {
           if (exited !== null) return resolve(exited);
           proc.on('exit', (code) => resolve(code));

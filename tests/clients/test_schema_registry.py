@@ -195,6 +195,9 @@ def test_the_api_answers_as_confluents_registry_does(cluster):
     # registering the same schema again is the same version
     assert call(f"{base}/subjects/{subject}/versions", "POST", {"schema": user_v1}) == (200, {"id": v1["id"]})
     assert call(f"{base}/schemas/ids/{v1['id']}/versions") == (200, [{"subject": subject, "version": 1}])
+    status, listed = call(f"{base}/schemas?subjectPrefix={subject}")
+    assert status == 200 and [(r["subject"], r["version"], r["id"]) for r in listed] == [(subject, 1, v1["id"])]
+    assert call(f"{base}/contexts") == (200, ["."])
 
     # compatibility checks, levels per subject
     check = f"{base}/compatibility/subjects/{subject}/versions/latest?verbose=true"

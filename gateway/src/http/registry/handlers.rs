@@ -1,7 +1,6 @@
 //! The endpoints of Confluent's Schema Registry API that AeroStream serves.
 
 use std::collections::BTreeSet;
-use std::str::FromStr;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -10,7 +9,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use metastore::acl::AclOperation;
 use metastore::registry::{code, RegistryCommand, RegistryOutput, StoredSchema};
-use registry::{Compatibility, Mode, SchemaType};
+use registry::{Compatibility, SchemaType};
 use serde::{Deserialize, Serialize};
 use serde_json::{json as value, Value};
 
@@ -20,9 +19,11 @@ use crate::broker::Broker;
 use crate::http::{Caller, HttpState};
 
 pub fn routes() -> Router<HttpState> {
-    Router::new()
+    let r = Router::new()
         .route("/", get(|| async { json(&value!({})) }))
         .route("/schemas/types", get(types))
+        .route("/schemas", get(all_schemas))
+        .route("/contexts", get(|| async { json(&["."]) }))
         .route("/schemas/ids/{id}", get(schema_by_id))
         .route("/schemas/ids/{id}/schema", get(raw_schema_by_id))
         .route("/schemas/ids/{id}/versions", get(versions_of_id))
@@ -49,22 +50,8 @@ pub fn routes() -> Router<HttpState> {
         .route(
             "/compatibility/subjects/{subject}/versions",
             post(check_all),
-        )
-        .route(
-            "/config",
-            get(get_global_config)
-                .put(put_global_config)
-                .delete(delete_global_config),
-        )
-        .route(
-            "/config/{subject}",
-            get(get_config).put(put_config).delete(delete_config),
-        )
-        .route("/mode", get(get_global_mode).put(put_global_mode))
-        .route(
-            "/mode/{subject}",
-            get(get_mode).put(put_mode).delete(delete_mode),
-        )
+        );
+    super::settings::routes(r)
 }
 
 /// Query parameters; booleans as any client spells them (`true`, `True`).
@@ -77,18 +64,20 @@ struct Query_ {
     default_to_global: Option<String>,
     subject_prefix: Option<String>,
     format: Option<String>,
+    latest_only: Option<String>,
 }
 
 #[derive(Debug, Default)]
-struct Flags {
+pub(super) struct Flags {
     deleted: bool,
     permanent: bool,
     verbose: bool,
-    default_to_global: bool,
+    pub(super) default_to_global: bool,
     subject_prefix: Option<String>,
     /// `serialized`: a Protobuf schema as the base64 of its
     /// FileDescriptorProto, as Confluent's Protobuf deserializers ask.
     format: Option<String>,
+    latest_only: bool,
 }
 
 fn truthy(v: Option<&str>) -> bool {
@@ -112,11 +101,12 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Flags {
             default_to_global: truthy(q.default_to_global.as_deref()),
             subject_prefix: q.subject_prefix,
             format: q.format,
+            latest_only: truthy(q.latest_only.as_deref()),
         })
     }
 }
 
-fn body<T: for<'de> Deserialize<'de>>(bytes: &Bytes) -> Result<T, RegistryError> {
+pub(super) fn body<T: for<'de> Deserialize<'de>>(bytes: &Bytes) -> Result<T, RegistryError> {
     serde_json::from_slice(bytes).map_err(|e| {
         RegistryError::new(400, format!("the request body is not what it must be: {e}"))
     })
@@ -137,7 +127,7 @@ fn schema_not_found(id: i32) -> RegistryError {
     RegistryError::new(code::SCHEMA_NOT_FOUND, format!("Schema {id} not found"))
 }
 
-fn subject_not_found(subject: &str) -> RegistryError {
+pub(super) fn subject_not_found(subject: &str) -> RegistryError {
     RegistryError::new(
         code::SUBJECT_NOT_FOUND,
         format!("Subject '{subject}' not found."),
@@ -274,6 +264,47 @@ async fn subjects_of_id(
         .filter(|s| authz::may(b, &caller, AclOperation::Describe, s))
         .collect();
     Ok(json(&shown))
+}
+
+/// `GET /schemas`: every version the caller may describe, as the version
+/// reads show them (`latestOnly`: each subject's latest).
+async fn all_schemas(State(st): State<HttpState>, caller: Caller, f: Flags) -> Response {
+    let b = &st.broker;
+    let rows: Vec<(String, i32, i32, StoredSchema)> = b.node.catalog.read(|s| {
+        let reg = s.registry();
+        let mut rows = Vec::new();
+        for (name, sub) in reg.subjects(f.deleted) {
+            if f.subject_prefix
+                .as_deref()
+                .is_some_and(|p| !name.starts_with(p))
+            {
+                continue;
+            }
+            let versions: Vec<(i32, i32)> = sub
+                .versions
+                .iter()
+                .filter(|(_, v)| f.deleted || !v.deleted)
+                .map(|(n, v)| (*n, v.id))
+                .collect();
+            let chosen = if f.latest_only {
+                versions.last().copied().into_iter().collect()
+            } else {
+                versions
+            };
+            for (n, id) in chosen {
+                if let Some(schema) = reg.schema(id) {
+                    rows.push((name.clone(), n, id, schema.clone()));
+                }
+            }
+        }
+        rows
+    });
+    let shown: Vec<serde_json::Map<String, Value>> = rows
+        .iter()
+        .filter(|(subject, ..)| authz::may(b, &caller, AclOperation::Describe, subject))
+        .map(|(subject, n, id, s)| version_body(subject, *n, *id, s))
+        .collect();
+    json(&shown)
 }
 
 async fn subjects(State(st): State<HttpState>, caller: Caller, f: Flags) -> Response {
@@ -594,215 +625,4 @@ async fn check_all(
     });
     let why = service::incompatibilities(b, level, &parsed, &earlier)?;
     Ok(compatibility_answer(why, f.verbose))
-}
-
-// ---- /config and /mode ---------------------------------------------------------
-
-#[derive(Deserialize)]
-struct ConfigBody {
-    compatibility: String,
-}
-
-#[derive(Deserialize)]
-struct ModeBody {
-    mode: String,
-}
-
-fn parse_level(text: &str) -> Result<Compatibility, RegistryError> {
-    Compatibility::from_str(text).map_err(|e| RegistryError::new(code::INVALID_COMPATIBILITY, e))
-}
-
-fn parse_mode(text: &str) -> Result<Mode, RegistryError> {
-    Mode::from_str(text).map_err(|e| RegistryError::new(code::INVALID_MODE, e))
-}
-
-async fn set_level(
-    b: &Broker,
-    subject: Option<String>,
-    level: Option<Compatibility>,
-) -> Result<(), RegistryError> {
-    b.node
-        .catalog
-        .registry_command(RegistryCommand::SetCompatibility {
-            subject,
-            level: level.map(|l| l.as_str().to_owned()),
-        })
-        .await?;
-    Ok(())
-}
-
-async fn set_mode(
-    b: &Broker,
-    subject: Option<String>,
-    mode: Option<Mode>,
-) -> Result<(), RegistryError> {
-    b.node
-        .catalog
-        .registry_command(RegistryCommand::SetMode {
-            subject,
-            mode: mode.map(|m| m.as_str().to_owned()),
-        })
-        .await?;
-    Ok(())
-}
-
-async fn get_global_config(State(st): State<HttpState>) -> Response {
-    let level = st
-        .broker
-        .node
-        .catalog
-        .read(|s| s.registry().compatibility(None).to_owned());
-    json(&value!({ "compatibilityLevel": level }))
-}
-
-async fn put_global_config(State(st): State<HttpState>, caller: Caller, bytes: Bytes) -> Answer {
-    let b = &st.broker;
-    authz::require_on_cluster(b, &caller, AclOperation::AlterConfigs)?;
-    let req: ConfigBody = body(&bytes)?;
-    let level = parse_level(&req.compatibility)?;
-    set_level(b, None, Some(level)).await?;
-    Ok(json(&value!({ "compatibility": level.as_str() })))
-}
-
-async fn delete_global_config(State(st): State<HttpState>, caller: Caller) -> Answer {
-    let b = &st.broker;
-    authz::require_on_cluster(b, &caller, AclOperation::AlterConfigs)?;
-    let before = b
-        .node
-        .catalog
-        .read(|s| s.registry().compatibility(None).to_owned());
-    set_level(b, None, None).await?;
-    Ok(json(&value!({ "compatibilityLevel": before })))
-}
-
-async fn get_config(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    f: Flags,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::Describe, &subject)?;
-    let (own, effective) = b.node.catalog.read(|s| {
-        let reg = s.registry();
-        (
-            reg.own_compatibility(Some(&subject)).map(str::to_owned),
-            reg.compatibility(Some(&subject)).to_owned(),
-        )
-    });
-    match (own, f.default_to_global) {
-        (Some(level), _) => Ok(json(&value!({ "compatibilityLevel": level }))),
-        (None, true) => Ok(json(&value!({ "compatibilityLevel": effective }))),
-        (None, false) => Err(RegistryError::new(
-            40408,
-            format!("Subject '{subject}' does not have subject-level compatibility configured"),
-        )),
-    }
-}
-
-async fn put_config(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    bytes: Bytes,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let req: ConfigBody = body(&bytes)?;
-    let level = parse_level(&req.compatibility)?;
-    set_level(b, Some(subject), Some(level)).await?;
-    Ok(json(&value!({ "compatibility": level.as_str() })))
-}
-
-async fn delete_config(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let Some(before) = b.node.catalog.read(|s| {
-        s.registry()
-            .own_compatibility(Some(&subject))
-            .map(str::to_owned)
-    }) else {
-        return Err(subject_not_found(&subject));
-    };
-    set_level(b, Some(subject), None).await?;
-    Ok(json(&value!({ "compatibilityLevel": before })))
-}
-
-async fn get_global_mode(State(st): State<HttpState>) -> Response {
-    let mode = st
-        .broker
-        .node
-        .catalog
-        .read(|s| s.registry().mode(None).to_owned());
-    json(&value!({ "mode": mode }))
-}
-
-async fn put_global_mode(State(st): State<HttpState>, caller: Caller, bytes: Bytes) -> Answer {
-    let b = &st.broker;
-    authz::require_on_cluster(b, &caller, AclOperation::AlterConfigs)?;
-    let req: ModeBody = body(&bytes)?;
-    let mode = parse_mode(&req.mode)?;
-    set_mode(b, None, Some(mode)).await?;
-    Ok(json(&value!({ "mode": mode.as_str() })))
-}
-
-async fn get_mode(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    f: Flags,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::Describe, &subject)?;
-    let (own, effective) = b.node.catalog.read(|s| {
-        let reg = s.registry();
-        (
-            reg.own_mode(Some(&subject)).map(str::to_owned),
-            reg.mode(Some(&subject)).to_owned(),
-        )
-    });
-    match (own, f.default_to_global) {
-        (Some(mode), _) => Ok(json(&value!({ "mode": mode }))),
-        (None, true) => Ok(json(&value!({ "mode": effective }))),
-        (None, false) => Err(RegistryError::new(
-            40409,
-            format!("Subject '{subject}' does not have subject-level mode configured"),
-        )),
-    }
-}
-
-async fn put_mode(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    bytes: Bytes,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let req: ModeBody = body(&bytes)?;
-    let mode = parse_mode(&req.mode)?;
-    set_mode(b, Some(subject), Some(mode)).await?;
-    Ok(json(&value!({ "mode": mode.as_str() })))
-}
-
-async fn delete_mode(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let Some(before) = b
-        .node
-        .catalog
-        .read(|s| s.registry().own_mode(Some(&subject)).map(str::to_owned))
-    else {
-        return Err(subject_not_found(&subject));
-    };
-    set_mode(b, Some(subject), None).await?;
-    Ok(json(&value!({ "mode": before })))
 }

@@ -26,6 +26,7 @@ use crate::broker::Broker;
 mod authz;
 mod handlers;
 mod service;
+mod settings;
 
 /// The registry's JSON media type (clients accept plain JSON too).
 const MEDIA: &str = "application/vnd.schemaregistry.v1+json";

@@ -3,7 +3,7 @@
 //! are one schema, with one global id), and whether a new version is
 //! compatible with earlier ones under Confluent's compatibility levels.
 //!
-//! Each format module answers one question, [`Format::can_read`]-style:
+//! Each format module answers one question, in its `cannot_read`:
 //! can a consumer holding schema `reader` read data written with schema
 //! `writer`? The levels are built on it here: BACKWARD asks whether the
 //! new schema reads data of the latest one, FORWARD the reverse, FULL

@@ -1,14 +1,14 @@
 //! Protobuf schemas: a `.proto` file (proto2 or proto3) as the Protobuf
 //! serializers register it, with the files it imports given as references.
 //! The schema and each reference may also come serialized, as the base64
-//! of the file's encoded `FileDescriptorProto` (see [`serialized`]), and
+//! of the file's encoded `FileDescriptorProto` (see `protobuf/serialized.rs`), and
 //! [`ProtobufSchema::serialized`] gives that form back.
 //!
 //! [`parse`] compiles the text with protox into prost-reflect descriptors
 //! (serialized files join the same descriptor pool as they are);
 //! the canonical text is a normalized rendering of the file's descriptor
-//! (see [`canonical`]), and [`cannot_read`] applies the registry's
-//! Protobuf compatibility rules (see [`compat`]).
+//! (see `protobuf/canonical.rs`), and [`cannot_read`] applies the registry's
+//! Protobuf compatibility rules (see `protobuf/compat.rs`).
 
 mod canonical;
 mod compat;

@@ -73,6 +73,9 @@ enum Command {
     User(cli::UserArgs),
     /// Transactions (Kafka's kafka-transactions.sh): list, describe, abort.
     Transaction(cli::TransactionArgs),
+    /// The schema registry (Confluent's API on any agent): list, get,
+    /// register, check.
+    Schema(cli::SchemaArgs),
     /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
     Bucket(bucket::BucketArgs),
 }
@@ -98,6 +101,7 @@ fn main() -> anyhow::Result<()> {
         Command::Quota(args) => return cli::run(cli::Admin::Quota(args)),
         Command::User(args) => return cli::run(cli::Admin::User(args)),
         Command::Transaction(args) => return cli::run(cli::Admin::Transaction(args)),
+        Command::Schema(args) => return cli::run(cli::Admin::Schema(args)),
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;

@@ -282,3 +282,35 @@ def test_protobuf_serializers_register_descriptors_and_read_back(cluster):
 def _serialized(message_type):
     import base64
     return base64.standard_b64encode(message_type.DESCRIPTOR.file.serialized_pb).decode("ascii")
+
+
+def test_the_schema_command_lists_gets_registers_and_checks(cluster, tmp_path):
+    import subprocess
+    from broker import binary
+    registry = cluster.agent(2).registry_url
+    tag = uuid.uuid4().hex[:8]
+    subject = f"cli-{tag}-value"
+    v1, v2, bad = (tmp_path / "v1.avsc", tmp_path / "v2.avsc", tmp_path / "bad.avsc")
+    for path, text in ((v1, USER_V1), (v2, USER_V2), (bad, USER_BAD)):
+        path.write_text(text.replace('"com.example"', f'"com.example.c{tag}"'))
+
+    def schema(*args):
+        return subprocess.run([binary(), "schema", "--registry", registry, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    out = schema("register", subject, "--file", str(v1), "--output", "json")
+    assert out.returncode == 0, out.stderr
+    registered = json.loads(out.stdout)
+    assert registered["version"] == 1 and registered["subject"] == subject
+    ok = schema("check", subject, "--file", str(v2))
+    assert ok.returncode == 0 and "compatible" in ok.stdout, ok.stdout + ok.stderr
+    refused = schema("check", subject, "--file", str(bad))
+    assert refused.returncode == 1 and "NOT compatible" in refused.stdout and "email" in refused.stdout
+    assert schema("register", subject, "--file", str(bad)).returncode == 1
+    assert schema("register", subject, "--file", str(v2)).returncode == 0
+    listed = json.loads(schema("list", "--prefix", subject, "--output", "json").stdout)
+    assert listed == [{"subject": subject, "version": 2, "id": listed[0]["id"], "schema_type": "AVRO"}]
+    got = schema("get", subject, "--version", "1")
+    assert got.returncode == 0 and f"id: {registered['id']}" in got.stdout and '"name": "age"' in got.stdout
+    missing = schema("get", f"no-such-{tag}")
+    assert missing.returncode == 1 and "40401" in missing.stderr

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use super::http;
 
 /// One partition's cleaner figures, as the REST API gives them.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -33,89 +33,18 @@ struct Topic {
     partitions: Vec<Partition>,
 }
 
-/// `host:port` of `http` (`http://host:port` or `host:port`).
-fn address(http: &str) -> anyhow::Result<&str> {
-    let a = http.strip_prefix("http://").unwrap_or(http);
-    let a = a.trim_end_matches('/');
-    if a.starts_with("https://") || a.is_empty() || a.contains('/') {
-        bail!("--http takes an agent's plain HTTP address, host:port (got {http})");
-    }
-    Ok(a)
-}
-
 /// The figures of every partition of `topic` whose leader reports them.
-pub(super) async fn figures(http: &str, topic: &str) -> anyhow::Result<BTreeMap<i32, Cleaner>> {
-    let addr = address(http)?;
-    let mut s = TcpStream::connect(addr)
+pub(super) async fn figures(rest: &str, topic: &str) -> anyhow::Result<BTreeMap<i32, Cleaner>> {
+    let addr = http::address(rest, "--http")?;
+    let (status, body) = http::request(addr, "GET", &format!("/v1/topics/{topic}"), None, "", None)
         .await
-        .with_context(|| format!("connect to the REST API at {addr}"))?;
-    let req = format!(
-        "GET /v1/topics/{topic} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes())
-        .await
-        .context("send the request")?;
-    let mut raw = Vec::new();
-    tokio::time::timeout(std::time::Duration::from_secs(30), s.read_to_end(&mut raw))
-        .await
-        .context("the REST API did not answer in 30 s")?
-        .context("read the answer")?;
-    let text = String::from_utf8_lossy(&raw);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        bail!("the REST API at {addr} answered something that is not HTTP");
-    };
-    let status = head.split_whitespace().nth(1).unwrap_or("?");
-    if status != "200" {
+        .context("ask the REST API")?;
+    if status != 200 {
         bail!("the REST API at {addr} answered {status}: {}", body.trim());
     }
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase()
-            .starts_with("transfer-encoding: chunked")
-    });
-    let body = if chunked {
-        dechunk(body)?
-    } else {
-        body.to_string()
-    };
     let t: Topic = serde_json::from_str(&body).context("decode the REST API's topic")?;
     Ok(t.partitions
         .into_iter()
         .filter_map(|p| p.cleaner.map(|c| (p.partition, c)))
         .collect())
-}
-
-/// The body of a chunked HTTP/1.1 answer.
-fn dechunk(mut rest: &str) -> anyhow::Result<String> {
-    let mut out = String::new();
-    loop {
-        let Some((size, after)) = rest.split_once("\r\n") else {
-            bail!("a chunked answer ends early");
-        };
-        let n = usize::from_str_radix(size.trim(), 16).context("a chunk size")?;
-        if n == 0 {
-            return Ok(out);
-        }
-        let Some(chunk) = after.get(..n) else {
-            bail!("a chunk runs past the answer");
-        };
-        out.push_str(chunk);
-        rest = after.get(n..).unwrap_or("").trim_start_matches("\r\n");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses_and_chunks_are_read() {
-        assert_eq!(address("http://127.0.0.1:8080/").unwrap(), "127.0.0.1:8080");
-        assert_eq!(address("localhost:8080").unwrap(), "localhost:8080");
-        assert!(address("https://x:1").is_err());
-        assert_eq!(
-            dechunk("4\r\nabcd\r\n2\r\nef\r\n0\r\n\r\n").unwrap(),
-            "abcdef"
-        );
-        assert!(dechunk("9\r\nabc").is_err());
-    }
 }

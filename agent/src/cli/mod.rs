@@ -13,9 +13,11 @@ pub mod client;
 mod cluster;
 mod consume;
 mod group;
+mod http;
 mod output;
 mod produce;
 mod quota;
+mod schema;
 mod topic;
 mod transaction;
 mod user;
@@ -25,6 +27,7 @@ pub use consume::ConsumeArgs;
 pub use group::GroupArgs;
 pub use produce::ProduceArgs;
 pub use quota::QuotaArgs;
+pub use schema::SchemaArgs;
 pub use topic::TopicArgs;
 pub use transaction::TransactionArgs;
 pub use user::UserArgs;
@@ -56,6 +59,7 @@ pub enum Admin {
     Quota(QuotaArgs),
     User(UserArgs),
     Transaction(TransactionArgs),
+    Schema(SchemaArgs),
 }
 
 /// Runs `command` on a small runtime of its own. A failure is printed as one
@@ -74,6 +78,7 @@ pub fn run(command: Admin) -> anyhow::Result<()> {
             Admin::Quota(a) => quota::run(a).await,
             Admin::User(a) => user::run(a).await,
             Admin::Transaction(a) => transaction::run(a).await,
+            Admin::Schema(a) => schema::run(a).await,
         }
     });
     // do not wait for a blocking stdin read the command abandoned

@@ -114,3 +114,26 @@ test('the console creates a topic, browses what kafkajs wrote, and shows groups,
   assert.strictEqual(resp.status, 404, 'the console deleted the topic');
   dom.window.close();
 });
+
+test('the console lists schema subjects and shows the changes between two versions', async () => {
+  const subject = `console-schemas-${Date.now()}-value`;
+  const v1 = { type: 'record', name: 'Reading', namespace: `c${Date.now()}`, fields: [{ name: 'sensor', type: 'string' }] };
+  const v2 = { ...v1, fields: [...v1.fields, { name: 'celsius', type: 'double', default: 0 }] };
+  for (const s of [v1, v2]) {
+    const resp = await fetch(`${broker.registry}/subjects/${subject}/versions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/vnd.schemaregistry.v1+json' },
+      body: JSON.stringify({ schema: JSON.stringify(s) }),
+    });
+    assert.strictEqual(resp.status, 200, await resp.text());
+  }
+  const dom = await openConsole();
+  const list = await go(dom, '#/schemas', subject);
+  assert.ok(list.includes('BACKWARD'), list);
+  const page = await go(dom, `#/schemas/${subject}`, 'Changes from version 1 to 2');
+  const added = [...dom.window.document.querySelectorAll('.diff .added')].map((d) => d.textContent);
+  assert.ok(added.some((l) => l.includes('celsius')), `the diff adds the new field: ${added}`);
+  assert.ok(page.includes('Compatibility'), page);
+  await go(dom, `#/schemas/${subject}/1/1`, 'Version 1');
+  dom.window.close();
+});

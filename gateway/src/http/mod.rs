@@ -1,6 +1,8 @@
 //! The HTTP admin listener (axum): `/health` (also `/healthz`), `/metrics`
 //! (Prometheus text), the JSON REST API under `/v1` ([`crate::rest`]), the
-//! web console under `/aerostream/console/` ([`crate::console`]), and
+//! web console under `/aerostream/console/` ([`crate::console`]), the
+//! schema registry's API under `/schema-registry` (as on its own listener,
+//! [`registry`]), and
 //! whatever [`HttpExtension`]s the binary adds (tiering figures, test-only
 //! admin endpoints). With security on, all but the probes and `/metrics`
 //! need a login (`auth.rs`), and the ACLs decide what the login's principal
@@ -118,6 +120,9 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", any(metrics))
         .merge(crate::rest::router())
         .merge(crate::console::router())
+        // the registry's API on this listener too, for the console (same
+        // origin) and for clients that reach only this port
+        .nest(registry::MOUNT, registry::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             state.clone(),

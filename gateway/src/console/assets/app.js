@@ -502,6 +502,83 @@ async function tiering() {
   return live;
 }
 
+// --- schemas ---------------------------------------------------------------
+
+const REGISTRY = "/schema-registry";
+
+// Avro and JSON schemas one key per line, Protobuf as it is.
+function pretty(schema) {
+  try { return JSON.stringify(JSON.parse(schema), null, 2); } catch (_) { return schema; }
+}
+
+// A line diff (longest common subsequence): [[" "|"-"|"+", line], ...].
+function diffLines(a, b) {
+  const x = a.split("\n"), y = b.split("\n");
+  const n = x.length, m = y.length;
+  const lcs = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+  for (let i = n - 1; i >= 0; i--)
+    for (let j = m - 1; j >= 0; j--)
+      lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push([" ", x[i]]); i++; j++; }
+    else if (lcs[i + 1][j] >= lcs[i][j + 1]) out.push(["-", x[i++]]);
+    else out.push(["+", y[j++]]);
+  }
+  while (i < n) out.push(["-", x[i++]]);
+  while (j < m) out.push(["+", y[j++]]);
+  return out;
+}
+
+function diffView(a, b) {
+  return el("pre", { class: "diff mono" }, diffLines(a, b).map(([op, line]) =>
+    el("div", { class: op === "+" ? "added" : op === "-" ? "removed" : null }, `${op} ${line}`)));
+}
+
+async function schemas() {
+  const list = await api("GET", `${REGISTRY}/schemas?latestOnly=true`);
+  const level = await api("GET", `${REGISTRY}/config`);
+  show(
+    el("h1", {}, "Schemas"),
+    el("p", { class: "muted" }, `Default compatibility level: ${level.compatibilityLevel}`),
+    table(["Subject", { label: "Latest version", num: true }, { label: "Id", num: true }, "Type"],
+      list.map(s => el("tr", {},
+        el("td", {}, el("a", { href: `#/schemas/${enc(s.subject)}` }, s.subject)),
+        num(s.version), num(s.id), el("td", {}, s.schemaType || "AVRO")))));
+}
+
+async function subject(name, from, to) {
+  const versions = await api("GET", `${REGISTRY}/subjects/${enc(name)}/versions`);
+  const level = await api("GET", `${REGISTRY}/config/${enc(name)}?defaultToGlobal=true`);
+  const latest = versions[versions.length - 1];
+  const shownTo = Number(to) || latest;
+  const shownFrom = Number(from) || (versions.length > 1 ? versions[versions.length - 2] : shownTo);
+  const [a, b] = await Promise.all([shownFrom, shownTo].map(v =>
+    api("GET", `${REGISTRY}/subjects/${enc(name)}/versions/${v}`)));
+  const picker = (label, value, other, first) => el("label", {}, `${label} `,
+    el("select", {
+      onchange: e => {
+        const [f, t] = first ? [e.target.value, other] : [other, e.target.value];
+        location.hash = `#/schemas/${enc(name)}/${f}/${t}`;
+      },
+    }, versions.map(v => el("option", { value: v, selected: v === value ? "" : null }, `version ${v}`))));
+  show(
+    el("h1", {}, `Subject ${name}`),
+    el("div", { class: "cards" },
+      card("Versions", versions.length),
+      card("Latest id", b.id),
+      card("Type", b.schemaType || "AVRO"),
+      card("Compatibility", level.compatibilityLevel)),
+    el("h2", {}, "Versions"),
+    table([{ label: "Version", num: true }, "Show"], versions.map(v => el("tr", {}, num(v),
+      el("td", {}, el("a", { href: `#/schemas/${enc(name)}/${v}/${v}` }, "schema"))))),
+    el("h2", {}, shownFrom === shownTo ? `Version ${shownTo} (id ${b.id})` : `Changes from version ${shownFrom} to ${shownTo}`),
+    el("div", { class: "diff-pick" }, picker("from", shownFrom, shownTo, true), picker("to", shownTo, shownFrom, false)),
+    shownFrom === shownTo ? el("pre", { class: "mono" }, pretty(b.schema)) : diffView(pretty(a.schema), pretty(b.schema)),
+    (b.references || []).length ? el("p", { class: "muted" }, `References: ${b.references.map(r => `${r.name} = ${r.subject} v${r.version}`).join(", ")}`) : null);
+}
+
 // --- routing -------------------------------------------------------------
 
 // Pages render themselves and may return a function that redraws their
@@ -518,6 +595,8 @@ async function route() {
     else if (parts[0] === "groups" && parts[1]) live = await group(parts[1]);
     else if (parts[0] === "groups") live = await groups();
     else if (parts[0] === "tiering") live = await tiering();
+    else if (parts[0] === "schemas" && parts[1]) live = await subject(parts[1], parts[2], parts[3]);
+    else if (parts[0] === "schemas") live = await schemas();
     else live = await overview();
     if (mine === routed) livePage = live || null;
     statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;

@@ -99,6 +99,15 @@ fn json<T: Serialize>(value: &T) -> Response {
 
 type Answer = Result<Response, RegistryError>;
 
+/// Where the HTTP listener serves the registry's API as well.
+pub const MOUNT: &str = "/schema-registry";
+
+/// The registry's endpoints, without a login layer (the listener that
+/// mounts them adds its own).
+pub fn routes() -> Router<HttpState> {
+    handlers::routes()
+}
+
 /// The registry's routes with the HTTP listener's logins.
 pub fn router(broker: Arc<Broker>) -> Router {
     let state = HttpState {

@@ -314,3 +314,19 @@ def test_the_schema_command_lists_gets_registers_and_checks(cluster, tmp_path):
     assert got.returncode == 0 and f"id: {registered['id']}" in got.stdout and '"name": "age"' in got.stdout
     missing = schema("get", f"no-such-{tag}")
     assert missing.returncode == 1 and "40401" in missing.stderr
+
+
+def test_hostile_schemas_are_refused_and_the_agent_stays_up(cluster):
+    base = cluster.agent(3).registry_url
+    subject = f"hostile-{uuid.uuid4().hex[:8]}-value"
+    deep_proto = 'syntax = "proto3";\n' + "message M {\n" * 5000 + "}\n" * 5000
+    deep_json = '{"type":"object","properties":{"a":' * 3000 + "{}" + "}}" * 3000
+    for schema, schema_type in ((deep_proto, "PROTOBUF"), (deep_json, "JSON"), ("x" * (600 << 10), "AVRO"),
+                                ('{"type": "record", "name": "R", "fields": [{"name": "f", "type": "Nope"}]}', "AVRO")):
+        status, body = call(f"{base}/subjects/{subject}/versions", "POST",
+                            {"schema": schema, "schemaType": schema_type})
+        assert (status, body["error_code"]) == (422, 42201), (schema_type, status, body)
+    status, body = call(f"{base}/subjects/{subject}/versions", "POST", {"schema": "{}", "schemaType": "XML"})
+    assert (status, body["error_code"]) == (422, 42201), body
+    assert all(cluster.agent(n).proc.poll() is None for n in VOTERS)
+    assert call(f"{base}/schemas/types")[0] == 200

@@ -15,11 +15,19 @@
 //!
 //! The checksum covers the filler too, so a broker that mangles record
 //! bytes is caught, not only one that loses them.
+//!
+//! A framed message (a workload's `value_schema_id`, for topics with
+//! broker-side schema validation) starts with the five bytes Confluent's
+//! serializers put first, magic 0 and a big-endian schema id, and the
+//! layout above follows them; readers recognise the frame by the magic
+//! `AEL1` five bytes in.
 
 use rand::RngCore;
 
 /// Size of the header; the smallest message the tool can send.
 pub const HEADER_LEN: usize = 32;
+/// Confluent's frame: magic byte 0 and a 4-byte schema id.
+pub const FRAME_LEN: usize = 5;
 const MAGIC: [u8; 4] = *b"AEL1";
 
 /// What the header says about a message.
@@ -47,6 +55,8 @@ pub enum PayloadError {
 #[derive(Debug, Clone)]
 pub struct PayloadWriter {
     buf: Vec<u8>,
+    /// Where the header starts: 0, or [`FRAME_LEN`] when framed.
+    at: usize,
     run_id: u32,
     producer: u32,
 }
@@ -55,13 +65,30 @@ impl PayloadWriter {
     /// A writer for `size`-byte messages (`size >= HEADER_LEN`, checked by
     /// workload validation; smaller sizes are raised to the header length).
     pub fn new(size: usize, run_id: u32, producer: u32) -> PayloadWriter {
-        let mut buf = vec![0u8; size.max(HEADER_LEN)];
-        rand::thread_rng().fill_bytes(&mut buf[HEADER_LEN..]);
-        buf[0..4].copy_from_slice(&MAGIC);
-        buf[8..12].copy_from_slice(&run_id.to_le_bytes());
-        buf[12..16].copy_from_slice(&producer.to_le_bytes());
+        PayloadWriter::framed(size, run_id, producer, None)
+    }
+
+    /// A writer whose messages start with Confluent's frame for
+    /// `schema_id` (when given); `size` counts the frame.
+    pub fn framed(
+        size: usize,
+        run_id: u32,
+        producer: u32,
+        schema_id: Option<u32>,
+    ) -> PayloadWriter {
+        let at = if schema_id.is_some() { FRAME_LEN } else { 0 };
+        let mut buf = vec![0u8; size.max(at + HEADER_LEN)];
+        rand::thread_rng().fill_bytes(&mut buf[at + HEADER_LEN..]);
+        if let Some(id) = schema_id {
+            buf[0] = 0;
+            buf[1..FRAME_LEN].copy_from_slice(&id.to_be_bytes());
+        }
+        buf[at..at + 4].copy_from_slice(&MAGIC);
+        buf[at + 8..at + 12].copy_from_slice(&run_id.to_le_bytes());
+        buf[at + 12..at + 16].copy_from_slice(&producer.to_le_bytes());
         PayloadWriter {
             buf,
+            at,
             run_id,
             producer,
         }
@@ -69,10 +96,11 @@ impl PayloadWriter {
 
     /// Stamps sequence and send time and returns the message bytes.
     pub fn stamp(&mut self, sequence: u64, send_us: u64) -> &[u8] {
-        self.buf[16..24].copy_from_slice(&sequence.to_le_bytes());
-        self.buf[24..32].copy_from_slice(&send_us.to_le_bytes());
-        let crc = crc32c::crc32c(&self.buf[8..]);
-        self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        let at = self.at;
+        self.buf[at + 16..at + 24].copy_from_slice(&sequence.to_le_bytes());
+        self.buf[at + 24..at + 32].copy_from_slice(&send_us.to_le_bytes());
+        let crc = crc32c::crc32c(&self.buf[at + 8..]);
+        self.buf[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
         &self.buf
     }
 
@@ -97,9 +125,18 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// The message without Confluent's frame, when it has one.
+fn unframed(bytes: &[u8]) -> &[u8] {
+    match bytes.get(FRAME_LEN..FRAME_LEN + 4) {
+        Some(m) if bytes[0] == 0 && m == MAGIC => &bytes[FRAME_LEN..],
+        _ => bytes,
+    }
+}
+
 /// Reads the header without checking the filler: for delivery reports,
 /// where the client hands back the very buffer it was given.
 pub fn peek(bytes: &[u8]) -> Result<Stamp, PayloadError> {
+    let bytes = unframed(bytes);
     if bytes.len() < HEADER_LEN {
         return Err(PayloadError::TooShort(bytes.len()));
     }
@@ -118,6 +155,7 @@ pub fn peek(bytes: &[u8]) -> Result<Stamp, PayloadError> {
 /// for messages that came back from the broker.
 pub fn verify(bytes: &[u8]) -> Result<Stamp, PayloadError> {
     let stamp = peek(bytes)?;
+    let bytes = unframed(bytes);
     if crc32c::crc32c(&bytes[8..]) != u32_at(bytes, 4) {
         return Err(PayloadError::Corrupt);
     }
@@ -129,6 +167,19 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn a_framed_message_carries_the_schema_id_first_and_reads_back() {
+        let mut w = PayloadWriter::framed(100, 9, 2, Some(0x0102_0304));
+        let bytes = w.stamp(5, 77).to_vec();
+        assert_eq!(bytes.len(), 100);
+        assert_eq!(&bytes[..FRAME_LEN], &[0, 1, 2, 3, 4]);
+        let s = verify(&bytes).unwrap();
+        assert_eq!((s.run_id, s.producer, s.sequence, s.send_us), (9, 2, 5, 77));
+        let mut damaged = bytes.clone();
+        damaged[99] ^= 1;
+        assert_eq!(verify(&damaged), Err(PayloadError::Corrupt));
+    }
 
     #[test]
     fn stamped_message_reads_back_its_header() {

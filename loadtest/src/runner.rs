@@ -123,7 +123,12 @@ fn spawn_producer(
     flush_timeout: Duration,
 ) -> Result<ProducerThread, LoadError> {
     let shared = probe.shared().clone();
-    let mut writer = PayloadWriter::new(w.message_size, shared.run_id, probe.index);
+    let mut writer = PayloadWriter::framed(
+        w.message_size,
+        shared.run_id,
+        probe.index,
+        w.value_schema_id,
+    );
     let handle = std::thread::Builder::new()
         .name(format!("producer-{}", probe.index))
         .spawn(move || {

@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::LoadError;
-use crate::payload::HEADER_LEN;
+use crate::payload::{FRAME_LEN, HEADER_LEN};
 
 /// Largest message the tool will generate; above this brokers' default
 /// `max.message.bytes` would reject a batch of one.
@@ -63,6 +63,12 @@ pub struct Workload {
     /// live records per partition at most. `None`: no key (Kafka driver only).
     #[serde(default)]
     pub keys: Option<u64>,
+    /// Values framed as Confluent's serializers frame them: magic byte 0
+    /// and this schema id first (for a topic with broker-side schema
+    /// validation, `confluent.value.schema.validation`), counted in
+    /// `message_size`.
+    #[serde(default)]
+    pub value_schema_id: Option<u32>,
     /// Topic configs set at creation (e.g. `segment.bytes`).
     #[serde(default)]
     pub topic_config: BTreeMap<String, String>,
@@ -162,10 +168,16 @@ impl Workload {
                     .into(),
             );
         }
-        if self.message_size < HEADER_LEN || self.message_size > MAX_MESSAGE_SIZE {
+        let least = HEADER_LEN
+            + if self.value_schema_id.is_some() {
+                FRAME_LEN
+            } else {
+                0
+            };
+        if self.message_size < least || self.message_size > MAX_MESSAGE_SIZE {
             return bad(
                 "message_size",
-                format!("must be between {HEADER_LEN} and {MAX_MESSAGE_SIZE} bytes"),
+                format!("must be between {least} and {MAX_MESSAGE_SIZE} bytes"),
             );
         }
         if let Rate::Fixed(0) = self.rate {

@@ -389,12 +389,7 @@ pub(crate) fn check_keyed(
     }
 }
 
-fn check_snappy(
-    records: &[u8],
-    declared: i32,
-    cap: u64,
-    rules: Rules<'_>,
-) -> Result<(), Refusal> {
+fn check_snappy(records: &[u8], declared: i32, cap: u64, rules: Rules<'_>) -> Result<(), Refusal> {
     let codec = Compression::Snappy;
     if records.len() >= XERIAL_HEADER_LEN && records.starts_with(XERIAL_MAGIC) {
         let blocks = Xerial {
@@ -449,12 +444,7 @@ fn walk_stream(
 }
 
 /// The record walk of steps 2 to 4 (see the module docs).
-fn walk<B: BufRead>(
-    src: &mut B,
-    declared: i32,
-    cap: u64,
-    rules: Rules<'_>,
-) -> Result<(), Refusal> {
+fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules<'_>) -> Result<(), Refusal> {
     let mut w = Walk { src, consumed: 0 };
     let mut index: i64 = 0;
     let mut last_delta: i64 = -1;

@@ -90,10 +90,7 @@ fn judge(part: Part, ids: &SubjectIds, len: i64, head: &[u8]) -> Option<String> 
             "{part} is null, but subject {subject} needs the schema registry's wire format (magic byte 0, then a 4-byte schema id)"
         ));
     }
-    let Some((&magic, id)) = head
-        .get(..WIRE_HEADER_LEN)
-        .and_then(|h| h.split_first())
-    else {
+    let Some((&magic, id)) = head.get(..WIRE_HEADER_LEN).and_then(|h| h.split_first()) else {
         return Some(format!(
             "{part} is {len} bytes, shorter than the {WIRE_HEADER_LEN}-byte header of the schema registry's wire format (magic byte 0, then a 4-byte schema id) subject {subject} needs"
         ));

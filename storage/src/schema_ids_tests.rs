@@ -124,7 +124,11 @@ fn the_record_walk_names_every_record_off_schema_in_any_codec() {
 #[test]
 fn keyless_records_of_a_compacted_topic_are_refused_first() {
     let schemas = values_of_orders();
-    let batch = [record(0, None, Some(b"x")), record(1, Some(b"k"), Some(b"y"))].concat();
+    let batch = [
+        record(0, None, Some(b"x")),
+        record(1, Some(b"k"), Some(b"y")),
+    ]
+    .concat();
     match check_keyed(Compression::None, &batch, 2, 1 << 20, rules(&schemas, true)) {
         Err(Refusal::Keyless { indexes }) => assert_eq!(indexes, vec![0]),
         other => panic!("{other:?}"),

@@ -39,9 +39,11 @@ pub(super) fn rule(b: &Broker, topic: &TopicInfo) -> Option<Box<SchemaRule>> {
     let (key_ids, value_ids) = b.node.catalog.read(|s| {
         let live = |subject: Option<&String>| -> Option<Vec<i32>> {
             let subject = subject?;
-            Some(s.registry().subject(subject).map_or_else(Vec::new, |s| {
-                s.live().map(|(_, v)| v.id).collect()
-            }))
+            Some(
+                s.registry()
+                    .subject(subject)
+                    .map_or_else(Vec::new, |s| s.live().map(|(_, v)| v.id).collect()),
+            )
         };
         (live(key.as_ref()), live(value.as_ref()))
     });

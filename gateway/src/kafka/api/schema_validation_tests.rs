@@ -179,7 +179,12 @@ async fn without_validation_a_topic_takes_any_value(logs: Logs) {
 async fn value_validation_takes_registered_ids_and_names_each_refused_record(logs: Logs) {
     let t = TestBroker::start(logs).await;
     let b = &t.broker;
-    create_with(b, "orders", &[("confluent.value.schema.validation", "true")]).await;
+    create_with(
+        b,
+        "orders",
+        &[("confluent.value.schema.validation", "true")],
+    )
+    .await;
 
     // no version registered yet: nothing passes
     let early = produce(b, "orders", values(&[wire(1)], Compression::None)).await;
@@ -224,7 +229,11 @@ async fn value_validation_takes_registered_ids_and_names_each_refused_record(log
         for (i, why) in &errors {
             assert!(why.starts_with(&format!("record {i}: value ")), "{why}");
         }
-        assert!(errors[0].1.contains("not the magic byte 0"), "{:?}", errors[0]);
+        assert!(
+            errors[0].1.contains("not the magic byte 0"),
+            "{:?}",
+            errors[0]
+        );
         assert_eq!(
             errors[1].1,
             format!("record 2: value has schema id {deleted}, which is not a version of subject orders-value"),
@@ -267,7 +276,10 @@ async fn key_validation_checks_keys_and_leaves_values_alone(logs: Logs) {
         b,
         "users",
         batch_of(
-            &[(wire(key_id), text("not wire format")), (wire(key_id), None)],
+            &[
+                (wire(key_id), text("not wire format")),
+                (wire(key_id), None),
+            ],
             Compression::None,
         ),
     )
@@ -294,7 +306,9 @@ async fn key_validation_checks_keys_and_leaves_values_alone(logs: Logs) {
     assert_eq!(named, vec![0, 2, 3]);
     assert_eq!(
         errors[1].1,
-        format!("record 2: key has schema id {value_id}, which is not a version of subject users-key")
+        format!(
+            "record 2: key has schema id {value_id}, which is not a version of subject users-key"
+        )
     );
     assert!(errors[2].1.contains("key is null"), "{:?}", errors[2]);
 

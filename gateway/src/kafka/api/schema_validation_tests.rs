@@ -93,9 +93,12 @@ fn text(s: &str) -> Option<Vec<u8>> {
     Some(s.as_bytes().to_vec())
 }
 
+/// A record's key and value (`None`: null).
+type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// One batch whose record `i` has key `records[i].0` and value
-/// `records[i].1` (`None`: null).
-fn batch_of(records: &[(Option<Vec<u8>>, Option<Vec<u8>>)], compression: Compression) -> Bytes {
+/// `records[i].1`.
+fn batch_of(records: &[KeyValue], compression: Compression) -> Bytes {
     let records: Vec<Record> = records
         .iter()
         .enumerate()

@@ -43,9 +43,9 @@ pub fn log_error(e: &LogError) -> ResponseError {
 pub fn storage_error(e: &StorageError) -> ResponseError {
     match e {
         StorageError::CorruptBatch { .. } => ResponseError::CorruptMessage,
-        StorageError::InvalidRecord { .. } | StorageError::KeylessRecords { .. } => {
-            ResponseError::InvalidRecord
-        }
+        StorageError::InvalidRecord { .. }
+        | StorageError::KeylessRecords { .. }
+        | StorageError::SchemaValidation { .. } => ResponseError::InvalidRecord,
         StorageError::UnsupportedMagic { .. } => ResponseError::UnsupportedForMessageFormat,
         StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         StorageError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,

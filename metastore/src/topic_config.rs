@@ -133,6 +133,13 @@ use ConfigType::{Boolean, Double, Int, List, Long, String as Str};
 /// reach object storage sooner.
 pub const DEFAULT_SEGMENT_BYTES: i64 = 134_217_728;
 
+/// Broker-side schema validation of record keys (Confluent's key): each
+/// key must carry the id of a live version of subject `<topic>-key`.
+pub const KEY_SCHEMA_VALIDATION: &str = "confluent.key.schema.validation";
+/// Broker-side schema validation of record values: each value must carry
+/// the id of a live version of subject `<topic>-value`.
+pub const VALUE_SCHEMA_VALIDATION: &str = "confluent.value.schema.validation";
+
 static CATALOGUE: &[ConfigDef] = &[
     def(
         "cleanup.policy",
@@ -168,6 +175,20 @@ static CATALOGUE: &[ConfigDef] = &[
         "3",
         Rule::Between(-131_072, 22),
         "zstd level when the topic recompresses with zstd.",
+    ),
+    def(
+        KEY_SCHEMA_VALIDATION,
+        Boolean,
+        "false",
+        Rule::Any,
+        "Refuse records whose key is not in the schema registry's wire format (magic byte 0, then the id of a live version of subject <topic>-key).",
+    ),
+    def(
+        VALUE_SCHEMA_VALIDATION,
+        Boolean,
+        "false",
+        Rule::Any,
+        "Refuse records whose value is not in the schema registry's wire format (magic byte 0, then the id of a live version of subject <topic>-value).",
     ),
     def(
         "delete.retention.ms",

@@ -218,3 +218,33 @@ fn replace_all_drops_keys_not_named() {
     .unwrap();
     assert_eq!(next, configs(&[("segment.ms", "6000")]));
 }
+
+#[test]
+fn schema_validation_keys_are_booleans_off_by_default() {
+    let empty = BTreeMap::new();
+    for key in [KEY_SCHEMA_VALIDATION, VALUE_SCHEMA_VALIDATION] {
+        let d = lookup(key).unwrap_or_else(|| panic!("{key} is not in the catalogue"));
+        assert_eq!(d.kind, ConfigType::Boolean);
+        assert_eq!(effective_bool(&empty, key), Some(false));
+        validate(key, "true").unwrap_or_else(|e| panic!("{key}=true: {e}"));
+        validate(key, " FALSE ").unwrap_or_else(|e| panic!("{key}=FALSE: {e}"));
+        assert!(
+            matches!(validate(key, "on"), Err(MetaError::InvalidConfig { .. })),
+            "{key}=on must be refused"
+        );
+        let row = describe(&configs(&[(key, "true")]))
+            .into_iter()
+            .find(|r| r.name == key)
+            .unwrap_or_else(|| panic!("DescribeConfigs does not list {key}"));
+        assert_eq!(row.value, "true");
+        assert!(!row.is_default);
+        assert_eq!(row.kind.kafka_code(), 1);
+    }
+    assert_eq!(
+        effective_bool(
+            &configs(&[(VALUE_SCHEMA_VALIDATION, "true")]),
+            VALUE_SCHEMA_VALIDATION
+        ),
+        Some(true)
+    );
+}

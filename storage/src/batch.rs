@@ -24,6 +24,7 @@
 //! ```
 
 use crate::error::StorageError;
+use crate::schema_ids::SchemaRule;
 
 /// Bytes of the fixed v2 header.
 pub const HEADER_LEN: usize = 61;
@@ -243,6 +244,19 @@ pub struct ValidBatch {
 /// the header, do not parse, or pass the uncompressed limit;
 /// [`StorageError::CorruptBatch`] when the compressed stream does not decode.
 pub fn validate(bytes: &[u8], position: usize, limits: Limits) -> Result<ValidBatch, StorageError> {
+    validate_with(bytes, position, limits, None)
+}
+
+/// [`validate`], and with `schemas` the records' keys or values must carry
+/// schema ids of the topic's subjects (broker-side schema validation, see
+/// [`crate::schema_ids`]): [`StorageError::SchemaValidation`] otherwise.
+/// The ids are checked in the same walk that counts the records.
+pub fn validate_with(
+    bytes: &[u8],
+    position: usize,
+    limits: Limits,
+    schemas: Option<&SchemaRule>,
+) -> Result<ValidBatch, StorageError> {
     let b = check_header(bytes, position, limits.max_batch_bytes)?;
     let codec = b
         .header
@@ -268,6 +282,7 @@ pub fn validate(bytes: &[u8], position: usize, limits: Limits) -> Result<ValidBa
         crate::records::Rules {
             keys: limits.require_keys,
             sparse_up_to: limits.sparse_offsets.then_some(b.header.last_offset_delta),
+            schemas: schemas.filter(|s| !s.is_empty()),
         },
     )
     .map_err(|refusal| match refusal {
@@ -276,6 +291,13 @@ pub fn validate(bytes: &[u8], position: usize, limits: Limits) -> Result<ValidBa
             indexes: indexes
                 .into_iter()
                 .map(|i| i32::try_from(i).unwrap_or(i32::MAX))
+                .collect(),
+        },
+        crate::records::Refusal::Schema { records } => StorageError::SchemaValidation {
+            position,
+            records: records
+                .into_iter()
+                .map(|(i, why)| (i32::try_from(i).unwrap_or(i32::MAX), why))
                 .collect(),
         },
         crate::records::Refusal::Codec { .. } => StorageError::CorruptBatch {
@@ -385,6 +407,15 @@ pub fn check_header(
 /// Validates every batch of a produce payload (concatenated v2 batches).
 /// Trailing bytes that do not form a whole batch are an error.
 pub fn validate_all(records: &[u8], limits: Limits) -> Result<Vec<ValidBatch>, StorageError> {
+    validate_all_with(records, limits, None)
+}
+
+/// [`validate_all`] with [`validate_with`]'s schema check.
+pub fn validate_all_with(
+    records: &[u8],
+    limits: Limits,
+    schemas: Option<&SchemaRule>,
+) -> Result<Vec<ValidBatch>, StorageError> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     if records.is_empty() {
@@ -394,7 +425,7 @@ pub fn validate_all(records: &[u8], limits: Limits) -> Result<Vec<ValidBatch>, S
         });
     }
     while pos < records.len() {
-        let b = validate(&records[pos..], pos, limits)?;
+        let b = validate_with(&records[pos..], pos, limits, schemas)?;
         pos += b.len;
         out.push(b);
     }

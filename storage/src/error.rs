@@ -33,6 +33,22 @@ pub enum StorageError {
     )]
     KeylessRecords { position: usize, indexes: Vec<i32> },
 
+    /// The records named (index in their batch, counted from 0, and why)
+    /// do not carry, in their key or value, the schema registry's wire
+    /// format with the id of a live version of the topic's subject, and
+    /// the topic validates schemas (`confluent.value.schema.validation`,
+    /// `confluent.key.schema.validation`). Kafka: INVALID_RECORD, with each
+    /// record named in the answer's record errors (KIP-467).
+    #[error(
+        "{} of the batch at byte {position} failed the topic's schema validation: {}",
+        count_records(records.len()),
+        records.first().map_or("", |(_, why)| why.as_str())
+    )]
+    SchemaValidation {
+        position: usize,
+        records: Vec<(i32, String)>,
+    },
+
     /// The batch uses a message format older than v2. Kafka:
     /// UNSUPPORTED_FOR_MESSAGE_FORMAT.
     #[error(
@@ -156,5 +172,14 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for io::Result<T> {
     fn ctx(self, context: impl FnOnce() -> String) -> Result<T, StorageError> {
         self.map_err(|source| StorageError::io(context(), source))
+    }
+}
+
+/// "1 record", "3 records".
+fn count_records(n: usize) -> String {
+    if n == 1 {
+        "1 record".into()
+    } else {
+        format!("{n} records")
     }
 }

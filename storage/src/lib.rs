@@ -83,6 +83,7 @@
 
 pub mod batch;
 mod cleaner;
+mod codec_readers;
 pub mod compaction;
 mod compaction_install;
 pub mod config;
@@ -102,6 +103,7 @@ mod records;
 mod recovery;
 mod replica;
 mod retention;
+pub mod schema_ids;
 pub mod segment;
 mod snapshots;
 mod sync;
@@ -125,6 +127,7 @@ pub use error::StorageError;
 pub use log::{AppendInfo, AppendOutcome, PartitionLog, ReadSlice, TimestampOffset};
 pub use producer::ProducerSummary;
 pub use replica::ReplicaAppend;
+pub use schema_ids::{SchemaRule, SubjectIds};
 pub use segment::SegmentInfo;
 pub use sync::{SyncDone, SyncPoint};
 pub use txn::{AbortedTxn, ControlType};

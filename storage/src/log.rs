@@ -278,7 +278,21 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendOutcome, StorageError> {
-        let batches = self.validate_for_append(records, false)?;
+        self.append_checked(records, leader_epoch, now_ms, None)
+    }
+
+    /// [`PartitionLog::append`] for a topic that validates schemas: the
+    /// records' keys or values must carry ids of `schemas` (see
+    /// [`crate::schema_ids`]), else nothing is written and
+    /// [`StorageError::SchemaValidation`] names the records.
+    pub fn append_checked(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+        schemas: Option<&crate::SchemaRule>,
+    ) -> Result<AppendOutcome, StorageError> {
+        let batches = self.validate_for_append(records, false, schemas)?;
         if let Some(latest) = self.epochs.latest() {
             if leader_epoch < latest.epoch {
                 return Err(StorageError::StaleLeaderEpoch {
@@ -348,6 +362,7 @@ impl PartitionLog {
         &mut self,
         records: &[u8],
         markers: bool,
+        schemas: Option<&crate::SchemaRule>,
     ) -> Result<Vec<ValidBatch>, StorageError> {
         self.poll_flushes();
         self.check_online()?;
@@ -356,7 +371,9 @@ impl PartitionLog {
         limits.require_keys = self.config.compacted && !markers;
         // and may come from a compacted part of its log
         limits.sparse_offsets = markers;
-        let batches = batch::validate_all(records, limits)?;
+        // a leader's batches were checked against the registry when it took them
+        let schemas = schemas.filter(|_| !markers);
+        let batches = batch::validate_all_with(records, limits, schemas)?;
         for b in &batches {
             if b.header.is_control() && !markers {
                 return Err(StorageError::InvalidRecord {

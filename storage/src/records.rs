@@ -42,6 +42,8 @@
 
 use std::io::{self, BufRead, Read};
 
+use crate::codec_readers::{is_over_cap, Lz4Frame, Xerial};
+
 /// Compression codec named in a batch's attributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
@@ -81,6 +83,9 @@ pub(crate) enum Refusal {
     Malformed { index: i64, reason: String },
     /// Records without a key (their indexes), and the topic is compacted.
     Keyless { indexes: Vec<i64> },
+    /// Records whose key or value does not carry a schema id of the
+    /// topic's subject (see `schema_ids`): their indexes, and why.
+    Schema { records: Vec<(i64, String)> },
     /// The uncompressed records pass `cap` bytes.
     OverCap { cap: u64 },
     /// The codec's stream does not decode.
@@ -107,6 +112,15 @@ impl std::fmt::Display for Refusal {
                 f,
                 "records {indexes:?} have no key; a compacted topic accepts only records with keys"
             ),
+            Refusal::Schema { records } => match records.first() {
+                Some((_, why)) if records.len() > 1 => write!(
+                    f,
+                    "{} records fail the topic's schema validation, the first: {why}",
+                    records.len()
+                ),
+                Some((_, why)) => write!(f, "{why}"),
+                None => write!(f, "records fail the topic's schema validation"),
+            },
             Refusal::OverCap { cap } => write!(
                 f,
                 "the records decompress to more than {cap} bytes (max.uncompressed.batch.bytes)"
@@ -321,19 +335,23 @@ pub(crate) fn check(
         Rules {
             keys: false,
             sparse_up_to: None,
+            schemas: None,
         },
     )
 }
 
 /// What [`check_keyed`] demands of the records besides their framing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rules {
+pub(crate) struct Rules<'a> {
     /// Refuse records without a key (a producer's batch for a compacted topic).
     pub(crate) keys: bool,
     /// `None`: offset deltas count up from 0 (a producer's batch). `Some(last)`:
     /// they only increase and stay at or below `last`, the batch's last offset
     /// delta (a batch compaction removed records from, replicated).
     pub(crate) sparse_up_to: Option<i32>,
+    /// Keys and values must carry schema ids of the topic's subjects
+    /// (broker-side schema validation, see `schema_ids`).
+    pub(crate) schemas: Option<&'a crate::schema_ids::SchemaRule>,
 }
 
 /// [`check`], with `rules` for keys and offset deltas.
@@ -342,7 +360,7 @@ pub(crate) fn check_keyed(
     records: &[u8],
     declared: i32,
     cap: u64,
-    rules: Rules,
+    rules: Rules<'_>,
 ) -> Result<(), Refusal> {
     match codec {
         Compression::None => walk(&mut { records }, declared, u64::MAX, rules),
@@ -371,7 +389,7 @@ pub(crate) fn check_keyed(
     }
 }
 
-fn check_snappy(records: &[u8], declared: i32, cap: u64, rules: Rules) -> Result<(), Refusal> {
+fn check_snappy(records: &[u8], declared: i32, cap: u64, rules: Rules<'_>) -> Result<(), Refusal> {
     let codec = Compression::Snappy;
     if records.len() >= XERIAL_HEADER_LEN && records.starts_with(XERIAL_MAGIC) {
         let blocks = Xerial {
@@ -403,7 +421,7 @@ fn walk_stream(
     decoder: impl Read,
     declared: i32,
     cap: u64,
-    rules: Rules,
+    rules: Rules<'_>,
 ) -> Result<(), Refusal> {
     let mut src = Capped {
         inner: decoder,
@@ -426,11 +444,12 @@ fn walk_stream(
 }
 
 /// The record walk of steps 2 to 4 (see the module docs).
-fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules) -> Result<(), Refusal> {
+fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules<'_>) -> Result<(), Refusal> {
     let mut w = Walk { src, consumed: 0 };
     let mut index: i64 = 0;
     let mut last_delta: i64 = -1;
     let mut keyless = Vec::new();
+    let mut off_schema = Vec::new();
     while !w.at_end()? {
         if index >= i64::from(declared) {
             return Err(Refusal::TooMany { declared });
@@ -451,10 +470,19 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules) -> Resul
         w.byte()?.ok_or_else(cut)?; // attributes
         w.varint(10)?.ok_or_else(cut)?; // timestamp delta
         let delta = w.varint(5)?.ok_or_else(cut)?;
-        if rules.keys {
+        if rules.keys || rules.schemas.is_some() {
             // the key's length; -1 is a null key
-            if w.varint(5)?.ok_or_else(cut)? < 0 {
+            let key_len = w.varint(5)?.ok_or_else(cut)?;
+            if rules.keys && key_len < 0 {
                 keyless.push(index);
+            }
+            if let Some(schemas) = rules.schemas {
+                let room = len.saturating_sub(w.consumed - body_start);
+                if let Some(why) =
+                    crate::schema_ids::check_record(&mut w, schemas, index, key_len, room)?
+                {
+                    off_schema.push((index, why));
+                }
             }
         }
         let used = w.consumed - body_start;
@@ -492,13 +520,18 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules) -> Resul
     if !keyless.is_empty() {
         return Err(Refusal::Keyless { indexes: keyless });
     }
+    if !off_schema.is_empty() {
+        return Err(Refusal::Schema {
+            records: off_schema,
+        });
+    }
     Ok(())
 }
 
 /// A cursor over decoded bytes that counts what it consumed.
-struct Walk<'a, B> {
+pub(crate) struct Walk<'a, B> {
     src: &'a mut B,
-    consumed: u64,
+    pub(crate) consumed: u64,
 }
 
 impl<B: BufRead> Walk<'_, B> {
@@ -513,7 +546,7 @@ impl<B: BufRead> Walk<'_, B> {
         Ok(self.fill()?.is_empty())
     }
 
-    fn byte(&mut self) -> Result<Option<u8>, Refusal> {
+    pub(crate) fn byte(&mut self) -> Result<Option<u8>, Refusal> {
         let Some(&b) = self.fill()?.first() else {
             return Ok(None);
         };
@@ -524,7 +557,7 @@ impl<B: BufRead> Walk<'_, B> {
 
     /// A zigzag varint of at most `max_bytes` bytes; `None` if the bytes
     /// end first or it is longer.
-    fn varint(&mut self, max_bytes: usize) -> Result<Option<i64>, Refusal> {
+    pub(crate) fn varint(&mut self, max_bytes: usize) -> Result<Option<i64>, Refusal> {
         let mut raw: u64 = 0;
         for i in 0..max_bytes {
             let Some(b) = self.byte()? else {
@@ -539,7 +572,7 @@ impl<B: BufRead> Walk<'_, B> {
     }
 
     /// Skips up to `n` bytes; returns how many there were.
-    fn skip(&mut self, n: u64) -> Result<u64, Refusal> {
+    pub(crate) fn skip(&mut self, n: u64) -> Result<u64, Refusal> {
         let mut left = n;
         while left > 0 {
             let have = self.fill()?.len() as u64;
@@ -602,95 +635,6 @@ impl<R: Read> BufRead for Capped<R> {
 
     fn consume(&mut self, amt: usize) {
         self.pos = (self.pos + amt).min(self.len);
-    }
-}
-
-/// Marks a decoder error that is really the cap being reached.
-#[derive(Debug)]
-struct OverCapMarker;
-
-impl std::fmt::Display for OverCapMarker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a block would pass the uncompressed size cap")
-    }
-}
-
-impl std::error::Error for OverCapMarker {}
-
-fn is_over_cap(e: &io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.is::<OverCapMarker>())
-}
-
-/// Snappy in xerial framing (what the Java client writes): after the
-/// header, blocks of `u32` big-endian compressed length and a raw snappy
-/// block. One block is decoded at a time, and only when its declared
-/// uncompressed length fits what is left of the budget.
-struct Xerial<'a> {
-    input: &'a [u8],
-    block: Vec<u8>,
-    pos: usize,
-    budget: u64,
-}
-
-impl Read for Xerial<'_> {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidData, msg);
-        while self.pos == self.block.len() {
-            if self.input.is_empty() {
-                return Ok(0);
-            }
-            let Some((len, rest)) = self.input.split_first_chunk::<4>() else {
-                return Err(invalid(format!(
-                    "{} bytes where a xerial block length should be",
-                    self.input.len()
-                )));
-            };
-            let len = u32::from_be_bytes(*len) as usize;
-            let Some(compressed) = rest.get(..len) else {
-                return Err(invalid(format!(
-                    "a xerial block of {len} bytes runs past the end ({} left)",
-                    rest.len()
-                )));
-            };
-            self.input = &rest[len..];
-            let plain_len = snap::raw::decompress_len(compressed)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            if plain_len as u64 > self.budget {
-                return Err(io::Error::other(OverCapMarker));
-            }
-            self.budget -= plain_len as u64;
-            self.block.resize(plain_len, 0);
-            snap::raw::Decoder::new()
-                .decompress(compressed, &mut self.block)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            self.pos = 0;
-        }
-        let n = (self.block.len() - self.pos).min(out.len());
-        out[..n].copy_from_slice(&self.block[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
-}
-
-/// The LZ4 frame decoder, which reports a frame cut short as a plain end of
-/// stream; this checks the frame really ended once the decoder runs dry.
-struct Lz4Frame<'a>(Option<lz4::Decoder<&'a [u8]>>);
-
-impl Read for Lz4Frame<'_> {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let Some(decoder) = self.0.as_mut() else {
-            return Ok(0);
-        };
-        let n = decoder.read(out)?;
-        if n == 0 && !out.is_empty() {
-            if let Some(decoder) = self.0.take() {
-                let (_, ended) = decoder.finish();
-                ended.map_err(|_| {
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "the LZ4 frame ends early")
-                })?;
-            }
-        }
-        Ok(n)
     }
 }
 

@@ -269,11 +269,13 @@ fn a_compacted_topic_refuses_a_record_without_a_key_naming_it_in_any_codec() {
     assert!(check_keyed(Compression::None, &keyed, 3, 1 << 20, KEYED).is_ok());
 }
 
-const PLAIN: Rules = Rules {
+const PLAIN: Rules<'static> = Rules {
     keys: false,
     sparse_up_to: None,
+    schemas: None,
 };
-const KEYED: Rules = Rules {
+const KEYED: Rules<'static> = Rules {
     keys: true,
     sparse_up_to: None,
+    schemas: None,
 };

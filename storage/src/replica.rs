@@ -93,7 +93,7 @@ impl PartitionLog {
                 bytes: 0,
             });
         }
-        let batches = self.validate_for_append(records, true)?;
+        let batches = self.validate_for_append(records, true, None)?;
         let mut expected = first_offset;
         let mut epoch = self.epochs.latest().map(|e| e.epoch);
         let mut placed = Vec::with_capacity(batches.len());

@@ -8,7 +8,7 @@ fn settings() -> LogSettings {
 
 fn append_one(log: &mut OpenedLog, value: &[u8]) {
     let mut rec = batch_of(&[value]);
-    log.log.append(&mut rec, 0, 1).expect("append");
+    log.log.append(&mut rec, 0, 1, None).expect("append");
 }
 
 #[test]

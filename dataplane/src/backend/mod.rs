@@ -252,11 +252,14 @@ pub enum LocalRead {
 pub trait LogBackend: Send + 'static {
     /// Validates and appends one v2 record batch (or several, for callers
     /// other than Produce v3+), stamping base offsets and the leader epoch in place.
+    /// `schemas`: the topic validates schemas, and the records' keys or
+    /// values must carry these ids (`storage::schema_ids`).
     fn append(
         &mut self,
         records: &mut [u8],
         leader_epoch: i32,
         now_ms: i64,
+        schemas: Option<&storage::SchemaRule>,
     ) -> Result<Appended, LogError>;
     /// Whole batches from the one containing `offset`, none holding an offset
     /// `>= upper_bound`. `min_one`: return the first batch whole even when it

@@ -36,8 +36,11 @@ impl LogBackend for TieredLog {
         records: &mut [u8],
         leader_epoch: i32,
         now_ms: i64,
+        schemas: Option<&storage::SchemaRule>,
     ) -> Result<Appended, LogError> {
-        let outcome = self.p.append(records, leader_epoch, now_ms)?;
+        let outcome = self
+            .p
+            .append_checked(records, leader_epoch, now_ms, schemas)?;
         Ok(Appended::from_outcome(&outcome))
     }
 

@@ -216,6 +216,8 @@ pub(super) enum Command {
         records: BytesMut,
         leader_epoch: i32,
         acks: Acks,
+        /// The topic validates schemas: the ids the records must carry.
+        schemas: Option<Box<storage::SchemaRule>>,
         reply: AppendReply,
     },
     Read {

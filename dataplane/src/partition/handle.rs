@@ -66,10 +66,25 @@ impl PartitionHandle {
         leader_epoch: i32,
         acks: Acks,
     ) -> Result<(Appended, i64), LogError> {
+        self.append_checked(records, leader_epoch, acks, None).await
+    }
+
+    /// [`PartitionHandle::append`] for a topic that validates schemas: the
+    /// records' keys or values must carry ids of `schemas` (read from the
+    /// registry once per batch by the caller), else the log refuses the
+    /// batch with `StorageError::SchemaValidation`.
+    pub async fn append_checked(
+        &self,
+        records: BytesMut,
+        leader_epoch: i32,
+        acks: Acks,
+        schemas: Option<Box<storage::SchemaRule>>,
+    ) -> Result<(Appended, i64), LogError> {
         self.ask(|reply| Command::Append {
             records,
             leader_epoch,
             acks,
+            schemas,
             reply,
         })
         .await?

@@ -39,11 +39,18 @@ const PARK_MS: i64 = 2_000;
 /// A write that arrived before this node took up a leadership the client
 /// already saw in the metastore's metadata.
 struct Parked {
+    write: Write,
+    reply: AppendReply,
+    until_ms: i64,
+}
+
+/// A producer's write as it reaches the task.
+struct Write {
     records: BytesMut,
     leader_epoch: i32,
     acks: Acks,
-    reply: AppendReply,
-    until_ms: i64,
+    /// The topic validates schemas: the ids the records must carry.
+    schemas: Option<Box<storage::SchemaRule>>,
 }
 
 /// What this node is for the partition.
@@ -196,7 +203,9 @@ impl Task {
         }
     }
 
-    fn append(&mut self, mut records: BytesMut, leader_epoch: i32, acks: Acks, reply: AppendReply) {
+    fn append(&mut self, write: Write, reply: AppendReply) {
+        let leader_epoch = write.leader_epoch;
+        let acks = write.acks;
         let awaits_leadership = match &self.role {
             Role::Unassigned => true,
             Role::Follower {
@@ -206,7 +215,7 @@ impl Task {
             _ => false,
         };
         if awaits_leadership || !self.parked.is_empty() {
-            self.park(records, leader_epoch, acks, reply);
+            self.park(write, reply);
             return;
         }
         match &self.role {
@@ -224,9 +233,14 @@ impl Task {
             }
             Role::Leader(_) | Role::Standalone => {}
         }
+        let Write {
+            mut records,
+            schemas,
+            ..
+        } = write;
         let result = self
             .log
-            .append(&mut records, leader_epoch, now_ms())
+            .append(&mut records, leader_epoch, now_ms(), schemas.as_deref())
             .map(|a| (a, self.log.log_start_offset()));
         self.answer_write(result, acks, reply);
     }
@@ -272,11 +286,9 @@ impl Task {
     /// the refused first batch could never be written again. Parked writes
     /// keep their order and are appended when this node leads, refused when
     /// it follows at their epoch or later, or after [`PARK_MS`].
-    fn park(&mut self, records: BytesMut, leader_epoch: i32, acks: Acks, reply: AppendReply) {
+    fn park(&mut self, write: Write, reply: AppendReply) {
         self.parked.push_back(Parked {
-            records,
-            leader_epoch,
-            acks,
+            write,
             reply,
             until_ms: now_ms() + PARK_MS,
         });
@@ -289,7 +301,7 @@ impl Task {
         while let Some(p) = parked.pop_front() {
             let waits = match &self.role {
                 Role::Unassigned => true,
-                Role::Follower { leader_epoch, .. } => p.leader_epoch > *leader_epoch,
+                Role::Follower { leader_epoch, .. } => p.write.leader_epoch > *leader_epoch,
                 Role::Leader(_) | Role::Standalone => false,
             };
             if waits && p.until_ms > now_ms() {
@@ -303,7 +315,7 @@ impl Task {
                 )));
             } else {
                 // as leader: written; as a follower at its epoch: refused
-                self.append(p.records, p.leader_epoch, p.acks, p.reply);
+                self.append(p.write, p.reply);
             }
         }
     }
@@ -770,8 +782,17 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     records,
                     leader_epoch,
                     acks,
+                    schemas,
                     reply,
-                } => t.append(records, leader_epoch, acks, reply),
+                } => t.append(
+                    Write {
+                        records,
+                        leader_epoch,
+                        acks,
+                        schemas,
+                    },
+                    reply,
+                ),
                 Command::Read {
                     offset,
                     max_bytes,

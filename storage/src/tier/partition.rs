@@ -234,8 +234,22 @@ impl TieredPartition {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendOutcome, TierError> {
+        self.append_checked(records, leader_epoch, now_ms, None)
+    }
+
+    /// [`TieredPartition::append`] for a topic that validates schemas (see
+    /// [`PartitionLog::append_checked`]).
+    pub fn append_checked(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+        schemas: Option<&crate::SchemaRule>,
+    ) -> Result<AppendOutcome, TierError> {
         self.admit(records.len() as u64, now_ms)?;
-        let outcome = self.log.append(records, leader_epoch, now_ms)?;
+        let outcome = self
+            .log
+            .append_checked(records, leader_epoch, now_ms, schemas)?;
         if let AppendOutcome::Appended(info) = outcome {
             let mut usage = self.reg.usage;
             usage.local += info.bytes as u64;

@@ -21,6 +21,7 @@ mod produce_forward;
 mod reassignments;
 mod route;
 mod routing;
+mod schema_validation;
 mod scram_users;
 mod topics;
 mod txn;
@@ -534,6 +535,8 @@ mod offsets_tests;
 mod produce_tests;
 #[cfg(test)]
 mod reassignments_tests;
+#[cfg(test)]
+mod schema_validation_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

@@ -238,6 +238,7 @@ async fn produce_partition(
         }
     }
     let len = records.len();
+    let schemas = super::schema_validation::rule(b, topic);
     let leader_epoch = topic
         .partitions
         .get(index as usize)
@@ -250,7 +251,7 @@ async fn produce_partition(
     // (Kafka's REQUEST_TIMED_OUT; the data may still be committed later)
     let appended = tokio::time::timeout(
         timeout,
-        handle.append(BytesMut::from(&records[..]), leader_epoch, acks),
+        handle.append_checked(BytesMut::from(&records[..]), leader_epoch, acks, schemas),
     )
     .await;
     let Ok(appended) = appended else {
@@ -294,6 +295,18 @@ async fn produce_partition(
                             })
                             .collect(),
                     ),
+                LogError::Storage(storage::StorageError::SchemaValidation { records, .. }) => {
+                    answer.with_record_errors(
+                        records
+                            .iter()
+                            .map(|(i, why)| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(*i)
+                                    .with_batch_index_error_message(Some(super::s(why.clone())))
+                            })
+                            .collect(),
+                    )
+                }
                 _ => answer,
             }
         }

@@ -6,8 +6,10 @@ FileDescriptorProto rather than .proto text), on three agents:
 a schema registered on the first produce through one agent is the same
 schema id on the others, a consumer deserializes through another agent's
 registry, an incompatible evolution under BACKWARD is refused with 409 and
-a compatible one becomes version 2. And the API's own answers, as
-Confluent's registry gives them: error codes, deletes, levels, modes."""
+a compatible one becomes version 2. A topic with broker-side validation
+takes serialized records and refuses others with INVALID_RECORD. And the
+API's own answers, as Confluent's registry gives them: error codes,
+deletes, levels, modes; hostile schemas; the `aerostream schema` command."""
 
 import json
 import urllib.error
@@ -16,7 +18,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -330,3 +332,33 @@ def test_hostile_schemas_are_refused_and_the_agent_stays_up(cluster):
     assert (status, body["error_code"]) == (422, 42201), body
     assert all(cluster.agent(n).proc.poll() is None for n in VOTERS)
     assert call(f"{base}/schemas/types")[0] == 200
+
+
+def test_a_validated_topic_takes_serialized_records_and_refuses_others(cluster):
+    from confluent_kafka import KafkaError
+    tag = uuid.uuid4().hex[:8]
+    topic = f"checked-{tag}"
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"confluent.value.schema.validation": "true"})])[topic].result(60)
+    client = SchemaRegistryClient({"url": cluster.agent(1).registry_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    ser = AvroSerializer(client, USER_V1.replace('"com.example"', f'"com.example.v{tag}"'))
+    results = []
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "retries": 0})
+
+    def report(err, msg):
+        results.append(err)
+    p.produce(topic, value=ser({"name": "ok", "age": 1}, ctx), on_delivery=report)
+    assert p.flush(30) == 0 and results == [None], results
+    # raw bytes, and a frame naming an id that is not a version of the subject
+    for value in (b"plain text", b"\x00\x00\x01\x00\x00rest"):
+        results.clear()
+        p.produce(topic, value=value, on_delivery=report)
+        assert p.flush(30) == 0
+        assert results[0] is not None and results[0].code() == KafkaError.INVALID_RECORD, results
+    # only the serialized record is in the topic
+    values = consume(cluster, topic, 1, AvroDeserializer(client))
+    assert values == [{"name": "ok", "age": 1}]
+    described = admin.describe_configs([ConfigResource("topic", topic)])
+    configs = list(described.values())[0].result(30)
+    assert configs["confluent.value.schema.validation"].value == "true"

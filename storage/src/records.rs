@@ -43,6 +43,7 @@
 use std::io::{self, BufRead, Read};
 
 use crate::codec_readers::{is_over_cap, Lz4Frame, Xerial};
+use crate::schema_ids;
 
 /// Compression codec named in a batch's attributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,7 +352,7 @@ pub(crate) struct Rules<'a> {
     pub(crate) sparse_up_to: Option<i32>,
     /// Keys and values must carry schema ids of the topic's subjects
     /// (broker-side schema validation, see `schema_ids`).
-    pub(crate) schemas: Option<&'a crate::schema_ids::SchemaRule>,
+    pub(crate) schemas: Option<&'a schema_ids::SchemaRule>,
 }
 
 /// [`check`], with `rules` for keys and offset deltas.
@@ -478,9 +479,7 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules<'_>) -> R
             }
             if let Some(schemas) = rules.schemas {
                 let room = len.saturating_sub(w.consumed - body_start);
-                if let Some(why) =
-                    crate::schema_ids::check_record(&mut w, schemas, index, key_len, room)?
-                {
+                if let Some(why) = check_record(&mut w, schemas, index, key_len, room)? {
                     off_schema.push((index, why));
                 }
             }
@@ -526,6 +525,92 @@ fn walk<B: BufRead>(src: &mut B, declared: i32, cap: u64, rules: Rules<'_>) -> R
         });
     }
     Ok(())
+}
+
+/// Reads a key or value of `len` bytes (negative: null) whose length was
+/// just read, keeping its first `WIRE_HEADER_LEN` bytes in `head`; `room`
+/// is what is left of the record. `Err(None)`: it runs past the record.
+fn read_field<B: BufRead>(
+    w: &mut Walk<'_, B>,
+    len: i64,
+    room: u64,
+    head: &mut [u8; schema_ids::WIRE_HEADER_LEN],
+) -> Result<Result<usize, ()>, Refusal> {
+    let Ok(len) = u64::try_from(len) else {
+        return Ok(Ok(0));
+    };
+    if len > room {
+        return Ok(Err(()));
+    }
+    let mut kept = 0;
+    while kept < head.len() && (kept as u64) < len {
+        let Some(b) = w.byte()? else {
+            return Ok(Err(()));
+        };
+        head[kept] = b;
+        kept += 1;
+    }
+    let rest = len - kept as u64;
+    if w.skip(rest)? < rest {
+        return Ok(Err(()));
+    }
+    Ok(Ok(kept))
+}
+
+/// Checks record `index` against `rule` (broker-side schema validation,
+/// [`crate::schema_ids`]). The walk has read the record's
+/// fields up to its key length (`key_len`, negative for a null key); `room`
+/// is what is left of the record's body after them. Reads the key and, when
+/// values are checked, the value's length and first bytes; the walk skips
+/// the rest. Answers what is wrong with the record (`Ok(Some)`), or a
+/// refusal of the batch when the record's fields do not fit its length.
+fn check_record<B: BufRead>(
+    w: &mut Walk<'_, B>,
+    rule: &schema_ids::SchemaRule,
+    index: i64,
+    key_len: i64,
+    room: u64,
+) -> Result<Option<String>, Refusal> {
+    let overrun = |what: &str| Refusal::Malformed {
+        index,
+        reason: format!("has a {what} running past its length"),
+    };
+    if rule.is_empty() {
+        return Ok(None);
+    }
+    let start = w.consumed;
+    let mut head = [0u8; schema_ids::WIRE_HEADER_LEN];
+    let mut problems: Vec<String> = Vec::new();
+    let kept = read_field(w, key_len, room, &mut head)?.map_err(|()| overrun("key"))?;
+    if let Some(ids) = &rule.key {
+        problems.extend(schema_ids::judge(
+            schema_ids::Part::Key,
+            ids,
+            key_len,
+            &head[..kept],
+        ));
+    }
+    if let Some(ids) = &rule.value {
+        let cut = || Refusal::Malformed {
+            index,
+            reason: "runs past the end of the batch".into(),
+        };
+        let value_len = w.varint(5)?.ok_or_else(cut)?;
+        let room = room.saturating_sub(w.consumed - start);
+        let mut head = [0u8; schema_ids::WIRE_HEADER_LEN];
+        let kept = read_field(w, value_len, room, &mut head)?.map_err(|()| overrun("value"))?;
+        problems.extend(schema_ids::judge(
+            schema_ids::Part::Value,
+            ids,
+            value_len,
+            &head[..kept],
+        ));
+    }
+    if problems.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(format!("record {index}: {}", problems.join("; "))))
+    }
 }
 
 /// A cursor over decoded bytes that counts what it consumed.

@@ -1,7 +1,7 @@
 use std::io::Write;
 
 use super::*;
-use crate::records::{check_keyed, Compression, Rules};
+use crate::records::{check_keyed, Compression, Refusal, Rules};
 
 fn zigzag(v: i64, out: &mut Vec<u8>) {
     let mut raw = ((v << 1) ^ (v >> 63)) as u64;

@@ -3,23 +3,24 @@
 use std::collections::BTreeSet;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use metastore::acl::AclOperation;
 use metastore::registry::{code, RegistryCommand, RegistryOutput, StoredSchema};
 use registry::{Compatibility, SchemaType};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json as value, Value};
 
+use super::request::{body, subject_not_found, Flags};
 use super::service::{self, SchemaBody};
 use super::{authz, json, Answer, RegistryError};
 use crate::broker::Broker;
 use crate::http::{Caller, HttpState};
 
 pub fn routes() -> Router<HttpState> {
-    let r = Router::new()
+    Router::new()
         .route("/", get(|| async { json(&value!({})) }))
         .route("/schemas/types", get(types))
         .route("/schemas", get(all_schemas))
@@ -50,66 +51,7 @@ pub fn routes() -> Router<HttpState> {
         .route(
             "/compatibility/subjects/{subject}/versions",
             post(check_all),
-        );
-    super::settings::routes(r)
-}
-
-/// Query parameters; booleans as any client spells them (`true`, `True`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Query_ {
-    deleted: Option<String>,
-    permanent: Option<String>,
-    verbose: Option<String>,
-    default_to_global: Option<String>,
-    subject_prefix: Option<String>,
-    format: Option<String>,
-    latest_only: Option<String>,
-}
-
-#[derive(Debug, Default)]
-pub(super) struct Flags {
-    deleted: bool,
-    permanent: bool,
-    verbose: bool,
-    pub(super) default_to_global: bool,
-    subject_prefix: Option<String>,
-    /// `serialized`: a Protobuf schema as the base64 of its
-    /// FileDescriptorProto, as Confluent's Protobuf deserializers ask.
-    format: Option<String>,
-    latest_only: bool,
-}
-
-fn truthy(v: Option<&str>) -> bool {
-    v.is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
-}
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Flags {
-    type Rejection = RegistryError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        let Query(q) = Query::<Query_>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| RegistryError::new(400, format!("bad query parameters: {e}")))?;
-        Ok(Flags {
-            deleted: truthy(q.deleted.as_deref()),
-            permanent: truthy(q.permanent.as_deref()),
-            verbose: truthy(q.verbose.as_deref()),
-            default_to_global: truthy(q.default_to_global.as_deref()),
-            subject_prefix: q.subject_prefix,
-            format: q.format,
-            latest_only: truthy(q.latest_only.as_deref()),
-        })
-    }
-}
-
-pub(super) fn body<T: for<'de> Deserialize<'de>>(bytes: &Bytes) -> Result<T, RegistryError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        RegistryError::new(400, format!("the request body is not what it must be: {e}"))
-    })
+        )
 }
 
 /// A schema as `GET /schemas/ids/{id}` and the version reads show it.
@@ -125,13 +67,6 @@ fn schema_fields(s: &StoredSchema, out: &mut serde_json::Map<String, Value>) {
 
 fn schema_not_found(id: i32) -> RegistryError {
     RegistryError::new(code::SCHEMA_NOT_FOUND, format!("Schema {id} not found"))
-}
-
-pub(super) fn subject_not_found(subject: &str) -> RegistryError {
-    RegistryError::new(
-        code::SUBJECT_NOT_FOUND,
-        format!("Subject '{subject}' not found."),
-    )
 }
 
 async fn types() -> Response {

@@ -25,6 +25,7 @@ use crate::broker::Broker;
 
 mod authz;
 mod handlers;
+mod request;
 mod service;
 mod settings;
 
@@ -105,7 +106,7 @@ pub const MOUNT: &str = "/schema-registry";
 /// The registry's endpoints, without a login layer (the listener that
 /// mounts them adds its own).
 pub fn routes() -> Router<HttpState> {
-    handlers::routes()
+    settings::routes(handlers::routes())
 }
 
 /// The registry's routes with the HTTP listener's logins.
@@ -114,7 +115,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         broker,
         extensions: Arc::new(Vec::new()),
     };
-    handlers::routes()
+    routes()
         .layer(middleware::from_fn_with_state(
             state.clone(),
             super::auth::require_login,

@@ -14,7 +14,7 @@ use registry::{Compatibility, Mode};
 use serde::Deserialize;
 use serde_json::json as value;
 
-use super::handlers::{body, subject_not_found, Flags};
+use super::request::{body, subject_not_found, Flags};
 use super::{authz, json, Answer, RegistryError};
 use crate::broker::Broker;
 use crate::http::{Caller, HttpState};

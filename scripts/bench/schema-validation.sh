@@ -44,23 +44,19 @@ wait_for_port "$registry" "$broker_pid" 60
 
 schema='{"schema": "{\"type\":\"record\",\"name\":\"Reading\",\"fields\":[{\"name\":\"payload\",\"type\":\"bytes\"}]}"}'
 declare -A topics=([framed-20k]=bench-framed [validated-20k]=bench-validated)
-for w in framed-20k validated-20k; do
-    curl -sf -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json' --data "$schema" \
-        "http://127.0.0.1:$registry/subjects/${topics[$w]}-value/versions" >/dev/null
-done
 
 for ((r = 1; r <= rounds; r++)); do
+    # each round's topics are new, with subjects of their own (schema id 1)
+    for w in framed-20k validated-20k; do
+        curl -sf -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json' --data "$schema" \
+            "http://127.0.0.1:$registry/subjects/${topics[$w]}-$r-value/versions" >/dev/null
+    done
     for w in framed-20k validated-20k; do
         run="$w-round$r"
         echo "=== $run ==="
         taskset -c "$loadgen_cpus" "$loadtest" run --workload "$repo/loadtest/workloads/$w.yaml" \
             --bootstrap "127.0.0.1:$port" --broker-label aerostream --broker-pid "$broker_pid" \
             --topic "${topics[$w]}-$r" --json "$out/$run.json" 2>&1 | tee "$out/$run.log"
-    done
-    # the next round's topics have subjects of their own
-    for w in framed-20k validated-20k; do
-        curl -sf -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json' --data "$schema" \
-            "http://127.0.0.1:$registry/subjects/${topics[$w]}-$((r + 1))-value/versions" >/dev/null
     done
 done
 

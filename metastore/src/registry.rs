@@ -170,6 +170,15 @@ pub enum RegistryOutput {
     Done,
 }
 
+/// The two settings a subject (or the registry) has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The compatibility level (`/config`).
+    Compatibility,
+    /// The mode (`/mode`).
+    Mode,
+}
+
 pub const DEFAULT_COMPATIBILITY: &str = "BACKWARD";
 pub const DEFAULT_MODE: &str = "READWRITE";
 
@@ -231,36 +240,41 @@ impl RegistryState {
             .collect()
     }
 
+    /// `setting` for `subject`: its own, else the global one, else the
+    /// default (BACKWARD, READWRITE).
+    pub fn setting(&self, setting: Setting, subject: Option<&str>) -> &str {
+        subject
+            .and_then(|s| self.own_setting(setting, Some(s)))
+            .or(self.own_setting(setting, None))
+            .unwrap_or(match setting {
+                Setting::Compatibility => DEFAULT_COMPATIBILITY,
+                Setting::Mode => DEFAULT_MODE,
+            })
+    }
+
+    /// `setting` as set on `subject` itself (`None`: the global one).
+    pub fn own_setting(&self, setting: Setting, subject: Option<&str>) -> Option<&str> {
+        let (level, mode) = match subject {
+            Some(s) => {
+                let s = self.subjects.get(s)?;
+                (&s.compatibility, &s.mode)
+            }
+            None => (&self.compatibility, &self.mode),
+        };
+        match setting {
+            Setting::Compatibility => level.as_deref(),
+            Setting::Mode => mode.as_deref(),
+        }
+    }
+
     /// The level for `subject` (its own, else the global one).
     pub fn compatibility(&self, subject: Option<&str>) -> &str {
-        subject
-            .and_then(|s| self.subjects.get(s))
-            .and_then(|s| s.compatibility.as_deref())
-            .or(self.compatibility.as_deref())
-            .unwrap_or(DEFAULT_COMPATIBILITY)
+        self.setting(Setting::Compatibility, subject)
     }
 
-    /// The level set on `subject` itself (`None`: global).
-    pub fn own_compatibility(&self, subject: Option<&str>) -> Option<&str> {
-        match subject {
-            Some(s) => self.subjects.get(s)?.compatibility.as_deref(),
-            None => self.compatibility.as_deref(),
-        }
-    }
-
+    /// The mode for `subject` (its own, else the global one).
     pub fn mode(&self, subject: Option<&str>) -> &str {
-        subject
-            .and_then(|s| self.subjects.get(s))
-            .and_then(|s| s.mode.as_deref())
-            .or(self.mode.as_deref())
-            .unwrap_or(DEFAULT_MODE)
-    }
-
-    pub fn own_mode(&self, subject: Option<&str>) -> Option<&str> {
-        match subject {
-            Some(s) => self.subjects.get(s)?.mode.as_deref(),
-            None => self.mode.as_deref(),
-        }
+        self.setting(Setting::Mode, subject)
     }
 
     /// The id a schema like `schema` already has, if any.
@@ -291,27 +305,29 @@ impl RegistryState {
                 self.delete_subject(&subject, permanent)
             }
             RegistryCommand::SetCompatibility { subject, level } => {
-                match subject {
-                    Some(s) => {
-                        let entry = self.subjects.entry(s.clone()).or_default();
-                        Arc::make_mut(entry).compatibility = level;
-                        self.forget_if_empty(&s);
-                    }
-                    None => self.compatibility = level,
-                }
+                self.set(Setting::Compatibility, subject, level);
                 Ok(RegistryOutput::Done)
             }
             RegistryCommand::SetMode { subject, mode } => {
-                match subject {
-                    Some(s) => {
-                        let entry = self.subjects.entry(s.clone()).or_default();
-                        Arc::make_mut(entry).mode = mode;
-                        self.forget_if_empty(&s);
-                    }
-                    None => self.mode = mode,
-                }
+                self.set(Setting::Mode, subject, mode);
                 Ok(RegistryOutput::Done)
             }
+        }
+    }
+
+    /// Sets or clears `setting` on `subject`, or globally.
+    fn set(&mut self, setting: Setting, subject: Option<String>, value: Option<String>) {
+        let slot = |level: &mut Option<String>, mode: &mut Option<String>| match setting {
+            Setting::Compatibility => *level = value.clone(),
+            Setting::Mode => *mode = value.clone(),
+        };
+        match subject {
+            Some(s) => {
+                let entry = Arc::make_mut(self.subjects.entry(s.clone()).or_default());
+                slot(&mut entry.compatibility, &mut entry.mode);
+                self.forget_if_empty(&s);
+            }
+            None => slot(&mut self.compatibility, &mut self.mode),
         }
     }
 

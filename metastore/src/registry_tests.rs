@@ -174,7 +174,7 @@ fn modes_and_levels_fall_back_from_subject_to_global() {
     .unwrap();
     assert_eq!(r.compatibility(Some("s")), "NONE");
     assert_eq!(r.compatibility(Some("t")), "FULL");
-    assert_eq!(r.own_compatibility(Some("t")), None);
+    assert_eq!(r.own_setting(Setting::Compatibility, Some("t")), None);
     r.apply(RegistryCommand::SetMode {
         subject: Some("s".into()),
         mode: Some("READONLY".into()),

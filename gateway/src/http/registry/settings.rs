@@ -1,5 +1,5 @@
 //! `/config` and `/mode`: compatibility levels and modes, global and per
-//! subject.
+//! subject. The two work alike, with their own names and codes ([`Kind`]).
 
 use std::str::FromStr;
 
@@ -9,239 +9,200 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use metastore::acl::AclOperation;
-use metastore::registry::{code, RegistryCommand};
+use metastore::registry::{code, RegistryCommand, Setting};
 use registry::{Compatibility, Mode};
-use serde::Deserialize;
-use serde_json::json as value;
+use serde_json::Value;
 
 use super::request::{body, subject_not_found, Flags};
 use super::{authz, json, Answer, RegistryError};
 use crate::broker::Broker;
 use crate::http::{Caller, HttpState};
 
+/// One of the two settings, as the API names it.
+struct Kind {
+    setting: Setting,
+    /// The field of a PUT's body and of its answer.
+    put_field: &'static str,
+    /// The field of a GET's answer.
+    get_field: &'static str,
+    /// A value the registry knows, spelled as it answers it.
+    parse: fn(&str) -> Result<&'static str, RegistryError>,
+    /// 40408 or 40409: the subject has no setting of its own.
+    not_set: u32,
+    what: &'static str,
+}
+
+const LEVEL: Kind = Kind {
+    setting: Setting::Compatibility,
+    put_field: "compatibility",
+    get_field: "compatibilityLevel",
+    parse: parse_level,
+    not_set: 40408,
+    what: "compatibility",
+};
+
+const MODE: Kind = Kind {
+    setting: Setting::Mode,
+    put_field: "mode",
+    get_field: "mode",
+    parse: parse_mode,
+    not_set: 40409,
+    what: "mode",
+};
+
+fn parse_level(text: &str) -> Result<&'static str, RegistryError> {
+    Compatibility::from_str(text)
+        .map(Compatibility::as_str)
+        .map_err(|e| RegistryError::new(code::INVALID_COMPATIBILITY, e))
+}
+
+fn parse_mode(text: &str) -> Result<&'static str, RegistryError> {
+    Mode::from_str(text)
+        .map(Mode::as_str)
+        .map_err(|e| RegistryError::new(code::INVALID_MODE, e))
+}
+
+/// `{field: value}`.
+fn one(field: &str, value: &str) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert(field.to_owned(), Value::String(value.to_owned()));
+    Value::Object(m)
+}
+
 pub fn routes(r: Router<HttpState>) -> Router<HttpState> {
-    r.route(
-        "/config",
-        get(get_global_config)
-            .put(put_global_config)
-            .delete(delete_global_config),
+    r.route("/config", global(&LEVEL))
+        .route("/config/{subject}", subject(&LEVEL))
+        .route("/mode", global(&MODE))
+        .route("/mode/{subject}", subject(&MODE))
+}
+
+fn global(k: &'static Kind) -> axum::routing::MethodRouter<HttpState> {
+    get(move |State(st): State<HttpState>| async move { get_global(k, &st.broker) })
+        .put(
+            move |State(st): State<HttpState>, caller: Caller, bytes: Bytes| async move {
+                put(k, &st.broker, &caller, None, &bytes).await
+            },
+        )
+        .delete(
+            move |State(st): State<HttpState>, caller: Caller| async move {
+                delete(k, &st.broker, &caller, None).await
+            },
+        )
+}
+
+fn subject(k: &'static Kind) -> axum::routing::MethodRouter<HttpState> {
+    get(
+        move |State(st): State<HttpState>, caller: Caller, Path(s): Path<String>, f: Flags| async move {
+            get_subject(k, &st.broker, &caller, &s, &f)
+        },
     )
-    .route(
-        "/config/{subject}",
-        get(get_config).put(put_config).delete(delete_config),
+    .put(
+        move |State(st): State<HttpState>, caller: Caller, Path(s): Path<String>, bytes: Bytes| async move {
+            put(k, &st.broker, &caller, Some(s), &bytes).await
+        },
     )
-    .route("/mode", get(get_global_mode).put(put_global_mode))
-    .route(
-        "/mode/{subject}",
-        get(get_mode).put(put_mode).delete(delete_mode),
+    .delete(
+        move |State(st): State<HttpState>, caller: Caller, Path(s): Path<String>| async move {
+            delete(k, &st.broker, &caller, Some(s)).await
+        },
     )
 }
 
-#[derive(Deserialize)]
-struct ConfigBody {
-    compatibility: String,
+/// Global settings need ALTER_CONFIGS on the cluster, a subject's on its topic.
+fn may_change(b: &Broker, caller: &Caller, subject: Option<&str>) -> Result<(), RegistryError> {
+    match subject {
+        Some(s) => authz::require(b, caller, AclOperation::AlterConfigs, s),
+        None => authz::require_on_cluster(b, caller, AclOperation::AlterConfigs),
+    }
 }
 
-#[derive(Deserialize)]
-struct ModeBody {
-    mode: String,
-}
-
-fn parse_level(text: &str) -> Result<Compatibility, RegistryError> {
-    Compatibility::from_str(text).map_err(|e| RegistryError::new(code::INVALID_COMPATIBILITY, e))
-}
-
-fn parse_mode(text: &str) -> Result<Mode, RegistryError> {
-    Mode::from_str(text).map_err(|e| RegistryError::new(code::INVALID_MODE, e))
-}
-
-async fn set_level(
+async fn set(
     b: &Broker,
+    k: &Kind,
     subject: Option<String>,
-    level: Option<Compatibility>,
+    value: Option<&str>,
 ) -> Result<(), RegistryError> {
-    b.node
-        .catalog
-        .registry_command(RegistryCommand::SetCompatibility {
+    let value = value.map(str::to_owned);
+    let command = match k.setting {
+        Setting::Compatibility => RegistryCommand::SetCompatibility {
             subject,
-            level: level.map(|l| l.as_str().to_owned()),
-        })
-        .await?;
+            level: value,
+        },
+        Setting::Mode => RegistryCommand::SetMode {
+            subject,
+            mode: value,
+        },
+    };
+    b.node.catalog.registry_command(command).await?;
     Ok(())
 }
 
-async fn set_mode(
-    b: &Broker,
-    subject: Option<String>,
-    mode: Option<Mode>,
-) -> Result<(), RegistryError> {
-    b.node
-        .catalog
-        .registry_command(RegistryCommand::SetMode {
-            subject,
-            mode: mode.map(|m| m.as_str().to_owned()),
-        })
-        .await?;
-    Ok(())
-}
-
-async fn get_global_config(State(st): State<HttpState>) -> Response {
-    let level = st
-        .broker
+fn get_global(k: &Kind, b: &Broker) -> Response {
+    let v = b
         .node
         .catalog
-        .read(|s| s.registry().compatibility(None).to_owned());
-    json(&value!({ "compatibilityLevel": level }))
+        .read(|s| s.registry().setting(k.setting, None).to_owned());
+    json(&one(k.get_field, &v))
 }
 
-async fn put_global_config(State(st): State<HttpState>, caller: Caller, bytes: Bytes) -> Answer {
-    let b = &st.broker;
-    authz::require_on_cluster(b, &caller, AclOperation::AlterConfigs)?;
-    let req: ConfigBody = body(&bytes)?;
-    let level = parse_level(&req.compatibility)?;
-    set_level(b, None, Some(level)).await?;
-    Ok(json(&value!({ "compatibility": level.as_str() })))
-}
-
-async fn delete_global_config(State(st): State<HttpState>, caller: Caller) -> Answer {
-    let b = &st.broker;
-    authz::require_on_cluster(b, &caller, AclOperation::AlterConfigs)?;
-    let before = b
-        .node
-        .catalog
-        .read(|s| s.registry().compatibility(None).to_owned());
-    set_level(b, None, None).await?;
-    Ok(json(&value!({ "compatibilityLevel": before })))
-}
-
-async fn get_config(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    f: Flags,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::Describe, &subject)?;
+fn get_subject(k: &Kind, b: &Broker, caller: &Caller, subject: &str, f: &Flags) -> Answer {
+    authz::require(b, caller, AclOperation::Describe, subject)?;
     let (own, effective) = b.node.catalog.read(|s| {
         let reg = s.registry();
         (
-            reg.own_compatibility(Some(&subject)).map(str::to_owned),
-            reg.compatibility(Some(&subject)).to_owned(),
+            reg.own_setting(k.setting, Some(subject)).map(str::to_owned),
+            reg.setting(k.setting, Some(subject)).to_owned(),
         )
     });
     match (own, f.default_to_global) {
-        (Some(level), _) => Ok(json(&value!({ "compatibilityLevel": level }))),
-        (None, true) => Ok(json(&value!({ "compatibilityLevel": effective }))),
+        (Some(v), _) => Ok(json(&one(k.get_field, &v))),
+        (None, true) => Ok(json(&one(k.get_field, &effective))),
         (None, false) => Err(RegistryError::new(
-            40408,
-            format!("Subject '{subject}' does not have subject-level compatibility configured"),
+            k.not_set,
+            format!(
+                "Subject '{subject}' does not have subject-level {} configured",
+                k.what
+            ),
         )),
     }
 }
 
-async fn put_config(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    bytes: Bytes,
+async fn put(
+    k: &Kind,
+    b: &Broker,
+    caller: &Caller,
+    subject: Option<String>,
+    bytes: &Bytes,
 ) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let req: ConfigBody = body(&bytes)?;
-    let level = parse_level(&req.compatibility)?;
-    set_level(b, Some(subject), Some(level)).await?;
-    Ok(json(&value!({ "compatibility": level.as_str() })))
-}
-
-async fn delete_config(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let Some(before) = b.node.catalog.read(|s| {
-        s.registry()
-            .own_compatibility(Some(&subject))
-            .map(str::to_owned)
-    }) else {
-        return Err(subject_not_found(&subject));
+    may_change(b, caller, subject.as_deref())?;
+    let req: Value = body(bytes)?;
+    let Some(text) = req.get(k.put_field).and_then(Value::as_str) else {
+        return Err(RegistryError::new(
+            400,
+            format!("the body must be {{\"{}\": ...}}", k.put_field),
+        ));
     };
-    set_level(b, Some(subject), None).await?;
-    Ok(json(&value!({ "compatibilityLevel": before })))
+    let v = (k.parse)(text)?;
+    set(b, k, subject, Some(v)).await?;
+    Ok(json(&one(k.put_field, v)))
 }
 
-async fn get_global_mode(State(st): State<HttpState>) -> Response {
-    let mode = st
-        .broker
-        .node
-        .catalog
-        .read(|s| s.registry().mode(None).to_owned());
-    json(&value!({ "mode": mode }))
-}
-
-async fn put_global_mode(State(st): State<HttpState>, caller: Caller, bytes: Bytes) -> Answer {
-    let b = &st.broker;
-    authz::require_on_cluster(b, &caller, AclOperation::AlterConfigs)?;
-    let req: ModeBody = body(&bytes)?;
-    let mode = parse_mode(&req.mode)?;
-    set_mode(b, None, Some(mode)).await?;
-    Ok(json(&value!({ "mode": mode.as_str() })))
-}
-
-async fn get_mode(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    f: Flags,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::Describe, &subject)?;
+/// Clears a setting; answers what it was.
+async fn delete(k: &Kind, b: &Broker, caller: &Caller, subject: Option<String>) -> Answer {
+    may_change(b, caller, subject.as_deref())?;
     let (own, effective) = b.node.catalog.read(|s| {
         let reg = s.registry();
         (
-            reg.own_mode(Some(&subject)).map(str::to_owned),
-            reg.mode(Some(&subject)).to_owned(),
+            reg.own_setting(k.setting, subject.as_deref())
+                .map(str::to_owned),
+            reg.setting(k.setting, subject.as_deref()).to_owned(),
         )
     });
-    match (own, f.default_to_global) {
-        (Some(mode), _) => Ok(json(&value!({ "mode": mode }))),
-        (None, true) => Ok(json(&value!({ "mode": effective }))),
-        (None, false) => Err(RegistryError::new(
-            40409,
-            format!("Subject '{subject}' does not have subject-level mode configured"),
-        )),
-    }
-}
-
-async fn put_mode(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-    bytes: Bytes,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let req: ModeBody = body(&bytes)?;
-    let mode = parse_mode(&req.mode)?;
-    set_mode(b, Some(subject), Some(mode)).await?;
-    Ok(json(&value!({ "mode": mode.as_str() })))
-}
-
-async fn delete_mode(
-    State(st): State<HttpState>,
-    caller: Caller,
-    Path(subject): Path<String>,
-) -> Answer {
-    let b = &st.broker;
-    authz::require(b, &caller, AclOperation::AlterConfigs, &subject)?;
-    let Some(before) = b
-        .node
-        .catalog
-        .read(|s| s.registry().own_mode(Some(&subject)).map(str::to_owned))
-    else {
-        return Err(subject_not_found(&subject));
+    let before = match (&subject, own) {
+        (Some(s), None) => return Err(subject_not_found(s)),
+        (_, Some(v)) => v,
+        (None, None) => effective,
     };
-    set_mode(b, Some(subject), None).await?;
-    Ok(json(&value!({ "mode": before })))
+    set(b, k, subject, None).await?;
+    Ok(json(&one(k.get_field, &before)))
 }

@@ -387,6 +387,19 @@ async fn referenced_by(
     Ok(json(&ids))
 }
 
+/// The schema of a lookup's or a check's body, parsed, for a caller who
+/// may describe `subject`.
+fn described_schema(
+    b: &Broker,
+    caller: &Caller,
+    subject: &str,
+    bytes: &Bytes,
+) -> Result<(registry::Parsed, StoredSchema), RegistryError> {
+    authz::require(b, caller, AclOperation::Describe, subject)?;
+    let req: SchemaBody = body(bytes)?;
+    service::parse_body(b, &req)
+}
+
 async fn register(
     State(st): State<HttpState>,
     caller: Caller,
@@ -410,9 +423,7 @@ async fn lookup(
     bytes: Bytes,
 ) -> Answer {
     let b = &st.broker;
-    authz::require(b, &caller, AclOperation::Describe, &subject)?;
-    let req: SchemaBody = body(&bytes)?;
-    let (_, stored) = service::parse_body(b, &req)?;
+    let (_, stored) = described_schema(b, &caller, &subject, &bytes)?;
     let found = b.node.catalog.read(|s| {
         let reg = s.registry();
         let sub = reg
@@ -514,9 +525,7 @@ async fn check_one(
     bytes: Bytes,
 ) -> Answer {
     let b = &st.broker;
-    authz::require(b, &caller, AclOperation::Describe, &subject)?;
-    let req: SchemaBody = body(&bytes)?;
-    let (parsed, _) = service::parse_body(b, &req)?;
+    let (parsed, _) = described_schema(b, &caller, &subject, &bytes)?;
     let level = service::level(b, &subject)?;
     let against = match find_version(b, &subject, &version, false) {
         Ok((_, _, s)) => vec![s],
@@ -544,9 +553,7 @@ async fn check_all(
     bytes: Bytes,
 ) -> Answer {
     let b = &st.broker;
-    authz::require(b, &caller, AclOperation::Describe, &subject)?;
-    let req: SchemaBody = body(&bytes)?;
-    let (parsed, _) = service::parse_body(b, &req)?;
+    let (parsed, _) = described_schema(b, &caller, &subject, &bytes)?;
     let level = service::level(b, &subject)?;
     let earlier: Vec<StoredSchema> = b.node.catalog.read(|s| {
         let reg = s.registry();

@@ -504,7 +504,8 @@ async function tiering() {
 
 // --- schemas ---------------------------------------------------------------
 
-const REGISTRY = "/schema-registry";
+// The schema registry's API as the HTTP listener serves it (the same
+// origin as the console), under /schema-registry.
 
 // Avro and JSON schemas one key per line, Protobuf as it is.
 function pretty(schema) {
@@ -537,8 +538,8 @@ function diffView(a, b) {
 }
 
 async function schemas() {
-  const list = await api("GET", `${REGISTRY}/schemas?latestOnly=true`);
-  const level = await api("GET", `${REGISTRY}/config`);
+  const list = await api("GET", `/schema-registry/schemas?latestOnly=true`);
+  const level = await api("GET", `/schema-registry/config`);
   show(
     el("h1", {}, "Schemas"),
     el("p", { class: "muted" }, `Default compatibility level: ${level.compatibilityLevel}`),
@@ -549,13 +550,13 @@ async function schemas() {
 }
 
 async function subject(name, from, to) {
-  const versions = await api("GET", `${REGISTRY}/subjects/${enc(name)}/versions`);
-  const level = await api("GET", `${REGISTRY}/config/${enc(name)}?defaultToGlobal=true`);
+  const versions = await api("GET", `/schema-registry/subjects/${enc(name)}/versions`);
+  const level = await api("GET", `/schema-registry/config/${enc(name)}?defaultToGlobal=true`);
   const latest = versions[versions.length - 1];
   const shownTo = Number(to) || latest;
   const shownFrom = Number(from) || (versions.length > 1 ? versions[versions.length - 2] : shownTo);
   const [a, b] = await Promise.all([shownFrom, shownTo].map(v =>
-    api("GET", `${REGISTRY}/subjects/${enc(name)}/versions/${v}`)));
+    api("GET", `/schema-registry/subjects/${enc(name)}/versions/${v}`)));
   const picker = (label, value, other, first) => el("label", {}, `${label} `,
     el("select", {
       onchange: e => {

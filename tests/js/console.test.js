@@ -128,6 +128,8 @@ test('the console lists schema subjects and shows the changes between two versio
     assert.strictEqual(resp.status, 200, await resp.text());
   }
   const dom = await openConsole();
+  // the overview renders first; a page opened before it is drawn would be replaced by it
+  await until(dom, 'Agents live');
   const list = await go(dom, '#/schemas', subject);
   assert.ok(list.includes('BACKWARD'), list);
   const page = await go(dom, `#/schemas/${subject}`, 'Changes from version 1 to 2');

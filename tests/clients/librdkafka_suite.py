@@ -59,10 +59,14 @@ def run(bootstrap, test, timeout=900, kafka_version="4.0.0", group_protocol="cla
     """Runs librdkafka test `test` (e.g. "0103") against `bootstrap`, its
     consumer groups on `group_protocol` (`classic`, or `consumer`: KIP-848);
     returns (passed, the last lines of its output). A run that failed only
-    on a CLIENT_RACES assertion is repeated once."""
+    on a CLIENT_RACES assertion is repeated (twice at most)."""
     args = (bootstrap, test, timeout, kafka_version, group_protocol)
     passed, out = _run_once(*args)
-    if not passed and _only_client_races(out):
+    # twice more at most: on a loaded machine 0045's race (see
+    # CLIENT_RACES) came up on two runs in a row
+    for _ in range(2):
+        if passed or not _only_client_races(out):
+            break
         print(f"librdkafka {test}: failed only on a known client-side race; running it once more")
         passed, out = _run_once(*args)
     tail = "\n".join(line for line in out.splitlines()[-60:])

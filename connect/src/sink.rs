@@ -1,0 +1,3 @@
+//! Sink connectors: records from topics to an outside system.
+
+pub mod object_store;

@@ -1,0 +1,2 @@
+//! `ObjectStoreSink`: records to S3, GCS or Azure as Parquet or JSON-lines
+//! files.

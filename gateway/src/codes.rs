@@ -122,6 +122,7 @@ pub fn meta_error(e: &MetaError) -> ResponseError {
         | MetaError::ProducerIdsExhausted
         | MetaError::Storage { .. }
         | MetaError::Registry { .. }
+        | MetaError::Connect { .. }
         | MetaError::InvalidSettings { .. } => ResponseError::UnknownServerError,
     }
 }

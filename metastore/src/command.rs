@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::acl::{AclBinding, AclFilter};
+use crate::connect::{ConnectCommand, ConnectOutput};
 use crate::coordinators::SlotFence;
 use crate::error::MetaError;
 use crate::quota::{QuotaEntity, QuotaOps};
@@ -386,6 +387,10 @@ pub enum Command {
     Registry {
         command: RegistryCommand,
     },
+    /// A change to the Connect engine's state ([`crate::connect`]).
+    Connect {
+        command: ConnectCommand,
+    },
 }
 
 impl Command {
@@ -451,6 +456,8 @@ pub enum CommandOutput {
     Transaction(TxnRecord),
     /// What a schema registry command answered.
     Registry(RegistryOutput),
+    /// What a Connect command answered.
+    Connect(ConnectOutput),
 }
 
 /// The result of one command.

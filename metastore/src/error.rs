@@ -196,6 +196,12 @@ pub enum MetaError {
     /// [`crate::registry::code`]). Nothing was changed.
     #[error("{message}")]
     Registry { code: u32, message: String },
+
+    /// A Connect REST request the Connect state refuses, with the HTTP
+    /// status Connect answers it with (404, 409, ...; see
+    /// [`crate::connect::code`]). Nothing was changed.
+    #[error("{message}")]
+    Connect { status: u16, message: String },
 }
 
 impl MetaError {
@@ -251,6 +257,7 @@ impl MetaError {
             | MetaError::Transaction { .. }
             | MetaError::AgentAlive { .. }
             | MetaError::Registry { .. }
+            | MetaError::Connect { .. }
             | MetaError::InvalidSettings { .. } => false,
         }
     }

@@ -70,6 +70,7 @@ pub mod acl;
 mod api;
 pub mod balance;
 pub mod command;
+pub mod connect;
 pub mod coordinator_plan;
 pub mod coordinators;
 pub mod error;

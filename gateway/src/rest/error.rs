@@ -151,6 +151,7 @@ impl From<MetaError> for ApiError {
             | MetaError::ProducerIdsExhausted
             | MetaError::Storage { .. }
             | MetaError::Registry { .. }
+            | MetaError::Connect { .. }
             | MetaError::InvalidSettings { .. } => (S::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.to_string())

@@ -42,6 +42,7 @@ use crate::state::MetaState;
 use crate::types::{AgentId, MetaEvent};
 
 mod cluster;
+mod connect;
 mod groups;
 mod manifests;
 mod registry;

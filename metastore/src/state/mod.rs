@@ -90,6 +90,9 @@ pub struct MetaState {
     /// The schema registry's schemas, subjects and settings.
     #[serde(default)]
     pub(crate) registry: crate::registry::RegistryState,
+    /// The Connect engine's connectors, statuses and source offsets.
+    #[serde(default)]
+    pub(crate) connect: crate::connect::ConnectState,
 }
 
 impl MetaState {
@@ -497,6 +500,10 @@ impl MetaState {
             Command::Registry { command } => {
                 self.registry.apply(command).map(CommandOutput::Registry)
             }
+            Command::Connect { command } => self
+                .connect
+                .apply(now_ms, command)
+                .map(CommandOutput::Connect),
         }
     }
 
@@ -523,6 +530,11 @@ impl MetaState {
     /// The schema registry's state.
     pub fn registry(&self) -> &crate::registry::RegistryState {
         &self.registry
+    }
+
+    /// The Connect engine's state.
+    pub fn connect(&self) -> &crate::connect::ConnectState {
+        &self.connect
     }
 
     pub fn agents(&self) -> impl Iterator<Item = &AgentInfo> {

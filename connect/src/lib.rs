@@ -17,5 +17,8 @@
 //! are: `DatagenSource` ([`source::datagen`]) and `ObjectStoreSink`
 //! ([`sink::object_store`]).
 
+pub mod config;
+pub mod plugins;
 pub mod record;
 pub mod sink;
+pub mod source;

@@ -1,0 +1,210 @@
+//! Connector configs: the keys every connector has (Connect's
+//! `ConnectorConfig`, `SinkConnectorConfig`), the definitions the
+//! `/connector-plugins/{plugin}/config` endpoints show, and validation that
+//! reports every problem at once.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// A connector's config as Connect's REST API carries it.
+pub type Config = BTreeMap<String, String>;
+
+/// One config key a connector knows (Connect's `ConfigKeyInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigDef {
+    pub name: &'static str,
+    /// `STRING`, `INT`, `LONG`, `BOOLEAN`, `LIST`, `CLASS`, `PASSWORD`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub required: bool,
+    pub default_value: Option<&'static str>,
+    /// `HIGH`, `MEDIUM`, `LOW`.
+    pub importance: &'static str,
+    pub documentation: &'static str,
+    pub group: &'static str,
+}
+
+impl ConfigDef {
+    pub const fn new(
+        name: &'static str,
+        kind: &'static str,
+        default_value: Option<&'static str>,
+        importance: &'static str,
+        documentation: &'static str,
+    ) -> Self {
+        ConfigDef {
+            name,
+            kind,
+            required: default_value.is_none(),
+            default_value,
+            importance,
+            documentation,
+            group: "Common",
+        }
+    }
+
+    pub const fn in_group(mut self, group: &'static str) -> Self {
+        self.group = group;
+        self
+    }
+
+    pub const fn optional(mut self) -> Self {
+        self.required = false;
+        self
+    }
+}
+
+/// A problem with one key: `(key, message)`.
+pub type Problem = (String, String);
+
+/// The keys of every connector.
+pub fn common_definitions(sink: bool) -> Vec<ConfigDef> {
+    let mut defs = vec![
+        ConfigDef::new("name", "STRING", None, "HIGH", "Globally unique name of the connector."),
+        ConfigDef::new(
+            "connector.class",
+            "STRING",
+            None,
+            "HIGH",
+            "The connector's class: its short name (DatagenSource, ObjectStoreSink) or a full class name.",
+        ),
+        ConfigDef::new(
+            "tasks.max",
+            "INT",
+            Some("1"),
+            "HIGH",
+            "The most tasks the connector is split into.",
+        ),
+        ConfigDef::new(
+            "key.converter",
+            "CLASS",
+            Some("org.apache.kafka.connect.json.JsonConverter"),
+            "LOW",
+            "How record keys are read and written: JSON, string or bytes.",
+        ),
+        ConfigDef::new(
+            "value.converter",
+            "CLASS",
+            Some("org.apache.kafka.connect.json.JsonConverter"),
+            "LOW",
+            "How record values are read and written: JSON, string or bytes.",
+        ),
+        ConfigDef::new(
+            "errors.tolerance",
+            "STRING",
+            Some("none"),
+            "MEDIUM",
+            "none: a record that fails fails the task; all: it is skipped (and sent to the dead-letter topic when one is set).",
+        )
+        .in_group("Error Handling"),
+    ];
+    if sink {
+        defs.push(ConfigDef::new(
+            "topics",
+            "LIST",
+            None,
+            "HIGH",
+            "The topics the sink reads, comma-separated.",
+        ));
+        defs.push(
+            ConfigDef::new(
+                "errors.deadletterqueue.topic.name",
+                "STRING",
+                Some(""),
+                "MEDIUM",
+                "Where records that failed go when errors.tolerance is all (empty: nowhere).",
+            )
+            .in_group("Error Handling"),
+        );
+    }
+    defs
+}
+
+/// The converters this engine knows, as Connect's classes and their short
+/// names.
+pub fn converter_kind(value: &str) -> Option<&'static str> {
+    match value {
+        "org.apache.kafka.connect.json.JsonConverter" | "json" => Some("json"),
+        "org.apache.kafka.connect.storage.StringConverter" | "string" => Some("string"),
+        "org.apache.kafka.connect.converters.ByteArrayConverter" | "bytes" => Some("bytes"),
+        _ => None,
+    }
+}
+
+/// `tasks.max` as given (default 1).
+pub fn tasks_max(config: &Config) -> Result<usize, Problem> {
+    match config.get("tasks.max") {
+        None => Ok(1),
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=metastore::connect::MAX_TASKS).contains(&n) => Ok(n),
+            _ => Err((
+                "tasks.max".into(),
+                format!(
+                    "Invalid value {v} for configuration tasks.max: must be 1 to {}",
+                    metastore::connect::MAX_TASKS
+                ),
+            )),
+        },
+    }
+}
+
+/// The sink's topics (`topics`, comma-separated, trimmed, no empties).
+pub fn topics(config: &Config) -> Vec<String> {
+    config
+        .get("topics")
+        .map(|t| {
+            t.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every problem with the keys every connector has.
+pub fn validate_common(config: &Config, sink: bool) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if let Err(p) = tasks_max(config) {
+        problems.push(p);
+    }
+    for key in ["key.converter", "value.converter"] {
+        if let Some(v) = config.get(key) {
+            if converter_kind(v).is_none() {
+                problems.push((
+                    key.into(),
+                    format!(
+                        "Invalid value {v} for configuration {key}: use \
+                         org.apache.kafka.connect.json.JsonConverter, \
+                         org.apache.kafka.connect.storage.StringConverter or \
+                         org.apache.kafka.connect.converters.ByteArrayConverter"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(v) = config.get("errors.tolerance") {
+        if v != "none" && v != "all" {
+            problems.push((
+                "errors.tolerance".into(),
+                format!("Invalid value {v} for configuration errors.tolerance: none or all"),
+            ));
+        }
+    }
+    if sink {
+        if config.contains_key("topics.regex") {
+            problems.push((
+                "topics.regex".into(),
+                "topics.regex is not supported: list the topics in topics".into(),
+            ));
+        }
+        if topics(config).is_empty() {
+            problems.push((
+                "topics".into(),
+                "Must configure one of topics or topics.regex".into(),
+            ));
+        }
+    }
+    problems
+}

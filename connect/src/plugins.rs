@@ -1,0 +1,118 @@
+//! The connectors this engine runs, by class name: what
+//! `/connector-plugins` lists, what a config is validated against, and how
+//! a connector splits into task configs.
+
+use serde::Serialize;
+
+use crate::config::{self, Config, ConfigDef, Problem};
+use crate::sink::object_store;
+use crate::source::datagen;
+
+/// Source or sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Source,
+    Sink,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Source => "source",
+            Kind::Sink => "sink",
+        }
+    }
+}
+
+/// A built-in connector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plugin {
+    Datagen,
+    ObjectStoreSink,
+}
+
+/// Every built-in connector.
+pub const ALL: [Plugin; 2] = [Plugin::Datagen, Plugin::ObjectStoreSink];
+
+/// The engine's version, shown as every plugin's.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+impl Plugin {
+    /// Its full class name.
+    pub fn class(self) -> &'static str {
+        match self {
+            Plugin::Datagen => datagen::CLASS,
+            Plugin::ObjectStoreSink => object_store::CLASS,
+        }
+    }
+
+    /// Its short name (Connect's alias: the class's simple name).
+    pub fn alias(self) -> &'static str {
+        match self {
+            Plugin::Datagen => "DatagenSource",
+            Plugin::ObjectStoreSink => "ObjectStoreSink",
+        }
+    }
+
+    pub fn kind(self) -> Kind {
+        match self {
+            Plugin::Datagen => Kind::Source,
+            Plugin::ObjectStoreSink => Kind::Sink,
+        }
+    }
+
+    /// The plugin a `connector.class` (or a validate path) names: its full
+    /// class name, its short name, or its short name without the
+    /// `Connector` suffix Connect's aliases may carry.
+    pub fn find(class: &str) -> Option<Plugin> {
+        let class = class.trim();
+        ALL.into_iter().find(|p| {
+            class == p.class()
+                || class == p.alias()
+                || class.strip_suffix("Connector") == Some(p.alias())
+        })
+    }
+
+    /// Every key it knows, the common ones first.
+    pub fn definitions(self) -> Vec<ConfigDef> {
+        let mut defs = config::common_definitions(self.kind() == Kind::Sink);
+        defs.extend(match self {
+            Plugin::Datagen => datagen::definitions(),
+            Plugin::ObjectStoreSink => object_store::definitions(),
+        });
+        defs
+    }
+
+    /// Every problem with `config`.
+    pub fn validate(self, config: &Config) -> Vec<Problem> {
+        let mut problems = config::validate_common(config, self.kind() == Kind::Sink);
+        problems.extend(match self {
+            Plugin::Datagen => datagen::validate(config),
+            Plugin::ObjectStoreSink => object_store::validate(config),
+        });
+        problems
+    }
+
+    /// The task configs of a valid `config`.
+    pub fn task_configs(self, config: &Config) -> Result<Vec<Config>, Vec<Problem>> {
+        let problems = self.validate(config);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let max = config::tasks_max(config).map_err(|p| vec![p])?;
+        Ok(match self {
+            Plugin::Datagen => datagen::task_configs(config, max),
+            // each task reads the partitions whose index modulo the task
+            // count is its own (see the sink runner)
+            Plugin::ObjectStoreSink => (0..max)
+                .map(|t| {
+                    let mut c = config.clone();
+                    c.insert("task.index".into(), t.to_string());
+                    c.insert("task.count".into(), max.to_string());
+                    c
+                })
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,3 @@
+//! Source connectors: records from an outside system into topics.
+
+pub mod datagen;

@@ -58,6 +58,28 @@ impl Partitioner {
     }
 }
 
+/// The object of the file that starts at `start_offset`:
+/// `<prefix>/<topics dir>/<topic>/<partition folders>/<topic>+<kafka
+/// partition>+<start offset, 20 digits>.<extension>`.
+pub fn object_path(
+    prefix: &Path,
+    topics_dir: &str,
+    topic: &str,
+    partition: i32,
+    encoded: &Path,
+    start_offset: i64,
+    extension: &str,
+) -> Path {
+    let mut path = prefix.clone();
+    path.extend(topics_dir.split('/'));
+    path.extend([topic]);
+    path.extend(encoded.parts());
+    path.extend([format!(
+        "{topic}+{partition}+{start_offset:020}.{extension}"
+    )]);
+    path
+}
+
 /// A compiled Joda-style pattern (the subset Confluent's time-based
 /// partitioner paths use).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

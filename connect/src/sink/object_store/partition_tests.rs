@@ -121,3 +121,26 @@ fn time_partitioner_rounds_down_to_the_bucket() {
     let encoded = p.encode(&record(0, None), 1_700_000_000_000);
     assert_eq!(encoded.as_ref(), "dt=2023-11-14/hour=22/00");
 }
+
+#[test]
+fn object_paths_follow_the_layout() {
+    let encoded = Path::from_iter(["region=eu"]);
+    let path = object_path(
+        &Path::from("lake/raw"),
+        "topics",
+        "orders",
+        3,
+        &encoded,
+        1000,
+        "parquet",
+    );
+    assert_eq!(
+        path.as_ref(),
+        "lake/raw/topics/orders/region=eu/orders+3+00000000000000001000.parquet"
+    );
+    let path = object_path(&Path::default(), "a/b", "t", 0, &encoded, 0, "json");
+    assert_eq!(
+        path.as_ref(),
+        "a/b/t/region=eu/t+0+00000000000000000000.json"
+    );
+}

@@ -18,7 +18,7 @@ pub struct ConfigDef {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub required: bool,
-    pub default_value: Option<&'static str>,
+    pub default_value: Option<String>,
     /// `HIGH`, `MEDIUM`, `LOW`.
     pub importance: &'static str,
     pub documentation: &'static str,
@@ -26,10 +26,10 @@ pub struct ConfigDef {
 }
 
 impl ConfigDef {
-    pub const fn new(
+    pub fn new(
         name: &'static str,
         kind: &'static str,
-        default_value: Option<&'static str>,
+        default_value: Option<&str>,
         importance: &'static str,
         documentation: &'static str,
     ) -> Self {
@@ -37,19 +37,19 @@ impl ConfigDef {
             name,
             kind,
             required: default_value.is_none(),
-            default_value,
+            default_value: default_value.map(str::to_owned),
             importance,
             documentation,
             group: "Common",
         }
     }
 
-    pub const fn in_group(mut self, group: &'static str) -> Self {
+    pub fn in_group(mut self, group: &'static str) -> Self {
         self.group = group;
         self
     }
 
-    pub const fn optional(mut self) -> Self {
+    pub fn optional(mut self) -> Self {
         self.required = false;
         self
     }

@@ -18,7 +18,13 @@
 //! ([`sink::object_store`]).
 
 pub mod config;
+pub mod metrics;
 pub mod plugins;
 pub mod record;
+mod runner;
 pub mod sink;
 pub mod source;
+pub mod worker;
+
+pub use runner::group_of;
+pub use worker::{Worker, WorkerConfig};

@@ -174,22 +174,29 @@ impl ObjectStoreWriter {
         }
 
         let store = Arc::clone(&self.store);
-        let results: Vec<Result<(), SinkError>> = futures::stream::iter(files.iter().map(|file| {
-            let store = Arc::clone(&store);
-            async move {
-                store
-                    .put(&file.path, file.bytes.clone().into())
-                    .await
-                    .map(|_| ())
-                    .map_err(|source| SinkError::Write {
-                        path: file.path.to_string(),
-                        source,
-                    })
-            }
-        }))
-        .buffered(WRITE_CONCURRENCY)
-        .collect()
-        .await;
+        // the writes own what they write: a future borrowing `files` would
+        // not be `Send` for every lifetime, and the task could not be spawned
+        let writes: Vec<(Path, Bytes)> = files
+            .iter()
+            .map(|file| (file.path.clone(), file.bytes.clone()))
+            .collect();
+        let results: Vec<Result<(), SinkError>> =
+            futures::stream::iter(writes.into_iter().map(move |(path, bytes)| {
+                let store = Arc::clone(&store);
+                async move {
+                    store
+                        .put(&path, bytes.into())
+                        .await
+                        .map(|_| ())
+                        .map_err(|source| SinkError::Write {
+                            path: path.to_string(),
+                            source,
+                        })
+                }
+            }))
+            .buffered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
 
         // Per partition, the chunks whose files were all written, in order
         // up to the first that was not (its records, and the later ones,

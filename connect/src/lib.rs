@@ -20,5 +20,6 @@
 pub mod config;
 pub mod plugins;
 pub mod record;
+pub mod rest;
 pub mod sink;
 pub mod source;

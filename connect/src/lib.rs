@@ -21,6 +21,7 @@ pub mod config;
 pub mod metrics;
 pub mod plugins;
 pub mod record;
+pub mod rest;
 mod runner;
 pub mod sink;
 pub mod source;

@@ -7,6 +7,7 @@ mod bucket;
 mod cli;
 mod cluster;
 mod config;
+mod connect;
 mod drain;
 mod otel;
 mod tiering;
@@ -76,6 +77,8 @@ enum Command {
     /// The schema registry (Confluent's API on any agent): list, get,
     /// register, check.
     Schema(cli::SchemaArgs),
+    /// Connectors on the Connect engine (Kafka Connect's REST API).
+    Connect(cli::ConnectArgs),
     /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
     Bucket(bucket::BucketArgs),
 }
@@ -102,6 +105,7 @@ fn main() -> anyhow::Result<()> {
         Command::User(args) => return cli::run(cli::Admin::User(args)),
         Command::Transaction(args) => return cli::run(cli::Admin::Transaction(args)),
         Command::Schema(args) => return cli::run(cli::Admin::Schema(args)),
+        Command::Connect(args) => return cli::run(cli::Admin::Connect(args)),
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
     };
     let settings = Settings::resolve(&args)?;
@@ -180,6 +184,9 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         tiered.tier.hold_uploads_until_limited();
     }
     let native_tls = native_tls(&s)?;
+    let connect_engine = connect::ConnectEngine::start(&s, &meta, node_id).await?;
+    let mut http_extensions = vec![Arc::clone(&tiered.http)];
+    http_extensions.extend(connect_engine.as_ref().map(connect::ConnectEngine::http));
     let opts = GatewayOptions {
         kafka_addr: s.kafka_addr,
         advertised: s.advertised_kafka_addr.clone(),
@@ -229,7 +236,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             metrics_max_series: s.metrics_max_series,
             ..BrokerConfig::default()
         },
-        http_extensions: vec![Arc::clone(&tiered.http)],
+        http_extensions,
     };
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
@@ -300,12 +307,13 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         native_quic = ?gw.native_quic_addr(),
         http = ?gw.http_addr(),
         schema_registry = ?gw.schema_registry_addr(),
+        connect = ?connect_engine.as_ref().map(connect::ConnectEngine::addr),
         data_dir = %s.data_dir.display(),
         "aerostream is serving"
     );
     // A line scripts can wait for.
     println!(
-        "aerostream listening kafka={} http={} native={} native_quic={} schema_registry={}",
+        "aerostream listening kafka={} http={} native={} native_quic={} schema_registry={} connect={}",
         gw.kafka_addr(),
         gw.http_addr().map(|a| a.to_string()).unwrap_or_default(),
         gw.native_addr().map(|a| a.to_string()).unwrap_or_default(),
@@ -314,10 +322,20 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             .unwrap_or_default(),
         gw.schema_registry_addr()
             .map(|a| a.to_string())
+            .unwrap_or_default(),
+        connect_engine
+            .as_ref()
+            .map(|c| c.addr().to_string())
             .unwrap_or_default()
     );
     signals.recv().await;
     tracing::info!("shutting down");
+    // Connect's tasks stop first, while this agent's partitions still take
+    // records: a source commits what was acknowledged, and the other agents
+    // take the tasks over once this one has left
+    if let Some(c) = connect_engine {
+        c.shutdown().await;
+    }
     // Controlled shutdown: partitions move to in-sync followers before the
     // logs close (gateway/src/shutdown.rs); a second signal skips the wait.
     let keep_alive = match &s.cluster {

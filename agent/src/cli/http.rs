@@ -103,6 +103,19 @@ pub(super) fn dechunk(mut rest: &str) -> anyhow::Result<String> {
     }
 }
 
+/// Path segments are sent percent-encoded (subjects and connector names may hold any text).
+pub(super) fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ pub mod agents;
 mod cleaner;
 pub mod client;
 mod cluster;
+mod connect;
 mod consume;
 mod group;
 mod http;
@@ -23,6 +24,7 @@ mod transaction;
 mod user;
 
 pub use cluster::ClusterArgs;
+pub use connect::ConnectArgs;
 pub use consume::ConsumeArgs;
 pub use group::GroupArgs;
 pub use produce::ProduceArgs;
@@ -60,6 +62,7 @@ pub enum Admin {
     User(UserArgs),
     Transaction(TransactionArgs),
     Schema(SchemaArgs),
+    Connect(ConnectArgs),
 }
 
 /// Runs `command` on a small runtime of its own. A failure is printed as one
@@ -79,6 +82,7 @@ pub fn run(command: Admin) -> anyhow::Result<()> {
             Admin::User(a) => user::run(a).await,
             Admin::Transaction(a) => transaction::run(a).await,
             Admin::Schema(a) => schema::run(a).await,
+            Admin::Connect(a) => connect::run(a).await,
         }
     });
     // do not wait for a blocking stdin read the command abandoned

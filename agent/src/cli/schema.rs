@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::http;
+use super::http::{self, segment};
 use super::output::{print_json, print_text, Format, Table};
 
 const MEDIA: &str = "application/vnd.schemaregistry.v1+json";
@@ -96,19 +96,6 @@ fn reference(s: &str) -> Result<Value, String> {
         .parse()
         .map_err(|_| format!("reference {name}: version {version} is not a number"))?;
     Ok(json!({ "name": name, "subject": subject, "version": version }))
-}
-
-/// Path segments are sent percent-encoded (subjects may hold any text).
-fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 struct Registry {

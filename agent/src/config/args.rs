@@ -98,6 +98,12 @@ pub struct ServeArgs {
     /// the agent starts without it and says so].
     #[arg(long, env = "AEROSTREAM_SCHEMA_REGISTRY_ADDR")]
     pub schema_registry_addr: Option<String>,
+    /// The Connect engine's REST listener (Kafka Connect's API), or `off`
+    /// (no listener and no worker on this agent) [default: 127.0.0.1:8083,
+    /// as Connect's; when that is taken, the agent starts without it and
+    /// says so].
+    #[arg(long, env = "AEROSTREAM_CONNECT_ADDR")]
+    pub connect_addr: Option<String>,
     /// This node's id [default: 1].
     #[arg(long, env = "AEROSTREAM_NODE_ID")]
     pub node_id: Option<i32>,

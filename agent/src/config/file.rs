@@ -50,6 +50,7 @@ pub(super) struct FileSettings {
     pub(super) sasl_oauthbearer_sub_claim: Option<String>,
     pub(super) http_addr: Option<SocketAddr>,
     pub(super) schema_registry_addr: Option<String>,
+    pub(super) connect_addr: Option<String>,
     pub(super) node_id: Option<i32>,
     pub(super) shards: Option<usize>,
     pub(super) auto_create_topics: Option<bool>,

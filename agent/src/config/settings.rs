@@ -40,6 +40,9 @@ pub struct Settings {
     /// The schema registry's address, and whether it was chosen (a bind
     /// failure then fails the start); `None`: off.
     pub schema_registry: Option<(SocketAddr, bool)>,
+    /// The Connect listener's address, and whether it was chosen (a bind
+    /// failure then fails the start); `None`: off.
+    pub connect: Option<(SocketAddr, bool)>,
     pub node_id: i32,
     pub shards: usize,
     pub auto_create_topics: bool,
@@ -158,22 +161,20 @@ impl Settings {
                 .http_addr
                 .or(file.http_addr)
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9001))),
-            schema_registry: match args
-                .schema_registry_addr
-                .as_deref()
-                .or(file.schema_registry_addr.as_deref())
-            {
-                None => Some((SocketAddr::from(([127, 0, 0, 1], 8081)), false)),
-                Some(off) if off.eq_ignore_ascii_case("off") => None,
-                Some(addr) => Some((
-                    addr.parse().map_err(|e| {
-                        anyhow::anyhow!(
-                            "--schema-registry-addr {addr}: not an address or `off`: {e}"
-                        )
-                    })?,
-                    true,
-                )),
-            },
+            schema_registry: optional_listener(
+                "--schema-registry-addr",
+                args.schema_registry_addr
+                    .as_deref()
+                    .or(file.schema_registry_addr.as_deref()),
+                8081,
+            )?,
+            connect: optional_listener(
+                "--connect-addr",
+                args.connect_addr
+                    .as_deref()
+                    .or(file.connect_addr.as_deref()),
+                8083,
+            )?,
             node_id,
             shards: args.shards.or(file.shards).unwrap_or(cores),
             auto_create_topics: args
@@ -401,6 +402,25 @@ impl Settings {
         );
         Ok(s)
     }
+}
+
+/// A listener that is on by default on 127.0.0.1:`port` (and quietly off
+/// when that is taken), on the address given (a bind failure then fails
+/// the start), or `off`.
+fn optional_listener(
+    flag: &str,
+    given: Option<&str>,
+    port: u16,
+) -> anyhow::Result<Option<(SocketAddr, bool)>> {
+    Ok(match given {
+        None => Some((SocketAddr::from(([127, 0, 0, 1], port)), false)),
+        Some(off) if off.eq_ignore_ascii_case("off") => None,
+        Some(addr) => Some((
+            addr.parse()
+                .map_err(|e| anyhow::anyhow!("{flag} {addr}: not an address or `off`: {e}"))?,
+            true,
+        )),
+    })
 }
 
 #[cfg(test)]

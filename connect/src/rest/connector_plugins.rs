@@ -58,7 +58,7 @@ pub(super) struct KeyInfo {
     #[serde(rename = "type")]
     kind: &'static str,
     required: bool,
-    default_value: Option<&'static str>,
+    default_value: Option<String>,
     importance: &'static str,
     documentation: &'static str,
     group: &'static str,
@@ -79,7 +79,7 @@ fn key_infos(defs: &[ConfigDef]) -> Vec<KeyInfo> {
                 name: d.name.to_owned(),
                 kind: d.kind,
                 required: d.required,
-                default_value: d.default_value,
+                default_value: d.default_value.clone(),
                 importance: d.importance,
                 documentation: d.documentation,
                 group: d.group,
@@ -169,7 +169,7 @@ pub(super) fn config_infos(class: &str, plugin: Plugin, config: &Config) -> Conf
             let value = match config.get(d.name) {
                 Some(_) if d.kind == "PASSWORD" => Some("[hidden]".to_owned()),
                 Some(v) => Some(v.clone()),
-                None => d.default_value.map(str::to_owned),
+                None => d.default_value.clone(),
             };
             ConfigInfo {
                 value: ValueInfo {

@@ -85,6 +85,7 @@ fn retriable(e: &MetaError) -> bool {
         | MetaError::SegmentOverlap { .. }
         | MetaError::ProducerIdsExhausted
         | MetaError::Registry { .. }
+        | MetaError::Connect { .. }
         | MetaError::InvalidSettings { .. } => false,
     }
 }

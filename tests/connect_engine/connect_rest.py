@@ -1,0 +1,76 @@
+"""Kafka Connect's REST API calls and the bucket's Parquet rows, for the
+Connect engine's tests."""
+
+import io
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer, TopicPartition
+
+import servers
+
+
+def call(base, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            raw = r.read()
+            return r.status, (json.loads(raw) if raw else None)
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        return e.code, (json.loads(raw) if raw else None)
+
+
+def eventually(what, check, timeout=90, every=0.5):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, ValueError) as e:
+            last = e
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+
+
+def status(base, name):
+    code, body = call(base, "GET", f"/connectors/{name}/status")
+    assert code == 200, body
+    return body
+
+
+def all_running(base, name, tasks):
+    s = status(base, name)
+    states = [t["state"] for t in s["tasks"]]
+    return s if s["connector"]["state"] == "RUNNING" and states == ["RUNNING"] * tasks else None
+
+
+def end_offsets(bootstrap, topic, partitions):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe-" + uuid.uuid4().hex[:6]})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        c.close()
+
+
+def bucket_rows(s3, bucket, prefix):
+    """Every row of every Parquet file under the prefix."""
+    client = servers.s3_client(s3)
+    rows = []
+    for key in servers.s3_keys(s3, bucket, prefix):
+        assert key.endswith(".parquet"), key
+        table = pq.read_table(io.BytesIO(client.get_object(Bucket=bucket, Key=key)["Body"].read()))
+        rows.extend(table.to_pylist())
+    return rows
+
+
+def seqs(rows):
+    return [json.loads(r["value"])["seq"] for r in rows]

@@ -53,6 +53,7 @@ class Broker:
         self.http_port = None
         self.native_port = None
         self.registry_port = None
+        self.connect_port = None
         self.proc = None
         self.extra_args = list(extra_args)
         self.log_path = os.path.join(self.dir, "broker.log")
@@ -65,6 +66,11 @@ class Broker:
     def registry_url(self):
         """The agent's schema registry (Confluent's REST API)."""
         return f"http://127.0.0.1:{self.registry_port}"
+
+    @property
+    def connect_url(self):
+        """The agent's Connect engine (Kafka Connect's REST API)."""
+        return f"http://127.0.0.1:{self.connect_port}"
 
     @property
     def native_url(self):
@@ -96,6 +102,8 @@ class Broker:
             self.native_port = free_tcp_and_udp_port()
         if self.registry_port is None:
             self.registry_port = free_port()
+        if self.connect_port is None:
+            self.connect_port = free_port()
         args = [
             binary(), "serve",
             "--data-dir", os.path.join(self.dir, "data"),
@@ -103,6 +111,7 @@ class Broker:
             "--http-addr", f"127.0.0.1:{self.http_port}",
             "--native-addr", f"127.0.0.1:{self.native_port}",
             "--schema-registry-addr", f"127.0.0.1:{self.registry_port}",
+            "--connect-addr", f"127.0.0.1:{self.connect_port}",
             "--shards", "2",
             "--group-initial-rebalance-delay-ms", "500",
             *self.extra_args,

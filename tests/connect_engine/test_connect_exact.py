@@ -20,7 +20,8 @@ def test_datagen_to_parquet_on_s3_exactly_with_pause_and_resume(s3):
     try:
         base = b.connect_url
         topic = "orders-" + uuid.uuid4().hex[:6]
-        AdminClient({"bootstrap.servers": b.bootstrap}).create_topics(
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics(
             [NewTopic(topic, 1, 1)])[topic].result(30)
         code, body = call(base, "GET", "/connector-plugins")
         assert code == 200 and {"DatagenSource", "ObjectStoreSink"} <= {

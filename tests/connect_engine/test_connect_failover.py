@@ -18,7 +18,8 @@ def test_the_sink_task_moves_when_its_agent_is_killed_and_nothing_is_missing(s3)
         base = agents[1].connect_url
         bootstrap = ",".join(a.bootstrap for a in agents.values())
         topic = "clicks-" + uuid.uuid4().hex[:6]
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics(
             [NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
         code, body = call(base, "POST", "/connectors", {"name": "s3", "config": {
             "connector.class": "ObjectStoreSink", "topics": topic, "store.url": "s3://sink/moved",
@@ -31,7 +32,7 @@ def test_the_sink_task_moves_when_its_agent_is_killed_and_nothing_is_missing(s3)
         other = next(a for n, a in agents.items() if n != victim)
         code, body = call(other.connect_url, "POST", "/connectors", {"name": "gen", "config": {
             "connector.class": "DatagenSource", "kafka.topic": topic, "max.records": "10000",
-            "max.interval": "2"}})
+            "max.interval": "1"}})
         assert code == 201, body
         eventually("a fifth of the records written to the bucket",
                    lambda: len(bucket_rows(s3, "sink", "moved/")) >= 2000, timeout=120)

@@ -43,12 +43,14 @@ async function startBroker(extra = []) {
   // brokers can run at once
   const nativePort = await freePort();
   const registryPort = await freePort();
+  const connectPort = await freePort();
   const log = fs.openSync(path.join(dir, 'broker.log'), 'a');
   const proc = spawn(binary(), [
     'serve', '--data-dir', path.join(dir, 'data'),
     '--kafka-addr', `127.0.0.1:${port}`, '--http-addr', `127.0.0.1:${httpPort}`,
     '--native-addr', `127.0.0.1:${nativePort}`,
     '--schema-registry-addr', `127.0.0.1:${registryPort}`,
+    '--connect-addr', `127.0.0.1:${connectPort}`,
     '--shards', '2', '--group-initial-rebalance-delay-ms', '500',
     ...extra,
   ], { stdio: ['ignore', log, log] });

@@ -4,6 +4,8 @@ records, the object-storage sink writes them to the bucket as Parquet,
 and pyarrow reads back each exactly once; the connectors' offsets; pause
 and resume; delete; the sink's figures on /metrics."""
 
+import json
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -11,7 +13,7 @@ import uuid
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import servers
-from broker import Broker
+from broker import Broker, binary
 from connect_rest import all_running, bucket_rows, call, end_offsets, eventually, seqs, status
 
 
@@ -71,6 +73,24 @@ def test_datagen_to_parquet_on_s3_exactly_with_pause_and_resume(s3):
         assert call(base, "PUT", "/connectors/gen/resume")[0] == 202
         eventually("running again", lambda: all_running(base, "gen", 1))
         eventually("records after the resume", lambda: end_offsets(b.bootstrap, topic, 1)[0] > before[0])
+
+        # the command line against the same API
+        cli = [binary(), "connect", "--connect", base]
+        out = subprocess.run(cli + ["create", "tiny", "--set", "connector.class=DatagenSource",
+                                    "--set", f"kafka.topic={topic}", "--set", "max.records=5",
+                                    "--set", "max.interval=0"], capture_output=True, text=True)
+        assert out.returncode == 0 and "created source connector tiny with 1 task(s)" in out.stdout, out
+        listed = eventually("tiny running in `connect list`", lambda: [
+            r for r in json.loads(subprocess.run(cli + ["list", "--output", "json"], capture_output=True,
+                                                 text=True, check=True).stdout)
+            if r["name"] == "tiny" and r["state"] == "RUNNING" and r["tasks_running"] == 1])
+        assert listed[0]["kind"] == "source", listed
+        assert subprocess.run(cli + ["pause", "tiny"], capture_output=True).returncode == 0
+        eventually("tiny paused", lambda: status(base, "tiny")["connector"]["state"] == "PAUSED")
+        again = subprocess.run(cli + ["create", "tiny", "--set", "connector.class=DatagenSource",
+                                      "--set", f"kafka.topic={topic}"], capture_output=True, text=True)
+        assert again.returncode == 1 and "(409)" in again.stderr and "already exists" in again.stderr, again
+        assert subprocess.run(cli + ["delete", "tiny"], capture_output=True).returncode == 0
 
         assert call(base, "DELETE", "/connectors/gen")[0] == 204
         assert call(base, "GET", "/connectors/gen")[0] == 404

@@ -7,12 +7,12 @@
 //! metastore's replicated state, and every change is a metastore command
 //! (so no request is forwarded to a "leader worker" as Connect does).
 //!
-//! - [`connectors`]: creating, reading, changing and deleting connectors;
-//! - [`lifecycle`]: statuses, tasks, restarts, pause, resume and stop;
-//! - [`offsets`]: KIP-875's offsets endpoints (source offsets from the
+//! - `connectors`: creating, reading, changing and deleting connectors;
+//! - `lifecycle`: statuses, tasks, restarts, pause, resume and stop;
+//! - `offsets`: KIP-875's offsets endpoints (source offsets from the
 //!   connector's state, sink offsets from the consumer group
 //!   `connect-<name>`);
-//! - [`connector_plugins`]: the plugins, their config definitions and
+//! - `connector_plugins`: the plugins, their config definitions and
 //!   config validation.
 //!
 //! Every error is Connect's `{"error_code": <HTTP status>, "message": ...}`,

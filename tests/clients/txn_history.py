@@ -272,6 +272,29 @@ def read_committed(bootstrap, topics, settle=5, timeout=120):
     return seen
 
 
+def partition_ends(bootstrap, topic, partitions, seen):
+    """Per partition, when a history came out wrong: the high watermark,
+    the last stable offset (where read_committed readers stop: an open
+    transaction holds it back) and the last offset read, so a report tells
+    a transaction left open from records that are gone."""
+    ends = {}
+    for isolation in ("read_uncommitted", "read_committed"):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4().hex[:8]}",
+                      "isolation.level": isolation})
+        try:
+            for p in range(partitions):
+                _low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                ends.setdefault(p, {})["hw" if isolation == "read_uncommitted" else "lso"] = high
+        except KafkaException as e:
+            ends["error"] = str(e)
+        finally:
+            c.close()
+    for p in range(partitions):
+        read = [o for q, o, _v in seen[topic] if q == p]
+        ends.setdefault(p, {})["last_read"] = max(read, default=-1)
+    return ends
+
+
 def check(history, seen, topic, sink, group_committed):
     anomalies = [e for _t, e in history.events if "failed to restart" in e]
     values = Counter(v for _p, _o, v in seen[topic])
@@ -357,6 +380,7 @@ def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, 
     probe.close()
     seen = read_committed(bootstrap, [topic, sink])
     anomalies = check(history, seen, topic, sink, committed)
+    stuck = partition_ends(bootstrap, topic, partitions, seen) if anomalies else None
     outcomes = Counter(t["outcome"] for t in history.txns.values())
     summary = {
         "seed": seed, "seconds": seconds, "writers": writers, "partitions": partitions,
@@ -366,6 +390,8 @@ def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, 
         "cuts": sum(1 for _t, e in history.events if e.startswith("nemesis: cut")),
         "anomalies": anomalies[:50], "anomaly_count": len(anomalies),
     }
+    if stuck is not None:
+        summary["partition_ends"] = stuck
     if out:
         with open(out, "w") as f:
             json.dump({**summary, "events": history.events[-200:]}, f, indent=2)

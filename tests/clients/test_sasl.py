@@ -48,7 +48,7 @@ def test_the_admin_user_produces_and_consumes_with_each_mechanism(broker, certs,
     c = conf(broker, certs, mechanism, *ADMIN)
     topic = f"sasl-{mechanism.lower()}-{uuid.uuid4().hex[:6]}"
     admin = AdminClient(c)  # must outlive the future
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
     p = Producer(c)
     for i in range(30):
         p.produce(topic, value=f"s{i}".encode())
@@ -85,8 +85,8 @@ def test_users_made_and_removed_with_kafkas_admin_api(broker, certs):
     upsert = UserScramCredentialUpsertion(
         "reader", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"reader-pw")
     for f in admin.alter_user_scram_credentials([upsert]).values():
-        f.result(timeout=15)
-    desc = admin.describe_user_scram_credentials(["reader"])["reader"].result(timeout=15)
+        f.result(timeout=60)
+    desc = admin.describe_user_scram_credentials(["reader"])["reader"].result(timeout=60)
     infos = [(i.mechanism, i.iterations) for i in desc.scram_credential_infos]
     assert infos == [(ScramMechanism.SCRAM_SHA_256, 4096)], infos
 
@@ -97,7 +97,7 @@ def test_users_made_and_removed_with_kafkas_admin_api(broker, certs):
 
     deletion = UserScramCredentialDeletion("reader", ScramMechanism.SCRAM_SHA_256)
     for f in admin.alter_user_scram_credentials([deletion]).values():
-        f.result(timeout=15)
+        f.result(timeout=60)
     err = auth_error(conf(broker, certs, "SCRAM-SHA-256", "reader", "reader-pw"))
     assert isinstance(err, KafkaError) and err.code() == KafkaError._AUTHENTICATION, err
 
@@ -129,7 +129,7 @@ def test_clients_re_authenticate_before_their_session_ends(certs):
         c = conf(b, certs, "SCRAM-SHA-512", *ADMIN)
         topic = f"reauth-{uuid.uuid4().hex[:6]}"
         admin = AdminClient(c)
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
         acked, failed = [], []
         p = Producer(c)
         start = time.time()

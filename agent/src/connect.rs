@@ -19,6 +19,7 @@ use crate::config::Settings;
 /// The running engine.
 pub struct ConnectEngine {
     addr: SocketAddr,
+    worker_id: String,
     worker: Worker,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
@@ -76,7 +77,7 @@ impl ConnectEngine {
         let app = connect::rest::router(
             meta.clone(),
             connect::rest::RestInfo {
-                worker_id,
+                worker_id: worker_id.clone(),
                 cluster_id: None,
             },
         );
@@ -95,6 +96,7 @@ impl ConnectEngine {
         tracing::info!(%addr, "Connect REST API ready");
         Ok(Some(ConnectEngine {
             addr,
+            worker_id: worker_id.clone(),
             worker,
             stop,
             server,
@@ -103,6 +105,12 @@ impl ConnectEngine {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How this worker is named in statuses and in the agent's
+    /// registration: the advertised host with the Connect port.
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
     }
 
     /// The worker's figures for `/metrics`.

@@ -272,6 +272,8 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     let registration = metastore::AgentRegistration {
         id: node_id,
         addrs: metastore::AgentAddrs {
+            // only agents that run a worker are given connector tasks
+            connect: connect_engine.as_ref().map(|c| c.worker_id().to_owned()),
             kafka: Some(advertised),
             native: s
                 .advertised_native_addr

@@ -121,9 +121,11 @@ impl State {
 
     fn live(&self) -> (Vec<AgentId>, Vec<AgentInfo>) {
         let agents: Vec<AgentInfo> = self.meta.read(|s| s.agents().cloned().collect());
+        // agents that run no Connect worker (`--connect-addr off`, or its
+        // address taken) are given no tasks
         let mut live: Vec<AgentId> = agents
             .iter()
-            .filter(|a| !a.fenced && !a.shut_down)
+            .filter(|a| !a.fenced && !a.shut_down && a.addrs.connect.is_some())
             .map(|a| a.id)
             .collect();
         live.sort_unstable();

@@ -78,6 +78,7 @@ impl Backends {
         let registration = AgentRegistration {
             id,
             addrs: AgentAddrs {
+                connect: None,
                 kafka: Some("127.0.0.1:9092".into()),
                 native: None,
                 quic: None,

@@ -54,6 +54,7 @@ async fn register(meta: &Metastore, id: u64, quic: String) {
     meta.register_agent(AgentRegistration {
         id,
         addrs: AgentAddrs {
+            connect: None,
             kafka: None,
             native: None,
             quic: Some(quic),

@@ -116,6 +116,7 @@ async fn start_gateway_on(
     let registration = AgentRegistration {
         id,
         addrs: AgentAddrs {
+            connect: None,
             kafka: Some(gw.kafka_addr().to_string()),
             native: None,
             quic: meta.raft_addr().map(|a| a.to_string()),

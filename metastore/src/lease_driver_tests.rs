@@ -22,6 +22,7 @@ mod on_a_running_metastore {
         AgentRegistration {
             id,
             addrs: AgentAddrs {
+                connect: None,
                 kafka: Some(format!("127.0.0.1:{}", 9000 + id)),
                 ..AgentAddrs::default()
             },

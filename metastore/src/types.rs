@@ -24,6 +24,11 @@ pub struct AgentAddrs {
     /// Native protocol and agent-to-agent traffic over QUIC, `host:port`.
     #[serde(default)]
     pub quic: Option<String>,
+    /// The Connect engine's listener, `host:port`, also the worker id its
+    /// status reports carry; `None` when the agent runs no Connect worker
+    /// (it is then given no connector tasks).
+    #[serde(default)]
+    pub connect: Option<String>,
 }
 
 /// What an agent tells the metastore about itself when it starts.

@@ -108,6 +108,7 @@ fn writer_process() {
         let registration = AgentRegistration {
             id: 1,
             addrs: AgentAddrs {
+                connect: None,
                 kafka: Some("127.0.0.1:9093".into()),
                 ..AgentAddrs::default()
             },

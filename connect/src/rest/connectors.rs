@@ -210,6 +210,8 @@ pub(super) async fn list(State(rest): State<Rest>, query: QueryParams) -> Respon
         return Json(names).into_response();
     }
     let worker = rest.info.worker_id.as_str();
+    let agents: Vec<metastore::AgentInfo> = rest.meta.read(|s| s.agents().cloned().collect());
+    let gone = entities::gone_workers(&agents);
     let out: BTreeMap<String, BTreeMap<&str, Value>> = rest.meta.read(|s| {
         s.connect()
             .connectors()
@@ -218,7 +220,9 @@ pub(super) async fn list(State(rest): State<Rest>, query: QueryParams) -> Respon
                 for e in &expand {
                     // unknown expansions are ignored, as in Connect
                     let v = match *e {
-                        "status" => serde_json::to_value(entities::status(name, c, worker)),
+                        "status" => serde_json::to_value(
+                            entities::status(name, c, worker).unassign_gone(&gone),
+                        ),
                         "info" => serde_json::to_value(entities::info(name, c)),
                         _ => continue,
                     };

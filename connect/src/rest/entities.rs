@@ -164,3 +164,50 @@ pub fn status(name: &str, c: &Connector, worker: &str) -> StateInfo {
         kind: kind_of(&c.config),
     }
 }
+
+/// The worker ids of agents that are gone (their lease lapsed, or they
+/// shut down) and not back under the same id: what they last reported is
+/// no longer true.
+pub fn gone_workers(agents: &[metastore::AgentInfo]) -> std::collections::BTreeSet<String> {
+    let live: std::collections::BTreeSet<&str> = agents
+        .iter()
+        .filter(|a| !a.fenced && !a.shut_down)
+        .filter_map(|a| a.addrs.connect.as_deref())
+        .collect();
+    agents
+        .iter()
+        .filter(|a| a.fenced || a.shut_down)
+        .filter_map(|a| a.addrs.connect.clone())
+        .filter(|w| !live.contains(w.as_str()))
+        .collect()
+}
+
+/// A running or paused state reported by a worker that is gone is shown
+/// as `UNASSIGNED` (its work is waiting for a live worker to take it up);
+/// a failure stays shown as it was reported.
+fn unassign_if_gone(state: &mut String, worker: &str, gone: &std::collections::BTreeSet<String>) {
+    if state != "FAILED" && gone.contains(worker) {
+        *state = "UNASSIGNED".to_owned();
+    }
+}
+
+impl StateInfo {
+    pub fn unassign_gone(mut self, gone: &std::collections::BTreeSet<String>) -> Self {
+        unassign_if_gone(&mut self.connector.state, &self.connector.worker_id, gone);
+        for t in &mut self.tasks {
+            unassign_if_gone(&mut t.state, &t.worker_id, gone);
+        }
+        self
+    }
+}
+
+impl TaskState {
+    pub fn unassign_gone(mut self, gone: &std::collections::BTreeSet<String>) -> Self {
+        unassign_if_gone(&mut self.state, &self.worker_id, gone);
+        self
+    }
+}
+
+#[cfg(test)]
+#[path = "entities_tests.rs"]
+mod tests;

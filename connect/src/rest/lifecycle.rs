@@ -15,6 +15,12 @@ use super::entities::{self, StateInfo, TaskInfo, TaskState};
 use super::{empty, ApiError, Params, QueryParams, Rest};
 
 const RESTARTING: &str = "RESTARTING";
+
+/// The workers of agents that are gone (see [`entities::gone_workers`]).
+fn gone(rest: &Rest) -> std::collections::BTreeSet<String> {
+    let agents: Vec<metastore::AgentInfo> = rest.meta.read(|s| s.agents().cloned().collect());
+    entities::gone_workers(&agents)
+}
 const FAILED: &str = "FAILED";
 
 /// `GET /connectors/{name}/status`.
@@ -23,7 +29,9 @@ pub(super) async fn status(
     Params(name): Params<String>,
 ) -> Result<Json<StateInfo>, ApiError> {
     let c = read(&rest, &name)?;
-    Ok(Json(entities::status(&name, &c, &rest.info.worker_id)))
+    Ok(Json(
+        entities::status(&name, &c, &rest.info.worker_id).unassign_gone(&gone(&rest)),
+    ))
 }
 
 /// `GET /connectors/{name}/tasks`: each task's id and config.
@@ -48,7 +56,9 @@ pub(super) async fn task_status(
     if !entities::task_ids(&c).contains(&task) {
         return Err(task_not_found(&name, task));
     }
-    Ok(Json(entities::task_state(&c, task, &rest.info.worker_id)))
+    Ok(Json(
+        entities::task_state(&c, task, &rest.info.worker_id).unassign_gone(&gone(&rest)),
+    ))
 }
 
 /// `POST /connectors/{name}/restart`. Without `includeTasks` and
@@ -74,7 +84,7 @@ pub(super) async fn restart(
         return Ok(empty(StatusCode::NO_CONTENT));
     }
     let c = read(&rest, &name)?;
-    let mut status = entities::status(&name, &c, &rest.info.worker_id);
+    let mut status = entities::status(&name, &c, &rest.info.worker_id).unassign_gone(&gone(&rest));
     let connector = !only_failed || status.connector.state == FAILED;
     let mut restarted = Vec::new();
     if include_tasks {

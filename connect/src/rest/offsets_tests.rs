@@ -90,6 +90,7 @@ async fn sink_offsets_are_the_groups() {
     let registration = AgentRegistration {
         id: 1,
         addrs: AgentAddrs {
+            connect: None,
             kafka: Some("127.0.0.1:9092".into()),
             native: None,
             quic: None,

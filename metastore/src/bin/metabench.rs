@@ -61,6 +61,7 @@ fn agent(id: u64) -> AgentRegistration {
     AgentRegistration {
         id,
         addrs: AgentAddrs {
+            connect: None,
             kafka: Some(format!("127.0.0.1:{}", 9092 + id)),
             ..AgentAddrs::default()
         },

@@ -14,6 +14,7 @@ fn registration(id: AgentId, instance: Option<uuid::Uuid>, port: u16) -> AgentRe
     AgentRegistration {
         id,
         addrs: AgentAddrs {
+            connect: None,
             quic: Some(format!("10.0.0.{id}:{port}")),
             ..AgentAddrs::default()
         },

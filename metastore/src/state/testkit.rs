@@ -19,6 +19,7 @@ pub fn register(state: &mut MetaState, id: AgentId) {
     let registration = AgentRegistration {
         id,
         addrs: AgentAddrs {
+            connect: None,
             kafka: Some(format!("127.0.0.1:{}", 9000 + id)),
             ..AgentAddrs::default()
         },

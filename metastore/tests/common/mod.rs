@@ -32,6 +32,7 @@ pub fn agent(id: u64) -> AgentRegistration {
     AgentRegistration {
         id,
         addrs: AgentAddrs {
+            connect: None,
             kafka: Some(format!("127.0.0.1:{}", 19000 + id)),
             ..AgentAddrs::default()
         },

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::config::{self, Config, ConfigDef, Problem};
-use crate::sink::object_store;
+use crate::sink::{http, object_store};
 use crate::source::datagen;
 
 /// Source or sink.
@@ -30,10 +30,11 @@ impl Kind {
 pub enum Plugin {
     Datagen,
     ObjectStoreSink,
+    HttpSink,
 }
 
 /// Every built-in connector.
-pub const ALL: [Plugin; 2] = [Plugin::Datagen, Plugin::ObjectStoreSink];
+pub const ALL: [Plugin; 3] = [Plugin::Datagen, Plugin::ObjectStoreSink, Plugin::HttpSink];
 
 /// The engine's version, shown as every plugin's.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -44,6 +45,7 @@ impl Plugin {
         match self {
             Plugin::Datagen => datagen::CLASS,
             Plugin::ObjectStoreSink => object_store::CLASS,
+            Plugin::HttpSink => http::CLASS,
         }
     }
 
@@ -52,13 +54,14 @@ impl Plugin {
         match self {
             Plugin::Datagen => "DatagenSource",
             Plugin::ObjectStoreSink => "ObjectStoreSink",
+            Plugin::HttpSink => "HttpSink",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
             Plugin::Datagen => Kind::Source,
-            Plugin::ObjectStoreSink => Kind::Sink,
+            Plugin::ObjectStoreSink | Plugin::HttpSink => Kind::Sink,
         }
     }
 
@@ -80,6 +83,7 @@ impl Plugin {
         defs.extend(match self {
             Plugin::Datagen => datagen::definitions(),
             Plugin::ObjectStoreSink => object_store::definitions(),
+            Plugin::HttpSink => http::definitions(),
         });
         defs
     }
@@ -90,6 +94,7 @@ impl Plugin {
         problems.extend(match self {
             Plugin::Datagen => datagen::validate(config),
             Plugin::ObjectStoreSink => object_store::validate(config),
+            Plugin::HttpSink => http::validate(config),
         });
         problems
     }
@@ -105,7 +110,7 @@ impl Plugin {
             Plugin::Datagen => datagen::task_configs(config, max),
             // each task reads the partitions whose index modulo the task
             // count is its own (see the sink runner)
-            Plugin::ObjectStoreSink => (0..max)
+            Plugin::ObjectStoreSink | Plugin::HttpSink => (0..max)
                 .map(|t| {
                     let mut c = config.clone();
                     c.insert("task.index".into(), t.to_string());

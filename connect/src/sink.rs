@@ -1,3 +1,4 @@
 //! Sink connectors: records from topics to an outside system.
 
+pub mod http;
 pub mod object_store;

@@ -4,7 +4,9 @@
 # 10,000 records that the object-storage sink writes as Parquet (read back
 # with pyarrow: each record exactly once), pause and resume, then on three
 # agents the agent running the sink's task is killed and the task goes on
-# on another (each record at least once, no gaps). About 2 minutes.
+# on another (each record at least once, no gaps); the HTTP sink against a
+# real HTTP server (retries, a refusal failing the task or going to the
+# dead-letter topic). About 2 minutes.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
 # boto3, pyarrow, pytest).
 set -euo pipefail

@@ -20,7 +20,8 @@ use super::{Ended, TaskCtx};
 use crate::config;
 use crate::plugins::Plugin;
 use crate::record::SinkRecord;
-use crate::sink::object_store::{ObjectStoreSinkConfig, ObjectStoreWriter};
+use crate::sink::http::{BatchError, HttpSink, HttpSinkConfig};
+use crate::sink::object_store::{ObjectStoreSinkConfig, ObjectStoreWriter, WriterStats};
 
 /// How often buffers are checked for files that are due, and the topics
 /// for new partitions.
@@ -74,11 +75,7 @@ pub(super) async fn run(
     plugin: Plugin,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
-    if plugin != Plugin::ObjectStoreSink {
-        return Err(format!("{} is not a sink connector", plugin.alias()));
-    }
-    let settings = ObjectStoreSinkConfig::parse(&ctx.config).map_err(|e| e.to_string())?;
-    let mut writer = ObjectStoreWriter::open(settings).map_err(|e| e.to_string())?;
+    let mut writer = Sink::open(plugin, &ctx.config)?;
     let topics = config::topics(&ctx.config);
     let group = group_of(&ctx.connector);
     let tolerate = ctx
@@ -148,11 +145,11 @@ pub(super) async fn run(
                 };
                 if let Err(e) = writer.put(record.clone()) {
                     if !tolerate {
-                        return Err(e.to_string());
+                        return Err(e);
                     }
                     ctx.metrics.sink_errors(1);
                     if let (Some(topic), Some(p)) = (&dlq, &dlq_producer) {
-                        dead_letter(p, topic, record, &e.to_string()).await?;
+                        dead_letter(p, topic, record, &e).await?;
                     }
                 }
                 since_flush += 1;
@@ -162,10 +159,21 @@ pub(super) async fn run(
             }
         }
         since_flush = 0;
-        let durable = writer
-            .flush_due(Instant::now())
-            .await
-            .map_err(|e| format!("writing files failed: {e}"))?;
+        let (mut durable, failed) = writer.flush_due(Instant::now()).await?;
+        if let Some(failed) = failed {
+            if !tolerate {
+                // what was delivered before it is still committed
+                commit(ctx, &group, &durable).await;
+                return Err(failed.message);
+            }
+            ctx.metrics.sink_errors(failed.records.len() as u64);
+            for record in &failed.records {
+                if let (Some(topic), Some(p)) = (&dlq, &dlq_producer) {
+                    dead_letter(p, topic, record.clone(), &failed.message).await?;
+                }
+            }
+            durable = writer.skip(&failed.records, durable);
+        }
         let stats = writer.stats();
         ctx.metrics.sink_written(
             stats.records_written - written.records_written,
@@ -211,4 +219,93 @@ async fn dead_letter(
     producer.send(topic, out).await.map(|_| ()).map_err(|e| {
         format!("sending a failed record to the dead-letter topic {topic} failed: {e}")
     })
+}
+
+/// The connector a sink task drives.
+enum Sink {
+    Files(ObjectStoreWriter),
+    Http(HttpSink),
+}
+
+impl Sink {
+    fn open(plugin: Plugin, config: &config::Config) -> Result<Sink, String> {
+        match plugin {
+            Plugin::ObjectStoreSink => {
+                let settings = ObjectStoreSinkConfig::parse(config).map_err(|e| e.to_string())?;
+                Ok(Sink::Files(
+                    ObjectStoreWriter::open(settings).map_err(|e| e.to_string())?,
+                ))
+            }
+            Plugin::HttpSink => {
+                let settings = HttpSinkConfig::parse(config).map_err(|p| {
+                    p.into_iter()
+                        .map(|(k, m)| format!("{k}: {m}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })?;
+                Ok(Sink::Http(HttpSink::new(settings)?))
+            }
+            other => Err(format!("{} is not a sink connector", other.alias())),
+        }
+    }
+
+    /// Buffers a record; the reason when the connector cannot take it.
+    fn put(&mut self, record: SinkRecord) -> Result<(), String> {
+        match self {
+            Sink::Files(w) => w.put(record).map_err(|e| e.to_string()),
+            Sink::Http(h) => {
+                h.put(record);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes what is due: the offsets to commit, and a batch that could
+    /// not be delivered (HTTP); `Err` fails the task.
+    async fn flush_due(
+        &mut self,
+        now: Instant,
+    ) -> Result<(Vec<(String, i32, i64)>, Option<BatchError>), String> {
+        match self {
+            Sink::Files(w) => w
+                .flush_due(now)
+                .await
+                .map(|d| (d, None))
+                .map_err(|e| format!("writing files failed: {e}")),
+            Sink::Http(h) => Ok(h.flush_due(now).await),
+        }
+    }
+
+    /// Skips a batch that failed (errors.tolerance=all): the offsets to
+    /// commit with it.
+    fn skip(
+        &mut self,
+        records: &[SinkRecord],
+        durable: Vec<(String, i32, i64)>,
+    ) -> Vec<(String, i32, i64)> {
+        match self {
+            Sink::Files(_) => durable,
+            Sink::Http(_) => {
+                let mut all: std::collections::BTreeMap<(String, i32), i64> =
+                    durable.into_iter().map(|(t, p, o)| ((t, p), o)).collect();
+                for r in records {
+                    let next = all.entry((r.topic.clone(), r.partition)).or_insert(0);
+                    *next = (*next).max(r.offset + 1);
+                }
+                all.into_iter().map(|((t, p), o)| (t, p, o)).collect()
+            }
+        }
+    }
+
+    /// Records written, files (or requests) and bytes so far.
+    fn stats(&self) -> WriterStats {
+        match self {
+            Sink::Files(w) => w.stats(),
+            Sink::Http(h) => WriterStats {
+                files_written: h.requests,
+                records_written: h.records_sent,
+                bytes_written: h.bytes_sent,
+            },
+        }
+    }
 }

@@ -28,7 +28,7 @@
 //! written, and the guarantee is at-least-once.
 
 mod config;
-mod encode;
+pub(crate) mod encode;
 mod error;
 mod partition;
 mod writer;

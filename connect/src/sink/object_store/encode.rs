@@ -164,6 +164,15 @@ pub fn json_lines(
     records: &[&SinkRecord],
     config: &ObjectStoreSinkConfig,
 ) -> Result<Vec<u8>, SinkError> {
+    json_lines_with(records, config.key_converter, config.value_converter)
+}
+
+/// [`json_lines`] with the converters given (the HTTP sink's bodies).
+pub fn json_lines_with(
+    records: &[&SinkRecord],
+    key_converter: Converter,
+    value_converter: Converter,
+) -> Result<Vec<u8>, SinkError> {
     let mut out = String::new();
     for record in records {
         out.push_str("{\"topic\":");
@@ -177,7 +186,7 @@ pub fn json_lines(
             record,
             "key",
             record.key.as_deref(),
-            config.key_converter,
+            key_converter,
         )?;
         out.push_str(",\"value\":");
         push_payload(
@@ -185,7 +194,7 @@ pub fn json_lines(
             record,
             "value",
             record.value.as_deref(),
-            config.value_converter,
+            value_converter,
         )?;
         out.push_str(",\"headers\":");
         match headers_json(record) {

@@ -19,18 +19,25 @@ use crate::config::Settings;
 /// The running engine.
 pub struct ConnectEngine {
     addr: SocketAddr,
+    routes: axum::Router,
     worker_id: String,
     worker: Worker,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
 }
 
-/// The worker's figures on the agent's `/metrics`.
-struct ConnectHttp(Arc<Metrics>);
+/// The worker's figures on the agent's `/metrics`, and Connect's API under
+/// `/connect` on the HTTP listener (for the console, same origin, behind
+/// its login).
+struct ConnectHttp(Arc<Metrics>, axum::Router);
 
 impl HttpExtension for ConnectHttp {
     fn metrics(&self) -> String {
         self.0.render()
+    }
+
+    fn routes(&self) -> Option<(&'static str, axum::Router)> {
+        Some(("/connect", self.1.clone()))
     }
 
     fn handle(&self, _target: &str) -> Option<(u16, String)> {
@@ -81,6 +88,7 @@ impl ConnectEngine {
                 cluster_id: None,
             },
         );
+        let routes = app.clone();
         let (stop, mut stopped) = watch::channel(false);
         let server = tokio::spawn(async move {
             let shutdown = async move {
@@ -96,6 +104,7 @@ impl ConnectEngine {
         tracing::info!(%addr, "Connect REST API ready");
         Ok(Some(ConnectEngine {
             addr,
+            routes,
             worker_id: worker_id.clone(),
             worker,
             stop,
@@ -115,7 +124,7 @@ impl ConnectEngine {
 
     /// The worker's figures for `/metrics`.
     pub fn http(&self) -> Arc<dyn HttpExtension> {
-        Arc::new(ConnectHttp(self.worker.metrics()))
+        Arc::new(ConnectHttp(self.worker.metrics(), self.routes.clone()))
     }
 
     /// Stops the tasks (sources commit what was acknowledged) and the

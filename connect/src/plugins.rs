@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::config::{self, Config, ConfigDef, Problem};
 use crate::sink::{http, object_store};
-use crate::source::datagen;
+use crate::source::{datagen, http as http_source};
 
 /// Source or sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -31,10 +31,16 @@ pub enum Plugin {
     Datagen,
     ObjectStoreSink,
     HttpSink,
+    HttpSource,
 }
 
 /// Every built-in connector.
-pub const ALL: [Plugin; 3] = [Plugin::Datagen, Plugin::ObjectStoreSink, Plugin::HttpSink];
+pub const ALL: [Plugin; 4] = [
+    Plugin::Datagen,
+    Plugin::ObjectStoreSink,
+    Plugin::HttpSink,
+    Plugin::HttpSource,
+];
 
 /// The engine's version, shown as every plugin's.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -46,6 +52,7 @@ impl Plugin {
             Plugin::Datagen => datagen::CLASS,
             Plugin::ObjectStoreSink => object_store::CLASS,
             Plugin::HttpSink => http::CLASS,
+            Plugin::HttpSource => http_source::CLASS,
         }
     }
 
@@ -55,12 +62,13 @@ impl Plugin {
             Plugin::Datagen => "DatagenSource",
             Plugin::ObjectStoreSink => "ObjectStoreSink",
             Plugin::HttpSink => "HttpSink",
+            Plugin::HttpSource => "HttpSource",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
-            Plugin::Datagen => Kind::Source,
+            Plugin::Datagen | Plugin::HttpSource => Kind::Source,
             Plugin::ObjectStoreSink | Plugin::HttpSink => Kind::Sink,
         }
     }
@@ -84,6 +92,7 @@ impl Plugin {
             Plugin::Datagen => datagen::definitions(),
             Plugin::ObjectStoreSink => object_store::definitions(),
             Plugin::HttpSink => http::definitions(),
+            Plugin::HttpSource => http_source::definitions(),
         });
         defs
     }
@@ -95,6 +104,7 @@ impl Plugin {
             Plugin::Datagen => datagen::validate(config),
             Plugin::ObjectStoreSink => object_store::validate(config),
             Plugin::HttpSink => http::validate(config),
+            Plugin::HttpSource => http_source::validate(config),
         });
         problems
     }
@@ -108,6 +118,8 @@ impl Plugin {
         let max = config::tasks_max(config).map_err(|p| vec![p])?;
         Ok(match self {
             Plugin::Datagen => datagen::task_configs(config, max),
+            // one URL is polled by one task
+            Plugin::HttpSource => vec![config.clone()],
             // each task reads the partitions whose index modulo the task
             // count is its own (see the sink runner)
             Plugin::ObjectStoreSink | Plugin::HttpSink => (0..max)

@@ -1,3 +1,4 @@
 //! Source connectors: records from an outside system into topics.
 
 pub mod datagen;
+pub mod http;

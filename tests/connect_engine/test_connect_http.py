@@ -109,3 +109,74 @@ def test_records_reach_the_webhook_through_retries_and_refusals_fail_or_go_to_th
     finally:
         b.stop()
         hook.server.shutdown()
+
+
+class Feed:
+    """A resource that answers a JSON array with an ETag, and 304 to a
+    request that already has it."""
+
+    def __init__(self):
+        self.version, self.items, self.gets = 1, [{"id": "a", "n": 1}, {"id": "b", "n": 2}], 0
+        feed = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                feed.gets += 1
+                etag = f'"v{feed.version}"'
+                if self.headers.get("If-None-Match") == etag:
+                    self.send_response(304)
+                    self.end_headers()
+                    return
+                body = json.dumps(feed.items).encode()
+                self.send_response(200)
+                self.send_header("ETag", etag)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/feed"
+
+
+def test_a_polled_resource_is_written_once_per_change():
+    feed = Feed()
+    b = Broker().start().wait_ready()
+    try:
+        base = b.connect_url
+        topic = "feed-" + uuid.uuid4().hex[:6]
+        code, body = call(base, "POST", "/connectors", {"name": "poll", "config": {
+            "connector.class": "HttpSource", "http.url": feed.url, "kafka.topic": topic,
+            "http.poll.interval.ms": "200", "http.record.key.field": "id"}})
+        assert code == 201, body
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "feed-" + uuid.uuid4().hex[:6],
+                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got = []
+
+        def records(n):
+            def enough():
+                for m in c.consume(100, 0.3):
+                    if not m.error():
+                        got.append((m.key().decode(), json.loads(m.value())))
+                return len(got) >= n
+            return enough
+
+        eventually("the first answer's two records", records(2))
+        polls = feed.gets
+        eventually("more polls of the unchanged resource", lambda: feed.gets >= polls + 3)
+        feed.items, feed.version = [{"id": "c", "n": 3}], 2
+        eventually("the changed answer's record", records(3))
+        # unchanged answers (304) wrote nothing more
+        eventually("polls after the change", lambda: feed.gets >= polls + 8)
+        records(99)()
+        assert got == [("a", {"id": "a", "n": 1}), ("b", {"id": "b", "n": 2}), ("c", {"id": "c", "n": 3})], got
+        code, body = call(base, "GET", "/connectors/poll/offsets")
+        assert code == 200 and body["offsets"][0]["offset"]["etag"] == '"v2"', body
+        c.close()
+    finally:
+        b.stop()
+        feed.server.shutdown()

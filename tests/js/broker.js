@@ -64,6 +64,7 @@ async function startBroker(extra = []) {
         bootstrap: `127.0.0.1:${port}`,
         http: `http://127.0.0.1:${httpPort}`,
         registry: `http://127.0.0.1:${registryPort}`,
+        connect: `http://127.0.0.1:${connectPort}`,
         stop: () => new Promise((resolve) => {
           if (exited !== null) return resolve(exited);
           proc.on('exit', (code) => resolve(code));

@@ -139,3 +139,43 @@ test('the console lists schema subjects and shows the changes between two versio
   await go(dom, `#/schemas/${subject}/1/1`, 'Version 1');
   dom.window.close();
 });
+
+test('the console lists connectors with their tasks and pauses one', async () => {
+  const name = `console-gen-${Date.now()}`;
+  const resp = await fetch(`${broker.connect}/connectors`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      name,
+      config: { 'connector.class': 'DatagenSource', 'kafka.topic': `demo-${Date.now()}`, 'max.interval': '100' },
+    }),
+  });
+  assert.strictEqual(resp.status, 201, await resp.text());
+  const taskState = async () => {
+    const st = await (await fetch(`${broker.connect}/connectors/${name}/status`)).json();
+    return st.tasks[0] ? st.tasks[0].state : 'none';
+  };
+  // the worker takes the task up within a second or so
+  for (let i = 0; i < 100 && (await taskState()) !== 'RUNNING'; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const dom = await openConsole();
+  await until(dom, 'Agents live');
+  const list = await go(dom, '#/connectors', 'Tasks running');
+  assert.ok(list.includes(name) && list.includes('DatagenSource'), list);
+  const detail = await go(dom, `#/connectors/${name}`, 'Restart failed tasks');
+  assert.ok(detail.includes('RUNNING') && detail.includes('kafka.topic'), detail);
+  const pause = [...dom.window.document.querySelectorAll('button')].find((b) => b.textContent === 'Pause');
+  assert.ok(pause, 'a Pause button');
+  pause.click();
+  // the page is drawn again after the pause; the task reports PAUSED
+  for (let i = 0; i < 100 && (await taskState()) !== 'PAUSED'; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.strictEqual(await taskState(), 'PAUSED');
+  dom.window.location.hash = '#/topics';
+  await until(dom, 'Topics');
+  const paused = await go(dom, `#/connectors/${name}`, 'Restart failed tasks');
+  assert.ok(paused.includes('PAUSED'), paused);
+  dom.window.close();
+});

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use metastore::connect::{ConnectCommand, ConnectOutput};
 use sdk::{ProducerConfig, Record};
 use tokio::sync::watch;
@@ -13,6 +14,7 @@ use tokio::sync::watch;
 use super::{pause_or_stop, Ended, TaskCtx};
 use crate::plugins::Plugin;
 use crate::source::datagen::Datagen;
+use crate::source::http::HttpSource;
 
 /// How often acknowledged offsets are committed.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
@@ -31,24 +33,91 @@ fn problems(p: Vec<(String, String)>) -> String {
         .join("; ")
 }
 
+/// The connector a source task drives.
+enum Source {
+    Datagen(Datagen),
+    Http(Box<HttpSource>),
+}
+
+impl Source {
+    fn open(plugin: Plugin, config: &crate::config::Config) -> Result<Source, String> {
+        match plugin {
+            Plugin::Datagen => Ok(Source::Datagen(Datagen::new(config).map_err(problems)?)),
+            Plugin::HttpSource => Ok(Source::Http(Box::new(HttpSource::new(config)?))),
+            other => Err(format!("{} is not a source connector", other.alias())),
+        }
+    }
+
+    fn topic(&self) -> String {
+        match self {
+            Source::Datagen(g) => g.topic().to_owned(),
+            Source::Http(h) => h.topic().to_owned(),
+        }
+    }
+
+    fn partition(&self) -> String {
+        match self {
+            Source::Datagen(g) => g.partition(),
+            Source::Http(h) => h.partition(),
+        }
+    }
+
+    fn resume(&mut self, offset: &str) -> Result<(), String> {
+        match self {
+            Source::Datagen(g) => g.resume(offset),
+            Source::Http(h) => h.resume(offset),
+        }
+    }
+
+    /// Whether the source has nothing more to make (Datagen's max.records).
+    fn done(&self) -> bool {
+        match self {
+            Source::Datagen(g) => g.done(),
+            Source::Http(_) => false,
+        }
+    }
+
+    fn pause(&self) -> Duration {
+        match self {
+            Source::Datagen(g) => g.pause(),
+            Source::Http(h) => h.pause(),
+        }
+    }
+
+    /// The next records (key, value) and the offset once they are
+    /// acknowledged.
+    async fn poll(&mut self) -> Result<(Vec<(Option<Bytes>, Bytes)>, Option<String>), String> {
+        match self {
+            Source::Datagen(g) => {
+                let batch = g.poll(now_ms());
+                let offset = batch.last().map(|r| Datagen::offset(r.next));
+                Ok((
+                    batch.into_iter().map(|r| (Some(r.key), r.value)).collect(),
+                    offset,
+                ))
+            }
+            Source::Http(h) => {
+                let polled = h.poll().await?;
+                Ok((polled.records, polled.offset))
+            }
+        }
+    }
+}
+
 pub(super) async fn run(
     ctx: &TaskCtx,
     plugin: Plugin,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
-    match plugin {
-        Plugin::Datagen => {}
-        other => return Err(format!("{} is not a source connector", other.alias())),
-    }
-    let mut gen = Datagen::new(&ctx.config).map_err(problems)?;
-    let partition = gen.partition();
+    let mut source = Source::open(plugin, &ctx.config)?;
+    let partition = source.partition();
     let committed = ctx.meta.read(|s| {
         s.connect()
             .connector(&ctx.connector)
             .and_then(|c| c.offsets.get(&partition).cloned())
     });
     if let Some(offset) = committed {
-        if let Err(e) = gen.resume(&offset) {
+        if let Err(e) = source.resume(&offset) {
             tracing::warn!(connector = %ctx.connector, task = ctx.task, error = %e, "connect: starting from the beginning");
         }
     }
@@ -56,43 +125,51 @@ pub(super) async fn run(
         .client
         .producer(ProducerConfig::default())
         .map_err(|e| format!("the producer could not be set up: {e}"))?;
-    let topic = gen.topic().to_owned();
-    let mut acknowledged: Option<u64> = None;
+    let topic = source.topic();
+    let mut acknowledged: Option<String> = None;
     let mut last_commit = Instant::now();
     loop {
         if *stop.borrow() {
             break;
         }
-        if gen.done() {
+        if source.done() {
             if pause_or_stop(&mut stop, Duration::from_secs(1)).await {
                 break;
             }
             continue;
         }
-        let batch = gen.poll(now_ms());
-        let Some(next) = batch.last().map(|r| r.next) else {
-            continue;
-        };
-        let count = batch.len() as u64;
-        let deliveries: Vec<_> = batch
-            .into_iter()
-            .map(|r| producer.send(&topic, Record::new(r.value).with_key(r.key)))
-            .collect();
-        for d in deliveries {
-            d.await
-                .map_err(|e| format!("producing to {topic} failed: {e}"))?;
+        let (batch, offset) = source.poll().await?;
+        if !batch.is_empty() {
+            let count = batch.len() as u64;
+            let deliveries: Vec<_> = batch
+                .into_iter()
+                .map(|(key, value)| {
+                    let record = Record::new(value);
+                    let record = match key {
+                        Some(k) => record.with_key(k),
+                        None => record,
+                    };
+                    producer.send(&topic, record)
+                })
+                .collect();
+            for d in deliveries {
+                d.await
+                    .map_err(|e| format!("producing to {topic} failed: {e}"))?;
+            }
+            ctx.metrics.source_records(count);
         }
-        ctx.metrics.source_records(count);
-        acknowledged = Some(next);
+        if offset.is_some() {
+            acknowledged = offset;
+        }
         // committed at most once a second (Connect's offset.flush.interval.ms),
         // when the task is done, and when it stops
-        if gen.done() || last_commit.elapsed() >= COMMIT_EVERY {
+        if source.done() || last_commit.elapsed() >= COMMIT_EVERY {
             last_commit = Instant::now();
             if !commit(ctx, &partition, acknowledged.take()).await {
                 return Ok(Ended::Stopped);
             }
         }
-        if pause_or_stop(&mut stop, gen.pause()).await {
+        if pause_or_stop(&mut stop, source.pause()).await {
             break;
         }
     }
@@ -103,12 +180,12 @@ pub(super) async fn run(
 /// Commits the offset after the last acknowledged record; false when a
 /// newer generation runs (or the connector stopped): its worker goes on
 /// from the offsets committed so far, and this task ends.
-async fn commit(ctx: &TaskCtx, partition: &str, next: Option<u64>) -> bool {
-    let Some(next) = next else { return true };
+async fn commit(ctx: &TaskCtx, partition: &str, offset: Option<String>) -> bool {
+    let Some(offset) = offset else { return true };
     let command = ConnectCommand::CommitOffsets {
         name: ctx.connector.clone(),
         generation: Some(ctx.generation),
-        offsets: vec![(partition.to_owned(), Some(Datagen::offset(next)))],
+        offsets: vec![(partition.to_owned(), Some(offset))],
     };
     match ctx.meta.connect_command(command).await {
         Ok(ConnectOutput::Stale) => false,

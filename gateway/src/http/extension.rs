@@ -17,6 +17,12 @@ pub trait HttpExtension: Send + Sync + 'static {
     fn tiering(&self) -> Option<storage::tier::TierSnapshot> {
         None
     }
+    /// Routes the extension serves under a path of its own (`/connect`),
+    /// behind the listener's login, with DESCRIBE on the cluster for reads
+    /// and ALTER for changes. Most extensions have none.
+    fn routes(&self) -> Option<(&'static str, axum::Router)> {
+        None
+    }
 }
 
 /// The bounded per-partition and per-group series: figures only.

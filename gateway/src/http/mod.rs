@@ -105,6 +105,23 @@ async fn close_after(req: Request, next: Next) -> Response {
     resp
 }
 
+/// An extension's routes answer a caller with DESCRIBE (reads) or ALTER
+/// (changes) on the cluster only.
+async fn cluster_gated(State(st): State<HttpState>, req: Request, next: Next) -> Response {
+    let verdict = match req.extensions().get::<Caller>() {
+        Some(c) => auth::cluster_gate(&st.broker, c, req.method()),
+        None => Err(crate::rest::ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "a login is needed".to_owned(),
+        )),
+    };
+    match verdict {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn not_found(req: Request) -> Response {
     if req.uri().path().starts_with("/v1/") {
         return crate::rest::ApiError::not_found(req.uri().path()).into_response();
@@ -114,8 +131,16 @@ async fn not_found(req: Request) -> Response {
 
 /// The whole HTTP service: probes, metrics, the REST API and extensions.
 pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/health", any(health))
+    let mut app = Router::new();
+    for x in state.extensions.iter() {
+        if let Some((mount, routes)) = x.routes() {
+            app = app.nest_service(
+                mount,
+                routes.layer(middleware::from_fn_with_state(state.clone(), cluster_gated)),
+            );
+        }
+    }
+    app.route("/health", any(health))
         .route("/healthz", any(health))
         .route("/metrics", any(metrics))
         .merge(crate::rest::router())

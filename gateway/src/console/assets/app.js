@@ -580,6 +580,72 @@ async function subject(name, from, to) {
     (b.references || []).length ? el("p", { class: "muted" }, `References: ${b.references.map(r => `${r.name} = ${r.subject} v${r.version}`).join(", ")}`) : null);
 }
 
+// --- connectors ------------------------------------------------------------
+
+// Kafka Connect's API as the HTTP listener serves it (the same origin as
+// the console), under /connect; absent when the agent runs no Connect engine.
+
+function stateCell(state) {
+  return el("td", { class: state === "FAILED" ? "bad" : state === "RUNNING" ? "good" : null }, state);
+}
+
+async function connectors() {
+  let all;
+  try {
+    all = await api("GET", "/connect/connectors?expand=status&expand=info");
+  } catch (e) {
+    show(el("h1", {}, "Connectors"), el("p", { class: "muted" },
+      "This agent runs no Connect engine (--connect-addr off, or its address was taken)."));
+    return;
+  }
+  const names = Object.keys(all).sort();
+  show(
+    el("h1", {}, "Connectors"),
+    names.length === 0 ? el("p", { class: "muted" }, "No connectors: create one with POST /connectors (docs/connect.md).") :
+      table(["Connector", "Type", "Class", "State", { label: "Tasks running", num: true }, "Worker"],
+        names.map(n => {
+          const st = all[n].status, info = all[n].info;
+          const running = st.tasks.filter(t => t.state === "RUNNING").length;
+          return el("tr", {},
+            el("td", {}, el("a", { href: `#/connectors/${enc(n)}` }, n)),
+            el("td", {}, st.type),
+            el("td", { class: "mono" }, info.config["connector.class"]),
+            stateCell(st.connector.state),
+            num(`${running}/${st.tasks.length}`),
+            el("td", { class: "mono" }, st.connector.worker_id));
+        })));
+}
+
+async function connector(name) {
+  const [st, config] = await Promise.all([
+    api("GET", `/connect/connectors/${enc(name)}/status`),
+    api("GET", `/connect/connectors/${enc(name)}/config`)]);
+  const act = (label, change) => el("button", {
+    onclick: async () => {
+      try { await change(); setTimeout(route, 500); } catch (e) { show(errorBox(e)); }
+    },
+  }, label);
+  show(
+    el("h1", {}, `Connector ${name}`),
+    el("div", { class: "cards" },
+      card("State", st.connector.state),
+      card("Type", st.type),
+      card("Tasks", st.tasks.length),
+      card("Worker", st.connector.worker_id)),
+    el("div", { class: "actions" },
+      act("Pause", () => api("PUT", `/connect/connectors/${enc(name)}/pause`)),
+      act("Resume", () => api("PUT", `/connect/connectors/${enc(name)}/resume`)),
+      act("Restart failed tasks",
+        () => api("POST", `/connect/connectors/${enc(name)}/restart?includeTasks=true&onlyFailed=true`))),
+    el("h2", {}, "Tasks"),
+    table([{ label: "Task", num: true }, "State", "Worker", "Trace"], st.tasks.map(t => el("tr", {},
+      num(t.id), stateCell(t.state), el("td", { class: "mono" }, t.worker_id),
+      el("td", { class: "mono" }, t.trace ? t.trace.split("\n")[0] : "")))),
+    el("h2", {}, "Config"),
+    table(["Key", "Value"], Object.keys(config).sort().map(k => el("tr", {},
+      el("td", { class: "mono" }, k), el("td", { class: "mono" }, config[k])))));
+}
+
 // --- routing -------------------------------------------------------------
 
 // Pages render themselves and may return a function that redraws their
@@ -598,6 +664,8 @@ async function route() {
     else if (parts[0] === "tiering") live = await tiering();
     else if (parts[0] === "schemas" && parts[1]) live = await subject(parts[1], parts[2], parts[3]);
     else if (parts[0] === "schemas") live = await schemas();
+    else if (parts[0] === "connectors" && parts[1]) live = await connector(parts[1]);
+    else if (parts[0] === "connectors") live = await connectors();
     else live = await overview();
     if (mine === routed) livePage = live || null;
     statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;

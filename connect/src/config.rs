@@ -208,3 +208,49 @@ pub fn validate_common(config: &Config, sink: bool) -> Vec<Problem> {
     }
     problems
 }
+
+/// A required text setting, trimmed; an empty one is a problem.
+pub fn required(config: &Config, key: &str, problems: &mut Vec<Problem>) -> String {
+    let value = config
+        .get(key)
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default();
+    if value.is_empty() {
+        problems.push((
+            key.to_owned(),
+            format!("Missing required configuration \"{key}\" which has no default value."),
+        ));
+    }
+    value
+}
+
+/// Request headers given as `Name: value` separated by `|` (the HTTP
+/// connectors' `http.headers`); each malformed one is a problem.
+pub fn http_headers(
+    config: &Config,
+    key: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<(String, String)> {
+    let mut headers = Vec::new();
+    for h in config
+        .get(key)
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split('|')
+        .filter(|h| !h.trim().is_empty())
+    {
+        match h.split_once(':') {
+            Some((name, value))
+                if reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).is_ok()
+                    && reqwest::header::HeaderValue::from_str(value.trim()).is_ok() =>
+            {
+                headers.push((name.trim().to_owned(), value.trim().to_owned()));
+            }
+            _ => problems.push((
+                key.to_owned(),
+                format!("Invalid header {h:?} in {key}: `Name: value`"),
+            )),
+        }
+    }
+    headers
+}

@@ -3,7 +3,6 @@ Connect engine's tests."""
 
 import io
 import json
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -11,6 +10,7 @@ import uuid
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, TopicPartition
 
+import cluster
 import servers
 
 
@@ -28,17 +28,16 @@ def call(base, method, path, body=None):
 
 
 def eventually(what, check, timeout=90, every=0.5):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, ValueError) as e:
-            last = e
-        time.sleep(every)
-    raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+    """Polls `check` until it returns something truthy (cluster.eventually,
+    with JSON and HTTP errors counted as not yet)."""
+    return cluster.eventually(what, lambda: _quiet(check), timeout, every)
+
+
+def _quiet(check):
+    try:
+        return check()
+    except (OSError, ValueError) as e:
+        raise AssertionError(e) from e
 
 
 def status(base, name):

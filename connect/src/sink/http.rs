@@ -176,27 +176,7 @@ impl HttpSinkConfig {
                 reqwest::Method::POST
             }
         };
-        let mut headers = Vec::new();
-        for h in config
-            .get("http.headers")
-            .map(String::as_str)
-            .unwrap_or_default()
-            .split('|')
-            .filter(|h| !h.trim().is_empty())
-        {
-            match h.split_once(':') {
-                Some((name, value))
-                    if reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).is_ok()
-                        && reqwest::header::HeaderValue::from_str(value.trim()).is_ok() =>
-                {
-                    headers.push((name.trim().to_owned(), value.trim().to_owned()));
-                }
-                _ => problems.push((
-                    "http.headers".into(),
-                    format!("Invalid header {h:?} in http.headers: `Name: value`"),
-                )),
-            }
-        }
+        let headers = crate::config::http_headers(config, "http.headers", &mut problems);
         let batch_max = number(
             config,
             "batch.max.size",

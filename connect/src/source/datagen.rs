@@ -80,17 +80,7 @@ pub struct Settings {
 impl Settings {
     pub fn parse(config: &Config) -> Result<Settings, Vec<Problem>> {
         let mut problems = Vec::new();
-        let topic = config
-            .get("kafka.topic")
-            .map(|t| t.trim().to_owned())
-            .unwrap_or_default();
-        if topic.is_empty() {
-            problems.push((
-                "kafka.topic".to_owned(),
-                "Missing required configuration \"kafka.topic\" which has no default value."
-                    .to_owned(),
-            ));
-        }
+        let topic = crate::config::required(config, "kafka.topic", &mut problems);
         let max_records = match long(config, &["max.records", "iterations"], -1) {
             Ok(n) => u64::try_from(n).ok(),
             Err(p) => {

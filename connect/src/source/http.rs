@@ -104,17 +104,7 @@ impl Settings {
                 None
             }
         };
-        let topic = config
-            .get("kafka.topic")
-            .map(|t| t.trim().to_owned())
-            .unwrap_or_default();
-        if topic.is_empty() {
-            problems.push((
-                "kafka.topic".to_owned(),
-                "Missing required configuration \"kafka.topic\" which has no default value."
-                    .to_owned(),
-            ));
-        }
+        let topic = crate::config::required(config, "kafka.topic", &mut problems);
         let interval = match config
             .get("http.poll.interval.ms")
             .map(|v| v.trim().parse::<u64>())
@@ -141,27 +131,7 @@ impl Settings {
                 true
             }
         };
-        let mut headers = Vec::new();
-        for h in config
-            .get("http.headers")
-            .map(String::as_str)
-            .unwrap_or_default()
-            .split('|')
-            .filter(|h| !h.trim().is_empty())
-        {
-            match h.split_once(':') {
-                Some((name, value))
-                    if reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).is_ok()
-                        && reqwest::header::HeaderValue::from_str(value.trim()).is_ok() =>
-                {
-                    headers.push((name.trim().to_owned(), value.trim().to_owned()));
-                }
-                _ => problems.push((
-                    "http.headers".to_owned(),
-                    format!("Invalid header {h:?} in http.headers: `Name: value`"),
-                )),
-            }
-        }
+        let headers = crate::config::http_headers(config, "http.headers", &mut problems);
         match url {
             Some(url) if problems.is_empty() => Ok(Settings {
                 url,

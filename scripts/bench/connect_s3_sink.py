@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "tiering"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "connect_engine"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "clients"))
 import servers  # noqa: E402
 from connect_rest import call, eventually  # noqa: E402
 

@@ -255,3 +255,30 @@ fn waiting_line(c: &ClusterSettings, node: u64, started: Instant) -> String {
         started.elapsed().as_secs()
     )
 }
+
+/// How long an agent keeps trying to register when the metastore cannot
+/// take the write yet (an election under way after a crash, a slow disk).
+const REGISTER_FOR: Duration = Duration::from_secs(120);
+
+/// Registers this agent, trying again while the metastore answers with a
+/// retriable error (no leader, a timed-out write): an agent restarted
+/// while the voters elect a new leader waits for them rather than exiting.
+/// Registering again with the same instance is harmless, so a timed-out
+/// write that did take effect changes nothing.
+pub async fn register(
+    meta: &Metastore,
+    registration: &metastore::AgentRegistration,
+) -> Result<metastore::AgentInfo, MetaError> {
+    let deadline = Instant::now() + REGISTER_FOR;
+    let mut pause = Duration::from_millis(200);
+    loop {
+        match meta.register_agent(registration.clone()).await {
+            Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                tracing::warn!(error = %e, "registering with the metastore failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+}

@@ -288,7 +288,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
         rack: s.rack.clone(),
         instance: Some(instance),
     };
-    match meta.register_agent(registration.clone()).await {
+    match cluster::register(&meta, &registration).await {
         Ok(_) => {}
         Err(e @ metastore::MetaError::DuplicateAgent { .. }) => {
             gw.shutdown().await;

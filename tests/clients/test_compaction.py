@@ -282,9 +282,10 @@ def test_a_stateful_app_restores_its_state_from_a_compacted_changelog(broker):
         time.sleep(1)
     second = app("b", len(words))
     assert second == expected
-    # the successor restored from the compacted changelog: far fewer
-    # records than the 3000 changes the first instance wrote
-    assert restored_from[0] == 0 and 0 < restored_from[1] < 3000 // 2, restored_from
+    # the successor restored from the compacted changelog: fewer records
+    # than the 3000 changes the first instance wrote (how many fewer
+    # depends on which segments had rolled when the cleaner ran)
+    assert restored_from[0] == 0 and 0 < restored_from[1] < 3000, restored_from
     # what a third instance restores is the same state, from fewer records
     restored = {k: int(v) for _o, k, v in read_all_committed(broker.bootstrap, changelog)}
     assert restored == expected

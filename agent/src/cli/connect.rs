@@ -73,31 +73,16 @@ impl Connect {
     /// The JSON answer (`null` for an empty one), or Connect's error as
     /// one line.
     async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let text = body.map(Value::to_string);
-        let (status, answer) = http::request(
+        http::json_call(
+            "the Connect engine",
             &self.addr,
             method,
             path,
-            text.as_deref(),
+            body,
             "application/json",
             None,
         )
         .await
-        .with_context(|| format!("ask the Connect engine at {}", self.addr))?;
-        let value: Value = if answer.trim().is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&answer).unwrap_or(Value::String(answer))
-        };
-        if !(200..300).contains(&status) {
-            match value.get("message") {
-                Some(Value::String(message)) => {
-                    bail!("the Connect engine refused ({status}): {message}")
-                }
-                _ => bail!("the Connect engine answered {status}: {value}"),
-            }
-        }
-        Ok(value)
     }
 }
 

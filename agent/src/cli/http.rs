@@ -103,6 +103,47 @@ pub(super) fn dechunk(mut rest: &str) -> anyhow::Result<String> {
     }
 }
 
+/// One request whose answer is JSON: the answer (`null` when empty), or
+/// the service's refusal as one line, naming `who` answered and the
+/// `error_code` of its body (the status when it has none).
+pub(super) async fn json_call(
+    who: &str,
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    content_type: &str,
+    basic_auth: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
+    use serde_json::Value;
+    let text = body.map(Value::to_string);
+    let (status, answer) = request(
+        addr,
+        method,
+        path,
+        text.as_deref(),
+        content_type,
+        basic_auth,
+    )
+    .await
+    .with_context(|| format!("ask {who} at {addr}"))?;
+    let value: Value = if answer.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&answer).unwrap_or(Value::String(answer))
+    };
+    if !(200..300).contains(&status) {
+        let code = value
+            .get("error_code")
+            .map_or_else(|| status.to_string(), Value::to_string);
+        match value.get("message") {
+            Some(Value::String(message)) => anyhow::bail!("{who} refused ({code}): {message}"),
+            _ => anyhow::bail!("{who} answered {status}: {value}"),
+        }
+    }
+    Ok(value)
+}
+
 /// Path segments are sent percent-encoded (subjects and connector names may hold any text).
 pub(super) fn segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -106,27 +106,16 @@ struct Registry {
 impl Registry {
     /// The JSON answer, or the registry's error as one line.
     async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let text = body.map(Value::to_string);
-        let (status, answer) = http::request(
+        http::json_call(
+            "the schema registry",
             &self.addr,
             method,
             path,
-            text.as_deref(),
+            body,
             MEDIA,
             self.auth.as_deref(),
         )
         .await
-        .with_context(|| format!("ask the schema registry at {}", self.addr))?;
-        let value: Value = serde_json::from_str(&answer).unwrap_or(Value::String(answer));
-        if status != 200 {
-            match (value.get("error_code"), value.get("message")) {
-                (Some(code), Some(Value::String(message))) => {
-                    bail!("the schema registry refused ({code}): {message}")
-                }
-                _ => bail!("the schema registry answered {status}: {value}"),
-            }
-        }
-        Ok(value)
     }
 }
 

@@ -28,11 +28,32 @@ async function topic(prefix, numPartitions = 1, configEntries = []) {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [{ topic: name, numPartitions, replicationFactor: RF, configEntries }], waitForLeaders: true });
+    await admin.createTopics({ topics: [{ topic: name, numPartitions, replicationFactor: RF, configEntries }] });
+    await leadersOf(admin, name, numPartitions);
   } finally {
     await admin.disconnect();
   }
   return name;
+}
+
+// kafkajs's own `waitForLeaders` gives up on the first UNKNOWN_TOPIC_OR_PARTITION,
+// which Apache Kafka answers while its metadata cache has not yet caught up
+// with the controller's record of a new topic; this waits through it.
+async function leadersOf(admin, name, numPartitions) {
+  const deadline = Date.now() + PATIENCE_MS;
+  let last = 'no answer';
+  while (Date.now() < deadline) {
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: [name] });
+      const parts = (topics[0] && topics[0].partitions) || [];
+      if (parts.length === numPartitions && parts.every((p) => p.leader >= 0)) return;
+      last = `${parts.length} of ${numPartitions} partitions with a leader`;
+    } catch (e) {
+      last = e.message;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`topic ${name} has no leaders after ${PATIENCE_MS} ms: ${last}`);
 }
 
 function records(n, prefix = 'v') {

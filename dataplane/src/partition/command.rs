@@ -218,6 +218,8 @@ pub(super) enum Command {
         acks: Acks,
         /// The topic validates schemas: the ids the records must carry.
         schemas: Option<Box<storage::SchemaRule>>,
+        /// A transactional batch: when its producer was verified.
+        txn: Option<super::TxnGuard>,
         reply: AppendReply,
     },
     Read {

@@ -66,25 +66,31 @@ impl PartitionHandle {
         leader_epoch: i32,
         acks: Acks,
     ) -> Result<(Appended, i64), LogError> {
-        self.append_checked(records, leader_epoch, acks, None).await
+        self.append_checked(records, leader_epoch, acks, None, None)
+            .await
     }
 
     /// [`PartitionHandle::append`] for a topic that validates schemas: the
     /// records' keys or values must carry ids of `schemas` (read from the
     /// registry once per batch by the caller), else the log refuses the
-    /// batch with `StorageError::SchemaValidation`.
+    /// batch with `StorageError::SchemaValidation`. A transactional batch
+    /// carries `txn`, when its producer was verified: a marker for that
+    /// producer written since refuses it with `StorageError::InvalidTxnState`
+    /// (see [`super::TxnGuard`]).
     pub async fn append_checked(
         &self,
         records: BytesMut,
         leader_epoch: i32,
         acks: Acks,
         schemas: Option<Box<storage::SchemaRule>>,
+        txn: Option<super::TxnGuard>,
     ) -> Result<(Appended, i64), LogError> {
         self.ask(|reply| Command::Append {
             records,
             leader_epoch,
             acks,
             schemas,
+            txn,
             reply,
         })
         .await?

@@ -39,6 +39,7 @@ pub mod hw_checkpoint;
 mod registry;
 pub mod replication;
 mod task;
+mod txn_guard;
 
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,6 +50,7 @@ pub use command::{
 };
 pub use handle::PartitionHandle;
 pub use registry::Partitions;
+pub use txn_guard::TxnGuard;
 
 /// Wall-clock milliseconds since the epoch: for record timestamps and
 /// whatever is compared with them, never for measuring durations.

@@ -543,3 +543,86 @@ async fn read_committed_stops_at_an_open_transaction_and_names_aborted_ones() {
         "only read_committed reads name them"
     );
 }
+
+/// KIP-890's guard: a transactional write verified before a marker for its
+/// producer was written here is refused (it would open a transaction no
+/// coordinator ends, and hold the last stable offset back for good); one
+/// verified after the marker is written, as is another producer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_write_verified_before_its_producers_marker_is_refused() {
+    use crate::partition::TxnGuard;
+    let dir = scratch_dir();
+    let p = partitions(Arc::new(DiskLogFactory::new(dir.path()).expect("factory")));
+    let h = p
+        .get_or_open("t", Uuid::new_v4(), 0, settings)
+        .await
+        .expect("open");
+    let guard = |producer_id| TxnGuard {
+        producer_id,
+        verified_at: std::time::Instant::now(),
+    };
+    h.append_checked(
+        txn_batch_of(&[b"t1"], 9, 0),
+        0,
+        Acks::All,
+        None,
+        Some(guard(9)),
+    )
+    .await
+    .expect("a write verified in its transaction");
+    let late = guard(9);
+    let other = guard(10);
+    h.write_marker(
+        Marker {
+            producer_id: 9,
+            producer_epoch: 0,
+            control: storage::ControlType::Abort,
+            coordinator_epoch: 0,
+        },
+        0,
+    )
+    .await
+    .expect("marker");
+    let refused = h
+        .append_checked(
+            txn_batch_of(&[b"late"], 9, 1),
+            0,
+            Acks::All,
+            None,
+            Some(late),
+        )
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(LogError::Storage(storage::StorageError::InvalidTxnState {
+                producer_id: 9,
+                ..
+            }))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        h.last_stable().await.expect("lso"),
+        2,
+        "nothing opened a transaction after the marker"
+    );
+    h.append_checked(
+        txn_batch_of(&[b"o"], 10, 0),
+        0,
+        Acks::All,
+        None,
+        Some(other),
+    )
+    .await
+    .expect("another producer's write is not its business");
+    h.append_checked(
+        txn_batch_of(&[b"next"], 9, 1),
+        0,
+        Acks::All,
+        None,
+        Some(guard(9)),
+    )
+    .await
+    .expect("the producer's next transaction, verified after the marker");
+}

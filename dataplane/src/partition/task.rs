@@ -51,6 +51,8 @@ struct Write {
     acks: Acks,
     /// The topic validates schemas: the ids the records must carry.
     schemas: Option<Box<storage::SchemaRule>>,
+    /// A transactional batch: when its producer was verified.
+    txn: Option<super::TxnGuard>,
 }
 
 /// What this node is for the partition.
@@ -102,6 +104,8 @@ pub(super) struct Task {
     compacting: Option<compaction::Running>,
     /// No compaction is planned before this (ms since the epoch).
     next_compaction_ms: i64,
+    /// When a marker was last written for each producer.
+    ended: super::txn_guard::EndedTransactions,
     /// Holds durability points until released (tests only).
     #[cfg(test)]
     sync_gate: Option<Arc<SyncGate>>,
@@ -136,6 +140,7 @@ impl Task {
             )),
             compacting: None,
             next_compaction_ms: 0,
+            ended: Default::default(),
             #[cfg(test)]
             sync_gate: None,
         }
@@ -236,8 +241,19 @@ impl Task {
         let Write {
             mut records,
             schemas,
+            txn,
             ..
         } = write;
+        if let Some(reason) = txn.as_ref().and_then(|g| self.ended.refusal(g)) {
+            let producer_id = txn.map_or(-1, |g| g.producer_id);
+            let _ = reply.send(Err(LogError::Storage(
+                storage::StorageError::InvalidTxnState {
+                    producer_id,
+                    reason,
+                },
+            )));
+            return;
+        }
         let result = self
             .log
             .append(&mut records, leader_epoch, now_ms(), schemas.as_deref())
@@ -512,18 +528,20 @@ impl Task {
                 return;
             }
         }
-        let result = self
-            .log
-            .append_marker(marker, leader_epoch, now_ms())
-            .map(|offset| {
-                let appended = Appended {
-                    base_offset: offset,
-                    last_offset: offset,
-                    log_append_time_ms: -1,
-                    duplicate: false,
-                };
-                (appended, self.log.log_start_offset())
-            });
+        let result = self.log.append_marker(marker, leader_epoch, now_ms());
+        if result.is_ok() {
+            self.ended
+                .ended(marker.producer_id, std::time::Instant::now());
+        }
+        let result = result.map(|offset| {
+            let appended = Appended {
+                base_offset: offset,
+                last_offset: offset,
+                log_append_time_ms: -1,
+                duplicate: false,
+            };
+            (appended, self.log.log_start_offset())
+        });
         self.answer_write(result, Acks::All, reply);
     }
 
@@ -783,6 +801,7 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     leader_epoch,
                     acks,
                     schemas,
+                    txn,
                     reply,
                 } => t.append(
                     Write {
@@ -790,6 +809,7 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                         leader_epoch,
                         acks,
                         schemas,
+                        txn,
                     },
                     reply,
                 ),

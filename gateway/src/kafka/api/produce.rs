@@ -220,12 +220,19 @@ async fn produce_partition(
     if let Err(reason) = single_batch(&records) {
         return failed(index, ResponseError::InvalidRecord, Some(reason));
     }
+    let mut guard = None;
     if is_transactional(&records) {
+        // taken before the check: a marker written since refuses the write
+        let verified_at = std::time::Instant::now();
         if let Err((e, why)) =
             verify_transactional(b, txn.id, &topic.name, index, &records, txn.implicit_add).await
         {
             return failed(index, e, Some(why));
         }
+        guard = producer_of(&records).map(|(producer_id, _)| dataplane::partition::TxnGuard {
+            producer_id,
+            verified_at,
+        });
     }
     if acks == Acks::All {
         let isr = topic
@@ -251,7 +258,13 @@ async fn produce_partition(
     // (Kafka's REQUEST_TIMED_OUT; the data may still be committed later)
     let appended = tokio::time::timeout(
         timeout,
-        handle.append_checked(BytesMut::from(&records[..]), leader_epoch, acks, schemas),
+        handle.append_checked(
+            BytesMut::from(&records[..]),
+            leader_epoch,
+            acks,
+            schemas,
+            guard,
+        ),
     )
     .await;
     let Ok(appended) = appended else {

@@ -100,6 +100,15 @@ pub(super) async fn write(
         Ok(h) => h,
         Err(e) => return Some(codes::unavailable(&e)),
     };
+    // The coordinator ended the transaction in the metastore before sending
+    // this marker. Once this agent's replica of the metastore holds that
+    // too, a late write of the transaction verified from now on sees it
+    // ended; one verified earlier is refused by the partition's guard
+    // (`dataplane::partition::TxnGuard`).
+    if let Err(e) = b.node.catalog.linearizable_barrier().await {
+        tracing::debug!(topic, partition = index, error = %e, "transaction marker not written: the metastore could not be caught up with");
+        return Some(codes::meta_error(&e));
+    }
     match tokio::time::timeout(MARKER_TIMEOUT, handle.write_marker(marker, leader_epoch)).await {
         Err(_) => Some(ResponseError::RequestTimedOut),
         Ok(Ok(offset)) => {

@@ -302,3 +302,42 @@ for (const viewport of VIEWPORTS) {
     await page.close();
   });
 }
+
+// A page still loading when the reader moves on must not draw over the
+// page they moved to: the topic list's answer is held back until the
+// groups page is shown, then let through.
+test('a slow page does not draw over the page opened after it', async () => {
+  const { page, problems } = await openTab(VIEWPORTS[0]);
+  await page.goto(`${broker.http}/aerostream/console/`, { waitUntil: 'load' });
+  await until(page, 'Agents live');
+  await page.setRequestInterception(true);
+  let release;
+  const held = new Promise((r) => { release = r; });
+  let heldOne = false;
+  page.on('request', async (req) => {
+    if (!heldOne && new URL(req.url()).pathname.endsWith('/v1/topics')) {
+      heldOne = true;
+      await held;
+    }
+    req.continue();
+  });
+  await page.evaluate(() => { location.hash = '#/topics'; });
+  await page.waitForFunction(() => location.hash === '#/topics');
+  await page.evaluate(() => { location.hash = '#/groups'; });
+  await page.waitForFunction(
+    (want) => want.every((t) => document.getElementById('main').textContent.includes(t)),
+    { timeout: 20000, polling: 50 },
+    ['Consumer groups', groupId],
+  );
+  assert.ok(heldOne, 'the topic list was asked for and held');
+  const answered = page.waitForResponse((r) => new URL(r.url()).pathname.endsWith('/v1/topics'), { timeout: 20000 });
+  release();
+  // the held answer arrives and its page (topics) finishes loading
+  await answered;
+  await page.waitForNetworkIdle({ idleTime: 500, timeout: 20000 });
+  const shown = await page.$eval('#main', (m) => m.textContent);
+  assert.ok(shown.includes('Consumer groups') && !shown.includes('New topic'),
+    `the groups page stays after the topic list arrives: ${shown}`);
+  assert.deepStrictEqual(problems, []);
+  await page.close();
+});

@@ -212,7 +212,7 @@ function storageTable(topics) {
 
 // --- pages ---------------------------------------------------------------
 
-async function overview() {
+async function overview(show) {
   const c = await api("GET", "/v1/cluster");
   if (!samples.metrics.length) keep(samples.metrics, { t: Date.now(), m: await api("GET", "/v1/metrics") });
   let tiering = null;
@@ -264,7 +264,7 @@ async function overview() {
   return live;
 }
 
-async function topics() {
+async function topics(show) {
   const list = await api("GET", "/v1/topics");
   const form = el("form", { class: "inline", onsubmit: async ev => {
     ev.preventDefault();
@@ -347,7 +347,7 @@ async function recordBrowser(name, partitions, into) {
   load(0, {}, 20);
 }
 
-async function topic(name) {
+async function topic(show, name) {
   const t = await api("GET", `/v1/topics/${enc(name)}`);
   const del = el("button", { class: "danger", type: "button", onclick: async () => {
     if (!confirm(`Delete topic ${name} and all its records?`)) return;
@@ -392,7 +392,7 @@ async function topic(name) {
   recordBrowser(t.name, t.partitions.length, records);
 }
 
-async function groups() {
+async function groups(show) {
   const list = await api("GET", "/v1/groups");
   show(
     el("h1", {}, "Consumer groups"),
@@ -420,7 +420,7 @@ function sampleGroup(id, g, t) {
   keep(samples.groups.get(id), { t, total: g.total_lag, lag });
 }
 
-async function group(id) {
+async function group(show, id) {
   const g = await api("GET", `/v1/groups/${enc(id)}`);
   sampleGroup(id, g, Date.now());
   const chart = el("div", { class: "charts" }, lagChart(id));
@@ -458,7 +458,7 @@ async function group(id) {
   };
 }
 
-async function tiering() {
+async function tiering(show) {
   let t;
   try { t = await api("GET", "/v1/tiering"); }
   catch (e) {
@@ -537,7 +537,7 @@ function diffView(a, b) {
     el("div", { class: op === "+" ? "added" : op === "-" ? "removed" : null }, `${op} ${line}`)));
 }
 
-async function schemas() {
+async function schemas(show) {
   const list = await api("GET", `/schema-registry/schemas?latestOnly=true`);
   const level = await api("GET", `/schema-registry/config`);
   show(
@@ -549,7 +549,7 @@ async function schemas() {
         num(s.version), num(s.id), el("td", {}, s.schemaType || "AVRO")))));
 }
 
-async function subject(name, from, to) {
+async function subject(show, name, from, to) {
   const versions = await api("GET", `/schema-registry/subjects/${enc(name)}/versions`);
   const level = await api("GET", `/schema-registry/config/${enc(name)}?defaultToGlobal=true`);
   const latest = versions[versions.length - 1];
@@ -589,7 +589,7 @@ function stateCell(state) {
   return el("td", { class: state === "FAILED" ? "bad" : state === "RUNNING" ? "good" : null }, state);
 }
 
-async function connectors() {
+async function connectors(show) {
   let all;
   try {
     all = await api("GET", "/connect/connectors?expand=status&expand=info");
@@ -616,7 +616,7 @@ async function connectors() {
         })));
 }
 
-async function connector(name) {
+async function connector(show, name) {
   const [st, config] = await Promise.all([
     api("GET", `/connect/connectors/${enc(name)}/status`),
     api("GET", `/connect/connectors/${enc(name)}/config`)]);
@@ -648,29 +648,34 @@ async function connector(name) {
 
 // --- routing -------------------------------------------------------------
 
-// Pages render themselves and may return a function that redraws their
-// live parts after each sample.
+// Pages render themselves through the `show` they are given, and may
+// return a function that redraws their live parts after each sample. A
+// page still loading when the reader moves on draws nothing: its `show`
+// is for its own visit only.
 let routed = 0;
 async function route() {
   livePage = null;
   const mine = ++routed;
+  const draw = (...nodes) => { if (mine === routed) show(...nodes); };
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   try {
     let live;
-    if (parts[0] === "topics" && parts[1]) live = await topic(parts[1]);
-    else if (parts[0] === "topics") live = await topics();
-    else if (parts[0] === "groups" && parts[1]) live = await group(parts[1]);
-    else if (parts[0] === "groups") live = await groups();
-    else if (parts[0] === "tiering") live = await tiering();
-    else if (parts[0] === "schemas" && parts[1]) live = await subject(parts[1], parts[2], parts[3]);
-    else if (parts[0] === "schemas") live = await schemas();
-    else if (parts[0] === "connectors" && parts[1]) live = await connector(parts[1]);
-    else if (parts[0] === "connectors") live = await connectors();
-    else live = await overview();
-    if (mine === routed) livePage = live || null;
-    statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    if (parts[0] === "topics" && parts[1]) live = await topic(draw, parts[1]);
+    else if (parts[0] === "topics") live = await topics(draw);
+    else if (parts[0] === "groups" && parts[1]) live = await group(draw, parts[1]);
+    else if (parts[0] === "groups") live = await groups(draw);
+    else if (parts[0] === "tiering") live = await tiering(draw);
+    else if (parts[0] === "schemas" && parts[1]) live = await subject(draw, parts[1], parts[2], parts[3]);
+    else if (parts[0] === "schemas") live = await schemas(draw);
+    else if (parts[0] === "connectors" && parts[1]) live = await connector(draw, parts[1]);
+    else if (parts[0] === "connectors") live = await connectors(draw);
+    else live = await overview(draw);
+    if (mine === routed) {
+      livePage = live || null;
+      statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    }
   } catch (e) {
-    show(errorBox(e));
+    draw(errorBox(e));
   }
 }
 

@@ -226,6 +226,14 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         implicit: bool,
     },
+    /// An exactly-once source task of the Connect engine: its source
+    /// offsets, held in its ongoing transaction until it commits.
+    TxnConnectOffsets {
+        transactional_id: String,
+        producer: (i64, i16),
+        connector: String,
+        offsets: Vec<(String, Option<String>)>,
+    },
     /// EndTxn: logs the outcome (PrepareCommit or PrepareAbort).
     EndTransaction {
         transactional_id: String,

@@ -199,6 +199,29 @@ impl ConnectState {
         self.connectors.get(name).map(|c| &**c)
     }
 
+    /// Source offsets a committed transaction carried (KIP-618): applied
+    /// whatever the connector's generation or target state, as its
+    /// records are committed; nothing for a connector deleted since.
+    pub(crate) fn commit_transactional(
+        &mut self,
+        name: &str,
+        offsets: Vec<(String, Option<String>)>,
+    ) {
+        let Some(c) = self.connectors.get_mut(name).map(Arc::make_mut) else {
+            return;
+        };
+        for (partition, offset) in offsets {
+            match offset {
+                Some(o) => {
+                    c.offsets.insert(partition, o);
+                }
+                None => {
+                    c.offsets.remove(&partition);
+                }
+            }
+        }
+    }
+
     fn existing(&mut self, name: &str) -> Result<&mut Connector, MetaError> {
         self.connectors
             .get_mut(name)

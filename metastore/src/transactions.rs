@@ -116,6 +116,11 @@ pub struct TxnRecord {
     pub groups: BTreeSet<String>,
     /// Offsets committed in the transaction, by group: applied on commit.
     pub pending_offsets: BTreeMap<String, Vec<OffsetCommit>>,
+    /// Source offsets written in the transaction by an exactly-once source
+    /// task of the Connect engine (KIP-618), by connector: they become the
+    /// connector's offsets when the transaction commits, with its records.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pending_connect: BTreeMap<String, Vec<(String, Option<String>)>>,
     /// When the current transaction began (metastore leader's clock), or
     /// when the record last changed state outside a transaction.
     pub started_ms: i64,

@@ -460,6 +460,12 @@ impl MetaState {
                     implicit,
                 )
             }
+            Command::TxnConnectOffsets {
+                transactional_id,
+                producer,
+                connector,
+                offsets,
+            } => self.txn_connect_offsets(now_ms, &transactional_id, producer, connector, offsets),
             Command::EndTransaction {
                 transactional_id,
                 producer,

@@ -137,6 +137,7 @@ impl MetaState {
                 partitions: Default::default(),
                 groups: Default::default(),
                 pending_offsets: Default::default(),
+                pending_connect: Default::default(),
                 started_ms: now_ms,
                 updated_ms: now_ms,
                 epoch_bumps: false,
@@ -200,6 +201,7 @@ impl MetaState {
                 record.partitions.clear();
                 record.groups.clear();
                 record.pending_offsets.clear();
+                record.pending_connect.clear();
                 record.started_ms = now_ms;
             }
         }
@@ -227,6 +229,7 @@ impl MetaState {
                 record.partitions.clear();
                 record.groups.clear();
                 record.pending_offsets.clear();
+                record.pending_connect.clear();
                 record.started_ms = now_ms;
                 record.epoch_bumps = implicit;
                 record.previous_producer_id = None;
@@ -438,6 +441,7 @@ impl MetaState {
             record.last_producer_epoch = None;
         }
         let offsets = std::mem::take(&mut record.pending_offsets);
+        let source_offsets = std::mem::take(&mut record.pending_connect);
         let answer = record.clone();
         if commit {
             for (group, offsets) in offsets {
@@ -445,8 +449,51 @@ impl MetaState {
                 // skipped, as in a plain commit
                 self.commit_offsets(now_ms, group, offsets, events)?;
             }
+            for (connector, offsets) in source_offsets {
+                // the records they describe are committed: whatever the
+                // connector's generation now, they are where it goes on from
+                // (a connector deleted since has nowhere to keep them)
+                self.connect.commit_transactional(&connector, offsets);
+            }
         }
         Ok(CommandOutput::Transaction(answer))
+    }
+
+    /// An exactly-once source task's offsets, held in its ongoing
+    /// transaction until it commits (KIP-618). The connector must exist;
+    /// the task's generation is checked by its fencing (each task is the
+    /// only producer of its transactional id).
+    pub(super) fn txn_connect_offsets(
+        &mut self,
+        now_ms: i64,
+        transactional_id: &str,
+        (producer_id, producer_epoch): (i64, i16),
+        connector: String,
+        offsets: Vec<(String, Option<String>)>,
+    ) -> CommandResult {
+        if self.connect.connector(&connector).is_none() {
+            return Err(MetaError::Connect {
+                status: 404,
+                message: format!("Connector {connector} not found"),
+            });
+        }
+        let record = self.txn_of(transactional_id, producer_id, producer_epoch)?;
+        if record.state != TxnState::Ongoing {
+            return Err(refuse(
+                TxnRefusal::InvalidTxnState,
+                format!(
+                    "'{transactional_id}' has no ongoing transaction to hold source offsets (it is {})",
+                    record.state.name()
+                ),
+            ));
+        }
+        let pending = record.pending_connect.entry(connector).or_default();
+        for (partition, offset) in offsets {
+            pending.retain(|(p, _)| *p != partition);
+            pending.push((partition, offset));
+        }
+        record.updated_ms = now_ms;
+        Ok(CommandOutput::Transaction(record.clone()))
     }
 }
 

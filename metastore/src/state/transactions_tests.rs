@@ -382,3 +382,79 @@ fn records_survive_a_snapshot() {
         Some(TxnState::Ongoing)
     );
 }
+
+/// KIP-618: an exactly-once source task's offsets ride in its transaction:
+/// invisible until the commit is complete, dropped by an abort, refused
+/// with no transaction open or for a connector that does not exist.
+#[test]
+fn source_offsets_held_in_a_transaction_become_the_connectors_on_commit_only() {
+    use crate::connect::{ConnectCommand, TargetState};
+    let mut s = with_agents(1);
+    create(&mut s, "t", 1, 1);
+    apply(
+        &mut s,
+        Command::Connect {
+            command: ConnectCommand::Put {
+                name: "src".into(),
+                config: [("connector.class".to_owned(), "DatagenSource".to_owned())].into(),
+                tasks: vec![Default::default()],
+                create_only: true,
+                initial: TargetState::Running,
+            },
+        },
+    )
+    .expect("connector");
+    let offsets = |s: &MetaState| {
+        s.connect()
+            .connector("src")
+            .map(|c| c.offsets.clone())
+            .unwrap_or_default()
+    };
+    let stage = |s: &mut MetaState, p, connector: &str, seq: &str| {
+        apply(
+            s,
+            Command::TxnConnectOffsets {
+                transactional_id: "tx".into(),
+                producer: p,
+                connector: connector.into(),
+                offsets: vec![("datagen-0".into(), Some(seq.into()))],
+            },
+        )
+    };
+    let pid = record(init(&mut s, T0, "tx", None)).producer_id;
+    let p = (pid, 0);
+    assert_eq!(
+        refusal(stage(&mut s, p, "src", "10")),
+        TxnRefusal::InvalidTxnState,
+        "no transaction is open"
+    );
+    record(add(&mut s, T0, p, &[("t", 0)]));
+    assert!(matches!(
+        stage(&mut s, p, "nope", "10"),
+        Err(MetaError::Connect { status: 404, .. })
+    ));
+    record(stage(&mut s, p, "src", "10"));
+    record(stage(&mut s, p, "src", "20"));
+    assert!(offsets(&s).is_empty(), "not visible before the commit");
+    record(end(&mut s, p, true));
+    assert!(
+        offsets(&s).is_empty(),
+        "not visible while markers are written"
+    );
+    record(complete(&mut s, p, true));
+    assert_eq!(
+        offsets(&s).get("datagen-0").map(String::as_str),
+        Some("20"),
+        "the last offset held"
+    );
+
+    record(add(&mut s, T0, p, &[("t", 0)]));
+    record(stage(&mut s, p, "src", "30"));
+    record(end(&mut s, p, false));
+    record(complete(&mut s, p, false));
+    assert_eq!(
+        offsets(&s).get("datagen-0").map(String::as_str),
+        Some("20"),
+        "an abort drops what it held"
+    );
+}

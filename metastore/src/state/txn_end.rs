@@ -152,6 +152,7 @@ pub(super) fn prepare(
         r.partitions.clear();
         r.groups.clear();
         r.pending_offsets.clear();
+        r.pending_connect.clear();
         r.started_ms = now_ms;
     }
     if bump_epoch {

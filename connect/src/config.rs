@@ -99,6 +99,22 @@ pub fn common_definitions(sink: bool) -> Vec<ConfigDef> {
         )
         .in_group("Error Handling"),
     ];
+    if !sink {
+        defs.push(ConfigDef::new(
+            "exactly.once.support",
+            "STRING",
+            Some("requested"),
+            "MEDIUM",
+            "required: each batch the source makes is written in one transaction with the source offset it reaches (KIP-618), so a task that fails or moves resumes with no record lost or written twice; requested (the default): at least once.",
+        ));
+        defs.push(ConfigDef::new(
+            "transaction.boundary",
+            "STRING",
+            Some("poll"),
+            "LOW",
+            "When an exactly-once source's transactions end: poll, one per batch the source makes (the only one served).",
+        ));
+    }
     if sink {
         defs.push(ConfigDef::new(
             "topics",
@@ -190,6 +206,26 @@ pub fn validate_common(config: &Config, sink: bool) -> Vec<Problem> {
                 "errors.tolerance".into(),
                 format!("Invalid value {v} for configuration errors.tolerance: none or all"),
             ));
+        }
+    }
+    if !sink {
+        if let Some(v) = config.get("exactly.once.support") {
+            if !matches!(v.trim(), "requested" | "required") {
+                problems.push((
+                    "exactly.once.support".into(),
+                    format!("Invalid value {v} for configuration exactly.once.support: requested or required"),
+                ));
+            }
+        }
+        if let Some(v) = config.get("transaction.boundary") {
+            if v.trim() != "poll" {
+                problems.push((
+                    "transaction.boundary".into(),
+                    format!(
+                        "Invalid value {v} for configuration transaction.boundary: only poll is served (interval and connector are not)"
+                    ),
+                ));
+            }
         }
     }
     if sink {

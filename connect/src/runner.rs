@@ -5,6 +5,7 @@ mod sink;
 
 pub use sink::group_of;
 mod source;
+pub mod source_txn;
 
 use std::sync::Arc;
 

@@ -379,6 +379,15 @@ impl Producer {
             .map_err(|_| Error::Closed)
     }
 
+    /// The producer id and epoch of a transactional producer since
+    /// [`Producer::init_transactions`] (they change when an abort needs a
+    /// new epoch); `None` before, and for a producer that is not
+    /// transactional. What a server-side record of the transaction is
+    /// keyed by.
+    pub fn transactional_producer(&self) -> Option<(i64, i16)> {
+        self.shared.txn.as_deref().and_then(Txn::current)
+    }
+
     /// Starts a transaction: the records sent until it is committed or
     /// aborted belong to it. Nothing is sent to the server until then.
     pub fn begin_transaction(&self) -> Result<(), Error> {

@@ -11,6 +11,7 @@ use metastore::connect::{ConnectCommand, ConnectOutput};
 use sdk::{ProducerConfig, Record};
 use tokio::sync::watch;
 
+use super::source_txn::{self, TxnDelivery};
 use super::{pause_or_stop, Ended, TaskCtx};
 use crate::plugins::Plugin;
 use crate::source::datagen::Datagen;
@@ -111,6 +112,14 @@ pub(super) async fn run(
 ) -> Result<Ended, String> {
     let mut source = Source::open(plugin, &ctx.config)?;
     let partition = source.partition();
+    // exactly-once: the transactional id is taken over (ending the last
+    // instance's transaction, its offsets applied if it committed) before
+    // the offsets to resume from are read
+    let txn = if source_txn::required(&ctx.config) {
+        Some(TxnDelivery::open(ctx).await?)
+    } else {
+        None
+    };
     let committed = ctx.meta.read(|s| {
         s.connect()
             .connector(&ctx.connector)
@@ -120,6 +129,9 @@ pub(super) async fn run(
         if let Err(e) = source.resume(&offset) {
             tracing::warn!(connector = %ctx.connector, task = ctx.task, error = %e, "connect: starting from the beginning");
         }
+    }
+    if let Some(txn) = txn {
+        return run_exactly_once(ctx, source, &partition, txn, stop).await;
     }
     let producer = ctx
         .client
@@ -174,6 +186,54 @@ pub(super) async fn run(
         }
     }
     commit(ctx, &partition, acknowledged).await;
+    Ok(Ended::Stopped)
+}
+
+/// The source loop with exactly-once delivery: each poll's records and
+/// the offset they reach are one transaction.
+async fn run_exactly_once(
+    ctx: &TaskCtx,
+    mut source: Source,
+    partition: &str,
+    txn: TxnDelivery,
+    mut stop: watch::Receiver<bool>,
+) -> Result<Ended, String> {
+    let topic = source.topic();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        if source.done() {
+            if pause_or_stop(&mut stop, Duration::from_secs(1)).await {
+                break;
+            }
+            continue;
+        }
+        let (batch, offset) = source.poll().await?;
+        let count = batch.len() as u64;
+        let records = batch
+            .into_iter()
+            .map(|(key, value)| {
+                let record = Record::new(value);
+                let record = match key {
+                    Some(k) => record.with_key(k),
+                    None => record,
+                };
+                (topic.clone(), record)
+            })
+            .collect();
+        let offsets = offset
+            .map(|o| vec![(partition.to_owned(), Some(o))])
+            .unwrap_or_default();
+        if !txn.deliver(ctx, records, offsets).await? {
+            // a newer instance of the task took over
+            return Ok(Ended::Stopped);
+        }
+        ctx.metrics.source_records(count);
+        if pause_or_stop(&mut stop, source.pause()).await {
+            break;
+        }
+    }
     Ok(Ended::Stopped)
 }
 

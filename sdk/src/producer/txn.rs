@@ -166,6 +166,12 @@ impl Txn {
         out
     }
 
+    /// The producer id and epoch the coordinator knows this producer by,
+    /// once initialised.
+    pub(super) fn current(&self) -> Option<(i64, i16)> {
+        self.lock().producer.map(|p| (p.id, p.epoch))
+    }
+
     fn producer(&self) -> Result<proto::TxnProducer, Error> {
         let s = self.lock();
         let p = s.producer.ok_or_else(|| {

@@ -14,12 +14,15 @@
 //! than adding one).
 //!
 //! Built-in connectors, named by short class names as Connect's aliases
-//! are: `DatagenSource` ([`source::datagen`]) and `ObjectStoreSink`
-//! ([`sink::object_store`]).
+//! are: `DatagenSource` ([`source::datagen`]), `HttpSource`
+//! ([`source::http`]), `ObjectStoreSink` ([`sink::object_store`]),
+//! `HttpSink` ([`sink::http`]) and `PostgresSink` ([`sink::postgres`];
+//! what it shares with the source is in [`postgres`]).
 
 pub mod config;
 pub mod metrics;
 pub mod plugins;
+pub mod postgres;
 pub mod record;
 pub mod rest;
 mod runner;

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::config::{self, Config, ConfigDef, Problem};
-use crate::sink::{http, object_store};
+use crate::sink::{http, object_store, postgres as postgres_sink};
 use crate::source::{datagen, http as http_source};
 
 /// Source or sink.
@@ -32,14 +32,16 @@ pub enum Plugin {
     ObjectStoreSink,
     HttpSink,
     HttpSource,
+    PostgresSink,
 }
 
 /// Every built-in connector.
-pub const ALL: [Plugin; 4] = [
+pub const ALL: [Plugin; 5] = [
     Plugin::Datagen,
     Plugin::ObjectStoreSink,
     Plugin::HttpSink,
     Plugin::HttpSource,
+    Plugin::PostgresSink,
 ];
 
 /// The engine's version, shown as every plugin's.
@@ -53,6 +55,7 @@ impl Plugin {
             Plugin::ObjectStoreSink => object_store::CLASS,
             Plugin::HttpSink => http::CLASS,
             Plugin::HttpSource => http_source::CLASS,
+            Plugin::PostgresSink => postgres_sink::CLASS,
         }
     }
 
@@ -63,13 +66,14 @@ impl Plugin {
             Plugin::ObjectStoreSink => "ObjectStoreSink",
             Plugin::HttpSink => "HttpSink",
             Plugin::HttpSource => "HttpSource",
+            Plugin::PostgresSink => "PostgresSink",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
             Plugin::Datagen | Plugin::HttpSource => Kind::Source,
-            Plugin::ObjectStoreSink | Plugin::HttpSink => Kind::Sink,
+            Plugin::ObjectStoreSink | Plugin::HttpSink | Plugin::PostgresSink => Kind::Sink,
         }
     }
 
@@ -93,6 +97,7 @@ impl Plugin {
             Plugin::ObjectStoreSink => object_store::definitions(),
             Plugin::HttpSink => http::definitions(),
             Plugin::HttpSource => http_source::definitions(),
+            Plugin::PostgresSink => postgres_sink::definitions(),
         });
         defs
     }
@@ -105,6 +110,7 @@ impl Plugin {
             Plugin::ObjectStoreSink => object_store::validate(config),
             Plugin::HttpSink => http::validate(config),
             Plugin::HttpSource => http_source::validate(config),
+            Plugin::PostgresSink => postgres_sink::validate(config),
         });
         problems
     }
@@ -122,7 +128,7 @@ impl Plugin {
             Plugin::HttpSource => vec![config.clone()],
             // each task reads the partitions whose index modulo the task
             // count is its own (see the sink runner)
-            Plugin::ObjectStoreSink | Plugin::HttpSink => (0..max)
+            Plugin::ObjectStoreSink | Plugin::HttpSink | Plugin::PostgresSink => (0..max)
                 .map(|t| {
                     let mut c = config.clone();
                     c.insert("task.index".into(), t.to_string());

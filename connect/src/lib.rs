@@ -15,9 +15,10 @@
 //!
 //! Built-in connectors, named by short class names as Connect's aliases
 //! are: `DatagenSource` ([`source::datagen`]), `HttpSource`
-//! ([`source::http`]), `ObjectStoreSink` ([`sink::object_store`]),
-//! `HttpSink` ([`sink::http`]) and `PostgresSink` ([`sink::postgres`];
-//! what it shares with the source is in [`postgres`]).
+//! ([`source::http`]), `PostgresSource` ([`source::postgres`]),
+//! `ObjectStoreSink` ([`sink::object_store`]), `HttpSink` ([`sink::http`])
+//! and `PostgresSink` ([`sink::postgres`]); what the PostgreSQL connectors
+//! share is in [`postgres`].
 
 pub mod config;
 pub mod metrics;

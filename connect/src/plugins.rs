@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::config::{self, Config, ConfigDef, Problem};
 use crate::sink::{http, object_store, postgres as postgres_sink};
-use crate::source::{datagen, http as http_source};
+use crate::source::{datagen, http as http_source, postgres as postgres_source};
 
 /// Source or sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,15 +33,17 @@ pub enum Plugin {
     HttpSink,
     HttpSource,
     PostgresSink,
+    PostgresSource,
 }
 
 /// Every built-in connector.
-pub const ALL: [Plugin; 5] = [
+pub const ALL: [Plugin; 6] = [
     Plugin::Datagen,
     Plugin::ObjectStoreSink,
     Plugin::HttpSink,
     Plugin::HttpSource,
     Plugin::PostgresSink,
+    Plugin::PostgresSource,
 ];
 
 /// The engine's version, shown as every plugin's.
@@ -56,6 +58,7 @@ impl Plugin {
             Plugin::HttpSink => http::CLASS,
             Plugin::HttpSource => http_source::CLASS,
             Plugin::PostgresSink => postgres_sink::CLASS,
+            Plugin::PostgresSource => postgres_source::CLASS,
         }
     }
 
@@ -67,12 +70,13 @@ impl Plugin {
             Plugin::HttpSink => "HttpSink",
             Plugin::HttpSource => "HttpSource",
             Plugin::PostgresSink => "PostgresSink",
+            Plugin::PostgresSource => "PostgresSource",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
-            Plugin::Datagen | Plugin::HttpSource => Kind::Source,
+            Plugin::Datagen | Plugin::HttpSource | Plugin::PostgresSource => Kind::Source,
             Plugin::ObjectStoreSink | Plugin::HttpSink | Plugin::PostgresSink => Kind::Sink,
         }
     }
@@ -98,6 +102,7 @@ impl Plugin {
             Plugin::HttpSink => http::definitions(),
             Plugin::HttpSource => http_source::definitions(),
             Plugin::PostgresSink => postgres_sink::definitions(),
+            Plugin::PostgresSource => postgres_source::definitions(),
         });
         defs
     }
@@ -111,6 +116,7 @@ impl Plugin {
             Plugin::HttpSink => http::validate(config),
             Plugin::HttpSource => http_source::validate(config),
             Plugin::PostgresSink => postgres_sink::validate(config),
+            Plugin::PostgresSource => postgres_source::validate(config),
         });
         problems
     }
@@ -124,6 +130,8 @@ impl Plugin {
         let max = config::tasks_max(config).map_err(|p| vec![p])?;
         Ok(match self {
             Plugin::Datagen => datagen::task_configs(config, max),
+            // the tables dealt over the tasks
+            Plugin::PostgresSource => postgres_source::task_configs(config, max),
             // one URL is polled by one task
             Plugin::HttpSource => vec![config.clone()],
             // each task reads the partitions whose index modulo the task

@@ -255,6 +255,24 @@ pub fn is_transient(e: &tokio_postgres::Error) -> bool {
     }
 }
 
+/// Why a statement did not go through.
+pub(crate) enum Failure {
+    /// PostgreSQL unreachable (or busy): try again.
+    Transient(String),
+    /// PostgreSQL refused it: trying again will not help.
+    Refused(String),
+}
+
+/// `what` failed with `e`, classified.
+pub(crate) fn failure(what: &str, e: &tokio_postgres::Error) -> Failure {
+    let text = format!("{what}: {}", describe(e));
+    if is_transient(e) {
+        Failure::Transient(text)
+    } else {
+        Failure::Refused(text)
+    }
+}
+
 /// The error as PostgreSQL says it (its message, detail and SQLSTATE),
 /// or the client's reason when the connection failed.
 pub fn describe(e: &tokio_postgres::Error) -> String {

@@ -6,7 +6,8 @@
 # agents the agent running the sink's task is killed and the task goes on
 # on another (each record at least once, no gaps); the HTTP sink against a
 # real HTTP server (retries, a refusal failing the task or going to the
-# dead-letter topic); the PostgreSQL sink and source against a real
+# dead-letter topic); the PostgreSQL sink (upserts, replay, deletes) and
+# source (incrementing and timestamp modes, restarts) against a real
 # PostgreSQL the tests start themselves. About 2 minutes.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
 # boto3, pyarrow, pytest), PostgreSQL's server (scripts/setup.sh installs

@@ -47,7 +47,7 @@ use tokio_postgres::Client;
 
 use crate::config::{converter_kind, Config, ConfigDef, Problem};
 use crate::postgres::{
-    connection_definitions, describe, is_transient, quote_ident, Connection, TableName,
+    connection_definitions, failure, quote_ident, Connection, Failure, TableName,
 };
 use crate::record::SinkRecord;
 use crate::sink::http::BatchError;
@@ -672,23 +672,6 @@ pub fn statements(rows: &[Row]) -> Vec<Statement> {
         }
     }
     out
-}
-
-/// Why a batch was not written.
-enum Failure {
-    /// PostgreSQL unreachable (or busy): try again.
-    Transient(String),
-    /// PostgreSQL refused it: the batch's error.
-    Refused(String),
-}
-
-fn failure(what: &str, e: &tokio_postgres::Error) -> Failure {
-    let text = format!("{what}: {}", describe(e));
-    if is_transient(e) {
-        Failure::Transient(text)
-    } else {
-        Failure::Refused(text)
-    }
 }
 
 /// The sink of one task: buffered rows and the connection.

@@ -8,8 +8,10 @@
 //! `numeric`, floats) are JSON numbers, booleans booleans, `json`/`jsonb`
 //! nested JSON, timestamps ISO-8601 strings (`timestamptz` in UTC, as
 //! `2026-01-02T03:04:05.123+00:00`; `timestamp` without a zone), dates
-//! `YYYY-MM-DD`, `bytea` base64, everything else its text; the key is null
-//! (as Confluent's source leaves it).
+//! `YYYY-MM-DD`, `bytea` base64, everything else its text (plain JSON,
+//! without JsonConverter's schema envelope); the key is null (as
+//! Confluent's source leaves it). Sessions run in UTC, so a `timestamp`
+//! column without a zone is taken as UTC.
 //!
 //! `mode` says which rows a poll reads:
 //! - `bulk`: the whole table, every `poll.interval.ms` (no offset);
@@ -204,9 +206,10 @@ impl Settings {
             Some(_) => list(config, "task.tables"),
             None => list(config, "table.whitelist"),
         };
+        // the query is read as a subquery: a closing semicolon would end it
         let query = config
             .get("query")
-            .map(|q| q.trim().to_owned())
+            .map(|q| q.trim().trim_end_matches(';').trim_end().to_owned())
             .filter(|q| !q.is_empty());
         match (&query, tables.is_empty()) {
             (None, true) => problems.push((

@@ -153,16 +153,93 @@ async fn sink_writes_upserts_replays_and_evolves_a_table_with_hostile_names() {
         ]
     );
 
-    // a value the column's type cannot take: the batch is refused with
-    // PostgreSQL's reason
-    evolving
-        .put(record("t", 6, "5", Some(json!({"n": "not a number"}))))
-        .unwrap();
-    let failed = evolving.flush_due(Instant::now()).await.unwrap().1.unwrap();
+    // a value its column's type cannot take: the batch is written again a
+    // record at a time, and only that record is refused, with
+    // PostgreSQL's reason; what follows it waits for the next flush (the
+    // task fails at it without errors.tolerance=all)
+    for (offset, key, n) in [
+        (10, "10", json!(1.5)),
+        (11, "11", json!("x")),
+        (12, "12", json!(2.5)),
+    ] {
+        evolving
+            .put(record("t", offset, key, Some(json!({"n": n}))))
+            .unwrap();
+    }
+    let (durable, failed) = evolving.flush_due(Instant::now()).await.unwrap();
+    assert_eq!(durable, [("t".to_owned(), 0, 11)]);
+    let failed = failed.unwrap();
+    assert_eq!(
+        failed.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        [11]
+    );
+    assert!(
+        failed.message.starts_with("t-0 offset 11: "),
+        "{}",
+        failed.message
+    );
     assert!(
         failed.message.contains("double precision"),
         "{}",
         failed.message
+    );
+    let (durable, failed) = evolving.flush_due(Instant::now()).await.unwrap();
+    assert!(failed.is_none());
+    assert_eq!(durable, [("t".to_owned(), 0, 13)]);
+
+    // with errors.tolerance=all every refused record of the flush is
+    // gathered, each with its own reason, and the others are written
+    let mut tolerant = PostgresSink::new(
+        PostgresSinkConfig::parse(&config(&[
+            ("connection.url", &url),
+            ("table.name.format", "x\"; DROP TABLE victim; --${topic}"),
+            ("insert.mode", "upsert"),
+            ("pk.mode", "record_key"),
+            ("pk.fields", "k"),
+            ("errors.tolerance", "all"),
+        ]))
+        .unwrap(),
+    );
+    for (offset, key, v) in [
+        (20, "20", json!({"n": "y"})),
+        (21, "21", json!({"n": 5.5})),
+        (22, "22", json!({"nope": 1})),
+    ] {
+        tolerant.put(record("t", offset, key, Some(v))).unwrap();
+    }
+    let (durable, failed) = tolerant.flush_due(Instant::now()).await.unwrap();
+    assert_eq!(durable, [("t".to_owned(), 0, 22)]);
+    let failed = failed.unwrap();
+    assert_eq!(
+        failed.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        [20, 22]
+    );
+    assert!(
+        failed.reasons[0].contains("double precision"),
+        "{:?}",
+        failed.reasons
+    );
+    assert!(
+        failed.reasons[1].contains("has no column nope"),
+        "{:?}",
+        failed.reasons
+    );
+    assert!(
+        failed.message.ends_with("(and 1 more records refused)"),
+        "{}",
+        failed.message
+    );
+    assert_eq!(
+        rows(
+            &db,
+            &format!("SELECT k, n FROM {table} WHERE k >= 10 ORDER BY k")
+        )
+        .await,
+        [
+            json!({"k": 10, "n": 1.5}),
+            json!({"k": 12, "n": 2.5}),
+            json!({"k": 21, "n": 5.5})
+        ]
     );
 }
 

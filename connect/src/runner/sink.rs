@@ -168,9 +168,10 @@ pub(super) async fn run(
                 return Err(failed.message);
             }
             ctx.metrics.sink_errors(failed.records.len() as u64);
-            for record in &failed.records {
+            for (i, record) in failed.records.iter().enumerate() {
                 if let (Some(topic), Some(p)) = (&dlq, &dlq_producer) {
-                    dead_letter(p, topic, record.clone(), &failed.message).await?;
+                    let reason = failed.reasons.get(i).unwrap_or(&failed.message);
+                    dead_letter(p, topic, record.clone(), reason).await?;
                 }
             }
             durable = writer.skip(&failed.records, durable);

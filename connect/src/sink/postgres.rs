@@ -33,9 +33,9 @@
 //!
 //! A record that cannot be a row (a value that is not a JSON object, a
 //! missing key field) is that record's error (`errors.tolerance`, the
-//! dead-letter topic). A batch PostgreSQL refuses (a type mismatch, a
-//! missing column without `auto.evolve`) is the batch's error, as the HTTP
-//! sink's. PostgreSQL unreachable or shutting down is retried
+//! dead-letter topic). When PostgreSQL refuses a batch (a type mismatch,
+//! a missing column without `auto.evolve`), its records are written again
+//! one per transaction, and each one refused is that record's error. PostgreSQL unreachable or shutting down is retried
 //! `max.retries` times, `retry.backoff.ms` apart (doubling, at most 30 s),
 //! then fails the task.
 
@@ -177,6 +177,8 @@ pub struct PostgresSinkConfig {
     /// The key is text as it is (StringConverter, ByteArrayConverter)
     /// rather than JSON.
     pub key_is_text: bool,
+    /// `errors.tolerance=all`: refused records are skipped by the runner.
+    pub tolerate: bool,
 }
 
 fn boolean(config: &Config, key: &str, problems: &mut Vec<Problem>) -> bool {
@@ -341,6 +343,9 @@ impl PostgresSinkConfig {
                 max_retries,
                 backoff: Duration::from_millis(backoff),
                 key_is_text,
+                tolerate: config
+                    .get("errors.tolerance")
+                    .is_some_and(|v| v.trim() == "all"),
             }),
             _ => Err(problems),
         }
@@ -679,6 +684,9 @@ pub struct PostgresSink {
     config: PostgresSinkConfig,
     client: Option<Client>,
     buffer: Vec<Row>,
+    /// How many rows at the front of the buffer are written one per
+    /// transaction (a batch of them was refused).
+    isolate: usize,
     /// The columns of each table met so far.
     columns: HashMap<TableName, BTreeSet<String>>,
     pub transactions: u64,
@@ -692,6 +700,7 @@ impl PostgresSink {
             config,
             client: None,
             buffer: Vec::new(),
+            isolate: 0,
             columns: HashMap::new(),
             transactions: 0,
             records_written: 0,
@@ -707,17 +716,30 @@ impl PostgresSink {
     }
 
     /// Writes every buffered record, `batch.size` per transaction: the
-    /// offsets to commit, and the first batch PostgreSQL refused (its
-    /// records are no longer buffered: the caller fails the task or skips
-    /// them); `Err` when PostgreSQL stayed unreachable.
+    /// offsets to commit, and the records PostgreSQL refused, each with
+    /// its reason (a refused batch is written again one record per
+    /// transaction, so the others go in). Without `errors.tolerance=all`
+    /// the first refused record ends the flush (the caller fails the
+    /// task), with it every refused one is gathered (the caller skips
+    /// them); they are no longer buffered. `Err` when PostgreSQL stayed
+    /// unreachable.
     pub async fn flush_due(
         &mut self,
         _now: Instant,
     ) -> Result<(Vec<(String, i32, i64)>, Option<BatchError>), String> {
         let mut done: BTreeMap<(String, i32), i64> = BTreeMap::new();
-        let mut failed = None;
-        while failed.is_none() && !self.buffer.is_empty() {
-            let n = self.buffer.len().min(self.config.batch_size);
+        let mut failed: Option<BatchError> = None;
+        // with errors.tolerance=all every refused record is gathered (the
+        // runner skips them all); otherwise the first one ends the flush
+        while !self.buffer.is_empty() && (failed.is_none() || self.config.tolerate) {
+            // the records of a refused batch are written one per
+            // transaction, to find the ones refused
+            let n = if self.isolate > 0 {
+                1
+            } else {
+                self.buffer.len().min(self.config.batch_size)
+            };
+            self.isolate = self.isolate.saturating_sub(1);
             let batch: Vec<Row> = self.buffer.drain(..n).collect();
             match self.write_with_retries(&batch).await? {
                 Ok(bytes) => {
@@ -731,13 +753,33 @@ impl PostgresSink {
                         *next = (*next).max(r.record.offset + 1);
                     }
                 }
+                Err(_) if batch.len() > 1 => {
+                    self.isolate = batch.len();
+                    self.buffer.splice(0..0, batch);
+                }
                 Err(message) => {
-                    failed = Some(BatchError {
-                        message,
-                        records: batch.into_iter().map(|r| r.record).collect(),
+                    let f = failed.get_or_insert_with(|| BatchError {
+                        message: String::new(),
+                        records: Vec::new(),
+                        reasons: Vec::new(),
                     });
+                    for r in batch {
+                        let r = r.record;
+                        f.reasons.push(format!(
+                            "{}-{} offset {}: {message}",
+                            r.topic, r.partition, r.offset
+                        ));
+                        f.records.push(r);
+                    }
                 }
             }
+        }
+        if let Some(f) = &mut failed {
+            f.message = match f.reasons.as_slice() {
+                [one] => one.clone(),
+                [first, rest @ ..] => format!("{first} (and {} more records refused)", rest.len()),
+                [] => String::new(),
+            };
         }
         Ok((
             done.into_iter().map(|((t, p), o)| (t, p, o)).collect(),

@@ -272,6 +272,37 @@ async fn sink_fails_with_a_clear_message_when_postgresql_stays_unreachable() {
     assert!(e.contains("refused"), "{e}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_asked_to_stop_does_not_wait_out_an_outage() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgresql://postgres@127.0.0.1:{port}/postgres");
+    let mut sink = PostgresSink::new(
+        PostgresSinkConfig::parse(&config(&[
+            ("connection.url", &url),
+            ("max.retries", "1000"),
+            ("retry.backoff.ms", "50"),
+        ]))
+        .unwrap(),
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    sink.stop_on(stopped);
+    sink.put(record("t", 0, "1", Some(json!({"a": 1}))))
+        .unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let _ = stop.send(true);
+    });
+    let started = Instant::now();
+    let (durable, failed) = sink.flush_due(Instant::now()).await.unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // nothing written, nothing to commit, nothing refused
+    assert!(durable.is_empty() && failed.is_none());
+}
+
 async fn poll_all(source: &mut PostgresSource) -> (Vec<Value>, Vec<(String, String)>) {
     let (mut values, mut offsets) = (Vec::new(), Vec::new());
     loop {

@@ -77,6 +77,9 @@ pub(super) async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
     let mut writer = Sink::open(plugin, &ctx.config)?;
+    if let Sink::Postgres(p) = &mut writer {
+        p.stop_on(stop.clone());
+    }
     let topics = config::topics(&ctx.config);
     let group = group_of(&ctx.connector);
     let tolerate = ctx

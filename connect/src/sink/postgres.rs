@@ -35,14 +35,17 @@
 //! missing key field) is that record's error (`errors.tolerance`, the
 //! dead-letter topic). When PostgreSQL refuses a batch (a type mismatch,
 //! a missing column without `auto.evolve`), its records are written again
-//! one per transaction, and each one refused is that record's error. PostgreSQL unreachable or shutting down is retried
-//! `max.retries` times, `retry.backoff.ms` apart (doubling, at most 30 s),
-//! then fails the task.
+//! one per transaction, and each one refused is that record's error.
+//! PostgreSQL unreachable or shutting down is retried `max.retries` times,
+//! `retry.backoff.ms` apart (doubling, at most 30 s), then fails the task;
+//! a task asked to stop meanwhile stops (its batch unwritten, its offsets
+//! uncommitted).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use tokio::sync::watch;
 use tokio_postgres::Client;
 
 use crate::config::{converter_kind, Config, ConfigDef, Problem};
@@ -687,6 +690,8 @@ pub struct PostgresSink {
     /// How many rows at the front of the buffer are written one per
     /// transaction (a batch of them was refused).
     isolate: usize,
+    /// The task's stop signal: retries end when it is set.
+    stop: Option<watch::Receiver<bool>>,
     /// The columns of each table met so far.
     columns: HashMap<TableName, BTreeSet<String>>,
     pub transactions: u64,
@@ -701,11 +706,18 @@ impl PostgresSink {
             client: None,
             buffer: Vec::new(),
             isolate: 0,
+            stop: None,
             columns: HashMap::new(),
             transactions: 0,
             records_written: 0,
             bytes_written: 0,
         }
+    }
+
+    /// Ends retries (keeping their batch unwritten) when `stop` is set,
+    /// so a task asked to stop does not wait out an outage.
+    pub fn stop_on(&mut self, stop: watch::Receiver<bool>) {
+        self.stop = Some(stop);
     }
 
     /// Buffers a record; the reason when it cannot be a row.
@@ -741,7 +753,13 @@ impl PostgresSink {
             };
             self.isolate = self.isolate.saturating_sub(1);
             let batch: Vec<Row> = self.buffer.drain(..n).collect();
-            match self.write_with_retries(&batch).await? {
+            let Some(outcome) = self.write_with_retries(&batch).await? else {
+                // the task is stopping: the batch stays unwritten (its
+                // offsets uncommitted)
+                self.buffer.splice(0..0, batch);
+                break;
+            };
+            match outcome {
                 Ok(bytes) => {
                     self.transactions += 1;
                     self.records_written += batch.len() as u64;
@@ -788,19 +806,22 @@ impl PostgresSink {
     }
 
     /// One batch, tried again while PostgreSQL is unreachable: `Ok(Ok)`
-    /// with the bytes sent, `Ok(Err)` when it is refused, `Err` when
-    /// retries ran out.
-    async fn write_with_retries(&mut self, batch: &[Row]) -> Result<Result<u64, String>, String> {
+    /// with the bytes sent, `Ok(Err)` when it is refused, `Ok(None)` when
+    /// the task is asked to stop meanwhile, `Err` when retries ran out.
+    async fn write_with_retries(
+        &mut self,
+        batch: &[Row],
+    ) -> Result<Option<Result<u64, String>>, String> {
         let mut backoff = self.config.backoff;
         let mut attempt = 0u32;
         loop {
             let outcome = self.write(batch).await;
             let reason = match outcome {
-                Ok(bytes) => return Ok(Ok(bytes)),
+                Ok(bytes) => return Ok(Some(Ok(bytes))),
                 Err(Failure::Refused(reason)) => {
                     // what is known of the tables may be what was refused
                     self.columns.clear();
-                    return Ok(Err(reason));
+                    return Ok(Some(Err(reason)));
                 }
                 Err(Failure::Transient(reason)) => reason,
             };
@@ -814,7 +835,20 @@ impl PostgresSink {
             }
             attempt += 1;
             tracing::warn!(attempt, error = %reason, "connect: PostgreSQL sink retrying");
-            tokio::time::sleep(backoff).await;
+            let stopping = match self.stop.as_mut() {
+                Some(stop) if *stop.borrow() => true,
+                Some(stop) => tokio::select! {
+                    _ = tokio::time::sleep(backoff) => *stop.borrow(),
+                    _ = stop.changed() => true,
+                },
+                None => {
+                    tokio::time::sleep(backoff).await;
+                    false
+                }
+            };
+            if stopping {
+                return Ok(None);
+            }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }

@@ -5,7 +5,8 @@ The sink: a Datagen source's records upserted by `seq` land as exactly one
 row each; with its offsets reset the sink reads everything again and the
 replay rewrites the rows without adding any; keyed records upsert by the
 key, a tombstone deletes its row, a record that is not an object goes to
-the dead-letter topic, and a hostile table name stays one quoted name.
+the dead-letter topic, and a hostile table name stays one quoted name;
+without PostgreSQL the task fails, saying so.
 
 The source: a table read in incrementing mode reaches its topic in
 order, each row once; rows added later follow; after the task restarts
@@ -17,7 +18,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer
 
-from broker import Broker
+from broker import Broker, free_port
 from connect_rest import all_running, call, eventually, status
 
 
@@ -103,6 +104,17 @@ def test_sink_upserts_exactly_once_per_key_replays_idempotently_and_deletes(post
         assert b"not a JSON object" in dict(dead[0].headers())["__connect.errors.exception.message"]
         assert pg.sql("SELECT count(*) FROM pg_tables WHERE tablename = 'x'") == [["0"]]
         assert status(base, "users")["tasks"][0]["state"] == "RUNNING"
+
+        # PostgreSQL unreachable: retried, then the task fails saying so
+        down = free_port()
+        code, body = call(base, "POST", "/connectors", {"name": "down", "config": {
+            "connector.class": "PostgresSink", "topics": topic,
+            "connection.url": f"postgresql://{pg.user}@127.0.0.1:{down}/postgres",
+            "max.retries": "2", "retry.backoff.ms": "100"}})
+        assert code == 201, body
+        failed = eventually("the sink without PostgreSQL failed", lambda: (
+            t := status(base, "down")["tasks"][0]) and t["state"] == "FAILED" and t)
+        assert f"PostgreSQL at 127.0.0.1:{down}/postgres stayed unreachable (2 retries)" in failed["trace"], failed
     finally:
         b.stop()
 

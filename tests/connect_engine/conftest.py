@@ -1,5 +1,12 @@
+import getpass
+import glob
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 
@@ -8,6 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "clients"))
 sys.path.insert(0, os.path.join(HERE, "..", "tiering"))
 
 import servers  # noqa: E402
+from broker import free_port  # noqa: E402
 
 
 @pytest.fixture
@@ -27,13 +35,6 @@ class Postgres:
     to run as root), a free port on 127.0.0.1, trust authentication."""
 
     def __init__(self, bindir):
-        import shutil
-        import subprocess
-        import tempfile
-        import time
-
-        from broker import free_port
-
         self.bindir = bindir
         self.dir = tempfile.mkdtemp(prefix="aerostream-pg-")
         self.port = free_port()
@@ -46,7 +47,6 @@ class Postgres:
         if as_root:
             shutil.chown(self.dir, "postgres", "postgres")
         else:
-            import getpass
             self.user = getpass.getuser()
         data = os.path.join(self.dir, "data")
         subprocess.run([os.path.join(bindir, "initdb"), "-D", data, "--auth=trust", "-U", self.user,
@@ -78,8 +78,6 @@ class Postgres:
     def sql(self, statement):
         """Runs statements with psql; the rows of the last, as lists of
         text (NULL as None)."""
-        import subprocess
-
         out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
                               "-d", "postgres", "-X", "-q", "-A", "-t", "-F", "\x1f", "-P", "null=\x01NULL",
                               "-v", "ON_ERROR_STOP=1", "-c", statement],
@@ -89,9 +87,6 @@ class Postgres:
                 for line in out.stdout.splitlines() if line]
 
     def stop(self):
-        import shutil
-        import signal
-
         self.proc.send_signal(signal.SIGINT)  # fast shutdown
         try:
             self.proc.wait(timeout=20)
@@ -103,10 +98,12 @@ class Postgres:
 
 
 def postgres_bindir():
-    """Where PostgreSQL's server binaries are (Debian's layout), or None."""
-    import glob
-
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    """Where PostgreSQL's newest server binaries are (Debian's layout), or
+    None."""
+    def version(initdb):
+        v = initdb.split("/")[-3]
+        return [int(p) for p in v.split(".") if p.isdigit()]
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=version)
     return os.path.dirname(found[-1]) if found else None
 
 

@@ -22,7 +22,17 @@ fn bindir() -> Option<PathBuf> {
         .map(|e| e.path().join("bin"))
         .filter(|b| b.join("initdb").exists())
         .collect();
-    found.sort();
+    // the newest: 15 after 9.6
+    found.sort_by_key(|b| {
+        b.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .map(|v| {
+                v.split('.')
+                    .map(|p| p.parse::<u32>().unwrap_or(0))
+                    .collect::<Vec<_>>()
+            })
+    });
     found.pop()
 }
 

@@ -18,7 +18,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 if $BUILD_ONLY; then
   APT_PACKAGES=(gcc g++ make pkg-config curl ca-certificates)
 else
-  APT_PACKAGES=(kcat python3-pip python3-venv xfsprogs nodejs npm openjdk-17-jdk-headless maven gcc g++ make pkg-config curl ca-certificates)
+  APT_PACKAGES=(kcat python3-pip python3-venv xfsprogs nodejs npm openjdk-17-jdk-headless maven postgresql gcc g++ make pkg-config curl ca-certificates)
 fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -28,6 +28,8 @@ for p in "${APT_PACKAGES[@]}"; do
     # the Java client's suite (tests/java/): any JDK 17 or newer will do
     openjdk-17-jdk-headless) command -v javac >/dev/null 2>&1 && continue ;;
     maven) command -v mvn >/dev/null 2>&1 && continue ;;
+    # the Connect engine's PostgreSQL connector tests start their own server
+    postgresql) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && continue ;;
     python3-pip) python3 -m pip --version >/dev/null 2>&1 && continue ;;
     python3-venv) python3 -c 'import venv' >/dev/null 2>&1 && continue ;;
   esac

@@ -14,12 +14,16 @@
 //! than adding one).
 //!
 //! Built-in connectors, named by short class names as Connect's aliases
-//! are: `DatagenSource` ([`source::datagen`]) and `ObjectStoreSink`
-//! ([`sink::object_store`]).
+//! are: `DatagenSource` ([`source::datagen`]), `HttpSource`
+//! ([`source::http`]), `PostgresSource` ([`source::postgres`]),
+//! `ObjectStoreSink` ([`sink::object_store`]), `HttpSink` ([`sink::http`])
+//! and `PostgresSink` ([`sink::postgres`]); what the PostgreSQL connectors
+//! share is in [`postgres`].
 
 pub mod config;
 pub mod metrics;
 pub mod plugins;
+pub mod postgres;
 pub mod record;
 pub mod rest;
 mod runner;

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use crate::config::{self, Config, ConfigDef, Problem};
-use crate::sink::{http, object_store};
-use crate::source::{datagen, http as http_source};
+use crate::sink::{http, object_store, postgres as postgres_sink};
+use crate::source::{datagen, http as http_source, postgres as postgres_source};
 
 /// Source or sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -32,14 +32,18 @@ pub enum Plugin {
     ObjectStoreSink,
     HttpSink,
     HttpSource,
+    PostgresSink,
+    PostgresSource,
 }
 
 /// Every built-in connector.
-pub const ALL: [Plugin; 4] = [
+pub const ALL: [Plugin; 6] = [
     Plugin::Datagen,
     Plugin::ObjectStoreSink,
     Plugin::HttpSink,
     Plugin::HttpSource,
+    Plugin::PostgresSink,
+    Plugin::PostgresSource,
 ];
 
 /// The engine's version, shown as every plugin's.
@@ -53,6 +57,8 @@ impl Plugin {
             Plugin::ObjectStoreSink => object_store::CLASS,
             Plugin::HttpSink => http::CLASS,
             Plugin::HttpSource => http_source::CLASS,
+            Plugin::PostgresSink => postgres_sink::CLASS,
+            Plugin::PostgresSource => postgres_source::CLASS,
         }
     }
 
@@ -63,13 +69,15 @@ impl Plugin {
             Plugin::ObjectStoreSink => "ObjectStoreSink",
             Plugin::HttpSink => "HttpSink",
             Plugin::HttpSource => "HttpSource",
+            Plugin::PostgresSink => "PostgresSink",
+            Plugin::PostgresSource => "PostgresSource",
         }
     }
 
     pub fn kind(self) -> Kind {
         match self {
-            Plugin::Datagen | Plugin::HttpSource => Kind::Source,
-            Plugin::ObjectStoreSink | Plugin::HttpSink => Kind::Sink,
+            Plugin::Datagen | Plugin::HttpSource | Plugin::PostgresSource => Kind::Source,
+            Plugin::ObjectStoreSink | Plugin::HttpSink | Plugin::PostgresSink => Kind::Sink,
         }
     }
 
@@ -93,6 +101,8 @@ impl Plugin {
             Plugin::ObjectStoreSink => object_store::definitions(),
             Plugin::HttpSink => http::definitions(),
             Plugin::HttpSource => http_source::definitions(),
+            Plugin::PostgresSink => postgres_sink::definitions(),
+            Plugin::PostgresSource => postgres_source::definitions(),
         });
         defs
     }
@@ -105,6 +115,8 @@ impl Plugin {
             Plugin::ObjectStoreSink => object_store::validate(config),
             Plugin::HttpSink => http::validate(config),
             Plugin::HttpSource => http_source::validate(config),
+            Plugin::PostgresSink => postgres_sink::validate(config),
+            Plugin::PostgresSource => postgres_source::validate(config),
         });
         problems
     }
@@ -118,11 +130,13 @@ impl Plugin {
         let max = config::tasks_max(config).map_err(|p| vec![p])?;
         Ok(match self {
             Plugin::Datagen => datagen::task_configs(config, max),
+            // the tables dealt over the tasks
+            Plugin::PostgresSource => postgres_source::task_configs(config, max),
             // one URL is polled by one task
             Plugin::HttpSource => vec![config.clone()],
             // each task reads the partitions whose index modulo the task
             // count is its own (see the sink runner)
-            Plugin::ObjectStoreSink | Plugin::HttpSink => (0..max)
+            Plugin::ObjectStoreSink | Plugin::HttpSink | Plugin::PostgresSink => (0..max)
                 .map(|t| {
                     let mut c = config.clone();
                     c.insert("task.index".into(), t.to_string());

@@ -2,3 +2,4 @@
 
 pub mod http;
 pub mod object_store;
+pub mod postgres;

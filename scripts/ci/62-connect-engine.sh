@@ -6,9 +6,12 @@
 # agents the agent running the sink's task is killed and the task goes on
 # on another (each record at least once, no gaps); the HTTP sink against a
 # real HTTP server (retries, a refusal failing the task or going to the
-# dead-letter topic). About 2 minutes.
+# dead-letter topic); the PostgreSQL sink (upserts, replay, deletes) and
+# source (incrementing and timestamp modes, restarts) against a real
+# PostgreSQL the tests start themselves. About 2 minutes.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
-# boto3, pyarrow, pytest).
+# boto3, pyarrow, pytest), PostgreSQL's server (scripts/setup.sh installs
+# Debian's postgresql).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

@@ -15,6 +15,8 @@ async fn plugins_and_their_keys() {
             {"class": "io.aerostream.connect.storage.ObjectStoreSink", "type": "sink", "version": VERSION},
             {"class": "io.aerostream.connect.http.HttpSink", "type": "sink", "version": VERSION},
             {"class": "io.aerostream.connect.http.HttpSource", "type": "source", "version": VERSION},
+            {"class": "io.aerostream.connect.postgres.PostgresSink", "type": "sink", "version": VERSION},
+            {"class": "io.aerostream.connect.postgres.PostgresSource", "type": "source", "version": VERSION},
         ])
     );
     let (_, body) = api.get("/connector-plugins?connectorsOnly=false").await;

@@ -22,6 +22,7 @@ use crate::plugins::Plugin;
 use crate::record::SinkRecord;
 use crate::sink::http::{BatchError, HttpSink, HttpSinkConfig};
 use crate::sink::object_store::{ObjectStoreSinkConfig, ObjectStoreWriter, WriterStats};
+use crate::sink::postgres::{PostgresSink, PostgresSinkConfig};
 
 /// How often buffers are checked for files that are due, and the topics
 /// for new partitions.
@@ -76,6 +77,9 @@ pub(super) async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
     let mut writer = Sink::open(plugin, &ctx.config)?;
+    if let Sink::Postgres(p) = &mut writer {
+        p.stop_on(stop.clone());
+    }
     let topics = config::topics(&ctx.config);
     let group = group_of(&ctx.connector);
     let tolerate = ctx
@@ -167,9 +171,10 @@ pub(super) async fn run(
                 return Err(failed.message);
             }
             ctx.metrics.sink_errors(failed.records.len() as u64);
-            for record in &failed.records {
+            for (i, record) in failed.records.iter().enumerate() {
                 if let (Some(topic), Some(p)) = (&dlq, &dlq_producer) {
-                    dead_letter(p, topic, record.clone(), &failed.message).await?;
+                    let reason = failed.reasons.get(i).unwrap_or(&failed.message);
+                    dead_letter(p, topic, record.clone(), reason).await?;
                 }
             }
             durable = writer.skip(&failed.records, durable);
@@ -225,6 +230,7 @@ async fn dead_letter(
 enum Sink {
     Files(ObjectStoreWriter),
     Http(HttpSink),
+    Postgres(Box<PostgresSink>),
 }
 
 impl Sink {
@@ -245,6 +251,15 @@ impl Sink {
                 })?;
                 Ok(Sink::Http(HttpSink::new(settings)?))
             }
+            Plugin::PostgresSink => {
+                let settings = PostgresSinkConfig::parse(config).map_err(|p| {
+                    p.into_iter()
+                        .map(|(k, m)| format!("{k}: {m}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })?;
+                Ok(Sink::Postgres(Box::new(PostgresSink::new(settings))))
+            }
             other => Err(format!("{} is not a sink connector", other.alias())),
         }
     }
@@ -257,11 +272,13 @@ impl Sink {
                 h.put(record);
                 Ok(())
             }
+            Sink::Postgres(p) => p.put(record),
         }
     }
 
     /// Writes what is due: the offsets to commit, and a batch that could
-    /// not be delivered (HTTP); `Err` fails the task.
+    /// not be delivered (HTTP) or written (PostgreSQL); `Err` fails the
+    /// task.
     async fn flush_due(
         &mut self,
         now: Instant,
@@ -273,6 +290,7 @@ impl Sink {
                 .map(|d| (d, None))
                 .map_err(|e| format!("writing files failed: {e}")),
             Sink::Http(h) => Ok(h.flush_due(now).await),
+            Sink::Postgres(p) => p.flush_due(now).await,
         }
     }
 
@@ -285,7 +303,7 @@ impl Sink {
     ) -> Vec<(String, i32, i64)> {
         match self {
             Sink::Files(_) => durable,
-            Sink::Http(_) => {
+            Sink::Http(_) | Sink::Postgres(_) => {
                 let mut all: std::collections::BTreeMap<(String, i32), i64> =
                     durable.into_iter().map(|(t, p, o)| ((t, p), o)).collect();
                 for r in records {
@@ -305,6 +323,11 @@ impl Sink {
                 files_written: h.requests,
                 records_written: h.records_sent,
                 bytes_written: h.bytes_sent,
+            },
+            Sink::Postgres(p) => WriterStats {
+                files_written: p.transactions,
+                records_written: p.records_written,
+                bytes_written: p.bytes_written,
             },
         }
     }

@@ -1,12 +1,15 @@
 //! A source task: make records, produce them (idempotent, acks=all), and
-//! once all of a batch is acknowledged commit the source offset to the
-//! metastore under the task's generation. A task restarted anywhere
-//! resumes from the last committed offset: records are never skipped, and
-//! only those acknowledged but not yet committed are made again.
+//! once all of a batch is acknowledged commit the source offsets to the
+//! metastore under the task's generation. A task has one source partition
+//! or several (the PostgreSQL source: one per table), each with its own
+//! offset, and its records may go to several topics (each record names
+//! its own). A task restarted anywhere resumes every partition from its
+//! last committed offset: records are never skipped, and only those
+//! acknowledged but not yet committed are made again.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use metastore::connect::{ConnectCommand, ConnectOutput};
 use sdk::{ProducerConfig, Record};
 use tokio::sync::watch;
@@ -16,6 +19,8 @@ use super::{pause_or_stop, Ended, TaskCtx};
 use crate::plugins::Plugin;
 use crate::source::datagen::Datagen;
 use crate::source::http::HttpSource;
+use crate::source::postgres::PostgresSource;
+use crate::source::{Polled, Produced};
 
 /// How often acknowledged offsets are committed.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
@@ -38,6 +43,7 @@ fn problems(p: Vec<(String, String)>) -> String {
 enum Source {
     Datagen(Datagen),
     Http(Box<HttpSource>),
+    Postgres(Box<PostgresSource>),
 }
 
 impl Source {
@@ -45,28 +51,27 @@ impl Source {
         match plugin {
             Plugin::Datagen => Ok(Source::Datagen(Datagen::new(config).map_err(problems)?)),
             Plugin::HttpSource => Ok(Source::Http(Box::new(HttpSource::new(config)?))),
+            Plugin::PostgresSource => Ok(Source::Postgres(Box::new(
+                PostgresSource::new(config).map_err(problems)?,
+            ))),
             other => Err(format!("{} is not a source connector", other.alias())),
         }
     }
 
-    fn topic(&self) -> String {
+    /// The source partitions this task's offsets are kept under.
+    fn partitions(&self) -> Vec<String> {
         match self {
-            Source::Datagen(g) => g.topic().to_owned(),
-            Source::Http(h) => h.topic().to_owned(),
+            Source::Datagen(g) => vec![g.partition()],
+            Source::Http(h) => vec![h.partition()],
+            Source::Postgres(p) => p.partitions(),
         }
     }
 
-    fn partition(&self) -> String {
-        match self {
-            Source::Datagen(g) => g.partition(),
-            Source::Http(h) => h.partition(),
-        }
-    }
-
-    fn resume(&mut self, offset: &str) -> Result<(), String> {
+    fn resume(&mut self, partition: &str, offset: &str) -> Result<(), String> {
         match self {
             Source::Datagen(g) => g.resume(offset),
             Source::Http(h) => h.resume(offset),
+            Source::Postgres(p) => p.resume(partition, offset),
         }
     }
 
@@ -74,7 +79,7 @@ impl Source {
     fn done(&self) -> bool {
         match self {
             Source::Datagen(g) => g.done(),
-            Source::Http(_) => false,
+            Source::Http(_) | Source::Postgres(_) => false,
         }
     }
 
@@ -82,25 +87,52 @@ impl Source {
         match self {
             Source::Datagen(g) => g.pause(),
             Source::Http(h) => h.pause(),
+            Source::Postgres(p) => p.pause(),
         }
     }
 
-    /// The next records (key, value) and the offset once they are
-    /// acknowledged.
-    async fn poll(&mut self) -> Result<(Vec<(Option<Bytes>, Bytes)>, Option<String>), String> {
+    /// The next records and the offsets once they are acknowledged.
+    async fn poll(&mut self) -> Result<Polled, String> {
         match self {
             Source::Datagen(g) => {
                 let batch = g.poll(now_ms());
-                let offset = batch.last().map(|r| Datagen::offset(r.next));
-                Ok((
-                    batch.into_iter().map(|r| (Some(r.key), r.value)).collect(),
-                    offset,
-                ))
+                let offsets = batch
+                    .last()
+                    .map(|r| vec![(g.partition(), Datagen::offset(r.next))])
+                    .unwrap_or_default();
+                let topic = g.topic().to_owned();
+                Ok(Polled {
+                    records: batch
+                        .into_iter()
+                        .map(|r| Produced {
+                            topic: topic.clone(),
+                            key: Some(r.key),
+                            value: r.value,
+                        })
+                        .collect(),
+                    offsets,
+                })
             }
             Source::Http(h) => {
                 let polled = h.poll().await?;
-                Ok((polled.records, polled.offset))
+                let topic = h.topic().to_owned();
+                Ok(Polled {
+                    records: polled
+                        .records
+                        .into_iter()
+                        .map(|(key, value)| Produced {
+                            topic: topic.clone(),
+                            key,
+                            value,
+                        })
+                        .collect(),
+                    offsets: polled
+                        .offset
+                        .map(|o| vec![(h.partition(), o)])
+                        .unwrap_or_default(),
+                })
             }
+            Source::Postgres(p) => p.poll().await,
         }
     }
 }
@@ -111,7 +143,7 @@ pub(super) async fn run(
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
     let mut source = Source::open(plugin, &ctx.config)?;
-    let partition = source.partition();
+    let partitions = source.partitions();
     // exactly-once: the transactional id is taken over (ending the last
     // instance's transaction, its offsets applied if it committed) before
     // the offsets to resume from are read
@@ -120,25 +152,31 @@ pub(super) async fn run(
     } else {
         None
     };
-    let committed = ctx.meta.read(|s| {
+    let committed: Vec<(String, String)> = ctx.meta.read(|s| {
         s.connect()
             .connector(&ctx.connector)
-            .and_then(|c| c.offsets.get(&partition).cloned())
+            .map(|c| {
+                partitions
+                    .iter()
+                    .filter_map(|p| c.offsets.get(p).map(|o| (p.clone(), o.clone())))
+                    .collect()
+            })
+            .unwrap_or_default()
     });
-    if let Some(offset) = committed {
-        if let Err(e) = source.resume(&offset) {
-            tracing::warn!(connector = %ctx.connector, task = ctx.task, error = %e, "connect: starting from the beginning");
+    for (partition, offset) in committed {
+        if let Err(e) = source.resume(&partition, &offset) {
+            tracing::warn!(connector = %ctx.connector, task = ctx.task, %partition, error = %e, "connect: starting the partition from the beginning");
         }
     }
     if let Some(txn) = txn {
-        return run_exactly_once(ctx, source, &partition, txn, stop).await;
+        return run_exactly_once(ctx, source, txn, stop).await;
     }
     let producer = ctx
         .client
         .producer(ProducerConfig::default())
         .map_err(|e| format!("the producer could not be set up: {e}"))?;
-    let topic = source.topic();
-    let mut acknowledged: Option<String> = None;
+    // per source partition, the offset after its last acknowledged record
+    let mut acknowledged: BTreeMap<String, String> = BTreeMap::new();
     let mut last_commit = Instant::now();
     loop {
         if *stop.borrow() {
@@ -150,34 +188,33 @@ pub(super) async fn run(
             }
             continue;
         }
-        let (batch, offset) = source.poll().await?;
-        if !batch.is_empty() {
-            let count = batch.len() as u64;
-            let deliveries: Vec<_> = batch
+        let Polled { records, offsets } = source.poll().await?;
+        if !records.is_empty() {
+            let count = records.len() as u64;
+            let deliveries: Vec<_> = records
                 .into_iter()
-                .map(|(key, value)| {
-                    let record = Record::new(value);
-                    let record = match key {
+                .map(|p| {
+                    let record = Record::new(p.value);
+                    let record = match p.key {
                         Some(k) => record.with_key(k),
                         None => record,
                     };
-                    producer.send(&topic, record)
+                    let sent = producer.send(&p.topic, record);
+                    (p.topic, sent)
                 })
                 .collect();
-            for d in deliveries {
+            for (topic, d) in deliveries {
                 d.await
                     .map_err(|e| format!("producing to {topic} failed: {e}"))?;
             }
             ctx.metrics.source_records(count);
         }
-        if offset.is_some() {
-            acknowledged = offset;
-        }
+        acknowledged.extend(offsets);
         // committed at most once a second (Connect's offset.flush.interval.ms),
         // when the task is done, and when it stops
         if source.done() || last_commit.elapsed() >= COMMIT_EVERY {
             last_commit = Instant::now();
-            if !commit(ctx, &partition, acknowledged.take()).await {
+            if !commit(ctx, &mut acknowledged).await {
                 return Ok(Ended::Stopped);
             }
         }
@@ -185,20 +222,18 @@ pub(super) async fn run(
             break;
         }
     }
-    commit(ctx, &partition, acknowledged).await;
+    commit(ctx, &mut acknowledged).await;
     Ok(Ended::Stopped)
 }
 
 /// The source loop with exactly-once delivery: each poll's records and
-/// the offset they reach are one transaction.
+/// the offsets they reach are one transaction.
 async fn run_exactly_once(
     ctx: &TaskCtx,
     mut source: Source,
-    partition: &str,
     txn: TxnDelivery,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
-    let topic = source.topic();
     loop {
         if *stop.borrow() {
             break;
@@ -209,22 +244,20 @@ async fn run_exactly_once(
             }
             continue;
         }
-        let (batch, offset) = source.poll().await?;
-        let count = batch.len() as u64;
-        let records = batch
+        let Polled { records, offsets } = source.poll().await?;
+        let count = records.len() as u64;
+        let records = records
             .into_iter()
-            .map(|(key, value)| {
-                let record = Record::new(value);
-                let record = match key {
+            .map(|p| {
+                let record = Record::new(p.value);
+                let record = match p.key {
                     Some(k) => record.with_key(k),
                     None => record,
                 };
-                (topic.clone(), record)
+                (p.topic, record)
             })
             .collect();
-        let offsets = offset
-            .map(|o| vec![(partition.to_owned(), Some(o))])
-            .unwrap_or_default();
+        let offsets = offsets.into_iter().map(|(p, o)| (p, Some(o))).collect();
         if !txn.deliver(ctx, records, offsets).await? {
             // a newer instance of the task took over
             return Ok(Ended::Stopped);
@@ -237,21 +270,31 @@ async fn run_exactly_once(
     Ok(Ended::Stopped)
 }
 
-/// Commits the offset after the last acknowledged record; false when a
-/// newer generation runs (or the connector stopped): its worker goes on
-/// from the offsets committed so far, and this task ends.
-async fn commit(ctx: &TaskCtx, partition: &str, offset: Option<String>) -> bool {
-    let Some(offset) = offset else { return true };
+/// Commits, in one metastore write, each partition's offset after its
+/// last acknowledged record (they are kept for the next try when the
+/// write fails); false when a newer generation runs (or the connector
+/// stopped): its worker goes on from the offsets committed so far, and
+/// this task ends.
+async fn commit(ctx: &TaskCtx, offsets: &mut BTreeMap<String, String>) -> bool {
+    if offsets.is_empty() {
+        return true;
+    }
     let command = ConnectCommand::CommitOffsets {
         name: ctx.connector.clone(),
         generation: Some(ctx.generation),
-        offsets: vec![(partition.to_owned(), Some(offset))],
+        offsets: offsets
+            .iter()
+            .map(|(p, o)| (p.clone(), Some(o.clone())))
+            .collect(),
     };
     match ctx.meta.connect_command(command).await {
         Ok(ConnectOutput::Stale) => false,
-        Ok(_) => true,
+        Ok(_) => {
+            offsets.clear();
+            true
+        }
         Err(e) => {
-            tracing::warn!(connector = %ctx.connector, task = ctx.task, error = %e, "connect: source offsets not committed (the records may be made again)");
+            tracing::warn!(connector = %ctx.connector, task = ctx.task, error = %e, "connect: source offsets not committed yet (tried again at the next commit)");
             true
         }
     }

@@ -222,6 +222,9 @@ pub struct BatchError {
     pub message: String,
     /// The records of the batch (for the dead-letter topic).
     pub records: Vec<SinkRecord>,
+    /// Each record's own reason when they differ (the PostgreSQL sink's
+    /// refused records); empty when `message` is every record's.
+    pub reasons: Vec<String>,
 }
 
 /// The sink: buffered records and the client that sends them.
@@ -289,6 +292,7 @@ impl HttpSink {
                     failed = Some(BatchError {
                         message,
                         records: batch,
+                        reasons: Vec::new(),
                     });
                 }
             }

@@ -18,6 +18,7 @@
 //! ([`sink::object_store`]).
 
 pub mod config;
+pub mod convert;
 pub mod metrics;
 pub mod plugins;
 pub mod record;

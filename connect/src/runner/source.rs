@@ -12,6 +12,7 @@ use sdk::{ProducerConfig, Record};
 use tokio::sync::watch;
 
 use super::{pause_or_stop, Ended, TaskCtx};
+use crate::convert::RecordConverters;
 use crate::plugins::Plugin;
 use crate::source::datagen::Datagen;
 use crate::source::http::HttpSource;
@@ -126,6 +127,7 @@ pub(super) async fn run(
         .producer(ProducerConfig::default())
         .map_err(|e| format!("the producer could not be set up: {e}"))?;
     let topic = source.topic();
+    let converters = RecordConverters::for_source(&ctx.config, &ctx.registry)?;
     let mut acknowledged: Option<String> = None;
     let mut last_commit = Instant::now();
     loop {
@@ -141,6 +143,11 @@ pub(super) async fn run(
         let (batch, offset) = source.poll().await?;
         if !batch.is_empty() {
             let count = batch.len() as u64;
+            let mut written = Vec::with_capacity(batch.len());
+            for (key, value) in batch {
+                written.push(converters.encode(&topic, key, value).await?);
+            }
+            let batch = written;
             let deliveries: Vec<_> = batch
                 .into_iter()
                 .map(|(key, value)| {

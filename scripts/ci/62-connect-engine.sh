@@ -6,7 +6,9 @@
 # agents the agent running the sink's task is killed and the task goes on
 # on another (each record at least once, no gaps); the HTTP sink against a
 # real HTTP server (retries, a refusal failing the task or going to the
-# dead-letter topic). About 2 minutes.
+# dead-letter topic); the Avro and JSON Schema converters through the
+# agent's schema registry (values decoded into the bucket, Datagen's Avro
+# records read back with Confluent's AvroDeserializer). About 2 minutes.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
 # boto3, pyarrow, pytest).
 set -euo pipefail

@@ -130,9 +130,10 @@ impl ConnectEngine {
         &self.worker_id
     }
 
-    /// Tells the engine where this agent's schema registry listens (the
-    /// registry converters' default URL on source connectors).
-    pub fn set_schema_registry(&self, addr: SocketAddr) {
+    /// Tells the engine where this agent's schema registry listens, or
+    /// that it is off (the registry converters' default URL on source
+    /// connectors).
+    pub fn set_schema_registry(&self, addr: Option<SocketAddr>) {
         self.schema_registry.set(addr);
     }
 

@@ -241,8 +241,8 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
-    if let (Some(c), Some(addr)) = (&connect_engine, gw.schema_registry_addr()) {
-        c.set_schema_registry(addr);
+    if let Some(c) = &connect_engine {
+        c.set_schema_registry(gw.schema_registry_addr());
     }
     if let Some(o) = otel {
         o.observe_metrics(gw.metrics_text());

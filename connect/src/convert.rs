@@ -148,44 +148,65 @@ impl Side {
     }
 }
 
-/// This agent's schema registry URL, known once its listener is bound
-/// (empty while the registry is off).
+/// This agent's schema registry URL: unknown until the gateway has bound
+/// its listeners, then the URL, or none when the registry is off.
 #[derive(Debug, Clone, Default)]
-pub struct DefaultRegistry(Arc<OnceLock<String>>);
+pub struct DefaultRegistry(Arc<OnceLock<Option<String>>>);
 
 impl DefaultRegistry {
     /// One whose URL is already known.
     pub fn at(url: impl Into<String>) -> DefaultRegistry {
         let r = DefaultRegistry::default();
-        let _ = r.0.set(url.into());
+        let _ = r.0.set(Some(url.into()));
+        r
+    }
+
+    /// One known to be off.
+    pub fn off() -> DefaultRegistry {
+        let r = DefaultRegistry::default();
+        r.set(None);
         r
     }
 
     /// Records the registry listener's address (an unspecified address
-    /// is reached on loopback).
-    pub fn set(&self, addr: SocketAddr) {
-        let host = if addr.ip().is_unspecified() {
-            match addr {
-                SocketAddr::V4(_) => "127.0.0.1".to_owned(),
-                SocketAddr::V6(_) => "[::1]".to_owned(),
-            }
-        } else {
-            match addr {
+    /// is reached on loopback), or that there is none.
+    pub fn set(&self, addr: Option<SocketAddr>) {
+        let url = addr.map(|addr| {
+            let host = match addr {
+                SocketAddr::V4(a) if a.ip().is_unspecified() => "127.0.0.1".to_owned(),
+                SocketAddr::V6(a) if a.ip().is_unspecified() => "[::1]".to_owned(),
                 SocketAddr::V4(a) => a.ip().to_string(),
                 SocketAddr::V6(a) => format!("[{}]", a.ip()),
-            }
-        };
-        let _ = self.0.set(format!("http://{host}:{}", addr.port()));
+            };
+            format!("http://{host}:{}", addr.port())
+        });
+        let _ = self.0.set(url);
     }
 
+    /// The URL, when known and on.
     pub fn url(&self) -> Option<String> {
-        self.0.get().cloned()
+        self.0.get().cloned().flatten()
+    }
+
+    /// Whether the registry is known to be off.
+    pub fn is_off(&self) -> bool {
+        matches!(self.0.get(), Some(None))
+    }
+
+    /// The URL, waiting up to `patience` for the agent to tell it (a task
+    /// may start before the gateway has bound its listeners).
+    pub async fn wait(&self, patience: std::time::Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + patience;
+        while self.0.get().is_none() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        self.url()
     }
 }
 
 impl PartialEq for DefaultRegistry {
     fn eq(&self, other: &Self) -> bool {
-        self.url() == other.url()
+        self.0.get() == other.0.get()
     }
 }
 
@@ -317,13 +338,9 @@ pub fn problems(config: &Config, sink: bool) -> Vec<Problem> {
 
 /// The problems that depend on this agent: a source connector writing
 /// through a registry with no `schema.registry.url` needs this agent's
-/// registry, which is off when `default_registry` is `None`.
-pub fn registry_problems(
-    config: &Config,
-    sink: bool,
-    default_registry: Option<&str>,
-) -> Vec<Problem> {
-    if sink || default_registry.is_some() {
+/// registry, which may be off.
+pub fn registry_problems(config: &Config, sink: bool, registry_off: bool) -> Vec<Problem> {
+    if sink || !registry_off {
         return Vec::new();
     }
     let mut ignored = Vec::new();
@@ -612,18 +629,29 @@ impl RecordConverters {
     }
 
     /// A source's converters: schemas registered and read over the REST
-    /// API of `*.schema.registry.url`, else of this agent's registry.
-    pub fn for_source(
+    /// API of `*.schema.registry.url`, else of this agent's registry
+    /// (waited for up to a minute while the agent starts).
+    pub async fn for_source(
         config: &Config,
         default_registry: &DefaultRegistry,
     ) -> Result<RecordConverters, String> {
         let (key, value) = parse_both(config)?;
+        let needs_default = [&key, &value]
+            .iter()
+            .any(|s| s.kind.uses_registry() && s.registry_url.is_none());
+        let default_url = if needs_default {
+            default_registry
+                .wait(std::time::Duration::from_secs(60))
+                .await
+        } else {
+            None
+        };
         let make = |side: Side, s: Settings| -> Result<Converter, String> {
             let source = if s.kind.uses_registry() {
                 let url = s
                     .registry_url
                     .clone()
-                    .or_else(|| default_registry.url())
+                    .or_else(|| default_url.clone())
                     .ok_or_else(|| {
                         format!(
                             "{side}.converter: this agent's schema registry is off: set \

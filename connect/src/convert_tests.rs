@@ -276,6 +276,7 @@ async fn protobuf_values_decode_with_their_message_indexes() {
 #[tokio::test]
 async fn json_envelopes_are_unwrapped_and_plain_json_is_left_alone() {
     let plain = RecordConverters::for_source(&config(&[]), &DefaultRegistry::default())
+        .await
         .expect("JSON needs no registry");
     let r = record(br#"{"seq": 1}"#.to_vec());
     assert_eq!(
@@ -287,6 +288,7 @@ async fn json_envelopes_are_unwrapped_and_plain_json_is_left_alone() {
         &config(&[("value.converter.schemas.enable", "true")]),
         &DefaultRegistry::default(),
     )
+    .await
     .expect("JSON needs no registry");
     let r = record(br#"{"schema": {"type": "int64"}, "payload": 7}"#.to_vec());
     assert_eq!(
@@ -316,6 +318,7 @@ async fn a_source_registers_an_inferred_schema_once_and_its_records_read_back() 
         &config(&[("value.converter", "io.confluent.connect.avro.AvroConverter")]),
         &DefaultRegistry::at(url.clone()),
     )
+    .await
     .expect("the default registry");
     let reader = sink(&url, "avro", &[]);
     for seq in 0..3 {
@@ -362,6 +365,7 @@ async fn with_use_latest_version_a_source_writes_with_the_subjects_schema() {
         ]),
         &DefaultRegistry::default(),
     )
+    .await
     .expect("a URL");
     let (_, value) = source
         .encode("users", None, Bytes::from_static(br#"{"name": "grace"}"#))
@@ -429,15 +433,15 @@ fn validation_accepts_the_registry_converters_and_names_what_is_wrong() {
     assert!(problems(&unknown, true)[0].1.contains("AvroConverter"));
 }
 
-#[test]
-fn a_source_through_the_registry_needs_a_url_when_this_agents_registry_is_off() {
+#[tokio::test]
+async fn a_source_through_the_registry_needs_a_url_when_this_agents_registry_is_off() {
     let c = config(&[("value.converter", "avro")]);
-    let off = registry_problems(&c, false, None);
+    let off = registry_problems(&c, false, true);
     assert_eq!(off.len(), 1);
     assert!(off[0].1.contains("schema registry is off"), "{off:?}");
-    assert!(registry_problems(&c, false, Some("http://127.0.0.1:8081")).is_empty());
+    assert!(registry_problems(&c, false, false).is_empty());
     assert!(
-        registry_problems(&c, true, None).is_empty(),
+        registry_problems(&c, true, true).is_empty(),
         "sinks read the metastore"
     );
     let with_url = config(&[
@@ -447,19 +451,45 @@ fn a_source_through_the_registry_needs_a_url_when_this_agents_registry_is_off() 
             "http://registry:8081",
         ),
     ]);
-    assert!(registry_problems(&with_url, false, None).is_empty());
-    let err =
-        RecordConverters::for_source(&c, &DefaultRegistry::default()).expect_err("no registry");
+    assert!(registry_problems(&with_url, false, true).is_empty());
+    let err = RecordConverters::for_source(&c, &DefaultRegistry::off())
+        .await
+        .expect_err("no registry");
     assert!(
         err.contains("set value.converter.schema.registry.url"),
         "{err}"
     );
 }
 
+#[tokio::test]
+async fn a_source_waits_for_the_agent_to_tell_its_registry() {
+    let (url, _f) = fake().await;
+    let registry = DefaultRegistry::default();
+    assert!(!registry.is_off(), "not known yet is not off");
+    let later = registry.clone();
+    let addr: SocketAddr = url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        later.set(Some(addr));
+    });
+    let c = config(&[("value.converter", "avro")]);
+    let source = RecordConverters::for_source(&c, &registry)
+        .await
+        .expect("the registry is told");
+    source
+        .encode("t", None, Bytes::from_static(b"{\"a\": 1}"))
+        .await
+        .expect("registered at the agent's registry");
+}
+
 #[test]
 fn the_default_registry_is_reached_on_loopback_when_bound_to_any_address() {
     let r = DefaultRegistry::default();
     assert_eq!(r.url(), None);
-    r.set("0.0.0.0:8081".parse().expect("an address"));
+    r.set(Some("0.0.0.0:8081".parse().expect("an address")));
     assert_eq!(r.url().as_deref(), Some("http://127.0.0.1:8081"));
+    assert!(DefaultRegistry::off().is_off());
 }

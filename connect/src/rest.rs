@@ -81,7 +81,7 @@ impl Rest {
         crate::convert::registry_problems(
             config,
             plugin.kind() == crate::plugins::Kind::Sink,
-            self.info.schema_registry.url().as_deref(),
+            self.info.schema_registry.is_off(),
         )
     }
 }

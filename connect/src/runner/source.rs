@@ -127,7 +127,7 @@ pub(super) async fn run(
         .producer(ProducerConfig::default())
         .map_err(|e| format!("the producer could not be set up: {e}"))?;
     let topic = source.topic();
-    let converters = RecordConverters::for_source(&ctx.config, &ctx.registry)?;
+    let converters = RecordConverters::for_source(&ctx.config, &ctx.registry).await?;
     let mut acknowledged: Option<String> = None;
     let mut last_commit = Instant::now();
     loop {

@@ -15,7 +15,9 @@
 //!
 //! Built-in connectors, named by short class names as Connect's aliases
 //! are: `DatagenSource` ([`source::datagen`]) and `ObjectStoreSink`
-//! ([`sink::object_store`]).
+//! ([`sink::object_store`]). Keys and values go through the converters of
+//! [`convert`]: JSON, string and bytes, and Avro, Protobuf and JSON Schema
+//! through the schema registry.
 
 pub mod config;
 pub mod convert;

@@ -291,9 +291,16 @@ impl Settings {
                 }
             }
         });
-        let user_info = setting("basic.auth.user.info")
-            .and_then(|v| v.split_once(':'))
-            .map(|(u, p)| (u.to_owned(), p.to_owned()));
+        let user_info = setting("basic.auth.user.info").and_then(|v| match v.split_once(':') {
+            Some((u, p)) => Some((u.to_owned(), p.to_owned())),
+            None => {
+                problems.push((
+                    format!("{key}.basic.auth.user.info"),
+                    format!("{key}.basic.auth.user.info: user:password"),
+                ));
+                None
+            }
+        });
         Settings {
             kind,
             registry_url,

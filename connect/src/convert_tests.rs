@@ -413,6 +413,11 @@ fn validation_accepts_the_registry_converters_and_names_what_is_wrong() {
         problems(&bad_url, true)[0].0,
         "value.converter.schema.registry.url"
     );
+    let no_password = config(&[("value.converter.basic.auth.user.info", "alice")]);
+    assert_eq!(
+        problems(&no_password, true)[0].0,
+        "value.converter.basic.auth.user.info"
+    );
     let bad_flag = config(&[("key.converter.auto.register.schemas", "maybe")]);
     assert_eq!(
         problems(&bad_flag, false)[0].0,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use connect::convert::DefaultRegistry;
 use connect::metrics::Metrics;
 use connect::{Worker, WorkerConfig};
 use gateway::http::HttpExtension;
@@ -22,6 +23,9 @@ pub struct ConnectEngine {
     routes: axum::Router,
     worker_id: String,
     worker: Worker,
+    /// This agent's schema registry URL, set once the gateway has bound
+    /// it (sources register schemas there by default).
+    schema_registry: DefaultRegistry,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
 }
@@ -72,6 +76,7 @@ impl ConnectEngine {
             Some((host, _)) => format!("{host}:{}", addr.port()),
             None => addr.to_string(),
         };
+        let schema_registry = DefaultRegistry::default();
         let worker = Worker::start(
             meta.clone(),
             WorkerConfig {
@@ -79,6 +84,7 @@ impl ConnectEngine {
                 worker_id: worker_id.clone(),
                 bootstrap: None,
                 poll: Duration::from_secs(1),
+                schema_registry: schema_registry.clone(),
             },
         );
         let app = connect::rest::router(
@@ -86,6 +92,7 @@ impl ConnectEngine {
             connect::rest::RestInfo {
                 worker_id: worker_id.clone(),
                 cluster_id: None,
+                schema_registry: schema_registry.clone(),
             },
         );
         let routes = app.clone();
@@ -107,6 +114,7 @@ impl ConnectEngine {
             routes,
             worker_id: worker_id.clone(),
             worker,
+            schema_registry,
             stop,
             server,
         }))
@@ -120,6 +128,13 @@ impl ConnectEngine {
     /// registration: the advertised host with the Connect port.
     pub fn worker_id(&self) -> &str {
         &self.worker_id
+    }
+
+    /// Tells the engine where this agent's schema registry listens, or
+    /// that it is off (the registry converters' default URL on source
+    /// connectors).
+    pub fn set_schema_registry(&self, addr: Option<SocketAddr>) {
+        self.schema_registry.set(addr);
     }
 
     /// The worker's figures for `/metrics`.

@@ -241,6 +241,9 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
+    if let Some(c) = &connect_engine {
+        c.set_schema_registry(gw.schema_registry_addr());
+    }
     if let Some(o) = otel {
         o.observe_metrics(gw.metrics_text());
     }

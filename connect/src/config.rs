@@ -81,14 +81,14 @@ pub fn common_definitions(sink: bool) -> Vec<ConfigDef> {
             "CLASS",
             Some("org.apache.kafka.connect.json.JsonConverter"),
             "LOW",
-            "How record keys are read and written: JSON, string or bytes.",
+            "How record keys are read and written: JSON, string, bytes, or through the schema registry: Avro, Protobuf (sinks), JSON Schema. Its settings are key.converter.*.",
         ),
         ConfigDef::new(
             "value.converter",
             "CLASS",
             Some("org.apache.kafka.connect.json.JsonConverter"),
             "LOW",
-            "How record values are read and written: JSON, string or bytes.",
+            "How record values are read and written: JSON, string, bytes, or through the schema registry: Avro, Protobuf (sinks), JSON Schema. Its settings are value.converter.*.",
         ),
         ConfigDef::new(
             "errors.tolerance",
@@ -138,14 +138,9 @@ pub fn common_definitions(sink: bool) -> Vec<ConfigDef> {
 }
 
 /// The converters this engine knows, as Connect's classes and their short
-/// names.
+/// names: the short name of the one `value` names (see [`crate::convert`]).
 pub fn converter_kind(value: &str) -> Option<&'static str> {
-    match value {
-        "org.apache.kafka.connect.json.JsonConverter" | "json" => Some("json"),
-        "org.apache.kafka.connect.storage.StringConverter" | "string" => Some("string"),
-        "org.apache.kafka.connect.converters.ByteArrayConverter" | "bytes" => Some("bytes"),
-        _ => None,
-    }
+    crate::convert::Kind::of(value).map(crate::convert::Kind::name)
 }
 
 /// `tasks.max` as given (default 1).
@@ -185,21 +180,7 @@ pub fn validate_common(config: &Config, sink: bool) -> Vec<Problem> {
     if let Err(p) = tasks_max(config) {
         problems.push(p);
     }
-    for key in ["key.converter", "value.converter"] {
-        if let Some(v) = config.get(key) {
-            if converter_kind(v).is_none() {
-                problems.push((
-                    key.into(),
-                    format!(
-                        "Invalid value {v} for configuration {key}: use \
-                         org.apache.kafka.connect.json.JsonConverter, \
-                         org.apache.kafka.connect.storage.StringConverter or \
-                         org.apache.kafka.connect.converters.ByteArrayConverter"
-                    ),
-                ));
-            }
-        }
-    }
+    problems.extend(crate::convert::problems(config, sink));
     if let Some(v) = config.get("errors.tolerance") {
         if v != "none" && v != "all" {
             problems.push((

@@ -19,8 +19,12 @@
 //! `ObjectStoreSink` ([`sink::object_store`]), `HttpSink` ([`sink::http`])
 //! and `PostgresSink` ([`sink::postgres`]); what the PostgreSQL connectors
 //! share is in [`postgres`].
+//! Keys and values go through the converters of [`convert`]: JSON, string
+//! and bytes, and Avro, Protobuf and JSON Schema through the schema
+//! registry.
 
 pub mod config;
+pub mod convert;
 pub mod metrics;
 pub mod plugins;
 pub mod postgres;

@@ -58,6 +58,9 @@ pub struct RestInfo {
     pub worker_id: String,
     /// The cluster id `GET /` shows; read from the metastore when `None`.
     pub cluster_id: Option<String>,
+    /// This agent's schema registry (source connectors writing through it
+    /// are refused while it is off).
+    pub schema_registry: crate::convert::DefaultRegistry,
 }
 
 /// What every handler is given.
@@ -65,6 +68,22 @@ pub struct RestInfo {
 struct Rest {
     meta: Metastore,
     info: Arc<RestInfo>,
+}
+
+impl Rest {
+    /// The problems with `config` that depend on this agent rather than
+    /// on the config alone.
+    fn agent_problems(
+        &self,
+        plugin: crate::plugins::Plugin,
+        config: &crate::config::Config,
+    ) -> Vec<crate::config::Problem> {
+        crate::convert::registry_problems(
+            config,
+            plugin.kind() == crate::plugins::Kind::Sink,
+            self.info.schema_registry.is_off(),
+        )
+    }
 }
 
 /// Connect's REST API over `meta`.

@@ -28,6 +28,9 @@ pub(crate) struct TaskCtx {
     pub config: Config,
     pub worker_id: String,
     pub metrics: Arc<Metrics>,
+    /// This agent's schema registry, where sources register schemas by
+    /// default.
+    pub registry: crate::convert::DefaultRegistry,
 }
 
 impl TaskCtx {

@@ -37,6 +37,9 @@ pub struct WorkerConfig {
     pub bootstrap: Option<String>,
     /// How often the worker looks at the metastore.
     pub poll: Duration,
+    /// This agent's schema registry (the default of the registry
+    /// converters' `schema.registry.url` on sources).
+    pub schema_registry: crate::convert::DefaultRegistry,
 }
 
 /// What identifies one run of a task: a config change, a connector
@@ -251,6 +254,7 @@ impl State {
                         config,
                         worker_id: self.config.worker_id.clone(),
                         metrics: Arc::clone(&self.metrics),
+                        registry: self.config.schema_registry.clone(),
                     };
                     tracing::info!(connector = %name, task = t, generation = identity.generation, "connect: starting task");
                     let handle = tokio::spawn(runner::run(ctx, plugin, stopped));

@@ -25,11 +25,28 @@ pub struct AvroSchema {
     /// Every named type the schema and its references define, by full name:
     /// where a type used by name (`Schema::Ref`) is found.
     names: Arc<HashMap<String, Schema>>,
+    /// The schemas of the references, as parsed alongside it.
+    referenced: Arc<Vec<Schema>>,
 }
 
 impl AvroSchema {
     pub fn canonical(&self) -> &str {
         &self.canonical
+    }
+
+    /// The parsed schema (named types from references appear in it as
+    /// `Schema::Ref`).
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The referenced schemas followed by the schema itself: what
+    /// `apache-avro`'s `*_schemata` functions resolve names against.
+    pub fn schemata(&self) -> Vec<&Schema> {
+        self.referenced
+            .iter()
+            .chain(std::iter::once(&self.schema))
+            .collect()
     }
 }
 
@@ -84,6 +101,7 @@ pub fn parse(text: &str, references: &[Resolved]) -> Result<AvroSchema, SchemaEr
         canonical: canonical_text(&json),
         schema,
         names: Arc::new(names),
+        referenced: Arc::new(referenced),
     })
 }
 

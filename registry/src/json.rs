@@ -31,6 +31,24 @@ impl JsonSchema {
     pub fn canonical(&self) -> &str {
         &self.canonical
     }
+
+    /// A validator of documents against the schema, its `$ref`s to
+    /// references resolved (nothing is fetched).
+    pub fn validator(&self) -> Result<jsonschema::Validator, SchemaError> {
+        let Some((root, references)) = self.docs.docs.split_first() else {
+            return Err(SchemaError::Invalid("an empty JSON Schema".into()));
+        };
+        let retriever = Retriever {
+            docs: references
+                .iter()
+                .map(|d| (d.name.clone(), d.id.clone(), d.value.clone()))
+                .collect(),
+        };
+        jsonschema::options()
+            .with_retriever(retriever)
+            .build(&root.value)
+            .map_err(|e| SchemaError::Invalid(format!("not a valid JSON Schema: {e}")))
+    }
 }
 
 /// The schema (document 0) and its references (1..), each with the name a

@@ -8,7 +8,11 @@
 # real HTTP server (retries, a refusal failing the task or going to the
 # dead-letter topic); the PostgreSQL sink (upserts, replay, deletes) and
 # source (incrementing and timestamp modes, restarts) against a real
-# PostgreSQL the tests start themselves. About 2 minutes.
+# PostgreSQL the tests start themselves; the Avro and JSON Schema converters
+# through the agent's schema registry (values decoded into the bucket,
+# Datagen's Avro records read back with Confluent's AvroDeserializer);
+# exactly-once source delivery with the task's agent killed. About 3
+# minutes.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
 # boto3, pyarrow, pytest), PostgreSQL's server (scripts/setup.sh installs
 # Debian's postgresql).

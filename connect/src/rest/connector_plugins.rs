@@ -5,20 +5,24 @@
 
 use std::collections::BTreeMap;
 
+use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::connectors::{config_of, plugin_of};
-use super::{ApiError, Body, Params, QueryParams};
+use super::{ApiError, Body, Params, QueryParams, Rest};
 use crate::config::{Config, ConfigDef, Problem};
 use crate::plugins::{self, Plugin};
 
 /// The converters `key.converter` and `value.converter` take.
-pub const CONVERTERS: [&str; 3] = [
+pub const CONVERTERS: [&str; 6] = [
     "org.apache.kafka.connect.json.JsonConverter",
     "org.apache.kafka.connect.storage.StringConverter",
     "org.apache.kafka.connect.converters.ByteArrayConverter",
+    "io.confluent.connect.avro.AvroConverter",
+    "io.confluent.connect.protobuf.ProtobufConverter",
+    "io.confluent.connect.json.JsonSchemaConverter",
 ];
 
 /// Connect's `PluginInfo`.
@@ -97,7 +101,8 @@ fn unknown_plugin(name: &str) -> ApiError {
 }
 
 /// `GET /connector-plugins/{plugin}/config`: the keys it takes (none for a
-/// converter: this engine's take no settings).
+/// converter: their settings are read under `key.converter.*` and
+/// `value.converter.*`, see [`crate::convert`]).
 pub(super) async fn config(Params(name): Params<String>) -> Result<Json<Vec<KeyInfo>>, ApiError> {
     if let Some(p) = Plugin::find(&name) {
         return Ok(Json(key_infos(&p.definitions())));
@@ -137,8 +142,15 @@ pub(super) struct ConfigInfos {
 
 /// The validation of `config` against `plugin`: every key it knows, with
 /// its value and errors; problems with keys it does not define come last.
-pub(super) fn config_infos(class: &str, plugin: Plugin, config: &Config) -> ConfigInfos {
+/// `here` are the problems that depend on this agent.
+pub(super) fn config_infos(
+    class: &str,
+    plugin: Plugin,
+    config: &Config,
+    here: Vec<Problem>,
+) -> ConfigInfos {
     let mut problems: Vec<Problem> = plugin.validate(config);
+    problems.extend(here);
     if config.get("name").is_none_or(|n| n.trim().is_empty()) {
         problems.insert(
             0,
@@ -224,6 +236,7 @@ pub(super) fn config_infos(class: &str, plugin: Plugin, config: &Config) -> Conf
 /// `PUT /connector-plugins/{plugin}/config/validate`: always 200 with the
 /// validation when the plugin is known, whatever its errors.
 pub(super) async fn validate(
+    State(rest): State<Rest>,
     Params(name): Params<String>,
     Body(raw): Body<BTreeMap<String, Value>>,
 ) -> Result<Json<ConfigInfos>, ApiError> {
@@ -234,7 +247,8 @@ pub(super) async fn validate(
             "Included connector type {class} does not match request type {name}"
         )));
     }
-    Ok(Json(config_infos(class, plugin, &config)))
+    let here = rest.agent_problems(plugin, &config);
+    Ok(Json(config_infos(class, plugin, &config, here)))
 }
 
 #[cfg(test)]

@@ -145,9 +145,15 @@ async fn put(
     initial: TargetState,
 ) -> Result<(bool, ConnectorInfo), ApiError> {
     let (plugin, _) = plugin_of(&config)?;
-    let tasks = plugin
-        .task_configs(&config)
-        .map_err(|problems| invalid_config(&problems))?;
+    let here = rest.agent_problems(plugin, &config);
+    let tasks = match plugin.task_configs(&config) {
+        Ok(tasks) if here.is_empty() => tasks,
+        Ok(_) => return Err(invalid_config(&here)),
+        Err(mut problems) => {
+            problems.extend(here);
+            return Err(invalid_config(&problems));
+        }
+    };
     let out = rest
         .meta
         .connect_command(ConnectCommand::Put {

@@ -39,6 +39,7 @@ impl Api {
             RestInfo {
                 worker_id: worker.clone(),
                 cluster_id: None,
+                schema_registry: crate::convert::DefaultRegistry::default(),
             },
         );
         let server = tokio::spawn(async move {

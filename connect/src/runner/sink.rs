@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::{Ended, TaskCtx};
 use crate::config;
+use crate::convert::RecordConverters;
 use crate::plugins::Plugin;
 use crate::record::SinkRecord;
 use crate::sink::http::{BatchError, HttpSink, HttpSinkConfig};
@@ -80,6 +81,7 @@ pub(super) async fn run(
     if let Sink::Postgres(p) = &mut writer {
         p.stop_on(stop.clone());
     }
+    let converters = RecordConverters::for_sink(&ctx.config, &ctx.meta)?;
     let topics = config::topics(&ctx.config);
     let group = group_of(&ctx.connector);
     let tolerate = ctx
@@ -147,7 +149,14 @@ pub(super) async fn run(
                     value: r.value,
                     headers: r.headers,
                 };
-                if let Err(e) = writer.put(record.clone()) {
+                // keys and values through the registry reach the
+                // connector as JSON; one that does not decode is the
+                // record's error, as one the connector refuses
+                let put = match converters.normalize(&record).await {
+                    Ok(decoded) => writer.put(decoded),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = put {
                     if !tolerate {
                         return Err(e);
                     }

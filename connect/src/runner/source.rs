@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::source_txn::{self, TxnDelivery};
 use super::{pause_or_stop, Ended, TaskCtx};
+use crate::convert::RecordConverters;
 use crate::plugins::Plugin;
 use crate::source::datagen::Datagen;
 use crate::source::http::HttpSource;
@@ -168,8 +169,9 @@ pub(super) async fn run(
             tracing::warn!(connector = %ctx.connector, task = ctx.task, %partition, error = %e, "connect: starting the partition from the beginning");
         }
     }
+    let converters = RecordConverters::for_source(&ctx.config, &ctx.registry).await?;
     if let Some(txn) = txn {
-        return run_exactly_once(ctx, source, txn, stop).await;
+        return run_exactly_once(ctx, source, &converters, txn, stop).await;
     }
     let producer = ctx
         .client
@@ -191,7 +193,8 @@ pub(super) async fn run(
         let Polled { records, offsets } = source.poll().await?;
         if !records.is_empty() {
             let count = records.len() as u64;
-            let deliveries: Vec<_> = records
+            let deliveries: Vec<_> = encoded(&converters, records)
+                .await?
                 .into_iter()
                 .map(|p| {
                     let record = Record::new(p.value);
@@ -226,11 +229,29 @@ pub(super) async fn run(
     Ok(Ended::Stopped)
 }
 
+/// The records with their keys and values as the converters write them.
+async fn encoded(
+    converters: &RecordConverters,
+    records: Vec<Produced>,
+) -> Result<Vec<Produced>, String> {
+    let mut out = Vec::with_capacity(records.len());
+    for p in records {
+        let (key, value) = converters.encode(&p.topic, p.key, p.value).await?;
+        out.push(Produced {
+            topic: p.topic,
+            key,
+            value,
+        });
+    }
+    Ok(out)
+}
+
 /// The source loop with exactly-once delivery: each poll's records and
 /// the offsets they reach are one transaction.
 async fn run_exactly_once(
     ctx: &TaskCtx,
     mut source: Source,
+    converters: &RecordConverters,
     txn: TxnDelivery,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
@@ -246,7 +267,8 @@ async fn run_exactly_once(
         }
         let Polled { records, offsets } = source.poll().await?;
         let count = records.len() as u64;
-        let records = records
+        let records = encoded(converters, records)
+            .await?
             .into_iter()
             .map(|p| {
                 let record = Record::new(p.value);

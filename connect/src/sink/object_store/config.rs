@@ -89,7 +89,9 @@ pub enum Converter {
     /// `StringConverter`: a utf8 column; a JSON string in JSON lines.
     String,
     /// `JsonConverter`: a utf8 column; embedded as JSON in JSON lines when
-    /// it parses as JSON, else as a string.
+    /// it parses as JSON, else as a string. Also `AvroConverter`,
+    /// `ProtobufConverter` and `JsonSchemaConverter`, whose keys and values
+    /// the sink runner decodes to JSON text first.
     Json,
     /// `ByteArrayConverter`: a binary column; base64 in JSON lines.
     Bytes,

@@ -195,7 +195,9 @@ pub fn definitions() -> Vec<ConfigDef> {
             Some(DEFAULT_CONVERTER),
             I::Low,
             "Chooses the key column's type: StringConverter or JsonConverter (utf8; \
-             aliases string, json) or ByteArrayConverter (binary; alias bytes).",
+             aliases string, json) or ByteArrayConverter (binary; alias bytes); \
+             AvroConverter, ProtobufConverter and JsonSchemaConverter (aliases avro, \
+             protobuf, jsonschema) store the decoded key as JSON text (utf8).",
         ),
         def(
             VALUE_CONVERTER,
@@ -204,7 +206,9 @@ pub fn definitions() -> Vec<ConfigDef> {
             I::Low,
             "Chooses the value column's type: StringConverter or JsonConverter \
              (utf8; aliases string, json) or ByteArrayConverter (binary; alias \
-             bytes).",
+             bytes); AvroConverter, ProtobufConverter and JsonSchemaConverter \
+             (aliases avro, protobuf, jsonschema) store the decoded value as JSON \
+             text (utf8).",
         ),
     ]
 }

@@ -256,7 +256,11 @@ pub(super) fn parse_all(
 
     const CONVERTERS: &str = "org.apache.kafka.connect.storage.StringConverter, \
          org.apache.kafka.connect.json.JsonConverter, \
-         org.apache.kafka.connect.converters.ByteArrayConverter (or string, json, bytes)";
+         org.apache.kafka.connect.converters.ByteArrayConverter, \
+         io.confluent.connect.avro.AvroConverter, \
+         io.confluent.connect.protobuf.ProtobufConverter, \
+         io.confluent.connect.json.JsonSchemaConverter \
+         (or string, json, bytes, avro, protobuf, jsonschema)";
     let key_converter = r.choice(
         KEY_CONVERTER,
         DEFAULT_CONVERTER,
@@ -289,18 +293,15 @@ pub(super) fn parse_all(
     })
 }
 
+/// The column a converter fills: the registry converters' keys and values
+/// reach the writer decoded to JSON text (see [`crate::convert`]).
 fn parse_converter(v: &str) -> Option<Converter> {
-    match v {
-        "org.apache.kafka.connect.storage.StringConverter" => Some(Converter::String),
-        "org.apache.kafka.connect.json.JsonConverter" => Some(Converter::Json),
-        "org.apache.kafka.connect.converters.ByteArrayConverter" => Some(Converter::Bytes),
-        _ => match v.to_ascii_lowercase().as_str() {
-            "string" => Some(Converter::String),
-            "json" => Some(Converter::Json),
-            "bytes" => Some(Converter::Bytes),
-            _ => None,
-        },
-    }
+    use crate::convert::Kind;
+    Kind::of(v).map(|kind| match kind {
+        Kind::String => Converter::String,
+        Kind::Bytes => Converter::Bytes,
+        Kind::Json | Kind::Avro | Kind::Protobuf | Kind::JsonSchema => Converter::Json,
+    })
 }
 
 /// A light check of the URL's shape; the store itself is built (and the

@@ -1,0 +1,3 @@
+module github.com/aerostream/aerostream/sdk-go
+
+go 1.22

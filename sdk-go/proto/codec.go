@@ -175,3 +175,16 @@ func Correlation(m Message) (uint32, bool) {
 	}
 	return uint32(v.Uint()), true
 }
+
+// SetCorrelation sets a request's correlation id (a no-op for the
+// credit, which has none).
+func SetCorrelation(m Message, id uint32) {
+	if tp, ok := m.(*TxnProduce); ok {
+		tp.Produce.Correlation = id
+		return
+	}
+	v := reflect.ValueOf(m).Elem().FieldByName("Correlation")
+	if v.IsValid() && v.CanSet() {
+		v.SetUint(uint64(id))
+	}
+}

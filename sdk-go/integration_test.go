@@ -1,0 +1,234 @@
+package aerostream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/aerostream/aerostream/sdk-go/internal/testagent"
+	"github.com/aerostream/aerostream/sdk-go/proto"
+)
+
+func connect(t *testing.T, a *testagent.Agent, cfg Config) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, a.Bootstrap, cfg)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", a.Bootstrap, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestAgentAdminProduceConsume(t *testing.T) {
+	a := testagent.Start(t, "--auto-create-topics", "false")
+	c := connect(t, a, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := c.CreateTopic(ctx, "orders", 4, -1, map[string]string{"retention.ms": "3600000"}); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	err := c.CreateTopic(ctx, "orders", 4, -1, nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Code != proto.ErrTopicAlreadyExists {
+		t.Fatalf("creating it again gave %v, want TOPIC_ALREADY_EXISTS", err)
+	}
+	md, err := c.Metadata(ctx, "orders")
+	if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 4 || len(md.Nodes) == 0 {
+		t.Fatalf("metadata: %+v, %v", md, err)
+	}
+
+	p, err := c.NewProducer(ctx, ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	deliveries := make([]*Delivery, n)
+	for i := 0; i < n; i++ {
+		key := fmt.Sprintf("user-%d", i%37)
+		deliveries[i], err = p.Send(ctx, Record{Topic: "orders", Key: []byte(key), Value: []byte(fmt.Sprintf("v%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := map[uint32]int64{}
+	for i, d := range deliveries {
+		if d.Err != nil {
+			t.Fatalf("record %d: %v", i, d.Err)
+		}
+		key := fmt.Sprintf("user-%d", i%37)
+		if want := PartitionForKey([]byte(key), 4); d.Partition != want {
+			t.Fatalf("key %s went to partition %d, Kafka's partitioner says %d", key, d.Partition, want)
+		}
+		if prev, ok := last[d.Partition]; ok && d.Offset <= prev {
+			t.Fatalf("record %d: offset %d after %d in partition %d: order lost", i, d.Offset, prev, d.Partition)
+		}
+		last[d.Partition] = d.Offset
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, Record{Topic: "orders"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+
+	// read everything back: every value once, in order per partition
+	cs := c.NewConsumer(ConsumerConfig{})
+	if err := cs.Assign(ctx, "orders", nil, Earliest); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	lastOff := map[uint32]int64{}
+	for len(seen) < n {
+		r, err := cs.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d records: %v", len(seen), err)
+		}
+		if seen[string(r.Value)] {
+			t.Fatalf("%s read twice", r.Value)
+		}
+		seen[string(r.Value)] = true
+		if prev, ok := lastOff[r.Partition]; ok && r.Offset != prev+1 {
+			t.Fatalf("partition %d: offset %d after %d", r.Partition, r.Offset, prev)
+		}
+		lastOff[r.Partition] = r.Offset
+		if PartitionForKey(r.Key, 4) != r.Partition {
+			t.Fatalf("key %s read from partition %d", r.Key, r.Partition)
+		}
+	}
+	cs.Close(ctx)
+
+	// latest: only what is written afterwards
+	late := c.NewConsumer(ConsumerConfig{})
+	if err := late.Assign(ctx, "orders", []uint32{0}, Latest); err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := c.NewProducer(ctx, ProducerConfig{})
+	part, off, err := p2.Produce(ctx, Record{Topic: "orders", Partition: 0, Partitioned: true, Value: []byte("late")})
+	if err != nil || part != 0 {
+		t.Fatalf("produce: %d %d %v", part, off, err)
+	}
+	r, err := late.Next(ctx)
+	if err != nil || string(r.Value) != "late" || r.Offset != off {
+		t.Fatalf("latest consumer read %+v, %v; want late at %d", r, err, off)
+	}
+	late.Close(ctx)
+
+	// a missing topic is named as such
+	if _, err := c.Partitions(ctx, "missing"); !errors.As(err, &se) || se.Code != proto.ErrUnknownTopic {
+		t.Fatalf("partitions of a missing topic: %v, want UNKNOWN_TOPIC", err)
+	}
+	if _, err := p2.Send(ctx, Record{Topic: "missing", Value: []byte("x")}); err == nil {
+		t.Fatal("a record for a missing topic was queued")
+	}
+	p2.Close(ctx)
+	if err := c.DeleteTopic(ctx, "orders"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+}
+
+func TestAgentConsumerGroup(t *testing.T) {
+	a := testagent.Start(t)
+	c := connect(t, a, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, "events", 3, -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewProducer(ctx, ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		if _, err := p.Send(ctx, Record{Topic: "events", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// a member reads 100 records, commits and leaves
+	first := c.NewConsumer(ConsumerConfig{Group: "readers", HeartbeatInterval: 500 * time.Millisecond})
+	if err := first.Subscribe("events"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for len(got) < 100 {
+		r, err := first.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[string(r.Value)] = true
+	}
+	if err := first.Close(ctx); err != nil {
+		t.Fatalf("close (commit and leave): %v", err)
+	}
+	// the next member goes on from the committed offsets: it reads the
+	// other 200 and nothing read before
+	second := c.NewConsumer(ConsumerConfig{Group: "readers", HeartbeatInterval: 500 * time.Millisecond})
+	if err := second.Subscribe("events"); err != nil {
+		t.Fatal(err)
+	}
+	rest := map[string]bool{}
+	for len(rest) < 200 {
+		r, err := second.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d: %v", len(rest), err)
+		}
+		if got[string(r.Value)] {
+			t.Fatalf("record %s read again by the next member", r.Value)
+		}
+		rest[string(r.Value)] = true
+	}
+	second.Close(ctx)
+	all := make([]string, 0, 300)
+	for k := range got {
+		all = append(all, k)
+	}
+	for k := range rest {
+		all = append(all, k)
+	}
+	sort.Strings(all)
+	if len(all) != 300 {
+		t.Fatalf("read %d distinct records, want 300", len(all))
+	}
+}
+
+func TestAgentLogins(t *testing.T) {
+	a := testagent.Start(t, "--sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN", "--admin-user", "admin:admin-secret")
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		c := connect(t, a, Config{SASL: SASL{Mechanism: mech, User: "admin", Password: "admin-secret"}})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := c.CreateTopic(ctx, "t-"+mech, 1, -1, nil); err != nil {
+			t.Errorf("%s: create topic as admin: %v", mech, err)
+		}
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := Connect(ctx, a.Bootstrap, Config{SASL: SASL{Mechanism: mech, User: "admin", Password: "wrong"}})
+		cancel()
+		var se *Error
+		if !errors.As(err, &se) || se.Code != proto.ErrAuthenticationFailed {
+			t.Errorf("%s with a wrong password: %v, want AUTHENTICATION_FAILED", mech, err)
+		}
+	}
+	// no login on a server that requires one
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := Connect(ctx, a.Bootstrap, Config{})
+	var se *Error
+	if !errors.As(err, &se) || se.Code != proto.ErrAuthenticationRequired {
+		t.Errorf("without login: %v, want AUTHENTICATION_REQUIRED", err)
+	}
+}

@@ -31,6 +31,14 @@ type Config struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds requests that are not long polls (default 30 s).
 	RequestTimeout time.Duration
+	// TLSCAFile is, for aero+quic://, the PEM file of the CA certificates
+	// that signed the servers' certificates (an agent's own CA is
+	// DATA_DIR/native-tls/ca.pem). No system roots are used.
+	TLSCAFile string
+	// InsecureSkipVerify accepts any server certificate over QUIC: the
+	// traffic is encrypted, but anyone on the path can pose as the server.
+	// For trying things out only.
+	InsecureSkipVerify bool
 }
 
 // Client is a connection to an AeroStream cluster over the native
@@ -40,6 +48,7 @@ type Config struct {
 type Client struct {
 	cfg       Config
 	bootstrap []string
+	quic      bool
 
 	mu     sync.Mutex
 	conns  map[string]*conn
@@ -55,37 +64,47 @@ type dialing struct {
 	err  error
 }
 
-// ParseBootstrap gives the host:port addresses of a bootstrap URL:
-// aero://HOST:PORT, or a list aero://h1:9091,h2:9091.
-func ParseBootstrap(url string) ([]string, error) {
-	rest, ok := strings.CutPrefix(url, "aero://")
+// ParseBootstrap gives the host:port addresses of a bootstrap URL, and
+// whether it is over QUIC: aero://HOST:PORT (TCP) or aero+quic://HOST:PORT
+// (QUIC on the UDP port of that number), or a list aero://h1:9091,h2:9091.
+func ParseBootstrap(url string) (addrs []string, overQUIC bool, err error) {
+	scheme := "aero://"
+	rest, ok := strings.CutPrefix(url, scheme)
 	if !ok {
-		if strings.HasPrefix(url, "aero+quic://") {
-			return nil, fmt.Errorf("%q: the Go client speaks the native protocol over TCP only (aero://); QUIC is not implemented", url)
-		}
-		return nil, fmt.Errorf("%q is not an aero://HOST:PORT URL", url)
+		scheme = "aero+quic://"
+		rest, ok = strings.CutPrefix(url, scheme)
+		overQUIC = true
+	}
+	if !ok {
+		return nil, false, fmt.Errorf("%q is not an aero://HOST:PORT or aero+quic://HOST:PORT URL", url)
 	}
 	var out []string
 	for _, part := range strings.Split(rest, ",") {
-		part = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(part), "aero://"), "/")
+		part = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(part), scheme), "/")
 		host, port, err := net.SplitHostPort(part)
 		if err != nil || host == "" {
-			return nil, fmt.Errorf("%q: %q is not HOST:PORT", url, part)
+			return nil, false, fmt.Errorf("%q: %q is not HOST:PORT", url, part)
 		}
 		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("%q: %q is not a port", url, port)
+			return nil, false, fmt.Errorf("%q: %q is not a port", url, port)
 		}
 		out = append(out, part)
 	}
-	return out, nil
+	return out, overQUIC, nil
 }
 
 // Connect logs in to one of the bootstrap servers and reads the cluster's
 // metadata.
 func Connect(ctx context.Context, bootstrap string, cfg Config) (*Client, error) {
-	addrs, err := ParseBootstrap(bootstrap)
+	addrs, overQUIC, err := ParseBootstrap(bootstrap)
 	if err != nil {
 		return nil, err
+	}
+	if !overQUIC && (cfg.TLSCAFile != "" || cfg.InsecureSkipVerify) {
+		return nil, fmt.Errorf("%q: a TLS CA or InsecureSkipVerify applies to aero+quic:// only (aero:// is plain TCP)", bootstrap)
+	}
+	if overQUIC && cfg.TLSCAFile == "" && !cfg.InsecureSkipVerify {
+		return nil, fmt.Errorf("%q: QUIC needs the servers' CA (TLSCAFile, e.g. DATA_DIR/native-tls/ca.pem) or InsecureSkipVerify", bootstrap)
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 10 * time.Second
@@ -99,6 +118,7 @@ func Connect(ctx context.Context, bootstrap string, cfg Config) (*Client, error)
 	c := &Client{
 		cfg:       cfg,
 		bootstrap: addrs,
+		quic:      overQUIC,
 		conns:     map[string]*conn{},
 		dials:     map[string]*dialing{},
 		nodes:     map[uint32]string{},
@@ -145,7 +165,7 @@ func (c *Client) connTo(ctx context.Context, addr string) (*conn, error) {
 		go func() {
 			dctx, cancel := context.WithTimeout(context.Background(), c.cfg.DialTimeout)
 			defer cancel()
-			d.c, d.err = dial(dctx, addr, &c.cfg)
+			d.c, d.err = dial(dctx, addr, &c.cfg, c.quic)
 			c.mu.Lock()
 			delete(c.dials, addr)
 			if d.err == nil {

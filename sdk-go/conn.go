@@ -16,7 +16,7 @@ import (
 // id.
 type conn struct {
 	addr string
-	nc   net.Conn
+	nc   transport
 
 	wmu sync.Mutex // one frame written at a time
 
@@ -38,10 +38,24 @@ type result struct {
 // closes the connection (responses are bounded by the client's fetch sizes).
 const maxResponseBytes = 256 << 20
 
+// transport is a TCP connection, or the first stream of a QUIC one.
+type transport interface {
+	io.ReadWriter
+	SetDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+	Close() error
+}
+
 // dial connects, says hello and logs in.
-func dial(ctx context.Context, addr string, cfg *Config) (*conn, error) {
-	d := net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+func dial(ctx context.Context, addr string, cfg *Config, overQUIC bool) (*conn, error) {
+	var nc transport
+	var err error
+	if overQUIC {
+		nc, err = dialQUIC(ctx, addr, cfg)
+	} else {
+		d := net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
 	}

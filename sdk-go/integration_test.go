@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,4 +233,62 @@ func TestAgentLogins(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != proto.ErrAuthenticationRequired {
 		t.Errorf("without login: %v, want AUTHENTICATION_REQUIRED", err)
 	}
+}
+
+// Over QUIC, trusting the CA the agent wrote into its data folder: the
+// same operations as over TCP, and a server the CA did not sign is refused.
+func TestAgentOverQUIC(t *testing.T) {
+	a := testagent.Start(t)
+	ca := filepath.Join(a.DataDir, "native-tls", "ca.pem")
+	url := "aero+quic://" + a.Native
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, url, Config{TLSCAFile: ca})
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
+	}
+	defer c.Close()
+	if err := c.CreateTopic(ctx, "over-quic", 2, -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewProducer(ctx, ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if _, err := p.Send(ctx, Record{Topic: "over-quic", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs := c.NewConsumer(ConsumerConfig{})
+	if err := cs.Assign(ctx, "over-quic", nil, Earliest); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 200 {
+		r, err := cs.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d: %v", len(seen), err)
+		}
+		seen[string(r.Value)] = true
+	}
+	cs.Close(ctx)
+
+	// a CA that did not sign the server's certificate
+	otherAgent := testagent.Start(t)
+	wrong := filepath.Join(otherAgent.DataDir, "native-tls", "ca.pem")
+	if _, err := Connect(ctx, url, Config{TLSCAFile: wrong}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a server certified by another CA: %v, want a certificate error", err)
+	}
+	if _, err := Connect(ctx, url, Config{}); err == nil {
+		t.Fatal("QUIC without a CA nor InsecureSkipVerify was accepted")
+	}
+	c2, err := Connect(ctx, url, Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("InsecureSkipVerify: %v", err)
+	}
+	c2.Close()
 }

@@ -107,6 +107,11 @@ func TestGoCommandsAndKcatShareRecords(t *testing.T) {
 	got = run(t, "", consume, "--bootstrap", a.Bootstrap, "--topic", "from-kcat", "--from", "earliest", "--count", "1000")
 	sameLines(t, "Go consume reading what kcat produced", got, append(plain, zipped...))
 
+	// the same over QUIC, trusting the agent's own CA
+	got = run(t, "", consume, "--bootstrap", "aero+quic://"+a.Native, "--tls-ca", filepath.Join(a.DataDir, "native-tls", "ca.pem"),
+		"--topic", "from-kcat", "--from", "earliest", "--count", "1000")
+	sameLines(t, "Go consume over QUIC reading what kcat produced", got, append(plain, zipped...))
+
 	// and as a group member, from the offsets it committed
 	got = run(t, "", consume, "--bootstrap", a.Bootstrap, "--topic", "from-kcat", "--group", "g", "--count", "600")
 	if len(got) != 600 {

@@ -3,11 +3,12 @@
 # every vector of the native protocol's conformance corpus (sdk/vectors/),
 # the record batches and partitioner against the corpus too, and the
 # client, producer, consumer groups and logins against real agents (the
-# binary built here, started by the tests on free ports), with kcat reading
-# and writing the same topics over the Kafka listener. About 30 seconds
-# once built. The SDK uses the standard library only: nothing is
-# downloaded; Go's build cache is ~/.cache/aerostream/go as for 47-go.sh.
-# Needs go (1.22+) and kcat.
+# binary built here, started by the tests on free ports; over TCP and
+# QUIC), with kcat reading and writing the same topics over the Kafka
+# listener. About 15 seconds once built. Go's module and build caches are
+# ~/.cache/aerostream/go as for 47-go.sh: the first run downloads the
+# modules sdk-go/go.sum pins (quic-go and its dependencies), later runs are
+# offline. Needs go (1.22+) and kcat.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -32,6 +33,7 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
+go mod download
 go vet ./...
 go test -count=1 -timeout 5m ./...
 t2=$(date +%s)

@@ -25,9 +25,9 @@ type Conn struct {
 
 // Register adds the connection flags to fs.
 func (c *Conn) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Bootstrap, "bootstrap", "", "bootstrap URL: aero://HOST:PORT (or aero://h1:9091,h2:9091)")
-	fs.StringVar(&c.TLSCA, "tls-ca", "", "for aero+quic:// (not offered by the Go client yet): the CA certificate of the servers")
-	fs.BoolVar(&c.Insecure, "insecure", false, "for aero+quic:// (not offered by the Go client yet): accept any server certificate")
+	fs.StringVar(&c.Bootstrap, "bootstrap", "", "bootstrap URL: aero://HOST:PORT (or aero://h1:9091,h2:9091); aero+quic://HOST:PORT for QUIC")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "for aero+quic://: the CA certificate (PEM) that signed the servers' certificates, e.g. the agent's DATA_DIR/native-tls/ca.pem")
+	fs.BoolVar(&c.Insecure, "insecure", false, "for aero+quic://: accept any server certificate (trying things out only)")
 	fs.StringVar(&c.Mechanism, "sasl-mechanism", "", "log in with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from --password or $AEROSTREAM_PASSWORD)")
 	fs.StringVar(&c.User, "user", "", "user name of the login")
 	fs.StringVar(&c.Password, "password", "", "password of the login (default $AEROSTREAM_PASSWORD)")
@@ -41,6 +41,9 @@ func (c *Conn) Connect(ctx context.Context, clientID string) (*aerostream.Client
 	if (c.TLSCA != "" || c.Insecure) && !strings.HasPrefix(c.Bootstrap, "aero+quic://") {
 		return nil, errors.New("--tls-ca and --insecure apply to aero+quic:// only: aero:// is plain TCP")
 	}
+	if strings.HasPrefix(c.Bootstrap, "aero+quic://") && c.TLSCA == "" && !c.Insecure {
+		return nil, errors.New("aero+quic:// needs --tls-ca FILE (the agent's DATA_DIR/native-tls/ca.pem) or --insecure")
+	}
 	password := c.Password
 	if password == "" {
 		password = os.Getenv("AEROSTREAM_PASSWORD")
@@ -48,7 +51,9 @@ func (c *Conn) Connect(ctx context.Context, clientID string) (*aerostream.Client
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return aerostream.Connect(ctx, c.Bootstrap, aerostream.Config{
-		ClientID: clientID,
-		SASL:     aerostream.SASL{Mechanism: c.Mechanism, User: c.User, Password: password},
+		ClientID:           clientID,
+		SASL:               aerostream.SASL{Mechanism: c.Mechanism, User: c.User, Password: password},
+		TLSCAFile:          c.TLSCA,
+		InsecureSkipVerify: c.Insecure,
 	})
 }

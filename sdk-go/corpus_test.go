@@ -1,8 +1,10 @@
 package aerostream
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -156,6 +158,35 @@ func TestRecordBatchesMatchTheCorpus(t *testing.T) {
 		bad[len(bad)-1] ^= 0xFF
 		if _, err := decodeBatches("t", 0, bad, 0); err == nil {
 			t.Errorf("%s: a corrupted batch was read", b.Name)
+		}
+	}
+}
+
+// No fetched bytes make the batch reader panic: every one-byte change of
+// the corpus's batches, with the CRC recomputed so that the records
+// themselves are read, is read or refused.
+func TestBatchReaderNeverPanicsOnMutations(t *testing.T) {
+	var doc struct {
+		Batches []struct {
+			Batch string `json:"batch"`
+		} `json:"batches"`
+	}
+	readVectors(t, "record_batches.json", &doc)
+	for _, b := range doc.Batches {
+		orig, _ := hex.DecodeString(b.Batch)
+		for i := range orig {
+			for _, v := range []byte{0x00, 0x01, 0x7F, 0x80, 0xFF} {
+				m := append([]byte(nil), orig...)
+				m[i] = v
+				if len(m) >= batchHeaderLen {
+					binary.BigEndian.PutUint32(m[17:], crc32.Checksum(m[21:], castagnoli))
+				}
+				_, _ = decodeBatches("t", 0, m, 0)
+				_, _ = decodeBatches("t", 0, append(m, m...), 0)
+			}
+		}
+		for n := 0; n <= len(orig); n++ {
+			_, _ = decodeBatches("t", 0, orig[:n], 0)
 		}
 	}
 }

@@ -110,8 +110,9 @@ func (c *Client) NewConsumer(cfg ConsumerConfig) *Consumer {
 	return &Consumer{c: c, cfg: cfg, out: make(chan item, 1024), consumed: map[topicPartition]int64{}, done: make(chan struct{})}
 }
 
-// Assign reads the given partitions of a topic (every partition when
-// none is given) from start.
+// Assign adds the given partitions of a topic (every partition when none
+// is given) to those read, from start. Partitions assigned before go on
+// from the position consumed.
 func (cs *Consumer) Assign(ctx context.Context, topic string, partitions []uint32, start StartAt) error {
 	if cs.cfg.Group != "" {
 		return errors.New("a group member is given its partitions: use Subscribe")
@@ -125,7 +126,7 @@ func (cs *Consumer) Assign(ctx context.Context, topic string, partitions []uint3
 			partitions = append(partitions, uint32(i))
 		}
 	}
-	positions := map[topicPartition]int64{}
+	positions := cs.positions()
 	for _, p := range partitions {
 		off, err := cs.resolve(ctx, topic, p, start)
 		if err != nil {

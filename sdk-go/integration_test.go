@@ -125,6 +125,26 @@ func TestAgentAdminProduceConsume(t *testing.T) {
 	if err != nil || string(r.Value) != "late" || r.Offset != off {
 		t.Fatalf("latest consumer read %+v, %v; want late at %d", r, err, off)
 	}
+	// a second Assign adds partitions: partition 0 goes on where it was
+	if err := late.Assign(ctx, "orders", []uint32{1}, Latest); err != nil {
+		t.Fatal(err)
+	}
+	_, off0, _ := p2.Produce(ctx, Record{Topic: "orders", Partition: 0, Partitioned: true, Value: []byte("p0")})
+	_, off1, _ := p2.Produce(ctx, Record{Topic: "orders", Partition: 1, Partitioned: true, Value: []byte("p1")})
+	both := map[string]int64{}
+	for len(both) < 2 {
+		r, err := late.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := both[string(r.Value)]; dup {
+			t.Fatalf("%s read twice", r.Value)
+		}
+		both[string(r.Value)] = r.Offset
+	}
+	if both["p0"] != off0 || both["p1"] != off1 {
+		t.Fatalf("read %v, want p0 at %d and p1 at %d", both, off0, off1)
+	}
 	late.Close(ctx)
 
 	// a missing topic is named as such

@@ -57,6 +57,10 @@ type ConsumerConfig struct {
 	RebalanceTimeout   time.Duration
 	HeartbeatInterval  time.Duration
 	AutoCommitInterval time.Duration
+	// Isolation: proto.ReadUncommitted (default) returns every record;
+	// proto.ReadCommitted returns transactional records once committed and
+	// never those of aborted transactions.
+	Isolation proto.Isolation
 }
 
 type item struct {
@@ -202,27 +206,13 @@ func (cs *Consumer) fetch(ctx context.Context, gen int64, tp topicPartition, pos
 			}
 			continue
 		}
-		req := &proto.Fetch{
-			MaxWaitMs: uint32(cs.cfg.MaxWait.Milliseconds()),
-			MinBytes:  1,
-			MaxBytes:  cs.cfg.PartitionMaxBytes,
-			Topics: []proto.FetchTopic{{Name: tp.topic, Partitions: []proto.FetchPartition{{
-				Partition: tp.partition, Offset: pos, MaxBytes: cs.cfg.PartitionMaxBytes,
-			}}}},
-		}
-		reply, err := cs.c.callAt(ctx, addr, req, cs.cfg.MaxWait+30*time.Second)
+		fp, err := cs.fetchOnce(ctx, addr, tp, pos)
 		if err != nil {
 			if ctx.Err() != nil || !retry(err) {
 				return
 			}
 			continue
 		}
-		r, ok := reply.(*proto.FetchResponse)
-		if !ok || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
-			cs.deliver(ctx, item{err: unexpected("Fetch", reply), generation: gen})
-			return
-		}
-		fp := r.Topics[0].Partitions[0]
 		switch fp.Error {
 		case proto.ErrNone:
 		case proto.ErrOffsetOutOfRange:
@@ -242,7 +232,7 @@ func (cs *Consumer) fetch(ctx context.Context, gen int64, tp topicPartition, pos
 			continue
 		}
 		failures = 0
-		d, err := decodeBatches(tp.topic, tp.partition, fp.Records, pos)
+		d, err := decodeCommitted(tp.topic, tp.partition, fp.Records, pos, fp.Aborted)
 		if err != nil {
 			cs.deliver(ctx, item{err: err, generation: gen})
 			return
@@ -260,6 +250,42 @@ func (cs *Consumer) fetch(ctx context.Context, gen int64, tp topicPartition, pos
 			pos = d.next
 		}
 	}
+}
+
+// fetched is one partition's fetch answer, either isolation.
+type fetched struct {
+	Error   proto.ErrorCode
+	Records []byte
+	Aborted []proto.AbortedTxn
+}
+
+// fetchOnce long-polls one partition from pos.
+func (cs *Consumer) fetchOnce(ctx context.Context, addr string, tp topicPartition, pos int64) (fetched, error) {
+	topics := []proto.FetchTopic{{Name: tp.topic, Partitions: []proto.FetchPartition{{
+		Partition: tp.partition, Offset: pos, MaxBytes: cs.cfg.PartitionMaxBytes,
+	}}}}
+	wait := uint32(cs.cfg.MaxWait.Milliseconds())
+	var req proto.Message = &proto.Fetch{MaxWaitMs: wait, MinBytes: 1, MaxBytes: cs.cfg.PartitionMaxBytes, Topics: topics}
+	if cs.cfg.Isolation == proto.ReadCommitted {
+		req = &proto.FetchIsolated{Isolation: proto.ReadCommitted, MaxWaitMs: wait, MinBytes: 1, MaxBytes: cs.cfg.PartitionMaxBytes, Topics: topics}
+	}
+	reply, err := cs.c.callAt(ctx, addr, req, cs.cfg.MaxWait+30*time.Second)
+	if err != nil {
+		return fetched{}, err
+	}
+	switch r := reply.(type) {
+	case *proto.FetchResponse:
+		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+			p := r.Topics[0].Partitions[0]
+			return fetched{Error: p.Error, Records: p.Records}, nil
+		}
+	case *proto.FetchIsolatedResponse:
+		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+			p := r.Topics[0].Partitions[0]
+			return fetched{Error: p.Error, Records: p.Records, Aborted: p.Aborted}, nil
+		}
+	}
+	return fetched{}, unexpected("Fetch", reply)
 }
 
 func (cs *Consumer) deliver(ctx context.Context, it item) bool {

@@ -312,3 +312,97 @@ func TestAgentOverQUIC(t *testing.T) {
 	}
 	c2.Close()
 }
+
+// A transactional producer's records reach read_committed readers all or
+// nothing; read_uncommitted readers see the aborted ones too, and a second
+// producer of the same id fences the first.
+func TestAgentTransactions(t *testing.T) {
+	a := testagent.Start(t)
+	c := connect(t, a, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, "txn", 2, -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewProducer(ctx, ProducerConfig{TransactionalID: "go-txn"})
+	if err != nil {
+		t.Fatalf("transactional producer: %v", err)
+	}
+	if _, err := p.Send(ctx, Record{Topic: "txn", Value: []byte("outside")}); !errors.Is(err, ErrNoTransaction) {
+		t.Fatalf("send outside a transaction: %v", err)
+	}
+	send := func(prefix string, n int) {
+		for i := 0; i < n; i++ {
+			if _, err := p.Send(ctx, Record{Topic: "txn", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, step := range []struct {
+		prefix string
+		n      int
+		commit bool
+	}{{"committed", 10, true}, {"aborted", 5, false}, {"again", 3, true}} {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		send(step.prefix, step.n)
+		if step.commit {
+			err = p.CommitTransaction(ctx)
+		} else {
+			err = p.AbortTransaction(ctx)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", step.prefix, err)
+		}
+	}
+
+	read := func(iso proto.Isolation, n int) map[string]bool {
+		cs := c.NewConsumer(ConsumerConfig{Isolation: iso})
+		defer cs.Close(ctx)
+		if err := cs.Assign(ctx, "txn", nil, Earliest); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for len(got) < n {
+			r, err := cs.Next(ctx)
+			if err != nil {
+				t.Fatalf("%v after %d: %v", iso, len(got), err)
+			}
+			got[string(r.Value)] = true
+		}
+		// nothing more comes
+		short, stop := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer stop()
+		if r, err := cs.Next(short); err == nil {
+			t.Fatalf("%v: read %s beyond the %d records expected", iso, r.Value, n)
+		}
+		return got
+	}
+	committed := read(proto.ReadCommitted, 13)
+	for v := range committed {
+		if strings.HasPrefix(v, "aborted") {
+			t.Fatalf("read_committed returned %s", v)
+		}
+	}
+	all := read(proto.ReadUncommitted, 18)
+	if !all["aborted-0"] {
+		t.Fatal("read_uncommitted misses the aborted records")
+	}
+
+	// a new producer of the id fences this one
+	p2, err := c.NewProducer(ctx, ProducerConfig{TransactionalID: "go-txn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	send("fenced", 1)
+	err = p.CommitTransaction(ctx)
+	var se *Error
+	if !errors.As(err, &se) || se.Code != proto.ErrProducerFenced {
+		t.Fatalf("the fenced producer committed: %v, want PRODUCER_FENCED", err)
+	}
+	p2.Close(ctx)
+}

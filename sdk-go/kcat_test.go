@@ -120,6 +120,15 @@ func TestGoCommandsAndKcatShareRecords(t *testing.T) {
 	rest := run(t, "", consume, "--bootstrap", a.Bootstrap, "--topic", "from-kcat", "--group", "g", "--count", "400")
 	sameLines(t, "two group members in turn", append(got, rest...), append(plain, zipped...))
 
+	// a transaction of the Go command, committed then aborted: kcat in
+	// read_committed sees the first only
+	run(t, "t1\nt2\n", produce, "--bootstrap", a.Bootstrap, "--topic", "from-go-txn", "--transactional-id", "cmd")
+	run(t, "t3\n", produce, "--bootstrap", a.Bootstrap, "--topic", "from-go-txn", "--transactional-id", "cmd", "--abort")
+	got = run(t, "", kcat, "-C", "-b", a.Kafka, "-t", "from-go-txn", "-o", "beginning", "-e", "-q", "-f", "%s\n", "-X", "isolation.level=read_committed")
+	sameLines(t, "kcat read_committed of Go transactions", got, []string{"t1", "t2"})
+	got = run(t, "", consume, "--bootstrap", a.Bootstrap, "--topic", "from-go-txn", "--isolation", "read-uncommitted", "--count", "3")
+	sameLines(t, "Go consume read_uncommitted of Go transactions", got, []string{"t1", "t2", "t3"})
+
 	// a key goes to the partition a Kafka client with Kafka's murmur2
 	// partitioner picks
 	run(t, "user-42:hello\n", produce, "--bootstrap", a.Bootstrap, "--topic", "from-go", "--key-sep", ":")

@@ -36,6 +36,14 @@ type ProducerConfig struct {
 	// DisableIdempotence sends batches without producer id: retries may
 	// then write a batch twice.
 	DisableIdempotence bool
+	// TransactionalID makes a transactional producer: records are sent
+	// between BeginTransaction and CommitTransaction (or
+	// AbortTransaction), all or nothing to read_committed readers. It
+	// fences older producers of the same id, native or Kafka.
+	TransactionalID string
+	// TransactionTimeout is how long a transaction may stay open before
+	// the coordinator aborts it (default 60 s).
+	TransactionTimeout time.Duration
 }
 
 // Delivery is a record's outcome, known once Done is closed.
@@ -110,6 +118,8 @@ type Producer struct {
 	wake chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	txn *txnState // nil unless transactional
 }
 
 // NewProducer makes a producer; an idempotent one gets its producer id
@@ -144,7 +154,20 @@ func (c *Client) NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer
 		stop:    make(chan struct{}),
 	}
 	close(p.drained)
-	if !cfg.DisableIdempotence {
+	if cfg.TransactionalID != "" {
+		if cfg.DisableIdempotence {
+			return nil, errors.New("a transactional producer is idempotent")
+		}
+		if cfg.TransactionTimeout == 0 {
+			cfg.TransactionTimeout = time.Minute
+			p.cfg.TransactionTimeout = cfg.TransactionTimeout
+		}
+		p.cfg.Acks = AcksAll
+		p.txn = &txnState{added: map[topicPartition]bool{}}
+		if err := p.initTxn(ctx); err != nil {
+			return nil, err
+		}
+	} else if !cfg.DisableIdempotence {
 		reply, err := c.call(ctx, &proto.InitProducer{})
 		if err != nil {
 			return nil, fmt.Errorf("getting a producer id: %w", err)
@@ -203,6 +226,11 @@ func (p *Producer) Send(ctx context.Context, r Record) (*Delivery, error) {
 	pr := &pendingRecord{
 		rec: r, timestamp: ts.UnixMilli(), size: recordSize(&r),
 		delivery: &Delivery{done: make(chan struct{}), Topic: r.Topic, Partition: partition, Offset: -1},
+	}
+	if p.txn != nil {
+		if err := p.txn.check(); err != nil {
+			return nil, err
+		}
 	}
 	p.mu.Lock()
 	for !p.closed && p.buffered > 0 && p.buffered+pr.size > p.cfg.BufferBytes {
@@ -370,7 +398,7 @@ func (p *Producer) send(b *batch) {
 			stamps[i] = r.timestamp
 		}
 		var err error
-		b.encoded, err = encodeBatch(records, stamps, who, false)
+		b.encoded, err = encodeBatch(records, stamps, who, p.txn != nil)
 		if err != nil {
 			p.mu.Unlock()
 			p.settle(b, -1, err)
@@ -401,6 +429,11 @@ func (p *Producer) send(b *batch) {
 }
 
 func (p *Producer) produceOnce(ctx context.Context, b *batch) (int64, error) {
+	if p.txn != nil {
+		if err := p.addPartition(ctx, b.tp); err != nil {
+			return -1, err
+		}
+	}
 	addr, err := p.c.leader(ctx, b.tp.topic, b.tp.partition)
 	if err != nil {
 		return -1, err
@@ -413,11 +446,18 @@ func (p *Producer) produceOnce(ctx context.Context, b *batch) (int64, error) {
 			Partitions: []proto.ProducePartition{{Partition: b.tp.partition, Batch: b.encoded}},
 		}},
 	}
-	reply, err := p.c.callAt(ctx, addr, req, 45*time.Second)
+	var msg proto.Message = req
+	if p.txn != nil {
+		msg = &proto.TxnProduce{TransactionalID: p.cfg.TransactionalID, Produce: *req}
+	}
+	reply, err := p.c.callAt(ctx, addr, msg, 45*time.Second)
 	if err != nil {
 		return -1, err
 	}
 	r, ok := reply.(*proto.ProduceResponse)
+	if tr, isTxn := reply.(*proto.TxnProduceResponse); isTxn {
+		r, ok = (*proto.ProduceResponse)(tr), true
+	}
 	if !ok || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
 		return -1, unexpected("Produce", reply)
 	}
@@ -432,6 +472,9 @@ func (p *Producer) produceOnce(ctx context.Context, b *batch) (int64, error) {
 // settle gives the batch's records their outcome and lets the
 // partition's next batch go.
 func (p *Producer) settle(b *batch, base int64, err error) {
+	if err != nil && p.txn != nil {
+		p.txn.fail(err)
+	}
 	for i, r := range b.records {
 		if err == nil {
 			r.delivery.Offset = base + int64(i)

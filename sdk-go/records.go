@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sort"
 	"time"
+
+	"github.com/aerostream/aerostream/sdk-go/proto"
 )
 
 // Header is a record header; a nil Value is a header without value.
@@ -146,8 +149,19 @@ type decoded struct {
 // batch at the end is ignored. Uncompressed and gzip batches are read;
 // another compression is an error.
 func decodeBatches(topic string, partition uint32, data []byte, from int64) (decoded, error) {
+	return decodeCommitted(topic, partition, data, from, nil)
+}
+
+// decodeCommitted is decodeBatches for a read_committed fetch: the records
+// of the aborted transactions the answer lists are left out too. A
+// transaction's records are its producer's transactional batches from its
+// first offset up to the producer's next control batch (its abort marker).
+func decodeCommitted(topic string, partition uint32, data []byte, from int64, aborted []proto.AbortedTxn) (decoded, error) {
 	out := decoded{next: -1}
 	be := binary.BigEndian
+	pending := append([]proto.AbortedTxn(nil), aborted...)
+	sort.Slice(pending, func(i, j int) bool { return pending[i].FirstOffset < pending[j].FirstOffset })
+	aborting := map[int64]bool{}
 	for len(data) >= 12 {
 		baseOffset := int64(be.Uint64(data))
 		length := int64(int32(be.Uint32(data[8:])))
@@ -169,9 +183,19 @@ func decodeBatches(topic string, partition uint32, data []byte, from int64) (dec
 		lastDelta := int64(int32(be.Uint32(batch[23:])))
 		baseTimestamp := int64(be.Uint64(batch[27:]))
 		maxTimestamp := int64(be.Uint64(batch[35:]))
+		producerID := int64(be.Uint64(batch[43:]))
 		count := int64(int32(be.Uint32(batch[57:])))
 		out.next = baseOffset + lastDelta + 1
-		if attrs&attrControl != 0 || out.next <= from {
+		// transactions aborted from this batch on
+		for len(pending) > 0 && pending[0].FirstOffset < out.next {
+			aborting[pending[0].ProducerID] = true
+			pending = pending[1:]
+		}
+		if attrs&attrControl != 0 {
+			delete(aborting, producerID) // the marker ends its transaction
+			continue
+		}
+		if out.next <= from || (attrs&attrTransactional != 0 && aborting[producerID]) {
 			continue
 		}
 		body := batch[batchHeaderLen:]

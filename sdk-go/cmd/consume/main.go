@@ -19,6 +19,7 @@ import (
 
 	aerostream "github.com/aerostream/aerostream/sdk-go"
 	"github.com/aerostream/aerostream/sdk-go/internal/cli"
+	"github.com/aerostream/aerostream/sdk-go/proto"
 )
 
 func main() {
@@ -53,15 +54,21 @@ func run(args []string, stdout io.Writer) error {
 	fromFlag := fs.String("from", "earliest", "earliest, latest or an offset (with --group: where partitions without a committed offset start)")
 	count := fs.Int64("count", -1, "stop after this many records (default: run until interrupted)")
 	group := fs.String("group", "", "read as a member of this consumer group, committing what was read")
-	isolation := fs.String("isolation", "read-uncommitted", "read-uncommitted (read-committed is not offered by the Go client yet)")
+	isolation := fs.String("isolation", "read-uncommitted", "read-uncommitted, or read-committed: transactional records once committed, never aborted ones")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *topic == "" {
 		return errors.New("--topic is required")
 	}
-	if *isolation != "read-uncommitted" && *isolation != "read_uncommitted" {
-		return fmt.Errorf("--isolation %s: the Go client reads read-uncommitted only", *isolation)
+	var iso proto.Isolation
+	switch *isolation {
+	case "read-uncommitted", "read_uncommitted":
+		iso = proto.ReadUncommitted
+	case "read-committed", "read_committed":
+		iso = proto.ReadCommitted
+	default:
+		return fmt.Errorf("--isolation %q is not read-committed or read-uncommitted", *isolation)
 	}
 	from, err := parseFrom(*fromFlag)
 	if err != nil {
@@ -74,7 +81,7 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer client.Close()
-	cfg := aerostream.ConsumerConfig{Group: *group}
+	cfg := aerostream.ConsumerConfig{Group: *group, Isolation: iso}
 	if *group != "" {
 		if from != aerostream.Earliest && from != aerostream.Latest {
 			return errors.New("--from with --group: use earliest or latest")

@@ -35,16 +35,16 @@ func run(args []string, stdin io.Reader) error {
 	conn.Register(fs)
 	topic := fs.String("topic", "", "topic to produce to")
 	keySep := fs.String("key-sep", "", "split each line at the first occurrence of this separator into key and value")
-	txn := fs.String("transactional-id", "", "not offered by the Go client yet")
-	fs.Bool("abort", false, "not offered by the Go client yet")
+	txn := fs.String("transactional-id", "", "send all of stdin in one transaction of this transactional id, committed at the end of stdin (fences earlier producers of the id)")
+	abort := fs.Bool("abort", false, "with --transactional-id: abort the transaction instead of committing it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *topic == "" {
 		return errors.New("--topic is required")
 	}
-	if *txn != "" {
-		return errors.New("--transactional-id: the Go client does not offer transactions yet")
+	if *abort && *txn == "" {
+		return errors.New("--abort goes with --transactional-id")
 	}
 	ctx := context.Background()
 	client, err := conn.Connect(ctx, "aerostream-go-produce")
@@ -52,9 +52,14 @@ func run(args []string, stdin io.Reader) error {
 		return err
 	}
 	defer client.Close()
-	producer, err := client.NewProducer(ctx, aerostream.ProducerConfig{})
+	producer, err := client.NewProducer(ctx, aerostream.ProducerConfig{TransactionalID: *txn})
 	if err != nil {
 		return err
+	}
+	if *txn != "" {
+		if err := producer.BeginTransaction(); err != nil {
+			return err
+		}
 	}
 	var failed atomic.Int64
 	in := bufio.NewReaderSize(stdin, 1<<16)
@@ -87,6 +92,17 @@ func run(args []string, stdin io.Reader) error {
 		}
 		if rerr != nil {
 			return fmt.Errorf("reading stdin: %w", rerr)
+		}
+	}
+	if *txn != "" {
+		var err error
+		if *abort || failed.Load() > 0 {
+			err = producer.AbortTransaction(ctx)
+		} else {
+			err = producer.CommitTransaction(ctx)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if err := producer.Close(ctx); err != nil {

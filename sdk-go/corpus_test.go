@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -187,6 +188,36 @@ func TestBatchReaderNeverPanicsOnMutations(t *testing.T) {
 		}
 		for n := 0; n <= len(orig); n++ {
 			_, _ = decodeBatches("t", 0, orig[:n], 0)
+		}
+	}
+}
+
+// A batch of every compression reads back as the records written.
+func TestCompressedBatchesReadBack(t *testing.T) {
+	records := []Record{
+		{Key: []byte("k"), Value: []byte("first"), Headers: []Header{{Key: "h", Value: []byte("v")}}},
+		{Value: []byte(strings.Repeat("a long and repetitive value ", 4000))},
+		{Key: []byte("tomb")},
+	}
+	stamps := []int64{1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_002}
+	for codec := CompressionNone; codec <= CompressionZstd; codec++ {
+		b, err := encodeBatch(records, stamps, producerIdentity{id: -1, epoch: -1, baseSequence: -1}, false, codec)
+		if err != nil {
+			t.Fatalf("codec %d: %v", codec, err)
+		}
+		if got := Compression(binary.BigEndian.Uint16(b[21:]) & attrCompression); got != codec {
+			t.Fatalf("codec %d: the batch says %d", codec, got)
+		}
+		if codec != CompressionNone && len(b) > 20000 {
+			t.Errorf("codec %d: %d bytes: not compressed", codec, len(b))
+		}
+		d, err := decodeBatches("t", 0, b, 0)
+		if err != nil {
+			t.Fatalf("codec %d: %v", codec, err)
+		}
+		if len(d.records) != 3 || string(d.records[1].Value) != string(records[1].Value) ||
+			d.records[2].Value != nil || string(d.records[0].Headers[0].Value) != "v" {
+			t.Fatalf("codec %d: read back %d records", codec, len(d.records))
 		}
 	}
 }

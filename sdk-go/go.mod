@@ -2,7 +2,11 @@ module github.com/aerostream/aerostream/sdk-go
 
 go 1.22
 
-require github.com/quic-go/quic-go v0.49.1
+require (
+	github.com/klauspost/compress v1.18.0
+	github.com/pierrec/lz4/v4 v4.1.34
+	github.com/quic-go/quic-go v0.49.1
+)
 
 require (
 	github.com/go-task/slim-sprig v0.0.0-20230315185526-52ccab3ef572 // indirect

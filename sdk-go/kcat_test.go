@@ -99,11 +99,16 @@ func TestGoCommandsAndKcatShareRecords(t *testing.T) {
 	got := run(t, "", kcat, "-C", "-b", a.Kafka, "-t", "from-go", "-o", "beginning", "-e", "-q", "-f", "%s\n")
 	sameLines(t, "kcat reading what Go produced", got, sent)
 
-	// kcat writes 1,000 lines (half of them gzip-compressed); Go consume
-	// reads them from the native port
-	plain, zipped := lines(500, "kcat"), lines(500, "kcat-gzip")
+	// kcat writes 1,000 lines, 200 uncompressed and 200 with each of
+	// Kafka's compressions; Go consume reads them from the native port
+	plain := lines(200, "kcat")
 	run(t, strings.Join(plain, "\n")+"\n", kcat, "-P", "-b", a.Kafka, "-t", "from-kcat")
-	run(t, strings.Join(zipped, "\n")+"\n", kcat, "-P", "-b", a.Kafka, "-t", "from-kcat", "-z", "gzip")
+	var zipped []string
+	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
+		some := lines(200, "kcat-"+codec)
+		run(t, strings.Join(some, "\n")+"\n", kcat, "-P", "-b", a.Kafka, "-t", "from-kcat", "-z", codec)
+		zipped = append(zipped, some...)
+	}
 	got = run(t, "", consume, "--bootstrap", a.Bootstrap, "--topic", "from-kcat", "--from", "earliest", "--count", "1000")
 	sameLines(t, "Go consume reading what kcat produced", got, append(plain, zipped...))
 
@@ -119,6 +124,15 @@ func TestGoCommandsAndKcatShareRecords(t *testing.T) {
 	}
 	rest := run(t, "", consume, "--bootstrap", a.Bootstrap, "--topic", "from-kcat", "--group", "g", "--count", "400")
 	sameLines(t, "two group members in turn", append(got, rest...), append(plain, zipped...))
+
+	// compressed batches of the Go command, read by kcat
+	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
+		topic := "go-" + codec
+		sent := lines(300, topic)
+		run(t, strings.Join(sent, "\n")+"\n", produce, "--bootstrap", a.Bootstrap, "--topic", topic, "--compression", codec)
+		got := run(t, "", kcat, "-C", "-b", a.Kafka, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n")
+		sameLines(t, "kcat reading Go's "+codec+" batches", got, sent)
+	}
 
 	// a transaction of the Go command, committed then aborted: kcat in
 	// read_committed sees the first only

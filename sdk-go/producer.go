@@ -36,6 +36,8 @@ type ProducerConfig struct {
 	// DisableIdempotence sends batches without producer id: retries may
 	// then write a batch twice.
 	DisableIdempotence bool
+	// Compression of the batches (default none).
+	Compression Compression
 	// TransactionalID makes a transactional producer: records are sent
 	// between BeginTransaction and CommitTransaction (or
 	// AbortTransaction), all or nothing to read_committed readers. It
@@ -398,7 +400,7 @@ func (p *Producer) send(b *batch) {
 			stamps[i] = r.timestamp
 		}
 		var err error
-		b.encoded, err = encodeBatch(records, stamps, who, p.txn != nil)
+		b.encoded, err = encodeBatch(records, stamps, who, p.txn != nil, p.cfg.Compression)
 		if err != nil {
 			p.mu.Unlock()
 			p.settle(b, -1, err)

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/aerostream/aerostream/sdk-go/proto"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 // Header is a record header; a nil Value is a header without value.
@@ -74,9 +77,30 @@ func appendVarBytes(b, v []byte) []byte {
 	return append(b, v...)
 }
 
-// encodeBatch writes records as one Kafka RecordBatch v2, uncompressed,
-// base offset 0, as a Produce carries it. timestamps are in ms.
-func encodeBatch(records []Record, timestamps []int64, who producerIdentity, transactional bool) ([]byte, error) {
+// Compression of the batches a producer writes; consumers read every kind.
+type Compression uint16
+
+const (
+	CompressionNone   Compression = 0
+	CompressionGzip   Compression = 1
+	CompressionSnappy Compression = 2
+	CompressionLz4    Compression = 3
+	CompressionZstd   Compression = 4
+)
+
+// ParseCompression reads none, gzip, snappy, lz4 or zstd.
+func ParseCompression(s string) (Compression, error) {
+	for i, name := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		if s == name {
+			return Compression(i), nil
+		}
+	}
+	return 0, fmt.Errorf("compression %q is not none, gzip, snappy, lz4 or zstd", s)
+}
+
+// encodeBatch writes records as one Kafka RecordBatch v2, base offset 0,
+// as a Produce carries it. timestamps are in ms.
+func encodeBatch(records []Record, timestamps []int64, who producerIdentity, transactional bool, codecs ...Compression) ([]byte, error) {
 	if len(records) == 0 {
 		return nil, errors.New("a batch needs at least one record")
 	}
@@ -115,12 +139,23 @@ func encodeBatch(records []Record, timestamps []int64, who producerIdentity, tra
 		b = appendVarint(b, int64(len(rec)))
 		b = append(b, rec...)
 	}
+	codec := CompressionNone
+	if len(codecs) > 0 {
+		codec = codecs[0]
+	}
+	if codec != CompressionNone {
+		packed, err := compress(codec, b[batchHeaderLen:])
+		if err != nil {
+			return nil, err
+		}
+		b = append(b[:batchHeaderLen], packed...)
+	}
 	be := binary.BigEndian
 	be.PutUint64(b[0:], 0)                 // base offset
 	be.PutUint32(b[8:], uint32(len(b)-12)) // batch length
 	be.PutUint32(b[12:], 0xFFFFFFFF)       // partition leader epoch -1
 	b[16] = 2                              // magic
-	var attrs uint16
+	attrs := uint16(codec) & attrCompression
 	if transactional {
 		attrs |= attrTransactional
 	}
@@ -146,8 +181,8 @@ type decoded struct {
 
 // decodeBatches reads the record batches of one partition's fetched bytes:
 // records below from are left out, and so are control batches; a partial
-// batch at the end is ignored. Uncompressed and gzip batches are read;
-// another compression is an error.
+// batch at the end is ignored. Batches of every Kafka compression are
+// read.
 func decodeBatches(topic string, partition uint32, data []byte, from int64) (decoded, error) {
 	return decodeCommitted(topic, partition, data, from, nil)
 }
@@ -198,22 +233,9 @@ func decodeCommitted(topic string, partition uint32, data []byte, from int64, ab
 		if out.next <= from || (attrs&attrTransactional != 0 && aborting[producerID]) {
 			continue
 		}
-		body := batch[batchHeaderLen:]
-		switch attrs & attrCompression {
-		case 0:
-		case 1:
-			zr, err := gzip.NewReader(bytes.NewReader(body))
-			if err != nil {
-				return out, fmt.Errorf("%s-%d: gzip batch: %w", topic, partition, err)
-			}
-			// a batch is at most max.message.bytes; refuse a bomb
-			raw, err := io.ReadAll(io.LimitReader(zr, 256<<20))
-			if err != nil {
-				return out, fmt.Errorf("%s-%d: gzip batch: %w", topic, partition, err)
-			}
-			body = raw
-		default:
-			return out, fmt.Errorf("%s-%d: record batch compressed with codec %d: the Go client reads uncompressed and gzip batches only", topic, partition, attrs&attrCompression)
+		body, err := decompress(attrs&attrCompression, batch[batchHeaderLen:])
+		if err != nil {
+			return out, fmt.Errorf("%s-%d: record batch at offset %d: %w", topic, partition, baseOffset, err)
 		}
 		if count < 0 || count > int64(len(body)) {
 			return out, fmt.Errorf("%s-%d: record batch claims %d records in %d bytes", topic, partition, count, len(body))
@@ -258,6 +280,140 @@ func decodeCommitted(topic string, partition uint32, data []byte, from int64, ab
 				Key: key, Value: value, Headers: headers,
 			})
 		}
+	}
+	return out, nil
+}
+
+// maxBatchBytes bounds a decompressed batch: a batch is at most the
+// topic's max.message.bytes, far below; more is a compression bomb.
+const maxBatchBytes = 256 << 20
+
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxBatchBytes), zstd.WithDecoderConcurrency(1))
+
+// xerialMagic starts snappy data in the Java client's framing.
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// decompress gives the records of a batch compressed with codec (the
+// batch attributes' low bits): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+func decompress(codec uint16, data []byte) ([]byte, error) {
+	switch codec {
+	case 0:
+		return data, nil
+	case 1:
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		return readLimited(zr, "gzip")
+	case 2:
+		if !bytes.HasPrefix(data, xerialMagic) {
+			return snappyBlock(data, nil)
+		}
+		// the Java client's framing: 16-byte header, then chunks of a
+		// u32 length and a snappy block
+		if len(data) < 16 {
+			return nil, errors.New("snappy: framing header cut short")
+		}
+		var out []byte
+		for rest := data[16:]; len(rest) > 0; {
+			if len(rest) < 4 {
+				return nil, errors.New("snappy: chunk length cut short")
+			}
+			n := binary.BigEndian.Uint32(rest)
+			rest = rest[4:]
+			if uint64(n) > uint64(len(rest)) {
+				return nil, errors.New("snappy: chunk longer than the batch")
+			}
+			var err error
+			if out, err = snappyBlock(rest[:n], out); err != nil {
+				return nil, err
+			}
+			rest = rest[n:]
+		}
+		return out, nil
+	case 3:
+		return readLimited(lz4.NewReader(bytes.NewReader(data)), "lz4")
+	case 4:
+		if zstdDecoder == nil {
+			return nil, errors.New("zstd: no decoder")
+		}
+		out, err := zstdDecoder.DecodeAll(data, nil)
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown compression codec %d", codec)
+}
+
+// compress packs a batch's records with codec (Kafka's snappy is in the
+// Java client's framing, which every Kafka client reads).
+func compress(codec Compression, data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	switch codec {
+	case CompressionGzip:
+		zw := gzip.NewWriter(&buf)
+		if _, err := zw.Write(data); err != nil {
+			return nil, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, err
+		}
+	case CompressionSnappy:
+		buf.Write(xerialMagic)
+		buf.Write([]byte{0, 0, 0, 1, 0, 0, 0, 1}) // version 1, compatible with 1
+		for len(data) > 0 {
+			n := min(len(data), 32<<10)
+			block := snappy.Encode(nil, data[:n])
+			buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(block))))
+			buf.Write(block)
+			data = data[n:]
+		}
+	case CompressionLz4:
+		zw := lz4.NewWriter(&buf)
+		if _, err := zw.Write(data); err != nil {
+			return nil, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, err
+		}
+	case CompressionZstd:
+		zw, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, err
+		}
+		out := zw.EncodeAll(data, nil)
+		_ = zw.Close()
+		return out, nil
+	default:
+		return nil, fmt.Errorf("unknown compression codec %d", codec)
+	}
+	return buf.Bytes(), nil
+}
+
+// snappyBlock appends one decoded snappy block to out.
+func snappyBlock(block, out []byte) ([]byte, error) {
+	n, err := snappy.DecodedLen(block)
+	if err != nil {
+		return nil, fmt.Errorf("snappy: %w", err)
+	}
+	if n > maxBatchBytes-len(out) {
+		return nil, fmt.Errorf("snappy: %d bytes decompressed is more than a batch holds", n)
+	}
+	dec, err := snappy.Decode(nil, block)
+	if err != nil {
+		return nil, fmt.Errorf("snappy: %w", err)
+	}
+	return append(out, dec...), nil
+}
+
+func readLimited(r io.Reader, what string) ([]byte, error) {
+	out, err := io.ReadAll(io.LimitReader(r, maxBatchBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(out) > maxBatchBytes {
+		return nil, fmt.Errorf("%s: more than %d bytes decompressed", what, maxBatchBytes)
 	}
 	return out, nil
 }

@@ -7,8 +7,8 @@
 # QUIC), with kcat reading and writing the same topics over the Kafka
 # listener. About 15 seconds once built. Go's module and build caches are
 # ~/.cache/aerostream/go as for 47-go.sh: the first run downloads the
-# modules sdk-go/go.sum pins (quic-go and its dependencies), later runs are
-# offline. Needs go (1.22+) and kcat.
+# modules sdk-go/go.sum pins (quic-go, klauspost/compress, pierrec/lz4),
+# later runs are offline. Needs go (1.22+) and kcat.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

@@ -36,12 +36,17 @@ func run(args []string, stdin io.Reader) error {
 	topic := fs.String("topic", "", "topic to produce to")
 	keySep := fs.String("key-sep", "", "split each line at the first occurrence of this separator into key and value")
 	txn := fs.String("transactional-id", "", "send all of stdin in one transaction of this transactional id, committed at the end of stdin (fences earlier producers of the id)")
+	compression := fs.String("compression", "none", "compression of the batches: none, gzip, snappy, lz4 or zstd")
 	abort := fs.Bool("abort", false, "with --transactional-id: abort the transaction instead of committing it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *topic == "" {
 		return errors.New("--topic is required")
+	}
+	codec, err := aerostream.ParseCompression(*compression)
+	if err != nil {
+		return err
 	}
 	if *abort && *txn == "" {
 		return errors.New("--abort goes with --transactional-id")
@@ -52,7 +57,7 @@ func run(args []string, stdin io.Reader) error {
 		return err
 	}
 	defer client.Close()
-	producer, err := client.NewProducer(ctx, aerostream.ProducerConfig{TransactionalID: *txn})
+	producer, err := client.NewProducer(ctx, aerostream.ProducerConfig{TransactionalID: *txn, Compression: codec})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,8 @@ type conn struct {
 	done     chan struct{}
 	maxFrame uint32 // the largest request body the server takes
 	nodeID   uint32
+	subs     map[uint32]*subQueue // open subscriptions, by id
+	nextSub  uint32
 }
 
 type result struct {
@@ -59,7 +61,7 @@ func dial(ctx context.Context, addr string, cfg *Config, overQUIC bool) (*conn, 
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
 	}
-	c := &conn{addr: addr, nc: nc, pending: map[uint32]chan result{}, done: make(chan struct{}), next: 1}
+	c := &conn{addr: addr, nc: nc, pending: map[uint32]chan result{}, done: make(chan struct{}), next: 1, subs: map[uint32]*subQueue{}, nextSub: 1}
 	if err := c.handshake(ctx, cfg); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%s: %w", addr, err)
@@ -155,9 +157,21 @@ func (c *conn) readLoop() {
 			c.fail(&Error{Code: ef.Error, Message: ef.Message, What: "connection to " + c.addr})
 			return
 		}
+		if push, ok := m.(*proto.Push); ok {
+			c.mu.Lock()
+			q := c.subs[push.Subscription]
+			if push.Error != proto.ErrNone {
+				delete(c.subs, push.Subscription) // an error push ends it
+			}
+			c.mu.Unlock()
+			if q != nil {
+				q.put(push)
+			}
+			continue
+		}
 		corr, ok := proto.Correlation(m)
 		if !ok {
-			continue // pushes: this client opens no subscription
+			continue
 		}
 		c.mu.Lock()
 		ch := c.pending[corr]
@@ -182,11 +196,16 @@ func (c *conn) fail(err error) {
 	c.dead = err
 	pending := c.pending
 	c.pending = map[uint32]chan result{}
+	subs := c.subs
+	c.subs = map[uint32]*subQueue{}
 	close(c.done)
 	c.mu.Unlock()
 	c.nc.Close()
 	for _, ch := range pending {
 		ch <- result{err: err}
+	}
+	for _, q := range subs {
+		q.end(err)
 	}
 }
 

@@ -61,6 +61,11 @@ type ConsumerConfig struct {
 	// proto.ReadCommitted returns transactional records once committed and
 	// never those of aborted transactions.
 	Isolation proto.Isolation
+	// Push reads through subscriptions: the server pushes each partition's
+	// new batches within the credit the consumer grants, instead of the
+	// consumer long-polling with fetches. read_committed consumers always
+	// fetch (subscriptions read uncommitted).
+	Push bool
 }
 
 type item struct {
@@ -170,7 +175,11 @@ func (cs *Consumer) startFetchers(positions map[topicPartition]int64) {
 	for tp, pos := range positions {
 		cs.consumed[tp] = pos
 		cs.fetchers.Add(1)
-		go cs.fetch(ctx, gen, tp, pos)
+		if cs.cfg.Push && cs.cfg.Isolation == proto.ReadUncommitted {
+			go cs.pushLoop(ctx, gen, tp, pos)
+		} else {
+			go cs.fetch(ctx, gen, tp, pos)
+		}
 	}
 }
 

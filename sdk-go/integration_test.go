@@ -406,3 +406,60 @@ func TestAgentTransactions(t *testing.T) {
 	}
 	p2.Close(ctx)
 }
+
+// A push consumer reads through subscriptions: what was written before
+// it subscribed, then what is written while it reads, in order, once.
+func TestAgentPushConsumer(t *testing.T) {
+	a := testagent.Start(t)
+	c := connect(t, a, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, "pushed", 3, -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewProducer(ctx, ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			value := fmt.Sprintf("%d:%s", i, strings.Repeat("x", 2000))
+			if _, err := p.Send(ctx, Record{Topic: "pushed", Key: []byte(fmt.Sprint(i)), Value: []byte(value)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 500)
+	// 5 MB of records against 1 MiB of credit per partition: the credit
+	// runs out and is granted again as records are handed over
+	cs := c.NewConsumer(ConsumerConfig{Push: true, PartitionMaxBytes: 64 << 10})
+	defer cs.Close(ctx)
+	if err := cs.Assign(ctx, "pushed", nil, Earliest); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	last := map[uint32]int64{}
+	read := func(n int) {
+		for len(seen) < n {
+			r, err := cs.Next(ctx)
+			if err != nil {
+				t.Fatalf("after %d: %v", len(seen), err)
+			}
+			if seen[string(r.Value)] {
+				t.Fatalf("%s pushed twice", r.Value)
+			}
+			seen[string(r.Value)] = true
+			if prev, ok := last[r.Partition]; ok && r.Offset != prev+1 {
+				t.Fatalf("partition %d: offset %d after %d", r.Partition, r.Offset, prev)
+			}
+			last[r.Partition] = r.Offset
+		}
+	}
+	read(500)
+	produce(500, 2500) // pushed to the open subscriptions as they are written
+	read(2500)
+}

@@ -74,6 +74,9 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *group != "" && from != aerostream.Earliest && from != aerostream.Latest {
+		return errors.New("--from with --group: use earliest or latest")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	client, err := conn.Connect(ctx, "aerostream-go-consume")
@@ -83,9 +86,6 @@ func run(args []string, stdout io.Writer) error {
 	defer client.Close()
 	cfg := aerostream.ConsumerConfig{Group: *group, Isolation: iso}
 	if *group != "" {
-		if from != aerostream.Earliest && from != aerostream.Latest {
-			return errors.New("--from with --group: use earliest or latest")
-		}
 		cfg.Reset = from
 	}
 	consumer := client.NewConsumer(cfg)

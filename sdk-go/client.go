@@ -426,3 +426,40 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// groupCoordinator gives the address of a group's coordinator.
+func (c *Client) groupCoordinator(ctx context.Context, group string) (string, error) {
+	reply, err := c.call(ctx, &proto.FindCoordinator{Group: group})
+	if err != nil {
+		return "", err
+	}
+	r, ok := reply.(*proto.FindCoordinatorResponse)
+	if !ok {
+		return "", unexpected("FindCoordinator", reply)
+	}
+	if err := serverError(r.Error, "", "finding the coordinator of group "+group); err != nil {
+		return "", err
+	}
+	return hostPort(r.Host, r.Port), nil
+}
+
+// CommittedOffsets gives a group's committed offsets (the next offset to
+// read) of the given partitions; -1 for a partition without one.
+func (c *Client) CommittedOffsets(ctx context.Context, group string, partitions ...proto.TopicPartition) (map[proto.TopicPartition]int64, error) {
+	reply, err := c.call(ctx, &proto.FetchOffsets{Group: group, Partitions: append([]proto.TopicPartition{}, partitions...)})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := reply.(*proto.FetchOffsetsResponse)
+	if !ok {
+		return nil, unexpected("FetchOffsets", reply)
+	}
+	out := map[proto.TopicPartition]int64{}
+	for _, o := range r.Offsets {
+		if err := serverError(o.Error, "", fmt.Sprintf("committed offset of %s-%d", o.Topic, o.Partition)); err != nil {
+			return nil, err
+		}
+		out[proto.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+	}
+	return out, nil
+}

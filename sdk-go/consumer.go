@@ -66,6 +66,10 @@ type ConsumerConfig struct {
 	// consumer long-polling with fetches. read_committed consumers always
 	// fetch (subscriptions read uncommitted).
 	Push bool
+	// DisableAutoCommit: a group member commits only when Commit is
+	// called (or its offsets go with a transaction), not every
+	// AutoCommitInterval, nor when its partitions are revoked or it closes.
+	DisableAutoCommit bool
 }
 
 type item struct {

@@ -226,7 +226,9 @@ func (g *groupMember) joinAndServe(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-commit.C:
-			_ = g.commit(ctx) // a failed commit is retried at the next tick
+			if !cs.cfg.DisableAutoCommit {
+				_ = g.commit(ctx) // a failed commit is retried at the next tick
+			}
 		case <-beat.C:
 			reply, err := cs.c.callAt(ctx, addr, &proto.Heartbeat{Group: g.group(), MemberID: jr.MemberID, Generation: jr.Generation}, cs.cfg.SessionTimeout)
 			if err != nil {
@@ -252,7 +254,7 @@ func (g *groupMember) joinAndServe(ctx context.Context) error {
 
 // revoke stops reading the partitions, committing first when asked.
 func (g *groupMember) revoke(ctx context.Context, commit bool) {
-	if commit {
+	if commit && !g.cs.cfg.DisableAutoCommit {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_ = g.commit(cctx)
 		cancel()
@@ -297,7 +299,10 @@ func (g *groupMember) commit(ctx context.Context) error {
 
 // close commits, leaves the group and stops.
 func (g *groupMember) close(ctx context.Context) error {
-	err := g.commit(ctx)
+	var err error
+	if !g.cs.cfg.DisableAutoCommit {
+		err = g.commit(ctx)
+	}
 	g.mu.Lock()
 	addr, member := g.coordinator, g.memberID
 	g.mu.Unlock()
@@ -309,4 +314,32 @@ func (g *groupMember) close(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// GroupMember gives the consumer's group membership, for offsets committed
+// in a transaction (Producer.SendOffsetsToTransaction); false when it is
+// not a member now.
+func (cs *Consumer) GroupMember() (GroupMember, bool) {
+	cs.mu.Lock()
+	g := cs.group
+	cs.mu.Unlock()
+	if g == nil {
+		return GroupMember{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.assigned {
+		return GroupMember{}, false
+	}
+	return GroupMember{Group: g.group(), Generation: g.generation, MemberID: g.memberID}, true
+}
+
+// Positions gives the next offset to read of each partition the consumer
+// reads: what to commit for the records consumed so far.
+func (cs *Consumer) Positions() map[proto.TopicPartition]int64 {
+	out := map[proto.TopicPartition]int64{}
+	for tp, off := range cs.positions() {
+		out[proto.TopicPartition{Topic: tp.topic, Partition: tp.partition}] = off
+	}
+	return out
 }

@@ -463,3 +463,91 @@ func TestAgentPushConsumer(t *testing.T) {
 	produce(500, 2500) // pushed to the open subscriptions as they are written
 	read(2500)
 }
+
+// Consume-transform-produce: the records written and the group's offsets
+// commit together, or not at all.
+func TestAgentOffsetsInTransactions(t *testing.T) {
+	a := testagent.Start(t)
+	c := connect(t, a, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, topic := range []string{"src", "sink"} {
+		if err := c.CreateTopic(ctx, topic, 1, -1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, _ := c.NewProducer(ctx, ProducerConfig{})
+	defer plain.Close(ctx)
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := plain.Send(ctx, Record{Topic: "src", Value: []byte(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := plain.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := c.NewConsumer(ConsumerConfig{Group: "ctp", DisableAutoCommit: true, HeartbeatInterval: 500 * time.Millisecond})
+	if err := cs.Subscribe("src"); err != nil {
+		t.Fatal(err)
+	}
+	txp, err := c.NewProducer(ctx, ProducerConfig{TransactionalID: "ctp-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txp.Close(ctx)
+	src0 := proto.TopicPartition{Topic: "src", Partition: 0}
+	committed := func() int64 {
+		got, err := c.CommittedOffsets(ctx, "ctp", src0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[src0]
+	}
+	round := func(n int, commit bool) {
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			r, err := cs.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := txp.Send(ctx, Record{Topic: "sink", Value: append([]byte("seen "), r.Value...)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		member, ok := cs.GroupMember()
+		if !ok {
+			t.Fatal("the consumer is not a group member")
+		}
+		if err := txp.SendOffsetsToTransaction(ctx, member, cs.Positions()); err != nil {
+			t.Fatalf("offsets in the transaction: %v", err)
+		}
+		if commit {
+			err = txp.CommitTransaction(ctx)
+		} else {
+			err = txp.AbortTransaction(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, 10)
+	round(10, true)
+	if got := committed(); got != 10 {
+		t.Fatalf("after a committed transaction the group is at %d, want 10", got)
+	}
+	write(10, 15)
+	round(5, false)
+	if got := committed(); got != 10 {
+		t.Fatalf("after an aborted transaction the group is at %d, want still 10", got)
+	}
+	if err := cs.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got != 10 {
+		t.Fatalf("a consumer without auto-commit committed %d on close", got)
+	}
+}

@@ -16,7 +16,8 @@ type txnState struct {
 	coordinator string
 	open        bool
 	added       map[topicPartition]bool
-	failed      error // a record of the open transaction failed: abort it
+	groups      map[string]bool // groups added with AddTxnOffsets
+	failed      error           // a record of the open transaction failed: abort it
 }
 
 // ErrNoTransaction is a transactional producer's Send outside a transaction.
@@ -98,6 +99,10 @@ func txnAnswer(op string) func(proto.Message) error {
 			r = (*proto.TxnResponse)(a)
 		case *proto.EndTxnResponse:
 			r = (*proto.TxnResponse)(a)
+		case *proto.AddTxnOffsetsResponse:
+			r = (*proto.TxnResponse)(a)
+		case *proto.TxnOffsetCommitResponse:
+			r = (*proto.TxnResponse)(a)
 		default:
 			return unexpected(op, m)
 		}
@@ -174,6 +179,7 @@ func (p *Producer) BeginTransaction() error {
 	p.txn.open = true
 	p.txn.failed = nil
 	p.txn.added = map[topicPartition]bool{}
+	p.txn.groups = map[string]bool{}
 	return nil
 }
 
@@ -202,7 +208,7 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 	}
 	p.txn.mu.Lock()
 	failed := p.txn.failed
-	anything := len(p.txn.added) > 0
+	anything := len(p.txn.added) > 0 || len(p.txn.groups) > 0
 	p.txn.mu.Unlock()
 	if failed != nil {
 		commit = false
@@ -217,6 +223,7 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 	p.txn.mu.Lock()
 	p.txn.open = false
 	p.txn.added = map[topicPartition]bool{}
+	p.txn.groups = map[string]bool{}
 	p.txn.mu.Unlock()
 	if err == nil && failed != nil {
 		// a batch that failed left a gap in its partition's sequence: a
@@ -227,4 +234,63 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 		}
 	}
 	return err
+}
+
+// GroupMember is a consumer group member's identity, for offsets committed
+// in a transaction: the group takes them only from a current member.
+type GroupMember struct {
+	Group      string
+	Generation int32
+	MemberID   string
+}
+
+// SendOffsetsToTransaction commits a group's offsets (the next offset to
+// read of each partition) with the open transaction: they become the
+// group's committed offsets if it commits, and are dropped if it aborts
+// (a consume-transform-produce loop). member is the consumer's
+// GroupMember(); a group without members takes Generation -1 and an
+// empty MemberID.
+func (p *Producer) SendOffsetsToTransaction(ctx context.Context, member GroupMember, offsets map[proto.TopicPartition]int64) error {
+	if p.txn == nil {
+		return errors.New("not a transactional producer: set ProducerConfig.TransactionalID")
+	}
+	if err := p.txn.check(); err != nil {
+		return err
+	}
+	who := p.txnProducer()
+	p.txn.mu.Lock()
+	added := p.txn.groups[member.Group]
+	p.txn.mu.Unlock()
+	if !added {
+		err := p.txnCall(ctx, func() proto.Message {
+			return &proto.AddTxnOffsets{Producer: who, Group: member.Group}
+		}, txnAnswer("adding group "+member.Group+" to the transaction"))
+		if err != nil {
+			return err
+		}
+		p.txn.mu.Lock()
+		p.txn.groups[member.Group] = true
+		p.txn.mu.Unlock()
+	}
+	req := &proto.TxnOffsetCommit{Producer: who, Group: member.Group, Generation: member.Generation, MemberID: member.MemberID, Offsets: []proto.TxnOffset{}}
+	for tp, off := range offsets {
+		req.Offsets = append(req.Offsets, proto.TxnOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+	}
+	// to the group's coordinator, found again when it moved
+	for attempt := 0; ; attempt++ {
+		addr, err := p.c.groupCoordinator(ctx, member.Group)
+		if err == nil {
+			var reply proto.Message
+			reply, err = p.c.callAt(ctx, addr, req, p.c.cfg.RequestTimeout)
+			if err == nil {
+				err = txnAnswer("committing offsets of group " + member.Group + " in the transaction")(reply)
+			}
+		}
+		if err == nil || !retriable(err) {
+			return err
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		}
+	}
 }

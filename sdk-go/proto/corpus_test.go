@@ -65,6 +65,9 @@ func checkMessage(t *testing.T, where string, v messageVector) {
 		t.Errorf("%s %q: refused: %v", where, v.Name, err)
 		return
 	}
+	if v.Op != 0 && v.Op != int(frame[2]) {
+		t.Errorf("%s %q: op %d is not the header's %d", where, v.Name, v.Op, frame[2])
+	}
 	if got := MessageName(m); got != v.Message {
 		t.Errorf("%s %q: decoded as %s, want %s", where, v.Name, got, v.Message)
 	}

@@ -1600,6 +1600,13 @@ fn check_message(file: &str, v: &Value) {
         decoded_as, message,
         "{file} {name}: the op names another message"
     );
+    if let Some(op) = v.get("op") {
+        assert_eq!(
+            op,
+            &json!(frame[2]),
+            "{file} {name}: op is not the header's"
+        );
+    }
     assert_eq!(value, v["value"], "{file} {name}: decodes to another value");
     let encoded = encode_named(message, &v["value"])
         .unwrap_or_else(|e| panic!("{file} {name}: the value does not encode: {e}"));

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"sync"
 	"time"
 
@@ -197,7 +198,8 @@ func recordSize(r *Record) int {
 }
 
 // Send queues a record and gives its Delivery. It waits while the
-// producer's buffer is full.
+// producer's buffer is full. The record's key, value and headers are not
+// copied: leave them unchanged until the delivery is done.
 func (p *Producer) Send(ctx context.Context, r Record) (*Delivery, error) {
 	if r.Topic == "" {
 		return nil, errors.New("a record needs a topic")
@@ -217,7 +219,13 @@ func (p *Producer) Send(ctx context.Context, r Record) (*Delivery, error) {
 			partition = PartitionForKey(r.Key, uint32(n))
 		} else {
 			p.mu.Lock()
-			partition = p.sticky[r.Topic] % uint32(n)
+			next, ok := p.sticky[r.Topic]
+			if !ok {
+				// producers start on different partitions
+				next = uint32(rand.Intn(n))
+				p.sticky[r.Topic] = next
+			}
+			partition = next % uint32(n)
 			p.mu.Unlock()
 		}
 	}

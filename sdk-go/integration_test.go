@@ -551,3 +551,71 @@ func TestAgentOffsetsInTransactions(t *testing.T) {
 		t.Fatalf("a consumer without auto-commit committed %d on close", got)
 	}
 }
+
+// On three agents the client sends each partition's requests to its
+// leader, wherever it bootstrapped, and a group's to its coordinator.
+func TestAgentCluster(t *testing.T) {
+	agents := testagent.StartCluster(t, 3)
+	c := connect(t, agents[0], Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, "spread", 6, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	// leaders are elected shortly after the creation
+	leaders := map[int32]bool{}
+	for len(leaders) < 2 {
+		md, err := c.Metadata(ctx, "spread")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(md.Nodes) != 3 {
+			t.Fatalf("metadata lists %d servers, want 3", len(md.Nodes))
+		}
+		leaders = map[int32]bool{}
+		for _, tm := range md.Topics {
+			for _, p := range tm.Partitions {
+				if p.Leader >= 0 {
+					leaders[p.Leader] = true
+				}
+			}
+		}
+		if len(leaders) < 2 && !sleep(ctx, 200*time.Millisecond) {
+			t.Fatalf("the partitions' leaders are %v: not spread over the servers", leaders)
+		}
+	}
+	p, err := c.NewProducer(ctx, ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600; i++ {
+		if _, err := p.Send(ctx, Record{Topic: "spread", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("producing to the leaders: %v", err)
+	}
+	cs := c.NewConsumer(ConsumerConfig{Group: "spread-readers", HeartbeatInterval: 500 * time.Millisecond})
+	if err := cs.Subscribe("spread"); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 600 {
+		r, err := cs.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d: %v", len(seen), err)
+		}
+		if PartitionForKey(r.Key, 6) != r.Partition {
+			t.Fatalf("key %s in partition %d", r.Key, r.Partition)
+		}
+		seen[string(r.Value)] = true
+	}
+	if err := cs.Close(ctx); err != nil {
+		t.Fatalf("commit and leave: %v", err)
+	}
+	got, err := c.CommittedOffsets(ctx, "spread-readers", proto.TopicPartition{Topic: "spread", Partition: 0})
+	if err != nil || got[proto.TopicPartition{Topic: "spread", Partition: 0}] <= 0 {
+		t.Fatalf("committed offsets %v, %v", got, err)
+	}
+}

@@ -2,8 +2,9 @@
 # The Go SDK (sdk-go/): gofmt and go vet, then go test: its codec against
 # every vector of the native protocol's conformance corpus (sdk/vectors/),
 # the record batches and partitioner against the corpus too, and the
-# client, producer, consumer groups and logins against real agents (the
-# binary built here, started by the tests on free ports; over TCP and
+# client, producer, consumer groups and logins against real agents (one,
+# and a cluster of three: the binary built here, started by the tests on
+# free ports; over TCP and
 # QUIC), with kcat reading and writing the same topics over the Kafka
 # listener. About 15 seconds once built. Go's module and build caches are
 # ~/.cache/aerostream/go as for 47-go.sh: the first run downloads the

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,6 +28,8 @@ type Agent struct {
 	Kafka   string
 	DataDir string
 	log     *lockedBuffer
+	http    string
+	exited  chan error
 }
 
 type lockedBuffer struct {
@@ -82,25 +85,75 @@ func freePorts(t *testing.T, n int) []int {
 // when AEROSTREAM_BIN is unset.
 func Start(t *testing.T, args ...string) *Agent {
 	t.Helper()
+	bin := need(t)
+	ports := freePorts(t, 3)
+	a := launch(t, bin, t.TempDir(), ports, args)
+	a.waitReady(t)
+	return a
+}
+
+// StartCluster starts n agents that form one cluster (every one a
+// metastore voter), or skips the test when AEROSTREAM_BIN is unset.
+func StartCluster(t *testing.T, n int, args ...string) []*Agent {
+	t.Helper()
+	bin := need(t)
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "certs")
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i + 1)
+	}
+	if out, err := exec.Command(bin, "cluster-ca", "--out", certs, "--nodes", strings.Join(ids, ",")).CombinedOutput(); err != nil {
+		t.Fatalf("cluster-ca: %v\n%s", err, out)
+	}
+	ports := freePorts(t, 4*n)
+	voters := make([]string, n)
+	for i := range voters {
+		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[4*i+3])
+	}
+	agents := make([]*Agent, n)
+	for i := range agents {
+		extra := append([]string{
+			"--node-id", ids[i], "--rack", "rack-" + ids[i],
+			"--cluster-addr", fmt.Sprintf("127.0.0.1:%d", ports[4*i+3]),
+			"--voters", strings.Join(voters, ","),
+			"--cluster-certs", certs,
+		}, args...)
+		agents[i] = launch(t, bin, filepath.Join(dir, "node-"+ids[i]), ports[4*i:4*i+3], extra)
+	}
+	for _, a := range agents {
+		a.waitReady(t)
+	}
+	return agents
+}
+
+func need(t *testing.T) string {
+	t.Helper()
 	bin := Bin()
 	if bin == "" {
 		t.Skip("AEROSTREAM_BIN is unset: set it to an aerostream binary (cargo build -p agent --bin aerostream) to run the tests against a real agent")
 	}
-	ports := freePorts(t, 3)
-	dir := t.TempDir()
+	return bin
+}
+
+// launch starts one agent on ports (native, kafka, http), stopped when
+// the test ends.
+func launch(t *testing.T, bin, dir string, ports []int, args []string) *Agent {
+	t.Helper()
 	a := &Agent{
 		Native:  fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		Kafka:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		DataDir: filepath.Join(dir, "data"),
 		log:     &lockedBuffer{},
+		http:    fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		exited:  make(chan error, 1),
 	}
 	a.Bootstrap = "aero://" + a.Native
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
 	cmd := exec.Command(bin, append([]string{"serve",
 		"--data-dir", a.DataDir,
 		"--native-addr", a.Native,
 		"--kafka-addr", a.Kafka,
-		"--http-addr", httpAddr,
+		"--http-addr", a.http,
 		"--shards", "2",
 		"--group-initial-rebalance-delay-ms", "200",
 		// no fixed ports: many agents run at once
@@ -113,36 +166,42 @@ func Start(t *testing.T, args ...string) *Agent {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { a.exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case <-a.exited:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
+			<-a.exited
 		}
 		if t.Failed() {
-			t.Logf("agent log:\n%s", tail(a.log.String(), 40))
+			t.Logf("agent %s log:\n%s", a.Native, tail(a.log.String(), 40))
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
+	return a
+}
+
+// waitReady waits until the agent serves.
+func (a *Agent) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
 	client := http.Client{Timeout: time.Second}
 	for {
 		select {
-		case err := <-exited:
+		case err := <-a.exited:
+			a.exited <- err
 			t.Fatalf("the agent exited (%v); its log:\n%s", err, tail(a.log.String(), 40))
 		default:
 		}
-		if resp, err := client.Get("http://" + httpAddr + "/health"); err == nil {
+		if resp, err := client.Get("http://" + a.http + "/health"); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 && bytes.Contains([]byte(a.log.String()), []byte("aerostream listening")) {
-				return a
+			if resp.StatusCode == 200 && strings.Contains(a.log.String(), "aerostream listening") {
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the agent does not serve after 60 s; its log:\n%s", tail(a.log.String(), 40))
+			t.Fatalf("the agent does not serve after 90 s; its log:\n%s", tail(a.log.String(), 40))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -4,9 +4,8 @@
 # the record batches and partitioner against the corpus too, and the
 # client, producer, consumer groups and logins against real agents (one,
 # and a cluster of three: the binary built here, started by the tests on
-# free ports; over TCP and
-# QUIC), with kcat reading and writing the same topics over the Kafka
-# listener. About 15 seconds once built. Go's module and build caches are
+# free ports; over TCP and QUIC), with kcat reading and writing the same
+# topics over the Kafka listener. About 20 seconds once built. Go's module and build caches are
 # ~/.cache/aerostream/go as for 47-go.sh: the first run downloads the
 # modules sdk-go/go.sum pins (quic-go, klauspost/compress, pierrec/lz4),
 # later runs are offline. Needs go (1.22+) and kcat.

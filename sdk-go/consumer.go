@@ -314,6 +314,11 @@ func (cs *Consumer) deliver(ctx context.Context, it item) bool {
 func (cs *Consumer) Next(ctx context.Context) (*ConsumedRecord, error) {
 	for {
 		select {
+		case <-cs.done: // closed: records still buffered are not handed out
+			return nil, ErrClosed
+		default:
+		}
+		select {
 		case it := <-cs.out:
 			cs.mu.Lock()
 			stale := it.generation != cs.generation

@@ -110,6 +110,9 @@ func TestAgentAdminProduceConsume(t *testing.T) {
 		}
 	}
 	cs.Close(ctx)
+	if _, err := cs.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
 
 	// latest: only what is written afterwards
 	late := c.NewConsumer(ConsumerConfig{})

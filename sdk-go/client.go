@@ -444,9 +444,15 @@ func (c *Client) groupCoordinator(ctx context.Context, group string) (string, er
 }
 
 // CommittedOffsets gives a group's committed offsets (the next offset to
-// read) of the given partitions; -1 for a partition without one.
+// read) of the given partitions; -1 for a partition without one. It asks
+// the group's coordinator, where members commit: another server reads its
+// own copy of the metastore, which may not hold a commit just made.
 func (c *Client) CommittedOffsets(ctx context.Context, group string, partitions ...proto.TopicPartition) (map[proto.TopicPartition]int64, error) {
-	reply, err := c.call(ctx, &proto.FetchOffsets{Group: group, Partitions: append([]proto.TopicPartition{}, partitions...)})
+	addr, err := c.groupCoordinator(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.callAt(ctx, addr, &proto.FetchOffsets{Group: group, Partitions: append([]proto.TopicPartition{}, partitions...)}, c.cfg.RequestTimeout)
 	if err != nil {
 		return nil, err
 	}

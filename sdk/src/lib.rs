@@ -104,6 +104,8 @@ mod subscription;
 #[cfg(test)]
 mod testing;
 pub mod udp;
+#[cfg(test)]
+mod vectors;
 pub mod wire;
 
 pub use auth::{Credentials, ScramMechanism};

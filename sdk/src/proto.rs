@@ -57,3 +57,21 @@ pub use txn::{
 #[cfg(test)]
 #[path = "proto_tests.rs"]
 mod tests;
+
+/// Byte strings as lowercase hex in the conformance corpus's JSON.
+#[cfg(test)]
+pub(crate) mod hex_serde {
+    use bytes::Bytes;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::vectors::to_hex(b))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        let text = String::deserialize(d)?;
+        crate::vectors::from_hex(&text)
+            .map(Bytes::from)
+            .map_err(serde::de::Error::custom)
+    }
+}

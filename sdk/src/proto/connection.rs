@@ -15,6 +15,7 @@ pub const MAX_VERSION: u16 = 1;
 
 /// The first frame a client sends on a connection.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Hello {
     pub correlation: u32,
     pub min_version: u16,
@@ -25,6 +26,7 @@ pub struct Hello {
     /// Multi-message mechanisms (SCRAM) use [`Authenticate`] after it.
     pub auth_mechanism: String,
     /// That message.
+    #[cfg_attr(test, serde(with = "crate::proto::hex_serde"))]
     pub auth_bytes: Bytes,
 }
 
@@ -52,6 +54,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct HelloResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -90,9 +93,11 @@ message!(
 /// carries it: SCRAM takes two (client-first, client-final), PLAIN and
 /// OAUTHBEARER one. Every message of an exchange names its mechanism.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Authenticate {
     pub correlation: u32,
     pub mechanism: String,
+    #[cfg_attr(test, serde(with = "crate::proto::hex_serde"))]
     pub auth_bytes: Bytes,
 }
 
@@ -116,10 +121,12 @@ message!(
 /// The server's message of the exchange. A failed exchange is answered
 /// with an error frame (AUTHENTICATION_FAILED) and the connection closed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct AuthenticateResponse {
     pub correlation: u32,
     pub error: ErrorCode,
     /// The server's message (SCRAM's server-first and server-final).
+    #[cfg_attr(test, serde(with = "crate::proto::hex_serde"))]
     pub auth_bytes: Bytes,
     /// Whether the client is now authenticated.
     pub complete: bool,
@@ -151,6 +158,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Ping {
     pub correlation: u32,
     pub nonce: u64,
@@ -172,6 +180,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Pong {
     pub correlation: u32,
     pub nonce: u64,
@@ -194,6 +203,7 @@ message!(
 
 /// Sent by the server before it closes a connection.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ErrorFrame {
     /// The request the error is about, or 0 when none could be read.
     pub correlation: u32,

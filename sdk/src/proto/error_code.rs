@@ -5,6 +5,7 @@
 /// and a retired one is never given to another error. A client that meets a
 /// code it does not know treats it as not retriable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ErrorCode(pub u16);
 
 macro_rules! error_codes {

@@ -10,6 +10,7 @@ use super::op::{self, RESPONSE};
 use crate::wire::WireWrite;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FetchPartition {
     pub partition: u32,
     pub offset: i64,
@@ -17,12 +18,14 @@ pub struct FetchPartition {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FetchTopic {
     pub name: String,
     pub partitions: Vec<FetchPartition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Fetch {
     pub correlation: u32,
     /// How long the server may wait for `min_bytes` to be available.
@@ -87,6 +90,7 @@ pub(super) fn read_fetch_topics(
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct PartitionFetched {
     pub partition: u32,
     pub error: ErrorCode,
@@ -94,16 +98,19 @@ pub struct PartitionFetched {
     pub log_start_offset: i64,
     /// Whole record batches; the first may start before the offset asked
     /// for (a compressed batch is never split), so skip records below it.
+    #[cfg_attr(test, serde(with = "crate::proto::hex_serde"))]
     pub records: Bytes,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicFetched {
     pub name: String,
     pub partitions: Vec<PartitionFetched>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FetchResponse {
     pub correlation: u32,
     pub topics: Vec<TopicFetched>,
@@ -159,6 +166,7 @@ message!(
 
 /// Where to look in a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub enum OffsetSpec {
     /// The first offset still held (object storage included).
     Earliest,
@@ -187,6 +195,7 @@ impl OffsetSpec {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ListOffsets {
     pub correlation: u32,
     /// (topic, partition, spec): spec -2 earliest, -1 latest, ≥ 0 a timestamp.
@@ -216,6 +225,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct OffsetFound {
     pub topic: String,
     pub partition: u32,
@@ -227,6 +237,7 @@ pub struct OffsetFound {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ListOffsetsResponse {
     pub correlation: u32,
     pub partitions: Vec<OffsetFound>,

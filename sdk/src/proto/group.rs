@@ -10,6 +10,7 @@ use super::op::{self, RESPONSE};
 use crate::wire::{DecodeError, Reader, WireWrite};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct CommittedOffset {
     pub topic: String,
     pub partition: u32,
@@ -23,6 +24,7 @@ pub struct CommittedOffset {
 /// Kafka's standalone consumers do, or as a member of the group
 /// ([`JoinGroup`]), with the generation and member id its join gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct CommitOffsets {
     pub correlation: u32,
     pub group: String,
@@ -81,6 +83,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct CommitOffsetsResponse {
     pub correlation: u32,
     /// (topic, partition, error), in request order.
@@ -114,6 +117,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FetchOffsets {
     pub correlation: u32,
     pub group: String,
@@ -144,6 +148,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FetchOffsetsResponse {
     pub correlation: u32,
     /// -1 offset: nothing committed.
@@ -189,6 +194,7 @@ message!(
 
 /// Asks which server coordinates a consumer group.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FindCoordinator {
     pub correlation: u32,
     pub group: String,
@@ -211,6 +217,7 @@ message!(
 
 /// The server coordinating a group, at its native address.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FindCoordinatorResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -245,6 +252,7 @@ message!(
 /// Joins a consumer group (or rejoins it after a rebalance) and waits for
 /// the member's share of the subscribed topics' partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct JoinGroup {
     pub correlation: u32,
     pub group: String,
@@ -286,12 +294,14 @@ message!(
 
 /// Partitions of one topic assigned to a member.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicAssignment {
     pub topic: String,
     pub partitions: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct JoinGroupResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -335,6 +345,7 @@ message!(
 
 /// Keeps a member in its group; tells it when to join again.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Heartbeat {
     pub correlation: u32,
     pub group: String,
@@ -363,6 +374,7 @@ message!(
 
 /// The answer to a [`Heartbeat`] and to a [`LeaveGroup`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct GroupResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -383,6 +395,7 @@ impl GroupResponse {
 
 /// [`GroupResponse`] to a [`Heartbeat`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct HeartbeatResponse(pub GroupResponse);
 message!(
     HeartbeatResponse,
@@ -394,6 +407,7 @@ message!(
 /// Leaves a group at once, so that the others rebalance without waiting
 /// for the member's session to expire.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct LeaveGroup {
     pub correlation: u32,
     pub group: String,
@@ -419,6 +433,7 @@ message!(
 
 /// [`GroupResponse`] to a [`LeaveGroup`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct LeaveGroupResponse(pub GroupResponse);
 message!(
     LeaveGroupResponse,

@@ -9,6 +9,7 @@ use super::op::{self, RESPONSE};
 use crate::wire::{DecodeError, Reader, WireWrite};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Metadata {
     pub correlation: u32,
     /// Topics to describe; empty for all.
@@ -35,6 +36,7 @@ message!(
 
 /// A server of the cluster, at its native address.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Node {
     pub id: u32,
     pub host: String,
@@ -44,6 +46,7 @@ pub struct Node {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct PartitionMetadata {
     pub index: u32,
     /// The leader's node id, or -1 when the partition has none right now.
@@ -54,6 +57,7 @@ pub struct PartitionMetadata {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicMetadata {
     pub name: String,
     pub error: ErrorCode,
@@ -61,6 +65,7 @@ pub struct TopicMetadata {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct MetadataResponse {
     pub correlation: u32,
     pub nodes: Vec<Node>,
@@ -124,6 +129,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct CreateTopic {
     pub correlation: u32,
     pub name: String,
@@ -163,6 +169,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct DeleteTopic {
     pub correlation: u32,
     pub name: String,
@@ -185,6 +192,7 @@ message!(
 
 /// The answer to [`CreateTopic`] and [`DeleteTopic`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -209,6 +217,7 @@ impl TopicResponse {
 
 /// [`TopicResponse`] to a [`CreateTopic`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct CreateTopicResponse(pub TopicResponse);
 message!(
     CreateTopicResponse,
@@ -219,6 +228,7 @@ message!(
 
 /// [`TopicResponse`] to a [`DeleteTopic`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct DeleteTopicResponse(pub TopicResponse);
 message!(
     DeleteTopicResponse,

@@ -10,6 +10,7 @@ use crate::wire::WireWrite;
 
 /// Asks for a producer id and epoch for an idempotent producer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct InitProducer {
     pub correlation: u32,
 }
@@ -28,6 +29,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct InitProducerResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -56,6 +58,7 @@ message!(
 
 /// What a produce waits for before it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub enum Acks {
     /// No response at all.
     None,
@@ -86,20 +89,24 @@ impl Acks {
 
 /// One partition's record batch in a [`Produce`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ProducePartition {
     pub partition: u32,
     /// Exactly one Kafka RecordBatch (magic 2), as the log stores it. An
     /// idempotent producer's id, epoch and sequence are in its header.
+    #[cfg_attr(test, serde(with = "crate::proto::hex_serde"))]
     pub batch: Bytes,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ProduceTopic {
     pub name: String,
     pub partitions: Vec<ProducePartition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Produce {
     pub correlation: u32,
     /// 0: no response; 1: after the leader's append; -1: after every
@@ -161,6 +168,7 @@ pub(super) fn read_produce_fields(
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct PartitionProduced {
     pub partition: u32,
     pub error: ErrorCode,
@@ -174,12 +182,14 @@ pub struct PartitionProduced {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicProduced {
     pub name: String,
     pub partitions: Vec<PartitionProduced>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct ProduceResponse {
     pub correlation: u32,
     pub topics: Vec<TopicProduced>,

@@ -10,6 +10,7 @@ use crate::wire::WireWrite;
 
 /// Where a subscription starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub enum Start {
     /// This offset.
     Offset(i64),
@@ -49,6 +50,7 @@ impl Start {
 /// [`SubscribeResponse`], then pushes the partition's batches as
 /// [`Push`] frames while the subscription has credit.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Subscribe {
     pub correlation: u32,
     /// Chosen by the client; unique among the connection's open
@@ -96,6 +98,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct SubscribeResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -134,6 +137,7 @@ message!(
 /// Records of a subscription, pushed by the server. A push with an error
 /// other than NONE carries no records and ends the subscription.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Push {
     pub subscription: u32,
     pub error: ErrorCode,
@@ -144,6 +148,7 @@ pub struct Push {
     pub next_offset: i64,
     /// Whole RecordBatch v2, back to back; the first may start below the
     /// subscription's offset (skip those records).
+    #[cfg_attr(test, serde(with = "crate::proto::hex_serde"))]
     pub records: Bytes,
 }
 
@@ -185,6 +190,7 @@ message!(
 /// Credit adds up; the server never pushes more than was granted in all.
 /// No answer; a credit for a subscription that is not open is ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Credit {
     pub subscription: u32,
     pub bytes: u32,
@@ -206,6 +212,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct Unsubscribe {
     pub correlation: u32,
     pub subscription: u32,
@@ -228,6 +235,7 @@ message!(
 
 /// After it, the server sends no more pushes for the subscription.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct UnsubscribeResponse {
     pub correlation: u32,
     pub error: ErrorCode,

@@ -21,6 +21,7 @@ use crate::wire::{DecodeError, Reader, WireWrite};
 
 /// Finds the server that coordinates a transactional id.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FindTxnCoordinator {
     pub correlation: u32,
     pub transactional_id: String,
@@ -44,6 +45,7 @@ message!(
 /// The coordinator of a transactional id, at its native address; laid out
 /// as [`super::FindCoordinatorResponse`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FindTxnCoordinatorResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -79,6 +81,7 @@ message!(
 /// and a new epoch, which fences every older epoch; a transaction the
 /// previous epoch left open is aborted (or its commit completed) first.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct InitTxn {
     pub correlation: u32,
     pub transactional_id: String,
@@ -104,6 +107,7 @@ message!(
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct InitTxnResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -137,6 +141,7 @@ message!(
 /// The answer of [`AddTxnPartitions`], [`TxnOffsetCommit`] and [`EndTxn`]:
 /// the whole request succeeded or failed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TxnResponse {
     pub correlation: u32,
     pub error: ErrorCode,
@@ -162,6 +167,7 @@ impl TxnResponse {
 
 /// The producer a transactional request comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TxnProducer {
     pub transactional_id: String,
     pub producer_id: i64,
@@ -187,6 +193,7 @@ impl TxnProducer {
 /// Adds partitions to the producer's transaction (opening it), before the
 /// first transactional produce to each.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct AddTxnPartitions {
     pub correlation: u32,
     pub producer: TxnProducer,
@@ -222,6 +229,7 @@ message!(
 
 /// [`TxnResponse`] to an [`AddTxnPartitions`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct AddTxnPartitionsResponse(pub TxnResponse);
 message!(
     AddTxnPartitionsResponse,
@@ -234,6 +242,7 @@ message!(
 /// offsets are committed in it with [`TxnOffsetCommit`]. Sent to the
 /// transaction's coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct AddTxnOffsets {
     pub correlation: u32,
     pub producer: TxnProducer,
@@ -259,6 +268,7 @@ message!(
 
 /// [`TxnResponse`] to an [`AddTxnOffsets`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct AddTxnOffsetsResponse(pub TxnResponse);
 message!(
     AddTxnOffsetsResponse,
@@ -271,6 +281,7 @@ message!(
 /// group's committed offsets when it commits, and are dropped if it aborts.
 /// Sent to the group's coordinator, after [`AddTxnOffsets`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TxnOffsetCommit {
     pub correlation: u32,
     pub producer: TxnProducer,
@@ -316,6 +327,7 @@ message!(
 
 /// [`TxnResponse`] to a [`TxnOffsetCommit`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TxnOffsetCommitResponse(pub TxnResponse);
 message!(
     TxnOffsetCommitResponse,
@@ -327,6 +339,7 @@ message!(
 /// Commits or aborts the producer's transaction. Answered once the
 /// markers are written, so a read_committed reader sees a commit by then.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct EndTxn {
     pub correlation: u32,
     pub producer: TxnProducer,
@@ -365,6 +378,7 @@ message!(
 
 /// [`TxnResponse`] to an [`EndTxn`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct EndTxnResponse(pub TxnResponse);
 message!(
     EndTxnResponse,
@@ -378,6 +392,7 @@ message!(
 /// transactional id they are written for; each partition must have been
 /// added to the transaction first.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TxnProduce {
     pub transactional_id: String,
     /// Its correlation id is the request's.
@@ -404,6 +419,7 @@ message!(
 
 /// [`ProduceResponse`] to a [`TxnProduce`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TxnProduceResponse(pub ProduceResponse);
 message!(
     TxnProduceResponse,
@@ -414,6 +430,8 @@ message!(
 
 /// What a fetch may return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(test, serde(rename_all = "snake_case"))]
 pub enum Isolation {
     /// Everything up to the high watermark, open and aborted transactions'
     /// records included (what [`super::Fetch`] returns).
@@ -443,6 +461,7 @@ impl Isolation {
 
 /// A [`super::Fetch`] with an isolation level.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FetchIsolated {
     pub correlation: u32,
     pub isolation: Isolation,
@@ -484,12 +503,14 @@ message!(
 /// A transaction aborted in a fetched range: its producer's transactional
 /// records from `first_offset` up to its abort marker are to be skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct AbortedTxn {
     pub producer_id: i64,
     pub first_offset: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct PartitionFetchedIsolated {
     pub partition: u32,
     pub error: ErrorCode,
@@ -500,16 +521,19 @@ pub struct PartitionFetchedIsolated {
     pub log_start_offset: i64,
     /// read_committed only: the aborted transactions of the range.
     pub aborted: Vec<AbortedTxn>,
+    #[cfg_attr(test, serde(with = "crate::proto::hex_serde"))]
     pub records: Bytes,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicFetchedIsolated {
     pub name: String,
     pub partitions: Vec<PartitionFetchedIsolated>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(serde::Serialize, serde::Deserialize))]
 pub struct FetchIsolatedResponse {
     pub correlation: u32,
     pub topics: Vec<TopicFetchedIsolated>,

@@ -1,6 +1,6 @@
 """Exactly-once source delivery (KIP-618) on three agents: a Datagen
-source with `exactly.once.support=required` writes 20,000 records while the
-agent running its task is killed (SIGKILL). The task goes on on another
+source with `exactly.once.support=required` writes 60,000 records while the
+agent running its task is killed (SIGKILL) a sixth of the way in. The task goes on on another
 agent from the offset its last committed transaction carried, and a
 read_committed consumer reads every seq exactly once: nothing lost, nothing
 written twice."""
@@ -12,9 +12,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import Cluster, VOTERS
-from connect_rest import all_running, call, end_offsets, eventually
+from connect_rest import all_running, call, eventually
 
-RECORDS = 20_000
+RECORDS = 60_000
 PARTITIONS = 3
 
 
@@ -60,25 +60,31 @@ def test_an_exactly_once_source_killed_mid_run_writes_each_record_once():
 
         code, body = call(base, "POST", "/connectors", {"name": "gen", "config": {
             "connector.class": "DatagenSource", "kafka.topic": topic, "max.records": str(RECORDS),
-            "max.interval": "1", "exactly.once.support": "required"}})
+            "max.interval": "0", "exactly.once.support": "required"}})
         assert code == 201, body
         first = eventually("the source running", lambda: all_running(base, "gen", 1))
         worker = first["tasks"][0]["worker_id"]
         victim = next(n for n, a in agents.items() if a.connect_url.endswith(":" + worker.rsplit(":", 1)[1]))
         other = next(a for n, a in agents.items() if n != victim)
-        eventually("a fifth of the records written",
-                   lambda: sum(end_offsets(other.bootstrap, topic, PARTITIONS)) >= RECORDS // 5, timeout=120)
+        def committed_seq():
+            code, body = call(other.connect_url, "GET", "/connectors/gen/offsets")
+            assert code == 200, body
+            return max([o["offset"]["seq"] for o in body["offsets"]] or [0])
+        eventually("a sixth of the records committed", lambda: committed_seq() >= RECORDS // 6, timeout=120)
         agents[victim].kill9()
+        at_kill = committed_seq()
+        assert at_kill < RECORDS, "the source finished before its agent was killed: make RECORDS larger"
         moved = eventually("the source's task running on another agent", lambda: (
             s := all_running(other.connect_url, "gen", 1)) and s["tasks"][0]["worker_id"] != worker and s,
             timeout=120)
         assert moved["tasks"][0]["worker_id"] != worker
 
-        def offset_done():
-            code, body = call(other.connect_url, "GET", "/connectors/gen/offsets")
-            assert code == 200, body
-            return any(str(RECORDS) in json.dumps(o["offset"]) for o in body["offsets"]) and body
-        eventually("the source's committed offset at the last record", offset_done, timeout=180)
+        try:
+            eventually("the source's committed offset at the last record",
+                       lambda: committed_seq() >= RECORDS, timeout=180)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; committed {committed_seq()} (at the kill {at_kill}); "
+                                 f"status {call(other.connect_url, 'GET', '/connectors/gen/status')}") from e
         got = read_committed(other.bootstrap, topic)
         dupes = len(got) - len(set(got))
         assert dupes == 0, f"{dupes} records written twice"

@@ -222,6 +222,7 @@ impl Txn {
         R::Response: TxnAnswer,
     {
         let mut attempt = 0;
+        let started = std::time::Instant::now();
         loop {
             let result = async {
                 let node = self.coordinator().await?;
@@ -240,7 +241,12 @@ impl Txn {
                 }
                 Err(e) => e,
             };
-            if !error.is_retriable() || attempt >= self.retries {
+            // the last transaction is still being completed (its markers
+            // wait for a partition's new leader after a crash): waited for
+            // as long as a transaction may last, not a count of tries
+            let completing = error.code() == Some(ErrorCode::CONCURRENT_TRANSACTIONS)
+                && started.elapsed() < self.timeout;
+            if !error.is_retriable() || (attempt >= self.retries && !completing) {
                 return Err(error);
             }
             if matches!(

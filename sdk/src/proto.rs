@@ -65,13 +65,43 @@ pub(crate) mod hex_serde {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&crate::vectors::to_hex(b))
+        s.serialize_str(&to_hex(b))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
         let text = String::deserialize(d)?;
-        crate::vectors::from_hex(&text)
+        from_hex(&text)
             .map(Bytes::from)
             .map_err(serde::de::Error::custom)
+    }
+
+    /// Lowercase hex of `b`.
+    pub(crate) fn to_hex(b: &[u8]) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(b.len() * 2);
+        for byte in b {
+            s.push(DIGITS[usize::from(byte >> 4)] as char);
+            s.push(DIGITS[usize::from(byte & 15)] as char);
+        }
+        s
+    }
+
+    /// The bytes of a hex string (either case).
+    pub(crate) fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+        let digit = |c: u8| -> Result<u8, String> {
+            match c {
+                b'0'..=b'9' => Ok(c - b'0'),
+                b'a'..=b'f' => Ok(c - b'a' + 10),
+                b'A'..=b'F' => Ok(c - b'A' + 10),
+                _ => Err(format!("{:?} is not a hex digit", c as char)),
+            }
+        };
+        let raw = s.as_bytes();
+        if !raw.len().is_multiple_of(2) {
+            return Err(format!("hex string of odd length {}", raw.len()));
+        }
+        raw.chunks(2)
+            .map(|p| Ok(digit(p[0])? << 4 | digit(p[1])?))
+            .collect()
     }
 }

@@ -15,38 +15,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::frame::{FrameError, FrameHeader, HEADER_LEN};
+use crate::proto::hex_serde::{from_hex, to_hex};
 use crate::proto::{self, Message};
 use crate::wire::DecodeError;
-
-/// Lowercase hex of `b`.
-pub(crate) fn to_hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(b.len() * 2);
-    for byte in b {
-        s.push(DIGITS[usize::from(byte >> 4)] as char);
-        s.push(DIGITS[usize::from(byte & 15)] as char);
-    }
-    s
-}
-
-/// The bytes of a hex string (either case).
-pub(crate) fn from_hex(s: &str) -> Result<Vec<u8>, String> {
-    let digit = |c: u8| -> Result<u8, String> {
-        match c {
-            b'0'..=b'9' => Ok(c - b'0'),
-            b'a'..=b'f' => Ok(c - b'a' + 10),
-            b'A'..=b'F' => Ok(c - b'A' + 10),
-            _ => Err(format!("{:?} is not a hex digit", c as char)),
-        }
-    };
-    let raw = s.as_bytes();
-    if !raw.len().is_multiple_of(2) {
-        return Err(format!("hex string of odd length {}", raw.len()));
-    }
-    raw.chunks(2)
-        .map(|p| Ok(digit(p[0])? << 4 | digit(p[1])?))
-        .collect()
-}
 
 /// Where the corpus lives.
 pub(crate) fn corpus_dir() -> PathBuf {

@@ -70,8 +70,9 @@ step "cargo build (tests, binaries, examples)" build_all
 # the other, as each starts AeroStream and Apache Kafka's JVMs: 46-java.sh,
 # the Java client and Kafka Streams, 47-go.sh, franz-go and sarama,
 # 48-connect.sh, Kafka Connect and MirrorMaker 2, 49-compat.sh, the client
-# compatibility matrix; 62-connect-engine.sh, the built-in Connect engine
-# against moto). Each writes a log of its own, printed when it is waited for.
+# compatibility matrix); after the deployment checks, 62-connect-engine.sh,
+# the built-in Connect engine against moto, PostgreSQL and the schema
+# registry. Each writes a log of its own, printed when it is waited for.
 bg_names=(); bg_pids=(); bg_logs=(); bg_starts=()
 background() { # background NAME NICENESS SCRIPT...
   local name=$1 niceness=$2; shift 2
@@ -97,11 +98,11 @@ background() { # background NAME NICENESS SCRIPT...
 trap 'for p in "${bg_pids[@]}"; do kill -- -"$p" 2>/dev/null; done; true' EXIT
 
 background "fuzz build and runs" 19 scripts/ci/fuzz-build.sh scripts/ci/[0-9]*-fuzz.sh
-background "scripts/ci/50-deploy.sh" 0 scripts/ci/50-deploy.sh
-background "scripts/ci/44-clients-beside.sh" 0 scripts/ci/44-clients-beside.sh
-background "scripts/ci/46-java.sh, 47-go.sh, 48-connect.sh, 49-compat.sh, 62-connect-engine.sh" 0 \
-  scripts/ci/46-java.sh scripts/ci/47-go.sh scripts/ci/48-connect.sh scripts/ci/49-compat.sh \
+background "scripts/ci/50-deploy.sh, 62-connect-engine.sh" 0 scripts/ci/50-deploy.sh \
   scripts/ci/62-connect-engine.sh
+background "scripts/ci/44-clients-beside.sh" 0 scripts/ci/44-clients-beside.sh
+background "scripts/ci/46-java.sh, 47-go.sh, 48-connect.sh, 49-compat.sh" 0 \
+  scripts/ci/46-java.sh scripts/ci/47-go.sh scripts/ci/48-connect.sh scripts/ci/49-compat.sh
 
 step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
 

@@ -271,3 +271,26 @@ pub fn http_headers(
     }
     headers
 }
+
+/// A number setting (`default` when unset); one that does not parse or
+/// fails `ok` is a problem saying `what` it must be.
+pub fn number<T: std::str::FromStr>(
+    config: &Config,
+    key: &str,
+    default: T,
+    ok: impl Fn(&T) -> bool,
+    what: &str,
+    problems: &mut Vec<Problem>,
+) -> T {
+    match config.get(key).map(|v| (v, v.trim().parse::<T>())) {
+        None => default,
+        Some((_, Ok(n))) if ok(&n) => n,
+        Some((v, _)) => {
+            problems.push((
+                key.to_owned(),
+                format!("Invalid value {v} for configuration {key}: {what}"),
+            ));
+            default
+        }
+    }
+}

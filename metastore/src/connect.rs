@@ -182,6 +182,20 @@ fn error(status: u16, message: impl Into<String>) -> MetaError {
     }
 }
 
+/// Sets (or, for `None`, removes) source partitions' offsets.
+fn set_offsets(c: &mut Connector, offsets: Vec<(String, Option<String>)>) {
+    for (partition, offset) in offsets {
+        match offset {
+            Some(o) => {
+                c.offsets.insert(partition, o);
+            }
+            None => {
+                c.offsets.remove(&partition);
+            }
+        }
+    }
+}
+
 fn not_found(name: &str) -> MetaError {
     error(code::NOT_FOUND, format!("Connector {name} not found"))
 }
@@ -207,18 +221,8 @@ impl ConnectState {
         name: &str,
         offsets: Vec<(String, Option<String>)>,
     ) {
-        let Some(c) = self.connectors.get_mut(name).map(Arc::make_mut) else {
-            return;
-        };
-        for (partition, offset) in offsets {
-            match offset {
-                Some(o) => {
-                    c.offsets.insert(partition, o);
-                }
-                None => {
-                    c.offsets.remove(&partition);
-                }
-            }
+        if let Some(c) = self.connectors.get_mut(name).map(Arc::make_mut) {
+            set_offsets(c, offsets);
         }
     }
 
@@ -310,16 +314,7 @@ impl ConnectState {
                     }
                     _ => {}
                 }
-                for (partition, offset) in offsets {
-                    match offset {
-                        Some(o) => {
-                            c.offsets.insert(partition, o);
-                        }
-                        None => {
-                            c.offsets.remove(&partition);
-                        }
-                    }
-                }
+                set_offsets(c, offsets);
                 Ok(ConnectOutput::Done)
             }
             ConnectCommand::ResetOffsets { name } => {

@@ -180,30 +180,15 @@ pub(super) async fn run(
     // per source partition, the offset after its last acknowledged record
     let mut acknowledged: BTreeMap<String, String> = BTreeMap::new();
     let mut last_commit = Instant::now();
-    loop {
-        if *stop.borrow() {
-            break;
-        }
-        if source.done() {
-            if pause_or_stop(&mut stop, Duration::from_secs(1)).await {
-                break;
-            }
-            continue;
-        }
-        let Polled { records, offsets } = source.poll().await?;
+    while let Some(Polled { records, offsets }) = next_poll(&mut source, &mut stop).await? {
         if !records.is_empty() {
             let count = records.len() as u64;
             let deliveries: Vec<_> = encoded(&converters, records)
                 .await?
                 .into_iter()
-                .map(|p| {
-                    let record = Record::new(p.value);
-                    let record = match p.key {
-                        Some(k) => record.with_key(k),
-                        None => record,
-                    };
-                    let sent = producer.send(&p.topic, record);
-                    (p.topic, sent)
+                .map(|(topic, record)| {
+                    let sent = producer.send(&topic, record);
+                    (topic, sent)
                 })
                 .collect();
             for (topic, d) in deliveries {
@@ -229,19 +214,40 @@ pub(super) async fn run(
     Ok(Ended::Stopped)
 }
 
-/// The records with their keys and values as the converters write them.
+/// The source's next batch; `None` once the task is asked to stop. A
+/// source with nothing more to make (Datagen's max.records) waits here.
+async fn next_poll(
+    source: &mut Source,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<Polled>, String> {
+    loop {
+        if *stop.borrow() {
+            return Ok(None);
+        }
+        if !source.done() {
+            return source.poll().await.map(Some);
+        }
+        if pause_or_stop(stop, Duration::from_secs(1)).await {
+            return Ok(None);
+        }
+    }
+}
+
+/// The records to send, each with its topic, keys and values as the
+/// converters write them.
 async fn encoded(
     converters: &RecordConverters,
     records: Vec<Produced>,
-) -> Result<Vec<Produced>, String> {
+) -> Result<Vec<(String, Record)>, String> {
     let mut out = Vec::with_capacity(records.len());
     for p in records {
         let (key, value) = converters.encode(&p.topic, p.key, p.value).await?;
-        out.push(Produced {
-            topic: p.topic,
-            key,
-            value,
-        });
+        let record = Record::new(value);
+        let record = match key {
+            Some(k) => record.with_key(k),
+            None => record,
+        };
+        out.push((p.topic, record));
     }
     Ok(out)
 }
@@ -255,30 +261,9 @@ async fn run_exactly_once(
     txn: TxnDelivery,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Ended, String> {
-    loop {
-        if *stop.borrow() {
-            break;
-        }
-        if source.done() {
-            if pause_or_stop(&mut stop, Duration::from_secs(1)).await {
-                break;
-            }
-            continue;
-        }
-        let Polled { records, offsets } = source.poll().await?;
+    while let Some(Polled { records, offsets }) = next_poll(&mut source, &mut stop).await? {
         let count = records.len() as u64;
-        let records = encoded(converters, records)
-            .await?
-            .into_iter()
-            .map(|p| {
-                let record = Record::new(p.value);
-                let record = match p.key {
-                    Some(k) => record.with_key(k),
-                    None => record,
-                };
-                (p.topic, record)
-            })
-            .collect();
+        let records = encoded(converters, records).await?;
         let offsets = offsets.into_iter().map(|(p, o)| (p, Some(o))).collect();
         if !txn.deliver(ctx, records, offsets).await? {
             // a newer instance of the task took over

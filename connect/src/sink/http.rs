@@ -108,26 +108,6 @@ pub struct HttpSinkConfig {
     pub value_converter: Converter,
 }
 
-fn number<T: std::str::FromStr>(
-    config: &Config,
-    key: &str,
-    default: T,
-    ok: impl Fn(&T) -> bool,
-    problems: &mut Vec<Problem>,
-) -> T {
-    match config.get(key).map(|v| (v, v.trim().parse::<T>())) {
-        None => default,
-        Some((_, Ok(n))) if ok(&n) => n,
-        Some((v, _)) => {
-            problems.push((
-                key.to_owned(),
-                format!("Invalid value {v} for configuration {key}"),
-            ));
-            default
-        }
-    }
-}
-
 fn converter(config: &Config, key: &str) -> Converter {
     match config.get(key).and_then(|v| converter_kind(v)) {
         Some("string") => Converter::String,
@@ -177,21 +157,46 @@ impl HttpSinkConfig {
             }
         };
         let headers = crate::config::http_headers(config, "http.headers", &mut problems);
+        use crate::config::number;
+        let any = |_: &u64| true;
         let batch_max = number(
             config,
             "batch.max.size",
             100usize,
             |n| (1..=100_000).contains(n),
+            "1 to 100000",
             &mut problems,
         );
-        let linger = number(config, "batch.linger.ms", 1000u64, |_| true, &mut problems);
-        let max_retries = number(config, "max.retries", 10u32, |_| true, &mut problems);
-        let backoff = number(config, "retry.backoff.ms", 300u64, |_| true, &mut problems);
+        let linger = number(
+            config,
+            "batch.linger.ms",
+            1000u64,
+            any,
+            "milliseconds",
+            &mut problems,
+        );
+        let max_retries = number(
+            config,
+            "max.retries",
+            10u32,
+            |_| true,
+            "a count",
+            &mut problems,
+        );
+        let backoff = number(
+            config,
+            "retry.backoff.ms",
+            300u64,
+            any,
+            "milliseconds",
+            &mut problems,
+        );
         let timeout = number(
             config,
             "request.timeout.ms",
             10_000u64,
             |n| *n > 0,
+            "milliseconds, more than 0",
             &mut problems,
         );
         match url {

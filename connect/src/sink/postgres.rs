@@ -199,27 +199,6 @@ fn boolean(config: &Config, key: &str, problems: &mut Vec<Problem>) -> bool {
     }
 }
 
-fn number<T: std::str::FromStr>(
-    config: &Config,
-    key: &str,
-    default: T,
-    ok: impl Fn(&T) -> bool,
-    what: &str,
-    problems: &mut Vec<Problem>,
-) -> T {
-    match config.get(key).map(|v| (v, v.trim().parse::<T>())) {
-        None => default,
-        Some((_, Ok(n))) if ok(&n) => n,
-        Some((v, _)) => {
-            problems.push((
-                key.to_owned(),
-                format!("Invalid value {v} for configuration {key}: {what}"),
-            ));
-            default
-        }
-    }
-}
-
 /// A comma-separated list, trimmed, without empties.
 pub(crate) fn list(config: &Config, key: &str) -> Vec<String> {
     config
@@ -304,7 +283,7 @@ impl PostgresSinkConfig {
                     .into(),
             ));
         }
-        let batch_size = number(
+        let batch_size = crate::config::number(
             config,
             "batch.size",
             3000usize,
@@ -312,7 +291,7 @@ impl PostgresSinkConfig {
             "1 to 100000",
             &mut problems,
         );
-        let max_retries = number(
+        let max_retries = crate::config::number(
             config,
             "max.retries",
             10u32,
@@ -320,7 +299,7 @@ impl PostgresSinkConfig {
             "at least 0",
             &mut problems,
         );
-        let backoff = number(
+        let backoff = crate::config::number(
             config,
             "retry.backoff.ms",
             3000u64,

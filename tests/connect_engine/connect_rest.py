@@ -60,14 +60,23 @@ def end_offsets(bootstrap, topic, partitions):
         c.close()
 
 
-def bucket_rows(s3, bucket, prefix):
-    """Every row of every Parquet file under the prefix."""
+def bucket_rows(s3, bucket, prefix, seen=None):
+    """Every row of every Parquet file under the prefix. With `seen` (a
+    dict kept between calls) a file already read, with the same ETag, is not
+    fetched again: polling a growing bucket then costs a listing and the new
+    or rewritten files, not a download of everything (which slows moto, and
+    the sink with it)."""
     client = servers.s3_client(s3)
+    seen = {} if seen is None else seen
     rows = []
-    for key in servers.s3_keys(s3, bucket, prefix):
-        assert key.endswith(".parquet"), key
-        table = pq.read_table(io.BytesIO(client.get_object(Bucket=bucket, Key=key)["Body"].read()))
-        rows.extend(table.to_pylist())
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            key, etag = obj["Key"], obj["ETag"]
+            assert key.endswith(".parquet"), key
+            if (key, etag) not in seen:
+                body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+                seen[(key, etag)] = pq.read_table(io.BytesIO(body)).to_pylist()
+            rows.extend(seen[(key, etag)])
     return rows
 
 

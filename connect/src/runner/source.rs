@@ -7,7 +7,7 @@
 //! last committed offset: records are never skipped, and only those
 //! acknowledged but not yet committed are made again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use metastore::connect::{ConnectCommand, ConnectOutput};
@@ -179,25 +179,37 @@ pub(super) async fn run(
         .map_err(|e| format!("the producer could not be set up: {e}"))?;
     // per source partition, the offset after its last acknowledged record
     let mut acknowledged: BTreeMap<String, String> = BTreeMap::new();
+    // batches sent and not all acknowledged yet, oldest first: the next
+    // poll does not wait for them (a source making a record per poll would
+    // otherwise go at one record per produce round trip)
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let mut last_commit = Instant::now();
     while let Some(Polled { records, offsets }) = next_poll(&mut source, &mut stop).await? {
-        if !records.is_empty() {
-            let count = records.len() as u64;
+        let sending = if records.is_empty() {
+            None
+        } else {
             let deliveries: Vec<_> = encoded(&converters, records)
                 .await?
                 .into_iter()
                 .map(|(topic, record)| {
                     let sent = producer.send(&topic, record);
-                    (topic, sent)
+                    async move {
+                        sent.await
+                            .map_err(|e| format!("producing to {topic} failed: {e}"))
+                    }
                 })
                 .collect();
-            for (topic, d) in deliveries {
-                d.await
-                    .map_err(|e| format!("producing to {topic} failed: {e}"))?;
-            }
-            ctx.metrics.source_records(count);
-        }
-        acknowledged.extend(offsets);
+            Some(tokio::spawn(async move {
+                let count = deliveries.len() as u64;
+                for d in deliveries {
+                    d.await?;
+                }
+                Ok(count)
+            }))
+        };
+        in_flight.push_back((sending, offsets));
+        let keep = if source.done() { 0 } else { MAX_IN_FLIGHT };
+        settle(ctx, &mut in_flight, &mut acknowledged, keep).await?;
         // committed at most once a second (Connect's offset.flush.interval.ms),
         // when the task is done, and when it stops
         if source.done() || last_commit.elapsed() >= COMMIT_EVERY {
@@ -210,8 +222,47 @@ pub(super) async fn run(
             break;
         }
     }
+    settle(ctx, &mut in_flight, &mut acknowledged, 0).await?;
     commit(ctx, &mut acknowledged).await;
     Ok(Ended::Stopped)
+}
+
+/// A batch being sent (its record count once all are acknowledged; `None`
+/// for a poll that made no records) and the offsets it reaches.
+type InFlight = (
+    Option<tokio::task::JoinHandle<Result<u64, String>>>,
+    Vec<(String, String)>,
+);
+
+/// The most batches a source task has in flight.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// Takes the acknowledged batches off the front of `in_flight`, in order,
+/// their offsets into `acknowledged`; waits for the oldest while more than
+/// `keep` are left. A failed send fails the task.
+async fn settle(
+    ctx: &TaskCtx,
+    in_flight: &mut VecDeque<InFlight>,
+    acknowledged: &mut BTreeMap<String, String>,
+    keep: usize,
+) -> Result<(), String> {
+    while let Some((sending, _)) = in_flight.front() {
+        let finished = sending.as_ref().is_none_or(|h| h.is_finished());
+        if !finished && in_flight.len() <= keep {
+            break;
+        }
+        let Some((sending, offsets)) = in_flight.pop_front() else {
+            break;
+        };
+        if let Some(handle) = sending {
+            let count = handle
+                .await
+                .map_err(|e| format!("a send of the task failed: {e}"))??;
+            ctx.metrics.source_records(count);
+        }
+        acknowledged.extend(offsets);
+    }
+    Ok(())
 }
 
 /// The source's next batch; `None` once the task is asked to stop. A

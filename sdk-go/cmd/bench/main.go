@@ -89,6 +89,13 @@ type counts struct {
 	Failed   *int64  `json:"failed,omitempty"`
 }
 
+// pending is a sent record whose acknowledgement is awaited.
+type pending struct {
+	d       *aerostream.Delivery
+	sent    time.Time
+	counted bool
+}
+
 type report struct {
 	SDK          string      `json:"sdk"`
 	Transport    string      `json:"transport"`
@@ -267,9 +274,38 @@ func bench(ctx context.Context, conn *cli.Conn, s settings, rateFlag string) err
 		if err != nil {
 			return err
 		}
+		// A partition's records are acknowledged in the order they were
+		// sent (one batch in flight per partition), so one goroutine per
+		// partition waits for them in that order.
+		waiters := make([]chan pending, s.partitions)
+		for w := range waiters {
+			waiters[w] = make(chan pending, 1<<14)
+			acks.Add(1)
+			go func() {
+				defer acks.Done()
+				for pd := range waiters[w] {
+					<-pd.d.Done()
+					if pd.d.Err != nil {
+						if failed.Add(1) <= 5 {
+							fmt.Fprintln(os.Stderr, "bench: a send failed:", pd.d.Err)
+						}
+						continue
+					}
+					if pd.counted {
+						publish.add(time.Since(pd.sent))
+						ackedInWindow.Add(1)
+					}
+				}
+			}()
+		}
 		producersDone.Add(1)
 		go func() {
 			defer producersDone.Done()
+			defer func() {
+				for _, w := range waiters {
+					close(w)
+				}
+			}()
 			var interval time.Duration
 			if s.rate > 0 {
 				interval = time.Duration(float64(time.Second) * float64(s.producers) / float64(s.rate))
@@ -296,21 +332,7 @@ func bench(ctx context.Context, conn *cli.Conn, s settings, rateFlag string) err
 				if counted {
 					sentInWindow.Add(1)
 				}
-				acks.Add(1)
-				go func() {
-					defer acks.Done()
-					<-d.Done()
-					if d.Err != nil {
-						if failed.Add(1) <= 5 {
-							fmt.Fprintln(os.Stderr, "bench: a send failed:", d.Err)
-						}
-						return
-					}
-					if counted {
-						publish.add(time.Since(t))
-						ackedInWindow.Add(1)
-					}
-				}()
+				waiters[d.Partition%uint32(len(waiters))] <- pending{d, t, counted}
 			}
 			if err := p.Close(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: closing a producer:", err)

@@ -10,7 +10,7 @@ import { decodeFrame, encodeFrame, ProtocolError, MESSAGES } from '../src/codec.
 import { ERROR_CODES, isRetriable, errorName } from '../src/errors.js';
 import { murmur2, partitionForKey } from '../src/partitioner.js';
 import { encodeBatch, decodeBatches } from '../src/records.js';
-import { parseExact, valueFromJson, toJsonForm } from './helpers/json.js';
+import { parseExact, valueFromJson, toJsonForm } from '../testlib/json.js';
 
 const VECTORS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'sdk', 'vectors');
 const load = (f) => parseExact(fs.readFileSync(path.join(VECTORS, f), 'utf8'));

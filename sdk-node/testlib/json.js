@@ -1,6 +1,6 @@
 // A strict JSON parser that keeps integers exact: an integer beyond
 // Number.MAX_SAFE_INTEGER becomes a BigInt (the corpus' u64 values).
-import { layoutOf } from '../../src/codec.js';
+import { layoutOf } from '../src/codec.js';
 
 export function parseExact(text) {
   let i = 0;

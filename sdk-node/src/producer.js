@@ -29,6 +29,7 @@ export class Producer {
     this.roomWaiters = [];
     this.waitingForRoom = [];
     this.sticky = new Map(); // topic -> sticky partition for keyless records
+    this.stickyBytes = new Map(); // topic -> bytes sent to it since it was picked
     this.producerId = -1n;
     this.producerEpoch = -1;
     this.pidPromise = null;
@@ -125,12 +126,16 @@ export class Producer {
     }
     b.entries.push(entry);
     b.bytes += entry.bytes;
+    if ((record.partition === undefined || record.partition === null) && (record.key === null || record.key === undefined)) {
+      // keyless records move on to the next partition after a batch's worth of bytes
+      const n = (this.stickyBytes.get(record.topic) ?? 0) + entry.bytes;
+      if (n >= this.config.batchBytes) {
+        this.sticky.set(record.topic, (p + 1) % parts.length);
+        this.stickyBytes.set(record.topic, 0);
+      } else this.stickyBytes.set(record.topic, n);
+    }
     if (b.bytes >= this.config.batchBytes) {
       b.sealed = true;
-      // keyless records move on to the next partition once a batch is full
-      if (record.partition === undefined && (record.key === null || record.key === undefined)) {
-        this.sticky.set(record.topic, (p + 1) % parts.length);
-      }
       this.#drain();
     } else this.#schedule();
   }

@@ -3,6 +3,7 @@
 //   consume --bootstrap aero://127.0.0.1:9091 --topic t --group readers
 import { CONN_FLAGS, CONN_HELP, parseFlags, connectFromFlags, main } from './common.js';
 
+const NEWLINE = Buffer.from('\n');
 const HELP = `Usage: consume --bootstrap aero://HOST:PORT --topic T [flags]
 
 Prints the value of each record, one per line.
@@ -44,7 +45,7 @@ main(async () => {
     for (let seen = 0; count < 0 || seen < count; seen++) {
       const rec = await consumer.next();
       if (!rec || stop) break;
-      out.push(rec.value ?? Buffer.alloc(0), '\n');
+      out.push(rec.value ?? Buffer.alloc(0), NEWLINE);
       if (consumer.bufferPos >= consumer.buffer.length || out.length > 2048) {
         if (!process.stdout.write(Buffer.concat(out))) await new Promise((r) => process.stdout.once('drain', r));
         out = [];

@@ -146,10 +146,12 @@ export class Connection {
       }
       if (op === OPS.ErrorFrame) {
         const err = new AeroStreamError(value.error, value.message);
-        if (value.correlation === 0) { this.#fail(err); return; }
-        this.#settle(value.correlation, null, err);
-        this.closeError = err;
-        continue;
+        if (value.correlation !== 0) this.#settle(value.correlation, null, err);
+        // the server closes the connection after an error frame: every other
+        // request on it has an unknown outcome
+        this.#fail(value.correlation === 0 ? err
+          : new ConnectionError(`the connection to ${this.address} was closed after an error frame (${err.message})`));
+        return;
       }
       if (op === OPS.Push) {
         this.onPush?.(value);

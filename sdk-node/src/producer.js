@@ -10,6 +10,7 @@ import { sleep } from './client.js';
 const DEFAULTS = {
   acks: -1, lingerMs: 5, batchBytes: 128 * 1024, bufferBytes: 32 * 1024 * 1024,
   compression: 'none', requestTimeoutMs: 30000, deliveryTimeoutMs: 120000, idempotent: undefined,
+  transactionalId: '', transactionTimeoutMs: 60000,
 };
 
 function size(v) {
@@ -22,7 +23,10 @@ export class Producer {
     this.client = client;
     this.config = { ...DEFAULTS, ...config };
     if (![0, 1, -1].includes(this.config.acks)) throw new AeroStreamError(ErrorCode.INVALID_ACKS, 'acks must be 0, 1 or -1');
-    this.idempotent = this.config.idempotent ?? this.config.acks === -1;
+    this.transactionalId = this.config.transactionalId || '';
+    if (this.transactionalId && this.config.acks !== -1) throw new AeroStreamError(0, 'a transactional producer needs acks -1');
+    this.idempotent = this.transactionalId ? true : (this.config.idempotent ?? this.config.acks === -1);
+    this.txn = null; // {added: Set, failed: Error|null, offsets: bool} while a transaction is open
     if (this.idempotent && this.config.acks !== -1) throw new AeroStreamError(0, 'an idempotent producer needs acks -1');
     this.parts = new Map(); // "topic:partition" -> partition state
     this.buffered = 0;
@@ -41,6 +45,7 @@ export class Producer {
 
   async #ensureProducerId() {
     if (!this.idempotent || this.producerId >= 0n) return;
+    if (this.transactionalId) return this.initTransactions();
     if (!this.pidPromise) {
       this.pidPromise = (async () => {
         for (let attempt = 0; ; attempt++) {
@@ -56,6 +61,99 @@ export class Producer {
       })().finally(() => { this.pidPromise = null; });
     }
     return this.pidPromise;
+  }
+
+  /**
+   * Takes the transactional id's producer id and a new epoch (fencing older
+   * producers of the id); aborts or completes what a previous one left open.
+   */
+  async initTransactions() {
+    if (!this.transactionalId) throw new AeroStreamError(0, 'initTransactions needs a transactionalId');
+    if (this.pidPromise) return this.pidPromise;
+    this.pidPromise = (async () => {
+      for (let attempt = 0; ; attempt++) {
+        const conn = await this.client.coordinator(this.transactionalId, { txn: true });
+        const r = await conn.request(OPS.InitTxn, { transactional_id: this.transactionalId, timeout_ms: this.config.transactionTimeoutMs });
+        if (r.error === 0) {
+          this.producerId = r.producer_id;
+          this.producerEpoch = r.producer_epoch;
+          for (const st of this.parts.values()) st.sequence = 0;
+          return;
+        }
+        if (!isRetriable(r.error) || attempt > 20) throw new AeroStreamError(r.error, r.message || `initialising transactional id ${this.transactionalId}`);
+        await sleep(100 * 2 ** Math.min(attempt, 4));
+      }
+    })().finally(() => { this.pidPromise = null; });
+    return this.pidPromise;
+  }
+
+  #txnProducer() {
+    return { transactional_id: this.transactionalId, producer_id: this.producerId, producer_epoch: this.producerEpoch };
+  }
+
+  async #txnRequest(op, value, what) {
+    for (let attempt = 0; ; attempt++) {
+      const conn = await this.client.coordinator(this.transactionalId, { txn: true });
+      const r = await conn.request(op, { producer: this.#txnProducer(), ...value });
+      if (r.error === 0) return;
+      if (!isRetriable(r.error) || attempt > 30) throw new AeroStreamError(r.error, r.message || what);
+      await sleep(Math.min(50 * 2 ** attempt, 1000));
+    }
+  }
+
+  /** Opens a transaction: the records sent until commit or abort belong to it. */
+  async beginTransaction() {
+    if (!this.transactionalId) throw new AeroStreamError(0, 'beginTransaction needs a transactionalId');
+    if (this.txn) throw new AeroStreamError(ErrorCode.INVALID_TXN_STATE, 'a transaction is open already');
+    if (this.producerId < 0n) await this.initTransactions();
+    this.txn = { added: new Set(), failed: null, offsets: false };
+  }
+
+  /**
+   * Adds a group's offsets to the transaction: offsets [{topic, partition,
+   * offset}] (the next offset to read), group: a group id or a consumer's
+   * groupMetadata() (a group with members takes them from a member only).
+   */
+  async sendOffsetsToTransaction(offsets, group) {
+    if (!this.txn) throw new AeroStreamError(ErrorCode.INVALID_TXN_STATE, 'no transaction is open');
+    const meta = typeof group === 'string' ? { group, generation: -1, memberId: '' } : group;
+    await this.#txnRequest(OPS.AddTxnOffsets, { group: meta.group }, `adding group ${meta.group} to the transaction`);
+    this.txn.offsets = true;
+    for (let attempt = 0; ; attempt++) {
+      const conn = await this.client.coordinator(meta.group);
+      const r = await conn.request(OPS.TxnOffsetCommit, {
+        producer: this.#txnProducer(), group: meta.group, generation: meta.generation, member_id: meta.memberId,
+        offsets: offsets.map((o) => [o.topic, o.partition, BigInt(o.offset)]),
+      });
+      if (r.error === 0) return;
+      if (!isRetriable(r.error) || attempt > 20) throw new AeroStreamError(r.error, r.message || 'committing offsets in the transaction');
+      await sleep(100);
+    }
+  }
+
+  /** Sends what is buffered, then commits the transaction; throws (and aborts) if a record of it failed. */
+  async commitTransaction() { return this.#endTxn(true); }
+
+  /** Sends what is buffered, then aborts the transaction: none of its records or offsets count. */
+  async abortTransaction() { return this.#endTxn(false); }
+
+  async #endTxn(commit) {
+    if (!this.txn) throw new AeroStreamError(ErrorCode.INVALID_TXN_STATE, 'no transaction is open');
+    await this.flush();
+    const txn = this.txn;
+    const doCommit = commit && !txn.failed;
+    try {
+      if (txn.added.size > 0 || txn.offsets) {
+        await this.#txnRequest(OPS.EndTxn, { commit: doCommit }, doCommit ? 'committing the transaction' : 'aborting the transaction');
+      }
+    } finally {
+      this.txn = null;
+    }
+    if (commit && txn.failed) {
+      // a batch failed for good: the transaction was aborted; a new epoch restarts the sequences
+      this.producerId = -1n;
+      throw new AeroStreamError(txn.failed.code ?? 0, `the transaction was aborted: a record failed (${txn.failed.message})`);
+    }
   }
 
   /** True while the buffer holds bufferBytes or more; see waitForRoom(). */
@@ -76,6 +174,7 @@ export class Producer {
   send(record) {
     if (this.closed) return Promise.reject(new AeroStreamError(0, 'the producer is closed'));
     if (!record || typeof record.topic !== 'string') return Promise.reject(new TypeError('a record needs a topic'));
+    if (this.transactionalId && !this.txn) return Promise.reject(new AeroStreamError(ErrorCode.INVALID_TXN_STATE, 'a transactional producer sends within beginTransaction() and commitTransaction()'));
     return new Promise((resolve, reject) => {
       const entry = { record, resolve, reject, bytes: size(record.key) + size(record.value) + 32, start: Date.now() };
       if (this.bufferFull || this.waitingForRoom.length > 0) this.waitingForRoom.push(entry);
@@ -193,12 +292,34 @@ export class Producer {
           key: e.record.key, value: e.record.value, headers: e.record.headers, timestamp: e.record.timestamp ?? e.start,
         })), {
           producerId: this.producerId, producerEpoch: this.producerEpoch, baseSequence: seq, compression: this.config.compression,
+          transactional: !!this.transactionalId,
         });
         b.pid = this.producerId;
       }
       st.inFlight = true;
       if (!byLeader.has(leader)) byLeader.set(leader, []);
       byLeader.get(leader).push(st);
+    }
+    if (this.transactionalId && this.txn && byLeader.size > 0) {
+      // every partition joins the transaction before its first TxnProduce
+      const add = new Map();
+      for (const sts of byLeader.values()) {
+        for (const st of sts) {
+          const k = `${st.topic}:${st.partition}`;
+          if (this.txn.added.has(k)) continue;
+          if (!add.has(st.topic)) add.set(st.topic, []);
+          add.get(st.topic).push(st.partition);
+        }
+      }
+      if (add.size > 0) {
+        try {
+          await this.#txnRequest(OPS.AddTxnPartitions, { topics: [...add] }, 'adding partitions to the transaction');
+          for (const [t, ps] of add) for (const p of ps) this.txn.added.add(`${t}:${p}`);
+        } catch (e) {
+          for (const sts of byLeader.values()) for (const st of sts) st.inFlight = false;
+          throw e;
+        }
+      }
     }
     for (const [leader, sts] of byLeader) this.#sendTo(leader, sts);
     if (waiting) this.#schedule();
@@ -215,10 +336,14 @@ export class Producer {
     let failure = null;
     try {
       const conn = await this.client.connection(leader);
-      resp = await conn.request(OPS.Produce, {
+      const produce = {
         acks: this.config.acks, timeout_ms: this.config.requestTimeoutMs,
         topics: [...topics].map(([name, partitions]) => ({ name, partitions })),
-      }, { noResponse: this.config.acks === 0, timeoutMs: this.config.requestTimeoutMs + 5000 });
+      };
+      const opts = { noResponse: this.config.acks === 0, timeoutMs: this.config.requestTimeoutMs + 5000 };
+      resp = this.transactionalId
+        ? await conn.request(OPS.TxnProduce, { transactional_id: this.transactionalId, produce }, opts)
+        : await conn.request(OPS.Produce, produce, opts);
     } catch (e) {
       failure = e;
     }
@@ -255,13 +380,15 @@ export class Producer {
       st.inFlight = false;
       for (const e of b.entries) e.reject(err);
       this.#free(b.bytes);
-      if (this.idempotent && b.pid === this.producerId) this.#resetProducerId();
+      if (this.txn) this.txn.failed ??= err;
+      else if (this.idempotent && b.pid === this.producerId) this.#resetProducerId();
     }
     this.#drain();
   }
 
   // no producer id could be had: every batch not in flight fails
   #failQueued(err) {
+    if (this.txn) this.txn.failed ??= err;
     for (const st of this.parts.values()) {
       const keep = st.inFlight ? st.batches.slice(0, 1) : [];
       for (const b of st.batches.slice(keep.length)) {

@@ -143,6 +143,30 @@ test('against one agent', { skip: SKIP, timeout: 240000 }, async (t) => {
     assert.deepEqual(all, Array.from({ length: 100 }, (_, i) => `r-${i}`).sort(), 'nothing lost, nothing read twice');
   });
 
+  await t.test('transactions: read_committed skips an aborted one and sees a committed one', async () => {
+    await client.createTopic('txn-t', { partitions: 2 });
+    await client.waitForTopic('txn-t');
+    const producer = client.producer({ transactionalId: 'node-txn' });
+    await producer.initTransactions();
+    await producer.beginTransaction();
+    await Promise.all(['a1', 'a2', 'a3'].map((v, i) => producer.send({ topic: 'txn-t', partition: i % 2, value: v })));
+    await producer.abortTransaction();
+    await producer.beginTransaction();
+    producer.send({ topic: 'txn-t', partition: 0, value: 'c1' });
+    producer.send({ topic: 'txn-t', partition: 1, value: 'c2' });
+    await producer.commitTransaction();
+    await assert.rejects(producer.send({ topic: 'txn-t', value: 'outside' }), /beginTransaction/);
+    await producer.close();
+    const committed = client.consumer({ from: 'earliest', isolation: 'read_committed' });
+    await committed.assign('txn-t');
+    const got = (await readN(committed, 2)).map((r) => r.value.toString()).sort();
+    assert.deepEqual(got, ['c1', 'c2']);
+    const uncommitted = client.consumer({ from: 'earliest' });
+    await uncommitted.assign('txn-t');
+    const all = (await readN(uncommitted, 5)).map((r) => r.value.toString()).sort();
+    assert.deepEqual(all, ['a1', 'a2', 'a3', 'c1', 'c2'], 'read_uncommitted sees the aborted records too');
+  });
+
   await t.test('an aero+quic:// bootstrap gets a clear error', async () => {
     await assert.rejects(connect('aero+quic://127.0.0.1:9091'), /TCP only/);
   });

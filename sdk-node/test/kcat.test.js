@@ -63,6 +63,17 @@ test('the Node commands and kcat share records', { skip: SKIP || (!hasKcat && 'k
   run(path.join(BIN, 'produce'), ['--bootstrap', agent.bootstrap, '--topic', 'node-gzip', '--compression', 'gzip'], `${zipped.join('\n')}\n`);
   assert.deepEqual(sorted(run('kcat', ['-C', '-b', agent.kafka, '-t', 'node-gzip', '-o', 'beginning', '-e', '-q', '-f', '%s\n'])), sorted(zipped));
 
+  // a transaction of bin/produce, committed then aborted: kcat in
+  // read_committed sees the first only; bin/consume likewise
+  run(path.join(BIN, 'produce'), ['--bootstrap', agent.bootstrap, '--topic', 'from-node-txn', '--transactional-id', 'cmd'], 't1\nt2\n');
+  run(path.join(BIN, 'produce'), ['--bootstrap', agent.bootstrap, '--topic', 'from-node-txn', '--transactional-id', 'cmd', '--abort'], 't3\n');
+  const committed = run('kcat', ['-C', '-b', agent.kafka, '-t', 'from-node-txn', '-o', 'beginning', '-e', '-q', '-f', '%s\n', '-X', 'isolation.level=read_committed']);
+  assert.deepEqual(sorted(committed), ['t1', 't2'], 'kcat read_committed sees the committed transaction only');
+  const all = run(path.join(BIN, 'consume'), ['--bootstrap', agent.bootstrap, '--topic', 'from-node-txn', '--count', '3', '--isolation', 'read-uncommitted']);
+  assert.deepEqual(sorted(all), ['t1', 't2', 't3']);
+  const onlyCommitted = run(path.join(BIN, 'consume'), ['--bootstrap', agent.bootstrap, '--topic', 'from-node-txn', '--count', '2', '--isolation', 'read-committed']);
+  assert.deepEqual(sorted(onlyCommitted), ['t1', 't2']);
+
   // a key goes to the partition a Kafka client with murmur2 picks
   run(path.join(BIN, 'produce'), ['--bootstrap', agent.bootstrap, '--topic', 'from-node', '--key-sep', ':'], 'user-42:hello\n');
   const placed = run('kcat', ['-C', '-b', agent.kafka, '-t', 'from-node', '-o', 'beginning', '-e', '-q', '-f', '%k %p\n']);

@@ -144,3 +144,12 @@ test('a request without an answer times out with an unknown outcome', async () =
   server.close();
 });
 void zlib;
+
+test('index.d.ts declares every export of index.js', async () => {
+  const fs = await import('node:fs');
+  const dts = fs.readFileSync(new URL('../index.d.ts', import.meta.url), 'utf8');
+  const declared = new Set([...dts.matchAll(/^export (?:declare )?(?:function|class|const|interface|type) (\w+)/gm)].map((m) => m[1]));
+  const mod = await import('../index.js');
+  const missing = Object.keys(mod).filter((k) => !declared.has(k));
+  assert.deepEqual(missing, []);
+});

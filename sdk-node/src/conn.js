@@ -27,6 +27,13 @@ export class Connection {
     this.header = null;
     this.nodeId = -1;
     this.maxFrameBytes = 65536;
+    this.lastSent = Date.now();
+    // a Ping on a connection quiet for 5 minutes keeps the server (idle
+    // timeout 10 minutes by default) from closing it
+    this.keepAlive = setInterval(() => {
+      if (!this.closed && Date.now() - this.lastSent > 300_000) this.request(OPS.Ping, { nonce: 0n }).catch(() => {});
+    }, 60_000);
+    this.keepAlive.unref();
     socket.on('data', (d) => this.#onData(d));
     socket.on('error', (e) => this.#fail(new ConnectionError(`connection to ${this.address}: ${e.message}`, e)));
     socket.on('close', () => this.#fail(new ConnectionError(`connection to ${this.address} closed`)));
@@ -109,6 +116,7 @@ export class Connection {
         reject(new ConnectionError(`no answer from ${this.address} within ${timeoutMs} ms (op 0x${op.toString(16)}); the outcome is unknown`));
       }, timeoutMs) : null;
       this.pending.set(correlation, { op, resolve, reject, timer });
+      this.lastSent = Date.now();
       this.socket.write(frame);
     });
   }
@@ -199,6 +207,7 @@ export class Connection {
   #fail(err) {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.keepAlive);
     if (!this.closeError) this.closeError = err;
     const e = this.closeError;
     this.socket.destroy();

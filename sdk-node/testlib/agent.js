@@ -56,6 +56,9 @@ export async function startAgent(t, args = []) {
   proc.stdout.on('data', onLog);
   proc.stderr.on('data', onLog);
   let exited = null;
+  // never outlive the test process, even when it is killed mid-test
+  const killOnExit = () => { if (!exited) proc.kill('SIGKILL'); };
+  process.once('exit', killOnExit);
   const exit = new Promise((resolve) => proc.once('exit', (code, sig) => { exited = `code ${code}, signal ${sig}`; resolve(); }));
   const tail = () => a.logText.split('\n').slice(-40).join('\n');
   a.log = tail;

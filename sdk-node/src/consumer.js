@@ -120,14 +120,15 @@ export class Consumer {
     this.heartbeat = setInterval(async () => {
       if (this.member !== member || this.rejoin || this.closed) return;
       try {
-        const conn = await this.client.coordinator(group);
+        const conn = member.conn && !member.conn.closed ? member.conn : (member.conn = await this.client.coordinator(group));
         const r = await conn.request(OPS.Heartbeat, { group, member_id: member.memberId, generation: member.generation }, { timeoutMs: this.config.sessionTimeoutMs });
         if (this.member !== member) return;
         if (r.error === 0) { lastOk = Date.now(); return; }
         if (r.error === ErrorCode.REBALANCE_IN_PROGRESS) this.rejoin = 'commit';
         else if (r.error === ErrorCode.ILLEGAL_GENERATION) this.rejoin = 'keep-id';
         else if (r.error === ErrorCode.UNKNOWN_MEMBER) this.rejoin = 'new-id';
-      } catch { /* retried at the next beat */ }
+        else if (r.error === ErrorCode.NOT_COORDINATOR || r.error === ErrorCode.NOT_AVAILABLE) member.conn = null;
+      } catch { member.conn = null; /* found again at the next beat */ }
       if (!this.rejoin && Date.now() - lastOk > this.config.sessionTimeoutMs) this.rejoin = 'new-id';
     }, Math.max(100, Math.floor(this.config.sessionTimeoutMs / 3)));
     this.heartbeat.unref?.();

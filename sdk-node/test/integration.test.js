@@ -4,6 +4,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, partitionForKey, AeroStreamError } from '../index.js';
 import { startAgent, SKIP } from '../testlib/agent.js';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BIN = fileURLToPath(new URL('../bin/', import.meta.url));
 
 const withTimeout = (p, ms, what) => Promise.race([p, new Promise((_, rej) => setTimeout(() => rej(new Error(`${what}: nothing after ${ms} ms`)), ms).unref())]);
 
@@ -199,6 +203,19 @@ test('logins against an agent requiring SASL', { skip: SKIP, timeout: 120000 }, 
       });
     });
   }
+  await t.test('the commands log in with --sasl-mechanism, --user and $AEROSTREAM_PASSWORD', () => {
+    const env = { ...process.env, AEROSTREAM_PASSWORD: 'admin-secret' };
+    const login = ['--bootstrap', agent.bootstrap, '--sasl-mechanism', 'SCRAM-SHA-256', '--user', 'admin', '--topic', 'sasl-cli'];
+    const p = spawnSync(`${BIN}produce`, login, { input: 'one\ntwo\n', env, timeout: 60000 });
+    assert.equal(p.status, 0, p.stderr.toString());
+    const c = spawnSync(`${BIN}consume`, [...login, '--from', 'earliest', '--count', '2'], { env, timeout: 60000 });
+    assert.equal(c.status, 0, c.stderr.toString());
+    assert.equal(c.stdout.toString(), 'one\ntwo\n');
+    const bad = spawnSync(`${BIN}consume`, [...login, '--password', 'wrong', '--count', '1'], { env, timeout: 60000 });
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr.toString(), /AUTHENTICATION_FAILED/);
+  });
+
   await t.test('no login: refused', async () => {
     await assert.rejects(async () => {
       const c = await connect(agent.bootstrap);

@@ -44,7 +44,7 @@ public class AeroStreamException extends RuntimeException {
     /** Whether the same request may succeed when sent again (a lost connection is). */
     public boolean retriable() {
         if (code < 0) {
-            return getCause() instanceof java.io.IOException || this instanceof ConnectionLostException;
+            return this instanceof ConnectionLostException || this instanceof RequestTimeoutException;
         }
         return ErrorCode.isRetriable(code);
     }
@@ -60,6 +60,13 @@ public class AeroStreamException extends RuntimeException {
     public static final class ConnectionLostException extends AeroStreamException {
         public ConnectionLostException(String message, Throwable cause) {
             super(message, cause);
+        }
+    }
+
+    /** A request that got no answer in time: its outcome is unknown. */
+    public static final class RequestTimeoutException extends AeroStreamException {
+        public RequestTimeoutException(String message) {
+            super(message);
         }
     }
 }

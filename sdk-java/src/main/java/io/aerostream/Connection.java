@@ -1,0 +1,260 @@
+package io.aerostream;
+
+import io.aerostream.proto.Codec;
+import io.aerostream.proto.DecodeException;
+import io.aerostream.proto.Message;
+import io.aerostream.proto.Messages;
+import java.io.BufferedInputStream;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * One TCP connection to a server: the hello and login, then pipelined
+ * requests matched to their answers by correlation id (section 4 of
+ * docs/native-protocol.md).
+ */
+final class Connection {
+    /** The largest answer body read; a header announcing more is refused before the body is read. */
+    static final long MAX_RESPONSE_BYTES = 256L << 20;
+
+    final String addr;
+    private final Socket socket;
+    private final DataInputStream in;
+    private final OutputStream out;
+    private final Object writeLock = new Object();
+    private final Map<Long, CompletableFuture<Message>> pending = new ConcurrentHashMap<>();
+    private final AtomicLong next = new AtomicLong(1);
+    private volatile AeroStreamException dead;
+    long maxFrame;
+    long nodeId;
+    long sessionLifetimeMs;
+
+    private Connection(String addr, Socket socket) throws IOException {
+        this.addr = addr;
+        this.socket = socket;
+        this.in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 16));
+        this.out = socket.getOutputStream();
+    }
+
+    static Connection open(String addr, ClientConfig cfg) {
+        int colon = addr.lastIndexOf(':');
+        String host = addr.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        int port = Integer.parseInt(addr.substring(colon + 1));
+        Socket s = new Socket();
+        try {
+            s.setTcpNoDelay(true);
+            s.setKeepAlive(true);
+            s.connect(new InetSocketAddress(host, port), (int) cfg.dialTimeout.toMillis());
+            Connection c = new Connection(addr, s);
+            s.setSoTimeout((int) Math.max(1000, cfg.dialTimeout.toMillis()));
+            c.handshake(cfg);
+            s.setSoTimeout(0);
+            Thread t = new Thread(c::readLoop, "aerostream-conn-" + addr);
+            t.setDaemon(true);
+            t.start();
+            return c;
+        } catch (IOException e) {
+            closeQuietly(s);
+            throw new AeroStreamException.ConnectionLostException("connecting to " + addr + ": " + e, e);
+        } catch (RuntimeException e) {
+            closeQuietly(s);
+            throw e;
+        }
+    }
+
+    private static void closeQuietly(Socket s) {
+        try {
+            s.close();
+        } catch (IOException ignored) {
+            // closing anyway
+        }
+    }
+
+    /** One request and its answer, before the reader runs (the hello and the login). */
+    Message exchange(Message m) throws IOException {
+        out.write(Codec.encode(m));
+        out.flush();
+        Message reply = readFrame();
+        if (reply.type() == Messages.ERROR_FRAME) {
+            throw new AeroStreamException(reply.error(), addr + ": login", reply.getString("message"));
+        }
+        return reply;
+    }
+
+    private void handshake(ClientConfig cfg) throws IOException {
+        Message hello = Messages.HELLO.with("correlation", 1, "min_version", Codec.MIN_VERSION,
+                "max_version", Codec.MAX_VERSION, "client_id", cfg.clientId);
+        String mech = cfg.mechanism;
+        if (mech.equals("PLAIN")) {
+            hello.set("auth_mechanism", "PLAIN");
+            hello.set("auth_bytes", ("\0" + cfg.user + "\0" + cfg.password).getBytes(StandardCharsets.UTF_8));
+        }
+        Message reply = exchange(hello);
+        if (reply.type() != Messages.HELLO_RESPONSE) {
+            throw new AeroStreamException(addr + ": the server answered the hello with " + reply.name());
+        }
+        AeroStreamException.check(reply.error(), "", addr + ": hello");
+        long version = reply.getLong("version");
+        if (version < Codec.MIN_VERSION || version > Codec.MAX_VERSION) {
+            throw new AeroStreamException(addr + ": the server chose protocol version " + version
+                    + ", this client speaks " + Codec.MIN_VERSION + ".." + Codec.MAX_VERSION);
+        }
+        maxFrame = reply.getLong("max_frame_bytes");
+        nodeId = reply.getLong("node_id");
+        switch (mech) {
+            case "", "PLAIN" -> { }
+            case "SCRAM-SHA-256", "SCRAM-SHA-512" -> sessionLifetimeMs = Scram.login(this, mech, cfg.user, cfg.password);
+            default -> throw new AeroStreamException("SASL mechanism \"" + mech
+                    + "\" is not one this client offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)");
+        }
+    }
+
+    private Message readFrame() throws IOException {
+        byte[] head = new byte[Codec.HEADER_LEN];
+        in.readFully(head);
+        Codec.Header h = Codec.decodeHeader(head, MAX_RESPONSE_BYTES);
+        byte[] body = new byte[(int) h.length()];
+        in.readFully(body);
+        return Codec.decodeBody(h.op(), body);
+    }
+
+    private void readLoop() {
+        while (true) {
+            Message m;
+            try {
+                m = readFrame();
+            } catch (EOFException e) {
+                fail(new AeroStreamException.ConnectionLostException("the connection to " + addr
+                        + " was closed by the server", e));
+                return;
+            } catch (IOException e) {
+                fail(new AeroStreamException.ConnectionLostException("the connection to " + addr + " failed: " + e, e));
+                return;
+            } catch (DecodeException e) {
+                fail(new AeroStreamException("the server " + addr + " sent a frame this client refuses: "
+                        + e.getMessage(), e));
+                return;
+            }
+            if (m.type() == Messages.ERROR_FRAME) {
+                AeroStreamException err = new AeroStreamException(m.error(), "connection to " + addr,
+                        m.getString("message"));
+                CompletableFuture<Message> f = pending.remove(m.getLong("correlation"));
+                if (f != null) {
+                    f.completeExceptionally(err);
+                }
+                fail(err);
+                return;
+            }
+            if (m.type() == Messages.PUSH) {
+                continue; // this client opens no subscription
+            }
+            CompletableFuture<Message> f = pending.remove(m.correlation());
+            if (f != null) {
+                f.complete(m);
+            }
+        }
+    }
+
+    private void fail(AeroStreamException err) {
+        synchronized (this) {
+            if (dead != null) {
+                return;
+            }
+            dead = err;
+        }
+        closeQuietly(socket);
+        List<CompletableFuture<Message>> left = new ArrayList<>(pending.values());
+        pending.clear();
+        for (CompletableFuture<Message> f : left) {
+            f.completeExceptionally(err);
+        }
+    }
+
+    boolean alive() {
+        return dead == null;
+    }
+
+    void close() {
+        fail(new AeroStreamException.ConnectionLostException("the connection to " + addr + " was closed", null));
+    }
+
+    /** Sends a request; the future completes with its answer or the connection's failure. */
+    CompletableFuture<Message> send(Message m) {
+        CompletableFuture<Message> f = new CompletableFuture<>();
+        AeroStreamException d = dead;
+        if (d != null) {
+            f.completeExceptionally(d);
+            return f;
+        }
+        long corr;
+        do {
+            corr = next.getAndIncrement() & 0xFFFFFFFFL;
+        } while (corr == 0);
+        m.set("correlation", corr);
+        byte[] frame = Codec.encode(m);
+        if (maxFrame != 0 && frame.length - Codec.HEADER_LEN > maxFrame) {
+            f.completeExceptionally(new AeroStreamException(m.name() + " request of " + (frame.length - Codec.HEADER_LEN)
+                    + " bytes exceeds the server's limit of " + maxFrame));
+            return f;
+        }
+        pending.put(corr, f);
+        try {
+            synchronized (writeLock) {
+                out.write(frame);
+            }
+        } catch (IOException e) {
+            fail(new AeroStreamException.ConnectionLostException("writing to " + addr + ": " + e, e));
+        }
+        if (dead != null) {
+            // fail() may have run before the put: nothing will answer this request
+            CompletableFuture<Message> mine = pending.remove(corr);
+            if (mine != null) {
+                mine.completeExceptionally(dead);
+            }
+        }
+        return f;
+    }
+
+    /** Sends a request and waits at most timeout for its answer. */
+    Message request(Message m, Duration timeout) {
+        CompletableFuture<Message> f = send(m);
+        return await(f, m, timeout);
+    }
+
+    Message await(CompletableFuture<Message> f, Message m, Duration timeout) {
+        try {
+            return f.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            pending.remove(m.correlation());
+            throw new AeroStreamException.RequestTimeoutException(m.name() + " to " + addr
+                    + " got no answer within " + timeout.toMillis() + " ms");
+        } catch (InterruptedException e) {
+            pending.remove(m.correlation());
+            Thread.currentThread().interrupt();
+            throw new AeroStreamException("interrupted while waiting for " + m.name() + " to " + addr, e);
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof AeroStreamException a) {
+                throw a;
+            }
+            throw new AeroStreamException(m.name() + " to " + addr + ": " + e.getCause(), e.getCause());
+        }
+    }
+}

@@ -328,4 +328,16 @@ public final class Consumer implements AutoCloseable {
             g.close();
         }
     }
+
+    /** A group member's identity, for offsets committed in a producer's transaction. */
+    public record GroupMetadata(String group, long generation, String memberId) {}
+
+    /** This member's group, generation and member id while it holds an assignment; null otherwise. */
+    public GroupMetadata groupMetadata() {
+        GroupMember g;
+        synchronized (mu) {
+            g = group;
+        }
+        return g == null ? null : g.metadata();
+    }
 }

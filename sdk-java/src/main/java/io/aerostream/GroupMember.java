@@ -254,4 +254,10 @@ final class GroupMember {
             throw err;
         }
     }
+
+    Consumer.GroupMetadata metadata() {
+        synchronized (mu) {
+            return assigned ? new Consumer.GroupMetadata(group, generation, memberId) : null;
+        }
+    }
 }

@@ -27,7 +27,8 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class Producer implements AutoCloseable {
     private final AeroStreamClient client;
     private final ProducerConfig cfg;
-    private final RecordBatch.Identity who;
+    private volatile RecordBatch.Identity who;
+    private final Transactions txn;
 
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition space = lock.newCondition();
@@ -81,12 +82,21 @@ public final class Producer implements AutoCloseable {
     Producer(AeroStreamClient client, ProducerConfig cfg) {
         this.client = client;
         this.cfg = cfg;
-        if (cfg.idempotent) {
+        if (!cfg.transactionalId.isEmpty()) {
+            if (!cfg.idempotent) {
+                throw new IllegalArgumentException("a transactional producer is idempotent");
+            }
+            cfg.acks = -1;
+            txn = new Transactions(client, cfg.transactionalId, cfg.transactionTimeout);
+            who = txn.init();
+        } else if (cfg.idempotent) {
+            txn = null;
             Message r = AeroStreamClient.expect(client.call(Messages.INIT_PRODUCER.with()),
                     Messages.INIT_PRODUCER_RESPONSE, "InitProducer");
             AeroStreamException.check(r.error(), "", "getting a producer id");
             who = new RecordBatch.Identity(r.getLong("producer_id"), (short) r.getLong("producer_epoch"), 0);
         } else {
+            txn = null;
             who = RecordBatch.Identity.NONE;
         }
         senders = Executors.newCachedThreadPool(r -> {
@@ -135,6 +145,9 @@ public final class Producer implements AutoCloseable {
                     lock.unlock();
                 }
             }
+        }
+        if (txn != null) {
+            txn.checkOpen();
         }
         long ts = r.timestamp() != 0 ? r.timestamp() : System.currentTimeMillis();
         Pending p = new Pending(r, ts, recordSize(r));
@@ -269,7 +282,7 @@ public final class Producer implements AutoCloseable {
                     stamps[i] = b.records.get(i).timestamp;
                 }
                 try {
-                    b.encoded = RecordBatch.encode(records, stamps, id, false, cfg.compression);
+                    b.encoded = RecordBatch.encode(records, stamps, id, txn != null, cfg.compression);
                 } catch (RuntimeException e) {
                     lock.unlock();
                     try {
@@ -316,13 +329,21 @@ public final class Producer implements AutoCloseable {
     }
 
     private long produceOnce(Batch b, long deadline) {
+        if (txn != null) {
+            txn.addPartition(who, b.tp);
+        }
         String addr = client.leader(b.tp.topic(), b.tp.partition());
-        Message req = Messages.PRODUCE.with("acks", cfg.acks, "timeout_ms", 30000, "topics",
-                List.of(Struct.of("name", b.tp.topic(), "partitions",
-                        List.of(Struct.of("partition", b.tp.partition(), "batch", b.encoded)))));
+        Message req = txn != null ? Messages.TXN_PRODUCE.with("transactional_id", cfg.transactionalId)
+                : Messages.PRODUCE.with();
+        req.set("acks", cfg.acks);
+        req.set("timeout_ms", 30000);
+        req.set("topics", List.of(Struct.of("name", b.tp.topic(), "partitions",
+                List.of(Struct.of("partition", b.tp.partition(), "batch", b.encoded)))));
         long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
-        Message r = AeroStreamClient.expect(client.callAt(addr, req, Duration.ofMillis(Math.min(left, 45000))),
-                Messages.PRODUCE_RESPONSE, "Produce");
+        Message r = client.callAt(addr, req, Duration.ofMillis(Math.min(left, 45000)));
+        if (r.type() != Messages.PRODUCE_RESPONSE && r.type() != Messages.TXN_PRODUCE_RESPONSE) {
+            throw AeroStreamClient.unexpected("Produce", r);
+        }
         List<Struct> ts = r.getList("topics");
         if (ts.size() != 1 || ts.get(0).getList("partitions").size() != 1) {
             throw AeroStreamClient.unexpected("Produce", r);
@@ -336,6 +357,9 @@ public final class Producer implements AutoCloseable {
     }
 
     private void settle(Batch b, long base, RuntimeException err) {
+        if (err != null && txn != null) {
+            txn.fail(err);
+        }
         for (int i = 0; i < b.records.size(); i++) {
             Pending p = b.records.get(i);
             if (err == null) {
@@ -360,5 +384,84 @@ public final class Producer implements AutoCloseable {
         } finally {
             lock.unlock();
         }
+    }
+
+    private Transactions txn() {
+        if (txn == null) {
+            throw new IllegalStateException("not a transactional producer: set ProducerConfig.transactionalId");
+        }
+        return txn;
+    }
+
+    /** Opens a transaction: records sent from now on are part of it. */
+    public void beginTransaction() {
+        txn().begin();
+    }
+
+    /**
+     * Flushes and commits the open transaction. When a record of it failed,
+     * the transaction is aborted instead, the producer made usable again,
+     * and the failure thrown.
+     */
+    public void commitTransaction() {
+        endTransaction(true);
+    }
+
+    /** Flushes and aborts the open transaction: consumers reading committed records never see it. */
+    public void abortTransaction() {
+        endTransaction(false);
+    }
+
+    private void endTransaction(boolean commit) {
+        Transactions t = txn();
+        t.checkOpen();
+        flush();
+        RuntimeException failed;
+        try {
+            failed = t.end(who, commit);
+        } catch (AeroStreamException e) {
+            if (e.code() == 24) {
+                t.fence();
+            }
+            throw e;
+        }
+        if (failed != null && fenced(failed)) {
+            // a newer producer of the id exists: initializing again would fence it in turn
+            t.fence();
+            throw new AeroStreamException("the transaction was aborted and this producer is fenced: "
+                    + failed.getMessage(), failed);
+        }
+        if (failed != null) {
+            RecordBatch.Identity fresh = t.init();
+            lock.lock();
+            try {
+                who = fresh;
+                for (PartitionState st : parts.values()) {
+                    st.sequence = 0;
+                }
+            } finally {
+                lock.unlock();
+            }
+            throw new AeroStreamException("the transaction was aborted: " + failed.getMessage(), failed);
+        }
+    }
+
+    /**
+     * Commits a consumer group's offsets as part of the open transaction
+     * (consume-transform-produce): they count only if it commits.
+     */
+    public void sendOffsetsToTransaction(Consumer.GroupMetadata member, Map<TopicPartition, Long> offsets) {
+        Transactions t = txn();
+        t.checkOpen();
+        t.sendOffsets(who, member, offsets);
+    }
+
+    private static boolean fenced(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof AeroStreamException a && a.code() == 24) {
+                return true;
+            }
+        }
+        return false;
     }
 }

@@ -16,6 +16,8 @@ public final class ProducerConfig {
     Duration deliveryTimeout = Duration.ofMinutes(2);
     boolean idempotent = true;
     Compression compression = Compression.NONE;
+    String transactionalId = "";
+    Duration transactionTimeout = Duration.ofMinutes(1);
 
     /** -1 (all in-sync replicas) or 1 (the leader). */
     public ProducerConfig acks(int acks) {
@@ -61,6 +63,24 @@ public final class ProducerConfig {
 
     public ProducerConfig compression(Compression c) {
         this.compression = c;
+        return this;
+    }
+
+    /**
+     * Makes the producer transactional: records are sent between
+     * {@link Producer#beginTransaction} and {@link Producer#commitTransaction}
+     * or {@link Producer#abortTransaction}; creating the producer fences
+     * earlier producers of the same id. A transactional producer is
+     * idempotent and uses acks -1.
+     */
+    public ProducerConfig transactionalId(String id) {
+        this.transactionalId = id == null ? "" : id;
+        return this;
+    }
+
+    /** How long a transaction may stay open before the coordinator aborts it (default 1 minute). */
+    public ProducerConfig transactionTimeout(Duration d) {
+        this.transactionTimeout = d;
         return this;
     }
 }

@@ -271,4 +271,91 @@ class IntegrationTest {
                 () -> AeroStreamClient.connect("aero://127.0.0.1:1"));
         assertTrue(e.getMessage().contains("no server answers"), e.getMessage());
     }
+
+    @Test
+    void transactionsCommitAndAbortAndReadCommittedSkipsTheAborted() throws Exception {
+        String topic = "txn";
+        client.createTopic(topic, 2, (short) -1, Map.of());
+        try (Producer p = client.producer(new ProducerConfig().transactionalId("java-txn"))) {
+            assertThrows(IllegalStateException.class, () -> p.send(new ProducerRecord(topic, utf8("outside"))));
+            p.beginTransaction();
+            p.send(new ProducerRecord(topic, utf8("a"), utf8("t1")));
+            p.send(new ProducerRecord(topic, utf8("b"), utf8("t2")));
+            p.commitTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord(topic, utf8("a"), utf8("t3")));
+            p.abortTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord(topic, utf8("b"), utf8("t4")));
+            p.commitTransaction();
+        }
+        Set<String> committed = readAll(topic, true, 3);
+        assertEquals(Set.of("t1", "t2", "t4"), committed, "read_committed");
+        Set<String> everything = readAll(topic, false, 4);
+        assertEquals(Set.of("t1", "t2", "t3", "t4"), everything, "read_uncommitted");
+        // a second producer of the id fences the first
+        try (Producer first = client.producer(new ProducerConfig().transactionalId("java-fenced"));
+                Producer second = client.producer(new ProducerConfig().transactionalId("java-fenced"))) {
+            first.beginTransaction();
+            first.send(new ProducerRecord(topic, utf8("fenced")));
+            AeroStreamException e = assertThrows(AeroStreamException.class, first::commitTransaction);
+            assertTrue(e.getMessage().contains("PRODUCER_FENCED") || e.getMessage().contains("aborted"), e.getMessage());
+            second.beginTransaction();
+            second.send(new ProducerRecord(topic, utf8("from-second")));
+            second.commitTransaction();
+        }
+        assertTrue(readAll(topic, true, 4).contains("from-second"));
+    }
+
+    private static Set<String> readAll(String topic, boolean committed, int atLeast) {
+        Set<String> out = new HashSet<>();
+        try (Consumer c = client.consumer(new ConsumerConfig().readCommitted(committed))) {
+            c.assign(topic, null, StartAt.EARLIEST);
+            while (true) {
+                ConsumerRecord r = c.poll(Duration.ofMillis(out.size() < atLeast ? 20000 : 1500));
+                if (r == null) {
+                    return out;
+                }
+                out.add(r.valueString());
+            }
+        }
+    }
+
+    @Test
+    void offsetsCommittedInATransactionCountOnlyIfItCommits() throws Exception {
+        client.createTopic("ctp-in", 1, (short) -1, Map.of());
+        client.createTopic("ctp-out", 1, (short) -1, Map.of());
+        try (Producer p = client.producer(new ProducerConfig())) {
+            for (int i = 0; i < 10; i++) {
+                p.send(new ProducerRecord("ctp-in", utf8("in-" + i)));
+            }
+            p.flush();
+        }
+        ConsumerConfig cfg = new ConsumerConfig().group("transformers").autoCommit(false)
+                .heartbeatInterval(Duration.ofMillis(300));
+        try (Consumer c = client.consumer(cfg);
+                Producer p = client.producer(new ProducerConfig().transactionalId("java-transformer"))) {
+            c.subscribe("ctp-in");
+            for (boolean commit : new boolean[] {false, true}) {
+                p.beginTransaction();
+                for (int i = 0; i < 5; i++) {
+                    ConsumerRecord r = c.poll(Duration.ofSeconds(30));
+                    assertNotNull(r);
+                    p.send(new ProducerRecord("ctp-out", utf8(r.valueString().toUpperCase())));
+                }
+                Consumer.GroupMetadata member = c.groupMetadata();
+                assertNotNull(member, "the member holds an assignment");
+                p.sendOffsetsToTransaction(member, c.positions());
+                if (commit) {
+                    p.commitTransaction();
+                } else {
+                    p.abortTransaction();
+                }
+            }
+        }
+        Map<TopicPartition, Long> offsets = client.committedOffsets("transformers",
+                List.of(new TopicPartition("ctp-in", 0)));
+        assertEquals(10L, offsets.get(new TopicPartition("ctp-in", 0)), "the committed transaction's offsets");
+        assertEquals(Set.of("IN-5", "IN-6", "IN-7", "IN-8", "IN-9"), readAll("ctp-out", true, 5));
+    }
 }

@@ -94,6 +94,18 @@ class KcatTest {
             got = run("", bin + "/consume", "--bootstrap", a.bootstrap, "--topic", "kcat-zipped", "--count", "400");
             assertEquals(zipped, got, "bin/consume reading kcat's compressed batches");
 
+            // transactions of bin/produce, as kcat's read_committed sees them
+            run("t1\nt2\n", bin + "/produce", "--bootstrap", a.bootstrap, "--topic", "from-java-txn",
+                    "--transactional-id", "cmd");
+            run("t3\n", bin + "/produce", "--bootstrap", a.bootstrap, "--topic", "from-java-txn",
+                    "--transactional-id", "cmd", "--abort");
+            got = run("", kcat, "-C", "-b", a.kafka, "-t", "from-java-txn", "-o", "beginning", "-e", "-q",
+                    "-f", "%s\n", "-X", "isolation.level=read_committed");
+            assertEquals(List.of("t1", "t2"), got, "kcat read_committed of bin/produce's transactions");
+            got = run("", bin + "/consume", "--bootstrap", a.bootstrap, "--topic", "from-java-txn",
+                    "--isolation", "read-committed", "--count", "2");
+            assertEquals(List.of("t1", "t2"), got, "bin/consume read-committed");
+
             c.createTopic("keyed", 3, (short) -1, Map.of());
             run("user-42:hello\n", bin + "/produce", "--bootstrap", a.bootstrap, "--topic", "keyed", "--key-sep", ":");
             List<String> part = run("", kcat, "-C", "-b", a.kafka, "-t", "keyed", "-o", "beginning", "-e", "-q",

@@ -29,20 +29,25 @@ public final class Produce {
                 "topic", "topic to produce to",
                 "key-sep", "split each line at the first occurrence of this separator into key and value",
                 "compression", "compression of the batches: none, gzip, snappy, lz4 or zstd (default none)",
-                "transactional-id", "transactions are not in the Java SDK yet",
-                "abort", "with --transactional-id (not in the Java SDK yet)"), Set.of("abort"));
+                "transactional-id", "send all of stdin in one transaction of this transactional id, committed at the end of stdin (fences earlier producers of the id)",
+                "abort", "with --transactional-id: abort the transaction instead of committing it"), Set.of("abort"));
         if (!flags.parse(args)) {
             return 0;
         }
         String topic = flags.require("topic", "");
         String sep = flags.get("key-sep", "");
         Compression codec = Compression.parse(flags.get("compression", "none"));
-        if (flags.has("transactional-id") || flags.has("abort")) {
-            throw new IllegalArgumentException("--transactional-id and --abort: transactions are not in the Java SDK yet");
+        String txn = flags.get("transactional-id", "");
+        boolean abort = flags.has("abort");
+        if (abort && txn.isEmpty()) {
+            throw new IllegalArgumentException("--abort goes with --transactional-id");
         }
         AtomicLong failed = new AtomicLong();
         try (AeroStreamClient client = flags.connect("aerostream-java-produce");
-                Producer producer = client.producer(new ProducerConfig().compression(codec))) {
+                Producer producer = client.producer(new ProducerConfig().compression(codec).transactionalId(txn))) {
+            if (!txn.isEmpty()) {
+                producer.beginTransaction();
+            }
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8), 1 << 16);
             String line;
             while ((line = in.readLine()) != null) {
@@ -63,6 +68,13 @@ public final class Produce {
                         });
             }
             producer.flush();
+            if (!txn.isEmpty()) {
+                if (abort || failed.get() > 0) {
+                    producer.abortTransaction();
+                } else {
+                    producer.commitTransaction();
+                }
+            }
         }
         if (failed.get() > 0) {
             System.err.println("produce: " + failed.get() + " records failed");

@@ -12,7 +12,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * A client of AeroStream's native protocol over TCP: it connects to the
+ * A client of AeroStream's native protocol over TCP or QUIC: it connects to the
  * bootstrap servers, learns the cluster from Metadata, keeps one
  * connection per server, and sends each request to the server that serves
  * it (a partition's leader, a group's coordinator). Thread-safe.
@@ -26,14 +26,16 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class AeroStreamClient implements AutoCloseable {
     final ClientConfig cfg;
     private final List<String> bootstrap;
+    private final boolean quic;
     private final Map<String, Connection> conns = new ConcurrentHashMap<>();
     private final Map<String, Object> dialLocks = new ConcurrentHashMap<>();
     private final Map<Long, String> nodes = new ConcurrentHashMap<>();
     private final Map<String, List<Struct>> topics = new ConcurrentHashMap<>();
     private volatile boolean closed;
 
-    private AeroStreamClient(List<String> bootstrap, ClientConfig cfg) {
+    private AeroStreamClient(List<String> bootstrap, boolean quic, ClientConfig cfg) {
         this.bootstrap = bootstrap;
+        this.quic = quic;
         this.cfg = cfg;
     }
 
@@ -44,7 +46,16 @@ public final class AeroStreamClient implements AutoCloseable {
 
     /** Connects to the first bootstrap server that answers and logs in. */
     public static AeroStreamClient connect(String bootstrap, ClientConfig cfg) {
-        AeroStreamClient c = new AeroStreamClient(parseBootstrap(bootstrap), cfg);
+        boolean overQuic = bootstrap.startsWith(QUIC_SCHEME);
+        if (!overQuic && (cfg.tlsCaFile != null || cfg.insecure)) {
+            throw new IllegalArgumentException("\"" + bootstrap + "\": a TLS CA or insecureSkipVerify applies to "
+                    + "aero+quic:// only (aero:// is plain TCP)");
+        }
+        if (overQuic && cfg.tlsCaFile == null && !cfg.insecure) {
+            throw new IllegalArgumentException("\"" + bootstrap + "\": QUIC needs the servers' CA (tlsCaFile, e.g. "
+                    + "DATA_DIR/native-tls/ca.pem) or insecureSkipVerify");
+        }
+        AeroStreamClient c = new AeroStreamClient(parseBootstrap(bootstrap), overQuic, cfg);
         try {
             c.metadata();
         } catch (RuntimeException e) {
@@ -54,18 +65,18 @@ public final class AeroStreamClient implements AutoCloseable {
         return c;
     }
 
+    static final String TCP_SCHEME = "aero://";
+    static final String QUIC_SCHEME = "aero+quic://";
+
     /**
-     * The servers of a bootstrap URL: {@code aero://HOST:PORT}, several
-     * comma-separated ({@code aero://h1:9091,h2:9091}).
+     * The servers of a bootstrap URL: {@code aero://HOST:PORT} (TCP) or
+     * {@code aero+quic://HOST:PORT} (QUIC), several comma-separated
+     * ({@code aero://h1:9091,h2:9091}).
      */
     public static List<String> parseBootstrap(String url) {
-        String scheme = "aero://";
-        if (url.startsWith("aero+quic://")) {
-            throw new IllegalArgumentException("\"" + url + "\": QUIC (aero+quic://) is not in the Java SDK yet; "
-                    + "use aero://HOST:PORT (TCP)");
-        }
+        String scheme = url.startsWith(QUIC_SCHEME) ? QUIC_SCHEME : TCP_SCHEME;
         if (!url.startsWith(scheme)) {
-            throw new IllegalArgumentException("\"" + url + "\" is not an aero://HOST:PORT URL");
+            throw new IllegalArgumentException("\"" + url + "\" is not an aero://HOST:PORT or aero+quic://HOST:PORT URL");
         }
         List<String> out = new ArrayList<>();
         for (String part : url.substring(scheme.length()).split(",")) {
@@ -117,7 +128,7 @@ public final class AeroStreamClient implements AutoCloseable {
             if (c != null && c.alive()) {
                 return c;
             }
-            c = Connection.open(addr, cfg);
+            c = Connection.open(addr, cfg, quic);
             if (closed) {
                 c.close();
                 throw new AeroStreamException("the client is closed");

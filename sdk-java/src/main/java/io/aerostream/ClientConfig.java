@@ -1,5 +1,6 @@
 package io.aerostream;
 
+import java.nio.file.Path;
 import java.time.Duration;
 
 /**
@@ -13,6 +14,8 @@ public final class ClientConfig {
     String password = "";
     Duration dialTimeout = Duration.ofSeconds(10);
     Duration requestTimeout = Duration.ofSeconds(30);
+    Path tlsCaFile;
+    boolean insecure;
 
     public ClientConfig clientId(String id) {
         this.clientId = id;
@@ -37,6 +40,24 @@ public final class ClientConfig {
 
     public ClientConfig requestTimeout(Duration d) {
         this.requestTimeout = d;
+        return this;
+    }
+
+    /**
+     * For aero+quic://: the CA certificate (PEM) that signed the servers'
+     * certificates, e.g. the agent's DATA_DIR/native-tls/ca.pem.
+     */
+    public ClientConfig tlsCaFile(Path ca) {
+        this.tlsCaFile = ca;
+        return this;
+    }
+
+    /**
+     * For aero+quic://: accept any server certificate. Traffic is encrypted
+     * but anyone on the path can pose as the server: for trying things out.
+     */
+    public ClientConfig insecureSkipVerify(boolean on) {
+        this.insecure = on;
         return this;
     }
 }

@@ -9,8 +9,6 @@ import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.net.InetSocketAddress;
-import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -21,6 +19,10 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -33,7 +35,6 @@ final class Connection {
     static final long MAX_RESPONSE_BYTES = 256L << 20;
 
     final String addr;
-    private final Socket socket;
     private final DataInputStream in;
     private final OutputStream out;
     private final Object writeLock = new Object();
@@ -44,48 +45,57 @@ final class Connection {
     long nodeId;
     long sessionLifetimeMs;
 
-    private Connection(String addr, Socket socket) throws IOException {
+    private final Transport transport;
+    private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "aerostream-login-watchdog");
+        t.setDaemon(true);
+        return t;
+    });
+
+    private Connection(String addr, Transport transport) {
         this.addr = addr;
-        this.socket = socket;
-        this.in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 16));
-        this.out = socket.getOutputStream();
+        this.transport = transport;
+        this.in = new DataInputStream(new BufferedInputStream(transport.in(), 1 << 16));
+        this.out = transport.out();
     }
 
-    static Connection open(String addr, ClientConfig cfg) {
+    static Connection open(String addr, ClientConfig cfg, boolean overQuic) {
         int colon = addr.lastIndexOf(':');
         String host = addr.substring(0, colon);
         if (host.startsWith("[") && host.endsWith("]")) {
             host = host.substring(1, host.length() - 1);
         }
         int port = Integer.parseInt(addr.substring(colon + 1));
-        Socket s = new Socket();
+        Transport t;
         try {
-            s.setTcpNoDelay(true);
-            s.setKeepAlive(true);
-            s.connect(new InetSocketAddress(host, port), (int) cfg.dialTimeout.toMillis());
-            Connection c = new Connection(addr, s);
-            s.setSoTimeout((int) Math.max(1000, cfg.dialTimeout.toMillis()));
-            c.handshake(cfg);
-            s.setSoTimeout(0);
-            Thread t = new Thread(c::readLoop, "aerostream-conn-" + addr);
-            t.setDaemon(true);
-            t.start();
-            return c;
+            t = overQuic ? QuicTransport.dial(host, port, cfg) : Transport.Tcp.dial(host, port,
+                    (int) cfg.dialTimeout.toMillis());
         } catch (IOException e) {
-            closeQuietly(s);
-            throw new AeroStreamException.ConnectionLostException("connecting to " + addr + ": " + e, e);
-        } catch (RuntimeException e) {
-            closeQuietly(s);
-            throw e;
+            throw new AeroStreamException.ConnectionLostException("connecting to " + addr + ": " + e.getMessage(), e);
         }
-    }
-
-    private static void closeQuietly(Socket s) {
+        Connection c = new Connection(addr, t);
+        AtomicBoolean late = new AtomicBoolean();
+        ScheduledFuture<?> watchdog = WATCHDOG.schedule(() -> {
+            late.set(true);
+            t.close();
+        }, cfg.dialTimeout.toMillis(), TimeUnit.MILLISECONDS);
         try {
-            s.close();
-        } catch (IOException ignored) {
-            // closing anyway
+            c.handshake(cfg);
+        } catch (IOException e) {
+            t.close();
+            String why = late.get() ? "the hello and login took longer than " + cfg.dialTimeout.toMillis() + " ms"
+                    : e.toString();
+            throw new AeroStreamException.ConnectionLostException("connecting to " + addr + ": " + why, e);
+        } catch (RuntimeException e) {
+            t.close();
+            throw e;
+        } finally {
+            watchdog.cancel(false);
         }
+        Thread reader = new Thread(c::readLoop, "aerostream-conn-" + addr);
+        reader.setDaemon(true);
+        reader.start();
+        return c;
     }
 
     /** One request and its answer, before the reader runs (the hello and the login). */
@@ -180,7 +190,7 @@ final class Connection {
             }
             dead = err;
         }
-        closeQuietly(socket);
+        transport.close();
         List<CompletableFuture<Message>> left = new ArrayList<>(pending.values());
         pending.clear();
         for (CompletableFuture<Message> f : left) {

@@ -82,6 +82,10 @@ class KcatTest {
             got = run("", bin + "/consume", "--bootstrap", a.bootstrap, "--topic", "from-kcat", "--from", "earliest",
                     "--count", "1000");
             assertEquals(written, got, "bin/consume reading what kcat wrote");
+            got = run("", bin + "/consume", "--bootstrap", "aero+quic://" + a.nativeAddr, "--tls-ca",
+                    a.dataDir.resolve("native-tls").resolve("ca.pem").toString(), "--topic", "from-kcat",
+                    "--from", "earliest", "--count", "1000");
+            assertEquals(written, got, "bin/consume over QUIC reading what kcat wrote");
 
             // kcat's compressed batches, and keys on the partition kcat's librdkafka would not choose by itself
             c.createTopic("kcat-zipped", 1, (short) -1, Map.of());

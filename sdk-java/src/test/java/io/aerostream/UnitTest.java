@@ -27,9 +27,13 @@ class UnitTest {
         for (String bad : new String[] {"kafka://h:1", "aero://h", "aero://h:0", "aero://h:x", "aero://:9091"}) {
             assertThrows(IllegalArgumentException.class, () -> AeroStreamClient.parseBootstrap(bad), bad);
         }
-        IllegalArgumentException quic = assertThrows(IllegalArgumentException.class,
-                () -> AeroStreamClient.parseBootstrap("aero+quic://h:9091"));
-        assertTrue(quic.getMessage().contains("QUIC"), quic.getMessage());
+        assertEquals(List.of("h:9091"), AeroStreamClient.parseBootstrap("aero+quic://h:9091"));
+        IllegalArgumentException noCa = assertThrows(IllegalArgumentException.class,
+                () -> AeroStreamClient.connect("aero+quic://127.0.0.1:1"));
+        assertTrue(noCa.getMessage().contains("CA"), noCa.getMessage());
+        IllegalArgumentException caOnTcp = assertThrows(IllegalArgumentException.class,
+                () -> AeroStreamClient.connect("aero://127.0.0.1:1", new ClientConfig().insecureSkipVerify(true)));
+        assertTrue(caOnTcp.getMessage().contains("aero+quic:// only"), caOnTcp.getMessage());
     }
 
     @Test

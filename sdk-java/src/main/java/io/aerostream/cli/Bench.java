@@ -114,6 +114,7 @@ public final class Bench {
             return 0;
         }
         String topic = flags.require("topic", "");
+        String transport = flags.get("bootstrap", "").startsWith("aero+quic://") ? "quic" : "tcp";
         int partitions = (int) flags.getLong("partitions", 8);
         int size = (int) flags.getLong("size", 1024);
         int producers = (int) flags.getLong("producers", 2);
@@ -311,21 +312,21 @@ public final class Bench {
 
         double secs = duration;
         double cpuPct = (cpu1 - cpu0) / (double) (wall1 - wall0) * 100.0;
-        String json = String.format(Locale.ROOT, "{\"sdk\": \"java\", \"transport\": \"tcp\", \"rate\": %s, "
+        String json = String.format(Locale.ROOT, "{\"sdk\": \"java\", \"transport\": \"%s\", \"rate\": %s, "
                 + "\"size\": %d, \"partitions\": %d, \"producers\": %d, \"consumers\": %d, \"measured_secs\": %.1f, "
                 + "\"publish\": {\"messages\": %d, \"msgs_per_sec\": %.1f, \"failed\": %d}, "
                 + "\"consume\": {\"messages\": %d, \"msgs_per_sec\": %.1f}, "
                 + "\"publish_latency\": %s, \"end_to_end_latency\": %s, \"cpu_percent\": %.1f, \"rss_max_mib\": %.1f}",
-                max ? "\"max\"" : Long.toString(rate), size, parts, producers, consumers, secs,
+                transport, max ? "\"max\"" : Long.toString(rate), size, parts, producers, consumers, secs,
                 acked.get(), acked.get() / secs, failed.get(), consumed.get(), consumed.get() / secs,
                 publish.json(), e2e.json(), cpuPct, rssMaxMib());
         System.out.println(json);
         if (flags.has("json")) {
             Files.writeString(Path.of(flags.get("json", "")), json + "\n", StandardCharsets.UTF_8);
         }
-        System.err.printf(Locale.ROOT, "bench: java/tcp rate %s: published %d (%.0f/s, %d failed), consumed %d "
+        System.err.printf(Locale.ROOT, "bench: java/%s rate %s: published %d (%.0f/s, %d failed), consumed %d "
                 + "(%.0f/s); publish p50 %.3f ms p99 %.3f ms; end-to-end p50 %.3f ms p99 %.3f ms; cpu %.0f%%%s%n",
-                rateFlag, acked.get(), acked.get() / secs, failed.get(), consumed.get(), consumed.get() / secs,
+                transport, rateFlag, acked.get(), acked.get() / secs, failed.get(), consumed.get(), consumed.get() / secs,
                 publish.p(0.5), publish.p(0.99), e2e.p(0.5), e2e.p(0.99), cpuPct,
                 drained ? "" : "; the consumers did NOT drain within 30 s");
         return failedAll.get() > 0 || !drained ? 1 : 0;

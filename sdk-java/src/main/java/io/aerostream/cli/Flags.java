@@ -16,9 +16,9 @@ final class Flags {
 
     Flags(String command, Map<String, String> help, Set<String> booleans) {
         this.command = command;
-        this.help.put("bootstrap", "bootstrap URL: aero://HOST:PORT (or aero://h1:9091,h2:9091)");
-        this.help.put("tls-ca", "for aero+quic:// (not in the Java SDK yet)");
-        this.help.put("insecure", "for aero+quic:// (not in the Java SDK yet)");
+        this.help.put("bootstrap", "bootstrap URL: aero://HOST:PORT (or aero://h1:9091,h2:9091); aero+quic://HOST:PORT for QUIC");
+        this.help.put("tls-ca", "for aero+quic://: the CA certificate (PEM) that signed the servers' certificates, e.g. the agent's DATA_DIR/native-tls/ca.pem");
+        this.help.put("insecure", "for aero+quic://: accept any server certificate (trying things out only)");
         this.help.put("sasl-mechanism", "log in with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from --password or $AEROSTREAM_PASSWORD)");
         this.help.put("user", "user name of the login");
         this.help.put("password", "password of the login (default $AEROSTREAM_PASSWORD)");
@@ -97,9 +97,12 @@ final class Flags {
     /** Connects as the connection flags say. */
     AeroStreamClient connect(String clientId) {
         String bootstrap = require("bootstrap", "--bootstrap aero://127.0.0.1:9091");
-        if (has("tls-ca") || has("insecure") || bootstrap.startsWith("aero+quic://")) {
-            throw new IllegalArgumentException("QUIC (aero+quic://, --tls-ca, --insecure) is not in the Java SDK yet: "
-                    + "use aero://HOST:PORT (TCP)");
+        boolean quic = bootstrap.startsWith("aero+quic://");
+        if ((has("tls-ca") || has("insecure")) && !quic) {
+            throw new IllegalArgumentException("--tls-ca and --insecure apply to aero+quic:// only: aero:// is plain TCP");
+        }
+        if (quic && !has("tls-ca") && !has("insecure")) {
+            throw new IllegalArgumentException("aero+quic:// needs --tls-ca FILE (the agent's DATA_DIR/native-tls/ca.pem) or --insecure");
         }
         String password = get("password", "");
         if (password.isEmpty()) {
@@ -108,6 +111,12 @@ final class Flags {
         }
         ClientConfig cfg = new ClientConfig().clientId(clientId)
                 .sasl(get("sasl-mechanism", ""), get("user", ""), password);
+        if (has("tls-ca")) {
+            cfg.tlsCaFile(java.nio.file.Path.of(get("tls-ca", "")));
+        }
+        if (has("insecure")) {
+            cfg.insecureSkipVerify(Boolean.parseBoolean(get("insecure", "true")));
+        }
         return AeroStreamClient.connect(bootstrap, cfg);
     }
 

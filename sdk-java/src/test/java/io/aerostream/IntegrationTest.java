@@ -358,4 +358,22 @@ class IntegrationTest {
         assertEquals(10L, offsets.get(new TopicPartition("ctp-in", 0)), "the committed transaction's offsets");
         assertEquals(Set.of("IN-5", "IN-6", "IN-7", "IN-8", "IN-9"), readAll("ctp-out", true, 5));
     }
+
+    /** The README's quick start, as written there. */
+    @Test
+    void theQuickStartOfTheReadmeWorks() throws Exception {
+        try (AeroStreamClient client = AeroStreamClient.connect(agent.bootstrap)) {
+            client.createTopic("events", 3, (short) -1, Map.of());
+            try (Producer producer = client.producer(new ProducerConfig())) {
+                RecordMetadata md = producer.send(ProducerRecord.of("events", "user-42", "hello")).get();
+                assertEquals(Partitioner.partitionForKey(utf8("user-42"), 3), md.partition());
+            }
+            try (Consumer consumer = client.consumer(new ConsumerConfig().group("readers"))) {
+                consumer.subscribe("events");
+                ConsumerRecord r = consumer.poll(Duration.ofSeconds(5)); // null when none came
+                assertNotNull(r);
+                assertEquals("hello", r.valueString());
+            }
+        }
+    }
 }

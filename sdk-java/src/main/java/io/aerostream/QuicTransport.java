@@ -61,13 +61,24 @@ final class QuicTransport implements Transport {
 
             @Override
             public void write(byte[] b, int off, int len) throws IOException {
-                try {
-                    stream.writeAndFlush(Unpooled.copiedBuffer(b, off, len)).sync();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new IOException("interrupted while writing", e);
-                } catch (RuntimeException e) {
-                    throw new IOException("QUIC stream: " + e.getMessage(), e);
+                if (!stream.isActive()) {
+                    throw new IOException("the QUIC stream is closed");
+                }
+                // writes are queued in order on the stream's event loop; a
+                // failed one ends the stream, which fails the connection
+                stream.writeAndFlush(Unpooled.copiedBuffer(b, off, len)).addListener(f -> {
+                    if (!f.isSuccess()) {
+                        inbound.add(EOF);
+                        stream.close();
+                    }
+                });
+                // backpressure: wait while the stream's outbound buffer is over its high-water mark
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (!stream.isWritable() && stream.isActive()) {
+                    if (System.nanoTime() > deadline) {
+                        throw new IOException("the QUIC stream took no data for 60 s");
+                    }
+                    java.util.concurrent.locks.LockSupport.parkNanos(200_000);
                 }
             }
         };
@@ -78,7 +89,8 @@ final class QuicTransport implements Transport {
         if (g == null) {
             synchronized (QuicTransport.class) {
                 if (group == null) {
-                    group = new NioEventLoopGroup(1, new DefaultThreadFactory("aerostream-quic", true));
+                    group = new NioEventLoopGroup(Math.max(2, Runtime.getRuntime().availableProcessors()),
+                            new DefaultThreadFactory("aerostream-quic", true));
                 }
                 g = group;
             }

@@ -24,8 +24,11 @@ if [ -z "${AEROSTREAM_BIN:-}" ]; then
 fi
 t1=$(date +%s)
 cd sdk-java
-rc=0
-mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$M2" test || rc=$?
+# (Maven 3.8 prints colour resets even in batch mode: they are taken out)
+set +e
+mvn -B -q -Dmaven.repo.local="$M2" test 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
+rc=${PIPESTATUS[0]}
+set -e
 t2=$(date +%s)
 # the closing line of the run, from Surefire's reports
 python3 - <<'PY' || true
@@ -38,7 +41,7 @@ print(f"46-sdk-java: {t - f - e - s} passed, {f + e} failed, {s} skipped")
 PY
 if [ "$rc" -ne 0 ]; then
   for f in target/surefire-reports/*.txt; do
-    grep -q -E 'FAILURE|ERROR' "$f" && cat "$f" >&2
+    if grep -q -E 'FAILURE|ERROR' "$f"; then cat "$f" >&2; fi
   done
 fi
 printf '46-sdk-java: agent build %ss, maven build and tests %ss, total %ss\n' "$((t1 - t0))" "$((t2 - t1))" "$((t2 - t0))"

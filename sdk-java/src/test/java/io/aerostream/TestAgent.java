@@ -73,7 +73,63 @@ final class TestAgent implements AutoCloseable {
     static TestAgent start(String... extra) throws Exception {
         String bin = need();
         List<Integer> ports = freePorts(3);
-        return new TestAgent(bin, Files.createTempDirectory("aerostream-java-agent"), ports, extra);
+        TestAgent a = new TestAgent(bin, Files.createTempDirectory("aerostream-java-agent"), ports, extra);
+        a.ready();
+        return a;
+    }
+
+    /** Agents forming one cluster, closed together. */
+    record Cluster(List<TestAgent> agents, Path dir) implements AutoCloseable {
+        @Override
+        public void close() throws Exception {
+            for (TestAgent a : agents) {
+                a.close();
+            }
+            deleteTree(dir);
+        }
+    }
+
+    /** A cluster of n agents (node ids 1..n, racks rack-1..rack-n) with their own cluster CA. */
+    static Cluster startCluster(int n, String... extra) throws Exception {
+        String bin = need();
+        Path dir = Files.createTempDirectory("aerostream-java-cluster");
+        Path certs = dir.resolve("certs");
+        List<String> ids = new ArrayList<>();
+        for (int i = 1; i <= n; i++) {
+            ids.add(Integer.toString(i));
+        }
+        Process ca = new ProcessBuilder(bin, "cluster-ca", "--out", certs.toString(), "--nodes", String.join(",", ids))
+                .redirectErrorStream(true).start();
+        String caOut = new String(ca.getInputStream().readAllBytes());
+        if (ca.waitFor() != 0) {
+            throw new IllegalStateException("cluster-ca: " + caOut);
+        }
+        List<Integer> ports = freePorts(4 * n);
+        List<String> voters = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            voters.add((i + 1) + "@127.0.0.1:" + ports.get(4 * i + 3));
+        }
+        List<TestAgent> agents = new ArrayList<>();
+        Cluster cluster = new Cluster(agents, dir);
+        try {
+            for (int i = 0; i < n; i++) {
+                List<String> args = new ArrayList<>(List.of("--node-id", ids.get(i), "--rack", "rack-" + ids.get(i),
+                        "--cluster-addr", "127.0.0.1:" + ports.get(4 * i + 3),
+                        "--voters", String.join(",", voters),
+                        "--cluster-certs", certs.toString()));
+                args.addAll(List.of(extra));
+                Path node = dir.resolve("node-" + ids.get(i));
+                Files.createDirectories(node);
+                agents.add(new TestAgent(bin, node, ports.subList(4 * i, 4 * i + 3), args.toArray(new String[0])));
+            }
+            for (TestAgent a : agents) {
+                a.ready();
+            }
+        } catch (Exception e) {
+            cluster.close();
+            throw e;
+        }
+        return cluster;
     }
 
     private TestAgent(String bin, Path dir, List<Integer> ports, String[] extra) throws Exception {
@@ -97,6 +153,9 @@ final class TestAgent implements AutoCloseable {
         process = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
         reaper = new Thread(process::destroyForcibly);
         Runtime.getRuntime().addShutdownHook(reaper);
+    }
+
+    private void ready() throws Exception {
         try {
             waitReady();
         } catch (Exception e) {
@@ -149,6 +208,13 @@ final class TestAgent implements AutoCloseable {
             Runtime.getRuntime().removeShutdownHook(reaper);
         } catch (IllegalStateException e) {
             // shutting down already
+        }
+        deleteTree(dir);
+    }
+
+    static void deleteTree(Path dir) throws IOException {
+        if (!Files.exists(dir)) {
+            return;
         }
         try (Stream<Path> walk = Files.walk(dir)) {
             walk.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());

@@ -20,6 +20,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -40,6 +41,8 @@ final class Connection {
     private final Object writeLock = new Object();
     private final Map<Long, CompletableFuture<Message>> pending = new ConcurrentHashMap<>();
     private final AtomicLong next = new AtomicLong(1);
+    private final AtomicLong nextSub = new AtomicLong(1);
+    private final Map<Long, LinkedBlockingQueue<Object>> subs = new ConcurrentHashMap<>();
     private volatile AeroStreamException dead;
     long maxFrame;
     long nodeId;
@@ -174,7 +177,12 @@ final class Connection {
                 return;
             }
             if (m.type() == Messages.PUSH) {
-                continue; // this client opens no subscription
+                long id = m.getLong("subscription");
+                LinkedBlockingQueue<Object> q = m.error() != ErrorCode.NONE ? subs.remove(id) : subs.get(id);
+                if (q != null) {
+                    q.add(m); // an error push ends its subscription
+                }
+                continue;
             }
             CompletableFuture<Message> f = pending.remove(m.correlation());
             if (f != null) {
@@ -193,6 +201,10 @@ final class Connection {
         transport.close();
         List<CompletableFuture<Message>> left = new ArrayList<>(pending.values());
         pending.clear();
+        for (LinkedBlockingQueue<Object> q : subs.values()) {
+            q.add(err);
+        }
+        subs.clear();
         for (CompletableFuture<Message> f : left) {
             f.completeExceptionally(err);
         }
@@ -241,6 +253,45 @@ final class Connection {
             }
         }
         return f;
+    }
+
+    /** An open subscription: its id, and its pushes (or the error that ended the connection). */
+    record Subscription(long id, LinkedBlockingQueue<Object> pushes) {}
+
+    /** Opens a subscription to a partition from an offset, with a first credit of record bytes. */
+    Subscription subscribe(String topic, int partition, long offset, long credit, Duration timeout) {
+        long id = nextSub.getAndIncrement() & 0xFFFFFFFFL;
+        LinkedBlockingQueue<Object> q = new LinkedBlockingQueue<>();
+        subs.put(id, q);
+        try {
+            Message r = AeroStreamClient.expect(request(Messages.SUBSCRIBE.with("subscription", id, "topic", topic,
+                    "partition", partition, "start_kind", 0, "start_value", offset, "credit", credit), timeout),
+                    Messages.SUBSCRIBE_RESPONSE, "Subscribe");
+            AeroStreamException.check(r.error(), r.getString("message"), "subscribing to " + topic + "-" + partition);
+        } catch (RuntimeException e) {
+            subs.remove(id);
+            throw e;
+        }
+        if (dead != null) {
+            q.add(dead);
+        }
+        return new Subscription(id, q);
+    }
+
+    void dropSubscription(long id) {
+        subs.remove(id);
+    }
+
+    /** Sends a frame that has no answer (a Credit). */
+    void sendOneWay(Message m) {
+        byte[] frame = Codec.encode(m);
+        try {
+            synchronized (writeLock) {
+                out.write(frame);
+            }
+        } catch (IOException e) {
+            fail(new AeroStreamException.ConnectionLostException("writing to " + addr + ": " + e, e));
+        }
     }
 
     /** Sends a request and waits at most timeout for its answer. */

@@ -132,7 +132,9 @@ public final class Consumer implements AutoCloseable {
             for (Map.Entry<TopicPartition, Long> e : positions.entrySet()) {
                 TopicPartition tp = e.getKey();
                 long pos = e.getValue();
-                Thread t = new Thread(() -> fetchLoop(f, gen, tp, pos), "aerostream-fetch-" + tp);
+                Runnable loop = cfg.push && !cfg.readCommitted ? () -> pushLoop(f, gen, tp, pos)
+                        : () -> fetchLoop(f, gen, tp, pos);
+                Thread t = new Thread(loop, "aerostream-fetch-" + tp);
                 t.setDaemon(true);
                 f.threads.add(t);
             }
@@ -227,6 +229,117 @@ public final class Consumer implements AutoCloseable {
                     return;
                 }
             }
+        }
+    }
+
+    private void pushLoop(Fetchers f, long gen, TopicPartition tp, long start) {
+        long credit = Math.max(4L * cfg.partitionMaxBytes, 1 << 20);
+        long[] pos = {start};
+        int[] failures = {0};
+        while (!f.stopped) {
+            Connection cn;
+            Connection.Subscription sub;
+            try {
+                cn = client.connTo(client.leader(tp.topic(), tp.partition()));
+                sub = cn.subscribe(tp.topic(), tp.partition(), pos[0], credit, client.cfg.requestTimeout);
+            } catch (AeroStreamException e) {
+                if (f.stopped) {
+                    return;
+                }
+                failures[0]++;
+                if (!e.retriable()) {
+                    deliver(f, new Item(null, e, gen));
+                    return;
+                }
+                client.forget(tp.topic());
+                if (!pause(AeroStreamClient.backoff(failures[0]))) {
+                    return;
+                }
+                continue;
+            }
+            if (!drain(f, gen, tp, pos, cn, sub, failures)) {
+                cn.dropSubscription(sub.id());
+                Thread.interrupted(); // the unsubscribe is sent even when stopping
+                try {
+                    cn.request(Messages.UNSUBSCRIBE.with("subscription", sub.id()), Duration.ofSeconds(5));
+                } catch (AeroStreamException e) {
+                    // the connection ended: so did the subscription
+                }
+                return;
+            }
+        }
+    }
+
+    /** Hands the subscription's records over; false to stop, true to subscribe again. */
+    private boolean drain(Fetchers f, long gen, TopicPartition tp, long[] pos, Connection cn,
+            Connection.Subscription sub, int[] failures) {
+        while (true) {
+            Object it;
+            try {
+                it = sub.pushes().poll(100, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                return false;
+            }
+            if (f.stopped) {
+                return false;
+            }
+            if (it == null) {
+                continue;
+            }
+            if (it instanceof AeroStreamException) {
+                failures[0]++;
+                return pause(AeroStreamClient.backoff(failures[0]));
+            }
+            Message push = (Message) it;
+            int err = push.error();
+            if (err == ErrorCode.OFFSET_OUT_OF_RANGE) {
+                try {
+                    pos[0] = resolve(tp.topic(), tp.partition(), cfg.reset);
+                } catch (AeroStreamException e) {
+                    failures[0]++;
+                    return pause(AeroStreamClient.backoff(failures[0]));
+                }
+                return true;
+            }
+            if (err != ErrorCode.NONE) {
+                AeroStreamException e = new AeroStreamException(err, "subscription to " + tp, "");
+                if (!e.retriable()) {
+                    deliver(f, new Item(null, e, gen));
+                    return false;
+                }
+                client.forget(tp.topic());
+                failures[0]++;
+                return pause(AeroStreamClient.backoff(failures[0]));
+            }
+            failures[0] = 0;
+            byte[] records = push.getBytes("records");
+            RecordBatch.Decoded d;
+            try {
+                d = RecordBatch.decode(tp.topic(), tp.partition(), records, pos[0]);
+            } catch (AeroStreamException e) {
+                deliver(f, new Item(null, e, gen));
+                return false;
+            }
+            for (ConsumerRecord rec : d.records()) {
+                if (!deliver(f, new Item(rec, null, gen))) {
+                    return false;
+                }
+            }
+            if (d.next() > pos[0]) {
+                pos[0] = d.next();
+            }
+            if (records.length > 0) {
+                cn.sendOneWay(Messages.CREDIT.with("subscription", sub.id(), "bytes", records.length));
+            }
+        }
+    }
+
+    private static boolean pause(Duration d) {
+        try {
+            Thread.sleep(d.toMillis());
+            return true;
+        } catch (InterruptedException e) {
+            return false;
         }
     }
 

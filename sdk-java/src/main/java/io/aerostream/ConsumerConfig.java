@@ -19,6 +19,7 @@ public final class ConsumerConfig {
     Duration autoCommitInterval = Duration.ofSeconds(5);
     boolean autoCommit = true;
     boolean readCommitted;
+    boolean push;
 
     /** Read as a member of this consumer group (then {@link Consumer#subscribe}). */
     public ConsumerConfig group(String g) {
@@ -71,6 +72,17 @@ public final class ConsumerConfig {
     /** Read transactional records once committed, never aborted ones. */
     public ConsumerConfig readCommitted(boolean on) {
         this.readCommitted = on;
+        return this;
+    }
+
+    /**
+     * Read by subscription (Subscribe, then the server pushes batches as
+     * they are committed, within a credit of record bytes granted again as
+     * records are handed over) rather than by Fetch long-polls.
+     * read_committed always fetches.
+     */
+    public ConsumerConfig push(boolean on) {
+        this.push = on;
         return this;
     }
 }

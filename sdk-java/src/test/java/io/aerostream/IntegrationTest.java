@@ -376,4 +376,43 @@ class IntegrationTest {
             }
         }
     }
+
+    /**
+     * A push consumer: 5 MB of records against 1 MiB of credit per
+     * partition, so the credit runs out and is granted again as records are
+     * handed over; records written later are pushed to the open subscriptions.
+     */
+    @Test
+    void aPushConsumerReadsEverythingInOrderWithinItsCredit() throws Exception {
+        String topic = "pushed";
+        client.createTopic(topic, 3, (short) -1, Map.of());
+        try (Producer p = client.producer(new ProducerConfig());
+                Consumer c = client.consumer(new ConsumerConfig().push(true).partitionMaxBytes(64 << 10))) {
+            produceLarge(p, topic, 0, 500);
+            c.assign(topic, null, StartAt.EARLIEST);
+            Set<String> seen = new HashSet<>();
+            Map<Integer, Long> last = new HashMap<>();
+            readPushed(c, seen, last, 500);
+            produceLarge(p, topic, 500, 2500);
+            readPushed(c, seen, last, 2500);
+        }
+    }
+
+    private static void produceLarge(Producer p, String topic, int from, int to) {
+        for (int i = from; i < to; i++) {
+            p.send(new ProducerRecord(topic, utf8(Integer.toString(i)), utf8(i + ":" + "x".repeat(2000))));
+        }
+        p.flush();
+    }
+
+    private static void readPushed(Consumer c, Set<String> seen, Map<Integer, Long> last, int n) {
+        while (seen.size() < n) {
+            ConsumerRecord r = c.poll(Duration.ofSeconds(30));
+            assertNotNull(r, "no record after " + seen.size());
+            assertTrue(seen.add(r.valueString()), r.valueString().substring(0, 8) + " pushed twice");
+            Long prev = last.put(r.partition(), r.offset());
+            assertTrue(prev == null || r.offset() == prev + 1, "partition " + r.partition() + ": offset "
+                    + r.offset() + " after " + prev);
+        }
+    }
 }

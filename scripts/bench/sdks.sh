@@ -46,7 +46,7 @@ done
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 if [ -z "${AEROSTREAM_BIN:-}" ] || [ -z "${LOADTEST_BIN:-}" ]; then
     echo "building aerostream and loadtest (release)"
-    cargo build --release -p agent --bin aerostream -p loadtest
+    cargo build --release -p agent --bin aerostream -p loadtest --bin loadtest
 fi
 aerostream=${AEROSTREAM_BIN:-$target_dir/release/aerostream}
 loadtest=${LOADTEST_BIN:-$target_dir/release/loadtest}

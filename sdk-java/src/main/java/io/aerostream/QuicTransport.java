@@ -1,0 +1,267 @@
+package io.aerostream;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.nio.NioEventLoopGroup;
+import io.netty.channel.socket.nio.NioDatagramChannel;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.channel.socket.ChannelInputShutdownReadComplete;
+import io.netty.handler.codec.quic.QuicChannel;
+import io.netty.handler.codec.quic.QuicClientCodecBuilder;
+import io.netty.handler.codec.quic.QuicSslContext;
+import io.netty.handler.codec.quic.QuicSslContextBuilder;
+import io.netty.handler.codec.quic.QuicStreamChannel;
+import io.netty.handler.codec.quic.QuicStreamType;
+import io.netty.handler.ssl.util.InsecureTrustManagerFactory;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.file.Path;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * The QUIC transport of section 1.1 of docs/native-protocol.md: TLS 1.3
+ * with ALPN {@code aerostream/1}, the server's certificate checked against
+ * the CA given (and its name against the host dialled), and the first
+ * bidirectional stream carrying the conversation exactly as a TCP
+ * connection does.
+ */
+final class QuicTransport implements Transport {
+    static final String ALPN = "aerostream/1";
+    private static final byte[] EOF = new byte[0];
+    private static volatile NioEventLoopGroup group;
+
+    private final Channel udp;
+    private final QuicChannel quic;
+    private final QuicStreamChannel stream;
+    private final LinkedBlockingQueue<byte[]> inbound;
+    private final InputStream in;
+    private final OutputStream out;
+
+    private QuicTransport(Channel udp, QuicChannel quic, QuicStreamChannel stream, LinkedBlockingQueue<byte[]> inbound) {
+        this.udp = udp;
+        this.quic = quic;
+        this.stream = stream;
+        this.inbound = inbound;
+        this.in = new QueueInputStream(inbound);
+        this.out = new OutputStream() {
+            @Override
+            public void write(int b) throws IOException {
+                write(new byte[] {(byte) b}, 0, 1);
+            }
+
+            @Override
+            public void write(byte[] b, int off, int len) throws IOException {
+                if (!stream.isActive()) {
+                    throw new IOException("the QUIC stream is closed");
+                }
+                // writes are queued in order on the stream's event loop; a
+                // failed one ends the stream, which fails the connection
+                stream.writeAndFlush(Unpooled.copiedBuffer(b, off, len)).addListener(f -> {
+                    if (!f.isSuccess()) {
+                        inbound.add(EOF);
+                        stream.close();
+                    }
+                });
+                // backpressure: wait while the stream's outbound buffer is over its high-water mark
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (!stream.isWritable() && stream.isActive()) {
+                    if (System.nanoTime() > deadline) {
+                        throw new IOException("the QUIC stream took no data for 60 s");
+                    }
+                    java.util.concurrent.locks.LockSupport.parkNanos(200_000);
+                }
+            }
+        };
+    }
+
+    private static NioEventLoopGroup group() {
+        NioEventLoopGroup g = group;
+        if (g == null) {
+            synchronized (QuicTransport.class) {
+                if (group == null) {
+                    group = new NioEventLoopGroup(Math.max(2, Runtime.getRuntime().availableProcessors()),
+                            new DefaultThreadFactory("aerostream-quic", true));
+                }
+                g = group;
+            }
+        }
+        return g;
+    }
+
+    static QuicTransport dial(String host, int port, ClientConfig cfg) throws IOException {
+        QuicSslContextBuilder ssl = QuicSslContextBuilder.forClient().applicationProtocols(ALPN);
+        if (cfg.insecure) {
+            ssl.trustManager(InsecureTrustManagerFactory.INSTANCE);
+        } else {
+            Path ca = cfg.tlsCaFile;
+            if (ca == null || !ca.toFile().canRead()) {
+                throw new IOException("cannot read the TLS CA " + ca);
+            }
+            ssl.trustManager(ca.toFile()).endpointIdentificationAlgorithm("HTTPS");
+        }
+        QuicSslContext ctx = ssl.build();
+        ChannelHandler codec = new QuicClientCodecBuilder()
+                .sslEngineProvider(q -> ctx.newEngine(q.alloc(), host, port))
+                .maxIdleTimeout(60, TimeUnit.SECONDS)
+                .initialMaxData(64L << 20)
+                .initialMaxStreamDataBidirectionalLocal(16L << 20)
+                .initialMaxStreamDataBidirectionalRemote(16L << 20)
+                .initialMaxStreamsBidirectional(16)
+                .initialMaxStreamsUnidirectional(0)
+                .build();
+        Channel udp = null;
+        long timeoutMs = cfg.dialTimeout.toMillis();
+        try {
+            udp = new Bootstrap().group(group()).channel(NioDatagramChannel.class).handler(codec)
+                    .bind(0).sync().channel();
+            QuicChannel quic = QuicChannel.newBootstrap(udp)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .streamHandler(new ChannelInboundHandlerAdapter())
+                    .remoteAddress(new InetSocketAddress(host, port))
+                    .connect().get(timeoutMs, TimeUnit.MILLISECONDS);
+            LinkedBlockingQueue<byte[]> inbound = new LinkedBlockingQueue<>();
+            QuicStreamChannel stream = quic.createStream(QuicStreamType.BIDIRECTIONAL, new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext c, Object msg) {
+                    ByteBuf buf = (ByteBuf) msg;
+                    try {
+                        byte[] b = new byte[buf.readableBytes()];
+                        buf.readBytes(b);
+                        inbound.add(b);
+                    } finally {
+                        buf.release();
+                    }
+                }
+
+                @Override
+                public void userEventTriggered(ChannelHandlerContext c, Object evt) {
+                    if (evt == ChannelInputShutdownReadComplete.INSTANCE) {
+                        inbound.add(EOF);
+                    }
+                }
+
+                @Override
+                public void channelInactive(ChannelHandlerContext c) {
+                    inbound.add(EOF);
+                }
+
+                @Override
+                public void exceptionCaught(ChannelHandlerContext c, Throwable cause) {
+                    inbound.add(EOF);
+                    c.close();
+                }
+            }).get(timeoutMs, TimeUnit.MILLISECONDS);
+            final Channel u = udp;
+            quic.closeFuture().addListener(f -> {
+                inbound.add(EOF);
+                u.close();
+            });
+            return new QuicTransport(udp, quic, stream, inbound);
+        } catch (ExecutionException e) {
+            closeQuietly(udp);
+            Throwable cause = e.getCause() == null ? e : e.getCause();
+            throw new IOException("QUIC handshake with " + host + ":" + port + " failed: " + describe(cause), cause);
+        } catch (TimeoutException e) {
+            closeQuietly(udp);
+            throw new IOException("QUIC handshake with " + host + ":" + port + " took longer than " + timeoutMs
+                    + " ms (is the server's UDP port reachable?)", e);
+        } catch (InterruptedException e) {
+            closeQuietly(udp);
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted while connecting", e);
+        }
+    }
+
+    private static String describe(Throwable t) {
+        StringBuilder sb = new StringBuilder(String.valueOf(t.getMessage()));
+        for (Throwable c = t.getCause(); c != null && c != t; c = c.getCause()) {
+            sb.append(": ").append(c.getMessage());
+        }
+        return sb.toString();
+    }
+
+    private static void closeQuietly(Channel c) {
+        if (c != null) {
+            c.close();
+        }
+    }
+
+    @Override
+    public InputStream in() {
+        return in;
+    }
+
+    @Override
+    public OutputStream out() {
+        return out;
+    }
+
+    @Override
+    public void close() {
+        stream.close();
+        quic.close();
+        udp.close();
+        inbound.add(EOF);
+    }
+
+    /** Reads the chunks the stream received, in order; an empty chunk is the end. */
+    private static final class QueueInputStream extends InputStream {
+        private final LinkedBlockingQueue<byte[]> q;
+        private byte[] cur = new byte[0];
+        private int pos;
+        private boolean ended;
+
+        QueueInputStream(LinkedBlockingQueue<byte[]> q) {
+            this.q = q;
+        }
+
+        private boolean fill() throws IOException {
+            while (pos >= cur.length) {
+                if (ended) {
+                    return false;
+                }
+                try {
+                    cur = q.take();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted while reading", e);
+                }
+                pos = 0;
+                if (cur == EOF) {
+                    ended = true;
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        @Override
+        public int read() throws IOException {
+            return fill() ? cur[pos++] & 0xFF : -1;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            if (len == 0) {
+                return 0;
+            }
+            if (!fill()) {
+                return -1;
+            }
+            int n = Math.min(len, cur.length - pos);
+            System.arraycopy(cur, pos, b, off, n);
+            pos += n;
+            return n;
+        }
+    }
+}

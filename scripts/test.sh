@@ -67,7 +67,8 @@ step "cargo build (tests, binaries, examples)" build_all
 # idle while they wait on servers and clients; the offline checks of the
 # deployment files (which mostly wait on pip and checkov); and the client
 # suites that mostly wait on brokers (44-clients-beside.sh; and one after
-# the other, as each starts AeroStream and Apache Kafka's JVMs: 46-java.sh,
+# the other, as each starts JVMs: 46-sdk-java.sh, the Java SDK of the native
+# protocol against the corpus, agents and kcat, 46-java.sh,
 # the Java client and Kafka Streams, 47-go.sh, franz-go and sarama,
 # 48-connect.sh, Kafka Connect and MirrorMaker 2, 49-compat.sh, the client
 # compatibility matrix); after the deployment checks, 62-connect-engine.sh,
@@ -101,14 +102,14 @@ background "fuzz build and runs" 19 scripts/ci/fuzz-build.sh scripts/ci/[0-9]*-f
 background "scripts/ci/50-deploy.sh, 62-connect-engine.sh" 0 scripts/ci/50-deploy.sh \
   scripts/ci/62-connect-engine.sh
 background "scripts/ci/44-clients-beside.sh" 0 scripts/ci/44-clients-beside.sh
-background "scripts/ci/46-java.sh, 47-go.sh, 48-connect.sh, 49-compat.sh" 0 \
-  scripts/ci/46-java.sh scripts/ci/47-go.sh scripts/ci/48-connect.sh scripts/ci/49-compat.sh
+background "scripts/ci/46-sdk-java.sh, 46-java.sh, 47-go.sh, 48-connect.sh, 49-compat.sh" 0 \
+  scripts/ci/46-sdk-java.sh scripts/ci/46-java.sh scripts/ci/47-go.sh scripts/ci/48-connect.sh scripts/ci/49-compat.sh
 
 step "cargo test" cargo test --workspace --locked "${FEATURES[@]}"
 
 for s in scripts/ci/[0-9]*.sh; do
   [ -e "$s" ] || continue
-  case "$s" in *-fuzz.sh|*/50-deploy.sh|*/44-clients-beside.sh|*/46-java.sh|*/47-go.sh|*/48-connect.sh|*/49-compat.sh|*/62-connect-engine.sh) continue ;; esac
+  case "$s" in *-fuzz.sh|*/50-deploy.sh|*/44-clients-beside.sh|*/46-sdk-java.sh|*/46-java.sh|*/47-go.sh|*/48-connect.sh|*/49-compat.sh|*/62-connect-engine.sh) continue ;; esac
   step "$s" "$s"
 done
 

@@ -129,6 +129,28 @@ def test_records_produced_by_kafka_clients_are_read_natively_from_an_offset(brok
     assert native_consume(broker, topic_name, 10, start=290) == values[290:]
 
 
+def test_the_examples_and_kcat_exchange_a_thousand_lines_each_way(broker, topic_name):
+    """The Rust SDK's produce example writes 1,000 lines that kcat reads back
+    in order, and its consume example reads 1,000 lines kcat wrote, in order
+    (one partition, so that order is defined)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    theirs = f"{topic_name}-kcat"
+    for t in (topic_name, theirs):
+        admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=1)])[t].result(30)
+    ours = [f"native line {i}" for i in range(1000)]
+    native_produce(broker, topic_name, ours)
+    out = subprocess.run(["kcat", "-C", "-b", broker.bootstrap, "-t", topic_name, "-o", "beginning", "-e",
+                          "-q", "-f", "%s\\n"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ours
+    lines = [f"kcat line {i}" for i in range(1000)]
+    w = subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", theirs],
+                       input="".join(f"{l}\n" for l in lines), capture_output=True, text=True, timeout=60)
+    assert w.returncode == 0, w.stderr
+    assert native_consume(broker, theirs, 1000) == lines
+
+
 def test_kcat_reads_native_records_and_keys_land_where_librdkafka_puts_them(broker, topic_name):
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -1,0 +1,15 @@
+//! AeroStream's stream processor: `aerostream process --pipeline FILE`.
+//!
+//! A [`pipeline::Pipeline`] (a YAML file) names a source topic, a window and
+//! aggregates, and a sink. The processor reads every partition of the topic
+//! over the Kafka protocol ([`source`]), decodes each fetched batch of JSON
+//! values into Arrow arrays ([`decode`]), aggregates them per key in
+//! tumbling event-time windows closed by a watermark ([`window`]), and
+//! writes each closed window once to Parquet files in object storage,
+//! committed together with its state and input offsets by a checkpoint
+//! ([`checkpoint`]), so a restarted processor resumes exactly where the last
+//! checkpoint left it ([`run`]). See `docs/processor.md`.
+
+pub mod pipeline;
+
+pub use pipeline::{Pipeline, PipelineError};

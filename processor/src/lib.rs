@@ -11,5 +11,8 @@
 //! checkpoint left it ([`run`]). See `docs/processor.md`.
 
 pub mod pipeline;
+pub mod source;
+#[cfg(test)]
+mod testing;
 
 pub use pipeline::{Pipeline, PipelineError};

@@ -10,6 +10,7 @@
 //! ([`checkpoint`]), so a restarted processor resumes exactly where the last
 //! checkpoint left it ([`run`]). See `docs/processor.md`.
 
+pub mod decode;
 pub mod pipeline;
 pub mod source;
 #[cfg(test)]

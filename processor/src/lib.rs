@@ -13,6 +13,7 @@
 pub mod decode;
 pub mod pipeline;
 pub mod source;
+pub mod window;
 #[cfg(test)]
 mod testing;
 

@@ -8,13 +8,17 @@
 //! writes each closed window once to Parquet files in object storage,
 //! committed together with its state and input offsets by a checkpoint
 //! ([`checkpoint`]), so a restarted processor resumes exactly where the last
-//! checkpoint left it ([`run`]). See `docs/processor.md`.
+//! checkpoint left it ([`run()`]). See `docs/processor.md`.
 
+pub mod checkpoint;
 pub mod decode;
 pub mod pipeline;
+pub mod run;
+pub mod sink;
 pub mod source;
 pub mod window;
 #[cfg(test)]
 mod testing;
 
 pub use pipeline::{Pipeline, PipelineError};
+pub use run::{run, run_until_signalled};

@@ -106,9 +106,7 @@ impl CheckpointStore {
                 .filter_map(|o| o.location.filename().map(str::to_owned))
                 .collect()),
             Err(object_store::Error::NotFound { .. }) => Ok(Vec::new()),
-            Err(e) => {
-                Err(e).with_context(|| format!("cannot list {}/{}", self.url, dir.as_ref()))
-            }
+            Err(e) => Err(e).with_context(|| format!("cannot list {}/{}", self.url, dir.as_ref())),
         }
     }
 
@@ -137,9 +135,7 @@ impl CheckpointStore {
     pub async fn remove_uncommitted(&self, committed: &[String]) -> anyhow::Result<Vec<String>> {
         let mut removed = Vec::new();
         for name in self.list(&self.prefix).await? {
-            if name.starts_with("part-")
-                && name.ends_with(".parquet")
-                && !committed.contains(&name)
+            if name.starts_with("part-") && name.ends_with(".parquet") && !committed.contains(&name)
             {
                 let path = self.prefix.clone().join(name.as_str());
                 self.store

@@ -2,7 +2,11 @@ use super::*;
 use object_store::memory::InMemory;
 
 fn store() -> CheckpointStore {
-    CheckpointStore::new(Arc::new(InMemory::new()), Path::from("out/counts"), "memory://")
+    CheckpointStore::new(
+        Arc::new(InMemory::new()),
+        Path::from("out/counts"),
+        "memory://",
+    )
 }
 
 fn checkpoint(epoch: u64, files: &[&str]) -> Checkpoint {

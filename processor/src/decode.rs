@@ -126,15 +126,17 @@ impl JsonDecoder {
         self.skipped += 1;
         self.skipped_since_log += 1;
         let now = Instant::now();
-        if self.last_log.is_some_and(|t| now.duration_since(t) < LOG_EVERY) {
+        if self
+            .last_log
+            .is_some_and(|t| now.duration_since(t) < LOG_EVERY)
+        {
             return;
         }
         let reason = match why {
             Skip::NotAnObject => "its value is not a JSON object".to_owned(),
-            Skip::NoEventTime => format!(
-                "it has no integer event time field {:?}",
-                self.time_field
-            ),
+            Skip::NoEventTime => {
+                format!("it has no integer event time field {:?}", self.time_field)
+            }
             Skip::NoKey => match &self.key_field {
                 Some(f) => format!("it has no key field {f:?} (string or number)"),
                 None => "it has no Kafka key".to_owned(),

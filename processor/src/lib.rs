@@ -16,9 +16,9 @@ pub mod pipeline;
 pub mod run;
 pub mod sink;
 pub mod source;
-pub mod window;
 #[cfg(test)]
 mod testing;
+pub mod window;
 
 pub use pipeline::{Pipeline, PipelineError};
 pub use run::{run, run_until_signalled};

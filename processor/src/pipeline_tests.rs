@@ -80,7 +80,10 @@ fn bad_durations_are_refused() {
     }
     let e = err(&EXAMPLE.replace("size: 1s", "size: 0ms"));
     assert!(e.contains("window.size"), "{e}");
-    assert_eq!(parse_duration("1500ms").unwrap(), Duration::from_millis(1500));
+    assert_eq!(
+        parse_duration("1500ms").unwrap(),
+        Duration::from_millis(1500)
+    );
 }
 
 #[test]
@@ -98,14 +101,20 @@ fn unsupported_kinds_are_refused() {
 #[test]
 fn aggregate_fields_are_checked() {
     let e = err(&EXAMPLE.replace("{op: count, as: n}", "{op: sum, as: n}"));
-    assert!(e.contains("aggregates[0].field") && e.contains("needs a field"), "{e}");
+    assert!(
+        e.contains("aggregates[0].field") && e.contains("needs a field"),
+        "{e}"
+    );
     let e = err(&EXAMPLE.replace("{op: count, as: n}", "{op: count, field: x, as: n}"));
     assert!(e.contains("count takes no field"), "{e}");
     let e = err(&EXAMPLE.replace(
         "[{op: count, as: n}]",
         "[{op: count, as: n}, {op: max, field: x, as: n}]",
     ));
-    assert!(e.contains("aggregates[1].as") && e.contains("used twice"), "{e}");
+    assert!(
+        e.contains("aggregates[1].as") && e.contains("used twice"),
+        "{e}"
+    );
     let e = err(&EXAMPLE.replace("as: n", "as: window_end"));
     assert!(e.contains("already has"), "{e}");
     let e = err(&EXAMPLE.replace("[{op: count, as: n}]", "[]"));

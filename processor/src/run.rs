@@ -111,7 +111,10 @@ impl Task {
         }
         let mut reader = connect(&pipeline).await?;
         let partitions = reader.partitions();
-        let mut offsets = latest.as_ref().map(|c| c.offsets.clone()).unwrap_or_default();
+        let mut offsets = latest
+            .as_ref()
+            .map(|c| c.offsets.clone())
+            .unwrap_or_default();
         offsets.retain(|p, _| partitions.contains(p));
         let fresh: Vec<i32> = partitions
             .iter()
@@ -191,7 +194,10 @@ impl Task {
                 true
             }
             Err(e) => {
-                tracing::warn!(epoch, "checkpoint failed, retrying at the next interval: {e:#}");
+                tracing::warn!(
+                    epoch,
+                    "checkpoint failed, retrying at the next interval: {e:#}"
+                );
                 false
             }
         }

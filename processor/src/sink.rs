@@ -150,7 +150,16 @@ sink: {type: parquet, url: "file:///tmp/x"}
             .collect();
         assert_eq!(
             names,
-            ["key", "window_start", "window_end", "n", "s", "lo", "hi", "mean"]
+            [
+                "key",
+                "window_start",
+                "window_end",
+                "n",
+                "s",
+                "lo",
+                "hi",
+                "mean"
+            ]
         );
         let col = |i: usize| batch.column(i).clone();
         let keys = col(0);

@@ -221,7 +221,9 @@ impl TopicReader {
             Ok(conn) => conn.call(&req, 4, 12).await,
             Err(e) => Err(e),
         };
-        let resp = self.forget_on_error(&addr, resp).map_err(FetchError::Retry)?;
+        let resp = self
+            .forget_on_error(&addr, resp)
+            .map_err(FetchError::Retry)?;
         if resp.error_code != 0 {
             return Err(classify(&self.topic, resp.error_code));
         }

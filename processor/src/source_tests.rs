@@ -50,5 +50,8 @@ fn offsets_out_of_range_end_the_run_and_leadership_changes_are_retried() {
     assert!(matches!(classify("t/0", 1), FetchError::Fatal(_)));
     assert!(matches!(classify("t/0", 6), FetchError::Retry(_)));
     assert!(matches!(classify("t/0", 3), FetchError::Retry(_)));
-    assert_eq!(error_name(6), ResponseError::NotLeaderOrFollower.to_string());
+    assert_eq!(
+        error_name(6),
+        ResponseError::NotLeaderOrFollower.to_string()
+    );
 }

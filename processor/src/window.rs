@@ -190,10 +190,13 @@ impl Windows {
             let key = cols.keys.value(i);
             let acc = match self.open.get_mut(&(start, key.to_owned())) {
                 Some(acc) => acc,
-                None => self.open.entry((start, key.to_owned())).or_insert(WindowAcc {
-                    count: 0,
-                    fields: vec![FieldAcc::default(); self.fields],
-                }),
+                None => self
+                    .open
+                    .entry((start, key.to_owned()))
+                    .or_insert(WindowAcc {
+                        count: 0,
+                        fields: vec![FieldAcc::default(); self.fields],
+                    }),
             };
             acc.count += 1;
             for (f, values) in acc.fields.iter_mut().zip(&cols.values) {
@@ -289,7 +292,10 @@ impl Windows {
     fn log_late(&mut self, partition: i32, late: u64, now: Instant) {
         self.late += late;
         self.late_since_log += late;
-        if self.last_log.is_some_and(|t| now.duration_since(t) < LOG_EVERY) {
+        if self
+            .last_log
+            .is_some_and(|t| now.duration_since(t) < LOG_EVERY)
+        {
             return;
         }
         tracing::warn!(

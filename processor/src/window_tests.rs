@@ -36,11 +36,21 @@ fn summary(rows: &[WindowRow]) -> Vec<(String, i64, i64, i64)> {
 fn a_window_closes_once_every_partition_is_past_its_end() {
     let t0 = Instant::now();
     let mut w = Windows::new(&pipeline("0ms", "5s"), &[0, 1], t0);
-    w.add(0, &cols(&[("a", 100), ("b", 200), ("a", 999), ("a", 1000)]), t0);
-    assert!(w.advance(t0).is_empty(), "partition 1 has shown nothing yet");
+    w.add(
+        0,
+        &cols(&[("a", 100), ("b", 200), ("a", 999), ("a", 1000)]),
+        t0,
+    );
+    assert!(
+        w.advance(t0).is_empty(),
+        "partition 1 has shown nothing yet"
+    );
     assert_eq!(w.watermark(), None);
     w.add(1, &cols(&[("a", 500)]), t0);
-    assert!(w.advance(t0).is_empty(), "partition 1 is still inside [0, 1000)");
+    assert!(
+        w.advance(t0).is_empty(),
+        "partition 1 is still inside [0, 1000)"
+    );
     w.add(1, &cols(&[("b", 1200)]), t0);
     let closed = w.advance(t0);
     assert_eq!(
@@ -48,7 +58,11 @@ fn a_window_closes_once_every_partition_is_past_its_end() {
         vec![("a".into(), 0, 1000, 3), ("b".into(), 0, 1000, 1)]
     );
     let a = &closed[0].acc.fields[0];
-    assert_eq!((a.n, a.sum, a.max), (2, 3.0, Some(1.5)), "ts 100 and 500 have x, 999 not");
+    assert_eq!(
+        (a.n, a.sum, a.max),
+        (2, 3.0, Some(1.5)),
+        "ts 100 and 500 have x, 999 not"
+    );
     assert_eq!(w.watermark(), Some(1000));
     assert_eq!(w.open_windows(), 2, "[1000, 2000) of a and b stay open");
 }

@@ -105,9 +105,8 @@ class Output:
         self.files = {}
 
     def keys(self, prefix):
-        return servers.s3_keys_of(self.client, "out", prefix) if hasattr(servers, "s3_keys_of") else [
-            o["Key"] for page in self.client.get_paginator("list_objects_v2").paginate(Bucket="out", Prefix=prefix)
-            for o in page.get("Contents", [])]
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket="out", Prefix=prefix)
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
     def checkpoint(self):
         keys = sorted(self.keys(PREFIX + "_checkpoints/"))

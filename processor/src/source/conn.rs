@@ -59,7 +59,10 @@ impl Conn {
     ) -> anyhow::Result<R::Response> {
         let key = ApiKey::try_from(R::KEY).map_err(|_| anyhow!("unknown API key {}", R::KEY))?;
         let Some(&(theirs_min, theirs_max)) = self.versions.get(&R::KEY) else {
-            bail!("the broker at {} does not support {key:?} requests", self.addr);
+            bail!(
+                "the broker at {} does not support {key:?} requests",
+                self.addr
+            );
         };
         let version = max.min(theirs_max).min(R::VERSIONS.max);
         if version < min.max(theirs_min).max(R::VERSIONS.min) {
@@ -70,7 +73,9 @@ impl Conn {
             );
         }
         let correlation = self.send(key, version, req).await?;
-        let mut body = self.receive(correlation, key.response_header_version(version)).await?;
+        let mut body = self
+            .receive(correlation, key.response_header_version(version))
+            .await?;
         R::Response::decode(&mut body, version)
             .map_err(|e| anyhow!("cannot decode the {key:?} v{version} answer: {e}"))
     }
@@ -95,7 +100,10 @@ impl Conn {
                 continue;
             }
             if resp.error_code != 0 {
-                bail!("ApiVersions refused: {}", super::error_name(resp.error_code));
+                bail!(
+                    "ApiVersions refused: {}",
+                    super::error_name(resp.error_code)
+                );
             }
             return Ok(resp
                 .api_keys
@@ -103,7 +111,10 @@ impl Conn {
                 .map(|k| (k.api_key, (k.min_version, k.max_version)))
                 .collect());
         }
-        bail!("the broker at {} answered no ApiVersions version", self.addr)
+        bail!(
+            "the broker at {} answered no ApiVersions version",
+            self.addr
+        )
     }
 
     async fn send<R: Encodable>(

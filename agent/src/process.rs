@@ -2,6 +2,7 @@
 //! pipeline (the `processor` crate) until SIGTERM or SIGINT, which take a
 //! last checkpoint. Logs go to stderr (`--log` or RUST_LOG filters them).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -24,6 +25,8 @@ pub fn run(args: &ProcessArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        // plain text when the log goes to a file
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let result = processor::Pipeline::from_file(&args.pipeline)

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -78,6 +79,12 @@ checkpoint_interval: {checkpoint_interval}
 
     def alive(self):
         assert self.proc.poll() is None, f"the processor exited:\n{self.log()}"
+
+    def cleanup(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
@@ -166,28 +173,32 @@ def complete(out, expected):
 
 def test_counts_per_key_and_window_equal_the_events(s3):
     b = Broker().start()
-    p = None
+    processors = []
     try:
         expected = produce(b.bootstrap)
         out = Output(s3)
         p = Processor(b.bootstrap, s3, "1s").start()
+        processors.append(p)
         wait_for("every window in the output", lambda: complete(out, expected), 600, p)
         assert_exact(out, expected)
+        # the periodic progress line counts every record read
+        wait_for("a progress line with every record", lambda: f"records={EVENTS} " in p.log(), 60, p)
         assert p.stop() == 0, p.log()
-        assert "progress" in p.log() and "records_per_s" in p.log()
+        assert "taking a last checkpoint" in p.log()
     finally:
-        if p is not None and p.proc.poll() is None:
-            p.proc.kill()
+        for q in processors:
+            q.cleanup()
         b.stop()
 
 
 def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
     b = Broker().start()
-    p = None
+    processors = []
     try:
         expected = produce(b.bootstrap)
         out = Output(s3)
         p = Processor(b.bootstrap, s3, "300ms").start()
+        processors.append(p)
         # some windows committed, not all
         first = wait_for("a checkpoint with a data file",
                          lambda: (c := out.checkpoint()) and c["files"] and c, 300, p)
@@ -204,6 +215,7 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
         out.client.put_object(Bucket="out", Key=PREFIX + orphan, Body=body)
 
         p = Processor(b.bootstrap, s3, "300ms").start()
+        processors.append(p)
         wait_for("every window in the output after the restart", lambda: complete(out, expected), 600, p)
         assert_exact(out, expected)
         assert "resuming from the latest checkpoint" in p.log()
@@ -211,12 +223,13 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
         # after a clean stop and a start with nothing new, nothing changes
         before = out.checkpoint()
         p = Processor(b.bootstrap, s3, "300ms").start()
+        processors.append(p)
         wait_for("the restart to resume", lambda: "resuming" in p.log(), 120, p)
         time.sleep(1)
         assert p.stop() == 0, p.log()
         assert_exact(out, expected)
         assert out.checkpoint()["files"] == before["files"]
     finally:
-        if p is not None and p.proc.poll() is None:
-            p.proc.kill()
+        for q in processors:
+            q.cleanup()
         b.stop()

@@ -5,7 +5,9 @@
 # read back with pyarrow and compared with the counts computed from the
 # events produced; then the processor killed with SIGKILL mid-run (and a
 # data file no checkpoint committed left behind) and restarted: the output
-# is still exact. About 30 seconds.
+# is still exact; the broker killed and restarted under a running
+# processor (it reconnects; still exact); a bad pipeline file refused.
+# About 40 seconds.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
 # boto3, pyarrow, pytest).
 set -euo pipefail

@@ -3,7 +3,9 @@ times on a 4-partition topic, counted per key in 1-second tumbling windows
 into Parquet files on a real S3 server (moto); the files, read with
 pyarrow, hold each (key, window) exactly once with the count computed here
 from the events produced, also after the processor is killed with SIGKILL
-mid-run (leaving a data file no checkpoint committed) and restarted."""
+mid-run (leaving a data file no checkpoint committed) and restarted, and
+after the broker is killed and restarted under it; a bad pipeline file is
+refused with the bad key named."""
 
 import collections
 import io
@@ -233,3 +235,44 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
         for q in processors:
             q.cleanup()
         b.stop()
+
+
+def test_a_broker_restarted_mid_run_is_reconnected_to_and_the_output_stays_exact(s3):
+    b = Broker().start()
+    processors = []
+    try:
+        expected = produce(b.bootstrap)
+        out = Output(s3)
+        p = Processor(b.bootstrap, s3, "300ms").start()
+        processors.append(p)
+        wait_for("a checkpoint with a data file", lambda: (c := out.checkpoint()) and c["files"], 300, p)
+        b.kill9()
+        b.start()
+        wait_for("every window in the output", lambda: complete(out, expected), 600, p)
+        assert_exact(out, expected)
+        assert "fetch from broker" in p.log(), "the processor saw the broker go"
+        assert p.stop() == 0, p.log()
+    finally:
+        for q in processors:
+            q.cleanup()
+        b.stop()
+
+
+def test_a_bad_pipeline_file_is_refused_naming_the_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("""
+name: counts
+source: {bootstrap: "127.0.0.1:9092", topic: events, format: json, event_time: ts, key: k}
+window: {type: tumbling, size: 1s, slide: 500ms}
+aggregates: [{op: count, as: n}]
+sink: {type: parquet, url: "s3://bucket/counts"}
+""")
+    run = subprocess.run([binary(), "process", "--pipeline", str(bad)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 1
+    assert "unknown field `slide`" in run.stderr, run.stderr
+    bad.write_text(bad.read_text().replace(", slide: 500ms", "").replace("{op: count, as: n}", "{op: sum, as: n}"))
+    run = subprocess.run([binary(), "process", "--pipeline", str(bad)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 1
+    assert "aggregates[0].field" in run.stderr, run.stderr

@@ -211,10 +211,12 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
         assert at_kill["epoch"] >= first["epoch"] and 0 < len(rows) < len(expected), \
             "killed mid-run, after a checkpoint and before the output was complete"
         # a crash between a data file and its checkpoint leaves a file no
-        # checkpoint lists; it holds windows the restart writes again
-        orphan = f"part-{at_kill['epoch'] + 1:020}.parquet"
+        # checkpoint lists, holding windows the restart writes again: one
+        # where the next epoch's file goes (the restart may overwrite it),
+        # one further on (only the start's clean-up removes it)
         body = out.client.get_object(Bucket="out", Key=PREFIX + at_kill["files"][-1])["Body"].read()
-        out.client.put_object(Bucket="out", Key=PREFIX + orphan, Body=body)
+        for epoch in (at_kill["epoch"] + 1, at_kill["epoch"] + 1000):
+            out.client.put_object(Bucket="out", Key=PREFIX + f"part-{epoch:020}.parquet", Body=body)
 
         p = Processor(b.bootstrap, s3, "300ms").start()
         processors.append(p)

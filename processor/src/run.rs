@@ -47,8 +47,13 @@ struct Task {
 /// Runs `pipeline` until `shutdown` completes, then takes a last
 /// checkpoint. An error only for what the processor cannot go on from.
 pub async fn run(pipeline: Pipeline, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let mut task = Task::start(pipeline).await?;
     tokio::pin!(shutdown);
+    // a stop asked for while connecting (the broker may be down) ends the
+    // run at once: nothing has been read, there is nothing to checkpoint
+    let mut task = tokio::select! {
+        () = &mut shutdown => return Ok(()),
+        task = Task::start(pipeline) => task?,
+    };
     let interval = task.pipeline.checkpoint_interval;
     let mut next_checkpoint = Instant::now() + interval;
     let mut next_line = Instant::now() + PROGRESS_EVERY;

@@ -278,3 +278,31 @@ sink: {type: parquet, url: "s3://bucket/counts"}
                          timeout=60)
     assert run.returncode == 1
     assert "aggregates[0].field" in run.stderr, run.stderr
+
+
+def test_sigterm_while_the_broker_is_unreachable_stops_at_once(tmp_path):
+    closed_port = servers.free_port()
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(f"""
+name: counts
+source: {{bootstrap: "127.0.0.1:{closed_port}", topic: events, format: json, event_time: ts}}
+window: {{type: tumbling, size: 1s}}
+aggregates: [{{op: count, as: n}}]
+sink: {{type: parquet, url: "file://{tmp_path}/out"}}
+""")
+    log = tmp_path / "log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen([binary(), "process", "--pipeline", str(pipeline)], stdout=f,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 60
+        while "retrying" not in log.read_text():
+            assert proc.poll() is None and time.time() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert "cannot reach a broker" in log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -10,6 +10,7 @@ mod config;
 mod connect;
 mod drain;
 mod otel;
+mod process;
 mod tiering;
 
 use std::sync::Arc;
@@ -81,6 +82,9 @@ enum Command {
     Connect(cli::ConnectArgs),
     /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
     Bucket(bucket::BucketArgs),
+    /// Run a stream-processing pipeline (windowed aggregation of a topic
+    /// into Parquet files) until killed: `process --pipeline FILE`.
+    Process(process::ProcessArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -107,6 +111,7 @@ fn main() -> anyhow::Result<()> {
         Command::Schema(args) => return cli::run(cli::Admin::Schema(args)),
         Command::Connect(args) => return cli::run(cli::Admin::Connect(args)),
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
+        Command::Process(args) => return process::run(&args),
     };
     let settings = Settings::resolve(&args)?;
     // before any runtime starts: as many arenas as shards, and one more

@@ -1,0 +1,167 @@
+//! JSON record values into Arrow arrays: the key (Utf8), the event time
+//! (Int64, milliseconds since the epoch) and each field an aggregate reads
+//! (Float64, null where the record lacks it or it is not a number).
+//!
+//! A record whose value is not a JSON object, or that lacks the event time
+//! or the key field, is skipped and counted; the decoder logs such records
+//! at most once every 10 seconds (with the count since), never fails.
+
+use std::time::{Duration, Instant};
+
+use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{Array, Float64Array, Int64Array, StringArray};
+use kafka_protocol::records::Record;
+use serde_json::Value;
+
+use crate::pipeline::Pipeline;
+
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// One fetched batch, decoded: row `i` of every array is one record.
+#[derive(Debug)]
+pub struct Columns {
+    pub keys: StringArray,
+    pub event_times: Int64Array,
+    /// One array per [`Pipeline::value_fields`], in that order.
+    pub values: Vec<Float64Array>,
+}
+
+impl Columns {
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// Decodes record values as the pipeline's source says.
+pub struct JsonDecoder {
+    key_field: Option<String>,
+    time_field: String,
+    value_fields: Vec<String>,
+    /// Records skipped since the decoder was made.
+    pub skipped: u64,
+    skipped_since_log: u64,
+    last_log: Option<Instant>,
+}
+
+/// Why a record was skipped.
+enum Skip {
+    NotAnObject,
+    NoEventTime,
+    NoKey,
+}
+
+impl JsonDecoder {
+    pub fn new(pipeline: &Pipeline) -> JsonDecoder {
+        JsonDecoder {
+            key_field: pipeline.source.key.clone(),
+            time_field: pipeline.source.event_time.clone(),
+            value_fields: pipeline.value_fields(),
+            skipped: 0,
+            skipped_since_log: 0,
+            last_log: None,
+        }
+    }
+
+    /// The records' columns; records that cannot be used are left out.
+    pub fn decode(&mut self, partition: i32, records: &[Record]) -> Columns {
+        let mut keys = StringBuilder::with_capacity(records.len(), records.len() * 8);
+        let mut times = Int64Builder::with_capacity(records.len());
+        let mut values: Vec<Float64Builder> = self
+            .value_fields
+            .iter()
+            .map(|_| Float64Builder::with_capacity(records.len()))
+            .collect();
+        for r in records {
+            match self.row(r) {
+                Ok((key, time, fields)) => {
+                    keys.append_value(key);
+                    times.append_value(time);
+                    for (b, v) in values.iter_mut().zip(fields) {
+                        b.append_option(v);
+                    }
+                }
+                Err(why) => self.skip(partition, r.offset, why),
+            }
+        }
+        Columns {
+            keys: keys.finish(),
+            event_times: times.finish(),
+            values: values.iter_mut().map(|b| b.finish()).collect(),
+        }
+    }
+
+    fn row(&self, r: &Record) -> Result<(String, i64, Vec<Option<f64>>), Skip> {
+        let value = r.value.as_deref().ok_or(Skip::NotAnObject)?;
+        let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(value) else {
+            return Err(Skip::NotAnObject);
+        };
+        let time = obj
+            .get(&self.time_field)
+            .and_then(as_millis)
+            .ok_or(Skip::NoEventTime)?;
+        let key = match &self.key_field {
+            Some(field) => match obj.get(field) {
+                Some(Value::String(s)) => s.clone(),
+                Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
+                _ => return Err(Skip::NoKey),
+            },
+            None => match &r.key {
+                Some(k) => String::from_utf8_lossy(k).into_owned(),
+                None => return Err(Skip::NoKey),
+            },
+        };
+        let fields = self
+            .value_fields
+            .iter()
+            .map(|f| obj.get(f).and_then(Value::as_f64))
+            .collect();
+        Ok((key, time, fields))
+    }
+
+    fn skip(&mut self, partition: i32, offset: i64, why: Skip) {
+        self.skipped += 1;
+        self.skipped_since_log += 1;
+        let now = Instant::now();
+        if self
+            .last_log
+            .is_some_and(|t| now.duration_since(t) < LOG_EVERY)
+        {
+            return;
+        }
+        let reason = match why {
+            Skip::NotAnObject => "its value is not a JSON object".to_owned(),
+            Skip::NoEventTime => {
+                format!("it has no integer event time field {:?}", self.time_field)
+            }
+            Skip::NoKey => match &self.key_field {
+                Some(f) => format!("it has no key field {f:?} (string or number)"),
+                None => "it has no Kafka key".to_owned(),
+            },
+        };
+        tracing::warn!(
+            partition,
+            offset,
+            skipped = self.skipped_since_log,
+            "skipping a record: {reason} (records skipped since the last such line counted)"
+        );
+        self.skipped_since_log = 0;
+        self.last_log = Some(now);
+    }
+}
+
+/// An event time: an integer, or a number with no fraction.
+fn as_millis(v: &Value) -> Option<i64> {
+    if let Some(i) = v.as_i64() {
+        return Some(i);
+    }
+    let f = v.as_f64()?;
+    (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+}
+
+#[cfg(test)]
+#[path = "decode_tests.rs"]
+mod tests;

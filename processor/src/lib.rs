@@ -1,0 +1,24 @@
+//! AeroStream's stream processor: `aerostream process --pipeline FILE`.
+//!
+//! A [`pipeline::Pipeline`] (a YAML file) names a source topic, a window and
+//! aggregates, and a sink. The processor reads every partition of the topic
+//! over the Kafka protocol ([`source`]), decodes each fetched batch of JSON
+//! values into Arrow arrays ([`decode`]), aggregates them per key in
+//! tumbling event-time windows closed by a watermark ([`window`]), and
+//! writes each closed window once to Parquet files in object storage,
+//! committed together with its state and input offsets by a checkpoint
+//! ([`checkpoint`]), so a restarted processor resumes exactly where the last
+//! checkpoint left it ([`run()`]). See `docs/processor.md`.
+
+pub mod checkpoint;
+pub mod decode;
+pub mod pipeline;
+pub mod run;
+pub mod sink;
+pub mod source;
+#[cfg(test)]
+mod testing;
+pub mod window;
+
+pub use pipeline::{Pipeline, PipelineError};
+pub use run::{run, run_until_signalled};

@@ -1,0 +1,130 @@
+use super::*;
+
+const EXAMPLE: &str = r#"
+name: counts
+source: {bootstrap: "127.0.0.1:9092", topic: events, format: json, event_time: ts, key: k}
+window: {type: tumbling, size: 1s}
+aggregates: [{op: count, as: n}]
+sink: {type: parquet, url: "s3://bucket/counts"}
+"#;
+
+fn err(text: &str) -> String {
+    match Pipeline::parse(text) {
+        Ok(p) => panic!("accepted: {p:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_documented_example_parses_with_defaults() {
+    let p = Pipeline::parse(EXAMPLE).unwrap();
+    assert_eq!(p.name, "counts");
+    assert_eq!(p.source.topic, "events");
+    assert_eq!(p.source.key.as_deref(), Some("k"));
+    assert_eq!(p.source.event_time, "ts");
+    assert_eq!(p.source.idle_timeout, Duration::from_secs(5));
+    assert_eq!(p.window.kind, WindowKind::Tumbling);
+    assert_eq!(p.window_ms(), 1000);
+    assert_eq!(p.lateness_ms(), 0);
+    assert_eq!(p.checkpoint_interval, Duration::from_secs(2));
+    assert_eq!(p.aggregates[0].op, AggregateOp::Count);
+    assert_eq!(p.aggregates[0].name, "n");
+    assert_eq!(p.sink.kind, SinkKind::Parquet);
+}
+
+#[test]
+fn every_op_and_the_optional_keys() {
+    let p = Pipeline::parse(
+        r#"
+name: stats
+checkpoint_interval: 500ms
+source: {bootstrap: "b:9092", topic: t, format: json, event_time: ts, idle_timeout: 2m}
+window: {type: tumbling, size: 1h, allowed_lateness: 250ms}
+aggregates:
+  - {op: count, as: n}
+  - {op: sum, field: x, as: total}
+  - {op: min, field: x, as: lo}
+  - {op: max, field: y, as: hi}
+  - {op: avg, field: x, as: mean}
+sink: {type: parquet, url: "file:///tmp/out"}
+"#,
+    )
+    .unwrap();
+    assert_eq!(p.checkpoint_interval, Duration::from_millis(500));
+    assert_eq!(p.source.idle_timeout, Duration::from_secs(120));
+    assert_eq!(p.source.key, None);
+    assert_eq!(p.window_ms(), 3_600_000);
+    assert_eq!(p.lateness_ms(), 250);
+    assert_eq!(p.value_fields(), vec!["x".to_owned(), "y".to_owned()]);
+}
+
+#[test]
+fn an_unknown_key_is_named() {
+    let e = err(&EXAMPLE.replace("size: 1s", "size: 1s, slide: 2s"));
+    assert!(e.contains("unknown field `slide`"), "{e}");
+    let e = err(&format!("{EXAMPLE}extra: 1\n"));
+    assert!(e.contains("unknown field `extra`"), "{e}");
+}
+
+#[test]
+fn a_missing_key_is_named() {
+    let e = err(&EXAMPLE.replace("event_time: ts, ", ""));
+    assert!(e.contains("missing field `event_time`"), "{e}");
+}
+
+#[test]
+fn bad_durations_are_refused() {
+    for bad in ["1", "1 sec", "-1s", "s", "1.5s"] {
+        let e = err(&EXAMPLE.replace("size: 1s", &format!("size: \"{bad}\"")));
+        assert!(e.contains("not a duration"), "{bad}: {e}");
+    }
+    let e = err(&EXAMPLE.replace("size: 1s", "size: 0ms"));
+    assert!(e.contains("window.size"), "{e}");
+    assert_eq!(
+        parse_duration("1500ms").unwrap(),
+        Duration::from_millis(1500)
+    );
+}
+
+#[test]
+fn unsupported_kinds_are_refused() {
+    let e = err(&EXAMPLE.replace("type: tumbling", "type: sliding"));
+    assert!(e.contains("unknown variant `sliding`"), "{e}");
+    let e = err(&EXAMPLE.replace("format: json", "format: avro"));
+    assert!(e.contains("unknown variant `avro`"), "{e}");
+    let e = err(&EXAMPLE.replace("op: count", "op: median"));
+    assert!(e.contains("unknown variant `median`"), "{e}");
+    let e = err(&EXAMPLE.replace("type: parquet", "type: websocket"));
+    assert!(e.contains("unknown variant `websocket`"), "{e}");
+}
+
+#[test]
+fn aggregate_fields_are_checked() {
+    let e = err(&EXAMPLE.replace("{op: count, as: n}", "{op: sum, as: n}"));
+    assert!(
+        e.contains("aggregates[0].field") && e.contains("needs a field"),
+        "{e}"
+    );
+    let e = err(&EXAMPLE.replace("{op: count, as: n}", "{op: count, field: x, as: n}"));
+    assert!(e.contains("count takes no field"), "{e}");
+    let e = err(&EXAMPLE.replace(
+        "[{op: count, as: n}]",
+        "[{op: count, as: n}, {op: max, field: x, as: n}]",
+    ));
+    assert!(
+        e.contains("aggregates[1].as") && e.contains("used twice"),
+        "{e}"
+    );
+    let e = err(&EXAMPLE.replace("as: n", "as: window_end"));
+    assert!(e.contains("already has"), "{e}");
+    let e = err(&EXAMPLE.replace("[{op: count, as: n}]", "[]"));
+    assert!(e.contains("aggregates"), "{e}");
+}
+
+#[test]
+fn the_sink_url_must_be_s3_or_an_absolute_file_url() {
+    for bad in ["gs://b/p", "s3:///p", "file://rel/dir", "bucket/prefix"] {
+        let e = err(&EXAMPLE.replace("s3://bucket/counts", bad));
+        assert!(e.contains("sink.url"), "{bad}: {e}");
+    }
+}

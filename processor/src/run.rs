@@ -1,0 +1,265 @@
+//! The processor's loop: restore the latest checkpoint, then fetch, decode,
+//! aggregate, and every checkpoint interval write the windows closed since
+//! the last checkpoint and commit a new one, until told to stop (a last
+//! checkpoint is taken then).
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::checkpoint::{data_file, Checkpoint, CheckpointStore};
+use crate::decode::JsonDecoder;
+use crate::pipeline::Pipeline;
+use crate::sink;
+use crate::source::TopicReader;
+use crate::window::{WindowRow, Windows};
+
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How long a start waits for the broker to be reachable.
+const CONNECT_FOR: Duration = Duration::from_secs(60);
+
+/// Counters the progress line reports.
+#[derive(Default)]
+struct Progress {
+    records: u64,
+    records_at_last_line: u64,
+    emitted: u64,
+    checkpoints: u64,
+}
+
+/// One running pipeline.
+struct Task {
+    pipeline: Pipeline,
+    store: CheckpointStore,
+    reader: TopicReader,
+    decoder: JsonDecoder,
+    windows: Windows,
+    epoch: u64,
+    files: Vec<String>,
+    /// Windows closed since the last checkpoint.
+    pending: Vec<WindowRow>,
+    /// The offsets the last checkpoint committed.
+    committed_offsets: std::collections::BTreeMap<i32, i64>,
+    progress: Progress,
+}
+
+/// Runs `pipeline` until `shutdown` completes, then takes a last
+/// checkpoint. An error only for what the processor cannot go on from.
+pub async fn run(pipeline: Pipeline, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    tokio::pin!(shutdown);
+    // a stop asked for while connecting (the broker may be down) ends the
+    // run at once: nothing has been read, there is nothing to checkpoint
+    let mut task = tokio::select! {
+        () = &mut shutdown => return Ok(()),
+        task = Task::start(pipeline) => task?,
+    };
+    let interval = task.pipeline.checkpoint_interval;
+    let mut next_checkpoint = Instant::now() + interval;
+    let mut next_line = Instant::now() + PROGRESS_EVERY;
+    let mut last_line = Instant::now();
+    loop {
+        let fetched = tokio::select! {
+            () = &mut shutdown => break,
+            fetched = task.reader.poll() => fetched?,
+        };
+        let now = Instant::now();
+        for f in fetched {
+            let cols = task.decoder.decode(f.partition, &f.records);
+            task.progress.records += f.records.len() as u64;
+            task.windows.add(f.partition, &cols, now);
+            let position = task.reader.positions().get(&f.partition).copied();
+            task.windows
+                .set_caught_up(f.partition, position.is_some_and(|p| p >= f.high_watermark));
+        }
+        let closed = task.windows.advance(now);
+        task.progress.emitted += closed.len() as u64;
+        task.pending.extend(closed);
+        if now >= next_checkpoint {
+            task.checkpoint().await;
+            next_checkpoint = Instant::now() + interval;
+        }
+        if now >= next_line {
+            task.log_progress(now.duration_since(last_line));
+            last_line = now;
+            next_line = now + PROGRESS_EVERY;
+        }
+    }
+    tracing::info!(pipeline = %task.pipeline.name, "stopping: taking a last checkpoint");
+    if !task.checkpoint().await {
+        bail!("the last checkpoint failed; the next start resumes from the one before");
+    }
+    Ok(())
+}
+
+impl Task {
+    /// Restores the latest checkpoint (removing data files it does not
+    /// list) and connects to the source.
+    async fn start(pipeline: Pipeline) -> anyhow::Result<Task> {
+        let store = CheckpointStore::open(&pipeline.sink.url)?;
+        let latest = store.latest().await?;
+        if let Some(c) = &latest {
+            if c.topic != pipeline.source.topic {
+                bail!(
+                    "{} holds the checkpoints of a pipeline reading topic {}, not {}; \
+                     use another sink URL",
+                    pipeline.sink.url,
+                    c.topic,
+                    pipeline.source.topic
+                );
+            }
+        }
+        let files = latest.as_ref().map(|c| c.files.clone()).unwrap_or_default();
+        let removed = store.remove_uncommitted(&files).await?;
+        if !removed.is_empty() {
+            tracing::info!(?removed, "removed data files no checkpoint committed");
+        }
+        let mut reader = connect(&pipeline).await?;
+        let partitions = reader.partitions();
+        let mut offsets = latest
+            .as_ref()
+            .map(|c| c.offsets.clone())
+            .unwrap_or_default();
+        offsets.retain(|p, _| partitions.contains(p));
+        let fresh: Vec<i32> = partitions
+            .iter()
+            .copied()
+            .filter(|p| !offsets.contains_key(p))
+            .collect();
+        if !fresh.is_empty() {
+            offsets.extend(reader.earliest(&fresh).await?);
+        }
+        reader.set_positions(offsets.clone());
+        let mut windows = Windows::new(&pipeline, &partitions, Instant::now());
+        if let Some(c) = &latest {
+            windows.restore(&c.windows);
+        }
+        let epoch = latest.as_ref().map_or(0, |c| c.epoch);
+        tracing::info!(
+            pipeline = %pipeline.name,
+            topic = %pipeline.source.topic,
+            sink = %pipeline.sink.url,
+            epoch,
+            open_windows = windows.open_windows(),
+            ?offsets,
+            "{}",
+            if latest.is_some() { "resuming from the latest checkpoint" } else { "starting afresh" }
+        );
+        Ok(Task {
+            decoder: JsonDecoder::new(&pipeline),
+            pipeline,
+            store,
+            reader,
+            windows,
+            epoch,
+            files,
+            pending: Vec::new(),
+            committed_offsets: latest.map(|c| c.offsets).unwrap_or_default(),
+            progress: Progress::default(),
+        })
+    }
+
+    /// Writes the windows closed since the last checkpoint and commits a
+    /// checkpoint; nothing when nothing changed. A failure is logged and
+    /// retried at the next interval (false).
+    async fn checkpoint(&mut self) -> bool {
+        let offsets = self.reader.positions().clone();
+        if self.pending.is_empty() && offsets == self.committed_offsets && self.epoch > 0 {
+            return true;
+        }
+        let epoch = self.epoch + 1;
+        let mut files = self.files.clone();
+        let result = async {
+            if !self.pending.is_empty() {
+                let name = data_file(epoch);
+                let bytes = sink::encode(&self.pipeline, &self.pending)
+                    .context("cannot encode the closed windows as Parquet")?;
+                self.store.put_data(&name, bytes).await?;
+                files.push(name);
+            }
+            let checkpoint = Checkpoint {
+                pipeline: self.pipeline.name.clone(),
+                topic: self.pipeline.source.topic.clone(),
+                epoch,
+                offsets: offsets.clone(),
+                windows: self.windows.snapshot(),
+                files: files.clone(),
+            };
+            self.store.commit(&checkpoint).await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                tracing::debug!(epoch, windows = self.pending.len(), "checkpoint committed");
+                self.epoch = epoch;
+                self.files = files;
+                self.pending.clear();
+                self.committed_offsets = offsets;
+                self.progress.checkpoints += 1;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    epoch,
+                    "checkpoint failed, retrying at the next interval: {e:#}"
+                );
+                false
+            }
+        }
+    }
+
+    fn log_progress(&mut self, since: Duration) {
+        let p = &mut self.progress;
+        let rate = (p.records - p.records_at_last_line) as f64 / since.as_secs_f64().max(0.001);
+        p.records_at_last_line = p.records;
+        tracing::info!(
+            pipeline = %self.pipeline.name,
+            records = p.records,
+            records_per_s = rate.round() as u64,
+            watermark = self.windows.watermark(),
+            open_windows = self.windows.open_windows(),
+            windows_emitted = p.emitted,
+            checkpoints = p.checkpoints,
+            epoch = self.epoch,
+            late = self.windows.late,
+            skipped = self.decoder.skipped,
+            "progress"
+        );
+    }
+}
+
+/// Connects to the source, retrying an unreachable broker for a while.
+async fn connect(pipeline: &Pipeline) -> anyhow::Result<TopicReader> {
+    let deadline = Instant::now() + CONNECT_FOR;
+    let mut pause = Duration::from_millis(200);
+    loop {
+        match TopicReader::connect(&pipeline.source.bootstrap, &pipeline.source.topic).await {
+            Ok(r) => return Ok(r),
+            Err(e) if Instant::now() < deadline && is_unreachable(&e) => {
+                tracing::warn!("{e:#}; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn is_unreachable(e: &anyhow::Error) -> bool {
+    let text = format!("{e:#}");
+    text.contains("cannot reach") || text.contains("closed the connection")
+}
+
+/// [`run`] until SIGTERM or SIGINT.
+pub async fn run_until_signalled(pipeline: Pipeline) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    };
+    run(pipeline, shutdown).await
+}

@@ -1,0 +1,392 @@
+//! The source: every partition of one topic, read over the Kafka protocol
+//! from each partition's leader (Metadata for the partitions and leaders,
+//! ListOffsets for where a fresh pipeline starts, Fetch for records).
+//!
+//! A lost connection or a retriable broker error is logged and retried
+//! after a growing pause (up to 5 s) with fresh metadata; an error that
+//! cannot heal (the topic is gone, an offset was deleted by retention) ends
+//! the run with a sentence saying so.
+
+mod conn;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, ListOffsetsRequest, MetadataRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Record, RecordBatchDecoder};
+use kafka_protocol::ResponseError;
+
+use conn::Conn;
+
+const FETCH_MAX_WAIT_MS: i32 = 200;
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const FETCH_MAX_BYTES: i32 = 16 << 20;
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// What one fetch brought for one partition.
+pub struct Fetched {
+    pub partition: i32,
+    /// Data records (control records left out), from the reader's position on.
+    pub records: Vec<Record>,
+    /// The partition's high watermark as the leader answered it.
+    pub high_watermark: i64,
+}
+
+/// Reads every partition of a topic from positions it is given.
+pub struct TopicReader {
+    bootstrap: String,
+    topic: String,
+    conns: HashMap<String, Conn>,
+    brokers: HashMap<i32, String>,
+    /// partition -> leader id (-1 when it has none right now)
+    leaders: BTreeMap<i32, i32>,
+    /// partition -> next offset to read
+    positions: BTreeMap<i32, i64>,
+    backoff: Duration,
+}
+
+impl TopicReader {
+    /// Connects and learns the topic's partitions; an unknown topic is an
+    /// error.
+    pub async fn connect(bootstrap: &str, topic: &str) -> anyhow::Result<TopicReader> {
+        let mut reader = TopicReader {
+            bootstrap: bootstrap.to_owned(),
+            topic: topic.to_owned(),
+            conns: HashMap::new(),
+            brokers: HashMap::new(),
+            leaders: BTreeMap::new(),
+            positions: BTreeMap::new(),
+            backoff: Duration::from_millis(100),
+        };
+        reader.refresh_metadata().await?;
+        if reader.leaders.is_empty() {
+            bail!("topic {topic} has no partitions");
+        }
+        Ok(reader)
+    }
+
+    /// The topic's partitions, as Metadata listed them.
+    pub fn partitions(&self) -> Vec<i32> {
+        self.leaders.keys().copied().collect()
+    }
+
+    /// The next offset to read per partition.
+    pub fn positions(&self) -> &BTreeMap<i32, i64> {
+        &self.positions
+    }
+
+    /// Where to read from, per partition.
+    pub fn set_positions(&mut self, positions: BTreeMap<i32, i64>) {
+        self.positions = positions;
+    }
+
+    /// Each partition's earliest offset (ListOffsets at -2).
+    pub async fn earliest(&mut self, partitions: &[i32]) -> anyhow::Result<BTreeMap<i32, i64>> {
+        let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        for p in partitions {
+            let leader = self.leaders.get(p).copied().unwrap_or(-1);
+            if leader < 0 {
+                bail!("{}/{p} has no leader right now", self.topic);
+            }
+            by_leader.entry(leader).or_default().push(*p);
+        }
+        let mut out = BTreeMap::new();
+        for (leader, parts) in by_leader {
+            let req = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(topic_name(&self.topic))
+                    .with_partitions(
+                        parts
+                            .iter()
+                            .map(|p| {
+                                ListOffsetsPartition::default()
+                                    .with_partition_index(*p)
+                                    .with_current_leader_epoch(-1)
+                                    .with_timestamp(-2)
+                            })
+                            .collect(),
+                    )]);
+            let addr = self.broker_addr(leader)?;
+            let resp = self.conn(&addr).await?.call(&req, 1, 7).await;
+            let resp = self.forget_on_error(&addr, resp)?;
+            for t in &resp.topics {
+                for p in &t.partitions {
+                    if p.error_code != 0 {
+                        bail!(
+                            "ListOffsets of {}/{}: {}",
+                            self.topic,
+                            p.partition_index,
+                            error_name(p.error_code)
+                        );
+                    }
+                    out.insert(p.partition_index, p.offset);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One fetch from every leader. Returns what arrived (possibly nothing:
+    /// a retriable failure is logged, waited out and retried on the next
+    /// call); an error only for what retrying cannot heal.
+    pub async fn poll(&mut self) -> anyhow::Result<Vec<Fetched>> {
+        match self.fetch_round().await {
+            Ok((fetched, stale)) => {
+                if stale {
+                    self.pause().await;
+                    if let Err(e) = self.refresh_metadata().await {
+                        tracing::warn!("{}: cannot refresh metadata: {e:#}", self.topic);
+                    }
+                } else {
+                    self.backoff = Duration::from_millis(100);
+                }
+                Ok(fetched)
+            }
+            Err(Fatal(e)) => Err(e),
+        }
+    }
+
+    async fn pause(&mut self) {
+        tokio::time::sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// The fetched partitions, and whether some partition needs fresh
+    /// metadata (a failed connection, no leader, a retriable error).
+    async fn fetch_round(&mut self) -> Result<(Vec<Fetched>, bool), Fatal> {
+        let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        for p in self.positions.keys() {
+            let leader = self.leaders.get(p).copied().unwrap_or(-1);
+            by_leader.entry(leader).or_default().push(*p);
+        }
+        let mut out = Vec::new();
+        let mut stale = false;
+        for (leader, parts) in by_leader {
+            if leader < 0 {
+                stale = true;
+                continue;
+            }
+            match self.fetch(leader, &parts).await {
+                Ok((fetched, s)) => {
+                    out.extend(fetched);
+                    stale |= s;
+                }
+                Err(FetchError::Fatal(e)) => return Err(Fatal(e)),
+                Err(FetchError::Retry(e)) => {
+                    tracing::warn!("{}: fetch from broker {leader} failed: {e:#}", self.topic);
+                    stale = true;
+                }
+            }
+        }
+        Ok((out, stale))
+    }
+
+    async fn fetch(
+        &mut self,
+        leader: i32,
+        parts: &[i32],
+    ) -> Result<(Vec<Fetched>, bool), FetchError> {
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(FETCH_MAX_WAIT_MS)
+            .with_min_bytes(1)
+            .with_max_bytes(FETCH_MAX_BYTES)
+            .with_isolation_level(0)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(topic_name(&self.topic))
+                .with_partitions(
+                    parts
+                        .iter()
+                        .map(|p| {
+                            FetchPartition::default()
+                                .with_partition(*p)
+                                .with_current_leader_epoch(-1)
+                                .with_fetch_offset(self.positions.get(p).copied().unwrap_or(0))
+                                .with_partition_max_bytes(PARTITION_MAX_BYTES)
+                        })
+                        .collect(),
+                )]);
+        let addr = self.broker_addr(leader).map_err(FetchError::Retry)?;
+        let resp = match self.conn(&addr).await {
+            // v13+ names topics by id only
+            Ok(conn) => conn.call(&req, 4, 12).await,
+            Err(e) => Err(e),
+        };
+        let resp = self
+            .forget_on_error(&addr, resp)
+            .map_err(FetchError::Retry)?;
+        if resp.error_code != 0 {
+            return Err(classify(&self.topic, resp.error_code));
+        }
+        let mut out = Vec::new();
+        let mut stale = false;
+        for t in &resp.responses {
+            for p in &t.partitions {
+                let partition = p.partition_index;
+                if p.error_code != 0 {
+                    match classify(&format!("{}/{partition}", self.topic), p.error_code) {
+                        FetchError::Fatal(e) => return Err(FetchError::Fatal(e)),
+                        FetchError::Retry(e) => {
+                            tracing::warn!("{e:#}");
+                            stale = true;
+                            continue;
+                        }
+                    }
+                }
+                let Some(position) = self.positions.get_mut(&partition) else {
+                    continue;
+                };
+                let mut records = Vec::new();
+                if let Some(bytes) = &p.records {
+                    for r in decode(bytes.clone()).map_err(FetchError::Fatal)? {
+                        if r.offset < *position {
+                            continue; // the batch began before our position
+                        }
+                        *position = r.offset + 1;
+                        if !r.control {
+                            records.push(r);
+                        }
+                    }
+                }
+                out.push(Fetched {
+                    partition,
+                    records,
+                    high_watermark: p.high_watermark,
+                });
+            }
+        }
+        Ok((out, stale))
+    }
+
+    /// Learns the topic's partitions, their leaders and the brokers.
+    async fn refresh_metadata(&mut self) -> anyhow::Result<()> {
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic_name(&self.topic)))
+            ]))
+            .with_allow_auto_topic_creation(false);
+        let addr = self.bootstrap.clone();
+        let resp = match self.conn(&addr).await {
+            Ok(conn) => conn.call(&req, 4, 12).await,
+            Err(e) => Err(e),
+        };
+        let resp = self.forget_on_error(&addr, resp)?;
+        for b in &resp.brokers {
+            self.brokers
+                .insert(b.node_id.0, format!("{}:{}", b.host, b.port));
+        }
+        let topic = resp
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == self.topic))
+            .ok_or_else(|| anyhow!("unknown topic: {}", self.topic))?;
+        if topic.error_code == 3 {
+            bail!("unknown topic: {}", self.topic);
+        }
+        if topic.error_code != 0 {
+            bail!("topic {}: {}", self.topic, error_name(topic.error_code));
+        }
+        self.leaders = topic
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.leader_id.0))
+            .collect();
+        Ok(())
+    }
+
+    fn broker_addr(&self, node: i32) -> anyhow::Result<String> {
+        self.brokers
+            .get(&node)
+            .cloned()
+            .ok_or_else(|| anyhow!("broker {node} is not in the cluster metadata"))
+    }
+
+    async fn conn(&mut self, addr: &str) -> anyhow::Result<&mut Conn> {
+        if !self.conns.contains_key(addr) {
+            let conn = Conn::open(addr).await?;
+            self.conns.insert(addr.to_owned(), conn);
+        }
+        self.conns
+            .get_mut(addr)
+            .ok_or_else(|| anyhow!("connection to {addr} vanished"))
+    }
+
+    /// A failed request leaves its connection out of step: drop it.
+    fn forget_on_error<T>(&mut self, addr: &str, r: anyhow::Result<T>) -> anyhow::Result<T> {
+        if r.is_err() {
+            self.conns.remove(addr);
+        }
+        r
+    }
+}
+
+struct Fatal(anyhow::Error);
+
+enum FetchError {
+    Fatal(anyhow::Error),
+    Retry(anyhow::Error),
+}
+
+fn classify(what: &str, code: i16) -> FetchError {
+    let message = anyhow!("{what}: {}", error_name(code));
+    match code {
+        // OFFSET_OUT_OF_RANGE: the records to read next are gone
+        1 => FetchError::Fatal(anyhow!(
+            "{what}: the next offset to read is out of range (deleted by retention, \
+             or the topic was recreated); the pipeline cannot resume exactly"
+        )),
+        // TOPIC_AUTHORIZATION_FAILED
+        29 => FetchError::Fatal(message),
+        _ if ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable()) => {
+            FetchError::Retry(message)
+        }
+        // UNKNOWN_TOPIC_OR_PARTITION and the like: fresh metadata may help
+        _ => FetchError::Retry(message),
+    }
+}
+
+/// Kafka's name for error `code`, or its number.
+pub(crate) fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "no error".to_owned(),
+        Some(ResponseError::Unknown(c)) => format!("error code {c}"),
+        Some(e) => e.to_string(),
+    }
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_owned()))
+}
+
+/// The records of every complete batch in a fetch answer (a fetch may end
+/// with a partial batch, which the next fetch returns whole).
+fn decode(mut bytes: Bytes) -> anyhow::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    while bytes.len() >= 12 {
+        let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        let total = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .saturating_add(12);
+        if bytes.len() < total {
+            break;
+        }
+        let mut batch = bytes.split_to(total);
+        let set = RecordBatchDecoder::decode(&mut batch)
+            .map_err(|e| anyhow!("cannot decode a fetched record batch: {e}"))?;
+        records.extend(set.records);
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+#[path = "source_tests.rs"]
+mod tests;

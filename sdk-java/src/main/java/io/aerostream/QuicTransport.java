@@ -70,7 +70,15 @@ final class QuicTransport implements Transport {
     private static final int SOCKET_BUFFER = 4 << 20;
     private static volatile EventLoopGroup group;
     /** Whether the UDP socket is Netty's epoll one (GSO and GRO) rather than the JDK's. */
-    private static final boolean EPOLL = Epoll.isAvailable();
+    private static final boolean EPOLL = epollAvailable();
+
+    private static boolean epollAvailable() {
+        try {
+            return Epoll.isAvailable();
+        } catch (LinkageError e) {
+            return false; // the epoll transport left off the classpath: the JDK's socket
+        }
+    }
 
     private final Channel udp;
     private final QuicChannel quic;

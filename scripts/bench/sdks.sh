@@ -15,6 +15,10 @@
 #   RATES      rates to run (default "20000 max")
 #   WARMUP     seconds not counted (default 5)
 #   DURATION   seconds measured (default 30)
+#   MAX_WARMUP, MAX_DURATION  the same for the "max" runs (default: the
+#              load generator's 30 s search warm-up, and DURATION). Flat
+#              out, a run writes about 300 MB/s to the agent's data folder
+#              (kept until the run ends): 60 s take some 18 GB of disk.
 #   AEROSTREAM_BIN, LOADTEST_BIN  binaries (default: built here, release)
 #   BROKER_CPUS, LOADGEN_CPUS     pinning (default 0 and 1)
 #   RESULTS_DIR  where the reports and table.md go
@@ -70,7 +74,7 @@ mkdir -p "$out"
     echo "aerostream: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($aerostream, --shards 1, write caching on)"
     echo "pinning: agent on CPUs $broker_cpus, load generator or SDK bench on CPUs $loadgen_cpus"
     echo "go: $(go version 2>/dev/null || echo none); java: $(java -version 2>&1 | head -n1); node: $(node --version 2>/dev/null || echo none)"
-    echo "command: scripts/bench/sdks.sh ${ways[*]} (RATES=\"${rates[*]}\" WARMUP=$warmup DURATION=$duration)"
+    echo "command: scripts/bench/sdks.sh ${ways[*]} (RATES=\"${rates[*]}\" WARMUP=$warmup DURATION=$duration MAX_WARMUP=${MAX_WARMUP:-default} MAX_DURATION=${MAX_DURATION:-default})"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/machine.txt"
 cat "$out/machine.txt"
@@ -115,19 +119,22 @@ for rate in "${rates[@]}"; do
                     rust-quic) args=(--driver native --bootstrap "aero+quic://127.0.0.1:$native_port" --native-tls-ca "$ca") ;;
                 esac
                 # the search for the maximum keeps its workload's longer warm-up
-                if [ "$rate" = max ]; then args+=(--duration "${duration}s"); else args+=(--rate "$rate" --warmup "${warmup}s" --duration "${duration}s"); fi
+                if [ "$rate" = max ]; then args+=(--warmup "${MAX_WARMUP:-30}s" --duration "${MAX_DURATION:-$duration}s"); else args+=(--rate "$rate" --warmup "${warmup}s" --duration "${duration}s"); fi
                 taskset -c "$loadgen_cpus" "$loadtest" run --workload "$workload" "${args[@]}" \
                     --broker-label aerostream --broker-pid "$broker_pid" \
                     --json "$out/$run.loadtest.json" 2>&1 | tee "$out/$run.log"
                 ;;
             *)
                 sdk=${way%-*}
+                run_warmup=$warmup
+                run_duration=$duration
+                if [ "$rate" = max ]; then run_warmup=${MAX_WARMUP:-$warmup}; run_duration=${MAX_DURATION:-$duration}; fi
                 url="aero://127.0.0.1:$native_port"
                 tls=()
                 if [ "${way#*-}" = quic ]; then url="aero+quic://127.0.0.1:$native_port"; tls=(--tls-ca "$ca"); fi
                 taskset -c "$loadgen_cpus" "sdk-$sdk/bin/bench" --bootstrap "$url" "${tls[@]}" \
                     --topic "bench-$run" --partitions 8 --size 1024 --producers 2 --consumers 2 \
-                    --rate "$rate" --warmup "$warmup" --duration "$duration" \
+                    --rate "$rate" --warmup "$run_warmup" --duration "$run_duration" \
                     --json "$out/$run.sdk.json" 2>&1 | tee "$out/$run.log"
                 ;;
         esac

@@ -71,7 +71,7 @@ mkdir -p "$out"
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
-    echo "aerostream: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($aerostream, --shards 1, write caching on)"
+    echo "aerostream: $aerostream built $(date -u -r "$aerostream" +%Y-%m-%dT%H:%M:%SZ) (checkout at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)), --shards 1, write caching on"
     echo "pinning: agent on CPUs $broker_cpus, load generator or SDK bench on CPUs $loadgen_cpus"
     echo "go: $(go version 2>/dev/null || echo none); java: $(java -version 2>&1 | head -n1); node: $(node --version 2>/dev/null || echo none)"
     echo "command: scripts/bench/sdks.sh ${ways[*]} (RATES=\"${rates[*]}\" WARMUP=$warmup DURATION=$duration MAX_WARMUP=${MAX_WARMUP:-default} MAX_DURATION=${MAX_DURATION:-default})"

@@ -40,7 +40,8 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import (Consumer, KafkaError, KafkaException, OFFSET_BEGINNING, Producer,  # noqa: E402
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from cluster import VOTERS, Cluster, metadata  # noqa: E402
@@ -253,20 +254,35 @@ def cutter(net, agents):
 
 
 def read_committed(bootstrap, topics, settle=5, timeout=120):
+    """Every record of `topics` that read_committed readers see: each
+    partition assigned (no group join to wait for, which a cluster just
+    through network cuts may take a while to grant) and read from the
+    beginning until every partition has reported its end and nothing new
+    came for `settle` seconds, or `timeout` passed."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "enable.auto.commit": False, "enable.partition.eof": True,
                   "isolation.level": "read_committed"})
-    c.subscribe(topics)
+    md = c.list_topics(timeout=30)
+    tps = []
+    for t in topics:
+        if t not in md.topics or md.topics[t].error is not None:
+            raise AssertionError(f"topic {t} is not in the metadata: {md.topics.get(t)}")
+        tps += [TopicPartition(t, p, OFFSET_BEGINNING) for p in md.topics[t].partitions]
+    c.assign(tps)
     seen = defaultdict(list)
+    at_end = set()
     deadline = time.time() + timeout
     quiet = time.time()
-    while time.time() < deadline and time.time() - quiet < settle:
+    while time.time() < deadline and not (len(at_end) == len(tps) and time.time() - quiet >= settle):
         for m in c.consume(500, 0.5):
             if m.error():
-                if m.error().code() != KafkaError._PARTITION_EOF:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add((m.topic(), m.partition()))
+                else:
                     quiet = time.time()
                 continue
             quiet = time.time()
+            at_end.discard((m.topic(), m.partition()))
             seen[m.topic()].append((m.partition(), m.offset(), m.value().decode()))
     c.close()
     return seen

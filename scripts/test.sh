@@ -45,7 +45,7 @@ if ! command -v cargo >/dev/null 2>&1; then export PATH="$HOME/.cargo/bin:$PATH"
 # drive it through the real binary); release builds never do.
 FEATURES=(--features agent/fault-injection)
 step "cargo fmt --check" cargo fmt --all --check
-step "no import cycles between files" scripts/check-import-cycles.py agent gateway dataplane security storage metastore cache sdk lifecycle loadtest registry connect processor
+step "no import cycles between files" scripts/check-import-cycles.py agent gateway dataplane security storage metastore cache sdk lifecycle loadtest registry connect processor kafka-client
 step "cargo clippy" cargo clippy --workspace --all-targets --locked "${FEATURES[@]}" -- -D warnings
 step "cargo clippy (release features)" cargo clippy -p agent --locked -- -D warnings
 step "cargo clippy (agent without the AWS SDK)" cargo clippy -p agent --locked --no-default-features -- -D warnings

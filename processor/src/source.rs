@@ -7,24 +7,17 @@
 //! cannot heal (the topic is gone, an offset was deleted by retention) ends
 //! the run with a sentence saying so.
 
-mod conn;
-
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{
-    BrokerId, FetchRequest, ListOffsetsRequest, MetadataRequest, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Record, RecordBatchDecoder};
-use kafka_protocol::ResponseError;
+use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, MetadataRequest};
+use kafka_protocol::records::Record;
 
-use conn::Conn;
+use kafka_client::{decode_records, error_name, is_retriable, topic_name, Client};
 
 const FETCH_MAX_WAIT_MS: i32 = 200;
 const PARTITION_MAX_BYTES: i32 = 1 << 20;
@@ -44,8 +37,8 @@ pub struct Fetched {
 pub struct TopicReader {
     bootstrap: String,
     topic: String,
-    conns: HashMap<String, Conn>,
-    brokers: HashMap<i32, String>,
+    /// Connections to the brokers, and where each broker listens.
+    client: Client,
     /// partition -> leader id (-1 when it has none right now)
     leaders: BTreeMap<i32, i32>,
     /// partition -> next offset to read
@@ -60,8 +53,7 @@ impl TopicReader {
         let mut reader = TopicReader {
             bootstrap: bootstrap.to_owned(),
             topic: topic.to_owned(),
-            conns: HashMap::new(),
-            brokers: HashMap::new(),
+            client: Client::new(bootstrap, None, None).with_client_id("aerostream-process"),
             leaders: BTreeMap::new(),
             positions: BTreeMap::new(),
             backoff: Duration::from_millis(100),
@@ -115,9 +107,7 @@ impl TopicReader {
                             })
                             .collect(),
                     )]);
-            let addr = self.broker_addr(leader)?;
-            let resp = self.conn(&addr).await?.call(&req, 1, 7).await;
-            let resp = self.forget_on_error(&addr, resp)?;
+            let resp = self.client.call_node(leader, &req, 1, 7).await?;
             for t in &resp.topics {
                 for p in &t.partitions {
                     if p.error_code != 0 {
@@ -215,14 +205,11 @@ impl TopicReader {
                         })
                         .collect(),
                 )]);
-        let addr = self.broker_addr(leader).map_err(FetchError::Retry)?;
-        let resp = match self.conn(&addr).await {
-            // v13+ names topics by id only
-            Ok(conn) => conn.call(&req, 4, 12).await,
-            Err(e) => Err(e),
-        };
+        // v13+ names topics by id only
         let resp = self
-            .forget_on_error(&addr, resp)
+            .client
+            .call_node(leader, &req, 4, 12)
+            .await
             .map_err(FetchError::Retry)?;
         if resp.error_code != 0 {
             return Err(classify(&self.topic, resp.error_code));
@@ -247,7 +234,7 @@ impl TopicReader {
                 };
                 let mut records = Vec::new();
                 if let Some(bytes) = &p.records {
-                    for r in decode(bytes.clone()).map_err(FetchError::Fatal)? {
+                    for r in decode_records(bytes.clone()).map_err(FetchError::Fatal)? {
                         if r.offset < *position {
                             continue; // the batch began before our position
                         }
@@ -274,15 +261,9 @@ impl TopicReader {
                 MetadataRequestTopic::default().with_name(Some(topic_name(&self.topic)))
             ]))
             .with_allow_auto_topic_creation(false);
-        let addr = self.bootstrap.clone();
-        let resp = match self.conn(&addr).await {
-            Ok(conn) => conn.call(&req, 4, 12).await,
-            Err(e) => Err(e),
-        };
-        let resp = self.forget_on_error(&addr, resp)?;
+        let resp = self.client.call(&self.bootstrap, &req, 4, 12).await?;
         for b in &resp.brokers {
-            self.brokers
-                .insert(b.node_id.0, format!("{}:{}", b.host, b.port));
+            self.client.learn_broker(b.node_id.0, &b.host, b.port);
         }
         let topic = resp
             .topics
@@ -301,31 +282,6 @@ impl TopicReader {
             .map(|p| (p.partition_index, p.leader_id.0))
             .collect();
         Ok(())
-    }
-
-    fn broker_addr(&self, node: i32) -> anyhow::Result<String> {
-        self.brokers
-            .get(&node)
-            .cloned()
-            .ok_or_else(|| anyhow!("broker {node} is not in the cluster metadata"))
-    }
-
-    async fn conn(&mut self, addr: &str) -> anyhow::Result<&mut Conn> {
-        if !self.conns.contains_key(addr) {
-            let conn = Conn::open(addr).await?;
-            self.conns.insert(addr.to_owned(), conn);
-        }
-        self.conns
-            .get_mut(addr)
-            .ok_or_else(|| anyhow!("connection to {addr} vanished"))
-    }
-
-    /// A failed request leaves its connection out of step: drop it.
-    fn forget_on_error<T>(&mut self, addr: &str, r: anyhow::Result<T>) -> anyhow::Result<T> {
-        if r.is_err() {
-            self.conns.remove(addr);
-        }
-        r
     }
 }
 
@@ -346,45 +302,12 @@ fn classify(what: &str, code: i16) -> FetchError {
         )),
         // TOPIC_AUTHORIZATION_FAILED
         29 => FetchError::Fatal(message),
-        _ if ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable()) => {
+        _ if is_retriable(code) => {
             FetchError::Retry(message)
         }
         // UNKNOWN_TOPIC_OR_PARTITION and the like: fresh metadata may help
         _ => FetchError::Retry(message),
     }
-}
-
-/// Kafka's name for error `code`, or its number.
-pub(crate) fn error_name(code: i16) -> String {
-    match ResponseError::try_from_code(code) {
-        None => "no error".to_owned(),
-        Some(ResponseError::Unknown(c)) => format!("error code {c}"),
-        Some(e) => e.to_string(),
-    }
-}
-
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_owned()))
-}
-
-/// The records of every complete batch in a fetch answer (a fetch may end
-/// with a partial batch, which the next fetch returns whole).
-fn decode(mut bytes: Bytes) -> anyhow::Result<Vec<Record>> {
-    let mut records = Vec::new();
-    while bytes.len() >= 12 {
-        let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        let total = usize::try_from(len)
-            .unwrap_or(usize::MAX)
-            .saturating_add(12);
-        if bytes.len() < total {
-            break;
-        }
-        let mut batch = bytes.split_to(total);
-        let set = RecordBatchDecoder::decode(&mut batch)
-            .map_err(|e| anyhow!("cannot decode a fetched record batch: {e}"))?;
-        records.extend(set.records);
-    }
-    Ok(records)
 }
 
 #[cfg(test)]

@@ -8,13 +8,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     fetch_request::{FetchPartition, FetchTopic},
     list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
     FetchRequest, ListOffsetsRequest,
 };
-use kafka_protocol::records::{Record, RecordBatchDecoder};
+use kafka_protocol::records::Record;
 use serde::Serialize;
 
 use super::client::{broker, describe_error, is_retriable, topic_name, Client};
@@ -314,7 +314,7 @@ async fn fetch(
                 continue;
             }
             let records = match &p.records {
-                Some(bytes) => decode(bytes.clone())?,
+                Some(bytes) => kafka_client::decode_records(bytes.clone())?,
                 None => Vec::new(),
             };
             out.push((p.partition_index, Fetched::Records(records)));
@@ -323,26 +323,6 @@ async fn fetch(
     Ok(out)
 }
 
-/// The records of every complete batch in a fetch answer (a fetch may end
-/// with a partial batch, which the next fetch returns whole).
-fn decode(mut bytes: Bytes) -> anyhow::Result<Vec<Record>> {
-    let mut records = Vec::new();
-    while bytes.len() >= 12 {
-        let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        let total = usize::try_from(len)
-            .unwrap_or(usize::MAX)
-            .saturating_add(12);
-        if bytes.len() < total {
-            break;
-        }
-        let mut batch = bytes.split_to(total);
-        let set = RecordBatchDecoder::decode(&mut batch)
-            .map_err(|e| anyhow!("cannot decode a fetched record batch: {e}"))?;
-        records.extend(set.records);
-    }
-    bytes.advance(bytes.len());
-    Ok(records)
-}
 
 /// One piece of a `--format`.
 enum Piece {

@@ -1,7 +1,9 @@
 use super::*;
 use bytes::BytesMut;
 use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 fn batch(first: i64, n: i64, compression: Compression) -> Bytes {
     let records: Vec<Record> = (first..first + n)

@@ -302,9 +302,7 @@ fn classify(what: &str, code: i16) -> FetchError {
         )),
         // TOPIC_AUTHORIZATION_FAILED
         29 => FetchError::Fatal(message),
-        _ if is_retriable(code) => {
-            FetchError::Retry(message)
-        }
+        _ if is_retriable(code) => FetchError::Retry(message),
         // UNKNOWN_TOPIC_OR_PARTITION and the like: fresh metadata may help
         _ => FetchError::Retry(message),
     }

@@ -77,10 +77,12 @@ impl SaslArgs {
         let Some(password) = &self.sasl_password else {
             bail!("--sasl-username needs a password: --sasl-password or AEROSTREAM_SASL_PASSWORD");
         };
-        Login::new(mechanism, user, password).map(Some).map_err(|_| {
-            anyhow::anyhow!(
+        Login::new(mechanism, user, password)
+            .map(Some)
+            .map_err(|_| {
+                anyhow::anyhow!(
                 "--sasl-mechanism {mechanism} is not one of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN"
             )
-        })
+            })
     }
 }

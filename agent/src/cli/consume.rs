@@ -323,7 +323,6 @@ async fn fetch(
     Ok(out)
 }
 
-
 /// One piece of a `--format`.
 enum Piece {
     Text(Vec<u8>),

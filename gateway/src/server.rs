@@ -391,6 +391,7 @@ async fn connection<S: KafkaStream>(
                         if close || !matches!(sent, Ok(Ok(()))) {
                             break;
                         }
+                        session.answered(std::time::Instant::now());
                         continue;
                     }
                     Ok(crate::sasl::Step::Close(reason)) => {

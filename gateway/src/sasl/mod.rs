@@ -64,6 +64,9 @@ pub struct Session {
     authenticated_as: Option<(String, Mechanism)>,
     /// When the session ends (re-authentication on).
     expires: Option<Instant>,
+    /// The lifetime of a session just completed, until its answer has been
+    /// sent ([`Session::answered`]).
+    starting: Option<Duration>,
     /// An OAUTHBEARER token's `exp`, for the session's end.
     token_expiry: Option<u64>,
     /// Completed authentications on this connection.
@@ -118,6 +121,17 @@ impl Session {
     /// connection (more than once: it re-authenticated).
     pub fn completed(&self) -> u64 {
         self.completed
+    }
+
+    /// Starts the clock of a session whose SaslAuthenticate answer has just
+    /// been sent. The client counts the lifetime from when it reads that
+    /// answer and re-authenticates at about 90% of it, so time spent serving
+    /// and writing the answer (long on a loaded machine) must not come out
+    /// of that margin. It lengthens the session by no more than the write.
+    pub fn answered(&mut self, now: Instant) {
+        if let Some(lifetime) = self.starting.take() {
+            self.expires = Some(now + lifetime);
+        }
     }
 
     /// Whether the session ended without the client authenticating again.
@@ -444,6 +458,7 @@ impl Session {
         });
         let lifetime = token_left.map_or(max, |left| left.min(max));
         self.expires = Some(now + lifetime);
+        self.starting = Some(lifetime);
         Ok(i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX))
     }
 }

@@ -13,6 +13,10 @@ pub struct ProcessArgs {
     /// See docs/processor.md.
     #[arg(long)]
     pub pipeline: PathBuf,
+    /// Writes counters and latency percentiles here as JSON every second
+    /// and at exit (see docs/processor.md).
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     pub log: String,
@@ -38,7 +42,10 @@ pub fn run(args: &ProcessArgs) -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("cannot start a runtime")?;
-            rt.block_on(processor::run_until_signalled(pipeline))
+            let options = processor::Options {
+                stats: args.stats.clone(),
+            };
+            rt.block_on(processor::run_until_signalled(pipeline, options))
         });
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -1,6 +1,7 @@
 //! JSON record values into Arrow arrays: the key (Utf8), the event time
-//! (Int64, milliseconds since the epoch) and each field an aggregate reads
-//! (Float64, null where the record lacks it or it is not a number).
+//! (Int64, milliseconds since the epoch), each field an aggregate reads
+//! (Float64, null where the record lacks it or it is not a number) and
+//! each field a filter reads (Float64 or Utf8, as the filter's values are).
 //!
 //! A record whose value is not a JSON object, or that lacks the event time
 //! or the key field, is skipped and counted; the decoder logs such records
@@ -8,8 +9,10 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::{Array, Float64Array, Int64Array, StringArray};
+use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, StringArray};
 use kafka_protocol::records::Record;
 use serde_json::Value;
 
@@ -24,6 +27,11 @@ pub struct Columns {
     pub event_times: Int64Array,
     /// One array per [`Pipeline::value_fields`], in that order.
     pub values: Vec<Float64Array>,
+    /// One array per filter, in the pipeline's order: Float64 or Utf8.
+    pub filtered_by: Vec<ArrayRef>,
+    /// The newest event time among the records decoded, kept when some
+    /// are then filtered out (they still move the watermark).
+    pub max_event_time: Option<i64>,
 }
 
 impl Columns {
@@ -41,6 +49,8 @@ pub struct JsonDecoder {
     key_field: Option<String>,
     time_field: String,
     value_fields: Vec<String>,
+    /// Per filter, its field and whether it is compared as text.
+    filter_fields: Vec<(String, bool)>,
     /// Records skipped since the decoder was made.
     pub skipped: u64,
     skipped_since_log: u64,
@@ -60,6 +70,11 @@ impl JsonDecoder {
             key_field: pipeline.source.key.clone(),
             time_field: pipeline.source.event_time.clone(),
             value_fields: pipeline.value_fields(),
+            filter_fields: pipeline
+                .filter
+                .iter()
+                .map(|f| (f.field.clone(), f.is_text()))
+                .collect(),
             skipped: 0,
             skipped_since_log: 0,
             last_log: None,
@@ -75,13 +90,36 @@ impl JsonDecoder {
             .iter()
             .map(|_| Float64Builder::with_capacity(records.len()))
             .collect();
+        let mut filtered_by: Vec<FilterColumn> = self
+            .filter_fields
+            .iter()
+            .map(|(_, text)| {
+                if *text {
+                    FilterColumn::Text(StringBuilder::with_capacity(
+                        records.len(),
+                        records.len() * 8,
+                    ))
+                } else {
+                    FilterColumn::Number(Float64Builder::with_capacity(records.len()))
+                }
+            })
+            .collect();
+        let mut max_event_time: Option<i64> = None;
         for r in records {
             match self.row(r) {
-                Ok((key, time, fields)) => {
+                Ok((key, time, fields, obj)) => {
                     keys.append_value(key);
                     times.append_value(time);
+                    max_event_time = Some(max_event_time.map_or(time, |m| m.max(time)));
                     for (b, v) in values.iter_mut().zip(fields) {
                         b.append_option(v);
+                    }
+                    for (b, (field, _)) in filtered_by.iter_mut().zip(&self.filter_fields) {
+                        let v = obj.get(field);
+                        match b {
+                            FilterColumn::Number(b) => b.append_option(v.and_then(Value::as_f64)),
+                            FilterColumn::Text(b) => b.append_option(v.and_then(as_text)),
+                        }
                     }
                 }
                 Err(why) => self.skip(partition, r.offset, why),
@@ -91,10 +129,31 @@ impl JsonDecoder {
             keys: keys.finish(),
             event_times: times.finish(),
             values: values.iter_mut().map(|b| b.finish()).collect(),
+            filtered_by: filtered_by
+                .iter_mut()
+                .map(|b| match b {
+                    FilterColumn::Number(b) => Arc::new(b.finish()) as ArrayRef,
+                    FilterColumn::Text(b) => Arc::new(b.finish()) as ArrayRef,
+                })
+                .collect(),
+            max_event_time,
         }
     }
 
-    fn row(&self, r: &Record) -> Result<(String, i64, Vec<Option<f64>>), Skip> {
+    /// A usable record's key, event time, aggregated fields and object.
+    #[allow(clippy::type_complexity)]
+    fn row(
+        &self,
+        r: &Record,
+    ) -> Result<
+        (
+            String,
+            i64,
+            Vec<Option<f64>>,
+            serde_json::Map<String, Value>,
+        ),
+        Skip,
+    > {
         let value = r.value.as_deref().ok_or(Skip::NotAnObject)?;
         let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(value) else {
             return Err(Skip::NotAnObject);
@@ -104,10 +163,9 @@ impl JsonDecoder {
             .and_then(as_millis)
             .ok_or(Skip::NoEventTime)?;
         let key = match &self.key_field {
-            Some(field) => match obj.get(field) {
-                Some(Value::String(s)) => s.clone(),
-                Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
-                _ => return Err(Skip::NoKey),
+            Some(field) => match obj.get(field).and_then(as_text) {
+                Some(k) => k.into_owned(),
+                None => return Err(Skip::NoKey),
             },
             None => match &r.key {
                 Some(k) => String::from_utf8_lossy(k).into_owned(),
@@ -119,7 +177,7 @@ impl JsonDecoder {
             .iter()
             .map(|f| obj.get(f).and_then(Value::as_f64))
             .collect();
-        Ok((key, time, fields))
+        Ok((key, time, fields, obj))
     }
 
     fn skip(&mut self, partition: i32, offset: i64, why: Skip) {
@@ -150,6 +208,21 @@ impl JsonDecoder {
         );
         self.skipped_since_log = 0;
         self.last_log = Some(now);
+    }
+}
+
+/// A filter column being built.
+enum FilterColumn {
+    Number(Float64Builder),
+    Text(StringBuilder),
+}
+
+/// A string, or a number or boolean as its JSON text.
+fn as_text(v: &Value) -> Option<std::borrow::Cow<'_, str>> {
+    match v {
+        Value::String(s) => Some(std::borrow::Cow::Borrowed(s.as_str())),
+        Value::Number(_) | Value::Bool(_) => Some(std::borrow::Cow::Owned(v.to_string())),
+        _ => None,
     }
 }
 

@@ -3,8 +3,9 @@
 //! A [`pipeline::Pipeline`] (a YAML file) names a source topic, a window and
 //! aggregates, and a sink. The processor reads every partition of the topic
 //! over the Kafka protocol ([`source`]), decodes each fetched batch of JSON
-//! values into Arrow arrays ([`decode`]), aggregates them per key in
-//! tumbling event-time windows closed by a watermark ([`window`]), and
+//! values into Arrow arrays ([`decode`]), keeps the records its filters
+//! hold for ([`filter`]), aggregates them per key in tumbling, sliding or
+//! session event-time windows closed by a watermark ([`window`]), and
 //! writes each closed window once to Parquet files in object storage,
 //! committed together with its state and input offsets by a checkpoint
 //! ([`checkpoint`]), so a restarted processor resumes exactly where the last
@@ -12,13 +13,15 @@
 
 pub mod checkpoint;
 pub mod decode;
+pub mod filter;
 pub mod pipeline;
 pub mod run;
 pub mod sink;
 pub mod source;
+pub mod stats;
 #[cfg(test)]
 mod testing;
 pub mod window;
 
 pub use pipeline::{Pipeline, PipelineError};
-pub use run::{run, run_until_signalled};
+pub use run::{run, run_until_signalled, Options};

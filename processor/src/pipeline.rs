@@ -48,6 +48,9 @@ pub struct Pipeline {
     pub name: String,
     pub source: Source,
     pub window: Window,
+    /// Conditions a record must meet to be aggregated, all of them.
+    #[serde(default)]
+    pub filter: Vec<Filter>,
     pub aggregates: Vec<Aggregate>,
     pub sink: Sink,
     /// How often closed windows are written and the state checkpointed.
@@ -88,8 +91,15 @@ pub enum Format {
 pub struct Window {
     #[serde(rename = "type")]
     pub kind: WindowKind,
-    #[serde(with = "duration")]
-    pub size: Duration,
+    /// The window length (tumbling and sliding).
+    #[serde(default, with = "optional_duration")]
+    pub size: Option<Duration>,
+    /// How far apart sliding windows start.
+    #[serde(default, with = "optional_duration")]
+    pub slide: Option<Duration>,
+    /// The quiet time that ends a session.
+    #[serde(default, with = "optional_duration")]
+    pub gap: Option<Duration>,
     /// How far behind the newest event time a record may be and still count.
     #[serde(default, with = "duration")]
     pub allowed_lateness: Duration,
@@ -100,6 +110,85 @@ pub struct Window {
 pub enum WindowKind {
     /// Fixed-size windows side by side: `[k*size, (k+1)*size)`.
     Tumbling,
+    /// Fixed-size windows starting every `slide`: `[k*slide, k*slide+size)`;
+    /// a record is in `size / slide` of them.
+    Sliding,
+    /// Per key, records closer than `gap` to each other in event time form
+    /// one window: `[first event, last event + gap)`.
+    Session,
+}
+
+impl WindowKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            WindowKind::Tumbling => "tumbling",
+            WindowKind::Sliding => "sliding",
+            WindowKind::Session => "session",
+        }
+    }
+}
+
+/// The windows in milliseconds, as validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSpec {
+    /// Tumbling (`slide == size`) or sliding windows.
+    Aligned {
+        size: i64,
+        slide: i64,
+    },
+    Session {
+        gap: i64,
+    },
+}
+
+/// One condition on a record's field.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Filter {
+    pub field: String,
+    pub op: FilterOp,
+    /// The value compared with (every op but `in`).
+    #[serde(default)]
+    pub value: Option<Scalar>,
+    /// The values one of which the field must equal (`in`).
+    #[serde(default)]
+    pub values: Option<Vec<Scalar>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+}
+
+/// A value a filter compares with: a number compares with numeric fields,
+/// a string with string fields.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Scalar {
+    Number(f64),
+    Text(String),
+}
+
+impl Filter {
+    /// The values compared with, whatever the op.
+    pub fn operands(&self) -> Vec<&Scalar> {
+        match self.op {
+            FilterOp::In => self.values.iter().flatten().collect(),
+            _ => self.value.iter().collect(),
+        }
+    }
+
+    /// Whether the field is compared as text (else as a number).
+    pub fn is_text(&self) -> bool {
+        matches!(self.operands().first(), Some(Scalar::Text(_)))
+    }
 }
 
 /// One output column computed per key and window.
@@ -110,6 +199,9 @@ pub struct Aggregate {
     /// The numeric field aggregated (every op but `count`).
     #[serde(default)]
     pub field: Option<String>,
+    /// The numeric field weighting `field` (`wavg` only).
+    #[serde(default)]
+    pub weight: Option<String>,
     /// The output column's name.
     #[serde(rename = "as")]
     pub name: String,
@@ -123,6 +215,9 @@ pub enum AggregateOp {
     Min,
     Max,
     Avg,
+    /// Weighted average: sum(field * weight) / sum(weight) over the
+    /// records that have both (e.g. a volume-weighted average price).
+    Wavg,
 }
 
 /// Where closed windows go.
@@ -189,9 +284,8 @@ impl Pipeline {
         if s.idle_timeout.is_zero() {
             return Err(invalid("source.idle_timeout", "must be more than 0"));
         }
-        if self.window.size.as_millis() < 1 {
-            return Err(invalid("window.size", "must be at least 1ms"));
-        }
+        self.validate_window()?;
+        self.validate_filters()?;
         if self.checkpoint_interval.as_millis() < 1 {
             return Err(invalid("checkpoint_interval", "must be at least 1ms"));
         }
@@ -211,6 +305,16 @@ impl Pipeline {
                     return Err(invalid(&at("field"), "must name a field"))
                 }
                 _ => {}
+            }
+            match (a.op, &a.weight) {
+                (AggregateOp::Wavg, None) => {
+                    return Err(invalid(&at("weight"), "wavg needs a weight field"))
+                }
+                (AggregateOp::Wavg, Some(w)) if w.trim().is_empty() => {
+                    return Err(invalid(&at("weight"), "must name a field"))
+                }
+                (AggregateOp::Wavg, Some(_)) | (_, None) => {}
+                (_, Some(_)) => return Err(invalid(&at("weight"), "only wavg takes a weight")),
             }
             if a.name.trim().is_empty() {
                 return Err(invalid(&at("as"), "must name the output column"));
@@ -239,11 +343,110 @@ impl Pipeline {
         Ok(())
     }
 
-    /// The window size in milliseconds (at least 1, as validated).
-    pub fn window_ms(&self) -> i64 {
-        i64::try_from(self.window.size.as_millis())
-            .unwrap_or(i64::MAX)
-            .max(1)
+    fn validate_window(&self) -> Result<(), PipelineError> {
+        let w = &self.window;
+        let at_least_1ms = |key: &str, d: Option<Duration>| match d {
+            None => Err(invalid(key, format!("a {} window needs it", w.kind.name()))),
+            Some(d) if d.as_millis() < 1 => Err(invalid(key, "must be at least 1ms")),
+            Some(_) => Ok(()),
+        };
+        let refuse = |key: &str, d: Option<Duration>| match d {
+            Some(_) => Err(invalid(
+                key,
+                format!("a {} window does not take it", w.kind.name()),
+            )),
+            None => Ok(()),
+        };
+        match w.kind {
+            WindowKind::Tumbling => {
+                at_least_1ms("window.size", w.size)?;
+                refuse("window.slide", w.slide)?;
+                refuse("window.gap", w.gap)?;
+            }
+            WindowKind::Sliding => {
+                at_least_1ms("window.size", w.size)?;
+                at_least_1ms("window.slide", w.slide)?;
+                refuse("window.gap", w.gap)?;
+                let (size, slide) = (ms(w.size), ms(w.slide));
+                if slide > size || size % slide != 0 {
+                    return Err(invalid(
+                        "window.slide",
+                        format!(
+                            "the size ({size}ms) must be a whole multiple of the slide ({slide}ms)"
+                        ),
+                    ));
+                }
+                if size / slide > MAX_WINDOWS_PER_RECORD {
+                    return Err(invalid(
+                        "window.slide",
+                        format!(
+                            "a record would fall in {} windows; at most {MAX_WINDOWS_PER_RECORD}",
+                            size / slide
+                        ),
+                    ));
+                }
+            }
+            WindowKind::Session => {
+                at_least_1ms("window.gap", w.gap)?;
+                refuse("window.size", w.size)?;
+                refuse("window.slide", w.slide)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_filters(&self) -> Result<(), PipelineError> {
+        for (i, f) in self.filter.iter().enumerate() {
+            let at = |key: &str| format!("filter[{i}].{key}");
+            if f.field.trim().is_empty() {
+                return Err(invalid(&at("field"), "must name a field"));
+            }
+            match f.op {
+                FilterOp::In => {
+                    if f.value.is_some() {
+                        return Err(invalid(&at("value"), "`in` takes `values`, a list"));
+                    }
+                    if f.values.as_ref().is_none_or(Vec::is_empty) {
+                        return Err(invalid(&at("values"), "`in` needs at least one value"));
+                    }
+                }
+                _ => {
+                    if f.values.is_some() {
+                        return Err(invalid(&at("values"), "only `in` takes `values`"));
+                    }
+                    if f.value.is_none() {
+                        return Err(invalid(&at("value"), "this op needs a value"));
+                    }
+                }
+            }
+            let text = f.is_text();
+            if f.operands()
+                .iter()
+                .any(|v| matches!(v, Scalar::Text(_)) != text)
+            {
+                return Err(invalid(
+                    &at("values"),
+                    "mixes numbers and strings; use one or the other",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The windows in milliseconds.
+    pub fn windows(&self) -> WindowSpec {
+        let w = &self.window;
+        match w.kind {
+            WindowKind::Tumbling => WindowSpec::Aligned {
+                size: ms(w.size),
+                slide: ms(w.size),
+            },
+            WindowKind::Sliding => WindowSpec::Aligned {
+                size: ms(w.size),
+                slide: ms(w.slide),
+            },
+            WindowKind::Session => WindowSpec::Session { gap: ms(w.gap) },
+        }
     }
 
     /// The allowed lateness in milliseconds.
@@ -251,16 +454,30 @@ impl Pipeline {
         i64::try_from(self.window.allowed_lateness.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// The distinct fields the aggregates read, in first-use order.
+    /// The distinct fields the aggregates read (values and weights), in
+    /// first-use order.
     pub fn value_fields(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for f in self.aggregates.iter().filter_map(|a| a.field.as_ref()) {
+        let read = self
+            .aggregates
+            .iter()
+            .flat_map(|a| a.field.iter().chain(a.weight.iter()));
+        for f in read {
             if !out.contains(f) {
                 out.push(f.clone());
             }
         }
         out
     }
+}
+
+/// The most windows one record may fall in (`size / slide`).
+pub const MAX_WINDOWS_PER_RECORD: i64 = 1_000;
+
+/// A validated duration in milliseconds (at least 1).
+fn ms(d: Option<Duration>) -> i64 {
+    d.map_or(1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .max(1)
 }
 
 /// Parses `500ms`, `1s`, `2m`, `1h` (a whole number and a unit).
@@ -288,6 +505,17 @@ mod duration {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
         parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The same for a duration that may be left out.
+mod optional_duration {
+    use super::*;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|t| parse_duration(&t).map_err(serde::de::Error::custom))
+            .transpose()
     }
 }
 

@@ -24,7 +24,13 @@ fn the_documented_example_parses_with_defaults() {
     assert_eq!(p.source.event_time, "ts");
     assert_eq!(p.source.idle_timeout, Duration::from_secs(5));
     assert_eq!(p.window.kind, WindowKind::Tumbling);
-    assert_eq!(p.window_ms(), 1000);
+    assert_eq!(
+        p.windows(),
+        WindowSpec::Aligned {
+            size: 1000,
+            slide: 1000
+        }
+    );
     assert_eq!(p.lateness_ms(), 0);
     assert_eq!(p.checkpoint_interval, Duration::from_secs(2));
     assert_eq!(p.aggregates[0].op, AggregateOp::Count);
@@ -53,15 +59,21 @@ sink: {type: parquet, url: "file:///tmp/out"}
     assert_eq!(p.checkpoint_interval, Duration::from_millis(500));
     assert_eq!(p.source.idle_timeout, Duration::from_secs(120));
     assert_eq!(p.source.key, None);
-    assert_eq!(p.window_ms(), 3_600_000);
+    assert_eq!(
+        p.windows(),
+        WindowSpec::Aligned {
+            size: 3_600_000,
+            slide: 3_600_000
+        }
+    );
     assert_eq!(p.lateness_ms(), 250);
     assert_eq!(p.value_fields(), vec!["x".to_owned(), "y".to_owned()]);
 }
 
 #[test]
 fn an_unknown_key_is_named() {
-    let e = err(&EXAMPLE.replace("size: 1s", "size: 1s, slide: 2s"));
-    assert!(e.contains("unknown field `slide`"), "{e}");
+    let e = err(&EXAMPLE.replace("size: 1s", "size: 1s, hop: 2s"));
+    assert!(e.contains("unknown field `hop`"), "{e}");
     let e = err(&format!("{EXAMPLE}extra: 1\n"));
     assert!(e.contains("unknown field `extra`"), "{e}");
 }
@@ -88,8 +100,8 @@ fn bad_durations_are_refused() {
 
 #[test]
 fn unsupported_kinds_are_refused() {
-    let e = err(&EXAMPLE.replace("type: tumbling", "type: sliding"));
-    assert!(e.contains("unknown variant `sliding`"), "{e}");
+    let e = err(&EXAMPLE.replace("type: tumbling", "type: hopping"));
+    assert!(e.contains("unknown variant `hopping`"), "{e}");
     let e = err(&EXAMPLE.replace("format: json", "format: avro"));
     assert!(e.contains("unknown variant `avro`"), "{e}");
     let e = err(&EXAMPLE.replace("op: count", "op: median"));
@@ -126,5 +138,118 @@ fn the_sink_url_must_be_s3_or_an_absolute_file_url() {
     for bad in ["gs://b/p", "s3:///p", "file://rel/dir", "bucket/prefix"] {
         let e = err(&EXAMPLE.replace("s3://bucket/counts", bad));
         assert!(e.contains("sink.url"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn sliding_and_session_windows_take_their_own_keys() {
+    let window = |w: &str| EXAMPLE.replace("{type: tumbling, size: 1s}", w);
+    let p = Pipeline::parse(&window("{type: sliding, size: 10s, slide: 1s}")).unwrap();
+    assert_eq!(
+        p.windows(),
+        WindowSpec::Aligned {
+            size: 10_000,
+            slide: 1_000
+        }
+    );
+    let p = Pipeline::parse(&window("{type: session, gap: 30s}")).unwrap();
+    assert_eq!(p.windows(), WindowSpec::Session { gap: 30_000 });
+    let p = Pipeline::parse(EXAMPLE).unwrap();
+    assert_eq!(
+        p.windows(),
+        WindowSpec::Aligned {
+            size: 1_000,
+            slide: 1_000
+        }
+    );
+    for (bad, key, says) in [
+        ("{type: sliding, size: 10s}", "window.slide", "needs it"),
+        (
+            "{type: sliding, size: 10s, slide: 3s}",
+            "window.slide",
+            "whole multiple",
+        ),
+        (
+            "{type: sliding, size: 1s, slide: 2s}",
+            "window.slide",
+            "whole multiple",
+        ),
+        (
+            "{type: sliding, size: 1h, slide: 1ms}",
+            "window.slide",
+            "at most",
+        ),
+        (
+            "{type: tumbling, size: 1s, slide: 1s}",
+            "window.slide",
+            "does not take it",
+        ),
+        (
+            "{type: tumbling, size: 1s, gap: 1s}",
+            "window.gap",
+            "does not take it",
+        ),
+        ("{type: tumbling}", "window.size", "needs it"),
+        ("{type: session, size: 1s}", "window.gap", "needs it"),
+        (
+            "{type: session, gap: 1s, slide: 1s}",
+            "window.slide",
+            "does not take it",
+        ),
+        ("{type: session, gap: 0ms}", "window.gap", "at least 1ms"),
+    ] {
+        let e = err(&window(bad));
+        assert!(e.contains(key) && e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_weighted_average_needs_a_weight_and_only_it_takes_one() {
+    let aggregates = |a: &str| EXAMPLE.replace("[{op: count, as: n}]", a);
+    let p = Pipeline::parse(&aggregates(
+        "[{op: wavg, field: price, weight: size, as: vwap}, {op: sum, field: size, as: volume}]",
+    ))
+    .unwrap();
+    assert_eq!(
+        p.value_fields(),
+        vec!["price".to_owned(), "size".to_owned()]
+    );
+    let e = err(&aggregates("[{op: wavg, field: price, as: vwap}]"));
+    assert!(
+        e.contains("aggregates[0].weight") && e.contains("needs a weight"),
+        "{e}"
+    );
+    let e = err(&aggregates(
+        "[{op: sum, field: price, weight: size, as: s}]",
+    ));
+    assert!(e.contains("only wavg takes a weight"), "{e}");
+}
+
+#[test]
+fn filters_are_checked() {
+    let filtered = |f: &str| EXAMPLE.replace("aggregates:", &format!("filter: {f}\naggregates:"));
+    let p = Pipeline::parse(&filtered(
+        "[{field: price, op: gt, value: 10}, {field: sym, op: in, values: [A, B]}]",
+    ))
+    .unwrap();
+    assert_eq!(p.filter.len(), 2);
+    assert!(!p.filter[0].is_text() && p.filter[1].is_text());
+    for (bad, says) in [
+        ("[{field: x, op: gt}]", "needs a value"),
+        ("[{field: x, op: in, value: 1}]", "takes `values`"),
+        ("[{field: x, op: in, values: []}]", "at least one value"),
+        (
+            "[{field: x, op: eq, value: 1, values: [1]}]",
+            "only `in` takes `values`",
+        ),
+        (
+            "[{field: x, op: in, values: [1, a]}]",
+            "mixes numbers and strings",
+        ),
+        ("[{field: \"\", op: eq, value: 1}]", "must name a field"),
+        ("[{field: x, op: like, value: a}]", "unknown variant `like`"),
+    ] {
+        let e = err(&filtered(bad));
+        assert!(e.contains(says), "{bad}: {e}");
     }
 }

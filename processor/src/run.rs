@@ -1,5 +1,5 @@
 //! The processor's loop: restore the latest checkpoint, then fetch, decode,
-//! aggregate, and every checkpoint interval write the windows closed since
+//! filter, aggregate, and every checkpoint interval write the windows closed since
 //! the last checkpoint and commit a new one, until told to stop (a last
 //! checkpoint is taken then).
 
@@ -10,19 +10,29 @@ use anyhow::{bail, Context};
 
 use crate::checkpoint::{data_file, Checkpoint, CheckpointStore};
 use crate::decode::JsonDecoder;
+use crate::filter::Predicates;
 use crate::pipeline::Pipeline;
 use crate::sink;
 use crate::source::TopicReader;
+use crate::stats::{Counts, Stats};
 use crate::window::{WindowRow, Windows};
 
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// How long a start waits for the broker to be reachable.
 const CONNECT_FOR: Duration = Duration::from_secs(60);
 
+/// How a run is watched.
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    /// Where to write counters and latency percentiles (see [`crate::stats`]).
+    pub stats: Option<std::path::PathBuf>,
+}
+
 /// Counters the progress line reports.
 #[derive(Default)]
 struct Progress {
     records: u64,
+    filtered: u64,
     records_at_last_line: u64,
     emitted: u64,
     checkpoints: u64,
@@ -34,6 +44,7 @@ struct Task {
     store: CheckpointStore,
     reader: TopicReader,
     decoder: JsonDecoder,
+    predicates: Predicates,
     windows: Windows,
     epoch: u64,
     files: Vec<String>,
@@ -42,11 +53,16 @@ struct Task {
     /// The offsets the last checkpoint committed.
     committed_offsets: std::collections::BTreeMap<i32, i64>,
     progress: Progress,
+    stats: Option<Stats>,
 }
 
 /// Runs `pipeline` until `shutdown` completes, then takes a last
 /// checkpoint. An error only for what the processor cannot go on from.
-pub async fn run(pipeline: Pipeline, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    pipeline: Pipeline,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     tokio::pin!(shutdown);
     // a stop asked for while connecting (the broker may be down) ends the
     // run at once: nothing has been read, there is nothing to checkpoint
@@ -54,6 +70,7 @@ pub async fn run(pipeline: Pipeline, shutdown: impl Future<Output = ()>) -> anyh
         () = &mut shutdown => return Ok(()),
         task = Task::start(pipeline) => task?,
     };
+    task.stats = options.stats.map(Stats::new);
     let interval = task.pipeline.checkpoint_interval;
     let mut next_checkpoint = Instant::now() + interval;
     let mut next_line = Instant::now() + PROGRESS_EVERY;
@@ -67,13 +84,26 @@ pub async fn run(pipeline: Pipeline, shutdown: impl Future<Output = ()>) -> anyh
         for f in fetched {
             let cols = task.decoder.decode(f.partition, &f.records);
             task.progress.records += f.records.len() as u64;
+            let (cols, dropped) = task
+                .predicates
+                .apply(cols)
+                .context("cannot apply the filters")?;
+            task.progress.filtered += dropped as u64;
             task.windows.add(f.partition, &cols, now);
+            if let Some(stats) = task.stats.as_mut() {
+                stats.ingested(&f.records);
+            }
             let position = task.reader.positions().get(&f.partition).copied();
             task.windows
                 .set_caught_up(f.partition, position.is_some_and(|p| p >= f.high_watermark));
         }
         let closed = task.windows.advance(now);
         task.progress.emitted += closed.len() as u64;
+        let counts = task.counts();
+        if let Some(stats) = task.stats.as_mut() {
+            stats.emitted(&closed);
+            stats.maybe_write(counts, false);
+        }
         task.pending.extend(closed);
         if now >= next_checkpoint {
             task.checkpoint().await;
@@ -86,7 +116,12 @@ pub async fn run(pipeline: Pipeline, shutdown: impl Future<Output = ()>) -> anyh
         }
     }
     tracing::info!(pipeline = %task.pipeline.name, "stopping: taking a last checkpoint");
-    if !task.checkpoint().await {
+    let committed = task.checkpoint().await;
+    let counts = task.counts();
+    if let Some(stats) = task.stats.as_mut() {
+        stats.maybe_write(counts, true);
+    }
+    if !committed {
         bail!("the last checkpoint failed; the next start resumes from the one before");
     }
     Ok(())
@@ -147,6 +182,7 @@ impl Task {
         );
         Ok(Task {
             decoder: JsonDecoder::new(&pipeline),
+            predicates: Predicates::new(&pipeline),
             pipeline,
             store,
             reader,
@@ -156,6 +192,7 @@ impl Task {
             pending: Vec::new(),
             committed_offsets: latest.map(|c| c.offsets).unwrap_or_default(),
             progress: Progress::default(),
+            stats: None,
         })
     }
 
@@ -208,6 +245,15 @@ impl Task {
         }
     }
 
+    fn counts(&self) -> Counts {
+        Counts {
+            records: self.progress.records,
+            filtered: self.progress.filtered,
+            late: self.windows.late,
+            windows_emitted: self.progress.emitted,
+        }
+    }
+
     fn log_progress(&mut self, since: Duration) {
         let p = &mut self.progress;
         let rate = (p.records - p.records_at_last_line) as f64 / since.as_secs_f64().max(0.001);
@@ -222,6 +268,7 @@ impl Task {
             checkpoints = p.checkpoints,
             epoch = self.epoch,
             late = self.windows.late,
+            filtered = p.filtered,
             skipped = self.decoder.skipped,
             "progress"
         );
@@ -251,7 +298,7 @@ fn is_unreachable(e: &anyhow::Error) -> bool {
 }
 
 /// [`run`] until SIGTERM or SIGINT.
-pub async fn run_until_signalled(pipeline: Pipeline) -> anyhow::Result<()> {
+pub async fn run_until_signalled(pipeline: Pipeline, options: Options) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
@@ -261,5 +308,5 @@ pub async fn run_until_signalled(pipeline: Pipeline) -> anyhow::Result<()> {
             _ = int.recv() => {}
         }
     };
-    run(pipeline, shutdown).await
+    run(pipeline, options, shutdown).await
 }

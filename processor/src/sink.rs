@@ -1,8 +1,8 @@
 //! Closed windows as a Parquet file: columns `key` (Utf8), `window_start`
 //! and `window_end` (Int64, milliseconds since the epoch), then one column
 //! per aggregate in the pipeline's order: `count` as Int64, `sum`, `min`,
-//! `max` and `avg` as Float64 (null when no record of the window had the
-//! field).
+//! `max`, `avg` and `wavg` as Float64 (null when no record of the window
+//! had the field, or for `wavg` both fields, or its weights summed to 0).
 
 use std::sync::Arc;
 
@@ -48,7 +48,17 @@ pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBa
         Arc::new(ends.finish()),
     ];
     let fields = pipeline.value_fields();
+    let mut weighted = 0;
     for a in &pipeline.aggregates {
+        if a.op == AggregateOp::Wavg {
+            let mut b = Float64Builder::with_capacity(rows.len());
+            for r in rows {
+                b.append_option(r.acc.weighted.get(weighted).and_then(|w| w.value()));
+            }
+            weighted += 1;
+            columns.push(Arc::new(b.finish()));
+            continue;
+        }
         if a.op == AggregateOp::Count {
             let mut b = Int64Builder::with_capacity(rows.len());
             for r in rows {
@@ -69,7 +79,7 @@ pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBa
                 AggregateOp::Min => f.min,
                 AggregateOp::Max => f.max,
                 AggregateOp::Avg => Some(f.sum / f.n as f64),
-                AggregateOp::Count => None,
+                AggregateOp::Count | AggregateOp::Wavg => None,
             }));
         }
         columns.push(Arc::new(b.finish()));
@@ -120,6 +130,7 @@ sink: {type: parquet, url: "file:///tmp/x"}
             acc: WindowAcc {
                 count,
                 fields: vec![x],
+                weighted: Vec::new(),
             },
         };
         let rows = vec![

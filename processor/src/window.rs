@@ -1,14 +1,28 @@
-//! Tumbling windows on event time, closed by a watermark.
+//! Event-time windows closed by a watermark: tumbling, sliding and session
+//! windows.
 //!
-//! A record with event time `t` belongs to the window
-//! `[start, start + size)` with `start = floor(t / size) * size`; its key
-//! and window select one accumulator (the record count, and per aggregated
-//! field the count of values, their sum, min and max).
+//! Tumbling and sliding windows are aligned to the epoch:
+//! `[k*slide, k*slide + size)` for every integer `k` (tumbling: `slide ==
+//! size`). Records are aggregated once, into *panes* of `slide` (the pane of
+//! `t` starts at `floor(t / slide) * slide`); a window's figures are its
+//! `size / slide` panes merged when it closes, so a record costs the same
+//! whatever the overlap. A pane is dropped once the last window holding it
+//! has closed.
+//!
+//! Session windows are per key: a record at `t` opens `[t, t + gap)`, and
+//! windows of one key that overlap are merged, so a session is
+//! `[first event, last event + gap)`.
+//!
+//! Per key and window the figures are the record count and, per aggregated
+//! field, the count of values, their sum, min and max, and per weighted
+//! average the weighted sum and the sum of weights.
 //!
 //! The watermark is the minimum, over the partitions read, of the largest
-//! event time seen in each, minus the allowed lateness; it never goes
-//! back. A window is closed, and emitted, once the watermark reaches its
-//! end. A record for a closed window is late: it is counted and dropped.
+//! event time seen in each (filtered-out records included), minus the
+//! allowed lateness; it never goes back. A window is closed, and emitted,
+//! once the watermark reaches its end. A record all of whose windows have
+//! closed is late: it is counted and dropped (a sliding window record
+//! whose newer windows are still open counts in those only).
 //!
 //! A partition that has been read to its end and has brought no record for
 //! the idle timeout no longer holds the watermark back. When every
@@ -17,16 +31,19 @@
 //! is then in the output, at the price that a record arriving later for
 //! one of those windows is late.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use arrow_array::Array;
 use serde::{Deserialize, Serialize};
 
 use crate::decode::Columns;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{AggregateOp, Pipeline, WindowSpec};
 
 const LOG_EVERY: Duration = Duration::from_secs(10);
+/// Window ends a watermark step is walked through one by one; a longer
+/// jump looks at the open panes instead.
+const MAX_STEPS: i64 = 4096;
 
 /// One aggregated field's running figures in one window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -45,6 +62,43 @@ impl FieldAcc {
         self.min = Some(self.min.map_or(v, |m| m.min(v)));
         self.max = Some(self.max.map_or(v, |m| m.max(v)));
     }
+
+    fn merge(&mut self, o: &FieldAcc) {
+        self.n += o.n;
+        self.sum += o.sum;
+        self.min = match (self.min, o.min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.max = match (self.max, o.max) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// One weighted average's running figures in one window: over the records
+/// that have both fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WeightedAcc {
+    pub n: i64,
+    /// Sum of value * weight.
+    pub sum_product: f64,
+    pub sum_weight: f64,
+}
+
+impl WeightedAcc {
+    fn merge(&mut self, o: &WeightedAcc) {
+        self.n += o.n;
+        self.sum_product += o.sum_product;
+        self.sum_weight += o.sum_weight;
+    }
+
+    /// The weighted average; none without records or with weights summing
+    /// to 0.
+    pub fn value(&self) -> Option<f64> {
+        (self.n > 0 && self.sum_weight != 0.0).then(|| self.sum_product / self.sum_weight)
+    }
 }
 
 /// One key's window: its record count and per-field figures.
@@ -53,6 +107,49 @@ pub struct WindowAcc {
     pub count: i64,
     /// One per [`Pipeline::value_fields`], in that order.
     pub fields: Vec<FieldAcc>,
+    /// One per `wavg` aggregate, in the pipeline's order.
+    #[serde(default)]
+    pub weighted: Vec<WeightedAcc>,
+}
+
+impl WindowAcc {
+    fn empty(fields: usize, weighted: usize) -> WindowAcc {
+        WindowAcc {
+            count: 0,
+            fields: vec![FieldAcc::default(); fields],
+            weighted: vec![WeightedAcc::default(); weighted],
+        }
+    }
+
+    fn merge(&mut self, o: &WindowAcc) {
+        self.count += o.count;
+        for (a, b) in self.fields.iter_mut().zip(&o.fields) {
+            a.merge(b);
+        }
+        for (a, b) in self.weighted.iter_mut().zip(&o.weighted) {
+            a.merge(b);
+        }
+    }
+
+    /// Adds row `i` of `cols`.
+    fn add(&mut self, cols: &Columns, i: usize, pairs: &[(usize, usize)]) {
+        self.count += 1;
+        for (f, values) in self.fields.iter_mut().zip(&cols.values) {
+            if values.is_valid(i) {
+                f.add(values.value(i));
+            }
+        }
+        for (w, &(v, weight)) in self.weighted.iter_mut().zip(pairs) {
+            let (Some(v), Some(weight)) = (cols.values.get(v), cols.values.get(weight)) else {
+                continue;
+            };
+            if v.is_valid(i) && weight.is_valid(i) {
+                w.n += 1;
+                w.sum_product += v.value(i) * weight.value(i);
+                w.sum_weight += weight.value(i);
+            }
+        }
+    }
 }
 
 /// A window of one key with its figures: an open one in a checkpoint, or
@@ -72,7 +169,26 @@ pub struct WindowsSnapshot {
     pub watermark: Option<i64>,
     /// Per partition, the largest event time seen.
     pub max_event_time: BTreeMap<i32, i64>,
+    /// Open panes (tumbling and sliding windows) or open sessions.
     pub open: Vec<WindowRow>,
+}
+
+/// What is open: panes of aligned windows, or sessions.
+enum Open {
+    /// (pane start, key) -> figures; ordered by start, so what closes is a
+    /// prefix.
+    Panes {
+        size: i64,
+        slide: i64,
+        panes: BTreeMap<(i64, String), WindowAcc>,
+    },
+    Sessions {
+        gap: i64,
+        /// key -> start -> (end, figures)
+        by_key: BTreeMap<String, BTreeMap<i64, (i64, WindowAcc)>>,
+        /// (end, key, start) of every open session, to close in end order.
+        by_end: BTreeSet<(i64, String, i64)>,
+    },
 }
 
 struct PartitionClock {
@@ -85,16 +201,15 @@ struct PartitionClock {
 
 /// The open windows of every key, and the watermark that closes them.
 pub struct Windows {
-    size: i64,
+    open: Open,
     lateness: i64,
     idle_timeout: Duration,
     fields: usize,
-    /// (window start, key) -> figures; ordered by start, so closing takes
-    /// a prefix.
-    open: BTreeMap<(i64, String), WindowAcc>,
+    /// Per `wavg` aggregate, the indexes of its value and weight fields.
+    pairs: Vec<(usize, usize)>,
     clocks: BTreeMap<i32, PartitionClock>,
     watermark: Option<i64>,
-    /// Records dropped because their window had closed.
+    /// Records dropped because their windows had closed.
     pub late: u64,
     late_since_log: u64,
     last_log: Option<Instant>,
@@ -103,12 +218,36 @@ pub struct Windows {
 impl Windows {
     /// No window open yet, reading `partitions` from `now`.
     pub fn new(pipeline: &Pipeline, partitions: &[i32], now: Instant) -> Windows {
+        let fields = pipeline.value_fields();
+        let index = |f: &Option<String>| {
+            f.as_ref()
+                .and_then(|f| fields.iter().position(|x| x == f))
+                .unwrap_or(usize::MAX)
+        };
+        let pairs = pipeline
+            .aggregates
+            .iter()
+            .filter(|a| a.op == AggregateOp::Wavg)
+            .map(|a| (index(&a.field), index(&a.weight)))
+            .collect();
+        let open = match pipeline.windows() {
+            WindowSpec::Aligned { size, slide } => Open::Panes {
+                size,
+                slide,
+                panes: BTreeMap::new(),
+            },
+            WindowSpec::Session { gap } => Open::Sessions {
+                gap,
+                by_key: BTreeMap::new(),
+                by_end: BTreeSet::new(),
+            },
+        };
         Windows {
-            size: pipeline.window_ms(),
+            open,
             lateness: pipeline.lateness_ms(),
             idle_timeout: pipeline.source.idle_timeout,
-            fields: pipeline.value_fields().len(),
-            open: BTreeMap::new(),
+            fields: fields.len(),
+            pairs,
             clocks: partitions
                 .iter()
                 .map(|p| {
@@ -137,15 +276,61 @@ impl Windows {
                 c.max_event_time = Some(*t);
             }
         }
-        self.open = snapshot
-            .open
-            .iter()
-            .map(|w| ((w.start, w.key.clone()), w.acc.clone()))
-            .collect();
+        let (fields, weighted) = (self.fields, self.pairs.len());
+        // figures from a pipeline file since given more aggregates start
+        // empty for them
+        let fit = |acc: &WindowAcc| {
+            let mut acc = acc.clone();
+            acc.fields.resize(fields, FieldAcc::default());
+            acc.weighted.resize(weighted, WeightedAcc::default());
+            acc
+        };
+        match &mut self.open {
+            Open::Panes { panes, .. } => {
+                *panes = snapshot
+                    .open
+                    .iter()
+                    .map(|w| ((w.start, w.key.clone()), fit(&w.acc)))
+                    .collect();
+            }
+            Open::Sessions { by_key, by_end, .. } => {
+                by_key.clear();
+                by_end.clear();
+                for w in &snapshot.open {
+                    by_key
+                        .entry(w.key.clone())
+                        .or_default()
+                        .insert(w.start, (w.end, fit(&w.acc)));
+                    by_end.insert((w.end, w.key.clone(), w.start));
+                }
+            }
+        }
     }
 
     /// The windows and event times a checkpoint keeps.
     pub fn snapshot(&self) -> WindowsSnapshot {
+        let open = match &self.open {
+            Open::Panes { slide, panes, .. } => panes
+                .iter()
+                .map(|((start, key), acc)| WindowRow {
+                    key: key.clone(),
+                    start: *start,
+                    end: start.saturating_add(*slide),
+                    acc: acc.clone(),
+                })
+                .collect(),
+            Open::Sessions { by_key, .. } => by_key
+                .iter()
+                .flat_map(|(key, sessions)| {
+                    sessions.iter().map(|(start, (end, acc))| WindowRow {
+                        key: key.clone(),
+                        start: *start,
+                        end: *end,
+                        acc: acc.clone(),
+                    })
+                })
+                .collect(),
+        };
         WindowsSnapshot {
             watermark: self.watermark,
             max_event_time: self
@@ -153,11 +338,7 @@ impl Windows {
                 .iter()
                 .filter_map(|(p, c)| Some((*p, c.max_event_time?)))
                 .collect(),
-            open: self
-                .open
-                .iter()
-                .map(|((start, key), acc)| self.row(key.clone(), *start, acc.clone()))
-                .collect(),
+            open,
         }
     }
 
@@ -165,46 +346,43 @@ impl Windows {
         self.watermark
     }
 
+    /// Open panes (tumbling and sliding windows) or sessions.
     pub fn open_windows(&self) -> usize {
-        self.open.len()
+        match &self.open {
+            Open::Panes { panes, .. } => panes.len(),
+            Open::Sessions { by_end, .. } => by_end.len(),
+        }
     }
 
-    /// Adds one partition's decoded records.
+    /// Adds one partition's decoded records; the partition's event time
+    /// moves to `cols.max_event_time` (records filtered out count there).
     pub fn add(&mut self, partition: i32, cols: &Columns, now: Instant) {
-        if cols.is_empty() {
+        let Some(max) = cols.max_event_time else {
             return;
-        }
-        let mut max = i64::MIN;
-        let mut late = 0u64;
-        for i in 0..cols.len() {
-            let t = cols.event_times.value(i);
-            max = max.max(t);
-            let start = t.div_euclid(self.size).saturating_mul(self.size);
-            if self
-                .watermark
-                .is_some_and(|w| start.saturating_add(self.size) <= w)
-            {
-                late += 1;
-                continue;
-            }
-            let key = cols.keys.value(i);
-            let acc = match self.open.get_mut(&(start, key.to_owned())) {
-                Some(acc) => acc,
-                None => self
-                    .open
-                    .entry((start, key.to_owned()))
-                    .or_insert(WindowAcc {
-                        count: 0,
-                        fields: vec![FieldAcc::default(); self.fields],
-                    }),
-            };
-            acc.count += 1;
-            for (f, values) in acc.fields.iter_mut().zip(&cols.values) {
-                if values.is_valid(i) {
-                    f.add(values.value(i));
-                }
-            }
-        }
+        };
+        let late = match &mut self.open {
+            Open::Panes {
+                size, slide, panes, ..
+            } => add_to_panes(
+                panes,
+                (*size, *slide),
+                self.watermark,
+                cols,
+                (self.fields, &self.pairs),
+            ),
+            Open::Sessions {
+                gap,
+                by_key,
+                by_end,
+            } => add_to_sessions(
+                by_key,
+                by_end,
+                *gap,
+                self.watermark,
+                cols,
+                (self.fields, &self.pairs),
+            ),
+        };
         if let Some(c) = self.clocks.get_mut(&partition) {
             c.max_event_time = Some(c.max_event_time.map_or(max, |m| m.max(max)));
             c.last_record = now;
@@ -222,25 +400,20 @@ impl Windows {
     }
 
     /// Moves the watermark as far as the partitions allow and returns the
-    /// windows that closed, oldest first.
+    /// windows that closed, oldest end first.
     pub fn advance(&mut self, now: Instant) -> Vec<WindowRow> {
         let idle = |c: &PartitionClock| {
             c.caught_up && now.saturating_duration_since(c.last_record) >= self.idle_timeout
         };
         let candidate = if self.clocks.values().all(idle) {
             // everything there is has been read: close every open window
-            let newest_end = self
-                .open
-                .keys()
-                .next_back()
-                .map(|(start, _)| start.saturating_add(self.size));
             let newest_event = self
                 .clocks
                 .values()
                 .filter_map(|c| c.max_event_time)
                 .max()
                 .map(|t| t.saturating_sub(self.lateness));
-            newest_end.max(newest_event)
+            self.newest_end().max(newest_event)
         } else {
             let mut min: Option<i64> = None;
             let mut held = false;
@@ -260,6 +433,7 @@ impl Windows {
                 min
             }
         };
+        let before = self.watermark;
         if let Some(c) = candidate {
             if self.watermark.is_none_or(|w| c > w) {
                 self.watermark = Some(c);
@@ -268,24 +442,25 @@ impl Windows {
         let Some(w) = self.watermark else {
             return Vec::new();
         };
-        let mut closed = Vec::new();
-        while let Some(entry) = self.open.first_entry() {
-            let start = entry.key().0;
-            if start.saturating_add(self.size) > w {
-                break;
-            }
-            let ((start, key), acc) = entry.remove_entry();
-            closed.push(self.row(key, start, acc));
+        if before == Some(w) {
+            return Vec::new();
         }
-        closed
+        match &mut self.open {
+            Open::Panes {
+                size, slide, panes, ..
+            } => close_panes(panes, *size, *slide, before, w),
+            Open::Sessions { by_key, by_end, .. } => close_sessions(by_key, by_end, w),
+        }
     }
 
-    fn row(&self, key: String, start: i64, acc: WindowAcc) -> WindowRow {
-        WindowRow {
-            key,
-            start,
-            end: start.saturating_add(self.size),
-            acc,
+    /// The end of the newest open window.
+    fn newest_end(&self) -> Option<i64> {
+        match &self.open {
+            Open::Panes { size, panes, .. } => panes
+                .keys()
+                .next_back()
+                .map(|(start, _)| start.saturating_add(*size)),
+            Open::Sessions { by_end, .. } => by_end.last().map(|(end, _, _)| *end),
         }
     }
 
@@ -307,6 +482,204 @@ impl Windows {
         self.late_since_log = 0;
         self.last_log = Some(now);
     }
+}
+
+/// Adds records to their panes; returns how many were late.
+fn add_to_panes(
+    panes: &mut BTreeMap<(i64, String), WindowAcc>,
+    (size, slide): (i64, i64),
+    watermark: Option<i64>,
+    cols: &Columns,
+    (fields, pairs): (usize, &[(usize, usize)]),
+) -> u64 {
+    let mut late = 0;
+    for i in 0..cols.len() {
+        let t = cols.event_times.value(i);
+        let pane = t.div_euclid(slide).saturating_mul(slide);
+        // the newest window holding the pane starts at the pane
+        if watermark.is_some_and(|w| pane.saturating_add(size) <= w) {
+            late += 1;
+            continue;
+        }
+        let key = cols.keys.value(i);
+        let acc = match panes.get_mut(&(pane, key.to_owned())) {
+            Some(acc) => acc,
+            None => panes
+                .entry((pane, key.to_owned()))
+                .or_insert_with(|| WindowAcc::empty(fields, pairs.len())),
+        };
+        acc.add(cols, i, pairs);
+    }
+    late
+}
+
+/// The windows that close as the watermark moves from `before` to `w`:
+/// every window holding an open pane whose end is in `(before, w]`, with
+/// its panes merged per key.
+fn close_panes(
+    panes: &mut BTreeMap<(i64, String), WindowAcc>,
+    size: i64,
+    slide: i64,
+    before: Option<i64>,
+    w: i64,
+) -> Vec<WindowRow> {
+    let closes = |start: i64| {
+        let end = start.saturating_add(size);
+        end <= w && before.is_none_or(|b| end > b)
+    };
+    let mut starts = BTreeSet::new();
+    // a small step of the watermark: the few window ends it passes
+    if let Some(b) = before.filter(|b| w.saturating_sub(*b) / slide <= MAX_STEPS) {
+        let first = b.saturating_sub(size).saturating_add(1);
+        let mut start = first
+            .saturating_neg()
+            .div_euclid(slide)
+            .saturating_neg()
+            .saturating_mul(slide);
+        while start.saturating_add(size) <= w {
+            starts.insert(start);
+            start = start.saturating_add(slide);
+        }
+        return merge_panes(panes, size, w, starts);
+    }
+    // the first watermark, or a jump: the windows holding open panes
+    let mut last_pane = None;
+    for (pane, _) in panes.keys() {
+        if *pane >= w {
+            break;
+        }
+        if last_pane == Some(*pane) {
+            continue;
+        }
+        last_pane = Some(*pane);
+        // the windows holding this pane start at pane - size + slide ..= pane
+        let mut start = pane.saturating_sub(size).saturating_add(slide);
+        while start <= *pane {
+            if closes(start) {
+                starts.insert(start);
+            }
+            start = start.saturating_add(slide);
+        }
+    }
+    merge_panes(panes, size, w, starts)
+}
+
+/// The windows starting at `starts` with their panes merged per key (those
+/// holding no pane are left out); then drops the panes no window ending
+/// after `w` holds.
+fn merge_panes(
+    panes: &mut BTreeMap<(i64, String), WindowAcc>,
+    size: i64,
+    w: i64,
+    starts: BTreeSet<i64>,
+) -> Vec<WindowRow> {
+    let mut closed = Vec::new();
+    for start in starts {
+        let end = start.saturating_add(size);
+        let mut merged: BTreeMap<&str, WindowAcc> = BTreeMap::new();
+        for ((_, key), acc) in panes.range((start, String::new())..(end, String::new())) {
+            match merged.get_mut(key.as_str()) {
+                Some(m) => m.merge(acc),
+                None => {
+                    merged.insert(key, acc.clone());
+                }
+            }
+        }
+        closed.extend(merged.into_iter().map(|(key, acc)| WindowRow {
+            key: key.to_owned(),
+            start,
+            end,
+            acc,
+        }));
+    }
+    // a pane is held by windows ending up to pane + size
+    while let Some(entry) = panes.first_entry() {
+        if entry.key().0.saturating_add(size) > w {
+            break;
+        }
+        entry.remove();
+    }
+    closed
+}
+
+/// Adds records to their keys' sessions, merging the sessions a record
+/// bridges; returns how many were late.
+fn add_to_sessions(
+    by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, WindowAcc)>>,
+    by_end: &mut BTreeSet<(i64, String, i64)>,
+    gap: i64,
+    watermark: Option<i64>,
+    cols: &Columns,
+    (fields, pairs): (usize, &[(usize, usize)]),
+) -> u64 {
+    let mut late = 0;
+    for i in 0..cols.len() {
+        let t = cols.event_times.value(i);
+        let key = cols.keys.value(i);
+        let mut start = t;
+        let mut end = t.saturating_add(gap);
+        let sessions = match by_key.get_mut(key) {
+            Some(s) => s,
+            None => by_key.entry(key.to_owned()).or_default(),
+        };
+        // open sessions overlapping [t, t + gap): disjoint and sorted, so
+        // the ones starting before t + gap, newest back while they reach t
+        let overlapping: Vec<i64> = sessions
+            .range(..end)
+            .rev()
+            .take_while(|(_, (e, _))| *e > t)
+            .map(|(s, _)| *s)
+            .collect();
+        if overlapping.is_empty() && watermark.is_some_and(|w| end <= w) {
+            late += 1;
+            if sessions.is_empty() {
+                by_key.remove(key);
+            }
+            continue;
+        }
+        let mut acc = WindowAcc::empty(fields, pairs.len());
+        for s in overlapping {
+            if let Some((e, a)) = sessions.remove(&s) {
+                by_end.remove(&(e, key.to_owned(), s));
+                start = start.min(s);
+                end = end.max(e);
+                acc.merge(&a);
+            }
+        }
+        acc.add(cols, i, pairs);
+        sessions.insert(start, (end, acc));
+        by_end.insert((end, key.to_owned(), start));
+    }
+    late
+}
+
+/// The sessions ending at or before `w`, oldest end first.
+fn close_sessions(
+    by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, WindowAcc)>>,
+    by_end: &mut BTreeSet<(i64, String, i64)>,
+    w: i64,
+) -> Vec<WindowRow> {
+    let mut closed = Vec::new();
+    while by_end.first().is_some_and(|(end, _, _)| *end <= w) {
+        let Some((end, key, start)) = by_end.pop_first() else {
+            break;
+        };
+        let Some(sessions) = by_key.get_mut(&key) else {
+            continue;
+        };
+        if let Some((_, acc)) = sessions.remove(&start) {
+            closed.push(WindowRow {
+                key: key.clone(),
+                start,
+                end,
+                acc,
+            });
+        }
+        if sessions.is_empty() {
+            by_key.remove(&key);
+        }
+    }
+    closed
 }
 
 #[cfg(test)]

@@ -14,6 +14,20 @@ sink: {{type: parquet, url: "file:///tmp/x"}}
     .unwrap()
 }
 
+fn with_window(window: &str, aggregates: &str) -> Pipeline {
+    Pipeline::parse(&format!(
+        r#"
+name: t
+source: {{bootstrap: "b:9092", topic: t, format: json, event_time: ts, key: k}}
+window: {window}
+aggregates: {aggregates}
+sink: {{type: parquet, url: "file:///tmp/x"}}
+"#
+    ))
+    .unwrap()
+}
+
+/// Records of (key, event time); those at even times have x = 1.5.
 fn cols(rows: &[(&str, i64)]) -> Columns {
     Columns {
         keys: StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()),
@@ -23,6 +37,22 @@ fn cols(rows: &[(&str, i64)]) -> Columns {
                 .map(|r| (r.1 % 2 == 0).then_some(1.5))
                 .collect::<Vec<_>>(),
         )],
+        filtered_by: Vec::new(),
+        max_event_time: rows.iter().map(|r| r.1).max(),
+    }
+}
+
+/// Records of (key, event time, x, weight).
+fn weighted(rows: &[(&str, i64, f64, f64)]) -> Columns {
+    Columns {
+        keys: StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()),
+        event_times: Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()),
+        values: vec![
+            Float64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>()),
+            Float64Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>()),
+        ],
+        filtered_by: Vec::new(),
+        max_event_time: rows.iter().map(|r| r.1).max(),
     }
 }
 
@@ -135,4 +165,151 @@ fn a_snapshot_restored_goes_on_as_the_original_would() {
     assert_eq!(a.late, 1);
     assert_eq!(b.late, 1, "the restored watermark still closes [0, 1000)");
     assert_eq!(a.advance(t0), b.advance(t0));
+}
+
+#[test]
+fn sliding_windows_hold_every_record_whose_time_they_cover() {
+    let t0 = Instant::now();
+    let p = with_window(
+        "{type: sliding, size: 3s, slide: 1s}",
+        "[{op: count, as: n}]",
+    );
+    let mut w = Windows::new(&p, &[0], t0);
+    w.add(0, &cols(&[("a", 500), ("a", 1500), ("b", 2500)]), t0);
+    assert_eq!(w.open_windows(), 3, "one pane per key and second");
+    w.add(0, &cols(&[("a", 3000)]), t0);
+    // the watermark at 3000 closes every window ending by then
+    assert_eq!(
+        summary(&w.advance(t0)),
+        vec![
+            ("a".into(), -2000, 1000, 1),
+            ("a".into(), -1000, 2000, 2),
+            ("a".into(), 0, 3000, 2),
+            ("b".into(), 0, 3000, 1),
+        ]
+    );
+    w.add(0, &cols(&[("a", 5200)]), t0);
+    assert_eq!(
+        summary(&w.advance(t0)),
+        vec![
+            ("a".into(), 1000, 4000, 2),
+            ("b".into(), 1000, 4000, 1),
+            ("a".into(), 2000, 5000, 1),
+            ("b".into(), 2000, 5000, 1),
+        ]
+    );
+    // 1200's pane is held by windows up to [1000, 4000), all closed: late
+    w.add(0, &cols(&[("a", 1200)]), t0);
+    assert_eq!(w.late, 1);
+    // 4100's pane is held by [2000, 5000), closed, and by [3000, 6000) and
+    // [4000, 7000), open: it counts in those
+    w.add(0, &cols(&[("c", 4100)]), t0);
+    assert_eq!(w.late, 1);
+    w.add(0, &cols(&[("a", 9000)]), t0);
+    let rows = summary(&w.advance(t0));
+    assert!(rows.contains(&("c".into(), 3000, 6000, 1)), "{rows:?}");
+    assert!(rows.contains(&("c".into(), 4000, 7000, 1)), "{rows:?}");
+    assert!(
+        !rows.iter().any(|r| r.0 == "c" && r.1 == 2000),
+        "[2000, 5000) had closed before 4100 came: {rows:?}"
+    );
+}
+
+#[test]
+fn a_tumbling_window_equals_a_sliding_one_whose_slide_is_its_size() {
+    let t0 = Instant::now();
+    let records = cols(&[("a", 10), ("b", 999), ("a", 1000), ("a", 2500), ("b", 4100)]);
+    let mut out = Vec::new();
+    for window in [
+        "{type: tumbling, size: 1s}",
+        "{type: sliding, size: 1s, slide: 1s}",
+    ] {
+        let p = with_window(window, "[{op: count, as: n}]");
+        let mut w = Windows::new(&p, &[0], t0);
+        w.add(0, &records, t0);
+        out.push(summary(&w.advance(t0)));
+    }
+    assert_eq!(out[0], out[1]);
+    assert_eq!(out[0].len(), 4);
+}
+
+#[test]
+fn sessions_grow_merge_and_close_a_gap_after_their_last_record() {
+    let t0 = Instant::now();
+    let p = with_window("{type: session, gap: 1s}", "[{op: count, as: n}]");
+    let mut w = Windows::new(&p, &[0], t0);
+    w.add(
+        0,
+        &cols(&[("a", 0), ("a", 800), ("b", 500), ("a", 2600)]),
+        t0,
+    );
+    assert_eq!(
+        w.open_windows(),
+        3,
+        "a: [0, 1800) and [2600, 3600); b: [500, 1500)"
+    );
+    // [1700, 2700) overlaps both of a's sessions: one [0, 3600)
+    w.add(0, &cols(&[("a", 1700)]), t0);
+    assert_eq!(w.open_windows(), 2);
+    assert_eq!(
+        summary(&w.advance(t0)),
+        vec![("b".into(), 500, 1500, 1)],
+        "the watermark is 2600"
+    );
+    w.add(0, &cols(&[("c", 5000)]), t0);
+    assert_eq!(summary(&w.advance(t0)), vec![("a".into(), 0, 3600, 4)]);
+    // a record inside a closed session's span, with nothing open to join
+    w.add(0, &cols(&[("a", 3500)]), t0);
+    assert_eq!(w.late, 1);
+    // a record before an open session's start joins it
+    w.add(0, &cols(&[("c", 4500)]), t0);
+    assert_eq!(w.late, 1);
+    let snapshot = w.snapshot();
+    assert_eq!(snapshot.open.len(), 1);
+    assert_eq!((snapshot.open[0].start, snapshot.open[0].end), (4500, 6000));
+    assert_eq!(snapshot.open[0].acc.count, 2);
+    let mut restored = Windows::new(&p, &[0], t0);
+    restored.restore(&snapshot);
+    for x in [&mut w, &mut restored] {
+        x.add(0, &cols(&[("d", 9000)]), t0);
+    }
+    assert_eq!(w.advance(t0), restored.advance(t0));
+}
+
+#[test]
+fn weighted_averages_merge_across_panes() {
+    let t0 = Instant::now();
+    let p = with_window(
+        "{type: sliding, size: 2s, slide: 1s}",
+        "[{op: wavg, field: x, weight: w, as: vwap}, {op: sum, field: w, as: volume}]",
+    );
+    let mut w = Windows::new(&p, &[0], t0);
+    w.add(
+        0,
+        &weighted(&[
+            ("a", 100, 10.0, 1.0),
+            ("a", 1100, 20.0, 3.0),
+            ("a", 2100, 0.0, 0.0),
+        ]),
+        t0,
+    );
+    let closed = w.advance(t0);
+    let spans: Vec<_> = closed.iter().map(|r| (r.start, r.end)).collect();
+    assert_eq!(spans, vec![(-1000, 1000), (0, 2000)]);
+    assert_eq!(closed[0].acc.weighted[0].value(), Some(10.0));
+    // (10*1 + 20*3) / (1 + 3)
+    assert_eq!(closed[1].acc.weighted[0].value(), Some(17.5));
+    assert_eq!(closed[1].acc.fields[1].sum, 4.0, "volume");
+}
+
+#[test]
+fn a_checkpoint_of_tumbling_windows_without_weighted_figures_restores() {
+    // a checkpoint written before weighted averages existed
+    let text = r#"{"watermark":1000,"max_event_time":{"0":1500},
+        "open":[{"key":"a","start":1000,"end":2000,"acc":{"count":2,"fields":[{"n":1,"sum":1.5,"min":1.5,"max":1.5}]}}]}"#;
+    let t0 = Instant::now();
+    let mut w = Windows::new(&pipeline("0ms", "5s"), &[0], t0);
+    w.restore(&serde_json::from_str(text).unwrap());
+    w.add(0, &cols(&[("a", 2500)]), t0);
+    assert_eq!(summary(&w.advance(t0)), vec![("a".into(), 1000, 2000, 2)]);
 }

@@ -7,7 +7,10 @@
 # data file no checkpoint committed left behind) and restarted: the output
 # is still exact; the broker killed and restarted under a running
 # processor (it reconnects; still exact); a bad pipeline file refused.
-# About 40 seconds.
+# Then ticks read by two processors at once: sliding windows with a filter
+# and weighted averages, and session windows, each row equal to what the
+# test computes from the ticks; the --stats file's counts.
+# About 60 seconds.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
 # boto3, pyarrow, pytest).
 set -euo pipefail

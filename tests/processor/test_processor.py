@@ -265,14 +265,19 @@ def test_a_bad_pipeline_file_is_refused_naming_the_key(tmp_path):
     bad.write_text("""
 name: counts
 source: {bootstrap: "127.0.0.1:9092", topic: events, format: json, event_time: ts, key: k}
-window: {type: tumbling, size: 1s, slide: 500ms}
+window: {type: tumbling, size: 1s, hop: 500ms}
 aggregates: [{op: count, as: n}]
 sink: {type: parquet, url: "s3://bucket/counts"}
 """)
     run = subprocess.run([binary(), "process", "--pipeline", str(bad)], capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 1
-    assert "unknown field `slide`" in run.stderr, run.stderr
+    assert "unknown field `hop`" in run.stderr, run.stderr
+    bad.write_text(bad.read_text().replace("hop: 500ms", "slide: 500ms"))
+    run = subprocess.run([binary(), "process", "--pipeline", str(bad)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 1
+    assert "window.slide: a tumbling window does not take it" in run.stderr, run.stderr
     bad.write_text(bad.read_text().replace(", slide: 500ms", "").replace("{op: count, as: n}", "{op: sum, as: n}"))
     run = subprocess.run([binary(), "process", "--pipeline", str(bad)], capture_output=True, text=True,
                          timeout=60)

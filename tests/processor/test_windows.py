@@ -1,0 +1,203 @@
+"""Sliding windows with a filter and weighted averages, and session windows,
+end to end: ticks (symbol, price, size, ts) on a 4-partition topic, two
+processors reading it at once into their own Parquet directories; the rows,
+read with pyarrow, equal what is computed here from the ticks produced. The
+sliding pipeline's `--stats` file counts every record, the ones its filter
+dropped, and latency percentiles."""
+
+import collections
+import glob
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import time
+
+import pyarrow.parquet as pq
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker import Broker, binary
+
+TICKS = 30_000
+SYMBOLS = 10
+BASE = 1_700_000_000_000
+STEP = 10  # ms between ticks: strictly increasing event times
+QUIET = 7_000  # every symbol is silent one 7 s period in three: sessions end
+SIZE, SLIDE, GAP = 3_000, 1_000, 2_000
+MIN_SIZE = 100
+
+
+def ticks():
+    rng = random.Random(37)
+    out = []
+    for i in range(TICKS):
+        ts = BASE + i * STEP
+        n = i % SYMBOLS
+        if (ts // QUIET) % 3 == n % 3:
+            continue
+        out.append({"symbol": f"S{n:02}", "price": round(100 + rng.random() * 10, 2),
+                    "size": rng.choice([50, 100, 200, 300]), "ts": ts})
+    return out
+
+
+def produce(bootstrap, events):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("ticks", 4, 1)])["ticks"].result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for e in events:
+        p.produce("ticks", key=e["symbol"], value=json.dumps(e))
+        p.poll(0)
+    assert p.flush(120) == 0
+
+
+def expected_sliding(events):
+    """(symbol, window_start) -> (trades, volume, vwap numerator, low, high)
+    over the ticks of size >= MIN_SIZE."""
+    acc = {}
+    for e in events:
+        if e["size"] < MIN_SIZE:
+            continue
+        last = e["ts"] // SLIDE * SLIDE
+        for start in range(last - SIZE + SLIDE, last + 1, SLIDE):
+            n, vol, num, lo, hi = acc.get((e["symbol"], start), (0, 0, 0.0, math.inf, -math.inf))
+            acc[(e["symbol"], start)] = (n + 1, vol + e["size"], num + e["price"] * e["size"],
+                                         min(lo, e["price"]), max(hi, e["price"]))
+    return acc
+
+
+def expected_sessions(events):
+    """(symbol, session start) -> (session end, count)."""
+    by_symbol = collections.defaultdict(list)
+    for e in events:
+        by_symbol[e["symbol"]].append(e["ts"])
+    out = {}
+    for symbol, times in by_symbol.items():
+        times.sort()
+        start = last = times[0]
+        n = 0
+        for t in times:
+            if t - last >= GAP:
+                out[(symbol, start)] = (last + GAP, n)
+                start, n = t, 0
+            last = t
+            n += 1
+        out[(symbol, start)] = (last + GAP, n)
+    return out
+
+
+class Pipeline:
+    def __init__(self, root, name, bootstrap, body, stats=False):
+        self.out = os.path.join(root, name)
+        self.path = os.path.join(root, f"{name}.yaml")
+        self.stats = os.path.join(root, f"{name}-stats.json") if stats else None
+        with open(self.path, "w") as f:
+            f.write(f"""
+name: {name}
+source: {{bootstrap: "{bootstrap}", topic: ticks, format: json, event_time: ts, key: symbol, idle_timeout: 2s}}
+{body}
+sink: {{type: parquet, url: "file://{self.out}"}}
+checkpoint_interval: 500ms
+""")
+        self.log_path = os.path.join(root, f"{name}.log")
+        args = [binary(), "process", "--pipeline", self.path]
+        if self.stats:
+            args += ["--stats", self.stats]
+        self.proc = subprocess.Popen(args, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, RUST_LOG="info"))
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def rows(self):
+        checkpoints = sorted(glob.glob(os.path.join(self.out, "_checkpoints", "*.json")))
+        if not checkpoints:
+            return []
+        with open(checkpoints[-1]) as f:
+            files = json.load(f)["files"]
+        return [r for name in files for r in pq.read_table(os.path.join(self.out, name)).to_pylist()]
+
+    def wait_for_rows(self, n, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            assert self.proc.poll() is None, self.log()
+            rows = self.rows()
+            if len(rows) >= n:
+                return rows
+            time.sleep(0.3)
+        raise AssertionError(f"{len(self.rows())} of {n} rows after {timeout} s:\n{self.log()[-3000:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def test_sliding_filtered_weighted_and_session_windows_equal_the_ticks():
+    events = ticks()
+    b = Broker().start()
+    root = tempfile.mkdtemp(prefix="aerostream-windows-")
+    running = []
+    try:
+        produce(b.bootstrap, events)
+        sliding = Pipeline(root, "vwap", b.bootstrap, f"""
+window: {{type: sliding, size: {SIZE}ms, slide: {SLIDE}ms}}
+filter: [{{field: size, op: ge, value: {MIN_SIZE}}}, {{field: symbol, op: ne, value: NONE}}]
+aggregates:
+  - {{op: count, as: trades}}
+  - {{op: sum, field: size, as: volume}}
+  - {{op: wavg, field: price, weight: size, as: vwap}}
+  - {{op: min, field: price, as: low}}
+  - {{op: max, field: price, as: high}}
+""", stats=True)
+        running.append(sliding)
+        sessions = Pipeline(root, "sessions", b.bootstrap, f"""
+window: {{type: session, gap: {GAP}ms}}
+aggregates: [{{op: count, as: n}}]
+""")
+        running.append(sessions)
+
+        want = expected_sliding(events)
+        rows = sliding.wait_for_rows(len(want))
+        got = {(r["key"], r["window_start"]): r for r in rows}
+        assert len(got) == len(rows), "no window written twice"
+        assert set(got) == set(want), (sorted(set(want) - set(got))[:5], sorted(set(got) - set(want))[:5])
+        for k, (n, vol, num, lo, hi) in want.items():
+            r = got[k]
+            assert r["window_end"] == k[1] + SIZE
+            assert (r["trades"], r["volume"], r["low"], r["high"]) == (n, vol, lo, hi), (k, r)
+            assert math.isclose(r["vwap"], num / vol, rel_tol=1e-9), (k, r, num / vol)
+
+        want = expected_sessions(events)
+        assert len(want) > SYMBOLS * 10, "the quiet periods cut every symbol's ticks into sessions"
+        rows = sessions.wait_for_rows(len(want))
+        got = {(r["key"], r["window_start"]): (r["window_end"], r["n"]) for r in rows}
+        assert len(got) == len(rows), "no session written twice"
+        assert got == want, [(k, got.get(k), v) for k, v in want.items() if got.get(k) != v][:5]
+
+        for p in running:
+            assert p.stop() == 0, p.log()
+        with open(sliding.stats) as f:
+            stats = json.load(f)
+        dropped = sum(1 for e in events if e["size"] < MIN_SIZE)
+        assert (stats["records"], stats["filtered"], stats["late"]) == (len(events), dropped, 0), stats
+        ingest = stats["latency_ms"]["ingest_to_state"]
+        assert ingest["count"] == len(events) and 0 < ingest["p50"] <= ingest["p99"] <= ingest["max"], stats
+        assert stats["latency_ms"]["window_result"]["count"] == stats["windows_emitted"] == len(expected_sliding(events))
+        assert f"filtered={dropped}" in sliding.log()
+    finally:
+        for p in running:
+            if p.proc.poll() is None:
+                p.proc.kill()
+                p.proc.wait()
+        b.stop()
+        subprocess.run(["rm", "-rf", root])

@@ -1,6 +1,7 @@
 //! JSON record values into Arrow arrays: the key (Utf8), the event time
 //! (Int64, milliseconds since the epoch), each field an aggregate reads
 //! (Float64, null where the record lacks it or it is not a number) and
+//! each field a `distinct` aggregate counts (UInt64: the hash of its text),
 //! each field a filter reads (Float64 or Utf8, as the filter's values are).
 //!
 //! A record whose value is not a JSON object, or that lacks the event time
@@ -11,12 +12,13 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
-use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, StringArray};
+use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder, UInt64Builder};
+use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, StringArray, UInt64Array};
 use kafka_protocol::records::Record;
 use serde_json::Value;
 
 use crate::pipeline::Pipeline;
+use crate::sketch::hash;
 
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -27,6 +29,9 @@ pub struct Columns {
     pub event_times: Int64Array,
     /// One array per [`Pipeline::value_fields`], in that order.
     pub values: Vec<Float64Array>,
+    /// One array per [`Pipeline::distinct_fields`], in that order: the
+    /// hash of the value's text ([`crate::sketch::hash`]).
+    pub hashes: Vec<UInt64Array>,
     /// One array per filter, in the pipeline's order: Float64 or Utf8.
     pub filtered_by: Vec<ArrayRef>,
     /// The newest event time among the records decoded, kept when some
@@ -49,6 +54,7 @@ pub struct JsonDecoder {
     key_field: Option<String>,
     time_field: String,
     value_fields: Vec<String>,
+    distinct_fields: Vec<String>,
     /// Per filter, its field and whether it is compared as text.
     filter_fields: Vec<(String, bool)>,
     /// Records skipped since the decoder was made.
@@ -70,6 +76,7 @@ impl JsonDecoder {
             key_field: pipeline.source.key.clone(),
             time_field: pipeline.source.event_time.clone(),
             value_fields: pipeline.value_fields(),
+            distinct_fields: pipeline.distinct_fields(),
             filter_fields: pipeline
                 .filter
                 .iter()
@@ -104,6 +111,11 @@ impl JsonDecoder {
                 }
             })
             .collect();
+        let mut hashes: Vec<UInt64Builder> = self
+            .distinct_fields
+            .iter()
+            .map(|_| UInt64Builder::with_capacity(records.len()))
+            .collect();
         let mut max_event_time: Option<i64> = None;
         for r in records {
             match self.row(r) {
@@ -113,6 +125,9 @@ impl JsonDecoder {
                     max_event_time = Some(max_event_time.map_or(time, |m| m.max(time)));
                     for (b, v) in values.iter_mut().zip(fields) {
                         b.append_option(v);
+                    }
+                    for (b, field) in hashes.iter_mut().zip(&self.distinct_fields) {
+                        b.append_option(obj.get(field).and_then(as_text).map(|t| hash(&t)));
                     }
                     for (b, (field, _)) in filtered_by.iter_mut().zip(&self.filter_fields) {
                         let v = obj.get(field);
@@ -129,6 +144,7 @@ impl JsonDecoder {
             keys: keys.finish(),
             event_times: times.finish(),
             values: values.iter_mut().map(|b| b.finish()).collect(),
+            hashes: hashes.iter_mut().map(|b| b.finish()).collect(),
             filtered_by: filtered_by
                 .iter_mut()
                 .map(|b| match b {

@@ -4,7 +4,7 @@
 //! every column is filtered by the result in one pass per column.
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
 use arrow_array::{Array, BooleanArray, Datum, Float64Array, Scalar, StringArray};
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::ArrowError;
@@ -65,6 +65,11 @@ impl Predicates {
                 .values
                 .iter()
                 .map(|v| Ok(take(v)?.as_primitive::<Float64Type>().clone()))
+                .collect::<Result<_, ArrowError>>()?,
+            hashes: cols
+                .hashes
+                .iter()
+                .map(|v| Ok(take(v)?.as_primitive::<UInt64Type>().clone()))
                 .collect::<Result<_, ArrowError>>()?,
             filtered_by: Vec::new(),
             max_event_time: cols.max_event_time,

@@ -17,6 +17,7 @@ pub mod filter;
 pub mod pipeline;
 pub mod run;
 pub mod sink;
+pub mod sketch;
 pub mod source;
 pub mod stats;
 #[cfg(test)]

@@ -202,6 +202,9 @@ pub struct Aggregate {
     /// The numeric field weighting `field` (`wavg` only).
     #[serde(default)]
     pub weight: Option<String>,
+    /// The quantile, from 0 to 1 (`quantile` only).
+    #[serde(default)]
+    pub q: Option<f64>,
     /// The output column's name.
     #[serde(rename = "as")]
     pub name: String,
@@ -218,6 +221,12 @@ pub enum AggregateOp {
     /// Weighted average: sum(field * weight) / sum(weight) over the
     /// records that have both (e.g. a volume-weighted average price).
     Wavg,
+    /// Approximate count of the field's distinct values (a string, number
+    /// or boolean; HyperLogLog++, about 1.6% standard error).
+    Distinct,
+    /// Approximate `q`-quantile of the numeric field (DDSketch, within 1%
+    /// of the true value).
+    Quantile,
 }
 
 /// Where closed windows go.
@@ -315,6 +324,16 @@ impl Pipeline {
                 }
                 (AggregateOp::Wavg, Some(_)) | (_, None) => {}
                 (_, Some(_)) => return Err(invalid(&at("weight"), "only wavg takes a weight")),
+            }
+            match (a.op, a.q) {
+                (AggregateOp::Quantile, None) => {
+                    return Err(invalid(&at("q"), "quantile needs q, from 0 to 1"))
+                }
+                (AggregateOp::Quantile, Some(q)) if !(0.0..=1.0).contains(&q) => {
+                    return Err(invalid(&at("q"), format!("{q} is not from 0 to 1")))
+                }
+                (AggregateOp::Quantile, Some(_)) | (_, None) => {}
+                (_, Some(_)) => return Err(invalid(&at("q"), "only quantile takes q")),
             }
             if a.name.trim().is_empty() {
                 return Err(invalid(&at("as"), "must name the output column"));
@@ -454,17 +473,36 @@ impl Pipeline {
         i64::try_from(self.window.allowed_lateness.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// The distinct fields the aggregates read (values and weights), in
-    /// first-use order.
+    /// The numeric fields the aggregates read (values and weights), each
+    /// once, in first-use order.
     pub fn value_fields(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let read = self
             .aggregates
             .iter()
+            .filter(|a| a.op != AggregateOp::Distinct)
             .flat_map(|a| a.field.iter().chain(a.weight.iter()));
         for f in read {
             if !out.contains(f) {
                 out.push(f.clone());
+            }
+        }
+        out
+    }
+
+    /// The fields `distinct` aggregates count, each once, in first-use
+    /// order.
+    pub fn distinct_fields(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for a in self
+            .aggregates
+            .iter()
+            .filter(|a| a.op == AggregateOp::Distinct)
+        {
+            if let Some(f) = &a.field {
+                if !out.contains(f) {
+                    out.push(f.clone());
+                }
             }
         }
         out

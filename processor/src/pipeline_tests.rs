@@ -253,3 +253,33 @@ fn filters_are_checked() {
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn approximate_aggregates_take_their_own_keys() {
+    let aggregates = |a: &str| EXAMPLE.replace("[{op: count, as: n}]", a);
+    let p = Pipeline::parse(&aggregates(
+        "[{op: distinct, field: user, as: users}, {op: quantile, field: ms, q: 0.99, as: p99}]",
+    ))
+    .unwrap();
+    assert_eq!(p.distinct_fields(), vec!["user".to_owned()]);
+    assert_eq!(
+        p.value_fields(),
+        vec!["ms".to_owned()],
+        "distinct values are not numbers"
+    );
+    for (bad, says) in [
+        ("[{op: quantile, field: ms, as: p}]", "quantile needs q"),
+        (
+            "[{op: quantile, field: ms, q: 1.5, as: p}]",
+            "1.5 is not from 0 to 1",
+        ),
+        (
+            "[{op: max, field: ms, q: 0.5, as: p}]",
+            "only quantile takes q",
+        ),
+        ("[{op: distinct, as: p}]", "needs a field"),
+    ] {
+        let e = err(&aggregates(bad));
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}

@@ -1,8 +1,9 @@
 //! Closed windows as a Parquet file: columns `key` (Utf8), `window_start`
 //! and `window_end` (Int64, milliseconds since the epoch), then one column
-//! per aggregate in the pipeline's order: `count` as Int64, `sum`, `min`,
-//! `max`, `avg` and `wavg` as Float64 (null when no record of the window
-//! had the field, or for `wavg` both fields, or its weights summed to 0).
+//! per aggregate in the pipeline's order: `count` and `distinct` as Int64,
+//! `sum`, `min`, `max`, `avg`, `wavg` and `quantile` as Float64 (null when
+//! no record of the window had the field, or for `wavg` both fields, or
+//! its weights summed to 0).
 
 use std::sync::Arc;
 
@@ -25,7 +26,9 @@ pub fn schema(pipeline: &Pipeline) -> Schema {
     ];
     for a in &pipeline.aggregates {
         fields.push(match a.op {
-            AggregateOp::Count => Field::new(&a.name, DataType::Int64, false),
+            AggregateOp::Count | AggregateOp::Distinct => {
+                Field::new(&a.name, DataType::Int64, false)
+            }
             _ => Field::new(&a.name, DataType::Float64, true),
         });
     }
@@ -48,7 +51,7 @@ pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBa
         Arc::new(ends.finish()),
     ];
     let fields = pipeline.value_fields();
-    let mut weighted = 0;
+    let (mut weighted, mut distinct, mut quantiles) = (0, 0, 0);
     for a in &pipeline.aggregates {
         if a.op == AggregateOp::Wavg {
             let mut b = Float64Builder::with_capacity(rows.len());
@@ -56,6 +59,25 @@ pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBa
                 b.append_option(r.acc.weighted.get(weighted).and_then(|w| w.value()));
             }
             weighted += 1;
+            columns.push(Arc::new(b.finish()));
+            continue;
+        }
+        if a.op == AggregateOp::Distinct {
+            let mut b = Int64Builder::with_capacity(rows.len());
+            for r in rows {
+                b.append_value(r.acc.distinct.get(distinct).map_or(0, |d| d.estimate()));
+            }
+            distinct += 1;
+            columns.push(Arc::new(b.finish()));
+            continue;
+        }
+        if a.op == AggregateOp::Quantile {
+            let q = a.q.unwrap_or(0.5);
+            let mut b = Float64Builder::with_capacity(rows.len());
+            for r in rows {
+                b.append_option(r.acc.quantiles.get(quantiles).and_then(|s| s.quantile(q)));
+            }
+            quantiles += 1;
             columns.push(Arc::new(b.finish()));
             continue;
         }
@@ -79,7 +101,10 @@ pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBa
                 AggregateOp::Min => f.min,
                 AggregateOp::Max => f.max,
                 AggregateOp::Avg => Some(f.sum / f.n as f64),
-                AggregateOp::Count | AggregateOp::Wavg => None,
+                AggregateOp::Count
+                | AggregateOp::Wavg
+                | AggregateOp::Distinct
+                | AggregateOp::Quantile => None,
             }));
         }
         columns.push(Arc::new(b.finish()));
@@ -131,6 +156,8 @@ sink: {type: parquet, url: "file:///tmp/x"}
                 count,
                 fields: vec![x],
                 weighted: Vec::new(),
+                distinct: Vec::new(),
+                quantiles: Vec::new(),
             },
         };
         let rows = vec![

@@ -14,8 +14,9 @@
 //! `[first event, last event + gap)`.
 //!
 //! Per key and window the figures are the record count and, per aggregated
-//! field, the count of values, their sum, min and max, and per weighted
-//! average the weighted sum and the sum of weights.
+//! field, the count of values, their sum, min and max; per weighted
+//! average the weighted sum and the sum of weights; per approximate
+//! aggregate its sketch ([`crate::sketch`]).
 //!
 //! The watermark is the minimum, over the partitions read, of the largest
 //! event time seen in each (filtered-out records included), minus the
@@ -39,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::decode::Columns;
 use crate::pipeline::{AggregateOp, Pipeline, WindowSpec};
+use crate::sketch::{Distinct, Quantiles};
 
 const LOG_EVERY: Duration = Duration::from_secs(10);
 /// Window ends a watermark step is walked through one by one; a longer
@@ -110,15 +112,74 @@ pub struct WindowAcc {
     /// One per `wavg` aggregate, in the pipeline's order.
     #[serde(default)]
     pub weighted: Vec<WeightedAcc>,
+    /// One per `distinct` aggregate, in the pipeline's order.
+    #[serde(default)]
+    pub distinct: Vec<Distinct>,
+    /// One per `quantile` aggregate, in the pipeline's order.
+    #[serde(default)]
+    pub quantiles: Vec<Quantiles>,
+}
+
+/// Where each aggregate's inputs are among a batch's columns.
+#[derive(Clone, Debug, Default)]
+pub struct Layout {
+    /// How many numeric fields ([`Pipeline::value_fields`]).
+    pub fields: usize,
+    /// Per `wavg` aggregate, its value and weight field indexes.
+    pub pairs: Vec<(usize, usize)>,
+    /// Per `distinct` aggregate, its hash column index.
+    pub distinct: Vec<usize>,
+    /// Per `quantile` aggregate, its numeric field index.
+    pub quantiles: Vec<usize>,
+}
+
+impl Layout {
+    pub fn new(pipeline: &Pipeline) -> Layout {
+        let fields = pipeline.value_fields();
+        let hashed = pipeline.distinct_fields();
+        let index = |among: &[String], f: &Option<String>| {
+            f.as_ref()
+                .and_then(|f| among.iter().position(|x| x == f))
+                .unwrap_or(usize::MAX)
+        };
+        let of = |op: AggregateOp| pipeline.aggregates.iter().filter(move |a| a.op == op);
+        Layout {
+            fields: fields.len(),
+            pairs: of(AggregateOp::Wavg)
+                .map(|a| (index(&fields, &a.field), index(&fields, &a.weight)))
+                .collect(),
+            distinct: of(AggregateOp::Distinct)
+                .map(|a| index(&hashed, &a.field))
+                .collect(),
+            quantiles: of(AggregateOp::Quantile)
+                .map(|a| index(&fields, &a.field))
+                .collect(),
+        }
+    }
 }
 
 impl WindowAcc {
-    fn empty(fields: usize, weighted: usize) -> WindowAcc {
+    pub fn empty(layout: &Layout) -> WindowAcc {
         WindowAcc {
             count: 0,
-            fields: vec![FieldAcc::default(); fields],
-            weighted: vec![WeightedAcc::default(); weighted],
+            fields: vec![FieldAcc::default(); layout.fields],
+            weighted: vec![WeightedAcc::default(); layout.pairs.len()],
+            distinct: vec![Distinct::default(); layout.distinct.len()],
+            quantiles: vec![Quantiles::default(); layout.quantiles.len()],
         }
+    }
+
+    /// Figures from a checkpoint of a pipeline file since given more
+    /// aggregates: the new ones start empty.
+    fn fit(mut self, layout: &Layout) -> WindowAcc {
+        self.fields.resize(layout.fields, FieldAcc::default());
+        self.weighted
+            .resize(layout.pairs.len(), WeightedAcc::default());
+        self.distinct
+            .resize(layout.distinct.len(), Distinct::default());
+        self.quantiles
+            .resize(layout.quantiles.len(), Quantiles::default());
+        self
     }
 
     fn merge(&mut self, o: &WindowAcc) {
@@ -129,17 +190,33 @@ impl WindowAcc {
         for (a, b) in self.weighted.iter_mut().zip(&o.weighted) {
             a.merge(b);
         }
+        for (a, b) in self.distinct.iter_mut().zip(&o.distinct) {
+            a.merge(b);
+        }
+        for (a, b) in self.quantiles.iter_mut().zip(&o.quantiles) {
+            a.merge(b);
+        }
     }
 
     /// Adds row `i` of `cols`.
-    fn add(&mut self, cols: &Columns, i: usize, pairs: &[(usize, usize)]) {
+    fn add(&mut self, cols: &Columns, i: usize, layout: &Layout) {
         self.count += 1;
         for (f, values) in self.fields.iter_mut().zip(&cols.values) {
             if values.is_valid(i) {
                 f.add(values.value(i));
             }
         }
-        for (w, &(v, weight)) in self.weighted.iter_mut().zip(pairs) {
+        for (d, &h) in self.distinct.iter_mut().zip(&layout.distinct) {
+            if let Some(hashes) = cols.hashes.get(h).filter(|a| a.is_valid(i)) {
+                d.insert(hashes.value(i));
+            }
+        }
+        for (sketch, &v) in self.quantiles.iter_mut().zip(&layout.quantiles) {
+            if let Some(values) = cols.values.get(v).filter(|a| a.is_valid(i)) {
+                sketch.add(values.value(i));
+            }
+        }
+        for (w, &(v, weight)) in self.weighted.iter_mut().zip(&layout.pairs) {
             let (Some(v), Some(weight)) = (cols.values.get(v), cols.values.get(weight)) else {
                 continue;
             };
@@ -204,9 +281,7 @@ pub struct Windows {
     open: Open,
     lateness: i64,
     idle_timeout: Duration,
-    fields: usize,
-    /// Per `wavg` aggregate, the indexes of its value and weight fields.
-    pairs: Vec<(usize, usize)>,
+    layout: Layout,
     clocks: BTreeMap<i32, PartitionClock>,
     watermark: Option<i64>,
     /// Records dropped because their windows had closed.
@@ -218,18 +293,6 @@ pub struct Windows {
 impl Windows {
     /// No window open yet, reading `partitions` from `now`.
     pub fn new(pipeline: &Pipeline, partitions: &[i32], now: Instant) -> Windows {
-        let fields = pipeline.value_fields();
-        let index = |f: &Option<String>| {
-            f.as_ref()
-                .and_then(|f| fields.iter().position(|x| x == f))
-                .unwrap_or(usize::MAX)
-        };
-        let pairs = pipeline
-            .aggregates
-            .iter()
-            .filter(|a| a.op == AggregateOp::Wavg)
-            .map(|a| (index(&a.field), index(&a.weight)))
-            .collect();
         let open = match pipeline.windows() {
             WindowSpec::Aligned { size, slide } => Open::Panes {
                 size,
@@ -246,8 +309,7 @@ impl Windows {
             open,
             lateness: pipeline.lateness_ms(),
             idle_timeout: pipeline.source.idle_timeout,
-            fields: fields.len(),
-            pairs,
+            layout: Layout::new(pipeline),
             clocks: partitions
                 .iter()
                 .map(|p| {
@@ -276,15 +338,8 @@ impl Windows {
                 c.max_event_time = Some(*t);
             }
         }
-        let (fields, weighted) = (self.fields, self.pairs.len());
-        // figures from a pipeline file since given more aggregates start
-        // empty for them
-        let fit = |acc: &WindowAcc| {
-            let mut acc = acc.clone();
-            acc.fields.resize(fields, FieldAcc::default());
-            acc.weighted.resize(weighted, WeightedAcc::default());
-            acc
-        };
+        let layout = &self.layout;
+        let fit = |acc: &WindowAcc| acc.clone().fit(layout);
         match &mut self.open {
             Open::Panes { panes, .. } => {
                 *panes = snapshot
@@ -363,25 +418,12 @@ impl Windows {
         let late = match &mut self.open {
             Open::Panes {
                 size, slide, panes, ..
-            } => add_to_panes(
-                panes,
-                (*size, *slide),
-                self.watermark,
-                cols,
-                (self.fields, &self.pairs),
-            ),
+            } => add_to_panes(panes, (*size, *slide), self.watermark, cols, &self.layout),
             Open::Sessions {
                 gap,
                 by_key,
                 by_end,
-            } => add_to_sessions(
-                by_key,
-                by_end,
-                *gap,
-                self.watermark,
-                cols,
-                (self.fields, &self.pairs),
-            ),
+            } => add_to_sessions(by_key, by_end, *gap, self.watermark, cols, &self.layout),
         };
         if let Some(c) = self.clocks.get_mut(&partition) {
             c.max_event_time = Some(c.max_event_time.map_or(max, |m| m.max(max)));
@@ -490,7 +532,7 @@ fn add_to_panes(
     (size, slide): (i64, i64),
     watermark: Option<i64>,
     cols: &Columns,
-    (fields, pairs): (usize, &[(usize, usize)]),
+    layout: &Layout,
 ) -> u64 {
     let mut late = 0;
     for i in 0..cols.len() {
@@ -506,9 +548,9 @@ fn add_to_panes(
             Some(acc) => acc,
             None => panes
                 .entry((pane, key.to_owned()))
-                .or_insert_with(|| WindowAcc::empty(fields, pairs.len())),
+                .or_insert_with(|| WindowAcc::empty(layout)),
         };
-        acc.add(cols, i, pairs);
+        acc.add(cols, i, layout);
     }
     late
 }
@@ -610,7 +652,7 @@ fn add_to_sessions(
     gap: i64,
     watermark: Option<i64>,
     cols: &Columns,
-    (fields, pairs): (usize, &[(usize, usize)]),
+    layout: &Layout,
 ) -> u64 {
     let mut late = 0;
     for i in 0..cols.len() {
@@ -637,7 +679,7 @@ fn add_to_sessions(
             }
             continue;
         }
-        let mut acc = WindowAcc::empty(fields, pairs.len());
+        let mut acc = WindowAcc::empty(layout);
         for s in overlapping {
             if let Some((e, a)) = sessions.remove(&s) {
                 by_end.remove(&(e, key.to_owned(), s));
@@ -646,7 +688,7 @@ fn add_to_sessions(
                 acc.merge(&a);
             }
         }
-        acc.add(cols, i, pairs);
+        acc.add(cols, i, layout);
         sessions.insert(start, (end, acc));
         by_end.insert((end, key.to_owned(), start));
     }

@@ -37,6 +37,7 @@ fn cols(rows: &[(&str, i64)]) -> Columns {
                 .map(|r| (r.1 % 2 == 0).then_some(1.5))
                 .collect::<Vec<_>>(),
         )],
+        hashes: Vec::new(),
         filtered_by: Vec::new(),
         max_event_time: rows.iter().map(|r| r.1).max(),
     }
@@ -51,6 +52,7 @@ fn weighted(rows: &[(&str, i64, f64, f64)]) -> Columns {
             Float64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>()),
             Float64Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>()),
         ],
+        hashes: Vec::new(),
         filtered_by: Vec::new(),
         max_event_time: rows.iter().map(|r| r.1).max(),
     }
@@ -312,4 +314,49 @@ fn a_checkpoint_of_tumbling_windows_without_weighted_figures_restores() {
     w.restore(&serde_json::from_str(text).unwrap());
     w.add(0, &cols(&[("a", 2500)]), t0);
     assert_eq!(summary(&w.advance(t0)), vec![("a".into(), 1000, 2000, 2)]);
+}
+
+#[test]
+fn distinct_counts_and_quantiles_merge_across_panes() {
+    let t0 = Instant::now();
+    let p = with_window(
+        "{type: sliding, size: 2s, slide: 1s}",
+        "[{op: distinct, field: u, as: users}, {op: quantile, field: x, q: 0.5, as: median}]",
+    );
+    let layout = Layout::new(&p);
+    assert_eq!((layout.distinct.len(), layout.quantiles.len()), (1, 1));
+    let mut w = Windows::new(&p, &[0], t0);
+    // pane [0, 1000): users u0..u9, x 0..9; pane [1000, 2000): u5..u14, x 10..19
+    let rows: Vec<(String, i64, f64)> = (0..10)
+        .map(|i| (format!("u{i}"), 100 + i, i as f64))
+        .chain((0..10).map(|i| (format!("u{}", i + 5), 1100 + i, (10 + i) as f64)))
+        .collect();
+    let cols = Columns {
+        keys: StringArray::from(vec!["k"; rows.len()]),
+        event_times: Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()),
+        values: vec![Float64Array::from(
+            rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+        )],
+        hashes: vec![arrow_array::UInt64Array::from(
+            rows.iter()
+                .map(|r| crate::sketch::hash(&r.0))
+                .collect::<Vec<_>>(),
+        )],
+        filtered_by: Vec::new(),
+        max_event_time: Some(2_500),
+    };
+    w.add(0, &cols, t0);
+    let closed = w.advance(t0);
+    let spans: Vec<_> = closed.iter().map(|r| (r.start, r.end)).collect();
+    assert_eq!(spans, vec![(-1000, 1000), (0, 2000)]);
+    assert_eq!(closed[0].acc.distinct[0].estimate(), 10);
+    assert_eq!(closed[1].acc.distinct[0].estimate(), 15, "u0..u14");
+    let median = closed[1].acc.quantiles[0].quantile(0.5).unwrap();
+    assert!((median - 9.0).abs() <= 0.1, "{median}");
+    // a checkpoint keeps the sketches
+    let snapshot = w.snapshot();
+    let text = serde_json::to_string(&snapshot).unwrap();
+    let mut restored = Windows::new(&p, &[0], t0);
+    restored.restore(&serde_json::from_str(&text).unwrap());
+    assert_eq!(restored.snapshot(), snapshot);
 }

@@ -1,4 +1,5 @@
-"""Sliding windows with a filter and weighted averages, and session windows,
+"""Sliding windows with a filter, weighted averages, distinct counts and
+quantiles, and session windows,
 end to end: ticks (symbol, price, size, ts) on a 4-partition topic, two
 processors reading it at once into their own Parquet directories; the rows,
 read with pyarrow, equal what is computed here from the ticks produced. The
@@ -55,17 +56,17 @@ def produce(bootstrap, events):
 
 
 def expected_sliding(events):
-    """(symbol, window_start) -> (trades, volume, vwap numerator, low, high)
-    over the ticks of size >= MIN_SIZE."""
+    """(symbol, window_start) -> (trades, volume, vwap numerator, low, high,
+    prices) over the ticks of size >= MIN_SIZE."""
     acc = {}
     for e in events:
         if e["size"] < MIN_SIZE:
             continue
         last = e["ts"] // SLIDE * SLIDE
         for start in range(last - SIZE + SLIDE, last + 1, SLIDE):
-            n, vol, num, lo, hi = acc.get((e["symbol"], start), (0, 0, 0.0, math.inf, -math.inf))
+            n, vol, num, lo, hi, prices = acc.get((e["symbol"], start), (0, 0, 0.0, math.inf, -math.inf, []))
             acc[(e["symbol"], start)] = (n + 1, vol + e["size"], num + e["price"] * e["size"],
-                                         min(lo, e["price"]), max(hi, e["price"]))
+                                         min(lo, e["price"]), max(hi, e["price"]), prices + [e["price"]])
     return acc
 
 
@@ -158,6 +159,8 @@ aggregates:
   - {{op: wavg, field: price, weight: size, as: vwap}}
   - {{op: min, field: price, as: low}}
   - {{op: max, field: price, as: high}}
+  - {{op: distinct, field: price, as: prices}}
+  - {{op: quantile, field: price, q: 0.5, as: median}}
 """, stats=True)
         running.append(sliding)
         sessions = Pipeline(root, "sessions", b.bootstrap, f"""
@@ -171,11 +174,17 @@ aggregates: [{{op: count, as: n}}]
         got = {(r["key"], r["window_start"]): r for r in rows}
         assert len(got) == len(rows), "no window written twice"
         assert set(got) == set(want), (sorted(set(want) - set(got))[:5], sorted(set(got) - set(want))[:5])
-        for k, (n, vol, num, lo, hi) in want.items():
+        for k, (n, vol, num, lo, hi, prices) in want.items():
             r = got[k]
             assert r["window_end"] == k[1] + SIZE
             assert (r["trades"], r["volume"], r["low"], r["high"]) == (n, vol, lo, hi), (k, r)
             assert math.isclose(r["vwap"], num / vol, rel_tol=1e-9), (k, r, num / vol)
+            # approximate: HyperLogLog++ (exact-ish while small), DDSketch
+            # within 1% of the lower median
+            distinct = len(set(prices))
+            assert abs(r["prices"] - distinct) <= max(1, 0.02 * distinct), (k, r["prices"], distinct)
+            median = sorted(prices)[(len(prices) - 1) // 2]
+            assert math.isclose(r["median"], median, rel_tol=0.011), (k, r["median"], median)
 
         want = expected_sessions(events)
         assert len(want) > SYMBOLS * 10, "the quiet periods cut every symbol's ticks into sessions"

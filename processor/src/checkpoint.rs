@@ -46,11 +46,23 @@ pub struct Checkpoint {
     pub windows: WindowsSnapshot,
     /// Every committed data file, relative to the sink URL, oldest first.
     pub files: Vec<String>,
+    /// Every committed file of late records (`late/part-<epoch>.parquet`),
+    /// oldest first.
+    #[serde(default)]
+    pub late_files: Vec<String>,
 }
 
 /// The name of epoch `epoch`'s data file.
 pub fn data_file(epoch: u64) -> String {
     format!("part-{epoch:020}.parquet")
+}
+
+/// Where late records go under the sink URL.
+pub const LATE_DIR: &str = "late";
+
+/// The name of epoch `epoch`'s file of late records.
+pub fn late_file(epoch: u64) -> String {
+    format!("{LATE_DIR}/part-{epoch:020}.parquet")
 }
 
 /// The data files and checkpoints under a sink URL.
@@ -129,15 +141,21 @@ impl CheckpointStore {
         Ok(Some(checkpoint))
     }
 
-    /// Deletes the data files under the prefix that `committed` does not
-    /// list (left by a processor that died before its checkpoint); their
-    /// names.
+    /// Deletes the data files (and files of late records) under the
+    /// prefix that `committed` does not list (left by a processor that died
+    /// before its checkpoint); their names.
     pub async fn remove_uncommitted(&self, committed: &[String]) -> anyhow::Result<Vec<String>> {
         let mut removed = Vec::new();
-        for name in self.list(&self.prefix).await? {
-            if name.starts_with("part-") && name.ends_with(".parquet") && !committed.contains(&name)
+        let top = self.list(&self.prefix).await?;
+        let late = self.list(&self.prefix.clone().join(LATE_DIR)).await?;
+        let names = top
+            .into_iter()
+            .chain(late.into_iter().map(|n| format!("{LATE_DIR}/{n}")));
+        for name in names {
+            let file = name.rsplit('/').next().unwrap_or_default();
+            if file.starts_with("part-") && file.ends_with(".parquet") && !committed.contains(&name)
             {
-                let path = self.prefix.clone().join(name.as_str());
+                let path = self.file_path(&name);
                 self.store
                     .delete(&path)
                     .await
@@ -148,9 +166,15 @@ impl CheckpointStore {
         Ok(removed)
     }
 
+    /// The path of `name` (which may hold `/`) under the prefix.
+    fn file_path(&self, name: &str) -> Path {
+        name.split('/')
+            .fold(self.prefix.clone(), |path, part| path.join(part))
+    }
+
     /// Writes data file `name`.
     pub async fn put_data(&self, name: &str, bytes: Vec<u8>) -> anyhow::Result<()> {
-        let path = self.prefix.clone().join(name);
+        let path = self.file_path(name);
         self.store
             .put(&path, Bytes::from(bytes).into())
             .await

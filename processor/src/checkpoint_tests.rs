@@ -21,6 +21,7 @@ fn checkpoint(epoch: u64, files: &[&str]) -> Checkpoint {
             open: Vec::new(),
         },
         files: files.iter().map(|f| f.to_string()).collect(),
+        late_files: Vec::new(),
     }
 }
 
@@ -72,4 +73,26 @@ async fn a_file_url_works_and_an_empty_folder_has_no_checkpoint() {
     s.commit(&checkpoint(1, &[&data_file(1)])).await.unwrap();
     assert_eq!(s.latest().await.unwrap().unwrap().epoch, 1);
     assert!(dir.path().join("counts").join(data_file(1)).exists());
+}
+
+#[tokio::test]
+async fn late_files_no_checkpoint_lists_are_removed_too() {
+    let s = store();
+    s.put_data(&late_file(1), b"one".to_vec()).await.unwrap();
+    let mut one = checkpoint(1, &[]);
+    one.late_files = vec![late_file(1)];
+    s.commit(&one).await.unwrap();
+    s.put_data(&late_file(2), b"two".to_vec()).await.unwrap();
+    s.put_data(&data_file(2), b"two".to_vec()).await.unwrap();
+    let latest = s.latest().await.unwrap().unwrap();
+    assert_eq!(latest.late_files, vec![late_file(1)]);
+    let removed = s.remove_uncommitted(&latest.late_files).await.unwrap();
+    assert_eq!(removed, vec![data_file(2), late_file(2)]);
+    assert_eq!(
+        s.all().await,
+        vec![
+            "out/counts/_checkpoints/00000000000000000001.json".to_owned(),
+            format!("out/counts/{}", late_file(1)),
+        ]
+    );
 }

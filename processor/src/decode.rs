@@ -27,6 +27,8 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 pub struct Columns {
     pub keys: StringArray,
     pub event_times: Int64Array,
+    /// The records' offsets in their partition.
+    pub offsets: Int64Array,
     /// One array per [`Pipeline::value_fields`], in that order.
     pub values: Vec<Float64Array>,
     /// One array per [`Pipeline::distinct_fields`], in that order: the
@@ -92,6 +94,7 @@ impl JsonDecoder {
     pub fn decode(&mut self, partition: i32, records: &[Record]) -> Columns {
         let mut keys = StringBuilder::with_capacity(records.len(), records.len() * 8);
         let mut times = Int64Builder::with_capacity(records.len());
+        let mut offsets = Int64Builder::with_capacity(records.len());
         let mut values: Vec<Float64Builder> = self
             .value_fields
             .iter()
@@ -121,6 +124,7 @@ impl JsonDecoder {
             match self.row(r) {
                 Ok((key, time, fields, obj)) => {
                     keys.append_value(key);
+                    offsets.append_value(r.offset);
                     times.append_value(time);
                     max_event_time = Some(max_event_time.map_or(time, |m| m.max(time)));
                     for (b, v) in values.iter_mut().zip(fields) {
@@ -143,6 +147,7 @@ impl JsonDecoder {
         Columns {
             keys: keys.finish(),
             event_times: times.finish(),
+            offsets: offsets.finish(),
             values: values.iter_mut().map(|b| b.finish()).collect(),
             hashes: hashes.iter_mut().map(|b| b.finish()).collect(),
             filtered_by: filtered_by

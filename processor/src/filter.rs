@@ -61,6 +61,7 @@ impl Predicates {
         let filtered = Columns {
             keys: take(&cols.keys)?.as_string::<i32>().clone(),
             event_times: take(&cols.event_times)?.as_primitive::<Int64Type>().clone(),
+            offsets: take(&cols.offsets)?.as_primitive::<Int64Type>().clone(),
             values: cols
                 .values
                 .iter()

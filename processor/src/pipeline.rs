@@ -103,6 +103,21 @@ pub struct Window {
     /// How far behind the newest event time a record may be and still count.
     #[serde(default, with = "duration")]
     pub allowed_lateness: Duration,
+    /// What becomes of late records.
+    #[serde(default)]
+    pub late_records: LateRecords,
+}
+
+/// What becomes of a record whose windows have all closed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LateRecords {
+    /// Counted and dropped.
+    #[default]
+    Drop,
+    /// Counted and written to `late/part-<epoch>.parquet` under the sink
+    /// URL, committed with the checkpoint like the windows.
+    Write,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

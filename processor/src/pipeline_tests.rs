@@ -283,3 +283,15 @@ fn approximate_aggregates_take_their_own_keys() {
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn late_records_are_dropped_unless_written() {
+    assert_eq!(
+        Pipeline::parse(EXAMPLE).unwrap().window.late_records,
+        LateRecords::Drop
+    );
+    let p = Pipeline::parse(&EXAMPLE.replace("size: 1s", "size: 1s, late_records: write")).unwrap();
+    assert_eq!(p.window.late_records, LateRecords::Write);
+    let e = err(&EXAMPLE.replace("size: 1s", "size: 1s, late_records: keep"));
+    assert!(e.contains("unknown variant `keep`"), "{e}");
+}

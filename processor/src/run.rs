@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::checkpoint::{data_file, Checkpoint, CheckpointStore};
-use crate::decode::JsonDecoder;
+use crate::checkpoint::{data_file, late_file, Checkpoint, CheckpointStore};
+use crate::decode::{Columns, JsonDecoder};
 use crate::filter::Predicates;
-use crate::pipeline::Pipeline;
-use crate::sink;
+use crate::pipeline::{LateRecords, Pipeline};
+use crate::sink::{self, LateRow};
 use crate::source::TopicReader;
 use crate::stats::{Counts, Stats};
 use crate::window::{WindowRow, Windows};
@@ -48,8 +48,11 @@ struct Task {
     windows: Windows,
     epoch: u64,
     files: Vec<String>,
+    late_files: Vec<String>,
     /// Windows closed since the last checkpoint.
     pending: Vec<WindowRow>,
+    /// Late records since the last checkpoint (when they are written).
+    pending_late: Vec<LateRow>,
     /// The offsets the last checkpoint committed.
     committed_offsets: std::collections::BTreeMap<i32, i64>,
     progress: Progress,
@@ -89,7 +92,14 @@ pub async fn run(
                 .apply(cols)
                 .context("cannot apply the filters")?;
             task.progress.filtered += dropped as u64;
-            task.windows.add(f.partition, &cols, now);
+            if task.pipeline.window.late_records == LateRecords::Write {
+                let mut late = Vec::new();
+                task.windows
+                    .add_keeping_late(f.partition, &cols, now, &mut late);
+                task.keep_late(f.partition, &cols, &late, &f.records);
+            } else {
+                task.windows.add(f.partition, &cols, now);
+            }
             if let Some(stats) = task.stats.as_mut() {
                 stats.ingested(&f.records);
             }
@@ -145,7 +155,12 @@ impl Task {
             }
         }
         let files = latest.as_ref().map(|c| c.files.clone()).unwrap_or_default();
-        let removed = store.remove_uncommitted(&files).await?;
+        let late_files = latest
+            .as_ref()
+            .map(|c| c.late_files.clone())
+            .unwrap_or_default();
+        let committed: Vec<String> = files.iter().chain(&late_files).cloned().collect();
+        let removed = store.remove_uncommitted(&committed).await?;
         if !removed.is_empty() {
             tracing::info!(?removed, "removed data files no checkpoint committed");
         }
@@ -189,7 +204,9 @@ impl Task {
             windows,
             epoch,
             files,
+            late_files,
             pending: Vec::new(),
+            pending_late: Vec::new(),
             committed_offsets: latest.map(|c| c.offsets).unwrap_or_default(),
             progress: Progress::default(),
             stats: None,
@@ -201,12 +218,24 @@ impl Task {
     /// retried at the next interval (false).
     async fn checkpoint(&mut self) -> bool {
         let offsets = self.reader.positions().clone();
-        if self.pending.is_empty() && offsets == self.committed_offsets && self.epoch > 0 {
+        if self.pending.is_empty()
+            && self.pending_late.is_empty()
+            && offsets == self.committed_offsets
+            && self.epoch > 0
+        {
             return true;
         }
         let epoch = self.epoch + 1;
         let mut files = self.files.clone();
+        let mut late_files = self.late_files.clone();
         let result = async {
+            if !self.pending_late.is_empty() {
+                let name = late_file(epoch);
+                let bytes = sink::encode_late(&self.pending_late)
+                    .context("cannot encode the late records as Parquet")?;
+                self.store.put_data(&name, bytes).await?;
+                late_files.push(name);
+            }
             if !self.pending.is_empty() {
                 let name = data_file(epoch);
                 let bytes = sink::encode(&self.pipeline, &self.pending)
@@ -221,6 +250,7 @@ impl Task {
                 offsets: offsets.clone(),
                 windows: self.windows.snapshot(),
                 files: files.clone(),
+                late_files: late_files.clone(),
             };
             self.store.commit(&checkpoint).await
         }
@@ -230,7 +260,9 @@ impl Task {
                 tracing::debug!(epoch, windows = self.pending.len(), "checkpoint committed");
                 self.epoch = epoch;
                 self.files = files;
+                self.late_files = late_files;
                 self.pending.clear();
+                self.pending_late.clear();
                 self.committed_offsets = offsets;
                 self.progress.checkpoints += 1;
                 true
@@ -242,6 +274,34 @@ impl Task {
                 );
                 false
             }
+        }
+    }
+
+    /// Keeps the late rows of `cols` for the late output, with their
+    /// records' values (found by offset among the fetched `records`).
+    fn keep_late(
+        &mut self,
+        partition: i32,
+        cols: &Columns,
+        late: &[usize],
+        records: &[kafka_protocol::records::Record],
+    ) {
+        for &i in late {
+            let offset = cols.offsets.value(i);
+            let value = records
+                .binary_search_by_key(&offset, |r| r.offset)
+                .ok()
+                .and_then(|at| records.get(at))
+                .and_then(|r| r.value.as_deref())
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default();
+            self.pending_late.push(LateRow {
+                partition,
+                offset,
+                key: cols.keys.value(i).to_owned(),
+                event_time: cols.event_times.value(i),
+                value,
+            });
         }
     }
 

@@ -112,16 +112,66 @@ pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBa
     Ok(RecordBatch::try_new(Arc::new(schema(pipeline)), columns)?)
 }
 
-/// `rows` as the bytes of one Parquet file (zstd, one row group).
-pub fn encode(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<Vec<u8>> {
-    let batch = batch(pipeline, rows)?;
+/// A record that came after all its windows had closed, as the late
+/// output keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LateRow {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: String,
+    pub event_time: i64,
+    /// The record's value, as text (invalid UTF-8 replaced).
+    pub value: String,
+}
+
+/// Late records as the bytes of one Parquet file: columns `partition`
+/// (Int32), `offset` (Int64), `key` (Utf8), `event_time` (Int64, ms) and
+/// `value` (Utf8).
+pub fn encode_late(rows: &[LateRow]) -> anyhow::Result<Vec<u8>> {
+    use arrow_array::builder::Int32Builder;
+    let mut partitions = Int32Builder::with_capacity(rows.len());
+    let mut offsets = Int64Builder::with_capacity(rows.len());
+    let mut keys = StringBuilder::new();
+    let mut times = Int64Builder::with_capacity(rows.len());
+    let mut values = StringBuilder::new();
+    for r in rows {
+        partitions.append_value(r.partition);
+        offsets.append_value(r.offset);
+        keys.append_value(&r.key);
+        times.append_value(r.event_time);
+        values.append_value(&r.value);
+    }
+    let schema = Schema::new(vec![
+        Field::new("partition", DataType::Int32, false),
+        Field::new("offset", DataType::Int64, false),
+        Field::new(KEY_COLUMN, DataType::Utf8, false),
+        Field::new("event_time", DataType::Int64, false),
+        Field::new("value", DataType::Utf8, false),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(partitions.finish()),
+        Arc::new(offsets.finish()),
+        Arc::new(keys.finish()),
+        Arc::new(times.finish()),
+        Arc::new(values.finish()),
+    ];
+    write_parquet(RecordBatch::try_new(Arc::new(schema), columns)?)
+}
+
+/// One batch as the bytes of one Parquet file (zstd, one row group).
+fn write_parquet(batch: RecordBatch) -> anyhow::Result<Vec<u8>> {
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_max_row_group_size(rows.len().max(1))
+        .set_max_row_group_size(batch.num_rows().max(1))
         .build();
     let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties))?;
     writer.write(&batch)?;
     Ok(writer.into_inner()?)
+}
+
+/// `rows` as the bytes of one Parquet file (zstd, one row group).
+pub fn encode(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<Vec<u8>> {
+    write_parquet(batch(pipeline, rows)?)
 }
 
 #[cfg(test)]
@@ -218,5 +268,35 @@ sink: {type: parquet, url: "file:///tmp/x"}
         assert_eq!(f(5), (1.0, true));
         assert_eq!(f(6), (4.0, true));
         assert_eq!(f(7), (2.5, true));
+    }
+
+    #[test]
+    fn late_rows_round_trip_through_parquet() {
+        let rows = vec![LateRow {
+            partition: 3,
+            offset: 42,
+            key: "a".into(),
+            event_time: 1_000,
+            value: r#"{"k":"a","ts":1000}"#.into(),
+        }];
+        let bytes = encode_late(&rows).unwrap();
+        let mut reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
+            .unwrap()
+            .build()
+            .unwrap();
+        let batch = reader.next().unwrap().unwrap();
+        let names: Vec<&str> = batch
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(names, ["partition", "offset", "key", "event_time", "value"]);
+        let offsets = batch.column(1).clone();
+        let offsets = offsets.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(offsets.value(0), 42);
+        let values = batch.column(4).clone();
+        let values = values.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(values.value(0), r#"{"k":"a","ts":1000}"#);
     }
 }

@@ -412,19 +412,34 @@ impl Windows {
     /// Adds one partition's decoded records; the partition's event time
     /// moves to `cols.max_event_time` (records filtered out count there).
     pub fn add(&mut self, partition: i32, cols: &Columns, now: Instant) {
+        self.add_keeping_late(partition, cols, now, &mut Vec::new());
+    }
+
+    /// [`Windows::add`], pushing the rows of `cols` that were late onto
+    /// `late_rows`.
+    pub fn add_keeping_late(
+        &mut self,
+        partition: i32,
+        cols: &Columns,
+        now: Instant,
+        late_rows: &mut Vec<usize>,
+    ) {
         let Some(max) = cols.max_event_time else {
             return;
         };
-        let late = match &mut self.open {
+        let before = late_rows.len();
+        let (watermark, layout) = (self.watermark, &self.layout);
+        match &mut self.open {
             Open::Panes {
                 size, slide, panes, ..
-            } => add_to_panes(panes, (*size, *slide), self.watermark, cols, &self.layout),
+            } => add_to_panes(panes, (*size, *slide), watermark, cols, layout, late_rows),
             Open::Sessions {
                 gap,
                 by_key,
                 by_end,
-            } => add_to_sessions(by_key, by_end, *gap, self.watermark, cols, &self.layout),
-        };
+            } => add_to_sessions(by_key, by_end, *gap, watermark, cols, layout, late_rows),
+        }
+        let late = (late_rows.len() - before) as u64;
         if let Some(c) = self.clocks.get_mut(&partition) {
             c.max_event_time = Some(c.max_event_time.map_or(max, |m| m.max(max)));
             c.last_record = now;
@@ -526,21 +541,21 @@ impl Windows {
     }
 }
 
-/// Adds records to their panes; returns how many were late.
+/// Adds records to their panes; the late ones' rows go onto `late`.
 fn add_to_panes(
     panes: &mut BTreeMap<(i64, String), WindowAcc>,
     (size, slide): (i64, i64),
     watermark: Option<i64>,
     cols: &Columns,
     layout: &Layout,
-) -> u64 {
-    let mut late = 0;
+    late: &mut Vec<usize>,
+) {
     for i in 0..cols.len() {
         let t = cols.event_times.value(i);
         let pane = t.div_euclid(slide).saturating_mul(slide);
         // the newest window holding the pane starts at the pane
         if watermark.is_some_and(|w| pane.saturating_add(size) <= w) {
-            late += 1;
+            late.push(i);
             continue;
         }
         let key = cols.keys.value(i);
@@ -552,7 +567,6 @@ fn add_to_panes(
         };
         acc.add(cols, i, layout);
     }
-    late
 }
 
 /// The windows that close as the watermark moves from `before` to `w`:
@@ -645,7 +659,7 @@ fn merge_panes(
 }
 
 /// Adds records to their keys' sessions, merging the sessions a record
-/// bridges; returns how many were late.
+/// bridges; the late ones' rows go onto `late`.
 fn add_to_sessions(
     by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, WindowAcc)>>,
     by_end: &mut BTreeSet<(i64, String, i64)>,
@@ -653,8 +667,8 @@ fn add_to_sessions(
     watermark: Option<i64>,
     cols: &Columns,
     layout: &Layout,
-) -> u64 {
-    let mut late = 0;
+    late: &mut Vec<usize>,
+) {
     for i in 0..cols.len() {
         let t = cols.event_times.value(i);
         let key = cols.keys.value(i);
@@ -673,7 +687,7 @@ fn add_to_sessions(
             .map(|(s, _)| *s)
             .collect();
         if overlapping.is_empty() && watermark.is_some_and(|w| end <= w) {
-            late += 1;
+            late.push(i);
             if sessions.is_empty() {
                 by_key.remove(key);
             }
@@ -692,7 +706,6 @@ fn add_to_sessions(
         sessions.insert(start, (end, acc));
         by_end.insert((end, key.to_owned(), start));
     }
-    late
 }
 
 /// The sessions ending at or before `w`, oldest end first.

@@ -32,6 +32,7 @@ fn cols(rows: &[(&str, i64)]) -> Columns {
     Columns {
         keys: StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()),
         event_times: Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()),
+        offsets: Int64Array::from((0..rows.len() as i64).collect::<Vec<_>>()),
         values: vec![Float64Array::from(
             rows.iter()
                 .map(|r| (r.1 % 2 == 0).then_some(1.5))
@@ -48,6 +49,7 @@ fn weighted(rows: &[(&str, i64, f64, f64)]) -> Columns {
     Columns {
         keys: StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()),
         event_times: Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()),
+        offsets: Int64Array::from((0..rows.len() as i64).collect::<Vec<_>>()),
         values: vec![
             Float64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>()),
             Float64Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>()),
@@ -334,6 +336,7 @@ fn distinct_counts_and_quantiles_merge_across_panes() {
     let cols = Columns {
         keys: StringArray::from(vec!["k"; rows.len()]),
         event_times: Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()),
+        offsets: Int64Array::from((0..rows.len() as i64).collect::<Vec<_>>()),
         values: vec![Float64Array::from(
             rows.iter().map(|r| r.2).collect::<Vec<_>>(),
         )],
@@ -359,4 +362,21 @@ fn distinct_counts_and_quantiles_merge_across_panes() {
     let mut restored = Windows::new(&p, &[0], t0);
     restored.restore(&serde_json::from_str(&text).unwrap());
     assert_eq!(restored.snapshot(), snapshot);
+}
+
+#[test]
+fn the_late_rows_are_named_for_the_late_output() {
+    let t0 = Instant::now();
+    let mut w = Windows::new(&pipeline("0ms", "5s"), &[0], t0);
+    w.add(0, &cols(&[("a", 100), ("a", 1500)]), t0);
+    w.advance(t0);
+    let mut late = Vec::new();
+    w.add_keeping_late(
+        0,
+        &cols(&[("a", 1600), ("b", 300), ("a", 999), ("a", 1000)]),
+        t0,
+        &mut late,
+    );
+    assert_eq!(late, vec![1, 2], "300 and 999 fall in [0, 1000), closed");
+    assert_eq!(w.late, 2);
 }

@@ -2,9 +2,10 @@
 quantiles, and session windows,
 end to end: ticks (symbol, price, size, ts) on a 4-partition topic, two
 processors reading it at once into their own Parquet directories; the rows,
-read with pyarrow, equal what is computed here from the ticks produced. The
-sliding pipeline's `--stats` file counts every record, the ones its filter
-dropped, and latency percentiles."""
+read with pyarrow, equal what is computed here from the ticks produced.
+Ticks produced after every window closed land in the sliding pipeline's
+late output. Its `--stats` file counts every record, the ones its filter
+dropped, the late ones, and latency percentiles."""
 
 import collections
 import glob
@@ -45,9 +46,10 @@ def ticks():
     return out
 
 
-def produce(bootstrap, events):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("ticks", 4, 1)])["ticks"].result(30)
+def produce(bootstrap, events, create=True):
+    if create:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("ticks", 4, 1)])["ticks"].result(30)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     for e in events:
         p.produce("ticks", key=e["symbol"], value=json.dumps(e))
@@ -122,6 +124,14 @@ checkpoint_interval: 500ms
             files = json.load(f)["files"]
         return [r for name in files for r in pq.read_table(os.path.join(self.out, name)).to_pylist()]
 
+    def late_rows(self):
+        checkpoints = sorted(glob.glob(os.path.join(self.out, "_checkpoints", "*.json")))
+        if not checkpoints:
+            return []
+        with open(checkpoints[-1]) as f:
+            files = json.load(f).get("late_files", [])
+        return [r for name in files for r in pq.read_table(os.path.join(self.out, name)).to_pylist()]
+
     def wait_for_rows(self, n, timeout=300):
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -151,7 +161,7 @@ def test_sliding_filtered_weighted_and_session_windows_equal_the_ticks():
     try:
         produce(b.bootstrap, events)
         sliding = Pipeline(root, "vwap", b.bootstrap, f"""
-window: {{type: sliding, size: {SIZE}ms, slide: {SLIDE}ms}}
+window: {{type: sliding, size: {SIZE}ms, slide: {SLIDE}ms, late_records: write}}
 filter: [{{field: size, op: ge, value: {MIN_SIZE}}}, {{field: symbol, op: ne, value: NONE}}]
 aggregates:
   - {{op: count, as: trades}}
@@ -193,14 +203,28 @@ aggregates: [{{op: count, as: n}}]
         assert len(got) == len(rows), "no session written twice"
         assert got == want, [(k, got.get(k), v) for k, v in want.items() if got.get(k) != v][:5]
 
+        # every window has closed (the partitions went idle): ticks from
+        # the first second now are late, and the sliding pipeline writes them
+        # to its late output, committed like its windows
+        late = [{"symbol": "S00", "price": 99.5, "size": 200, "ts": BASE + 100 + i} for i in range(5)]
+        produce(b.bootstrap, late, create=False)
+        deadline = time.time() + 120
+        while not (late_rows := sliding.late_rows()):
+            assert time.time() < deadline and sliding.proc.poll() is None, sliding.log()[-3000:]
+            time.sleep(0.3)
+        assert sorted(r["event_time"] for r in late_rows) == [e["ts"] for e in late]
+        assert all(r["key"] == "S00" and json.loads(r["value"]) in late for r in late_rows), late_rows
+        assert len({(r["partition"], r["offset"]) for r in late_rows}) == len(late)
+
         for p in running:
             assert p.stop() == 0, p.log()
         with open(sliding.stats) as f:
             stats = json.load(f)
         dropped = sum(1 for e in events if e["size"] < MIN_SIZE)
-        assert (stats["records"], stats["filtered"], stats["late"]) == (len(events), dropped, 0), stats
+        assert (stats["records"], stats["filtered"], stats["late"]) == \
+            (len(events) + len(late), dropped, len(late)), stats
         ingest = stats["latency_ms"]["ingest_to_state"]
-        assert ingest["count"] == len(events) and 0 < ingest["p50"] <= ingest["p99"] <= ingest["max"], stats
+        assert ingest["count"] == len(events) + len(late) and 0 < ingest["p50"] <= ingest["p99"] <= ingest["max"], stats
         assert stats["latency_ms"]["window_result"]["count"] == stats["windows_emitted"] == len(expected_sliding(events))
         assert f"filtered={dropped}" in sliding.log()
     finally:

@@ -1,9 +1,10 @@
 //! A client of the public Kafka protocol: one connection per broker,
 //! reused for every request to it, with the version of each request
 //! negotiated from the broker's ApiVersions answer; TLS, and SASL logins
-//! (PLAIN, SCRAM-SHA-256/512). It speaks only the public Kafka protocol, so
-//! it works against AeroStream and any other Kafka broker. The admin
-//! commands and the stream processor's source are its users.
+//! (PLAIN, SCRAM-SHA-256/512), and a transactional producer ([`txn`]). It
+//! speaks only the public Kafka protocol, so it works against AeroStream
+//! and any other Kafka broker. The admin commands and the stream
+//! processor's source and topic sink are its users.
 //!
 //! Requests on one connection are strictly one at a time (send, then read the
 //! answer), which keeps correlation trivial; a caller that talks to several
@@ -11,13 +12,16 @@
 
 mod conn;
 mod records;
+pub mod txn;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
-use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FindCoordinatorRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::{Decodable, Request, StrBytes};
 use kafka_protocol::ResponseError;
 use rustls::pki_types::pem::PemObject;
@@ -208,6 +212,33 @@ impl Client {
             self.learn_broker(b.node_id.0, &b.host, b.port);
         }
         Ok(resp)
+    }
+
+    /// The broker coordinating `key`: a group (`key_type` 0) or a
+    /// transactional id (1); also learns where it listens. A coordinator
+    /// still loading is asked again, for a few seconds.
+    pub async fn find_coordinator(&mut self, key: &str, key_type: i8) -> anyhow::Result<i32> {
+        let addr = self.bootstrap.clone();
+        let req = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_string(key.to_owned()))
+            .with_key_type(key_type);
+        let mut attempt = 0;
+        loop {
+            let resp = self.call(&addr, &req, 0, 3).await?;
+            if resp.error_code == 0 {
+                self.learn_broker(resp.node_id.0, &resp.host, resp.port);
+                return Ok(resp.node_id.0);
+            }
+            if !is_retriable(resp.error_code) || attempt >= 10 {
+                bail!(describe_error(
+                    key,
+                    resp.error_code,
+                    resp.error_message.as_ref()
+                ));
+            }
+            attempt += 1;
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
     }
 
     /// Sends `req` to broker `node` at the highest version both ends know,

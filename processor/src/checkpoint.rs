@@ -97,7 +97,7 @@ impl CheckpointStore {
     }
 
     /// The checkpoints' epochs, oldest first.
-    async fn epochs(&self) -> anyhow::Result<Vec<u64>> {
+    pub async fn epochs(&self) -> anyhow::Result<Vec<u64>> {
         let dir = self.prefix.clone().join(CHECKPOINTS);
         let mut epochs: Vec<u64> = self
             .list(&dir)
@@ -127,6 +127,11 @@ impl CheckpointStore {
         let Some(epoch) = self.epochs().await?.last().copied() else {
             return Ok(None);
         };
+        self.get(epoch).await.map(Some)
+    }
+
+    /// Checkpoint `epoch`.
+    pub async fn get(&self, epoch: u64) -> anyhow::Result<Checkpoint> {
         let path = self.checkpoint_path(epoch);
         let bytes = self
             .store
@@ -136,9 +141,8 @@ impl CheckpointStore {
             .bytes()
             .await
             .with_context(|| format!("cannot read checkpoint {path}"))?;
-        let checkpoint = serde_json::from_slice(&bytes)
-            .with_context(|| format!("checkpoint {path} is not a checkpoint"))?;
-        Ok(Some(checkpoint))
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("checkpoint {path} is not a checkpoint"))
     }
 
     /// Deletes the data files (and files of late records) under the

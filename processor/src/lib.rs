@@ -22,6 +22,7 @@ pub mod source;
 pub mod stats;
 #[cfg(test)]
 mod testing;
+pub mod topic_sink;
 pub mod window;
 
 pub use pipeline::{Pipeline, PipelineError};

@@ -250,8 +250,12 @@ pub enum AggregateOp {
 pub struct Sink {
     #[serde(rename = "type")]
     pub kind: SinkKind,
-    /// `s3://bucket/prefix`, or `file:///abs/dir`.
+    /// `s3://bucket/prefix`, or `file:///abs/dir`: the Parquet files, and
+    /// the checkpoints (of a topic sink too).
     pub url: String,
+    /// The output topic (`topic` sinks), on the source's cluster.
+    #[serde(default)]
+    pub topic: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -259,6 +263,9 @@ pub struct Sink {
 pub enum SinkKind {
     /// Parquet files committed by checkpoint.
     Parquet,
+    /// JSON records in a topic, written in one Kafka transaction per
+    /// checkpoint with the source offsets.
+    Topic,
 }
 
 fn default_checkpoint_interval() -> Duration {
@@ -362,6 +369,21 @@ impl Pipeline {
             if !names.insert(a.name.as_str()) {
                 return Err(invalid(&at("as"), format!("{:?} is used twice", a.name)));
             }
+        }
+        match (self.sink.kind, &self.sink.topic) {
+            (SinkKind::Topic, None) => {
+                return Err(invalid("sink.topic", "a topic sink needs its topic"))
+            }
+            (SinkKind::Topic, Some(t)) if t.trim().is_empty() => {
+                return Err(invalid("sink.topic", "must not be empty"))
+            }
+            (SinkKind::Topic, Some(t)) if *t == self.source.topic => {
+                return Err(invalid("sink.topic", "must not be the source topic"))
+            }
+            (SinkKind::Parquet, Some(_)) => {
+                return Err(invalid("sink.topic", "only a topic sink takes a topic"))
+            }
+            _ => {}
         }
         let url = &self.sink.url;
         match url.split_once("://") {

@@ -295,3 +295,29 @@ fn late_records_are_dropped_unless_written() {
     let e = err(&EXAMPLE.replace("size: 1s", "size: 1s, late_records: keep"));
     assert!(e.contains("unknown variant `keep`"), "{e}");
 }
+
+#[test]
+fn a_topic_sink_names_its_topic_and_keeps_checkpoints_at_its_url() {
+    let sink = |s: &str| EXAMPLE.replace(r#"{type: parquet, url: "s3://bucket/counts"}"#, s);
+    let p = Pipeline::parse(&sink(
+        r#"{type: topic, topic: counts, url: "s3://bucket/counts"}"#,
+    ))
+    .unwrap();
+    assert_eq!(p.sink.kind, SinkKind::Topic);
+    assert_eq!(p.sink.topic.as_deref(), Some("counts"));
+    for (bad, says) in [
+        (r#"{type: topic, url: "s3://b/c"}"#, "needs its topic"),
+        (
+            r#"{type: topic, topic: events, url: "s3://b/c"}"#,
+            "must not be the source topic",
+        ),
+        (
+            r#"{type: parquet, topic: counts, url: "s3://b/c"}"#,
+            "only a topic sink takes a topic",
+        ),
+        (r#"{type: topic, topic: counts}"#, "missing field `url`"),
+    ] {
+        let e = err(&sink(bad));
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}

@@ -11,10 +11,11 @@ use anyhow::{bail, Context};
 use crate::checkpoint::{data_file, late_file, Checkpoint, CheckpointStore};
 use crate::decode::{Columns, JsonDecoder};
 use crate::filter::Predicates;
-use crate::pipeline::{LateRecords, Pipeline};
+use crate::pipeline::{LateRecords, Pipeline, SinkKind};
 use crate::sink::{self, LateRow};
 use crate::source::TopicReader;
 use crate::stats::{Counts, Stats};
+use crate::topic_sink::{self, TopicSink};
 use crate::window::{WindowRow, Windows};
 
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -57,6 +58,8 @@ struct Task {
     committed_offsets: std::collections::BTreeMap<i32, i64>,
     progress: Progress,
     stats: Option<Stats>,
+    /// With a topic sink, its transactional writer.
+    topic_sink: Option<TopicSink>,
 }
 
 /// Runs `pipeline` until `shutdown` completes, then takes a last
@@ -142,7 +145,7 @@ impl Task {
     /// list) and connects to the source.
     async fn start(pipeline: Pipeline) -> anyhow::Result<Task> {
         let store = CheckpointStore::open(&pipeline.sink.url)?;
-        let latest = store.latest().await?;
+        let mut latest = store.latest().await?;
         if let Some(c) = &latest {
             if c.topic != pipeline.source.topic {
                 bail!(
@@ -154,6 +157,19 @@ impl Task {
                 );
             }
         }
+        let mut reader = connect(&pipeline).await?;
+        let partitions = reader.partitions();
+        let topic_sink = match pipeline.sink.kind {
+            SinkKind::Parquet => None,
+            SinkKind::Topic => {
+                // first: aborts a transaction a dead processor left open,
+                // so its offsets no longer hold the group's back
+                let sink = TopicSink::connect(&pipeline).await?;
+                let committed = topic_sink::committed_epoch(&pipeline, &partitions).await?;
+                latest = committed_checkpoint(&store, latest, committed, &pipeline).await?;
+                Some(sink)
+            }
+        };
         let files = latest.as_ref().map(|c| c.files.clone()).unwrap_or_default();
         let late_files = latest
             .as_ref()
@@ -164,8 +180,6 @@ impl Task {
         if !removed.is_empty() {
             tracing::info!(?removed, "removed data files no checkpoint committed");
         }
-        let mut reader = connect(&pipeline).await?;
-        let partitions = reader.partitions();
         let mut offsets = latest
             .as_ref()
             .map(|c| c.offsets.clone())
@@ -210,6 +224,7 @@ impl Task {
             committed_offsets: latest.map(|c| c.offsets).unwrap_or_default(),
             progress: Progress::default(),
             stats: None,
+            topic_sink,
         })
     }
 
@@ -236,7 +251,7 @@ impl Task {
                 self.store.put_data(&name, bytes).await?;
                 late_files.push(name);
             }
-            if !self.pending.is_empty() {
+            if !self.pending.is_empty() && self.topic_sink.is_none() {
                 let name = data_file(epoch);
                 let bytes = sink::encode(&self.pipeline, &self.pending)
                     .context("cannot encode the closed windows as Parquet")?;
@@ -252,7 +267,14 @@ impl Task {
                 files: files.clone(),
                 late_files: late_files.clone(),
             };
-            self.store.commit(&checkpoint).await
+            self.store.commit(&checkpoint).await?;
+            // a topic sink's transaction commits after the checkpoint it
+            // belongs to is written; the next start tells from the group's
+            // offsets whether it did
+            if let Some(sink) = self.topic_sink.as_mut() {
+                sink.publish(epoch, &self.pending, &offsets).await?;
+            }
+            Ok::<(), anyhow::Error>(())
         }
         .await;
         match result {
@@ -332,6 +354,38 @@ impl Task {
             skipped = self.decoder.skipped,
             "progress"
         );
+    }
+}
+
+/// With a topic sink, the checkpoint whose transaction committed: the
+/// latest, or the one before it when the processor died between writing
+/// the latest and committing its transaction.
+async fn committed_checkpoint(
+    store: &CheckpointStore,
+    latest: Option<Checkpoint>,
+    committed: Option<u64>,
+    pipeline: &Pipeline,
+) -> anyhow::Result<Option<Checkpoint>> {
+    let latest_epoch = latest.as_ref().map(|c| c.epoch);
+    match (latest_epoch, committed) {
+        (None, None) => Ok(None),
+        (Some(l), Some(c)) if l == c => Ok(latest),
+        (Some(l), c) if c.unwrap_or(0) + 1 == l => {
+            tracing::info!(
+                checkpoint = l,
+                "the latest checkpoint's transaction did not commit: resuming from the one before"
+            );
+            match c {
+                Some(c) => store.get(c).await.map(Some),
+                None => Ok(None),
+            }
+        }
+        (l, c) => bail!(
+            "group {} committed epoch {c:?}, but the latest checkpoint under {} is {l:?}: \
+             they belong to different runs; use another pipeline name or sink URL",
+            topic_sink::group_of(pipeline),
+            pipeline.sink.url
+        ),
     }
 }
 

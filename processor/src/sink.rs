@@ -35,6 +35,93 @@ pub fn schema(pipeline: &Pipeline) -> Schema {
     Schema::new(fields)
 }
 
+/// How one output column is read from a window's figures.
+#[derive(Clone, Copy, Debug)]
+enum Extract {
+    Count,
+    /// An op over numeric field `index`.
+    Field(AggregateOp, usize),
+    Weighted(usize),
+    Distinct(usize),
+    Quantile(usize, f64),
+}
+
+/// One aggregate's value in one window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Int(i64),
+    /// None: no record of the window had the field.
+    Float(Option<f64>),
+}
+
+/// Per aggregate, in the pipeline's order, how its value is read.
+#[derive(Clone, Debug)]
+pub struct Plan(Vec<Extract>);
+
+impl Plan {
+    pub fn new(pipeline: &Pipeline) -> Plan {
+        let fields = pipeline.value_fields();
+        let (mut weighted, mut distinct, mut quantiles) = (0, 0, 0);
+        let next = |n: &mut usize| {
+            *n += 1;
+            *n - 1
+        };
+        Plan(
+            pipeline
+                .aggregates
+                .iter()
+                .map(|a| match a.op {
+                    AggregateOp::Count => Extract::Count,
+                    AggregateOp::Wavg => Extract::Weighted(next(&mut weighted)),
+                    AggregateOp::Distinct => Extract::Distinct(next(&mut distinct)),
+                    AggregateOp::Quantile => {
+                        Extract::Quantile(next(&mut quantiles), a.q.unwrap_or(0.5))
+                    }
+                    op => Extract::Field(
+                        op,
+                        a.field
+                            .as_ref()
+                            .and_then(|f| fields.iter().position(|x| x == f))
+                            .unwrap_or(usize::MAX),
+                    ),
+                })
+                .collect(),
+        )
+    }
+
+    /// The value of aggregate `i` in `row`.
+    fn value(&self, i: usize, row: &WindowRow) -> Value {
+        let acc = &row.acc;
+        match self.0.get(i) {
+            Some(Extract::Count) | None => Value::Int(acc.count),
+            Some(Extract::Distinct(d)) => {
+                Value::Int(acc.distinct.get(*d).map_or(0, |d| d.estimate()))
+            }
+            Some(Extract::Weighted(w)) => {
+                Value::Float(acc.weighted.get(*w).and_then(|w| w.value()))
+            }
+            Some(Extract::Quantile(s, q)) => {
+                Value::Float(acc.quantiles.get(*s).and_then(|s| s.quantile(*q)))
+            }
+            Some(Extract::Field(op, f)) => {
+                let f = acc.fields.get(*f).filter(|f| f.n > 0);
+                Value::Float(f.and_then(|f| match op {
+                    AggregateOp::Sum => Some(f.sum),
+                    AggregateOp::Min => f.min,
+                    AggregateOp::Max => f.max,
+                    AggregateOp::Avg => Some(f.sum / f.n as f64),
+                    _ => None,
+                }))
+            }
+        }
+    }
+
+    /// Every aggregate's value in `row`, in the pipeline's order.
+    pub fn values(&self, row: &WindowRow) -> Vec<Value> {
+        (0..self.0.len()).map(|i| self.value(i, row)).collect()
+    }
+}
+
 /// `rows` as one Arrow batch of [`schema`].
 pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBatch> {
     let mut keys = StringBuilder::new();
@@ -50,66 +137,47 @@ pub fn batch(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<RecordBa
         Arc::new(starts.finish()),
         Arc::new(ends.finish()),
     ];
-    let fields = pipeline.value_fields();
-    let (mut weighted, mut distinct, mut quantiles) = (0, 0, 0);
-    for a in &pipeline.aggregates {
-        if a.op == AggregateOp::Wavg {
-            let mut b = Float64Builder::with_capacity(rows.len());
-            for r in rows {
-                b.append_option(r.acc.weighted.get(weighted).and_then(|w| w.value()));
-            }
-            weighted += 1;
-            columns.push(Arc::new(b.finish()));
-            continue;
-        }
-        if a.op == AggregateOp::Distinct {
+    let plan = Plan::new(pipeline);
+    for (i, a) in pipeline.aggregates.iter().enumerate() {
+        if matches!(a.op, AggregateOp::Count | AggregateOp::Distinct) {
             let mut b = Int64Builder::with_capacity(rows.len());
             for r in rows {
-                b.append_value(r.acc.distinct.get(distinct).map_or(0, |d| d.estimate()));
+                if let Value::Int(v) = plan.value(i, r) {
+                    b.append_value(v);
+                }
             }
-            distinct += 1;
             columns.push(Arc::new(b.finish()));
-            continue;
-        }
-        if a.op == AggregateOp::Quantile {
-            let q = a.q.unwrap_or(0.5);
+        } else {
             let mut b = Float64Builder::with_capacity(rows.len());
             for r in rows {
-                b.append_option(r.acc.quantiles.get(quantiles).and_then(|s| s.quantile(q)));
-            }
-            quantiles += 1;
-            columns.push(Arc::new(b.finish()));
-            continue;
-        }
-        if a.op == AggregateOp::Count {
-            let mut b = Int64Builder::with_capacity(rows.len());
-            for r in rows {
-                b.append_value(r.acc.count);
+                match plan.value(i, r) {
+                    Value::Float(v) => b.append_option(v),
+                    Value::Int(v) => b.append_value(v as f64),
+                }
             }
             columns.push(Arc::new(b.finish()));
-            continue;
         }
-        let index = a
-            .field
-            .as_ref()
-            .and_then(|f| fields.iter().position(|x| x == f));
-        let mut b = Float64Builder::with_capacity(rows.len());
-        for r in rows {
-            let acc = index.and_then(|i| r.acc.fields.get(i)).filter(|f| f.n > 0);
-            b.append_option(acc.and_then(|f| match a.op {
-                AggregateOp::Sum => Some(f.sum),
-                AggregateOp::Min => f.min,
-                AggregateOp::Max => f.max,
-                AggregateOp::Avg => Some(f.sum / f.n as f64),
-                AggregateOp::Count
-                | AggregateOp::Wavg
-                | AggregateOp::Distinct
-                | AggregateOp::Quantile => None,
-            }));
-        }
-        columns.push(Arc::new(b.finish()));
     }
     Ok(RecordBatch::try_new(Arc::new(schema(pipeline)), columns)?)
+}
+
+/// A window's row as one JSON object: `key`, `window_start`,
+/// `window_end`, then the aggregates by their names (null as in Parquet).
+pub fn json(pipeline: &Pipeline, plan: &Plan, row: &WindowRow) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    out.insert(KEY_COLUMN.into(), row.key.clone().into());
+    out.insert(WINDOW_START_COLUMN.into(), row.start.into());
+    out.insert(WINDOW_END_COLUMN.into(), row.end.into());
+    for (a, v) in pipeline.aggregates.iter().zip(plan.values(row)) {
+        let v = match v {
+            Value::Int(i) => i.into(),
+            Value::Float(f) => f
+                .and_then(serde_json::Number::from_f64)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        };
+        out.insert(a.name.clone(), v);
+    }
+    serde_json::Value::Object(out)
 }
 
 /// A record that came after all its windows had closed, as the late
@@ -298,5 +366,43 @@ sink: {type: parquet, url: "file:///tmp/x"}
         let values = batch.column(4).clone();
         let values = values.as_any().downcast_ref::<StringArray>().unwrap();
         assert_eq!(values.value(0), r#"{"k":"a","ts":1000}"#);
+    }
+
+    #[test]
+    fn a_row_as_json_has_the_parquet_columns_by_name() {
+        let p = Pipeline::parse(
+            r#"
+name: t
+source: {bootstrap: "b:9092", topic: t, format: json, event_time: ts, key: k}
+window: {type: tumbling, size: 1s}
+aggregates: [{op: count, as: n}, {op: avg, field: x, as: mean}, {op: max, field: y, as: top}]
+sink: {type: topic, topic: out, url: "file:///tmp/x"}
+"#,
+        )
+        .unwrap();
+        let row = WindowRow {
+            key: "a".into(),
+            start: 1000,
+            end: 2000,
+            acc: WindowAcc {
+                count: 2,
+                fields: vec![
+                    FieldAcc {
+                        n: 2,
+                        sum: 3.0,
+                        min: Some(1.0),
+                        max: Some(2.0),
+                    },
+                    FieldAcc::default(),
+                ],
+                weighted: Vec::new(),
+                distinct: Vec::new(),
+                quantiles: Vec::new(),
+            },
+        };
+        assert_eq!(
+            json(&p, &Plan::new(&p), &row),
+            serde_json::json!({"key": "a", "window_start": 1000, "window_end": 2000, "n": 2, "mean": 1.5, "top": null})
+        );
     }
 }

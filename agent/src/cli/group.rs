@@ -301,37 +301,7 @@ fn render(desc: &GroupDescription) -> String {
 
 /// The broker coordinating `group`, learned into the client's broker list.
 async fn find_coordinator(client: &mut Client, group: &str) -> anyhow::Result<i32> {
-    find_coordinator_of(client, group, 0).await
-}
-
-/// The coordinator of a group (`key_type` 0) or a transactional id (1).
-pub(super) async fn find_coordinator_of(
-    client: &mut Client,
-    group: &str,
-    key_type: i8,
-) -> anyhow::Result<i32> {
-    let addr = client.bootstrap().to_owned();
-    let req = FindCoordinatorRequest::default()
-        .with_key(StrBytes::from_string(group.to_owned()))
-        .with_key_type(key_type);
-    // a new coordinator may still be loading its groups: retry briefly
-    let mut attempt = 0;
-    loop {
-        let resp = client.call(&addr, &req, 0, 3).await?;
-        if resp.error_code == 0 {
-            client.learn_broker(resp.node_id.0, &resp.host, resp.port);
-            return Ok(resp.node_id.0);
-        }
-        if !super::client::is_retriable(resp.error_code) || attempt >= 10 {
-            bail!(describe_error(
-                group,
-                resp.error_code,
-                resp.error_message.as_ref()
-            ));
-        }
-        attempt += 1;
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    }
+    client.find_coordinator(group, 0).await
 }
 
 /// The consumer protocol's assignment of a member, or nothing if it does

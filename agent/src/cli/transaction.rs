@@ -17,7 +17,6 @@ use kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
 
 use super::client::{describe_error, error_name, Client};
-use super::group::find_coordinator_of;
 use super::output::{print_json, Format, Table};
 use super::Common;
 
@@ -134,7 +133,7 @@ struct Described {
 }
 
 async fn describe(client: &mut Client, out: Format, id: &str) -> anyhow::Result<()> {
-    let coordinator = find_coordinator_of(client, id, 1).await?;
+    let coordinator = client.find_coordinator(id, 1).await?;
     let req = DescribeTransactionsRequest::default()
         .with_transactional_ids(vec![TransactionalId(StrBytes::from_string(id.to_owned()))]);
     let resp = client.call_node(coordinator, &req, 0, 0).await?;
@@ -192,7 +191,7 @@ struct Aborted {
 }
 
 async fn abort(client: &mut Client, out: Format, id: &str) -> anyhow::Result<()> {
-    let coordinator = find_coordinator_of(client, id, 1).await?;
+    let coordinator = client.find_coordinator(id, 1).await?;
     // the timeout the id had is not known here: a minute, Kafka's default
     let req = InitProducerIdRequest::default()
         .with_transactional_id(Some(TransactionalId(StrBytes::from_string(id.to_owned()))))

@@ -81,6 +81,37 @@ pub struct ConsumerHeartbeat {
     pub topics: Arc<TopicCatalog>,
 }
 
+impl ConsumerHeartbeat {
+    /// Which optional fields the request carried, and how (`null`, empty
+    /// or how many): what a refusal of a malformed heartbeat is judged on.
+    pub fn shape(&self) -> String {
+        fn list<T>(l: Option<&[T]>) -> String {
+            match l {
+                Some(l) => format!("[{}]", l.len()),
+                None => "null".to_owned(),
+            }
+        }
+        fn text(t: Option<&str>) -> String {
+            match t {
+                Some(t) => format!("{t:?}"),
+                None => "null".to_owned(),
+            }
+        }
+        format!(
+            "epoch={} member_id={:?} instance_id={} rack_id={} rebalance_timeout_ms={} topic_names={} topic_regex={} assignor={} owned={}",
+            self.member_epoch,
+            self.member_id,
+            text(self.instance_id.as_deref()),
+            text(self.rack_id.as_deref()),
+            self.rebalance_timeout_ms,
+            list(self.subscribed_topic_names.as_deref()),
+            text(self.subscribed_topic_regex.as_deref()),
+            text(self.server_assignor.as_deref()),
+            list(self.owned.as_deref()),
+        )
+    }
+}
+
 /// The answer to a heartbeat.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerAnswer {
@@ -201,7 +232,20 @@ impl GroupEngine {
         now_ms: i64,
         req: ConsumerHeartbeat,
     ) -> Result<ConsumerAnswer, ConsumerRefusal> {
-        check(&req)?;
+        if let Err(r) = check(&req) {
+            // a malformed request fails the client for good: say which
+            // rule refused which shape
+            tracing::info!(
+                group = %req.group_id,
+                member = %req.member_id,
+                epoch = req.member_epoch,
+                error = ?r.error,
+                shape = %req.shape(),
+                "ConsumerGroupHeartbeat refused as malformed: {}",
+                r.message
+            );
+            return Err(r);
+        }
         self.fence(&req.group_id)
             .or_else(|e| refuse(e, "this agent does not coordinate the group"))?;
         let owned = req.owned.as_deref().map(to_assignment);

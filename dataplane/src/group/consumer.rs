@@ -156,10 +156,15 @@ fn check(req: &ConsumerHeartbeat) -> Result<(), ConsumerRefusal> {
             }
         }
         0 => {
-            if req.rebalance_timeout_ms == -1 {
-                return invalid("RebalanceTimeoutMs must be provided in first request.");
-            }
-            if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
+            // A member (re)joining owns nothing. It says so with an empty
+            // list, or with no list at all: librdkafka, unsubscribed and
+            // resubscribed before it left its steady state, joins again
+            // with an incremental heartbeat (no owned list, no rebalance
+            // timeout, only the new subscription) at epoch 0. Such a join
+            // takes the member's last rebalance timeout, or the clients'
+            // default for a new member (see `DEFAULT_REBALANCE_TIMEOUT_MS`).
+            // Only partitions claimed at epoch 0 are malformed.
+            if req.owned.as_ref().is_some_and(|o| !o.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
             // An empty list of names or an empty pattern joins the group
@@ -248,8 +253,13 @@ impl GroupEngine {
         }
         self.fence(&req.group_id)
             .or_else(|e| refuse(e, "this agent does not coordinate the group"))?;
-        let owned = req.owned.as_deref().map(to_assignment);
         let joining = req.member_epoch == 0;
+        // (a member joining owns nothing, whether it sent an empty list or none)
+        let owned = match req.owned.as_deref() {
+            Some(o) => Some(to_assignment(o)),
+            None if joining => Some(Assignment::new()),
+            None => None,
+        };
         // the other protocol's group of the same id
         if let Some(classic) = self.groups.get(&req.group_id) {
             if !classic.members.is_empty() || !classic.pending_members.is_empty() {

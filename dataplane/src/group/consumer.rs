@@ -157,13 +157,14 @@ fn check(req: &ConsumerHeartbeat) -> Result<(), ConsumerRefusal> {
         }
         0 => {
             // A member (re)joining owns nothing. It says so with an empty
-            // list, or with no list at all: librdkafka, unsubscribed and
-            // resubscribed before it left its steady state, joins again
-            // with an incremental heartbeat (no owned list, no rebalance
-            // timeout, only the new subscription) at epoch 0. Such a join
-            // takes the member's last rebalance timeout, or the clients'
-            // default for a new member (see `DEFAULT_REBALANCE_TIMEOUT_MS`).
-            // Only partitions claimed at epoch 0 are malformed.
+            // list, or with no list at all: librdkafka, once it left the
+            // group from its steady state (the leave's answer sets its
+            // epoch back to 0 but not its state), sends its next
+            // subscription in an incremental heartbeat at epoch 0 (no owned
+            // list, no rebalance timeout). Such a join keeps the member's
+            // last rebalance timeout, or takes the clients' default for a
+            // new member (see `DEFAULT_REBALANCE_TIMEOUT_MS`). Only
+            // partitions claimed at epoch 0 are malformed.
             if req.owned.as_ref().is_some_and(|o| !o.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }

@@ -81,6 +81,37 @@ pub struct ConsumerHeartbeat {
     pub topics: Arc<TopicCatalog>,
 }
 
+impl ConsumerHeartbeat {
+    /// Which optional fields the request carried, and how (`null`, empty
+    /// or how many): what a refusal of a malformed heartbeat is judged on.
+    pub fn shape(&self) -> String {
+        fn list<T>(l: Option<&[T]>) -> String {
+            match l {
+                Some(l) => format!("[{}]", l.len()),
+                None => "null".to_owned(),
+            }
+        }
+        fn text(t: Option<&str>) -> String {
+            match t {
+                Some(t) => format!("{t:?}"),
+                None => "null".to_owned(),
+            }
+        }
+        format!(
+            "epoch={} member_id={:?} instance_id={} rack_id={} rebalance_timeout_ms={} topic_names={} topic_regex={} assignor={} owned={}",
+            self.member_epoch,
+            self.member_id,
+            text(self.instance_id.as_deref()),
+            text(self.rack_id.as_deref()),
+            self.rebalance_timeout_ms,
+            list(self.subscribed_topic_names.as_deref()),
+            text(self.subscribed_topic_regex.as_deref()),
+            text(self.server_assignor.as_deref()),
+            list(self.owned.as_deref()),
+        )
+    }
+}
+
 /// The answer to a heartbeat.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerAnswer {
@@ -125,10 +156,16 @@ fn check(req: &ConsumerHeartbeat) -> Result<(), ConsumerRefusal> {
             }
         }
         0 => {
-            if req.rebalance_timeout_ms == -1 {
-                return invalid("RebalanceTimeoutMs must be provided in first request.");
-            }
-            if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
+            // A member (re)joining owns nothing. It says so with an empty
+            // list, or with no list at all: librdkafka, once it left the
+            // group from its steady state (the leave's answer sets its
+            // epoch back to 0 but not its state), sends its next
+            // subscription in an incremental heartbeat at epoch 0 (no owned
+            // list, no rebalance timeout). Such a join keeps the member's
+            // last rebalance timeout, or takes the clients' default for a
+            // new member (see `DEFAULT_REBALANCE_TIMEOUT_MS`). Only
+            // partitions claimed at epoch 0 are malformed.
+            if req.owned.as_ref().is_some_and(|o| !o.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
             // An empty list of names or an empty pattern joins the group
@@ -201,11 +238,29 @@ impl GroupEngine {
         now_ms: i64,
         req: ConsumerHeartbeat,
     ) -> Result<ConsumerAnswer, ConsumerRefusal> {
-        check(&req)?;
+        if let Err(r) = check(&req) {
+            // a malformed request fails the client for good: say which
+            // rule refused which shape
+            tracing::info!(
+                group = %req.group_id,
+                member = %req.member_id,
+                epoch = req.member_epoch,
+                error = ?r.error,
+                shape = %req.shape(),
+                "ConsumerGroupHeartbeat refused as malformed: {}",
+                r.message
+            );
+            return Err(r);
+        }
         self.fence(&req.group_id)
             .or_else(|e| refuse(e, "this agent does not coordinate the group"))?;
-        let owned = req.owned.as_deref().map(to_assignment);
         let joining = req.member_epoch == 0;
+        // (a member joining owns nothing, whether it sent an empty list or none)
+        let owned = match req.owned.as_deref() {
+            Some(o) => Some(to_assignment(o)),
+            None if joining => Some(Assignment::new()),
+            None => None,
+        };
         // the other protocol's group of the same id
         if let Some(classic) = self.groups.get(&req.group_id) {
             if !classic.members.is_empty() || !classic.pending_members.is_empty() {

@@ -25,6 +25,11 @@ pub enum MemberState {
     UnreleasedPartitions,
 }
 
+/// The rebalance timeout of a member that joined without one: the
+/// clients' default `max.poll.interval.ms`, which Kafka's clients and
+/// librdkafka send as their rebalance timeout.
+pub(super) const DEFAULT_REBALANCE_TIMEOUT_MS: i32 = 300_000;
+
 #[derive(Debug, Clone)]
 pub(super) struct ConsumerMember {
     pub(super) epoch: i32,
@@ -54,7 +59,7 @@ impl ConsumerMember {
             rack_id: None,
             client_id: String::new(),
             client_host: String::new(),
-            rebalance_timeout_ms: 0,
+            rebalance_timeout_ms: DEFAULT_REBALANCE_TIMEOUT_MS,
             names: Vec::new(),
             regex: None,
             assignor: None,

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::*;
+use crate::group::consumer_state::DEFAULT_REBALANCE_TIMEOUT_MS;
 use crate::group::engine::{GroupEngine, GroupError, GroupLimits, GroupState, JoinRequest};
 use crate::group::types::HeldSlots;
 
@@ -64,6 +65,37 @@ fn beat(
                 .map(|(t, ps)| (*t, ps.iter().copied().collect()))
                 .collect(),
         ),
+        ..join(member, &[], topics)
+    }
+}
+
+/// What librdkafka (2.12) sends when it was unsubscribed and left the
+/// group from its steady state (its leave's answer sets its epoch back to 0
+/// but not its state), then is subscribed again: the new subscription in an
+/// incremental heartbeat at epoch 0. No rebalance timeout (-1), no owned
+/// partitions (null, not an empty list), no instance id, rack or assignor,
+/// an empty pattern beside the names.
+fn librdkafka_resubscribe(
+    member: &str,
+    names: &[&str],
+    topics: &Arc<TopicCatalog>,
+) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        member_epoch: 0,
+        rebalance_timeout_ms: -1,
+        subscribed_topic_regex: Some(String::new()),
+        owned: None,
+        ..join(member, names, topics)
+    }
+}
+
+/// librdkafka's leave: epoch -1 and nothing else.
+fn librdkafka_leave(member: &str, topics: &Arc<TopicCatalog>) -> ConsumerHeartbeat {
+    ConsumerHeartbeat {
+        member_epoch: LEAVE_EPOCH,
+        rebalance_timeout_ms: -1,
+        subscribed_topic_names: None,
+        owned: None,
         ..join(member, &[], topics)
     }
 }
@@ -333,25 +365,44 @@ fn a_pattern_subscription_follows_the_topics_that_appear() {
 fn requests_missing_what_they_must_carry_are_refused() {
     let mut e = engine();
     let topics = catalog(&[("t", 1, 1)]);
-    let mut no_timeout = join("m1", &["t"], &topics);
-    no_timeout.rebalance_timeout_ms = -1;
     let mut owns = join("m1", &["t"], &topics);
     owns.owned = Some(vec![(topic(1), vec![0])]);
+    // partitions claimed at epoch 0, in an incremental heartbeat's shape
+    let mut owns_incrementally = librdkafka_resubscribe("m1", &["t"], &topics);
+    owns_incrementally.owned = Some(vec![(topic(1), vec![0])]);
     let mut no_subscription = join("m1", &[], &topics);
     no_subscription.subscribed_topic_names = None;
+    // epoch 0 with nothing to join with: no names, no pattern
+    let mut nothing_to_join_with = librdkafka_resubscribe("m1", &[], &topics);
+    nothing_to_join_with.subscribed_topic_names = None;
+    nothing_to_join_with.subscribed_topic_regex = None;
     let mut bad_epoch = join("m1", &["t"], &topics);
     bad_epoch.member_epoch = -7;
+    let no_member_id = beat("", 3, &Assignment::new(), &topics);
+    let mut empty_rack = join("m1", &["t"], &topics);
+    empty_rack.rack_id = Some(String::new());
     let mut assignor = join("m1", &["t"], &topics);
     assignor.server_assignor = Some("sticky".into());
     for (req, error) in [
-        (no_timeout, GroupError::InvalidRequest),
         (owns, GroupError::InvalidRequest),
+        (owns_incrementally, GroupError::InvalidRequest),
         (no_subscription, GroupError::InvalidRequest),
+        (nothing_to_join_with, GroupError::InvalidRequest),
         (bad_epoch, GroupError::InvalidRequest),
+        (no_member_id, GroupError::InvalidRequest),
+        (empty_rack, GroupError::InvalidRequest),
         (assignor, GroupError::UnsupportedAssignor),
     ] {
-        assert_eq!(e.consumer_heartbeat(0, req).unwrap_err().error, error);
+        let shape = req.shape();
+        let refused = e.consumer_heartbeat(0, req).expect_err(&shape);
+        assert_eq!(refused.error, error, "{shape}");
     }
+    assert!(
+        e.consumer_describe(GROUP)
+            .unwrap()
+            .is_none_or(|d| d.members.is_empty()),
+        "a refused heartbeat joins no one"
+    );
     let mut range = join("m1", &["t"], &topics);
     range.server_assignor = Some("range".into());
     e.consumer_heartbeat(0, range).unwrap();
@@ -464,4 +515,103 @@ fn a_member_may_join_with_an_empty_subscription_and_subscribe_later() {
     let a = e.consumer_heartbeat(5, later).unwrap();
     let owned = a.assignment.unwrap();
     assert_eq!(owned.get(&topic(1)).map(|p| p.len()), Some(2));
+}
+
+#[test]
+fn librdkafka_resubscribing_after_leaving_from_its_steady_state_rejoins() {
+    // librdkafka's 0045_subscribe_many_updates with the consumer protocol:
+    // unsubscribe() while the application's rebalance callback was due
+    // left the group from the steady state; the next subscribe() sent its
+    // topics at epoch 0 in an incremental heartbeat, which was refused as
+    // malformed (INVALID_REQUEST, fatal to the client)
+    let mut e = engine();
+    let topics = catalog(&[("a", 1, 4), ("b", 2, 4)]);
+    let j = e
+        .consumer_heartbeat(0, join("m1", &["a"], &topics))
+        .unwrap();
+    assert_eq!(parts(j.assignment.as_ref().unwrap()), 4);
+    let left = e
+        .consumer_heartbeat(10, librdkafka_leave("m1", &topics))
+        .unwrap();
+    assert_eq!(left.member_epoch, LEAVE_EPOCH);
+    let rejoin = librdkafka_resubscribe("m1", &["b"], &topics);
+    let shape = rejoin.shape();
+    assert_eq!(
+        shape,
+        "epoch=0 member_id=\"m1\" instance_id=null rack_id=null rebalance_timeout_ms=-1 \
+         topic_names=[1] topic_regex=\"\" assignor=null owned=null"
+    );
+    let a = e.consumer_heartbeat(20, rejoin).expect(&shape);
+    assert_eq!(a.member_id, "m1");
+    assert!(a.member_epoch > j.member_epoch, "{a:?}");
+    // a join is answered with the whole assignment: the new topic only
+    let owned = a.assignment.expect("a join gets its assignment");
+    assert_eq!(owned.keys().copied().collect::<Vec<_>>(), vec![topic(2)]);
+    assert_eq!(parts(&owned), 4);
+    // and it heartbeats on as any member
+    let next = e
+        .consumer_heartbeat(30, beat("m1", a.member_epoch, &owned, &topics))
+        .unwrap();
+    assert_eq!((next.member_epoch, next.assignment), (a.member_epoch, None));
+    let d = e.consumer_describe(GROUP).unwrap().unwrap();
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.members[0].subscribed_topic_names, vec!["b".to_owned()]);
+    assert_eq!(d.members[0].subscribed_topic_regex, None);
+}
+
+#[test]
+fn a_member_still_in_the_group_may_rejoin_in_librdkafkas_incremental_shape() {
+    // the same heartbeat from a member the group still has (its leave was
+    // lost): a join at epoch 0 that owns nothing, as after a lost answer
+    let mut e = engine();
+    let topics = catalog(&[("t", 1, 2)]);
+    let j = e
+        .consumer_heartbeat(0, join("m1", &["t"], &topics))
+        .unwrap();
+    let a = e
+        .consumer_heartbeat(10, librdkafka_resubscribe("m1", &["t"], &topics))
+        .unwrap();
+    assert_eq!(a.member_epoch, j.member_epoch);
+    assert_eq!(a.assignment, j.assignment);
+}
+
+#[test]
+fn a_member_joining_without_a_rebalance_timeout_gets_the_clients_default() {
+    // sessions longer than the default rebalance timeout, so that the
+    // revocation's deadline is the engine's next one
+    let mut e = GroupEngine::new(
+        GroupLimits {
+            consumer_session_timeout_ms: 1_000_000,
+            ..GroupLimits::default()
+        },
+        "test",
+    );
+    e.hold(HeldSlots::all(4, 1));
+    let topics = catalog(&[("t", 1, 4)]);
+    let a = e
+        .consumer_heartbeat(0, librdkafka_resubscribe("m1", &["t"], &topics))
+        .unwrap();
+    let owned = a.assignment.unwrap();
+    assert_eq!(parts(&owned), 4);
+    // m2 joins: m1 is asked to give up two partitions
+    e.consumer_heartbeat(10, join("m2", &["t"], &topics))
+        .unwrap();
+    let r = e
+        .consumer_heartbeat(20, beat("m1", a.member_epoch, &owned, &topics))
+        .unwrap();
+    assert_eq!(parts(&r.assignment.unwrap()), 2);
+    // it has the clients' default rebalance timeout to do so (with none at
+    // all it would be removed at the next tick)
+    let deadline = 20 + i64::from(DEFAULT_REBALANCE_TIMEOUT_MS);
+    assert_eq!(e.next_deadline(), Some(deadline));
+    e.tick(deadline - 1);
+    assert_eq!(
+        e.consumer_describe(GROUP).unwrap().unwrap().members.len(),
+        2
+    );
+    e.tick(deadline);
+    assert_eq!(
+        e.consumer_describe(GROUP).unwrap().unwrap().members.len(),
+        1
+    );
 }

@@ -108,7 +108,8 @@ def make_producer(a):
 
 
 def create_topic(a):
-    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    # log_level 4: not librdkafka's notice about its unserved background events at exit
+    admin = AdminClient({"bootstrap.servers": a.bootstrap, "log_level": 4})
     fut = admin.create_topics([NewTopic(a.topic, a.create, 1)])[a.topic]
     try:
         fut.result(30)

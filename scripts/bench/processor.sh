@@ -22,6 +22,8 @@
 #   RATE         paced ticks/s in the latency phase (default 50000)
 #   DURATION     seconds of paced ticks (default 30)
 #   SYMBOLS, SEED  the ticks (default 100 symbols, seed 1)
+#   STEP_US      event-time step between pre-loaded ticks in microseconds
+#                (default 20: 50,000 ticks per second of event time)
 #   PIPELINES    names of benchmarks/processor/*.yaml (default
 #                "vwap-tumbling vwap-sliding"; "volume-tumbling" uses only the
 #                ops of the first processor release)
@@ -54,6 +56,7 @@ rate=${RATE:-50000}
 duration=${DURATION:-30}
 symbols=${SYMBOLS:-100}
 seed=${SEED:-1}
+step_us=${STEP_US:-20}
 read -r -a pipelines <<<"${PIPELINES:-vwap-tumbling vwap-sliding}"
 read -r -a engines <<<"${ENGINES:-aerostream polars}"
 read -r -a phases <<<"${PHASES:-throughput latency}"
@@ -89,7 +92,7 @@ stats_note="supports --stats"
     echo "aerostream: $aerostream built $(date -u -r "$aerostream" +%Y-%m-%dT%H:%M:%SZ) (checkout at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)); process $stats_note"
     echo "python: $(python3 --version 2>&1); polars $(python3 -c 'import polars; print(polars.__version__)'); confluent-kafka $(python3 -c 'import confluent_kafka as c; print(c.version()[0], "librdkafka", c.libversion()[0])')"
     echo "pinning: agent on CPUs $agent_cpus, engine on CPUs $engine_cpus, paced producer on CPUs $producer_cpus"
-    echo "command: scripts/bench/processor.sh (COUNT=$count RATE=$rate DURATION=$duration SYMBOLS=$symbols SEED=$seed PIPELINES=\"${pipelines[*]}\" ENGINES=\"${engines[*]}\" PHASES=\"${phases[*]}\")"
+    echo "command: scripts/bench/processor.sh (COUNT=$count RATE=$rate DURATION=$duration SYMBOLS=$symbols SEED=$seed STEP_US=$step_us PIPELINES=\"${pipelines[*]}\" ENGINES=\"${engines[*]}\" PHASES=\"${phases[*]}\")"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/machine.txt"
 cat "$out/machine.txt"
@@ -146,9 +149,9 @@ run_args=(--bin "$aerostream" --bootstrap "$bootstrap" --cpus "$engine_cpus" --l
 [ -n "${IDLE_TIMEOUT:-}" ] && run_args+=(--idle-timeout "$IDLE_TIMEOUT")
 
 if [[ " ${phases[*]} " == *" throughput "* ]]; then
-    step "pre-loading $count ticks ($symbols symbols, seed $seed) into topic ticks ($partitions partitions)"
+    step "pre-loading $count ticks ($symbols symbols, seed $seed, $step_us µs apart in event time) into topic ticks ($partitions partitions)"
     python3 benchmarks/processor/ticks.py --bootstrap "$bootstrap" --topic ticks --create "$partitions" \
-        --count "$count" --symbols "$symbols" --seed "$seed"
+        --count "$count" --symbols "$symbols" --seed "$seed" --step-us "$step_us"
     step_done
     for p in "${pipelines[@]}"; do
         ok=()

@@ -29,6 +29,7 @@ end (`{"ticks": ..., "seconds": ..., "rate": ...}`).
 import argparse
 import json
 import random
+import signal
 import sys
 import time
 
@@ -122,6 +123,9 @@ def create_topic(a):
 
 def main(argv=None):
     a = parse_args(argv)
+    stop = []
+    # stopped (the benchmark interrupted): no more ticks, no report
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     if a.create:
         create_topic(a)
     producer = make_producer(a)
@@ -159,6 +163,8 @@ def main(argv=None):
     if a.count is not None:
         epoch, step = a.epoch_ms, a.step_us
         for i in range(a.count):
+            if stop:
+                break
             key, value = ticks.next(epoch + i * step // 1000)
             send(key, value)
             sent += 1
@@ -173,7 +179,7 @@ def main(argv=None):
         interval = 1.0 / a.rate
         # ticks due within this many seconds go out together: paced in
         # bursts of at most 1 ms
-        while sent < total:
+        while sent < total and not stop:
             now = time.monotonic()
             due = min(total, int((now - start) / interval) + 1)
             if due <= sent:
@@ -189,6 +195,10 @@ def main(argv=None):
             if now >= next_line:
                 progress(now)
                 next_line = now + a.progress
+    if stop:
+        producer.purge()
+        producer.flush(1)
+        return 143
     left = producer.flush(120)
     now = time.monotonic()
     progress(now, final=True)

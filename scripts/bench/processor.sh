@@ -98,10 +98,13 @@ stats_note="supports --stats"
 cat "$out/machine.txt"
 
 broker_pid=
+fg_pid=
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/bench-processor.XXXXXX")
 cleanup() {
     local f pid
-    # an engine a run interrupted left behind
+    # a run interrupted: it stops what it started
+    if [ -n "$fg_pid" ] && kill -0 "$fg_pid" 2>/dev/null; then stop_pid "$fg_pid"; fi
+    # an engine an interrupted run left behind
     for f in "$scratch"/*/engine.pid; do
         [ -f "$f" ] || continue
         pid=$(cat "$f")
@@ -124,6 +127,17 @@ step_done() {
     local now
     now=$(date +%s%N)
     echo "=== step took $(awk -v d="$((now - step_start))" 'BEGIN { printf "%.1f", d / 1e9 }') s ($(($(date +%s) - script_start)) s since start) ==="
+}
+
+# run CMD...: runs it in the background and waits, so that a signal to this
+# script is handled at once (bash runs traps only between commands)
+run() {
+    "$@" &
+    fg_pid=$!
+    local rc=0
+    wait "$fg_pid" || rc=$?
+    fg_pid=
+    return "$rc"
 }
 
 status=0
@@ -150,7 +164,7 @@ run_args=(--bin "$aerostream" --bootstrap "$bootstrap" --cpus "$engine_cpus" --l
 
 if [[ " ${phases[*]} " == *" throughput "* ]]; then
     step "pre-loading $count ticks ($symbols symbols, seed $seed, $step_us µs apart in event time) into topic ticks ($partitions partitions)"
-    python3 benchmarks/processor/ticks.py --bootstrap "$bootstrap" --topic ticks --create "$partitions" \
+    run python3 benchmarks/processor/ticks.py --bootstrap "$bootstrap" --topic ticks --create "$partitions" \
         --count "$count" --symbols "$symbols" --seed "$seed" --step-us "$step_us"
     step_done
     for p in "${pipelines[@]}"; do
@@ -158,7 +172,7 @@ if [[ " ${phases[*]} " == *" throughput "* ]]; then
         for e in "${engines[@]}"; do
             step "throughput: $e, $p, $count ticks, engine on CPUs $engine_cpus"
             set +e
-            python3 "$here/processor_run.py" throughput --engine "$e" --pipeline "benchmarks/processor/$p.yaml" \
+            run python3 "$here/processor_run.py" throughput --engine "$e" --pipeline "benchmarks/processor/$p.yaml" \
                 --topic ticks --count "$count" --workdir "$scratch/tp-$p-$e" \
                 --json "$out/throughput-$p-$e.json" "${run_args[@]}"
             rc=$?
@@ -172,7 +186,7 @@ if [[ " ${phases[*]} " == *" throughput "* ]]; then
         done
         if [ ${#ok[@]} -ge 2 ]; then
             step "correctness: ${ok[0]} and ${ok[1]} outputs of $p"
-            if ! python3 "$here/processor_run.py" compare "$scratch/tp-$p-${ok[0]}/out" "$scratch/tp-$p-${ok[1]}/out" \
+            if ! run python3 "$here/processor_run.py" compare "$scratch/tp-$p-${ok[0]}/out" "$scratch/tp-$p-${ok[1]}/out" \
                 --label-a "${ok[0]}" --label-b "${ok[1]}" --json "$out/compare-$p.json"; then
                 fail "the outputs of $p differ (see above)"
             fi
@@ -191,7 +205,7 @@ if [[ " ${phases[*]} " == *" latency "* ]]; then
             step "latency: $e, $p, $rate ticks/s for $duration s, engine on CPUs $engine_cpus, producer on CPUs $producer_cpus"
             python3 benchmarks/processor/ticks.py --bootstrap "$bootstrap" --topic "$topic" --create "$partitions" --count 0 >/dev/null
             set +e
-            python3 "$here/processor_run.py" latency --engine "$e" --pipeline "benchmarks/processor/$p.yaml" \
+            run python3 "$here/processor_run.py" latency --engine "$e" --pipeline "benchmarks/processor/$p.yaml" \
                 --topic "$topic" --rate "$rate" --duration "$duration" --symbols "$symbols" --seed "$seed" \
                 --producer-cpus "$producer_cpus" --workdir "$scratch/lat-$p-$e" \
                 --json "$out/latency-$p-$e.json" "${run_args[@]}"

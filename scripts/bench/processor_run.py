@@ -43,6 +43,21 @@ TICK = os.sysconf("SC_CLK_TCK")
 SAMPLE = 0.05
 
 
+# every process this run started, stopped when it ends whichever way
+CHILDREN = []
+
+
+def stop_children():
+    for p in reversed(CHILDREN):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -119,6 +134,7 @@ class Engine:
         self.t0 = time.monotonic()
         # taskset execs the engine: the PID is the engine's own
         self.proc = subprocess.Popen(self.cmd, stdout=logf, stderr=subprocess.STDOUT, env=self.env)
+        CHILDREN.append(self.proc)
         logf.close()
         # for the calling script's clean-up, should this run be interrupted
         with open(os.path.join(self.dir, "engine.pid"), "w") as f:
@@ -353,6 +369,7 @@ def latency(a):
     produced = None
     gen_out = []
     with subprocess.Popen(gen, stdout=subprocess.PIPE, text=True) as p:
+        CHILDREN.append(p)
         for line in p.stdout:
             line = line.rstrip()
             if line.startswith("{"):
@@ -523,7 +540,15 @@ def main(argv=None):
     if a.engine == "aerostream" and not a.bin:
         ap.error("--bin is needed for aerostream")
     a.name = a.name or os.path.splitext(os.path.basename(a.pipeline))[0]
-    return throughput(a) if a.cmd == "throughput" else latency(a)
+
+    def on_term(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        return throughput(a) if a.cmd == "throughput" else latency(a)
+    finally:
+        stop_children()
 
 
 if __name__ == "__main__":

@@ -489,7 +489,7 @@ def main(argv=None):
         "fetch.min.bytes": 1,
         "fetch.max.bytes": 16 << 20,
         "max.partition.fetch.bytes": 1 << 20,
-        "queued.max.messages.kbytes": 256 << 10,
+        "queued.max.messages.kbytes": 32 << 10,
         "api.version.request": True,
     })
     deadline = time.monotonic() + 60

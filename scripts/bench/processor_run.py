@@ -106,7 +106,9 @@ class Engine:
         self.pipeline = os.path.join(workdir, "pipeline.yaml")
         self.doc = write_pipeline(a.pipeline, self.pipeline, a.bootstrap, a.topic, self.out, a.idle_timeout)
         self.stats_path = os.path.join(workdir, "stats.json")
-        self.log_path = os.path.join(a.logs, f"{name}-{a.engine}.log") if a.logs else os.path.join(workdir, "engine.log")
+        # one log per run: what is read back from it is this run's
+        self.log_path = (os.path.join(a.logs, f"{a.cmd}-{name}-{a.engine}.log") if a.logs
+                         else os.path.join(workdir, "engine.log"))
         self.has_stats = True
         env = dict(os.environ)
         if a.engine == "aerostream":
@@ -128,7 +130,7 @@ class Engine:
         self.t0 = None
 
     def start(self):
-        logf = open(self.log_path, "a")
+        logf = open(self.log_path, "w")
         logf.write(f"$ {' '.join(self.cmd)}\n")
         logf.flush()
         self.t0 = time.monotonic()

@@ -140,6 +140,7 @@ run() {
     return "$rc"
 }
 
+declare -A unsupported=()
 status=0
 fail() {
     echo "!!! $*" | tee -a "$out/failures.txt"
@@ -179,7 +180,10 @@ if [[ " ${phases[*]} " == *" throughput "* ]]; then
             set -e
             case $rc in
                 0) ok+=("$e") ;;
-                3) echo "--- $e does not support $p: skipped" | tee -a "$out/failures.txt" ;;
+                3)
+                    echo "--- $e does not support $p: skipped" | tee -a "$out/failures.txt"
+                    unsupported[$p-$e]=1
+                    ;;
                 *) fail "throughput $p $e exited $rc" ;;
             esac
             step_done
@@ -202,6 +206,10 @@ if [[ " ${phases[*]} " == *" latency "* ]]; then
     for p in "${pipelines[@]}"; do
         for e in "${engines[@]}"; do
             topic="live-$p-$e"
+            if [ -n "${unsupported[$p-$e]:-}" ]; then
+                echo "--- latency: $e does not support $p (see the throughput phase): skipped"
+                continue
+            fi
             step "latency: $e, $p, $rate ticks/s for $duration s, engine on CPUs $engine_cpus, producer on CPUs $producer_cpus"
             python3 benchmarks/processor/ticks.py --bootstrap "$bootstrap" --topic "$topic" --create "$partitions" --count 0 >/dev/null
             set +e

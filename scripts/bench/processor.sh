@@ -34,6 +34,8 @@
 #                defaulting to ./target; not built here)
 #   AGENT_CPUS, ENGINE_CPUS, PRODUCER_CPUS  taskset CPU lists (default 0, 1,
 #                and the agent's for the paced producer)
+#   LATENCY_WARMUP  seconds between an engine's start and the first paced
+#                tick (default 3)
 #   IDLE_TIMEOUT  overrides the pipelines' source.idle_timeout (default: the
 #                pipeline's, 5s): how long after the last tick the throughput
 #                phase's last windows close

@@ -202,6 +202,7 @@ if [[ " ${phases[*]} " == *" throughput "* ]]; then
         fi
         rm -rf "$scratch"/tp-"$p"-*
     done
+    python3 "$here/processor_run.py" delete-topic --bootstrap "$bootstrap" --topic ticks
 fi
 
 if [[ " ${phases[*]} " == *" latency "* ]]; then
@@ -227,6 +228,8 @@ if [[ " ${phases[*]} " == *" latency "* ]]; then
                 *) fail "latency $p $e exited $rc" ;;
             esac
             rm -rf "$scratch/lat-$p-$e"
+            python3 "$here/processor_run.py" delete-topic --bootstrap "$bootstrap" --topic "$topic"
+            python3 "$here/processor_run.py" delete-topic --bootstrap "$bootstrap" --topic "$topic-warmup"
             step_done
         done
     done

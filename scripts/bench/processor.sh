@@ -44,8 +44,8 @@
 # An engine that refuses a pipeline (a binary older than its window type or
 # ops) is reported as not supported and its comparison skipped; an
 # aerostream binary without `process --stats` gives throughput, CPU and RSS
-# only. Needs python3 with confluent-kafka, pyarrow, PyYAML and polars (pip
-# install polars, done here when missing).
+# only. Needs python3 with confluent-kafka, pyarrow, PyYAML and polars
+# (installed here with pip when missing).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -77,11 +77,15 @@ agent_cpus=${AGENT_CPUS:-0}
 if [ "$(nproc)" -gt 1 ]; then engine_cpus=${ENGINE_CPUS:-1}; else engine_cpus=${ENGINE_CPUS:-0}; fi
 producer_cpus=${PRODUCER_CPUS:-$agent_cpus}
 
-# the baseline's one dependency the test requirements do not bring
-if ! python3 -c 'import polars' 2>/dev/null; then
-    echo "installing polars (the baseline's engine)"
-    python3 -m pip install --quiet polars
-fi
+# Python packages: polars (the baseline's engine, which the test
+# requirements do not bring), PyYAML (pipeline files), pyarrow (the
+# comparison), confluent-kafka (ticks and the baseline's consumer)
+for need in polars:polars yaml:pyyaml pyarrow:pyarrow confluent_kafka:confluent-kafka; do
+    if ! python3 -c "import ${need%%:*}" 2>/dev/null; then
+        echo "installing ${need#*:}"
+        python3 -m pip install --quiet "${need#*:}"
+    fi
+done
 
 out=${RESULTS_DIR:-benchmarks/results/$(date +%Y-%m-%d)-processor}
 mkdir -p "$out"

@@ -1,7 +1,7 @@
 """The output-topic sink end to end: events counted per key in 1-second
 tumbling windows, each checkpoint's windows written to a topic in one Kafka
 transaction with the source offsets. The processor is killed with SIGKILL
-mid-run; a checkpoint written after the last committed transaction is left
+with half of the events produced; a checkpoint written after the last committed transaction is left
 behind, as a processor dying between its two steps leaves it; the restart
 resumes from the checkpoint whose transaction committed. A read_committed
 consumer then reads every (key, window) exactly once, with the count
@@ -29,13 +29,17 @@ NAME = "topic-counts"
 GROUP = f"aerostream-process-{NAME}"
 
 
-def produce(bootstrap):
+def create_topics(bootstrap):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic("events", 4, 1), NewTopic("counts", 3, 1)]).values():
         f.result(30)
+
+
+def produce(bootstrap, first, last):
+    """Events first..last-1; their count per (key, window start)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     expected = collections.Counter()
-    for i in range(EVENTS):
+    for i in range(first, last):
         key, ts = f"k{i % KEYS}", BASE + i * 5
         expected[(key, ts // 1000 * 1000)] += 1
         p.produce("events", key=key, value=json.dumps({"k": key, "ts": ts}))
@@ -62,10 +66,18 @@ def read_committed(bootstrap, quiet=5.0, timeout=120):
 
 
 def committed_epoch(bootstrap):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-    got = c.committed([TopicPartition("events", p) for p in range(4)], timeout=30)
-    c.close()
-    epochs = {tp.metadata for tp in got if tp.offset >= 0}
+    """The epoch in the metadata of the offsets the processor's group
+    committed. (Read with kafka-python: through confluent-kafka 2.16,
+    `TopicPartition.metadata` now and then came back with bytes after the
+    metadata, which raw OffsetFetch requests and kafka-python never saw.)"""
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition as Partition
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False)
+    try:
+        got = [c.committed(Partition("events", p), metadata=True) for p in range(4)]
+    finally:
+        c.close()
+    epochs = {o.metadata for o in got if o is not None and o.offset >= 0}
     assert len(epochs) <= 1, epochs
     return int(epochs.pop().removeprefix("epoch=")) if epochs else None
 
@@ -101,11 +113,18 @@ def test_a_killed_processor_writes_every_window_to_the_topic_exactly_once():
     root = tempfile.mkdtemp(prefix="aerostream-topic-sink-")
     procs = []
     try:
-        expected = produce(b.bootstrap)
+        create_topics(b.bootstrap)
         p = Processor(root, b.bootstrap)
         procs.append(p)
+        # the events come in steps while the processor runs: it is killed
+        # with half of them produced, after a few transactions committed
+        expected = collections.Counter()
+        step = EVENTS // 10
         deadline = time.time() + 300
-        while len(p.checkpoints()) < 2 or (committed_epoch(b.bootstrap) or 0) < 3:
+        for first in range(0, EVENTS // 2, step):
+            expected += produce(b.bootstrap, first, first + step)
+            time.sleep(0.5)
+        while (committed_epoch(b.bootstrap) or 0) < 3:
             assert time.time() < deadline and p.proc.poll() is None, p.log()[-3000:]
             time.sleep(0.2)
         p.proc.send_signal(signal.SIGKILL)
@@ -115,6 +134,7 @@ def test_a_killed_processor_writes_every_window_to_the_topic_exactly_once():
             checkpoint = json.load(f)
         committed = committed_epoch(b.bootstrap)
         before = read_committed(b.bootstrap, quiet=2.0)
+        expected += produce(b.bootstrap, EVENTS // 2, EVENTS)
         assert 0 < len(before) < len(expected), "killed mid-run"
         print(f"killed: latest checkpoint {checkpoint['epoch']}, committed epoch {committed}, "
               f"{len(before)} of {len(expected)} windows committed")

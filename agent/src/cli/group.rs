@@ -9,8 +9,8 @@ use anyhow::bail;
 use bytes::Buf;
 use kafka_protocol::messages::{
     list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
-    ConsumerProtocolAssignment, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
-    ListGroupsRequest, ListOffsetsRequest, OffsetFetchRequest,
+    ConsumerProtocolAssignment, DescribeGroupsRequest, GroupId, ListGroupsRequest,
+    ListOffsetsRequest, OffsetFetchRequest,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde::Serialize;

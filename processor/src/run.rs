@@ -128,6 +128,8 @@ pub async fn run(
             next_line = now + PROGRESS_EVERY;
         }
     }
+    // the final counters, whenever the last periodic line was
+    task.log_progress(last_line.elapsed());
     tracing::info!(pipeline = %task.pipeline.name, "stopping: taking a last checkpoint");
     let committed = task.checkpoint().await;
     let counts = task.counts();

@@ -28,7 +28,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use conn::Conn;
-pub use records::decode_records;
+pub use records::{decode_records, encode_batch, BatchProducer};
 
 /// A SASL login, as every connection of a [`Client`] performs it.
 #[derive(Clone)]

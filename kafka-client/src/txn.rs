@@ -17,11 +17,10 @@
 //! which every Kafka broker since 2.5 and AeroStream serve.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
+use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -34,11 +33,10 @@ use kafka_protocol::messages::{
     TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
-use crate::{describe_error, error_name, is_retriable, topic_name, Client};
+use crate::{
+    describe_error, encode_batch, error_name, is_retriable, topic_name, BatchProducer, Client,
+};
 
 /// How often a retriable answer is asked again before giving up.
 const ATTEMPTS: u32 = 20;
@@ -495,42 +493,15 @@ pub async fn committed_offsets(
 
 /// One transactional RecordBatch v2 of `entries`.
 fn encode(entries: &[Entry], producer_id: i64, epoch: i16, sequence: i32) -> anyhow::Result<Bytes> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let records: Vec<Record> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, (key, value))| {
-            let i = i32::try_from(i).unwrap_or(i32::MAX);
-            Record {
-                transactional: true,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id,
-                producer_epoch: epoch,
-                timestamp_type: TimestampType::Creation,
-                offset: i64::from(i),
-                sequence: sequence.wrapping_add(i),
-                timestamp: now,
-                key: key.clone(),
-                value: Some(value.clone()),
-                headers: IndexMap::new(),
-            }
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
+    encode_batch(
+        entries,
+        Some(BatchProducer {
+            id: producer_id,
+            epoch,
+            sequence,
+            transactional: true,
+        }),
     )
-    .map_err(|e| anyhow!("cannot encode a record batch: {e}"))?;
-    Ok(buf.freeze())
 }
 
 #[cfg(test)]

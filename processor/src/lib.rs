@@ -11,9 +11,11 @@
 //! ([`checkpoint`]), so a restarted processor resumes exactly where the last
 //! checkpoint left it ([`run()`]). See `docs/processor.md`.
 
+mod acc;
 pub mod checkpoint;
 pub mod decode;
 pub mod filter;
+pub mod live;
 pub mod pipeline;
 pub mod run;
 pub mod sink;

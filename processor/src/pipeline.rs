@@ -53,9 +53,20 @@ pub struct Pipeline {
     pub filter: Vec<Filter>,
     pub aggregates: Vec<Aggregate>,
     pub sink: Sink,
+    /// A live view of the closed windows over WebSocket.
+    #[serde(default)]
+    pub live: Option<LiveView>,
     /// How often closed windows are written and the state checkpointed.
     #[serde(default = "default_checkpoint_interval", with = "duration")]
     pub checkpoint_interval: Duration,
+}
+
+/// Where the live view listens.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveView {
+    /// `host:port` (port 0: any free port, logged at start).
+    pub listen: String,
 }
 
 /// The topic read and how its records are understood.
@@ -384,6 +395,17 @@ impl Pipeline {
                 return Err(invalid("sink.topic", "only a topic sink takes a topic"))
             }
             _ => {}
+        }
+        if let Some(live) = &self.live {
+            if live.listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(invalid(
+                    "live.listen",
+                    format!(
+                        "{:?}: expected an address such as 127.0.0.1:9095",
+                        live.listen
+                    ),
+                ));
+            }
         }
         let url = &self.sink.url;
         match url.split_once("://") {

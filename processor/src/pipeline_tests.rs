@@ -321,3 +321,14 @@ fn a_topic_sink_names_its_topic_and_keeps_checkpoints_at_its_url() {
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn the_live_view_needs_an_address() {
+    let p = Pipeline::parse(&format!("{EXAMPLE}live: {{listen: \"127.0.0.1:9095\"}}\n")).unwrap();
+    assert_eq!(p.live.unwrap().listen, "127.0.0.1:9095");
+    let e = err(&format!("{EXAMPLE}live: {{listen: \"localhost\"}}\n"));
+    assert!(
+        e.contains("live.listen") && e.contains("expected an address"),
+        "{e}"
+    );
+}

@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use crate::checkpoint::{data_file, late_file, Checkpoint, CheckpointStore};
 use crate::decode::{Columns, JsonDecoder};
 use crate::filter::Predicates;
+use crate::live::Live;
 use crate::pipeline::{LateRecords, Pipeline, SinkKind};
 use crate::sink::{self, LateRow};
 use crate::source::TopicReader;
@@ -60,6 +61,8 @@ struct Task {
     stats: Option<Stats>,
     /// With a topic sink, its transactional writer.
     topic_sink: Option<TopicSink>,
+    /// The live view, when the pipeline has one.
+    live: Option<Live>,
 }
 
 /// Runs `pipeline` until `shutdown` completes, then takes a last
@@ -77,6 +80,9 @@ pub async fn run(
         task = Task::start(pipeline) => task?,
     };
     task.stats = options.stats.map(Stats::new);
+    if let Some(view) = task.pipeline.live.clone() {
+        task.live = Some(Live::start(&task.pipeline, &view.listen).await?);
+    }
     let interval = task.pipeline.checkpoint_interval;
     let mut next_checkpoint = Instant::now() + interval;
     let mut next_line = Instant::now() + PROGRESS_EVERY;
@@ -116,6 +122,9 @@ pub async fn run(
         if let Some(stats) = task.stats.as_mut() {
             stats.emitted(&closed);
             stats.maybe_write(counts, false);
+        }
+        if let Some(live) = &task.live {
+            live.publish(&closed);
         }
         task.pending.extend(closed);
         if now >= next_checkpoint {
@@ -226,6 +235,7 @@ impl Task {
             committed_offsets: latest.map(|c| c.offsets).unwrap_or_default(),
             progress: Progress::default(),
             stats: None,
+            live: None,
             topic_sink,
         })
     }

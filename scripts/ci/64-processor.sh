@@ -9,17 +9,21 @@
 # processor (it reconnects; still exact); a bad pipeline file refused.
 # Then ticks read by two processors at once: sliding windows with a filter
 # and weighted averages, and session windows, each row equal to what the
-# test computes from the ticks; the --stats file's counts.
-# About 60 seconds.
+# test computes from the ticks; late records in the late output; the
+# --stats file's counts. The output-topic sink killed with SIGKILL and
+# restarted: a read_committed reader sees every window once. The live
+# view's WebSocket streams every closed window while a stalled client
+# holds nothing up.
+# About 70 seconds.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
-# boto3, pyarrow, pytest).
+# boto3, pyarrow, pytest, websocket-client).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
 cargo build -p agent --bin aerostream --features fault-injection
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
-if ! python3 -c "import confluent_kafka, boto3, pyarrow, pytest" 2>/dev/null || ! command -v moto_server >/dev/null; then
+if ! python3 -c "import confluent_kafka, boto3, pyarrow, pytest, websocket" 2>/dev/null || ! command -v moto_server >/dev/null; then
     echo "python packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi

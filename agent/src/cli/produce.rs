@@ -11,14 +11,10 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail};
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
+use bytes::Bytes;
 use kafka_protocol::messages::{
     produce_request::{PartitionProduceData, TopicProduceData},
     ProduceRequest,
-};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -402,46 +398,7 @@ impl Producer {
 
 /// One RecordBatch v2 of a partition's waiting records.
 fn encode(pending: &Pending) -> anyhow::Result<Bytes> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    let records: Vec<Record> = pending
-        .records
-        .iter()
-        .enumerate()
-        .map(|(i, (key, value))| {
-            let offset = i64::try_from(i).unwrap_or(i64::MAX);
-            Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset,
-                // offset - sequence stays constant, so the encoder keeps all
-                // records in one batch; the base sequence is then -1 (none)
-                sequence: (offset as i32).wrapping_sub(1),
-                timestamp: now,
-                key: key.clone(),
-                value: Some(value.clone()),
-                headers: IndexMap::new(),
-            }
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| anyhow!("cannot encode a record batch: {e}"))?;
-    Ok(buf.freeze())
+    kafka_client::encode_batch(&pending.records, None)
 }
 
 #[cfg(test)]

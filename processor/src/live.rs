@@ -1,0 +1,227 @@
+//! The live view: `live: {listen: "127.0.0.1:9095"}` serves each window's
+//! row the moment it closes, for dashboards.
+//!
+//! - `GET /ws`: a WebSocket; the first message describes the pipeline
+//!   (`{"pipeline", "window", "aggregates"}`), then every closed window is
+//!   one text message, the same JSON object the topic sink writes. A client
+//!   too slow to keep up is told how many rows it missed
+//!   (`{"lagged": n}`) and goes on from the newest; the processor never
+//!   waits for a client.
+//! - `GET /recent`: the last rows (up to 1,000) as a JSON array.
+//! - `GET /`: a page charting the first numeric aggregate per key.
+//!
+//! Rows are sent when their window closes, before the checkpoint that makes
+//! them durable: after a crash the windows written again are sent again.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::{Html, IntoResponse};
+use axum::routing::get;
+use axum::{Json, Router};
+use tokio::sync::broadcast;
+
+use crate::pipeline::Pipeline;
+use crate::sink::{json, Plan};
+use crate::window::WindowRow;
+
+/// Rows a client may fall behind by before it is told it lagged.
+const BACKLOG: usize = 4_096;
+/// Rows `/recent` keeps.
+const RECENT: usize = 1_000;
+
+#[derive(Clone)]
+struct Shared {
+    rows: broadcast::Sender<Arc<str>>,
+    recent: Arc<Mutex<VecDeque<serde_json::Value>>>,
+    hello: Arc<str>,
+}
+
+/// The live view's server, fed with closed windows.
+pub struct Live {
+    shared: Shared,
+    plan: Plan,
+    pipeline: Pipeline,
+    /// Where it listens (the port chosen when the file said 0).
+    pub addr: SocketAddr,
+}
+
+impl Live {
+    /// Listens on `listen` and serves until the process ends.
+    pub async fn start(pipeline: &Pipeline, listen: &str) -> anyhow::Result<Live> {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen for the live view on {listen}"))?;
+        let addr = listener.local_addr()?;
+        let (rows, _) = broadcast::channel(BACKLOG);
+        let hello = serde_json::json!({
+            "pipeline": pipeline.name,
+            "window": pipeline.window.kind.name(),
+            "aggregates": pipeline.aggregates.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
+        })
+        .to_string();
+        let shared = Shared {
+            rows,
+            recent: Arc::new(Mutex::new(VecDeque::with_capacity(RECENT))),
+            hello: Arc::from(hello),
+        };
+        let app = Router::new()
+            .route("/", get(page))
+            .route("/ws", get(upgrade))
+            .route("/recent", get(recent))
+            .with_state(shared.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::warn!("the live view stopped: {e}");
+            }
+        });
+        tracing::info!(%addr, "serving the live view: GET / (a chart), /ws (WebSocket), /recent");
+        Ok(Live {
+            shared,
+            plan: Plan::new(pipeline),
+            pipeline: pipeline.clone(),
+            addr,
+        })
+    }
+
+    /// Sends closed windows to every client, without waiting for any.
+    pub fn publish(&self, rows: &[WindowRow]) {
+        if rows.is_empty() {
+            return;
+        }
+        let values: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| json(&self.pipeline, &self.plan, r))
+            .collect();
+        if self.shared.rows.receiver_count() > 0 {
+            for v in &values {
+                // (an error only means every client left meanwhile)
+                let _ = self.shared.rows.send(Arc::from(v.to_string()));
+            }
+        }
+        if let Ok(mut recent) = self.shared.recent.lock() {
+            for v in values {
+                if recent.len() == RECENT {
+                    recent.pop_front();
+                }
+                recent.push_back(v);
+            }
+        }
+    }
+}
+
+async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Shared>) -> impl IntoResponse {
+    ws.on_upgrade(move |socket| client(socket, shared))
+}
+
+/// One WebSocket client: the hello, then every row until it leaves.
+async fn client(mut socket: WebSocket, shared: Shared) {
+    let mut rows = shared.rows.subscribe();
+    if socket
+        .send(Message::Text(shared.hello.to_string().into()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    loop {
+        let out = tokio::select! {
+            row = rows.recv() => match row {
+                Ok(text) => text.to_string(),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    serde_json::json!({"lagged": n}).to_string()
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                // pings are answered by the library; anything else is ignored
+                Some(Ok(_)) => continue,
+            },
+        };
+        if socket.send(Message::Text(out.into())).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn recent(State(shared): State<Shared>) -> Json<Vec<serde_json::Value>> {
+    let rows = shared
+        .recent
+        .lock()
+        .map(|r| r.iter().cloned().collect())
+        .unwrap_or_default();
+    Json(rows)
+}
+
+async fn page() -> Html<&'static str> {
+    Html(PAGE)
+}
+
+/// The chart: one line per key (the 12 busiest) of the first numeric
+/// aggregate over window ends, and the newest rows, from `/ws`.
+const PAGE: &str = r##"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>AeroStream live view</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#1d2430}
+h1{font-size:1.2em} #status{color:#5a6475} canvas{border:1px solid #d7dce4;width:100%;max-width:960px}
+table{border-collapse:collapse;margin-top:1em} td,th{padding:2px 8px;border-bottom:1px solid #eef0f4;text-align:right}
+</style></head><body>
+<h1 id="title">AeroStream live view</h1>
+<div id="status">connecting…</div>
+<canvas id="chart" width="960" height="360"></canvas>
+<table id="rows"><thead></thead><tbody></tbody></table>
+<script>
+const series = new Map(); let columns = []; let measure = null; let received = 0;
+const palette = ["#2f6fde","#d1495b","#00798c","#edae49","#66a182","#8d6cab","#c05f2b","#3d405b","#81b29a","#e07a5f","#5c946e","#a05195"];
+function draw() {
+  const c = document.getElementById("chart"), g = c.getContext("2d");
+  g.clearRect(0, 0, c.width, c.height);
+  const keys = [...series.keys()].sort((a, b) => series.get(b).length - series.get(a).length).slice(0, 12);
+  const points = keys.flatMap(k => series.get(k));
+  if (!points.length) return;
+  const xs = points.map(p => p[0]), ys = points.map(p => p[1]);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs) || x0 + 1, y0 = Math.min(...ys), y1 = Math.max(...ys);
+  const sx = x => 40 + (x - x0) / Math.max(1, x1 - x0) * (c.width - 60);
+  const sy = y => c.height - 20 - (y - y0) / Math.max(1e-9, y1 - y0) * (c.height - 40);
+  g.fillStyle = "#5a6475"; g.fillText(y1.toPrecision(6), 2, 14); g.fillText(y0.toPrecision(6), 2, c.height - 22);
+  keys.forEach((k, i) => {
+    g.strokeStyle = palette[i % palette.length]; g.beginPath();
+    series.get(k).forEach((p, j) => j ? g.lineTo(sx(p[0]), sy(p[1])) : g.moveTo(sx(p[0]), sy(p[1])));
+    g.stroke(); g.fillStyle = g.strokeStyle; g.fillText(k, c.width - 120, 16 + 14 * i);
+  });
+}
+function row(r) {
+  const body = document.querySelector("#rows tbody"), tr = document.createElement("tr");
+  for (const col of ["key", "window_start", "window_end", ...columns]) {
+    const td = document.createElement("td"); td.textContent = r[col] === null ? "" : r[col]; tr.appendChild(td);
+  }
+  body.prepend(tr); while (body.rows.length > 20) body.deleteRow(-1);
+}
+const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+ws.onmessage = e => {
+  const m = JSON.parse(e.data);
+  if (m.pipeline) {
+    columns = m.aggregates; document.getElementById("title").textContent = "AeroStream live view: " + m.pipeline + " (" + m.window + " windows)";
+    const head = document.querySelector("#rows thead"); head.innerHTML = "";
+    const tr = document.createElement("tr");
+    for (const col of ["key", "window_start", "window_end", ...columns]) { const th = document.createElement("th"); th.textContent = col; tr.appendChild(th); }
+    head.appendChild(tr); return;
+  }
+  if (m.lagged) { document.getElementById("status").textContent = "missed " + m.lagged + " rows (too slow)"; return; }
+  received++;
+  measure = measure || columns.find(col => typeof m[col] === "number");
+  if (measure && typeof m[measure] === "number") {
+    const s = series.get(m.key) || []; s.push([m.window_end, m[measure]]); if (s.length > 300) s.shift(); series.set(m.key, s);
+  }
+  row(m);
+  document.getElementById("status").textContent = received + " windows received; charting " + (measure || "nothing yet");
+  draw();
+};
+ws.onclose = () => { document.getElementById("status").textContent = "disconnected"; };
+</script></body></html>
+"##;

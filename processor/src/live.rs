@@ -165,7 +165,7 @@ async fn page() -> Html<&'static str> {
 /// The chart: one line per key (the 12 busiest) of the first numeric
 /// aggregate over window ends, and the newest rows, from `/ws`.
 const PAGE: &str = r##"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>AeroStream live view</title>
+<html lang="en"><head><meta charset="utf-8"><title>AeroStream live view</title><link rel="icon" href="data:,">
 <style>
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#1d2430}
 h1{font-size:1.2em} #status{color:#5a6475} canvas{border:1px solid #d7dce4;width:100%;max-width:960px}

@@ -11,6 +11,10 @@
 # error or failed request, and on a page that scrolls sideways at phone size.
 # Screenshots of each page at both sizes: $AEROSTREAM_ARTIFACTS/console/
 # (default: artifacts/console/ at the repository root).
+# Then the stream processor's live view page (tests/js/live.browser.test.js):
+# a running `aerostream process` streams the windows it closes over
+# WebSocket; the page must count them all, list the newest and draw the
+# chart, with no browser error ($AEROSTREAM_ARTIFACTS/processor/).
 # Needs: apt chromium; npm install in tests/js (puppeteer-core, kafkajs).
 # Bounded: about 30 s once the binary is built and chromium installed.
 set -euo pipefail
@@ -44,4 +48,6 @@ fi
 export AEROSTREAM_ARTIFACTS="${AEROSTREAM_ARTIFACTS:-$PWD/artifacts}"
 echo "== web console in chromium (desktop and phone sizes)"
 (cd tests/js && timeout 180 node --test --test-concurrency=1 console.browser.test.js)
+echo "== the stream processor's live view in chromium"
+(cd tests/js && timeout 120 node --test --test-concurrency=1 live.browser.test.js)
 echo "screenshots: $AEROSTREAM_ARTIFACTS/console/"

@@ -78,4 +78,4 @@ async function startBroker(extra = []) {
   throw new Error('aerostream did not become ready');
 }
 
-module.exports = { startBroker };
+module.exports = { startBroker, binary, freePort };

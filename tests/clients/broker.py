@@ -87,9 +87,26 @@ class Broker:
         (written at start; clients trust it)."""
         return os.path.join(self.dir, "data", "native-tls", "ca.pem")
 
+    PORTS = ("port", "http_port", "native_port", "registry_port", "connect_port")
+
     def start(self, timeout=60):
-        self.launch()
-        return self.wait_ready(timeout)
+        # Ports picked here were free a moment ago, but the kernel may hand
+        # one to another process's outgoing connection before the agent
+        # binds it: then the agent exits with "Address already in use", and
+        # is started again on ports picked afresh (never on ports the
+        # caller chose, nor on a restart, which keeps its ports).
+        picked = [name for name in self.PORTS if getattr(self, name) is None]
+        for attempt in range(3):
+            self.launch()
+            try:
+                return self.wait_ready(timeout)
+            except RuntimeError as e:
+                if not picked or attempt == 2 or "Address already in use" not in self.run_log():
+                    raise
+                print(f"aerostream could not bind a port picked for it ({e.__class__.__name__}); "
+                      "starting it again on other ports")
+                for name in picked:
+                    setattr(self, name, None)
 
     def launch(self):
         """Starts the process without waiting for it to serve."""

@@ -111,16 +111,25 @@ class Broker:
     def launch(self):
         """Starts the process without waiting for it to serve."""
         # The first start picks free ports; restarts reuse them so clients reconnect.
+        # (distinct ones: a port closed a moment ago may be handed out again)
+        taken = {getattr(self, name) for name in self.PORTS} - {None}
+
+        def pick(picker):
+            while (p := picker()) in taken:
+                pass
+            taken.add(p)
+            return p
+
         if self.port is None:
-            self.port = free_port()
+            self.port = pick(free_port)
         if self.http_port is None:
-            self.http_port = free_port()
+            self.http_port = pick(free_port)
         if self.native_port is None:
-            self.native_port = free_tcp_and_udp_port()
+            self.native_port = pick(free_tcp_and_udp_port)
         if self.registry_port is None:
-            self.registry_port = free_port()
+            self.registry_port = pick(free_port)
         if self.connect_port is None:
-            self.connect_port = free_port()
+            self.connect_port = pick(free_port)
         args = [
             binary(), "serve",
             "--data-dir", os.path.join(self.dir, "data"),

@@ -34,16 +34,33 @@ function healthy(port) {
   });
 }
 
-// `extra`: more `serve` flags (TLS, SASL).
+// Five distinct ports free a moment ago.
+async function freePorts() {
+  const ports = new Set();
+  while (ports.size < 5) ports.add(await freePort());
+  return [...ports];
+}
+
+// `extra`: more `serve` flags (TLS, SASL). Ports picked here were free a
+// moment ago, but the kernel may hand one to another process's outgoing
+// connection before the agent binds it: then it is started again on ports
+// picked afresh (three tries).
 async function startBroker(extra = []) {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startOnce(extra);
+    } catch (e) {
+      if (attempt === 3 || !/Address already in use/.test(e.message)) throw e;
+      console.log('aerostream could not bind a port picked for it; starting it again on other ports');
+    }
+  }
+}
+
+async function startOnce(extra) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aerostream-js-'));
-  const port = await freePort();
-  const httpPort = await freePort();
   // the native listener takes TCP and UDP on one port: free ones, so two
   // brokers can run at once
-  const nativePort = await freePort();
-  const registryPort = await freePort();
-  const connectPort = await freePort();
+  const [port, httpPort, nativePort, registryPort, connectPort] = await freePorts();
   const log = fs.openSync(path.join(dir, 'broker.log'), 'a');
   const proc = spawn(binary(), [
     'serve', '--data-dir', path.join(dir, 'data'),

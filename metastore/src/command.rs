@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::acl::{AclBinding, AclFilter};
 use crate::connect::{ConnectCommand, ConnectOutput};
+use crate::processors::{ProcessorCommand, ProcessorOutput};
 use crate::coordinators::SlotFence;
 use crate::error::MetaError;
 use crate::quota::{QuotaEntity, QuotaOps};
@@ -399,6 +400,11 @@ pub enum Command {
     Connect {
         command: ConnectCommand,
     },
+    /// A stream processor worker's heartbeat or leave
+    /// ([`crate::processors`]).
+    Processor {
+        command: ProcessorCommand,
+    },
 }
 
 impl Command {
@@ -466,6 +472,8 @@ pub enum CommandOutput {
     Registry(RegistryOutput),
     /// What a Connect command answered.
     Connect(ConnectOutput),
+    /// What a processor command answered.
+    Processor(ProcessorOutput),
 }
 
 /// The result of one command.

@@ -80,6 +80,7 @@ mod liveness;
 pub mod network;
 mod node;
 pub mod options;
+pub mod processors;
 mod proposer;
 pub mod quota;
 pub mod raft_types;

@@ -14,6 +14,7 @@
 mod acc;
 pub mod checkpoint;
 pub mod decode;
+pub mod distribute;
 pub mod filter;
 pub mod live;
 pub mod pipeline;

@@ -59,6 +59,35 @@ pub struct Pipeline {
     /// How often closed windows are written and the state checkpointed.
     #[serde(default = "default_checkpoint_interval", with = "duration")]
     pub checkpoint_interval: Duration,
+    /// Several workers sharing the source's partitions (see
+    /// [`crate::distribute`]); without it one process reads them all.
+    #[serde(default)]
+    pub distribution: Option<Distribution>,
+    /// Set by a worker for each partition it runs (`p<partition>`): the
+    /// partition's output and checkpoints are under `sink.url` +
+    /// `/partitions/<partition>`, its transactions under its own id.
+    #[serde(skip)]
+    pub instance: Option<String>,
+}
+
+/// How a pipeline's workers share the source's partitions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Distribution {
+    /// Agents' HTTP addresses (`http://host:port`), tried in turn: their
+    /// REST API keeps the workers' partition leases in the metastore.
+    pub coordinators: Vec<String>,
+    /// This worker's id, unique among the pipeline's workers; by default
+    /// the host name and the process id.
+    #[serde(default)]
+    pub worker: Option<String>,
+    /// How long a worker that stops heartbeating keeps its partitions.
+    #[serde(default = "default_lease_ttl", with = "duration")]
+    pub lease_ttl: Duration,
+}
+
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(6)
 }
 
 /// Where the live view listens.
@@ -405,6 +434,31 @@ impl Pipeline {
                         live.listen
                     ),
                 ));
+            }
+        }
+        if let Some(d) = &self.distribution {
+            if d.coordinators.is_empty() {
+                return Err(invalid(
+                    "distribution.coordinators",
+                    "name at least one agent's HTTP address, e.g. http://127.0.0.1:9001",
+                ));
+            }
+            for c in &d.coordinators {
+                let ok = c
+                    .strip_prefix("http://")
+                    .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'));
+                if !ok {
+                    return Err(invalid(
+                        "distribution.coordinators",
+                        format!("{c:?}: expected http://host:port"),
+                    ));
+                }
+            }
+            if d.worker.as_ref().is_some_and(|w| w.trim().is_empty() || w.len() > 255) {
+                return Err(invalid("distribution.worker", "1 to 255 characters"));
+            }
+            if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&d.lease_ttl) {
+                return Err(invalid("distribution.lease_ttl", "1s to 300s"));
             }
         }
         let url = &self.sink.url;

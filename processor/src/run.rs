@@ -4,6 +4,7 @@
 //! checkpoint is taken then).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -61,15 +62,33 @@ struct Task {
     stats: Option<Stats>,
     /// With a topic sink, its transactional writer.
     topic_sink: Option<TopicSink>,
-    /// The live view, when the pipeline has one.
-    live: Option<Live>,
+    /// The live view, when the pipeline has one (shared by a worker's
+    /// partitions).
+    live: Option<Arc<Live>>,
 }
 
 /// Runs `pipeline` until `shutdown` completes, then takes a last
 /// checkpoint. An error only for what the processor cannot go on from.
+/// A pipeline with `distribution` runs as one of its workers
+/// ([`crate::distribute`]).
 pub async fn run(
     pipeline: Pipeline,
     options: Options,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    if pipeline.distribution.is_some() {
+        return crate::distribute::run(pipeline, options, shutdown).await;
+    }
+    run_scoped(pipeline, None, options, None, shutdown).await
+}
+
+/// Runs `pipeline` over `only` these partitions (all when `None`),
+/// publishing to `live` when given (else to the pipeline's own live view).
+pub(crate) async fn run_scoped(
+    pipeline: Pipeline,
+    only: Option<Vec<i32>>,
+    options: Options,
+    live: Option<Arc<Live>>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     tokio::pin!(shutdown);
@@ -77,11 +96,14 @@ pub async fn run(
     // run at once: nothing has been read, there is nothing to checkpoint
     let mut task = tokio::select! {
         () = &mut shutdown => return Ok(()),
-        task = Task::start(pipeline) => task?,
+        task = Task::start(pipeline, only) => task?,
     };
     task.stats = options.stats.map(Stats::new);
-    if let Some(view) = task.pipeline.live.clone() {
-        task.live = Some(Live::start(&task.pipeline, &view.listen).await?);
+    task.live = live;
+    if task.live.is_none() {
+        if let Some(view) = task.pipeline.live.clone() {
+            task.live = Some(Arc::new(Live::start(&task.pipeline, &view.listen).await?));
+        }
     }
     let interval = task.pipeline.checkpoint_interval;
     let mut next_checkpoint = Instant::now() + interval;
@@ -153,8 +175,9 @@ pub async fn run(
 
 impl Task {
     /// Restores the latest checkpoint (removing data files it does not
-    /// list) and connects to the source.
-    async fn start(pipeline: Pipeline) -> anyhow::Result<Task> {
+    /// list) and connects to the source, reading `only` these partitions
+    /// when given.
+    async fn start(pipeline: Pipeline, only: Option<Vec<i32>>) -> anyhow::Result<Task> {
         let store = CheckpointStore::open(&pipeline.sink.url)?;
         let mut latest = store.latest().await?;
         if let Some(c) = &latest {
@@ -169,7 +192,13 @@ impl Task {
             }
         }
         let mut reader = connect(&pipeline).await?;
-        let partitions = reader.partitions();
+        let mut partitions = reader.partitions();
+        if let Some(only) = only {
+            if let Some(p) = only.iter().find(|p| !partitions.contains(p)) {
+                bail!("topic {} has no partition {p}", pipeline.source.topic);
+            }
+            partitions = only;
+        }
         let topic_sink = match pipeline.sink.kind {
             SinkKind::Parquet => None,
             SinkKind::Topic => {
@@ -402,7 +431,7 @@ async fn committed_checkpoint(
 }
 
 /// Connects to the source, retrying an unreachable broker for a while.
-async fn connect(pipeline: &Pipeline) -> anyhow::Result<TopicReader> {
+pub(crate) async fn connect(pipeline: &Pipeline) -> anyhow::Result<TopicReader> {
     let deadline = Instant::now() + CONNECT_FOR;
     let mut pause = Duration::from_millis(200);
     loop {

@@ -33,6 +33,17 @@ pub fn group_of(pipeline: &Pipeline) -> String {
     format!("aerostream-process-{}", pipeline.name)
 }
 
+/// The transactional id: the group's name, and for one partition of a
+/// distributed pipeline the partition's instance after it (each partition
+/// commits its own transactions, so a partition moving between workers
+/// fences only its own earlier owner).
+pub fn transactional_id_of(pipeline: &Pipeline) -> String {
+    match &pipeline.instance {
+        Some(instance) => format!("{}-{instance}", group_of(pipeline)),
+        None => group_of(pipeline),
+    }
+}
+
 fn client(pipeline: &Pipeline) -> Client {
     Client::new(&pipeline.source.bootstrap, None, None).with_client_id("aerostream-process")
 }
@@ -97,10 +108,10 @@ impl TopicSink {
             .clone()
             .context("a topic sink needs its topic")?;
         let group = group_of(pipeline);
-        let mut producer =
-            TransactionalProducer::init(client(pipeline), &group, TRANSACTION_TIMEOUT)
-                .await
-                .with_context(|| format!("cannot start transactions as {group}"))?;
+        let id = transactional_id_of(pipeline);
+        let mut producer = TransactionalProducer::init(client(pipeline), &id, TRANSACTION_TIMEOUT)
+            .await
+            .with_context(|| format!("cannot start transactions as {id}"))?;
         let partitions = producer
             .partitions(&topic)
             .await

@@ -13,6 +13,7 @@ mod cluster;
 mod error;
 mod groups;
 mod metrics;
+mod processors;
 mod records;
 mod tiering;
 mod topics;
@@ -42,6 +43,7 @@ use crate::http::extension::HttpState;
         (name = "topics", description = "Topics, partitions, configs and records"),
         (name = "groups", description = "Consumer groups and their offsets"),
         (name = "tiering", description = "Uploads to object storage and the cold-read cache"),
+        (name = "processors", description = "Stream processor workers and their partition leases"),
         (name = "meta", description = "This document")
     )
 )]
@@ -76,6 +78,9 @@ fn api() -> OpenApiRouter<HttpState> {
         .routes(routes!(groups::get_group))
         .routes(routes!(tiering::get_tiering))
         .routes(routes!(metrics::get_metrics))
+        .routes(routes!(processors::list_processors))
+        .routes(routes!(processors::heartbeat))
+        .routes(routes!(processors::leave))
         .routes(routes!(openapi_json))
 }
 

@@ -43,6 +43,7 @@ use crate::types::{AgentId, MetaEvent};
 
 mod cluster;
 mod connect;
+mod processors;
 mod groups;
 mod manifests;
 mod registry;

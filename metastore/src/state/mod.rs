@@ -93,6 +93,9 @@ pub struct MetaState {
     /// The Connect engine's connectors, statuses and source offsets.
     #[serde(default)]
     pub(crate) connect: crate::connect::ConnectState,
+    /// The stream processor's workers and their partition leases.
+    #[serde(default)]
+    pub(crate) processors: crate::processors::ProcessorState,
 }
 
 impl MetaState {
@@ -510,6 +513,10 @@ impl MetaState {
                 .connect
                 .apply(now_ms, command)
                 .map(CommandOutput::Connect),
+            Command::Processor { command } => self
+                .processors
+                .apply(now_ms, command)
+                .map(CommandOutput::Processor),
         }
     }
 
@@ -536,6 +543,11 @@ impl MetaState {
     /// The schema registry's state.
     pub fn registry(&self) -> &crate::registry::RegistryState {
         &self.registry
+    }
+
+    /// The stream processor's workers and leases.
+    pub fn processors(&self) -> &crate::processors::ProcessorState {
+        &self.processors
     }
 
     /// The Connect engine's state.

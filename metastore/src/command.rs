@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use crate::acl::{AclBinding, AclFilter};
 use crate::connect::{ConnectCommand, ConnectOutput};
-use crate::processors::{ProcessorCommand, ProcessorOutput};
 use crate::coordinators::SlotFence;
 use crate::error::MetaError;
+use crate::processors::{ProcessorCommand, ProcessorOutput};
 use crate::quota::{QuotaEntity, QuotaOps};
 use crate::registry::{RegistryCommand, RegistryOutput};
 use crate::transactions::{TxnPartition, TxnRecord};

@@ -144,9 +144,9 @@ impl ProcessorState {
                         "the pipeline already has {MAX_WORKERS} workers"
                     )));
                 }
-                Ok(ProcessorOutput::Assignment(p.heartbeat(
-                    now_ms, worker, ttl_ms, partitions, &release,
-                )))
+                Ok(ProcessorOutput::Assignment(
+                    p.heartbeat(now_ms, worker, ttl_ms, partitions, &release),
+                ))
             }
             ProcessorCommand::Leave { pipeline, worker } => {
                 self.expire(now_ms);

@@ -76,7 +76,10 @@ fn a_silent_worker_loses_its_partitions_when_its_ttl_runs_out() {
     assert!(b.held.is_empty());
     let b = beat(&mut s, TTL, "w2", &FOUR, &[]);
     assert_eq!(held(&b), FOUR);
-    assert!(b.held.values().all(|g| *g > old), "regranted with newer generations");
+    assert!(
+        b.held.values().all(|g| *g > old),
+        "regranted with newer generations"
+    );
     assert_eq!(b.workers, vec!["w2".to_string()]);
 }
 

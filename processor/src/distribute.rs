@@ -39,6 +39,8 @@ use crate::run::{connect, run_scoped, Options};
 
 /// How long one call to a coordinator may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the worker looks for partitions added to the source.
+const METADATA_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Serialize)]
 struct HeartbeatBody<'a> {
@@ -238,10 +240,11 @@ pub async fn run(
     let worker = d.worker.clone().unwrap_or_else(default_worker_id);
     let mut coordinator = Coordinator::new(&d, &pipeline.name, &worker)?;
     tokio::pin!(shutdown);
-    let partitions = tokio::select! {
+    let mut partitions = tokio::select! {
         () = &mut shutdown => return Ok(()),
         reader = connect(&pipeline) => reader?.partitions(),
     };
+    let mut metadata_at = Instant::now();
     let live = match &pipeline.live {
         Some(view) => Some(Arc::new(Live::start(&pipeline, &view.listen).await?)),
         None => None,
@@ -286,6 +289,10 @@ pub async fn run(
                 }
             }
         }
+        if metadata_at.elapsed() >= METADATA_EVERY {
+            metadata_at = Instant::now();
+            partitions = refreshed(&pipeline, partitions).await;
+        }
         tokio::select! {
             () = &mut shutdown => break Ok(()),
             () = tokio::time::sleep(beat_every) => {}
@@ -314,6 +321,29 @@ pub async fn run(
     }
     tracing::info!(pipeline = %pipeline.name, worker = %worker, "stopped and left");
     Ok(())
+}
+
+/// The source's partitions as Metadata lists them now; `known` when the
+/// broker cannot say (the next look may).
+async fn refreshed(pipeline: &Pipeline, known: Vec<i32>) -> Vec<i32> {
+    let source = &pipeline.source;
+    match crate::source::TopicReader::connect(&source.bootstrap, &source.topic).await {
+        Ok(reader) => {
+            let now = reader.partitions();
+            if now != known {
+                tracing::info!(
+                    before = known.len(),
+                    now = now.len(),
+                    "the source's partitions changed"
+                );
+            }
+            now
+        }
+        Err(e) => {
+            tracing::warn!("cannot read the source's metadata: {e:#}");
+            known
+        }
+    }
 }
 
 /// Takes up what a heartbeat answered: starts newly held partitions, asks
@@ -390,10 +420,7 @@ fn follow(
 /// released (also when its last checkpoint failed: the next owner resumes
 /// from the one before); one that stopped by itself ended in an error the
 /// pipeline cannot go on from.
-async fn reap(
-    running: &mut BTreeMap<i32, Running>,
-    release: &mut Vec<i32>,
-) -> anyhow::Result<()> {
+async fn reap(running: &mut BTreeMap<i32, Running>, release: &mut Vec<i32>) -> anyhow::Result<()> {
     let done: Vec<i32> = running
         .iter()
         .filter(|(_, r)| r.handle.is_finished())
@@ -408,7 +435,10 @@ async fn reap(
         match (stopping, outcome) {
             (true, Ok(Ok(()))) => release.push(p),
             (true, Ok(Err(e))) => {
-                tracing::warn!(partition = p, "releasing after a failed last checkpoint: {e:#}");
+                tracing::warn!(
+                    partition = p,
+                    "releasing after a failed last checkpoint: {e:#}"
+                );
                 release.push(p);
             }
             (_, Err(e)) if e.is_cancelled() => {}

@@ -58,7 +58,9 @@ async fn heartbeats_go_to_the_next_coordinator_when_one_is_down() {
                 assert_eq!(body["worker"], "w1");
                 assert_eq!(body["ttl_ms"], 3000);
                 assert_eq!(body["release"], serde_json::json!([2]));
-                Json(serde_json::json!({"held": {"0": 7, "1": 8}, "revoke": [1], "workers": ["w1"]}))
+                Json(
+                    serde_json::json!({"held": {"0": 7, "1": 8}, "revoke": [1], "workers": ["w1"]}),
+                )
             }),
         )
         .route(
@@ -66,7 +68,9 @@ async fn heartbeats_go_to_the_next_coordinator_when_one_is_down() {
             post(|| async {
                 (
                     axum::http::StatusCode::FORBIDDEN,
-                    Json(serde_json::json!({"code": "forbidden", "message": "no READ on the group"})),
+                    Json(
+                        serde_json::json!({"code": "forbidden", "message": "no READ on the group"}),
+                    ),
                 )
             }),
         );
@@ -86,7 +90,10 @@ async fn heartbeats_go_to_the_next_coordinator_when_one_is_down() {
     let a = c.heartbeat(&[0, 1, 2], &[2]).await.unwrap();
     assert_eq!(a.held, BTreeMap::from([(0, 7), (1, 8)]));
     assert_eq!(a.revoke, vec![1]);
-    assert_eq!(c.current, 1, "the one that answered is asked first next time");
+    assert_eq!(
+        c.current, 1,
+        "the one that answered is asked first next time"
+    );
     let e = format!("{:#}", c.leave().await.unwrap_err());
     assert!(e.contains("no READ on the group"), "{e}");
 }

@@ -454,7 +454,10 @@ impl Pipeline {
                     ));
                 }
             }
-            if d.worker.as_ref().is_some_and(|w| w.trim().is_empty() || w.len() > 255) {
+            if d.worker
+                .as_ref()
+                .is_some_and(|w| w.trim().is_empty() || w.len() > 255)
+            {
                 return Err(invalid("distribution.worker", "1 to 255 characters"));
             }
             if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&d.lease_ttl) {

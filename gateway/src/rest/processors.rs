@@ -103,7 +103,12 @@ pub async fn heartbeat(
     Json(req): Json<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     let b = &st.broker;
-    caller.require(b, AclOperation::Read, ResourceType::Group, &group_of(&pipeline))?;
+    caller.require(
+        b,
+        AclOperation::Read,
+        ResourceType::Group,
+        &group_of(&pipeline),
+    )?;
     let out = b
         .node
         .catalog
@@ -141,7 +146,12 @@ pub async fn leave(
     Json(req): Json<LeaveRequest>,
 ) -> Result<axum::http::StatusCode, ApiError> {
     let b = &st.broker;
-    caller.require(b, AclOperation::Read, ResourceType::Group, &group_of(&pipeline))?;
+    caller.require(
+        b,
+        AclOperation::Read,
+        ResourceType::Group,
+        &group_of(&pipeline),
+    )?;
     b.node
         .catalog
         .processor_command(ProcessorCommand::Leave {

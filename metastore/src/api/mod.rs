@@ -43,9 +43,9 @@ use crate::types::{AgentId, MetaEvent};
 
 mod cluster;
 mod connect;
-mod processors;
 mod groups;
 mod manifests;
+mod processors;
 mod registry;
 mod security;
 mod topics;

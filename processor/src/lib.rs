@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub mod decode;
 pub mod filter;
 pub mod live;
+pub mod metrics;
 pub mod pipeline;
 pub mod run;
 pub mod sink;

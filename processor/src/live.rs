@@ -1,21 +1,30 @@
 //! The live view: `live: {listen: "127.0.0.1:9095"}` serves each window's
-//! row the moment it closes, for dashboards.
+//! row the moment it closes, for dashboards, and the processor's metrics.
 //!
 //! - `GET /ws`: a WebSocket; the first message describes the pipeline
-//!   (`{"pipeline", "window", "aggregates"}`), then every closed window is
-//!   one text message, the same JSON object the topic sink writes. A client
-//!   too slow to keep up is told how many rows it missed
-//!   (`{"lagged": n}`) and goes on from the newest; the processor never
-//!   waits for a client.
-//! - `GET /recent`: the last rows (up to 1,000) as a JSON array.
+//!   (`{"pipeline", "window", "aggregates", "early_ms"}`), then every
+//!   closed window is one text message, the JSON object the topic sink
+//!   writes plus `"final": true`. With `window.early`, the figures so far
+//!   of each open window that changed come every that much processing time
+//!   with `"final": false`; a window's final row replaces its early ones
+//!   (same `key` and `window_start`). A client too slow to keep up is told
+//!   how many rows it missed (`{"lagged": n}`) and goes on from the newest;
+//!   the processor never waits for a client. Any origin may connect (the
+//!   broker's console does, from its own address).
+//! - `GET /recent`: the last closed rows (up to 1,000), then the newest
+//!   early row of each window still open (up to 1,000), as a JSON array.
+//! - `GET /metrics`: the counters in the Prometheus text format
+//!   ([`crate::metrics`]).
 //! - `GET /`: a page charting the first numeric aggregate per key.
 //!
 //! Rows are sent when their window closes, before the checkpoint that makes
 //! them durable: after a crash the windows written again are sent again.
+//! Early rows go to the live view only, never to a sink or a checkpoint.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -25,9 +34,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use tokio::sync::broadcast;
 
-use crate::pipeline::Pipeline;
+use crate::metrics::Metrics;
+use crate::pipeline::{Pipeline, WindowKind};
 use crate::sink::{json, Plan};
-use crate::window::WindowRow;
+use crate::window::{WindowRow, Windows};
 
 /// Rows a client may fall behind by before it is told it lagged.
 const BACKLOG: usize = 4_096;
@@ -37,17 +47,30 @@ const RECENT: usize = 1_000;
 #[derive(Clone)]
 struct Shared {
     rows: broadcast::Sender<Arc<str>>,
-    recent: Arc<Mutex<VecDeque<serde_json::Value>>>,
+    recent: Arc<Mutex<Recent>>,
     hello: Arc<str>,
+    metrics: Arc<Metrics>,
 }
 
-/// The live view's server, fed with closed windows.
+/// What `/recent` answers.
+#[derive(Default)]
+struct Recent {
+    closed: VecDeque<serde_json::Value>,
+    /// (key, window start) -> the newest early row of a window still open
+    early: BTreeMap<(String, i64), serde_json::Value>,
+}
+
+/// The live view's server, fed with closed windows and early results.
 pub struct Live {
     shared: Shared,
     plan: Plan,
     pipeline: Pipeline,
+    /// When the next early results are due (with `window.early`).
+    next_early: Option<Instant>,
     /// Where it listens (the port chosen when the file said 0).
     pub addr: SocketAddr,
+    /// The counters `/metrics` shows; the loop updates them.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Live {
@@ -62,40 +85,108 @@ impl Live {
             "pipeline": pipeline.name,
             "window": pipeline.window.kind.name(),
             "aggregates": pipeline.aggregates.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
+            "early_ms": pipeline.window.early.map(|d| d.as_millis() as u64),
         })
         .to_string();
+        let metrics = Arc::new(Metrics::new(&pipeline.name));
         let shared = Shared {
             rows,
-            recent: Arc::new(Mutex::new(VecDeque::with_capacity(RECENT))),
+            recent: Arc::new(Mutex::new(Recent::default())),
             hello: Arc::from(hello),
+            metrics: metrics.clone(),
         };
         let app = Router::new()
             .route("/", get(page))
             .route("/ws", get(upgrade))
             .route("/recent", get(recent))
+            .route("/metrics", get(metrics_text))
             .with_state(shared.clone());
         tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::warn!("the live view stopped: {e}");
             }
         });
-        tracing::info!(%addr, "serving the live view: GET / (a chart), /ws (WebSocket), /recent");
+        tracing::info!(
+            %addr,
+            "serving the live view: GET / (a chart), /ws (WebSocket), /recent, /metrics"
+        );
         Ok(Live {
             shared,
             plan: Plan::new(pipeline),
             pipeline: pipeline.clone(),
+            next_early: pipeline.window.early.map(|every| Instant::now() + every),
             addr,
+            metrics,
         })
     }
 
     /// Sends closed windows to every client, without waiting for any.
     pub fn publish(&self, rows: &[WindowRow]) {
-        if rows.is_empty() {
+        let values = self.send(rows, true);
+        if values.is_empty() {
             return;
         }
+        let sessions = self.pipeline.window.kind == WindowKind::Session;
+        if let Ok(mut recent) = self.shared.recent.lock() {
+            for (row, v) in rows.iter().zip(values) {
+                // its early rows are superseded; a session's also under
+                // the starts of the sessions merged into it
+                if sessions {
+                    let first = (row.key.clone(), row.start);
+                    let after = (row.key.clone(), row.end);
+                    let gone: Vec<_> = recent
+                        .early
+                        .range(first..after)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in gone {
+                        recent.early.remove(&k);
+                    }
+                } else {
+                    recent.early.remove(&(row.key.clone(), row.start));
+                }
+                if recent.closed.len() == RECENT {
+                    recent.closed.pop_front();
+                }
+                recent.closed.push_back(v);
+            }
+        }
+    }
+
+    /// When early results are due (`window.early`), sends the figures so
+    /// far of the open windows that changed since the last ones.
+    pub fn publish_early(&mut self, windows: &mut Windows, now: Instant) {
+        let (Some(due), Some(every)) = (self.next_early, self.pipeline.window.early) else {
+            return;
+        };
+        if now < due {
+            return;
+        }
+        self.next_early = Some(now + every.max(Duration::from_millis(1)));
+        let rows = windows.early();
+        let values = self.send(&rows, false);
+        self.metrics.early_sent(values.len());
+        if let Ok(mut recent) = self.shared.recent.lock() {
+            for (row, v) in rows.iter().zip(values) {
+                recent.early.insert((row.key.clone(), row.start), v);
+            }
+            while recent.early.len() > RECENT {
+                recent.early.pop_first();
+            }
+        }
+    }
+
+    /// The rows as JSON marked final or not, sent to every client.
+    fn send(&self, rows: &[WindowRow], final_: bool) -> Vec<serde_json::Value> {
         let values: Vec<serde_json::Value> = rows
             .iter()
-            .map(|r| json(&self.pipeline, &self.plan, r))
+            .map(|r| {
+                let mut v = json(&self.pipeline, &self.plan, r);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert(FINAL.into(), final_.into());
+                }
+                v
+            })
             .collect();
         if self.shared.rows.receiver_count() > 0 {
             for v in &values {
@@ -103,16 +194,12 @@ impl Live {
                 let _ = self.shared.rows.send(Arc::from(v.to_string()));
             }
         }
-        if let Ok(mut recent) = self.shared.recent.lock() {
-            for v in values {
-                if recent.len() == RECENT {
-                    recent.pop_front();
-                }
-                recent.push_back(v);
-            }
-        }
+        values
     }
 }
+
+/// The field that tells a closed window's row (true) from an early one.
+pub const FINAL: &str = "final";
 
 async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Shared>) -> impl IntoResponse {
     ws.on_upgrade(move |socket| client(socket, shared))
@@ -153,9 +240,19 @@ async fn recent(State(shared): State<Shared>) -> Json<Vec<serde_json::Value>> {
     let rows = shared
         .recent
         .lock()
-        .map(|r| r.iter().cloned().collect())
+        .map(|r| r.closed.iter().chain(r.early.values()).cloned().collect())
         .unwrap_or_default();
     Json(rows)
+}
+
+async fn metrics_text(State(shared): State<Shared>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        shared.metrics.render(),
+    )
 }
 
 async fn page() -> Html<&'static str> {
@@ -163,20 +260,23 @@ async fn page() -> Html<&'static str> {
 }
 
 /// The chart: one line per key (the 12 busiest) of the first numeric
-/// aggregate over window ends, and the newest rows, from `/ws`.
+/// aggregate over window ends, and the newest rows, from `/ws`; an early
+/// row updates its window's point and table row in place (in italics until
+/// the window closes).
 const PAGE: &str = r##"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>AeroStream live view</title><link rel="icon" href="data:,">
 <style>
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#1d2430}
 h1{font-size:1.2em} #status{color:#5a6475} canvas{border:1px solid #d7dce4;width:100%;max-width:960px}
 table{border-collapse:collapse;margin-top:1em} td,th{padding:2px 8px;border-bottom:1px solid #eef0f4;text-align:right}
+tr.early{font-style:italic;color:#5a6475}
 </style></head><body>
 <h1 id="title">AeroStream live view</h1>
 <div id="status">connecting…</div>
 <canvas id="chart" width="960" height="360"></canvas>
 <table id="rows"><thead></thead><tbody></tbody></table>
 <script>
-const series = new Map(); let columns = []; let measure = null; let received = 0;
+const series = new Map(), shown = new Map(); let columns = []; let measure = null; let received = 0, early = 0;
 const palette = ["#2f6fde","#d1495b","#00798c","#edae49","#66a182","#8d6cab","#c05f2b","#3d405b","#81b29a","#e07a5f","#5c946e","#a05195"];
 function draw() {
   const c = document.getElementById("chart"), g = c.getContext("2d");
@@ -195,12 +295,19 @@ function draw() {
     g.stroke(); g.fillStyle = g.strokeStyle; g.fillText(k, c.width - 120, 16 + 14 * i);
   });
 }
+// a window's row, updated in place while it is early
 function row(r) {
-  const body = document.querySelector("#rows tbody"), tr = document.createElement("tr");
+  const body = document.querySelector("#rows tbody"), id = r.key + "\u0000" + r.window_start;
+  let tr = shown.get(id);
+  if (!tr) {
+    tr = document.createElement("tr"); tr.dataset.id = id; body.prepend(tr); shown.set(id, tr);
+    while (body.rows.length > 20) { shown.delete(body.rows[body.rows.length - 1].dataset.id); body.deleteRow(-1); }
+  }
+  tr.replaceChildren(); tr.className = r.final === false ? "early" : "";
   for (const col of ["key", "window_start", "window_end", ...columns]) {
     const td = document.createElement("td"); td.textContent = r[col] === null ? "" : r[col]; tr.appendChild(td);
   }
-  body.prepend(tr); while (body.rows.length > 20) body.deleteRow(-1);
+  const td = document.createElement("td"); td.textContent = r.final === false ? "early" : "final"; tr.appendChild(td);
 }
 const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
 ws.onmessage = e => {
@@ -209,17 +316,19 @@ ws.onmessage = e => {
     columns = m.aggregates; document.getElementById("title").textContent = "AeroStream live view: " + m.pipeline + " (" + m.window + " windows)";
     const head = document.querySelector("#rows thead"); head.innerHTML = "";
     const tr = document.createElement("tr");
-    for (const col of ["key", "window_start", "window_end", ...columns]) { const th = document.createElement("th"); th.textContent = col; tr.appendChild(th); }
+    for (const col of ["key", "window_start", "window_end", ...columns, "state"]) { const th = document.createElement("th"); th.textContent = col; tr.appendChild(th); }
     head.appendChild(tr); return;
   }
   if (m.lagged) { document.getElementById("status").textContent = "missed " + m.lagged + " rows (too slow)"; return; }
-  received++;
+  if (m.final === false) early++; else received++;
   measure = measure || columns.find(col => typeof m[col] === "number");
   if (measure && typeof m[measure] === "number") {
-    const s = series.get(m.key) || []; s.push([m.window_end, m[measure]]); if (s.length > 300) s.shift(); series.set(m.key, s);
+    const s = series.get(m.key) || [], at = s.findIndex(p => p[2] === m.window_start), point = [m.window_end, m[measure], m.window_start];
+    if (at >= 0) s[at] = point; else { s.push(point); s.sort((a, b) => a[0] - b[0]); if (s.length > 300) s.shift(); }
+    series.set(m.key, s);
   }
   row(m);
-  document.getElementById("status").textContent = received + " windows received; charting " + (measure || "nothing yet");
+  document.getElementById("status").textContent = received + " windows received" + (early ? "; " + early + " early results" : "") + "; charting " + (measure || "nothing yet");
   draw();
 };
 ws.onclose = () => { document.getElementById("status").textContent = "disconnected"; };

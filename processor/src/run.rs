@@ -38,6 +38,7 @@ struct Progress {
     records_at_last_line: u64,
     emitted: u64,
     checkpoints: u64,
+    checkpoint_failures: u64,
 }
 
 /// One running pipeline.
@@ -123,8 +124,17 @@ pub async fn run(
             stats.emitted(&closed);
             stats.maybe_write(counts, false);
         }
-        if let Some(live) = &task.live {
+        if let Some(live) = task.live.as_mut() {
             live.publish(&closed);
+            live.publish_early(&mut task.windows, now);
+            live.metrics.observe(crate::metrics::Observed {
+                counts,
+                open_windows: task.windows.open_windows(),
+                watermark: task.windows.watermark(),
+                lag: task.reader.lag(),
+                stats: task.stats.as_ref(),
+                now,
+            });
         }
         task.pending.extend(closed);
         if now >= next_checkpoint {
@@ -302,6 +312,7 @@ impl Task {
                 true
             }
             Err(e) => {
+                self.progress.checkpoint_failures += 1;
                 tracing::warn!(
                     epoch,
                     "checkpoint failed, retrying at the next interval: {e:#}"
@@ -345,6 +356,9 @@ impl Task {
             filtered: self.progress.filtered,
             late: self.windows.late,
             windows_emitted: self.progress.emitted,
+            skipped: self.decoder.skipped,
+            checkpoints: self.progress.checkpoints,
+            checkpoint_failures: self.progress.checkpoint_failures,
         }
     }
 

@@ -60,6 +60,52 @@ struct Recent {
     early: BTreeMap<(String, i64), serde_json::Value>,
 }
 
+impl Recent {
+    /// Keeps closed rows; their windows' early rows go (a session's also
+    /// under the starts of the sessions merged into it).
+    fn closed(&mut self, rows: &[WindowRow], values: Vec<serde_json::Value>, sessions: bool) {
+        for (row, v) in rows.iter().zip(values) {
+            if sessions {
+                let first = (row.key.clone(), row.start);
+                let after = (row.key.clone(), row.end);
+                let gone: Vec<_> = self
+                    .early
+                    .range(first..after)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in gone {
+                    self.early.remove(&k);
+                }
+            } else {
+                self.early.remove(&(row.key.clone(), row.start));
+            }
+            if self.closed.len() == RECENT {
+                self.closed.pop_front();
+            }
+            self.closed.push_back(v);
+        }
+    }
+
+    /// Keeps the newest early row of each window.
+    fn early(&mut self, rows: &[WindowRow], values: Vec<serde_json::Value>) {
+        for (row, v) in rows.iter().zip(values) {
+            self.early.insert((row.key.clone(), row.start), v);
+        }
+        while self.early.len() > RECENT {
+            self.early.pop_first();
+        }
+    }
+
+    /// Closed rows, oldest first, then early ones.
+    fn rows(&self) -> Vec<serde_json::Value> {
+        self.closed
+            .iter()
+            .chain(self.early.values())
+            .cloned()
+            .collect()
+    }
+}
+
 /// The live view's server, fed with closed windows and early results.
 pub struct Live {
     shared: Shared,
@@ -128,28 +174,7 @@ impl Live {
         }
         let sessions = self.pipeline.window.kind == WindowKind::Session;
         if let Ok(mut recent) = self.shared.recent.lock() {
-            for (row, v) in rows.iter().zip(values) {
-                // its early rows are superseded; a session's also under
-                // the starts of the sessions merged into it
-                if sessions {
-                    let first = (row.key.clone(), row.start);
-                    let after = (row.key.clone(), row.end);
-                    let gone: Vec<_> = recent
-                        .early
-                        .range(first..after)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for k in gone {
-                        recent.early.remove(&k);
-                    }
-                } else {
-                    recent.early.remove(&(row.key.clone(), row.start));
-                }
-                if recent.closed.len() == RECENT {
-                    recent.closed.pop_front();
-                }
-                recent.closed.push_back(v);
-            }
+            recent.closed(rows, values, sessions);
         }
     }
 
@@ -167,12 +192,7 @@ impl Live {
         let values = self.send(&rows, false);
         self.metrics.early_sent(values.len());
         if let Ok(mut recent) = self.shared.recent.lock() {
-            for (row, v) in rows.iter().zip(values) {
-                recent.early.insert((row.key.clone(), row.start), v);
-            }
-            while recent.early.len() > RECENT {
-                recent.early.pop_first();
-            }
+            recent.early(&rows, values);
         }
     }
 
@@ -237,11 +257,7 @@ async fn client(mut socket: WebSocket, shared: Shared) {
 }
 
 async fn recent(State(shared): State<Shared>) -> Json<Vec<serde_json::Value>> {
-    let rows = shared
-        .recent
-        .lock()
-        .map(|r| r.closed.iter().chain(r.early.values()).cloned().collect())
-        .unwrap_or_default();
+    let rows = shared.recent.lock().map(|r| r.rows()).unwrap_or_default();
     Json(rows)
 }
 
@@ -334,3 +350,87 @@ ws.onmessage = e => {
 ws.onclose = () => { document.getElementById("status").textContent = "disconnected"; };
 </script></body></html>
 "##;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acc::{Layout, WindowAcc};
+
+    fn rows(windows: &[(&str, i64, i64)]) -> (Vec<WindowRow>, Vec<serde_json::Value>) {
+        let p = Pipeline::parse(
+            r#"
+name: t
+source: {bootstrap: "b:9092", topic: t, format: json, event_time: ts, key: k}
+window: {type: tumbling, size: 1s}
+aggregates: [{op: count, as: n}]
+sink: {type: parquet, url: "file:///tmp/x"}
+"#,
+        )
+        .unwrap();
+        let rows: Vec<WindowRow> = windows
+            .iter()
+            .map(|(key, start, end)| WindowRow {
+                key: (*key).into(),
+                start: *start,
+                end: *end,
+                acc: WindowAcc::empty(&Layout::new(&p)),
+            })
+            .collect();
+        let values = rows
+            .iter()
+            .map(
+                |r| serde_json::json!({"key": r.key, "window_start": r.start, "window_end": r.end}),
+            )
+            .collect();
+        (rows, values)
+    }
+
+    fn shown(recent: &Recent) -> Vec<(String, i64, i64)> {
+        recent
+            .rows()
+            .iter()
+            .map(|v| {
+                (
+                    v["key"].as_str().unwrap().to_owned(),
+                    v["window_start"].as_i64().unwrap(),
+                    v["window_end"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn recent_holds_one_early_row_per_open_window_until_its_final_row() {
+        let mut recent = Recent::default();
+        let (r, v) = rows(&[("a", 0, 1000), ("b", 0, 1000)]);
+        recent.early(&r, v);
+        let (r, v) = rows(&[("a", 0, 1000)]);
+        recent.early(&r, v);
+        assert_eq!(
+            shown(&recent),
+            vec![("a".into(), 0, 1000), ("b".into(), 0, 1000)],
+            "a's newer early row replaced its older one"
+        );
+        let (r, v) = rows(&[("a", 0, 1000)]);
+        recent.closed(&r, v, false);
+        assert_eq!(
+            shown(&recent),
+            vec![("a".into(), 0, 1000), ("b".into(), 0, 1000)],
+            "closed rows first, then the early rows still open"
+        );
+        assert_eq!(recent.early.len(), 1, "a's early row is gone");
+    }
+
+    #[test]
+    fn a_closed_session_removes_the_early_rows_of_the_sessions_it_merged() {
+        let mut recent = Recent::default();
+        let (r, v) = rows(&[("a", 500, 1500), ("a", 100, 1100), ("a", 3000, 4000)]);
+        recent.early(&r, v);
+        let (r, v) = rows(&[("a", 100, 1500)]);
+        recent.closed(&r, v, true);
+        assert_eq!(
+            shown(&recent),
+            vec![("a".into(), 100, 1500), ("a".into(), 3000, 4000)]
+        );
+    }
+}

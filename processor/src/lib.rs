@@ -17,6 +17,7 @@ pub mod decode;
 pub mod distribute;
 pub mod filter;
 pub mod live;
+pub mod metrics;
 pub mod pipeline;
 pub mod run;
 pub mod sink;

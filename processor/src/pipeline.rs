@@ -146,6 +146,11 @@ pub struct Window {
     /// What becomes of late records.
     #[serde(default)]
     pub late_records: LateRecords,
+    /// Every this much processing time, the figures so far of each open
+    /// window that changed go to the live view, marked not final (early
+    /// results); shorter than the window, and only with `live`.
+    #[serde(default, with = "optional_duration")]
+    pub early: Option<Duration>,
 }
 
 /// What becomes of a record whose windows have all closed.
@@ -406,6 +411,12 @@ impl Pipeline {
                     format!("{:?} is a column every output already has", a.name),
                 ));
             }
+            if self.live.is_some() && a.name == crate::live::FINAL {
+                return Err(invalid(
+                    &at("as"),
+                    "\"final\" marks the live view's rows as final or early; choose another name",
+                ));
+            }
             if !names.insert(a.name.as_str()) {
                 return Err(invalid(&at("as"), format!("{:?} is used twice", a.name)));
             }
@@ -525,6 +536,31 @@ impl Pipeline {
                 at_least_1ms("window.gap", w.gap)?;
                 refuse("window.size", w.size)?;
                 refuse("window.slide", w.slide)?;
+            }
+        }
+        if let Some(early) = w.early {
+            let (length, what) = match w.kind {
+                WindowKind::Session => (w.gap, "gap"),
+                WindowKind::Tumbling | WindowKind::Sliding => (w.size, "size"),
+            };
+            if early.as_millis() < 1 {
+                return Err(invalid("window.early", "must be at least 1ms"));
+            }
+            if length.is_some_and(|l| early >= l) {
+                return Err(invalid(
+                    "window.early",
+                    format!(
+                        "must be shorter than the window's {what} ({}ms), or every \
+                         window would close before its first early result",
+                        ms(length)
+                    ),
+                ));
+            }
+            if self.live.is_none() {
+                return Err(invalid(
+                    "window.early",
+                    "early results go to the live view only: add live: {listen: ...}",
+                ));
             }
         }
         Ok(())

@@ -332,3 +332,39 @@ fn the_live_view_needs_an_address() {
         "{e}"
     );
 }
+
+#[test]
+fn early_results_are_shorter_than_the_window_and_need_the_live_view() {
+    let live = "live: {listen: \"127.0.0.1:9095\"}\n";
+    let p = Pipeline::parse(&format!(
+        "{}{live}",
+        EXAMPLE.replace("size: 1s", "size: 10s, early: 1s")
+    ))
+    .unwrap();
+    assert_eq!(p.window.early, Some(Duration::from_secs(1)));
+    assert_eq!(Pipeline::parse(EXAMPLE).unwrap().window.early, None);
+    let e = err(&format!(
+        "{}{live}",
+        EXAMPLE.replace("size: 1s", "size: 1s, early: 1s")
+    ));
+    assert!(
+        e.contains("window.early") && e.contains("shorter than the window's size (1000ms)"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{}{live}",
+        EXAMPLE.replace("size: 1s", "size: 1s, early: 0ms")
+    ));
+    assert!(
+        e.contains("window.early") && e.contains("at least 1ms"),
+        "{e}"
+    );
+    let e = err(&EXAMPLE.replace("size: 1s", "size: 10s, early: 1s"));
+    assert!(
+        e.contains("window.early") && e.contains("live view only"),
+        "{e}"
+    );
+    let session = EXAMPLE.replace("tumbling, size: 1s", "session, gap: 2s, early: 2s");
+    let e = err(&format!("{session}{live}"));
+    assert!(e.contains("shorter than the window's gap (2000ms)"), "{e}");
+}

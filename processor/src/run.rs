@@ -39,6 +39,7 @@ struct Progress {
     records_at_last_line: u64,
     emitted: u64,
     checkpoints: u64,
+    checkpoint_failures: u64,
 }
 
 /// One running pipeline.
@@ -65,6 +66,9 @@ struct Task {
     /// The live view, when the pipeline has one (shared by a worker's
     /// partitions).
     live: Option<Arc<Live>>,
+    /// When the next early results are due (`window.early`, with a live
+    /// view).
+    next_early: Option<Instant>,
 }
 
 /// Runs `pipeline` until `shutdown` completes, then takes a last
@@ -100,6 +104,11 @@ pub(crate) async fn run_scoped(
     };
     task.stats = options.stats.map(Stats::new);
     task.live = live;
+    task.next_early = task
+        .pipeline
+        .window
+        .early
+        .map(|every| Instant::now() + every);
     if task.live.is_none() {
         if let Some(view) = task.pipeline.live.clone() {
             task.live = Some(Arc::new(Live::start(&task.pipeline, &view.listen).await?));
@@ -145,8 +154,20 @@ pub(crate) async fn run_scoped(
             stats.emitted(&closed);
             stats.maybe_write(counts, false);
         }
-        if let Some(live) = &task.live {
+        if let Some(live) = task.live.as_ref() {
             live.publish(&closed);
+            live.publish_early(&mut task.windows, &mut task.next_early, now);
+            live.metrics.observe(
+                task.pipeline.instance.as_deref().unwrap_or(""),
+                crate::metrics::Observed {
+                    counts,
+                    open_windows: task.windows.open_windows(),
+                    watermark: task.windows.watermark(),
+                    lag: task.reader.lag(),
+                    stats: task.stats.as_ref(),
+                    now,
+                },
+            );
         }
         task.pending.extend(closed);
         if now >= next_checkpoint {
@@ -166,6 +187,21 @@ pub(crate) async fn run_scoped(
     let counts = task.counts();
     if let Some(stats) = task.stats.as_mut() {
         stats.maybe_write(counts, true);
+    }
+    if let (Some(live), Some(instance)) = (&task.live, &task.pipeline.instance) {
+        // a worker's partition given up: its counters stay in the totals
+        live.metrics.observe(
+            instance,
+            crate::metrics::Observed {
+                counts,
+                open_windows: 0,
+                watermark: None,
+                lag: std::iter::empty(),
+                stats: None,
+                now: Instant::now(),
+            },
+        );
+        live.metrics.forget(instance);
     }
     if !committed {
         bail!("the last checkpoint failed; the next start resumes from the one before");
@@ -265,6 +301,7 @@ impl Task {
             progress: Progress::default(),
             stats: None,
             live: None,
+            next_early: None,
             topic_sink,
         })
     }
@@ -331,6 +368,7 @@ impl Task {
                 true
             }
             Err(e) => {
+                self.progress.checkpoint_failures += 1;
                 tracing::warn!(
                     epoch,
                     "checkpoint failed, retrying at the next interval: {e:#}"
@@ -374,6 +412,9 @@ impl Task {
             filtered: self.progress.filtered,
             late: self.windows.late,
             windows_emitted: self.progress.emitted,
+            skipped: self.decoder.skipped,
+            checkpoints: self.progress.checkpoints,
+            checkpoint_failures: self.progress.checkpoint_failures,
         }
     }
 

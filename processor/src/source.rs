@@ -43,6 +43,8 @@ pub struct TopicReader {
     leaders: BTreeMap<i32, i32>,
     /// partition -> next offset to read
     positions: BTreeMap<i32, i64>,
+    /// partition -> high watermark, as the last fetch of it answered
+    high_watermarks: BTreeMap<i32, i64>,
     backoff: Duration,
 }
 
@@ -56,6 +58,7 @@ impl TopicReader {
             client: Client::new(bootstrap, None, None).with_client_id("aerostream-process"),
             leaders: BTreeMap::new(),
             positions: BTreeMap::new(),
+            high_watermarks: BTreeMap::new(),
             backoff: Duration::from_millis(100),
         };
         reader.refresh_metadata().await?;
@@ -73,6 +76,15 @@ impl TopicReader {
     /// The next offset to read per partition.
     pub fn positions(&self) -> &BTreeMap<i32, i64> {
         &self.positions
+    }
+
+    /// Per partition fetched at least once, the records between the
+    /// reader's position and the high watermark the last fetch saw.
+    pub fn lag(&self) -> impl Iterator<Item = (i32, i64)> + '_ {
+        self.high_watermarks.iter().filter_map(|(p, hw)| {
+            let position = self.positions.get(p)?;
+            Some((*p, hw.saturating_sub(*position).max(0)))
+        })
     }
 
     /// Where to read from, per partition.
@@ -244,6 +256,7 @@ impl TopicReader {
                         }
                     }
                 }
+                self.high_watermarks.insert(partition, p.high_watermark);
                 out.push(Fetched {
                     partition,
                     records,

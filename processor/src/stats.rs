@@ -30,13 +30,27 @@ const WRITE_EVERY: Duration = Duration::from_secs(1);
 /// Latencies are kept in microseconds, up to an hour.
 const MAX_US: u64 = 3_600_000_000;
 
-/// The counters a stats file reports.
+/// The counters a stats file reports (and `/metrics`, which reports the
+/// rest too).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Counts {
     pub records: u64,
     pub filtered: u64,
     pub late: u64,
     pub windows_emitted: u64,
+    /// Records the decoder could not read.
+    pub skipped: u64,
+    pub checkpoints: u64,
+    pub checkpoint_failures: u64,
+}
+
+/// One latency histogram in seconds, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Latency {
+    pub count: u64,
+    pub sum_seconds: f64,
+    /// (quantile, seconds) at 0.5, 0.99 and 0.999.
+    pub quantiles: [(f64, f64); 3],
 }
 
 /// Latency histograms and where they are written.
@@ -114,6 +128,25 @@ impl Stats {
     }
 }
 
+impl Stats {
+    /// The `ingest_to_state` and `window_result` histograms, in seconds.
+    pub fn latency(&self) -> [(&'static str, Latency); 2] {
+        [
+            ("ingest_to_state", latency(&self.ingest)),
+            ("window_result", latency(&self.result)),
+        ]
+    }
+}
+
+fn latency(h: &Histogram<u64>) -> Latency {
+    let s = |us: u64| us as f64 / 1_000_000.0;
+    Latency {
+        count: h.len(),
+        sum_seconds: h.mean() * h.len() as f64 / 1_000_000.0,
+        quantiles: [0.5, 0.99, 0.999].map(|q| (q, s(h.value_at_quantile(q)))),
+    }
+}
+
 /// A latency below 1 µs (or a timestamp from the future) counts as 1 µs.
 fn clamp(us: i64) -> u64 {
     u64::try_from(us).unwrap_or(0).clamp(1, MAX_US)
@@ -150,6 +183,7 @@ mod tests {
                 filtered: 0,
                 late: 0,
                 windows_emitted: 0,
+                ..Counts::default()
             },
             true,
         );

@@ -25,6 +25,12 @@
 //! closed is late: it is counted and dropped (a sliding window record
 //! whose newer windows are still open counts in those only).
 //!
+//! Early results ([`Windows::early`]): every open window whose figures
+//! changed since its last early result, as they stand. Adding a record only
+//! sets its pane's (or session's) `changed` flag; the windows are merged
+//! when the early results are asked for, once per interval. An early result
+//! changes nothing else: the window still closes, once, as before.
+//!
 //! A partition that has been read to its end and has brought no record for
 //! the idle timeout no longer holds the watermark back. When every
 //! partition is idle like that, the watermark moves to the end of the
@@ -67,6 +73,19 @@ pub struct WindowsSnapshot {
     pub open: Vec<WindowRow>,
 }
 
+/// The figures of an open pane or session.
+struct Figures {
+    acc: WindowAcc,
+    /// Records came in since the last early result.
+    changed: bool,
+}
+
+impl Figures {
+    fn new(acc: WindowAcc) -> Figures {
+        Figures { acc, changed: true }
+    }
+}
+
 /// What is open: panes of aligned windows, or sessions.
 enum Open {
     /// (pane start, key) -> figures; ordered by start, so what closes is a
@@ -74,12 +93,12 @@ enum Open {
     Panes {
         size: i64,
         slide: i64,
-        panes: BTreeMap<(i64, String), WindowAcc>,
+        panes: BTreeMap<(i64, String), Figures>,
     },
     Sessions {
         gap: i64,
         /// key -> start -> (end, figures)
-        by_key: BTreeMap<String, BTreeMap<i64, (i64, WindowAcc)>>,
+        by_key: BTreeMap<String, BTreeMap<i64, (i64, Figures)>>,
         /// (end, key, start) of every open session, to close in end order.
         by_end: BTreeSet<(i64, String, i64)>,
     },
@@ -101,6 +120,8 @@ pub struct Windows {
     layout: Layout,
     clocks: BTreeMap<i32, PartitionClock>,
     watermark: Option<i64>,
+    /// Some pane or session changed since the last early result.
+    changed: bool,
     /// Records dropped because their windows had closed.
     pub late: u64,
     late_since_log: u64,
@@ -141,6 +162,7 @@ impl Windows {
                 })
                 .collect(),
             watermark: None,
+            changed: false,
             late: 0,
             late_since_log: 0,
             last_log: None,
@@ -156,7 +178,9 @@ impl Windows {
             }
         }
         let layout = &self.layout;
-        let fit = |acc: &WindowAcc| acc.clone().fit(layout);
+        // restored windows are new to whoever watches the early results
+        let fit = |acc: &WindowAcc| Figures::new(acc.clone().fit(layout));
+        self.changed = !snapshot.open.is_empty();
         match &mut self.open {
             Open::Panes { panes, .. } => {
                 *panes = snapshot
@@ -184,21 +208,21 @@ impl Windows {
         let open = match &self.open {
             Open::Panes { slide, panes, .. } => panes
                 .iter()
-                .map(|((start, key), acc)| WindowRow {
+                .map(|((start, key), f)| WindowRow {
                     key: key.clone(),
                     start: *start,
                     end: start.saturating_add(*slide),
-                    acc: acc.clone(),
+                    acc: f.acc.clone(),
                 })
                 .collect(),
             Open::Sessions { by_key, .. } => by_key
                 .iter()
                 .flat_map(|(key, sessions)| {
-                    sessions.iter().map(|(start, (end, acc))| WindowRow {
+                    sessions.iter().map(|(start, (end, f))| WindowRow {
                         key: key.clone(),
                         start: *start,
                         end: *end,
-                        acc: acc.clone(),
+                        acc: f.acc.clone(),
                     })
                 })
                 .collect(),
@@ -257,6 +281,7 @@ impl Windows {
             } => add_to_sessions(by_key, by_end, *gap, watermark, cols, layout, late_rows),
         }
         let late = (late_rows.len() - before) as u64;
+        self.changed |= late < cols.len() as u64;
         if let Some(c) = self.clocks.get_mut(&partition) {
             c.max_event_time = Some(c.max_event_time.map_or(max, |m| m.max(max)));
             c.last_record = now;
@@ -327,6 +352,40 @@ impl Windows {
         }
     }
 
+    /// Early results: each open window (of each key) with a record added
+    /// since its last early result, with its figures so far, oldest end
+    /// first; then every window counts as unchanged. A window is left out
+    /// once the watermark has closed it, so after [`Windows::advance`] only
+    /// windows still open come out.
+    pub fn early(&mut self) -> Vec<WindowRow> {
+        if !std::mem::take(&mut self.changed) {
+            return Vec::new();
+        }
+        let watermark = self.watermark;
+        match &mut self.open {
+            Open::Panes {
+                size, slide, panes, ..
+            } => early_panes(panes, *size, *slide, watermark),
+            Open::Sessions { by_key, .. } => {
+                let mut rows = Vec::new();
+                for (key, sessions) in by_key.iter_mut() {
+                    for (start, (end, f)) in sessions.iter_mut() {
+                        if std::mem::take(&mut f.changed) {
+                            rows.push(WindowRow {
+                                key: key.clone(),
+                                start: *start,
+                                end: *end,
+                                acc: f.acc.clone(),
+                            });
+                        }
+                    }
+                }
+                rows.sort_by(|a, b| (a.end, &a.key).cmp(&(b.end, &b.key)));
+                rows
+            }
+        }
+    }
+
     /// The end of the newest open window.
     fn newest_end(&self) -> Option<i64> {
         match &self.open {
@@ -360,7 +419,7 @@ impl Windows {
 
 /// Adds records to their panes; the late ones' rows go onto `late`.
 fn add_to_panes(
-    panes: &mut BTreeMap<(i64, String), WindowAcc>,
+    panes: &mut BTreeMap<(i64, String), Figures>,
     (size, slide): (i64, i64),
     watermark: Option<i64>,
     cols: &Columns,
@@ -376,13 +435,14 @@ fn add_to_panes(
             continue;
         }
         let key = cols.keys.value(i);
-        let acc = match panes.get_mut(&(pane, key.to_owned())) {
-            Some(acc) => acc,
+        let f = match panes.get_mut(&(pane, key.to_owned())) {
+            Some(f) => f,
             None => panes
                 .entry((pane, key.to_owned()))
-                .or_insert_with(|| WindowAcc::empty(layout)),
+                .or_insert_with(|| Figures::new(WindowAcc::empty(layout))),
         };
-        acc.add(cols, i, layout);
+        f.acc.add(cols, i, layout);
+        f.changed = true;
     }
 }
 
@@ -390,7 +450,7 @@ fn add_to_panes(
 /// every window holding an open pane whose end is in `(before, w]`, with
 /// its panes merged per key.
 fn close_panes(
-    panes: &mut BTreeMap<(i64, String), WindowAcc>,
+    panes: &mut BTreeMap<(i64, String), Figures>,
     size: i64,
     slide: i64,
     before: Option<i64>,
@@ -441,7 +501,7 @@ fn close_panes(
 /// holding no pane are left out); then drops the panes no window ending
 /// after `w` holds.
 fn merge_panes(
-    panes: &mut BTreeMap<(i64, String), WindowAcc>,
+    panes: &mut BTreeMap<(i64, String), Figures>,
     size: i64,
     w: i64,
     starts: BTreeSet<i64>,
@@ -450,11 +510,11 @@ fn merge_panes(
     for start in starts {
         let end = start.saturating_add(size);
         let mut merged: BTreeMap<&str, WindowAcc> = BTreeMap::new();
-        for ((_, key), acc) in panes.range((start, String::new())..(end, String::new())) {
+        for ((_, key), f) in panes.range((start, String::new())..(end, String::new())) {
             match merged.get_mut(key.as_str()) {
-                Some(m) => m.merge(acc),
+                Some(m) => m.merge(&f.acc),
                 None => {
-                    merged.insert(key, acc.clone());
+                    merged.insert(key, f.acc.clone());
                 }
             }
         }
@@ -475,10 +535,59 @@ fn merge_panes(
     closed
 }
 
+/// The open windows holding a changed pane, per key, with their panes
+/// merged; clears the flags.
+fn early_panes(
+    panes: &mut BTreeMap<(i64, String), Figures>,
+    size: i64,
+    slide: i64,
+    watermark: Option<i64>,
+) -> Vec<WindowRow> {
+    let mut wanted: BTreeSet<(i64, i64, String)> = BTreeSet::new();
+    for ((pane, key), f) in panes.iter_mut() {
+        if !std::mem::take(&mut f.changed) {
+            continue;
+        }
+        // the windows holding this pane start at pane - size + slide ..= pane
+        let mut start = pane.saturating_sub(size).saturating_add(slide);
+        while start <= *pane {
+            let end = start.saturating_add(size);
+            if watermark.is_none_or(|w| end > w) {
+                wanted.insert((end, start, key.clone()));
+            }
+            start = start.saturating_add(slide);
+        }
+    }
+    let mut rows = Vec::with_capacity(wanted.len());
+    for (end, start, key) in wanted {
+        let mut merged: Option<WindowAcc> = None;
+        // looked up by (pane start, key), the key moved in once
+        let mut probe = (start, key);
+        while probe.0 < end {
+            if let Some(f) = panes.get(&probe) {
+                match merged.as_mut() {
+                    Some(m) => m.merge(&f.acc),
+                    None => merged = Some(f.acc.clone()),
+                }
+            }
+            probe.0 = probe.0.saturating_add(slide);
+        }
+        if let Some(acc) = merged {
+            rows.push(WindowRow {
+                key: probe.1,
+                start,
+                end,
+                acc,
+            });
+        }
+    }
+    rows
+}
+
 /// Adds records to their keys' sessions, merging the sessions a record
 /// bridges; the late ones' rows go onto `late`.
 fn add_to_sessions(
-    by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, WindowAcc)>>,
+    by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, Figures)>>,
     by_end: &mut BTreeSet<(i64, String, i64)>,
     gap: i64,
     watermark: Option<i64>,
@@ -516,18 +625,18 @@ fn add_to_sessions(
                 by_end.remove(&(e, key.to_owned(), s));
                 start = start.min(s);
                 end = end.max(e);
-                acc.merge(&a);
+                acc.merge(&a.acc);
             }
         }
         acc.add(cols, i, layout);
-        sessions.insert(start, (end, acc));
+        sessions.insert(start, (end, Figures::new(acc)));
         by_end.insert((end, key.to_owned(), start));
     }
 }
 
 /// The sessions ending at or before `w`, oldest end first.
 fn close_sessions(
-    by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, WindowAcc)>>,
+    by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, Figures)>>,
     by_end: &mut BTreeSet<(i64, String, i64)>,
     w: i64,
 ) -> Vec<WindowRow> {
@@ -539,12 +648,12 @@ fn close_sessions(
         let Some(sessions) = by_key.get_mut(&key) else {
             continue;
         };
-        if let Some((_, acc)) = sessions.remove(&start) {
+        if let Some((_, f)) = sessions.remove(&start) {
             closed.push(WindowRow {
                 key: key.clone(),
                 start,
                 end,
-                acc,
+                acc: f.acc,
             });
         }
         if sessions.is_empty() {

@@ -380,3 +380,81 @@ fn the_late_rows_are_named_for_the_late_output() {
     assert_eq!(late, vec![1, 2], "300 and 999 fall in [0, 1000), closed");
     assert_eq!(w.late, 2);
 }
+
+#[test]
+fn early_results_hold_only_the_open_windows_that_changed() {
+    let t0 = Instant::now();
+    let mut w = Windows::new(&pipeline("0ms", "5s"), &[0], t0);
+    assert!(w.early().is_empty(), "nothing added yet");
+    w.add(0, &cols(&[("a", 100), ("b", 200)]), t0);
+    assert_eq!(
+        summary(&w.early()),
+        vec![("a".into(), 0, 1000, 1), ("b".into(), 0, 1000, 1)]
+    );
+    assert!(w.early().is_empty(), "nothing changed since");
+    w.add(0, &cols(&[("a", 300)]), t0);
+    let before = w.snapshot();
+    assert_eq!(summary(&w.early()), vec![("a".into(), 0, 1000, 2)]);
+    assert_eq!(w.snapshot(), before, "an early result changes no state");
+    // [0, 1000) closes, with every record, once
+    w.add(0, &cols(&[("a", 1500)]), t0);
+    assert_eq!(
+        summary(&w.advance(t0)),
+        vec![("a".into(), 0, 1000, 2), ("b".into(), 0, 1000, 1)]
+    );
+    assert_eq!(
+        summary(&w.early()),
+        vec![("a".into(), 1000, 2000, 1)],
+        "a closed window is not repeated as early"
+    );
+    w.add(0, &cols(&[("b", 400)]), t0);
+    assert_eq!(w.late, 1);
+    assert!(w.early().is_empty(), "a late record changes no open window");
+}
+
+#[test]
+fn early_sliding_windows_leave_out_those_already_closed() {
+    let t0 = Instant::now();
+    let mut w = Windows::new(
+        &with_window(
+            "{type: sliding, size: 2s, slide: 1s}",
+            "[{op: count, as: n}]",
+        ),
+        &[0],
+        t0,
+    );
+    w.add(0, &cols(&[("a", 500)]), t0);
+    assert_eq!(
+        summary(&w.early()),
+        vec![("a".into(), -1000, 1000, 1), ("a".into(), 0, 2000, 1)]
+    );
+    w.add(0, &cols(&[("a", 1200)]), t0);
+    assert_eq!(summary(&w.advance(t0)), vec![("a".into(), -1000, 1000, 1)]);
+    assert_eq!(
+        summary(&w.early()),
+        vec![("a".into(), 0, 2000, 2), ("a".into(), 1000, 3000, 1)]
+    );
+    // everything closes: nothing is left to be early about
+    w.set_caught_up(0, true);
+    assert_eq!(w.advance(t0 + Duration::from_secs(6)).len(), 2);
+    assert_eq!(w.open_windows(), 0);
+    assert!(w.early().is_empty());
+}
+
+#[test]
+fn early_sessions_show_a_session_as_it_grows() {
+    let t0 = Instant::now();
+    let mut w = Windows::new(
+        &with_window("{type: session, gap: 1s}", "[{op: count, as: n}]"),
+        &[0],
+        t0,
+    );
+    w.add(0, &cols(&[("a", 100), ("b", 150)]), t0);
+    assert_eq!(
+        summary(&w.early()),
+        vec![("a".into(), 100, 1100, 1), ("b".into(), 150, 1150, 1)]
+    );
+    w.add(0, &cols(&[("a", 500)]), t0);
+    assert_eq!(summary(&w.early()), vec![("a".into(), 100, 1500, 2)]);
+    assert!(w.early().is_empty());
+}

@@ -15,8 +15,12 @@
 # a running `aerostream process` streams the windows it closes over
 # WebSocket; the page must count them all, list the newest and draw the
 # chart, with no browser error ($AEROSTREAM_ARTIFACTS/processor/).
+# Last the console's Pipelines page (tests/js/pipelines.browser.test.js),
+# pointed at a running processor's live address: each key's window shows as
+# early (with its count so far) and then final, with no browser error
+# ($AEROSTREAM_ARTIFACTS/console/pipelines.png).
 # Needs: apt chromium; npm install in tests/js (puppeteer-core, kafkajs).
-# Bounded: about 30 s once the binary is built and chromium installed.
+# Bounded: about 40 s once the binary is built and chromium installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -50,4 +54,6 @@ echo "== web console in chromium (desktop and phone sizes)"
 (cd tests/js && timeout 180 node --test --test-concurrency=1 console.browser.test.js)
 echo "== the stream processor's live view in chromium"
 (cd tests/js && timeout 120 node --test --test-concurrency=1 live.browser.test.js)
+echo "== the console's Pipelines page on a processor's live view in chromium"
+(cd tests/js && timeout 120 node --test --test-concurrency=1 pipelines.browser.test.js)
 echo "screenshots: $AEROSTREAM_ARTIFACTS/console/"

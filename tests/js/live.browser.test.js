@@ -95,9 +95,9 @@ live: {listen: "127.0.0.1:${port}"}
     assert.match(status, /charting mean/);
     const rows = await page.$$eval('#rows tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
     assert.strictEqual(rows.length, 20, 'the newest 20 rows are listed');
-    assert.ok(rows.every((r) => /^S[0-3]$/.test(r[0]) && r[4] === '1'), JSON.stringify(rows.slice(0, 3)));
+    assert.ok(rows.every((r) => /^S[0-3]$/.test(r[0]) && r[4] === '1' && r[5] === 'final'), JSON.stringify(rows.slice(0, 3)));
     const headers = await page.$$eval('#rows thead th', (ths) => ths.map((th) => th.textContent));
-    assert.deepStrictEqual(headers, ['key', 'window_start', 'window_end', 'mean', 'trades']);
+    assert.deepStrictEqual(headers, ['key', 'window_start', 'window_end', 'mean', 'trades', 'state']);
     // lines were drawn: some pixels of the canvas are not blank
     const inked = await page.$eval('#chart', (c) => {
       const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;

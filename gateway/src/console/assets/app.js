@@ -142,8 +142,10 @@ function ago(ms) {
 }
 
 // A line chart of `series` ([{label, points: [[t, value|null], ...]}]) with
-// values shown by `fmt`. Fewer than two points: says it is collecting.
-function lineChart(title, series, fmt) {
+// values shown by `fmt`; `axis(t0, t1)` labels the time axis's ends
+// (default: how long ago the first point was, and "now"). Fewer than two
+// points: says it is collecting.
+function lineChart(title, series, fmt, axis) {
   const W = 600, H = 170, L = 64, R = 8, T = 8, B = 22;
   const all = series.flatMap(s => s.points).filter(p => p[1] !== null);
   const legend = el("div", { class: "legend" }, series.map((s, i) => {
@@ -166,8 +168,9 @@ function lineChart(title, series, fmt) {
     box.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
     box.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" }, fmt(v)));
   }
-  box.append(svg("text", { x: L, y: H - 6, class: "axis" }, ago(t1 - t0)));
-  box.append(svg("text", { x: W - R, y: H - 6, "text-anchor": "end", class: "axis" }, "now"));
+  const [first, last] = axis ? axis(t0, t1) : [ago(t1 - t0), "now"];
+  box.append(svg("text", { x: L, y: H - 6, class: "axis" }, first));
+  box.append(svg("text", { x: W - R, y: H - 6, "text-anchor": "end", class: "axis" }, last));
   series.forEach((s, i) => {
     let d = "", pen = "M";
     for (const [t, v] of s.points) {
@@ -176,6 +179,9 @@ function lineChart(title, series, fmt) {
       pen = "L";
     }
     if (d) box.append(svg("path", { d, class: `series c${i}` }));
+    // a lone point draws no line: a dot shows it
+    const drawn = s.points.filter(p => p[1] !== null);
+    if (drawn.length === 1) box.append(svg("circle", { cx: x(drawn[0][0]), cy: y(drawn[0][1]), r: 3, class: `dot c${i}` }));
   });
   return el("figure", { class: "chart", "data-points": String(all.length) }, el("figcaption", {}, title), legend, box);
 }
@@ -646,6 +652,117 @@ async function connector(show, name) {
       el("td", { class: "mono" }, k), el("td", { class: "mono" }, config[k])))));
 }
 
+// --- pipelines ---------------------------------------------------------
+//
+// A stream processor's live view (docs/processor.md): the broker does not
+// know its processors, so the reader gives the address a pipeline's
+// `live.listen` serves (kept in the URL and in localStorage) and the page
+// reads that processor's WebSocket directly. Each message is a window's
+// row, `final: false` while the window is still open (early results):
+// the table keeps the newest window of each key and the chart the first
+// numeric aggregate per key, both updated in place until the row is final.
+
+const PIPELINE_ADDRESS = "aerostream.pipeline.address";
+const PIPELINE_KEYS = 7; // the chart's colours
+let pipelineSocket = null;
+
+function closePipeline() {
+  if (pipelineSocket) {
+    pipelineSocket.onclose = null;
+    pipelineSocket.close();
+    pipelineSocket = null;
+  }
+}
+
+function clock(ms) {
+  return typeof ms === "number" ? new Date(ms).toISOString().replace("T", " ").replace("Z", "") : "–";
+}
+
+async function pipelines(show, address) {
+  let stored = null;
+  try { stored = localStorage.getItem(PIPELINE_ADDRESS); } catch (e) { /* storage may be off */ }
+  address = (address || stored || "").trim();
+  const input = el("input", { class: "wide", name: "address", value: address, placeholder: "127.0.0.1:9095" });
+  const form = el("form", {
+    class: "inline",
+    onsubmit: (e) => {
+      e.preventDefault();
+      const a = input.value.trim();
+      if (a) location.hash = `#/pipelines/${enc(a)}`;
+    },
+  }, el("label", {}, "Processor live view (live.listen)", input), el("button", { type: "submit" }, "Connect"));
+  const title = el("h1", {}, "Pipelines");
+  if (!address) {
+    show(title, el("p", { class: "muted" },
+      "Give the address a pipeline's live view listens on (live: {listen: ...}, docs/processor.md); ",
+      "the page reads its windows from there."), form);
+    return;
+  }
+  try { localStorage.setItem(PIPELINE_ADDRESS, address); } catch (e) { /* storage may be off */ }
+  const status = el("p", { class: "muted", id: "pipeline-status" }, `connecting to ${address}…`);
+  const chartBox = el("div", { class: "charts" });
+  const tableBox = el("div", {});
+  show(title, form, status, chartBox, tableBox);
+
+  let columns = [], measure = null, finals = 0, early = 0, redrawing = false;
+  const latest = new Map(); // key -> the row of its newest window
+  const series = new Map(); // key -> [[window_end, value, window_start], ...]
+  const redraw = () => {
+    redrawing = false;
+    const keys = [...latest.keys()].sort();
+    tableBox.replaceChildren(table(
+      ["Key", "Window start", "Window end", ...columns.map(c => ({ label: c, num: true })), "State"],
+      keys.map(k => {
+        const r = latest.get(k);
+        return el("tr", { class: r.final === false ? "early" : null, "data-key": k },
+          el("td", { class: "mono" }, k), el("td", { class: "mono" }, clock(r.window_start)),
+          el("td", { class: "mono" }, clock(r.window_end)), columns.map(c => num(r[c])),
+          el("td", {}, el("span", { class: r.final === false ? "tag" : "tag good" }, r.final === false ? "early" : "final")));
+      })));
+    if (measure) {
+      const shown = [...series.keys()].sort().slice(0, PIPELINE_KEYS);
+      const time = t => new Date(t).toISOString().slice(11, 19);
+      chartBox.replaceChildren(lineChart(`${measure} per window`,
+        shown.map(k => ({ label: k, points: series.get(k).map(p => [p[0], p[1]]) })),
+        v => Number(v.toPrecision(4)).toLocaleString(), (t0, t1) => [time(t0), time(t1)]));
+    }
+    status.textContent = `${address}: ${finals} windows closed, ${early} early results` +
+      (series.size > PIPELINE_KEYS ? `; charting the first ${PIPELINE_KEYS} of ${series.size} keys` : "");
+  };
+  const later = () => { if (!redrawing) { redrawing = true; setTimeout(redraw, 200); } };
+
+  closePipeline();
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${address}/ws`);
+  pipelineSocket = ws;
+  ws.onmessage = (e) => {
+    let m;
+    try { m = JSON.parse(e.data); } catch (err) { return; }
+    if (m.pipeline) {
+      columns = m.aggregates || [];
+      title.textContent = `Pipeline ${m.pipeline} (${m.window} windows${m.early_ms ? `, early results every ${m.early_ms} ms` : ""})`;
+      later();
+      return;
+    }
+    if (m.lagged) { status.textContent = `missed ${m.lagged} rows (this page was too slow)`; return; }
+    if (typeof m.key !== "string") return;
+    if (m.final === false) early += 1; else finals += 1;
+    const had = latest.get(m.key);
+    if (!had || m.window_start >= had.window_start) latest.set(m.key, m);
+    measure = measure || columns.find(c => typeof m[c] === "number") || null;
+    if (measure && typeof m[measure] === "number") {
+      const s = series.get(m.key) || [];
+      const at = s.findIndex(p => p[2] === m.window_start);
+      const point = [m.window_end, m[measure], m.window_start];
+      if (at >= 0) s[at] = point; else { s.push(point); s.sort((a, b) => a[0] - b[0]); if (s.length > 300) s.shift(); }
+      series.set(m.key, s);
+    }
+    later();
+  };
+  ws.onclose = () => {
+    if (pipelineSocket === ws) status.textContent = `${address}: disconnected (is the processor running with live.listen there?)`;
+  };
+}
+
 // --- routing -------------------------------------------------------------
 
 // Pages render themselves through the `show` they are given, and may
@@ -655,6 +772,7 @@ async function connector(show, name) {
 let routed = 0;
 async function route() {
   livePage = null;
+  closePipeline();
   const mine = ++routed;
   const draw = (...nodes) => { if (mine === routed) show(...nodes); };
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
@@ -669,6 +787,7 @@ async function route() {
     else if (parts[0] === "schemas") live = await schemas(draw);
     else if (parts[0] === "connectors" && parts[1]) live = await connector(draw, parts[1]);
     else if (parts[0] === "connectors") live = await connectors(draw);
+    else if (parts[0] === "pipelines") live = await pipelines(draw, parts[1]);
     else live = await overview(draw);
     if (mine === routed) {
       livePage = live || null;

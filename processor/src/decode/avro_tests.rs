@@ -262,3 +262,18 @@ async fn an_unreachable_registry_is_retried_until_it_answers() {
     assert_eq!(registry.schema(9).await, Lookup::Unknown);
     serve.abort();
 }
+
+proptest::proptest! {
+    /// Whatever bytes follow a known schema id, a record is decoded or
+    /// skipped and counted, never a panic.
+    #[test]
+    fn arbitrary_bytes_are_decoded_or_skipped(tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), id in 6u32..10) {
+        let mut d = decoder();
+        let mut value = vec![0];
+        value.extend_from_slice(&id.to_be_bytes());
+        value.extend(tail);
+        let records = [binary_record(0, &value), binary_record(1, &value[1..])];
+        let cols = d.decode(0, &records);
+        proptest::prop_assert_eq!(cols.len() as u64 + d.skipped(), 2);
+    }
+}

@@ -104,3 +104,14 @@ fn short_values_and_unusable_keys_are_skipped_and_counted() {
     assert_eq!(d.skipped(), 3);
     assert!(cols.values[0].is_valid(1));
 }
+
+proptest::proptest! {
+    /// Any bytes are a row (long enough, a UTF-8 key) or a skipped record.
+    #[test]
+    fn arbitrary_bytes_are_decoded_or_skipped(value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), big in proptest::prelude::any::<bool>()) {
+        let mut d = FixedDecoder::new(&pipeline(if big { "endian: big" } else { "" }));
+        let cols = d.decode(0, &[binary_record(0, &value)]);
+        proptest::prop_assert_eq!(cols.len() as u64 + d.skipped(), 1);
+        proptest::prop_assert_eq!(cols.len() == 1, value.len() >= 30 && std::str::from_utf8(&value[8..16]).is_ok());
+    }
+}

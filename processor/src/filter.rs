@@ -1,7 +1,14 @@
 //! Filter predicates, run as Arrow comparison kernels over a decoded batch:
 //! each condition gives a mask (a record lacking the field, or holding a
-//! value of another type, fails it), the masks are combined with AND, and
-//! every column is filtered by the result in one pass per column.
+//! value of another type, fails it), an `any` item's masks are combined
+//! with OR, the items' with AND, and every column is filtered by the
+//! result in one pass per column.
+//!
+//! A mask has no nulls (a null comparison is a failed condition), so
+//! two-valued AND and OR over its bits (`BooleanBuffer`'s `&` and `|`, the
+//! bitwise kernels arrow-arith's `and`/`or` run on arrays without nulls)
+//! give what Kleene logic would keep: with `any: [a, b]`, a record lacking
+//! `a`'s field is kept when `b` holds.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
@@ -14,7 +21,8 @@ use crate::pipeline::{Filter, FilterOp, Pipeline, Scalar as Value};
 
 /// A pipeline's filters, ready to run.
 pub struct Predicates {
-    conditions: Vec<Condition>,
+    /// The filter's items, each one condition or `any` of several.
+    items: Vec<Vec<Condition>>,
 }
 
 struct Condition {
@@ -26,26 +34,42 @@ struct Condition {
 impl Predicates {
     pub fn new(pipeline: &Pipeline) -> Predicates {
         Predicates {
-            conditions: pipeline.filter.iter().map(Condition::new).collect(),
+            items: pipeline
+                .filter
+                .iter()
+                .map(|item| item.conditions().iter().map(Condition::new).collect())
+                .collect(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.conditions.is_empty()
+        self.items.is_empty()
     }
 
-    /// `cols` keeping only the records every condition holds for; how many
+    /// `cols` keeping only the records every item holds for; how many
     /// were filtered out.
     pub fn apply(&self, cols: Columns) -> Result<(Columns, usize), ArrowError> {
-        if self.conditions.is_empty() || cols.is_empty() {
+        if self.items.is_empty() || cols.is_empty() {
             return Ok((cols, 0));
         }
+        // one column per condition, in the items' order
+        let mut columns = cols.filtered_by.iter();
         let mut keep: Option<BooleanBuffer> = None;
-        for (c, column) in self.conditions.iter().zip(&cols.filtered_by) {
-            let mask = c.mask(column.as_ref())?;
+        for any in &self.items {
+            let mut holds: Option<BooleanBuffer> = None;
+            for (c, column) in any.iter().zip(columns.by_ref()) {
+                let mask = c.mask(column.as_ref())?;
+                holds = Some(match holds {
+                    Some(h) => &h | &mask,
+                    None => mask,
+                });
+            }
+            let Some(holds) = holds else {
+                continue;
+            };
             keep = Some(match keep {
-                Some(k) => &k & &mask,
-                None => mask,
+                Some(k) => &k & &holds,
+                None => holds,
             });
         }
         let Some(keep) = keep else {

@@ -92,3 +92,26 @@ fn no_filter_keeps_everything() {
     let (keys, dropped, _) = kept("[]", &RECORDS);
     assert_eq!((keys.len(), dropped), (5, 0));
 }
+
+#[test]
+fn any_keeps_a_record_one_of_whose_conditions_holds() {
+    // a lacks nothing; c lacks x but its sym holds; d's x is text
+    assert_eq!(
+        kept(
+            "[{any: [{field: x, op: gt, value: 20}, {field: sym, op: eq, value: AAPL}]}]",
+            &RECORDS
+        )
+        .0,
+        ["a", "c", "e"]
+    );
+    // (x >= 15 or sym = AAPL) and sym != GOOG
+    let (keys, dropped, _) = kept(
+        "[{any: [{field: x, op: ge, value: 15}, {field: sym, op: eq, value: AAPL}]}, \
+         {field: sym, op: ne, value: GOOG}]",
+        &RECORDS,
+    );
+    assert_eq!(
+        (keys, dropped),
+        (vec!["a".into(), "b".into(), "c".into()], 2)
+    );
+}

@@ -2,8 +2,9 @@
 //!
 //! A [`pipeline::Pipeline`] (a YAML file) names a source topic, a window and
 //! aggregates, and a sink. The processor reads every partition of the topic
-//! over the Kafka protocol ([`source`]), decodes each fetched batch of JSON
-//! values into Arrow arrays ([`decode`]), keeps the records its filters
+//! over the Kafka protocol ([`source`]), decodes each fetched batch of
+//! values (JSON, Avro with schemas from a registry, fixed binary layouts)
+//! into Arrow arrays ([`decode`]), keeps the records its filters
 //! hold for ([`filter`]), aggregates them per key in tumbling, sliding or
 //! session event-time windows closed by a watermark ([`window`]), and
 //! writes each closed window once to Parquet files in object storage,

@@ -9,10 +9,17 @@
 //! aggregates: [{op: count, as: n}]
 //! sink: {type: parquet, url: "s3://bucket/counts"}
 //! ```
+//!
+//! The source's record format and its keys (`registry` for Avro, `layout`
+//! and `endian` for fixed binary values) are checked in [`layout`].
 
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
+
+mod layout;
+
+pub use layout::{Endian, FieldType, LayoutField};
 
 /// Column names the output always has; an aggregate may not take them.
 pub const KEY_COLUMN: &str = "key";
@@ -48,9 +55,10 @@ pub struct Pipeline {
     pub name: String,
     pub source: Source,
     pub window: Window,
-    /// Conditions a record must meet to be aggregated, all of them.
+    /// Conditions a record must meet to be aggregated, all of them (an
+    /// item may be `any` of several).
     #[serde(default)]
-    pub filter: Vec<Filter>,
+    pub filter: Vec<FilterItem>,
     pub aggregates: Vec<Aggregate>,
     pub sink: Sink,
     /// A live view of the closed windows over WebSocket.
@@ -106,6 +114,15 @@ pub struct Source {
     pub bootstrap: String,
     pub topic: String,
     pub format: Format,
+    /// `avro`: the schema registry's URL, `http://host:port`.
+    #[serde(default)]
+    pub registry: Option<String>,
+    /// `fixed`: the fields of each value, in order, packed.
+    #[serde(default)]
+    pub layout: Option<Vec<LayoutField>>,
+    /// `fixed`: the byte order of its numbers (default little-endian).
+    #[serde(default)]
+    pub endian: Option<Endian>,
     /// The field holding the event time, milliseconds since the epoch.
     pub event_time: String,
     /// The field grouped by; without it, the record's Kafka key.
@@ -123,6 +140,21 @@ pub struct Source {
 pub enum Format {
     /// One JSON object per record value.
     Json,
+    /// An Avro record per value in the Confluent wire format: byte 0, the
+    /// schema id (4 bytes, big-endian), the Avro binary encoding.
+    Avro,
+    /// Fields at fixed offsets (`layout`), numbers in `endian` order.
+    Fixed,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Avro => "avro",
+            Format::Fixed => "fixed",
+        }
+    }
 }
 
 /// The windows records are grouped into, on event time.
@@ -201,18 +233,96 @@ pub enum WindowSpec {
     },
 }
 
-/// One condition on a record's field.
+/// One item of `filter`: a condition, or `{any: [...]}`, conditions one
+/// of which must hold. An `any` inside an `any` is refused: it would say
+/// no more than its conditions listed in the outer one.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawFilter")]
+pub enum FilterItem {
+    Condition(Filter),
+    Any(Vec<Filter>),
+}
+
+/// One condition on a record's field.
+#[derive(Debug, Clone)]
 pub struct Filter {
     pub field: String,
     pub op: FilterOp,
     /// The value compared with (every op but `in`).
-    #[serde(default)]
     pub value: Option<Scalar>,
     /// The values one of which the field must equal (`in`).
-    #[serde(default)]
     pub values: Option<Vec<Scalar>>,
+}
+
+/// A filter item as written: a condition's keys, or `any`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFilter {
+    #[serde(default)]
+    field: Option<String>,
+    #[serde(default)]
+    op: Option<FilterOp>,
+    #[serde(default)]
+    value: Option<Scalar>,
+    #[serde(default)]
+    values: Option<Vec<Scalar>>,
+    #[serde(default)]
+    any: Option<Vec<RawFilter>>,
+}
+
+impl TryFrom<RawFilter> for FilterItem {
+    type Error = String;
+
+    fn try_from(raw: RawFilter) -> Result<FilterItem, String> {
+        let Some(any) = raw.any else {
+            return raw.condition().map(FilterItem::Condition);
+        };
+        if raw.field.is_some() || raw.op.is_some() || raw.value.is_some() || raw.values.is_some() {
+            return Err(
+                "`any` takes a list of conditions and no field, op, value or values of its own"
+                    .into(),
+            );
+        }
+        if any.is_empty() {
+            return Err("`any` needs at least one condition".into());
+        }
+        any.into_iter()
+            .map(|c| {
+                if c.any.is_some() {
+                    return Err("an `any` inside an `any` is not supported: list its \
+                                conditions in the outer `any`"
+                        .to_owned());
+                }
+                c.condition()
+            })
+            .collect::<Result<_, _>>()
+            .map(FilterItem::Any)
+    }
+}
+
+impl RawFilter {
+    fn condition(self) -> Result<Filter, String> {
+        match (self.field, self.op) {
+            (Some(field), Some(op)) => Ok(Filter {
+                field,
+                op,
+                value: self.value,
+                values: self.values,
+            }),
+            (None, _) => Err("a condition needs `field` (or is `{any: [...]}`)".into()),
+            (_, None) => Err("a condition needs `op`".into()),
+        }
+    }
+}
+
+impl FilterItem {
+    /// The conditions, in the order they are written.
+    pub fn conditions(&self) -> &[Filter] {
+        match self {
+            FilterItem::Condition(c) => std::slice::from_ref(c),
+            FilterItem::Any(any) => any,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -362,6 +472,7 @@ impl Pipeline {
         }
         self.validate_window()?;
         self.validate_filters()?;
+        layout::validate(self)?;
         if self.checkpoint_interval.as_millis() < 1 {
             return Err(invalid("checkpoint_interval", "must be at least 1ms"));
         }
@@ -567,41 +678,22 @@ impl Pipeline {
     }
 
     fn validate_filters(&self) -> Result<(), PipelineError> {
-        for (i, f) in self.filter.iter().enumerate() {
-            let at = |key: &str| format!("filter[{i}].{key}");
-            if f.field.trim().is_empty() {
-                return Err(invalid(&at("field"), "must name a field"));
-            }
-            match f.op {
-                FilterOp::In => {
-                    if f.value.is_some() {
-                        return Err(invalid(&at("value"), "`in` takes `values`, a list"));
-                    }
-                    if f.values.as_ref().is_none_or(Vec::is_empty) {
-                        return Err(invalid(&at("values"), "`in` needs at least one value"));
-                    }
-                }
-                _ => {
-                    if f.values.is_some() {
-                        return Err(invalid(&at("values"), "only `in` takes `values`"));
-                    }
-                    if f.value.is_none() {
-                        return Err(invalid(&at("value"), "this op needs a value"));
-                    }
-                }
-            }
-            let text = f.is_text();
-            if f.operands()
-                .iter()
-                .any(|v| matches!(v, Scalar::Text(_)) != text)
-            {
-                return Err(invalid(
-                    &at("values"),
-                    "mixes numbers and strings; use one or the other",
-                ));
+        for (i, item) in self.filter.iter().enumerate() {
+            for (j, f) in item.conditions().iter().enumerate() {
+                let at = |key: &str| match item {
+                    FilterItem::Condition(_) => format!("filter[{i}].{key}"),
+                    FilterItem::Any(_) => format!("filter[{i}].any[{j}].{key}"),
+                };
+                validate_condition(f, at)?;
             }
         }
         Ok(())
+    }
+
+    /// Every condition of the filters, in the order they are written: each
+    /// has a column of its own in a decoded batch.
+    pub fn filter_conditions(&self) -> impl Iterator<Item = &Filter> {
+        self.filter.iter().flat_map(FilterItem::conditions)
     }
 
     /// The windows in milliseconds.
@@ -659,6 +751,42 @@ impl Pipeline {
         }
         out
     }
+}
+
+/// Checks one condition; `at` names its keys in errors.
+fn validate_condition(f: &Filter, at: impl Fn(&str) -> String) -> Result<(), PipelineError> {
+    if f.field.trim().is_empty() {
+        return Err(invalid(&at("field"), "must name a field"));
+    }
+    match f.op {
+        FilterOp::In => {
+            if f.value.is_some() {
+                return Err(invalid(&at("value"), "`in` takes `values`, a list"));
+            }
+            if f.values.as_ref().is_none_or(Vec::is_empty) {
+                return Err(invalid(&at("values"), "`in` needs at least one value"));
+            }
+        }
+        _ => {
+            if f.values.is_some() {
+                return Err(invalid(&at("values"), "only `in` takes `values`"));
+            }
+            if f.value.is_none() {
+                return Err(invalid(&at("value"), "this op needs a value"));
+            }
+        }
+    }
+    let text = f.is_text();
+    if f.operands()
+        .iter()
+        .any(|v| matches!(v, Scalar::Text(_)) != text)
+    {
+        return Err(invalid(
+            &at("values"),
+            "mixes numbers and strings; use one or the other",
+        ));
+    }
+    Ok(())
 }
 
 /// The most windows one record may fall in (`size / slide`).

@@ -102,8 +102,8 @@ fn bad_durations_are_refused() {
 fn unsupported_kinds_are_refused() {
     let e = err(&EXAMPLE.replace("type: tumbling", "type: hopping"));
     assert!(e.contains("unknown variant `hopping`"), "{e}");
-    let e = err(&EXAMPLE.replace("format: json", "format: avro"));
-    assert!(e.contains("unknown variant `avro`"), "{e}");
+    let e = err(&EXAMPLE.replace("format: json", "format: protobuf"));
+    assert!(e.contains("unknown variant `protobuf`"), "{e}");
     let e = err(&EXAMPLE.replace("op: count", "op: median"));
     assert!(e.contains("unknown variant `median`"), "{e}");
     let e = err(&EXAMPLE.replace("type: parquet", "type: websocket"));
@@ -233,7 +233,7 @@ fn filters_are_checked() {
     ))
     .unwrap();
     assert_eq!(p.filter.len(), 2);
-    assert!(!p.filter[0].is_text() && p.filter[1].is_text());
+    assert!(!p.filter[0].conditions()[0].is_text() && p.filter[1].conditions()[0].is_text());
     for (bad, says) in [
         ("[{field: x, op: gt}]", "needs a value"),
         ("[{field: x, op: in, value: 1}]", "takes `values`"),
@@ -367,4 +367,156 @@ fn early_results_are_shorter_than_the_window_and_need_the_live_view() {
     let session = EXAMPLE.replace("tumbling, size: 1s", "session, gap: 2s, early: 2s");
     let e = err(&format!("{session}{live}"));
     assert!(e.contains("shorter than the window's gap (2000ms)"), "{e}");
+}
+
+#[test]
+fn avro_needs_a_registry_url_and_only_avro_takes_one() {
+    let avro = |registry: &str| EXAMPLE.replace("format: json", &format!("format: avro{registry}"));
+    let p = Pipeline::parse(&avro(", registry: \"http://127.0.0.1:8081\"")).unwrap();
+    assert_eq!(p.source.format, Format::Avro);
+    assert_eq!(p.source.registry.as_deref(), Some("http://127.0.0.1:8081"));
+    let e = err(&avro(""));
+    assert!(
+        e.contains("source.registry: format: avro needs the schema registry's URL"),
+        "{e}"
+    );
+    for bad in ["127.0.0.1:8081", "http://", "ftp://r:1", "https://r:8081"] {
+        let e = err(&avro(&format!(", registry: \"{bad}\"")));
+        assert!(
+            e.contains("source.registry") && e.contains(bad),
+            "{bad}: {e}"
+        );
+    }
+    let e = err(&EXAMPLE.replace("format: json", "format: json, registry: \"http://r:1\""));
+    assert!(
+        e.contains("source.registry: only format: avro takes a registry"),
+        "{e}"
+    );
+}
+
+const FIXED: &str = r#"
+name: ticks
+source:
+  bootstrap: "b:9092"
+  topic: ticks
+  format: fixed
+  endian: big
+  layout: [{name: ts, type: i64}, {name: sym, type: "str:8"}, {name: price, type: f64}, {name: size, type: i32}]
+  event_time: ts
+  key: sym
+window: {type: tumbling, size: 1s}
+filter: [{field: size, op: ge, value: 100}]
+aggregates: [{op: wavg, field: price, weight: size, as: vwap}]
+sink: {type: parquet, url: "file:///tmp/x"}
+"#;
+
+#[test]
+fn a_fixed_layout_parses_with_its_widths() {
+    let p = Pipeline::parse(FIXED).unwrap();
+    assert_eq!(p.source.endian, Some(Endian::Big));
+    let layout = p.source.layout.unwrap();
+    let types: Vec<_> = layout.iter().map(|f| (f.name.as_str(), f.kind)).collect();
+    assert_eq!(
+        types,
+        [
+            ("ts", FieldType::I64),
+            ("sym", FieldType::Str(8)),
+            ("price", FieldType::F64),
+            ("size", FieldType::I32)
+        ]
+    );
+    assert_eq!(layout.iter().map(|f| f.kind.width()).sum::<usize>(), 28);
+    let p = Pipeline::parse(&FIXED.replace("  endian: big\n", "")).unwrap();
+    assert_eq!(p.source.endian, None, "little-endian by default");
+}
+
+#[test]
+fn a_bad_fixed_layout_is_refused_naming_what_is_wrong() {
+    let e = err(&FIXED.replace("type: i32", "type: int"));
+    assert!(e.contains("unknown field type \"int\""), "{e}");
+    let e = err(&FIXED.replace("\"str:8\"", "\"str:0\""));
+    assert!(e.contains("\"str:0\": a string's width"), "{e}");
+    let e = err(&FIXED.replace("{name: size, type: i32}", "{name: price, type: i32}"));
+    assert!(
+        e.contains("source.layout[3].name: \"price\" is used twice"),
+        "{e}"
+    );
+    let e = err(&FIXED.replace("{name: size, type: i32}", "{name: qty, type: i32}"));
+    assert!(
+        e.contains("source.layout: has no field \"size\" (aggregates), \"size\" (filter)"),
+        "{e}"
+    );
+    let e = err(&FIXED.replace("event_time: ts", "event_time: time"));
+    assert!(
+        e.contains("has no field \"time\" (source.event_time)"),
+        "{e}"
+    );
+    let e = err(&FIXED.replace("{name: ts, type: i64}", "{name: ts, type: f64}"));
+    assert!(
+        e.contains("source.event_time: \"ts\" is f64 in the layout"),
+        "{e}"
+    );
+    let e = err(&FIXED.replace("field: price,", "field: sym,"));
+    assert!(
+        e.contains("\"sym\" is str:8 in the layout; the aggregates read it as a number"),
+        "{e}"
+    );
+    let e = err(&FIXED.replace("field: size, op: ge", "field: sym, op: ge"));
+    assert!(
+        e.contains("\"sym\" is str:8 in the layout and cannot be compared with a number"),
+        "{e}"
+    );
+    let e = err(&FIXED.replace("  layout: [", "  nolayout: ["));
+    assert!(e.contains("unknown field `nolayout`"), "{e}");
+    let e = err(&FIXED.replace("format: fixed", "format: json"));
+    assert!(
+        e.contains("source.layout: only format: fixed takes a layout"),
+        "{e}"
+    );
+    let e = err(&EXAMPLE.replace("format: json", "format: fixed"));
+    assert!(
+        e.contains("source.layout: format: fixed needs the layout"),
+        "{e}"
+    );
+    let e = err(&EXAMPLE.replace("format: json", "format: json, endian: big"));
+    assert!(
+        e.contains("source.endian: only format: fixed takes endian"),
+        "{e}"
+    );
+}
+
+#[test]
+fn any_holds_conditions_one_of_which_must_hold() {
+    let p = Pipeline::parse(&EXAMPLE.replace(
+        "aggregates:",
+        "filter: [{field: x, op: gt, value: 1}, {any: [{field: a, op: eq, value: b}, {field: c, op: in, values: [1, 2]}]}]\naggregates:",
+    ))
+    .unwrap();
+    assert!(matches!(&p.filter[1], FilterItem::Any(any) if any.len() == 2));
+    let fields: Vec<_> = p.filter_conditions().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, ["x", "a", "c"]);
+    let with = |filter: &str| {
+        err(&EXAMPLE.replace("aggregates:", &format!("filter: {filter}\naggregates:")))
+    };
+    let e = with("[{any: [{any: [{field: a, op: eq, value: 1}]}]}]");
+    assert!(
+        e.contains("an `any` inside an `any` is not supported"),
+        "{e}"
+    );
+    let e = with("[{any: []}]");
+    assert!(e.contains("`any` needs at least one condition"), "{e}");
+    let e = with("[{any: [{field: a, op: eq, value: 1}], field: b}]");
+    assert!(
+        e.contains("`any` takes a list of conditions and no field"),
+        "{e}"
+    );
+    let e = with("[{any: [{field: a, op: eq}]}]");
+    assert!(
+        e.contains("filter[0].any[0].value: this op needs a value"),
+        "{e}"
+    );
+    let e = with("[{any: [{op: eq, value: 1}]}]");
+    assert!(e.contains("a condition needs `field`"), "{e}");
+    let e = with("[{any: [{field: a, op: eq, value: 1, typo: 2}]}]");
+    assert!(e.contains("unknown field `typo`"), "{e}");
 }

@@ -6,6 +6,11 @@ use kafka_protocol::records::{Record, TimestampType};
 
 /// A data record at `offset` with `value` (and no key).
 pub fn record(offset: i64, value: &str) -> Record {
+    binary_record(offset, value.as_bytes())
+}
+
+/// A data record at `offset` with the bytes `value` (and no key).
+pub fn binary_record(offset: i64, value: &[u8]) -> Record {
     Record {
         transactional: false,
         control: false,
@@ -18,7 +23,7 @@ pub fn record(offset: i64, value: &str) -> Record {
         sequence: -1,
         timestamp: 0,
         key: None,
-        value: Some(Bytes::copy_from_slice(value.as_bytes())),
+        value: Some(Bytes::copy_from_slice(value)),
         headers: IndexMap::new(),
     }
 }

@@ -13,17 +13,21 @@
 # --stats file's counts. The output-topic sink killed with SIGKILL and
 # restarted: a read_committed reader sees every window once. The live
 # view's WebSocket streams every closed window while a stalled client
-# holds nothing up.
-# About 70 seconds.
+# holds nothing up. Avro values in the Confluent wire format, their
+# schemas (two versions) fetched from the agent's schema registry, and
+# fixed big-endian binary layouts, each with values that cannot be used
+# among them: per-window counts equal the records', the bad ones counted
+# as skipped; an unreachable registry waited out, nothing skipped.
+# About 80 seconds.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server],
-# boto3, pyarrow, pytest, websocket-client).
+# boto3, pyarrow, pytest, websocket-client, fastavro).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
 cargo build -p agent --bin aerostream --features fault-injection
 export AEROSTREAM_BIN="$CARGO_TARGET_DIR/debug/aerostream"
-if ! python3 -c "import confluent_kafka, boto3, pyarrow, pytest, websocket" 2>/dev/null || ! command -v moto_server >/dev/null; then
+if ! python3 -c "import confluent_kafka, boto3, pyarrow, pytest, websocket, fastavro" 2>/dev/null || ! command -v moto_server >/dev/null; then
     echo "python packages missing: installing tests/requirements.txt" >&2
     python3 -m pip install -q -r tests/requirements.txt
 fi

@@ -1,5 +1,6 @@
 use super::*;
 use crate::testing::record;
+use arrow_array::Array;
 use bytes::Bytes;
 
 fn pipeline(key: Option<&str>) -> Pipeline {
@@ -34,7 +35,7 @@ fn values_become_arrow_columns() {
     assert_eq!(cols.values.len(), 1, "x is read once for sum and max");
     assert_eq!(cols.values[0].value(0), 1.5);
     assert!(cols.values[0].is_null(1) && cols.values[0].is_null(2));
-    assert_eq!(d.skipped, 0);
+    assert_eq!(d.skipped(), 0);
 }
 
 #[test]
@@ -55,7 +56,7 @@ fn records_that_cannot_be_used_are_counted_not_fatal() {
     );
     assert_eq!(cols.len(), 1);
     assert_eq!(cols.keys.value(0), "ok");
-    assert_eq!(d.skipped, 7);
+    assert_eq!(d.skipped(), 7);
 }
 
 #[test]
@@ -66,5 +67,5 @@ fn without_a_key_field_the_kafka_key_groups() {
     let cols = d.decode(0, &[keyed, record(1, r#"{"ts":2}"#)]);
     assert_eq!(cols.len(), 1);
     assert_eq!(cols.keys.value(0), "user-1");
-    assert_eq!(d.skipped, 1);
+    assert_eq!(d.skipped(), 1);
 }

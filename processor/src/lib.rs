@@ -19,6 +19,7 @@ pub mod distribute;
 pub mod filter;
 pub mod live;
 pub mod metrics;
+pub mod native_source;
 pub mod pipeline;
 pub mod run;
 pub mod sink;

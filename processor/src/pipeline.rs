@@ -456,7 +456,19 @@ impl Pipeline {
         }
         let s = &self.source;
         if s.bootstrap.trim().is_empty() || !s.bootstrap.contains(':') {
-            return Err(invalid("source.bootstrap", "expected host:port"));
+            return Err(invalid(
+                "source.bootstrap",
+                "expected host:port (Kafka) or aero://host:port (native)",
+            ));
+        }
+        if s.bootstrap.contains("://") && !crate::native_source::is_native(&s.bootstrap) {
+            return Err(invalid(
+                "source.bootstrap",
+                format!(
+                    "{:?}: expected host:port (Kafka) or aero://host:port (native)",
+                    s.bootstrap
+                ),
+            ));
         }
         if s.topic.trim().is_empty() {
             return Err(invalid("source.topic", "must not be empty"));
@@ -541,6 +553,13 @@ impl Pipeline {
             }
             (SinkKind::Topic, Some(t)) if *t == self.source.topic => {
                 return Err(invalid("sink.topic", "must not be the source topic"))
+            }
+            (SinkKind::Topic, Some(_)) if crate::native_source::is_native(&s.bootstrap) => {
+                return Err(invalid(
+                    "sink.type",
+                    "an output topic is written over the Kafka protocol: give \
+                     source.bootstrap as host:port, not aero://",
+                ))
             }
             (SinkKind::Parquet, Some(_)) => {
                 return Err(invalid("sink.topic", "only a topic sink takes a topic"))

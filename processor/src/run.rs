@@ -13,9 +13,9 @@ use crate::checkpoint::{data_file, late_file, Checkpoint, CheckpointStore};
 use crate::decode::{Columns, Decoder};
 use crate::filter::Predicates;
 use crate::live::Live;
+use crate::native_source::Reader;
 use crate::pipeline::{LateRecords, Pipeline, SinkKind};
 use crate::sink::{self, LateRow};
-use crate::source::TopicReader;
 use crate::stats::{Counts, Stats};
 use crate::topic_sink::{self, TopicSink};
 use crate::window::{WindowRow, Windows};
@@ -46,7 +46,7 @@ struct Progress {
 struct Task {
     pipeline: Pipeline,
     store: CheckpointStore,
-    reader: TopicReader,
+    reader: Reader,
     decoder: Decoder,
     predicates: Predicates,
     windows: Windows,
@@ -485,11 +485,11 @@ async fn committed_checkpoint(
 }
 
 /// Connects to the source, retrying an unreachable broker for a while.
-pub(crate) async fn connect(pipeline: &Pipeline) -> anyhow::Result<TopicReader> {
+pub(crate) async fn connect(pipeline: &Pipeline) -> anyhow::Result<Reader> {
     let deadline = Instant::now() + CONNECT_FOR;
     let mut pause = Duration::from_millis(200);
     loop {
-        match TopicReader::connect(&pipeline.source.bootstrap, &pipeline.source.topic).await {
+        match Reader::connect(&pipeline.source.bootstrap, &pipeline.source.topic).await {
             Ok(r) => return Ok(r),
             Err(e) if Instant::now() < deadline && is_unreachable(&e) => {
                 tracing::warn!("{e:#}; retrying");

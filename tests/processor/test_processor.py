@@ -239,6 +239,33 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
         b.stop()
 
 
+def test_over_the_native_protocol_killed_and_restarted_the_output_is_exact(s3):
+    """The same pipeline reading over AeroStream's native protocol (push
+    subscriptions with credit): killed mid-run and restarted, every window
+    is still in the output exactly once."""
+    b = Broker().start()
+    processors = []
+    try:
+        expected = produce(b.bootstrap)
+        out = Output(s3)
+        p = Processor(b.native_url, s3, "300ms").start()
+        processors.append(p)
+        wait_for("a checkpoint with a data file", lambda: (c := out.checkpoint()) and c["files"], 300, p)
+        p.kill9()
+        _, rows = out.committed_rows()
+        assert len(rows) < len(expected), "killed before the output was complete"
+        p = Processor(b.native_url, s3, "300ms").start()
+        processors.append(p)
+        wait_for("every window in the output", lambda: complete(out, expected), 600, p)
+        assert_exact(out, expected)
+        assert "resuming from the latest checkpoint" in p.log()
+        assert p.stop() == 0, p.log()
+    finally:
+        for q in processors:
+            q.cleanup()
+        b.stop()
+
+
 def test_a_broker_restarted_mid_run_is_reconnected_to_and_the_output_stays_exact(s3):
     b = Broker().start()
     processors = []

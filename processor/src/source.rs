@@ -170,16 +170,21 @@ impl TopicReader {
             let leader = self.leaders.get(p).copied().unwrap_or(-1);
             by_leader.entry(leader).or_default().push(*p);
         }
-        let mut out = Vec::new();
+        let mut out: Vec<Fetched> = Vec::new();
         let mut stale = false;
+        // positions move only once every fetch of the round has answered:
+        // a poll cancelled at one of its awaits (a stop) leaves them where
+        // the records it never returned begin
+        let mut moved: Vec<(i32, i64)> = Vec::new();
         for (leader, parts) in by_leader {
             if leader < 0 {
                 stale = true;
                 continue;
             }
             match self.fetch(leader, &parts).await {
-                Ok((fetched, s)) => {
+                Ok((fetched, next, s)) => {
                     out.extend(fetched);
+                    moved.extend(next);
                     stale |= s;
                 }
                 Err(FetchError::Fatal(e)) => return Err(Fatal(e)),
@@ -189,14 +194,22 @@ impl TopicReader {
                 }
             }
         }
+        for (partition, next) in moved {
+            if let Some(position) = self.positions.get_mut(&partition) {
+                *position = next;
+            }
+        }
         Ok((out, stale))
     }
 
+    /// One fetch from `leader`: what it brought, and each partition's next
+    /// position after it.
+    #[allow(clippy::type_complexity)]
     async fn fetch(
         &mut self,
         leader: i32,
         parts: &[i32],
-    ) -> Result<(Vec<Fetched>, bool), FetchError> {
+    ) -> Result<(Vec<Fetched>, Vec<(i32, i64)>, bool), FetchError> {
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(FETCH_MAX_WAIT_MS)
@@ -227,6 +240,7 @@ impl TopicReader {
             return Err(classify(&self.topic, resp.error_code));
         }
         let mut out = Vec::new();
+        let mut moved = Vec::new();
         let mut stale = false;
         for t in &resp.responses {
             for p in &t.partitions {
@@ -241,21 +255,22 @@ impl TopicReader {
                         }
                     }
                 }
-                let Some(position) = self.positions.get_mut(&partition) else {
+                let Some(mut position) = self.positions.get(&partition).copied() else {
                     continue;
                 };
                 let mut records = Vec::new();
                 if let Some(bytes) = &p.records {
                     for r in decode_records(bytes.clone()).map_err(FetchError::Fatal)? {
-                        if r.offset < *position {
+                        if r.offset < position {
                             continue; // the batch began before our position
                         }
-                        *position = r.offset + 1;
+                        position = r.offset + 1;
                         if !r.control {
                             records.push(r);
                         }
                     }
                 }
+                moved.push((partition, position));
                 self.high_watermarks.insert(partition, p.high_watermark);
                 out.push(Fetched {
                     partition,
@@ -264,7 +279,7 @@ impl TopicReader {
                 });
             }
         }
-        Ok((out, stale))
+        Ok((out, moved, stale))
     }
 
     /// Learns the topic's partitions, their leaders and the brokers.

@@ -327,7 +327,7 @@ pub async fn run(
 /// broker cannot say (the next look may).
 async fn refreshed(pipeline: &Pipeline, known: Vec<i32>) -> Vec<i32> {
     let source = &pipeline.source;
-    match crate::native_source::Reader::connect(&source.bootstrap, &source.topic).await {
+    match crate::native_source::Reader::connect(source).await {
         Ok(reader) => {
             let now = reader.partitions();
             if now != known {

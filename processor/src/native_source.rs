@@ -22,6 +22,7 @@ use sdk::{
     Client, ConsumedRecord, Consumer, ConsumerConfig, OffsetReset, OffsetSpec, ReadMode, StartAt,
 };
 
+use crate::pipeline::Source;
 use crate::source::{Fetched, TopicReader};
 
 /// Bytes the agent may push ahead of the loop, per partition.
@@ -45,9 +46,13 @@ pub struct NativeReader {
 impl NativeReader {
     /// Connects and learns the topic's partitions; an unknown topic is an
     /// error.
-    pub async fn connect(bootstrap: &str, topic: &str) -> anyhow::Result<NativeReader> {
-        let client = Client::builder(bootstrap)
-            .client_id("aerostream-process")
+    pub async fn connect(source: &Source) -> anyhow::Result<NativeReader> {
+        let (bootstrap, topic) = (&source.bootstrap, &source.topic);
+        let mut builder = Client::builder(bootstrap).client_id("aerostream-process");
+        if let Some(credentials) = crate::login::native_credentials(source)? {
+            builder = builder.credentials(credentials);
+        }
+        let client = builder
             .connect()
             .await
             .with_context(|| format!("cannot reach {bootstrap}"))?;
@@ -216,11 +221,11 @@ pub enum Reader {
 
 impl Reader {
     /// Connects over the protocol `bootstrap` names.
-    pub async fn connect(bootstrap: &str, topic: &str) -> anyhow::Result<Reader> {
-        Ok(if is_native(bootstrap) {
-            Reader::Native(NativeReader::connect(bootstrap, topic).await?)
+    pub async fn connect(source: &Source) -> anyhow::Result<Reader> {
+        Ok(if is_native(&source.bootstrap) {
+            Reader::Native(NativeReader::connect(source).await?)
         } else {
-            Reader::Kafka(TopicReader::connect(bootstrap, topic).await?)
+            Reader::Kafka(TopicReader::connect(source).await?)
         })
     }
 

@@ -132,6 +132,43 @@ pub struct Source {
     /// read) stops holding the watermark back.
     #[serde(default = "default_idle_timeout", with = "duration")]
     pub idle_timeout: Duration,
+    /// TLS to the brokers (Kafka's SSL and SASL_SSL).
+    #[serde(default)]
+    pub tls: Option<SourceTls>,
+    /// A SASL login to the brokers.
+    #[serde(default)]
+    pub sasl: Option<SourceSasl>,
+}
+
+/// TLS to the brokers: the CA to trust, and a client certificate for
+/// listeners that ask for one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceTls {
+    /// CA certificates (PEM) the brokers' certificates are checked with.
+    pub ca: std::path::PathBuf,
+    #[serde(default)]
+    pub cert: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub key: Option<std::path::PathBuf>,
+}
+
+/// A SASL login; the password is read from an environment variable, never
+/// from the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSasl {
+    /// `SCRAM-SHA-512`, `SCRAM-SHA-256` or `PLAIN`.
+    pub mechanism: String,
+    pub username: String,
+    /// The variable holding the password (default
+    /// `AEROSTREAM_SASL_PASSWORD`).
+    #[serde(default = "default_password_env")]
+    pub password_env: String,
+}
+
+fn default_password_env() -> String {
+    "AEROSTREAM_SASL_PASSWORD".to_owned()
 }
 
 /// How a record's value is decoded.
@@ -472,6 +509,35 @@ impl Pipeline {
         }
         if s.topic.trim().is_empty() {
             return Err(invalid("source.topic", "must not be empty"));
+        }
+        if let Some(tls) = &s.tls {
+            if tls.cert.is_some() != tls.key.is_some() {
+                return Err(invalid(
+                    "source.tls",
+                    "a client certificate needs its key (cert and key together)",
+                ));
+            }
+            if crate::native_source::is_native(&s.bootstrap) {
+                return Err(invalid(
+                    "source.tls",
+                    "the native protocol's TLS is QUIC's (aero+quic://), not read by the processor yet",
+                ));
+            }
+        }
+        if let Some(sasl) = &s.sasl {
+            let m = sasl.mechanism.to_ascii_uppercase();
+            if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&m.as_str()) {
+                return Err(invalid(
+                    "source.sasl.mechanism",
+                    format!(
+                        "{:?}: expected SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN",
+                        sasl.mechanism
+                    ),
+                ));
+            }
+            if sasl.username.is_empty() {
+                return Err(invalid("source.sasl.username", "must not be empty"));
+            }
         }
         if s.event_time.trim().is_empty() {
             return Err(invalid("source.event_time", "must name a field"));

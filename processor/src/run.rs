@@ -489,7 +489,7 @@ pub(crate) async fn connect(pipeline: &Pipeline) -> anyhow::Result<Reader> {
     let deadline = Instant::now() + CONNECT_FOR;
     let mut pause = Duration::from_millis(200);
     loop {
-        match Reader::connect(&pipeline.source.bootstrap, &pipeline.source.topic).await {
+        match Reader::connect(&pipeline.source).await {
             Ok(r) => return Ok(r),
             Err(e) if Instant::now() < deadline && is_unreachable(&e) => {
                 tracing::warn!("{e:#}; retrying");

@@ -19,6 +19,8 @@ use kafka_protocol::records::Record;
 
 use kafka_client::{decode_records, error_name, is_retriable, topic_name, Client};
 
+use crate::pipeline::Source;
+
 const FETCH_MAX_WAIT_MS: i32 = 200;
 const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const FETCH_MAX_BYTES: i32 = 16 << 20;
@@ -51,11 +53,12 @@ pub struct TopicReader {
 impl TopicReader {
     /// Connects and learns the topic's partitions; an unknown topic is an
     /// error.
-    pub async fn connect(bootstrap: &str, topic: &str) -> anyhow::Result<TopicReader> {
+    pub async fn connect(source: &Source) -> anyhow::Result<TopicReader> {
+        let topic = &source.topic;
         let mut reader = TopicReader {
-            bootstrap: bootstrap.to_owned(),
+            bootstrap: source.bootstrap.clone(),
             topic: topic.to_owned(),
-            client: Client::new(bootstrap, None, None).with_client_id("aerostream-process"),
+            client: crate::login::kafka_client(source)?,
             leaders: BTreeMap::new(),
             positions: BTreeMap::new(),
             high_watermarks: BTreeMap::new(),

@@ -44,8 +44,8 @@ pub fn transactional_id_of(pipeline: &Pipeline) -> String {
     }
 }
 
-fn client(pipeline: &Pipeline) -> Client {
-    Client::new(&pipeline.source.bootstrap, None, None).with_client_id("aerostream-process")
+fn client(pipeline: &Pipeline) -> anyhow::Result<Client> {
+    crate::login::kafka_client(&pipeline.source)
 }
 
 /// The epoch whose transaction committed last, from the metadata of the
@@ -54,7 +54,7 @@ pub async fn committed_epoch(
     pipeline: &Pipeline,
     partitions: &[i32],
 ) -> anyhow::Result<Option<u64>> {
-    let mut c = client(pipeline);
+    let mut c = client(pipeline)?;
     let committed = committed_offsets(
         &mut c,
         &group_of(pipeline),
@@ -109,7 +109,7 @@ impl TopicSink {
             .context("a topic sink needs its topic")?;
         let group = group_of(pipeline);
         let id = transactional_id_of(pipeline);
-        let mut producer = TransactionalProducer::init(client(pipeline), &id, TRANSACTION_TIMEOUT)
+        let mut producer = TransactionalProducer::init(client(pipeline)?, &id, TRANSACTION_TIMEOUT)
             .await
             .with_context(|| format!("cannot start transactions as {id}"))?;
         let partitions = producer
@@ -144,9 +144,10 @@ impl TopicSink {
         if result.is_err() {
             if let Err(e) = self.producer.abort().await {
                 tracing::warn!("cannot abort the transaction ({e:#}); starting the producer again");
-                let client = client(&self.pipeline);
+                let client = client(&self.pipeline)?;
+                let id = transactional_id_of(&self.pipeline);
                 self.producer =
-                    TransactionalProducer::init(client, &self.group, TRANSACTION_TIMEOUT).await?;
+                    TransactionalProducer::init(client, &id, TRANSACTION_TIMEOUT).await?;
             }
         }
         result

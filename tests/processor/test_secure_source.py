@@ -54,7 +54,8 @@ def test_a_sasl_ssl_source_is_read_with_the_pipelines_login(s3, certs):  # noqa:
     proc = None
     try:
         c = conf(b, certs, "SCRAM-SHA-512", *ADMIN)
-        AdminClient(c).create_topics([NewTopic("events", 2, 1)])["events"].result(30)
+        admin = AdminClient(c)
+        admin.create_topics([NewTopic("events", 2, 1)])["events"].result(30)
         producer = Producer({**c, "linger.ms": 10})
         expected = collections.Counter()
         for i in range(EVENTS):

@@ -82,10 +82,17 @@ pub struct Coordinator {
     pipeline: String,
     worker: String,
     ttl: Duration,
+    /// HTTP Basic credentials, when the pipeline logs in.
+    login: Option<(String, String)>,
 }
 
 impl Coordinator {
-    pub fn new(d: &Distribution, pipeline: &str, worker: &str) -> anyhow::Result<Coordinator> {
+    pub fn new(
+        d: &Distribution,
+        pipeline: &str,
+        worker: &str,
+        login: Option<(String, String)>,
+    ) -> anyhow::Result<Coordinator> {
         let http = reqwest::Client::builder()
             .timeout(CALL_TIMEOUT)
             .build()
@@ -101,6 +108,7 @@ impl Coordinator {
             pipeline: pipeline.to_owned(),
             worker: worker.to_owned(),
             ttl: d.lease_ttl,
+            login,
         })
     }
 
@@ -160,13 +168,11 @@ impl Coordinator {
         url: &str,
         body: &impl Serialize,
     ) -> Result<T, CallError> {
-        let resp = self
-            .http
-            .post(url)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| Failed(e.into()))?;
+        let mut req = self.http.post(url).json(body);
+        if let Some((user, password)) = &self.login {
+            req = req.basic_auth(user, Some(password));
+        }
+        let resp = req.send().await.map_err(|e| Failed(e.into()))?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| Failed(e.into()))?;
         if !status.is_success() {
@@ -238,7 +244,8 @@ pub async fn run(
         tracing::warn!("--stats is not written by a distributed pipeline's worker");
     }
     let worker = d.worker.clone().unwrap_or_else(default_worker_id);
-    let mut coordinator = Coordinator::new(&d, &pipeline.name, &worker)?;
+    let login = crate::login::basic_auth(&pipeline.source)?;
+    let mut coordinator = Coordinator::new(&d, &pipeline.name, &worker, login)?;
     tokio::pin!(shutdown);
     let mut partitions = tokio::select! {
         () = &mut shutdown => return Ok(()),

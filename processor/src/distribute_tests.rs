@@ -86,7 +86,7 @@ async fn heartbeats_go_to_the_next_coordinator_when_one_is_down() {
         worker: Some("w1".into()),
         lease_ttl: Duration::from_secs(3),
     };
-    let mut c = Coordinator::new(&d, "counts", "w1").unwrap();
+    let mut c = Coordinator::new(&d, "counts", "w1", None).unwrap();
     let a = c.heartbeat(&[0, 1, 2], &[2]).await.unwrap();
     assert_eq!(a.held, BTreeMap::from([(0, 7), (1, 8)]));
     assert_eq!(a.revoke, vec![1]);

@@ -18,7 +18,7 @@ pub mod decode;
 pub mod distribute;
 pub mod filter;
 pub mod live;
-mod login;
+pub mod login;
 pub mod metrics;
 pub mod native_source;
 pub mod pipeline;

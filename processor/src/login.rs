@@ -54,3 +54,10 @@ pub fn native_credentials(source: &Source) -> anyhow::Result<Option<sdk::Credent
         }),
     )
 }
+
+/// The user and password for the agents' REST API (HTTP Basic), from
+/// `source.sasl`: the REST API checks a SCRAM user's password as SASL/PLAIN
+/// does.
+pub fn basic_auth(source: &Source) -> anyhow::Result<Option<(String, String)>> {
+    Ok(password(source)?.map(|(_, user, password)| (user, password)))
+}

@@ -1,8 +1,9 @@
 """The processor reading a broker that takes only SASL over TLS
 (SASL_SSL), as a secured deployment runs it: with `source.tls` and
 `source.sasl` (the password from the environment) it counts every window
-exactly; with a wrong password it stops with the authentication error
-instead of retrying forever."""
+exactly, as one process and as a distributed pipeline's worker (which
+logs in to the REST API for its leases); with a wrong password it stops
+with the authentication error instead of retrying forever."""
 
 import collections
 import io
@@ -26,8 +27,8 @@ EVENTS = 5_000
 BASE = 1_700_000_000_000
 
 
-def pipeline_file(d, broker, certs, password_env):
-    path = os.path.join(d, "counts.yaml")
+def pipeline_file(d, broker, certs, password_env, prefix="secure", extra=""):
+    path = os.path.join(d, f"{prefix}.yaml")
     with open(path, "w") as f:
         f.write(f"""
 name: counts
@@ -42,8 +43,9 @@ source:
   sasl: {{mechanism: SCRAM-SHA-512, username: {ADMIN[0]}, password_env: {password_env}}}
 window: {{type: tumbling, size: 1s}}
 aggregates: [{{op: count, as: n}}]
-sink: {{type: parquet, url: "s3://out/secure"}}
+sink: {{type: parquet, url: "s3://out/{prefix}"}}
 checkpoint_interval: 300ms
+{extra}
 """)
     return path
 
@@ -72,8 +74,8 @@ def test_a_sasl_ssl_source_is_read_with_the_pipelines_login(s3, certs):  # noqa:
             stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env)
         client = servers.s3_client(s3)
 
-        def rows():
-            pages = client.get_paginator("list_objects_v2").paginate(Bucket="out", Prefix="secure/")
+        def rows(prefix="secure/"):
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket="out", Prefix=prefix)
             keys = [o["Key"] for p in pages for o in p.get("Contents", []) if o["Key"].endswith(".parquet")]
             out = []
             for k in keys:
@@ -86,6 +88,22 @@ def test_a_sasl_ssl_source_is_read_with_the_pipelines_login(s3, certs):  # noqa:
             assert proc.poll() is None, open(log_path).read()[-3000:]
             time.sleep(0.3)
         got = {(r["key"], r["window_start"]): r["n"] for r in rows()}
+        assert got == dict(expected), open(log_path).read()[-3000:]
+        proc.terminate()
+        assert proc.wait(60) == 0, open(log_path).read()[-3000:]
+
+        # as a distributed pipeline's worker: it logs in to the REST API
+        # (HTTP Basic) with the same user for its leases
+        extra = (f'distribution: {{coordinators: ["http://127.0.0.1:{b.http_port}"], '
+                 f'worker: w1, lease_ttl: 3s}}')
+        path = pipeline_file(d, b, certs, "COUNTS_PASSWORD", "secure-dist", extra)
+        proc = subprocess.Popen([binary(), "process", "--pipeline", path],
+                                stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 120
+        while time.time() < deadline and len(rows("secure-dist/")) < len(expected):
+            assert proc.poll() is None, open(log_path).read()[-3000:]
+            time.sleep(0.3)
+        got = {(r["key"], r["window_start"]): r["n"] for r in rows("secure-dist/")}
         assert got == dict(expected), open(log_path).read()[-3000:]
         proc.terminate()
         assert proc.wait(60) == 0, open(log_path).read()[-3000:]

@@ -59,6 +59,16 @@ pub struct Pipeline {
     /// How often closed windows are written and the state checkpointed.
     #[serde(default = "default_checkpoint_interval", with = "duration")]
     pub checkpoint_interval: Duration,
+    /// Where the local state store lives.
+    #[serde(default)]
+    pub state: Option<StateDir>,
+}
+
+/// The local state store's folder.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateDir {
+    pub dir: std::path::PathBuf,
 }
 
 /// Where the live view listens.
@@ -277,6 +287,35 @@ pub enum SinkKind {
     /// JSON records in a topic, written in one Kafka transaction per
     /// checkpoint with the source offsets.
     Topic,
+}
+
+impl Pipeline {
+    /// The local state store's folder: `state.dir`, or by default
+    /// `<temp dir>/aerostream-state/<name>-<hash of the sink URL>`, so two
+    /// pipelines of one name writing to different sinks never share one.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        match &self.state {
+            Some(s) => s.dir.clone(),
+            None => {
+                let hash = twox_hash::XxHash64::oneshot(0, self.sink.url.as_bytes());
+                // the name as one safe path component
+                let name: String = self
+                    .name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                std::env::temp_dir()
+                    .join("aerostream-state")
+                    .join(format!("{name}-{hash:016x}"))
+            }
+        }
+    }
 }
 
 fn default_checkpoint_interval() -> Duration {

@@ -396,3 +396,55 @@ async fn a_file_url_works_and_an_empty_folder_has_no_checkpoint() {
         "late files no checkpoint lists go too"
     );
 }
+
+#[tokio::test]
+async fn a_restart_uses_the_local_store_only_when_it_holds_the_latest_checkpoint() {
+    let counting = FaultInjectingStore::new(Arc::new(InMemory::new()));
+    let calls = counting.controller();
+    let s = CheckpointStore::new(Arc::new(counting), Path::from(PREFIX), "memory://");
+    let mut l = Loop::new(s.clone(), "{type: tumbling, size: 1s}");
+    for t in [100, 600, 1100] {
+        l.add(&[("a", t), ("b", t + 50)]);
+        assert!(l.checkpoint().await);
+    }
+    let pipeline = l.pipeline.clone();
+    let restart = |state: Arc<StateStore>| {
+        let (s, pipeline, calls) = (s.clone(), pipeline.clone(), calls.clone());
+        async move {
+            let epoch = s.epochs().await.unwrap().last().copied();
+            let head = s.head(epoch.unwrap()).await.unwrap();
+            calls.reset_counts();
+            let (r, local) = crate::state::restore(&s, &state, Some(&head), &pipeline)
+                .await
+                .unwrap();
+            (r.unwrap(), local, calls.calls(Op::Get))
+        }
+    };
+    let truth = s.latest().await.unwrap().unwrap();
+    // the same host: the store the loop wrote holds epoch 3
+    let (r, local, gets) = restart(l.target.state.clone()).await;
+    assert_eq!((r.clone(), local, gets), (truth.clone(), true, 0));
+    // another host: nothing local, so base and deltas are downloaded and
+    // the store rebuilt from them
+    let dir = tempfile::tempdir().unwrap();
+    let other = Arc::new(StateStore::open(dir.path()).unwrap());
+    let (r, local, gets) = restart(other.clone()).await;
+    assert_eq!((r, local), (truth.clone(), false));
+    assert!(gets >= 1);
+    let (r, local, _) = restart(other.clone()).await;
+    assert_eq!((r, local), (truth, true), "rebuilt");
+    // object storage moves ahead of the first store (another host took a
+    // checkpoint): it is not trusted any more
+    let mut ahead = Loop::new(s.clone(), "{type: tumbling, size: 1s}");
+    ahead.windows.restore(&l.windows.snapshot());
+    ahead.ledger = l.ledger.clone();
+    ahead.add(&[("c", 1700)]);
+    assert!(ahead.checkpoint().await);
+    let (r, local, _) = restart(l.target.state.clone()).await;
+    assert!(!local);
+    assert_eq!(r.checkpoint.epoch, 4);
+    assert_eq!(
+        ahead.restored_windows(&r.checkpoint),
+        ahead.windows.snapshot()
+    );
+}

@@ -19,7 +19,7 @@ use crate::live::Live;
 use crate::pipeline::{LateRecords, Pipeline, SinkKind};
 use crate::sink::LateRow;
 use crate::source::TopicReader;
-use crate::state::{StateStore, Wanted};
+use crate::state::{self, StateStore};
 use crate::stats::{Counts, Stats};
 use crate::topic_sink::{self, TopicSink};
 use crate::upload::{self, Ledger, Outcome, Target};
@@ -208,29 +208,7 @@ impl Task {
         };
         let state_dir = pipeline.state_dir();
         let state = StateStore::open(&state_dir)?;
-        let (latest, local) = match &head {
-            None => {
-                state.clear()?;
-                (None, false)
-            }
-            Some(h) => {
-                let wanted = Wanted {
-                    pipeline: &pipeline.name,
-                    topic: &pipeline.source.topic,
-                    sink: &pipeline.sink.url,
-                    epoch: h.stored.epoch(),
-                    fingerprint: h.fingerprint,
-                };
-                match state.load(wanted)? {
-                    Some(r) => (Some(r), true),
-                    None => {
-                        let r = store.restore(h).await?;
-                        state.rebuild(&r, &pipeline.sink.url, h.fingerprint)?;
-                        (Some(r), false)
-                    }
-                }
-            }
-        };
+        let (latest, local) = state::restore(&store, &state, head.as_ref(), &pipeline).await?;
         let (checkpoint, chain) = match latest {
             Some(Restored { checkpoint, chain }) => (Some(checkpoint), chain),
             None => (None, None),
@@ -494,4 +472,30 @@ pub async fn run_until_signalled(pipeline: Pipeline, options: Options) -> anyhow
         }
     };
     run(pipeline, options, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_sink_resumes_from_the_checkpoint_whose_transaction_committed() {
+        let p = Pipeline::parse(
+            r#"
+name: t
+source: {bootstrap: "b:9092", topic: t, format: json, event_time: ts, key: k}
+window: {type: tumbling, size: 1s}
+aggregates: [{op: count, as: n}]
+sink: {type: topic, topic: out, url: "file:///tmp/x"}
+"#,
+        )
+        .unwrap();
+        assert_eq!(resume_epoch(None, None, &p).unwrap(), None);
+        assert_eq!(resume_epoch(Some(7), Some(7), &p).unwrap(), Some(7));
+        assert_eq!(resume_epoch(Some(7), Some(6), &p).unwrap(), Some(6));
+        assert_eq!(resume_epoch(Some(1), None, &p).unwrap(), None);
+        let e = resume_epoch(Some(7), Some(3), &p).unwrap_err();
+        assert!(format!("{e}").contains("different runs"), "{e}");
+        assert!(resume_epoch(None, Some(3), &p).is_err());
+    }
 }

@@ -23,7 +23,8 @@ use anyhow::Context;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Chain, Checkpoint, Delta, Restored};
+use crate::checkpoint::{Chain, Checkpoint, CheckpointStore, Delta, Head, Restored};
+use crate::pipeline::Pipeline;
 use crate::window::{WindowAcc, WindowRow, WindowsSnapshot};
 
 /// (key, start) -> the window's end and figures, as JSON.
@@ -276,6 +277,34 @@ impl StateStore {
         txn.commit().map_err(write_err)?;
         Ok(())
     }
+}
+
+/// The state of checkpoint `head` (none: start afresh): from `state` when
+/// it holds exactly that checkpoint, else from object storage, rebuilding
+/// `state` from it. Whether it came from `state`.
+pub async fn restore(
+    store: &CheckpointStore,
+    state: &StateStore,
+    head: Option<&Head>,
+    pipeline: &Pipeline,
+) -> anyhow::Result<(Option<Restored>, bool)> {
+    let Some(head) = head else {
+        state.clear()?;
+        return Ok((None, false));
+    };
+    let wanted = Wanted {
+        pipeline: &pipeline.name,
+        topic: &pipeline.source.topic,
+        sink: &pipeline.sink.url,
+        epoch: head.stored.epoch(),
+        fingerprint: head.fingerprint,
+    };
+    if let Some(r) = state.load(wanted)? {
+        return Ok((Some(r), true));
+    }
+    let r = store.restore(head).await?;
+    state.rebuild(&r, &pipeline.sink.url, head.fingerprint)?;
+    Ok((Some(r), false))
 }
 
 fn read_err(e: impl Into<redb::Error>) -> anyhow::Error {

@@ -448,3 +448,42 @@ async fn a_restart_uses_the_local_store_only_when_it_holds_the_latest_checkpoint
         ahead.windows.snapshot()
     );
 }
+
+#[tokio::test]
+async fn a_window_opened_and_closed_between_two_commits_is_not_a_deletion() {
+    let faulty = FaultInjectingStore::new(Arc::new(InMemory::new()));
+    let faults = faulty.controller();
+    let s = CheckpointStore::new(Arc::new(faulty), Path::from(PREFIX), "memory://");
+    let mut l = Loop::new(s, "{type: tumbling, size: 1s}");
+    l.add(&[("a", 100)]);
+    assert!(l.checkpoint().await);
+    // a@0 (committed) closes; a@1000 and b@1000 open, in an attempt that fails
+    l.add(&[("b", 1100), ("a", 1200)]);
+    faults.inject(
+        FaultRule::new(Fault::Status(503))
+            .on(&[Op::Put])
+            .on_paths_containing("_checkpoints")
+            .times(1),
+    );
+    assert!(!l.checkpoint().await);
+    // they close before the retry, c@1000 opens and closes too
+    l.add(&[("c", 1300), ("x", 2500)]);
+    let job = l.job();
+    let ids = |rows: &[WindowId]| -> Vec<(String, i64)> {
+        let mut v: Vec<_> = rows.iter().map(|w| (w.key.clone(), w.start)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&job.delta.removed), [("a".to_owned(), 0)]);
+    let changed: Vec<(&str, i64)> = job
+        .delta
+        .changed
+        .iter()
+        .map(|w| (w.key.as_str(), w.start))
+        .collect();
+    assert_eq!(changed, [("x", 2000)]);
+    assert_eq!(job.rows.len(), 4, "a@0, then a, b and c at 1000");
+    assert!(l.run(job).await);
+    let r = l.target.store.latest().await.unwrap().unwrap();
+    assert_eq!(l.restored_windows(&r.checkpoint), l.windows.snapshot());
+}

@@ -37,7 +37,8 @@
 //! since the set was last taken. Marking costs one hash lookup by `&str`
 //! per record (an allocation only the first time a window is touched); a
 //! checkpoint takes the set and reads the current figures of those
-//! windows, and a window no longer open is a deletion.
+//! windows, and a window no longer open is a deletion, unless its first
+//! touch since the checkpoint was its creation (it never was in one).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -70,26 +71,43 @@ pub struct WindowId {
     pub start: i64,
 }
 
-/// The windows changed or removed since a checkpoint: key -> starts.
+/// The windows changed or removed since a checkpoint: key -> start ->
+/// whether the window was first touched by its creation (then it was not
+/// in that checkpoint, and once closed it needs no deletion).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Dirty(HashMap<String, BTreeSet<i64>>);
+pub struct Dirty(HashMap<String, BTreeMap<i64, bool>>);
 
 impl Dirty {
+    /// Window (`key`, `start`) changed or went.
     fn mark(&mut self, key: &str, start: i64) {
+        self.touch(key, start, false);
+    }
+
+    /// Window (`key`, `start`) was created.
+    fn created(&mut self, key: &str, start: i64) {
+        self.touch(key, start, true);
+    }
+
+    fn touch(&mut self, key: &str, start: i64, created: bool) {
         match self.0.get_mut(key) {
             Some(starts) => {
-                starts.insert(start);
+                starts.entry(start).or_insert(created);
             }
             None => {
-                self.0.insert(key.to_owned(), BTreeSet::from([start]));
+                self.0
+                    .insert(key.to_owned(), BTreeMap::from([(start, created)]));
             }
         }
     }
 
-    /// Adds `other`'s windows.
-    pub fn merge(&mut self, other: Dirty) {
-        for (key, starts) in other.0 {
-            self.0.entry(key).or_default().extend(starts);
+    /// Adds the windows of `older`, taken before these were touched.
+    pub fn merge(&mut self, older: Dirty) {
+        for (key, starts) in older.0 {
+            let mine = self.0.entry(key).or_default();
+            for (start, created) in starts {
+                // the first touch is the older one's
+                mine.insert(start, created);
+            }
         }
     }
 
@@ -99,7 +117,7 @@ impl Dirty {
 
     /// How many windows.
     pub fn len(&self) -> usize {
-        self.0.values().map(BTreeSet::len).sum()
+        self.0.values().map(BTreeMap::len).sum()
     }
 }
 
@@ -288,12 +306,13 @@ impl Windows {
     }
 
     /// The current figures of the windows of `dirty` still open, and the
-    /// ids of those no longer open.
+    /// ids of those no longer open (but for those created and closed since
+    /// the checkpoint).
     pub fn changes(&self, dirty: &Dirty) -> (Vec<WindowRow>, Vec<WindowId>) {
         let mut changed = Vec::new();
         let mut removed = Vec::new();
         for (key, starts) in &dirty.0 {
-            for &start in starts {
+            for (&start, &created) in starts {
                 let open = match &self.open {
                     Open::Panes { slide, panes, .. } => panes
                         .get(&(start, key.clone()))
@@ -310,6 +329,7 @@ impl Windows {
                         end,
                         acc: acc.clone(),
                     }),
+                    None if created => {}
                     None => removed.push(WindowId {
                         key: key.clone(),
                         start,
@@ -498,9 +518,12 @@ fn add_to_panes(
         let key = cols.keys.value(i);
         let acc = match panes.get_mut(&(pane, key.to_owned())) {
             Some(acc) => acc,
-            None => panes
-                .entry((pane, key.to_owned()))
-                .or_insert_with(|| WindowAcc::empty(layout)),
+            None => {
+                dirty.created(key, pane);
+                panes
+                    .entry((pane, key.to_owned()))
+                    .or_insert_with(|| WindowAcc::empty(layout))
+            }
         };
         acc.add(cols, i, layout);
         dirty.mark(key, pane);
@@ -645,7 +668,8 @@ fn add_to_sessions(
             }
         }
         acc.add(cols, i, layout);
-        dirty.mark(key, start);
+        // a start that was open already was marked when merged away
+        dirty.created(key, start);
         sessions.insert(start, (end, acc));
         by_end.insert((end, key.to_owned(), start));
     }

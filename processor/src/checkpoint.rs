@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 
@@ -216,8 +217,14 @@ impl CheckpointStore {
         }
         let mut deltas = Vec::new();
         let mut delta_bytes = 0;
-        for epoch in delta.base + 1..delta.epoch {
-            let h = self.head(epoch).await?;
+        // a few GETs at a time: a chain is up to MAX_DELTAS objects
+        let heads: Vec<Head> = futures::stream::iter(delta.base + 1..delta.epoch)
+            .map(|epoch| self.head(epoch))
+            .buffered(8)
+            .try_collect()
+            .await?;
+        for h in heads {
+            let epoch = h.stored.epoch();
             match h.stored {
                 Stored::Delta(d) => deltas.push(d),
                 Stored::Whole(_) => bail!(
@@ -387,7 +394,6 @@ impl CheckpointStore {
     /// Every object under the prefix, for tests.
     #[cfg(test)]
     pub async fn all(&self) -> Vec<String> {
-        use futures::TryStreamExt;
         let listed: Vec<_> = self
             .store
             .list(Some(&self.prefix))

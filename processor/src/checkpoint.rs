@@ -1,55 +1,72 @@
-//! Checkpoints: what makes the output exactly once.
+//! Checkpoints in object storage: what makes the output exactly once.
 //!
 //! Under the sink URL the processor keeps
 //!
 //! - `part-<epoch>.parquet`: the windows closed during one checkpoint
 //!   interval (the epoch 0-padded to 20 digits, so names sort by epoch);
-//! - `_checkpoints/<epoch>.json`: one [`Checkpoint`]: the next offset to
-//!   read per partition, the open windows and the watermark, and the list
-//!   of every committed data file.
+//! - `_checkpoints/<epoch>.json`: one [`Delta`] per checkpoint: what
+//!   changed since the checkpoint before (windows changed and removed, the
+//!   data files added) and the offsets, watermark and partition clocks;
+//! - `_checkpoints/<epoch>.base.json`: now and then, a whole [`Checkpoint`]
+//!   (every open window, every committed data file) that a chain of deltas
+//!   starts from (see [`crate::delta`]).
 //!
-//! A checkpoint is taken by writing the data file first, then the
-//! checkpoint object (one PUT, atomic on S3). A data file that no
-//! checkpoint lists was written by a processor that died before its
-//! checkpoint; the next start deletes it, restores the open windows and
-//! reads again from the checkpoint's offsets, so those windows are written
+//! A checkpoint is taken by writing the data file first, then the base
+//! when one is due, then the delta: one PUT of one object, atomic on S3,
+//! the commit point. A base or data file newer than the latest delta was
+//! written by a processor that died before its commit; the next start
+//! deletes it, restores the latest delta's state (its base and the deltas
+//! after it) and reads again from its offsets, so those windows are written
 //! again, once. A reader sees every window exactly once by reading the
-//! files the latest checkpoint lists (or, once the processor has started
-//! and caught up, every `part-*.parquet` file of the prefix).
+//! files the latest state lists (or, once the processor has started and
+//! caught up, every `part-*.parquet` file of the prefix).
+//!
+//! Once a base commits, the objects older than the base before it are
+//! deleted: the latest chain and the one before stay (a topic sink may
+//! resume from the checkpoint before the latest).
 //!
 //! One processor writes under a URL at a time; two at once would overwrite
-//! each other's checkpoints.
+//! each other's checkpoints. The prefix is a parameter of
+//! [`CheckpointStore::new`], so several writers can each have their own.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
-use serde::{Deserialize, Serialize};
+use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 
-use crate::window::WindowsSnapshot;
+pub use crate::delta::{Chain, Checkpoint, Delta, Stored};
 
 const CHECKPOINTS: &str = "_checkpoints";
-/// Checkpoint objects kept: the latest and the one before.
-const KEEP: usize = 2;
+const DELTA_SUFFIX: &str = ".json";
+const BASE_SUFFIX: &str = ".base.json";
+/// Objects larger than this go up in parts.
+const MULTIPART_ABOVE: usize = 8 << 20;
 
-/// One committed state of a pipeline.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    pub pipeline: String,
-    pub topic: String,
-    pub epoch: u64,
-    /// Per partition, the next offset to read.
-    pub offsets: BTreeMap<i32, i64>,
-    pub windows: WindowsSnapshot,
-    /// Every committed data file, relative to the sink URL, oldest first.
-    pub files: Vec<String>,
-    /// Every committed file of late records (`late/part-<epoch>.parquet`),
-    /// oldest first.
-    #[serde(default)]
-    pub late_files: Vec<String>,
+/// The latest committed delta (or whole checkpoint), as read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Head {
+    pub stored: Stored,
+    /// A hash of the object's bytes: tells one run's epoch `n` from
+    /// another's.
+    pub fingerprint: u64,
+    pub bytes: u64,
+}
+
+/// A state restored from object storage, and the chain it ends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Restored {
+    pub checkpoint: Checkpoint,
+    /// None: a whole checkpoint of the old layout (the next checkpoint
+    /// writes a base).
+    pub chain: Option<Chain>,
+}
+
+/// The hash [`Head::fingerprint`] holds.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    twox_hash::XxHash64::oneshot(0, bytes)
 }
 
 /// The name of epoch `epoch`'s data file.
@@ -66,10 +83,26 @@ pub fn late_file(epoch: u64) -> String {
 }
 
 /// The data files and checkpoints under a sink URL.
+#[derive(Clone)]
 pub struct CheckpointStore {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     url: String,
+}
+
+/// A checkpoint object's kind, from its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Delta,
+    Base,
+}
+
+/// The epoch and kind of checkpoint object `name`.
+fn parse_name(name: &str) -> Option<(u64, Kind)> {
+    if let Some(epoch) = name.strip_suffix(BASE_SUFFIX) {
+        return Some((epoch.parse().ok()?, Kind::Base));
+    }
+    Some((name.strip_suffix(DELTA_SUFFIX)?.parse().ok()?, Kind::Delta))
 }
 
 impl CheckpointStore {
@@ -89,24 +122,39 @@ impl CheckpointStore {
         }
     }
 
-    fn checkpoint_path(&self, epoch: u64) -> Path {
+    fn checkpoint_path(&self, epoch: u64, kind: Kind) -> Path {
+        let suffix = match kind {
+            Kind::Delta => DELTA_SUFFIX,
+            Kind::Base => BASE_SUFFIX,
+        };
         self.prefix
             .clone()
             .join(CHECKPOINTS)
-            .join(format!("{epoch:020}.json"))
+            .join(format!("{epoch:020}{suffix}"))
     }
 
-    /// The checkpoints' epochs, oldest first.
-    pub async fn epochs(&self) -> anyhow::Result<Vec<u64>> {
+    /// Every checkpoint object's epoch and kind, oldest first.
+    async fn objects(&self) -> anyhow::Result<Vec<(u64, Kind)>> {
         let dir = self.prefix.clone().join(CHECKPOINTS);
-        let mut epochs: Vec<u64> = self
+        let mut objects: Vec<(u64, Kind)> = self
             .list(&dir)
             .await?
             .iter()
-            .filter_map(|name| name.strip_suffix(".json")?.parse().ok())
+            .filter_map(|name| parse_name(name))
             .collect();
-        epochs.sort_unstable();
-        Ok(epochs)
+        objects.sort_unstable_by_key(|(epoch, kind)| (*epoch, *kind == Kind::Delta));
+        Ok(objects)
+    }
+
+    /// The committed checkpoints' epochs (those with a delta), oldest first.
+    pub async fn epochs(&self) -> anyhow::Result<Vec<u64>> {
+        Ok(self
+            .objects()
+            .await?
+            .into_iter()
+            .filter(|(_, k)| *k == Kind::Delta)
+            .map(|(e, _)| e)
+            .collect())
     }
 
     /// The names of the objects right under `dir`.
@@ -122,33 +170,121 @@ impl CheckpointStore {
         }
     }
 
-    /// The latest checkpoint, if any.
-    pub async fn latest(&self) -> anyhow::Result<Option<Checkpoint>> {
+    async fn get_bytes(&self, path: &Path) -> anyhow::Result<Bytes> {
+        self.store
+            .get(path)
+            .await
+            .with_context(|| format!("cannot read checkpoint object {path}"))?
+            .bytes()
+            .await
+            .with_context(|| format!("cannot read checkpoint object {path}"))
+    }
+
+    /// The committed checkpoint `epoch`'s own object (its delta).
+    pub async fn head(&self, epoch: u64) -> anyhow::Result<Head> {
+        let path = self.checkpoint_path(epoch, Kind::Delta);
+        let bytes = self.get_bytes(&path).await?;
+        let stored = Stored::parse(&bytes).with_context(|| {
+            format!("checkpoint {path} is neither a delta nor a whole checkpoint")
+        })?;
+        if stored.epoch() != epoch {
+            bail!("checkpoint {path} holds epoch {}", stored.epoch());
+        }
+        Ok(Head {
+            stored,
+            fingerprint: fingerprint(&bytes),
+            bytes: bytes.len() as u64,
+        })
+    }
+
+    /// The state `head` ends: its base with every delta after it applied.
+    pub async fn restore(&self, head: &Head) -> anyhow::Result<Restored> {
+        let delta = match &head.stored {
+            Stored::Whole(c) => {
+                return Ok(Restored {
+                    checkpoint: c.clone(),
+                    chain: None,
+                })
+            }
+            Stored::Delta(d) => d,
+        };
+        let base_path = self.checkpoint_path(delta.base, Kind::Base);
+        let base_bytes = self.get_bytes(&base_path).await?;
+        let base: Checkpoint = serde_json::from_slice(&base_bytes)
+            .with_context(|| format!("checkpoint base {base_path} is not a checkpoint"))?;
+        if base.epoch != delta.base {
+            bail!("checkpoint base {base_path} holds epoch {}", base.epoch);
+        }
+        let mut deltas = Vec::new();
+        let mut delta_bytes = 0;
+        // a few GETs at a time: a chain is up to MAX_DELTAS objects
+        let heads: Vec<Head> = futures::stream::iter(delta.base + 1..delta.epoch)
+            .map(|epoch| self.head(epoch))
+            .buffered(8)
+            .try_collect()
+            .await?;
+        for h in heads {
+            let epoch = h.stored.epoch();
+            match h.stored {
+                Stored::Delta(d) => deltas.push(d),
+                Stored::Whole(_) => bail!(
+                    "checkpoint {epoch} is a whole checkpoint inside the chain of base {}",
+                    delta.base
+                ),
+            }
+            delta_bytes += h.bytes;
+        }
+        if delta.epoch > delta.base {
+            deltas.push(delta.clone());
+            delta_bytes += head.bytes;
+        }
+        let checkpoint = crate::delta::apply(base, &deltas)
+            .with_context(|| format!("the checkpoints under {} do not chain", self.url))?;
+        Ok(Restored {
+            checkpoint,
+            chain: Some(Chain {
+                base: delta.base,
+                deltas: deltas.len() as u64,
+                delta_bytes,
+                base_bytes: base_bytes.len() as u64,
+            }),
+        })
+    }
+
+    /// The latest committed state, if any.
+    pub async fn latest(&self) -> anyhow::Result<Option<Restored>> {
         let Some(epoch) = self.epochs().await?.last().copied() else {
             return Ok(None);
         };
-        self.get(epoch).await.map(Some)
+        let head = self.head(epoch).await?;
+        self.restore(&head).await.map(Some)
     }
 
-    /// Checkpoint `epoch`.
-    pub async fn get(&self, epoch: u64) -> anyhow::Result<Checkpoint> {
-        let path = self.checkpoint_path(epoch);
-        let bytes = self
-            .store
-            .get(&path)
-            .await
-            .with_context(|| format!("cannot read checkpoint {path}"))?
-            .bytes()
-            .await
-            .with_context(|| format!("cannot read checkpoint {path}"))?;
-        serde_json::from_slice(&bytes)
-            .with_context(|| format!("checkpoint {path} is not a checkpoint"))
+    /// Deletes the checkpoint objects (deltas and bases) newer than
+    /// `epoch` (all of them for none): left by a processor that died
+    /// before its commit, or a checkpoint whose topic transaction did not
+    /// commit. Their epochs.
+    pub async fn remove_after(&self, epoch: Option<u64>) -> anyhow::Result<Vec<u64>> {
+        let mut removed = Vec::new();
+        for (e, kind) in self.objects().await? {
+            if epoch.is_none_or(|c| e > c) {
+                let path = self.checkpoint_path(e, kind);
+                self.store
+                    .delete(&path)
+                    .await
+                    .with_context(|| format!("cannot delete the uncommitted checkpoint {path}"))?;
+                removed.push(e);
+            }
+        }
+        Ok(removed)
     }
 
     /// Deletes the data files (and files of late records) under the
     /// prefix that `committed` does not list (left by a processor that died
     /// before its checkpoint); their names.
     pub async fn remove_uncommitted(&self, committed: &[String]) -> anyhow::Result<Vec<String>> {
+        let committed: std::collections::HashSet<&str> =
+            committed.iter().map(String::as_str).collect();
         let mut removed = Vec::new();
         let top = self.list(&self.prefix).await?;
         let late = self.list(&self.prefix.clone().join(LATE_DIR)).await?;
@@ -157,7 +293,9 @@ impl CheckpointStore {
             .chain(late.into_iter().map(|n| format!("{LATE_DIR}/{n}")));
         for name in names {
             let file = name.rsplit('/').next().unwrap_or_default();
-            if file.starts_with("part-") && file.ends_with(".parquet") && !committed.contains(&name)
+            if file.starts_with("part-")
+                && file.ends_with(".parquet")
+                && !committed.contains(name.as_str())
             {
                 let path = self.file_path(&name);
                 self.store
@@ -176,46 +314,86 @@ impl CheckpointStore {
             .fold(self.prefix.clone(), |path, part| path.join(part))
     }
 
-    /// Writes data file `name`.
-    pub async fn put_data(&self, name: &str, bytes: Vec<u8>) -> anyhow::Result<()> {
-        let path = self.file_path(name);
-        self.store
-            .put(&path, Bytes::from(bytes).into())
+    /// Writes `bytes` to `path`: one PUT, or a multipart upload when large.
+    async fn put(&self, path: &Path, bytes: Bytes) -> anyhow::Result<()> {
+        if bytes.len() <= MULTIPART_ABOVE {
+            self.store
+                .put(path, bytes.into())
+                .await
+                .with_context(|| format!("cannot write {path}"))?;
+            return Ok(());
+        }
+        let upload = self
+            .store
+            .put_multipart(path)
             .await
-            .with_context(|| format!("cannot write {path}"))?;
+            .with_context(|| format!("cannot start a multipart upload of {path}"))?;
+        let mut writer = WriteMultipart::new(upload);
+        writer.put(bytes);
+        writer
+            .finish()
+            .await
+            .with_context(|| format!("cannot write {path} in parts"))?;
         Ok(())
     }
 
-    /// Writes `checkpoint`, committing it, then drops checkpoints older
-    /// than the one before it.
-    pub async fn commit(&self, checkpoint: &Checkpoint) -> anyhow::Result<()> {
-        let path = self.checkpoint_path(checkpoint.epoch);
-        let bytes = serde_json::to_vec(checkpoint).context("cannot encode a checkpoint")?;
-        self.store
-            .put(&path, Bytes::from(bytes).into())
-            .await
-            .with_context(|| format!("cannot write checkpoint {path}"))?;
-        let epochs = self.epochs().await.unwrap_or_default();
-        let old: Vec<Path> = epochs
-            .iter()
-            .filter(|e| **e < checkpoint.epoch)
-            .rev()
-            .skip(KEEP - 1)
-            .map(|e| self.checkpoint_path(*e))
-            .collect();
-        for p in old {
-            // best effort: a stale checkpoint left behind is never read
-            if let Err(e) = self.store.delete(&p).await {
-                tracing::debug!("cannot delete old checkpoint {p}: {e}");
-            }
+    /// Writes data file `name`.
+    pub async fn put_data(&self, name: &str, bytes: Vec<u8>) -> anyhow::Result<()> {
+        self.put(&self.file_path(name), Bytes::from(bytes)).await
+    }
+
+    /// Commits checkpoint `epoch`: writes `base` (when one is due), then
+    /// the `delta` (the commit point). After a base, drops the objects
+    /// older than the base before it.
+    pub async fn commit(
+        &self,
+        epoch: u64,
+        delta: Bytes,
+        base: Option<Bytes>,
+    ) -> anyhow::Result<()> {
+        let based = base.is_some();
+        if let Some(base) = base {
+            self.put(&self.checkpoint_path(epoch, Kind::Base), base)
+                .await?;
+        }
+        self.put(&self.checkpoint_path(epoch, Kind::Delta), delta)
+            .await?;
+        if based {
+            self.prune(epoch).await;
         }
         Ok(())
+    }
+
+    /// Best effort: deletes the objects the chains of the bases at `epoch`
+    /// and before it do not need (a stale object left behind is never
+    /// read: a restore follows the latest delta's base).
+    async fn prune(&self, epoch: u64) {
+        let objects = match self.objects().await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::debug!("cannot list checkpoints to prune: {e:#}");
+                return;
+            }
+        };
+        let previous = objects
+            .iter()
+            .filter(|(e, k)| *k == Kind::Base && *e < epoch)
+            .map(|(e, _)| *e)
+            .max();
+        // no base before: keep the checkpoint before (a whole one, from
+        // before checkpoints were incremental)
+        let keep_from = previous.unwrap_or(epoch.saturating_sub(1));
+        for (e, kind) in objects.into_iter().filter(|(e, _)| *e < keep_from) {
+            let p = self.checkpoint_path(e, kind);
+            if let Err(err) = self.store.delete(&p).await {
+                tracing::debug!("cannot delete old checkpoint {p}: {err}");
+            }
+        }
     }
 
     /// Every object under the prefix, for tests.
     #[cfg(test)]
     pub async fn all(&self) -> Vec<String> {
-        use futures::TryStreamExt;
         let listed: Vec<_> = self
             .store
             .list(Some(&self.prefix))

@@ -216,6 +216,11 @@ fn scoped(pipeline: &Pipeline, partition: i32) -> Pipeline {
     );
     p.instance = Some(format!("p{partition}"));
     p.distribution = None;
+    // a partition's local state is its own (the default folder is named
+    // after the sink URL, which is the partition's already)
+    if let Some(state) = &mut p.state {
+        state.dir = state.dir.join("partitions").join(partition.to_string());
+    }
     p
 }
 

@@ -8,13 +8,16 @@
 //! hold for ([`filter`]), aggregates them per key in tumbling, sliding or
 //! session event-time windows closed by a watermark ([`window`]), and
 //! writes each closed window once to Parquet files in object storage,
-//! committed together with its state and input offsets by a checkpoint
-//! ([`checkpoint`]), so a restarted processor resumes exactly where the last
-//! checkpoint left it ([`run()`]). See `docs/processor.md`.
+//! committed together with its state and input offsets by an incremental
+//! checkpoint ([`checkpoint`], [`delta`]) uploaded while reading goes on
+//! ([`upload`]) and kept on local disk too ([`state`]), so a restarted
+//! processor resumes exactly where the last checkpoint left it ([`run()`]).
+//! See `docs/processor.md`.
 
 mod acc;
 pub mod checkpoint;
 pub mod decode;
+pub mod delta;
 pub mod distribute;
 pub mod filter;
 pub mod live;
@@ -26,10 +29,12 @@ pub mod run;
 pub mod sink;
 pub mod sketch;
 pub mod source;
+pub mod state;
 pub mod stats;
 #[cfg(test)]
 mod testing;
 pub mod topic_sink;
+pub mod upload;
 pub mod window;
 
 pub use pipeline::{Pipeline, PipelineError};

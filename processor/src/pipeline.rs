@@ -76,6 +76,9 @@ pub struct Pipeline {
     /// `/partitions/<partition>`, its transactions under its own id.
     #[serde(skip)]
     pub instance: Option<String>,
+    /// Where the local state store lives.
+    #[serde(default)]
+    pub state: Option<StateDir>,
 }
 
 /// How a pipeline's workers share the source's partitions.
@@ -96,6 +99,13 @@ pub struct Distribution {
 
 fn default_lease_ttl() -> Duration {
     Duration::from_secs(6)
+}
+
+/// The local state store's folder.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateDir {
+    pub dir: std::path::PathBuf,
 }
 
 /// Where the live view listens.
@@ -458,6 +468,35 @@ pub enum SinkKind {
     /// JSON records in a topic, written in one Kafka transaction per
     /// checkpoint with the source offsets.
     Topic,
+}
+
+impl Pipeline {
+    /// The local state store's folder: `state.dir`, or by default
+    /// `<temp dir>/aerostream-state/<name>-<hash of the sink URL>`, so two
+    /// pipelines of one name writing to different sinks never share one.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        match &self.state {
+            Some(s) => s.dir.clone(),
+            None => {
+                let hash = twox_hash::XxHash64::oneshot(0, self.sink.url.as_bytes());
+                // the name as one safe path component
+                let name: String = self
+                    .name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                std::env::temp_dir()
+                    .join("aerostream-state")
+                    .join(format!("{name}-{hash:016x}"))
+            }
+        }
+    }
 }
 
 fn default_checkpoint_interval() -> Duration {

@@ -1,23 +1,28 @@
-//! The processor's loop: restore the latest checkpoint, then fetch, decode,
-//! filter, aggregate, and every checkpoint interval write the windows closed since
-//! the last checkpoint and commit a new one, until told to stop (a last
-//! checkpoint is taken then).
+//! The processor's loop: restore the latest checkpoint (from the local
+//! state store when it holds that one, else from object storage), then
+//! fetch, decode, filter, aggregate, and every checkpoint interval hand the
+//! windows closed and changed since the last committed checkpoint to an
+//! upload task ([`crate::upload`]) while reading on, until told to stop (a
+//! last checkpoint is taken then, and waited for).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use tokio::task::JoinHandle;
 
-use crate::checkpoint::{data_file, late_file, Checkpoint, CheckpointStore};
+use crate::checkpoint::{CheckpointStore, Restored};
 use crate::decode::{Columns, Decoder};
 use crate::filter::Predicates;
 use crate::live::Live;
 use crate::native_source::Reader;
 use crate::pipeline::{LateRecords, Pipeline, SinkKind};
-use crate::sink::{self, LateRow};
+use crate::sink::LateRow;
+use crate::state::{self, StateStore};
 use crate::stats::{Counts, Stats};
 use crate::topic_sink::{self, TopicSink};
+use crate::upload::{self, Ledger, Outcome, Target};
 use crate::window::{WindowRow, Windows};
 
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -45,24 +50,24 @@ struct Progress {
 /// One running pipeline.
 struct Task {
     pipeline: Pipeline,
-    store: CheckpointStore,
+    target: Target,
     reader: Reader,
     decoder: Decoder,
     predicates: Predicates,
     windows: Windows,
-    epoch: u64,
-    files: Vec<String>,
-    late_files: Vec<String>,
-    /// Windows closed since the last checkpoint.
+    /// What the last committed checkpoint holds.
+    ledger: Ledger,
+    /// Windows closed since the last checkpoint (or the one in flight).
     pending: Vec<WindowRow>,
     /// Late records since the last checkpoint (when they are written).
     pending_late: Vec<LateRow>,
-    /// The offsets the last checkpoint committed.
-    committed_offsets: std::collections::BTreeMap<i32, i64>,
     progress: Progress,
     stats: Option<Stats>,
-    /// With a topic sink, its transactional writer.
+    /// With a topic sink, its transactional writer (with the upload task
+    /// while a checkpoint is in flight).
     topic_sink: Option<TopicSink>,
+    /// The checkpoint being uploaded.
+    in_flight: Option<JoinHandle<Outcome>>,
     /// The live view, when the pipeline has one (shared by a worker's
     /// partitions).
     live: Option<Arc<Live>>,
@@ -183,8 +188,12 @@ pub(crate) async fn run_scoped(
             );
         }
         task.pending.extend(closed);
-        if now >= next_checkpoint {
-            task.checkpoint().await;
+        if task.in_flight.as_ref().is_some_and(JoinHandle::is_finished) {
+            task.finish_checkpoint().await?;
+        }
+        // an interval that comes while a checkpoint is in flight waits for it
+        if now >= next_checkpoint && task.in_flight.is_none() {
+            task.begin_checkpoint();
             next_checkpoint = Instant::now() + interval;
         }
         if now >= next_line {
@@ -196,7 +205,10 @@ pub(crate) async fn run_scoped(
     // the final counters, whenever the last periodic line was
     task.log_progress(last_line.elapsed());
     tracing::info!(pipeline = %task.pipeline.name, "stopping: taking a last checkpoint");
-    let committed = task.checkpoint().await;
+    // the one in flight, then a last one with what came since
+    task.finish_checkpoint().await?;
+    task.begin_checkpoint();
+    let committed = task.finish_checkpoint().await?;
     let counts = task.counts();
     if let Some(stats) = task.stats.as_mut() {
         stats.maybe_write(counts, true);
@@ -222,20 +234,34 @@ pub(crate) async fn run_scoped(
     Ok(())
 }
 
+impl Drop for Task {
+    /// A loop dropped mid-run (a distributed worker's partition whose lease
+    /// is gone) must not go on writing: its upload in flight stops too.
+    fn drop(&mut self) {
+        if let Some(upload) = self.in_flight.take() {
+            upload.abort();
+        }
+    }
+}
+
 impl Task {
-    /// Restores the latest checkpoint (removing data files it does not
-    /// list) and connects to the source, reading `only` these partitions
-    /// when given.
+    /// Restores the latest checkpoint (removing the data files and
+    /// checkpoint objects it does not hold) and connects to the source,
+    /// reading `only` these partitions when given.
     async fn start(pipeline: Pipeline, only: Option<Vec<i32>>) -> anyhow::Result<Task> {
         let store = CheckpointStore::open(&pipeline.sink.url)?;
-        let mut latest = store.latest().await?;
-        if let Some(c) = &latest {
-            if c.topic != pipeline.source.topic {
+        let latest = store.epochs().await?.last().copied();
+        let latest_head = match latest {
+            Some(e) => Some(store.head(e).await?),
+            None => None,
+        };
+        if let Some(h) = &latest_head {
+            if h.stored.topic() != pipeline.source.topic {
                 bail!(
                     "{} holds the checkpoints of a pipeline reading topic {}, not {}; \
                      use another sink URL",
                     pipeline.sink.url,
-                    c.topic,
+                    h.stored.topic(),
                     pipeline.source.topic
                 );
             }
@@ -248,28 +274,47 @@ impl Task {
             }
             partitions = only;
         }
-        let topic_sink = match pipeline.sink.kind {
-            SinkKind::Parquet => None,
+        let (topic_sink, resume) = match pipeline.sink.kind {
+            SinkKind::Parquet => (None, latest),
             SinkKind::Topic => {
                 // first: aborts a transaction a dead processor left open,
                 // so its offsets no longer hold the group's back
                 let sink = TopicSink::connect(&pipeline).await?;
                 let committed = topic_sink::committed_epoch(&pipeline, &partitions).await?;
-                latest = committed_checkpoint(&store, latest, committed, &pipeline).await?;
-                Some(sink)
+                (Some(sink), resume_epoch(latest, committed, &pipeline)?)
             }
         };
-        let files = latest.as_ref().map(|c| c.files.clone()).unwrap_or_default();
-        let late_files = latest
-            .as_ref()
-            .map(|c| c.late_files.clone())
-            .unwrap_or_default();
-        let committed: Vec<String> = files.iter().chain(&late_files).cloned().collect();
+        let removed = store.remove_after(resume).await?;
+        if !removed.is_empty() {
+            tracing::info!(epochs = ?removed, "removed checkpoint objects no commit holds");
+        }
+        let head = match (resume, latest_head) {
+            (None, _) => None,
+            (Some(r), Some(h)) if h.stored.epoch() == r => Some(h),
+            (Some(r), _) => Some(store.head(r).await?),
+        };
+        let state_dir = pipeline.state_dir();
+        let state = StateStore::open(&state_dir)?;
+        let (latest, local) = state::restore(&store, &state, head.as_ref(), &pipeline).await?;
+        let (checkpoint, chain) = match latest {
+            Some(Restored { checkpoint, chain }) => (Some(checkpoint), chain),
+            None => (None, None),
+        };
+        let ledger = match &checkpoint {
+            Some(c) => Ledger::restored(c, chain),
+            None => Ledger::default(),
+        };
+        let committed: Vec<String> = ledger
+            .files
+            .iter()
+            .chain(&ledger.late_files)
+            .cloned()
+            .collect();
         let removed = store.remove_uncommitted(&committed).await?;
         if !removed.is_empty() {
             tracing::info!(?removed, "removed data files no checkpoint committed");
         }
-        let mut offsets = latest
+        let mut offsets = checkpoint
             .as_ref()
             .map(|c| c.offsets.clone())
             .unwrap_or_default();
@@ -284,109 +329,114 @@ impl Task {
         }
         reader.set_positions(offsets.clone());
         let mut windows = Windows::new(&pipeline, &partitions, Instant::now());
-        if let Some(c) = &latest {
+        if let Some(c) = &checkpoint {
             windows.restore(&c.windows);
         }
-        let epoch = latest.as_ref().map_or(0, |c| c.epoch);
+        let epoch = checkpoint.as_ref().map_or(0, |c| c.epoch);
         tracing::info!(
             pipeline = %pipeline.name,
             topic = %pipeline.source.topic,
             sink = %pipeline.sink.url,
+            state = %state.path().display(),
             epoch,
+            from_local_state = local,
             open_windows = windows.open_windows(),
             ?offsets,
             "{}",
-            if latest.is_some() { "resuming from the latest checkpoint" } else { "starting afresh" }
+            if checkpoint.is_some() { "resuming from the latest checkpoint" } else { "starting afresh" }
         );
+        let pipeline_arc = Arc::new(pipeline.clone());
         Ok(Task {
             decoder: Decoder::new(&pipeline)?,
             predicates: Predicates::new(&pipeline),
             pipeline,
-            store,
+            target: Target {
+                store,
+                state: Arc::new(state),
+                pipeline: pipeline_arc,
+            },
             reader,
             windows,
-            epoch,
-            files,
-            late_files,
+            ledger,
             pending: Vec::new(),
             pending_late: Vec::new(),
-            committed_offsets: latest.map(|c| c.offsets).unwrap_or_default(),
             progress: Progress::default(),
             stats: None,
             live: None,
             next_early: None,
             topic_sink,
+            in_flight: None,
         })
     }
 
-    /// Writes the windows closed since the last checkpoint and commits a
-    /// checkpoint; nothing when nothing changed. A failure is logged and
-    /// retried at the next interval (false).
-    async fn checkpoint(&mut self) -> bool {
+    /// Hands what changed since the last committed checkpoint to an upload
+    /// task; nothing when nothing changed (or a checkpoint is in flight).
+    fn begin_checkpoint(&mut self) {
+        if self.in_flight.is_some() {
+            return;
+        }
         let offsets = self.reader.positions().clone();
-        if self.pending.is_empty()
-            && self.pending_late.is_empty()
-            && offsets == self.committed_offsets
-            && self.epoch > 0
-        {
-            return true;
+        let job = self.ledger.job(
+            &self.pipeline,
+            &mut self.windows,
+            offsets,
+            &mut self.pending,
+            &mut self.pending_late,
+        );
+        match job {
+            Ok(Some(job)) => {
+                let target = self.target.clone();
+                let sink = self.topic_sink.take();
+                self.in_flight = Some(tokio::spawn(upload::upload(target, job, sink)));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                epoch = self.ledger.epoch + 1,
+                "cannot encode a checkpoint, retrying at the next interval: {e:#}"
+            ),
         }
-        let epoch = self.epoch + 1;
-        let mut files = self.files.clone();
-        let mut late_files = self.late_files.clone();
-        let result = async {
-            if !self.pending_late.is_empty() {
-                let name = late_file(epoch);
-                let bytes = sink::encode_late(&self.pending_late)
-                    .context("cannot encode the late records as Parquet")?;
-                self.store.put_data(&name, bytes).await?;
-                late_files.push(name);
-            }
-            if !self.pending.is_empty() && self.topic_sink.is_none() {
-                let name = data_file(epoch);
-                let bytes = sink::encode(&self.pipeline, &self.pending)
-                    .context("cannot encode the closed windows as Parquet")?;
-                self.store.put_data(&name, bytes).await?;
-                files.push(name);
-            }
-            let checkpoint = Checkpoint {
-                pipeline: self.pipeline.name.clone(),
-                topic: self.pipeline.source.topic.clone(),
-                epoch,
-                offsets: offsets.clone(),
-                windows: self.windows.snapshot(),
-                files: files.clone(),
-                late_files: late_files.clone(),
-            };
-            self.store.commit(&checkpoint).await?;
-            // a topic sink's transaction commits after the checkpoint it
-            // belongs to is written; the next start tells from the group's
-            // offsets whether it did
-            if let Some(sink) = self.topic_sink.as_mut() {
-                sink.publish(epoch, &self.pending, &offsets).await?;
-            }
-            Ok::<(), anyhow::Error>(())
-        }
-        .await;
+    }
+
+    /// Waits for the checkpoint in flight, if any, and takes its outcome:
+    /// whether it committed (true with none in flight). A failed one is
+    /// logged and its windows kept for the next.
+    async fn finish_checkpoint(&mut self) -> anyhow::Result<bool> {
+        let Some(handle) = self.in_flight.take() else {
+            return Ok(true);
+        };
+        let Outcome {
+            job,
+            result,
+            topic_sink,
+        } = handle.await.context("the checkpoint upload task stopped")?;
+        self.topic_sink = topic_sink;
         match result {
-            Ok(()) => {
-                tracing::debug!(epoch, windows = self.pending.len(), "checkpoint committed");
-                self.epoch = epoch;
-                self.files = files;
-                self.late_files = late_files;
-                self.pending.clear();
-                self.pending_late.clear();
-                self.committed_offsets = offsets;
+            Ok(chain) => {
+                tracing::debug!(
+                    epoch = job.epoch,
+                    windows = job.rows.len(),
+                    changed = job.delta.changed.len(),
+                    removed = job.delta.removed.len(),
+                    base = job.base.is_some(),
+                    "checkpoint committed"
+                );
+                self.ledger.committed(job, chain);
                 self.progress.checkpoints += 1;
-                true
+                Ok(true)
             }
             Err(e) => {
                 self.progress.checkpoint_failures += 1;
                 tracing::warn!(
-                    epoch,
+                    epoch = job.epoch,
                     "checkpoint failed, retrying at the next interval: {e:#}"
                 );
-                false
+                self.ledger.failed(
+                    job,
+                    &mut self.windows,
+                    &mut self.pending,
+                    &mut self.pending_late,
+                );
+                Ok(false)
             }
         }
     }
@@ -443,7 +493,7 @@ impl Task {
             open_windows = self.windows.open_windows(),
             windows_emitted = p.emitted,
             checkpoints = p.checkpoints,
-            epoch = self.epoch,
+            epoch = self.ledger.epoch,
             late = self.windows.late,
             filtered = p.filtered,
             skipped = self.decoder.skipped(),
@@ -452,17 +502,16 @@ impl Task {
     }
 }
 
-/// With a topic sink, the checkpoint whose transaction committed: the
-/// latest, or the one before it when the processor died between writing
-/// the latest and committing its transaction.
-async fn committed_checkpoint(
-    store: &CheckpointStore,
-    latest: Option<Checkpoint>,
+/// With a topic sink, the epoch to resume from: the latest checkpoint's,
+/// or the one before it when the processor died between writing the
+/// latest and committing its transaction (`committed`: the epoch the
+/// group's offsets carry).
+fn resume_epoch(
+    latest: Option<u64>,
     committed: Option<u64>,
     pipeline: &Pipeline,
-) -> anyhow::Result<Option<Checkpoint>> {
-    let latest_epoch = latest.as_ref().map(|c| c.epoch);
-    match (latest_epoch, committed) {
+) -> anyhow::Result<Option<u64>> {
+    match (latest, committed) {
         (None, None) => Ok(None),
         (Some(l), Some(c)) if l == c => Ok(latest),
         (Some(l), c) if c.unwrap_or(0) + 1 == l => {
@@ -470,10 +519,7 @@ async fn committed_checkpoint(
                 checkpoint = l,
                 "the latest checkpoint's transaction did not commit: resuming from the one before"
             );
-            match c {
-                Some(c) => store.get(c).await.map(Some),
-                None => Ok(None),
-            }
+            Ok(c)
         }
         (l, c) => bail!(
             "group {} committed epoch {c:?}, but the latest checkpoint under {} is {l:?}: \
@@ -533,4 +579,30 @@ pub async fn run_until_signalled(pipeline: Pipeline, options: Options) -> anyhow
         }
     };
     run(pipeline, options, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_sink_resumes_from_the_checkpoint_whose_transaction_committed() {
+        let p = Pipeline::parse(
+            r#"
+name: t
+source: {bootstrap: "b:9092", topic: t, format: json, event_time: ts, key: k}
+window: {type: tumbling, size: 1s}
+aggregates: [{op: count, as: n}]
+sink: {type: topic, topic: out, url: "file:///tmp/x"}
+"#,
+        )
+        .unwrap();
+        assert_eq!(resume_epoch(None, None, &p).unwrap(), None);
+        assert_eq!(resume_epoch(Some(7), Some(7), &p).unwrap(), Some(7));
+        assert_eq!(resume_epoch(Some(7), Some(6), &p).unwrap(), Some(6));
+        assert_eq!(resume_epoch(Some(1), None, &p).unwrap(), None);
+        let e = resume_epoch(Some(7), Some(3), &p).unwrap_err();
+        assert!(format!("{e}").contains("different runs"), "{e}");
+        assert!(resume_epoch(None, Some(3), &p).is_err());
+    }
 }

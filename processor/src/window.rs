@@ -37,8 +37,16 @@
 //! newest open window, so every open window closes: what has been written
 //! is then in the output, at the price that a record arriving later for
 //! one of those windows is late.
+//!
+//! For incremental checkpoints the windows keep a dirty set: the (key,
+//! start) of every pane or session added to, opened, merged away or closed
+//! since the set was last taken. Marking costs one hash lookup by `&str`
+//! per record (an allocation only the first time a window is touched); a
+//! checkpoint takes the set and reads the current figures of those
+//! windows, and a window no longer open is a deletion, unless its first
+//! touch since the checkpoint was its creation (it never was in one).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -60,6 +68,63 @@ pub struct WindowRow {
     pub start: i64,
     pub end: i64,
     pub acc: WindowAcc,
+}
+
+/// Names an open window: its key and start.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct WindowId {
+    pub key: String,
+    pub start: i64,
+}
+
+/// The windows changed or removed since a checkpoint: key -> start ->
+/// whether the window was first touched by its creation (then it was not
+/// in that checkpoint, and once closed it needs no deletion).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dirty(HashMap<String, BTreeMap<i64, bool>>);
+
+impl Dirty {
+    /// Window (`key`, `start`) changed or went.
+    fn mark(&mut self, key: &str, start: i64) {
+        self.touch(key, start, false);
+    }
+
+    /// Window (`key`, `start`) was created.
+    fn created(&mut self, key: &str, start: i64) {
+        self.touch(key, start, true);
+    }
+
+    fn touch(&mut self, key: &str, start: i64, created: bool) {
+        match self.0.get_mut(key) {
+            Some(starts) => {
+                starts.entry(start).or_insert(created);
+            }
+            None => {
+                self.0
+                    .insert(key.to_owned(), BTreeMap::from([(start, created)]));
+            }
+        }
+    }
+
+    /// Adds the windows of `older`, taken before these were touched.
+    pub fn merge(&mut self, older: Dirty) {
+        for (key, starts) in older.0 {
+            let mine = self.0.entry(key).or_default();
+            for (start, created) in starts {
+                // the first touch is the older one's
+                mine.insert(start, created);
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many windows.
+    pub fn len(&self) -> usize {
+        self.0.values().map(BTreeMap::len).sum()
+    }
 }
 
 /// What a checkpoint keeps of the windows.
@@ -122,6 +187,7 @@ pub struct Windows {
     watermark: Option<i64>,
     /// Some pane or session changed since the last early result.
     changed: bool,
+    dirty: Dirty,
     /// Records dropped because their windows had closed.
     pub late: u64,
     late_since_log: u64,
@@ -163,6 +229,7 @@ impl Windows {
                 .collect(),
             watermark: None,
             changed: false,
+            dirty: Dirty::default(),
             late: 0,
             late_since_log: 0,
             last_log: None,
@@ -172,6 +239,7 @@ impl Windows {
     /// Takes up the windows and event times a checkpoint kept.
     pub fn restore(&mut self, snapshot: &WindowsSnapshot) {
         self.watermark = snapshot.watermark;
+        self.dirty = Dirty::default();
         for (p, t) in &snapshot.max_event_time {
             if let Some(c) = self.clocks.get_mut(p) {
                 c.max_event_time = Some(*t);
@@ -229,17 +297,71 @@ impl Windows {
         };
         WindowsSnapshot {
             watermark: self.watermark,
-            max_event_time: self
-                .clocks
-                .iter()
-                .filter_map(|(p, c)| Some((*p, c.max_event_time?)))
-                .collect(),
+            max_event_time: self.max_event_times(),
             open,
         }
     }
 
     pub fn watermark(&self) -> Option<i64> {
         self.watermark
+    }
+
+    /// Per partition, the largest event time seen.
+    pub fn max_event_times(&self) -> BTreeMap<i32, i64> {
+        self.clocks
+            .iter()
+            .filter_map(|(p, c)| Some((*p, c.max_event_time?)))
+            .collect()
+    }
+
+    /// The windows changed or removed since the last call (or the restore).
+    pub fn take_dirty(&mut self) -> Dirty {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Marks `dirty` changed again (its checkpoint did not commit).
+    pub fn mark_dirty(&mut self, dirty: Dirty) {
+        self.dirty.merge(dirty);
+    }
+
+    /// Whether no window changed since the last [`Windows::take_dirty`].
+    pub fn is_clean(&self) -> bool {
+        self.dirty.is_empty()
+    }
+
+    /// The current figures of the windows of `dirty` still open, and the
+    /// ids of those no longer open (but for those created and closed since
+    /// the checkpoint).
+    pub fn changes(&self, dirty: &Dirty) -> (Vec<WindowRow>, Vec<WindowId>) {
+        let mut changed = Vec::new();
+        let mut removed = Vec::new();
+        for (key, starts) in &dirty.0 {
+            for (&start, &created) in starts {
+                let open = match &self.open {
+                    Open::Panes { slide, panes, .. } => panes
+                        .get(&(start, key.clone()))
+                        .map(|f| (start.saturating_add(*slide), &f.acc)),
+                    Open::Sessions { by_key, .. } => by_key
+                        .get(key)
+                        .and_then(|s| s.get(&start))
+                        .map(|(end, f)| (*end, &f.acc)),
+                };
+                match open {
+                    Some((end, acc)) => changed.push(WindowRow {
+                        key: key.clone(),
+                        start,
+                        end,
+                        acc: acc.clone(),
+                    }),
+                    None if created => {}
+                    None => removed.push(WindowId {
+                        key: key.clone(),
+                        start,
+                    }),
+                }
+            }
+        }
+        (changed, removed)
     }
 
     /// Open panes (tumbling and sliding windows) or sessions.
@@ -269,16 +391,32 @@ impl Windows {
             return;
         };
         let before = late_rows.len();
-        let (watermark, layout) = (self.watermark, &self.layout);
+        let (watermark, layout, dirty) = (self.watermark, &self.layout, &mut self.dirty);
         match &mut self.open {
             Open::Panes {
                 size, slide, panes, ..
-            } => add_to_panes(panes, (*size, *slide), watermark, cols, layout, late_rows),
+            } => add_to_panes(
+                panes,
+                (*size, *slide),
+                watermark,
+                cols,
+                layout,
+                late_rows,
+                dirty,
+            ),
             Open::Sessions {
                 gap,
                 by_key,
                 by_end,
-            } => add_to_sessions(by_key, by_end, *gap, watermark, cols, layout, late_rows),
+            } => add_to_sessions(
+                by_key,
+                by_end,
+                (*gap, watermark),
+                cols,
+                layout,
+                late_rows,
+                dirty,
+            ),
         }
         let late = (late_rows.len() - before) as u64;
         self.changed |= late < cols.len() as u64;
@@ -344,11 +482,12 @@ impl Windows {
         if before == Some(w) {
             return Vec::new();
         }
+        let dirty = &mut self.dirty;
         match &mut self.open {
             Open::Panes {
                 size, slide, panes, ..
-            } => close_panes(panes, *size, *slide, before, w),
-            Open::Sessions { by_key, by_end, .. } => close_sessions(by_key, by_end, w),
+            } => close_panes(panes, *size, *slide, before, w, dirty),
+            Open::Sessions { by_key, by_end, .. } => close_sessions(by_key, by_end, w, dirty),
         }
     }
 
@@ -425,6 +564,7 @@ fn add_to_panes(
     cols: &Columns,
     layout: &Layout,
     late: &mut Vec<usize>,
+    dirty: &mut Dirty,
 ) {
     for i in 0..cols.len() {
         let t = cols.event_times.value(i);
@@ -437,12 +577,16 @@ fn add_to_panes(
         let key = cols.keys.value(i);
         let f = match panes.get_mut(&(pane, key.to_owned())) {
             Some(f) => f,
-            None => panes
-                .entry((pane, key.to_owned()))
-                .or_insert_with(|| Figures::new(WindowAcc::empty(layout))),
+            None => {
+                dirty.created(key, pane);
+                panes
+                    .entry((pane, key.to_owned()))
+                    .or_insert_with(|| Figures::new(WindowAcc::empty(layout)))
+            }
         };
         f.acc.add(cols, i, layout);
         f.changed = true;
+        dirty.mark(key, pane);
     }
 }
 
@@ -455,6 +599,7 @@ fn close_panes(
     slide: i64,
     before: Option<i64>,
     w: i64,
+    dirty: &mut Dirty,
 ) -> Vec<WindowRow> {
     let closes = |start: i64| {
         let end = start.saturating_add(size);
@@ -473,7 +618,7 @@ fn close_panes(
             starts.insert(start);
             start = start.saturating_add(slide);
         }
-        return merge_panes(panes, size, w, starts);
+        return merge_panes(panes, size, w, starts, dirty);
     }
     // the first watermark, or a jump: the windows holding open panes
     let mut last_pane = None;
@@ -494,7 +639,7 @@ fn close_panes(
             start = start.saturating_add(slide);
         }
     }
-    merge_panes(panes, size, w, starts)
+    merge_panes(panes, size, w, starts, dirty)
 }
 
 /// The windows starting at `starts` with their panes merged per key (those
@@ -505,6 +650,7 @@ fn merge_panes(
     size: i64,
     w: i64,
     starts: BTreeSet<i64>,
+    dirty: &mut Dirty,
 ) -> Vec<WindowRow> {
     let mut closed = Vec::new();
     for start in starts {
@@ -530,7 +676,8 @@ fn merge_panes(
         if entry.key().0.saturating_add(size) > w {
             break;
         }
-        entry.remove();
+        let ((start, key), _) = entry.remove_entry();
+        dirty.mark(&key, start);
     }
     closed
 }
@@ -589,11 +736,11 @@ fn early_panes(
 fn add_to_sessions(
     by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, Figures)>>,
     by_end: &mut BTreeSet<(i64, String, i64)>,
-    gap: i64,
-    watermark: Option<i64>,
+    (gap, watermark): (i64, Option<i64>),
     cols: &Columns,
     layout: &Layout,
     late: &mut Vec<usize>,
+    dirty: &mut Dirty,
 ) {
     for i in 0..cols.len() {
         let t = cols.event_times.value(i);
@@ -623,12 +770,15 @@ fn add_to_sessions(
         for s in overlapping {
             if let Some((e, a)) = sessions.remove(&s) {
                 by_end.remove(&(e, key.to_owned(), s));
+                dirty.mark(key, s);
                 start = start.min(s);
                 end = end.max(e);
                 acc.merge(&a.acc);
             }
         }
         acc.add(cols, i, layout);
+        // a start that was open already was marked when merged away
+        dirty.created(key, start);
         sessions.insert(start, (end, Figures::new(acc)));
         by_end.insert((end, key.to_owned(), start));
     }
@@ -639,6 +789,7 @@ fn close_sessions(
     by_key: &mut BTreeMap<String, BTreeMap<i64, (i64, Figures)>>,
     by_end: &mut BTreeSet<(i64, String, i64)>,
     w: i64,
+    dirty: &mut Dirty,
 ) -> Vec<WindowRow> {
     let mut closed = Vec::new();
     while by_end.first().is_some_and(|(end, _, _)| *end <= w) {
@@ -648,6 +799,7 @@ fn close_sessions(
         let Some(sessions) = by_key.get_mut(&key) else {
             continue;
         };
+        dirty.mark(&key, start);
         if let Some((_, f)) = sessions.remove(&start) {
             closed.push(WindowRow {
                 key: key.clone(),

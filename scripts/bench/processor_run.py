@@ -22,7 +22,7 @@ of two engines' outputs (driven by scripts/bench/processor.sh).
 
 How far an engine has read: its --stats file's `records` (written every
 second); for an aerostream binary without --stats, the sum of the next
-offsets in its latest checkpoint (file sink: OUTPUT/_checkpoints/*.json),
+offsets in its latest checkpoint (file sink: OUTPUT/_checkpoints/<epoch>.json),
 which also tells when every window has closed (no open window left).
 """
 
@@ -175,13 +175,14 @@ class Engine:
             return None
 
     def checkpoint(self):
-        """The latest checkpoint (aerostream's file sink), or None."""
-        names = sorted(glob.glob(os.path.join(self.out, "_checkpoints", "*.json")))
+        """The latest committed state (aerostream's file sink; see
+        committed_state), or None."""
+        names = checkpoint_deltas(self.out)
         for name in reversed(names):
             try:
-                with open(name) as f:
-                    return json.load(f)
-            except (OSError, ValueError):
+                return committed_state(self.out, name)
+            except (OSError, ValueError, KeyError):
+                # a chain pruned while read: the next poll reads again
                 continue
         return None
 
@@ -208,7 +209,7 @@ class Engine:
             if c is not None:
                 offsets = sum(c.get("offsets", {}).values())
                 records = max(records or 0, offsets)
-                closed = not c.get("windows", {}).get("open")
+                closed = not c["open"]
             if records is None:
                 records = self.log_records()
         return records, closed
@@ -436,16 +437,47 @@ def latency(a):
 
 # ---- compare --------------------------------------------------------------
 
+def checkpoint_deltas(d):
+    """aerostream's checkpoint objects with the offsets (one delta per
+    checkpoint, `<epoch>.json`; bases are `<epoch>.base.json`), oldest first."""
+    return sorted(n for n in glob.glob(os.path.join(d, "_checkpoints", "*.json"))
+                  if re.fullmatch(r"\d{20}\.json", os.path.basename(n)))
+
+
+def committed_state(d, latest):
+    """The state the checkpoint `latest` (a delta's path) commits, as a
+    dict with `offsets`, `files` and `open` (the open windows by (key,
+    start)): its base with every delta after it applied."""
+    with open(latest) as f:
+        head = json.load(f)
+    if "base" not in head:  # a whole checkpoint, from before deltas
+        return {"offsets": head["offsets"], "files": head["files"],
+                "open": {(w["key"], w["start"]): w for w in head["windows"]["open"]}}
+    folder = os.path.join(d, "_checkpoints")
+    with open(os.path.join(folder, f"{head['base']:020}.base.json")) as f:
+        base = json.load(f)
+    files = base["files"]
+    open_windows = {(w["key"], w["start"]): w for w in base["windows"]["open"]}
+    for epoch in range(head["base"] + 1, head["epoch"] + 1):
+        with open(os.path.join(folder, f"{epoch:020}.json")) as f:
+            delta = json.load(f)
+        files += delta["files"]
+        for w in delta["removed"]:
+            open_windows.pop((w["key"], w["start"]), None)
+        for w in delta["changed"]:
+            open_windows[(w["key"], w["start"])] = w
+    return {"offsets": head["offsets"], "files": files, "open": open_windows}
+
+
 def read_rows(d):
     """The rows of an output directory: the files its latest checkpoint
     lists when there is one (aerostream), else every part file."""
     import pyarrow.parquet as pq
 
-    names = sorted(glob.glob(os.path.join(d, "_checkpoints", "*.json")))
+    names = checkpoint_deltas(d)
     files = None
     if names:
-        with open(names[-1]) as f:
-            files = [os.path.join(d, x) for x in json.load(f)["files"]]
+        files = [os.path.join(d, x) for x in committed_state(d, names[-1])["files"]]
     if files is None:
         files = sorted(glob.glob(os.path.join(d, "part-*.parquet")))
     rows, schema = [], None

@@ -47,6 +47,7 @@ source: {{bootstrap: "{b.bootstrap}", topic: events, format: json, event_time: t
 window: {{type: tumbling, size: 1s}}
 aggregates: [{{op: count, as: n}}, {{op: max, field: x, as: top}}]
 sink: {{type: parquet, url: "file://{root}/out"}}
+state: {{dir: "{root}/state"}}
 live: {{listen: "127.0.0.1:{port}"}}
 """)
         log = open(os.path.join(root, "log"), "w")

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import committed
 import servers
 from broker import Broker, binary
 
@@ -53,8 +54,10 @@ def produce(bootstrap):
 
 
 class Processor:
-    def __init__(self, bootstrap, s3, checkpoint_interval):
+    def __init__(self, bootstrap, s3, checkpoint_interval, state=None):
+        """`state`: the local state store's folder (one of its own by default)."""
         self.dir = tempfile.mkdtemp(prefix="aerostream-process-")
+        state = state or os.path.join(self.dir, "state")
         self.pipeline = os.path.join(self.dir, "counts.yaml")
         with open(self.pipeline, "w") as f:
             f.write(f"""
@@ -64,6 +67,7 @@ window: {{type: tumbling, size: 1s}}
 aggregates: [{{op: count, as: n}}]
 sink: {{type: parquet, url: "s3://out/counts"}}
 checkpoint_interval: {checkpoint_interval}
+state: {{dir: "{state}"}}
 """)
         self.env = dict(os.environ, **servers.s3_env(s3), RUST_LOG="info")
         self.log_path = os.path.join(self.dir, "process.log")
@@ -118,11 +122,11 @@ class Output:
         return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
     def checkpoint(self):
-        keys = sorted(self.keys(PREFIX + "_checkpoints/"))
-        if not keys:
-            return None
-        body = self.client.get_object(Bucket="out", Key=keys[-1])["Body"].read()
-        return json.loads(body)
+        """The latest committed state (its base and deltas put together)."""
+        folder = PREFIX + "_checkpoints/"
+        return committed.latest(
+            lambda: [k[len(folder):] for k in self.keys(folder)],
+            lambda name: self.client.get_object(Bucket="out", Key=folder + name)["Body"].read())
 
     def rows(self, names):
         rows = []
@@ -194,12 +198,14 @@ def test_counts_per_key_and_window_equal_the_events(s3):
 
 
 def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
+    # one host: the restarts find the local state store of the run before
+    state = tempfile.mkdtemp(prefix="aerostream-process-state-")
     b = Broker().start()
     processors = []
     try:
         expected = produce(b.bootstrap)
         out = Output(s3)
-        p = Processor(b.bootstrap, s3, "300ms").start()
+        p = Processor(b.bootstrap, s3, "300ms", state).start()
         processors.append(p)
         # some windows committed, not all
         first = wait_for("a checkpoint with a data file",
@@ -218,7 +224,7 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
         for epoch in (at_kill["epoch"] + 1, at_kill["epoch"] + 1000):
             out.client.put_object(Bucket="out", Key=PREFIX + f"part-{epoch:020}.parquet", Body=body)
 
-        p = Processor(b.bootstrap, s3, "300ms").start()
+        p = Processor(b.bootstrap, s3, "300ms", state).start()
         processors.append(p)
         wait_for("every window in the output after the restart", lambda: complete(out, expected), 600, p)
         assert_exact(out, expected)
@@ -226,9 +232,11 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
         assert p.stop() == 0, p.log()
         # after a clean stop and a start with nothing new, nothing changes
         before = out.checkpoint()
-        p = Processor(b.bootstrap, s3, "300ms").start()
+        p = Processor(b.bootstrap, s3, "300ms", state).start()
         processors.append(p)
         wait_for("the restart to resume", lambda: "resuming" in p.log(), 120, p)
+        # a clean stop's last checkpoint is in the local store: nothing downloaded
+        assert "from_local_state=true" in p.log(), p.log()
         time.sleep(1)
         assert p.stop() == 0, p.log()
         assert_exact(out, expected)
@@ -236,6 +244,7 @@ def test_killed_mid_run_and_restarted_the_output_is_still_exact(s3):
     finally:
         for q in processors:
             q.cleanup()
+        shutil.rmtree(state, ignore_errors=True)
         b.stop()
 
 

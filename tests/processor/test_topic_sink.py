@@ -8,7 +8,6 @@ consumer then reads every (key, window) exactly once, with the count
 computed from the events produced."""
 
 import collections
-import glob
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import committed
 from broker import Broker, binary
 
 EVENTS = 60_000
@@ -93,6 +93,7 @@ source: {{bootstrap: "{bootstrap}", topic: events, format: json, event_time: ts,
 window: {{type: tumbling, size: 1s}}
 aggregates: [{{op: count, as: n}}]
 sink: {{type: topic, topic: counts, url: "file://{root}/state"}}
+state: {{dir: "{root}/local"}}
 checkpoint_interval: 300ms
 """)
         self.log_path = os.path.join(root, "process.log")
@@ -105,7 +106,9 @@ checkpoint_interval: 300ms
             return f.read()
 
     def checkpoints(self):
-        return sorted(glob.glob(os.path.join(self.root, "state", "_checkpoints", "*.json")))
+        """The checkpoints' own objects (deltas, one per epoch), oldest first."""
+        folder = os.path.join(self.root, "state", "_checkpoints")
+        return [os.path.join(folder, n) for n in committed.delta_names(os.listdir(folder))]
 
 
 def test_a_killed_processor_writes_every_window_to_the_topic_exactly_once():

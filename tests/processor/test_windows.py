@@ -8,7 +8,6 @@ late output. Its `--stats` file counts every record, the ones its filter
 dropped, the late ones, and latency percentiles."""
 
 import collections
-import glob
 import json
 import math
 import os
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import committed
 from broker import Broker, binary
 
 TICKS = 30_000
@@ -103,6 +103,7 @@ name: {name}
 source: {{bootstrap: "{bootstrap}", topic: ticks, format: json, event_time: ts, key: symbol, idle_timeout: 2s}}
 {body}
 sink: {{type: parquet, url: "file://{self.out}"}}
+state: {{dir: "{self.out}-state"}}
 checkpoint_interval: 500ms
 """)
         self.log_path = os.path.join(root, f"{name}.log")
@@ -117,19 +118,13 @@ checkpoint_interval: 500ms
             return f.read()
 
     def rows(self):
-        checkpoints = sorted(glob.glob(os.path.join(self.out, "_checkpoints", "*.json")))
-        if not checkpoints:
-            return []
-        with open(checkpoints[-1]) as f:
-            files = json.load(f)["files"]
+        state = committed.latest_in_folder(os.path.join(self.out, "_checkpoints"))
+        files = state["files"] if state else []
         return [r for name in files for r in pq.read_table(os.path.join(self.out, name)).to_pylist()]
 
     def late_rows(self):
-        checkpoints = sorted(glob.glob(os.path.join(self.out, "_checkpoints", "*.json")))
-        if not checkpoints:
-            return []
-        with open(checkpoints[-1]) as f:
-            files = json.load(f).get("late_files", [])
+        state = committed.latest_in_folder(os.path.join(self.out, "_checkpoints"))
+        files = state.get("late_files", []) if state else []
         return [r for name in files for r in pq.read_table(os.path.join(self.out, name)).to_pylist()]
 
     def wait_for_rows(self, n, timeout=300):

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import committed
 import servers
 from broker import Broker, binary
 
@@ -104,11 +105,18 @@ class Run:
 
     def committed(self, prefix):
         """The rows of the files the latest checkpoint lists, and its offsets read."""
-        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="out", Prefix=prefix + "_checkpoints/")
-        keys = sorted(o["Key"] for page in pages for o in page.get("Contents", []))
-        if not keys:
+        dir_ = prefix + "_checkpoints/"
+
+        def names():
+            pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="out", Prefix=dir_)
+            return [o["Key"][len(dir_):] for page in pages for o in page.get("Contents", [])]
+
+        def read(name):
+            return self.s3.get_object(Bucket="out", Key=dir_ + name)["Body"].read()
+
+        c = committed.latest(names, read)
+        if c is None:
             return [], 0
-        c = json.loads(self.s3.get_object(Bucket="out", Key=keys[-1])["Body"].read())
         rows = []
         for name in c["files"]:
             body = self.s3.get_object(Bucket="out", Key=prefix + name)["Body"].read()
@@ -322,8 +330,9 @@ checkpoint_interval: 200ms
             return proc, log.name
 
         def checkpoint():
-            names = sorted(os.listdir(out / "_checkpoints")) if (out / "_checkpoints").exists() else []
-            return json.loads((out / "_checkpoints" / names[-1]).read_text()) if names else None
+            d = out / "_checkpoints"
+            return committed.latest(lambda: os.listdir(d) if d.exists() else [],
+                                    lambda name: (d / name).read_bytes())
 
         # no registry listens there: the processor waits, retrying
         proc, log = start(f"http://127.0.0.1:{servers.free_port()}")

@@ -77,7 +77,8 @@ struct Counters {
 }
 
 /// The counts at one moment, since the store was wrapped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RequestCounts {
     /// Single-request uploads (PUT Object).
     pub put: u64,

@@ -1,5 +1,5 @@
 //! The JSON REST admin API under `/v1` on the HTTP port: cluster, topics,
-//! records, consumer groups and tiering (docs/rest-api.md).
+//! records, consumer groups, tiering and the cost report (docs/rest-api.md).
 //!
 //! Handlers only translate HTTP and JSON: every operation goes through the
 //! same data-plane functions the Kafka admin APIs call
@@ -10,6 +10,7 @@
 //! without being served.
 
 mod cluster;
+pub(crate) mod cost;
 mod error;
 mod groups;
 mod metrics;
@@ -76,6 +77,7 @@ fn api() -> OpenApiRouter<HttpState> {
         .routes(routes!(groups::get_group))
         .routes(routes!(tiering::get_tiering))
         .routes(routes!(metrics::get_metrics))
+        .routes(routes!(cost::get_cost))
         .routes(routes!(openapi_json))
 }
 

@@ -19,7 +19,7 @@ use metastore::ClusterControl;
 
 /// Bytes exchanged with each peer, classed by the racks registered in the
 /// metastore (this agent's own registration first, then its `--rack`).
-pub(crate) fn cross_zone(b: &Broker) -> CrossZoneUsage {
+pub fn cross_zone(b: &Broker) -> CrossZoneUsage {
     let agents = b.node.catalog.agents();
     let me = u64::try_from(b.config.node_id).ok();
     let own = agents

@@ -10,7 +10,7 @@
 //! without being served.
 
 mod cluster;
-pub(crate) mod cost;
+pub mod cost;
 mod error;
 mod groups;
 mod metrics;

@@ -80,6 +80,10 @@ enum Command {
     Schema(cli::SchemaArgs),
     /// Connectors on the Connect engine (Kafka Connect's REST API).
     Connect(cli::ConnectArgs),
+    /// This agent's object-store requests, storage by tier and cross-zone
+    /// bytes, with a monthly estimate at list (or given) prices; several
+    /// agents summed with `--http` once per agent.
+    Cost(cli::CostArgs),
     /// Bucket lifecycle rules: `bucket check --object-store URL [--apply]`.
     Bucket(bucket::BucketArgs),
     /// Run a stream-processing pipeline (windowed aggregation of a topic
@@ -110,6 +114,7 @@ fn main() -> anyhow::Result<()> {
         Command::Transaction(args) => return cli::run(cli::Admin::Transaction(args)),
         Command::Schema(args) => return cli::run(cli::Admin::Schema(args)),
         Command::Connect(args) => return cli::run(cli::Admin::Connect(args)),
+        Command::Cost(args) => return cli::run(cli::Admin::Cost(args)),
         Command::Bucket(args) => std::process::exit(bucket::run(&args)),
         Command::Process(args) => return process::run(&args),
     };
@@ -239,6 +244,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
                 ..ConnectionLimits::default()
             },
             metrics_max_series: s.metrics_max_series,
+            cost_prices: s.cost_prices.clone(),
             ..BrokerConfig::default()
         },
         http_extensions,

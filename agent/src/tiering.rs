@@ -25,17 +25,27 @@ pub struct Wired {
 /// the object-store fault endpoint.
 struct TierHttp {
     tier: Tier,
+    /// Requests counted on the object store, for `/v1/cost` and `/metrics`.
+    requests: cache::metered::RequestCounters,
     #[cfg(feature = "fault-injection")]
     faults: Option<cache::fault::FaultController>,
 }
 
 impl HttpExtension for TierHttp {
     fn metrics(&self) -> String {
-        self.tier.snapshot().render()
+        let mut text = self.tier.snapshot().render();
+        text.push_str(&gateway::cost::render_object_store(
+            &self.requests.snapshot(),
+        ));
+        text
     }
 
     fn tiering(&self) -> Option<storage::tier::TierSnapshot> {
         Some(self.tier.snapshot())
+    }
+
+    fn object_requests(&self) -> Option<cache::metered::RequestCounts> {
+        Some(self.requests.snapshot())
     }
 
     #[cfg(feature = "fault-injection")]
@@ -106,6 +116,8 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
     } else {
         None
     };
+    // outermost, so an injected fault is counted as the failed request it stands for
+    let (store, requests) = store.metered();
     let disk = (s.cache_disk_bytes > 0).then(|| DiskTierConfig {
         dir: s.cache_dir.clone(),
         capacity_bytes: usize::try_from(s.cache_disk_bytes).unwrap_or(usize::MAX),
@@ -151,6 +163,7 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
     Ok(Wired {
         http: Arc::new(TierHttp {
             tier: tier.clone(),
+            requests,
             #[cfg(feature = "fault-injection")]
             faults,
         }),

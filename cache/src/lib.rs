@@ -15,6 +15,9 @@
 //!   and test builds of the broker only): wraps any store and fails on
 //!   command (HTTP 500/503, timeouts, hangs, unreachable windows), and
 //!   counts calls.
+//! - [`metered::MeteredStore`]: wraps the agent's store once, where it is
+//!   built, and counts requests by billed kind and bytes moved (the cost
+//!   report's figures).
 //! - [`readahead::ReadAheadPolicy`]: a pure engine deciding what to fetch ahead.
 //! - [`upload::upload_file`]: one sealed file to one key (single PUT or
 //!   bounded multipart, aborted on failure); [`upload::RetrySchedule`] is the
@@ -45,6 +48,7 @@ mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod layout;
+pub mod metered;
 pub mod objects;
 pub mod readahead;
 pub mod upload;

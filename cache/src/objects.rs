@@ -122,6 +122,22 @@ impl ObjectStoreHandle {
         }
     }
 
+    /// The same handle over a [`crate::metered::MeteredStore`] of this
+    /// store, and its counters. Unlike [`Self::with_store`], a local folder
+    /// keeps hard-linking sealed files: a link is no request to count, and
+    /// a folder bills none.
+    pub fn metered(&self) -> (Self, crate::metered::RequestCounters) {
+        let store = crate::metered::MeteredStore::new(Arc::clone(&self.store));
+        let counters = store.counters();
+        let handle = ObjectStoreHandle {
+            store: Arc::new(store),
+            prefix: self.prefix.clone(),
+            backend: self.backend,
+            local: self.local.clone(),
+        };
+        (handle, counters)
+    }
+
     /// A fresh in-memory store, for tests.
     pub fn in_memory() -> Self {
         ObjectStoreHandle::new(Arc::new(InMemory::new()), Path::default(), Backend::Memory)

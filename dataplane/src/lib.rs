@@ -53,3 +53,4 @@ pub mod telemetry;
 pub mod testing;
 pub mod topic_config;
 pub mod topics;
+pub mod traffic;

@@ -67,6 +67,8 @@ pub struct BrokerConfig {
     /// Most (topic, partition) and (group, topic) series `/metrics` shows
     /// each; the rest are summed under `topic="other"`.
     pub metrics_max_series: usize,
+    /// Prices the cost report (`/v1/cost`) values its counts at.
+    pub cost_prices: crate::cost::Prices,
 }
 
 impl Default for BrokerConfig {
@@ -78,6 +80,7 @@ impl Default for BrokerConfig {
             sasl_max_session: None,
             authz: security::authz::AuthzConfig::default(),
             advertised_host: "127.0.0.1".into(),
+            cost_prices: crate::cost::Prices::default(),
             advertised_port: 9092,
             max_request_bytes: 100 * 1024 * 1024,
             auto_create_topics: true,
@@ -311,6 +314,8 @@ pub struct Broker {
     /// while requests are still served.
     leaving: std::sync::atomic::AtomicBool,
     shutting_down: tokio::sync::watch::Sender<bool>,
+    /// When this broker was built: the cost report's counts cover the time since.
+    pub started: std::time::Instant,
 }
 
 impl Broker {
@@ -340,6 +345,7 @@ impl Broker {
             forwarder: OnceLock::new(),
             leaving: std::sync::atomic::AtomicBool::new(false),
             shutting_down: tokio::sync::watch::channel(false).0,
+            started: std::time::Instant::now(),
         }
     }
 

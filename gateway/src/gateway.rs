@@ -111,6 +111,9 @@ impl MetricsText {
         );
         text.push_str(&b.connections.render());
         text.push_str(&b.logins.render());
+        text.push_str(&crate::cost::render_cross_zone(
+            &crate::rest::cost::cross_zone(b),
+        ));
         for x in &self.extensions {
             text.push_str(&x.metrics());
         }

@@ -42,6 +42,7 @@ pub mod brokers;
 pub mod codes;
 pub mod connections;
 pub mod console;
+pub mod cost;
 pub mod fenced;
 pub mod fetch_session;
 pub mod forward;

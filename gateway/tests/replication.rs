@@ -89,6 +89,15 @@ async fn tiered_logs(
     (Arc::new(TieredLogFactory::new(disk, tier.clone())), tier)
 }
 
+/// Agents 1 and 2 share a zone; agent 3 is in another.
+fn rack_of(id: u64) -> &'static str {
+    if id == 3 {
+        "zone-b"
+    } else {
+        "zone-a"
+    }
+}
+
 async fn start_gateway_on(
     meta: &Metastore,
     id: u64,
@@ -98,6 +107,7 @@ async fn start_gateway_on(
     let opts = GatewayOptions {
         broker: BrokerConfig {
             node_id: id as i32,
+            rack: Some(rack_of(id).to_string()),
             load_balanced,
             ..BrokerConfig::default()
         },
@@ -121,7 +131,7 @@ async fn start_gateway_on(
             native: None,
             quic: meta.raft_addr().map(|a| a.to_string()),
         },
-        rack: None,
+        rack: Some(rack_of(id).to_string()),
         instance: None,
     };
     meta.register_agent(registration.clone()).await.unwrap();
@@ -382,6 +392,70 @@ async fn acknowledged_writes_survive_the_loss_of_their_leader_and_production_con
         if id != leader {
             c.stop(id).await;
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_bytes_to_and_from_another_zone_are_counted_as_cross_zone() {
+    let mut c = Cluster::start().await;
+    create_replicated_topic(&c).await;
+    let (leader, _, _) = c.leadership().unwrap();
+    let addr = kafka_addr(&c, leader);
+    let mut produced = 0u64;
+    for i in 0..30 {
+        assert_eq!(produce_settled(&addr, i).await, 0, "acks=all write {i}");
+        produced += batch(i).len() as u64;
+    }
+    let report =
+        |id: u64| gateway::rest::cost::cross_zone(c.agent(id).gw.as_ref().unwrap().broker());
+    // acks=all: every follower fetched every batch before its write was answered
+    let leader_view = report(leader);
+    for follower in [1, 2, 3].into_iter().filter(|&f| f != leader) {
+        let p = leader_view
+            .peers
+            .iter()
+            .find(|p| p.agent == follower)
+            .unwrap();
+        assert!(
+            p.replication_sent_bytes >= produced,
+            "the leader sent follower {follower} at least the records: {p:?}"
+        );
+        assert!(p.replication_received_bytes > 0, "its fetches: {p:?}");
+        assert_eq!(p.rack.as_deref(), Some(rack_of(follower)));
+        assert_eq!(
+            p.cross_zone,
+            Some(rack_of(follower) != rack_of(leader)),
+            "{p:?}"
+        );
+    }
+    let across: u64 = leader_view
+        .peers
+        .iter()
+        .filter(|p| rack_of(p.agent) != rack_of(leader))
+        .map(|p| p.sent())
+        .sum();
+    assert_eq!(leader_view.sent_bytes, across);
+    assert!(
+        leader_view.sent_bytes >= produced,
+        "one follower at least is in another zone"
+    );
+    assert_eq!(leader_view.unknown_zone_bytes, 0);
+    // the agent alone in zone b pays for all it received; the others only for what came from it
+    let b = report(3);
+    assert!(b.received_bytes > 0);
+    assert_eq!(
+        b.received_bytes,
+        b.peers.iter().map(|p| p.received()).sum::<u64>()
+    );
+    assert!(b.peers.iter().all(|p| p.cross_zone == Some(true)));
+    let text = gateway::cost::render_cross_zone(&b);
+    assert!(text.contains(&format!(
+        "aerostream_cross_zone_received_bytes_total {}",
+        b.received_bytes
+    )));
+    assert!(text.contains("path=\"replication\",cross_zone=\"true\""));
+    for id in [1, 2, 3] {
+        c.stop(id).await;
     }
 }
 
@@ -683,6 +757,26 @@ async fn behind_a_load_balancer_any_agent_serves_a_partition_another_agent_leads
         served >= 21,
         "the leader served {served} forwarded requests"
     );
+    // the forwarded produce requests' bytes, counted on both ends for the cost report
+    let produced: u64 = (0..20).map(|i| batch(i).len() as u64).sum();
+    let peer_bytes = |on: u64, peer: u64| {
+        c.agent(on)
+            .gw
+            .as_ref()
+            .unwrap()
+            .broker()
+            .forward_counters
+            .peers
+            .snapshot()
+            .get(&peer)
+            .copied()
+            .unwrap_or_default()
+    };
+    let forwarder = peer_bytes(elsewhere, leader);
+    let owner = peer_bytes(leader, elsewhere);
+    assert!(forwarder.sent >= produced, "{forwarder:?}");
+    assert!(owner.received >= produced, "{owner:?}");
+    assert!(forwarder.received > 0 && owner.sent > 0);
 }
 
 /// An agent that has begun shutting down serves no more forwarded

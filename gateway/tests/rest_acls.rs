@@ -425,6 +425,7 @@ async fn a_user_without_acls_is_shown_nothing() {
         ("get", "/v1/groups/{id}", 403),
         ("get", "/v1/tiering", 403),
         ("get", "/v1/metrics", 403),
+        ("get", "/v1/cost", 403),
         ("get", "/v1/openapi.json", 200),
     ];
     let (_, doc) = c.get("admin", "/v1/openapi.json").await;

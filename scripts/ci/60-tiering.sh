@@ -5,8 +5,9 @@
 # 40 MB each; then the fault tests (store unreachable for a minute, full local
 # disk budget, the S3 server stopped and started again); `aerostream
 # bucket check` with the start-up lifecycle warning against moto (about 10 s);
-# and a compacted topic whose objects in S3 shrink as the leader replaces
-# them by compacted copies (about 15 s).
+# a compacted topic whose objects in S3 shrink as the leader replaces
+# them by compacted copies (about 15 s); and the cost report's request
+# counts against moto's request recorder (about 30 s).
 # Each test starts the servers it needs on free ports and stops them.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server], boto3,
 # pytest); npm install in tests/js (azurite).

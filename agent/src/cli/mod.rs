@@ -13,6 +13,7 @@ pub mod client;
 mod cluster;
 mod connect;
 mod consume;
+mod cost;
 mod group;
 mod http;
 mod output;
@@ -26,6 +27,7 @@ mod user;
 pub use cluster::ClusterArgs;
 pub use connect::ConnectArgs;
 pub use consume::ConsumeArgs;
+pub use cost::CostArgs;
 pub use group::GroupArgs;
 pub use produce::ProduceArgs;
 pub use quota::QuotaArgs;
@@ -62,6 +64,7 @@ pub enum Admin {
     User(UserArgs),
     Transaction(TransactionArgs),
     Schema(SchemaArgs),
+    Cost(CostArgs),
     Connect(ConnectArgs),
 }
 
@@ -82,6 +85,7 @@ pub fn run(command: Admin) -> anyhow::Result<()> {
             Admin::User(a) => user::run(a).await,
             Admin::Transaction(a) => transaction::run(a).await,
             Admin::Schema(a) => schema::run(a).await,
+            Admin::Cost(a) => cost::run(a).await,
             Admin::Connect(a) => connect::run(a).await,
         }
     });

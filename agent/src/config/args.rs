@@ -264,6 +264,17 @@ pub struct ServeArgs {
     /// shows each; the rest are summed under topic="other" [default: 1000].
     #[arg(long, env = "AEROSTREAM_METRICS_MAX_SERIES")]
     pub metrics_max_series: Option<usize>,
+    /// A price the cost report (/v1/cost) values its counts at, KEY=USD;
+    /// repeatable, or comma-separated in the environment. Keys:
+    /// put_per_1000, get_per_1000, delete_per_1000, storage_per_gb_month,
+    /// local_storage_per_gb_month, cross_zone_per_gb [default: AWS S3
+    /// Standard us-east-1 and inter-AZ list prices, checked 2026-12].
+    #[arg(
+        long = "cost-price",
+        env = "AEROSTREAM_COST_PRICES",
+        value_delimiter = ','
+    )]
+    pub cost_prices: Option<Vec<String>>,
     /// Testing only: wrap the object store in a fault injector controlled at
     /// HTTP /admin/object-store/faults.
     #[cfg(feature = "fault-injection")]

@@ -96,6 +96,8 @@ pub(super) struct FileSettings {
     pub(super) otlp_sample_ratio: Option<f64>,
     pub(super) otlp_export_interval_ms: Option<u64>,
     pub(super) metrics_max_series: Option<usize>,
+    /// `[cost_prices]`: KEY = USD, as `--cost-price` takes them.
+    pub(super) cost_prices: Option<std::collections::BTreeMap<String, f64>>,
 }
 
 /// `voters` in the file: the flag's string, or an array of its entries.

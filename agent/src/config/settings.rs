@@ -87,8 +87,25 @@ pub struct Settings {
     pub otlp_sample_ratio: f64,
     pub otlp_export_interval_ms: u64,
     pub metrics_max_series: usize,
+    /// Prices of the cost report: the file's `[cost_prices]`, then the flags.
+    pub cost_prices: gateway::cost::Prices,
     #[cfg(feature = "fault-injection")]
     pub object_store_faults: bool,
+}
+
+/// The cost report's prices: the defaults, then the config file's
+/// `[cost_prices]`, then `--cost-price` flags.
+fn resolve_prices(args: &ServeArgs, file: &FileSettings) -> anyhow::Result<gateway::cost::Prices> {
+    let mut prices = gateway::cost::Prices::default();
+    for (key, value) in file.cost_prices.iter().flatten() {
+        prices
+            .set(key, &value.to_string())
+            .map_err(|e| anyhow::anyhow!("config file [cost_prices]: {e}"))?;
+    }
+    prices
+        .apply(args.cost_prices.as_deref().unwrap_or_default())
+        .map_err(|e| anyhow::anyhow!("--cost-price: {e}"))?;
+    Ok(prices)
 }
 
 impl Settings {
@@ -121,6 +138,7 @@ impl Settings {
             authz,
         } = resolve_auth(args, &file, kafka_tls.as_ref())?;
         let load_balanced = args.load_balanced.or(file.load_balanced).unwrap_or(false);
+        let cost_prices = resolve_prices(args, &file)?;
         let max_connections = args
             .max_connections
             .or(file.max_connections)
@@ -302,6 +320,7 @@ impl Settings {
                 .metrics_max_series
                 .or(file.metrics_max_series)
                 .unwrap_or(gateway::broker::DEFAULT_METRICS_MAX_SERIES),
+            cost_prices,
             #[cfg(feature = "fault-injection")]
             object_store_faults: args.object_store_faults.unwrap_or(false),
         };
@@ -582,6 +601,33 @@ mod tests {
         ] {
             assert!(Settings::resolve(&bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn cost_prices_default_to_list_prices_and_take_the_file_then_the_flags() {
+        let s = Settings::resolve(&ServeArgs::default()).expect("valid");
+        assert_eq!(s.cost_prices, gateway::cost::Prices::default());
+        let mut f = tempfile::NamedTempFile::new().expect("tmp");
+        writeln!(
+            f,
+            "[cost_prices]\nput_per_1000 = 0.004\nget_per_1000 = 0.001"
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(f.path().to_path_buf()),
+            cost_prices: Some(vec!["get_per_1000=0.0005".into()]),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).expect("valid");
+        assert_eq!(s.cost_prices.put_per_1000, 0.004);
+        assert_eq!(s.cost_prices.get_per_1000, 0.0005, "flag wins");
+        assert_eq!(s.cost_prices.storage_per_gb_month, 0.023);
+        let bad = ServeArgs {
+            cost_prices: Some(vec!["put=1".into()]),
+            ..Default::default()
+        };
+        let err = Settings::resolve(&bad).expect_err("unknown key");
+        assert!(err.to_string().contains("unknown price \"put\""), "{err}");
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub struct PartitionCounters {
     pub replica_bytes_sent: AtomicU64,
     /// Replica fetch response bytes this node received as a follower.
     pub replica_bytes_received: AtomicU64,
+    /// Replica fetch bytes per peer: requests and answers, both ways.
+    pub replica_peers: crate::traffic::PeerTraffic,
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ pub struct ForwardCounters {
     pub failed: AtomicU64,
     /// Requests this agent served for other agents.
     pub served: AtomicU64,
+    /// Forwarded frames' bytes per peer, both ways and both roles.
+    pub peers: dataplane::traffic::PeerTraffic,
 }
 
 /// Sends requests to their owners; one QUIC connection per owner, reused.
@@ -162,6 +164,9 @@ impl Forwarder {
         send.write_all(frame)
             .await
             .map_err(|e| broken(e.to_string()))?;
+        self.counters
+            .peers
+            .sent(agent, (head.len() + frame.len()) as u64);
         let read = recv.read_to_end(self.max_response_bytes);
         tokio::pin!(read);
         let bytes = match hurry {
@@ -178,6 +183,7 @@ impl Forwarder {
             },
         }
         .map_err(|e| broken(e.to_string()))?;
+        self.counters.peers.received(agent, bytes.len() as u64);
         if bytes.is_empty() {
             return Ok(None);
         }

@@ -90,11 +90,17 @@ async fn read_field(
 
 async fn serve_stream(
     broker: Arc<Broker>,
+    peer: u64,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) {
     let (host, principal, frame, room) = match read_request(&broker, &mut recv).await {
-        Ok(r) => r,
+        Ok(r) => {
+            // the two length-prefixed fields and the frame's own length
+            let read = 2 + r.0.len() + 2 + r.1.len() + 4 + r.2.len();
+            broker.forward_counters.peers.received(peer, read as u64);
+            r
+        }
         Err(e) => {
             tracing::warn!(error = %e, "refused a forwarded request");
             let _ = send.reset(quinn::VarInt::from_u32(1));
@@ -137,6 +143,7 @@ async fn serve_stream(
     match served {
         Ok(Some(resp)) => match resp.to_bytes() {
             Ok(bytes) => {
+                broker.forward_counters.peers.sent(peer, bytes.len() as u64);
                 if send.write_all(&bytes).await.is_ok() {
                     let _ = send.finish();
                 }
@@ -202,7 +209,7 @@ impl ClusterService for ForwardService {
                     refuse(&conn, Some(node));
                     return;
                 }
-                tokio::spawn(serve_stream(b, send, recv));
+                tokio::spawn(serve_stream(b, node, send, recv));
             }
         })
     }

@@ -17,6 +17,11 @@ pub trait HttpExtension: Send + Sync + 'static {
     fn tiering(&self) -> Option<storage::tier::TierSnapshot> {
         None
     }
+    /// The requests counted on the node's object store since start, when
+    /// this extension owns it. Most extensions do not.
+    fn object_requests(&self) -> Option<cache::metered::RequestCounts> {
+        None
+    }
     /// Routes the extension serves under a path of its own (`/connect`),
     /// behind the listener's login, with DESCRIBE on the cluster for reads
     /// and ALTER for changes. Most extensions have none.

@@ -97,6 +97,28 @@ pub struct MetricsView {
     pub storage: StorageView,
 }
 
+/// Bytes on this agent's local disk and in object storage (the cluster's),
+/// as `/v1/metrics` totals them.
+pub(super) async fn storage_totals(b: &crate::broker::Broker) -> (u64, u64) {
+    let mut local = 0;
+    for h in b.node.partitions.open_handles() {
+        // a log closing under the request counts as empty
+        local += h.local_bytes().await.unwrap_or(0);
+    }
+    let tiered = b
+        .node
+        .catalog
+        .topics()
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| dataplane::topics::tiered_bytes(&b.node, t, p.index))
+        })
+        .sum();
+    (local, tiered)
+}
+
 /// Traffic totals, latency histograms and storage by tier on this agent.
 #[utoipa::path(
     get,

@@ -1,5 +1,5 @@
 //! The JSON REST admin API under `/v1` on the HTTP port: cluster, topics,
-//! records, consumer groups and tiering (docs/rest-api.md).
+//! records, consumer groups, tiering and the cost report (docs/rest-api.md).
 //!
 //! Handlers only translate HTTP and JSON: every operation goes through the
 //! same data-plane functions the Kafka admin APIs call
@@ -10,6 +10,7 @@
 //! without being served.
 
 mod cluster;
+pub mod cost;
 mod error;
 mod groups;
 mod metrics;
@@ -81,6 +82,7 @@ fn api() -> OpenApiRouter<HttpState> {
         .routes(routes!(processors::list_processors))
         .routes(routes!(processors::heartbeat))
         .routes(routes!(processors::leave))
+        .routes(routes!(cost::get_cost))
         .routes(routes!(openapi_json))
 }
 

@@ -189,7 +189,9 @@ async fn fetch_from(
             max_wait_ms: settings.max_wait_ms,
             partitions,
         };
-        send.write_all(&req.encode()).await?;
+        let asking = req.encode();
+        send.write_all(&asking).await?;
+        counters.replica_peers.sent(leader, asking.len() as u64);
         let limit =
             Duration::from_millis(u64::from(settings.max_wait_ms)) + Duration::from_secs(10);
         let answered = {
@@ -224,6 +226,7 @@ async fn fetch_from(
         counters
             .replica_bytes_received
             .fetch_add(bytes as u64, Ordering::Relaxed);
+        counters.replica_peers.received(leader, bytes as u64);
         if resp.partitions.len() != asked.len() {
             return Err(FetchFailed::Mismatched {
                 asked: asked.len(),

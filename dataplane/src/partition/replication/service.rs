@@ -142,10 +142,16 @@ impl ReplicaService {
                 return;
             }
             let answer = self.answer(&req).await.encode();
-            self.partitions
-                .counters()
+            let counters = self.partitions.counters();
+            counters
                 .replica_bytes_sent
                 .fetch_add(answer.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            counters
+                .replica_peers
+                .received(req.follower, (prefix.len() + len) as u64);
+            counters
+                .replica_peers
+                .sent(req.follower, answer.len() as u64);
             if send.write_all(&answer).await.is_err() {
                 return;
             }

@@ -9,7 +9,7 @@
 //! ([`json`]), Avro records in the Confluent wire format with their schemas
 //! from a registry ([`avro`], [`registry`]), or fixed binary layouts
 //! ([`fixed`]). Each format's loop over a batch is its own code; they share
-//! the column builders ([`batch`]).
+//! the column builders (`decode/batch.rs`).
 //!
 //! A record that cannot be used (a value that does not decode, no event
 //! time, no key) is skipped and counted; the decoder logs such records at

@@ -7,7 +7,7 @@
 //! answers which partitions this worker holds and which it should give up.
 //!
 //! Every held partition runs on its own, as a pipeline over that one
-//! partition ([`crate::run::run_scoped`]): its windows, watermark and
+//! partition (`run::run_scoped`): its windows, watermark and
 //! checkpoints are its own, under `<sink url>/partitions/<partition>/`, and
 //! with a topic sink its transactions are under their own transactional
 //! id. A partition given up is stopped with a last checkpoint and then

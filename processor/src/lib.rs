@@ -29,6 +29,7 @@ pub mod run;
 pub mod sink;
 pub mod sketch;
 pub mod source;
+mod start;
 pub mod state;
 pub mod stats;
 #[cfg(test)]
@@ -38,4 +39,5 @@ pub mod upload;
 pub mod window;
 
 pub use pipeline::{Pipeline, PipelineError};
-pub use run::{run, run_until_signalled, Options};
+pub use run::Options;
+pub use start::{run, run_until_signalled};

@@ -207,7 +207,7 @@ impl Live {
             .map(|r| {
                 let mut v = json(&self.pipeline, &self.plan, r);
                 if let Some(o) = v.as_object_mut() {
-                    o.insert(FINAL.into(), final_.into());
+                    o.insert(crate::pipeline::FINAL.into(), final_.into());
                 }
                 v
             })
@@ -221,9 +221,6 @@ impl Live {
         values
     }
 }
-
-/// The field that tells a closed window's row (true) from an early one.
-pub const FINAL: &str = "final";
 
 async fn upgrade(ws: WebSocketUpgrade, State(shared): State<Shared>) -> impl IntoResponse {
     ws.on_upgrade(move |socket| client(socket, shared))

@@ -22,7 +22,7 @@ use sdk::{
     Client, ConsumedRecord, Consumer, ConsumerConfig, OffsetReset, OffsetSpec, ReadMode, StartAt,
 };
 
-use crate::pipeline::Source;
+use crate::pipeline::{is_native, Source};
 use crate::source::{Fetched, TopicReader};
 
 /// Bytes the agent may push ahead of the loop, per partition.
@@ -110,7 +110,7 @@ impl NativeReader {
         Ok(out)
     }
 
-    /// What arrived since the last poll: waits up to [`WAIT`] for a first
+    /// What arrived since the last poll: waits up to `WAIT` (200 ms) for a first
     /// record, then takes what is already there. A partition with nothing
     /// comes as an empty [`Fetched`] that counts as caught up.
     pub async fn poll(&mut self) -> anyhow::Result<Vec<Fetched>> {
@@ -206,11 +206,6 @@ fn as_kafka(r: ConsumedRecord) -> Record {
         value: r.value,
         headers: Default::default(),
     }
-}
-
-/// Whether a bootstrap address names the native protocol.
-pub fn is_native(bootstrap: &str) -> bool {
-    bootstrap.starts_with("aero://")
 }
 
 /// The source, over the Kafka protocol or the native one.

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! The source's record format and its keys (`registry` for Avro, `layout`
-//! and `endian` for fixed binary values) are checked in [`layout`].
+//! and `endian` for fixed binary values) are checked in `pipeline/layout.rs`.
 
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ pub struct Pipeline {
     #[serde(default = "default_checkpoint_interval", with = "duration")]
     pub checkpoint_interval: Duration,
     /// Several workers sharing the source's partitions (see
-    /// [`crate::distribute`]); without it one process reads them all.
+    /// the `distribute` module); without it one process reads them all.
     #[serde(default)]
     pub distribution: Option<Distribution>,
     /// Set by a worker for each partition it runs (`p<partition>`): the
@@ -95,6 +95,16 @@ pub struct Distribution {
     /// How long a worker that stops heartbeating keeps its partitions.
     #[serde(default = "default_lease_ttl", with = "duration")]
     pub lease_ttl: Duration,
+}
+
+/// The field of a live view's row that tells a closed window's (`true`)
+/// from an early result's (`false`); no aggregate may take its name.
+pub const FINAL: &str = "final";
+
+/// Whether a bootstrap address names AeroStream's native protocol
+/// (`aero://host:port`) rather than a Kafka listener.
+pub fn is_native(bootstrap: &str) -> bool {
+    bootstrap.starts_with("aero://")
 }
 
 fn default_lease_ttl() -> Duration {
@@ -537,7 +547,7 @@ impl Pipeline {
                 "expected host:port (Kafka) or aero://host:port (native)",
             ));
         }
-        if s.bootstrap.contains("://") && !crate::native_source::is_native(&s.bootstrap) {
+        if s.bootstrap.contains("://") && !is_native(&s.bootstrap) {
             return Err(invalid(
                 "source.bootstrap",
                 format!(
@@ -556,7 +566,7 @@ impl Pipeline {
                     "a client certificate needs its key (cert and key together)",
                 ));
             }
-            if crate::native_source::is_native(&s.bootstrap) {
+            if is_native(&s.bootstrap) {
                 return Err(invalid(
                     "source.tls",
                     "the native protocol's TLS is QUIC's (aero+quic://), not read by the processor yet",
@@ -639,7 +649,7 @@ impl Pipeline {
                     format!("{:?} is a column every output already has", a.name),
                 ));
             }
-            if self.live.is_some() && a.name == crate::live::FINAL {
+            if self.live.is_some() && a.name == FINAL {
                 return Err(invalid(
                     &at("as"),
                     "\"final\" marks the live view's rows as final or early; choose another name",
@@ -659,7 +669,7 @@ impl Pipeline {
             (SinkKind::Topic, Some(t)) if *t == self.source.topic => {
                 return Err(invalid("sink.topic", "must not be the source topic"))
             }
-            (SinkKind::Topic, Some(_)) if crate::native_source::is_native(&s.bootstrap) => {
+            (SinkKind::Topic, Some(_)) if is_native(&s.bootstrap) => {
                 return Err(invalid(
                     "sink.type",
                     "an output topic is written over the Kafka protocol: give \

@@ -76,21 +76,6 @@ struct Task {
     next_early: Option<Instant>,
 }
 
-/// Runs `pipeline` until `shutdown` completes, then takes a last
-/// checkpoint. An error only for what the processor cannot go on from.
-/// A pipeline with `distribution` runs as one of its workers
-/// ([`crate::distribute`]).
-pub async fn run(
-    pipeline: Pipeline,
-    options: Options,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
-    if pipeline.distribution.is_some() {
-        return crate::distribute::run(pipeline, options, shutdown).await;
-    }
-    run_scoped(pipeline, None, options, None, shutdown).await
-}
-
 /// Runs `pipeline` over `only` these partitions (all when `None`),
 /// publishing to `live` when given (else to the pipeline's own live view).
 pub(crate) async fn run_scoped(
@@ -565,20 +550,6 @@ fn rewound(
 fn is_unreachable(e: &anyhow::Error) -> bool {
     let text = format!("{e:#}");
     text.contains("cannot reach") || text.contains("closed the connection")
-}
-
-/// [`run`] until SIGTERM or SIGINT.
-pub async fn run_until_signalled(pipeline: Pipeline, options: Options) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    };
-    run(pipeline, options, shutdown).await
 }
 
 #[cfg(test)]

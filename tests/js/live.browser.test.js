@@ -11,10 +11,9 @@ const assert = require('node:assert');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
-const puppeteer = require('puppeteer-core');
 const { Kafka, logLevel } = require('kafkajs');
-const { startBroker, binary, freePort } = require('./broker');
+const { startBroker, freePort } = require('./broker');
+const { startProcess, stopProcess, openPage } = require('./processor');
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
 
@@ -40,7 +39,7 @@ test('the live view charts the windows a running processor closes', async () => 
     await admin.connect();
     await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
     await admin.disconnect();
-    fs.writeFileSync(path.join(dir, 'p.yaml'), `
+    proc = startProcess(dir, `
 name: prices
 source: {bootstrap: "${broker.bootstrap}", topic: ${topic}, format: json, event_time: ts, key: sym, idle_timeout: 1m}
 window: {type: tumbling, size: 1s}
@@ -48,18 +47,10 @@ aggregates: [{op: avg, field: price, as: mean}, {op: count, as: trades}]
 sink: {type: parquet, url: "file://${dir}/out"}
 live: {listen: "127.0.0.1:${port}"}
 `);
-    const log = fs.openSync(path.join(dir, 'process.log'), 'a');
-    proc = spawn(binary(), ['process', '--pipeline', path.join(dir, 'p.yaml')], { stdio: ['ignore', log, log] });
 
-    const args = ['--headless=new', '--disable-gpu', '--disable-dev-shm-usage'];
-    if (process.getuid && process.getuid() === 0) args.push('--no-sandbox');
-    browser = await puppeteer.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true, args });
-    const page = await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800, deviceScaleFactor: 1 });
-    const problems = [];
-    page.on('console', (msg) => { if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`); });
-    page.on('pageerror', (err) => problems.push(`uncaught page error: ${err.message}`));
-    page.on('requestfailed', (req) => problems.push(`request failed: ${req.url()}: ${req.failure()?.errorText}`));
+    const opened = await openPage();
+    browser = opened.browser;
+    const { page, problems } = opened;
     // the processor may still be starting: try the page for a while
     const deadline = Date.now() + 60000;
     for (;;) {
@@ -112,15 +103,7 @@ live: {listen: "127.0.0.1:${port}"}
     finished = true;
   } finally {
     if (browser) await browser.close();
-    if (proc) {
-      const code = await new Promise((resolve) => {
-        if (proc.exitCode !== null) return resolve(proc.exitCode);
-        proc.on('exit', (c) => resolve(c));
-        proc.kill('SIGTERM');
-      });
-      // (after a failure it may not have been up yet: the failure is the news)
-      if (finished) assert.strictEqual(code, 0, 'aerostream process exits 0 on SIGTERM');
-    }
+    await stopProcess(proc, finished);
     const stopped = await broker.stop();
     if (finished) assert.strictEqual(stopped, 0);
     fs.rmSync(dir, { recursive: true, force: true });

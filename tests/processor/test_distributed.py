@@ -12,10 +12,6 @@ import io
 import json
 import os
 import random
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
 import urllib.request
 
@@ -23,8 +19,9 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker import Broker
+from process import Process
 import servers
-from broker import Broker, binary
 
 KEYS = 40
 BASE = 1_700_000_000_000
@@ -62,57 +59,19 @@ class Events:
         assert self.producer.flush(60) == 0, "every event delivered"
 
 
-class Worker:
+class Worker(Process):
     def __init__(self, name, bootstrap, coordinators, s3):
-        self.name = name
-        self.dir = tempfile.mkdtemp(prefix=f"aerostream-worker-{name}-")
-        self.pipeline = os.path.join(self.dir, "counts.yaml")
         urls = ", ".join(f'"{u}"' for u in coordinators)
-        with open(self.pipeline, "w") as f:
-            f.write(f"""
+        super().__init__(lambda d: f"""
 name: counts
 source: {{bootstrap: "{bootstrap}", topic: events, format: json, event_time: ts, key: k, idle_timeout: 2s}}
 window: {{type: tumbling, size: 1s}}
 aggregates: [{{op: count, as: n}}]
 sink: {{type: parquet, url: "s3://out/counts"}}
 checkpoint_interval: 300ms
+state: {{dir: "{os.path.join(d, 'state')}"}}
 distribution: {{coordinators: [{urls}], worker: {name}, lease_ttl: 3s}}
-""")
-        self.env = dict(os.environ, **servers.s3_env(s3), RUST_LOG="info")
-        self.log_path = os.path.join(self.dir, "process.log")
-        self.proc = None
-
-    def start(self):
-        log = open(self.log_path, "a")
-        self.proc = subprocess.Popen([binary(), "process", "--pipeline", self.pipeline],
-                                     stdout=log, stderr=subprocess.STDOUT, env=self.env)
-        return self
-
-    def log(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def alive(self):
-        assert self.proc.poll() is None, f"worker {self.name} exited:\n{self.log()[-4000:]}"
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
-
-    def cleanup(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+""", s3, name)
 
 
 def leases(http_port):

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import committed
 import servers
 from broker import Broker, binary
+from process import Process
 
 EVENTS = 200_000
 KEYS = 50
@@ -53,60 +54,18 @@ def produce(bootstrap):
     return expected
 
 
-class Processor:
+class Processor(Process):
     def __init__(self, bootstrap, s3, checkpoint_interval, state=None):
         """`state`: the local state store's folder (one of its own by default)."""
-        self.dir = tempfile.mkdtemp(prefix="aerostream-process-")
-        state = state or os.path.join(self.dir, "state")
-        self.pipeline = os.path.join(self.dir, "counts.yaml")
-        with open(self.pipeline, "w") as f:
-            f.write(f"""
+        super().__init__(lambda d: f"""
 name: counts
 source: {{bootstrap: "{bootstrap}", topic: events, format: json, event_time: ts, key: k, idle_timeout: 3s}}
 window: {{type: tumbling, size: 1s}}
 aggregates: [{{op: count, as: n}}]
 sink: {{type: parquet, url: "s3://out/counts"}}
 checkpoint_interval: {checkpoint_interval}
-state: {{dir: "{state}"}}
-""")
-        self.env = dict(os.environ, **servers.s3_env(s3), RUST_LOG="info")
-        self.log_path = os.path.join(self.dir, "process.log")
-        self.proc = None
-
-    def start(self):
-        log = open(self.log_path, "a")
-        self.proc = subprocess.Popen([binary(), "process", "--pipeline", self.pipeline],
-                                     stdout=log, stderr=subprocess.STDOUT, env=self.env)
-        return self
-
-    def log(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def alive(self):
-        assert self.proc.poll() is None, f"the processor exited:\n{self.log()}"
-
-    def cleanup(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self):
-        """SIGTERM, which takes a last checkpoint; the exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise
-        return self.proc.returncode
+state: {{dir: "{state or os.path.join(d, 'state')}"}}
+""", s3, "processor")
 
 
 class Output:

@@ -288,9 +288,11 @@ impl CheckpointStore {
         let mut removed = Vec::new();
         let top = self.list(&self.prefix).await?;
         let late = self.list(&self.prefix.clone().join(LATE_DIR)).await?;
+        let foldered = self.list_partition_folders().await?;
         let names = top
             .into_iter()
-            .chain(late.into_iter().map(|n| format!("{LATE_DIR}/{n}")));
+            .chain(late.into_iter().map(|n| format!("{LATE_DIR}/{n}")))
+            .chain(foldered);
         for name in names {
             let file = name.rsplit('/').next().unwrap_or_default();
             if file.starts_with("part-")
@@ -306,6 +308,42 @@ impl CheckpointStore {
             }
         }
         Ok(removed)
+    }
+
+    /// The objects under the `dt=` folders of `sink.partition_by`, named
+    /// relative to the prefix.
+    async fn list_partition_folders(&self) -> anyhow::Result<Vec<String>> {
+        use futures::TryStreamExt;
+        let folders: Vec<Path> = match self.store.list_with_delimiter(Some(&self.prefix)).await {
+            Ok(listing) => listing.common_prefixes,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot list {}", self.url));
+            }
+        };
+        let mut names = Vec::new();
+        let base = format!("{}/", self.prefix.as_ref());
+        for folder in folders
+            .into_iter()
+            .filter(|f| f.filename().is_some_and(|n| n.starts_with("dt=")))
+        {
+            let objects: Vec<object_store::ObjectMeta> = self
+                .store
+                .list(Some(&folder))
+                .try_collect()
+                .await
+                .with_context(|| format!("cannot list {}/{}", self.url, folder.as_ref()))?;
+            for o in objects {
+                let full = o.location.as_ref();
+                let relative = if self.prefix.as_ref().is_empty() {
+                    full
+                } else {
+                    full.strip_prefix(&base).unwrap_or(full)
+                };
+                names.push(relative.to_owned());
+            }
+        }
+        Ok(names)
     }
 
     /// The path of `name` (which may hold `/`) under the prefix.

@@ -487,3 +487,23 @@ async fn a_window_opened_and_closed_between_two_commits_is_not_a_deletion() {
     let r = l.target.store.latest().await.unwrap().unwrap();
     assert_eq!(l.restored_windows(&r.checkpoint), l.windows.snapshot());
 }
+
+/// With `sink.partition_by` data files sit in `dt=` folders: the ones no
+/// checkpoint lists go at start, in any folder, the committed ones stay.
+#[tokio::test]
+async fn uncommitted_files_in_partition_folders_are_removed_too() {
+    let s = store();
+    let committed = format!("dt=2026-12-07/hour=09/{}", data_file(1));
+    let uncommitted = [
+        format!("dt=2026-12-07/hour=10/{}", data_file(2)),
+        format!("dt=2026-12-08/hour=00/{}", data_file(2)),
+    ];
+    s.put_data(&committed, b"one".to_vec()).await.unwrap();
+    for name in &uncommitted {
+        s.put_data(name, b"two".to_vec()).await.unwrap();
+    }
+    let mut removed = s.remove_uncommitted(std::slice::from_ref(&committed)).await.unwrap();
+    removed.sort();
+    assert_eq!(removed, uncommitted);
+    assert_eq!(s.all().await, [format!("{PREFIX}/{committed}")]);
+}

@@ -468,6 +468,18 @@ pub struct Sink {
     /// The output topic (`topic` sinks), on the source's cluster.
     #[serde(default)]
     pub topic: Option<String>,
+    /// Parquet sinks: folders of the windows' UTC day (`dt=YYYY-MM-DD/`)
+    /// or hour (`dt=YYYY-MM-DD/hour=HH/`), as Hive partitions.
+    #[serde(default)]
+    pub partition_by: Option<PartitionBy>,
+}
+
+/// How a Parquet sink's files are put in folders by window start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionBy {
+    Day,
+    Hour,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -678,6 +690,12 @@ impl Pipeline {
             }
             (SinkKind::Parquet, Some(_)) => {
                 return Err(invalid("sink.topic", "only a topic sink takes a topic"))
+            }
+            (SinkKind::Topic, _) if self.sink.partition_by.is_some() => {
+                return Err(invalid(
+                    "sink.partition_by",
+                    "only a parquet sink puts its files in folders",
+                ))
             }
             _ => {}
         }

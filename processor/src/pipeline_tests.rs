@@ -520,3 +520,25 @@ fn any_holds_conditions_one_of_which_must_hold() {
     let e = with("[{any: [{field: a, op: eq, value: 1, typo: 2}]}]");
     assert!(e.contains("unknown field `typo`"), "{e}");
 }
+
+#[test]
+fn only_a_parquet_sink_is_partitioned_by_time() {
+    let hourly = EXAMPLE.replace(
+        "sink: {type: parquet,",
+        "sink: {partition_by: hour, type: parquet,",
+    );
+    assert_eq!(
+        Pipeline::parse(&hourly).unwrap().sink.partition_by,
+        Some(PartitionBy::Hour)
+    );
+    let e = err(&EXAMPLE.replace(
+        "sink: {type: parquet,",
+        "sink: {partition_by: weekly, type: parquet,",
+    ));
+    assert!(e.contains("weekly"), "{e}");
+    let e = err(&EXAMPLE.replace(
+        "sink: {type: parquet,",
+        "sink: {partition_by: day, type: topic, topic: out,",
+    ));
+    assert!(e.contains("sink.partition_by"), "{e}");
+}

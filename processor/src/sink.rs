@@ -14,7 +14,9 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::pipeline::{AggregateOp, Pipeline, KEY_COLUMN, WINDOW_END_COLUMN, WINDOW_START_COLUMN};
+use crate::pipeline::{
+    AggregateOp, PartitionBy, Pipeline, KEY_COLUMN, WINDOW_END_COLUMN, WINDOW_START_COLUMN,
+};
 use crate::window::WindowRow;
 
 /// The output's Arrow schema.
@@ -242,12 +244,101 @@ pub fn encode(pipeline: &Pipeline, rows: &[WindowRow]) -> anyhow::Result<Vec<u8>
     write_parquet(batch(pipeline, rows)?)
 }
 
+/// The data files named `name` (one epoch's) and the rows each holds: one
+/// file, or with `sink.partition_by` one per UTC day or hour of the
+/// windows' starts, in Hive-style folders
+/// (`dt=2026-12-07/hour=09/part-<epoch>.parquet`).
+pub fn data_files(
+    pipeline: &Pipeline,
+    name: &str,
+    rows: &[WindowRow],
+) -> Vec<(String, Vec<WindowRow>)> {
+    let Some(by) = pipeline.sink.partition_by else {
+        return vec![(name.to_owned(), rows.to_vec())];
+    };
+    let mut groups: std::collections::BTreeMap<String, Vec<WindowRow>> = Default::default();
+    for r in rows {
+        let folder = folder_of(r.start, by);
+        groups.entry(folder).or_default().push(r.clone());
+    }
+    groups
+        .into_iter()
+        .map(|(folder, rows)| (format!("{folder}/{name}"), rows))
+        .collect()
+}
+
+/// The names [`data_files`] gives, without the rows.
+pub fn data_file_names(pipeline: &Pipeline, name: &str, rows: &[WindowRow]) -> Vec<String> {
+    match pipeline.sink.partition_by {
+        None => vec![name.to_owned()],
+        Some(by) => rows
+            .iter()
+            .map(|r| folder_of(r.start, by))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|folder| format!("{folder}/{name}"))
+            .collect(),
+    }
+}
+
+/// The Hive-style folder of a window starting at `start_ms` (UTC).
+pub fn folder_of(start_ms: i64, by: PartitionBy) -> String {
+    let days = start_ms.div_euclid(86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    match by {
+        PartitionBy::Day => format!("dt={y:04}-{m:02}-{d:02}"),
+        PartitionBy::Hour => {
+            let hour = start_ms.rem_euclid(86_400_000) / 3_600_000;
+            format!("dt={y:04}-{m:02}-{d:02}/hour={hour:02}")
+        }
+    }
+}
+
+/// The proleptic Gregorian (year, month, day) of a day count from
+/// 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    // shift the epoch to 0000-03-01, so leap days end a 400-year era's year
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month as u32, day as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::window::{FieldAcc, WindowAcc};
     use arrow_array::{Array, Float64Array, Int64Array, StringArray};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    #[test]
+    fn window_starts_fall_in_their_utc_day_and_hour() {
+        // 2026-12-07T09:30:00Z, the last millisecond of 2024-02-29, and
+        // 1969-12-31T23:00:00Z
+        assert_eq!(
+            folder_of(1_796_635_800_000, PartitionBy::Hour),
+            "dt=2026-12-07/hour=09"
+        );
+        assert_eq!(
+            folder_of(1_709_251_199_999, PartitionBy::Day),
+            "dt=2024-02-29"
+        );
+        assert_eq!(
+            folder_of(1_709_251_200_000, PartitionBy::Day),
+            "dt=2024-03-01"
+        );
+        assert_eq!(
+            folder_of(-3_600_000, PartitionBy::Hour),
+            "dt=1969-12-31/hour=23"
+        );
+        assert_eq!(folder_of(0, PartitionBy::Hour), "dt=1970-01-01/hour=00");
+    }
 
     #[test]
     fn rows_round_trip_through_parquet_with_every_op() {

@@ -121,7 +121,7 @@ impl Ledger {
         let (changed, removed) = windows.changes(&dirty);
         let mut files = Vec::new();
         if !pending.is_empty() && pipeline.sink.kind == SinkKind::Parquet {
-            files.push(data_file(epoch));
+            files.extend(sink::data_file_names(pipeline, &data_file(epoch), pending));
         }
         let mut late_files = Vec::new();
         if !pending_late.is_empty() {
@@ -265,10 +265,12 @@ async fn commit(
             sink::encode_late(&job.late).context("cannot encode the late records as Parquet")?;
         target.store.put_data(&late_file(epoch), bytes).await?;
     }
-    if job.delta.files.contains(&data_file(epoch)) {
-        let bytes = sink::encode(&target.pipeline, &job.rows)
-            .context("cannot encode the closed windows as Parquet")?;
-        target.store.put_data(&data_file(epoch), bytes).await?;
+    if !job.delta.files.is_empty() {
+        for (name, rows) in sink::data_files(&target.pipeline, &data_file(epoch), &job.rows) {
+            let bytes = sink::encode(&target.pipeline, &rows)
+                .context("cannot encode the closed windows as Parquet")?;
+            target.store.put_data(&name, bytes).await?;
+        }
     }
     let base = match &job.base {
         Some(b) => Some(Bytes::from(

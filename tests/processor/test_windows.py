@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -93,7 +94,7 @@ def expected_sessions(events):
 
 
 class Pipeline:
-    def __init__(self, root, name, bootstrap, body, stats=False):
+    def __init__(self, root, name, bootstrap, body, stats=False, sink_extra=""):
         self.out = os.path.join(root, name)
         self.path = os.path.join(root, f"{name}.yaml")
         self.stats = os.path.join(root, f"{name}-stats.json") if stats else None
@@ -102,7 +103,7 @@ class Pipeline:
 name: {name}
 source: {{bootstrap: "{bootstrap}", topic: ticks, format: json, event_time: ts, key: symbol, idle_timeout: 2s}}
 {body}
-sink: {{type: parquet, url: "file://{self.out}"}}
+sink: {{type: parquet, url: "file://{self.out}"{sink_extra}}}
 state: {{dir: "{self.out}-state"}}
 checkpoint_interval: 500ms
 """)
@@ -229,3 +230,37 @@ aggregates: [{{op: count, as: n}}]
                 p.proc.wait()
         b.stop()
         subprocess.run(["rm", "-rf", root])
+
+
+def test_files_in_hour_folders_read_back_as_hive_partitions(tmp_path):
+    """`sink.partition_by: hour`: each window's row is in the folder of its
+    start's UTC day and hour, which pyarrow reads as Hive partitions."""
+    b = Broker().start()
+    p = None
+    try:
+        # two symbols taking turns every 10 minutes, 08:00 to 10:50 UTC
+        start = 1_796_630_400_000  # 2026-12-07T08:00:00Z
+        events = [{"symbol": f"S{i % 2}", "price": 1.0, "size": 100, "ts": start + i * 600_000}
+                  for i in range(18)]
+        produce(b.bootstrap, events)
+        p = Pipeline(str(tmp_path), "hourly", b.bootstrap,
+                     "window: {type: tumbling, size: 10m}\naggregates: [{op: count, as: n}]",
+                     sink_extra=", partition_by: hour")
+        p.wait_for_rows(len(events))
+        state = committed.latest_in_folder(os.path.join(p.out, "_checkpoints"))
+        folders = sorted({os.path.dirname(name) for name in state["files"]})
+        assert folders == ["dt=2026-12-07/hour=08", "dt=2026-12-07/hour=09",
+                           "dt=2026-12-07/hour=10"], state["files"]
+        table = ds.dataset(p.out, format="parquet", partitioning="hive").to_table()
+        rows = table.to_pylist()
+        assert len(rows) == len(events)
+        for r in rows:
+            hour = (r["window_start"] - start) // 3_600_000 + 8
+            assert (str(r["dt"]), int(r["hour"])) == ("2026-12-07", hour), r
+        per_hour = collections.Counter(int(r["hour"]) for r in rows)
+        assert per_hour == {8: 6, 9: 6, 10: 6}
+        assert p.stop() == 0, p.log()
+    finally:
+        if p is not None and p.proc.poll() is None:
+            p.proc.kill()
+        b.stop()

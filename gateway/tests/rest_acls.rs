@@ -426,6 +426,9 @@ async fn a_user_without_acls_is_shown_nothing() {
         ("get", "/v1/tiering", 403),
         ("get", "/v1/metrics", 403),
         ("get", "/v1/cost", 403),
+        ("get", "/v1/processors", 200),
+        ("post", "/v1/processors/{pipeline}/heartbeat", 403),
+        ("post", "/v1/processors/{pipeline}/leave", 403),
         ("get", "/v1/openapi.json", 200),
     ];
     let (_, doc) = c.get("admin", "/v1/openapi.json").await;
@@ -446,14 +449,17 @@ async fn a_user_without_acls_is_shown_nothing() {
         .collect();
     assert_eq!(covered, documented);
     for (method, path, want) in expected {
-        let path = path.replace("{name}", "t").replace("{id}", "g");
+        let path = path
+            .replace("{name}", "t")
+            .replace("{id}", "g")
+            .replace("{pipeline}", "p");
         let (status, body) = match method {
             "get" => c.get("nobody", &path).await,
             "post" => c.post("nobody", &path, r#"{"name": "u"}"#).await,
             _ => c.delete("nobody", &path).await,
         };
         assert_eq!(status, want, "{method} {path}: {body}");
-        if want == 200 && (path == "/v1/topics" || path == "/v1/groups") {
+        if want == 200 && ["/v1/topics", "/v1/groups", "/v1/processors"].contains(&path.as_str()) {
             assert_eq!(body, Value::Array(Vec::new()), "{path}");
         }
     }

@@ -1126,6 +1126,7 @@ async fn openapi_document_matches_the_routes_served_and_the_answers_given() {
     let concrete = |path: &str| {
         path.replace("{name}", "doc-topic")
             .replace("{id}", "doc-group")
+            .replace("{pipeline}", "doc-pipeline")
     };
     let mut served = BTreeSet::new();
     // Every documented operation is served and answers as documented,
@@ -1142,6 +1143,15 @@ async fn openapi_document_matches_the_routes_served_and_the_answers_given() {
                             .await,
                     );
                 }
+            }
+            "post" if path.ends_with("/heartbeat") => {
+                let beat = r#"{"worker": "w", "ttl_ms": 6000, "partitions": [0, 1]}"#;
+                answers.push(api.post(&url, beat).await);
+                answers.push(api.post(&url, r#"{"worker": "w", "ttl_ms": 5}"#).await);
+            }
+            "post" if path.ends_with("/leave") => {
+                answers.push(api.post(&url, r#"{"worker": "w"}"#).await);
+                answers.push(api.post(&url, r#"{}"#).await);
             }
             "post" => {
                 answers.push(

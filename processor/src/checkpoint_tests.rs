@@ -502,7 +502,10 @@ async fn uncommitted_files_in_partition_folders_are_removed_too() {
     for name in &uncommitted {
         s.put_data(name, b"two".to_vec()).await.unwrap();
     }
-    let mut removed = s.remove_uncommitted(std::slice::from_ref(&committed)).await.unwrap();
+    let mut removed = s
+        .remove_uncommitted(std::slice::from_ref(&committed))
+        .await
+        .unwrap();
     removed.sort();
     assert_eq!(removed, uncommitted);
     assert_eq!(s.all().await, [format!("{PREFIX}/{committed}")]);

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
 use metastore::acl::{AclOperation, ResourceType};
@@ -100,15 +101,17 @@ pub async fn heartbeat(
     State(st): State<HttpState>,
     caller: Caller,
     Path(pipeline): Path<String>,
-    Json(req): Json<HeartbeatRequest>,
+    body: Bytes,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     let b = &st.broker;
+    // who may ask is checked before what is asked is read
     caller.require(
         b,
         AclOperation::Read,
         ResourceType::Group,
         &group_of(&pipeline),
     )?;
+    let req: HeartbeatRequest = parse(&body)?;
     let out = b
         .node
         .catalog
@@ -135,6 +138,7 @@ pub async fn heartbeat(
     request_body = LeaveRequest,
     responses(
         (status = 204, description = "Left"),
+        (status = 400, description = "`invalid_request`: no worker in the body", body = ErrorBody),
         (status = 403, description = "`forbidden`: no READ on the pipeline's group", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody)
     )
@@ -143,7 +147,7 @@ pub async fn leave(
     State(st): State<HttpState>,
     caller: Caller,
     Path(pipeline): Path<String>,
-    Json(req): Json<LeaveRequest>,
+    body: Bytes,
 ) -> Result<axum::http::StatusCode, ApiError> {
     let b = &st.broker;
     caller.require(
@@ -152,6 +156,7 @@ pub async fn leave(
         ResourceType::Group,
         &group_of(&pipeline),
     )?;
+    let req: LeaveRequest = parse(&body)?;
     b.node
         .catalog
         .processor_command(ProcessorCommand::Leave {
@@ -224,6 +229,11 @@ pub async fn list_processors(
             })
             .collect(),
     )
+}
+
+/// A JSON body, or `invalid_request` saying what is wrong with it.
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("the body: {e}")))
 }
 
 fn wall_clock_ms() -> i64 {

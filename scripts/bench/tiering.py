@@ -135,6 +135,26 @@ def lookups(m):
     return g("memory_hit"), g("disk_hit"), g("miss")
 
 
+# what S3 bills at the PUT rate, and at the GET rate
+PUT_CLASS = ("put", "create_multipart", "put_part", "complete_multipart", "copy", "list")
+GET_CLASS = ("get", "head")
+GIB = 1 << 30
+
+
+def requests(m, ops):
+    """Object-store requests of the kinds `ops` the agent counted (/metrics)."""
+    return sum(m.get(f'aerostream_object_store_requests_total{{op="{op}"}}', 0) for op in ops)
+
+
+def requests_line(label, before, after, ops, size):
+    """One line: the requests of kinds `ops` between two /metrics samples,
+    per GiB of `size` bytes, and by kind."""
+    n = requests(after, ops) - requests(before, ops)
+    kinds = ", ".join(f"{op} {requests(after, (op,)) - requests(before, (op,)):.0f}" for op in ops)
+    per_gib = n / (size / GIB) if size else 0
+    out(f"{label} {n:.0f} ({per_gib:.0f} per GiB; {kinds})")
+
+
 def read_pass(name, broker, topic, count):
     before = broker.metrics()
     secs, size = consume_all(broker, topic, count)
@@ -149,6 +169,7 @@ def read_pass(name, broker, topic, count):
     out(f"{'':<28} block lookups: memory hit {mem:.0f} ({mem / total:.1%}), disk hit {disk:.0f} "
         f"({disk / total:.1%}), miss {miss:.0f} ({miss / total:.1%}); hit ratio {(mem + disk) / total:.1%}")
     out(f"{'':<28} GETs {gets:.0f}, {get_bytes / MB:.1f} MB fetched from the object store")
+    requests_line(f"{'':<28} GET-class requests", before, after, GET_CLASS, size)
 
 
 def main():
@@ -208,6 +229,10 @@ def main():
         peak = max(s[1]["aerostream_tier_upload_lag_seconds"] for s in sampler.samples)
         peak_mb = max(s[1]["aerostream_local_unuploaded_bytes"] for s in sampler.samples) / MB
         out(f"peak upload lag {peak:.1f} s, peak local unuploaded {peak_mb:.1f} MB")
+        if STORE == "file":
+            out("object-store requests: not counted (the local folder store hard-links uploads)")
+        else:
+            requests_line("PUT-class requests while uploading (S3 bills LIST as PUT too):", m0, m2, PUT_CLASS, total - m0["aerostream_tier_uploaded_bytes_total"])
         out(f"CPU from first produce to zero lag ({zero - start:.1f} s wall): broker {cpu['broker']:.1f} s, "
             f"S3 server {cpu['moto']:.1f} s (of {os.cpu_count()} cores)")
 

@@ -2,7 +2,10 @@
 # Tiered-storage benchmark: produce/upload throughput and cold/warm reads
 # through the release `aerostream` binary, first against moto S3 (started
 # here), then against the local folder store for comparison (the uploader
-# without an S3 server competing for the CPU). Reports figures into
+# without an S3 server competing for the CPU), with the object-store
+# requests the agent counted per GiB uploaded and read (PUT-class and
+# GET-class, as S3 bills them; /metrics' aerostream_object_store_requests_total).
+# Reports figures into
 # benchmarks/results/2026-11-30-vm/tiering.txt (or BENCH_OUT); asserts
 # nothing. Sizes: see scripts/bench/tiering.py (BENCH_MB, ...);
 # BENCH_STORES picks the runs (default "s3 file").

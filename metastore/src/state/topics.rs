@@ -58,14 +58,40 @@ impl MetaState {
             .collect()
     }
 
-    /// Round-robin placement over live agents, continuing from the cursor so
-    /// that leaders spread across topics.
+    /// The placeable agents in the order replicas are handed out: by id,
+    /// or, when agents name their racks (zones), taking one agent of each
+    /// rack in turn (racks by name, agents by id within a rack), so that
+    /// consecutive agents, and so a partition's replicas, sit in different
+    /// racks as far as there are racks (Kafka's rack-aware assignment).
+    fn placement_order(&self) -> Vec<AgentId> {
+        let live = self.placeable_agents();
+        let rack_of = |id: &AgentId| self.agents.get(id).and_then(|a| a.rack.clone());
+        if live.iter().all(|id| rack_of(id).is_none()) {
+            return live;
+        }
+        let mut by_rack: BTreeMap<String, std::collections::VecDeque<AgentId>> = BTreeMap::new();
+        for id in &live {
+            by_rack.entry(rack_of(id).unwrap_or_default()).or_default().push_back(*id);
+        }
+        let mut order = Vec::with_capacity(live.len());
+        while order.len() < live.len() {
+            for agents in by_rack.values_mut() {
+                if let Some(id) = agents.pop_front() {
+                    order.push(id);
+                }
+            }
+        }
+        order
+    }
+
+    /// Round-robin placement over live agents (in [`Self::placement_order`]),
+    /// continuing from the cursor so that leaders spread across topics.
     fn assign(
         &self,
         partitions: std::ops::Range<i32>,
         rf: usize,
     ) -> Result<Vec<Vec<AgentId>>, MetaError> {
-        let live = self.placeable_agents();
+        let live = self.placement_order();
         if rf == 0 || rf > live.len() {
             return Err(MetaError::InvalidReplicationFactor {
                 reason: format!(

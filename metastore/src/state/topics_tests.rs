@@ -1,9 +1,9 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::testkit::*;
 use super::*;
 use crate::command::Command;
-use crate::types::{CommittedOffset, OffsetCommit, SegmentEntry};
+use crate::types::{AgentAddrs, AgentRegistration, CommittedOffset, OffsetCommit, SegmentEntry};
 
 fn create_cmd(spec: CreateTopic, validate_only: bool) -> Command {
     Command::CreateTopic {
@@ -37,6 +37,41 @@ fn create_topic_places_replicas_round_robin_with_first_replica_leading() {
     );
     assert_eq!(s.topic("orders").map(|t| &**t), Some(&t));
     assert_eq!(s.topic_by_id(t.id).map(|t| &**t), Some(&t));
+}
+
+/// Agents in zones: each partition's replicas are in as many zones as
+/// there are (Kafka's rack-aware assignment), leaders still spread evenly;
+/// agent ids that sort by zone would otherwise put replicas side by side.
+#[test]
+fn replicas_spread_over_racks_when_agents_name_theirs() {
+    let mut s = MetaState::default();
+    let racks = ["az-a", "az-a", "az-b", "az-b", "az-c", "az-c"];
+    for (i, rack) in racks.iter().enumerate() {
+        let registration = AgentRegistration {
+            id: i as u64 + 1,
+            addrs: AgentAddrs {
+                kafka: Some(format!("127.0.0.1:{}", 9001 + i)),
+                ..AgentAddrs::default()
+            },
+            rack: Some((*rack).to_owned()),
+            instance: None,
+        };
+        apply(&mut s, Command::RegisterAgent { registration }).unwrap();
+    }
+    let rack = |id: u64| racks[id as usize - 1];
+    let t = create(&mut s, "zoned", 12, 3);
+    let mut leaders: BTreeMap<u64, usize> = BTreeMap::new();
+    for p in &t.partitions {
+        let zones: BTreeSet<&str> = p.replicas.iter().map(|r| rack(*r)).collect();
+        assert_eq!(zones.len(), 3, "partition {} on {:?}", p.index, p.replicas);
+        *leaders.entry(p.leader.unwrap()).or_default() += 1;
+    }
+    assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2; 6]);
+    // two zones for three replicas: both used, neither twice in a row
+    let t = create(&mut s, "two-of-three", 4, 2);
+    for p in &t.partitions {
+        assert_ne!(rack(p.replicas[0]), rack(p.replicas[1]), "{:?}", p.replicas);
+    }
 }
 
 #[test]

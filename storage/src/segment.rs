@@ -332,6 +332,12 @@ impl Segment {
             if h.base_offset < self.next_offset || h.records_count <= 0 || h.last_offset_delta < 0 {
                 break Some("batch offsets do not continue the segment");
             }
+            // The index holds offsets relative to the segment's base in 32
+            // bits, so no batch of the segment lies further out (the base
+            // offset is outside the batch's CRC: a damaged one shows here)
+            if u32::try_from(h.last_offset().saturating_sub(self.base_offset)).is_err() {
+                break Some("batch offsets lie beyond what the segment indexes");
+            }
             let len = Segment::header_len(&h);
             if verify_crc && !self.crc_matches(pos, len, h.crc, &mut buf)? {
                 break Some("CRC mismatch");

@@ -71,7 +71,10 @@ impl MetaState {
         }
         let mut by_rack: BTreeMap<String, std::collections::VecDeque<AgentId>> = BTreeMap::new();
         for id in &live {
-            by_rack.entry(rack_of(id).unwrap_or_default()).or_default().push_back(*id);
+            by_rack
+                .entry(rack_of(id).unwrap_or_default())
+                .or_default()
+                .push_back(*id);
         }
         let mut order = Vec::with_capacity(live.len());
         while order.len() < live.len() {

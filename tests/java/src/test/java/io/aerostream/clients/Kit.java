@@ -21,6 +21,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -83,10 +84,24 @@ final class Kit {
         // metadata a moment before it takes writes (Apache Kafka then answers
         // NOT_LEADER_OR_FOLLOWER, and an idempotent producer's next batches
         // OUT_OF_ORDER_SEQUENCE_NUMBER); ListOffsets is served by leaders only
-        // and the admin retries it until they serve
+        // and the admin retries it until they serve. Behind a load balancer
+        // the admin's next metadata request may reach a broker that has not
+        // learnt of the topic yet, which the admin does not retry: ask again.
         Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
         partitions(name, partitions).forEach(tp -> latest.put(tp, OffsetSpec.latest()));
-        admin.listOffsets(latest).all().get();
+        eventually("every leader of " + name + " answers ListOffsets", () -> {
+            try {
+                admin.listOffsets(latest).all().get();
+                return true;
+            } catch (ExecutionException e) {
+                if (e.getCause() instanceof UnknownTopicOrPartitionException) {
+                    return false;
+                }
+                throw new AssertionError(e);
+            } catch (InterruptedException e) {
+                throw new AssertionError(e);
+            }
+        });
         return name;
     }
 

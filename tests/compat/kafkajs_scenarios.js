@@ -38,7 +38,8 @@ async function topic(prefix, numPartitions = 1, configEntries = []) {
 
 // kafkajs's own `waitForLeaders` gives up on the first UNKNOWN_TOPIC_OR_PARTITION,
 // which Apache Kafka answers while its metadata cache has not yet caught up
-// with the controller's record of a new topic; this waits through it.
+// with the controller's record of a new topic; this waits through it, and
+// until every partition's leader answers ListOffsets for it.
 async function leadersOf(admin, name, numPartitions) {
   const deadline = Date.now() + PATIENCE_MS;
   let last = 'no answer';
@@ -46,8 +47,16 @@ async function leadersOf(admin, name, numPartitions) {
     try {
       const { topics } = await admin.fetchTopicMetadata({ topics: [name] });
       const parts = (topics[0] && topics[0].partitions) || [];
-      if (parts.length === numPartitions && parts.every((p) => p.leader >= 0)) return;
-      last = `${parts.length} of ${numPartitions} partitions with a leader`;
+      if (parts.length === numPartitions && parts.every((p) => p.leader >= 0)) {
+        // a leader in the metadata does not yet mean the leader hosts the
+        // partition (Apache Kafka answers NOT_LEADER / UNKNOWN_TOPIC_OR_PARTITION
+        // to a produce for a moment longer); ListOffsets asks the leader itself
+        const offsets = await admin.fetchTopicOffsets(name);
+        if (offsets.length === numPartitions) return;
+        last = `offsets of ${offsets.length} of ${numPartitions} partitions`;
+      } else {
+        last = `${parts.length} of ${numPartitions} partitions with a leader`;
+      }
     } catch (e) {
       last = e.message;
     }

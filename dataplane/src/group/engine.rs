@@ -272,6 +272,12 @@ impl GroupEngine {
         if group.members.is_empty() {
             group.protocol_type = Some(req.protocol_type.clone());
         }
+        if previous.is_none()
+            && group.state == GroupState::PreparingRebalance
+            && group.generation == 0
+        {
+            group.new_member_added = true;
+        }
         group.members.insert(member_id.clone(), member);
         if group.leader.is_none() {
             group.leader = Some(member_id.clone());
@@ -378,6 +384,11 @@ impl GroupEngine {
             group.rebalance_timeout()
         };
         group.initial_delay = group.state == GroupState::Empty && delay > 0;
+        if group.initial_delay {
+            group.initial_delay_step_ms = delay;
+            group.initial_delay_remaining_ms = (group.rebalance_timeout() - delay).max(0);
+            group.new_member_added = false;
+        }
         group.state = GroupState::PreparingRebalance;
         group.phase_deadline = Some(now_ms + delay);
         out
@@ -388,12 +399,34 @@ impl GroupEngine {
             return Vec::new();
         }
         let deadline_passed = group.phase_deadline.is_none_or(|d| now_ms >= d);
+        if deadline_passed && Self::extend_initial_delay(group, now_ms) {
+            return Vec::new();
+        }
         let waiting_initial = group.initial_delay && !deadline_passed;
         if (group.all_joined() && !waiting_initial) || deadline_passed {
             Self::complete_join(group, now_ms)
         } else {
             Vec::new()
         }
+    }
+
+    /// As Kafka's coordinator does, the first rebalance of a new group
+    /// waits the initial delay again while members keep arriving, each
+    /// time for as long as that delay, until the rebalance timeout is
+    /// spent: consumers starting together land in one generation. True
+    /// when the delay was extended.
+    fn extend_initial_delay(group: &mut Group, now_ms: i64) -> bool {
+        if !group.initial_delay || !group.new_member_added || group.initial_delay_remaining_ms <= 0
+        {
+            return false;
+        }
+        group.new_member_added = false;
+        let step = group
+            .initial_delay_step_ms
+            .min(group.initial_delay_remaining_ms);
+        group.initial_delay_remaining_ms -= step;
+        group.phase_deadline = Some(now_ms + step);
+        true
     }
 
     fn complete_join(group: &mut Group, now_ms: i64) -> Vec<Reply> {
@@ -765,7 +798,9 @@ impl GroupEngine {
             if group.phase_deadline.is_some_and(|d| d <= now_ms) {
                 match group.state {
                     GroupState::PreparingRebalance => {
-                        out.extend(Self::complete_join(group, now_ms));
+                        if !Self::extend_initial_delay(group, now_ms) {
+                            out.extend(Self::complete_join(group, now_ms));
+                        }
                     }
                     GroupState::CompletingRebalance => {
                         // The leader never sent the assignment: start over without the laggards.

@@ -85,9 +85,15 @@ pub(crate) fn sync_reply(replies: &[Reply], id: ReplyId) -> SyncResponse {
 }
 
 /// Brings two members to a stable generation; returns (leader, follower, generation).
+/// The members join a full delay early: the second one's arrival extends
+/// the initial delay once, so generation 1 forms at `DELAY`.
 pub(crate) fn stable_pair(e: &mut GroupEngine) -> (String, String, i32) {
-    assert!(e.join(0, join_req("", None), 1).is_empty());
-    assert!(e.join(10, join_req("", None), 2).is_empty());
+    assert!(e.join(-DELAY, join_req("", None), 1).is_empty());
+    assert!(e.join(10 - DELAY, join_req("", None), 2).is_empty());
+    assert!(
+        e.tick(0).is_empty(),
+        "a second member extends the initial delay"
+    );
     let out = e.tick(DELAY);
     let a = join_reply(&out, 1);
     let b = join_reply(&out, 2);
@@ -153,8 +159,10 @@ fn join_without_member_id_gets_member_id_required_then_joins_with_it() {
 #[test]
 fn only_the_leader_receives_the_member_list() {
     let mut e = engine();
-    e.join(0, join_req("", None), 1);
-    e.join(0, join_req("", None), 2);
+    e.join(-DELAY, join_req("", None), 1);
+    e.join(-DELAY, join_req("", None), 2);
+    // the second member's arrival extended the initial delay once
+    assert!(e.tick(0).is_empty());
     let out = e.tick(DELAY);
     let a = join_reply(&out, 1);
     let b = join_reply(&out, 2);
@@ -171,8 +179,10 @@ fn only_the_leader_receives_the_member_list() {
 #[test]
 fn sync_hands_each_member_the_assignment_the_leader_chose() {
     let mut e = engine();
-    e.join(0, join_req("", None), 1);
-    e.join(0, join_req("", None), 2);
+    e.join(-DELAY, join_req("", None), 1);
+    e.join(-DELAY, join_req("", None), 2);
+    // the second member's arrival extended the initial delay once
+    assert!(e.tick(0).is_empty());
     let out = e.tick(DELAY);
     let a = join_reply(&out, 1);
     let b = join_reply(&out, 2);
@@ -383,8 +393,10 @@ fn sync_from_an_old_generation_is_illegal() {
 #[test]
 fn restarted_static_follower_keeps_its_assignment_without_a_rebalance() {
     let mut e = engine();
-    e.join(0, join_req("", Some("a")), 1);
-    e.join(0, join_req("", Some("b")), 2);
+    e.join(-DELAY, join_req("", Some("a")), 1);
+    e.join(-DELAY, join_req("", Some("b")), 2);
+    // the second member's arrival extended the initial delay once
+    assert!(e.tick(0).is_empty());
     let out = e.tick(DELAY);
     let (ra, rb) = (join_reply(&out, 1), join_reply(&out, 2));
     let (leader, follower, follower_instance) = if ra.leader == ra.member_id {
@@ -496,9 +508,11 @@ fn stable_static_group(e: &mut GroupEngine) -> StaticGroup {
     let meta = subscription(&["t"], &[], -1);
     for (i, inst) in ["a", "b", "c"].iter().enumerate() {
         assert!(e
-            .join(0, static_join(inst, meta.clone()), i as u64 + 1)
+            .join(-DELAY, static_join(inst, meta.clone()), i as u64 + 1)
             .is_empty());
     }
+    // the second member's arrival extended the initial delay once
+    assert!(e.tick(0).is_empty());
     let out = e.tick(DELAY);
     let mut ids = HashMap::new();
     let mut leader = String::new();
@@ -697,8 +711,10 @@ fn restarted_static_member_during_the_sync_phase_rebalances() {
     // even a follower's new incarnation starts a rebalance.
     let mut e = engine();
     let meta = subscription(&["t"], &[], -1);
-    e.join(0, static_join("a", meta.clone()), 1);
-    e.join(0, static_join("b", meta.clone()), 2);
+    e.join(-DELAY, static_join("a", meta.clone()), 1);
+    e.join(-DELAY, static_join("b", meta.clone()), 2);
+    // the second member's arrival extended the initial delay once
+    assert!(e.tick(0).is_empty());
     let out = e.tick(DELAY);
     let (ra, rb) = (join_reply(&out, 1), join_reply(&out, 2));
     let ((leader, leader_inst), (follower, follower_inst)) = if ra.leader == ra.member_id {
@@ -919,4 +935,44 @@ fn consumer_subscriptions_compare_by_topics() {
         &p(t),
         &p(subscription(&["t", "u"], &[1], 2))
     ));
+}
+
+#[test]
+fn a_member_arriving_during_the_initial_delay_extends_it_once_more() {
+    let mut e = engine();
+    assert!(e.join(0, join_req("", None), 1).is_empty());
+    assert!(e.join(1_000, join_req("", None), 2).is_empty());
+    assert!(e.tick(DELAY).is_empty(), "a new member arrived: wait again");
+    assert_eq!(e.next_deadline(), Some(2 * DELAY));
+    assert!(e.tick(2 * DELAY - 1).is_empty());
+    let out = e.tick(2 * DELAY);
+    assert_eq!(join_reply(&out, 1).generation_id, 1);
+    assert_eq!(join_reply(&out, 2).generation_id, 1);
+    assert_eq!(join_reply(&out, 1).leader, join_reply(&out, 2).leader);
+}
+
+#[test]
+fn members_arriving_without_end_wait_no_longer_than_the_rebalance_timeout() {
+    // join_req asks for a 20 s rebalance timeout
+    let mut e = engine();
+    assert!(e.join(0, join_req("", None), 1).is_empty());
+    let mut reply = 2;
+    let mut now = 0;
+    let formed_at = loop {
+        let deadline = e.next_deadline().expect("the join phase has an end");
+        assert!(e.join(deadline - 1, join_req("", None), reply).is_empty());
+        reply += 1;
+        now = deadline;
+        let out = e.tick(now);
+        if !out.is_empty() {
+            assert_eq!(join_reply(&out, 1).generation_id, 1);
+            break now;
+        }
+        assert!(now < 20_000, "still waiting at {now} ms");
+    };
+    assert_eq!(formed_at, 20_000);
+    assert_eq!(
+        described(&e, "g").map(|d| d.members.len()),
+        Some(reply as usize - 1)
+    );
 }

@@ -52,6 +52,14 @@ pub(super) struct Group {
     pub(super) phase_deadline: Option<i64>,
     /// A rebalance out of `Empty` waits for the initial delay even when all have joined.
     pub(super) initial_delay: bool,
+    /// The configured initial delay, the step by which it is extended.
+    pub(super) initial_delay_step_ms: i64,
+    /// How much longer the initial delay may still be extended (what is
+    /// left of the rebalance timeout).
+    pub(super) initial_delay_remaining_ms: i64,
+    /// A member new to a never-balanced group arrived during the current
+    /// step of the initial delay.
+    pub(super) new_member_added: bool,
 }
 
 impl Group {
@@ -67,6 +75,9 @@ impl Group {
             static_members: HashMap::new(),
             phase_deadline: None,
             initial_delay: false,
+            initial_delay_step_ms: 0,
+            initial_delay_remaining_ms: 0,
+            new_member_added: false,
         }
     }
 

@@ -957,12 +957,11 @@ fn members_arriving_without_end_wait_no_longer_than_the_rebalance_timeout() {
     let mut e = engine();
     assert!(e.join(0, join_req("", None), 1).is_empty());
     let mut reply = 2;
-    let mut now = 0;
     let formed_at = loop {
         let deadline = e.next_deadline().expect("the join phase has an end");
         assert!(e.join(deadline - 1, join_req("", None), reply).is_empty());
         reply += 1;
-        now = deadline;
+        let now = deadline;
         let out = e.tick(now);
         if !out.is_empty() {
             assert_eq!(join_reply(&out, 1).generation_id, 1);

@@ -248,6 +248,8 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             ..BrokerConfig::default()
         },
         http_extensions,
+        // opened once this agent is registered (below)
+        hold_clients: true,
     };
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
@@ -314,6 +316,7 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     // several heartbeats per lease, so one lost or late does not fence us
     let heartbeat = metastore::agent_heartbeat_interval(Duration::from_millis(s.agent_lease_ms));
     let keep_alive = meta.keep_agent_alive(registration, heartbeat);
+    gw.open_to_clients();
     // Open every partition now rather than on first use, so segments sealed
     // but not yet uploaded before a restart go up without waiting for a client.
     gw.broker().node.open_led_partitions().await;

@@ -314,6 +314,9 @@ pub struct Broker {
     /// while requests are still served.
     leaving: std::sync::atomic::AtomicBool,
     shutting_down: tokio::sync::watch::Sender<bool>,
+    /// Whether the Kafka and native listeners accept clients (see
+    /// `GatewayOptions::hold_clients`).
+    clients_open: tokio::sync::watch::Sender<bool>,
     /// When this broker was built: the cost report's counts cover the time since.
     pub started: std::time::Instant,
 }
@@ -345,6 +348,7 @@ impl Broker {
             forwarder: OnceLock::new(),
             leaving: std::sync::atomic::AtomicBool::new(false),
             shutting_down: tokio::sync::watch::channel(false).0,
+            clients_open: tokio::sync::watch::channel(true).0,
             started: std::time::Instant::now(),
         }
     }
@@ -406,6 +410,27 @@ impl Broker {
     pub fn begin_shutdown(&self) {
         self.begin_leaving();
         self.shutting_down.send_replace(true);
+    }
+
+    /// Keeps the listeners from accepting clients until
+    /// [`Broker::open_to_clients`].
+    pub fn hold_clients(&self) {
+        self.clients_open.send_replace(false);
+    }
+
+    pub fn open_to_clients(&self) {
+        self.clients_open.send_replace(true);
+    }
+
+    /// Waits until the listeners may accept clients; false when `stop`
+    /// came first.
+    pub async fn clients_may_connect(&self, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+        let mut open = self.clients_open.subscribe();
+        tokio::select! {
+            biased;
+            _ = stop.changed() => false,
+            r = open.wait_for(|open| *open) => r.is_ok(),
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {

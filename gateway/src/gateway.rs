@@ -43,6 +43,12 @@ pub struct GatewayOptions {
     pub broker: BrokerConfig,
     /// Figures and endpoints the binary adds to the HTTP listener.
     pub http_extensions: Vec<Arc<dyn crate::http::HttpExtension>>,
+    /// Bind the Kafka and native listeners but accept no client until
+    /// [`Gateway::open_to_clients`]: an agent registers with the metastore
+    /// in between, so that its first client cannot find it missing from
+    /// the cluster (a topic created then would have no agent to live on).
+    /// Connections wait in the listen backlog meanwhile.
+    pub hold_clients: bool,
 }
 
 impl Default for GatewayOptions {
@@ -59,6 +65,7 @@ impl Default for GatewayOptions {
             shards: 1,
             broker: BrokerConfig::default(),
             http_extensions: Vec::new(),
+            hold_clients: false,
         }
     }
 }
@@ -189,6 +196,9 @@ impl Gateway {
         };
         let groups = Coordinator::start(config.group.clone(), prefix, ownership);
         let broker = Arc::new(Broker::new(config, catalog, partitions, groups));
+        if opts.hold_clients {
+            broker.hold_clients();
+        }
         let (stop, stop_rx) = watch::channel(false);
         tokio::spawn(dataplane::partition::hw_checkpoint::run(
             broker.node.catalog.clone(),
@@ -297,6 +307,12 @@ impl Gateway {
             schema_registry_addr,
             http_extensions,
         })
+    }
+
+    /// Starts accepting Kafka and native clients held back by
+    /// [`GatewayOptions::hold_clients`].
+    pub fn open_to_clients(&self) {
+        self.broker.open_to_clients();
     }
 
     pub fn kafka_addr(&self) -> SocketAddr {

@@ -157,6 +157,9 @@ pub async fn accept<F, Fut>(
             return;
         }
     };
+    if !broker.clients_may_connect(&mut stop).await {
+        return;
+    }
     loop {
         tokio::select! {
             biased;

@@ -492,3 +492,35 @@ async fn a_sasl_session_ends_unless_the_client_authenticates_again_as_itself() {
     assert_eq!(counter(&metrics.sasl_expired), 1);
     gw.shutdown().await;
 }
+
+/// An agent binds its listeners, registers with the metastore, then opens
+/// them: a client connecting in between is answered only once it is open
+/// (it waits in the listen backlog), so it never meets an agent the
+/// cluster does not know yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_gateway_answers_its_first_clients_once_opened() {
+    let backends = Backends::start(Logs::Disk, BrokerConfig::default().node_id).await;
+    let opts = GatewayOptions {
+        shards: 2,
+        hold_clients: true,
+        ..GatewayOptions::default()
+    };
+    let gw = Gateway::start(opts, backends.meta.clone(), backends.logs.clone())
+        .await
+        .unwrap();
+    let mut s = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    let early = tokio::spawn(async move {
+        let code = api_versions_code(&mut s).await;
+        (code, s)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!early.is_finished(), "answered while held");
+    gw.open_to_clients();
+    let (code, _s) = tokio::time::timeout(std::time::Duration::from_secs(10), early)
+        .await
+        .expect("answered once opened")
+        .unwrap();
+    assert_eq!(code, 0);
+    let mut later = TcpStream::connect(gw.kafka_addr()).await.unwrap();
+    assert_eq!(api_versions_code(&mut later).await, 0);
+}

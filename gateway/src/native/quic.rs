@@ -392,6 +392,10 @@ pub(crate) async fn serve(
 ) {
     let tracker = TaskTracker::new();
     let mut next = 0usize;
+    if !broker.clients_may_connect(&mut stop).await {
+        endpoint.close(CLOSE_SHUTDOWN.into(), b"shutdown");
+        return;
+    }
     loop {
         let incoming = tokio::select! {
             biased;

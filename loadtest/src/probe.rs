@@ -225,22 +225,34 @@ impl ProducerProbe {
     /// The client reported the outcome of a send. `payload` is the message
     /// as sent (its header gives sequence and send time).
     pub fn on_ack(&self, payload: &[u8], outcome: Result<(), &str>) {
+        match payload::peek(payload) {
+            Ok(stamp) => self.on_answer(&stamp, payload.len() as u64, outcome),
+            Err(e) => {
+                self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.shared.note_error("delivery report", &e.to_string());
+            }
+        }
+    }
+
+    /// Sends that will never be answered (their client closed first):
+    /// failed, as librdkafka's purge reports them.
+    pub fn on_purged(&self, n: u64, why: &str) {
+        if n > 0 {
+            self.shared.counters.failed.fetch_add(n, Ordering::Relaxed);
+            self.shared.note_error("produce", why);
+        }
+    }
+
+    /// [`ProducerProbe::on_ack`] for a message whose stamp the client read
+    /// when sending it (`len`: the message's size).
+    pub fn on_answer(&self, stamp: &payload::Stamp, len: u64, outcome: Result<(), &str>) {
         let now = self.shared.clock.now_us();
         let c = &self.shared.counters;
-        let stamp = match payload::peek(payload) {
-            Ok(s) => s,
-            Err(e) => {
-                c.failed.fetch_add(1, Ordering::Relaxed);
-                self.shared.note_error("delivery report", &e.to_string());
-                return;
-            }
-        };
         match outcome {
             Ok(()) => {
                 self.shared.ledger.acked(stamp.producer, stamp.sequence);
                 c.acked.fetch_add(1, Ordering::Relaxed);
-                c.bytes_acked
-                    .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                c.bytes_acked.fetch_add(len, Ordering::Relaxed);
                 let latency = now.saturating_sub(stamp.send_us);
                 let mut h = relock(&self.hists);
                 h.window.record_us(latency);

@@ -84,6 +84,11 @@ pub enum Error {
     /// this producer can do nothing more; make a new one.
     #[error("the producer was fenced: {0}")]
     ProducerFenced(String),
+    /// A producer holds [`crate::ProducerConfig::buffer_bytes`] of records
+    /// already: [`crate::Producer::send_with`] queued nothing. Wait for
+    /// answers (or flush) and send again.
+    #[error("the producer's buffer of {max} bytes is full")]
+    BufferFull { max: usize },
     /// The call does not fit the state of the producer's transaction (no
     /// transaction begun, one already begun, a send of it failed, …).
     #[error("invalid transaction state: {0}")]
@@ -101,7 +106,8 @@ impl Error {
             | Error::Closed
             | Error::Timeout
             | Error::UnknownTopic(_)
-            | Error::UnknownNode(_) => true,
+            | Error::UnknownNode(_)
+            | Error::BufferFull { .. } => true,
             Error::Server { code, .. } => code.is_retriable(),
             Error::Protocol(_)
             | Error::Tls { .. }

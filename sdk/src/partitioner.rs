@@ -61,7 +61,8 @@ pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
 #[derive(Debug)]
 pub(crate) struct StickyPartitioner {
     batch_bytes: usize,
-    topics: HashMap<String, Sticky>,
+    /// Looked up once per keyless record: a fast hasher.
+    topics: HashMap<String, Sticky, foldhash::fast::RandomState>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +75,7 @@ impl StickyPartitioner {
     pub(crate) fn new(batch_bytes: usize) -> StickyPartitioner {
         StickyPartitioner {
             batch_bytes: batch_bytes.max(1),
-            topics: HashMap::new(),
+            topics: HashMap::default(),
         }
     }
 

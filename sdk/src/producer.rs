@@ -187,6 +187,9 @@ impl std::fmt::Debug for Producer {
 
 struct Shared {
     commands: mpsc::UnboundedSender<Command>,
+    /// The topic name last sent to, shared by the records that follow
+    /// rather than copied into each.
+    last_topic: std::sync::Mutex<Option<Arc<str>>>,
     /// A transactional producer's transaction.
     txn: Option<TxnRef>,
     /// One permit per byte of record held.
@@ -205,11 +208,30 @@ enum Command {
 }
 
 struct Queued {
-    topic: String,
+    topic: Arc<str>,
     partition: Option<u32>,
     record: Record,
-    reply: oneshot::Sender<Result<Delivery, Error>>,
+    reply: Reply,
     permit: OwnedSemaphorePermit,
+}
+
+/// Where a record's answer goes.
+enum Reply {
+    /// The future [`Producer::send`] returned.
+    Future(oneshot::Sender<Result<Delivery, Error>>),
+    /// The function given to [`Producer::send_with`], called on the
+    /// background task.
+    Callback(Box<dyn FnOnce(Result<Delivery, Error>) + Send>),
+}
+
+impl Reply {
+    fn answer(self, result: Result<Delivery, Error>) {
+        match self {
+            // nobody waits for a dropped future's answer
+            Reply::Future(tx) => drop(tx.send(result)),
+            Reply::Callback(f) => f(result),
+        }
+    }
 }
 
 /// Counts a send among the waiting ones while it lives.
@@ -245,6 +267,7 @@ impl Producer {
         });
         let shared = Arc::new(Shared {
             commands,
+            last_topic: std::sync::Mutex::new(None),
             txn: txn.clone(),
             buffer: Arc::new(Semaphore::new(config.buffer_bytes)),
             buffer_bytes: config.buffer_bytes,
@@ -289,10 +312,11 @@ impl Producer {
         mut record: Record,
     ) -> impl Future<Output = Result<Delivery, Error>> + Send + 'static {
         record.timestamp.get_or_insert_with(now_ms);
-        let topic = topic.to_owned();
+        let topic = self.topic_name(topic);
         let size = record.estimated_size();
         let shared = Arc::clone(&self.shared);
         let (reply, answer) = oneshot::channel();
+        let reply = Reply::Future(reply);
         let mut too_large = None;
         let mut later = None;
         let outside = shared
@@ -349,6 +373,106 @@ impl Producer {
                 drop(waiting);
             }
             answer.await.map_err(|_| Error::Closed)?
+        }
+    }
+
+    /// Sends a record to `topic` (to the partition of its key, or the one
+    /// keyless records stick to) and calls `on_delivery` with its answer,
+    /// instead of returning a future: the cheaper way to send many records
+    /// whose answers are only counted or logged (Kafka's `send` with a
+    /// callback, librdkafka's delivery report).
+    ///
+    /// The record is queued now, in order with every other send, or not at
+    /// all: `Err(BufferFull)` when the producer holds
+    /// [`ProducerConfig::buffer_bytes`] already (or earlier sends wait for
+    /// room), and the errors [`Producer::send`]'s future would give at
+    /// once (a record too large, a transactional producer outside a
+    /// transaction, a closed producer). `on_delivery` is then never called;
+    /// otherwise it is called exactly once, on the producer's background
+    /// task: it must not block (hand heavy work to a channel).
+    pub fn send_with<F>(&self, topic: &str, record: Record, on_delivery: F) -> Result<(), Error>
+    where
+        F: FnOnce(Result<Delivery, Error>) + Send + 'static,
+    {
+        self.queue_now(topic, None, record, Reply::Callback(Box::new(on_delivery)))
+    }
+
+    /// [`Producer::send_with`] to a chosen partition.
+    pub fn send_to_with<F>(
+        &self,
+        topic: &str,
+        partition: u32,
+        record: Record,
+        on_delivery: F,
+    ) -> Result<(), Error>
+    where
+        F: FnOnce(Result<Delivery, Error>) + Send + 'static,
+    {
+        self.queue_now(
+            topic,
+            Some(partition),
+            record,
+            Reply::Callback(Box::new(on_delivery)),
+        )
+    }
+
+    fn queue_now(
+        &self,
+        topic: &str,
+        partition: Option<u32>,
+        mut record: Record,
+        reply: Reply,
+    ) -> Result<(), Error> {
+        let shared = &self.shared;
+        if let Some(txn) = &shared.txn {
+            txn.require(Phase::InTransaction, "send")?;
+        }
+        record.timestamp.get_or_insert_with(now_ms);
+        let size = record.estimated_size();
+        let permits = u32::try_from(size)
+            .ok()
+            .filter(|_| size <= shared.buffer_bytes)
+            .ok_or(Error::TooLarge {
+                what: "a record",
+                size,
+                max: shared.buffer_bytes,
+            })?;
+        let full = || Error::BufferFull {
+            max: shared.buffer_bytes,
+        };
+        if shared.waiting.load(Ordering::SeqCst) != 0 {
+            return Err(full());
+        }
+        let permit = Arc::clone(&shared.buffer)
+            .try_acquire_many_owned(permits)
+            .map_err(|_| full())?;
+        let queued = Queued {
+            topic: self.topic_name(topic),
+            partition,
+            record,
+            reply,
+            permit,
+        };
+        shared
+            .commands
+            .send(Command::Send(queued))
+            .map_err(|_| Error::Closed)
+    }
+
+    /// `topic` as a shared name: the last one sent to again, or a new one.
+    fn topic_name(&self, topic: &str) -> Arc<str> {
+        let mut last = self
+            .shared
+            .last_topic
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*last {
+            Some(name) if **name == *topic => Arc::clone(name),
+            _ => {
+                let name: Arc<str> = Arc::from(topic);
+                *last = Some(Arc::clone(&name));
+                name
+            }
         }
     }
 
@@ -479,7 +603,7 @@ const COMMANDS_PER_PASS: usize = 1024;
 /// What the engine holds for each record: enough to answer it.
 struct Waiter {
     id: u64,
-    reply: oneshot::Sender<Result<Delivery, Error>>,
+    reply: Reply,
     /// Returns the record's bytes to the buffer when answered.
     _permit: OwnedSemaphorePermit,
 }
@@ -754,20 +878,20 @@ impl Driver {
 
     /// Puts a record in its partition, or parks it until the topic's
     /// metadata is known. Parked records of a topic go first, in order.
-    fn place(&mut self, topic: String, partition: Option<u32>, record: Record, waiter: Waiter) {
+    fn place(&mut self, topic: Arc<str>, partition: Option<u32>, record: Record, waiter: Waiter) {
         let route = self
             .client
             .cached_route(&topic)
             .filter(|r| r.partitions() > 0);
         let route = match route {
-            Some(route) if !self.parked.contains_key(&topic) => route,
+            Some(route) if !self.parked.contains_key(&*topic) => route,
             _ => {
                 self.parked
-                    .entry(topic.clone())
+                    .entry(topic.to_string())
                     .or_default()
                     .records
                     .push((partition, record, waiter));
-                self.refresh(topic, Duration::ZERO);
+                self.refresh(topic.to_string(), Duration::ZERO);
                 return;
             }
         };
@@ -776,7 +900,7 @@ impl Driver {
             (Some(p), _) if p < partitions => p,
             (Some(p), _) => {
                 let e = Error::UnknownPartition {
-                    topic,
+                    topic: topic.to_string(),
                     partition: p,
                 };
                 self.answer(vec![(waiter, Err(e))]);
@@ -811,8 +935,9 @@ impl Driver {
                     .cached_route(&topic)
                     .is_some_and(|r| r.partitions() > 0)
                 {
+                    let name: Arc<str> = Arc::from(topic.as_str());
                     for (partition, record, waiter) in parked.records {
-                        self.place(topic.clone(), partition, record, waiter);
+                        self.place(Arc::clone(&name), partition, record, waiter);
                     }
                     return;
                 }
@@ -881,7 +1006,7 @@ impl Driver {
                 txn.send_failed(e);
             }
             self.outstanding.remove(&waiter.id);
-            let _ = waiter.reply.send(result.map(Into::into));
+            waiter.reply.answer(result.map(Into::into));
         }
         self.settle_flushes();
     }

@@ -314,3 +314,73 @@ fn a_transactional_configuration_is_checked() {
         .validate()
         .is_ok());
 }
+
+#[tokio::test]
+async fn callbacks_receive_each_answer_once_in_send_order() {
+    let (double, client) = setup(1, 1).await;
+    let producer = client.producer(ProducerConfig::default()).unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    for (i, v) in values(50).into_iter().enumerate() {
+        let tx = tx.clone();
+        producer
+            .send_with("t", Record::new(v), move |r| {
+                let _ = tx.send((i, r.map(|d| d.offset)));
+            })
+            .unwrap();
+    }
+    drop(tx);
+    let mut answers = Vec::new();
+    while let Some(a) = within(rx.recv()).await {
+        answers.push(a);
+    }
+    let want: Vec<(usize, Result<i64, Error>)> = (0..50).map(|i| (i, Ok(i as i64))).collect();
+    assert_eq!(format!("{answers:?}"), format!("{want:?}"));
+    let stored: Vec<String> = double.values("t", 0).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(stored, values(50));
+    // a chosen partition that does not exist fails through the callback
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    producer
+        .send_to_with("t", 7, Record::new("v"), move |r| {
+            let _ = tx.send(r);
+        })
+        .unwrap();
+    assert!(matches!(
+        within(rx.recv()).await,
+        Some(Err(Error::UnknownPartition { partition: 7, .. }))
+    ));
+}
+
+#[tokio::test]
+async fn a_callback_send_into_a_full_buffer_queues_nothing() {
+    let (double, client) = setup(1, 1).await;
+    let one = Record::new("r0").with_timestamp(0).estimated_size();
+    let config = ProducerConfig {
+        buffer_bytes: one,
+        linger: Duration::from_millis(200),
+        ..ProducerConfig::default()
+    };
+    let producer = client.producer(config).unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let tx2 = tx.clone();
+    producer
+        .send_with("t", Record::new("r0"), move |r| {
+            let _ = tx.send(r.map(|d| d.offset));
+        })
+        .unwrap();
+    // the first record holds the whole buffer until it is answered
+    let refused = producer.send_with("t", Record::new("r1"), move |r| {
+        let _ = tx2.send(r.map(|d| d.offset));
+    });
+    assert!(
+        matches!(refused, Err(Error::BufferFull { max }) if max == one),
+        "{refused:?}"
+    );
+    assert!(matches!(within(rx.recv()).await, Some(Ok(0))));
+    assert!(
+        within(rx.recv()).await.is_none(),
+        "the refused send's callback never runs"
+    );
+    assert_eq!(double.values("t", 0).len(), 1);
+    let huge = producer.send_with("t", Record::new(vec![0u8; 1000]), |_| {});
+    assert!(matches!(huge, Err(Error::TooLarge { .. })), "{huge:?}");
+}

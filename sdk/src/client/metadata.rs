@@ -64,7 +64,8 @@ impl TopicRoute {
 #[derive(Debug, Default)]
 pub(super) struct MetaCache {
     pub(super) nodes: HashMap<u32, Address>,
-    pub(super) topics: HashMap<String, Arc<TopicRoute>>,
+    /// Looked up once per record a producer routes: a fast hasher.
+    pub(super) topics: HashMap<String, Arc<TopicRoute>, foldhash::fast::RandomState>,
 }
 
 impl MetaCache {

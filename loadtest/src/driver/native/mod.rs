@@ -25,10 +25,10 @@
 //!
 //! # Producers
 //!
-//! `send` copies the payload into a record, hands it to the SDK producer
-//! (which queues it at once) and passes the record's answer future to a
-//! collector task on the runtime, which reports each answer to the probe
-//! as it arrives. Sends beyond `queue.buffering.max.messages` (default
+//! `send` copies the payload into a record and hands it to the SDK
+//! producer with a delivery callback (`Producer::send_with`: queued at
+//! once, no future per record), which reports the answer to the probe on
+//! the SDK's background task. Sends beyond `queue.buffering.max.messages` (default
 //! 100 000, as librdkafka) or `queue.buffering.max.kbytes` (default 1 GiB)
 //! still unanswered return [`SendOutcome::Full`]; the SDK's own buffer is
 //! sized so that it never makes a send wait.
@@ -81,7 +81,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sdk::{Client, ConsumerConfig, Membership, Record};
+use sdk::{Client, ConsumerConfig, Membership};
 use tokio::runtime::Runtime;
 
 use super::bootstrap::{check_native_url, Transport};
@@ -298,12 +298,9 @@ impl Driver for NativeDriver {
         let producer = client
             .producer(self.settings.producer.clone())
             .map_err(|e| sdk_err("starting a producer", e))?;
-        let topic = topic.to_string();
-        let flusher = producer.clone();
-        let send = move |record: Record| producer.send(&topic, record);
         Ok(Box::new(NativeProducer::start(
-            send,
-            flusher,
+            producer,
+            topic.to_string(),
             probe,
             rt,
             self.settings.max_pending_msgs,

@@ -93,13 +93,6 @@ impl ClientRuntime {
         })
     }
 
-    pub(super) fn handle(&self) -> Handle {
-        match self {
-            ClientRuntime::Shared(h) | ClientRuntime::Threaded { handle: h, .. } => h.clone(),
-            ClientRuntime::Owned(rt) => rt.handle().clone(),
-        }
-    }
-
     /// Runs `f` to completion from synchronous code (never from inside a
     /// runtime).
     pub(super) fn block_on<F: Future>(&self, f: F) -> F::Output {

@@ -158,14 +158,35 @@ pub struct BatchOptions {
 /// Encodes `records` as ONE Kafka RecordBatch v2 with base offset 0 (the
 /// broker assigns offsets): what a partition of a `Produce` carries.
 pub fn encode_batch(records: &[Record], options: &BatchOptions) -> Result<Bytes, Error> {
-    if records.is_empty() {
+    let size = records.iter().map(Record::estimated_size).sum();
+    encode_records(records.len(), size, records.iter().cloned(), options)
+}
+
+/// [`encode_batch`] of records it may take apart: keys and values move
+/// into the codec's records instead of being shared with the caller (a
+/// shared `Bytes` made from a `Vec` costs an allocation per record).
+pub(crate) fn encode_batch_owned(
+    records: Vec<Record>,
+    options: &BatchOptions,
+) -> Result<Bytes, Error> {
+    let size = records.iter().map(Record::estimated_size).sum();
+    encode_records(records.len(), size, records.into_iter(), options)
+}
+
+fn encode_records(
+    len: usize,
+    size: usize,
+    records: impl Iterator<Item = Record>,
+    options: &BatchOptions,
+) -> Result<Bytes, Error> {
+    if len == 0 {
         return Err(Error::InvalidRecord(
             "a batch needs at least one record".into(),
         ));
     }
-    let count = i32::try_from(records.len()).map_err(|_| Error::TooLarge {
+    let count = i32::try_from(len).map_err(|_| Error::TooLarge {
         what: "a batch's record count",
-        size: records.len(),
+        size: len,
         max: i32::MAX as usize,
     })?;
     let (producer_id, producer_epoch, base_sequence) = match options.producer {
@@ -185,18 +206,18 @@ pub fn encode_batch(records: &[Record], options: &BatchOptions) -> Result<Bytes,
         }
         None => (kp::NO_PRODUCER_ID, kp::NO_PRODUCER_EPOCH, kp::NO_SEQUENCE),
     };
-    let mut kafka = Vec::with_capacity(records.len());
+    let mut kafka = Vec::with_capacity(len);
     for (i, r) in (0..count).zip(records) {
         let mut headers = IndexMap::with_capacity(r.headers.len());
-        for (k, v) in &r.headers {
-            if headers
-                .insert(StrBytes::from_string(k.clone()), v.clone())
-                .is_some()
-            {
+        for (k, v) in r.headers {
+            let k = StrBytes::from_string(k);
+            if headers.contains_key(&k) {
                 return Err(Error::InvalidRecord(format!(
-                    "header {k:?} appears more than once in a record"
+                    "header {:?} appears more than once in a record",
+                    k.as_str()
                 )));
             }
+            headers.insert(k, v);
         }
         kafka.push(kp::Record {
             transactional: options.transactional,
@@ -212,14 +233,12 @@ pub fn encode_batch(records: &[Record], options: &BatchOptions) -> Result<Bytes,
             // sequence stays the same: Kafka's sequences wrap past i32::MAX.
             sequence: base_sequence.wrapping_add(i),
             timestamp: r.timestamp.unwrap_or(options.now_ms),
-            key: r.key.clone(),
-            value: r.value.clone(),
+            key: r.key,
+            value: r.value,
             headers,
         });
     }
-    let mut buf = BytesMut::with_capacity(
-        BATCH_HEADER_LEN + records.iter().map(Record::estimated_size).sum::<usize>(),
-    );
+    let mut buf = BytesMut::with_capacity(BATCH_HEADER_LEN + size);
     RecordBatchEncoder::encode(
         &mut buf,
         &kafka,

@@ -2,6 +2,7 @@
 //! passed in.
 
 use super::*;
+use crate::record::encode_batch;
 use crate::proto::ErrorCode;
 
 const LINGER: Duration = Duration::from_millis(5);

@@ -2,8 +2,8 @@
 //! passed in.
 
 use super::*;
-use crate::record::encode_batch;
 use crate::proto::ErrorCode;
+use crate::record::encode_batch;
 
 const LINGER: Duration = Duration::from_millis(5);
 

@@ -1,9 +1,13 @@
 //! The producer against the broker double: ordering, partitioning,
 //! retries, idempotence, flush.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
+use futures::FutureExt;
+
 use super::*;
+use crate::proto::ErrorCode;
 use crate::testing::Double;
 
 async fn within<T>(f: impl Future<Output = T>) -> T {
@@ -383,26 +387,4 @@ async fn a_callback_send_into_a_full_buffer_queues_nothing() {
     assert_eq!(double.values("t", 0).len(), 1);
     let huge = producer.send_with("t", Record::new(vec![0u8; 1000]), |_| {});
     assert!(matches!(huge, Err(Error::TooLarge { .. })), "{huge:?}");
-}
-
-#[test]
-fn outstanding_numbers_give_the_first_unanswered_in_any_answer_order() {
-    let mut o = Outstanding::default();
-    assert_eq!(o.first(), None);
-    for id in 1..=5 {
-        o.push(id);
-    }
-    assert_eq!(o.first(), Some(1));
-    o.answered(3);
-    o.answered(2);
-    assert_eq!(o.first(), Some(1));
-    o.answered(1);
-    assert_eq!(o.first(), Some(4));
-    o.answered(9);
-    o.answered(0);
-    o.answered(5);
-    o.answered(4);
-    assert_eq!(o.first(), None);
-    o.push(6);
-    assert_eq!(o.first(), Some(6));
 }

@@ -95,9 +95,19 @@ class Broker:
         # binds it: then the agent exits with "Address already in use", and
         # is started again on ports picked afresh (never on ports the
         # caller chose, nor on a restart, which keeps its ports).
-        picked = [name for name in self.PORTS if getattr(self, name) is None]
+        picked = self.unpicked_ports()
+        self.launch()
+        return self.wait_ready_or_relaunch(picked, timeout)
+
+    def unpicked_ports(self):
+        """The ports the next launch picks (and a retry may pick again)."""
+        return [name for name in self.PORTS if getattr(self, name) is None]
+
+    def wait_ready_or_relaunch(self, picked, timeout=60):
+        """wait_ready; when a port in `picked` (see unpicked_ports, taken
+        before the launch) was taken by someone else first, launches the
+        agent again on ports picked afresh."""
         for attempt in range(3):
-            self.launch()
             try:
                 return self.wait_ready(timeout)
             except RuntimeError as e:
@@ -107,6 +117,7 @@ class Broker:
                       "starting it again on other ports")
                 for name in picked:
                     setattr(self, name, None)
+                self.launch()
 
     def launch(self):
         """Starts the process without waiting for it to serve."""

@@ -132,10 +132,11 @@ class Cluster:
     def start_voters(self, timeout=120):
         """Launches the three voters together (they elect a metastore
         leader between them) and waits until each serves."""
+        picked = {n: self.agent(n).unpicked_ports() for n in VOTERS}
         for n in VOTERS:
             self.agent(n).launch()
         for n in VOTERS:
-            self.agent(n).wait_ready(timeout=timeout)
+            self.agent(n).wait_ready_or_relaunch(picked[n], timeout=timeout)
         return self
 
     def running(self):

@@ -258,10 +258,7 @@ def test_three_agents_leaders_everywhere_and_one_bootstrap(topic_name):
 
     c = Cluster()
     try:
-        for node in VOTERS:
-            c.agent(node).launch()
-        for node in VOTERS:
-            c.agent(node).wait_ready(timeout=90)
+        c.start_voters(timeout=90)
         first = c.agent(VOTERS[0])
 
         info = eventually("three brokers in cluster info",

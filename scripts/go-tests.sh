@@ -172,9 +172,15 @@ ts=$(date +%s)
 set +e
 # shellcheck disable=SC2086 # GO_TESTS_ARGS is a list of go test arguments
 go test -v -count=1 -timeout 8m -parallel 16 ${GO_TESTS_ARGS:-./...} 2>&1 \
-  | grep --line-buffered -v -E '^=== (RUN|PAUSE|CONT|NAME)'
+  | grep --line-buffered -v -E '^=== (RUN|PAUSE|CONT|NAME)' | tee "$WORK/go-test.out"
 status=("${PIPESTATUS[@]}")
 set -e
 rc=${status[0]}
 echo "go-tests.sh: suites ran in $(( $(date +%s) - ts ))s"
+if [ "$rc" -ne 0 ]; then
+  # the failures again, last, where a long log's tail shows them: each
+  # failed test and the messages the tests printed (file:line: ...)
+  echo "go-tests.sh: what failed:"
+  grep -E -e '--- FAIL' -e '^\s+[a-z_]+_test\.go:[0-9]+: ' -e '^panic:' "$WORK/go-test.out" | head -40 || true
+fi
 exit "$rc"

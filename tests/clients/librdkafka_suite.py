@@ -20,12 +20,28 @@ client stops heartbeating and waits for an assignment forever. The faster
 the coordinator answers a subscription change, the likelier the overlap;
 a loaded machine makes it likelier still. A run that fails only on one of
 CLIENT_RACES is run once more, and the retry is printed.
+
+How much faster matters. With the client's debug log (TEST_DEBUG=cgrp), on
+a machine kept busy by six spinning processes, Apache Kafka 4.1 answered a
+heartbeat carrying a new subscription in 6-16 ms: it appends the group's
+records to its log and waits for them to commit first. The test's
+unsubscribe, a millisecond after its subscribe, always came before that
+answer, and 3 runs of 3 passed. AeroStream answered in 1-2 ms, the
+revocation came first, and 3 runs of 3 failed. On an idle machine both
+pass. The coordinator does what Kafka's does, only sooner; slowing every
+heartbeat to hide a client bug would slow every rebalance. So a 0045 run
+that still fails only on SUBSCRIBE_RACE after its retries is reported as
+an expected failure (xfail, with the reason), not as a pass: any other
+failure in 0045 fails the test, and the same subtest on the classic
+protocol has to pass.
 """
 
 import os
 import re
 import subprocess
 import tempfile
+
+import pytest
 
 NODE_RDKAFKA = "3.6.1"  # bundles librdkafka 2.12.0
 HOME = os.path.join(os.path.expanduser("~"), ".cache", "aerostream", "librdkafka")
@@ -43,9 +59,10 @@ SUBSCRIPTIONS = ["0045"]
 
 # Failure messages that come from the client racing its own threads
 # against a 1 ms deadline, never from a broker's answer.
+SUBSCRIBE_RACE = "Expected assignment not found in 0045_subscribe_many_updates#"
 CLIENT_RACES = [
     "Expected ERR__STATE error, not _TIMED_OUT",
-    "Expected assignment not found in 0045_subscribe_many_updates#",
+    SUBSCRIBE_RACE,
 ]
 
 
@@ -70,18 +87,24 @@ def run(bootstrap, test, timeout=900, kafka_version="4.0.0", group_protocol="cla
         print(f"librdkafka {test}: failed only on a known client-side race; running it once more")
         passed, out = _run_once(*args)
     tail = "\n".join(line for line in out.splitlines()[-60:])
+    if not passed and _only_client_races(out, [SUBSCRIBE_RACE]):
+        pytest.xfail("librdkafka 2.12 leaves a new subscription parked when unsubscribe() comes while "
+                     "it revokes partitions (it applies one only from join state init); see "
+                     "librdkafka_suite.py. No other 0045 subtest failed.")
     return passed, tail
 
 
-def _only_client_races(out):
-    """True when every failure in `out` is one of CLIENT_RACES: each
+def _only_client_races(out, races=None):
+    """True when every failure in `out` is one of `races` (by default
+    CLIENT_RACES): each
     assertion that failed, and the reason printed under each failed test
     (other than the runner's own summary, `<MAIN>`)."""
     lines = re.sub(r"\x1b\[[0-9;]*m", "", out).splitlines()
     failures = [line for line in lines if "Test assertion failed" in line]
     failures += [lines[i + 1] for i, line in enumerate(lines[:-1])
                  if line.startswith('### Test "') and not line.startswith('### Test "<MAIN>"')]
-    return bool(failures) and all(any(r in line for r in CLIENT_RACES) for line in failures)
+    races = CLIENT_RACES if races is None else races
+    return bool(failures) and all(any(r in line for r in races) for line in failures)
 
 
 def _run_once(bootstrap, test, timeout, kafka_version, group_protocol):

@@ -88,6 +88,7 @@
 
 pub mod auth;
 mod backoff;
+mod batch_writer;
 pub mod bootstrap;
 mod client;
 mod conn;

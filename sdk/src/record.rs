@@ -3,24 +3,23 @@
 //!
 //! The native protocol carries records as Kafka record batches (magic 2,
 //! CRC-32C), the bytes the broker's log stores, so a batch one protocol
-//! writes the other reads. The batch codec itself is kafka-protocol's
-//! ([`RecordBatchEncoder`], [`RecordBatchDecoder`]); this module only maps
-//! records to and from it, and walks the batch headers itself where the
-//! codec does not say enough (the offset after a batch whose last records
-//! were compacted away, the log-append time).
+//! writes the other reads. Batches are read with kafka-protocol's
+//! [`RecordBatchDecoder`] and written by `batch_writer` (the same bytes as
+//! kafka-protocol's `RecordBatchEncoder`, without building its record type
+//! for each record first); this module maps records to and from them, and
+//! walks the batch headers itself where the decoder does not say enough
+//! (the offset after a batch whose last records were compacted away, the
+//! log-append time).
 //!
 //! Nothing here reads a clock: a record without a timestamp gets the `now`
 //! the caller passes.
 
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    self as kp, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::{Buf, Bytes};
+use kafka_protocol::records::{self as kp, RecordBatchDecoder};
 
+use crate::batch_writer;
 use crate::error::Error;
 
 /// A record to produce.
@@ -122,7 +121,7 @@ pub enum Compression {
 }
 
 impl Compression {
-    fn to_kafka(self) -> kp::Compression {
+    pub(crate) fn to_kafka(self) -> kp::Compression {
         match self {
             Compression::None => kp::Compression::None,
             Compression::Gzip => kp::Compression::Gzip,
@@ -158,38 +157,12 @@ pub struct BatchOptions {
 /// Encodes `records` as ONE Kafka RecordBatch v2 with base offset 0 (the
 /// broker assigns offsets): what a partition of a `Produce` carries.
 pub fn encode_batch(records: &[Record], options: &BatchOptions) -> Result<Bytes, Error> {
-    let size = records.iter().map(Record::estimated_size).sum();
-    encode_records(records.len(), size, records.iter().cloned(), options)
-}
-
-/// [`encode_batch`] of records it may take apart: keys and values move
-/// into the codec's records instead of being shared with the caller (a
-/// shared `Bytes` made from a `Vec` costs an allocation per record).
-pub(crate) fn encode_batch_owned(
-    records: Vec<Record>,
-    options: &BatchOptions,
-) -> Result<Bytes, Error> {
-    let size = records.iter().map(Record::estimated_size).sum();
-    encode_records(records.len(), size, records.into_iter(), options)
-}
-
-fn encode_records(
-    len: usize,
-    size: usize,
-    records: impl Iterator<Item = Record>,
-    options: &BatchOptions,
-) -> Result<Bytes, Error> {
-    if len == 0 {
+    if records.is_empty() {
         return Err(Error::InvalidRecord(
             "a batch needs at least one record".into(),
         ));
     }
-    let count = i32::try_from(len).map_err(|_| Error::TooLarge {
-        what: "a batch's record count",
-        size: len,
-        max: i32::MAX as usize,
-    })?;
-    let (producer_id, producer_epoch, base_sequence) = match options.producer {
+    let producer = match options.producer {
         Some(p) => {
             if p.base_sequence < 0 {
                 return Err(Error::InvalidRecord(format!(
@@ -197,58 +170,34 @@ fn encode_records(
                     p.base_sequence
                 )));
             }
-            (p.producer_id, p.producer_epoch, p.base_sequence)
+            batch_writer::Producer {
+                id: p.producer_id,
+                epoch: p.producer_epoch,
+                base_sequence: p.base_sequence,
+            }
         }
         None if options.transactional => {
             return Err(Error::InvalidRecord(
                 "a transactional batch needs a producer id".into(),
             ))
         }
-        None => (kp::NO_PRODUCER_ID, kp::NO_PRODUCER_EPOCH, kp::NO_SEQUENCE),
+        None => batch_writer::Producer {
+            id: kp::NO_PRODUCER_ID,
+            epoch: kp::NO_PRODUCER_EPOCH,
+            base_sequence: kp::NO_SEQUENCE,
+        },
     };
-    let mut kafka = Vec::with_capacity(len);
-    for (i, r) in (0..count).zip(records) {
-        let mut headers = IndexMap::with_capacity(r.headers.len());
-        for (k, v) in r.headers {
-            let k = StrBytes::from_string(k);
-            if headers.contains_key(&k) {
+    for r in records {
+        // consumers of this SDK keep a record's headers by key
+        for (i, (k, _)) in r.headers.iter().enumerate() {
+            if r.headers[..i].iter().any(|(earlier, _)| earlier == k) {
                 return Err(Error::InvalidRecord(format!(
-                    "header {:?} appears more than once in a record",
-                    k.as_str()
+                    "header {k:?} appears more than once in a record"
                 )));
             }
-            headers.insert(k, v);
         }
-        kafka.push(kp::Record {
-            transactional: options.transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: kp::NO_PARTITION_LEADER_EPOCH,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i64::from(i),
-            // The codec derives the base sequence from the first record, and
-            // puts every record in the one batch only while offset minus
-            // sequence stays the same: Kafka's sequences wrap past i32::MAX.
-            sequence: base_sequence.wrapping_add(i),
-            timestamp: r.timestamp.unwrap_or(options.now_ms),
-            key: r.key,
-            value: r.value,
-            headers,
-        });
     }
-    let mut buf = BytesMut::with_capacity(BATCH_HEADER_LEN + size);
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &kafka,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: options.compression.to_kafka(),
-        },
-    )
-    .map_err(|e| Error::InvalidRecord(format!("cannot encode the record batch: {e}")))?;
-    Ok(buf.freeze())
+    batch_writer::write(records, &producer, options)
 }
 
 /// Bytes of a v2 batch header before its records.
@@ -508,7 +457,8 @@ struct CountTooLarge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BufMut;
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::records::{RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
     fn topic() -> Arc<str> {
         Arc::from("t")

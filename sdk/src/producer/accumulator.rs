@@ -33,7 +33,7 @@ use bytes::Bytes;
 use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::proto::ErrorCode;
-use crate::record::{encode_batch_owned, BatchOptions, Compression, ProducerIdentity, Record};
+use crate::record::{encode_batch, BatchOptions, Compression, ProducerIdentity, Record};
 
 /// The engine's settings, from the producer's configuration.
 #[derive(Debug, Clone)]
@@ -335,7 +335,8 @@ impl<W> Accumulator<W> {
                     now_ms,
                     transactional: self.transactional,
                 };
-                match encode_batch_owned(std::mem::take(&mut batch.records), &options) {
+                // the records are not needed once encoded
+                match encode_batch(&std::mem::take(&mut batch.records), &options) {
                     Ok(bytes) => batch.encoded = Some(bytes),
                     Err(e) => {
                         if let Some(batch) = part.sealed.pop_front() {

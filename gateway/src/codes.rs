@@ -29,6 +29,7 @@ pub fn log_error(e: &LogError) -> ResponseError {
         LogError::Storage(s) => storage_error(s),
         LogError::Tier(t) => tier_error(t),
         LogError::NotServing(_) => ResponseError::NotLeaderOrFollower,
+        LogError::OffsetNotAvailable(_) => ResponseError::OffsetNotAvailable,
         LogError::NotDurable(_) | LogError::Read(_) => ResponseError::KafkaStorageError,
         LogError::NotEnoughReplicas(NotEnoughReplicas::Before { .. }) => {
             ResponseError::NotEnoughReplicas

@@ -197,6 +197,12 @@ pub enum LogError {
     /// Reading what the log holds failed (the file could not be read).
     #[error("reading the log failed: {0}")]
     Read(#[source] std::io::Error),
+    /// A leader that took over does not yet know how far its log is
+    /// committed (its high watermark is below the log end it took over
+    /// with): answers that depend on it wait until its followers confirm
+    /// (Kafka's OFFSET_NOT_AVAILABLE, KIP-207; clients retry).
+    #[error("the new leader's high watermark is not known yet: {0}")]
+    OffsetNotAvailable(&'static str),
     /// Too few in-sync replicas for an acks=all write.
     #[error(transparent)]
     NotEnoughReplicas(#[from] crate::partition::replication::replica_set::NotEnoughReplicas),

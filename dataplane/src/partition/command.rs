@@ -75,6 +75,8 @@ pub enum OffsetQuery {
     /// EARLIEST_LOCAL (-4): the first offset on local disk.
     EarliestLocal,
     Latest,
+    /// LATEST for read_committed: the last stable offset.
+    LastStable,
     /// LATEST_TIERED (-5): the last offset in object storage.
     LatestTiered,
     MaxTimestamp,

@@ -229,6 +229,66 @@ async fn a_follower_ahead_in_an_epoch_its_new_leader_never_saw_keeps_the_committ
     assert_eq!(pos.latest_epoch, 0);
 }
 
+/// A follower that took over holds records its old leader acknowledged
+/// but has not yet heard their high watermark: until its own followers
+/// confirm the log it took over, ListOffsets' latest and time lookups
+/// answer OFFSET_NOT_AVAILABLE (clients retry) rather than an end offset
+/// below acknowledged writes (Kafka's KIP-207); the earliest offset does
+/// not depend on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_answers_offsets_once_its_followers_confirm_what_it_took_over() {
+    let dirs = [scratch_dir(), scratch_dir(), scratch_dir()];
+    let id = Uuid::new_v4();
+    let mut registries = Vec::new();
+    let mut agents = Vec::new();
+    for d in &dirs {
+        let p = partitions(Arc::new(DiskLogFactory::new(d.path()).expect("factory")));
+        agents.push(p.get_or_open("t", id, 0, settings).await.expect("open"));
+        registries.push(p);
+    }
+    let (a1, a2, a3) = (&agents[0], &agents[1], &agents[2]);
+    a1.lead(leadership(1, 0)).await.expect("lead");
+    a2.follow(1, 0).await.expect("follow");
+    a3.follow(1, 0).await.expect("follow");
+    for v in [b"a", b"b", b"c"] {
+        a1.append(batch_of(&[v]), 0, Acks::Leader)
+            .await
+            .expect("append");
+    }
+    // one round each: both followers hold the three records, and the
+    // answers told them the high watermark before their fetches counted
+    fetch_once((1, a1), (2, a2), 0).await;
+    fetch_once((1, a1), (3, a3), 0).await;
+    assert_eq!(a2.position().await.expect("pos").log_end, 3);
+
+    a2.lead(leadership(2, 1)).await.expect("lead");
+    a1.follow(2, 1).await.expect("follow");
+    a3.follow(2, 1).await.expect("follow");
+    for query in [
+        OffsetQuery::Latest,
+        OffsetQuery::LastStable,
+        OffsetQuery::Timestamp(0),
+        OffsetQuery::MaxTimestamp,
+    ] {
+        let answer = a2.offsets(query).await;
+        assert!(
+            matches!(answer, Err(LogError::OffsetNotAvailable(_))),
+            "{query:?}: {answer:?}"
+        );
+    }
+    let earliest = a2.offsets(OffsetQuery::Earliest).await.expect("earliest");
+    assert_eq!(earliest.map(|e| e.offset), Some(0));
+
+    fetch_once((2, a2), (1, a1), 1).await;
+    fetch_once((2, a2), (3, a3), 1).await;
+    let latest = a2.offsets(OffsetQuery::Latest).await.expect("latest");
+    assert_eq!(
+        latest.map(|l| l.offset),
+        Some(3),
+        "every acknowledged record"
+    );
+}
+
 /// Opens a held durability point when dropped.
 struct OpenOnDrop(Arc<super::task::SyncGate>);
 

@@ -219,6 +219,7 @@ impl PartitionHandle {
             OffsetQuery::Earliest
             | OffsetQuery::EarliestLocal
             | OffsetQuery::Latest
+            | OffsetQuery::LastStable
             | OffsetQuery::LatestTiered => Ok(a.local),
         }
     }

@@ -546,6 +546,24 @@ impl Task {
     }
 
     fn offsets(&self, query: OffsetQuery) -> Result<TaskOffsets, LogError> {
+        // a leader that took over answers what depends on its high
+        // watermark only once that has reached the log end it took over
+        // with (before, it may still be the lower one it had followed
+        // with, below writes already acknowledged): Kafka's KIP-207
+        if let Role::Leader(l) = &self.role {
+            let depends_on_hw = matches!(
+                query,
+                OffsetQuery::Latest
+                    | OffsetQuery::LastStable
+                    | OffsetQuery::MaxTimestamp
+                    | OffsetQuery::Timestamp(_)
+            );
+            if depends_on_hw && *self.hw.borrow() < l.set.epoch_start_offset() {
+                return Err(LogError::OffsetNotAvailable(
+                    "its followers have not yet confirmed the log it took over",
+                ));
+            }
+        }
         let log_start = self.log.log_start_offset();
         let at = |offset: i64| {
             Some(TimestampOffset {
@@ -557,6 +575,7 @@ impl Task {
             OffsetQuery::Earliest => at(log_start),
             OffsetQuery::EarliestLocal => at(self.log.local_start_offset()),
             OffsetQuery::Latest => at(*self.hw.borrow()),
+            OffsetQuery::LastStable => at(self.last_stable_offset()),
             OffsetQuery::LatestTiered => at(self.log.latest_tiered_offset().unwrap_or(-1)),
             OffsetQuery::MaxTimestamp => self.log.max_timestamp(),
             OffsetQuery::Timestamp(ts) => self.log.offset_for_timestamp(ts)?,

@@ -185,6 +185,11 @@ impl ReplicaSet {
         self.assignment.leader_epoch
     }
 
+    /// The log end this node took over with at this leader epoch.
+    pub fn epoch_start_offset(&self) -> i64 {
+        self.epoch_start_offset
+    }
+
     pub fn follower(&self, id: AgentId) -> Option<&FollowerState> {
         self.followers.get(&id)
     }

@@ -95,16 +95,10 @@ pub(super) async fn list_offsets(
                     continue;
                 }
             };
-            if committed && p.timestamp == -1 {
-                parts.push(match h.last_stable().await {
-                    Err(e) => resp.with_error_code(codes::log_error(&e).code()),
-                    Ok(offset) => resp.with_offset(offset).with_leader_epoch(epoch),
-                });
-                continue;
-            }
             let query = match p.timestamp {
                 -2 => OffsetQuery::Earliest,
                 -4 => OffsetQuery::EarliestLocal,
+                -1 if committed => OffsetQuery::LastStable,
                 -1 => OffsetQuery::Latest,
                 -3 => OffsetQuery::MaxTimestamp,
                 -5 => OffsetQuery::LatestTiered,

@@ -81,15 +81,22 @@ background() { # background NAME NICENESS SCRIPT...
   # job control gives the job a process group of its own, so a failure in
   # the foreground can stop it with everything it started
   set -m
+  # every script of a job runs even after one failed, so one run names
+  # every failure; the job fails if any script did
   (
-    set -e
+    rc=0
     for s in "$@"; do
       echo "==> $s"
       t0=$(date +%s)
-      nice -n "$niceness" "$s"
-      echo "<== $s ($(( $(date +%s) - t0 ))s)"
+      if nice -n "$niceness" "$s"; then
+        echo "<== $s ($(( $(date +%s) - t0 ))s)"
+      else
+        rc=1
+        echo "<== $s FAILED ($(( $(date +%s) - t0 ))s)"
+      fi
     done
     date +%s >"$log.end"
+    exit "$rc"
   ) >"$log" 2>&1 &
   set +m
   bg_names+=("$name"); bg_pids+=("$!"); bg_logs+=("$log"); bg_starts+=("$(date +%s)")

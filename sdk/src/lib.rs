@@ -88,7 +88,6 @@
 
 pub mod auth;
 mod backoff;
-mod batch_writer;
 pub mod bootstrap;
 mod client;
 mod conn;

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 use kafka_protocol::records::{self as kp, RecordBatchDecoder};
 
-use crate::batch_writer;
 use crate::error::Error;
+
+mod batch_writer;
 
 /// A record to produce.
 ///

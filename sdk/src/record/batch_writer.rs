@@ -13,8 +13,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::compression::{self as kc, Compressor};
 use kafka_protocol::records as kp;
 
+use super::{BatchOptions, Compression, Record};
 use crate::error::Error;
-use crate::record::{BatchOptions, Compression, Record};
 
 /// Bytes from the batch length field's end to the CRC's end: partition
 /// leader epoch, magic, CRC.

@@ -106,6 +106,36 @@ async fn fetch_once(leader: Replica<'_>, follower: Replica<'_>, epoch: i32) {
     );
 }
 
+/// Three agents' replicas of one partition on their own disks (the
+/// directories and registries live as long as the first two values):
+/// agent 1 leads at epoch 0 and has appended three records, which the
+/// followers, agents 2 and 3, have not fetched yet.
+async fn three_replicas_led_by_agent_1() -> (
+    Vec<tempfile::TempDir>,
+    Vec<Arc<Partitions>>,
+    Vec<PartitionHandle>,
+) {
+    let dirs = vec![scratch_dir(), scratch_dir(), scratch_dir()];
+    let id = Uuid::new_v4();
+    let mut registries = Vec::new();
+    let mut agents = Vec::new();
+    for d in &dirs {
+        let p = partitions(Arc::new(DiskLogFactory::new(d.path()).expect("factory")));
+        agents.push(p.get_or_open("t", id, 0, settings).await.expect("open"));
+        registries.push(p);
+    }
+    agents[0].lead(leadership(1, 0)).await.expect("lead");
+    agents[1].follow(1, 0).await.expect("follow");
+    agents[2].follow(1, 0).await.expect("follow");
+    for v in [b"a", b"b", b"c"] {
+        agents[0]
+            .append(batch_of(&[v]), 0, Acks::Leader)
+            .await
+            .expect("append");
+    }
+    (dirs, registries, agents)
+}
+
 /// Waits until `h`'s log ends at `end` (a spawned append reached its task).
 async fn appended(h: &PartitionHandle, end: i64) {
     while h.position().await.expect("position").log_end < end {
@@ -179,26 +209,9 @@ async fn a_closing_leader_fails_acks_all_writes_its_followers_do_not_have() {
 /// offsets from 0 again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_ahead_in_an_epoch_its_new_leader_never_saw_keeps_the_committed_records() {
-    let dirs = [scratch_dir(), scratch_dir(), scratch_dir()];
-    let id = Uuid::new_v4();
-    let mut registries = Vec::new();
-    let mut agents = Vec::new();
-    for d in &dirs {
-        let p = partitions(Arc::new(DiskLogFactory::new(d.path()).expect("factory")));
-        agents.push(p.get_or_open("t", id, 0, settings).await.expect("open"));
-        registries.push(p);
-    }
+    let (_dirs, _registries, agents) = three_replicas_led_by_agent_1().await;
     let (a1, a2, a3) = (&agents[0], &agents[1], &agents[2]);
-
-    // epoch 0: agent 1 leads, three committed records on every replica
-    a1.lead(leadership(1, 0)).await.expect("lead");
-    a2.follow(1, 0).await.expect("follow");
-    a3.follow(1, 0).await.expect("follow");
-    for v in [b"a", b"b", b"c"] {
-        a1.append(batch_of(&[v]), 0, Acks::Leader)
-            .await
-            .expect("append");
-    }
+    // epoch 0: three committed records on every replica
     for _ in 0..2 {
         fetch_once((1, a1), (2, a2), 0).await;
         fetch_once((1, a1), (3, a3), 0).await;
@@ -237,24 +250,8 @@ async fn a_follower_ahead_in_an_epoch_its_new_leader_never_saw_keeps_the_committ
 /// not depend on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_leader_answers_offsets_once_its_followers_confirm_what_it_took_over() {
-    let dirs = [scratch_dir(), scratch_dir(), scratch_dir()];
-    let id = Uuid::new_v4();
-    let mut registries = Vec::new();
-    let mut agents = Vec::new();
-    for d in &dirs {
-        let p = partitions(Arc::new(DiskLogFactory::new(d.path()).expect("factory")));
-        agents.push(p.get_or_open("t", id, 0, settings).await.expect("open"));
-        registries.push(p);
-    }
+    let (_dirs, _registries, agents) = three_replicas_led_by_agent_1().await;
     let (a1, a2, a3) = (&agents[0], &agents[1], &agents[2]);
-    a1.lead(leadership(1, 0)).await.expect("lead");
-    a2.follow(1, 0).await.expect("follow");
-    a3.follow(1, 0).await.expect("follow");
-    for v in [b"a", b"b", b"c"] {
-        a1.append(batch_of(&[v]), 0, Acks::Leader)
-            .await
-            .expect("append");
-    }
     // one round each: both followers hold the three records, and the
     // answers told them the high watermark before their fetches counted
     fetch_once((1, a1), (2, a2), 0).await;

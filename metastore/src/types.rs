@@ -195,6 +195,27 @@ pub struct SegmentEntry {
     /// `None` serves from `base_offset`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_from: Option<i64>,
+    /// Where the entry's bytes lie when its segment was packed with others
+    /// into one object; `None`: in the segment's own objects, named from
+    /// `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<PackedObject>,
+}
+
+/// A segment's place in a packed object: its `.seg` bytes start at
+/// `offset`, followed back to back by its offset index, time index,
+/// producer snapshot and aborted-transaction index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackedObject {
+    /// Object key under the store's prefix.
+    pub key: String,
+    pub offset: u64,
+    /// Bytes of the whole object.
+    pub object_size: u64,
+    /// Bytes of the producer snapshot (0: none).
+    pub producers_size: u64,
+    /// Bytes of the aborted-transaction index (0: none).
+    pub txn_index_size: u64,
 }
 
 impl SegmentEntry {

@@ -1,9 +1,11 @@
 //! The metastore as the tiering manifest: one Raft write per committed
 //! segment, local-replica reads. Production wires it into `storage::tier::Tier`.
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
-use metastore::{Manifests, MetaError, Metastore, SegmentEntry};
-use storage::tier::{Manifest, ManifestError, PartitionKey, TieredSegment, TopicToPurge};
+use metastore::{Manifests, MetaError, Metastore, PackedObject, SegmentEntry};
+use storage::tier::{Manifest, ManifestError, PackedAt, PartitionKey, TieredSegment, TopicToPurge};
 
 /// [`Manifest`] over a running [`Metastore`].
 #[derive(Debug, Clone)]
@@ -29,6 +31,13 @@ fn tiered(e: SegmentEntry) -> TieredSegment {
         index_size: e.index_size,
         time_index_size: e.time_index_size,
         served_from: e.served_from,
+        pack: e.pack.map(|p| PackedAt {
+            key: p.key,
+            offset: p.offset,
+            object_size: p.object_size,
+            producers_size: p.producers_size,
+            txn_index_size: p.txn_index_size,
+        }),
     }
 }
 
@@ -44,6 +53,13 @@ fn entry(s: TieredSegment) -> SegmentEntry {
         index_size: s.index_size,
         time_index_size: s.time_index_size,
         served_from: s.served_from,
+        pack: s.pack.map(|p| PackedObject {
+            key: p.key,
+            offset: p.offset,
+            object_size: p.object_size,
+            producers_size: p.producers_size,
+            txn_index_size: p.txn_index_size,
+        }),
     }
 }
 
@@ -204,6 +220,19 @@ impl Manifest for MetastoreManifest {
                     .collect(),
             })
             .collect()
+    }
+
+    /// Only the metastore's leader vouches for the set, after a barrier:
+    /// its state then holds every commit acknowledged so far.
+    async fn packs_in_use(&self) -> Result<Option<BTreeSet<String>>, ManifestError> {
+        if self.meta.metastore_leader() != Some(self.meta.node_id()) {
+            return Ok(None);
+        }
+        self.meta
+            .linearizable_barrier()
+            .await
+            .map_err(failed("list packed objects"))?;
+        Ok(Some(self.meta.read(|s| s.packed_objects())))
     }
 
     async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError> {

@@ -54,6 +54,16 @@ impl MetaState {
         trimmed.max(self.log_start(topic_id, partition))
     }
 
+    /// The packed objects that entries of any partition read from.
+    pub fn packed_objects(&self) -> std::collections::BTreeSet<String> {
+        self.segments
+            .values()
+            .flat_map(|partitions| partitions.values())
+            .flat_map(|list| list.iter())
+            .filter_map(|e| e.pack.as_ref().map(|p| p.key.clone()))
+            .collect()
+    }
+
     pub(super) fn commit_segment(
         &mut self,
         topic_id: Uuid,

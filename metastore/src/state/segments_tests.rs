@@ -1,6 +1,7 @@
 use super::super::testkit::*;
 use super::*;
 use crate::command::Command;
+use crate::types::PackedObject;
 
 fn seg(key: &str, base: i64, last: i64) -> SegmentEntry {
     SegmentEntry {
@@ -14,6 +15,7 @@ fn seg(key: &str, base: i64, last: i64) -> SegmentEntry {
         index_size: 16,
         time_index_size: 12,
         served_from: None,
+        pack: None,
     }
 }
 
@@ -554,4 +556,68 @@ fn consecutive_entries_give_way_to_one_merged_copy() {
     r.expect("a retry once landed is a no-op");
     assert!(ev.is_empty());
     assert_eq!(keys(&s), ["a.c1", "e", "f"]);
+}
+
+/// Entries of two partitions in one packed object: the object stays in use
+/// until the last entry reading from it is trimmed, and its place in the
+/// object survives the round trip through the state machine.
+#[test]
+fn a_packed_object_is_in_use_while_any_partitions_entry_reads_from_it() {
+    let mut s = with_agents(1);
+    let t = create(&mut s, "t", 2, 1);
+    let packed = |key: &str, base: i64, last: i64, pack: &str, offset: u64| SegmentEntry {
+        pack: Some(PackedObject {
+            key: pack.into(),
+            offset,
+            object_size: 1000,
+            producers_size: 4,
+            txn_index_size: 0,
+        }),
+        ..seg(key, base, last)
+    };
+    let entries = [
+        (0, packed("p0-a", 0, 99, "packs/1", 0)),
+        (1, packed("p1-a", 0, 49, "packs/1", 132)),
+        (0, packed("p0-b", 100, 199, "packs/2", 0)),
+        (1, seg("p1-b", 50, 99)),
+    ];
+    for (partition, entry) in entries {
+        apply(
+            &mut s,
+            Command::CommitSegment {
+                topic_id: t.id,
+                partition,
+                entry,
+                leader_epoch: None,
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        s.segments(t.id, 1)[0],
+        packed("p1-a", 0, 49, "packs/1", 132)
+    );
+    let in_use = |s: &MetaState| s.packed_objects().into_iter().collect::<Vec<_>>();
+    assert_eq!(in_use(&s), ["packs/1", "packs/2"]);
+    let trim = |s: &mut MetaState, partition: i32, below_offset: i64| {
+        apply(
+            s,
+            Command::TrimSegments {
+                topic_id: t.id,
+                partition,
+                below_offset,
+            },
+        )
+        .unwrap();
+    };
+    trim(&mut s, 0, 100);
+    assert_eq!(
+        in_use(&s),
+        ["packs/1", "packs/2"],
+        "partition 1 still reads packs/1"
+    );
+    trim(&mut s, 1, 50);
+    assert_eq!(in_use(&s), ["packs/2"]);
+    trim(&mut s, 0, 200);
+    assert!(in_use(&s).is_empty());
 }

@@ -25,6 +25,7 @@
 //! uses its time index.
 
 use bytes::Bytes;
+use cache::layout::ObjectKind;
 use cache::object_store::path::Path;
 use cache::ColdCache;
 
@@ -75,10 +76,37 @@ fn object_path(key: &str) -> Result<Path, TierError> {
     })
 }
 
-fn corrupt(key: &Path, position: u64, reason: impl Into<String>) -> TierError {
+/// One of an entry's objects as read: positions count from the start of
+/// the entry's part, which lies at `start` in the object at `path` (a
+/// packed object holds several; an unpacked part starts at 0).
+#[derive(Debug, Clone)]
+struct Obj {
+    path: Path,
+    start: u64,
+    object_size: u64,
+}
+
+impl Obj {
+    fn of(e: &TieredSegment, kind: ObjectKind) -> Result<Obj, TierError> {
+        let place = e.place(kind);
+        Ok(Obj {
+            path: object_path(&place.key)?,
+            start: place.start,
+            object_size: place.object_size,
+        })
+    }
+
+    /// The cache blocks holding the part's first `blocks` blocks.
+    fn first_blocks(&self, block_size: u64, blocks: u64) -> std::ops::Range<u64> {
+        let first = self.start / block_size.max(1);
+        first..first + blocks
+    }
+}
+
+fn corrupt(obj: &Obj, position: u64, reason: impl Into<String>) -> TierError {
     TierError::CorruptObject {
-        key: key.to_string(),
-        position,
+        key: obj.path.to_string(),
+        position: obj.start + position,
         reason: reason.into(),
     }
 }
@@ -96,7 +124,7 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 }
 
 /// Checks a batch header read from an object and returns its total length.
-fn checked_len(h: &BatchHeader, key: &Path, pos: u64, object_size: u64) -> Result<u64, TierError> {
+fn checked_len(h: &BatchHeader, key: &Obj, pos: u64, object_size: u64) -> Result<u64, TierError> {
     if h.magic != 2 {
         return Err(corrupt(
             key,
@@ -133,7 +161,7 @@ pub fn latest_max_timestamp(
 
 /// Checks the CRC-32C of every batch in `bytes` (read from the object at
 /// `pos`), so that damaged bytes are never served as records.
-fn verify_batches(bytes: &[u8], key: &Path, pos: u64) -> Result<(), TierError> {
+fn verify_batches(bytes: &[u8], key: &Obj, pos: u64) -> Result<(), TierError> {
     for item in batch::BatchIter::new(bytes) {
         match item {
             Ok(_) => {}
@@ -155,6 +183,15 @@ impl ColdReader {
         &self.cache
     }
 
+    /// Bytes `range` of an entry's part, through the cache.
+    async fn range(&self, obj: &Obj, range: std::ops::Range<u64>) -> Result<Bytes, TierError> {
+        let at = obj.start + range.start..obj.start + range.end;
+        Ok(self
+            .cache
+            .read_range(&obj.path, at, obj.object_size)
+            .await?)
+    }
+
     /// Whole batches from the one holding `offset` (or the first after it),
     /// at most `max_bytes` but always the first batch; `None` when no entry
     /// holds `offset` or anything after it.
@@ -173,7 +210,7 @@ impl ColdReader {
             // below what the entry serves (a gap, or the log start): its first
             // offset served, never the object's earlier batches
             offset = offset.max(e.first_served());
-            let key = object_path(&e.key)?;
+            let key = Obj::of(e, ObjectKind::Segment)?;
             match self.translate(e, &key, offset).await? {
                 Some((pos, first)) => break (e, key, pos, first),
                 // the rest of a compacted copy's range is a gap
@@ -194,7 +231,7 @@ impl ColdReader {
         };
         let first_len = checked_len(&first, &key, pos, e.size)?;
         let end = (pos + first_len.max(max_bytes as u64)).min(e.size);
-        let chunk = self.cache.read_range(&key, pos..end, e.size).await?;
+        let chunk = self.range(&key, pos..end).await?;
         let mut used = first_len as usize;
         let mut next = first.next_offset();
         while let Some(h) = chunk.get(used..).and_then(BatchHeader::decode) {
@@ -208,16 +245,16 @@ impl ColdReader {
         if let Err(err) = verify_batches(&chunk[..used], &key, pos) {
             // The bytes may be damaged in the cache or in transit rather than
             // in the object: drop them so a retry fetches the object again.
-            self.cache.remove_object(&key, e.size);
+            self.cache.remove_object(&key.path, key.object_size);
             return Err(err);
         }
         let returned_end = pos + used as u64;
         if let Some(after) = entries.get(i + 1) {
             let near_end = returned_end + 2 * self.cache.block_size() >= e.size;
             if near_end {
-                if let Ok(next_key) = object_path(&after.key) {
-                    self.cache
-                        .prefetch(&next_key, 0..NEXT_SEGMENT_BLOCKS, after.size);
+                if let Ok(next) = Obj::of(after, ObjectKind::Segment) {
+                    let blocks = next.first_blocks(self.cache.block_size(), NEXT_SEGMENT_BLOCKS);
+                    self.cache.prefetch(&next.path, blocks, next.object_size);
                 }
             }
         }
@@ -282,7 +319,7 @@ impl ColdReader {
         ts: i64,
         log_start: i64,
     ) -> Result<Option<TimestampOffset>, TierError> {
-        let key = object_path(&e.key)?;
+        let key = Obj::of(e, ObjectKind::Segment)?;
         let mut pos = match self.time_index_floor(e, ts).await? {
             Some(offset) => match self.translate(e, &key, offset).await? {
                 Some((p, _)) => p,
@@ -310,7 +347,7 @@ impl ColdReader {
     #[allow(clippy::too_many_arguments)]
     async fn refine(
         &self,
-        key: &Path,
+        key: &Obj,
         size: u64,
         pos: u64,
         len: u64,
@@ -327,7 +364,8 @@ impl ColdReader {
         {
             return Ok(fallback);
         }
-        let bytes = self.cache.read_range(key, pos..pos + len, size).await?;
+        debug_assert!(pos + len <= size);
+        let bytes = self.range(key, pos..pos + len).await?;
         for (delta, t) in batch::RecordTimestamps::new(&bytes) {
             let offset = h.base_offset + i64::from(delta);
             if offset >= log_start && t >= ts {
@@ -344,7 +382,7 @@ impl ColdReader {
     async fn translate(
         &self,
         e: &TieredSegment,
-        key: &Path,
+        key: &Obj,
         offset: i64,
     ) -> Result<Option<(u64, BatchHeader)>, TierError> {
         let mut pos = if offset <= e.base_offset {
@@ -363,7 +401,7 @@ impl ColdReader {
         Ok(None)
     }
 
-    async fn header_at(&self, key: &Path, pos: u64, size: u64) -> Result<BatchHeader, TierError> {
+    async fn header_at(&self, key: &Obj, pos: u64, size: u64) -> Result<BatchHeader, TierError> {
         if pos + HEADER_LEN as u64 > size {
             return Err(corrupt(
                 key,
@@ -371,10 +409,7 @@ impl ColdReader {
                 "a batch header would run past the end of the object",
             ));
         }
-        let b = self
-            .cache
-            .read_range(key, pos..pos + HEADER_LEN as u64, size)
-            .await?;
+        let b = self.range(key, pos..pos + HEADER_LEN as u64).await?;
         BatchHeader::decode(&b).ok_or_else(|| corrupt(key, pos, "short batch header"))
     }
 
@@ -384,11 +419,8 @@ impl ColdReader {
         if n == 0 {
             return Ok(0);
         }
-        let key = object_path(&sibling_key(&e.key, cache::layout::INDEX_EXT))?;
-        let idx = self
-            .cache
-            .read_range(&key, 0..n * OFFSET_ENTRY, e.index_size)
-            .await?;
+        let key = Obj::of(e, ObjectKind::Index)?;
+        let idx = self.range(&key, 0..n * OFFSET_ENTRY).await?;
         let entry = |i: u64| {
             let at = (i * OFFSET_ENTRY) as usize;
             (
@@ -414,11 +446,8 @@ impl ColdReader {
         if n == 0 {
             return Ok(None);
         }
-        let key = object_path(&sibling_key(&e.key, cache::layout::TIME_INDEX_EXT))?;
-        let tix = self
-            .cache
-            .read_range(&key, 0..n * TIME_ENTRY, e.time_index_size)
-            .await?;
+        let key = Obj::of(e, ObjectKind::TimeIndex)?;
+        let tix = self.range(&key, 0..n * TIME_ENTRY).await?;
         let entry = |i: u64| {
             let at = (i * TIME_ENTRY) as usize;
             (

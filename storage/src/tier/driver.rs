@@ -64,6 +64,7 @@ use super::error::TierError;
 use super::link::{Core, Link, Msg};
 use super::manifest::{Manifest, TieredSegment};
 use super::metrics::{add, TierMetrics, TierSnapshot};
+use super::pack::{self, PackConfig, Packer, Waiting};
 use super::partition::TieredPartition;
 use super::producers;
 use super::retention::{DeleteMode, ObjectDeleter, RetentionPass};
@@ -89,6 +90,9 @@ pub struct TierConfig {
     /// How long the objects of a tiered entry replaced by a compacted copy
     /// stay after the swap, for cold reads that looked the old entry up.
     pub compaction_grace: Duration,
+    /// Pack sealed segments of many partitions into shared objects (see
+    /// [`super::pack`]); `None`: each segment goes up as its own objects.
+    pub pack: Option<PackConfig>,
 }
 
 impl Default for TierConfig {
@@ -103,6 +107,7 @@ impl Default for TierConfig {
             delete_mode: DeleteMode::Delete,
             local_disk_limit: None,
             compaction_grace: Duration::from_secs(60),
+            pack: None,
         }
     }
 }
@@ -157,8 +162,16 @@ impl Tier {
         let budget = Arc::new(DiskBudget::new(config.local_disk_limit));
         let metrics = Arc::new(TierMetrics::default());
         let reader = ColdReader::new(cache);
+        let mut engine_config = config.engine.clone();
+        if let Some(pack) = &config.pack {
+            // segments waiting for their pack count as uploads in flight
+            engine_config.max_in_flight = engine_config.max_in_flight.max(pack.max_waiting);
+        }
         let driver = Driver {
-            engine: UploaderEngine::new(config.engine.clone()),
+            engine: UploaderEngine::new(engine_config),
+            packer: config.pack.clone().map(Packer::new),
+            last_sweep: Instant::now(),
+            sweep: None,
             rx,
             tx,
             store: store.clone(),
@@ -521,6 +534,9 @@ impl Tier {
 
 struct Driver {
     engine: UploaderEngine,
+    packer: Option<Packer>,
+    last_sweep: Instant,
+    sweep: Option<JoinHandle<()>>,
     rx: mpsc::UnboundedReceiver<Msg>,
     tx: mpsc::UnboundedSender<Msg>,
     store: ObjectStoreHandle,
@@ -572,6 +588,17 @@ impl Driver {
                         self.start_retention();
                         self.engine.tick(now())
                     }
+                    Some(Msg::Packed(events)) => {
+                        if let Some(packer) = &mut self.packer {
+                            packer.finished();
+                        }
+                        let mut actions = Vec::new();
+                        for event in events {
+                            actions.extend(self.engine.handle(now(), event));
+                        }
+                        self.start_packs();
+                        actions
+                    }
                     Some(Msg::Refresh(partition)) => self.refresh_manifest(now(), partition),
                 },
                 _ = backoff => self.engine.tick(now()),
@@ -584,6 +611,8 @@ impl Driver {
                         }
                     }
                     self.start_retention();
+                    self.start_packs();
+                    self.start_sweep();
                     // Every wake-up ticks the engine: `next_wake` only names
                     // backoffs still ahead, so one that ended while another
                     // branch ran would otherwise never start.
@@ -599,6 +628,9 @@ impl Driver {
         self.tasks.abort_all();
         if let Some(r) = self.retention.take() {
             r.abort();
+        }
+        if let Some(s) = self.sweep.take() {
+            s.abort();
         }
     }
 
@@ -628,6 +660,23 @@ impl Driver {
 
     fn perform(&mut self, action: Action) {
         match action {
+            Action::Upload {
+                op,
+                partition,
+                segment,
+                attempt,
+            } if self.packer.is_some() => {
+                if let Some(packer) = &mut self.packer {
+                    packer.add(Waiting {
+                        op,
+                        partition,
+                        segment,
+                        attempt,
+                        since: Instant::now(),
+                    });
+                }
+                self.start_packs();
+            }
             Action::Upload {
                 op,
                 partition,
@@ -859,6 +908,85 @@ impl Driver {
         }
     }
 
+    /// Starts the uploads of the packs that are due.
+    fn start_packs(&mut self) {
+        let Some(packer) = &mut self.packer else {
+            return;
+        };
+        while let Some(members) = packer.take(Instant::now()) {
+            let store = self.store.clone();
+            let metrics = Arc::clone(&self.metrics);
+            let tx = self.tx.clone();
+            let (timeout, rate) = (
+                self.config.upload_timeout,
+                self.config.min_upload_bytes_per_sec,
+            );
+            self.tasks.spawn(async move {
+                let uploaded = pack::upload(&store, &members, timeout, rate).await;
+                let events = match uploaded {
+                    Ok((entries, bytes)) => {
+                        add(&metrics.uploaded_bytes, bytes);
+                        add(&metrics.uploaded_objects, 1);
+                        add(&metrics.uploaded_segments, entries.len() as u64);
+                        members
+                            .iter()
+                            .zip(entries)
+                            .map(|(m, entry)| Event::UploadDone { op: m.op, entry })
+                            .collect()
+                    }
+                    Err(e) => {
+                        add(&metrics.upload_failures, members.len() as u64);
+                        tracing::warn!(
+                            segments = members.len(),
+                            attempt = members.iter().map(|m| m.attempt).max().unwrap_or(0),
+                            error = %e,
+                            "uploading a pack of sealed segments failed; they stay on local disk and will be retried"
+                        );
+                        members
+                            .iter()
+                            .map(|m| Event::UploadFailed {
+                                op: m.op,
+                                jitter: rand::random::<f64>(),
+                            })
+                            .collect()
+                    }
+                };
+                let _ = tx.send(Msg::Packed(events));
+            });
+        }
+    }
+
+    /// Lists the packed objects and deletes those no entry reads from, at
+    /// most once per `sweep_interval`.
+    fn start_sweep(&mut self) {
+        let Some(config) = &self.config.pack else {
+            return;
+        };
+        if self.sweep.as_ref().is_some_and(|s| !s.is_finished())
+            || self.last_sweep.elapsed() < config.sweep_interval
+        {
+            return;
+        }
+        self.last_sweep = Instant::now();
+        let deleter = self.deleter();
+        let manifest = Arc::clone(&self.manifest);
+        let grace = config.grace;
+        self.sweep = Some(tokio::spawn(async move {
+            match pack::sweep(&deleter, manifest.as_ref(), grace).await {
+                Ok(Some(deleted)) if deleted > 0 => {
+                    tracing::info!(
+                        deleted,
+                        "deleted packed objects no tiered segment reads from any more"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "sweeping unreferenced packed objects failed; the next sweep retries")
+                }
+            }
+        }));
+    }
+
     fn start_retention(&mut self) {
         if self.retention.as_ref().is_some_and(|r| !r.is_finished()) {
             return;
@@ -982,6 +1110,7 @@ async fn upload_segment(
         index_size: idx.size,
         time_index_size: tix.size,
         served_from: None,
+        pack: None,
     };
     let objects = 3 + u64::from(producers > 0) + u64::from(aborted > 0);
     Ok((
@@ -1056,8 +1185,8 @@ async fn upload_compacted(
         ),
         copy_sidecar(
             store,
-            &last.key,
-            cache::layout::PRODUCER_SNAPSHOT_EXT,
+            last,
+            cache::layout::ObjectKind::ProducerSnapshot,
             id.producer_snapshot_key(prefix),
             config
         ),
@@ -1065,8 +1194,8 @@ async fn upload_compacted(
             if old.len() == 1 {
                 copy_sidecar(
                     store,
-                    &first.key,
-                    cache::layout::TXN_INDEX_EXT,
+                    first,
+                    cache::layout::ObjectKind::TxnIndex,
                     id.txn_index_key(prefix),
                     config,
                 )
@@ -1116,6 +1245,7 @@ async fn upload_compacted(
         index_size: idx.size,
         time_index_size: tix.size,
         served_from: None,
+        pack: None,
     };
     let objects = 3 + u64::from(producers) + u64::from(aborted);
     Ok((entry, idx.size + tix.size + data.size, objects))
@@ -1123,14 +1253,26 @@ async fn upload_compacted(
 
 /// Copies an optional sibling object of `old_seg_key` to `to`; whether
 /// there was one.
+/// Copies an old entry's optional object of `kind` to `to`: a server-side
+/// copy of its own object, or, when it lies in a packed object, its range
+/// read and put. Whether there was one.
 async fn copy_sidecar(
     store: &ObjectStoreHandle,
-    old_seg_key: &str,
-    extension: &str,
+    old: &TieredSegment,
+    kind: cache::layout::ObjectKind,
     to: Path,
     config: &TierConfig,
 ) -> Result<bool, TierError> {
-    let from_key = super::cold::sibling_key(old_seg_key, extension);
+    if old.pack.is_some() {
+        let place = old.place(kind);
+        let Some(bytes) = super::sidecar::get_placed(store, &place, config.upload_timeout).await?
+        else {
+            return Ok(false);
+        };
+        super::sidecar::put(store, &to, bytes.to_vec(), config.upload_timeout).await?;
+        return Ok(true);
+    }
+    let from_key = old.place(kind).key;
     let from = Path::parse(&from_key).map_err(|e| TierError::CorruptObject {
         key: from_key.clone(),
         position: 0,

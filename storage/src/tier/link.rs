@@ -36,6 +36,8 @@ pub(crate) enum Msg {
     /// Delete an entry's objects once the compaction grace period is over.
     Expire(TieredSegment),
     Retention,
+    /// A packed upload ended: the engine's events for its members.
+    Packed(Vec<Event>),
     /// Re-read a partition's manifest (a commit was refused).
     Refresh(PartitionKey),
     Stop,

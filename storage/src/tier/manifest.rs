@@ -6,7 +6,7 @@
 //! between upload and commit leaves at worst an orphan that the next upload
 //! of the same segment overwrites (keys are deterministic).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -41,9 +41,92 @@ pub struct TieredSegment {
     /// end, which earlier entries serve. `base_offset` stays the object's
     /// own base: its `.idx` and `.tix` count from there.
     pub served_from: Option<i64>,
+    /// Where the entry's bytes are when it was packed with other segments
+    /// into one object (see [`PackedAt`]); `None`: its own objects, named
+    /// from `key`.
+    pub pack: Option<PackedAt>,
+}
+
+/// An entry's place in a packed object: several sealed segments, of any
+/// partitions, uploaded as one object to save requests. A segment's `.seg`
+/// bytes start at `offset`; its `.idx`, `.tix`, producer snapshot and
+/// aborted-transaction index follow back to back, sized by the entry
+/// (`index_size`, `time_index_size`) and by this record. The entry's `key`
+/// stays the segment's own `.seg` key: it names the entry (commits,
+/// replaces), never an object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PackedAt {
+    /// Key of the packed object.
+    pub key: String,
+    pub offset: u64,
+    /// Bytes of the whole packed object.
+    pub object_size: u64,
+    /// Bytes of the producer snapshot (0: none).
+    pub producers_size: u64,
+    /// Bytes of the aborted-transaction index (0: none).
+    pub txn_index_size: u64,
+}
+
+/// Where one of an entry's objects lies: the object holding it, where in
+/// that object it starts, its length when known, and the object's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectPlace {
+    pub key: String,
+    pub start: u64,
+    /// `None` for an unpacked optional sidecar, whose size the manifest
+    /// does not record (the whole object, if there is one).
+    pub len: Option<u64>,
+    /// Bytes of the whole object holding it (0 when unknown).
+    pub object_size: u64,
 }
 
 impl TieredSegment {
+    /// Where the entry's object of `kind` lies.
+    pub fn place(&self, kind: cache::layout::ObjectKind) -> ObjectPlace {
+        use cache::layout::ObjectKind;
+        match &self.pack {
+            Some(p) => {
+                let (before, len) = match kind {
+                    ObjectKind::Segment => (0, self.size),
+                    ObjectKind::Index => (self.size, self.index_size),
+                    ObjectKind::TimeIndex => (self.size + self.index_size, self.time_index_size),
+                    ObjectKind::ProducerSnapshot => (
+                        self.size + self.index_size + self.time_index_size,
+                        p.producers_size,
+                    ),
+                    ObjectKind::TxnIndex => (
+                        self.size + self.index_size + self.time_index_size + p.producers_size,
+                        p.txn_index_size,
+                    ),
+                };
+                ObjectPlace {
+                    key: p.key.clone(),
+                    start: p.offset + before,
+                    len: Some(len),
+                    object_size: p.object_size,
+                }
+            }
+            None => {
+                let (len, object_size) = match kind {
+                    ObjectKind::Segment => (Some(self.size), self.size),
+                    ObjectKind::Index => (Some(self.index_size), self.index_size),
+                    ObjectKind::TimeIndex => (Some(self.time_index_size), self.time_index_size),
+                    ObjectKind::ProducerSnapshot | ObjectKind::TxnIndex => (None, 0),
+                };
+                let key = match kind {
+                    ObjectKind::Segment => self.key.clone(),
+                    other => super::cold::sibling_key(&self.key, other.extension()),
+                };
+                ObjectPlace {
+                    key,
+                    start: 0,
+                    len,
+                    object_size,
+                }
+            }
+        }
+    }
+
     /// Offset after the last one held.
     pub fn next_offset(&self) -> i64 {
         self.last_offset.saturating_add(1)
@@ -160,6 +243,13 @@ pub trait Manifest: Send + Sync + 'static {
         partition: PartitionKey,
         offset: i64,
     ) -> Result<(), ManifestError>;
+    /// The keys of the packed objects that some entry of any partition
+    /// still reads from ([`PackedAt::key`]), as the authoritative copy of
+    /// the manifest knows them; `Ok(None)` when this process's copy cannot
+    /// vouch for being complete (in a cluster: it is not the metastore's
+    /// leader). A packed object absent from the set, and older than any
+    /// upload that could still be committing, may be deleted.
+    async fn packs_in_use(&self) -> Result<Option<BTreeSet<String>>, ManifestError>;
 }
 
 /// An in-process manifest (tests, single-process tools); with the
@@ -369,6 +459,17 @@ impl Manifest for MemoryManifest {
 
     fn deleted_topics(&self) -> Vec<TopicToPurge> {
         self.state.lock().deleted.clone()
+    }
+
+    async fn packs_in_use(&self) -> Result<Option<BTreeSet<String>>, ManifestError> {
+        let s = self.state.lock();
+        Ok(Some(
+            s.partitions
+                .values()
+                .flatten()
+                .filter_map(|e| e.pack.as_ref().map(|p| p.key.clone()))
+                .collect(),
+        ))
     }
 
     async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError> {

@@ -86,6 +86,7 @@ pub fn entry(p: PartitionKey, base: i64, last: i64) -> TieredSegment {
         index_size: 8,
         time_index_size: 12,
         served_from: None,
+        pack: None,
     }
 }
 
@@ -107,6 +108,7 @@ pub fn compacted(p: PartitionKey, base: i64, last: i64, generation: u64) -> Tier
 pub fn straddling(p: PartitionKey, base: i64, from: i64, last: i64) -> TieredSegment {
     TieredSegment {
         served_from: Some(from),
+        pack: None,
         ..entry(p, base, last)
     }
 }
@@ -422,6 +424,7 @@ pub async fn replace_is_refused_unless_the_old_entry_serves_the_same_offsets(
             old.key.clone(),
             TieredSegment {
                 served_from: Some(11),
+                pack: None,
                 ..compacted(p, 10, 19, 1)
             },
             "serving from elsewhere",
@@ -431,6 +434,7 @@ pub async fn replace_is_refused_unless_the_old_entry_serves_the_same_offsets(
             TieredSegment {
                 base_offset: 12,
                 served_from: Some(10),
+                pack: None,
                 ..compacted(p, 10, 19, 1)
             },
             "serving offsets outside its object",

@@ -56,6 +56,7 @@ pub mod manifest;
 #[cfg(any(test, feature = "testing"))]
 pub mod manifest_suite;
 mod metrics;
+pub mod pack;
 mod partition;
 mod producers;
 mod retention;
@@ -68,8 +69,11 @@ pub use cold::{latest_max_timestamp, ColdRead, ColdReader};
 pub use driver::{Tier, TierConfig};
 pub use engine::{EngineConfig, SealedSegment, UploaderEngine};
 pub use error::TierError;
-pub use manifest::{Manifest, ManifestError, MemoryManifest, TieredSegment, TopicToPurge};
+pub use manifest::{
+    Manifest, ManifestError, MemoryManifest, ObjectPlace, PackedAt, TieredSegment, TopicToPurge,
+};
 pub use metrics::{TierMetrics, TierSnapshot};
+pub use pack::PackConfig;
 pub use partition::TieredPartition;
 pub use retention::{expired_below, DeleteMode};
 pub use shared::{PartitionShared, TierRetention};

@@ -30,6 +30,14 @@ pub(super) async fn upload(
     seg: &SealedSegment,
     deadline: Duration,
 ) -> Result<u64, TierError> {
+    match prepared(seg).await {
+        Some(bytes) => super::sidecar::put(store, &key, bytes, deadline).await,
+        None => Ok(0),
+    }
+}
+
+/// The bytes of `seg`'s producer snapshot, if it has a usable one.
+pub(super) async fn prepared(seg: &SealedSegment) -> Option<Vec<u8>> {
     let path = &seg.producer_snapshot_path;
     let bytes = match tokio::fs::read(path).await {
         Ok(b) => b,
@@ -37,17 +45,16 @@ pub(super) async fn upload(
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(snapshot = %path.display(), error = %e, "a sealed segment's producer snapshot is unreadable; the segment goes up without it");
             }
-            return Ok(0);
+            return None;
         }
     };
     match ProducerStates::decode_snapshot(&bytes) {
-        Some((at, _)) if at == seg.next_offset() => {}
+        Some((at, _)) if at == seg.next_offset() => Some(bytes),
         _ => {
             tracing::warn!(snapshot = %path.display(), "a sealed segment's producer snapshot is damaged; the segment goes up without it");
-            return Ok(0);
+            None
         }
     }
-    super::sidecar::put(store, &key, bytes, deadline).await
 }
 
 /// The producer snapshot uploaded with the entry of `entries` that ends
@@ -62,6 +69,6 @@ pub(super) async fn read(
     let Some(e) = entries.iter().find(|e| e.next_offset() == next_offset) else {
         return Ok(None);
     };
-    let key = super::cold::sibling_key(&e.key, cache::layout::PRODUCER_SNAPSHOT_EXT);
-    super::sidecar::get(store, &key, deadline).await
+    let place = e.place(cache::layout::ObjectKind::ProducerSnapshot);
+    super::sidecar::get_placed(store, &place, deadline).await
 }

@@ -199,7 +199,12 @@ impl RetentionPass {
 
 impl ObjectDeleter {
     /// Deletes every object of a tiered entry; whether all went.
+    /// A packed entry's bytes share their object with other entries: that
+    /// object goes when none reads from it any more (`pack::sweep`).
     pub(crate) async fn delete_segment(&self, e: &TieredSegment) -> bool {
+        if e.pack.is_some() {
+            return true;
+        }
         let objects = [
             (e.key.clone(), e.size),
             (sibling_key(&e.key, layout::INDEX_EXT), e.index_size),
@@ -239,7 +244,7 @@ impl ObjectDeleter {
         ok
     }
 
-    async fn delete_object(&self, key: &Path, size: u64) -> bool {
+    pub(crate) async fn delete_object(&self, key: &Path, size: u64) -> bool {
         self.cache.remove_object(key, size);
         self.upload_times.lock().remove(key.as_ref());
         let store = self.store.store.as_ref();

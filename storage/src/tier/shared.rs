@@ -221,6 +221,7 @@ mod tests {
             base_offset: base,
             last_offset: last,
             served_from: from,
+            pack: None,
             ..TieredSegment::default()
         }
     }

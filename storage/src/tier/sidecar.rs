@@ -9,6 +9,7 @@ use cache::object_store::path::Path;
 use cache::{CacheError, ObjectStoreExt, ObjectStoreHandle};
 
 use super::error::TierError;
+use super::manifest::ObjectPlace;
 
 /// Stores `bytes` at `key` within `deadline`; the bytes sent.
 pub(super) async fn put(
@@ -27,6 +28,39 @@ pub(super) async fn put(
         .into()),
         Err(_) => Err(TierError::Timeout {
             what: format!("upload of {key}"),
+            seconds: deadline.as_secs(),
+        }),
+    }
+}
+
+/// The bytes of one of an entry's optional objects (a whole object, or its
+/// range of a packed one), `None` when there is none, within `deadline`.
+pub(super) async fn get_placed(
+    store: &ObjectStoreHandle,
+    place: &ObjectPlace,
+    deadline: Duration,
+) -> Result<Option<Bytes>, TierError> {
+    let len = match place.len {
+        None => return get(store, &place.key, deadline).await,
+        Some(0) => return Ok(None),
+        Some(len) => len,
+    };
+    let path = Path::parse(&place.key).map_err(|err| TierError::CorruptObject {
+        key: place.key.clone(),
+        position: 0,
+        reason: format!("the manifest holds an unusable key: {err}"),
+    })?;
+    let range = place.start..place.start + len;
+    match tokio::time::timeout(deadline, store.store.get_range(&path, range)).await {
+        Ok(Ok(bytes)) => Ok(Some(bytes)),
+        // the manifest names this range: its object must be there
+        Ok(Err(source)) => Err(CacheError::Store {
+            key: place.key.clone(),
+            source: source.into(),
+        }
+        .into()),
+        Err(_) => Err(TierError::Timeout {
+            what: format!("read of {}", place.key),
             seconds: deadline.as_secs(),
         }),
     }

@@ -21,7 +21,7 @@ use cache::ObjectStoreHandle;
 
 use super::engine::SealedSegment;
 use super::error::TierError;
-use super::manifest::TieredSegment;
+use super::manifest::{ObjectPlace, TieredSegment};
 use crate::txn::{decode_entries, AbortedTxn};
 
 /// How much later than a transaction's first record its marker may come:
@@ -43,10 +43,18 @@ pub(super) async fn upload(
     seg: &SealedSegment,
     deadline: Duration,
 ) -> Result<u64, TierError> {
+    match prepared(seg).await? {
+        Some(bytes) => super::sidecar::put(store, &key, bytes, deadline).await,
+        None => Ok(0),
+    }
+}
+
+/// The bytes of `seg`'s aborted-transaction index, checked, if it has one.
+pub(super) async fn prepared(seg: &SealedSegment) -> Result<Option<Vec<u8>>, TierError> {
     let path = &seg.txn_index_path;
     let bytes = match tokio::fs::read(path).await {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(TierError::CorruptObject {
                 key: path.display().to_string(),
@@ -64,7 +72,7 @@ pub(super) async fn upload(
             reason: "the aborted-transaction index fails its checksum".into(),
         });
     }
-    super::sidecar::put(store, &key, bytes, deadline).await
+    Ok(Some(bytes))
 }
 
 /// Indexes fetched so far, by object key (`None`: the segment has none).
@@ -108,11 +116,12 @@ pub(super) async fn aborted(
         if started_ms >= 0 && e.first_timestamp > started_ms.saturating_add(MARKER_LAG_MS) {
             break;
         }
-        let key = super::cold::sibling_key(&e.key, cache::layout::TXN_INDEX_EXT);
+        let place = e.place(cache::layout::ObjectKind::TxnIndex);
+        let key = format!("{}@{}", place.key, place.start);
         let index = match remembered.get(&key) {
             Some(known) => known,
             None => {
-                let fetched = fetch(store, &key, deadline).await?;
+                let fetched = fetch(store, &place, deadline).await?;
                 remembered.put(key, fetched.clone());
                 fetched
             }
@@ -131,18 +140,18 @@ pub(super) async fn aborted(
 
 async fn fetch(
     store: &ObjectStoreHandle,
-    key: &str,
+    place: &ObjectPlace,
     deadline: Duration,
 ) -> Result<Option<Arc<Vec<AbortedTxn>>>, TierError> {
-    let got = super::sidecar::get(store, key, deadline).await?;
+    let got = super::sidecar::get_placed(store, place, deadline).await?;
     let Some(bytes) = got else {
         return Ok(None);
     };
     decode_entries(&bytes)
         .map(|v| Some(Arc::new(v)))
         .ok_or_else(|| TierError::CorruptObject {
-            key: key.to_owned(),
-            position: 0,
+            key: place.key.clone(),
+            position: place.start,
             reason: "the aborted-transaction index fails its checksum".into(),
         })
 }

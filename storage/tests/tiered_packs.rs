@@ -1,0 +1,315 @@
+//! Packed objects end to end inside one process: real partition logs on
+//! disk for several partitions, the uploader packing their sealed segments
+//! into shared objects, cold reads of byte ranges of those objects, and
+//! the sweep deleting a packed object once no partition reads from it.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cache::metered::RequestCounters;
+use cache::{CacheConfig, ColdCache, ObjectStoreHandle};
+use futures::StreamExt;
+use kafka_protocol::records::Compression;
+use storage::tier::{
+    Manifest, MemoryManifest, PackConfig, PartitionKey, Tier, TierConfig, TierRetention,
+    TieredPartition,
+};
+use storage::PartitionLog;
+
+const TS: i64 = 1_700_000_000_000;
+
+struct Rig {
+    tier: Tier,
+    manifest: Arc<MemoryManifest>,
+    store: ObjectStoreHandle,
+    requests: RequestCounters,
+    dirs: Vec<tempfile::TempDir>,
+    topic: uuid::Uuid,
+}
+
+async fn rig(partitions: usize, pack: PackConfig) -> Rig {
+    let (store, requests) = ObjectStoreHandle::in_memory().metered();
+    let cache = ColdCache::open(CacheConfig::default(), store.clone())
+        .await
+        .unwrap();
+    let mut config = TierConfig {
+        retention_interval: Duration::from_millis(100),
+        pack: Some(pack),
+        ..TierConfig::default()
+    };
+    config.engine.retry = cache::RetrySchedule {
+        initial: Duration::from_millis(20),
+        max: Duration::from_millis(200),
+        multiplier: 2.0,
+    };
+    let manifest = Arc::new(MemoryManifest::new());
+    let tier = Tier::start(
+        config,
+        store.clone(),
+        cache,
+        Arc::clone(&manifest) as Arc<dyn Manifest>,
+    );
+    Rig {
+        tier,
+        manifest,
+        store,
+        requests,
+        dirs: (0..partitions)
+            .map(|_| tempfile::tempdir().unwrap())
+            .collect(),
+        topic: uuid::Uuid::new_v4(),
+    }
+}
+
+fn packing() -> PackConfig {
+    PackConfig {
+        target_bytes: 8 << 20,
+        floor_bytes: 2 << 20,
+        linger: Duration::from_millis(300),
+        max_wait: Duration::from_secs(2),
+        grace: Duration::ZERO,
+        sweep_interval: Duration::from_millis(100),
+        ..PackConfig::default()
+    }
+}
+
+impl Rig {
+    fn key(&self, i: usize) -> PartitionKey {
+        PartitionKey::new(self.topic, i as i32)
+    }
+
+    fn open_all(&self) -> Vec<TieredPartition> {
+        let keep_nothing = TierRetention {
+            local_retention_bytes: Some(0),
+            ..TierRetention::default()
+        };
+        self.dirs
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| {
+                let log = PartitionLog::open(dir.path(), common::small_segments()).unwrap();
+                self.tier
+                    .open_partition(self.key(i), log, keep_nothing)
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    async fn object_keys(&self) -> Vec<String> {
+        self.store
+            .store
+            .list(None)
+            .map(|m| m.unwrap().location.to_string())
+            .collect()
+            .await
+    }
+}
+
+/// Appends `n` batches of 50 records (~10 KiB each) to `p`; returns them.
+fn fill(p: &mut TieredPartition, n: usize, tag: u64) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let mut b = common::batch_with(
+                50,
+                200,
+                TS + i as i64 * 100,
+                Compression::None,
+                None,
+                tag + i as u64,
+            );
+            p.append(&mut b, 0, TS).unwrap();
+            b
+        })
+        .collect()
+}
+
+async fn until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..3000 {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+fn sealed_end(p: &TieredPartition) -> i64 {
+    p.log()
+        .segments()
+        .iter()
+        .filter(|s| s.sealed)
+        .map(|s| s.last_offset + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every batch of `key` from `from` to `end`, read through the tier.
+async fn cold_bytes(tier: &Tier, key: PartitionKey, from: i64, end: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    while offset < end {
+        let r = tier.read(key, offset, 64 << 10).await.unwrap().unwrap();
+        assert!(r.next_offset > offset, "a cold read makes progress");
+        for batch in storage::batch::BatchIter::new(&r.bytes) {
+            let (h, bytes) = batch.unwrap();
+            if h.base_offset < end {
+                out.extend_from_slice(bytes);
+            }
+        }
+        offset = r.next_offset;
+    }
+    out
+}
+
+fn local_bytes(log: &PartitionLog, from: i64, end: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    while offset < end {
+        let s = log.read(offset, 64 << 10, end).unwrap();
+        out.extend_from_slice(&s.read_to_bytes().unwrap());
+        offset = s.next_offset;
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealed_segments_of_many_partitions_share_objects_and_read_back_from_them() {
+    let r = rig(6, packing()).await;
+    let mut parts = r.open_all();
+    // ~2.5 MiB per partition: two sealed 1 MiB segments each, twelve in all
+    let sent: Vec<Vec<Vec<u8>>> = parts
+        .iter_mut()
+        .enumerate()
+        .map(|(i, p)| fill(p, 250, i as u64 * 1000))
+        .collect();
+    until(
+        "every partition's sealed segments are committed and gone locally",
+        || {
+            let mut done = true;
+            for p in parts.iter_mut() {
+                p.tick(TS).unwrap();
+                done &=
+                    p.shared().manifest().len() >= 2 && p.local_log_start_offset() >= sealed_end(p);
+            }
+            async move { done }
+        },
+    )
+    .await;
+    let segments: usize = parts.iter().map(|p| p.shared().manifest().len()).sum();
+    assert!(segments >= 12, "{segments} segments tiered");
+    let keys = r.object_keys().await;
+    assert!(
+        keys.iter()
+            .all(|k| k.contains("/packs/") || k.starts_with("packs/")),
+        "only packed objects: {keys:?}"
+    );
+    let requests = r.requests.snapshot();
+    let uploads = requests.put + requests.create_multipart + requests.put_part;
+    assert_eq!(
+        uploads as usize,
+        keys.len(),
+        "one request per packed object"
+    );
+    assert!(
+        keys.len() * 3 <= segments,
+        "{} packed objects for {segments} segments",
+        keys.len()
+    );
+    // Entries of different partitions share objects.
+    let packs: Vec<String> = (0..parts.len())
+        .flat_map(|i| r.manifest.segments(r.key(i)))
+        .map(|e| e.pack.expect("a packed entry").key)
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = packs.iter().collect();
+    assert!(distinct.len() < packs.len());
+
+    for (i, p) in parts.iter().enumerate() {
+        let local_start = p.local_log_start_offset();
+        let mut all = cold_bytes(&r.tier, r.key(i), 0, local_start).await;
+        all.extend(local_bytes(p.log(), local_start, p.log_end_offset()));
+        assert_eq!(all, sent[i].concat(), "partition {i}, across tiers");
+        // Timestamp lookups go through each entry's time index in the pack.
+        let ts = TS + 10_000;
+        let cold = r.tier.offset_for_timestamp(r.key(i), ts, 0).await.unwrap();
+        assert_eq!(cold.map(|t| t.offset), Some(100 * 50), "partition {i}");
+    }
+    // A replica restarting where object storage ends reads the producer
+    // snapshot packed with the last tiered segment.
+    let end = parts[0].shared().tiered_last().unwrap() + 1;
+    let snapshot = r.tier.producer_snapshot(r.key(0), end).await.unwrap();
+    assert!(
+        snapshot.is_some(),
+        "the snapshot at offset {end} went up in the pack"
+    );
+    for p in parts {
+        p.close().unwrap();
+    }
+    r.tier.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_packed_object_is_deleted_once_every_partition_reading_it_has_trimmed() {
+    let r = rig(2, packing()).await;
+    let mut parts = r.open_all();
+    for (i, p) in parts.iter_mut().enumerate() {
+        fill(p, 150, i as u64 * 1000);
+    }
+    until("both partitions' sealed segments are committed", || {
+        let mut done = true;
+        for p in parts.iter_mut() {
+            p.tick(TS).unwrap();
+            done &=
+                !p.shared().manifest().is_empty() && p.local_log_start_offset() >= sealed_end(p);
+        }
+        async move { done }
+    })
+    .await;
+    let keys = r.object_keys().await;
+    assert_eq!(
+        keys.len(),
+        1,
+        "one sealed segment each, in one pack: {keys:?}"
+    );
+
+    // Partition 0's records expire: its entry goes, the pack stays for 1.
+    let end0 = parts[0].log_end_offset();
+    parts[0].delete_records_before(end0).unwrap();
+    until("partition 0's manifest is trimmed", || {
+        parts[0].tick(TS).unwrap();
+        let empty = r.manifest.segments(r.key(0)).is_empty();
+        async move { empty }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        r.object_keys().await,
+        keys,
+        "partition 1 still reads the pack"
+    );
+    let tiered_end = parts[1].shared().tiered_last().unwrap() + 1;
+    assert!(!cold_bytes(&r.tier, r.key(1), 0, tiered_end)
+        .await
+        .is_empty());
+
+    let end1 = parts[1].log_end_offset();
+    parts[1].delete_records_before(end1).unwrap();
+    until("the pack no partition reads is deleted", || {
+        parts[1].tick(TS).unwrap();
+        let store = r.store.clone();
+        async move { store.store.list(None).collect::<Vec<_>>().await.is_empty() }
+    })
+    .await;
+    assert!(r.requests.snapshot().delete >= 1);
+    for p in parts {
+        p.close().unwrap();
+    }
+    r.tier.shutdown().await;
+}

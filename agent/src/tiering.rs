@@ -10,7 +10,7 @@ use dataplane::backend::disk::DiskLogFactory;
 use dataplane::backend::manifest::MetastoreManifest;
 use dataplane::backend::tiered::TieredLogFactory;
 use gateway::http::HttpExtension;
-use storage::tier::{DeleteMode, EngineConfig, Tier, TierConfig};
+use storage::tier::{DeleteMode, EngineConfig, PackConfig, Tier, TierConfig};
 
 use crate::config::Settings;
 
@@ -149,6 +149,13 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
         },
         local_disk_limit: limit,
         compaction_grace: std::time::Duration::from_millis(s.tiered_compaction_grace_ms),
+        pack: (s.pack_target_bytes > 0).then(|| PackConfig {
+            target_bytes: s.pack_target_bytes,
+            floor_bytes: s.pack_floor_bytes.min(s.pack_target_bytes),
+            max_wait: std::time::Duration::from_millis(s.pack_max_wait_ms),
+            linger: std::time::Duration::from_millis(s.pack_max_wait_ms / 6),
+            ..PackConfig::default()
+        }),
         ..TierConfig::default()
     };
     tracing::info!(
@@ -156,6 +163,7 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
         local_disk_limit = ?limit,
         cache_memory_bytes = s.cache_memory_bytes,
         cache_disk_bytes = s.cache_disk_bytes,
+        pack_target_bytes = s.pack_target_bytes,
         "tiered storage ready"
     );
     let manifest = Arc::new(MetastoreManifest::new(meta.clone()));

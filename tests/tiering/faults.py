@@ -11,7 +11,7 @@ PER_MB = (1 << 20) // SIZE
 
 def faulty_broker(moto_server, *extra):
     return Broker("s3://aerostream/faults", servers.s3_env(moto_server),
-                  ["--object-store-faults", "true", *extra])
+                  ["--object-store-faults", "true", "--pack-target-bytes", "0", *extra])
 
 
 def read_back_twice(broker, topic, count):

@@ -126,7 +126,7 @@ def test_cost_report_counts_the_requests_moto_received(recorded_moto):
     moto, log_path = recorded_moto
     before = len(recorded(log_path))
     broker = Broker(object_store=f"s3://{BUCKET}/{PREFIX}", env=servers.s3_env(moto),
-                    extra_args=["--rack", "us-east-1a"]).start()
+                    extra_args=["--rack", "us-east-1a", "--pack-target-bytes", "0"]).start()
     try:
         # segment.ms: long enough that only size seals the full segments,
         # short enough that the tail seals soon after

@@ -88,7 +88,8 @@ def latest_values(bootstrap, topic, timeout=120):
 def test_a_compacted_topic_shrinks_in_the_bucket_and_reads_back_from_it(moto_server):
     servers.create_bucket(moto_server, "aerostream")
     broker = Broker("s3://aerostream/cluster-1", servers.s3_env(moto_server),
-                    extra_args=["--tiered-compaction-grace-ms", str(GRACE_MS)])
+                    extra_args=["--tiered-compaction-grace-ms", str(GRACE_MS),
+                                "--pack-target-bytes", "0"])
     try:
         broker.start()
         topic = f"compacted-tiered-{uuid.uuid4().hex[:8]}"

@@ -65,11 +65,39 @@ def moto_server():
 
 
 def test_s3_backend_round_trips_every_record_through_object_storage(moto_server):
+    """With a cloud store, sealed segments go up packed: a few large objects
+    under packs/, one PUT each, and no per-segment objects."""
     servers.create_bucket(moto_server, "aerostream")
-    broker = Broker("s3://aerostream/cluster-1", servers.s3_env(moto_server))
+    broker = Broker("s3://aerostream/cluster-1", servers.s3_env(moto_server),
+                    extra_args=["--pack-max-wait-ms", "3000"])
 
     def objects_listed(m):
-        keys = servers.s3_keys(moto_server, "aerostream", "cluster-1/topics/")
+        assert servers.s3_keys(moto_server, "aerostream", "cluster-1/topics/") == [], \
+            "packed segments leave no objects of their own"
+        packs = servers.s3_keys(moto_server, "aerostream", "cluster-1/packs/")
+        assert packs and all(k.endswith(".pack") for k in packs), packs
+        segments = m["aerostream_tier_committed_segments_total"]
+        assert len(packs) * 4 <= segments, f"{len(packs)} packed objects for {segments} segments"
+        puts = sum(v for k, v in m.items()
+                   if k.startswith("aerostream_object_store_requests_total")
+                   and any(f'op="{op}"' in k for op in ("put", "create_multipart", "put_part")))
+        assert puts == len(packs), f"{puts} upload requests for {len(packs)} packed objects"
+
+    try:
+        roundtrip(broker, mb("AEROSTREAM_TIERING_S3_MB", 300), objects_listed)
+    finally:
+        broker.cleanup()
+
+
+def test_gcs_backend_round_trips_every_record_through_object_storage(moto_server):
+    """Packing off (--pack-target-bytes 0): each sealed segment goes up as
+    its own objects."""
+    servers.create_bucket(moto_server, "aerostream-gcs")
+    broker = Broker("gs://aerostream-gcs/cluster-1", servers.gcs_env(moto_server),
+                    extra_args=["--pack-target-bytes", "0"])
+
+    def objects_listed(m):
+        keys = servers.s3_keys(moto_server, "aerostream-gcs", "cluster-1/topics/")
         segs = [k for k in keys if k.endswith(".seg")]
         assert len(segs) == m["aerostream_tier_committed_segments_total"]
         # the producer is idempotent: each segment also carries the producer
@@ -79,20 +107,6 @@ def test_s3_backend_round_trips_every_record_through_object_storage(moto_server)
         assert set(keys) == expected, (
             "each segment has its .seg, .idx, .tix and .producers, and nothing else is there: "
             f"missing {sorted(expected - set(keys))[:4]}, extra {sorted(set(keys) - expected)[:4]}")
-
-    try:
-        roundtrip(broker, mb("AEROSTREAM_TIERING_S3_MB", 300), objects_listed)
-    finally:
-        broker.cleanup()
-
-
-def test_gcs_backend_round_trips_every_record_through_object_storage(moto_server):
-    servers.create_bucket(moto_server, "aerostream-gcs")
-    broker = Broker("gs://aerostream-gcs/cluster-1", servers.gcs_env(moto_server))
-
-    def objects_listed(m):
-        keys = servers.s3_keys(moto_server, "aerostream-gcs", "cluster-1/topics/")
-        assert len([k for k in keys if k.endswith(".seg")]) == m["aerostream_tier_committed_segments_total"]
 
     try:
         roundtrip(broker, mb("AEROSTREAM_TIERING_MB", 40), objects_listed)

@@ -157,6 +157,18 @@ pub struct ServeArgs {
     /// Segment uploads in flight at once [default: 8].
     #[arg(long, env = "AEROSTREAM_UPLOAD_CONCURRENCY")]
     pub upload_concurrency: Option<usize>,
+    /// Pack sealed segments of many partitions into shared objects of about
+    /// this size, one PUT each (0: each segment goes up as its own objects)
+    /// [default: 64MiB with a cloud object store, 0 with the local folder].
+    #[arg(long, env = "AEROSTREAM_PACK_TARGET_BYTES", value_parser = parse_bytes)]
+    pub pack_target_bytes: Option<u64>,
+    /// No packed object smaller than this unless a segment has waited
+    /// --pack-max-wait-ms [default: 8MiB].
+    #[arg(long, env = "AEROSTREAM_PACK_FLOOR_BYTES", value_parser = parse_bytes)]
+    pub pack_floor_bytes: Option<u64>,
+    /// Longest a sealed segment waits for others to pack with [default: 60000].
+    #[arg(long, env = "AEROSTREAM_PACK_MAX_WAIT_MS")]
+    pub pack_max_wait_ms: Option<u64>,
     /// Move deleted objects under PREFIX/tombstones/ (for a bucket lifecycle
     /// rule to expire) instead of deleting them [default: false].
     #[arg(long, env = "AEROSTREAM_OBJECT_STORE_TOMBSTONES")]

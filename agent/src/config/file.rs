@@ -70,6 +70,11 @@ pub(super) struct FileSettings {
     #[serde(default, deserialize_with = "bytes_de")]
     pub(super) local_disk_limit: Option<u64>,
     pub(super) upload_concurrency: Option<usize>,
+    #[serde(default, deserialize_with = "bytes_de")]
+    pub(super) pack_target_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "bytes_de")]
+    pub(super) pack_floor_bytes: Option<u64>,
+    pub(super) pack_max_wait_ms: Option<u64>,
     pub(super) object_store_tombstones: Option<bool>,
     pub(super) tiered_compaction_grace_ms: Option<u64>,
     pub(super) write_caching: Option<bool>,

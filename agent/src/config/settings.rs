@@ -62,6 +62,10 @@ pub struct Settings {
     /// `None`: worked out from the free space at start.
     pub local_disk_limit: Option<u64>,
     pub upload_concurrency: usize,
+    /// 0: no packing (see `storage::tier::pack`).
+    pub pack_target_bytes: u64,
+    pub pack_floor_bytes: u64,
+    pub pack_max_wait_ms: u64,
     pub object_store_tombstones: bool,
     /// How long objects a compacted copy replaced stay in object storage.
     pub tiered_compaction_grace_ms: u64,
@@ -143,6 +147,7 @@ impl Settings {
             .max_connections
             .or(file.max_connections)
             .unwrap_or(4096);
+        let object_store = args.object_store.clone().or(file.object_store.clone());
         let s = Settings {
             data_dir,
             kafka_addr: args
@@ -227,7 +232,7 @@ impl Settings {
                 .clone()
                 .or(file.log)
                 .unwrap_or_else(|| "info".into()),
-            object_store: args.object_store.clone().or(file.object_store),
+            object_store: object_store.clone(),
             cache_memory_bytes: args
                 .cache_memory_bytes
                 .or(file.cache_memory_bytes)
@@ -242,6 +247,20 @@ impl Settings {
                 .upload_concurrency
                 .or(file.upload_concurrency)
                 .unwrap_or(8),
+            pack_target_bytes: args.pack_target_bytes.or(file.pack_target_bytes).unwrap_or(
+                match &object_store {
+                    Some(url) if !url.starts_with("file:") => 64 << 20,
+                    _ => 0,
+                },
+            ),
+            pack_floor_bytes: args
+                .pack_floor_bytes
+                .or(file.pack_floor_bytes)
+                .unwrap_or(8 << 20),
+            pack_max_wait_ms: args
+                .pack_max_wait_ms
+                .or(file.pack_max_wait_ms)
+                .unwrap_or(60_000),
             object_store_tombstones: args
                 .object_store_tombstones
                 .or(file.object_store_tombstones)
@@ -649,6 +668,13 @@ mod tests {
         assert_eq!(s.local_disk_limit, Some(4_096_000_000));
         assert_eq!(s.object_store.as_deref(), Some("s3://b/p"));
         assert_eq!(s.upload_concurrency, 8);
+        assert_eq!(
+            (s.pack_target_bytes, s.pack_floor_bytes),
+            (64 << 20, 8 << 20),
+            "a cloud store packs segments"
+        );
+        let local = Settings::resolve(&ServeArgs::default()).expect("valid");
+        assert_eq!(local.pack_target_bytes, 0, "the local folder does not");
         let tiny = ServeArgs {
             cache_disk_bytes: Some(1 << 20),
             ..Default::default()

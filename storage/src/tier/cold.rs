@@ -30,6 +30,7 @@ use cache::object_store::path::Path;
 use cache::ColdCache;
 
 use super::error::TierError;
+pub use super::manifest::sibling_key;
 use super::manifest::TieredSegment;
 use crate::batch::{self, BatchHeader, Compression, TimestampType, HEADER_LEN};
 use crate::log::TimestampOffset;
@@ -53,14 +54,6 @@ pub struct ColdRead {
 #[derive(Debug, Clone)]
 pub struct ColdReader {
     cache: ColdCache,
-}
-
-/// The key of a segment's sibling object (`.idx`, `.tix`) from its `.seg` key.
-pub fn sibling_key(seg_key: &str, extension: &str) -> String {
-    let stem = seg_key
-        .strip_suffix(&format!(".{}", cache::layout::SEGMENT_EXT))
-        .unwrap_or(seg_key);
-    format!("{stem}.{extension}")
 }
 
 /// Whether an entry's object is a compacted copy (its key has a generation).

@@ -80,6 +80,14 @@ pub struct ObjectPlace {
     pub object_size: u64,
 }
 
+/// The key of a segment's sibling object (`.idx`, `.tix`) from its `.seg` key.
+pub fn sibling_key(seg_key: &str, extension: &str) -> String {
+    let stem = seg_key
+        .strip_suffix(&format!(".{}", cache::layout::SEGMENT_EXT))
+        .unwrap_or(seg_key);
+    format!("{stem}.{extension}")
+}
+
 impl TieredSegment {
     /// Where the entry's object of `kind` lies.
     pub fn place(&self, kind: cache::layout::ObjectKind) -> ObjectPlace {
@@ -115,7 +123,7 @@ impl TieredSegment {
                 };
                 let key = match kind {
                     ObjectKind::Segment => self.key.clone(),
-                    other => super::cold::sibling_key(&self.key, other.extension()),
+                    other => sibling_key(&self.key, other.extension()),
                 };
                 ObjectPlace {
                     key,

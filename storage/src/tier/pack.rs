@@ -3,18 +3,18 @@
 //! spend four or more.
 //!
 //! Role: with packing on ([`PackConfig`]), the driver hands each upload the
-//! engine asks for to the [`Packer`] instead of uploading it alone. The
+//! engine asks for to the `Packer` instead of uploading it alone. The
 //! packer keeps the segments waiting (their files stay on local disk, so
 //! nothing acknowledged depends on it) until they hold `target_bytes`, or
 //! until the oldest has waited `linger` and they hold `floor_bytes`, or
-//! until it has waited `max_wait`; then [`upload`] writes them into one
+//! until it has waited `max_wait`; then `upload` writes them into one
 //! object under `{prefix}/packs/` and each segment's manifest entry records
 //! its place there ([`PackedAt`]). Every segment's parts lie back to back:
 //! `.seg` bytes, offset index, time index, producer snapshot, aborted-
 //! transaction index. Cold reads fetch byte ranges of the packed object
 //! through the block cache, as they fetch ranges of a segment's own object.
 //!
-//! A packed object is deleted by [`sweep`] once no manifest entry of any
+//! A packed object is deleted by `sweep` once no manifest entry of any
 //! partition reads from it (retention trimmed, compaction replaced or topic
 //! deletion removed all of them) and it is older than `grace`: the sweep
 //! lists `{prefix}/packs/` and asks the manifest which packs are in use,
@@ -190,7 +190,7 @@ async fn read_parts(seg: &SealedSegment) -> Result<Parts, TierError> {
             source: e,
         })?;
     let crc32c = crc32c::crc32c(&data);
-    let sealed = seg.crc32c.map_or(true, |known| known == crc32c);
+    let sealed = seg.crc32c.is_none_or(|known| known == crc32c);
     if data.len() as u64 != seg.size || !sealed {
         return Err(TierError::CorruptObject {
             key: seg.path.display().to_string(),

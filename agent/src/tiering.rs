@@ -154,6 +154,10 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
             floor_bytes: s.pack_floor_bytes.min(s.pack_target_bytes),
             max_wait: std::time::Duration::from_millis(s.pack_max_wait_ms),
             linger: std::time::Duration::from_millis(s.pack_max_wait_ms / 6),
+            grace: std::time::Duration::from_millis(s.pack_grace_ms),
+            sweep_interval: std::time::Duration::from_millis(
+                (s.pack_grace_ms / 2).clamp(1000, 300_000),
+            ),
             ..PackConfig::default()
         }),
         ..TierConfig::default()

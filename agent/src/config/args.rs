@@ -169,6 +169,12 @@ pub struct ServeArgs {
     /// Longest a sealed segment waits for others to pack with [default: 60000].
     #[arg(long, env = "AEROSTREAM_PACK_MAX_WAIT_MS")]
     pub pack_max_wait_ms: Option<u64>,
+    /// How long a packed object no segment reads from any more stays before
+    /// it is deleted (uploads still committing, reads under way); the sweep
+    /// looking for such objects runs every half of this, at most every five
+    /// minutes [default: 600000].
+    #[arg(long, env = "AEROSTREAM_PACK_GRACE_MS")]
+    pub pack_grace_ms: Option<u64>,
     /// Move deleted objects under PREFIX/tombstones/ (for a bucket lifecycle
     /// rule to expire) instead of deleting them [default: false].
     #[arg(long, env = "AEROSTREAM_OBJECT_STORE_TOMBSTONES")]

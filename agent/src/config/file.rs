@@ -75,6 +75,7 @@ pub(super) struct FileSettings {
     #[serde(default, deserialize_with = "bytes_de")]
     pub(super) pack_floor_bytes: Option<u64>,
     pub(super) pack_max_wait_ms: Option<u64>,
+    pub(super) pack_grace_ms: Option<u64>,
     pub(super) object_store_tombstones: Option<bool>,
     pub(super) tiered_compaction_grace_ms: Option<u64>,
     pub(super) write_caching: Option<bool>,

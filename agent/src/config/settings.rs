@@ -66,6 +66,7 @@ pub struct Settings {
     pub pack_target_bytes: u64,
     pub pack_floor_bytes: u64,
     pub pack_max_wait_ms: u64,
+    pub pack_grace_ms: u64,
     pub object_store_tombstones: bool,
     /// How long objects a compacted copy replaced stay in object storage.
     pub tiered_compaction_grace_ms: u64,
@@ -261,6 +262,7 @@ impl Settings {
                 .pack_max_wait_ms
                 .or(file.pack_max_wait_ms)
                 .unwrap_or(60_000),
+            pack_grace_ms: args.pack_grace_ms.or(file.pack_grace_ms).unwrap_or(600_000),
             object_store_tombstones: args
                 .object_store_tombstones
                 .or(file.object_store_tombstones)

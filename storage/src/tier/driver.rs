@@ -665,7 +665,7 @@ impl Driver {
                 partition,
                 segment,
                 attempt,
-            } if self.packer.is_some() => {
+            } if self.packer.is_some() && segment.size <= pack::LARGEST_PACKED => {
                 if let Some(packer) = &mut self.packer {
                     packer.add(Waiting {
                         op,
@@ -725,6 +725,16 @@ impl Driver {
                     };
                     let _ = tx.send(Msg::Engine(event));
                 });
+            }
+            Action::Commit { op, entry, .. }
+                if self
+                    .config
+                    .pack
+                    .as_ref()
+                    .is_some_and(|p| pack::too_old_to_commit(&entry, p.grace)) =>
+            {
+                tracing::warn!(key = %entry.key, "a packed upload waited too long for its commit; uploading the segment again");
+                let _ = self.tx.send(Msg::Engine(Event::CommitStale { op }));
             }
             Action::Commit {
                 op,

@@ -224,6 +224,12 @@ pub enum Event {
         op: OpId,
         jitter: f64,
     },
+    /// The commit was not attempted: the uploaded objects may be gone by
+    /// now (a packed object no entry read from for its grace period is
+    /// deleted), so the segment is uploaded again.
+    CommitStale {
+        op: OpId,
+    },
     /// Local compaction rewrote these sealed segments of a leader, each
     /// with the offsets of one manifest entry or of several consecutive
     /// ones; `generation` (above 0) names
@@ -659,6 +665,17 @@ impl UploaderEngine {
                                 p.committed.insert(entry.first_served(), entry.last_offset);
                             }
                         }
+                    }
+                }
+            }
+            Event::CommitStale { op } => {
+                if let Some((partition, base)) = self.complete_commit(op) {
+                    if let Some(s) = self
+                        .parts
+                        .get_mut(&partition)
+                        .and_then(|p| p.pending.get_mut(&base))
+                    {
+                        s.state = State::Waiting { not_before: now };
                     }
                 }
             }

@@ -279,6 +279,44 @@ fn failed_commits_are_retried_without_uploading_again() {
 }
 
 #[test]
+fn a_commit_too_late_for_its_objects_uploads_the_segment_again() {
+    let mut e = engine(1, 1);
+    let acts = register(&mut e, key(0), vec![seg(0, 9)], 100);
+    let op = uploads(&acts)[0].0;
+    let acts = e.handle(
+        0,
+        Event::UploadDone {
+            op,
+            entry: entry(&seg(0, 9)),
+        },
+    );
+    let (c, _) = commits(&acts)[0];
+    let acts = e.handle(10, Event::CommitStale { op: c });
+    let again = uploads(&acts);
+    assert_eq!(again.len(), 1, "uploaded again: {acts:?}");
+    assert_eq!(again[0].2, 0);
+    assert_eq!(
+        e.deletable_below(key(0)),
+        Some(0),
+        "nothing may be deleted meanwhile"
+    );
+    let acts = e.handle(
+        20,
+        Event::UploadDone {
+            op: again[0].0,
+            entry: entry(&seg(0, 9)),
+        },
+    );
+    let acts = e.handle(
+        30,
+        Event::CommitDone {
+            op: commits(&acts)[0].0,
+        },
+    );
+    assert_eq!(deletable(&acts, key(0)), Some(10));
+}
+
+#[test]
 fn a_restart_uploads_sealed_segments_the_manifest_lacks() {
     let mut e = engine(4, 4);
     let acts = e.handle(

@@ -44,6 +44,10 @@ pub const PACKS_DIR: &str = "packs";
 pub const PACK_EXT: &str = "pack";
 /// Packs larger than this go up as a multipart upload of parts this large.
 const MULTIPART_ABOVE: u64 = 256 << 20;
+/// Larger segments are not packed: they go up as their own objects,
+/// streamed from the file, so a pack never holds more than this (and the
+/// target) in memory.
+pub(super) const LARGEST_PACKED: u64 = MULTIPART_ABOVE;
 const PART_SIZE: usize = 64 << 20;
 
 /// When segments are packed together, and how long packed objects stay.
@@ -220,13 +224,34 @@ async fn read_parts(seg: &SealedSegment) -> Result<Parts, TierError> {
 /// A fresh packed object's key: the upload time first, so a listing is in
 /// upload order, then a random part, so two agents never collide.
 fn pack_key(prefix: &Path) -> Path {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
     prefix.clone().join(PACKS_DIR).join(format!(
-        "{ms:013}-{}.{PACK_EXT}",
+        "{:013}-{}.{PACK_EXT}",
+        now_ms(),
         uuid::Uuid::new_v4().simple()
     ))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// When a packed object was uploaded, from its key (see `pack_key`).
+fn uploaded_ms(key: &str) -> Option<i64> {
+    let name = key.rsplit('/').next()?;
+    name.split('-').next()?.parse().ok()
+}
+
+/// Whether an entry's packed object is too old to commit an entry for:
+/// past half its grace period the sweep may delete it before the commit
+/// lands (clocks of agents differ), so the segment is uploaded again.
+pub(super) fn too_old_to_commit(entry: &TieredSegment, grace: Duration) -> bool {
+    let Some(pack) = &entry.pack else {
+        return false;
+    };
+    let half = i64::try_from(grace.as_millis() / 2).unwrap_or(i64::MAX);
+    uploaded_ms(&pack.key).is_none_or(|at| now_ms().saturating_sub(at) > half)
 }
 
 /// Uploads `members` as one packed object; returns each member's manifest
@@ -318,9 +343,7 @@ pub(super) async fn sweep(
     };
     let dir = deleter.store.prefix.clone().join(PACKS_DIR);
     let listed: Vec<_> = deleter.store.store.list(Some(&dir)).collect().await;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now_ms = now_ms();
     let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let mut unreferenced = Vec::new();
     for item in listed {

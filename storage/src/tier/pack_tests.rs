@@ -81,3 +81,37 @@ fn small_packs_wait_for_the_floor_until_the_longest_wait_forces_them() {
     assert!(p.take(t0 + Duration::from_secs(59)).is_none());
     assert_eq!(ops(p.take(t0 + Duration::from_secs(60))), [3], "max wait");
 }
+
+#[test]
+fn an_entry_is_committed_only_while_its_pack_is_well_inside_the_grace_period() {
+    let grace = Duration::from_secs(600);
+    let packed_at = |ms: i64| TieredSegment {
+        pack: Some(PackedAt {
+            key: format!("c1/{PACKS_DIR}/{ms:013}-0123abcd.{PACK_EXT}"),
+            ..PackedAt::default()
+        }),
+        ..TieredSegment::default()
+    };
+    let now = now_ms();
+    assert!(!too_old_to_commit(&packed_at(now - 1_000), grace));
+    assert!(!too_old_to_commit(&packed_at(now - 290_000), grace));
+    assert!(
+        too_old_to_commit(&packed_at(now - 310_000), grace),
+        "past half the grace"
+    );
+    assert!(
+        !too_old_to_commit(&TieredSegment::default(), grace),
+        "unpacked entries never"
+    );
+    let unreadable = TieredSegment {
+        pack: Some(PackedAt {
+            key: "c1/packs/odd.pack".into(),
+            ..PackedAt::default()
+        }),
+        ..TieredSegment::default()
+    };
+    assert!(
+        too_old_to_commit(&unreadable, grace),
+        "a key without its time is not trusted"
+    );
+}

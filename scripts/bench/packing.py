@@ -27,7 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tiering"))
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,  # noqa: E402
+                                   ConfigResource)
 
 import servers  # noqa: E402
 from harness import Broker, create_topic, key, producer, value, wait_until  # noqa: E402
@@ -191,8 +192,9 @@ def run(mode):
             out(f"read back every record with the local log deleted: {took:.1f} s "
                 f"({MEGABYTES / took:.1f} MiB/s), {gets} GET/HEAD ({gets / (MEGABYTES / 1024):.0f} per GiB read)")
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            res = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"retention.ms": "1000"})
-            for f in admin.alter_configs([res]).values():
+            res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+                ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+            for f in admin.incremental_alter_configs([res]).values():
                 f.result(30)
             started = time.monotonic()
             wait_until("retention removed every object of the topic",

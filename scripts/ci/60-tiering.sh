@@ -6,8 +6,10 @@
 # disk budget, the S3 server stopped and started again); `aerostream
 # bucket check` with the start-up lifecycle warning against moto (about 10 s);
 # a compacted topic whose objects in S3 shrink as the leader replaces
-# them by compacted copies (about 15 s); and the cost report's request
-# counts against moto's request recorder (about 30 s).
+# them by compacted copies (about 15 s); the cost report's request
+# counts against moto's request recorder (about 30 s); and three agents
+# sharing one bucket with packed segments, the leader killed and retention
+# emptying the bucket (about 60 s).
 # Each test starts the servers it needs on free ports and stops them.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server], boto3,
 # pytest); npm install in tests/js (azurite).

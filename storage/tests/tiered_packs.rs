@@ -71,7 +71,9 @@ fn packing() -> PackConfig {
         floor_bytes: 2 << 20,
         linger: Duration::from_millis(300),
         max_wait: Duration::from_secs(2),
-        grace: Duration::ZERO,
+        // long enough for every commit (in memory: milliseconds) to land
+        // well within half of it, as production's ten minutes are for Raft
+        grace: Duration::from_secs(5),
         sweep_interval: Duration::from_millis(100),
         ..PackConfig::default()
     }

@@ -368,6 +368,10 @@ impl Settings {
             "--upload-concurrency must be at least 1"
         );
         anyhow::ensure!(
+            s.pack_grace_ms >= 10_000,
+            "--pack-grace-ms must be at least 10000: an upload is committed within half of it or uploaded again"
+        );
+        anyhow::ensure!(
             s.cache_memory_bytes >= 1 << 20,
             "--cache-memory-bytes must be at least 1MiB"
         );
@@ -677,6 +681,11 @@ mod tests {
         );
         let local = Settings::resolve(&ServeArgs::default()).expect("valid");
         assert_eq!(local.pack_target_bytes, 0, "the local folder does not");
+        let hasty = ServeArgs {
+            pack_grace_ms: Some(500),
+            ..Default::default()
+        };
+        assert!(Settings::resolve(&hasty).is_err(), "a grace below 10 s is refused");
         let tiny = ServeArgs {
             cache_disk_bytes: Some(1 << 20),
             ..Default::default()

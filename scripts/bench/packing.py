@@ -5,7 +5,8 @@ release `aerostream` binary.
 For each mode (BENCH_MODES, default "unpacked packed"): a fresh moto; one
 agent with `--object-store s3://...` (packing at its defaults, or
 `--pack-target-bytes 0`); a topic of BENCH_PARTITIONS (100) partitions with
-BENCH_SEGMENT_BYTES (2 MiB) segments; BENCH_MB (1200) MiB produced at a
+BENCH_SEGMENT_BYTES (2 MiB) segments (segment.ms 10 s, so the tails seal
+once producing stops); BENCH_MB (1200) MiB produced at a
 steady BENCH_RATE_MB (40) MiB/s spread evenly over the partitions, so that
 more than 1 GiB is sealed. Once everything sealed is uploaded and
 committed: the PUT-class requests moto logged (PUT object, PUT part,
@@ -160,7 +161,7 @@ def run(mode):
             broker.start()
             topic = f"packing-{uuid.uuid4().hex[:8]}"
             create_topic(broker.bootstrap, topic, {
-                "segment.bytes": str(SEGMENT), "segment.ms": "3600000",
+                "segment.bytes": str(SEGMENT), "segment.ms": "10000",
                 "local.retention.bytes": "0", "retention.ms": "-1"}, partitions=PARTITIONS)
             count = MEGABYTES * MB // SIZE
             took = produce_steadily(broker.bootstrap, topic, count)
@@ -170,7 +171,9 @@ def run(mode):
 
             def uploaded():
                 m = broker.metrics()
-                return m["aerostream_tier_pending_segments"] == 0 and m
+                # the tails seal by segment.ms once producing stops
+                return (m["aerostream_tier_pending_segments"] == 0
+                        and m["aerostream_tier_upload_lag_offsets"] == 0) and m
 
             m = wait_until("every sealed segment is uploaded and committed", uploaded, timeout=900)
             sealed = m["aerostream_tier_uploaded_bytes_total"]

@@ -685,7 +685,10 @@ mod tests {
             pack_grace_ms: Some(500),
             ..Default::default()
         };
-        assert!(Settings::resolve(&hasty).is_err(), "a grace below 10 s is refused");
+        assert!(
+            Settings::resolve(&hasty).is_err(),
+            "a grace below 10 s is refused"
+        );
         let tiny = ServeArgs {
             cache_disk_bytes: Some(1 << 20),
             ..Default::default()

@@ -32,6 +32,8 @@ use gateway::{Gateway, GatewayOptions};
 /// The longest each metastore step of a controlled shutdown waits (the last
 /// heartbeat's answer, then the hand-over itself).
 const HAND_OVER_WAIT: Duration = Duration::from_secs(3);
+/// How long a stopping agent waits for its Connect tasks to stop.
+const CONNECT_STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// Keeps element counts declared by hostile frames from aborting the process
 /// (see `gateway::alloc`).
@@ -352,8 +354,19 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     // Connect's tasks stop first, while this agent's partitions still take
     // records: a source commits what was acknowledged, and the other agents
     // take the tasks over once this one has left
+    // (bounded: without a metastore quorum a task's last writes only time
+    // out, and what they leave is what a crash leaves, which the tasks'
+    // next generation recovers from)
     if let Some(c) = connect_engine {
-        c.shutdown().await;
+        if tokio::time::timeout(CONNECT_STOP_WAIT, c.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                waited_ms = u64::try_from(CONNECT_STOP_WAIT.as_millis()).unwrap_or(u64::MAX),
+                "Connect's tasks did not stop in time; closing without them"
+            );
+        }
     }
     // Controlled shutdown: partitions move to in-sync followers before the
     // logs close (gateway/src/shutdown.rs); a second signal skips the wait.

@@ -113,7 +113,14 @@ struct State {
 impl State {
     async fn run(mut self, mut stopped: watch::Receiver<bool>) {
         loop {
-            self.step().await;
+            // A step may wait on the metastore (a status report, an
+            // assignment) for as long as its write timeout; a stop does not
+            // wait for it: what it wrote may still take effect, and the
+            // tasks it started are stopped below with the others.
+            tokio::select! {
+                _ = self.step() => {}
+                _ = stopped.changed() => break,
+            }
             tokio::select! {
                 _ = tokio::time::sleep(self.config.poll) => {}
                 _ = stopped.changed() => break,

@@ -8,13 +8,14 @@
 
 mod common;
 
+use common::tier::*;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cache::layout::{self, ObjectKind};
-use cache::{CacheConfig, ColdCache, ObjectStoreHandle};
+use cache::ObjectStoreHandle;
 use futures::StreamExt;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use storage::tier::{
@@ -38,26 +39,11 @@ struct Rig {
 async fn rig() -> Rig {
     let objects = tempfile::tempdir().unwrap();
     let store = ObjectStoreHandle::local_default(objects.path()).unwrap();
-    let cache = ColdCache::open(CacheConfig::default(), store.clone())
-        .await
-        .unwrap();
-    let mut config = TierConfig {
-        retention_interval: Duration::from_millis(100),
+    let config = TierConfig {
         compaction_grace: GRACE,
-        ..TierConfig::default()
+        ..fast_config()
     };
-    config.engine.retry = cache::RetrySchedule {
-        initial: Duration::from_millis(20),
-        max: Duration::from_millis(200),
-        multiplier: 2.0,
-    };
-    let manifest = Arc::new(MemoryManifest::new());
-    let tier = Tier::start(
-        config,
-        store.clone(),
-        cache,
-        Arc::clone(&manifest) as Arc<dyn Manifest>,
-    );
+    let (tier, manifest) = start_tier(config, &store).await;
     Rig {
         tier,
         manifest,
@@ -119,30 +105,6 @@ fn fill(p: &mut TieredPartition, n: usize) {
         p.append(&mut b, 0, TS).unwrap();
     }
     p.flush().unwrap();
-}
-
-async fn until<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..1500 {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting until {what}");
-}
-
-fn sealed_end(p: &TieredPartition) -> i64 {
-    p.log()
-        .segments()
-        .iter()
-        .filter(|s| s.sealed)
-        .map(|s| s.last_offset + 1)
-        .max()
-        .unwrap_or(0)
 }
 
 async fn all_uploaded(p: &mut TieredPartition) {

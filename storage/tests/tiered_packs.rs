@@ -6,12 +6,13 @@
 
 mod common;
 
-use std::future::Future;
+use common::tier::*;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use cache::metered::RequestCounters;
-use cache::{CacheConfig, ColdCache, ObjectStoreHandle};
+use cache::ObjectStoreHandle;
 use futures::StreamExt;
 use kafka_protocol::records::Compression;
 use storage::tier::{
@@ -33,26 +34,11 @@ struct Rig {
 
 async fn rig(partitions: usize, pack: PackConfig) -> Rig {
     let (store, requests) = ObjectStoreHandle::in_memory().metered();
-    let cache = ColdCache::open(CacheConfig::default(), store.clone())
-        .await
-        .unwrap();
-    let mut config = TierConfig {
-        retention_interval: Duration::from_millis(100),
+    let config = TierConfig {
         pack: Some(pack),
-        ..TierConfig::default()
+        ..fast_config()
     };
-    config.engine.retry = cache::RetrySchedule {
-        initial: Duration::from_millis(20),
-        max: Duration::from_millis(200),
-        multiplier: 2.0,
-    };
-    let manifest = Arc::new(MemoryManifest::new());
-    let tier = Tier::start(
-        config,
-        store.clone(),
-        cache,
-        Arc::clone(&manifest) as Arc<dyn Manifest>,
-    );
+    let (tier, manifest) = start_tier(config, &store).await;
     Rig {
         tier,
         manifest,
@@ -127,59 +113,6 @@ fn fill(p: &mut TieredPartition, n: usize, tag: u64) -> Vec<Vec<u8>> {
             b
         })
         .collect()
-}
-
-async fn until<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..3000 {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting until {what}");
-}
-
-fn sealed_end(p: &TieredPartition) -> i64 {
-    p.log()
-        .segments()
-        .iter()
-        .filter(|s| s.sealed)
-        .map(|s| s.last_offset + 1)
-        .max()
-        .unwrap_or(0)
-}
-
-/// Every batch of `key` from `from` to `end`, read through the tier.
-async fn cold_bytes(tier: &Tier, key: PartitionKey, from: i64, end: i64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut offset = from;
-    while offset < end {
-        let r = tier.read(key, offset, 64 << 10).await.unwrap().unwrap();
-        assert!(r.next_offset > offset, "a cold read makes progress");
-        for batch in storage::batch::BatchIter::new(&r.bytes) {
-            let (h, bytes) = batch.unwrap();
-            if h.base_offset < end {
-                out.extend_from_slice(bytes);
-            }
-        }
-        offset = r.next_offset;
-    }
-    out
-}
-
-fn local_bytes(log: &PartitionLog, from: i64, end: i64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut offset = from;
-    while offset < end {
-        let s = log.read(offset, 64 << 10, end).unwrap();
-        out.extend_from_slice(&s.read_to_bytes().unwrap());
-        offset = s.next_offset;
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,8 @@
 
 mod common;
 
-use std::future::Future;
+use common::tier::*;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,18 +31,11 @@ struct Rig {
     dir: tempfile::TempDir,
 }
 
-fn fast_config(limit: Option<u64>) -> TierConfig {
-    let mut c = TierConfig {
+fn fast_config_limited(limit: Option<u64>) -> TierConfig {
+    TierConfig {
         local_disk_limit: limit,
-        retention_interval: Duration::from_millis(100),
-        ..TierConfig::default()
-    };
-    c.engine.retry = cache::RetrySchedule {
-        initial: Duration::from_millis(20),
-        max: Duration::from_millis(200),
-        multiplier: 2.0,
-    };
-    c
+        ..fast_config()
+    }
 }
 
 async fn rig_with(
@@ -73,7 +67,12 @@ async fn rig_with(
 }
 
 async fn rig(limit: Option<u64>) -> Rig {
-    rig_with(fast_config(limit), Arc::new(MemoryManifest::new()), None).await
+    rig_with(
+        fast_config_limited(limit),
+        Arc::new(MemoryManifest::new()),
+        None,
+    )
+    .await
 }
 
 impl Rig {
@@ -101,71 +100,13 @@ fn fill(p: &mut TieredPartition, n: usize, tag: u64) -> Vec<Vec<u8>> {
     out
 }
 
-/// Waits (polling) for `cond`; fails with `what` rather than hanging.
-async fn until<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..3000 {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting until {what}");
-}
-
 async fn all_uploaded(p: &mut TieredPartition) {
     until("every sealed segment is committed", || {
         p.tick(TS).unwrap();
-        let done = p.shared().deletable_below() >= last_sealed_end(p);
+        let done = p.shared().deletable_below() >= sealed_end(p);
         async move { done }
     })
     .await;
-}
-
-fn last_sealed_end(p: &TieredPartition) -> i64 {
-    p.log()
-        .segments()
-        .iter()
-        .filter(|s| s.sealed)
-        .map(|s| s.last_offset + 1)
-        .max()
-        .unwrap_or(0)
-}
-
-/// Every batch from `from` to `end` read through the tier, concatenated.
-async fn cold_bytes(tier: &Tier, key: PartitionKey, from: i64, end: i64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut offset = from;
-    while offset < end {
-        let r = tier
-            .read(key, offset, 64 << 10)
-            .await
-            .unwrap()
-            .expect("tiered data");
-        assert!(r.next_offset > offset, "a cold read makes progress");
-        for batch in storage::batch::BatchIter::new(&r.bytes) {
-            let (h, bytes) = batch.unwrap();
-            if h.base_offset < end {
-                out.extend_from_slice(bytes);
-            }
-        }
-        offset = r.next_offset;
-    }
-    out
-}
-
-fn local_bytes(log: &PartitionLog, from: i64, end: i64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut offset = from;
-    while offset < end {
-        let s = log.read(offset, 64 << 10, end).unwrap();
-        out.extend_from_slice(&s.read_to_bytes().unwrap());
-        offset = s.next_offset;
-    }
-    out
 }
 
 async fn object_count(store: &ObjectStoreHandle) -> usize {
@@ -339,7 +280,7 @@ async fn an_unreachable_store_delays_uploads_but_appends_continue_and_nothing_is
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_errors_and_timeouts_are_retried_until_the_upload_succeeds() {
-    let mut config = fast_config(None);
+    let mut config = fast_config_limited(None);
     config.upload_timeout = Duration::from_millis(300);
     config.min_upload_bytes_per_sec = u64::MAX;
     let r = rig_with(config, Arc::new(MemoryManifest::new()), None).await;
@@ -362,7 +303,7 @@ async fn server_errors_and_timeouts_are_retried_until_the_upload_succeeds() {
 /// (here a retention timer firing every millisecond) must still start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_is_not_lost_when_another_timer_wakes_the_uploader_first() {
-    let mut config = fast_config(None);
+    let mut config = fast_config_limited(None);
     config.retention_interval = Duration::from_millis(1);
     let r = rig_with(config, Arc::new(MemoryManifest::new()), None).await;
     r.faults
@@ -421,7 +362,7 @@ async fn a_full_local_disk_budget_refuses_appends_retriably_until_uploads_catch_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn segments_sealed_but_not_committed_before_a_restart_are_uploaded_after_it() {
     let manifest = Arc::new(MemoryManifest::new());
-    let r = rig_with(fast_config(None), Arc::clone(&manifest), None).await;
+    let r = rig_with(fast_config_limited(None), Arc::clone(&manifest), None).await;
     manifest.set_failing(true);
     let mut p = r.open(TierRetention::default());
     fill(&mut p, 300, 0);
@@ -437,7 +378,7 @@ async fn segments_sealed_but_not_committed_before_a_restart_are_uploaded_after_i
     // A new process: same disk, same bucket, manifest working again.
     manifest.set_failing(false);
     let again = rig_with(
-        fast_config(None),
+        fast_config_limited(None),
         Arc::clone(&manifest),
         Some(r.store.clone()),
     )
@@ -956,7 +897,7 @@ struct Agent {
 
 async fn agent(r: &Rig, segment_bytes: u64) -> Agent {
     let other = rig_with(
-        fast_config(None),
+        fast_config_limited(None),
         Arc::clone(&r.manifest),
         Some(r.store.clone()),
     )
@@ -1247,11 +1188,11 @@ async fn linked_segments_commit_their_checksums_whether_written_before_or_after_
             .unwrap()
     };
 
-    let tier = started(fast_config(None), &store, &manifest).await;
+    let tier = started(fast_config_limited(None), &store, &manifest).await;
     tier.hold_uploads_until_limited();
     let mut p = open(&tier);
     let mut sent = fill(&mut p, 250, 0);
-    let before_restart = last_sealed_end(&p);
+    let before_restart = sealed_end(&p);
     assert!(
         before_restart > 0,
         "segments were sealed before the restart"
@@ -1259,11 +1200,11 @@ async fn linked_segments_commit_their_checksums_whether_written_before_or_after_
     p.close().unwrap();
     tier.shutdown().await;
 
-    let tier = started(fast_config(None), &store, &manifest).await;
+    let tier = started(fast_config_limited(None), &store, &manifest).await;
     let mut p = open(&tier);
     sent.extend(fill(&mut p, 250, 1000));
     all_uploaded(&mut p).await;
-    assert!(last_sealed_end(&p) > before_restart + 1);
+    assert!(sealed_end(&p) > before_restart + 1);
     assert_entries_describe_their_objects(&store, &p).await;
     let linked = p
         .log()
@@ -1275,7 +1216,7 @@ async fn linked_segments_commit_their_checksums_whether_written_before_or_after_
         })
         .count();
     assert!(linked > 0, "objects share the segments' bytes");
-    let tiered_end = last_sealed_end(&p);
+    let tiered_end = sealed_end(&p);
     let cold = cold_bytes(&tier, key, 0, tiered_end).await;
     assert_eq!(cold, local_bytes(p.log(), 0, tiered_end));
     assert!(

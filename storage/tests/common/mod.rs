@@ -8,6 +8,8 @@ use kafka_protocol::records::{
 };
 use storage::PartitionLog;
 
+pub mod tier;
+
 /// Producer identity of a batch: `None` for a plain producer.
 #[derive(Clone, Copy, Debug)]
 pub struct Idem {

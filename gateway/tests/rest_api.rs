@@ -470,6 +470,15 @@ async fn errors_are_json_with_stable_codes_and_fitting_statuses() {
             "invalid_partitions",
         ),
         (
+            // the answer would list every partition: larger topics go
+            // through Kafka's CreateTopics
+            "POST",
+            "/v1/topics",
+            Some(r#"{"name": "huge", "partitions": 80528}"#),
+            400,
+            "invalid_partitions",
+        ),
+        (
             "POST",
             "/v1/topics",
             Some(r#"{"name": "rf", "replication_factor": 9}"#),

@@ -31,12 +31,20 @@ pub struct TopicSummary {
     pub replication_factor: u64,
 }
 
+/// Most partitions a topic created through the REST API may have: the
+/// answer lists every partition with its offsets, which for tens of
+/// thousands of partitions takes longer than an HTTP client waits. Kafka's
+/// CreateTopics takes up to `metastore::MAX_PARTITIONS_PER_TOPIC`.
+pub const REST_MAX_PARTITIONS: i32 = 4096;
+
 /// A topic to create.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTopicBody {
     pub name: String,
-    /// Defaults to the broker's `num.partitions`.
+    /// Defaults to the broker's `num.partitions`; at most
+    /// [`REST_MAX_PARTITIONS`] (larger topics through Kafka's CreateTopics).
+    #[schema(maximum = 4096)]
     pub partitions: Option<i32>,
     /// Defaults to the broker's `default.replication.factor`.
     pub replication_factor: Option<i16>,
@@ -257,6 +265,15 @@ pub async fn create_topic(
         && !caller.may(b, AclOperation::Create, ResourceType::Topic, &req.name)
     {
         return Err(caller.forbidden(format!("CREATE on the cluster or on topic '{}'", req.name)));
+    }
+    if req.partitions.is_some_and(|n| n > REST_MAX_PARTITIONS) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_partitions",
+            format!(
+                "the REST API creates topics of at most {REST_MAX_PARTITIONS} partitions; create larger ones with Kafka's CreateTopics"
+            ),
+        ));
     }
     let created = topics::create_topic(
         &b.node,

@@ -41,6 +41,9 @@ table() {
 step "setup" scripts/setup.sh
 # setup.sh may just have installed Rust under ~/.cargo.
 if ! command -v cargo >/dev/null 2>&1; then export PATH="$HOME/.cargo/bin:$PATH"; fi
+# The shared target directory keeps every old build of the workspace's
+# crates (a new hash per Cargo.lock or feature change); drop stale ones.
+step "prune stale builds" scripts/ci/prune-target.py
 # Test builds carry the object-store fault injector (the tiering fault tests
 # drive it through the real binary); release builds never do.
 FEATURES=(--features agent/fault-injection)

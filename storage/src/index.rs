@@ -7,8 +7,10 @@
 //! timestamp grew; the offset is the base offset of the batch that holds
 //! that maximum, so every batch before it has a smaller max timestamp.
 //!
-//! The active segment's index files are preallocated to their capacity and
-//! trimmed to the used size when the segment is sealed or the log closed.
+//! The active segment's index files are preallocated to their capacity
+//! (sparse: disk blocks are reserved a chunk ahead of the entries written,
+//! see [`RESERVE_CHUNK`]) and trimmed to the used size when the segment is
+//! sealed or the log closed.
 //! A sealed segment's index files are opened and mapped only while used
 //! (see `MappedEntries`), and never resized or rewritten in place.
 //! After an unclean stop the active segment's indexes are rebuilt from the
@@ -48,7 +50,21 @@ struct Loaded {
     capacity: usize,
     /// The file length was not a whole number of entries.
     ragged: bool,
+    /// Bytes from the start of the file known to have disk blocks behind
+    /// them (see [`RESERVE_CHUNK`]).
+    reserved: usize,
 }
+
+/// How far ahead of the next entry an active index reserves disk blocks.
+///
+/// A preallocated index is sparse: its length covers its capacity, but
+/// its blocks are taken only as entries are written through the mapping.
+/// On a full disk such a write would kill the process with SIGBUS, so
+/// blocks are reserved (`posix_fallocate`) a chunk at a time before
+/// entries land in them; when that fails the entry is skipped, as a full
+/// sparse index skips entries, and the log's own write reports the full
+/// disk.
+const RESERVE_CHUNK: usize = 64 * 1024;
 
 impl MappedEntries {
     /// Opens the index at `path`: loaded at once, and grown to `capacity`
@@ -94,6 +110,7 @@ impl MappedEntries {
             entries,
             capacity: entries,
             ragged: len % self.entry_len != 0,
+            reserved: 0,
         };
         if len > 0 {
             l.map(path)?;
@@ -166,6 +183,7 @@ impl MappedEntries {
         l.capacity = capacity;
         l.entries = l.entries.min(capacity);
         l.ragged = false;
+        l.reserved = l.reserved.min(usize::try_from(bytes).unwrap_or(usize::MAX));
         if capacity > 0 {
             l.map(&path)?;
         }
@@ -192,6 +210,17 @@ impl MappedEntries {
             return false;
         }
         let at = l.entries * entry_len;
+        if at + entry_len > l.reserved {
+            let end = (at + RESERVE_CHUNK).min(l.capacity * entry_len);
+            let (Ok(from), Ok(len)) = (i64::try_from(at), i64::try_from(end - at)) else {
+                return false;
+            };
+            if let Err(e) = nix::fcntl::posix_fallocate(&l.file, from, len) {
+                tracing::warn!(error = %e, "no disk space for an index entry; skipped");
+                return false;
+            }
+            l.reserved = end;
+        }
         if let Some(m) = l.mmap.as_mut() {
             m[at..at + entry_len].copy_from_slice(bytes);
             l.entries += 1;

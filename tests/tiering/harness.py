@@ -47,12 +47,14 @@ def wait_until(what, cond, timeout=300, interval=0.2):
 class Broker:
     """One aerostream process with tiering; ports and data dir survive restarts."""
 
-    def __init__(self, object_store=None, env=None, extra_args=()):
+    def __init__(self, object_store=None, env=None, extra_args=(), wrap=()):
         self.dir = tempfile.mkdtemp(prefix="aerostream-tiering-")
         self.data_dir = os.path.join(self.dir, "data")
         self.object_store = object_store
         self.env = dict(os.environ, **(env or {}))
         self.extra_args = list(extra_args)
+        # a command the broker's own runs under (it ends by running its arguments)
+        self.wrap = list(wrap)
         self.port = free_port()
         self.http_port = free_port()
         # the native protocol's TCP and QUIC (UDP) ports: free ones, so a
@@ -66,7 +68,7 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout=90):
-        args = [binary(), "serve", "--data-dir", self.data_dir,
+        args = [*self.wrap, binary(), "serve", "--data-dir", self.data_dir,
                 "--kafka-addr", f"127.0.0.1:{self.port}", "--http-addr", f"127.0.0.1:{self.http_port}",
                 "--native-addr", f"127.0.0.1:{self.native_port}",
                 "--shards", "2", "--group-initial-rebalance-delay-ms", "0", *self.extra_args]

@@ -1,5 +1,6 @@
 //! The brokers Kafka clients are told about: every live agent the metastore
-//! knows (Metadata, DescribeCluster), the controller (the metastore leader)
+//! knows (Metadata, DescribeCluster), the controller (the metastore leader,
+//! or this agent while the leader is unknown or not a live agent)
 //! and which agent coordinates a consumer group (FindCoordinator: the
 //! holder of the group's coordinator slot, `metastore::coordinators`).
 //!
@@ -162,13 +163,23 @@ pub fn native_agents(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEn
     out
 }
 
-/// Kafka's controller id: the metastore leader, or -1 while there is none.
+/// Kafka's controller id: the metastore leader while it is a live agent,
+/// else this agent. Any agent serves the requests Kafka clients send to
+/// the controller (CreateTopics, DeleteTopics, CreatePartitions, ...:
+/// their metastore writes go to the leader from wherever they start), and
+/// Apache Kafka in KRaft mode also names a live broker here, never the
+/// controller quorum. An id that is no broker of the same answer, such as
+/// -1 during a metastore election, makes clients like kafkajs fail the
+/// request outright ("Broker -1 not found in the cached metadata").
 pub fn controller(catalog: &Metastore, config: &BrokerConfig) -> i32 {
-    catalog
-        .metastore_leader()
+    controller_among(catalog.metastore_leader(), &live(catalog, config), config)
+}
+
+fn controller_among(leader: Option<u64>, live: &[BrokerEntry], config: &BrokerConfig) -> i32 {
+    let leader = leader
         .and_then(|l| i32::try_from(l).ok())
-        .map(|id| shown_id(config, id))
-        .unwrap_or(-1)
+        .filter(|id| live.iter().any(|e| e.id == *id));
+    shown_id(config, leader.unwrap_or(config.node_id))
 }
 
 /// The broker clients must ask about group (or transactional id) `key`:
@@ -286,5 +297,49 @@ mod tests {
             want
         );
         assert!(since.lock().is_empty(), "forgotten once back");
+    }
+
+    #[tokio::test]
+    async fn the_controller_is_the_metastore_leader_while_it_is_a_live_agent_and_else_this_agent() {
+        let t = crate::testing::TestBroker::start(crate::testing::Logs::Disk).await;
+        let b = &t.broker;
+        let leader = b
+            .node
+            .catalog
+            .metastore_leader()
+            .expect("the single voter leads");
+        assert_eq!(
+            i64::from(controller(&b.node.catalog, &b.config)),
+            i64::try_from(leader).expect("ids are small")
+        );
+
+        let mut me = b.config.clone();
+        me.node_id = 9;
+        let listed = |ids: &[i32]| -> Vec<BrokerEntry> {
+            ids.iter()
+                .map(|&id| BrokerEntry {
+                    id,
+                    host: "127.0.0.1".into(),
+                    port: 9092,
+                    rack: None,
+                })
+                .collect()
+        };
+        assert_eq!(controller_among(Some(2), &listed(&[2, 9]), &me), 2);
+        assert_eq!(
+            controller_among(Some(2), &listed(&[3, 9]), &me),
+            9,
+            "a leader that is no live agent (fenced, or a voter only): this agent stands in"
+        );
+        assert_eq!(
+            controller_among(None, &listed(&[2, 9]), &me),
+            9,
+            "during an election: this agent, never -1"
+        );
+        me.load_balanced = true;
+        assert_eq!(
+            controller_among(Some(2), &listed(&[2, 9]), &me),
+            LOAD_BALANCER_ID
+        );
     }
 }

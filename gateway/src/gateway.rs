@@ -100,8 +100,8 @@ fn bind_native(
     }
 }
 
-/// Renders the text `/metrics` serves, built the same way: the broker's
-/// figures, the connections', then every HTTP extension's.
+/// Renders the text `/metrics` serves (`http::render_metrics`), for
+/// exports that read it in-process.
 #[derive(Clone)]
 pub struct MetricsText {
     broker: Arc<Broker>,
@@ -110,21 +110,7 @@ pub struct MetricsText {
 
 impl MetricsText {
     pub fn render(&self) -> String {
-        let b = &self.broker;
-        let mut text = b.metrics.render(
-            b.node.partitions.len(),
-            b.node.partitions.counters(),
-            &b.forward_counters,
-        );
-        text.push_str(&b.connections.render());
-        text.push_str(&b.logins.render());
-        text.push_str(&crate::cost::render_cross_zone(
-            &crate::rest::cost::cross_zone(b),
-        ));
-        for x in &self.extensions {
-            text.push_str(&x.metrics());
-        }
-        text
+        crate::http::render_metrics(&self.broker, &self.extensions)
     }
 }
 

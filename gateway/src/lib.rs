@@ -43,6 +43,7 @@ pub mod codes;
 pub mod connections;
 pub mod console;
 pub mod cost;
+pub mod cross_zone;
 pub mod fenced;
 pub mod fetch_session;
 pub mod forward;

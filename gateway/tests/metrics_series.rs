@@ -187,6 +187,14 @@ async fn partition_series_past_the_cap_are_summed_under_other_and_lag_is_per_gro
         ),
         Some(7.0)
     );
+    // the cross-zone bytes of the cost report are served too (a single
+    // agent exchanges nothing with peers)
+    for name in [
+        "aerostream_cross_zone_sent_bytes_total",
+        "aerostream_cross_zone_received_bytes_total",
+    ] {
+        assert_eq!(value(&fams, name, &[]), Some(0.0), "{name}");
+    }
     // six produce requests and one fetch, each timed once
     assert_eq!(
         value(&fams, "aerostream_produce_latency_seconds_count", &[]),

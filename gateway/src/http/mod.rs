@@ -53,7 +53,17 @@ async fn health(State(st): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(st): State<HttpState>) -> Response {
-    let b = &st.broker;
+    text(
+        StatusCode::OK,
+        PROMETHEUS_TEXT,
+        render_metrics(&st.broker, &st.extensions),
+    )
+}
+
+/// The Prometheus text `/metrics` serves (and the OpenTelemetry export
+/// reads): the broker's figures, the connections', the logins', the
+/// cross-zone bytes, then every HTTP extension's.
+pub(crate) fn render_metrics(b: &Broker, extensions: &[Arc<dyn HttpExtension>]) -> String {
     let mut body = b.metrics.render(
         b.node.partitions.len(),
         b.node.partitions.counters(),
@@ -61,10 +71,13 @@ async fn metrics(State(st): State<HttpState>) -> Response {
     );
     body.push_str(&b.connections.render());
     body.push_str(&b.logins.render());
-    for x in st.extensions.iter() {
+    body.push_str(&crate::cost::render_cross_zone(&crate::cross_zone::usage(
+        b,
+    )));
+    for x in extensions {
         body.push_str(&x.metrics());
     }
-    text(StatusCode::OK, PROMETHEUS_TEXT, body)
+    body
 }
 
 /// Extensions answer first, whatever the method, with their own status

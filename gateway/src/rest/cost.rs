@@ -4,57 +4,14 @@
 //! The model and its arithmetic are in [`crate::cost`]. Needs DESCRIBE on
 //! the cluster.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::Json;
 
 use super::{ApiError, ErrorBody};
-use crate::broker::Broker;
-use crate::cost::{CostReport, CrossZoneUsage, ObjectStoreUsage, PeerUsage, StorageUsage};
+use crate::cost::{CostReport, ObjectStoreUsage, StorageUsage};
 use crate::http::extension::HttpState;
 use crate::http::Caller;
 use metastore::acl::AclOperation;
-use metastore::ClusterControl;
-
-/// Bytes exchanged with each peer, classed by the racks registered in the
-/// metastore (this agent's own registration first, then its `--rack`).
-pub fn cross_zone(b: &Broker) -> CrossZoneUsage {
-    let agents = b.node.catalog.agents();
-    let me = u64::try_from(b.config.node_id).ok();
-    let own = agents
-        .iter()
-        .find(|a| Some(a.id) == me)
-        .and_then(|a| a.rack.clone())
-        .or_else(|| b.config.rack.clone());
-    let mut peers: BTreeMap<u64, PeerUsage> = BTreeMap::new();
-    for (id, bytes) in b.node.partitions.counters().replica_peers.snapshot() {
-        let p = peer(&mut peers, &agents, id);
-        p.replication_sent_bytes += bytes.sent;
-        p.replication_received_bytes += bytes.received;
-    }
-    for (id, bytes) in b.forward_counters.peers.snapshot() {
-        let p = peer(&mut peers, &agents, id);
-        p.forwarding_sent_bytes += bytes.sent;
-        p.forwarding_received_bytes += bytes.received;
-    }
-    CrossZoneUsage::of(own.as_deref(), peers.into_values().collect())
-}
-
-fn peer<'a>(
-    peers: &'a mut BTreeMap<u64, PeerUsage>,
-    agents: &[metastore::AgentInfo],
-    id: u64,
-) -> &'a mut PeerUsage {
-    peers.entry(id).or_insert_with(|| PeerUsage {
-        agent: id,
-        rack: agents
-            .iter()
-            .find(|a| a.id == id)
-            .and_then(|a| a.rack.clone()),
-        ..PeerUsage::default()
-    })
-}
 
 /// Object-store requests, storage by tier and cross-zone bytes, with a
 /// monthly estimate.
@@ -90,7 +47,7 @@ pub async fn get_cost(
             local_bytes,
             object_bytes,
         },
-        cross_zone: cross_zone(b),
+        cross_zone: crate::cross_zone::usage(b),
         ..CostReport::default()
     };
     Ok(Json(report.valued(b.config.cost_prices.clone())))

@@ -176,10 +176,11 @@ class NsAgent:
 
 
 @contextlib.contextmanager
-def cluster(nodes, extra_args=()):
+def cluster(nodes, extra_args=(), node_args=lambda node: ()):
     """A network of `nodes`, an agent started and ready in each (all of
     them metastore voters, with certificates of their own), as
-    (network, {node: NsAgent}); everything is removed on the way out."""
+    (network, {node: NsAgent}); everything is removed on the way out.
+    `node_args(node)` adds arguments of one agent's own (its --rack, say)."""
     net = Network(nodes)
     certs = tempfile.mkdtemp(prefix="aerostream-ns-certs-")
     agents = {}
@@ -188,7 +189,7 @@ def cluster(nodes, extra_args=()):
                        capture_output=True, check=True)
         voters = ",".join(f"{n}@{net.addr(n)}:{CLUSTER_PORT}" for n in nodes)
         for n in nodes:
-            agents[n] = NsAgent(net, n, voters, certs, list(extra_args)).start()
+            agents[n] = NsAgent(net, n, voters, certs, [*extra_args, *node_args(n)]).start()
         for a in agents.values():
             a.wait_ready()
         yield net, agents

@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -47,7 +47,9 @@ use crate::auth::{Credentials, ScramClient};
 use crate::bootstrap::{Address, Transport};
 use crate::error::Error;
 use crate::frame::{FrameHeader, HEADER_LEN};
-use crate::proto::{self, op, ErrorCode, ErrorFrame, Hello, HelloResponse, Message, RESPONSE};
+use crate::proto::{
+    self, op, ErrorCode, ErrorFrame, FrameParts, Hello, HelloResponse, Message, RESPONSE,
+};
 use crate::quic::QuicClient;
 
 /// Frames queued for the writer before callers wait.
@@ -203,9 +205,10 @@ impl Shared {
     }
 }
 
-/// A frame for the writer task, and who wants to know it was written.
+/// A frame for the writer task (its buffers, written one after the
+/// other), and who wants to know it was written.
 struct Outgoing {
-    frame: Bytes,
+    frame: FrameParts,
     written: Option<oneshot::Sender<()>>,
 }
 
@@ -516,11 +519,11 @@ impl Conn {
         }
     }
 
-    fn frame_of<R: Call>(&self, request: &mut R) -> Result<(u32, Bytes), Error> {
+    fn frame_of<R: Call>(&self, request: &mut R) -> Result<(u32, FrameParts), Error> {
         let correlation = self.correlation();
         request.set_correlation(correlation);
-        let frame = request.to_frame();
-        let body = frame.len() - HEADER_LEN;
+        let frame = request.to_frame_parts();
+        let body = frame.total - HEADER_LEN;
         if body > self.info.max_frame_bytes as usize {
             return Err(Error::TooLarge {
                 what: "a request",
@@ -611,7 +614,7 @@ impl Conn {
             subscription,
             bytes,
         }
-        .to_frame();
+        .to_frame_parts();
         self.write_only(frame, timeout).await
     }
 
@@ -634,7 +637,7 @@ impl Conn {
         Ok(answer?.error)
     }
 
-    async fn write_only(&self, frame: Bytes, timeout: Duration) -> Result<(), Error> {
+    async fn write_only(&self, frame: FrameParts, timeout: Duration) -> Result<(), Error> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
@@ -702,24 +705,26 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     let header = FrameHeader::decode(&head, max_body)
         .map_err(|e| Error::Protocol(format!("bad frame header: {e}")))?;
     // The length was checked against `max_body` above, so this allocation
-    // is bounded by the client's own limit.
+    // is bounded by the client's own limit. The body is read into exactly
+    // its size: `read_to_end` would grow (and copy) the buffer once it is
+    // full, to look for the end of the stream.
     let len = header.len as usize;
-    let mut body = Vec::with_capacity(len);
-    read.take(u64::from(header.len))
-        .read_to_end(&mut body)
-        .await?;
-    if body.len() < len {
-        return Err(Error::Io(Arc::new(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            format!(
-                "the stream ended {} bytes into a {len}-byte frame body",
-                body.len()
-            ),
-        ))));
+    let mut body = BytesMut::with_capacity(len);
+    let mut rest = read.take(u64::from(header.len));
+    while body.len() < len {
+        if rest.read_buf(&mut body).await? == 0 {
+            return Err(Error::Io(Arc::new(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the stream ended {} bytes into a {len}-byte frame body",
+                    body.len()
+                ),
+            ))));
+        }
     }
     Ok(Some(Frame {
         op: header.op,
-        body: Bytes::from(body),
+        body: body.freeze(),
     }))
 }
 
@@ -802,7 +807,11 @@ async fn write_frames<W: AsyncWrite + Unpin>(
         let mut count = 0;
         let result = async {
             while let Some(out) = next.take() {
-                write.write_all(&out.frame).await?;
+                // A part at least as large as the buffer goes to the
+                // socket as it is (once what the buffer holds went first).
+                for part in &out.frame.parts {
+                    write.write_all(part).await?;
+                }
                 written.extend(out.written);
                 count += 1;
                 if count < MAX_COALESCE {

@@ -18,7 +18,7 @@ mod request;
 mod subscribe;
 mod txn;
 
-pub use codec::{correlation_of, Message};
+pub use codec::{correlation_of, FrameParts, FrameWriter, Message};
 pub use connection::{
     Authenticate, AuthenticateResponse, ErrorFrame, Hello, HelloResponse, Ping, Pong, MAX_VERSION,
     MIN_VERSION,

@@ -9,6 +9,9 @@ use proptest::prelude::*;
 /// message.
 fn round_trip<M: Message + PartialEq + std::fmt::Debug>(m: M) {
     let frame = m.to_frame();
+    let parts = m.to_frame_parts();
+    assert_eq!(parts.total, frame.len());
+    assert_eq!(parts.parts.concat(), frame[..], "the parts are the frame");
     let header = FrameHeader::decode(&frame, u32::MAX).expect("header");
     assert_eq!(header.op, M::OP);
     assert_eq!(header.len as usize, frame.len() - HEADER_LEN);
@@ -323,6 +326,44 @@ fn every_message_round_trips_and_refuses_every_truncation() {
         correlation: 15,
         error: ErrorCode::NONE,
     }));
+}
+
+#[test]
+fn a_produce_frame_shares_its_large_batches_and_copies_small_ones() {
+    let large = Bytes::from(vec![7u8; 64 * 1024]);
+    let small = Bytes::from(vec![9u8; 100]);
+    let produce = Produce {
+        correlation: 5,
+        acks: -1,
+        timeout_ms: 30_000,
+        topics: vec![ProduceTopic {
+            name: "t".into(),
+            partitions: vec![
+                ProducePartition {
+                    partition: 0,
+                    batch: large.clone(),
+                },
+                ProducePartition {
+                    partition: 1,
+                    batch: small.clone(),
+                },
+            ],
+        }],
+    };
+    let parts = produce.to_frame_parts();
+    assert_eq!(parts.parts.concat(), produce.to_frame()[..]);
+    assert!(
+        parts.parts.iter().any(|p| p.as_ptr() == large.as_ptr()),
+        "the large batch is written from its own buffer"
+    );
+    assert!(parts.parts.iter().all(|p| p.as_ptr() != small.as_ptr()));
+    let txn = TxnProduce {
+        transactional_id: "tx".into(),
+        produce,
+    };
+    let parts = txn.to_frame_parts();
+    assert_eq!(parts.parts.concat(), txn.to_frame()[..]);
+    assert!(parts.parts.iter().any(|p| p.as_ptr() == large.as_ptr()));
 }
 
 #[test]

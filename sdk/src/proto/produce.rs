@@ -1,9 +1,9 @@
 //! Writing: the producer id an idempotent producer asks for first, and
 //! produce requests with their acks.
 
-use bytes::{BufMut, Bytes};
+use bytes::{BufMut, Bytes, BytesMut};
 
-use super::codec::message;
+use super::codec::{message, FrameWriter};
 use super::error_code::ErrorCode;
 use super::op::{self, RESPONSE};
 use crate::wire::WireWrite;
@@ -126,36 +126,76 @@ message!(
     |r| {
         let correlation = r.u32("correlation id")?;
         read_produce_fields(r, correlation)
+    },
+    parts | s,
+    w | {
+        w.buf.put_u32(s.correlation);
+        put_produce_fields(w, s);
     }
 );
 
+/// Where a [`Produce`]'s fields are written: a buffer that copies the
+/// record batches in, or a [`FrameWriter`] that shares the large ones.
+pub(super) trait BatchSink {
+    /// Room for `fields` bytes of fields around `batches` bytes of batches.
+    fn reserve_for(&mut self, fields: usize, batches: usize);
+    fn fields(&mut self) -> &mut BytesMut;
+    /// A batch as a blob (`u32` length, then its bytes).
+    fn batch(&mut self, batch: &Bytes);
+}
+
+impl BatchSink for BytesMut {
+    fn reserve_for(&mut self, fields: usize, batches: usize) {
+        self.reserve(fields + batches);
+    }
+    fn fields(&mut self) -> &mut BytesMut {
+        self
+    }
+    fn batch(&mut self, batch: &Bytes) {
+        self.put_blob(batch);
+    }
+}
+
+impl BatchSink for FrameWriter {
+    fn reserve_for(&mut self, fields: usize, _batches: usize) {
+        self.buf.reserve(fields);
+    }
+    fn fields(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+    fn batch(&mut self, batch: &Bytes) {
+        self.put_shared_blob(batch);
+    }
+}
+
 /// A [`Produce`]'s fields after its correlation id (a [`TxnProduce`] puts
 /// its transactional id between the two).
-pub(super) fn put_produce_fields(b: &mut bytes::BytesMut, s: &Produce) {
+pub(super) fn put_produce_fields(b: &mut impl BatchSink, s: &Produce) {
     // the batches are most of the frame: one allocation for all of it
     // rather than a buffer doubled (and copied) on the way up
-    let room: usize = s
+    let fields: usize = s
         .topics
         .iter()
-        .map(|t| {
-            t.name.len()
-                + 8
-                + t.partitions
-                    .iter()
-                    .map(|p| p.batch.len() + 8)
-                    .sum::<usize>()
-        })
+        .map(|t| t.name.len() + 8 + 8 * t.partitions.len())
         .sum();
-    b.reserve(room + 16);
-    b.put_i8(s.acks);
-    b.put_u32(s.timeout_ms);
-    b.put_count(s.topics.len());
+    let batches: usize = s
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.batch.len())
+        .sum();
+    b.reserve_for(fields + 16, batches);
+    let f = b.fields();
+    f.put_i8(s.acks);
+    f.put_u32(s.timeout_ms);
+    f.put_count(s.topics.len());
     for t in &s.topics {
-        b.put_string(&t.name);
-        b.put_count(t.partitions.len());
+        let f = b.fields();
+        f.put_string(&t.name);
+        f.put_count(t.partitions.len());
         for p in &t.partitions {
-            b.put_u32(p.partition);
-            b.put_blob(&p.batch);
+            b.fields().put_u32(p.partition);
+            b.batch(&p.batch);
         }
     }
 }

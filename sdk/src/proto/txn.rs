@@ -414,6 +414,12 @@ message!(
             transactional_id,
             produce: read_produce_fields(r, correlation)?,
         })
+    },
+    parts | s,
+    w | {
+        w.buf.put_u32(s.produce.correlation);
+        w.buf.put_string(&s.transactional_id);
+        put_produce_fields(w, &s.produce);
     }
 );
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use sdk::{Delivery, Record};
 
 use super::runtime::ClientRuntime;
@@ -85,9 +85,15 @@ impl Reports {
     }
 }
 
+/// Payloads are copied into chunks of this size, each record's value a
+/// shared slice of one: one allocation per chunk rather than per record
+/// (the SDK takes `Bytes` and copies no further until the batch).
+const PAYLOAD_CHUNK: usize = 256 * 1024;
+
 pub(super) struct NativeProducer {
     producer: sdk::Producer,
     topic: String,
+    chunk: BytesMut,
     reports: Arc<Reports>,
     max_msgs: u64,
     max_bytes: u64,
@@ -107,6 +113,7 @@ impl NativeProducer {
         NativeProducer {
             producer,
             topic,
+            chunk: BytesMut::new(),
             reports: Arc::new(Reports::new(probe)),
             max_msgs,
             max_bytes,
@@ -125,7 +132,11 @@ impl ProducerClient for NativeProducer {
         // Read now, so the answer needs no copy of the payload.
         let stamp = payload::peek(payload)
             .map_err(|e| LoadError::Send(format!("a payload of this tool's own: {e}")))?;
-        let record = Record::new(Bytes::copy_from_slice(payload));
+        if self.chunk.capacity() - self.chunk.len() < payload.len() {
+            self.chunk = BytesMut::with_capacity(PAYLOAD_CHUNK.max(payload.len()));
+        }
+        self.chunk.extend_from_slice(payload);
+        let record = Record::new(self.chunk.split().freeze());
         let reports = Arc::clone(&self.reports);
         self.reports.sending(len);
         let sent = self.producer.send_with(&self.topic, record, move |result| {

@@ -28,7 +28,9 @@ async function topic(prefix, numPartitions = 1, configEntries = []) {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [{ topic: name, numPartitions, replicationFactor: RF, configEntries }] });
+    // kafkajs's own wait for leaders (on by default) fails on the first
+    // UNKNOWN_TOPIC_OR_PARTITION: leadersOf below waits instead
+    await admin.createTopics({ topics: [{ topic: name, numPartitions, replicationFactor: RF, configEntries }], waitForLeaders: false });
     await leadersOf(admin, name, numPartitions);
   } finally {
     await admin.disconnect();

@@ -45,17 +45,23 @@ pub trait Message: Sized {
         let mut w = FrameWriter::default();
         w.buf.put_bytes(0, HEADER_LEN);
         self.encode_parts(&mut w);
-        let mut parts = w.parts;
-        if !w.buf.is_empty() {
-            parts.push(w.buf.freeze());
-        }
-        let total: usize = parts.iter().map(Bytes::len).sum();
+        let total = w.parts.iter().map(Bytes::len).sum::<usize>() + w.buf.len();
         let len = u32::try_from(total.saturating_sub(HEADER_LEN)).unwrap_or(u32::MAX);
         let header = FrameHeader { op: Self::OP, len }.encode();
-        if let Some(first) = parts.first_mut() {
-            let mut head = BytesMut::from(&first[..]);
-            head[..HEADER_LEN].copy_from_slice(&header);
-            *first = head.freeze();
+        let mut parts = w.parts;
+        match parts.first_mut() {
+            // The header is in the first part, already frozen: only that
+            // part (the fields before the first shared buffer) is copied.
+            Some(first) => {
+                let mut head = BytesMut::from(&first[..]);
+                head[..HEADER_LEN].copy_from_slice(&header);
+                *first = head.freeze();
+            }
+            // Nothing shared: the header is still in the buffer.
+            None => w.buf[..HEADER_LEN].copy_from_slice(&header),
+        }
+        if !w.buf.is_empty() {
+            parts.push(w.buf.freeze());
         }
         FrameParts { parts, total }
     }

@@ -690,6 +690,13 @@ impl Node {
     pub(crate) fn staleness(&self) -> Option<Duration> {
         let m = self.raft.metrics().borrow().clone();
         if m.state == ServerState::Leader {
+            // until the leader applies an entry of its own term, entries it
+            // inherited may be committed without being applied here yet
+            if m.last_applied
+                .is_none_or(|l| l.leader_id.term != m.current_term)
+            {
+                return None;
+            }
             let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
             if voters == [self.id] {
                 return Some(Duration::ZERO);

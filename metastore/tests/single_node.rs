@@ -180,6 +180,69 @@ async fn committed_writes_and_the_cluster_id_survive_a_restart() {
     ms.shutdown().await.unwrap();
 }
 
+/// Drops from the raft log every record of the committed log id written
+/// after the entry that mentions `marker`, as a SIGKILL between an entry's
+/// fsync and the (unsynced) record of its commit leaves the log. Records are
+/// `u32 len | u32 crc | u8 kind | u64 index | payload`, kind 2 the commit.
+fn forget_commits_after(raft_dir: &std::path::Path, marker: &[u8]) -> usize {
+    let mut dropped = 0;
+    for e in std::fs::read_dir(raft_dir).unwrap() {
+        let path = e.unwrap().path();
+        if !path
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("wal-")
+        {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let (mut pos, mut seen, mut kept) = (0, false, Vec::new());
+        while pos < bytes.len() {
+            let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+            let record = &bytes[pos..pos + 17 + len];
+            let payload = &record[17..];
+            if record[8] == 1 && payload.windows(marker.len()).any(|w| w == marker) {
+                seen = true;
+            }
+            if seen && record[8] == 2 {
+                dropped += 1;
+            } else {
+                kept.extend_from_slice(record);
+            }
+            pos += record.len();
+        }
+        std::fs::write(&path, kept).unwrap();
+    }
+    dropped
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_serves_writes_logged_before_their_commit_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let ms = Metastore::start(embedded(dir.path())).await.unwrap();
+    ms.register_agent(agent(1)).await.unwrap();
+    ms.create_topic(CreateTopic::new("early", 1, 1), false)
+        .await
+        .unwrap();
+    ms.create_topic(CreateTopic::new("late-topic", 1, 1), false)
+        .await
+        .unwrap();
+    ms.shutdown().await.unwrap();
+    assert!(forget_commits_after(&dir.path().join("raft"), b"late-topic") > 0);
+
+    // acknowledged, so on disk: the restarted node must serve it from the start
+    let ms = Metastore::start(embedded(dir.path())).await.unwrap();
+    let names: Vec<String> = ms.topics().into_iter().map(|t| t.name.clone()).collect();
+    assert!(
+        names.contains(&"early".to_string()) && names.contains(&"late-topic".to_string()),
+        "topics after the restart: {names:?}"
+    );
+    assert_eq!(ms.staleness(), Some(Duration::ZERO));
+    ms.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_is_rebuilt_from_a_snapshot_and_the_log_tail_after_purging() {
     let dir = tempfile::tempdir().unwrap();

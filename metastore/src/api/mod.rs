@@ -109,14 +109,23 @@ impl Metastore {
         self.node.raft_addr
     }
 
-    /// Waits until a leader is known and this replica knows the cluster id.
+    /// Waits until a leader is known, this replica knows the cluster id and
+    /// has applied every write acknowledged before the call: after a restart,
+    /// writes that were in the log but not yet known committed are applied
+    /// only once a leader commits an entry of its own term.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), MetaError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut metrics = self.node.raft.metrics();
         loop {
             let has_leader = metrics.borrow_and_update().current_leader.is_some();
             if has_leader && self.node.applied.read().state.cluster_id().is_some() {
-                return Ok(());
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                match tokio::time::timeout(remaining, self.linearizable_barrier()).await {
+                    Ok(Ok(())) => return Ok(()),
+                    // an election in between, or a leader without its quorum yet: wait on
+                    Ok(Err(MetaError::NotLeader { .. } | MetaError::Timeout { .. })) | Err(_) => {}
+                    Ok(Err(e)) => return Err(e),
+                }
             }
             if self.node.is_stopped() {
                 return Err(MetaError::ShuttingDown);

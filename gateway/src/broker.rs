@@ -303,6 +303,8 @@ pub struct Broker {
     pub logins: crate::logins::Logins,
     /// Forwarded requests, sent and served.
     pub forward_counters: Arc<ForwardCounters>,
+    /// Kafka clients' bytes by zone (the cost report's client side).
+    pub client_zones: crate::client_zone::ClientZoneCounters,
     /// Crashed agents, as this agent first saw them fenced (Metadata lists
     /// them a little longer, see `brokers::CRASHED_LISTING`).
     pub fenced_since: crate::fenced::FencedSince,
@@ -343,6 +345,7 @@ impl Broker {
             node: Node::new(node, catalog, partitions, groups),
             metrics: Metrics::default(),
             forward_counters: Arc::default(),
+            client_zones: Default::default(),
             fenced_since: Default::default(),
             txn_completing: Default::default(),
             forwarder: OnceLock::new(),

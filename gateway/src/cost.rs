@@ -212,6 +212,25 @@ pub struct CrossZoneUsage {
     /// peer has no `--rack`): not billed in the estimate.
     pub unknown_zone_bytes: u64,
     pub peers: Vec<PeerUsage>,
+    /// Kafka clients' traffic with this agent, by the zone they name.
+    #[serde(default)]
+    pub clients: ClientUsage,
+}
+
+/// Bytes Kafka clients exchanged with this agent, classed by the zone a
+/// client names (`client.rack` on Fetch, or `aerostream_az=` in its client
+/// id) against this agent's rack.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ClientUsage {
+    /// Responses sent to clients in another zone.
+    pub cross_zone_sent_bytes: u64,
+    /// Requests received from clients in another zone.
+    pub cross_zone_received_bytes: u64,
+    /// Both directions, clients in this agent's zone.
+    pub same_zone_bytes: u64,
+    /// Both directions, clients that named no zone (or an agent without
+    /// `--rack`): not billed in the estimate.
+    pub unknown_zone_bytes: u64,
 }
 
 impl CrossZoneUsage {
@@ -234,6 +253,14 @@ impl CrossZoneUsage {
         }
         out.peers = peers;
         out
+    }
+
+    /// Adds the clients' traffic: its cross-zone bytes count in the totals.
+    pub fn with_clients(mut self, clients: ClientUsage) -> Self {
+        self.sent_bytes += clients.cross_zone_sent_bytes;
+        self.received_bytes += clients.cross_zone_received_bytes;
+        self.clients = clients;
+        self
     }
 }
 
@@ -354,6 +381,11 @@ pub fn sum(reports: &[CostReport], prices: Prices) -> CostReport {
         z.sent_bytes += rz.sent_bytes;
         z.received_bytes += rz.received_bytes;
         z.unknown_zone_bytes += rz.unknown_zone_bytes;
+        let (c, rc) = (&mut z.clients, &rz.clients);
+        c.cross_zone_sent_bytes += rc.cross_zone_sent_bytes;
+        c.cross_zone_received_bytes += rc.cross_zone_received_bytes;
+        c.same_zone_bytes += rc.same_zone_bytes;
+        c.unknown_zone_bytes += rc.unknown_zone_bytes;
         for p in &rz.peers {
             let m = peers.entry(p.agent).or_insert_with(|| PeerUsage {
                 agent: p.agent,
@@ -450,17 +482,32 @@ pub fn render_cross_zone(z: &CrossZoneUsage) -> String {
     for (name, help, v) in [
         (
             "aerostream_cross_zone_sent_bytes_total",
-            "Bytes sent to agents in another rack (replication and forwarding)",
+            "Bytes sent to agents in another rack (replication and forwarding) and to Kafka clients that named another zone",
             z.sent_bytes,
         ),
         (
             "aerostream_cross_zone_received_bytes_total",
-            "Bytes received from agents in another rack (replication and forwarding)",
+            "Bytes received from agents in another rack (replication and forwarding) and from Kafka clients that named another zone",
             z.received_bytes,
         ),
     ] {
         s.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+        ));
+    }
+    let name = "aerostream_client_bytes_total";
+    s.push_str(&format!(
+        "# HELP {name} Bytes Kafka clients exchanged with this agent, by whether the zone the client named is another than this agent's\n# TYPE {name} counter\n"
+    ));
+    let c = &z.clients;
+    for (direction, zone, v) in [
+        ("sent", "true", c.cross_zone_sent_bytes),
+        ("received", "true", c.cross_zone_received_bytes),
+        ("both", "false", c.same_zone_bytes),
+        ("both", "unknown", c.unknown_zone_bytes),
+    ] {
+        s.push_str(&format!(
+            "{name}{{direction=\"{direction}\",cross_zone=\"{zone}\"}} {v}\n"
         ));
     }
     for (name, help, pick) in [

@@ -1,5 +1,5 @@
 //! Bytes this agent exchanged with each peer agent (replication and
-//! forwarded requests), classed by zone: what `/metrics` and `/v1/cost`
+//! forwarded requests) and with Kafka clients, classed by zone: what `/metrics` and `/v1/cost`
 //! report as cross-zone traffic.
 
 use std::collections::BTreeMap;
@@ -31,6 +31,7 @@ pub fn usage(b: &Broker) -> CrossZoneUsage {
         p.forwarding_received_bytes += bytes.received;
     }
     CrossZoneUsage::of(own.as_deref(), peers.into_values().collect())
+        .with_clients(b.client_zones.snapshot())
 }
 
 fn peer<'a>(

@@ -39,6 +39,7 @@
 pub mod alloc;
 pub mod broker;
 pub mod brokers;
+pub mod client_zone;
 pub mod codes;
 pub mod connections;
 pub mod console;

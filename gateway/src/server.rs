@@ -412,9 +412,20 @@ async fn connection<S: KafkaStream>(
             }
         }
         broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+        let request_bytes = frame.len() as u64 + 4;
         let served = dispatch(&broker, &client, frame).await;
         broker.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(room);
+        let response_bytes = match &served {
+            Ok(Some(resp)) => resp.len() as u64 + 4,
+            _ => 0,
+        };
+        broker.client_zones.count(
+            broker.config.rack.as_deref(),
+            client.zone.get().as_deref(),
+            request_bytes,
+            response_bytes,
+        );
         match served {
             Ok(Some(resp)) => {
                 match tokio::time::timeout(write_timeout, stream.get_mut().send(resp)).await {

@@ -195,6 +195,11 @@ fn render(r: &CostReport, agents: usize) -> String {
         z.received_bytes.to_string(),
     ]);
     out.push_str(&t.render());
+    let c = &z.clients;
+    out.push_str(&format!(
+        "Kafka clients: {} bytes sent to and {} received from clients in another zone (in the totals above), {} with clients in this agent's zone, {} with clients that named no zone (client.rack, or aerostream_az=ZONE in the client id)\n",
+        c.cross_zone_sent_bytes, c.cross_zone_received_bytes, c.same_zone_bytes, c.unknown_zone_bytes
+    ));
     if z.unknown_zone_bytes > 0 {
         out.push_str(&format!(
             "{} bytes went to or came from agents of unknown zone (set --rack on every agent): not in the estimate\n",

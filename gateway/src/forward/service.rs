@@ -133,6 +133,7 @@ async fn serve_stream(
         hurry: Some(hurry),
         principal: Arc::from(principal),
         throttle: Arc::default(),
+        zone: Arc::default(),
     };
     Metrics::bump(&broker.forward_counters.served);
     broker.metrics.in_flight.fetch_add(1, Ordering::SeqCst);

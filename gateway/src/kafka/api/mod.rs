@@ -71,6 +71,8 @@ pub struct Client {
     /// Milliseconds a quota asks the connection to stay unread after the
     /// response it is about to get; the connection takes (and zeroes) it.
     pub throttle: Arc<AtomicU64>,
+    /// The zone the client named last (see `client_zone`).
+    pub zone: Arc<crate::client_zone::ClientZone>,
 }
 
 impl Client {
@@ -83,6 +85,7 @@ impl Client {
             hurry: None,
             principal: Arc::from(ANONYMOUS),
             throttle: Arc::default(),
+            zone: Arc::default(),
         }
     }
 }
@@ -252,6 +255,18 @@ pub async fn dispatch(
             left = frame.remaining(),
             "request has trailing bytes"
         );
+    }
+    if let Some(zone) = header
+        .client_id
+        .as_deref()
+        .and_then(crate::client_zone::zone_in_client_id)
+    {
+        client.zone.note(zone);
+    }
+    if let RequestKind::Fetch(f) = &request {
+        if !f.rack_id.is_empty() {
+            client.zone.note(f.rack_id.as_str());
+        }
     }
     let ctx = RequestContext {
         api_version: version,

@@ -233,6 +233,11 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
             },
             rack: s.rack.clone(),
             load_balanced: s.load_balanced,
+            zone_addrs: s
+                .advertised_kafka_addr_zones
+                .iter()
+                .map(|(z, (h, p))| (z.clone(), (h.clone(), i32::from(*p))))
+                .collect(),
             log_defaults: LogDefaults {
                 write_caching: s.write_caching,
             },

@@ -61,6 +61,11 @@ pub struct BrokerConfig {
     /// clients see the cluster as one broker ([`crate::brokers::LOAD_BALANCER_ID`])
     /// and requests are forwarded to the agent that owns their data.
     pub load_balanced: bool,
+    /// Load-balancer mode: the balancer's address in each zone, given to
+    /// clients that name that zone (`aerostream_az=` in the client id, or
+    /// `client.rack`) instead of the advertised one, so that their
+    /// connections stay in their zone.
+    pub zone_addrs: std::collections::BTreeMap<String, (String, i32)>,
     /// Host and port native-protocol clients are told to connect to; `None`
     /// when the native listener is off.
     pub native_advertised: Option<(String, i32)>,
@@ -94,6 +99,7 @@ impl Default for BrokerConfig {
             connections: ConnectionLimits::default(),
             logins: crate::logins::LoginLimits::default(),
             load_balanced: false,
+            zone_addrs: Default::default(),
             native_advertised: None,
             metrics_max_series: DEFAULT_METRICS_MAX_SERIES,
         }

@@ -57,6 +57,26 @@ pub fn live(catalog: &Metastore, config: &BrokerConfig) -> Vec<BrokerEntry> {
     agents(catalog, config)
 }
 
+/// `entries` as a client in `zone` is to see them: in load-balancer mode
+/// the balancer's address in that zone, when one is configured
+/// (`BrokerConfig::zone_addrs`), instead of the advertised one.
+pub fn for_zone(
+    config: &BrokerConfig,
+    zone: Option<&str>,
+    mut entries: Vec<BrokerEntry>,
+) -> Vec<BrokerEntry> {
+    if !config.load_balanced {
+        return entries;
+    }
+    if let Some((host, port)) = zone.and_then(|z| config.zone_addrs.get(z)) {
+        for e in entries.iter_mut().filter(|e| e.id == LOAD_BALANCER_ID) {
+            e.host = host.clone();
+            e.port = *port;
+        }
+    }
+    entries
+}
+
 /// How long Metadata keeps listing an agent that crashed (its lease
 /// lapsed) after this agent first saw it fenced. librdkafka forgets a
 /// broker missing from Metadata at once, and when that broker led a
@@ -340,6 +360,46 @@ mod tests {
         assert_eq!(
             controller_among(Some(2), &listed(&[2, 9]), &me),
             LOAD_BALANCER_ID
+        );
+    }
+
+    #[test]
+    fn behind_a_balancer_a_client_in_a_configured_zone_sees_the_zones_address() {
+        let mut config = BrokerConfig {
+            load_balanced: true,
+            advertised_host: "lb".into(),
+            advertised_port: 9092,
+            ..BrokerConfig::default()
+        };
+        config
+            .zone_addrs
+            .insert("az-b".into(), ("lb-b.example".into(), 9192));
+        let lb = || {
+            vec![BrokerEntry {
+                id: LOAD_BALANCER_ID,
+                host: "lb".into(),
+                port: 9092,
+                rack: None,
+            }]
+        };
+        let seen = |c: &BrokerConfig, zone| {
+            for_zone(c, zone, lb())
+                .into_iter()
+                .map(|e| (e.host, e.port))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(seen(&config, Some("az-b")), [("lb-b.example".into(), 9192)]);
+        assert_eq!(
+            seen(&config, Some("az-c")),
+            [("lb".into(), 9092)],
+            "no address for az-c"
+        );
+        assert_eq!(seen(&config, None), [("lb".into(), 9092)]);
+        config.load_balanced = false;
+        assert_eq!(
+            seen(&config, Some("az-b")),
+            [("lb".into(), 9092)],
+            "without a balancer clients reach the agents themselves"
         );
     }
 }

@@ -154,8 +154,11 @@ class Balancer:
     """haproxy in TCP mode in front of agents, as an NLB stands in front of
     a deployment: round-robin over agents whose /health answers."""
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, zones=()):
         self.port = port or free_port()
+        # a zone's own address of the balancer (an NLB's zonal DNS name),
+        # which reaches only the agents in that zone
+        self.zone_ports = {z: free_port() for z in zones}
         self.proc = None
         self.dir = tempfile.mkdtemp(prefix="aerostream-haproxy-")
 
@@ -163,11 +166,22 @@ class Balancer:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
-    def start(self, agents):
-        """`agents`: Broker objects whose ports are already chosen."""
-        servers = "\n".join(
-            f"    server agent{i} 127.0.0.1:{b.port} check port {b.http_port} inter 300 fall 2 rise 2"
-            for i, b in enumerate(agents))
+    def start(self, agents, zone_agents=None):
+        """`agents`: Broker objects whose ports are already chosen;
+        `zone_agents`: for each zone of the balancer, the agents in it."""
+        def servers_of(members):
+            return "\n".join(
+                f"    server agent{i} 127.0.0.1:{b.port} check port {b.http_port} inter 300 fall 2 rise 2"
+                for i, b in enumerate(members))
+        servers = servers_of(agents)
+        zonal = "".join(f"""frontend kafka-{zone}
+    bind 127.0.0.1:{port}
+    default_backend agents-{zone}
+backend agents-{zone}
+    balance roundrobin
+    option httpchk GET /health
+{servers_of((zone_agents or {})[zone])}
+""" for zone, port in self.zone_ports.items())
         cfg = os.path.join(self.dir, "haproxy.cfg")
         with open(cfg, "w") as f:
             f.write(f"""global
@@ -186,7 +200,7 @@ backend agents
     balance roundrobin
     option httpchk GET /health
 {servers}
-""")
+{zonal}""")
         log = open(os.path.join(self.dir, "haproxy.log"), "a")
         self.proc = subprocess.Popen([haproxy(), "-db", "-f", cfg], stdout=log, stderr=subprocess.STDOUT)
         eventually("haproxy listening", lambda: _connects(self.port), timeout=20)
@@ -202,9 +216,12 @@ backend agents
 def balanced_cluster(extra_args=()):
     """Three voters in load-balancer mode behind a Balancer, for a pytest
     fixture to `yield from`: yields (cluster, balancer), then stops both and
-    removes their folders."""
-    balancer = Balancer()
+    removes their folders. The balancer has a zonal address for `rack-2`
+    (agent 2's rack), which the agents give clients that name that zone."""
+    balancer = Balancer(zones=["rack-2"])
     c = Cluster(extra_args=["--load-balanced", "--advertised-kafka-addr", balancer.bootstrap,
+                            "--advertised-kafka-addr-zone",
+                            f"rack-2=127.0.0.1:{balancer.zone_ports['rack-2']}",
                             *extra_args])
     for node in VOTERS:
         a = c.agent(node)
@@ -213,7 +230,7 @@ def balanced_cluster(extra_args=()):
         c.agent(node).launch()
     for node in VOTERS:
         c.agent(node).wait_ready(timeout=90)
-    balancer.start([c.agent(n) for n in VOTERS])
+    balancer.start([c.agent(n) for n in VOTERS], zone_agents={"rack-2": [c.agent(2)]})
     try:
         yield c, balancer
     finally:

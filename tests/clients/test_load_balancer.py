@@ -144,6 +144,43 @@ def test_clients_see_one_broker_at_the_balancer_address(deployment):
         assert md["replicas"][(topic, p)] == ([0], [0])
 
 
+def client_bytes(agent):
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/v1/cost", timeout=5) as r:
+        return json.loads(r.read())["cross_zone"]["clients"]
+
+
+def test_a_client_that_names_its_zone_is_sent_to_the_balancer_in_its_zone(deployment):
+    cluster, balancer = deployment
+    zone_port = balancer.zone_ports["rack-2"]
+    topic = f"lb-zone-{uuid.uuid4().hex[:6]}"
+    create_topic(balancer, topic)
+    client_id = "orders,aerostream_az=rack-2"
+    md = AdminClient({"bootstrap.servers": balancer.bootstrap, "client.id": client_id}).list_topics(timeout=10)
+    assert {i: (b.host, b.port) for i, b in md.brokers.items()} == {0: ("127.0.0.1", zone_port)}
+    # a client that names another zone, or none, gets the balancer's own address
+    for other in ("orders,aerostream_az=rack-9", "orders"):
+        md = AdminClient({"bootstrap.servers": balancer.bootstrap, "client.id": other}).list_topics(timeout=10)
+        assert {i: (b.host, b.port) for i, b in md.brokers.items()} == {0: ("127.0.0.1", balancer.port)}
+
+    before = {n: client_bytes(cluster.agent(n)) for n in VOTERS}
+    records, size = 100, 10_000
+    p = Producer({"bootstrap.servers": balancer.bootstrap, "client.id": client_id, "acks": "all",
+                  "linger.ms": 5})
+    errors = []
+    for i in range(records):
+        p.produce(topic, value=b"z" * size, key=str(i).encode(),
+                  on_delivery=lambda err, msg: err and errors.append(err))
+    assert p.flush(60) == 0 and errors == []
+    after = {n: client_bytes(cluster.agent(n)) for n in VOTERS}
+    # every produced byte reached agent 2 (the zone's balancer knows no
+    # other agent), from a client in its own zone: nothing crossed zones
+    grew = after[2]["same_zone_bytes"] - before[2]["same_zone_bytes"]
+    assert grew >= records * size, (before[2], after[2])
+    for n in (1, 3):
+        crossed = after[n]["cross_zone_received_bytes"] - before[n]["cross_zone_received_bytes"]
+        assert crossed < records * size // 10, (n, before[n], after[n])
+
+
 def partitions_seen_by(agent, topic):
     """Each partition's (leader, ISR) as the agent's REST API tells them
     (Kafka Metadata shows the balancer instead)."""

@@ -261,6 +261,17 @@ pub struct ServeArgs {
     /// [default: false].
     #[arg(long, env = "AEROSTREAM_LOAD_BALANCED", num_args = 0..=1, default_missing_value = "true")]
     pub load_balanced: Option<bool>,
+    /// With --load-balanced: the balancer's address in a zone, ZONE=HOST:PORT
+    /// (repeatable or comma-separated). A Kafka client that names its zone
+    /// (aerostream_az=ZONE in its client.id, or client.rack) is told this
+    /// address instead of --advertised-kafka-addr, so its connections stay
+    /// in its zone [default: none].
+    #[arg(
+        long = "advertised-kafka-addr-zone",
+        env = "AEROSTREAM_ADVERTISED_KAFKA_ADDR_ZONES",
+        value_delimiter = ','
+    )]
+    pub advertised_kafka_addr_zones: Option<Vec<String>>,
     /// Folder with the cluster CA (ca.pem) and this agent's certificate
     /// (node-ID.pem, node-ID.key), as `aerostream cluster-ca` writes them;
     /// used with --voters [default: DATA_DIR/certs].

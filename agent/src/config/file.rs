@@ -97,6 +97,8 @@ pub(super) struct FileSettings {
     pub(super) voters: Option<String>,
     pub(super) rack: Option<String>,
     pub(super) load_balanced: Option<bool>,
+    /// `[advertised_kafka_addr_zones]`: ZONE = "HOST:PORT".
+    pub(super) advertised_kafka_addr_zones: Option<std::collections::BTreeMap<String, String>>,
     pub(super) cluster_certs: Option<PathBuf>,
     pub(super) otlp_endpoint: Option<String>,
     pub(super) otlp_sample_ratio: Option<f64>,

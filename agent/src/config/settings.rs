@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use super::address::parse_host_port;
 use super::args::ServeArgs;
 use super::cluster::{resolve_cluster, ClusterSettings};
@@ -85,6 +87,8 @@ pub struct Settings {
     pub rack: Option<String>,
     /// Load-balancer mode (forwarding to owners).
     pub load_balanced: bool,
+    /// Load-balancer mode: the balancer's address per client zone.
+    pub advertised_kafka_addr_zones: std::collections::BTreeMap<String, (String, u16)>,
     /// `None`: the embedded one-node metastore (no --voters).
     pub cluster: Option<ClusterSettings>,
     /// `None`: no OpenTelemetry export.
@@ -111,6 +115,31 @@ fn resolve_prices(args: &ServeArgs, file: &FileSettings) -> anyhow::Result<gatew
         .apply(args.cost_prices.as_deref().unwrap_or_default())
         .map_err(|e| anyhow::anyhow!("--cost-price: {e}"))?;
     Ok(prices)
+}
+
+/// The balancer's address per zone: the file's
+/// `[advertised_kafka_addr_zones]`, then `--advertised-kafka-addr-zone`.
+fn resolve_zone_addrs(
+    args: &ServeArgs,
+    file: &FileSettings,
+) -> anyhow::Result<std::collections::BTreeMap<String, (String, u16)>> {
+    let mut out = std::collections::BTreeMap::new();
+    for (zone, addr) in file.advertised_kafka_addr_zones.iter().flatten() {
+        let at = parse_host_port(addr, "config file [advertised_kafka_addr_zones]")?;
+        out.insert(zone.clone(), at);
+    }
+    for item in args.advertised_kafka_addr_zones.iter().flatten() {
+        let (zone, addr) = item.split_once('=').with_context(|| {
+            format!("--advertised-kafka-addr-zone '{item}' is not ZONE=HOST:PORT")
+        })?;
+        anyhow::ensure!(
+            !zone.trim().is_empty(),
+            "--advertised-kafka-addr-zone '{item}' names no zone"
+        );
+        let at = parse_host_port(addr, "--advertised-kafka-addr-zone")?;
+        out.insert(zone.trim().to_string(), at);
+    }
+    Ok(out)
 }
 
 impl Settings {
@@ -143,6 +172,7 @@ impl Settings {
             authz,
         } = resolve_auth(args, &file, kafka_tls.as_ref())?;
         let load_balanced = args.load_balanced.or(file.load_balanced).unwrap_or(false);
+        let advertised_kafka_addr_zones = resolve_zone_addrs(args, &file)?;
         let cost_prices = resolve_prices(args, &file)?;
         let max_connections = args
             .max_connections
@@ -323,6 +353,7 @@ impl Settings {
                 .unwrap_or(512 << 20),
             rack: args.rack.clone().or(file.rack),
             load_balanced,
+            advertised_kafka_addr_zones,
             cluster,
             otlp_endpoint: args
                 .otlp_endpoint
@@ -359,6 +390,10 @@ impl Settings {
                 "--rack is empty; leave it out or name the rack"
             );
         }
+        anyhow::ensure!(
+            s.load_balanced || s.advertised_kafka_addr_zones.is_empty(),
+            "--advertised-kafka-addr-zone is for --load-balanced clusters: without a balancer clients connect to the agents themselves"
+        );
         anyhow::ensure!(
             !s.load_balanced || s.cluster.is_some(),
             "--load-balanced needs a cluster (--voters): one agent has no other agent to forward to"
@@ -490,6 +525,45 @@ mod tests {
         assert_eq!(s.node_id, 7, "file wins over default");
         assert_eq!(s.kafka_addr.port(), 19092);
         assert_eq!(s.data_dir, PathBuf::from("./data"), "default");
+    }
+
+    #[test]
+    fn zonal_balancer_addresses_are_zone_host_port_pairs_for_a_balanced_cluster_only() {
+        let balanced = |zones: &[&str]| ServeArgs {
+            node_id: Some(1),
+            voters: Some("1@127.0.0.1:19093".into()),
+            load_balanced: Some(true),
+            advertised_kafka_addr_zones: Some(zones.iter().map(|z| z.to_string()).collect()),
+            ..Default::default()
+        };
+        let s =
+            Settings::resolve(&balanced(&["az-a=lb-a:9092", "az-b=[::1]:9093"])).expect("valid");
+        assert_eq!(
+            s.advertised_kafka_addr_zones
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [
+                ("az-a".to_string(), ("lb-a".to_string(), 9092)),
+                ("az-b".to_string(), ("::1".to_string(), 9093)),
+            ]
+        );
+        for (bad, says) in [
+            ("lb-a:9092", "not ZONE=HOST:PORT"),
+            ("=lb-a:9092", "names no zone"),
+            ("az-a=lb-a", "not HOST:PORT"),
+        ] {
+            let err = Settings::resolve(&balanced(&[bad]))
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        let err = Settings::resolve(&ServeArgs {
+            advertised_kafka_addr_zones: Some(vec!["az-a=lb-a:9092".into()]),
+            ..Default::default()
+        })
+        .expect_err("without --load-balanced")
+        .to_string();
+        assert!(err.contains("--load-balanced"), "{err}");
     }
 
     #[test]

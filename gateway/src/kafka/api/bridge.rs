@@ -32,6 +32,7 @@ fn ctx(client: &Client, client_id: &str, api_version: i16) -> RequestContext {
         forwarded: client.forwarded,
         hurry: client.hurry.clone(),
         principal: client.principal.clone(),
+        zone: client.zone.get(),
     }
 }
 

@@ -63,6 +63,11 @@ pub(super) fn find_coordinator(
     // no holder yet, or one whose lease lapsed: the client asks again
     let pick = |key: &str| {
         brokers::coordinator(&b.node.catalog, &b.config, key)
+            .and_then(|e| {
+                brokers::for_zone(&b.config, ctx.zone.as_deref(), vec![e])
+                    .into_iter()
+                    .next()
+            })
             .map(|e| (BrokerId(e.id), s(e.host), e.port))
             .ok_or(GONE)
     };

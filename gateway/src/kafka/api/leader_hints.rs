@@ -45,8 +45,12 @@ fn lookup(b: &Broker, name: &str, id: Uuid) -> Option<std::sync::Arc<TopicInfo>>
 }
 
 /// The endpoints of `leaders`, as Metadata lists them.
-fn endpoints(b: &Broker, leaders: &BTreeSet<i32>) -> Vec<(i32, String, i32, Option<String>)> {
-    brokers::live(&b.node.catalog, &b.config)
+fn endpoints(
+    b: &Broker,
+    zone: Option<&str>,
+    leaders: &BTreeSet<i32>,
+) -> Vec<(i32, String, i32, Option<String>)> {
+    brokers::for_zone(&b.config, zone, brokers::live(&b.node.catalog, &b.config))
         .into_iter()
         .filter(|e| leaders.contains(&e.id))
         .map(|e| (e.id, e.host, e.port, e.rack))
@@ -54,7 +58,7 @@ fn endpoints(b: &Broker, leaders: &BTreeSet<i32>) -> Vec<(i32, String, i32, Opti
 }
 
 /// Fills `current_leader` and `node_endpoints` of a Produce response.
-pub(super) fn produce(b: &Broker, version: i16, resp: &mut ProduceResponse) {
+pub(super) fn produce(b: &Broker, version: i16, zone: Option<&str>, resp: &mut ProduceResponse) {
     if version < PRODUCE_SINCE {
         return;
     }
@@ -74,7 +78,7 @@ pub(super) fn produce(b: &Broker, version: i16, resp: &mut ProduceResponse) {
             }
         }
     }
-    resp.node_endpoints = endpoints(b, &leaders)
+    resp.node_endpoints = endpoints(b, zone, &leaders)
         .into_iter()
         .map(|(id, host, port, rack)| {
             produce_response::NodeEndpoint::default()
@@ -87,7 +91,7 @@ pub(super) fn produce(b: &Broker, version: i16, resp: &mut ProduceResponse) {
 }
 
 /// Fills `current_leader` and `node_endpoints` of a Fetch response.
-pub(super) fn fetch(b: &Broker, version: i16, resp: &mut FetchResponse) {
+pub(super) fn fetch(b: &Broker, version: i16, zone: Option<&str>, resp: &mut FetchResponse) {
     if version < FETCH_SINCE {
         return;
     }
@@ -103,7 +107,7 @@ pub(super) fn fetch(b: &Broker, version: i16, resp: &mut FetchResponse) {
             }
         }
     }
-    resp.node_endpoints = endpoints(b, &leaders)
+    resp.node_endpoints = endpoints(b, zone, &leaders)
         .into_iter()
         .map(|(id, host, port, rack)| {
             fetch_response::NodeEndpoint::default()

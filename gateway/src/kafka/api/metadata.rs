@@ -225,7 +225,11 @@ pub(super) async fn metadata(
     } else {
         OPS_NOT_REQUESTED
     };
-    let live = brokers::listed(&b.node.catalog, &b.config, &b.fenced_since);
+    let live = brokers::for_zone(
+        &b.config,
+        ctx.zone.as_deref(),
+        brokers::listed(&b.node.catalog, &b.config, &b.fenced_since),
+    );
     MetadataResponse::default()
         .with_brokers(
             live.into_iter()
@@ -335,15 +339,19 @@ pub(super) fn describe_cluster(
             .with_error_message(Some(s("only broker endpoints are described")));
     }
     resp.with_brokers(
-        brokers::live(&b.node.catalog, &b.config)
-            .into_iter()
-            .map(|e| {
-                DescribeClusterBroker::default()
-                    .with_broker_id(BrokerId(e.id))
-                    .with_host(s(e.host))
-                    .with_port(e.port)
-                    .with_rack(e.rack.map(s))
-            })
-            .collect(),
+        brokers::for_zone(
+            &b.config,
+            ctx.zone.as_deref(),
+            brokers::live(&b.node.catalog, &b.config),
+        )
+        .into_iter()
+        .map(|e| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(e.id))
+                .with_host(s(e.host))
+                .with_port(e.port)
+                .with_rack(e.rack.map(s))
+        })
+        .collect(),
     )
 }

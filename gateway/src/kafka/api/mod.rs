@@ -104,6 +104,8 @@ pub struct RequestContext {
     pub hurry: Option<Arc<Notify>>,
     /// See [`Client::principal`].
     pub principal: Arc<str>,
+    /// See [`Client::zone`].
+    pub zone: Option<Arc<str>>,
 }
 
 impl RequestContext {
@@ -280,6 +282,7 @@ pub async fn dispatch(
         forwarded: client.forwarded,
         hurry: client.hurry.clone(),
         principal: client.principal.clone(),
+        zone: client.zone.get(),
     };
     // request-rate quotas count the time until the answer is ready
     let mut clock = RequestClock {
@@ -314,14 +317,14 @@ pub async fn dispatch(
         RequestKind::Produce(r) => match produce::produce(broker, &ctx, r).await {
             Some(resp) => {
                 let mut resp = resp.with_throttle_time_ms(produce_wait);
-                leader_hints::produce(broker, version, &mut resp);
+                leader_hints::produce(broker, version, ctx.zone.as_deref(), &mut resp);
                 resp.into()
             }
             None => return Ok(None),
         },
         RequestKind::Fetch(r) => {
             let mut answer = fetch::fetch(broker, &ctx, r).await;
-            leader_hints::fetch(broker, version, answer.response_mut());
+            leader_hints::fetch(broker, version, ctx.zone.as_deref(), answer.response_mut());
             clock.waited = answer.waited();
             if !client.forwarded {
                 let wait = quota_wait(broker, &ctx, Traffic::Fetch, answer.record_bytes());

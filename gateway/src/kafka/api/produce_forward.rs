@@ -190,7 +190,7 @@ pub(super) async fn route(
         replace(by_id, &mut topics, answers);
     }
     let mut resp = ProduceResponse::default().with_responses(topics);
-    super::leader_hints::produce(b, ctx.api_version, &mut resp);
+    super::leader_hints::produce(b, ctx.api_version, ctx.zone.as_deref(), &mut resp);
     super::encode_frame(header, ApiKey::Produce, &resp.into()).map(|f| Routed::Answered(Some(f)))
 }
 

@@ -41,6 +41,10 @@ async fn lone_node(certs: &std::path::Path, id: u64, data: &std::path::Path) -> 
         transport: Transport::Quic(quic),
         bootstrap: Bootstrap::Members(BTreeMap::from([(id, addr)])),
         timing: RaftTiming::relaxed(),
+        // the agents registered here never heartbeat: a lease that lapsed
+        // while a loaded machine runs the test would fence agent 1, and the
+        // member's CreateTopics would find no live agent to hold its topic
+        agent_lease: Duration::from_secs(3600),
         ..MetastoreConfig::default()
     })
     .await

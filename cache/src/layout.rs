@@ -31,6 +31,9 @@ use crate::CacheError;
 pub const TOPICS_DIR: &str = "topics";
 /// First path segment under the prefix for deleted objects awaiting expiry.
 pub const TOMBSTONES_DIR: &str = "tombstones";
+/// First path segment under the prefix for packed objects (sealed segments
+/// of many partitions in one object, `storage::tier::pack`).
+pub const PACKS_DIR: &str = "packs";
 /// Extension of a segment's record data object.
 pub const SEGMENT_EXT: &str = "seg";
 /// Extension of a segment's offset index object.

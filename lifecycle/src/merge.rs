@@ -83,7 +83,7 @@ fn fixable_in_place(req: Requirement, rule: &RuleView, layout: &Layout) -> bool 
         return false;
     };
     ours && match req {
-        Requirement::AbortIncompleteUploads => layout.topics().starts_with(p.as_str()),
+        Requirement::AbortIncompleteUploads => layout.covers_live(p.as_str()),
         Requirement::ExpireTombstones => {
             p.trim_end_matches('/') == layout.tombstones().trim_end_matches('/')
         }

@@ -12,15 +12,15 @@
 //!
 //! A rule satisfies a requirement when it is enabled, its filter is a plain
 //! key prefix (no tag or size condition) and:
-//! - abort: the prefix covers `{prefix}/topics/` (the only keys AeroStream
-//!   uploads in parts; a whole-bucket rule does too) and it sets
-//!   `DaysAfterInitiation`;
+//! - abort: the prefix covers `{prefix}/topics/` and `{prefix}/packs/` (the
+//!   only keys AeroStream uploads in parts; a whole-bucket rule does too)
+//!   and it sets `DaysAfterInitiation`;
 //! - tombstones: the prefix is `{prefix}/tombstones/` exactly (without its
 //!   trailing slash too) and it expires objects after a number of days.
 //!
 //! What `--apply` changes is planned in [`crate::merge`].
 
-use cache::layout::{TOMBSTONES_DIR, TOPICS_DIR};
+use cache::layout::{PACKS_DIR, TOMBSTONES_DIR, TOPICS_DIR};
 
 /// Days after which an incomplete multipart upload is aborted (as the
 /// terraform modules and `terraform/lifecycle/*.json` set it).
@@ -59,6 +59,22 @@ impl Layout {
     /// `{prefix}/topics/`: live segment objects.
     pub fn topics(&self) -> String {
         format!("{}{TOPICS_DIR}/", self.root)
+    }
+
+    /// `{prefix}/packs/`: live packed objects.
+    pub fn packs(&self) -> String {
+        format!("{}{PACKS_DIR}/", self.root)
+    }
+
+    /// Where live data lies: segments and packed objects, both uploaded in
+    /// parts when large.
+    pub fn live(&self) -> [String; 2] {
+        [self.topics(), self.packs()]
+    }
+
+    /// Whether a rule with `prefix` acts on every live key.
+    pub(crate) fn covers_live(&self, prefix: &str) -> bool {
+        self.live().iter().all(|d| d.starts_with(prefix))
     }
 
     /// `{prefix}/tombstones/`: deleted objects awaiting expiry.
@@ -277,11 +293,11 @@ fn problems(req: Requirement, rule: &RuleView, layout: &Layout) -> Vec<String> {
     let prefix = rule.filter.prefix();
     match req {
         Requirement::AbortIncompleteUploads => {
-            if !layout.topics().starts_with(prefix) {
+            if !layout.covers_live(prefix) {
                 out.push(format!(
                     "its prefix {} does not cover {}",
                     shown(prefix),
-                    layout.topics()
+                    layout.live().join(" and ")
                 ));
             }
             if rule.abort_days.is_none() {
@@ -317,7 +333,8 @@ fn aimed_at(req: Requirement, rule: &RuleView, layout: &Layout) -> bool {
     let p = rule.filter.prefix();
     match req {
         Requirement::AbortIncompleteUploads => {
-            rule.has_abort && (layout.topics().starts_with(p) || p.starts_with(layout.root()))
+            rule.has_abort
+                && (layout.live().iter().any(|d| d.starts_with(p)) || p.starts_with(layout.root()))
         }
         Requirement::ExpireTombstones => {
             let want = layout.tombstones();
@@ -367,26 +384,29 @@ fn status_of(req: Requirement, rules: &[RuleView], layout: &Layout) -> Status {
     }
 }
 
-/// Enabled rules that expire current objects under `{prefix}/topics/`:
-/// retention is AeroStream's job, and a segment the metastore still lists
-/// must stay readable.
+/// Enabled rules that expire current objects under `{prefix}/topics/` or
+/// `{prefix}/packs/`: retention is AeroStream's job, and a segment the
+/// metastore still lists must stay readable.
 fn hazards(rules: &[RuleView], layout: &Layout) -> Vec<Hazard> {
-    let topics = layout.topics();
+    let live = layout.live();
     rules
         .iter()
         .enumerate()
         .filter(|(_, r)| {
             r.enabled && matches!(r.expiration, Expiration::Days(_) | Expiration::Date)
         })
-        .filter(|(_, r)| {
+        .filter_map(|(index, r)| {
             let p = r.filter.prefix();
-            topics.starts_with(p) || p.starts_with(&topics)
+            let hit = live
+                .iter()
+                .find(|d| d.starts_with(p) || p.starts_with(d.as_str()))?;
+            Some((index, r, hit))
         })
-        .map(|(index, r)| Hazard {
+        .map(|(index, r, hit)| Hazard {
             index,
             rule: r.name(index),
             problem: format!(
-                "it expires current objects under {}, where the live segments ({topics}) are: \
+                "it expires current objects under {}, where the live segments ({hit}) are: \
                  they would vanish while the cluster still reads them (retention is \
                  AeroStream's job; remove the rule or narrow its prefix)",
                 shown(r.filter.prefix())
@@ -515,7 +535,7 @@ pub(crate) mod tests {
 
         let disabled = [RuleView {
             enabled: false,
-            ..abort("someone-else", "p/topics/", Some(2))
+            ..abort("someone-else", "p/", Some(2))
         }];
         let Status::Wrong { problems, .. } = status(
             &check(&disabled, &layout),
@@ -562,6 +582,34 @@ pub(crate) mod tests {
         // another cluster's data is not ours to judge
         let other = [expire("cleanup", "d/topics/", 90)];
         assert!(check(&other, &layout).hazards.is_empty());
+        // packed objects are live data too
+        let packs = [expire("old-packs", "c/packs/", 30)];
+        let report = check(&packs, &layout);
+        assert_eq!(report.hazards.len(), 1);
+        assert!(
+            report.hazards[0].problem.contains("c/packs/"),
+            "{:?}",
+            report.hazards[0]
+        );
+    }
+
+    #[test]
+    fn an_abort_rule_must_reach_packed_objects_as_well_as_segments() {
+        let layout = Layout::new("c");
+        let only_segments = [abort(
+            "aerostream-abort-incomplete-multipart-uploads",
+            "c/topics/",
+            Some(2),
+        )];
+        let report = check(&only_segments, &layout);
+        let Status::Wrong { problems, .. } = status(&report, Requirement::AbortIncompleteUploads)
+        else {
+            panic!("a rule that misses c/packs/ passed")
+        };
+        assert!(
+            problems.iter().any(|p| p.contains("c/packs/")),
+            "{problems:?}"
+        );
     }
 
     /// The ready-made S3 file of `terraform/lifecycle/` passes the check it
@@ -612,6 +660,7 @@ pub(crate) mod tests {
     fn a_bucket_without_prefix_is_laid_out_at_the_root() {
         let layout = Layout::new("");
         assert_eq!(layout.topics(), "topics/");
+        assert_eq!(layout.packs(), "packs/");
         assert_eq!(layout.tombstones(), "tombstones/");
         assert_eq!(
             Requirement::AbortIncompleteUploads.describe(&layout),

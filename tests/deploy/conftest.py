@@ -61,13 +61,12 @@ def rust_default_ports():
 
 
 def layout_dirs():
-    """TOPICS_DIR and TOMBSTONES_DIR of the cache crate's key layout."""
-    src = LAYOUT_RS.read_text()
+    """TOPICS_DIR, TOMBSTONES_DIR and PACKS_DIR of the cache crate's key layout."""
     out = {}
-    for const in ("TOPICS_DIR", "TOMBSTONES_DIR"):
-        m = re.search(rf'pub const {const}: &str = "([^"]+)";', src)
+    for path, const in ((LAYOUT_RS, "TOPICS_DIR"), (LAYOUT_RS, "TOMBSTONES_DIR"), (LAYOUT_RS, "PACKS_DIR")):
+        m = re.search(rf'pub const {const}: &str = "([^"]+)";', path.read_text())
         if not m:
-            pytest.fail(f"{LAYOUT_RS} no longer defines {const}")
+            pytest.fail(f"{path} no longer defines {const}")
         out[const] = m.group(1)
     return out
 

@@ -131,6 +131,7 @@ def _prefix_locals(module_dir):
         f"{module_dir.name}: key_root must be the prefix followed by a slash: {key_root}"
     assert text(local["topics_prefix"]) == "${local.key_root}" + dirs["TOPICS_DIR"] + "/"
     assert text(local["tombstones_prefix"]) == "${local.key_root}" + dirs["TOMBSTONES_DIR"] + "/"
+    assert text(local["packs_prefix"]) == "${local.key_root}" + dirs["PACKS_DIR"] + "/"
 
 
 def test_s3_lifecycle_rules_match_the_key_layout_in_cache():
@@ -145,6 +146,10 @@ def test_s3_lifecycle_rules_match_the_key_layout_in_cache():
     tomb = rules["aerostream-expire-tombstones"]
     assert ref(one(tomb["filter"])["prefix"]) == "local.tombstones_prefix"
     assert one(tomb["expiration"])["days"]
+    # replaced and deleted versions of live keys expire: segments and packs alike
+    replaced = rules["aerostream-expire-replaced-versions"]
+    assert ref(entries(one(replaced["filter"])).get("prefix", "")) in ("", "local.key_root")
+    assert one(replaced["noncurrent_version_expiration"])["noncurrent_days"]
     for r in rules.values():
         assert text(r["status"]) == "Enabled"
 
@@ -170,6 +175,9 @@ def test_azure_lifecycle_rules_match_the_key_layout_in_cache():
     prefixes = [text(p) for p in one(rules["aerostream-expire-tombstones"]["filters"])["prefix_match"]]
     # Azure's prefixes start with the container's name
     assert prefixes == ["${azurerm_storage_container.segments.name}/${local.tombstones_prefix}"]
+    replaced = [text(p) for p in one(rules["aerostream-expire-replaced-versions"]["filters"])["prefix_match"]]
+    assert sorted(replaced) == sorted(f"${{azurerm_storage_container.segments.name}}/${{local.{d}_prefix}}"
+                                      for d in ("topics", "packs"))
 
 
 def test_the_command_line_lifecycle_files_match_the_key_layout_in_cache():
@@ -180,7 +188,8 @@ def test_the_command_line_lifecycle_files_match_the_key_layout_in_cache():
     root = by_id["aerostream-abort-incomplete-multipart-uploads"]
     assert root.endswith("/")
     assert by_id["aerostream-expire-tombstones"] == root + dirs["TOMBSTONES_DIR"] + "/"
-    assert by_id["aerostream-expire-replaced-versions"] == root + dirs["TOPICS_DIR"] + "/"
+    # every live key: segments under topics/ and packed objects under packs/
+    assert by_id["aerostream-expire-replaced-versions"] == root
 
     gcs = json.loads((lifecycle / "gcs-lifecycle.json").read_text())["rule"]
     aborts = [p for r in gcs if r["action"]["type"] == "AbortIncompleteMultipartUpload"
@@ -189,10 +198,14 @@ def test_the_command_line_lifecycle_files_match_the_key_layout_in_cache():
                 for p in r["condition"]["matchesPrefix"]]
     assert expiring == [p + dirs["TOMBSTONES_DIR"] + "/" for p in aborts]
 
-    azure = json.loads((lifecycle / "azure-lifecycle-policy.json").read_text())["rules"]
-    for p in azure[0]["definition"]["filters"]["prefixMatch"]:
+    azure = {r["name"]: r["definition"]["filters"]["prefixMatch"]
+             for r in json.loads((lifecycle / "azure-lifecycle-policy.json").read_text())["rules"]}
+    for p in azure["aerostream-expire-tombstones"]:
         container, _, rest = p.partition("/")
         assert container and rest.endswith("/" + dirs["TOMBSTONES_DIR"] + "/")
+    replaced = azure["aerostream-expire-replaced-versions"]
+    tomb_root = azure["aerostream-expire-tombstones"][0][:-len(dirs["TOMBSTONES_DIR"] + "/")]
+    assert sorted(replaced) == sorted(tomb_root + dirs[d] + "/" for d in ("TOPICS_DIR", "PACKS_DIR"))
 
 
 def _checkov(*args):

@@ -39,7 +39,7 @@ use super::retention::ObjectDeleter;
 use super::PartitionKey;
 
 /// First path segment under the store's prefix for packed objects.
-pub const PACKS_DIR: &str = "packs";
+pub use cache::layout::PACKS_DIR;
 /// Extension of a packed object.
 pub const PACK_EXT: &str = "pack";
 /// Packs larger than this go up as a multipart upload of parts this large.

@@ -8,8 +8,9 @@
 
 locals {
   key_root = var.prefix == "" ? "" : "${var.prefix}/"
-  # TOPICS_DIR and TOMBSTONES_DIR of cache/src/layout.rs
+  # TOPICS_DIR, PACKS_DIR and TOMBSTONES_DIR of cache/src/layout.rs
   topics_prefix     = "${local.key_root}topics/"
+  packs_prefix      = "${local.key_root}packs/"
   tombstones_prefix = "${local.key_root}tombstones/"
 }
 
@@ -45,8 +46,12 @@ resource "azurerm_storage_management_policy" "segments" {
     name    = "aerostream-expire-replaced-versions"
     enabled = true
     filters {
-      blob_types   = ["blockBlob"]
-      prefix_match = ["${azurerm_storage_container.segments.name}/${local.topics_prefix}"]
+      blob_types = ["blockBlob"]
+      # segments and packed objects: every live key of the cluster
+      prefix_match = [
+        "${azurerm_storage_container.segments.name}/${local.topics_prefix}",
+        "${azurerm_storage_container.segments.name}/${local.packs_prefix}",
+      ]
     }
     actions {
       version {

@@ -5,8 +5,9 @@
 
 locals {
   key_root = var.prefix == "" ? "" : "${var.prefix}/"
-  # TOPICS_DIR and TOMBSTONES_DIR of cache/src/layout.rs
+  # TOPICS_DIR, PACKS_DIR and TOMBSTONES_DIR of cache/src/layout.rs
   topics_prefix     = "${local.key_root}topics/"
+  packs_prefix      = "${local.key_root}packs/"
   tombstones_prefix = "${local.key_root}tombstones/"
 }
 

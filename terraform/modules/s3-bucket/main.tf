@@ -2,15 +2,17 @@
 # the code relies on (cache/src/layout.rs has the key layout):
 #
 #   PREFIX/topics/{topic-id}/{partition}/{base:020}-{last:020}.{seg,idx,tix}
-#   PREFIX/tombstones/topics/...    deleted objects, expired by a rule below
+#   PREFIX/packs/{upload-ms:013}-{random}.pack   segments of many partitions
+#   PREFIX/tombstones/{topics,packs}/...  deleted objects, expired by a rule below
 #
 # Keys are written once and never modified, so versioning only ever keeps
 # copies of deleted or re-uploaded objects: they expire after a day.
 
 locals {
   key_root = var.prefix == "" ? "" : "${var.prefix}/"
-  # TOPICS_DIR and TOMBSTONES_DIR of cache/src/layout.rs
+  # TOPICS_DIR, PACKS_DIR and TOMBSTONES_DIR of cache/src/layout.rs
   topics_prefix     = "${local.key_root}topics/"
+  packs_prefix      = "${local.key_root}packs/"
   tombstones_prefix = "${local.key_root}tombstones/"
 }
 
@@ -124,12 +126,14 @@ resource "aws_s3_bucket_lifecycle_configuration" "segments" {
     }
   }
 
-  # A deletion under versioning leaves a billed noncurrent copy and a delete marker.
+  # A deletion under versioning leaves a billed noncurrent copy and a delete
+  # marker: segments under topics/ and packed objects under packs/ alike, so
+  # the rule covers every key of the cluster.
   rule {
     id     = "aerostream-expire-replaced-versions"
     status = "Enabled"
     filter {
-      prefix = local.topics_prefix
+      prefix = local.key_root
     }
     noncurrent_version_expiration {
       noncurrent_days = var.noncurrent_version_days

@@ -115,6 +115,80 @@ pub fn plan(
     out
 }
 
+/// Why `cmd`, one of [`plan`]'s commands for `state`, changes what it
+/// changes, for the log; `None` for a command `plan` does not make or a
+/// partition `state` does not hold.
+pub fn reason(
+    state: &MetaState,
+    cmd: &Command,
+    silent_for: impl Fn(AgentId) -> Duration,
+    lease: Duration,
+) -> Option<String> {
+    let partition = |topic_id, index| {
+        let topic = state.topic_by_id(topic_id)?;
+        let p = topic.partitions.iter().find(|p| p.index == index)?;
+        Some((format!("{}-{index}", topic.name), p))
+    };
+    let fenced = |a: AgentId| state.agent(a).is_none_or(|a| a.fenced);
+    let draining = |a: AgentId| state.agent(a).is_some_and(|a| a.draining);
+    match cmd {
+        Command::FenceAgent { agent_id, .. } => Some(format!(
+            "agent {agent_id} fenced: silent for {} ms, longer than its {} ms lease",
+            silent_for(*agent_id).as_millis(),
+            lease.as_millis()
+        )),
+        Command::ReassignLeadership {
+            topic_id,
+            partition: index,
+            leader,
+            isr,
+            ..
+        } => {
+            let (name, p) = partition(*topic_id, *index)?;
+            Some(match (p.leader, *leader) {
+                (old, new) if old == new => {
+                    let left: Vec<AgentId> =
+                        p.isr.iter().copied().filter(|a| !isr.contains(a)).collect();
+                    format!("partition {name}: fenced agents {left:?} leave the ISR, now {isr:?}")
+                }
+                (Some(old), None) => format!(
+                    "partition {name} offline: its leader {old} is fenced and no other in-sync \
+                     replica is live; the ISR {isr:?} is kept for the last leader to return"
+                ),
+                (None, Some(new)) => format!(
+                    "partition {name}: agent {new}, in sync and live again, leads it after it \
+                     was offline"
+                ),
+                (Some(old), Some(new)) if fenced(old) => format!(
+                    "partition {name}: leader {old} -> {new}, because agent {old} is fenced; \
+                     ISR now {isr:?}"
+                ),
+                (Some(old), Some(new)) if draining(old) => format!(
+                    "partition {name}: leader {old} -> {new}, because agent {old} is draining"
+                ),
+                (Some(old), Some(new)) => format!(
+                    "partition {name}: leader {old} -> {new}, its preferred replica, in sync \
+                     again"
+                ),
+                (None, None) => return None,
+            })
+        }
+        Command::CompleteReassignment {
+            topic_id,
+            partition: index,
+            ..
+        } => {
+            let (name, p) = partition(*topic_id, *index)?;
+            Some(format!(
+                "partition {name}: its reassignment completes, every target replica {:?} \
+                 being in sync",
+                p.target_replicas()
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// The agents a plan fences; when there are any, the driver plans again
 /// once the fences are applied.
 pub fn fenced_agents(plan: &[Command]) -> Vec<AgentId> {

@@ -106,17 +106,23 @@ async fn round(node: &Node, lease: Duration) {
             let mut liveness = node.liveness.lock();
             let a = node.applied.read();
             let at = now();
-            let plan = lease::plan(&a.state, |id| liveness.silent_for(id, at, lease), lease);
+            let silent = |id| liveness.silent_for(id, at, lease);
+            let plan = lease::plan(&a.state, silent, lease);
+            let reasons: Vec<Option<String>> = plan
+                .iter()
+                .map(|c| lease::reason(&a.state, c, silent, lease))
+                .collect();
             for id in lease::fenced_agents(&plan) {
                 liveness.fencing(id);
             }
-            plan
+            (plan, reasons)
         };
+        let (plan, reasons) = plan;
         if plan.is_empty() {
             break;
         }
         let fenced = lease::fenced_agents(&plan);
-        let proposed = propose_all(node, plan, "lease decision").await;
+        let proposed = propose_explained(node, plan, reasons, "lease decision").await;
         {
             let mut liveness = node.liveness.lock();
             for id in &fenced {
@@ -136,6 +142,36 @@ async fn round(node: &Node, lease: Duration) {
     if !moves.is_empty() {
         propose_all(node, moves, "partition move").await;
     }
+}
+
+/// [`propose_all`], logging why each applied command was made (`reasons`,
+/// one per command) so that an operator can tell why a leader moved.
+async fn propose_explained(
+    node: &Node,
+    commands: Vec<Command>,
+    reasons: Vec<Option<String>>,
+    what: &str,
+) -> bool {
+    let paired: Vec<(Command, Option<String>)> = commands.into_iter().zip(reasons).collect();
+    for run in runs_within_write_limit(paired) {
+        let (run, reasons): (Vec<Command>, Vec<Option<String>>) = run.into_iter().unzip();
+        match node.proposer.propose(None, run).await {
+            Ok(w) => {
+                for (r, why) in w.results.iter().zip(reasons) {
+                    match (r, why) {
+                        (Ok(_), Some(why)) => tracing::info!("{why}"),
+                        (Ok(_), None) => {}
+                        (Err(r), _) => tracing::debug!(error = %r, "{what} refused"),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = ?e, "{what} not proposed");
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Proposes `commands`, each standing alone (checked against the state it

@@ -319,3 +319,55 @@ fn leadership_leaves_a_draining_agent() {
     settle(&mut s, &[]);
     assert_eq!(topic(&s).partitions[0].leader, Some(2));
 }
+
+/// Plans once and applies, returning each command's reason.
+fn step(s: &mut MetaState, silent: &[AgentId]) -> Vec<String> {
+    let cmds = plan(s, silence(silent), LEASE);
+    let reasons = cmds
+        .iter()
+        .map(|c| reason(s, c, silence(silent), LEASE).expect("every planned command has a reason"))
+        .collect();
+    let mut events = Vec::new();
+    for c in cmds {
+        s.apply(T0, c, &mut events).expect("valid");
+    }
+    reasons
+}
+
+#[test]
+fn every_lease_decision_says_why() {
+    let mut s = with_agents(3);
+    create(&mut s, "t", 1, 3);
+    let before = topic(&s).partitions[0].clone();
+    let (old, next) = (before.replicas[0], before.replicas[1]);
+    assert_eq!(
+        step(&mut s, &[old]),
+        [format!(
+            "agent {old} fenced: silent for 2000 ms, longer than its 1000 ms lease"
+        )]
+    );
+    let moved = step(&mut s, &[old]);
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert!(
+        moved[0].starts_with(&format!(
+            "partition t-0: leader {old} -> {next}, because agent {old} is fenced"
+        )),
+        "{moved:?}"
+    );
+
+    // a lone replica that falls silent takes its partition offline, and back
+    let mut s = with_agents(1);
+    create(&mut s, "t", 1, 1);
+    step(&mut s, &[1]);
+    let offline = step(&mut s, &[1]);
+    assert!(
+        offline[0].starts_with("partition t-0 offline"),
+        "{offline:?}"
+    );
+    logged_heartbeat(&mut s, 1, T0 + 5);
+    let back = step(&mut s, &[]);
+    assert!(
+        back[0].contains("agent 1, in sync and live again, leads it"),
+        "{back:?}"
+    );
+}

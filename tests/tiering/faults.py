@@ -10,13 +10,17 @@ PER_MB = (1 << 20) // SIZE
 
 
 def faulty_broker(moto_server, *extra):
+    """Packing on, as on every cloud store by default, with sealed segments
+    waiting at most a second for others to share a packed object with."""
     return Broker("s3://aerostream/faults", servers.s3_env(moto_server),
-                  ["--object-store-faults", "true", "--pack-target-bytes", "0", *extra])
+                  ["--object-store-faults", "true", "--pack-max-wait-ms", "1000", *extra])
 
 
-def read_back_twice(broker, topic, count):
-    """Every record from the earliest offset, then again from object storage alone."""
+def read_back_twice(broker, topic, count, moto_server):
+    """Every record from the earliest offset, then again from object storage
+    alone, where the segments went up packed."""
     wait_all_tiered(broker, topic)
+    assert servers.s3_keys(moto_server, "aerostream", "faults/packs/"), "no packed object"
     assert consume_and_check(broker.bootstrap, topic, count, SIZE) == (0, count)
     assert broker.stop() == 0
     broker.forget_local_data()

@@ -41,7 +41,7 @@ def test_an_object_store_unreachable_for_a_minute_delays_sealing_only(moto_serve
         assert len(broker.segment_files(topic)) > 5, "nothing uploaded, so nothing left local disk"
         assert during["aerostream_produce_backpressure_total"] == 0
 
-        read_back_twice(broker, topic, count)
+        read_back_twice(broker, topic, count, moto_server)
     finally:
         broker.cleanup()
 
@@ -84,6 +84,6 @@ def test_a_full_local_disk_budget_refuses_producers_retriably_and_loses_nothing(
         worker.join(600)
         assert not worker.is_alive()
         assert result["errors"] == [], result["errors"][:3]
-        read_back_twice(broker, topic, count)
+        read_back_twice(broker, topic, count, moto_server)
     finally:
         broker.cleanup()

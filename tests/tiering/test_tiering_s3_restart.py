@@ -44,7 +44,7 @@ def test_the_s3_server_stopped_and_started_again_mid_run(moto_server):
         try:
             servers.create_bucket(again, "aerostream")
             servers.s3_restore(again, "aerostream", saved)
-            read_back_twice(broker, topic, count)
+            read_back_twice(broker, topic, count, again)
         finally:
             again.cleanup()
     finally:

@@ -79,7 +79,7 @@ fn bind_native(
 ) -> std::io::Result<(std::net::TcpListener, Option<std::net::UdpSocket>)> {
     let mut attempt = 0;
     loop {
-        let tcp = server::reuseport_listener(addr)?;
+        let tcp = server::first_reuseport_listener(addr)?;
         if !quic {
             return Ok((tcp, None));
         }
@@ -138,7 +138,7 @@ impl Gateway {
         logs: Arc<dyn LogFactory>,
     ) -> std::io::Result<Gateway> {
         let shards = Shards::start(opts.shards)?;
-        let first = server::reuseport_listener(opts.kafka_addr)?;
+        let first = server::first_reuseport_listener(opts.kafka_addr)?;
         let kafka_addr = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..shards.len() {

@@ -52,6 +52,23 @@ pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpList
     Ok(std::net::TcpListener::from(fd))
 }
 
+/// The first of a group of [`reuseport_listener`]s: refused, like any
+/// listener, when another process already listens on `addr`. `SO_REUSEPORT`
+/// alone would let this agent join that process's socket group, and the
+/// kernel would then split new connections between the two processes
+/// without a word. A plain socket is bound for a moment first to find out;
+/// the shards' sockets that follow join only this one's group.
+pub fn first_reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    if addr.port() != 0 {
+        drop(
+            std::net::TcpListener::bind(addr).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
+            })?,
+        );
+    }
+    reuseport_listener(addr)
+}
+
 /// Bytes a Kafka connection reads ahead (per connection).
 const READ_BUFFER: usize = 8 * 1024;
 
@@ -462,3 +479,7 @@ async fn connection<S: KafkaStream>(
     drop(admitted);
     Metrics::add(&broker.metrics.connections_closed, 1);
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

@@ -11,6 +11,9 @@ import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
@@ -20,6 +23,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.config.TopicConfig;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -147,9 +151,28 @@ class ConnectTest {
      * The worker created its config, offset and status topics as it asks: compacted, with the
      * partitions and replicas its settings name.
      */
+    /**
+     * The topics' descriptions. A broker may answer a topic created a moment ago as unknown until its
+     * metadata has caught up (Apache Kafka's does): asked again for up to 30 s.
+     */
+    private static Map<String, TopicDescription> describeOnceKnown(Admin admin, Set<String> names)
+            throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            try {
+                return admin.describeTopics(names).allTopicNames().get();
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof UnknownTopicOrPartitionException) || System.nanoTime() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(200);
+            }
+        }
+    }
+
     private static void assertInternalTopics(Admin admin, Target t, Worker w) throws Exception {
         Map<String, Integer> partitions = Map.of(w.configTopic(), 1, w.offsetTopic(), 5, w.statusTopic(), 3);
-        Map<String, TopicDescription> described = admin.describeTopics(partitions.keySet()).allTopicNames().get();
+        Map<String, TopicDescription> described = describeOnceKnown(admin, partitions.keySet());
         List<ConfigResource> resources = partitions.keySet().stream()
                 .map(n -> new ConfigResource(ConfigResource.Type.TOPIC, n)).toList();
         Map<ConfigResource, Config> configs = admin.describeConfigs(resources).all().get();

@@ -329,6 +329,13 @@ pub enum Command {
         partition: i32,
         offset: i64,
     },
+    /// Records write-ahead ranges of object-store-durable partitions, each
+    /// on its own (see `state/wal.rs`): refused when the leader epoch has
+    /// been passed or the range does not follow the partition's recorded
+    /// end; a range already recorded is a no-op.
+    AppendWal {
+        appends: Vec<crate::types::WalAppend>,
+    },
     /// Drops a deleted topic's manifest once its objects are gone.
     ForgetDeletedTopic {
         topic_id: Uuid,
@@ -421,6 +428,7 @@ impl Command {
                 | Command::CommitSegment { .. }
                 | Command::ReplaceSegment { .. }
                 | Command::SetLogStart { .. }
+                | Command::AppendWal { .. }
         )
     }
 }
@@ -460,6 +468,8 @@ pub enum CommandOutput {
     },
     /// One result per offset of a CommitOffsets, in request order.
     OffsetResults(Vec<Result<(), MetaError>>),
+    /// One result per range of an AppendWal, in request order.
+    WalResults(Vec<Result<(), MetaError>>),
     /// How many entries a bulk command changed.
     Count(usize),
     /// A partition's log start floor after the command.

@@ -218,6 +218,31 @@ pub struct PackedObject {
     pub txn_index_size: u64,
 }
 
+/// Records of a partition whose topic is durable in object storage
+/// (`durability=object-store`), written to a write-ahead object and not
+/// yet served by a manifest entry: offsets `base_offset..=last_offset`,
+/// appended by the leader at `leader_epoch`, lie as whole record batches at
+/// bytes `offset..offset + len` of the object `key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalRange {
+    pub base_offset: i64,
+    /// Inclusive.
+    pub last_offset: i64,
+    pub leader_epoch: i32,
+    /// Object key under the store's prefix.
+    pub key: String,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// One partition's share of a write-ahead object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalAppend {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub range: WalRange,
+}
+
 impl SegmentEntry {
     /// The first offset this entry serves (see [`SegmentEntry::served_from`]).
     pub fn first_served(&self) -> i64 {

@@ -232,7 +232,12 @@ impl Manifest for MetastoreManifest {
             .linearizable_barrier()
             .await
             .map_err(failed("list packed objects"))?;
-        Ok(Some(self.meta.read(|s| s.packed_objects())))
+        // write-ahead objects live under the packs' prefix too
+        Ok(Some(self.meta.read(|s| {
+            let mut keys = s.packed_objects();
+            keys.extend(s.wal_objects());
+            keys
+        })))
     }
 
     async fn forget_deleted_topic(&self, topic_id: uuid::Uuid) -> Result<(), ManifestError> {

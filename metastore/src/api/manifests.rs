@@ -5,7 +5,7 @@ use uuid::Uuid;
 use super::{unexpected, Metastore};
 use crate::command::{Command, CommandOutput};
 use crate::error::MetaError;
-use crate::types::{DeletedTopic, SegmentEntry};
+use crate::types::{DeletedTopic, SegmentEntry, WalAppend, WalRange};
 
 /// Tiering manifests: which sealed objects in object storage hold which of
 /// a partition's offsets; each partition's log start floor, below which its
@@ -81,6 +81,17 @@ pub trait Manifests {
     fn log_start(&self, topic_id: Uuid, partition: i32) -> Option<i64>;
 
     fn deleted_topics(&self) -> Vec<DeletedTopic>;
+
+    /// Records write-ahead ranges of object-store-durable partitions in one
+    /// Raft write: one result per append, in order (see `state/wal.rs`).
+    /// Durable when it returns.
+    async fn append_wal(
+        &self,
+        appends: Vec<WalAppend>,
+    ) -> Result<Vec<Result<(), MetaError>>, MetaError>;
+
+    /// The partition's write-ahead ranges on the local replica.
+    fn wal_ranges(&self, topic_id: Uuid, partition: i32) -> Vec<WalRange>;
 
     /// Forgets a deleted topic's manifest once its objects are deleted.
     async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError>;
@@ -177,6 +188,20 @@ impl Manifests for Metastore {
 
     fn deleted_topics(&self) -> Vec<DeletedTopic> {
         self.read(|s| s.deleted_topics().cloned().collect())
+    }
+
+    async fn append_wal(
+        &self,
+        appends: Vec<WalAppend>,
+    ) -> Result<Vec<Result<(), MetaError>>, MetaError> {
+        match self.submit_one(Command::AppendWal { appends }).await? {
+            CommandOutput::WalResults(results) => Ok(results),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn wal_ranges(&self, topic_id: Uuid, partition: i32) -> Vec<WalRange> {
+        self.read(|s| s.wal_ranges(topic_id, partition).to_vec())
     }
 
     async fn forget_deleted_topic(&self, topic_id: Uuid) -> Result<(), MetaError> {

@@ -16,6 +16,7 @@ mod segments;
 mod topics;
 mod transactions;
 mod txn_end;
+mod wal;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -96,6 +97,10 @@ pub struct MetaState {
     /// The stream processor's workers and their partition leases.
     #[serde(default)]
     pub(crate) processors: crate::processors::ProcessorState,
+    /// Write-ahead ranges of object-store-durable partitions not yet
+    /// served by manifest entries: topic id -> partition -> ranges.
+    #[serde(default)]
+    pub(crate) wal: BTreeMap<Uuid, BTreeMap<i32, Arc<Vec<crate::types::WalRange>>>>,
 }
 
 impl MetaState {
@@ -364,7 +369,9 @@ impl MetaState {
                 partition,
                 entry,
                 leader_epoch,
-            } => self.commit_segment(topic_id, partition, entry, leader_epoch, events),
+            } => self
+                .commit_segment(topic_id, partition, entry, leader_epoch, events)
+                .inspect(|_| self.prune_wal(topic_id, partition)),
             Command::ReplaceSegment {
                 topic_id,
                 partition,
@@ -376,17 +383,23 @@ impl MetaState {
                 let mut old_keys = vec![old_key];
                 old_keys.extend(merged_keys);
                 self.replace_segment(topic_id, partition, &old_keys, entry, leader_epoch, events)
+                    .inspect(|_| self.prune_wal(topic_id, partition))
             }
             Command::TrimSegments {
                 topic_id,
                 partition,
                 below_offset,
-            } => self.trim_segments(topic_id, partition, below_offset, events),
+            } => self
+                .trim_segments(topic_id, partition, below_offset, events)
+                .inspect(|_| self.prune_wal(topic_id, partition)),
             Command::SetLogStart {
                 topic_id,
                 partition,
                 offset,
-            } => self.set_log_start(topic_id, partition, offset, events),
+            } => self
+                .set_log_start(topic_id, partition, offset, events)
+                .inspect(|_| self.prune_wal(topic_id, partition)),
+            Command::AppendWal { appends } => self.append_wal(appends),
             Command::ForgetDeletedTopic { topic_id } => {
                 let removed = self.deleted_topics.remove(&topic_id).is_some();
                 Ok(CommandOutput::Count(usize::from(removed)))

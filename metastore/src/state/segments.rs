@@ -139,7 +139,7 @@ impl MetaState {
     }
 
     /// Refuses a write from a leader whose epoch the partition has passed.
-    fn check_leader_epoch(
+    pub(super) fn check_leader_epoch(
         &self,
         topic_id: Uuid,
         partition: i32,

@@ -250,6 +250,7 @@ impl MetaState {
             .ok_or(MetaError::UnknownTopicId { id })?;
         self.log_starts.remove(&id);
         self.trimmed_below.remove(&id);
+        self.wal.remove(&id);
         let segments: BTreeMap<i32, Vec<SegmentEntry>> = self
             .segments
             .remove(&id)

@@ -63,6 +63,7 @@ mod retention;
 mod shared;
 mod sidecar;
 mod txn_index;
+pub mod wal;
 
 pub use budget::DiskBudget;
 pub use cold::{latest_max_timestamp, ColdRead, ColdReader};

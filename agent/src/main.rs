@@ -261,6 +261,11 @@ async fn serve(s: Settings, otel: Option<&otel::Otel>) -> anyhow::Result<()> {
     let gw = Gateway::start(opts, meta.clone(), Arc::new(tiered.logs))
         .await
         .context("cannot start the Kafka gateway")?;
+    // before clients are let in and before replicas take up their roles
+    gw.broker()
+        .node
+        .partitions
+        .set_wal_writer(tiered.wal.clone());
     if let Some(c) = &connect_engine {
         c.set_schema_registry(gw.schema_registry_addr());
     }

@@ -10,6 +10,7 @@ use dataplane::backend::disk::DiskLogFactory;
 use dataplane::backend::manifest::MetastoreManifest;
 use dataplane::backend::tiered::TieredLogFactory;
 use gateway::http::HttpExtension;
+use storage::tier::wal::{WalConfig, WalWriter};
 use storage::tier::{DeleteMode, EngineConfig, PackConfig, Tier, TierConfig};
 
 use crate::config::Settings;
@@ -17,6 +18,8 @@ use crate::config::Settings;
 /// What the gateway needs of tiering.
 pub struct Wired {
     pub tier: Tier,
+    /// Writes partitions durable in object storage ahead into it.
+    pub wal: WalWriter,
     pub http: Arc<dyn HttpExtension>,
     pub logs: TieredLogFactory,
 }
@@ -171,8 +174,10 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
         "tiered storage ready"
     );
     let manifest = Arc::new(MetastoreManifest::new(meta.clone()));
+    let wal = WalWriter::start(store.clone(), manifest.clone(), WalConfig::default());
     let tier = Tier::start(config, store, cache, manifest);
     Ok(Wired {
+        wal,
         http: Arc::new(TierHttp {
             tier: tier.clone(),
             requests,

@@ -78,6 +78,7 @@ pub fn log_settings(configs: &BTreeMap<String, String>, defaults: &LogDefaults) 
         write_caching: write_caching(configs, defaults),
         compacted: is_compacted(configs),
         compaction: compaction(configs),
+        object_store_durable: metastore::topic_config::object_store_durable(configs),
     }
 }
 

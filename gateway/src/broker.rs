@@ -457,3 +457,56 @@ impl Broker {
         let _ = rx.wait_for(|stopping| *stopping).await;
     }
 }
+
+/// The write-ahead writer's figures (topics with durability=object-store).
+pub fn render_wal(c: &storage::tier::wal::WalCounters) -> String {
+    let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let mut s = String::new();
+    for (name, kind, help, v) in [
+        (
+            "aerostream_wal_objects_total",
+            "counter",
+            "Write-ahead objects put to object storage for topics with durability=object-store",
+            g(&c.objects),
+        ),
+        (
+            "aerostream_wal_bytes_total",
+            "counter",
+            "Record bytes in write-ahead objects",
+            g(&c.bytes),
+        ),
+        (
+            "aerostream_wal_pieces_total",
+            "counter",
+            "Appended batches made durable through write-ahead objects",
+            g(&c.pieces),
+        ),
+        (
+            "aerostream_wal_put_failures_total",
+            "counter",
+            "Write-ahead object PUTs that failed and were tried again",
+            g(&c.put_failures),
+        ),
+        (
+            "aerostream_wal_record_failures_total",
+            "counter",
+            "Metastore writes of write-ahead ranges that failed and were tried again",
+            g(&c.record_failures),
+        ),
+        (
+            "aerostream_wal_refused_total",
+            "counter",
+            "Appended batches whose range the metastore refused (the partition's leader changed)",
+            g(&c.refused),
+        ),
+        (
+            "aerostream_wal_backlog_bytes",
+            "gauge",
+            "Bytes handed to the write-ahead writer and not yet durable",
+            g(&c.backlog_bytes),
+        ),
+    ] {
+        write_metric(&mut s, name, kind, help, v);
+    }
+    s
+}

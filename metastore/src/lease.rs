@@ -33,6 +33,11 @@
 //!      and every target replica in the ISR: it completes
 //!      (`CompleteReassignment`, see `state/reassign.rs`).
 //!
+//!    - a topic durable in object storage (`durability=object-store`) has
+//!      no replica copies to be in sync with: its ISR is its live replicas
+//!      (fenced ones leave it, returning ones rejoin it), and any of them
+//!      may lead, rebuilding the log from object storage first.
+//!
 //!    Every change bumps the partition epoch; a leader change bumps the leader
 //!    epoch, which fences the old leader's writes.
 
@@ -60,10 +65,23 @@ pub fn plan(
         }
     }
     let live = |a: &AgentId| state.agent(*a).is_some_and(|a| !a.fenced);
+    let fencing = fenced_agents(&out);
     let draining = |a: &AgentId| state.agent(*a).is_some_and(|a| a.draining);
     for topic in state.topics() {
+        let object_store = crate::topic_config::object_store_durable(&topic.configs);
         for p in &topic.partitions {
-            let live_isr: Vec<AgentId> = p.isr.iter().copied().filter(live).collect();
+            if object_store && p.replicas.iter().any(|a| fencing.contains(a)) {
+                // judged once the fence is applied, as the ISR of others is
+                continue;
+            }
+            // a partition durable in object storage has no copies to be in
+            // sync with: every live replica may lead it (and rebuilds the
+            // log from object storage first), so its ISR is its live replicas
+            let live_isr: Vec<AgentId> = if object_store {
+                p.replicas.iter().copied().filter(live).collect()
+            } else {
+                p.isr.iter().copied().filter(live).collect()
+            };
             let leader_ok = p.leader.is_some_and(|l| live(&l));
             let next = if leader_ok {
                 if live_isr != p.isr {
@@ -145,7 +163,14 @@ pub fn reason(
             ..
         } => {
             let (name, p) = partition(*topic_id, *index)?;
+            let object_store = state
+                .topic_by_id(*topic_id)
+                .is_some_and(|t| crate::topic_config::object_store_durable(&t.configs));
             Some(match (p.leader, *leader) {
+                (old, new) if old == new && object_store => format!(
+                    "partition {name} (durable in object storage): its live replicas {isr:?} \
+                     may lead it"
+                ),
                 (old, new) if old == new => {
                     let left: Vec<AgentId> =
                         p.isr.iter().copied().filter(|a| !isr.contains(a)).collect();

@@ -371,3 +371,53 @@ fn every_lease_decision_says_why() {
         "{back:?}"
     );
 }
+
+#[test]
+fn a_partition_durable_in_object_storage_moves_to_any_live_replica_and_takes_returning_ones_back() {
+    let mut s = with_agents(3);
+    let mut spec = crate::types::CreateTopic::new("t", 1, 3);
+    spec.configs
+        .insert("durability".into(), "object-store".into());
+    let mut ev = Vec::new();
+    s.apply(
+        T0,
+        Command::CreateTopic {
+            id: uuid::Uuid::new_v4(),
+            spec,
+            validate_only: false,
+        },
+        &mut ev,
+    )
+    .expect("created");
+    let t = topic(&s);
+    let first = t.partitions[0].leader.expect("a leader");
+    // the followers copy nothing, so a leader would drop them from the ISR
+    s.apply(
+        T0,
+        Command::AlterIsr {
+            topic_id: t.id,
+            partition: 0,
+            leader: first,
+            leader_epoch: 0,
+            isr: vec![first],
+            expected_partition_epoch: None,
+        },
+        &mut ev,
+    )
+    .expect("the ISR shrinks to the leader");
+    settle(&mut s, &[first]);
+    let p = topic(&s).partitions[0].clone();
+    let next = p.leader.expect("another live replica leads");
+    assert_ne!(next, first);
+    assert_eq!(p.leader_epoch, 1);
+    let mut isr = p.isr.clone();
+    isr.sort_unstable();
+    let mut live: Vec<AgentId> = p.replicas.iter().copied().filter(|a| *a != first).collect();
+    live.sort_unstable();
+    assert_eq!(isr, live, "the live replicas, not only the old ISR");
+
+    logged_heartbeat(&mut s, first, T0 + 5);
+    settle(&mut s, &[]);
+    let p = topic(&s).partitions[0].clone();
+    assert_eq!(p.isr.len(), 3, "the returning replica may lead again");
+}

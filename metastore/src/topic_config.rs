@@ -198,6 +198,13 @@ static CATALOGUE: &[ConfigDef] = &[
         "How long tombstones stay readable in a compacted topic.",
     ),
     def(
+        "durability",
+        Str,
+        "replicas",
+        Rule::OneOf(&["replicas", "object-store"]),
+        "AeroStream: where an acks=all write is durable before it is acknowledged: on the in-sync replicas (replicas), or in object storage (object-store: batched with other partitions' writes into one object every few ms; followers copy nothing, and a new leader rebuilds the log from object storage). Chosen when the topic is created.",
+    ),
+    def(
         "file.delete.delay.ms",
         Long,
         "60000",
@@ -484,6 +491,12 @@ fn invalid(key: &str, reason: impl Into<String>) -> MetaError {
         key: key.to_owned(),
         reason: reason.into(),
     }
+}
+
+/// Whether the topic's acks=all writes are durable in object storage
+/// rather than on replicas (`durability=object-store`).
+pub fn object_store_durable(configs: &BTreeMap<String, String>) -> bool {
+    effective(configs, "durability").is_some_and(|v| v.trim() == "object-store")
 }
 
 /// Checks one key/value pair.

@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use metastore::{Manifests, MetaError, Metastore, PackedObject, SegmentEntry};
+use metastore::{Manifests, MetaError, Metastore, PackedObject, SegmentEntry, WalAppend, WalRange};
+use storage::tier::wal::{WalIndex, WalRecord};
 use storage::tier::{Manifest, ManifestError, PackedAt, PartitionKey, TieredSegment, TopicToPurge};
 
 /// [`Manifest`] over a running [`Metastore`].
@@ -251,3 +252,38 @@ impl Manifest for MetastoreManifest {
 #[cfg(test)]
 #[path = "manifest_tests.rs"]
 mod tests;
+
+/// The metastore records the write-ahead ranges of object-store-durable
+/// partitions (`metastore::Command::AppendWal`).
+#[async_trait]
+impl WalIndex for MetastoreManifest {
+    async fn record(
+        &self,
+        ranges: Vec<WalRecord>,
+    ) -> Result<Vec<Result<(), String>>, ManifestError> {
+        let appends = ranges
+            .into_iter()
+            .map(|r| WalAppend {
+                topic_id: r.partition.topic_id,
+                partition: r.partition.partition,
+                range: WalRange {
+                    base_offset: r.base_offset,
+                    last_offset: r.last_offset,
+                    leader_epoch: r.leader_epoch,
+                    key: r.key,
+                    offset: r.offset,
+                    len: r.len,
+                },
+            })
+            .collect();
+        let results = self
+            .meta
+            .append_wal(appends)
+            .await
+            .map_err(failed("record write-ahead ranges"))?;
+        Ok(results
+            .into_iter()
+            .map(|r| r.map_err(|e| e.to_string()))
+            .collect())
+    }
+}

@@ -150,6 +150,10 @@ pub struct LogSettings {
     /// `delete.retention.ms`, `min.compaction.lag.ms`,
     /// `max.compaction.lag.ms`, `min.cleanable.dirty.ratio`.
     pub compaction: storage::CompactionConfig,
+    /// `durability=object-store`: acks=all writes are acknowledged once a
+    /// write-ahead object holds them (`storage::tier::wal`), and the high
+    /// watermark never passes what object storage holds.
+    pub object_store_durable: bool,
 }
 
 impl LogSettings {

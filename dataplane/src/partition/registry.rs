@@ -50,6 +50,8 @@ pub struct Partitions {
     clustered: std::sync::atomic::AtomicBool,
     /// Told of every partition opened, so leadership is assigned at once.
     opened: Mutex<Option<mpsc::UnboundedSender<PartitionKey>>>,
+    /// Where partitions durable in object storage send what they append.
+    wal: Mutex<Option<storage::tier::wal::WalWriter>>,
     /// Held durability points of logs opened from now on (tests only).
     #[cfg(test)]
     sync_gate: Mutex<Option<Arc<SyncGate>>>,
@@ -78,6 +80,7 @@ impl Partitions {
             counters: Arc::new(PartitionCounters::default()),
             clustered: std::sync::atomic::AtomicBool::new(false),
             opened: Mutex::new(None),
+            wal: Mutex::new(None),
             #[cfg(test)]
             sync_gate: Mutex::new(None),
         }
@@ -88,6 +91,17 @@ impl Partitions {
     pub fn join_cluster(&self, opened: mpsc::UnboundedSender<PartitionKey>) {
         self.clustered.store(true, Ordering::SeqCst);
         *self.opened.lock().unwrap_or_else(|p| p.into_inner()) = Some(opened);
+    }
+
+    /// Partitions of topics durable in object storage opened from now on
+    /// write through `writer` (see `storage::tier::wal`).
+    pub fn set_wal_writer(&self, writer: storage::tier::wal::WalWriter) {
+        *self.wal.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
+    }
+
+    /// The agent's write-ahead writer, if it has one.
+    pub fn wal_writer(&self) -> Option<storage::tier::wal::WalWriter> {
+        self.wal.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The task of a partition already open here, if any.
@@ -208,6 +222,7 @@ impl Partitions {
         let factory = self.factory.clone();
         let topic_name = topic.to_string();
         let write_caching = settings.write_caching;
+        let object_store_durable = settings.object_store_durable;
         let opened = tokio::task::spawn_blocking(move || {
             factory.open(&topic_name, key.topic_id, key.partition, &settings)
         })
@@ -262,6 +277,14 @@ impl Partitions {
             self.counters.clone(),
         )
         .with_stats(stats.clone());
+        let task = match (object_store_durable, self.wal_writer()) {
+            (true, Some(writer)) => task.with_wal(writer),
+            (true, None) => {
+                tracing::warn!(topic, "the topic is durable in object storage, but this agent has no write-ahead writer: its writes are acknowledged as the log's own");
+                task
+            }
+            (false, _) => task,
+        };
         #[cfg(test)]
         let task = task.with_sync_gate(
             self.sync_gate

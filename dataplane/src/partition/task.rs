@@ -20,6 +20,7 @@ use crate::backend::{
 use crate::partition::replication::divergence::{self, LeaderLog};
 use crate::partition::replication::replica_set::{IsrChange, ReplicaSet};
 use crate::partition::replication::wire::Refusal;
+use storage::tier::wal::{WalError, WalPiece, WalWriter};
 use storage::tier::PartitionKey;
 
 mod compaction;
@@ -69,6 +70,28 @@ pub(super) enum Role {
     },
 }
 
+/// A partition durable in object storage (`durability=object-store`): what
+/// it appends as leader goes to the agent's write-ahead writer, and its high
+/// watermark never passes what object storage holds.
+struct WalState {
+    writer: WalWriter,
+    answers_tx: mpsc::UnboundedSender<WalAnswer>,
+    answers: mpsc::UnboundedReceiver<WalAnswer>,
+    /// Offsets below this are in object storage (as far as this leadership
+    /// knows: a new leadership starts from a log rebuilt from there).
+    durable_end: i64,
+    /// The writer refused a piece: what follows it can never be recorded,
+    /// so this leadership takes no more writes.
+    broken: Option<String>,
+}
+
+/// The writer's answer for one piece.
+struct WalAnswer {
+    leader_epoch: i32,
+    end: i64,
+    result: Result<(), WalError>,
+}
+
 /// A leader's replica bookkeeping and where its ISR proposals go.
 pub(super) struct LeaderState {
     set: ReplicaSet,
@@ -106,6 +129,8 @@ pub(super) struct Task {
     next_compaction_ms: i64,
     /// When a marker was last written for each producer.
     ended: super::txn_guard::EndedTransactions,
+    /// Set for a topic durable in object storage.
+    wal: Option<WalState>,
     /// Holds durability points until released (tests only).
     #[cfg(test)]
     sync_gate: Option<Arc<SyncGate>>,
@@ -141,6 +166,7 @@ impl Task {
             compacting: None,
             next_compaction_ms: 0,
             ended: Default::default(),
+            wal: None,
             #[cfg(test)]
             sync_gate: None,
         }
@@ -152,6 +178,19 @@ impl Task {
         stats: Arc<crate::telemetry::stats::PartitionStats>,
     ) -> Task {
         self.stats = stats;
+        self
+    }
+
+    /// Makes this partition durable in object storage through `writer`.
+    pub(super) fn with_wal(mut self, writer: WalWriter) -> Task {
+        let (answers_tx, answers) = mpsc::unbounded_channel();
+        self.wal = Some(WalState {
+            writer,
+            answers_tx,
+            answers,
+            durable_end: self.log.log_end_offset(),
+            broken: None,
+        });
         self
     }
 
@@ -176,6 +215,12 @@ impl Task {
             Role::Leader(l) => l.set.high_watermark(visible),
             // a follower's high watermark comes from its leader's fetch answers
             Role::Unassigned | Role::Follower { .. } => return,
+        };
+        // consumers see, and acks=all writers hear of, only what object
+        // storage holds
+        let allowed = match &self.wal {
+            Some(w) => allowed.min(w.durable_end),
+            None => allowed,
         };
         self.hw.send_if_modified(|hw| {
             if allowed > *hw {
@@ -238,6 +283,19 @@ impl Task {
             }
             Role::Leader(_) | Role::Standalone => {}
         }
+        if let Some(w) = &self.wal {
+            if let Some(why) = &w.broken {
+                tracing::debug!(reason = %why, "refusing a write after object storage refused one");
+                let _ = reply.send(Err(LogError::NotServing(
+                    "object storage refused an earlier write of this leadership",
+                )));
+                return;
+            }
+            if let Err(e) = w.writer.has_room(write.records.len()) {
+                let _ = reply.send(Err(e.into()));
+                return;
+            }
+        }
         let Write {
             mut records,
             schemas,
@@ -258,7 +316,74 @@ impl Task {
             .log
             .append(&mut records, leader_epoch, now_ms(), schemas.as_deref())
             .map(|a| (a, self.log.log_start_offset()));
+        if let Ok((a, _)) = &result {
+            if !a.duplicate {
+                self.send_to_wal(leader_epoch, a.base_offset, a.last_offset, records.freeze());
+            }
+        }
         self.answer_write(result, acks, reply);
+    }
+
+    /// Hands what the leader appended to the write-ahead writer.
+    fn send_to_wal(
+        &mut self,
+        leader_epoch: i32,
+        base_offset: i64,
+        last_offset: i64,
+        records: bytes::Bytes,
+    ) {
+        let Some(w) = &mut self.wal else {
+            return;
+        };
+        let piece = WalPiece {
+            partition: self.key,
+            leader_epoch,
+            base_offset,
+            last_offset,
+            records,
+        };
+        let answers = w.answers_tx.clone();
+        let end = last_offset.saturating_add(1);
+        let done = Box::new(move |result| {
+            let _ = answers.send(WalAnswer {
+                leader_epoch,
+                end,
+                result,
+            });
+        });
+        if let Err(e) = w.writer.submit(piece, done) {
+            // appended here but never to be in object storage: nothing
+            // after it may be acknowledged either
+            tracing::error!(topic_id = %self.key.topic_id, partition = self.key.partition, error = %e, "an appended batch could not be handed to the write-ahead writer; the partition takes no more writes until its leadership is rebuilt");
+            w.broken = Some(e.to_string());
+        }
+    }
+
+    /// The write-ahead writer's answer: the high watermark may move, or
+    /// this leadership is over for writes.
+    fn wal_answered(&mut self, a: WalAnswer) {
+        let current = match &self.role {
+            Role::Leader(l) => Some(l.set.leader_epoch()),
+            Role::Standalone => Some(a.leader_epoch),
+            _ => None,
+        };
+        let Some(w) = &mut self.wal else {
+            return;
+        };
+        if current != Some(a.leader_epoch) {
+            return;
+        }
+        match a.result {
+            Ok(()) => {
+                w.durable_end = w.durable_end.max(a.end);
+                self.advance_hw();
+            }
+            Err(e) => {
+                tracing::warn!(topic_id = %self.key.topic_id, partition = self.key.partition, error = %e, "object storage did not take a write of this leadership; waiting acks=all writes fail");
+                w.broken = Some(e.to_string());
+                self.fail_waiting_with("object storage did not take the write");
+            }
+        }
     }
 
     /// Answers a write the log took (or refused): at once, or for acks=all
@@ -528,10 +653,30 @@ impl Task {
                 return;
             }
         }
+        if let Some(w) = &self.wal {
+            if w.broken.is_some() {
+                let _ = reply.send(Err(LogError::NotServing(
+                    "object storage refused an earlier write of this leadership",
+                )));
+                return;
+            }
+        }
         let result = self.log.append_marker(marker, leader_epoch, now_ms());
-        if result.is_ok() {
+        if let Ok(offset) = result {
             self.ended
                 .ended(marker.producer_id, std::time::Instant::now());
+            if self.wal.is_some() {
+                match self.log.read(offset, usize::MAX, true, offset + 1) {
+                    Ok(LocalRead::Records(r)) => match r.to_bytes() {
+                        Ok(bytes) => self.send_to_wal(leader_epoch, offset, offset, bytes),
+                        Err(e) => self.wal_unreadable(&e.to_string()),
+                    },
+                    Ok(LocalRead::Tiered) => {
+                        self.wal_unreadable("the marker is not in the local log")
+                    }
+                    Err(e) => self.wal_unreadable(&e.to_string()),
+                }
+            }
         }
         let result = result.map(|offset| {
             let appended = Appended {
@@ -543,6 +688,15 @@ impl Task {
             (appended, self.log.log_start_offset())
         });
         self.answer_write(result, Acks::All, reply);
+    }
+
+    /// A marker just written could not be read back for the write-ahead
+    /// writer: as a refused piece, this leadership takes no more writes.
+    fn wal_unreadable(&mut self, why: &str) {
+        tracing::error!(topic_id = %self.key.topic_id, partition = self.key.partition, error = why, "a transaction marker could not be read back for object storage");
+        if let Some(w) = &mut self.wal {
+            w.broken = Some(why.to_owned());
+        }
     }
 
     fn offsets(&self, query: OffsetQuery) -> Result<TaskOffsets, LogError> {
@@ -622,6 +776,13 @@ impl Task {
                     set,
                     isr_requests: l.isr_requests,
                 }));
+                // the replica manager rebuilt the log from object storage
+                // before telling this node to lead: all of it is there
+                let end = self.log.log_end_offset();
+                if let Some(w) = &mut self.wal {
+                    w.durable_end = end;
+                    w.broken = None;
+                }
             }
         }
         self.advance_hw();
@@ -770,6 +931,7 @@ enum Event {
     Tick,
     Synced(Result<storage::SyncDone, oneshot::error::RecvError>),
     Compacted(compaction::Outcome),
+    Wal(WalAnswer),
 }
 
 /// The task that owns one partition log.
@@ -793,12 +955,22 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     None => std::future::pending().await,
                 }
             } => Event::Compacted(done),
+            answer = async {
+                match t.wal.as_mut() {
+                    Some(w) => w.answers.recv().await,
+                    None => None,
+                }
+            }, if t.wal.is_some() => match answer {
+                Some(a) => Event::Wal(a),
+                None => continue,
+            },
             cmd = rx.recv() => Event::Command(cmd),
             _ = ticker.tick() => Event::Tick,
         };
         match event {
             Event::Synced(done) => t.finish_sync(done),
             Event::Compacted(done) => t.compaction_done(done),
+            Event::Wal(answer) => t.wal_answered(answer),
             Event::Tick => {
                 if let Err(e) = t.log.tick(now_ms()) {
                     t.note_failure(&e);

@@ -69,6 +69,9 @@ pub(crate) fn render_metrics(b: &Broker, extensions: &[Arc<dyn HttpExtension>]) 
         b.node.partitions.counters(),
         &b.forward_counters,
     );
+    if let Some(wal) = b.node.partitions.wal_writer() {
+        body.push_str(&crate::broker::render_wal(wal.counters()));
+    }
     body.push_str(&b.connections.render());
     body.push_str(&b.logins.render());
     body.push_str(&crate::cost::render_cross_zone(&crate::cross_zone::usage(

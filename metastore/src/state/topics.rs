@@ -350,6 +350,17 @@ impl MetaState {
             .get(&id)
             .ok_or(MetaError::UnknownTopicId { id })?;
         let next = topic_config::apply_ops(&current.configs, ops, replace_all)?;
+        if topic_config::object_store_durable(&next)
+            != topic_config::object_store_durable(&current.configs)
+        {
+            // the other replicas of a replicated topic hold what object
+            // storage does not, and those of an object-store one hold nothing
+            return Err(MetaError::InvalidConfig {
+                key: "durability".to_owned(),
+                reason: "durability is chosen when the topic is created and cannot change"
+                    .to_owned(),
+            });
+        }
         if validate_only || next == current.configs {
             let mut preview = TopicInfo::clone(current);
             preview.configs = next;

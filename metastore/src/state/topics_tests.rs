@@ -439,3 +439,32 @@ fn alter_configs_validates_and_reports_changes() {
         Err(MetaError::UnknownTopic { .. })
     ));
 }
+
+#[test]
+fn durability_is_chosen_at_creation_and_cannot_change() {
+    let mut s = with_agents(1);
+    create(&mut s, "replicated", 1, 1);
+    let alter = |name: &str, ops: Vec<ConfigOp>, replace_all: bool| Command::AlterTopicConfigs {
+        name: name.into(),
+        ops,
+        replace_all,
+        validate_only: false,
+    };
+    let set = |v: &str| ConfigOp::Set("durability".into(), v.into());
+    let err = apply(
+        &mut s,
+        alter("replicated", vec![set("object-store")], false),
+    )
+    .expect_err("a replicated topic stays replicated");
+    assert!(matches!(err, MetaError::InvalidConfig { ref key, .. } if key == "durability"));
+    apply(&mut s, alter("replicated", vec![set("replicas")], false))
+        .expect("naming the current durability changes nothing");
+    apply(
+        &mut s,
+        alter("replicated", vec![set("object-store")], false),
+    )
+    .expect_err("still refused");
+    let err = apply(&mut s, alter("replicated", vec![set("fast")], false))
+        .expect_err("an unknown durability");
+    assert!(matches!(err, MetaError::InvalidConfig { ref key, .. } if key == "durability"));
+}

@@ -34,6 +34,7 @@ use cache::{ObjectStoreExt, ObjectStoreHandle};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::error::TierError;
 use super::manifest::ManifestError;
 use super::pack::PACKS_DIR;
 use super::PartitionKey;
@@ -146,6 +147,7 @@ pub struct WalCounters {
 #[derive(Clone)]
 pub struct WalWriter {
     tx: mpsc::UnboundedSender<Pending>,
+    store: ObjectStoreHandle,
     counters: Arc<WalCounters>,
     max_backlog: u64,
 }
@@ -163,9 +165,10 @@ impl WalWriter {
     pub fn start(store: ObjectStoreHandle, index: Arc<dyn WalIndex>, config: WalConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let counters = Arc::new(WalCounters::default());
-        tokio::spawn(run(store, index, config, rx, counters.clone()));
+        tokio::spawn(run(store.clone(), index, config, rx, counters.clone()));
         WalWriter {
             tx,
+            store,
             counters,
             max_backlog: config.max_backlog_bytes,
         }
@@ -173,6 +176,44 @@ impl WalWriter {
 
     pub fn counters(&self) -> &Arc<WalCounters> {
         &self.counters
+    }
+
+    /// Reads a recorded range back (a new leader rebuilding its log).
+    pub async fn read(&self, key: &str, offset: u64, len: u64) -> Result<Bytes, TierError> {
+        let path = Path::from(key);
+        let got = self
+            .store
+            .store
+            .get_range(&path, offset..offset.saturating_add(len))
+            .await
+            .map_err(|source| cache::CacheError::Store {
+                key: key.to_owned(),
+                source: Arc::new(source),
+            })?;
+        if got.len() as u64 != len {
+            return Err(TierError::CorruptObject {
+                key: key.to_owned(),
+                position: offset,
+                reason: format!("{} bytes where the range recorded {len}", got.len()),
+            });
+        }
+        Ok(got)
+    }
+
+    /// Whether a piece of `len` bytes would be taken now: refused with
+    /// [`TierError::Backpressure`] (which producers retry) while the
+    /// backlog is full, so a caller can ask before it appends.
+    pub fn has_room(&self, len: usize) -> Result<(), TierError> {
+        let pending = self.counters.backlog_bytes.load(Ordering::Relaxed);
+        let incoming = len as u64;
+        if pending > 0 && pending.saturating_add(incoming) > self.max_backlog {
+            return Err(TierError::Backpressure {
+                pending,
+                incoming,
+                limit: self.max_backlog,
+            });
+        }
+        Ok(())
     }
 
     /// Hands a piece over; `done` is called once it is durable or refused.

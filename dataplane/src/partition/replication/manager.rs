@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use metastore::{AgentId, ClusterControl, Metastore, TopicInfo, Topics};
 use storage::tier::PartitionKey;
 use tokio::sync::{mpsc, watch};
@@ -48,6 +49,9 @@ impl Default for ReplicationSettings {
         }
     }
 }
+
+/// Object-store-durable partitions rebuilt at once.
+const REBUILDS_AT_ONCE: usize = 8;
 
 /// What a task was last told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,7 +207,11 @@ impl Manager {
             .collect();
         self.remove_deleted_topics(&topics);
         self.remove_moved_replicas(&topics).await;
+        // object-store-durable partitions this node takes over: rebuilt
+        // from object storage (all at once, below) before they lead
+        let mut rebuilds = Vec::new();
         for topic in topics {
+            let object_store = metastore::topic_config::object_store_durable(&topic.configs);
             if topic
                 .partitions
                 .iter()
@@ -223,6 +231,18 @@ impl Manager {
                 }
                 let key = PartitionKey::new(topic.id, p.index);
                 let told = match p.leader {
+                    // nobody copies from the leader: it is the only
+                    // replica its acks and high watermark count
+                    Some(l) if l == self.me && object_store => Told::Lead(
+                        Assignment {
+                            leader_epoch: p.leader_epoch,
+                            partition_epoch: p.partition_epoch,
+                            replicas: vec![self.me],
+                            isr: vec![self.me],
+                        },
+                        1,
+                        Vec::new(),
+                    ),
                     Some(l) if l == self.me => Told::Lead(
                         Assignment {
                             leader_epoch: p.leader_epoch,
@@ -243,7 +263,9 @@ impl Manager {
                 let Some(handle) = self.open(&topic, p.index).await else {
                     continue;
                 };
-                if let Told::Follow(l, epoch) = &told {
+                // an object-store-durable partition's followers copy nothing
+                let fetched = (!object_store).then_some(&told);
+                if let Some(Told::Follow(l, epoch)) = fetched {
                     follow.entry(*l).or_default().push(Followed {
                         key,
                         leader_epoch: *epoch,
@@ -253,29 +275,93 @@ impl Manager {
                 if self.told.get(&key) == Some(&told) {
                     continue;
                 }
-                let sent = match &told {
-                    Told::Lead(a, min_insync, ineligible) => {
-                        handle
-                            .lead(Leadership {
-                                me: self.me,
-                                assignment: a.clone(),
-                                min_insync: *min_insync,
-                                lag_max_ms: self.settings.lag_max_ms,
-                                ineligible: ineligible.clone(),
-                                isr_requests: self.isr_tx.clone(),
-                            })
-                            .await
+                if let Told::Lead(a, ..) = &told {
+                    let led_already = matches!(
+                        self.told.get(&key),
+                        Some(Told::Lead(before, ..)) if before.leader_epoch == a.leader_epoch
+                    );
+                    if object_store && !led_already {
+                        rebuilds.push((key, handle, told));
+                        continue;
                     }
-                    Told::Follow(l, epoch) => handle.follow(*l, *epoch).await,
-                    // nobody leads: refuse writes until someone does
-                    Told::Offline(epoch) => handle.follow(0, *epoch).await,
-                };
-                if sent.is_ok() {
+                }
+                if self.tell(&handle, &told).await.is_ok() {
                     self.told.insert(key, told);
                 }
             }
         }
         self.update_fetchers(follow);
+        self.rebuild_and_lead(rebuilds).await;
+    }
+
+    /// Tells a partition's task its role.
+    async fn tell(
+        &self,
+        handle: &crate::partition::PartitionHandle,
+        told: &Told,
+    ) -> Result<(), crate::backend::LogError> {
+        match told {
+            Told::Lead(a, min_insync, ineligible) => {
+                handle
+                    .lead(Leadership {
+                        me: self.me,
+                        assignment: a.clone(),
+                        min_insync: *min_insync,
+                        lag_max_ms: self.settings.lag_max_ms,
+                        ineligible: ineligible.clone(),
+                        isr_requests: self.isr_tx.clone(),
+                    })
+                    .await
+            }
+            Told::Follow(l, epoch) => handle.follow(*l, *epoch).await,
+            // nobody leads: refuse writes until someone does
+            Told::Offline(epoch) => handle.follow(0, *epoch).await,
+        }
+    }
+
+    /// Rebuilds object-store-durable partitions from object storage, a few
+    /// at once, and tells each to lead once its log is rebuilt; one that
+    /// fails is tried again at the next reconcile.
+    async fn rebuild_and_lead(
+        &mut self,
+        rebuilds: Vec<(PartitionKey, crate::partition::PartitionHandle, Told)>,
+    ) {
+        if rebuilds.is_empty() {
+            return;
+        }
+        let Some(writer) = self.partitions.wal_writer() else {
+            tracing::warn!("partitions durable in object storage, but no write-ahead writer to rebuild them with");
+            return;
+        };
+        let me = self.me;
+        let meta = self.meta.clone();
+        let done: Vec<_> = futures::stream::iter(rebuilds)
+            .map(|(key, handle, told)| {
+                let (meta, writer) = (meta.clone(), writer.clone());
+                async move {
+                    let epoch = match &told {
+                        Told::Lead(a, ..) => a.leader_epoch,
+                        Told::Follow(_, e) | Told::Offline(e) => *e,
+                    };
+                    let r = super::rebuild::rebuild(&meta, &writer, &handle, me, epoch).await;
+                    (key, handle, told, r)
+                }
+            })
+            .buffer_unordered(REBUILDS_AT_ONCE)
+            .collect()
+            .await;
+        for (key, handle, told, result) in done {
+            match result {
+                Ok(_) => {
+                    if self.tell(&handle, &told).await.is_ok() {
+                        self.told.insert(key, told);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(topic_id = %key.topic_id, partition = key.partition, error = %e, "rebuilding the log from object storage failed; trying again");
+                }
+            }
+        }
     }
 
     /// A topic deleted through another agent: close its replicas here and

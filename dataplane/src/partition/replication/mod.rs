@@ -14,6 +14,7 @@
 pub mod divergence;
 pub mod fetcher;
 pub mod manager;
+pub mod rebuild;
 pub mod replica_set;
 pub mod service;
 pub mod wire;

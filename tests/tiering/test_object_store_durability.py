@@ -1,0 +1,77 @@
+"""A topic durable in object storage (`durability=object-store`) on three
+agents sharing one S3 bucket (moto): acks=all writes are acknowledged once
+a write-ahead object holds them, followers copy nothing, and when the
+leader is killed mid-stream another agent rebuilds the log from the bucket
+and serves every acknowledged record. About 40 s."""
+
+import shutil
+import urllib.request
+import uuid
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import servers
+from cluster import (Cluster, Production, assert_nothing_lost, assert_one_record_per_offset,
+                     bootstrap, eventually, read_back, state)
+
+PARTITIONS = 4
+PREFIX = "osd"
+
+
+def metrics(agent):
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=5) as r:
+        out = {}
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, val = line.rsplit(" ", 1)
+                out[name] = float(val)
+        return out
+
+
+def wal_objects(moto_server):
+    return [k for k in servers.s3_keys(moto_server, "aerostream", f"{PREFIX}/packs/")
+            if k.endswith(".wal")]
+
+
+def test_a_killed_leader_loses_nothing_acknowledged_and_followers_copy_nothing(moto_server,
+                                                                              monkeypatch):
+    for k, v in servers.s3_env(moto_server).items():
+        monkeypatch.setenv(k, v)
+    c = Cluster(extra_args=[
+        "--object-store", f"s3://aerostream/{PREFIX}",
+        "--pack-max-wait-ms", "3000",
+    ]).start_voters()
+    try:
+        topic = f"osd-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+        admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={
+            "durability": "object-store"})])[topic].result(15)
+        eventually("every partition has a leader",
+                   lambda: all(state(c, topic, p)[0] > 0 for p in range(PARTITIONS)))
+
+        prod = Production(c, topic, PARTITIONS)
+        prod.wait_acked(2000)
+        assert wal_objects(moto_server), "acknowledged writes went up as write-ahead objects"
+        copied = sum(metrics(a)["aerostream_replica_fetch_bytes_received_total"]
+                     for a in c.running().values())
+        assert copied == 0, f"followers copied {copied} bytes of a topic durable in object storage"
+
+        leader = state(c, topic, 0)[0]
+        c.agent(leader).kill9()
+        eventually("another agent leads partition 0",
+                   lambda: state(c, topic, 0, avoid=leader)[0] not in (leader, -1), timeout=60)
+        acked_at_kill = len(prod.acked)
+        prod.wait_acked(acked_at_kill + 2000, timeout=90)
+        acked = prod.finish()
+        assert not prod.errors, prod.errors[:3]
+        assert_one_record_per_offset(prod)
+        got = read_back(c, topic, PARTITIONS, len(acked))
+        assert_nothing_lost(acked, got)
+        pieces = sum(metrics(a)["aerostream_wal_pieces_total"] for a in c.running().values())
+        objects = sum(metrics(a)["aerostream_wal_objects_total"] for a in c.running().values())
+        print(f"{len(acked)} records acknowledged; the survivors wrote {pieces:.0f} batches "
+              f"in {objects:.0f} write-ahead objects")
+        assert 0 < objects <= pieces
+    finally:
+        c.stop_all()
+        shutil.rmtree(c.dir, ignore_errors=True)

@@ -13,7 +13,7 @@
 # Each test starts the servers it needs on free ports and stops them.
 # Needs: pip -r tests/requirements.txt (confluent-kafka, moto[server], boto3,
 # pytest); npm install in tests/js (azurite).
-# Bounded: about 8-10 minutes on 2 cores once the binary is built.
+# Bounded: about 3-5 minutes on 2 cores once the binary is built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

@@ -190,6 +190,56 @@ async fn sealed_segments_of_many_partitions_share_objects_and_read_back_from_the
     r.tier.shutdown().await;
 }
 
+/// Segments waiting for their pack do not hold their partition's upload
+/// slots: one busy partition's backlog fills a pack together, where the
+/// engine's per-partition limit (2 here) let only that many wait, below the
+/// floor, so each pack waited out `max_wait` (a minute by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_partitions_backlog_fills_a_pack_without_waiting_out_max_wait() {
+    let r = rig(
+        1,
+        PackConfig {
+            floor_bytes: 4 << 20,
+            // longer than `until` waits: only the floor can send a pack up
+            max_wait: Duration::from_secs(600),
+            ..packing()
+        },
+    )
+    .await;
+    let mut parts = r.open_all();
+    // ~6.5 MiB: six sealed 1 MiB segments, three times the per-partition limit
+    let sent = fill(&mut parts[0], 650, 0);
+    until(
+        "the backlog's sealed segments are committed and gone locally",
+        || {
+            parts[0].tick(TS).unwrap();
+            let done = parts[0].shared().manifest().len() >= 6
+                && parts[0].local_log_start_offset() >= sealed_end(&parts[0]);
+            async move { done }
+        },
+    )
+    .await;
+    let segments = parts[0].shared().manifest().len();
+    let keys = r.object_keys().await;
+    assert!(
+        keys.len() * 3 <= segments,
+        "{} packed objects for {segments} segments",
+        keys.len()
+    );
+    let local_start = parts[0].local_log_start_offset();
+    let mut all = cold_bytes(&r.tier, r.key(0), 0, local_start).await;
+    all.extend(local_bytes(
+        parts[0].log(),
+        local_start,
+        parts[0].log_end_offset(),
+    ));
+    assert_eq!(all, sent.concat());
+    for p in parts {
+        p.close().unwrap();
+    }
+    r.tier.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_packed_object_is_deleted_once_every_partition_reading_it_has_trimmed() {
     let r = rig(2, packing()).await;

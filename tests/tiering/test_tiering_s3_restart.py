@@ -37,6 +37,10 @@ def test_the_s3_server_stopped_and_started_again_mid_run(moto_server):
             assert produce(broker.bootstrap, topic, count, PER_MB, SIZE, p) == []
             assert p.flush(60) == 0
             count += PER_MB
+            # Paced, as in the outage test: about 75 MB, more than one full
+            # pack, rather than whatever the machine can write in 20 s (near
+            # 1 GB here), which the read-back twice below then paid for.
+            time.sleep(0.25)
         wait_until("uploads fail against the stopped server",
                    lambda: broker.metrics()["aerostream_tier_upload_failures_total"] > failures, timeout=120)
 

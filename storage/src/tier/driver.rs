@@ -52,7 +52,7 @@ use cache::{
 };
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -164,9 +164,19 @@ impl Tier {
         let reader = ColdReader::new(cache);
         let mut engine_config = config.engine.clone();
         if let Some(pack) = &config.pack {
-            // segments waiting for their pack count as uploads in flight
+            // Segments waiting for their pack count as uploads in flight, on
+            // the agent and per partition: capped per partition at the
+            // upload concurrency, one busy partition's backlog filled each
+            // pack with that many segments, below the floor, so every pack
+            // waited out `max_wait` and a backlog drained a few segments a
+            // minute. Segments too large to pack stay within the upload
+            // concurrency through `own_uploads` instead.
             engine_config.max_in_flight = engine_config.max_in_flight.max(pack.max_waiting);
+            engine_config.max_in_flight_per_partition = engine_config
+                .max_in_flight_per_partition
+                .max(pack.max_waiting);
         }
+        let own_uploads = Arc::new(Semaphore::new(config.engine.max_in_flight.max(1)));
         let driver = Driver {
             engine: UploaderEngine::new(engine_config),
             packer: config.pack.clone().map(Packer::new),
@@ -184,6 +194,7 @@ impl Tier {
             retention: None,
             failed_deletes: Arc::new(Mutex::new(Vec::new())),
             upload_times: Arc::new(Mutex::new(HashMap::new())),
+            own_uploads,
         };
         let handle = tokio::spawn(driver.run());
         Tier {
@@ -549,6 +560,10 @@ struct Driver {
     retention: Option<JoinHandle<()>>,
     failed_deletes: Arc<Mutex<Vec<(Path, u64)>>>,
     upload_times: Arc<Mutex<HashMap<String, i64>>>,
+    /// Segments and compacted copies uploading as their own objects: at
+    /// most the upload concurrency at once, whatever the engine's limits
+    /// (raised for segments waiting for a pack).
+    own_uploads: Arc<Semaphore>,
 }
 
 impl Driver {
@@ -687,7 +702,10 @@ impl Driver {
                 let config = self.config.clone();
                 let metrics = Arc::clone(&self.metrics);
                 let tx = self.tx.clone();
+                let own_uploads = Arc::clone(&self.own_uploads);
                 self.tasks.spawn(async move {
+                    // Never closed, so this waits only for a slot.
+                    let _slot = own_uploads.acquire_owned().await;
                     // One span per segment (rare next to requests, so not
                     // sampled), at the target the binary's trace exporter
                     // listens to; nothing is made when no layer wants it.
@@ -797,7 +815,10 @@ impl Driver {
                 let config = self.config.clone();
                 let metrics = Arc::clone(&self.metrics);
                 let tx = self.tx.clone();
+                let own_uploads = Arc::clone(&self.own_uploads);
                 self.tasks.spawn(async move {
+                    // Compacted copies go up as their own objects too.
+                    let _slot = own_uploads.acquire_owned().await;
                     let span = tracing::debug_span!(
                         target: "aerostream_otel",
                         "reupload",
@@ -967,11 +988,12 @@ impl Driver {
     }
 
     /// Lists the packed objects and deletes those no entry reads from, at
-    /// most once per `sweep_interval`.
+    /// most once per `sweep_interval`. With packing off this still runs
+    /// (at the default pace): write-ahead objects of topics durable in
+    /// object storage (`wal.rs`) live there too.
     fn start_sweep(&mut self) {
-        let Some(config) = &self.config.pack else {
-            return;
-        };
+        let default = PackConfig::default();
+        let config = self.config.pack.as_ref().unwrap_or(&default);
         if self.sweep.as_ref().is_some_and(|s| !s.is_finished())
             || self.last_sweep.elapsed() < config.sweep_interval
         {

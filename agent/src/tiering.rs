@@ -174,7 +174,14 @@ pub async fn wire(s: &Settings, meta: &metastore::Metastore) -> anyhow::Result<W
         "tiered storage ready"
     );
     let manifest = Arc::new(MetastoreManifest::new(meta.clone()));
-    let wal = WalWriter::start(store.clone(), manifest.clone(), WalConfig::default());
+    let wal = WalWriter::start(
+        store.clone(),
+        manifest.clone(),
+        WalConfig {
+            linger: std::time::Duration::from_millis(s.wal_linger_ms),
+            ..WalConfig::default()
+        },
+    );
     let tier = Tier::start(config, store, cache, manifest);
     Ok(Wired {
         wal,

@@ -16,6 +16,13 @@ Measured inputs (read from the results files, or given as flags):
   without zone-aware clients (RF 3 over three zones)
       benchmarks/results/<dir>/cross-zone.txt   (scripts/bench/cross-zone.py)
 
+A topic created with `durability=object-store` is priced too: no
+replication across zones (the cross-zone ratio less the two copies
+replication sends), and on top of the sealed segments' requests one PUT
+per write-ahead object: each of --agents agents puts one every
+--wal-linger-ms while it receives writes, or one per 8 MiB when that comes
+sooner (storage/src/tier/wal.rs).
+
 Assumed: consumers tail the log (reads come from the leader's page cache or
 its zone's replica, not from object storage: no GETs), every byte is kept
 for --retention-days in object storage, local disks are instance-store
@@ -23,7 +30,8 @@ NVMe (no price of their own). Compute is not estimated here: the machines
 a given rate needs were not measured at that rate.
 
 Usage: scripts/bench/cost-projection.py [--results DIR] [--write-gib-s 1]
-       [--read-fanout 1] [--retention-days 3] [--price KEY=USD ...]
+       [--read-fanout 1] [--retention-days 3] [--agents 6]
+       [--wal-linger-ms 5] [--price KEY=USD ...]
 """
 
 import argparse
@@ -89,6 +97,9 @@ def main():
     ap.add_argument("--retention-days", type=float, default=3.0)
     ap.add_argument("--put-per-gib", type=float, help="PUT-class requests per GiB sealed")
     ap.add_argument("--price", action="append", default=[], metavar="KEY=USD")
+    ap.add_argument("--agents", type=int, default=6,
+                    help="agents taking writes (for write-ahead PUTs of durability=object-store)")
+    ap.add_argument("--wal-linger-ms", type=float, default=5.0)
     args = ap.parse_args()
 
     prices = dict(PRICES)
@@ -114,20 +125,25 @@ def main():
     stored_gib = args.write_gib_s * args.retention_days * 86400
     gb = 2**30 / 1e9  # cross-zone transfer is billed per GB (10^9)
 
-    def projection(produce_ratio, consume_ratio):
+    def projection(produce_ratio, consume_ratio, extra_puts=0.0):
         crossed_gib = written_gib * produce_ratio + read_gib * consume_ratio
         return {
             "compute": None,
             "storage": stored_gib * prices["storage_per_gb_month"],
-            "requests": written_gib * put_per_gib / 1000 * prices["put_per_1000"],
+            "requests": (written_gib * put_per_gib + extra_puts) / 1000 * prices["put_per_1000"],
             # each direction is billed: the sender's and the receiver's side
             "cross_zone": crossed_gib * gb * prices["cross_zone_per_gb"] * 2,
             "crossed_gib": crossed_gib,
         }
 
+    per_agent_mib_s = args.write_gib_s * 1024 / max(args.agents, 1)
+    wal_objects_s = args.agents * max(1000 / args.wal_linger_ms, per_agent_mib_s / 8)
+    wal_puts = wal_objects_s * seconds
     rows = {
         "AeroStream RF 3, zone-aware clients": projection(m["produce-az"], m["consume-az"]),
         "AeroStream RF 3, zone-unaware clients": projection(m["produce"], m["consume"]),
+        "AeroStream durability=object-store, zone-aware clients": projection(
+            max(m["produce-az"] - 2.0, 0.0), m["consume-az"], wal_puts),
     }
     print(
         f"# {args.write_gib_s:g} GiB/s written, {args.read_fanout:g}x read, "
@@ -154,6 +170,9 @@ def main():
     replication = written_gib * 2 * gb * prices["cross_zone_per_gb"] * 2
     print(f"replication alone (two copies of every byte across zones): {money(replication)} of the "
           f"zone-aware {money(aware['cross_zone'])} cross-zone line")
+    print(f"durability=object-store: {wal_objects_s:,.0f} write-ahead PUTs a second "
+          f"({args.agents} agents, {args.wal_linger_ms:g} ms linger), "
+          f"{money(wal_puts / 1000 * prices['put_per_1000'])} of its requests line")
 
 
 if __name__ == "__main__":

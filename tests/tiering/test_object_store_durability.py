@@ -5,9 +5,11 @@ leader is killed mid-stream another agent rebuilds the log from the bucket
 and serves every acknowledged record. About 40 s."""
 
 import shutil
+import time
 import urllib.request
 import uuid
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import servers
@@ -67,6 +69,23 @@ def test_a_killed_leader_loses_nothing_acknowledged_and_followers_copy_nothing(m
         assert_one_record_per_offset(prod)
         got = read_back(c, topic, PARTITIONS, len(acked))
         assert_nothing_lost(acked, got)
+
+        # a consumer in a follower's zone is not sent to it (KIP-392): the
+        # followers of such a topic hold nothing
+        leader, replicas, _ = state(c, topic, 0, avoid=leader)
+        follower = next(r for r in replicas if r != leader and r in c.running())
+        consumer = Consumer({"bootstrap.servers": bootstrap(c), "group.id": f"z-{uuid.uuid4().hex[:6]}",
+                             "enable.auto.commit": False, "client.rack": f"rack-{follower}"})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        in_zone = []
+        deadline = time.time() + 60
+        expected = sum(1 for p, _ in acked if p == 0)
+        while len(in_zone) < expected and time.time() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                in_zone.append(m.value())
+        consumer.close()
+        assert len(in_zone) >= expected, f"{len(in_zone)} of {expected} read with client.rack of a follower"
         pieces = sum(metrics(a)["aerostream_wal_pieces_total"] for a in c.running().values())
         objects = sum(metrics(a)["aerostream_wal_objects_total"] for a in c.running().values())
         print(f"{len(acked)} records acknowledged; the survivors wrote {pieces:.0f} batches "

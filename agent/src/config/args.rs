@@ -169,6 +169,11 @@ pub struct ServeArgs {
     /// Longest a sealed segment waits for others to pack with [default: 60000].
     #[arg(long, env = "AEROSTREAM_PACK_MAX_WAIT_MS")]
     pub pack_max_wait_ms: Option<u64>,
+    /// How long the first write of a topic with durability=object-store
+    /// waits for others (of any partition) to share its write-ahead object
+    /// with: longer lingers spend fewer PUTs and add latency [default: 5].
+    #[arg(long, env = "AEROSTREAM_WAL_LINGER_MS")]
+    pub wal_linger_ms: Option<u64>,
     /// How long a packed object no segment reads from any more stays before
     /// it is deleted (uploads still committing, reads under way); the sweep
     /// looking for such objects runs every half of this, at most every five

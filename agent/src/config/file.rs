@@ -76,6 +76,7 @@ pub(super) struct FileSettings {
     pub(super) pack_floor_bytes: Option<u64>,
     pub(super) pack_max_wait_ms: Option<u64>,
     pub(super) pack_grace_ms: Option<u64>,
+    pub(super) wal_linger_ms: Option<u64>,
     pub(super) object_store_tombstones: Option<bool>,
     pub(super) tiered_compaction_grace_ms: Option<u64>,
     pub(super) write_caching: Option<bool>,

@@ -69,6 +69,8 @@ pub struct Settings {
     pub pack_floor_bytes: u64,
     pub pack_max_wait_ms: u64,
     pub pack_grace_ms: u64,
+    /// Linger of the write-ahead writer (`storage::tier::wal`).
+    pub wal_linger_ms: u64,
     pub object_store_tombstones: bool,
     /// How long objects a compacted copy replaced stay in object storage.
     pub tiered_compaction_grace_ms: u64,
@@ -293,6 +295,7 @@ impl Settings {
                 .or(file.pack_max_wait_ms)
                 .unwrap_or(60_000),
             pack_grace_ms: args.pack_grace_ms.or(file.pack_grace_ms).unwrap_or(600_000),
+            wal_linger_ms: args.wal_linger_ms.or(file.wal_linger_ms).unwrap_or(5),
             object_store_tombstones: args
                 .object_store_tombstones
                 .or(file.object_store_tombstones)

@@ -6,14 +6,16 @@
 //! One writer per agent serves every such partition it leads. Partition
 //! tasks hand it the batches they appended ([`WalPiece`], stamped with
 //! their offsets, byte for byte as the local log holds them); the writer
-//! gathers what arrives within `linger` of the first piece (and everything
-//! that arrived while the previous object went up), writes it as one
-//! object under `{prefix}/packs/` (one PUT for any number of partitions),
-//! then records each partition's range in one metastore write
-//! ([`WalIndex::record`]) and answers each piece. Objects go up one after
-//! the other, so a partition's ranges are recorded in offset order and
-//! without gaps: a failed PUT or metastore write is retried, with backoff,
-//! until it succeeds, and nothing after it is answered before. A range the
+//! gathers what arrives within `linger` of the first piece (and whatever
+//! queued meanwhile), writes it as one object under `{prefix}/packs/` (one
+//! PUT for any number of partitions), records each partition's range in
+//! the metastore ([`WalIndex::record`]) and answers each piece. A few
+//! objects go up at once, but their ranges are recorded in the order the
+//! objects were gathered (the objects already up when the recorder gets to
+//! them share one metastore write), so a partition's ranges are recorded in
+//! offset order and without gaps: a failed PUT or metastore write is
+//! retried, with backoff, until it succeeds, and nothing after it is
+//! answered before. A range the
 //! metastore refuses (the partition's leader changed) answers its pieces
 //! with the refusal; the writer goes on with the other partitions.
 //!
@@ -55,15 +57,18 @@ pub struct WalConfig {
     pub max_backlog_bytes: u64,
     /// A PUT that takes longer than this is abandoned and tried again.
     pub put_timeout: Duration,
+    /// Objects going up at once; their ranges are still recorded in order.
+    pub max_puts_in_flight: usize,
 }
 
 impl Default for WalConfig {
     fn default() -> Self {
         WalConfig {
-            linger: Duration::from_millis(2),
+            linger: Duration::from_millis(5),
             max_object_bytes: 8 << 20,
             max_backlog_bytes: 256 << 20,
             put_timeout: Duration::from_secs(10),
+            max_puts_in_flight: 4,
         }
     }
 }
@@ -257,6 +262,10 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Pending>,
     counters: Arc<WalCounters>,
 ) {
+    // objects go up concurrently (a few at once); their ranges are
+    // recorded in the order the objects were gathered
+    let (put_tx, put_rx) = mpsc::channel(config.max_puts_in_flight.max(1));
+    let recorder = tokio::spawn(record_in_order(index, put_rx, counters.clone()));
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         let mut bytes = batch[0].piece.records.len();
@@ -280,7 +289,67 @@ async fn run(
                 Err(_) => break,
             }
         }
-        write_object(&store, index.as_ref(), &config, batch, &counters).await;
+        let put = tokio::spawn(put_object(
+            store.clone(),
+            config.put_timeout,
+            batch,
+            counters.clone(),
+        ));
+        if put_tx.send(put).await.is_err() {
+            break;
+        }
+    }
+    drop(put_tx);
+    let _ = recorder.await;
+}
+
+/// An object that went up, with what its ranges and pieces need.
+struct PutDone {
+    records: Vec<WalRecord>,
+    /// For each piece, the index of its range in `records`.
+    of_piece: Vec<usize>,
+    dones: Vec<WalDone>,
+    total: u64,
+}
+
+/// Records the ranges of the objects that went up, in the order they were
+/// gathered: every object already up when the recorder gets to it shares
+/// one metastore write. Then answers their pieces.
+async fn record_in_order(
+    index: Arc<dyn WalIndex>,
+    mut puts: mpsc::Receiver<tokio::task::JoinHandle<PutDone>>,
+    counters: Arc<WalCounters>,
+) {
+    let mut next = None;
+    loop {
+        let first = match next.take() {
+            Some(h) => h,
+            None => match puts.recv().await {
+                Some(h) => h,
+                None => return,
+            },
+        };
+        let mut handles = vec![first];
+        loop {
+            match puts.try_recv() {
+                Ok(h) if h.is_finished() => handles.push(h),
+                Ok(h) => {
+                    next = Some(h);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let mut done = Vec::with_capacity(handles.len());
+        for h in handles {
+            match h.await {
+                Ok(p) => done.push(p),
+                // a PUT task that panicked: its pieces are never answered,
+                // and the ranges after it are refused as not following
+                Err(e) => tracing::error!(error = %e, "a write-ahead upload task failed"),
+            }
+        }
+        record_and_answer(index.as_ref(), done, &counters).await;
     }
 }
 
@@ -330,13 +399,13 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(50u64.saturating_mul(1 << attempt.min(5)))
 }
 
-async fn write_object(
-    store: &ObjectStoreHandle,
-    index: &dyn WalIndex,
-    config: &WalConfig,
+/// Puts `batch` as one object, trying again (with backoff) until it is up.
+async fn put_object(
+    store: ObjectStoreHandle,
+    put_timeout: Duration,
     batch: Vec<Pending>,
-    counters: &WalCounters,
-) {
+    counters: Arc<WalCounters>,
+) -> PutDone {
     let key = wal_key(&store.prefix);
     let (pieces, dones): (Vec<WalPiece>, Vec<WalDone>) =
         batch.into_iter().map(|p| (p.piece, p.done)).unzip();
@@ -345,14 +414,14 @@ async fn write_object(
     let payload: PutPayload = pieces.iter().map(|p| p.records.clone()).collect();
     let mut attempt = 0;
     loop {
-        let put = tokio::time::timeout(config.put_timeout, store.store.put(&key, payload.clone()));
+        let put = tokio::time::timeout(put_timeout, store.store.put(&key, payload.clone()));
         match put.await {
             Ok(Ok(_)) => break,
             Ok(Err(e)) => {
                 tracing::warn!(key = %key, attempt, error = %e, "a write-ahead object did not go up; trying again");
             }
             Err(_) => {
-                tracing::warn!(key = %key, attempt, timeout_ms = config.put_timeout.as_millis() as u64, "a write-ahead object did not go up in time; trying again");
+                tracing::warn!(key = %key, attempt, timeout_ms = put_timeout.as_millis() as u64, "a write-ahead object did not go up in time; trying again");
             }
         }
         counters.put_failures.fetch_add(1, Ordering::Relaxed);
@@ -361,6 +430,18 @@ async fn write_object(
     }
     counters.objects.fetch_add(1, Ordering::Relaxed);
     counters.bytes.fetch_add(total, Ordering::Relaxed);
+    PutDone {
+        records,
+        of_piece,
+        dones,
+        total,
+    }
+}
+
+/// Records the ranges of objects that are up in one metastore write
+/// (tried again until it lands), then answers each piece.
+async fn record_and_answer(index: &dyn WalIndex, done: Vec<PutDone>, counters: &WalCounters) {
+    let records: Vec<WalRecord> = done.iter().flat_map(|p| p.records.clone()).collect();
     let mut attempt = 0;
     let results = loop {
         match index.record(records.clone()).await {
@@ -380,20 +461,24 @@ async fn write_object(
         tokio::time::sleep(backoff(attempt)).await;
         attempt = attempt.saturating_add(1);
     };
-    counters
-        .pieces
-        .fetch_add(pieces.len() as u64, Ordering::Relaxed);
-    counters.backlog_bytes.fetch_sub(total, Ordering::Relaxed);
-    for (done, range) in dones.into_iter().zip(of_piece) {
-        let answer = match results.get(range) {
-            Some(Ok(())) => Ok(()),
-            Some(Err(reason)) => {
-                counters.refused.fetch_add(1, Ordering::Relaxed);
-                Err(WalError::Refused(reason.clone()))
-            }
-            None => Err(WalError::Refused("no answer for the range".to_owned())),
-        };
-        done(answer);
+    let mut first_range = 0;
+    for p in done {
+        counters
+            .pieces
+            .fetch_add(p.dones.len() as u64, Ordering::Relaxed);
+        counters.backlog_bytes.fetch_sub(p.total, Ordering::Relaxed);
+        for (answer_to, range) in p.dones.into_iter().zip(p.of_piece) {
+            let answer = match results.get(first_range + range) {
+                Some(Ok(())) => Ok(()),
+                Some(Err(reason)) => {
+                    counters.refused.fetch_add(1, Ordering::Relaxed);
+                    Err(WalError::Refused(reason.clone()))
+                }
+                None => Err(WalError::Refused("no answer for the range".to_owned())),
+            };
+            answer_to(answer);
+        }
+        first_range += p.records.len();
     }
 }
 

@@ -230,3 +230,39 @@ async fn a_full_backlog_refuses_new_pieces_at_once() {
     let refused = w.submit(piece(k, 1, 1, 1, 80), Box::new(|_| {}));
     assert_eq!(refused.err(), Some(WalError::Backlog(80)));
 }
+
+#[tokio::test]
+async fn an_object_that_goes_up_first_is_recorded_only_after_the_ones_gathered_before_it() {
+    let faulty = FaultInjectingStore::new(Arc::new(InMemory::new()));
+    let faults = faulty.controller();
+    faults.inject(FaultRule::new(Fault::Hang).on(&[Op::Put]).times(1));
+    let store = ObjectStoreHandle::in_memory().with_store(Arc::new(faulty));
+    let index = Arc::new(Recorder::default());
+    let w = WalWriter::start(store, index.clone(), config());
+    let k = PartitionKey::new(uuid::Uuid::new_v4(), 0);
+    let mut first = submit(&w, piece(k, 0, 0, 1, 10));
+    // the first object's PUT hangs; the second is gathered after its linger
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let mut second = submit(&w, piece(k, 1, 1, 2, 10));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        first.try_recv().is_err() && second.try_recv().is_err(),
+        "nothing answered while the first object is not up"
+    );
+    assert!(
+        index.calls.lock().expect("calls").is_empty(),
+        "nothing recorded out of order"
+    );
+    faults.release_hung();
+    first.await.expect("answered").expect("durable");
+    second.await.expect("answered").expect("durable");
+    let recorded: Vec<_> = index
+        .calls
+        .lock()
+        .expect("calls")
+        .iter()
+        .flatten()
+        .map(|r| r.base_offset)
+        .collect();
+    assert_eq!(recorded, [0, 1], "in the order the objects were gathered");
+}

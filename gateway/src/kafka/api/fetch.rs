@@ -301,6 +301,10 @@ fn preferred_read_replica(
         return None;
     }
     let topic = b.node.catalog.topic_by_id(topic_id)?;
+    // the followers of a topic durable in object storage hold nothing
+    if metastore::topic_config::object_store_durable(&topic.configs) {
+        return None;
+    }
     let p = topic.partitions.get(usize::try_from(partition).ok()?)?;
     if p.leader != Some(me) {
         return None;

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(root, "tests", "tiering"))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import servers  # noqa: E402
-from cluster import Cluster, eventually, metadata  # noqa: E402
+from cluster import Cluster, agent_metrics, eventually, metadata  # noqa: E402
 
 PARTITIONS = 4
 WORKLOAD = """name: durability
@@ -59,21 +59,11 @@ drain_timeout: 60s
 """
 
 
-def metrics(agent):
-    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=5) as r:
-        out = {}
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, val = line.rsplit(" ", 1)
-                out[name] = float(val)
-        return out
-
-
 def totals(c):
     """Object-store requests by kind, written bytes, and follower copies, summed over agents."""
     out = {}
     for a in c.running().values():
-        for k, v in metrics(a).items():
+        for k, v in agent_metrics(a).items():
             if (k.startswith("aerostream_object_store_requests_total")
                     or k in ("aerostream_replica_fetch_bytes_received_total",
                              "aerostream_produced_bytes_total",

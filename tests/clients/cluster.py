@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 
 from broker import Broker, binary, free_port, free_udp_port
@@ -30,6 +31,17 @@ def eventually(what, check, timeout=60, every=0.2):
             last = e
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def agent_metrics(agent):
+    """An agent's `/metrics`, unlabelled and labelled series alike, by their full name."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=5) as r:
+        out = {}
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, val = line.rsplit(" ", 1)
+                out[name] = float(val)
+        return out
 
 
 # ---- Metadata v1 over a raw connection --------------------------------------

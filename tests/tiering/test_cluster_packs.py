@@ -7,7 +7,6 @@ About 60 s."""
 
 import shutil
 import time
-import urllib.request
 import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -15,22 +14,12 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                    NewTopic)
 
 import servers
-from cluster import Cluster, bootstrap, eventually, state
+from cluster import Cluster, agent_metrics, bootstrap, eventually, state
 
 PARTITIONS = 4
 RECORDS = 1600
 SIZE = 16 << 10
 PREFIX = "c1"
-
-
-def metrics(agent):
-    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=5) as r:
-        out = {}
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, val = line.rsplit(" ", 1)
-                out[name] = float(val)
-        return out
 
 
 def record(i):
@@ -66,7 +55,7 @@ def test_packed_segments_survive_a_killed_leader_and_retention_removes_the_packs
         assert p.flush(120) == 0 and not errors, errors[:3]
 
         def tiered():
-            live = [metrics(a) for a in c.running().values()]
+            live = [agent_metrics(a) for a in c.running().values()]
             waiting = sum(m["aerostream_tier_pending_segments"] for m in live)
             committed = sum(m["aerostream_tier_committed_segments_total"] for m in live)
             packs = servers.s3_keys(moto_server, "aerostream", f"{PREFIX}/packs/")

@@ -6,28 +6,17 @@ and serves every acknowledged record. About 40 s."""
 
 import shutil
 import time
-import urllib.request
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import servers
-from cluster import (Cluster, Production, assert_nothing_lost, assert_one_record_per_offset,
-                     bootstrap, eventually, read_back, state)
+from cluster import (Cluster, Production, agent_metrics, assert_nothing_lost,
+                     assert_one_record_per_offset, bootstrap, eventually, read_back, state)
 
 PARTITIONS = 4
 PREFIX = "osd"
-
-
-def metrics(agent):
-    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=5) as r:
-        out = {}
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, val = line.rsplit(" ", 1)
-                out[name] = float(val)
-        return out
 
 
 def wal_objects(moto_server):
@@ -54,7 +43,7 @@ def test_a_killed_leader_loses_nothing_acknowledged_and_followers_copy_nothing(m
         prod = Production(c, topic, PARTITIONS)
         prod.wait_acked(2000)
         assert wal_objects(moto_server), "acknowledged writes went up as write-ahead objects"
-        copied = sum(metrics(a)["aerostream_replica_fetch_bytes_received_total"]
+        copied = sum(agent_metrics(a)["aerostream_replica_fetch_bytes_received_total"]
                      for a in c.running().values())
         assert copied == 0, f"followers copied {copied} bytes of a topic durable in object storage"
 
@@ -86,8 +75,8 @@ def test_a_killed_leader_loses_nothing_acknowledged_and_followers_copy_nothing(m
                 in_zone.append(m.value())
         consumer.close()
         assert len(in_zone) >= expected, f"{len(in_zone)} of {expected} read with client.rack of a follower"
-        pieces = sum(metrics(a)["aerostream_wal_pieces_total"] for a in c.running().values())
-        objects = sum(metrics(a)["aerostream_wal_objects_total"] for a in c.running().values())
+        pieces = sum(agent_metrics(a)["aerostream_wal_pieces_total"] for a in c.running().values())
+        objects = sum(agent_metrics(a)["aerostream_wal_objects_total"] for a in c.running().values())
         print(f"{len(acked)} records acknowledged; the survivors wrote {pieces:.0f} batches "
               f"in {objects:.0f} write-ahead objects")
         assert 0 < objects <= pieces

@@ -310,12 +310,7 @@ pub fn truncation_point(d: Diverging, own: Option<(i32, i64)>, log_start: i64) -
 /// it where the manifest's segments cover the offsets contiguously from
 /// there, never past the leader's high watermark (`hw`, `-1` unknown).
 pub fn restart_offset(local_start: i64, hw: i64, manifest: &[metastore::SegmentEntry]) -> i64 {
-    let mut at = local_start;
-    for e in manifest {
-        if e.base_offset <= at && e.last_offset >= at {
-            at = e.last_offset.saturating_add(1);
-        }
-    }
+    let at = super::rebuild::manifest_end(local_start, manifest);
     if hw >= local_start {
         at.min(hw)
     } else {

@@ -200,8 +200,12 @@ async fn one_partitions_backlog_fills_a_pack_without_waiting_out_max_wait() {
         1,
         PackConfig {
             floor_bytes: 4 << 20,
-            // longer than `until` waits: only the floor can send a pack up
-            max_wait: Duration::from_secs(600),
+            // Packs of two segments (the per-partition limit) would each
+            // wait this out: three of them take 90 s, past what `until`
+            // waits (60 s). With the backlog waiting together, the floor
+            // sends at least four up at once and whatever is left below it
+            // waits this out once.
+            max_wait: Duration::from_secs(30),
             ..packing()
         },
     )

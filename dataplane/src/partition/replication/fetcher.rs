@@ -451,6 +451,16 @@ mod tests {
     }
 
     #[test]
+    fn the_manifest_ends_at_its_first_gap() {
+        use crate::partition::replication::rebuild::manifest_end;
+        let manifest = [seg(0, 99), seg(100, 199), seg(300, 399)];
+        assert_eq!(manifest_end(0, &manifest), 200);
+        assert_eq!(manifest_end(150, &manifest), 200);
+        assert_eq!(manifest_end(250, &manifest), 250);
+        assert_eq!(manifest_end(7, &[]), 7);
+    }
+
+    #[test]
     fn a_follower_with_no_epoch_the_leader_knows_keeps_nothing() {
         assert_eq!(truncation_point(d(0, 50), None, 5), 5);
     }

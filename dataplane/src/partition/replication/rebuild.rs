@@ -118,25 +118,3 @@ pub async fn rebuild(
     );
     Ok(end)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seg(base_offset: i64, last_offset: i64) -> metastore::SegmentEntry {
-        metastore::SegmentEntry {
-            base_offset,
-            last_offset,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn the_manifest_ends_at_its_first_gap() {
-        let manifest = [seg(0, 99), seg(100, 199), seg(300, 399)];
-        assert_eq!(manifest_end(0, &manifest), 200);
-        assert_eq!(manifest_end(150, &manifest), 200);
-        assert_eq!(manifest_end(250, &manifest), 250);
-        assert_eq!(manifest_end(7, &[]), 7);
-    }
-}

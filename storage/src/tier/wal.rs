@@ -225,11 +225,10 @@ impl WalWriter {
     /// Refused at once (and `done` not called) while the backlog is full or
     /// the writer stopped.
     pub fn submit(&self, piece: WalPiece, done: WalDone) -> Result<(), WalError> {
-        let len = piece.records.len() as u64;
-        let backlog = self.counters.backlog_bytes.load(Ordering::Relaxed);
-        if backlog.saturating_add(len) > self.max_backlog && backlog > 0 {
-            return Err(WalError::Backlog(backlog));
+        if let Err(TierError::Backpressure { pending, .. }) = self.has_room(piece.records.len()) {
+            return Err(WalError::Backlog(pending));
         }
+        let len = piece.records.len() as u64;
         self.counters
             .backlog_bytes
             .fetch_add(len, Ordering::Relaxed);

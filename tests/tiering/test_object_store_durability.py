@@ -4,16 +4,18 @@ a write-ahead object holds them, followers copy nothing, and when the
 leader is killed mid-stream another agent rebuilds the log from the bucket
 and serves every acknowledged record. About 40 s."""
 
+import os
 import shutil
 import time
 import uuid
+from collections import defaultdict
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import servers
 from cluster import (Cluster, Production, agent_metrics, assert_one_record_per_offset,
-                     bootstrap, eventually, read_back, state)
+                     bootstrap, eventually, state)
 
 PARTITIONS = 4
 PREFIX = "osd"
@@ -24,8 +26,72 @@ def wal_objects(moto_server):
             if k.endswith(".wal")]
 
 
+def read_back_at(c, topic, partitions, expected, timeout=90):
+    """Every record from the earliest on as (partition, offset, value), and
+    each time the consumer's position went back on a partition (an offset
+    at or below one it had already read: a reset or a seek), as
+    (partition, last offset read, offset read next)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(c), "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, back, errors, last = [], [], [], {}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = consumer.poll(0.5 if len(got) < expected else 1.0)
+        if m is None:
+            if len(got) >= expected:
+                break  # read to the end: nothing more for a second
+            continue
+        if m.error() is not None:
+            errors.append(str(m.error()))
+            continue
+        p, o = m.partition(), m.offset()
+        if p in last and o <= last[p]:
+            back.append((p, last[p], o))
+        last[p] = o
+        got.append((p, o, m.value()))
+    consumer.close()
+    return got, back, errors
+
+
+def report_read_twice(got, back, errors):
+    """Says, for records read back more than once, whether the log holds
+    them twice (one value at two offsets) or the consumer read one offset
+    twice (it was sent back); returns how many were read twice."""
+    at = defaultdict(list)
+    for p, o, v in got:
+        at[(p, v)].append(o)
+    twice = {k: offs for k, offs in at.items() if len(offs) > 1}
+    if not twice:
+        return 0
+    in_log = {k: offs for k, offs in twice.items() if len(set(offs)) > 1}
+    reread = {k: offs for k, offs in twice.items() if len(set(offs)) == 1}
+    print(f"{len(twice)} records read back more than once: {len(in_log)} at two offsets or more "
+          f"(the log holds them twice), {len(reread)} at one offset (read again)")
+    for (p, v), offs in sorted(in_log.items(), key=lambda kv: (kv[0][0], kv[1]))[:50]:
+        print(f"  in the log twice: partition {p} value {v!r} at offsets {offs}")
+    for (p, v), offs in sorted(reread.items(), key=lambda kv: (kv[0][0], kv[1]))[:20]:
+        print(f"  read again: partition {p} value {v!r} at offset {offs[0]} x{len(offs)}")
+    for p, was, to in back[:20]:
+        print(f"  the consumer went back on partition {p}: from offset {was} to {to}")
+    if errors:
+        print(f"  consumer errors: {errors[:10]}")
+    return len(twice)
+
+
+def keep_logs(c, into):
+    """Copies the agents' logs to `into` (the test's tmp dir): the cluster's
+    own directory is removed when the test ends."""
+    os.makedirs(into, exist_ok=True)
+    for n, b in c.agents.items():
+        if os.path.exists(b.log_path):
+            shutil.copy(b.log_path, os.path.join(into, f"agent-{n}.log"))
+    print(f"agents' logs kept in {into}")
+
+
 def test_a_killed_leader_loses_nothing_acknowledged_and_followers_copy_nothing(moto_server,
-                                                                              monkeypatch):
+                                                                              monkeypatch,
+                                                                              tmp_path):
     for k, v in servers.s3_env(moto_server).items():
         monkeypatch.setenv(k, v)
     c = Cluster(extra_args=[
@@ -56,13 +122,16 @@ def test_a_killed_leader_loses_nothing_acknowledged_and_followers_copy_nothing(m
         acked = prod.finish()
         assert not prod.errors, prod.errors[:3]
         assert_one_record_per_offset(prod)
-        got = read_back(c, topic, PARTITIONS, len(acked))
+        read, back, read_errors = read_back_at(c, topic, PARTITIONS, len(acked))
+        got = [(p, v) for p, _, v in read]
         missing = set(acked) - set(got)
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
-        # Known gap (docs/tiering.md, "Limits"): once in several runs on a
-        # loaded machine a record was read back twice after the failover;
-        # reported here, not yet a failure, until its cause is found.
-        twice = len(got) - len(set(got))
+        # Known gap (docs/tiering.md, "Durability in object storage"): once
+        # in several runs on a loaded machine a record was read back twice
+        # after the failover; reported here, not yet a failure, with the
+        # offsets that tell the log holding it twice from a consumer sent
+        # back, until its cause is found.
+        twice = report_read_twice(read, back, read_errors)
         if twice:
             print(f"{twice} records read back more than once")
 
@@ -89,4 +158,5 @@ def test_a_killed_leader_loses_nothing_acknowledged_and_followers_copy_nothing(m
         assert 0 < objects <= pieces
     finally:
         c.stop_all()
+        keep_logs(c, str(tmp_path / "agents"))
         shutil.rmtree(c.dir, ignore_errors=True)

@@ -262,7 +262,7 @@ pub(super) enum Command {
     },
     EpochEnd {
         epoch: i32,
-        reply: Reply<Option<(i32, i64)>>,
+        reply: Reply<Result<Option<(i32, i64)>, LogError>>,
     },
     Settings(LogSettings),
     Close {

@@ -268,7 +268,7 @@ impl PartitionHandle {
     }
 
     pub async fn epoch_end(&self, epoch: i32) -> Result<Option<(i32, i64)>, LogError> {
-        self.ask(|reply| Command::EpochEnd { epoch, reply }).await
+        self.ask(|reply| Command::EpochEnd { epoch, reply }).await?
     }
 
     pub async fn set_settings(&self, settings: LogSettings) -> Result<(), LogError> {

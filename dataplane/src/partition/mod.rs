@@ -112,3 +112,7 @@ mod follower_tests;
 #[cfg(test)]
 #[path = "restart_tests.rs"]
 mod restart_tests;
+
+#[cfg(test)]
+#[path = "object_store_reads_tests.rs"]
+mod object_store_reads_tests;

@@ -591,6 +591,25 @@ impl Task {
         self.log.first_unstable_offset().map_or(hw, |f| f.min(hw))
     }
 
+    /// A partition durable in object storage answers clients' reads
+    /// (Fetch, ListOffsets, OffsetForLeaderEpoch) only while it leads.
+    /// Its followers copy nothing, and a new leader's log is rebuilt from
+    /// object storage after the metastore already names it (the gateway
+    /// routes by the metastore): until then the local log is empty, stale
+    /// or partly rebuilt, so a read past its end would answer
+    /// OFFSET_OUT_OF_RANGE, or an epoch's end offset would fall below the
+    /// consumer's position, and the consumer would reset (to the earliest
+    /// offset with `auto.offset.reset=earliest`, reading everything again).
+    /// Refused, the consumer refreshes its metadata and retries instead.
+    fn check_serves_reads(&self) -> Result<(), LogError> {
+        if self.wal.is_some() && !matches!(self.role, Role::Leader(_) | Role::Standalone) {
+            return Err(LogError::NotServing(
+                "the partition is durable in object storage and this replica does not lead it (yet): its log is not the partition's",
+            ));
+        }
+        Ok(())
+    }
+
     fn read(
         &self,
         offset: i64,
@@ -598,6 +617,7 @@ impl Task {
         min_one: bool,
         isolation: Isolation,
     ) -> Result<TaskRead, LogError> {
+        self.check_serves_reads()?;
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         let high_watermark = *self.hw.borrow();
         let last_stable = self.last_stable_offset();
@@ -700,6 +720,7 @@ impl Task {
     }
 
     fn offsets(&self, query: OffsetQuery) -> Result<TaskOffsets, LogError> {
+        self.check_serves_reads()?;
         // a leader that took over answers what depends on its high
         // watermark only once that has reached the log end it took over
         // with (before, it may still be the lower one it had followed
@@ -1037,7 +1058,10 @@ pub(super) async fn run(mut t: Task, mut rx: mpsc::Receiver<Command>) {
                     let _ = reply.send(t.log.delete_records_before(offset));
                 }
                 Command::EpochEnd { epoch, reply } => {
-                    let _ = reply.send(t.log.epoch_end_offset(epoch));
+                    let _ = reply.send(
+                        t.check_serves_reads()
+                            .map(|()| t.log.epoch_end_offset(epoch)),
+                    );
                 }
                 Command::Settings(s) => t.set_settings(&s),
                 Command::Lead(l) => t.lead(l),

@@ -311,6 +311,48 @@ def partition_ends(bootstrap, topic, partitions, seen):
     return ends
 
 
+def locate(bootstrap, topic, values, timeout=60):
+    """Where read_uncommitted readers find `values` (records a
+    read_committed reader missed), as {value: [(partition, offset), ...]}:
+    present in the log means hidden from read_committed readers (an
+    aborted-transaction entry or the last stable offset), absent means
+    gone from the log."""
+    wanted = set(values)
+    found = defaultdict(list)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"locate-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_uncommitted"})
+    try:
+        md = c.list_topics(topic, timeout=30)
+        tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in md.topics[topic].partitions]
+        c.assign(tps)
+        at_end = set()
+        deadline = time.time() + timeout
+        while time.time() < deadline and len(at_end) < len(tps):
+            for m in c.consume(500, 0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(m.partition())
+                    continue
+                at_end.discard(m.partition())
+                v = m.value().decode()
+                if v in wanted:
+                    found[v].append((m.partition(), m.offset()))
+    except KafkaException as e:
+        found["error"] = str(e)
+    finally:
+        c.close()
+    return {v: found.get(v, []) for v in values}
+
+
+def lost_records(history, seen, topic):
+    """Every record of a committed transaction that read_committed
+    readers did not see."""
+    values = Counter(v for _p, _o, v in seen[topic])
+    return [v for txn, t in history.txns.items() if not txn.startswith("copy-")
+            and t["outcome"] == "committed" for v in t["records"] if values[v] == 0]
+
+
 def check(history, seen, topic, sink, group_committed):
     anomalies = [e for _t, e in history.events if "failed to restart" in e]
     values = Counter(v for _p, _o, v in seen[topic])
@@ -408,6 +450,9 @@ def run(seconds=60, seed=1, writers=3, partitions=4, kill_every=12.0, out=None, 
     }
     if stuck is not None:
         summary["partition_ends"] = stuck
+        lost = lost_records(history, seen, topic)
+        if lost:
+            summary["lost_located"] = locate(bootstrap, topic, lost[:200])
     if out:
         with open(out, "w") as f:
             json.dump({**summary, "events": history.events[-200:]}, f, indent=2)

@@ -47,12 +47,45 @@ const STRANDED_AFTER_MS: i64 = 3_000;
 
 /// Writes the markers of a prepared transaction and completes it; answers
 /// the completed record. `Err` leaves it prepared (the sweep retries).
+///
+/// `record` says which transactional id to complete, and may be outdated:
+/// the sweep completes the records as it found them when it began, one
+/// after the other, each for as long as its markers take; by the time it
+/// gets to one, the EndTxn that prepared it may have completed it, and its
+/// producer begun the next transaction. On transaction version 1 that one
+/// has the same producer id and epoch, so no partition can tell a marker
+/// of the old outcome from the end of the new transaction: written again
+/// then, an ABORT would end the new transaction wherever it had written,
+/// and a read_committed reader would skip those records though it
+/// commits. So, under the claim and with this agent's replica of the
+/// metastore caught up, the transaction is completed as the metastore
+/// holds it now, and nothing is written once it is no longer prepared;
+/// each round of markers checks that again.
 pub(crate) async fn complete(b: &Broker, record: TxnRecord) -> Result<TxnRecord, ResponseError> {
-    let Some(commit) = record.state.preparing() else {
+    if record.state.preparing().is_none() {
         return Ok(record);
-    };
+    }
     let Some(_claim) = b.txn_completing.claim(&record.transactional_id) else {
         return Err(ResponseError::ConcurrentTransactions);
+    };
+    b.node
+        .catalog
+        .linearizable_barrier()
+        .await
+        .map_err(|e| crate::codes::meta_error(&e))?;
+    let (record, commit) = match b.node.catalog.transaction(&record.transactional_id) {
+        Some(now) => match now.state.preparing() {
+            Some(commit) => (now, commit),
+            None => {
+                tracing::debug!(
+                    transactional_id = %now.transactional_id,
+                    state = now.state.name(),
+                    "no marker written: the transaction is no longer prepared"
+                );
+                return Ok(now);
+            }
+        },
+        None => return Ok(record),
     };
     let coordinator_epoch = b
         .node
@@ -97,6 +130,12 @@ pub(crate) async fn complete(b: &Broker, record: TxnRecord) -> Result<TxnRecord,
                 return Err(ResponseError::ConcurrentTransactions);
             }
             tokio::time::sleep(RETRY_EVERY).await;
+            // completed meanwhile elsewhere (the coordinator slot moved):
+            // a marker written now could land in the next transaction
+            match b.node.catalog.transaction(&record.transactional_id) {
+                Some(now) if same_transaction(&now, &record) => {}
+                now => return Ok(now.unwrap_or(record)),
+            }
         }
     }
     b.node
@@ -111,6 +150,15 @@ pub(crate) async fn complete(b: &Broker, record: TxnRecord) -> Result<TxnRecord,
             tracing::warn!(transactional_id = %record.transactional_id, error = %e, "completing a transaction failed");
             crate::codes::meta_error(&e)
         })
+}
+
+/// Whether `now` is still the prepared transaction `was` (the same
+/// producer, outcome and start).
+fn same_transaction(now: &TxnRecord, was: &TxnRecord) -> bool {
+    now.producer_id == was.producer_id
+        && now.producer_epoch == was.producer_epoch
+        && now.state == was.state
+        && now.started_ms == was.started_ms
 }
 
 /// Writes one marker at the partition's leader; the error, if any.

@@ -31,6 +31,7 @@ on_every_backend!(
     clients_before_version_2_add_partitions_and_keep_their_epoch,
     list_transactions_names_the_transactions_this_agent_coordinates,
     a_stable_offset_fetch_is_refused_while_a_transaction_holds_offsets,
+    a_completion_of_an_outdated_record_writes_no_marker_into_the_next_transaction,
 );
 
 fn id(s: &str) -> TransactionalId {
@@ -794,5 +795,102 @@ async fn list_transactions_names_the_transactions_this_agent_coordinates(logs: L
         listed(b).await,
         vec![staying],
         "agent 1 no longer lists the transaction whose slot agent 2 took"
+    );
+}
+
+/// The aborted transactions a read_committed fetch of partition 0 of
+/// `topic` names, as (producer id, first offset), and the offset of each
+/// record it returns.
+async fn aborted_and_offsets(b: &Broker, topic: &str) -> (Vec<(i64, i64)>, Vec<(i64, String)>) {
+    let req = fetch_req(topic, 0, 0, 1).with_isolation_level(1);
+    let resp: FetchResponse = call(b, ApiKey::Fetch, 12, &req).await;
+    let p = &resp.responses[0].partitions[0];
+    let aborted = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|t| (t.producer_id.0, t.first_offset))
+        .collect();
+    (aborted, values_of(p.records.clone()))
+}
+
+/// The sweep completes prepared transactions from a copy of the records it
+/// took when it began, one after the other, each for as long as its
+/// markers take (up to half a minute while a leader is cut off). Meanwhile
+/// the transaction's own EndTxn (or its retry) may complete it, and a
+/// producer before transaction version 2 (librdkafka) goes on with the
+/// same producer id and epoch: its next transaction writes to the same
+/// partitions. A completion of the outdated copy then wrote the old
+/// outcome's marker again, into the next transaction, which no partition
+/// can tell from that transaction's own end: an ABORT there hid the
+/// records the next transaction wrote before it, though that one
+/// committed. A completion goes by the record as the metastore holds it
+/// now, and writes nothing for a transaction no longer prepared.
+async fn a_completion_of_an_outdated_record_writes_no_marker_into_the_next_transaction(logs: Logs) {
+    let t = TestBroker::start(logs).await;
+    let b = &t.broker;
+    create(b, "out", 1).await;
+    let pid = init(b, "app").await.producer_id.0;
+    assert_eq!(add(b, "app", pid, 0, "out").await, 0);
+    let (code, why) = produce_txn(b, "app", "out", txn_batch(&["aborted"], pid, 0, 0)).await;
+    assert_eq!(code, 0, "{why:?}");
+    // the abort is prepared, and the sweep copies the record as it stands
+    let prepared = b
+        .node
+        .catalog
+        .end_transaction("app", (pid, 0), false, None, false)
+        .await
+        .expect("prepared");
+    let outdated = prepared.clone();
+    // the transaction's own EndTxn completes it
+    let done = super::txn_coordinator::complete(b, prepared)
+        .await
+        .expect("completed");
+    assert_eq!(done.state, metastore::transactions::TxnState::CompleteAbort);
+    // the producer's next transaction, at the same epoch
+    assert_eq!(add(b, "app", pid, 0, "out").await, 0);
+    let (code, why) = produce_txn(b, "app", "out", txn_batch(&["committed"], pid, 0, 1)).await;
+    assert_eq!(code, 0, "{why:?}");
+    let started = describe_producers(b, "out", vec![0]).await[0]
+        .1
+        .iter()
+        .find(|p| p.0 == pid)
+        .map(|p| p.5);
+    assert_eq!(
+        started,
+        Some(2),
+        "open at the record after the first marker"
+    );
+
+    // the sweep gets to its copy
+    let _ = super::txn_coordinator::complete(b, outdated).await;
+    let still = describe_producers(b, "out", vec![0]).await[0]
+        .1
+        .iter()
+        .find(|p| p.0 == pid)
+        .map(|p| p.5);
+    assert_eq!(
+        b.node.catalog.transaction("app").map(|r| r.state),
+        Some(metastore::transactions::TxnState::Ongoing)
+    );
+
+    assert_eq!(end(b, "app", pid, 0, true).await, 0);
+    let (aborted, records) = aborted_and_offsets(b, "out").await;
+    // a read_committed client skips this producer's batches from each
+    // first offset named to the next ABORT marker: an entry at 2 would
+    // hide the committed record
+    assert_eq!(
+        aborted,
+        vec![(pid, 0)],
+        "only the first transaction is aborted; records: {records:?}"
+    );
+    assert_eq!(
+        still,
+        Some(2),
+        "the next transaction stayed open: no marker of the last one ended it"
+    );
+    assert!(
+        records.iter().any(|(o, v)| *o == 2 && v == "committed"),
+        "{records:?}"
     );
 }

@@ -10,18 +10,23 @@
 #   4. what ran on each CPU, by process (machine-wide cpu-clock, no stacks);
 #   5. the broker's slow file syscalls (fsync, fdatasync, sync_file_range,
 #      fadvise, pwrite, ftruncate, openat taking 1 ms or more) with perf trace,
-#      long enough to include segment rolls.
+#      long enough to include segment rolls;
+#   6. on-CPU samples of the load generator with call stacks (its clients:
+#      librdkafka over the Kafka wire, or the Rust SDK over the native
+#      protocol), so both ends of a way in are seen.
 # Text reports go to OUT/; the perf.data files are left in a scratch folder
 # (they are large) unless KEEP_PERF_DATA=1.
 #
 # Usage: scripts/bench/profile.sh [WORKLOAD] (default small-50k)
+#   WAY=native-tcp scripts/bench/profile.sh small-max   (the SDK over aero://)
 # Environment: AEROSTREAM_BIN, LOADTEST_BIN (default: built here, release),
 #   OUT (default benchmarks/results/<date>-<host>/profile-<workload>),
 #   BROKER_CPUS (0), LOADGEN_CPUS (1), PERF_CPUS (where perf itself runs:
 #   LOADGEN_CPUS, so that draining its buffers and writing its files does
 #   not take the broker's core), CPU_SECONDS (20), SCHED_SECONDS (5),
 #   SWITCH_SECONDS (10), WIDE_SECONDS (10), TRACE_SECONDS (45),
-#   FREQ (sampling Hz, 999). A step given 0 seconds is skipped.
+#   LOADGEN_SECONDS (20), FREQ (sampling Hz, 999). A step given 0 seconds
+#   is skipped. WAY: kafka (default), native-tcp or native-quic.
 # Needs perf (Debian: linux-perf) and permission to use it (root, or
 # kernel.perf_event_paranoid <= 1 and tracefs readable for perf sched).
 set -euo pipefail
@@ -52,8 +57,16 @@ sched_s=${SCHED_SECONDS:-5}
 switch_s=${SWITCH_SECONDS:-10}
 wide_s=${WIDE_SECONDS:-10}
 trace_s=${TRACE_SECONDS:-45}
+loadgen_s=${LOADGEN_SECONDS:-20}
+way=${WAY:-kafka}
+case $way in
+    kafka | native-tcp | native-quic) ;;
+    *) echo "unknown WAY $way (use kafka, native-tcp, native-quic)" >&2; exit 1 ;;
+esac
 freq=${FREQ:-999}
-out=${OUT:-benchmarks/results/$(date +%Y-%m-%d)-$(hostname -s)/profile-$workload}
+suffix=
+[ "$way" = kafka ] || suffix=-$way
+out=${OUT:-benchmarks/results/$(date +%Y-%m-%d)-$(hostname -s)/profile-$workload$suffix}
 mkdir -p "$out"
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/profile-$workload.XXXXXX")
@@ -73,6 +86,7 @@ trap cleanup EXIT
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "workload: $workload"
+    echo "way in: $way"
     echo "aerostream: $aerostream"
     echo "pinning: broker on CPUs $broker_cpus, load generator on CPUs $loadgen_cpus, perf on CPUs $perf_cpus"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -81,17 +95,26 @@ trap cleanup EXIT
 
 port=$(free_port)
 http_port=$(free_port)
+native_port=$(free_port)
 (cd "$scratch" && AEROSTREAM_LOG=${AEROSTREAM_LOG:-warn} exec taskset -c "$broker_cpus" "$aerostream" serve \
     --data-dir "$scratch/data" --kafka-addr "127.0.0.1:$port" \
     --advertised-kafka-addr "127.0.0.1:$port" --http-addr "127.0.0.1:$http_port" \
-    --native-addr "127.0.0.1:$(free_port)" --shards 1) >"$out/broker.log" 2>&1 &
+    --native-addr "127.0.0.1:$native_port" --shards 1) >"$out/broker.log" 2>&1 &
 broker_pid=$!
 wait_for_port "$port" "$broker_pid" 60
+wait_for_port "$native_port" "$broker_pid" 60
+case $way in
+    kafka) driver_args=(--driver kafka --bootstrap "127.0.0.1:$port") ;;
+    native-tcp) driver_args=(--driver native --bootstrap "aero://127.0.0.1:$native_port") ;;
+    # QUIC listens on the UDP port of the native TCP port's number
+    native-quic) driver_args=(--driver native --bootstrap "aero+quic://127.0.0.1:$native_port"
+        --native-tls-ca "$scratch/data/native-tls/ca.pem") ;;
+esac
 
 # Long enough for every recording below, plus the workload's warm-up.
-duration=$((cpu_s + sched_s + switch_s + wide_s + trace_s + 15))
-taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" \
-    --bootstrap "127.0.0.1:$port" --broker-label aerostream --broker-pid "$broker_pid" \
+duration=$((cpu_s + sched_s + switch_s + wide_s + trace_s + loadgen_s + 15))
+taskset -c "$loadgen_cpus" "$loadtest" run --workload "$file" "${driver_args[@]}" \
+    --broker-label aerostream --broker-pid "$broker_pid" \
     --duration "${duration}s" --json "$out/loadtest.json" >"$out/loadtest.log" 2>&1 &
 load_pid=$!
 
@@ -130,6 +153,8 @@ record "$wide_s" "every CPU" perf record -q -e cpu-clock -F "$freq" -a -o "$scra
 record "$trace_s" "slow file syscalls" perf trace -S --duration 1 -p "$broker_pid" \
     -e fsync,fdatasync,sync_file_range,fadvise64,pwrite64,ftruncate,openat \
     -o "$out/slow-syscalls.txt" -- sleep "$trace_s"
+record "$loadgen_s" "on-CPU stacks of the load generator" perf record -q -e cpu-clock -F "$freq" \
+    --call-graph dwarf,16384 -p "$load_pid" -o "$scratch/loadgen.data" -- sleep "$loadgen_s"
 
 metrics >"$out/metrics-end.txt"
 
@@ -147,6 +172,14 @@ if [ -f "$scratch/cpu.data" ]; then
         >"$out/cpu-inclusive.txt" || true
     report -i "$scratch/cpu.data" --no-children --sort symbol --percent-limit 2 \
         -g caller,0.5,callee,function,percent --max-stack 40 >"$out/cpu-callers.txt" || true
+fi
+if [ -f "$scratch/loadgen.data" ]; then
+    report -i "$scratch/loadgen.data" --no-children --sort symbol --percent-limit 0.3 -g none \
+        >"$out/loadgen-symbols.txt" || true
+    report -i "$scratch/loadgen.data" --no-children --sort dso --percent-limit 0.3 -g none \
+        >"$out/loadgen-dso.txt" || true
+    report -i "$scratch/loadgen.data" --children --sort symbol --percent-limit 2 -g none \
+        >"$out/loadgen-inclusive.txt" || true
 fi
 if [ -f "$scratch/sched.data" ]; then
     perf sched latency -i "$scratch/sched.data" --sort max 2>/dev/null | head -60 \

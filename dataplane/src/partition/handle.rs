@@ -17,6 +17,25 @@ use crate::telemetry::sampling::{sampled, SPAN_TARGET};
 use crate::telemetry::stats::PartitionStats;
 use tracing::Instrument;
 
+/// Which task a [`PartitionHandle`] reaches: equal only for handles of
+/// one task. Holding it keeps no task running.
+#[derive(Clone)]
+pub struct TaskId(watch::Receiver<i64>);
+
+impl PartialEq for TaskId {
+    fn eq(&self, other: &TaskId) -> bool {
+        self.0.same_channel(&other.0)
+    }
+}
+
+impl Eq for TaskId {}
+
+impl std::fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskId")
+    }
+}
+
 /// A cheap handle to a partition task.
 #[derive(Clone)]
 pub struct PartitionHandle {
@@ -52,6 +71,12 @@ impl PartitionHandle {
     /// again has a new one).
     pub fn same_task(&self, other: &PartitionHandle) -> bool {
         self.tx.same_channel(&other.tx)
+    }
+
+    /// Names this handle's task without keeping it alive (a log closed
+    /// and opened again has a new one).
+    pub fn task_id(&self) -> TaskId {
+        TaskId(self.hw.clone())
     }
 
     pub(super) fn is_closed(&self) -> bool {

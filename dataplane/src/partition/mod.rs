@@ -48,7 +48,7 @@ pub use command::{
     Acks, FetchedAt, FollowerFetch, FollowerFetchAnswer, Isolation, IsrProposal, Leadership,
     OffsetQuery, ReadResult, ReplicaPosition,
 };
-pub use handle::PartitionHandle;
+pub use handle::{PartitionHandle, TaskId};
 pub use registry::Partitions;
 pub use txn_guard::TxnGuard;
 
@@ -116,3 +116,7 @@ mod restart_tests;
 #[cfg(test)]
 #[path = "object_store_reads_tests.rs"]
 mod object_store_reads_tests;
+
+#[cfg(test)]
+#[path = "deposed_leader_tests.rs"]
+mod deposed_leader_tests;

@@ -253,18 +253,30 @@ impl Task {
         }
     }
 
-    fn append(&mut self, write: Write, reply: AppendReply) {
-        let leader_epoch = write.leader_epoch;
-        let acks = write.acks;
-        let awaits_leadership = match &self.role {
+    /// Whether a write naming `leader_epoch` waits for a leadership this
+    /// node does not hold yet: it has no role, or its role is of an older
+    /// leader epoch. A leader of an older epoch was deposed meanwhile (the
+    /// epoch moved past it, and back to this node): appended now, the
+    /// write would be stamped with the new epoch but counted by the old
+    /// leadership's replica set, and for a partition durable in object
+    /// storage its range recorded at the new epoch before this node rebuilt
+    /// its log for it.
+    fn awaits_leadership(&self, leader_epoch: i32) -> bool {
+        match &self.role {
             Role::Unassigned => true,
             Role::Follower {
                 leader_epoch: following,
                 ..
             } => leader_epoch > *following,
-            _ => false,
-        };
-        if awaits_leadership || !self.parked.is_empty() {
+            Role::Leader(l) => leader_epoch > l.set.leader_epoch(),
+            Role::Standalone => false,
+        }
+    }
+
+    fn append(&mut self, write: Write, reply: AppendReply) {
+        let leader_epoch = write.leader_epoch;
+        let acks = write.acks;
+        if self.awaits_leadership(leader_epoch) || !self.parked.is_empty() {
             self.park(write, reply);
             return;
         }
@@ -418,15 +430,17 @@ impl Task {
         }
     }
 
-    /// Holds a write that names a leader epoch newer than this node's role
-    /// (or any write while this node has no role yet): the produce path
+    /// Holds a write that names a leader epoch newer than this node's role,
+    /// leader or follower (or any write while this node has no role yet),
+    /// see [`Task::awaits_leadership`]: the produce path
     /// routed it here because the metastore already says this node leads,
     /// and the replica manager applies that a moment later. Refusing it
     /// would let the producer's next write in first, and an idempotent
     /// producer the partition has never seen may start at any sequence, so
     /// the refused first batch could never be written again. Parked writes
-    /// keep their order and are appended when this node leads, refused when
-    /// it follows at their epoch or later, or after [`PARK_MS`].
+    /// keep their order and are appended when this node leads at their
+    /// epoch or later, refused when it follows at their epoch or later, or
+    /// after [`PARK_MS`] (NOT_LEADER_OR_FOLLOWER, which producers retry).
     fn park(&mut self, write: Write, reply: AppendReply) {
         self.parked.push_back(Parked {
             write,
@@ -440,11 +454,7 @@ impl Task {
     fn unpark(&mut self) {
         let mut parked = std::mem::take(&mut self.parked);
         while let Some(p) = parked.pop_front() {
-            let waits = match &self.role {
-                Role::Unassigned => true,
-                Role::Follower { leader_epoch, .. } => p.write.leader_epoch > *leader_epoch,
-                Role::Leader(_) | Role::Standalone => false,
-            };
+            let waits = self.awaits_leadership(p.write.leader_epoch);
             if waits && p.until_ms > now_ms() {
                 parked.push_front(p);
                 self.parked = parked;

@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use super::fetcher::{self, FetchSettings, Followed};
 use super::replica_set::Assignment;
 use super::service::{ReplicaService, ALPN};
-use crate::partition::{IsrProposal, Leadership, Partitions};
+use crate::partition::{IsrProposal, Leadership, Partitions, TaskId};
 use crate::topic_config::{self, LogDefaults};
 
 /// How replication behaves on this node.
@@ -79,7 +79,9 @@ struct Manager {
     partitions: Arc<Partitions>,
     log_defaults: LogDefaults,
     settings: ReplicationSettings,
-    told: HashMap<PartitionKey, Told>,
+    /// What each partition's task was last told, and which task that was
+    /// (a log closed and opened again has a new task, told nothing yet).
+    told: HashMap<PartitionKey, (Told, TaskId)>,
     fetchers: HashMap<AgentId, (watch::Sender<Vec<Followed>>, JoinHandle<()>)>,
     isr_tx: mpsc::UnboundedSender<IsrProposal>,
     /// Topics with a replica here, as last seen: (name, partitions).
@@ -105,18 +107,7 @@ impl ReplicaManager {
         let (opened_tx, opened_rx) = mpsc::unbounded_channel();
         partitions.join_cluster(opened_tx);
         let (isr_tx, isr_rx) = mpsc::unbounded_channel();
-        let m = Manager {
-            me,
-            meta,
-            partitions,
-            log_defaults,
-            settings,
-            told: HashMap::new(),
-            fetchers: HashMap::new(),
-            isr_tx,
-            topics: HashMap::new(),
-            applied: HashMap::new(),
-        };
+        let m = Manager::new(me, meta, partitions, log_defaults, settings, isr_tx);
         Ok(ReplicaManager {
             task: tokio::spawn(m.run(opened_rx, isr_rx)),
         })
@@ -134,6 +125,28 @@ impl Drop for Manager {
 }
 
 impl Manager {
+    fn new(
+        me: AgentId,
+        meta: Metastore,
+        partitions: Arc<Partitions>,
+        log_defaults: LogDefaults,
+        settings: ReplicationSettings,
+        isr_tx: mpsc::UnboundedSender<IsrProposal>,
+    ) -> Manager {
+        Manager {
+            me,
+            meta,
+            partitions,
+            log_defaults,
+            settings,
+            told: HashMap::new(),
+            fetchers: HashMap::new(),
+            isr_tx,
+            topics: HashMap::new(),
+            applied: HashMap::new(),
+        }
+    }
+
     async fn run(
         mut self,
         mut opened: mpsc::UnboundedReceiver<PartitionKey>,
@@ -146,16 +159,32 @@ impl Manager {
             tokio::select! {
                 _ = events.recv() => {}
                 _ = ticker.tick() => {}
-                Some(key) = opened.recv() => {
-                    // a fresh task knows nothing yet
-                    self.told.remove(&key);
-                }
+                Some(key) = opened.recv() => self.on_opened(key),
                 Some(p) = isr.recv() => {
                     self.record_isr(p);
                     continue;
                 }
             }
             self.reconcile().await;
+        }
+    }
+
+    /// A log opened (by this manager's last reconcile, or by a client's
+    /// request): the reconcile that follows assigns its role at once.
+    /// What an earlier task of the partition was told is forgotten (a
+    /// fresh task knows nothing yet); what this very task was told stands,
+    /// so one this manager already told to lead (and, durable in object
+    /// storage, rebuilt) at the current leader epoch is not rebuilt again.
+    /// The event of the reconcile that opened the log arrives after that
+    /// reconcile told the task its role.
+    fn on_opened(&mut self, key: PartitionKey) {
+        let current = self.partitions.get_open(key).map(|h| h.task_id());
+        if self
+            .told
+            .get(&key)
+            .is_some_and(|(_, task)| Some(task) != current.as_ref())
+        {
+            self.told.remove(&key);
         }
     }
 
@@ -272,12 +301,22 @@ impl Manager {
                         handle: handle.clone(),
                     });
                 }
-                if self.told.get(&key) == Some(&told) {
+                // what this task (not an earlier one of the partition) was told
+                let task = handle.task_id();
+                let before = self
+                    .told
+                    .get(&key)
+                    .filter(|(_, t)| *t == task)
+                    .map(|(told, _)| told);
+                if before == Some(&told) {
                     continue;
                 }
                 if let Told::Lead(a, ..) = &told {
+                    // one rebuild per task and leader epoch: a task leading
+                    // at this epoch already holds what object storage does
+                    // and has taken writes since
                     let led_already = matches!(
-                        self.told.get(&key),
+                        before,
                         Some(Told::Lead(before, ..)) if before.leader_epoch == a.leader_epoch
                     );
                     if object_store && !led_already {
@@ -286,7 +325,7 @@ impl Manager {
                     }
                 }
                 if self.tell(&handle, &told).await.is_ok() {
-                    self.told.insert(key, told);
+                    self.told.insert(key, (told, task));
                 }
             }
         }
@@ -354,7 +393,7 @@ impl Manager {
             match result {
                 Ok(_) => {
                     if self.tell(&handle, &told).await.is_ok() {
-                        self.told.insert(key, told);
+                        self.told.insert(key, (told, handle.task_id()));
                     }
                 }
                 Err(e) => {
@@ -469,3 +508,7 @@ impl Manager {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

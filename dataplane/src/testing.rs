@@ -116,6 +116,22 @@ impl Backends {
         }
     }
 
+    /// Creates topic `name` of one partition and one replica, durable in
+    /// object storage (`durability=object-store`).
+    pub async fn create_durable_topic(&self, name: &str) -> metastore::TopicInfo {
+        use metastore::Topics;
+        self.meta
+            .create_topic(
+                metastore::CreateTopic {
+                    configs: [("durability".to_owned(), "object-store".to_owned())].into(),
+                    ..metastore::CreateTopic::new(name, 1, 1)
+                },
+                false,
+            )
+            .await
+            .expect("the topic is created")
+    }
+
     /// Stops the tier and the metastore; returns the directory so a test can
     /// start again on the same data. Close the brokers' partitions first.
     pub async fn stop(self) -> TempDir {
@@ -186,4 +202,14 @@ pub fn batch_of(values: &[&[u8]]) -> bytes::BytesMut {
             kafka_protocol::records::Compression::None,
         )[..],
     )
+}
+
+/// Waits until `done` holds, polling; fails the test after 30 s naming
+/// `what`.
+pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

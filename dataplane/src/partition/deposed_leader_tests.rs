@@ -10,10 +10,10 @@ use storage::tier::manifest::ManifestError;
 use storage::tier::wal::{WalConfig, WalIndex, WalRecord, WalWriter};
 use uuid::Uuid;
 
-use super::tests::{leadership, partitions, settings};
+use super::tests::{alone, leadership, object_store_durable, partitions, settings};
 use super::*;
 use crate::backend::disk::DiskLogFactory;
-use crate::backend::{LogError, LogSettings};
+use crate::backend::LogError;
 use crate::testing::{batch_of, scratch_dir};
 
 /// A metastore that records every write-ahead range, and remembers the
@@ -33,21 +33,6 @@ impl WalIndex for Ranges {
         }
         Ok(ranges.iter().map(|_| Ok(())).collect())
     }
-}
-
-fn durable() -> LogSettings {
-    LogSettings {
-        object_store_durable: true,
-        ..settings()
-    }
-}
-
-/// This node leading alone (the replicas of such a topic copy nothing).
-fn alone(epoch: i32) -> Leadership {
-    let mut l = leadership(1, epoch);
-    l.assignment.replicas = vec![1];
-    l.assignment.isr = vec![1];
-    l
 }
 
 async fn clustered(dir: &tempfile::TempDir, index: Arc<Ranges>) -> Arc<Partitions> {
@@ -75,7 +60,7 @@ async fn a_deposed_object_store_leader_does_not_append_a_write_of_a_newer_epoch(
     let index = Arc::new(Ranges::default());
     let p = clustered(&dir, index.clone()).await;
     let h = p
-        .get_or_open("t", Uuid::new_v4(), 0, durable)
+        .get_or_open("t", Uuid::new_v4(), 0, object_store_durable)
         .await
         .expect("open");
     h.lead(alone(0)).await.expect("lead");

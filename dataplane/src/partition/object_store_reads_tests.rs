@@ -10,10 +10,10 @@ use storage::tier::manifest::ManifestError;
 use storage::tier::wal::{WalConfig, WalIndex, WalRecord, WalWriter};
 use uuid::Uuid;
 
-use super::tests::{leadership, partitions, settings};
+use super::tests::{alone, object_store_durable, partitions, settings};
 use super::*;
 use crate::backend::disk::DiskLogFactory;
-use crate::backend::{LogError, LogSettings};
+use crate::backend::LogError;
 use crate::testing::{batch_of, scratch_dir};
 
 /// A metastore that records every write-ahead range.
@@ -27,21 +27,6 @@ impl WalIndex for RecordsAll {
     ) -> Result<Vec<Result<(), String>>, ManifestError> {
         Ok(ranges.iter().map(|_| Ok(())).collect())
     }
-}
-
-fn durable() -> LogSettings {
-    LogSettings {
-        object_store_durable: true,
-        ..settings()
-    }
-}
-
-/// This node leading alone (the replicas of such a topic copy nothing).
-fn alone(epoch: i32) -> Leadership {
-    let mut l = leadership(1, epoch);
-    l.assignment.replicas = vec![1];
-    l.assignment.isr = vec![1];
-    l
 }
 
 async fn durable_partitions(dir: &tempfile::TempDir) -> Arc<Partitions> {
@@ -72,7 +57,7 @@ async fn a_rebuilding_leader_refuses_reads_instead_of_sending_the_consumer_back(
     let dir = scratch_dir();
     let p = durable_partitions(&dir).await;
     let h = p
-        .get_or_open("t", Uuid::new_v4(), 0, durable)
+        .get_or_open("t", Uuid::new_v4(), 0, object_store_durable)
         .await
         .expect("open");
     h.lead(alone(0)).await.expect("lead");
@@ -150,7 +135,7 @@ async fn a_follower_of_a_partition_durable_in_object_storage_refuses_reads() {
     let dir = scratch_dir();
     let p = durable_partitions(&dir).await;
     let h = p
-        .get_or_open("t", Uuid::new_v4(), 0, durable)
+        .get_or_open("t", Uuid::new_v4(), 0, object_store_durable)
         .await
         .expect("open");
     h.follow(2, 0).await.expect("follow");

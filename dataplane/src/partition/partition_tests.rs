@@ -347,6 +347,23 @@ async fn a_failed_durability_point_fails_its_writes_and_takes_the_log_offline() 
     );
 }
 
+/// Settings of a partition durable in object storage.
+pub(super) fn object_store_durable() -> LogSettings {
+    LogSettings {
+        object_store_durable: true,
+        ..settings()
+    }
+}
+
+/// This node leading alone (the replicas of a topic durable in object
+/// storage copy nothing).
+pub(super) fn alone(epoch: i32) -> Leadership {
+    let mut l = leadership(1, epoch);
+    l.assignment.replicas = vec![1];
+    l.assignment.isr = vec![1];
+    l
+}
+
 pub(super) fn leadership(me: u64, epoch: i32) -> Leadership {
     let (isr_requests, _) = tokio::sync::mpsc::unbounded_channel();
     Leadership {

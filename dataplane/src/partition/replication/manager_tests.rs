@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use metastore::{CreateTopic, Topics};
 use storage::tier::manifest::ManifestError;
 use storage::tier::wal::{WalConfig, WalIndex, WalRecord, WalWriter};
 use tokio::sync::{mpsc, watch};
@@ -15,7 +14,7 @@ use super::{Manager, ReplicationSettings};
 use crate::backend::disk::DiskLogFactory;
 use crate::partition::tests::partitions;
 use crate::partition::{Acks, OffsetQuery};
-use crate::testing::{batch_of, Backends, Logs};
+use crate::testing::{batch_of, until, Backends, Logs};
 use crate::topic_config::LogDefaults;
 use storage::tier::PartitionKey;
 
@@ -39,14 +38,6 @@ impl WalIndex for HeldIndex {
     }
 }
 
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 /// The `opened` event of the log a reconcile opened arrives after that
 /// reconcile rebuilt the partition and told it to lead. It used to make
 /// the manager forget what it told the task, so the next reconcile rebuilt
@@ -57,17 +48,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_opened_event_of_a_rebuilt_leader_does_not_rebuild_it_again() {
     let b = Backends::start(Logs::Disk, 1).await;
-    let topic = b
-        .meta
-        .create_topic(
-            CreateTopic {
-                configs: [("durability".to_owned(), "object-store".to_owned())].into(),
-                ..CreateTopic::new("durable", 1, 1)
-            },
-            false,
-        )
-        .await
-        .expect("the topic is created");
+    let topic = b.create_durable_topic("durable").await;
     let part = topic.partition(0).expect("partition 0");
     assert_eq!(part.leader, Some(1), "the only agent leads");
     let key = PartitionKey::new(topic.id, 0);

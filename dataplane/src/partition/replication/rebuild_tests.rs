@@ -5,23 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use metastore::{CreateTopic, Manifests, Topics};
+use metastore::Manifests;
 use storage::tier::wal::{WalConfig, WalWriter};
 
 use super::{batches_from, rebuild};
 use crate::backend::manifest::MetastoreManifest;
 use crate::backend::LogSettings;
-use crate::partition::tests::{leadership, partitions, settings};
-use crate::partition::{Acks, Leadership};
-use crate::testing::{record_batch, Backends, Logs};
-
-/// This node leading alone (the replicas of such a topic copy nothing).
-fn alone(epoch: i32) -> Leadership {
-    let mut l = leadership(1, epoch);
-    l.assignment.replicas = vec![1];
-    l.assignment.isr = vec![1];
-    l
-}
+use crate::partition::tests::{alone, partitions, settings};
+use crate::partition::Acks;
+use crate::testing::{record_batch, until, Backends, Logs};
 
 /// A batch of one record from producer `pid` at sequence `seq`.
 fn produced(value: &[u8], pid: i64, seq: i32) -> BytesMut {
@@ -33,14 +25,6 @@ fn produced(value: &[u8], pid: i64, seq: i32) -> BytesMut {
             kafka_protocol::records::Compression::None,
         )[..],
     )
-}
-
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// The write-ahead writer makes one range of a partition's consecutive
@@ -55,17 +39,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_whose_first_range_begins_inside_a_sealed_segment_restarts_where_it_ends() {
     let b = Backends::start(Logs::Tiered, 1).await;
-    let topic = b
-        .meta
-        .create_topic(
-            CreateTopic {
-                configs: [("durability".to_owned(), "object-store".to_owned())].into(),
-                ..CreateTopic::new("durable", 1, 1)
-            },
-            false,
-        )
-        .await
-        .expect("the topic is created");
+    let topic = b.create_durable_topic("durable").await;
     let epoch = topic.partition(0).expect("partition 0").leader_epoch;
 
     let p = partitions(b.logs.clone());

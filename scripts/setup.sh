@@ -18,7 +18,9 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 if $BUILD_ONLY; then
   APT_PACKAGES=(gcc g++ make pkg-config curl ca-certificates)
 else
-  APT_PACKAGES=(kcat python3-pip python3-venv xfsprogs nodejs npm openjdk-17-jdk-headless maven postgresql gcc g++ make pkg-config curl ca-certificates)
+  # haproxy: the load balancer in front of three agents in the client
+  # suites, of which two run side by side (40-clients.sh, 44-clients-beside.sh)
+  APT_PACKAGES=(kcat haproxy python3-pip python3-venv xfsprogs nodejs npm openjdk-17-jdk-headless maven postgresql gcc g++ make pkg-config curl ca-certificates)
 fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -32,6 +34,7 @@ for p in "${APT_PACKAGES[@]}"; do
     postgresql) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && continue ;;
     python3-pip) python3 -m pip --version >/dev/null 2>&1 && continue ;;
     python3-venv) python3 -c 'import venv' >/dev/null 2>&1 && continue ;;
+    haproxy) { command -v haproxy || [ -x /usr/sbin/haproxy ]; } >/dev/null 2>&1 && continue ;;
   esac
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done

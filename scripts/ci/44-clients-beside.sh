@@ -7,7 +7,7 @@
 # transactional producer on one agent and on three with a coordinator
 # killed, the Rust SDK's native transactions on three agents, the transaction history checker with agents killed, and with network links cut, under load —
 # the static-membership and elasticity tests, and compacted topics. About 9 minutes once built.
-# Needs: npm, gcc/g++, make; pip -r tests/requirements.txt.
+# Needs: npm, gcc/g++, make, haproxy (scripts/setup.sh); pip -r tests/requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

@@ -26,10 +26,6 @@ use crate::record::Record;
 /// Commands the driver takes in one go before dispatching.
 const COMMANDS_PER_PASS: usize = 1024;
 
-/// The longest the queue of sends goes unheard after a drain (see
-/// [`Driver::run`]): the timer's own resolution.
-const QUIET: Duration = Duration::from_millis(1);
-
 /// What the engine holds for each record: enough to answer it.
 struct Waiter {
     id: u64,
@@ -75,10 +71,6 @@ pub(super) struct Driver {
     /// When the records being placed arrived: read once per pass over the
     /// queued commands rather than once per record.
     now: Instant,
-    /// When the queue was last drained. Until `drained + linger` (at most
-    /// [`QUIET`]) it is not listened to (see [`Driver::run`]); records taken when that ends
-    /// count their linger from here, the earliest they can have been sent.
-    drained: Instant,
     /// Flushes waiting for every record up to their number.
     flushes: Vec<(u64, oneshot::Sender<()>)>,
     open: bool,
@@ -116,7 +108,6 @@ impl Driver {
             next_record: 0,
             outstanding: Outstanding::default(),
             now: Instant::now(),
-            drained: Instant::now(),
             flushes: Vec::new(),
             open: true,
             txn,
@@ -131,50 +122,27 @@ impl Driver {
                 return;
             }
             let wake = self.acc.next_wakeup();
-            // Records sent within a linger (at most QUIET) of the last drain
-            // wait in the queue until it ends, as they would wait in their
-            // batch anyway: the queue is not listened to meanwhile, so a
-            // stream of sends from another thread wakes this task about
-            // once a millisecond rather than once per send (each wake-up a
-            // hand-off between threads, the largest cost of a small record
-            // in a profile of the maximum rate). A flush waits that long
-            // at most; with no linger, nothing changes.
-            let listen_at = self.drained + self.config.linger.min(QUIET);
-            let listening = self.open && Instant::now() >= listen_at;
             tokio::select! {
-                command = commands.recv(), if listening => {
+                command = commands.recv(), if self.open => {
                     self.now = Instant::now();
                     self.command(command);
-                    self.take_queued(&mut commands);
-                    self.drained = self.now;
+                    // Take what else is queued before looking at the
+                    // partitions again: one pass for many records.
+                    for _ in 0..COMMANDS_PER_PASS {
+                        match commands.try_recv() {
+                            Ok(command) => self.command(Some(command)),
+                            Err(mpsc::error::TryRecvError::Empty) => break,
+                            Err(mpsc::error::TryRecvError::Disconnected) => {
+                                self.command(None);
+                                break;
+                            }
+                        }
+                    }
                 }
                 Some(event) = self.events.next(), if !self.events.is_empty() => self.handle(event),
                 () = sleep_until(wake), if wake.is_some() => {}
-                () = tokio::time::sleep_until(listen_at.into()), if self.open && !listening => {
-                    // what waits was sent no earlier than the last drain
-                    self.now = self.drained;
-                    if self.take_queued(&mut commands) > 0 {
-                        self.drained = Instant::now();
-                    }
-                }
             }
         }
-    }
-
-    /// Takes what else is queued before the partitions are looked at
-    /// again: one pass for many records. Answers how many were taken.
-    fn take_queued(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) -> usize {
-        for taken in 0..COMMANDS_PER_PASS {
-            match commands.try_recv() {
-                Ok(command) => self.command(Some(command)),
-                Err(mpsc::error::TryRecvError::Empty) => return taken,
-                Err(mpsc::error::TryRecvError::Disconnected) => {
-                    self.command(None);
-                    return taken;
-                }
-            }
-        }
-        COMMANDS_PER_PASS
     }
 
     fn command(&mut self, command: Option<Command>) {

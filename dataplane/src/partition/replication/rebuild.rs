@@ -128,11 +128,11 @@ pub async fn rebuild(
         Some(r) => {
             if r.base_offset > covered {
                 tracing::error!(
-                topic_id = %key.topic_id,
-                partition = key.partition,
-                manifest_end = covered,
-                first_range = r.base_offset,
-                "object storage holds no copy of the offsets between the manifest's end and the first write-ahead range"
+                    topic_id = %key.topic_id,
+                    partition = key.partition,
+                    manifest_end = covered,
+                    first_range = r.base_offset,
+                    "object storage holds no copy of the offsets between the manifest's end and the first write-ahead range"
                 );
             }
             r.base_offset

@@ -1203,3 +1203,63 @@ async fn tiering_continues_on_a_new_leader_and_followers_drop_what_was_uploaded(
         c.stop(id).await;
     }
 }
+
+/// An admin client creates a topic through one agent and describes its
+/// configs through another, whose metastore replica has not applied the
+/// creation yet. The answering agent catches up with the metastore before
+/// it says the topic does not exist: admin clients do not retry
+/// UNKNOWN_TOPIC_OR_PARTITION on DescribeConfigs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configs_of_a_topic_just_created_elsewhere_are_described_by_a_lagging_agent() {
+    let c = Cluster::start().await;
+    let leader = c.agents[0].meta.metastore_leader().unwrap();
+    let lagging = c.agents.iter().find(|a| a.id != leader).unwrap();
+    lagging.meta.fault_injection().hold_entries(leader);
+    c.agent(leader)
+        .meta
+        .create_topic(
+            CreateTopic::new("configured", 1, 1).with_config("retention.ms", "3600000"),
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(
+        lagging.meta.topic("configured").is_none(),
+        "the lagging replica has not applied the creation"
+    );
+
+    let addr = kafka_addr(&c, lagging.id);
+    let describe = tokio::spawn(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let resp: DescribeConfigsResponse = roundtrip(
+            &mut s,
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("configured")),
+            ]),
+        )
+        .await;
+        resp
+    });
+    // the request waits on the lagging replica until its log flows again
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    lagging.meta.fault_injection().heal();
+    let resp = describe.await.unwrap();
+    let result = &resp.results[0];
+    assert_eq!(
+        result.error_code,
+        0,
+        "{:?}",
+        result.error_message.as_ref().map(|m| m.as_str())
+    );
+    let retention = result
+        .configs
+        .iter()
+        .find(|e| e.name.as_str() == "retention.ms")
+        .and_then(|e| e.value.as_ref())
+        .map(|v| v.to_string());
+    assert_eq!(retention.as_deref(), Some("3600000"));
+}

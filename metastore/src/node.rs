@@ -714,7 +714,7 @@ impl Node {
 impl RpcHandler for Node {
     fn handle(self: Arc<Self>, envelope: Envelope) -> BoxFuture<'static, RpcResponse> {
         Box::pin(async move {
-            if self.faults.blocks(envelope.from) {
+            if self.faults.drops(envelope.from, &envelope.body) {
                 return RpcResponse::Refused("link cut by fault injection".into());
             }
             if envelope.to != self.id {

@@ -1,5 +1,8 @@
 //! Link faults injected by tests (feature `testing`): calls to or from a
-//! blocked peer are dropped on both ends, as if the network lost them.
+//! blocked peer are dropped on both ends, as if the network lost them. A
+//! held peer still exchanges votes, heartbeats and forwarded requests, but
+//! log entries between the two are dropped: the follower lags behind while
+//! staying in touch with its leader.
 //! Without the feature `NetworkFaults` is an empty type whose check is
 //! always false, so release builds carry no fault machinery.
 
@@ -9,12 +12,14 @@ mod enabled {
 
     use parking_lot::RwLock;
 
+    use crate::network::RpcRequest;
     use crate::raft_types::NodeId;
 
     /// Links a test has cut.
     #[derive(Debug, Default)]
     pub struct NetworkFaults {
         blocked: RwLock<BTreeSet<NodeId>>,
+        held: RwLock<BTreeSet<NodeId>>,
         isolated: RwLock<bool>,
     }
 
@@ -29,20 +34,37 @@ mod enabled {
             *self.isolated.write() = true;
         }
 
+        /// Drops log entries (and snapshots) exchanged with `peer` until
+        /// [`NetworkFaults::heal`]; everything else still goes through.
+        pub fn hold_entries(&self, peer: NodeId) {
+            self.held.write().insert(peer);
+        }
+
         /// Restores every link.
         pub fn heal(&self) {
             self.blocked.write().clear();
+            self.held.write().clear();
             *self.isolated.write() = false;
         }
 
-        pub fn blocks(&self, peer: NodeId) -> bool {
-            *self.isolated.read() || self.blocked.read().contains(&peer)
+        /// Whether `body`, sent to or received from `peer`, is dropped.
+        pub fn drops(&self, peer: NodeId, body: &RpcRequest) -> bool {
+            if *self.isolated.read() || self.blocked.read().contains(&peer) {
+                return true;
+            }
+            let carries_entries = match body {
+                RpcRequest::AppendEntries(r) => !r.entries.is_empty(),
+                RpcRequest::InstallSnapshot(_) => true,
+                _ => false,
+            };
+            carries_entries && self.held.read().contains(&peer)
         }
     }
 }
 
 #[cfg(not(any(test, feature = "testing")))]
 mod disabled {
+    use crate::network::RpcRequest;
     use crate::raft_types::NodeId;
 
     /// No faults outside tests.
@@ -53,7 +75,7 @@ mod disabled {
 
     impl NetworkFaults {
         #[inline(always)]
-        pub(crate) fn blocks(&self, _peer: NodeId) -> bool {
+        pub(crate) fn drops(&self, _peer: NodeId, _body: &RpcRequest) -> bool {
             false
         }
     }

@@ -212,7 +212,7 @@ pub(crate) async fn call_with_timeout(
     timeout: Duration,
 ) -> Result<RpcResponse, TransportError> {
     let node = envelope.to;
-    if faults.blocks(node) {
+    if faults.drops(node, &envelope.body) {
         return Err(TransportError::NotSent {
             node,
             reason: "link cut by fault injection".into(),

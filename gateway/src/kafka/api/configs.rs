@@ -100,6 +100,25 @@ fn broker_configs(b: &Broker) -> Vec<(&'static str, String, ConfigType)> {
     ]
 }
 
+/// A topic created through another agent a moment ago may not have reached
+/// this agent's metastore replica yet. Rather than answer
+/// UNKNOWN_TOPIC_OR_PARTITION for it (which admin clients do not retry),
+/// this waits, at most one agent lease, until the replica has applied every
+/// write acknowledged before the request arrived.
+async fn catch_up_on_unknown_topics(b: &Broker, req: &DescribeConfigsRequest) {
+    let catalog = &b.node.catalog;
+    let unknown = req.resources.iter().any(|r| {
+        r.resource_type == RESOURCE_TOPIC && catalog.topic(r.resource_name.as_str()).is_none()
+    });
+    if unknown {
+        if let Ok(Err(e)) =
+            tokio::time::timeout(catalog.agent_lease(), catalog.linearizable_barrier()).await
+        {
+            tracing::debug!(error = %e, "could not catch up with the metastore before describing configs");
+        }
+    }
+}
+
 fn wanted(keys: &Option<Vec<StrBytes>>, name: &str) -> bool {
     keys.as_ref()
         .is_none_or(|k| k.is_empty() || k.iter().any(|x| x.as_str() == name))
@@ -124,12 +143,13 @@ fn refused(
     }
 }
 
-pub(super) fn describe_configs(
+pub(super) async fn describe_configs(
     b: &Broker,
     ctx: &RequestContext,
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let v = ctx.api_version;
+    catch_up_on_unknown_topics(b, &req).await;
     let mut results = Vec::new();
     for r in req.resources {
         let result = DescribeConfigsResult::default()

@@ -358,7 +358,7 @@ pub async fn dispatch(
         RequestKind::CreateTopics(r) => topics::create_topics(broker, &ctx, r).await.into(),
         RequestKind::DeleteTopics(r) => topics::delete_topics(broker, &ctx, r).await.into(),
         RequestKind::CreatePartitions(r) => topics::create_partitions(broker, &ctx, r).await.into(),
-        RequestKind::DescribeConfigs(r) => configs::describe_configs(broker, &ctx, r).into(),
+        RequestKind::DescribeConfigs(r) => configs::describe_configs(broker, &ctx, r).await.into(),
         RequestKind::AlterConfigs(r) => configs::alter_configs(broker, &ctx, r).await.into(),
         RequestKind::IncrementalAlterConfigs(r) => {
             configs::incremental_alter_configs(broker, &ctx, r)

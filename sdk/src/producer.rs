@@ -25,6 +25,7 @@
 
 mod accumulator;
 mod driver;
+mod inbox;
 mod txn;
 
 use std::future::Future;
@@ -32,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::backoff::Backoff;
 use crate::client::Client;
@@ -41,6 +42,7 @@ use crate::proto::Acks;
 use crate::record::{Compression, Record};
 use accumulator::ProducerId;
 use driver::Driver;
+use inbox::Inbox;
 use txn::{Phase, Txn, TxnRef};
 
 /// How a [`Producer`] batches, acknowledges and retries.
@@ -184,7 +186,7 @@ impl std::fmt::Debug for Producer {
 }
 
 struct Shared {
-    commands: mpsc::UnboundedSender<Command>,
+    commands: Arc<Inbox<Command>>,
     /// The topic name last sent to, shared by the records that follow
     /// rather than copied into each.
     last_topic: std::sync::Mutex<Option<Arc<str>>>,
@@ -196,6 +198,13 @@ struct Shared {
     /// Sends waiting for room: while any does, later sends wait too, so
     /// records are queued in the order they were sent.
     waiting: AtomicUsize,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // the last handle is gone: the task sends what it holds, then ends
+        self.commands.close();
+    }
 }
 
 enum Command {
@@ -250,7 +259,7 @@ fn now_ms() -> i64 {
 impl Producer {
     pub(crate) fn start(client: Client, config: ProducerConfig) -> Result<Producer, Error> {
         config.validate()?;
-        let (commands, queue) = mpsc::unbounded_channel();
+        let commands = Inbox::new(config.linger, config.batch_bytes);
         let txn = config.transactional_id.clone().map(|id| {
             Arc::new(Txn::new(
                 id,
@@ -272,6 +281,7 @@ impl Producer {
             waiting: AtomicUsize::new(0),
         });
         let runtime = client.runtime().clone();
+        let queue = Arc::clone(&shared.commands);
         runtime.spawn(Driver::new(client, config, txn).run(queue));
         Ok(Producer { shared })
     }
@@ -340,7 +350,11 @@ impl Producer {
                 };
                 match fast {
                     // A closed channel drops the reply: the answer is Closed.
-                    Some(permit) => drop(shared.commands.send(Command::Send(queued(permit)))),
+                    Some(permit) => drop(
+                        shared
+                            .commands
+                            .send_record(Command::Send(queued(permit)), size),
+                    ),
                     None => {
                         shared.waiting.fetch_add(1, Ordering::SeqCst);
                         later = Some((WaitingForRoom(Arc::clone(&shared)), permits, queued));
@@ -366,7 +380,7 @@ impl Producer {
                     .map_err(|_| Error::Closed)?;
                 shared
                     .commands
-                    .send(Command::Send(queued(permit)))
+                    .send_record(Command::Send(queued(permit)), size)
                     .map_err(|_| Error::Closed)?;
                 drop(waiting);
             }
@@ -453,7 +467,7 @@ impl Producer {
         };
         shared
             .commands
-            .send(Command::Send(queued))
+            .send_record(Command::Send(queued), size)
             .map_err(|_| Error::Closed)
     }
 
@@ -497,7 +511,7 @@ impl Producer {
         let producer = txn.init().await?;
         self.shared
             .commands
-            .send(Command::SetProducer(producer))
+            .send_now(Command::SetProducer(producer))
             .map_err(|_| Error::Closed)
     }
 
@@ -574,7 +588,7 @@ impl Producer {
             let producer = txn.init().await?;
             self.shared
                 .commands
-                .send(Command::SetProducer(producer))
+                .send_now(Command::SetProducer(producer))
                 .map_err(|_| Error::Closed)?;
         }
         Ok(())
@@ -587,7 +601,7 @@ impl Producer {
         let (done, flushed) = oneshot::channel();
         self.shared
             .commands
-            .send(Command::Flush(done))
+            .send_now(Command::Flush(done))
             .map_err(|_| Error::Closed)?;
         flushed.await.map_err(|_| Error::Closed)
     }

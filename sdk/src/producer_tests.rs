@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures::FutureExt;
+use tokio::sync::mpsc;
 
 use super::*;
 use crate::proto::ErrorCode;

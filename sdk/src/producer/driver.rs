@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use super::accumulator::{Accumulator, Answer, Dispatch, Outcome, ProducerId, Settings, Tp};
+use super::inbox::Inbox;
 use super::txn::TxnRef;
 use super::{now_ms, Command, Delivery, ProducerConfig, Queued, Reply};
 use crate::backoff::Backoff;
@@ -22,9 +23,6 @@ use crate::error::Error;
 use crate::partitioner::{partition_for_key, StickyPartitioner};
 use crate::proto::{self, Acks, ErrorCode, ProducePartition, ProduceTopic};
 use crate::record::Record;
-
-/// Commands the driver takes in one go before dispatching.
-const COMMANDS_PER_PASS: usize = 1024;
 
 /// What the engine holds for each record: enough to answer it.
 struct Waiter {
@@ -114,34 +112,44 @@ impl Driver {
         }
     }
 
-    pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+    pub(super) async fn run(mut self, inbox: Arc<Inbox<Command>>) {
+        let mut taken = Vec::new();
         loop {
+            if self.open {
+                self.take(&inbox, &mut taken);
+            }
             self.start_work();
             if !self.open && self.acc.is_idle() && self.parked.is_empty() && self.events.is_empty()
             {
+                inbox.end();
                 return;
             }
             let wake = self.acc.next_wakeup();
+            // Senders wake this task only when it must know now (see
+            // inbox.rs); it takes what they queued whenever it is awake.
+            if self.open && !inbox.wait(wake) {
+                continue;
+            }
             tokio::select! {
-                command = commands.recv(), if self.open => {
-                    self.now = Instant::now();
-                    self.command(command);
-                    // Take what else is queued before looking at the
-                    // partitions again: one pass for many records.
-                    for _ in 0..COMMANDS_PER_PASS {
-                        match commands.try_recv() {
-                            Ok(command) => self.command(Some(command)),
-                            Err(mpsc::error::TryRecvError::Empty) => break,
-                            Err(mpsc::error::TryRecvError::Disconnected) => {
-                                self.command(None);
-                                break;
-                            }
-                        }
-                    }
-                }
+                () = inbox.woken(), if self.open => {}
                 Some(event) = self.events.next(), if !self.events.is_empty() => self.handle(event),
                 () = sleep_until(wake), if wake.is_some() => {}
             }
+        }
+    }
+
+    /// Takes every command queued: one pass for many records, whose
+    /// linger counts from when the first of them was queued.
+    fn take(&mut self, inbox: &Inbox<Command>, taken: &mut Vec<Command>) {
+        let (since, closed) = inbox.take(taken);
+        if let Some(since) = since {
+            self.now = since;
+        }
+        for command in taken.drain(..) {
+            self.command(Some(command));
+        }
+        if closed {
+            self.command(None);
         }
     }
 

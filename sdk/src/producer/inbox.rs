@@ -8,6 +8,8 @@
 //! - it is the first record queued since the task last looked, and the
 //!   task is not already due to look within `linger` (the earliest this
 //!   record's batch could be due);
+//! - the task is overdue: it meant to look by now (its timer can fire up to
+//!   a millisecond late, and a batch it would send is due);
 //! - the records queued since the task last looked reach `wake_bytes` (a
 //!   full batch's worth, which should go out now);
 //! - it is not a record (a flush, a new producer id): those always wake it.
@@ -105,12 +107,15 @@ impl<C> Inbox<C> {
             (Task::Busy, _) => false,
             (Task::Waiting(_), None) => true,
             (Task::Waiting(_), Some(_)) if s.bytes >= self.wake_bytes => true,
-            (Task::Waiting(until), Some(_)) => {
-                first
-                    && match (until, s.since) {
-                        (Some(until), Some(since)) => until > since + self.linger,
-                        _ => true,
-                    }
+            (Task::Waiting(None), Some(_)) => true,
+            (Task::Waiting(Some(until)), Some(_)) => {
+                let now = match s.since {
+                    Some(since) if first => since,
+                    _ => Instant::now(),
+                };
+                // overdue (a timer fires up to a millisecond late), or
+                // not looking before this record's linger ends
+                until <= now || (first && until > now + self.linger)
             }
         };
         if wake {

@@ -64,6 +64,20 @@ fn a_record_wakes_a_task_due_to_look_only_after_its_linger() {
 }
 
 #[test]
+fn a_record_wakes_a_task_past_the_time_it_meant_to_look() {
+    let inbox: Arc<Inbox<u32>> = Inbox::new(Duration::from_millis(50), 1000);
+    let due = Instant::now() + Duration::from_millis(20);
+    assert!(inbox.wait(Some(due)));
+    inbox.send_record(1, 10).unwrap();
+    assert!(!woken(&inbox));
+    while Instant::now() < due {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    inbox.send_record(2, 10).unwrap();
+    assert!(woken(&inbox), "its timer is late: the record wakes it");
+}
+
+#[test]
 fn records_worth_a_batch_wake_the_task() {
     let inbox = inbox();
     assert!(inbox.wait(Some(Instant::now() + LINGER / 2)));

@@ -48,7 +48,7 @@ pub use crate::group::GroupMetadata;
 use crate::proto::Start;
 use crate::proto::{self, ErrorCode, FetchPartition, FetchTopic, OffsetSpec};
 use crate::proto::{AbortedTxn, Isolation};
-use crate::record::{decode_committed, ConsumedRecord};
+use crate::record::{decode_fetched, ConsumedRecord};
 use crate::subscription::{Subscription, SubscriptionConfig};
 
 mod config;
@@ -665,12 +665,13 @@ impl Consumer {
                 return self.failed(tp, e, now);
             }
         }
-        match decode_committed(
+        match decode_fetched(
             &tp.0,
             tp.1,
             fetched.records.clone(),
             offset,
             &fetched.aborted,
+            self.config.check_crcs,
         ) {
             Ok(decoded) => {
                 let Some(part) = self.parts.get_mut(tp) else {

@@ -21,6 +21,7 @@ use kafka_protocol::records::{self as kp, RecordBatchDecoder};
 
 use crate::error::Error;
 
+mod batch_reader;
 mod batch_writer;
 
 /// A record to produce.
@@ -205,6 +206,8 @@ pub fn encode_batch(records: &[Record], options: &BatchOptions) -> Result<Bytes,
 const BATCH_HEADER_LEN: usize = 61;
 /// Bytes before a batch's length field ends: base offset and length.
 const LOG_OVERHEAD: usize = 12;
+/// Where a batch's checksum ends: it covers everything after.
+const CRC_END: usize = 21;
 /// Smallest encoding of one record: length, attributes, timestamp and
 /// offset deltas, key and value lengths, header count, one byte each.
 const MIN_RECORD_LEN: usize = 7;
@@ -217,8 +220,10 @@ struct BatchHeader {
     /// Bytes of the whole batch, its first 12 included.
     total_len: usize,
     magic: i8,
+    crc: u32,
     attributes: i16,
     last_offset_delta: i32,
+    base_timestamp: i64,
     max_timestamp: i64,
     producer_id: i64,
     record_count: i32,
@@ -262,10 +267,10 @@ impl BatchHeader {
         if magic != 2 {
             return Err(unsupported_magic(magic));
         }
-        let _crc = h.get_u32();
+        let crc = h.get_u32();
         let attributes = h.get_i16();
         let last_offset_delta = h.get_i32();
-        let _base_timestamp = h.get_i64();
+        let base_timestamp = h.get_i64();
         let max_timestamp = h.get_i64();
         let producer_id = h.get_i64();
         let _epoch_and_sequence = (h.get_i16(), h.get_i32());
@@ -276,6 +281,8 @@ impl BatchHeader {
             magic,
             attributes,
             last_offset_delta,
+            crc,
+            base_timestamp,
             max_timestamp,
             producer_id,
             record_count,
@@ -348,9 +355,23 @@ pub fn decode_batches(
 pub fn decode_committed(
     topic: &Arc<str>,
     partition: u32,
+    bytes: Bytes,
+    from_offset: i64,
+    aborted: &[crate::proto::AbortedTxn],
+) -> Result<DecodedRecords, Error> {
+    decode_fetched(topic, partition, bytes, from_offset, aborted, true)
+}
+
+/// [`decode_committed`]; `check_crc` false skips the checksum of
+/// uncompressed batches (the consumer's `check_crcs`). Compressed batches
+/// are always checked.
+pub(crate) fn decode_fetched(
+    topic: &Arc<str>,
+    partition: u32,
     mut bytes: Bytes,
     from_offset: i64,
     aborted: &[crate::proto::AbortedTxn],
+    check_crc: bool,
 ) -> Result<DecodedRecords, Error> {
     let mut out = DecodedRecords::default();
     let mut pending: Vec<crate::proto::AbortedTxn> = aborted.to_vec();
@@ -392,12 +413,34 @@ pub fn decode_committed(
                 "record batch claims {count} records in {room} bytes"
             )));
         }
-        let set = if header.is_compressed() {
-            decode_compressed(&mut batch, count)?
-        } else {
-            RecordBatchDecoder::decode(&mut batch)
-                .map_err(|e| Error::Protocol(format!("undecodable record batch: {e}")))?
-        };
+        let append_time = header.log_append_time().then_some(header.max_timestamp);
+        if !header.is_compressed() {
+            if check_crc {
+                let crc = crc32c::crc32c(&batch[CRC_END..]);
+                if crc != header.crc {
+                    return Err(Error::Protocol(format!(
+                        "record batch at offset {} fails its checksum ({:#010x}, computed {crc:#010x})",
+                        header.base_offset, header.crc
+                    )));
+                }
+            }
+            let from = batch_reader::Batch {
+                topic,
+                partition,
+                base_offset: header.base_offset,
+                base_timestamp: header.base_timestamp,
+                append_time,
+                count,
+            };
+            batch_reader::read(
+                &from,
+                batch.split_off(BATCH_HEADER_LEN),
+                from_offset,
+                &mut out.records,
+            )?;
+            continue;
+        }
+        let set = decode_compressed(&mut batch, count)?;
         for r in set.records {
             if r.offset < from_offset {
                 continue;
@@ -406,11 +449,7 @@ pub fn decode_committed(
                 topic: Arc::clone(topic),
                 partition,
                 offset: r.offset,
-                timestamp: if header.log_append_time() {
-                    header.max_timestamp
-                } else {
-                    r.timestamp
-                },
+                timestamp: append_time.unwrap_or(r.timestamp),
                 key: r.key,
                 value: r.value,
                 headers: r
@@ -813,6 +852,38 @@ mod tests {
             decode_batches(&topic(), 0, corrupt.freeze(), 0),
             Err(Error::Protocol(_))
         ));
+    }
+
+    #[test]
+    fn a_batch_read_without_its_checksum_still_refuses_lying_lengths() {
+        let batch = encode_batch(&sample(), &BatchOptions::default()).unwrap();
+        let read = |b: Bytes| decode_fetched(&topic(), 0, b, 0, &[], false);
+        // unchecked, the records are the same as checked
+        assert_eq!(
+            read(batch.clone()).unwrap(),
+            decode_batches(&topic(), 0, batch.clone(), 0).unwrap()
+        );
+        // the record claims more bytes than the batch holds: its length
+        // (over 127, two varint bytes) made about 8 KiB
+        let one = encode_batch(&[Record::new(vec![7u8; 300])], &BatchOptions::default()).unwrap();
+        let mut long = BytesMut::from(&one[..]);
+        assert_ne!(long[BATCH_HEADER_LEN] & 0x80, 0, "a two-byte length");
+        long[BATCH_HEADER_LEN + 1] = 0x7f;
+        assert!(matches!(
+            read(long.freeze()),
+            Err(Error::Protocol(m)) if m.contains("remain")
+        ));
+        // any single byte changed after the header: an error or records,
+        // never a panic or a read past the batch
+        for at in BATCH_HEADER_LEN..batch.len() {
+            for flip in [0x01, 0x80, 0xFF] {
+                let mut b = BytesMut::from(&batch[..]);
+                b[at] ^= flip;
+                if let Ok(decoded) = read(b.freeze()) {
+                    assert!(decoded.records.len() <= sample().len());
+                }
+            }
+        }
     }
 
     #[test]

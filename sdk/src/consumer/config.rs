@@ -94,6 +94,14 @@ pub struct ConsumerConfig {
     /// leaves aborted transactions' records out; fetches only (a
     /// subscription pushes read_uncommitted).
     pub isolation: Isolation,
+    /// Checks every fetched batch's CRC-32C before returning its records
+    /// (default: true, as Kafka's `check.crcs`). A batch that fails it is
+    /// an error, like any undecodable batch. Off saves a pass over every
+    /// byte read: TCP and TLS already check what crossed the network, and
+    /// the checksum otherwise catches a batch damaged where it was stored.
+    /// Compressed batches, and pushed subscriptions, are always checked;
+    /// lengths and counts are checked either way.
+    pub check_crcs: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -108,6 +116,7 @@ impl Default for ConsumerConfig {
             offset_reset: OffsetReset::Earliest,
             read_mode: ReadMode::Fetch,
             isolation: Isolation::ReadUncommitted,
+            check_crcs: true,
         }
     }
 }

@@ -73,7 +73,9 @@
 //! librdkafka does, so the broker does the same bookkeeping for both ways
 //! in. `fetch.wait.max.ms`, `fetch.min.bytes`, `fetch.max.bytes` and
 //! `max.partition.fetch.bytes` map to [`ConsumerConfig`] (whose defaults
-//! are librdkafka's).
+//! are librdkafka's), and so does `check.crcs`, false by default as in
+//! librdkafka: neither way in checks batch CRCs unless the workload asks,
+//! and both check every payload's own checksum.
 //!
 //! [`SendOutcome::Full`]: super::SendOutcome::Full
 //! [`ProducerConfig`]: sdk::ProducerConfig

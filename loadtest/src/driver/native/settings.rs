@@ -151,6 +151,10 @@ impl NativeSettings {
             ("enable.auto.commit".to_string(), "true".to_string()),
         ]);
         props.extend(w.consumer_config.clone());
+        // librdkafka's default: its consumers do not check batch CRCs, so
+        // neither do these unless the workload asks (the load generator
+        // checks every payload's own checksum either way)
+        consumer.check_crcs = false;
         for (k, v) in &props {
             match k.as_str() {
                 "auto.offset.reset" => {
@@ -171,6 +175,7 @@ impl NativeSettings {
                 "fetch.min.bytes" => consumer.min_bytes = parse_prop(k, v)?,
                 "fetch.max.bytes" => consumer.max_bytes = parse_prop(k, v)?,
                 "max.partition.fetch.bytes" => consumer.partition_max_bytes = parse_prop(k, v)?,
+                "check.crcs" => consumer.check_crcs = parse_bool(k, v)?,
                 "client.id" | "enable.partition.eof" | "group.id" => {}
                 _ => ignored.push(format!("consumer_config {k}")),
             }
@@ -231,6 +236,11 @@ mod tests {
         );
         assert_eq!(s.consumer.max_wait, Duration::from_millis(50));
         assert_eq!(s.auto_commit, None);
+        assert!(!s.consumer.check_crcs, "librdkafka's default");
+        let checked =
+            NativeSettings::from_workload(&workload("consumer_config:\n  check.crcs: \"true\"\n"))
+                .unwrap();
+        assert!(checked.consumer.check_crcs);
         assert_eq!(
             s.ignored,
             vec![

@@ -389,3 +389,27 @@ async fn a_callback_send_into_a_full_buffer_queues_nothing() {
     let huge = producer.send_with("t", Record::new(vec![0u8; 1000]), |_| {});
     assert!(matches!(huge, Err(Error::TooLarge { .. })), "{huge:?}");
 }
+
+#[test]
+fn sends_after_the_producers_runtime_stopped_fail_closed() {
+    let outer = tokio::runtime::Runtime::new().unwrap();
+    let double = outer.block_on(Double::start(1));
+    double.create("t", 1);
+    let inner = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (client, producer) = inner.block_on(async {
+        let client = within(Client::connect(&double.url())).await.unwrap();
+        let producer = client.producer(ProducerConfig::default()).unwrap();
+        within(producer.send("t", Record::new("v"))).await.unwrap();
+        (client, producer)
+    });
+    // the background task goes with its runtime
+    drop(inner);
+    let answer = outer.block_on(within(producer.send("t", Record::new("w"))));
+    assert!(matches!(answer, Err(Error::Closed)), "{answer:?}");
+    let refused = producer.send_with("t", Record::new("x"), |_| {});
+    assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+    drop((client, producer));
+}

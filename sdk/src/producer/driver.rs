@@ -51,6 +51,15 @@ enum Event {
     },
 }
 
+/// Ends the inbox when the task ends.
+struct EndInbox(Arc<Inbox<Command>>);
+
+impl Drop for EndInbox {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
 /// The background task of a producer.
 pub(super) struct Driver {
     client: Client,
@@ -113,6 +122,9 @@ impl Driver {
     }
 
     pub(super) async fn run(mut self, inbox: Arc<Inbox<Command>>) {
+        // however the task ends (its runtime may stop it), later sends
+        // fail with Closed and what is queued is answered Closed
+        let _end = EndInbox(Arc::clone(&inbox));
         let mut taken = Vec::new();
         loop {
             if self.open {
@@ -121,7 +133,6 @@ impl Driver {
             self.start_work();
             if !self.open && self.acc.is_idle() && self.parked.is_empty() && self.events.is_empty()
             {
-                inbox.end();
                 return;
             }
             let wake = self.acc.next_wakeup();

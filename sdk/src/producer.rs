@@ -349,7 +349,7 @@ impl Producer {
                     permit,
                 };
                 match fast {
-                    // A closed channel drops the reply: the answer is Closed.
+                    // A closed inbox drops the reply: the answer is Closed.
                     Some(permit) => drop(
                         shared
                             .commands
